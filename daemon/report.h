@@ -1,0 +1,102 @@
+/*
+ * report — the report map of PROTOCOL.md as a C struct, the analyses that
+ * fill it, and its msgpack encoding.
+ *
+ * query.c computes a struct report from one session file (SQL plus the C
+ * post-processing in analysis.c) on a worker thread, never the loop thread;
+ * report_pack() encodes it exactly as PROTOCOL.md's "Report map" says;
+ * report_free() releases it. A struct report owns every string and blob in
+ * it.
+ */
+#ifndef TRACECTLD_REPORT_H
+#define TRACECTLD_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+struct report_params {
+    uint32_t top;           /* slowest / hotspots length (PROTOCOL default 10) */
+    double comm_min_ratio;  /* comm rows need share >= this */
+    uint64_t mem_threshold; /* hotspots need mem_bytes > this */
+};
+
+struct report_blob {
+    char *data; /* canonical msgpack; NULL = nil */
+    size_t len;
+};
+
+struct report_op {
+    char *op;
+    char *category;
+    uint64_t calls, total_ns, avg_ns, min_ns, p50_ns, p95_ns, p99_ns, max_ns;
+    double share;
+    uint64_t mem_bytes, elements;
+};
+
+struct report_entry {
+    char *op;
+    int64_t rank;   /* -1: nil (the process gave no rank) */
+    char *device;   /* NULL: nil */
+    uint64_t step, start_ns, dur_ns, mem_bytes;
+    struct report_blob out_shape, in_shapes;
+};
+
+struct report_device {
+    char *device;
+    uint64_t calls, total_ns, mem_bytes;
+};
+
+struct report_imbalance {
+    bool present; /* false: null (fewer than two devices) */
+    uint64_t devices, total_ns, ideal_ns, max_ns;
+    double ratio;
+    char *slowest_device;
+};
+
+struct report_comm {
+    char *op;
+    uint64_t calls, total_ns;
+    double share;
+};
+
+struct report {
+    /* session header */
+    int64_t id;
+    char *name;
+    char *state; /* "live" or "ended" */
+    uint64_t processes, devices_count, entries, dropped, total_ns, span_ns;
+
+    struct report_op *ops;
+    size_t n_ops;
+    struct report_entry *slowest;
+    size_t n_slowest;
+    uint64_t peak_bytes, total_bytes;
+    struct report_entry *hotspots;
+    size_t n_hotspots;
+    struct report_device *devices;
+    size_t n_devices;
+    struct report_imbalance imbalance;
+    struct report_comm *comm;
+    size_t n_comm;
+};
+
+/*
+ * Computes the report of the session file at db_path (opened read-only; WAL
+ * lets it read while the writer thread appends). Fills everything but id,
+ * name and state, which the caller owns in its registry and sets after.
+ * Returns 0, or a negative errno with a message in errbuf. On error *out is
+ * left empty (report_free is still safe).
+ */
+int query_report(const char *db_path, const struct report_params *p, struct report *out,
+                 char *errbuf, size_t errlen);
+
+/* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */
+int report_pack(msgpack_packer *pk, const struct report *r);
+
+/* Frees what r owns and zeroes it; NULL is a no-op. */
+void report_free(struct report *r);
+
+#endif

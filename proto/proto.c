@@ -1,0 +1,1049 @@
+/*
+ * proto.c — framing, validation and encoding of the v1 wire format.
+ *
+ * Decoding copies everything it keeps out of the unpacker's zone into owned
+ * memory before returning, so no msgpack_object outlives a call (except the
+ * one proto_reader_next_object() lends, until the next call). Validation is
+ * strict about what v1 defines and lenient about what it leaves open: unknown
+ * map keys are skipped and fields after an entry's `device` are ignored.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define READ_CHUNK (64u << 10)
+
+static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL)
+        return -1;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *const type_names[] = {
+    [PROTO_NONE] = "?",         [PROTO_HELLO] = "hello",       [PROTO_OPS] = "ops",
+    [PROTO_BATCH] = "batch",    [PROTO_META] = "meta",         [PROTO_FLUSH] = "flush",
+    [PROTO_BYE] = "bye",        [PROTO_SESSIONS] = "sessions", [PROTO_REPORT] = "report",
+    [PROTO_STATUS] = "status",  [PROTO_DELETE] = "delete",     [PROTO_WELCOME] = "welcome",
+    [PROTO_ACK] = "ack",        [PROTO_OK] = "ok",             [PROTO_ERROR] = "error",
+};
+
+const char *proto_type_name(enum proto_type t)
+{
+    if ((size_t)t >= sizeof(type_names) / sizeof(type_names[0]))
+        return "?";
+    return type_names[t];
+}
+
+bool proto_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+    while (p < end) {
+        unsigned c = *p, n;
+        uint32_t cp;
+
+        if (c == 0)
+            return false;
+        if (c < 0x80) {
+            p++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            n = 1, cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            n = 2, cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            n = 3, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if ((size_t)(end - p) <= n)
+            return false;
+        for (unsigned i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        /* Reject overlong forms, surrogates and code points past U+10FFFF. */
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* ---- field helpers ------------------------------------------------------ */
+
+static bool key_is(const msgpack_object *k, const char *name)
+{
+    size_t n = strlen(name);
+
+    return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+           memcmp(k->via.str.ptr, name, n) == 0;
+}
+
+static int get_uint(const msgpack_object *o, uint64_t max, uint64_t *out, const char *what,
+                    struct proto_error *err)
+{
+    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return fail(err, PROTO_E_MESSAGE, "%s must not be negative", what);
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(err, PROTO_E_MESSAGE, "%s must be an unsigned integer", what);
+    if (o->via.u64 > max)
+        return fail(err, PROTO_E_MESSAGE, "%s is out of range (max %llu)", what,
+                    (unsigned long long)max);
+    *out = o->via.u64;
+    return 0;
+}
+
+static int get_str(const msgpack_object *o, size_t min, size_t max, char **out, const char *what,
+                   struct proto_error *err)
+{
+    char *s;
+
+    if (o->type != MSGPACK_OBJECT_STR)
+        return fail(err, PROTO_E_MESSAGE, "%s must be a string", what);
+    if (o->via.str.size < min)
+        return fail(err, PROTO_E_MESSAGE, "%s must not be empty", what);
+    if (o->via.str.size > max)
+        return fail(err, PROTO_E_TOO_LARGE, "%s is %u bytes, over the limit of %zu", what,
+                    o->via.str.size, max);
+    if (!proto_utf8_valid(o->via.str.ptr, o->via.str.size))
+        return fail(err, PROTO_E_MESSAGE, "%s is not valid UTF-8 (or contains NUL)", what);
+    s = malloc(o->via.str.size + 1);
+    if (s == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    memcpy(s, o->via.str.ptr, o->via.str.size);
+    s[o->via.str.size] = '\0';
+    *out = s;
+    return 0;
+}
+
+static int get_map(const msgpack_object *o, const char *what, struct proto_error *err)
+{
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return fail(err, PROTO_E_MESSAGE, "%s must be a map", what);
+    for (uint32_t i = 0; i < o->via.map.size; i++)
+        if (o->via.map.ptr[i].key.type != MSGPACK_OBJECT_STR)
+            return fail(err, PROTO_E_MESSAGE, "%s has a key that is not a string", what);
+    return 0;
+}
+
+static int get_int(const msgpack_object *o, int64_t min, int64_t max, int64_t *out,
+                   const char *what, struct proto_error *err)
+{
+    int64_t v;
+
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (o->via.u64 > (uint64_t)INT64_MAX)
+            return fail(err, PROTO_E_MESSAGE, "%s is out of range", what);
+        v = (int64_t)o->via.u64;
+    } else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        v = o->via.i64;
+    } else {
+        return fail(err, PROTO_E_MESSAGE, "%s must be an integer", what);
+    }
+    if (v < min || v > max)
+        return fail(err, PROTO_E_MESSAGE, "%s is out of range [%lld, %lld]", what,
+                    (long long)min, (long long)max);
+    *out = v;
+    return 0;
+}
+
+void proto_kv_free(struct proto_kv *kv, size_t n)
+{
+    if (kv == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(kv[i].key);
+        if (kv[i].type == PROTO_V_STR)
+            free(kv[i].v.s);
+    }
+    free(kv);
+}
+
+static int decode_value(const msgpack_object *o, struct proto_kv *kv, struct proto_error *err)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_NIL:
+        kv->type = PROTO_V_NIL;
+        return 0;
+    case MSGPACK_OBJECT_BOOLEAN:
+        kv->type = PROTO_V_BOOL;
+        kv->v.b = o->via.boolean;
+        return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        kv->type = PROTO_V_INT;
+        return get_int(o, INT64_MIN, INT64_MAX, &kv->v.i, "a metadata integer", err);
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        kv->type = PROTO_V_FLOAT;
+        kv->v.f = o->via.f64;
+        return 0;
+    case MSGPACK_OBJECT_STR:
+        kv->type = PROTO_V_STR;
+        return get_str(o, 0, PROTO_MAX_NAME, &kv->v.s, "a metadata value", err);
+    default:
+        return fail(err, PROTO_E_MESSAGE,
+                    "a metadata value must be a string, integer, float or bool");
+    }
+}
+
+static int decode_meta(const msgpack_object *o, struct proto_kv **out, size_t *n_out,
+                       struct proto_error *err)
+{
+    struct proto_kv *kv;
+    uint32_t n;
+
+    if (get_map(o, "meta", err) < 0)
+        return -1;
+    n = o->via.map.size;
+    if (n > PROTO_MAX_META)
+        return fail(err, PROTO_E_TOO_LARGE, "meta has %u keys, over the limit of %d", n,
+                    PROTO_MAX_META);
+    kv = calloc(n ? n : 1, sizeof(*kv));
+    if (kv == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object_kv *p = &o->via.map.ptr[i];
+
+        if (get_str(&p->key, 1, PROTO_MAX_NAME, &kv[i].key, "a metadata key", err) < 0 ||
+            decode_value(&p->val, &kv[i], err) < 0) {
+            proto_kv_free(kv, i + 1);
+            return -1;
+        }
+    }
+    *out = kv;
+    *n_out = n;
+    return 0;
+}
+
+/* ---- producer messages -------------------------------------------------- */
+
+static int decode_hello_field(const msgpack_object_kv *p, struct proto_hello *h,
+                              struct proto_error *err)
+{
+    const msgpack_object *v = &p->val;
+
+    if (key_is(&p->key, "proto"))
+        return get_int(v, INT64_MIN, INT64_MAX, &h->proto, "hello.proto", err);
+    if (key_is(&p->key, "session"))
+        return h->session ? fail(err, PROTO_E_MESSAGE, "hello.session given twice")
+                          : get_str(v, 1, PROTO_MAX_SESSION, &h->session, "hello.session", err);
+    if (v->type == MSGPACK_OBJECT_NIL)
+        return 0; /* optional fields: nil is the same as absent */
+    if (key_is(&p->key, "rank"))
+        return get_int(v, 0, INT32_MAX, &h->rank, "hello.rank", err);
+    if (key_is(&p->key, "world"))
+        return get_int(v, 1, INT32_MAX, &h->world, "hello.world", err);
+    if (key_is(&p->key, "pid"))
+        return get_int(v, 0, INT32_MAX, &h->pid, "hello.pid", err);
+    if (key_is(&p->key, "host"))
+        return h->host ? fail(err, PROTO_E_MESSAGE, "hello.host given twice")
+                       : get_str(v, 0, PROTO_MAX_NAME, &h->host, "hello.host", err);
+    if (key_is(&p->key, "device"))
+        return h->device ? fail(err, PROTO_E_MESSAGE, "hello.device given twice")
+                         : get_str(v, 1, PROTO_MAX_NAME, &h->device, "hello.device", err);
+    if (key_is(&p->key, "meta"))
+        return h->meta ? fail(err, PROTO_E_MESSAGE, "hello.meta given twice")
+                       : decode_meta(v, &h->meta, &h->n_meta, err);
+    return 0;
+}
+
+static int decode_hello(const msgpack_object *a, struct proto_hello *h, struct proto_error *err)
+{
+    bool have_proto = false;
+
+    h->proto = 0;
+    h->rank = h->world = h->pid = -1;
+    if (a->via.array.size < 2 || get_map(&a->via.array.ptr[1], "hello", err) < 0)
+        return fail(err, PROTO_E_MESSAGE, "hello needs a map");
+    const msgpack_object *m = &a->via.array.ptr[1];
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        if (key_is(&m->via.map.ptr[i].key, "proto"))
+            have_proto = true;
+        if (decode_hello_field(&m->via.map.ptr[i], h, err) < 0)
+            return -1;
+    }
+    if (!have_proto)
+        return fail(err, PROTO_E_MESSAGE, "hello.proto is required");
+    if (h->proto != PROTO_VERSION)
+        return fail(err, PROTO_E_VERSION, "protocol version %lld is not supported (this is 1)",
+                    (long long)h->proto);
+    if (h->session == NULL)
+        return fail(err, PROTO_E_MESSAGE, "hello.session is required");
+    return 0;
+}
+
+static int decode_ops(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *l;
+
+    if (a->via.array.size < 2 || a->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "ops needs an array of [id, name(, category)]");
+    l = &a->via.array.ptr[1];
+    m->u.ops.defs = calloc(l->via.array.size ? l->via.array.size : 1, sizeof(struct proto_opdef));
+    if (m->u.ops.defs == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < l->via.array.size; i++) {
+        const msgpack_object *d = &l->via.array.ptr[i];
+        struct proto_opdef *def = &m->u.ops.defs[i];
+        uint64_t id;
+
+        m->u.ops.n = i + 1; /* so that proto_msg_free frees what was copied */
+        if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size < 2)
+            return fail(err, PROTO_E_MESSAGE, "ops[%u] must be [id, name(, category)]", i);
+        if (get_uint(&d->via.array.ptr[0], UINT32_MAX, &id, "an op id", err) < 0 ||
+            get_str(&d->via.array.ptr[1], 1, PROTO_MAX_NAME, &def->name, "an op name", err) < 0)
+            return -1;
+        def->id = (uint32_t)id;
+        if (d->via.array.size > 2 && d->via.array.ptr[2].type != MSGPACK_OBJECT_NIL &&
+            get_str(&d->via.array.ptr[2], 1, PROTO_MAX_CATEGORY, &def->category,
+                    "an op category", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Growing byte buffer for a batch's blob; msgpack_sbuffer does exactly this. */
+static int blob_shape(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack_object *o,
+                      uint32_t *off, uint32_t *len, uint64_t *product, struct proto_error *err)
+{
+    uint64_t dims[PROTO_MAX_DIMS];
+    uint32_t n;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "a shape must be an array of unsigned integers");
+    n = o->via.array.size;
+    if (n > PROTO_MAX_DIMS)
+        return fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d", n,
+                    PROTO_MAX_DIMS);
+    for (uint32_t i = 0; i < n; i++)
+        if (get_uint(&o->via.array.ptr[i], INT64_MAX, &dims[i], "a shape dimension", err) < 0)
+            return -1;
+    if (product != NULL) {
+        uint64_t p = 1;
+        for (uint32_t i = 0; i < n; i++)
+            p = (dims[i] != 0 && p > (uint64_t)INT64_MAX / dims[i]) ? (uint64_t)INT64_MAX
+                                                                    : p * dims[i];
+        *product = n ? p : 0;
+    }
+    if (off != NULL)
+        *off = (uint32_t)sb->size;
+    if (proto_pack_shape(pk, dims, n) < 0)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    if (len != NULL)
+        *len = (uint32_t)(sb->size - *off);
+    return 0;
+}
+
+static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack_object *o,
+                          struct proto_entry *e, struct proto_error *err)
+{
+    uint32_t n;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "in_shapes must be an array of shapes");
+    n = o->via.array.size;
+    if (n > PROTO_MAX_INPUTS)
+        return fail(err, PROTO_E_TOO_LARGE, "%u input shapes, over the limit of %d", n,
+                    PROTO_MAX_INPUTS);
+    e->in_off = (uint32_t)sb->size;
+    if (msgpack_pack_array(pk, n) < 0)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        if (blob_shape(pk, sb, &o->via.array.ptr[i], NULL, NULL, NULL, err) < 0)
+            return -1;
+    e->in_len = (uint32_t)(sb->size - e->in_off);
+    return 0;
+}
+
+static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_packer *pk,
+                        msgpack_sbuffer *sb, struct proto_error *err)
+{
+    const msgpack_object *f;
+    uint64_t op, product = 0;
+    bool elements_nil = true;
+    uint32_t n;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 4)
+        return fail(err, PROTO_E_MESSAGE,
+                    "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    f = o->via.array.ptr;
+    n = o->via.array.size;
+    memset(e, 0, sizeof(*e));
+    if (get_uint(&f[0], INT64_MAX, &e->step, "entry step", err) < 0 ||
+        get_uint(&f[1], UINT32_MAX, &op, "entry op_id", err) < 0 ||
+        get_uint(&f[2], INT64_MAX, &e->start_ns, "entry start_ns", err) < 0 ||
+        get_uint(&f[3], INT64_MAX, &e->dur_ns, "entry dur_ns", err) < 0)
+        return -1;
+    e->op_id = (uint32_t)op;
+    if (n > 4 && f[4].type != MSGPACK_OBJECT_NIL) {
+        if (get_uint(&f[4], INT64_MAX, &e->elements, "entry elements", err) < 0)
+            return -1;
+        elements_nil = false;
+    }
+    if (n > 5 && f[5].type != MSGPACK_OBJECT_NIL &&
+        get_uint(&f[5], INT64_MAX, &e->mem_bytes, "entry mem_bytes", err) < 0)
+        return -1;
+    if (n > 6 && f[6].type != MSGPACK_OBJECT_NIL &&
+        blob_shape(pk, sb, &f[6], &e->out_off, &e->out_len, &product, err) < 0)
+        return -1;
+    if (n > 7 && f[7].type != MSGPACK_OBJECT_NIL && blob_in_shapes(pk, sb, &f[7], e, err) < 0)
+        return -1;
+    if (n > 8 && f[8].type != MSGPACK_OBJECT_NIL) {
+        const msgpack_object_str *s = &f[8].via.str;
+
+        if (f[8].type != MSGPACK_OBJECT_STR || s->size == 0)
+            return fail(err, PROTO_E_MESSAGE, "entry device must be a non-empty string or nil");
+        if (s->size > PROTO_MAX_NAME)
+            return fail(err, PROTO_E_TOO_LARGE, "entry device is over %d bytes", PROTO_MAX_NAME);
+        if (!proto_utf8_valid(s->ptr, s->size))
+            return fail(err, PROTO_E_MESSAGE, "entry device is not valid UTF-8");
+        e->dev_off = (uint32_t)sb->size;
+        e->dev_len = s->size;
+        if (msgpack_sbuffer_write(sb, s->ptr, s->size) < 0)
+            return fail(err, PROTO_E_INTERNAL, "out of memory");
+    }
+    if (elements_nil)
+        e->elements = product;
+    return 0;
+}
+
+static int decode_batch(const msgpack_object *a, struct proto_batch *b, struct proto_error *err)
+{
+    const msgpack_object *l;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc = -1;
+
+    if (a->via.array.size < 2 || a->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
+    l = &a->via.array.ptr[1];
+    b->entries = malloc((l->via.array.size ? l->via.array.size : 1) * sizeof(*b->entries));
+    if (b->entries == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (uint32_t i = 0; i < l->via.array.size; i++) {
+        if (decode_entry(&l->via.array.ptr[i], &b->entries[i], &pk, &sb, err) < 0) {
+            size_t len = err ? strlen(err->message) : 0;
+            if (err != NULL)
+                snprintf(err->message + len, sizeof(err->message) - len, " (entry %u)", i);
+            goto out;
+        }
+    }
+    b->n = l->via.array.size;
+    rc = 0;
+out:
+    b->blob_len = sb.size;
+    b->blob = msgpack_sbuffer_release(&sb);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+/* Finds key in a map object (the message's second element). NULL when absent. */
+static const msgpack_object *map_get(const msgpack_object *m, const char *key)
+{
+    for (uint32_t i = 0; i < m->via.map.size; i++)
+        if (key_is(&m->via.map.ptr[i].key, key))
+            return &m->via.map.ptr[i].val;
+    return NULL;
+}
+
+/* The optional map argument of bye and the control requests. */
+static int arg_map(const msgpack_object *a, const msgpack_object **m, struct proto_error *err)
+{
+    static const msgpack_object empty = {.type = MSGPACK_OBJECT_MAP};
+
+    if (a->via.array.size < 2 || a->via.array.ptr[1].type == MSGPACK_OBJECT_NIL) {
+        *m = &empty;
+        return 0;
+    }
+    *m = &a->via.array.ptr[1];
+    return get_map(*m, "the argument", err);
+}
+
+static int decode_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *args, *v;
+
+    if (arg_map(a, &args, err) < 0)
+        return -1;
+    v = map_get(args, "dropped");
+    if (v != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_uint(v, INT64_MAX, &m->u.bye_dropped, "bye.dropped", err) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- control messages --------------------------------------------------- */
+
+void proto_request_init(struct proto_request *req)
+{
+    memset(req, 0, sizeof(*req));
+    req->session.id = -1;
+    req->top = 10;
+}
+
+static int decode_sessref(const msgpack_object *v, struct proto_sessref *s,
+                          struct proto_error *err)
+{
+    if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
+        return fail(err, PROTO_E_MESSAGE, "session is required");
+    if (v->type == MSGPACK_OBJECT_STR)
+        return get_str(v, 1, PROTO_MAX_SESSION, &s->name, "session", err);
+    return get_int(v, 0, INT64_MAX, &s->id, "session", err);
+}
+
+static int get_ratio(const msgpack_object *v, double *out, struct proto_error *err)
+{
+    double d;
+
+    if (v->type == MSGPACK_OBJECT_FLOAT32 || v->type == MSGPACK_OBJECT_FLOAT64)
+        d = v->via.f64;
+    else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        d = (double)v->via.u64;
+    else
+        return fail(err, PROTO_E_MESSAGE, "comm_min_ratio must be a number");
+    if (!(d >= 0.0 && d <= 1.0))
+        return fail(err, PROTO_E_MESSAGE, "comm_min_ratio must be in [0, 1]");
+    *out = d;
+    return 0;
+}
+
+static int decode_request(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    struct proto_request *req = &m->u.req;
+    const msgpack_object *args, *v;
+    uint64_t u;
+
+    proto_request_init(req);
+    if (arg_map(a, &args, err) < 0)
+        return -1;
+    if (m->type == PROTO_SESSIONS || m->type == PROTO_STATUS)
+        return 0;
+    if (decode_sessref(map_get(args, "session"), &req->session, err) < 0)
+        return -1;
+    if (m->type != PROTO_REPORT)
+        return 0;
+    if ((v = map_get(args, "top")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (get_uint(v, 1000000, &u, "top", err) < 0)
+            return -1;
+        req->top = (uint32_t)u;
+    }
+    if ((v = map_get(args, "comm_min_ratio")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_ratio(v, &req->comm_min_ratio, err) < 0)
+        return -1;
+    if ((v = map_get(args, "mem_threshold")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_uint(v, INT64_MAX, &req->mem_threshold, "mem_threshold", err) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+static int decode_welcome(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *args, *v;
+
+    if (arg_map(a, &args, err) < 0)
+        return -1;
+    m->u.welcome.session_id = m->u.welcome.process_id = -1;
+    if ((v = map_get(args, "session_id")) == NULL ||
+        get_int(v, 0, INT64_MAX, &m->u.welcome.session_id, "welcome.session_id", err) < 0)
+        return fail(err, PROTO_E_MESSAGE, "welcome needs session_id");
+    if ((v = map_get(args, "process_id")) != NULL &&
+        get_int(v, 0, INT64_MAX, &m->u.welcome.process_id, "welcome.process_id", err) < 0)
+        return -1;
+    return 0;
+}
+
+static int decode_ack(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *v;
+
+    if (a->via.array.size < 2 ||
+        get_uint(&a->via.array.ptr[1], UINT64_MAX, &m->u.ack.seq, "ack seq", err) < 0)
+        return fail(err, PROTO_E_MESSAGE, "ack needs a sequence number");
+    if (a->via.array.size > 2 && a->via.array.ptr[2].type == MSGPACK_OBJECT_MAP &&
+        (v = map_get(&a->via.array.ptr[2], "stored")) != NULL &&
+        get_uint(v, UINT64_MAX, &m->u.ack.stored, "ack stored", err) < 0)
+        return -1;
+    return 0;
+}
+
+static int decode_error(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *args, *v;
+
+    if (arg_map(a, &args, err) < 0)
+        return -1;
+    if ((v = map_get(args, "code")) != NULL &&
+        get_str(v, 0, PROTO_MAX_NAME, &m->u.error.code, "error.code", err) < 0)
+        return -1;
+    if ((v = map_get(args, "message")) != NULL &&
+        get_str(v, 0, PROTO_MAX_STR, &m->u.error.message, "error.message", err) < 0)
+        return -1;
+    return 0;
+}
+
+static enum proto_type type_of(const msgpack_object *t)
+{
+    for (size_t i = 1; i < sizeof(type_names) / sizeof(type_names[0]); i++)
+        if (key_is(t, type_names[i]))
+            return (enum proto_type)i;
+    return PROTO_NONE;
+}
+
+int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *t;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size == 0)
+        return fail(err, PROTO_E_MESSAGE, "a message must be an array [type, ...]");
+    t = &o->via.array.ptr[0];
+    if (t->type != MSGPACK_OBJECT_STR)
+        return fail(err, PROTO_E_MESSAGE, "a message type must be a string");
+    m->type = type_of(t);
+    switch (m->type) {
+    case PROTO_HELLO:
+        rc = decode_hello(o, &m->u.hello, err);
+        break;
+    case PROTO_OPS:
+        rc = decode_ops(o, m, err);
+        break;
+    case PROTO_BATCH:
+        rc = decode_batch(o, &m->u.batch, err);
+        break;
+    case PROTO_META:
+        rc = o->via.array.size < 2
+                 ? fail(err, PROTO_E_MESSAGE, "meta needs a map")
+                 : decode_meta(&o->via.array.ptr[1], &m->u.meta.kv, &m->u.meta.n, err);
+        break;
+    case PROTO_FLUSH:
+        rc = o->via.array.size < 2
+                 ? fail(err, PROTO_E_MESSAGE, "flush needs a sequence number")
+                 : get_uint(&o->via.array.ptr[1], UINT64_MAX, &m->u.flush_seq, "flush seq", err);
+        break;
+    case PROTO_BYE:
+        rc = decode_bye(o, m, err);
+        break;
+    case PROTO_SESSIONS:
+    case PROTO_REPORT:
+    case PROTO_STATUS:
+    case PROTO_DELETE:
+        rc = decode_request(o, m, err);
+        break;
+    case PROTO_WELCOME:
+        rc = decode_welcome(o, m, err);
+        break;
+    case PROTO_ACK:
+        rc = decode_ack(o, m, err);
+        break;
+    case PROTO_ERROR:
+        rc = decode_error(o, m, err);
+        break;
+    case PROTO_OK:
+        rc = 0;
+        break;
+    default:
+        rc = fail(err, PROTO_E_TYPE, "unknown message type \"%.*s\"",
+                  (int)(t->via.str.size > 64 ? 64 : t->via.str.size), t->via.str.ptr);
+        break;
+    }
+    if (rc < 0)
+        proto_msg_free(m);
+    return rc;
+}
+
+int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err)
+{
+    msgpack_unpacked res;
+    size_t off = 0;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (len > PROTO_MAX_MSG)
+        return fail(err, PROTO_E_TOO_LARGE, "message of %zu bytes is over the limit", len);
+    msgpack_unpacked_init(&res);
+    switch (msgpack_unpack_next(&res, buf, len, &off)) {
+    case MSGPACK_UNPACK_SUCCESS:
+        rc = off == len ? proto_decode(&res.data, m, err)
+                        : fail(err, PROTO_E_MESSAGE, "trailing bytes after the message");
+        break;
+    case MSGPACK_UNPACK_CONTINUE:
+        rc = fail(err, PROTO_E_MSGPACK, "the message is cut short");
+        break;
+    default:
+        rc = fail(err, PROTO_E_MSGPACK, "bytes are not valid msgpack");
+        break;
+    }
+    msgpack_unpacked_destroy(&res);
+    return rc;
+}
+
+void proto_batch_free(struct proto_batch *b)
+{
+    if (b == NULL)
+        return;
+    free(b->entries);
+    free(b->blob);
+    memset(b, 0, sizeof(*b));
+}
+
+void proto_msg_free(struct proto_msg *m)
+{
+    if (m == NULL)
+        return;
+    switch (m->type) {
+    case PROTO_HELLO:
+        free(m->u.hello.session);
+        free(m->u.hello.host);
+        free(m->u.hello.device);
+        proto_kv_free(m->u.hello.meta, m->u.hello.n_meta);
+        break;
+    case PROTO_OPS:
+        for (size_t i = 0; m->u.ops.defs != NULL && i < m->u.ops.n; i++) {
+            free(m->u.ops.defs[i].name);
+            free(m->u.ops.defs[i].category);
+        }
+        free(m->u.ops.defs);
+        break;
+    case PROTO_BATCH:
+        proto_batch_free(&m->u.batch);
+        break;
+    case PROTO_META:
+        proto_kv_free(m->u.meta.kv, m->u.meta.n);
+        break;
+    case PROTO_REPORT:
+    case PROTO_DELETE:
+        free(m->u.req.session.name);
+        break;
+    case PROTO_ERROR:
+        free(m->u.error.code);
+        free(m->u.error.message);
+        break;
+    default:
+        break;
+    }
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---- reader -------------------------------------------------------------- */
+
+int proto_reader_init(struct proto_reader *r, size_t max_msg)
+{
+    memset(r, 0, sizeof(*r));
+    r->max_msg = max_msg ? max_msg : PROTO_MAX_MSG;
+    if (!msgpack_unpacker_init(&r->unp, READ_CHUNK))
+        return -ENOMEM;
+    msgpack_unpacked_init(&r->res);
+    return 0;
+}
+
+void proto_reader_deinit(struct proto_reader *r)
+{
+    msgpack_unpacked_destroy(&r->res);
+    msgpack_unpacker_destroy(&r->unp);
+}
+
+char *proto_reader_buffer(struct proto_reader *r, size_t want)
+{
+    if (msgpack_unpacker_buffer_capacity(&r->unp) < want &&
+        !msgpack_unpacker_reserve_buffer(&r->unp, want))
+        return NULL;
+    return msgpack_unpacker_buffer(&r->unp);
+}
+
+void proto_reader_commit(struct proto_reader *r, size_t n)
+{
+    msgpack_unpacker_buffer_consumed(&r->unp, n);
+}
+
+int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
+                             struct proto_error *err)
+{
+    /* parsed + (off delta) is the size of the message just completed. */
+    size_t before = r->unp.parsed, off0 = r->unp.off, size;
+
+    switch (msgpack_unpacker_next(&r->unp, &r->res)) {
+    case MSGPACK_UNPACK_SUCCESS:
+        size = before + (r->unp.off - off0);
+        if (size > r->max_msg)
+            return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
+                        size, r->max_msg);
+        *obj = &r->res.data;
+        return 1;
+    case MSGPACK_UNPACK_CONTINUE:
+        /* Bound the message as bytes arrive: msgpack-c would grow its buffer forever. */
+        if (msgpack_unpacker_message_size(&r->unp) > r->max_msg)
+            return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit",
+                        r->max_msg);
+        return 0;
+    case MSGPACK_UNPACK_NOMEM_ERROR:
+        return fail(err, PROTO_E_TOO_LARGE, "a message announces more elements than allowed");
+    default:
+        return fail(err, PROTO_E_MSGPACK, "bytes are not valid msgpack");
+    }
+}
+
+int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *o;
+    int rc = proto_reader_next_object(r, &o, err);
+
+    if (rc <= 0)
+        return rc;
+    rc = proto_decode(o, m, err) < 0 ? -1 : 1;
+    /* Release the zone now: the message was copied into owned memory. */
+    msgpack_unpacked_destroy(&r->res);
+    msgpack_unpacked_init(&r->res);
+    return rc;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+int proto_pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (msgpack_pack_str(pk, n) < 0 || msgpack_pack_str_body(pk, s, n) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_shape(msgpack_packer *pk, const uint64_t *dims, size_t n)
+{
+    if (msgpack_pack_array(pk, n) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (msgpack_pack_uint64(pk, dims[i]) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+static int pack_head(msgpack_packer *pk, size_t n, enum proto_type t)
+{
+    if (msgpack_pack_array(pk, n) < 0)
+        return -ENOMEM;
+    return proto_pack_str(pk, proto_type_name(t));
+}
+
+static int pack_kv(msgpack_packer *pk, const struct proto_kv *kv)
+{
+    int rc = proto_pack_str(pk, kv->key);
+
+    if (rc < 0)
+        return rc;
+    switch (kv->type) {
+    case PROTO_V_BOOL:
+        return (kv->v.b ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) < 0 ? -ENOMEM : 0;
+    case PROTO_V_INT:
+        return msgpack_pack_int64(pk, kv->v.i) < 0 ? -ENOMEM : 0;
+    case PROTO_V_FLOAT:
+        return msgpack_pack_double(pk, kv->v.f) < 0 ? -ENOMEM : 0;
+    case PROTO_V_STR:
+        return proto_pack_str(pk, kv->v.s);
+    default:
+        return msgpack_pack_nil(pk) < 0 ? -ENOMEM : 0;
+    }
+}
+
+static int pack_kvs(msgpack_packer *pk, const struct proto_kv *kv, size_t n)
+{
+    if (msgpack_pack_map(pk, n) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (pack_kv(pk, &kv[i]) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+static int pack_key_int(msgpack_packer *pk, const char *key, int64_t v)
+{
+    if (proto_pack_str(pk, key) < 0 || msgpack_pack_int64(pk, v) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static int pack_key_str(msgpack_packer *pk, const char *key, const char *v)
+{
+    if (proto_pack_str(pk, key) < 0 || proto_pack_str(pk, v) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h)
+{
+    size_t n = 2 + (h->rank >= 0) + (h->world >= 0) + (h->pid >= 0) + (h->host != NULL) +
+               (h->device != NULL) + (h->n_meta > 0);
+
+    if (pack_head(pk, 2, PROTO_HELLO) < 0 || msgpack_pack_map(pk, n) < 0 ||
+        pack_key_int(pk, "proto", h->proto ? h->proto : PROTO_VERSION) < 0 ||
+        pack_key_str(pk, "session", h->session) < 0)
+        return -ENOMEM;
+    if ((h->rank >= 0 && pack_key_int(pk, "rank", h->rank) < 0) ||
+        (h->world >= 0 && pack_key_int(pk, "world", h->world) < 0) ||
+        (h->pid >= 0 && pack_key_int(pk, "pid", h->pid) < 0) ||
+        (h->host != NULL && pack_key_str(pk, "host", h->host) < 0) ||
+        (h->device != NULL && pack_key_str(pk, "device", h->device) < 0))
+        return -ENOMEM;
+    if (h->n_meta > 0 && (proto_pack_str(pk, "meta") < 0 || pack_kvs(pk, h->meta, h->n_meta) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_ops(msgpack_packer *pk, const struct proto_opdef *defs, size_t n)
+{
+    if (pack_head(pk, 2, PROTO_OPS) < 0 || msgpack_pack_array(pk, n) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (msgpack_pack_array(pk, defs[i].category ? 3 : 2) < 0 ||
+            msgpack_pack_uint32(pk, defs[i].id) < 0 || proto_pack_str(pk, defs[i].name) < 0 ||
+            (defs[i].category && proto_pack_str(pk, defs[i].category) < 0))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+int proto_pack_batch_header(msgpack_packer *pk, size_t n)
+{
+    if (pack_head(pk, 2, PROTO_BATCH) < 0 || msgpack_pack_array(pk, n) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static int pack_raw(msgpack_packer *pk, const char *blob, uint32_t off, uint32_t len)
+{
+    if (len == 0)
+        return msgpack_pack_nil(pk);
+    return pk->callback(pk->data, blob + off, len);
+}
+
+int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char *blob)
+{
+    if (msgpack_pack_array(pk, e->dev_len ? 9 : 8) < 0 || msgpack_pack_uint64(pk, e->step) < 0 ||
+        msgpack_pack_uint32(pk, e->op_id) < 0 || msgpack_pack_uint64(pk, e->start_ns) < 0 ||
+        msgpack_pack_uint64(pk, e->dur_ns) < 0 || msgpack_pack_uint64(pk, e->elements) < 0 ||
+        msgpack_pack_uint64(pk, e->mem_bytes) < 0 ||
+        pack_raw(pk, blob, e->out_off, e->out_len) < 0 ||
+        pack_raw(pk, blob, e->in_off, e->in_len) < 0)
+        return -ENOMEM;
+    if (e->dev_len && (msgpack_pack_str(pk, e->dev_len) < 0 ||
+                       msgpack_pack_str_body(pk, blob + e->dev_off, e->dev_len) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_batch(msgpack_packer *pk, const struct proto_batch *b)
+{
+    if (proto_pack_batch_header(pk, b->n) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < b->n; i++)
+        if (proto_pack_entry(pk, &b->entries[i], b->blob) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_meta(msgpack_packer *pk, const struct proto_kv *kv, size_t n)
+{
+    if (pack_head(pk, 2, PROTO_META) < 0 || pack_kvs(pk, kv, n) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_flush(msgpack_packer *pk, uint64_t seq)
+{
+    if (pack_head(pk, 2, PROTO_FLUSH) < 0 || msgpack_pack_uint64(pk, seq) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_bye(msgpack_packer *pk, uint64_t dropped)
+{
+    if (pack_head(pk, 2, PROTO_BYE) < 0 || msgpack_pack_map(pk, 1) < 0 ||
+        proto_pack_str(pk, "dropped") < 0 || msgpack_pack_uint64(pk, dropped) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id)
+{
+    if (pack_head(pk, 2, PROTO_WELCOME) < 0 || msgpack_pack_map(pk, 2) < 0 ||
+        pack_key_int(pk, "session_id", session_id) < 0 ||
+        pack_key_int(pk, "process_id", process_id) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored)
+{
+    if (pack_head(pk, 3, PROTO_ACK) < 0 || msgpack_pack_uint64(pk, seq) < 0 ||
+        msgpack_pack_map(pk, 1) < 0 || proto_pack_str(pk, "stored") < 0 ||
+        msgpack_pack_uint64(pk, stored) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_error(msgpack_packer *pk, const char *code, const char *message)
+{
+    if (pack_head(pk, 2, PROTO_ERROR) < 0 || msgpack_pack_map(pk, 2) < 0 ||
+        pack_key_str(pk, "code", code) < 0 || pack_key_str(pk, "message", message) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static int pack_sessref(msgpack_packer *pk, const struct proto_sessref *s)
+{
+    if (proto_pack_str(pk, "session") < 0)
+        return -ENOMEM;
+    if (s->name != NULL)
+        return proto_pack_str(pk, s->name);
+    return msgpack_pack_int64(pk, s->id) < 0 ? -ENOMEM : 0;
+}
+
+int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req)
+{
+    if (pack_head(pk, 2, type) < 0)
+        return -ENOMEM;
+    switch (type) {
+    case PROTO_REPORT:
+        if (msgpack_pack_map(pk, 4) < 0 || pack_sessref(pk, &req->session) < 0 ||
+            proto_pack_str(pk, "top") < 0 || msgpack_pack_uint32(pk, req->top) < 0 ||
+            proto_pack_str(pk, "comm_min_ratio") < 0 ||
+            msgpack_pack_double(pk, req->comm_min_ratio) < 0 ||
+            proto_pack_str(pk, "mem_threshold") < 0 ||
+            msgpack_pack_uint64(pk, req->mem_threshold) < 0)
+            return -ENOMEM;
+        return 0;
+    case PROTO_DELETE:
+        if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
+            return -ENOMEM;
+        return 0;
+    default:
+        return msgpack_pack_map(pk, 0) < 0 ? -ENOMEM : 0;
+    }
+}
+
+int proto_pack_ok_header(msgpack_packer *pk)
+{
+    return pack_head(pk, 2, PROTO_OK);
+}

@@ -1,0 +1,258 @@
+/*
+ * proto — the tracectl wire format, version 1 (see ../shared/PROTOCOL.md and
+ * proto/PROTOCOL.md).
+ *
+ * This module owns framing and validation of the msgpack stream and the
+ * owned C structs that a decoded message becomes. It depends on msgpack-c
+ * only: no libuv, no SQLite, no globals, so the daemon, the client library,
+ * the CLI, the unit tests and the fuzzer all share it.
+ *
+ * Reading: a struct proto_reader wraps a msgpack_unpacker and bounds each
+ * message as bytes arrive. proto_reader_next() yields one owned struct
+ * proto_msg at a time (or "need more bytes", or an error with a code and a
+ * message). Nothing returned borrows from the unpacker's zone.
+ *
+ * Writing: proto_pack_*() append one whole message to a msgpack_packer.
+ *
+ * Threads: every function is reentrant; a reader belongs to one thread.
+ */
+#ifndef TRACECTL_PROTO_H
+#define TRACECTL_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <msgpack.h>
+
+#define PROTO_VERSION       1
+#define PROTO_MAX_MSG       (4u << 20) /* one message */
+#define PROTO_MAX_STR       4096       /* any string */
+#define PROTO_MAX_NAME      1024       /* op names, metadata keys and strings */
+#define PROTO_MAX_SESSION   256        /* session names */
+#define PROTO_MAX_DIMS      16         /* dimensions of one shape */
+#define PROTO_MAX_INPUTS    8          /* input shapes of one entry */
+#define PROTO_MAX_META      256        /* keys of one meta map */
+#define PROTO_MAX_DEPTH     4          /* nesting of arrays/maps in any v1 message */
+#define PROTO_MAX_CATEGORY  32         /* an op category: a short word */
+
+/* Error codes sent in ["error", {"code": ..., "message": ...}]. */
+#define PROTO_E_MSGPACK     "bad_msgpack"   /* bytes are not msgpack */
+#define PROTO_E_MESSAGE     "bad_message"   /* msgpack, but not a v1 message */
+#define PROTO_E_TOO_LARGE   "too_large"     /* over a size limit */
+#define PROTO_E_TYPE        "unknown_type"  /* unknown message type */
+#define PROTO_E_VERSION     "bad_version"   /* hello.proto != 1 */
+#define PROTO_E_STATE       "bad_state"     /* e.g. batch before hello, second hello */
+#define PROTO_E_UNKNOWN_OP  "unknown_op"    /* op id not defined by ops */
+#define PROTO_E_REDEFINED   "op_redefined"  /* op id redefined with another name */
+#define PROTO_E_NO_SESSION  "no_session"    /* control request names no session */
+#define PROTO_E_LIVE        "session_live"  /* delete of a live session */
+#define PROTO_E_INTERNAL    "internal"      /* the daemon failed (disk, memory) */
+#define PROTO_E_LIMIT       "limit"         /* a daemon limit was reached */
+
+enum proto_type {
+    PROTO_NONE = 0,
+    /* producer → daemon */
+    PROTO_HELLO,
+    PROTO_OPS,
+    PROTO_BATCH,
+    PROTO_META,
+    PROTO_FLUSH,
+    PROTO_BYE,
+    /* control → daemon */
+    PROTO_SESSIONS,
+    PROTO_REPORT,
+    PROTO_STATUS,
+    PROTO_DELETE,
+    /* daemon → peer */
+    PROTO_WELCOME,
+    PROTO_ACK,
+    PROTO_OK,
+    PROTO_ERROR,
+};
+
+struct proto_error {
+    const char *code; /* one of PROTO_E_*, static */
+    char message[200];
+};
+
+enum proto_value_type { PROTO_V_NIL, PROTO_V_BOOL, PROTO_V_INT, PROTO_V_FLOAT, PROTO_V_STR };
+
+/* One metadata pair. Integers are kept as int64 (uint above INT64_MAX is rejected). */
+struct proto_kv {
+    char *key;
+    enum proto_value_type type;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        char *s;
+    } v;
+};
+
+struct proto_hello {
+    int64_t proto;
+    char *session;   /* 1..PROTO_MAX_SESSION bytes of UTF-8, NUL-terminated */
+    int64_t rank;    /* -1 when absent */
+    int64_t world;   /* -1 when absent */
+    int64_t pid;     /* -1 when absent */
+    char *host;      /* NULL when absent */
+    char *device;    /* NULL when absent */
+    struct proto_kv *meta;
+    size_t n_meta;
+};
+
+struct proto_opdef {
+    uint32_t id;
+    char *name;
+    char *category; /* NULL when absent */
+};
+
+/*
+ * One entry of a batch. Shapes and the device name live in the batch's blob:
+ * out_shape/in_shapes as canonical msgpack (an array of uint, an array of
+ * arrays of uint) so they can be stored and replayed byte for byte; len 0
+ * means nil. elements is already resolved (nil → product of out_shape).
+ */
+struct proto_entry {
+    uint64_t step;
+    uint64_t start_ns;
+    uint64_t dur_ns;
+    uint64_t elements;
+    uint64_t mem_bytes;
+    uint32_t op_id;
+    uint32_t out_off, out_len;
+    uint32_t in_off, in_len;
+    uint32_t dev_off, dev_len; /* dev_len 0: nil (the process's hello device) */
+};
+
+struct proto_batch {
+    struct proto_entry *entries;
+    size_t n;
+    char *blob; /* shapes and device names, see struct proto_entry */
+    size_t blob_len;
+};
+
+/* How a control request names a session: by id, or by name (newest of that name). */
+struct proto_sessref {
+    int64_t id;  /* -1 when named */
+    char *name;  /* NULL when by id */
+};
+
+struct proto_request {
+    struct proto_sessref session; /* report, delete (and extensions) */
+    uint32_t top;                 /* report: default 10 */
+    double comm_min_ratio;        /* report: default 0.0 */
+    uint64_t mem_threshold;       /* report: default 0 */
+};
+
+struct proto_msg {
+    enum proto_type type;
+    union {
+        struct proto_hello hello;
+        struct {
+            struct proto_opdef *defs;
+            size_t n;
+        } ops;
+        struct proto_batch batch;
+        struct {
+            struct proto_kv *kv;
+            size_t n;
+        } meta;
+        uint64_t flush_seq;
+        uint64_t bye_dropped;
+        struct proto_request req;
+        struct {
+            int64_t session_id, process_id;
+        } welcome;
+        struct {
+            uint64_t seq, stored;
+        } ack;
+        struct {
+            char *code, *message;
+        } error;
+        /* PROTO_OK: the result is not decoded here; use proto_reader_next_object(). */
+    } u;
+};
+
+/* Frees what a decoded message owns; the struct itself is the caller's. NULL is a no-op. */
+void proto_msg_free(struct proto_msg *m);
+void proto_batch_free(struct proto_batch *b);
+void proto_kv_free(struct proto_kv *kv, size_t n);
+
+/* Name of a message type as on the wire ("hello", ...), or "?" */
+const char *proto_type_name(enum proto_type t);
+
+/* ---- reading ---------------------------------------------------------- */
+
+struct proto_reader {
+    msgpack_unpacker unp;
+    msgpack_unpacked res;
+    size_t max_msg;
+};
+
+/* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
+int proto_reader_init(struct proto_reader *r, size_t max_msg);
+void proto_reader_deinit(struct proto_reader *r);
+
+/*
+ * Where to put up to `want` more bytes: returns a pointer with at least
+ * `want` bytes of room, or NULL (out of memory). Follow with
+ * proto_reader_commit(r, n) for the n bytes actually written.
+ */
+char *proto_reader_buffer(struct proto_reader *r, size_t want);
+void proto_reader_commit(struct proto_reader *r, size_t n);
+
+/*
+ * Decodes the next message that arrived.
+ * Returns 1 and fills *m (free with proto_msg_free), 0 when more bytes are
+ * needed, or -1 and fills *err (the stream is then unusable: reply with the
+ * error and close). Producer, control and reply messages are all accepted;
+ * the caller checks that the type fits its side of the conversation.
+ */
+int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
+
+/*
+ * For readers of generic replies (the CLI): the next whole msgpack object,
+ * borrowed from the reader and valid until the next call. Same returns.
+ */
+int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
+                             struct proto_error *err);
+
+/* Decodes one message from an already unpacked object (used by the above and by the fuzzer). */
+int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_error *err);
+
+/* Decodes one message from a byte buffer holding exactly one message; as proto_decode. */
+int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err);
+
+/* ---- writing ---------------------------------------------------------- */
+
+int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h);
+int proto_pack_ops(msgpack_packer *pk, const struct proto_opdef *defs, size_t n);
+/* A whole batch message; shapes/device come from b->blob. */
+int proto_pack_batch(msgpack_packer *pk, const struct proto_batch *b);
+/* Batch header then n proto_pack_entry() calls: for encoders that do not build a proto_batch. */
+int proto_pack_batch_header(msgpack_packer *pk, size_t n);
+int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char *blob);
+int proto_pack_meta(msgpack_packer *pk, const struct proto_kv *kv, size_t n);
+int proto_pack_flush(msgpack_packer *pk, uint64_t seq);
+int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
+int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
+int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
+int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
+/* Control requests; type is PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS or PROTO_DELETE. */
+int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
+/* ["ok", <caller packs exactly one object next>] */
+int proto_pack_ok_header(msgpack_packer *pk);
+
+/* Helpers shared by encoders: a string and a uint shape as canonical msgpack. */
+int proto_pack_str(msgpack_packer *pk, const char *s);
+int proto_pack_shape(msgpack_packer *pk, const uint64_t *dims, size_t n);
+
+/* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session). */
+void proto_request_init(struct proto_request *req);
+
+/* True when s[0..len) is valid UTF-8 with no NUL. */
+bool proto_utf8_valid(const char *s, size_t len);
+
+#endif

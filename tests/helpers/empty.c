@@ -1,0 +1,2 @@
+/* keeps the helper library non-empty */
+int testhelpers_empty_;
