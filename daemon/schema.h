@@ -1,5 +1,5 @@
 /*
- * schema — the SQL of schema/*.sql, embedded at build time by
+ * schema — the SQL of the schema/ .sql files, embedded at build time by
  * cmake/embed_sql.cmake: schema/<name>.sql becomes schema_<name>_sql.
  */
 #ifndef TRACECTLD_SCHEMA_H
@@ -7,5 +7,12 @@
 
 extern const char schema_catalog_sql[];
 extern const char schema_session_sql[];
+/* The report queries of query.c, one statement each. */
+extern const char schema_report_totals_sql[];
+extern const char schema_report_ops_sql[];
+extern const char schema_report_durations_sql[];
+extern const char schema_report_slowest_sql[];
+extern const char schema_report_hotspots_sql[];
+extern const char schema_report_devices_sql[];
 
 #endif

@@ -34,11 +34,14 @@ static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 }
 
 static const char *const type_names[] = {
-    [PROTO_NONE] = "?",         [PROTO_HELLO] = "hello",       [PROTO_OPS] = "ops",
-    [PROTO_BATCH] = "batch",    [PROTO_META] = "meta",         [PROTO_FLUSH] = "flush",
-    [PROTO_BYE] = "bye",        [PROTO_SESSIONS] = "sessions", [PROTO_REPORT] = "report",
-    [PROTO_STATUS] = "status",  [PROTO_DELETE] = "delete",     [PROTO_WELCOME] = "welcome",
-    [PROTO_ACK] = "ack",        [PROTO_OK] = "ok",             [PROTO_ERROR] = "error",
+    [PROTO_NONE] = "?",        [PROTO_HELLO] = "hello",
+    [PROTO_OPS] = "ops",       [PROTO_BATCH] = "batch",
+    [PROTO_META] = "meta",     [PROTO_FLUSH] = "flush",
+    [PROTO_BYE] = "bye",       [PROTO_SESSIONS] = "sessions",
+    [PROTO_REPORT] = "report", [PROTO_STATUS] = "status",
+    [PROTO_DELETE] = "delete", [PROTO_WELCOME] = "welcome",
+    [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
+    [PROTO_ERROR] = "error",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -158,8 +161,8 @@ static int get_int(const msgpack_object *o, int64_t min, int64_t max, int64_t *o
         return fail(err, PROTO_E_MESSAGE, "%s must be an integer", what);
     }
     if (v < min || v > max)
-        return fail(err, PROTO_E_MESSAGE, "%s is out of range [%lld, %lld]", what,
-                    (long long)min, (long long)max);
+        return fail(err, PROTO_E_MESSAGE, "%s is out of range [%lld, %lld]", what, (long long)min,
+                    (long long)max);
     *out = v;
     return 0;
 }
@@ -313,8 +316,8 @@ static int decode_ops(const msgpack_object *a, struct proto_msg *m, struct proto
             return -1;
         def->id = (uint32_t)id;
         if (d->via.array.size > 2 && d->via.array.ptr[2].type != MSGPACK_OBJECT_NIL &&
-            get_str(&d->via.array.ptr[2], 1, PROTO_MAX_CATEGORY, &def->category,
-                    "an op category", err) < 0)
+            get_str(&d->via.array.ptr[2], 1, PROTO_MAX_CATEGORY, &def->category, "an op category",
+                    err) < 0)
             return -1;
     }
     return 0;
@@ -501,8 +504,7 @@ void proto_request_init(struct proto_request *req)
     req->top = 10;
 }
 
-static int decode_sessref(const msgpack_object *v, struct proto_sessref *s,
-                          struct proto_error *err)
+static int decode_sessref(const msgpack_object *v, struct proto_sessref *s, struct proto_error *err)
 {
     if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
         return fail(err, PROTO_E_MESSAGE, "session is required");
@@ -795,8 +797,7 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
     case MSGPACK_UNPACK_CONTINUE:
         /* Bound the message as bytes arrive: msgpack-c would grow its buffer forever. */
         if (msgpack_unpacker_message_size(&r->unp) > r->max_msg)
-            return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit",
-                        r->max_msg);
+            return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit", r->max_msg);
         return 0;
     case MSGPACK_UNPACK_NOMEM_ERROR:
         return fail(err, PROTO_E_TOO_LARGE, "a message announces more elements than allowed");

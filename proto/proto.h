@@ -25,30 +25,30 @@
 
 #include <msgpack.h>
 
-#define PROTO_VERSION       1
-#define PROTO_MAX_MSG       (4u << 20) /* one message */
-#define PROTO_MAX_STR       4096       /* any string */
-#define PROTO_MAX_NAME      1024       /* op names, metadata keys and strings */
-#define PROTO_MAX_SESSION   256        /* session names */
-#define PROTO_MAX_DIMS      16         /* dimensions of one shape */
-#define PROTO_MAX_INPUTS    8          /* input shapes of one entry */
-#define PROTO_MAX_META      256        /* keys of one meta map */
-#define PROTO_MAX_DEPTH     4          /* nesting of arrays/maps in any v1 message */
-#define PROTO_MAX_CATEGORY  32         /* an op category: a short word */
+#define PROTO_VERSION      1
+#define PROTO_MAX_MSG      (4u << 20) /* one message */
+#define PROTO_MAX_STR      4096       /* any string */
+#define PROTO_MAX_NAME     1024       /* op names, metadata keys and strings */
+#define PROTO_MAX_SESSION  256        /* session names */
+#define PROTO_MAX_DIMS     16         /* dimensions of one shape */
+#define PROTO_MAX_INPUTS   8          /* input shapes of one entry */
+#define PROTO_MAX_META     256        /* keys of one meta map */
+#define PROTO_MAX_DEPTH    4          /* nesting of arrays/maps in any v1 message */
+#define PROTO_MAX_CATEGORY 32         /* an op category: a short word */
 
 /* Error codes sent in ["error", {"code": ..., "message": ...}]. */
-#define PROTO_E_MSGPACK     "bad_msgpack"   /* bytes are not msgpack */
-#define PROTO_E_MESSAGE     "bad_message"   /* msgpack, but not a v1 message */
-#define PROTO_E_TOO_LARGE   "too_large"     /* over a size limit */
-#define PROTO_E_TYPE        "unknown_type"  /* unknown message type */
-#define PROTO_E_VERSION     "bad_version"   /* hello.proto != 1 */
-#define PROTO_E_STATE       "bad_state"     /* e.g. batch before hello, second hello */
-#define PROTO_E_UNKNOWN_OP  "unknown_op"    /* op id not defined by ops */
-#define PROTO_E_REDEFINED   "op_redefined"  /* op id redefined with another name */
-#define PROTO_E_NO_SESSION  "no_session"    /* control request names no session */
-#define PROTO_E_LIVE        "session_live"  /* delete of a live session */
-#define PROTO_E_INTERNAL    "internal"      /* the daemon failed (disk, memory) */
-#define PROTO_E_LIMIT       "limit"         /* a daemon limit was reached */
+#define PROTO_E_MSGPACK    "bad_msgpack"  /* bytes are not msgpack */
+#define PROTO_E_MESSAGE    "bad_message"  /* msgpack, but not a v1 message */
+#define PROTO_E_TOO_LARGE  "too_large"    /* over a size limit */
+#define PROTO_E_TYPE       "unknown_type" /* unknown message type */
+#define PROTO_E_VERSION    "bad_version"  /* hello.proto != 1 */
+#define PROTO_E_STATE      "bad_state"    /* e.g. batch before hello, second hello */
+#define PROTO_E_UNKNOWN_OP "unknown_op"   /* op id not defined by ops */
+#define PROTO_E_REDEFINED  "op_redefined" /* op id redefined with another name */
+#define PROTO_E_NO_SESSION "no_session"   /* control request names no session */
+#define PROTO_E_LIVE       "session_live" /* delete of a live session */
+#define PROTO_E_INTERNAL   "internal"     /* the daemon failed (disk, memory) */
+#define PROTO_E_LIMIT      "limit"        /* a daemon limit was reached */
 
 enum proto_type {
     PROTO_NONE = 0,
@@ -92,12 +92,12 @@ struct proto_kv {
 
 struct proto_hello {
     int64_t proto;
-    char *session;   /* 1..PROTO_MAX_SESSION bytes of UTF-8, NUL-terminated */
-    int64_t rank;    /* -1 when absent */
-    int64_t world;   /* -1 when absent */
-    int64_t pid;     /* -1 when absent */
-    char *host;      /* NULL when absent */
-    char *device;    /* NULL when absent */
+    char *session; /* 1..PROTO_MAX_SESSION bytes of UTF-8, NUL-terminated */
+    int64_t rank;  /* -1 when absent */
+    int64_t world; /* -1 when absent */
+    int64_t pid;   /* -1 when absent */
+    char *host;    /* NULL when absent */
+    char *device;  /* NULL when absent */
     struct proto_kv *meta;
     size_t n_meta;
 };
@@ -135,8 +135,8 @@ struct proto_batch {
 
 /* How a control request names a session: by id, or by name (newest of that name). */
 struct proto_sessref {
-    int64_t id;  /* -1 when named */
-    char *name;  /* NULL when by id */
+    int64_t id; /* -1 when named */
+    char *name; /* NULL when by id */
 };
 
 struct proto_request {

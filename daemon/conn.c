@@ -1,0 +1,496 @@
+/* conn.c — one client connection; see conn.h. */
+#define _GNU_SOURCE /* struct ucred */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "conn.h"
+#include "control.h"
+#include "log.h"
+
+#define READ_SIZE (64u << 10)
+
+struct conn_write {
+    uv_write_t req;
+    char *data;
+};
+
+static void conn_update_reading(struct conn *c);
+static void conn_process(struct conn *c);
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static void conn_free(struct conn *c)
+{
+    proto_reader_deinit(&c->reader);
+    u32map_deinit(&c->ops);
+    free(c);
+}
+
+static void conn_close_cb(uv_handle_t *handle)
+{
+    struct conn *c = (struct conn *)handle;
+
+    c->pipe.data = NULL; /* marks "the handle is closed" for conn_unref */
+    if (c->refs == 0)
+        conn_free(c);
+}
+
+void conn_unref(struct conn *c)
+{
+    if (--c->refs == 0 && c->closed && c->pipe.data == NULL)
+        conn_free(c);
+}
+
+void conn_close(struct conn *c)
+{
+    struct daemon *d = c->d;
+
+    if (c->closed)
+        return;
+    c->closed = true;
+    if (c->producer && c->session != NULL) {
+        /* Everything well-formed it sent is queued; record that it left without bye. */
+        session_leave(&d->reg, c->session, c->process_id, false, 0);
+        c->session = NULL;
+    }
+    if (c->paused)
+        d->n_paused--;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        d->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    d->n_conns--;
+    uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
+}
+
+static void conn_write_cb(uv_write_t *req, int status)
+{
+    struct conn_write *w = (struct conn_write *)req;
+
+    free(w->data);
+    free(w);
+    (void)status; /* a failed write shows up as a read error or EOF too */
+}
+
+void conn_send(struct conn *c, msgpack_sbuffer *sb)
+{
+    struct conn_write *w;
+    uv_buf_t buf;
+
+    if (c->closed || (w = malloc(sizeof(*w))) == NULL) {
+        msgpack_sbuffer_destroy(sb);
+        return;
+    }
+    w->data = sb->data;
+    buf = uv_buf_init(sb->data, (unsigned)sb->size);
+    sb->data = NULL;
+    sb->size = sb->alloc = 0;
+    if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, conn_write_cb) < 0) {
+        free(w->data);
+        free(w);
+        conn_close(c);
+    }
+}
+
+static void conn_shutdown_cb(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->data;
+
+    free(req);
+    (void)status;
+    conn_close(c);
+}
+
+void conn_fail(struct conn *c, const char *code, const char *message)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uv_shutdown_t *req;
+
+    if (c->closed || c->failed)
+        return;
+    c->failed = true;
+    log_info("connection (pid %lld): %s: %s", (long long)c->pid, code, message);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error(&pk, code, message);
+    conn_send(c, &sb);
+    conn_update_reading(c);
+    /* Shut down after the error is written, then close. */
+    req = malloc(sizeof(*req));
+    if (req == NULL || uv_shutdown(req, (uv_stream_t *)&c->pipe, conn_shutdown_cb) < 0) {
+        free(req);
+        conn_close(c);
+        return;
+    }
+    req->data = c;
+}
+
+/* ---- producer messages --------------------------------------------------- */
+
+static void conn_send_simple(struct conn *c, int (*pack)(msgpack_packer *, int64_t, int64_t),
+                             int64_t a, int64_t b)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (pack(&pk, a, b) < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return;
+    }
+    conn_send(c, &sb);
+}
+
+static int pack_ack(msgpack_packer *pk, int64_t seq, int64_t stored)
+{
+    return proto_pack_ack(pk, (uint64_t)seq, (uint64_t)stored);
+}
+
+static void conn_handle_hello(struct conn *c, struct proto_msg *m)
+{
+    struct proto_hello *h = &m->u.hello;
+
+    if (c->producer) {
+        conn_fail(c, PROTO_E_STATE, "a second hello on one connection");
+        return;
+    }
+    c->session = session_join(&c->d->reg, h, c->uid, c->pid, &c->process_id, &c->hello_dev);
+    if (c->session == NULL) {
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    c->producer = true;
+    log_debug("session %lld: process %lld joined (rank %lld, pid %lld)", (long long)c->session->id,
+              (long long)c->process_id, (long long)h->rank, (long long)c->pid);
+    conn_send_simple(c, proto_pack_welcome, c->session->id, c->process_id);
+}
+
+static void conn_handle_ops(struct conn *c, struct proto_msg *m)
+{
+    char msg[160];
+
+    for (size_t i = 0; i < m->u.ops.n; i++) {
+        const struct proto_opdef *def = &m->u.ops.defs[i];
+        uint32_t gid = session_op(&c->d->reg, c->session, def->name, def->category), old;
+
+        if (gid == 0) {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+            return;
+        }
+        if (u32map_get(&c->ops, def->id, &old) && old != gid) {
+            snprintf(msg, sizeof(msg), "op id %u is already defined with another name", def->id);
+            conn_fail(c, PROTO_E_REDEFINED, msg);
+            return;
+        }
+        if (u32map_put(&c->ops, def->id, gid) < 0) {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+            return;
+        }
+    }
+}
+
+/* Maps op ids to session ids and device names to device ids, in place. */
+static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids)
+{
+    char msg[160];
+
+    for (size_t i = 0; i < b->n; i++) {
+        struct proto_entry *e = &b->entries[i];
+        uint32_t gid;
+
+        if (!u32map_get(&c->ops, e->op_id, &gid)) {
+            snprintf(msg, sizeof(msg), "op id %u is not defined by ops (entry %zu)", e->op_id, i);
+            conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
+            return -1;
+        }
+        e->op_id = gid;
+        dev_ids[i] = e->dev_len
+                         ? session_device(&c->d->reg, c->session, b->blob + e->dev_off, e->dev_len)
+                         : c->hello_dev;
+        if (e->dev_len && dev_ids[i] == 0) {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void conn_handle_batch(struct conn *c, struct proto_msg *m)
+{
+    struct proto_batch *b = &m->u.batch;
+    struct store_job *job;
+    uint32_t *dev_ids;
+
+    if (b->n == 0)
+        return;
+    dev_ids = malloc(b->n * sizeof(*dev_ids));
+    job = store_job_new(STORE_BATCH, c->session->id);
+    if (dev_ids == NULL || job == NULL) {
+        free(dev_ids);
+        free(job);
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    if (conn_resolve_batch(c, b, dev_ids) < 0) {
+        free(dev_ids);
+        free(job);
+        return;
+    }
+    job->u.batch.process_id = c->process_id;
+    job->u.batch.b = *b; /* a move: the message no longer owns the batch */
+    memset(b, 0, sizeof(*b));
+    job->u.batch.dev_ids = dev_ids;
+    c->enqueued += job->u.batch.b.n;
+    c->session->entries += job->u.batch.b.n;
+    store_enqueue(c->d->store, job);
+    if (store_queued(c->d->store) > c->d->opt.queue_high && !c->paused) {
+        c->paused = true; /* the writer is behind: stop reading until it catches up */
+        c->d->n_paused++;
+        conn_update_reading(c);
+    }
+}
+
+static void conn_handle_meta(struct conn *c, struct proto_msg *m)
+{
+    struct store_job *job = store_job_new(STORE_META, c->session->id);
+
+    if (job == NULL) {
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    job->u.meta.process_id = c->process_id;
+    job->u.meta.kv = m->u.meta.kv;
+    job->u.meta.n = m->u.meta.n;
+    m->u.meta.kv = NULL;
+    m->u.meta.n = 0;
+    store_enqueue(c->d->store, job);
+}
+
+static void conn_handle_flush(struct conn *c, struct proto_msg *m)
+{
+    struct store_job *job = store_job_new(STORE_FLUSH, c->session->id);
+
+    if (job == NULL) {
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    job->cookie = c;
+    job->u.flush.seq = m->u.flush_seq;
+    job->u.flush.stored = c->enqueued;
+    c->refs++;
+    store_enqueue(c->d->store, job);
+}
+
+void conn_flush_done(struct store_job *job)
+{
+    struct conn *c = job->cookie;
+    char msg[200], err[128];
+
+    if (!c->closed && !c->failed) {
+        if (job->rc == 0) {
+            conn_send_simple(c, pack_ack, (int64_t)job->u.flush.seq, (int64_t)job->u.flush.stored);
+        } else {
+            msgpack_sbuffer sb;
+            msgpack_packer pk;
+
+            store_last_error(c->d->store, err, sizeof(err));
+            snprintf(msg, sizeof(msg), "storage failed before flush %llu: %s",
+                     (unsigned long long)job->u.flush.seq, err);
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            proto_pack_error(&pk, PROTO_E_INTERNAL, msg);
+            conn_send(c, &sb);
+        }
+    }
+    conn_unref(c);
+    store_job_free(job);
+}
+
+static void conn_handle_bye(struct conn *c, struct proto_msg *m)
+{
+    c->said_bye = true;
+    session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped);
+    c->session = NULL;
+    conn_close(c);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+static void conn_dispatch(struct conn *c, struct proto_msg *m)
+{
+    static void (*const producer[])(struct conn *, struct proto_msg *) = {
+        [PROTO_OPS] = conn_handle_ops,   [PROTO_BATCH] = conn_handle_batch,
+        [PROTO_META] = conn_handle_meta, [PROTO_FLUSH] = conn_handle_flush,
+        [PROTO_BYE] = conn_handle_bye,
+    };
+    char msg[96];
+
+    switch (m->type) {
+    case PROTO_HELLO:
+        conn_handle_hello(c, m);
+        return;
+    case PROTO_OPS:
+    case PROTO_BATCH:
+    case PROTO_META:
+    case PROTO_FLUSH:
+    case PROTO_BYE:
+        if (!c->producer) {
+            snprintf(msg, sizeof(msg), "%s before hello", proto_type_name(m->type));
+            conn_fail(c, PROTO_E_STATE, msg);
+            return;
+        }
+        producer[m->type](c, m);
+        return;
+    case PROTO_SESSIONS:
+    case PROTO_REPORT:
+    case PROTO_STATUS:
+    case PROTO_DELETE:
+        if (c->producer) {
+            conn_fail(c, PROTO_E_STATE, "control requests need their own connection");
+            return;
+        }
+        control_handle(c, m);
+        return;
+    default:
+        snprintf(msg, sizeof(msg), "\"%s\" is not a request", proto_type_name(m->type));
+        conn_fail(c, PROTO_E_TYPE, msg);
+        return;
+    }
+}
+
+static void conn_process(struct conn *c)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    int rc;
+
+    while (!c->closed && !c->failed && !c->busy && !c->paused) {
+        rc = proto_reader_next(&c->reader, &m, &err);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            conn_fail(c, err.code, err.message);
+            break;
+        }
+        conn_dispatch(c, &m);
+        proto_msg_free(&m);
+    }
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+static void conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    struct conn *c = (struct conn *)handle;
+    char *p = proto_reader_buffer(&c->reader, READ_SIZE);
+
+    (void)suggested;
+    *buf = uv_buf_init(p, p != NULL ? READ_SIZE : 0);
+}
+
+static void conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = (struct conn *)stream;
+
+    (void)buf;
+    if (nread > 0) {
+        proto_reader_commit(&c->reader, (size_t)nread);
+        conn_process(c);
+        conn_update_reading(c);
+    } else if (nread == UV_ENOBUFS) {
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+    } else if (nread < 0) {
+        if (nread != UV_EOF)
+            log_debug("connection read: %s", uv_strerror((int)nread));
+        conn_close(c);
+    }
+}
+
+static void conn_update_reading(struct conn *c)
+{
+    if (c->closed)
+        return;
+    if (c->failed || c->busy || c->paused)
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    else
+        uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
+}
+
+void conn_resume(struct conn *c)
+{
+    c->busy = false;
+    conn_process(c);
+    conn_update_reading(c);
+}
+
+void conn_backpressure_check(struct daemon *d)
+{
+    struct conn *c, *next;
+
+    if (d->n_paused == 0 || store_queued(d->store) > d->opt.queue_high / 2)
+        return;
+    for (c = d->conns; c != NULL; c = next) {
+        next = c->next;
+        if (c->paused) {
+            c->paused = false;
+            d->n_paused--;
+            conn_process(c);
+            conn_update_reading(c);
+        }
+    }
+}
+
+static void conn_peercred(struct conn *c)
+{
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    uv_os_fd_t fd;
+
+    c->uid = c->pid = -1;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        c->uid = cred.uid;
+        c->pid = cred.pid;
+    }
+}
+
+int conn_accept(struct daemon *d)
+{
+    struct conn *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (c == NULL)
+        return -ENOMEM;
+    c->d = d;
+    if ((rc = proto_reader_init(&c->reader, PROTO_MAX_MSG)) < 0) {
+        free(c);
+        return rc;
+    }
+    u32map_init(&c->ops);
+    uv_pipe_init(d->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    if ((rc = uv_accept((uv_stream_t *)&d->listener, (uv_stream_t *)&c->pipe)) < 0) {
+        c->closed = true;
+        uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
+        return rc;
+    }
+    conn_peercred(c);
+    c->next = d->conns;
+    if (d->conns != NULL)
+        d->conns->prev = c;
+    d->conns = c;
+    d->n_conns++;
+    if (d->n_conns > d->opt.max_conns) {
+        conn_fail(c, PROTO_E_LIMIT, "too many connections: the daemon's limit is reached");
+        return 0;
+    }
+    conn_update_reading(c);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/*
+ * daemon — the one struct that ties tracectld together, reachable from
+ * loop->data. There are no globals: every module gets a struct daemon *.
+ */
+#ifndef TRACECTLD_DAEMON_H
+#define TRACECTLD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "session.h"
+#include "store.h"
+
+#define DAEMON_RATE_WINDOW 10 /* seconds of stored-entry samples for status */
+
+struct conn;
+
+struct daemon_options {
+    char *socket_path;
+    char *data_dir;
+    uint64_t linger_ms;  /* how long a session with missing ranks waits */
+    size_t max_conns;    /* connections beyond this get an error */
+    uint64_t queue_high; /* queued entries above which producers are paused */
+};
+
+struct daemon {
+    uv_loop_t *loop;
+    struct daemon_options opt;
+    uv_pipe_t listener;
+    bool listening;
+    uv_signal_t sigint, sigterm;
+    uv_timer_t tick;
+    struct store *store;
+    struct registry reg;
+    struct conn *conns; /* every open connection */
+    size_t n_conns;
+    size_t n_paused; /* producers paused for backpressure */
+    uint64_t started_ms;
+    uint64_t rate[DAEMON_RATE_WINDOW + 1]; /* store_stored() once a second */
+    unsigned rate_pos, rate_n;
+    bool stopping;
+};
+
+#endif

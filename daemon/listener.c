@@ -1,0 +1,145 @@
+/* listener.c — see listener.h. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "listener.h"
+#include "log.h"
+
+#define LISTEN_BACKLOG 511
+
+static void listener_connection_cb(uv_stream_t *server, int status)
+{
+    struct daemon *d = server->data;
+    int rc;
+
+    if (status < 0) {
+        log_warn("accept: %s", uv_strerror(status));
+        return;
+    }
+    if ((rc = conn_accept(d)) < 0)
+        log_warn("accept: %s", uv_strerror(rc));
+}
+
+/* 1: a daemon answers at path; 0: nothing (or a stale file) there; <0: not a socket. */
+static int listener_probe(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct stat st;
+    int fd, rc;
+
+    if (lstat(path, &st) < 0)
+        return 0;
+    if (!S_ISSOCK(st.st_mode))
+        return -ENOTSOCK;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 1 : 0;
+    close(fd);
+    return rc;
+}
+
+static int listener_mkparent(const char *path)
+{
+    char dir[PATH_MAX];
+    char *slash;
+
+    snprintf(dir, sizeof(dir), "%s", path);
+    slash = strrchr(dir, '/');
+    if (slash == NULL || slash == dir)
+        return 0;
+    *slash = '\0';
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* systemd socket activation: LISTEN_PID is us and LISTEN_FDS >= 1 → fd 3. */
+static int listener_adopt(struct daemon *d)
+{
+    const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+
+    if (pid == NULL || fds == NULL || atol(pid) != (long)getpid() || atoi(fds) < 1)
+        return 0;
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    return uv_pipe_open(&d->listener, 3) == 0 ? 1 : -EBADF;
+}
+
+static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
+{
+    const char *path = d->opt.socket_path;
+    int rc;
+
+    if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+        snprintf(errbuf, errlen, "socket path is too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    if ((rc = listener_mkparent(path)) < 0) {
+        snprintf(errbuf, errlen, "cannot create the socket's directory for %s: %s", path,
+                 strerror(-rc));
+        return rc;
+    }
+    rc = listener_probe(path);
+    if (rc == 1) {
+        snprintf(errbuf, errlen, "another tracectld is already listening on %s", path);
+        return -EADDRINUSE;
+    }
+    if (rc < 0) {
+        snprintf(errbuf, errlen, "%s exists and is not a socket", path);
+        return rc;
+    }
+    if (unlink(path) == 0)
+        log_info("replaced the stale socket %s", path);
+    if ((rc = uv_pipe_bind(&d->listener, path)) < 0) {
+        snprintf(errbuf, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
+        return rc;
+    }
+    chmod(path, 0600);
+    return 0;
+}
+
+int listener_start(struct daemon *d, char *errbuf, size_t errlen)
+{
+    int rc;
+
+    uv_pipe_init(d->loop, &d->listener, 0);
+    d->listener.data = d;
+    rc = listener_adopt(d);
+    if (rc < 0) {
+        snprintf(errbuf, errlen, "cannot adopt the socket systemd passed (fd 3)");
+        goto fail;
+    }
+    if (rc == 0 && (rc = listener_bind(d, errbuf, errlen)) < 0)
+        goto fail;
+    d->listening = rc == 0; /* we bound the path ourselves: remove it at exit */
+    if ((rc = uv_listen((uv_stream_t *)&d->listener, LISTEN_BACKLOG, listener_connection_cb)) < 0) {
+        snprintf(errbuf, errlen, "cannot listen on %s: %s", d->opt.socket_path, uv_strerror(rc));
+        goto fail;
+    }
+    return 0;
+fail:
+    d->listening = false;
+    uv_close((uv_handle_t *)&d->listener, NULL);
+    return rc;
+}
+
+void listener_stop(struct daemon *d)
+{
+    if (uv_is_closing((uv_handle_t *)&d->listener))
+        return;
+    uv_close((uv_handle_t *)&d->listener, NULL);
+    if (d->listening)
+        unlink(d->opt.socket_path);
+    d->listening = false;
+}

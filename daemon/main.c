@@ -1,0 +1,282 @@
+/*
+ * main.c — tracectld: options, signals, start-up and shutdown.
+ *
+ * Start-up opens the catalog and binds the socket before the loop runs (so
+ * a bad data dir or a busy socket is a one-line error and exit 1). SIGINT
+ * and SIGTERM stop accepting, close every connection, end live sessions as
+ * interrupted, let the store commit everything it received, and exit 0.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "control.h"
+#include "daemon.h"
+#include "listener.h"
+#include "log.h"
+
+#define DEFAULT_LINGER_MS  60000
+#define DEFAULT_MAX_CONNS  4096
+#define DEFAULT_QUEUE_HIGH (256u << 10)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tracectld [--socket PATH] [--data-dir DIR] [--log-level LEVEL]\n"
+            "                 [--linger SECONDS] [--max-connections N]\n"
+            "\n"
+            "The tracectl profiler daemon: receives trace entries from instrumented\n"
+            "processes over a Unix socket, stores one SQLite file per session and\n"
+            "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly.\n"
+            "\n"
+            "  --socket PATH         listening socket (default: $TRACECTL_SOCKET, else\n"
+            "                        $XDG_RUNTIME_DIR/tracectl/tracectl.sock, else\n"
+            "                        /tmp/tracectl-$UID/tracectl.sock)\n"
+            "  --data-dir DIR        where sessions are stored (default:\n"
+            "                        $XDG_DATA_HOME/tracectl, else ~/.local/share/tracectl)\n"
+            "  --log-level LEVEL     error, warn, info (default) or debug\n"
+            "  --linger SECONDS      how long a session whose `world` is not complete\n"
+            "                        stays live after its last process left (default 60)\n"
+            "  --max-connections N   refuse connections beyond N (default %d)\n"
+            "  -h, --help            this text\n"
+            "  -V, --version         the version\n",
+            DEFAULT_MAX_CONNS);
+}
+
+static char *default_socket(void)
+{
+    const char *env = getenv("TRACECTL_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+    char buf[PATH_MAX];
+
+    if (env != NULL && *env)
+        return strdup(env);
+    if (xdg != NULL && *xdg)
+        snprintf(buf, sizeof(buf), "%s/tracectl/tracectl.sock", xdg);
+    else
+        snprintf(buf, sizeof(buf), "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
+    return strdup(buf);
+}
+
+static char *default_data_dir(void)
+{
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char buf[PATH_MAX];
+
+    if (xdg != NULL && *xdg)
+        snprintf(buf, sizeof(buf), "%s/tracectl", xdg);
+    else
+        snprintf(buf, sizeof(buf), "%s/.local/share/tracectl", home ? home : ".");
+    return strdup(buf);
+}
+
+static int parse_ulong(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v > max || s[0] == '-')
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Returns 0 to run, 1 to exit 0 (help), -1 to exit 2 (usage). */
+static int parse_args(int argc, char **argv, struct daemon_options *o)
+{
+    static const struct option longopts[] = {
+        {"socket", required_argument, NULL, 's'},
+        {"data-dir", required_argument, NULL, 'd'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"linger", required_argument, NULL, 'L'},
+        {"max-connections", required_argument, NULL, 'm'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    unsigned long v;
+    int ch;
+
+    while ((ch = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 's':
+            free(o->socket_path);
+            o->socket_path = strdup(optarg);
+            break;
+        case 'd':
+            free(o->data_dir);
+            o->data_dir = strdup(optarg);
+            break;
+        case 'l':
+            if (log_set_level_name(optarg) < 0) {
+                fprintf(stderr, "tracectld: --log-level must be error, warn, info or debug\n");
+                return -1;
+            }
+            break;
+        case 'L':
+            if (parse_ulong(optarg, 86400, &v) < 0) {
+                fprintf(stderr, "tracectld: --linger takes seconds (0 to 86400)\n");
+                return -1;
+            }
+            o->linger_ms = v * 1000;
+            break;
+        case 'm':
+            if (parse_ulong(optarg, 1000000, &v) < 0 || v == 0) {
+                fprintf(stderr, "tracectld: --max-connections takes a number from 1\n");
+                return -1;
+            }
+            o->max_conns = v;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        case 'V':
+            printf("tracectld %s\n", TRACECTL_VERSION);
+            return 1;
+        default:
+            fprintf(stderr, "Try 'tracectld --help'.\n");
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "tracectld: unexpected argument '%s'\nTry 'tracectld --help'.\n",
+                argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- callbacks ----------------------------------------------------------- */
+
+static void daemon_store_done(struct store *s, struct store_job *job, void *data)
+{
+    (void)s;
+    (void)data;
+    if (job->type == STORE_DELETE)
+        control_delete_done(job);
+    else if (job->type == STORE_FLUSH)
+        conn_flush_done(job);
+    else
+        store_job_free(job);
+}
+
+static void daemon_store_progress(struct store *s, void *data)
+{
+    (void)s;
+    conn_backpressure_check(data);
+}
+
+static void daemon_tick_cb(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+
+    session_tick(&d->reg);
+    d->rate[d->rate_pos] = store_stored(d->store);
+    d->rate_pos = (d->rate_pos + 1) % (DAEMON_RATE_WINDOW + 1);
+    if (d->rate_n <= DAEMON_RATE_WINDOW)
+        d->rate_n++;
+}
+
+static void daemon_stop(struct daemon *d)
+{
+    if (d->stopping)
+        return;
+    d->stopping = true;
+    log_info("stopping: committing what was received");
+    listener_stop(d);
+    while (d->conns != NULL)
+        conn_close(d->conns);
+    session_registry_deinit(&d->reg);
+    store_free(d->store); /* drains the queue and commits before it returns */
+    d->store = NULL;
+    uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->tick, NULL);
+}
+
+static void daemon_signal_cb(uv_signal_t *sig, int signum)
+{
+    log_info("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    daemon_stop(sig->data);
+}
+
+static int load_row(void *arg, const struct store_catalog_row *row)
+{
+    return session_load(arg, row);
+}
+
+static int daemon_start(struct daemon *d)
+{
+    char err[512] = "";
+    int rc;
+
+    d->store = store_new(d->loop, d->opt.data_dir, daemon_store_done, daemon_store_progress, d, &rc,
+                         err, sizeof(err));
+    if (d->store == NULL) {
+        fprintf(stderr, "tracectld: %s\n", err);
+        return -1;
+    }
+    session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
+                          d->opt.linger_ms);
+    if (store_catalog_load(d->store, load_row, &d->reg) < 0 ||
+        listener_start(d, err, sizeof(err)) < 0 || (rc = store_start(d->store)) < 0) {
+        fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
+        session_registry_deinit(&d->reg);
+        store_free(d->store);
+        return -1;
+    }
+    uv_signal_init(d->loop, &d->sigint);
+    uv_signal_init(d->loop, &d->sigterm);
+    d->sigint.data = d->sigterm.data = d;
+    uv_signal_start(&d->sigint, daemon_signal_cb, SIGINT);
+    uv_signal_start(&d->sigterm, daemon_signal_cb, SIGTERM);
+    uv_timer_init(d->loop, &d->tick);
+    d->tick.data = d;
+    uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);
+    d->started_ms = uv_now(d->loop);
+    log_info("tracectld %s listening on %s, data in %s", TRACECTL_VERSION, d->opt.socket_path,
+             d->opt.data_dir);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct daemon d = {0};
+    uv_loop_t loop;
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
+    d.opt.linger_ms = DEFAULT_LINGER_MS;
+    d.opt.max_conns = DEFAULT_MAX_CONNS;
+    d.opt.queue_high = DEFAULT_QUEUE_HIGH;
+    rc = parse_args(argc, argv, &d.opt);
+    if (rc != 0) {
+        free(d.opt.socket_path);
+        free(d.opt.data_dir);
+        return rc > 0 ? 0 : 2;
+    }
+    if (d.opt.socket_path == NULL)
+        d.opt.socket_path = default_socket();
+    if (d.opt.data_dir == NULL)
+        d.opt.data_dir = default_data_dir();
+    uv_loop_init(&loop);
+    loop.data = &d;
+    d.loop = &loop;
+    rc = daemon_start(&d) < 0 ? 1 : 0;
+    if (rc == 0)
+        uv_run(&loop, UV_RUN_DEFAULT);
+    else
+        uv_run(&loop, UV_RUN_DEFAULT); /* lets the handles closed on failure finish */
+    if (uv_loop_close(&loop) != 0)
+        log_warn("the loop still had handles at exit");
+    free(d.opt.socket_path);
+    free(d.opt.data_dir);
+    return rc;
+}

@@ -1,0 +1,272 @@
+/* session.c — the session registry; see session.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analysis.h"
+#include "log.h"
+#include "session.h"
+
+int64_t session_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                           int64_t last_id, uint64_t linger_ms)
+{
+    memset(reg, 0, sizeof(*reg));
+    reg->loop = loop;
+    reg->store = store;
+    reg->last_id = last_id;
+    reg->linger_ms = linger_ms;
+}
+
+static void session_free(struct session *s)
+{
+    strmap_deinit(&s->ops);
+    strmap_deinit(&s->devices);
+    free(s->name);
+    free(s);
+}
+
+static struct session *session_new(const char *name)
+{
+    struct session *s = calloc(1, sizeof(*s));
+
+    if (s == NULL || (s->name = strdup(name)) == NULL) {
+        free(s);
+        return NULL;
+    }
+    s->uid = -1;
+    s->world = -1;
+    strmap_init(&s->ops);
+    strmap_init(&s->devices);
+    return s;
+}
+
+int session_load(struct registry *reg, const struct store_catalog_row *row)
+{
+    struct session *s = session_new(row->name ? row->name : "");
+
+    if (s == NULL)
+        return -ENOMEM;
+    s->id = row->id;
+    s->uid = row->uid;
+    s->started_ns = row->started_ns;
+    s->ended_ns = row->ended_ns;
+    s->processes = row->processes;
+    s->entries = row->entries;
+    s->dropped = row->dropped;
+    s->interrupted = row->interrupted;
+    s->next = reg->list; /* rows come oldest first: prepending keeps newest first */
+    reg->list = s;
+    return 0;
+}
+
+static void session_end(struct registry *reg, struct session *s, bool interrupted)
+{
+    struct store_job *job = store_job_new(STORE_SESSION_END, s->id);
+
+    s->live = false;
+    s->interrupted = interrupted;
+    s->ended_ns = session_now_ns();
+    s->linger_until = 0;
+    reg->n_live--;
+    /* The name tables are only for interning while live. */
+    strmap_deinit(&s->ops);
+    strmap_deinit(&s->devices);
+    log_info("session %lld (%s) ended%s: %llu processes, %llu entries, %llu dropped",
+             (long long)s->id, s->name, interrupted ? " (interrupted)" : "",
+             (unsigned long long)s->processes, (unsigned long long)s->entries,
+             (unsigned long long)s->dropped);
+    if (job == NULL) {
+        log_error("out of memory: session %lld stays marked live in the catalog", (long long)s->id);
+        return;
+    }
+    job->u.send.ended_ns = s->ended_ns;
+    job->u.send.processes = s->processes;
+    job->u.send.entries = s->entries;
+    job->u.send.dropped = s->dropped;
+    job->u.send.interrupted = interrupted;
+    store_enqueue(reg->store, job);
+}
+
+void session_registry_deinit(struct registry *reg)
+{
+    struct session *s, *next;
+
+    for (s = reg->list; s != NULL; s = s->next)
+        if (s->live)
+            session_end(reg, s, true);
+    for (s = reg->list; s != NULL; s = next) {
+        next = s->next;
+        session_free(s);
+    }
+    reg->list = NULL;
+}
+
+static struct session *session_start(struct registry *reg, const char *name, int64_t uid)
+{
+    struct session *s = session_new(name);
+    struct store_job *job = store_job_new(STORE_OPEN, reg->last_id + 1);
+
+    if (s == NULL || job == NULL || (job->u.open.name = strdup(name)) == NULL) {
+        if (s != NULL)
+            session_free(s);
+        store_job_free(job);
+        return NULL;
+    }
+    s->id = ++reg->last_id;
+    s->live = true;
+    s->uid = uid;
+    s->started_ns = session_now_ns();
+    s->next_op = 1;
+    s->next_dev = 1;
+    s->next = reg->list;
+    reg->list = s;
+    reg->n_live++;
+    job->u.open.started_ns = s->started_ns;
+    job->u.open.uid = uid;
+    store_enqueue(reg->store, job);
+    log_info("session %lld (%s) started", (long long)s->id, s->name);
+    return s;
+}
+
+static struct session *find_live(struct registry *reg, const char *name)
+{
+    for (struct session *s = reg->list; s != NULL; s = s->next)
+        if (s->live && strcmp(s->name, name) == 0)
+            return s;
+    return NULL;
+}
+
+static int enqueue_process(struct registry *reg, struct session *s, const struct proto_hello *h,
+                           int64_t uid, int64_t pid, int64_t process_id)
+{
+    struct store_job *job = store_job_new(STORE_PROCESS, s->id);
+
+    if (job == NULL)
+        return -ENOMEM;
+    job->u.process.id = process_id;
+    job->u.process.rank = h->rank;
+    job->u.process.world = h->world;
+    job->u.process.pid = h->pid >= 0 ? h->pid : pid;
+    job->u.process.uid = uid;
+    job->u.process.started_ns = session_now_ns();
+    if ((h->host != NULL && (job->u.process.host = strdup(h->host)) == NULL) ||
+        (h->device != NULL && (job->u.process.device = strdup(h->device)) == NULL)) {
+        store_job_free(job);
+        return -ENOMEM;
+    }
+    store_enqueue(reg->store, job);
+    return 0;
+}
+
+struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id)
+{
+    struct session *s = find_live(reg, h->session);
+
+    if (s == NULL && (s = session_start(reg, h->session, uid)) == NULL)
+        return NULL;
+    *dev_id = 0;
+    if (h->device != NULL && (*dev_id = session_device(reg, s, h->device, strlen(h->device))) == 0)
+        return NULL;
+    *process_id = (int64_t)s->processes + 1;
+    if (enqueue_process(reg, s, h, uid, pid, *process_id) < 0)
+        return NULL;
+    s->processes++;
+    s->connected++;
+    s->linger_until = 0;
+    if (h->world > s->world)
+        s->world = h->world;
+    return s;
+}
+
+void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
+                   uint64_t dropped)
+{
+    struct store_job *job = store_job_new(STORE_PROCESS_END, s->id);
+
+    if (job != NULL) {
+        job->u.pend.process_id = process_id;
+        job->u.pend.ended_ns = session_now_ns();
+        job->u.pend.bye = bye;
+        job->u.pend.dropped = dropped;
+        store_enqueue(reg->store, job);
+    }
+    s->dropped += dropped;
+    if (--s->connected > 0)
+        return;
+    if (s->world > 0 && s->processes < (uint64_t)s->world)
+        s->linger_until = uv_now(reg->loop) + reg->linger_ms; /* more processes are expected */
+    else
+        session_end(reg, s, false);
+}
+
+static uint32_t intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
+                       enum store_job_type type, const char *name, size_t len, const char *category)
+{
+    struct store_job *job;
+    uint32_t id;
+
+    if (strmap_get(map, name, len, &id))
+        return id;
+    job = store_job_new(type, s->id);
+    if (job == NULL || (job->u.name.name = strndup(name, len)) == NULL ||
+        (category != NULL && (job->u.name.category = strdup(category)) == NULL) ||
+        strmap_put(map, name, len, *next) < 0) {
+        store_job_free(job);
+        return 0;
+    }
+    id = (*next)++;
+    job->u.name.id = id;
+    store_enqueue(reg->store, job);
+    return id;
+}
+
+uint32_t session_op(struct registry *reg, struct session *s, const char *name, const char *category)
+{
+    /* The first producer to name an op fixes its category for the session. */
+    return intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, strlen(name),
+                  category != NULL ? category : analysis_classify(name));
+}
+
+uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len)
+{
+    return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL);
+}
+
+struct session *session_find(struct registry *reg, const struct proto_sessref *ref)
+{
+    for (struct session *s = reg->list; s != NULL; s = s->next) {
+        if (ref->name != NULL ? strcmp(s->name, ref->name) == 0 : s->id == ref->id)
+            return s; /* the list is newest first: the first name match is the newest */
+    }
+    return NULL;
+}
+
+void session_remove(struct registry *reg, struct session *s)
+{
+    for (struct session **pp = &reg->list; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            session_free(s);
+            return;
+        }
+    }
+}
+
+void session_tick(struct registry *reg)
+{
+    uint64_t now = uv_now(reg->loop);
+
+    for (struct session *s = reg->list; s != NULL; s = s->next)
+        if (s->live && s->connected == 0 && s->linger_until != 0 && now >= s->linger_until)
+            session_end(reg, s, false);
+}

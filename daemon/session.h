@@ -1,0 +1,89 @@
+/*
+ * session — the session registry: every session this daemon knows, live
+ * and ended, newest first, on the loop thread only.
+ *
+ * A session is live while any of its processes is connected and, when a
+ * hello said `world` N, until N processes have joined and left or the
+ * linger time (60 s by default) has passed since the last one left. Then it
+ * ends: a later hello with the same name starts a new session with a new id.
+ * Ids come from a counter seeded with the largest id the catalog ever gave,
+ * so the loop never waits for the catalog to hand one out; the store writes
+ * the row (STORE_OPEN) and the file behind it.
+ *
+ * Live sessions intern op and device names into session-wide ids (the ids
+ * in the session file); the store learns each new name by a STORE_OP or
+ * STORE_DEVICE job queued before the first batch that uses it.
+ */
+#ifndef TRACECTLD_SESSION_H
+#define TRACECTLD_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "map.h"
+#include "proto.h"
+#include "store.h"
+
+struct session {
+    struct session *next; /* registry list, newest first */
+    int64_t id;
+    char *name;
+    bool live;
+    bool interrupted;             /* ended because the daemon stopped */
+    int64_t uid;                  /* of the first producer; -1 unknown */
+    int64_t started_ns, ended_ns; /* CLOCK_REALTIME */
+    uint64_t processes, entries, dropped;
+
+    /* live sessions only */
+    uint32_t connected;
+    int64_t world;         /* largest `world` any hello gave; -1 none */
+    uint64_t linger_until; /* uv_now() ms when it ends if nobody joins; 0 none */
+    uint32_t next_op, next_dev;
+    struct strmap ops, devices;
+};
+
+struct registry {
+    uv_loop_t *loop;
+    struct store *store;
+    struct session *list;
+    int64_t last_id;
+    uint64_t linger_ms;
+    size_t n_live;
+};
+
+void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                           int64_t last_id, uint64_t linger_ms);
+/* Ends every live session (interrupted) and frees everything. */
+void session_registry_deinit(struct registry *reg);
+/* Adds an ended session read from the catalog. Returns 0 or -ENOMEM. */
+int session_load(struct registry *reg, const struct store_catalog_row *row);
+
+/*
+ * A producer said hello: joins the live session of that name or starts one.
+ * Sets *process_id and *dev_id (the hello device's id, 0 without one).
+ * Returns the session, or NULL (out of memory).
+ */
+struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id);
+/* A process left, with `bye` or not. May end the session. */
+void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
+                   uint64_t dropped);
+
+/* Session-wide id of an op name (len bytes), interning it. 0 on out of memory. */
+uint32_t session_op(struct registry *reg, struct session *s, const char *name,
+                    const char *category);
+/* Session-wide id of a device name (len bytes), interning it; ids start at 1. 0 on ENOMEM. */
+uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len);
+
+/* A session by id, or the newest of that name. NULL when none. */
+struct session *session_find(struct registry *reg, const struct proto_sessref *ref);
+/* Removes an ended session from the registry and frees it (after the store deleted it). */
+void session_remove(struct registry *reg, struct session *s);
+/* Ends sessions whose linger time has passed; call about once a second. */
+void session_tick(struct registry *reg);
+
+int64_t session_now_ns(void); /* CLOCK_REALTIME in ns */
+
+#endif

@@ -1,0 +1,858 @@
+/*
+ * store.c — the storage writer thread; see store.h for the design.
+ *
+ * Every SQLite error is mapped to an errno and logged with sqlite3_errmsg()
+ * in one place, store_check(); callers only pass the code on.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "log.h"
+#include "schema.h"
+#include "store.h"
+
+/* A session file the writer has open, with its statements prepared once. */
+struct wsess {
+    struct wsess *next;
+    int64_t id;
+    sqlite3 *db;
+    bool in_txn;
+    sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
+};
+
+struct store {
+    uv_loop_t *loop;
+    char *data_dir;
+    sqlite3 *catalog;
+    bool catalog_txn;
+    struct wsess *open;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct store_job *head, *tail; /* the queue, guarded by mu */
+    struct store_job *done;        /* completed jobs, guarded by mu */
+    bool stopping;
+    char last_error[256]; /* guarded by mu */
+
+    uv_async_t async;
+    store_done_cb done_cb;
+    store_progress_cb progress_cb;
+    void *cb_data;
+
+    _Atomic uint64_t stored, queued, jobs, failed;
+    uint64_t group_entries; /* entries applied in the open transaction group */
+    bool commit_failed;     /* the group's commit failed: nothing of it is stored */
+};
+
+/* Maps an SQLite result to 0 or a negative errno, logging failures once, here. */
+static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
+{
+    int err;
+
+    if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
+        return 0;
+    switch (rc & 0xff) {
+    case SQLITE_FULL:
+        err = -ENOSPC;
+        break;
+    case SQLITE_NOMEM:
+        err = -ENOMEM;
+        break;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+        err = -EACCES;
+        break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        err = -EBUSY;
+        break;
+    default:
+        err = -EIO;
+        break;
+    }
+    log_error("storage: %s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what,
+             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
+static int store_exec(struct store *s, sqlite3 *db, const char *sql, const char *what)
+{
+    return store_check(s, db, sqlite3_exec(db, sql, NULL, NULL, NULL), what);
+}
+
+void store_session_path(const struct store *s, int64_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/sessions/%lld.db", s->data_dir, (long long)id);
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+struct store_job *store_job_new(enum store_job_type type, int64_t session_id)
+{
+    struct store_job *job = calloc(1, sizeof(*job));
+
+    if (job != NULL) {
+        job->type = type;
+        job->session_id = session_id;
+    }
+    return job;
+}
+
+void store_job_free(struct store_job *job)
+{
+    if (job == NULL)
+        return;
+    switch (job->type) {
+    case STORE_OPEN:
+        free(job->u.open.name);
+        break;
+    case STORE_PROCESS:
+        free(job->u.process.host);
+        free(job->u.process.device);
+        break;
+    case STORE_OP:
+    case STORE_DEVICE:
+        free(job->u.name.name);
+        free(job->u.name.category);
+        break;
+    case STORE_META:
+        proto_kv_free(job->u.meta.kv, job->u.meta.n);
+        break;
+    case STORE_BATCH:
+        proto_batch_free(&job->u.batch.b);
+        free(job->u.batch.dev_ids);
+        break;
+    default:
+        break;
+    }
+    free(job);
+}
+
+/* ---- session files ------------------------------------------------------- */
+
+static void wsess_close(struct wsess *w)
+{
+    sqlite3_finalize(w->ins_entry);
+    sqlite3_finalize(w->ins_op);
+    sqlite3_finalize(w->ins_dev);
+    sqlite3_finalize(w->ins_proc);
+    sqlite3_finalize(w->end_proc);
+    sqlite3_finalize(w->ins_meta);
+    sqlite3_close(w->db);
+    free(w);
+}
+
+static int wsess_prepare(struct store *s, struct wsess *w)
+{
+    static const struct {
+        size_t off;
+        const char *sql;
+    } stmts[] = {
+        {offsetof(struct wsess, ins_entry),
+         "INSERT INTO entries(process_id, step, op_id, device_id, start_ns, dur_ns, elements,"
+         " mem_bytes, out_shape, in_shapes) VALUES (?,?,?,?,?,?,?,?,?,?)"},
+        {offsetof(struct wsess, ins_op), "INSERT INTO ops(id, name, category) VALUES (?,?,?)"},
+        {offsetof(struct wsess, ins_dev), "INSERT INTO devices(id, name) VALUES (?,?)"},
+        {offsetof(struct wsess, ins_proc),
+         "INSERT INTO processes(id, rank, world, pid, uid, host, device, started_ns)"
+         " VALUES (?,?,?,?,?,?,?,?)"},
+        {offsetof(struct wsess, end_proc),
+         "UPDATE processes SET ended_ns = ?, bye = ?, dropped = ? WHERE id = ?"},
+        {offsetof(struct wsess, ins_meta),
+         "INSERT OR REPLACE INTO meta(process_id, key, value) VALUES (?,?,?)"},
+    };
+
+    for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+        sqlite3_stmt **st = (sqlite3_stmt **)((char *)w + stmts[i].off);
+        int rc = sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+        if (rc != SQLITE_OK)
+            return store_check(s, w->db, rc, "prepare");
+    }
+    return 0;
+}
+
+static int db_open(struct store *s, const char *path, sqlite3 **db)
+{
+    int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, *db, rc, path);
+    sqlite3_busy_timeout(*db, 5000);
+    return store_exec(s, *db,
+                      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                      " PRAGMA foreign_keys=OFF;",
+                      "set pragmas");
+}
+
+/* Finds the open file of a session, opening (and with create, creating) it. */
+static struct wsess *wsess_get(struct store *s, int64_t id, bool create)
+{
+    struct wsess *w, **pp;
+    char path[PATH_MAX];
+
+    for (pp = &s->open; (w = *pp) != NULL; pp = &w->next) {
+        if (w->id == id) {
+            *pp = w->next; /* move to front: batches come in runs */
+            w->next = s->open;
+            s->open = w;
+            return w;
+        }
+    }
+    store_session_path(s, id, path, sizeof(path));
+    if (!create && access(path, F_OK) != 0)
+        return NULL;
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->id = id;
+    if (db_open(s, path, &w->db) < 0 ||
+        store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
+        wsess_prepare(s, w) < 0) {
+        wsess_close(w);
+        return NULL;
+    }
+    w->next = s->open;
+    s->open = w;
+    return w;
+}
+
+static int wsess_begin(struct store *s, struct wsess *w)
+{
+    if (w->in_txn)
+        return 0;
+    if (store_exec(s, w->db, "BEGIN", "begin") < 0)
+        return -EIO;
+    w->in_txn = true;
+    return 0;
+}
+
+static void wsess_forget(struct store *s, int64_t id)
+{
+    for (struct wsess **pp = &s->open; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            struct wsess *w = *pp;
+            *pp = w->next;
+            if (w->in_txn)
+                store_exec(s, w->db, "COMMIT", "commit");
+            wsess_close(w);
+            return;
+        }
+    }
+}
+
+/* ---- applying jobs ------------------------------------------------------- */
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v != NULL)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_int_or_null(sqlite3_stmt *st, int i, int64_t v)
+{
+    if (v >= 0)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int step_reset(struct store *s, sqlite3 *db, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return store_check(s, db, rc, what);
+}
+
+static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
+{
+    const struct proto_batch *b = &job->u.batch.b;
+    sqlite3_stmt *st = w->ins_entry;
+
+    for (size_t i = 0; i < b->n; i++) {
+        const struct proto_entry *e = &b->entries[i];
+        int rc;
+
+        sqlite3_bind_int64(st, 1, job->u.batch.process_id);
+        sqlite3_bind_int64(st, 2, (int64_t)e->step);
+        sqlite3_bind_int64(st, 3, e->op_id);
+        if (job->u.batch.dev_ids[i] != 0)
+            sqlite3_bind_int64(st, 4, job->u.batch.dev_ids[i]);
+        else
+            sqlite3_bind_null(st, 4);
+        sqlite3_bind_int64(st, 5, (int64_t)e->start_ns);
+        sqlite3_bind_int64(st, 6, (int64_t)e->dur_ns);
+        sqlite3_bind_int64(st, 7, (int64_t)e->elements);
+        sqlite3_bind_int64(st, 8, (int64_t)e->mem_bytes);
+        if (e->out_len)
+            sqlite3_bind_blob(st, 9, b->blob + e->out_off, (int)e->out_len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 9);
+        if (e->in_len)
+            sqlite3_bind_blob(st, 10, b->blob + e->in_off, (int)e->in_len, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 10);
+        rc = sqlite3_step(st);
+        sqlite3_reset(st);
+        if (rc != SQLITE_DONE)
+            return store_check(s, w->db, rc, "insert entries");
+    }
+    s->group_entries += b->n;
+    return 0;
+}
+
+static int apply_meta(struct store *s, struct wsess *w, struct store_job *job)
+{
+    sqlite3_stmt *st = w->ins_meta;
+
+    for (size_t i = 0; i < job->u.meta.n; i++) {
+        const struct proto_kv *kv = &job->u.meta.kv[i];
+
+        sqlite3_bind_int64(st, 1, job->u.meta.process_id);
+        sqlite3_bind_text(st, 2, kv->key, -1, SQLITE_STATIC);
+        switch (kv->type) {
+        case PROTO_V_BOOL:
+            sqlite3_bind_int(st, 3, kv->v.b);
+            break;
+        case PROTO_V_INT:
+            sqlite3_bind_int64(st, 3, kv->v.i);
+            break;
+        case PROTO_V_FLOAT:
+            sqlite3_bind_double(st, 3, kv->v.f);
+            break;
+        case PROTO_V_STR:
+            sqlite3_bind_text(st, 3, kv->v.s, -1, SQLITE_STATIC);
+            break;
+        default:
+            sqlite3_bind_null(st, 3);
+            break;
+        }
+        if (step_reset(s, w->db, st, "insert meta") < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+static int apply_process(struct store *s, struct wsess *w, struct store_job *job)
+{
+    sqlite3_stmt *st = w->ins_proc;
+
+    sqlite3_bind_int64(st, 1, job->u.process.id);
+    bind_int_or_null(st, 2, job->u.process.rank);
+    bind_int_or_null(st, 3, job->u.process.world);
+    bind_int_or_null(st, 4, job->u.process.pid);
+    bind_int_or_null(st, 5, job->u.process.uid);
+    bind_text_or_null(st, 6, job->u.process.host);
+    bind_text_or_null(st, 7, job->u.process.device);
+    sqlite3_bind_int64(st, 8, job->u.process.started_ns);
+    return step_reset(s, w->db, st, "insert process");
+}
+
+static int apply_process_end(struct store *s, struct wsess *w, struct store_job *job)
+{
+    sqlite3_stmt *st = w->end_proc;
+
+    sqlite3_bind_int64(st, 1, job->u.pend.ended_ns);
+    sqlite3_bind_int(st, 2, job->u.pend.bye);
+    sqlite3_bind_int64(st, 3, (int64_t)job->u.pend.dropped);
+    sqlite3_bind_int64(st, 4, job->u.pend.process_id);
+    return step_reset(s, w->db, st, "end process");
+}
+
+static int apply_name(struct store *s, struct wsess *w, struct store_job *job)
+{
+    sqlite3_stmt *st = job->type == STORE_OP ? w->ins_op : w->ins_dev;
+
+    sqlite3_bind_int64(st, 1, job->u.name.id);
+    sqlite3_bind_text(st, 2, job->u.name.name, -1, SQLITE_STATIC);
+    if (job->type == STORE_OP)
+        sqlite3_bind_text(st, 3, job->u.name.category, -1, SQLITE_STATIC);
+    return step_reset(s, w->db, st, job->type == STORE_OP ? "insert op" : "insert device");
+}
+
+static int catalog_begin(struct store *s)
+{
+    if (s->catalog_txn)
+        return 0;
+    if (store_exec(s, s->catalog, "BEGIN", "catalog begin") < 0)
+        return -EIO;
+    s->catalog_txn = true;
+    return 0;
+}
+
+static int catalog_run(struct store *s, const char *sql, const int64_t *args, size_t n,
+                       const char *text)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->catalog, sql, -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, s->catalog, rc, "catalog prepare");
+    for (size_t i = 0; i < n; i++)
+        sqlite3_bind_int64(st, (int)i + 1, args[i]);
+    if (text != NULL)
+        sqlite3_bind_text(st, (int)n + 1, text, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return store_check(s, s->catalog, rc, "catalog update");
+}
+
+static int apply_open(struct store *s, struct store_job *job)
+{
+    int64_t args[3] = {job->session_id, job->u.open.started_ns, job->u.open.uid};
+    struct wsess *w;
+
+    if (catalog_begin(s) < 0 ||
+        catalog_run(s, "INSERT INTO sessions(id, started_ns, uid, name) VALUES (?,?,?,?)", args, 3,
+                    job->u.open.name) < 0)
+        return -EIO;
+    w = wsess_get(s, job->session_id, true);
+    if (w == NULL || wsess_begin(s, w) < 0)
+        return -EIO;
+    return store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info");
+}
+
+static int apply_session_end(struct store *s, struct store_job *job)
+{
+    int64_t args[6] = {job->u.send.ended_ns,         (int64_t)job->u.send.processes,
+                       (int64_t)job->u.send.entries, (int64_t)job->u.send.dropped,
+                       job->u.send.interrupted,      job->session_id};
+
+    if (catalog_begin(s) < 0)
+        return -EIO;
+    wsess_forget(s, job->session_id); /* commits its open transaction and closes the file */
+    return catalog_run(s,
+                       "UPDATE sessions SET state = 'ended', ended_ns = ?, processes = ?,"
+                       " entries = ?, dropped = ?, interrupted = ? WHERE id = ?",
+                       args, 6, NULL);
+}
+
+static int apply_delete(struct store *s, struct store_job *job)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    char path[PATH_MAX + 8];
+    int rc = 0;
+
+    wsess_forget(s, job->session_id);
+    for (size_t i = 0; i < 3; i++) {
+        store_session_path(s, job->session_id, path, PATH_MAX);
+        strcat(path, suffixes[i]);
+        if (unlink(path) < 0 && errno != ENOENT) {
+            log_error("storage: cannot remove %s: %s", path, strerror(errno));
+            rc = -errno;
+        }
+    }
+    if (catalog_begin(s) < 0 ||
+        catalog_run(s, "DELETE FROM sessions WHERE id = ?", &job->session_id, 1, NULL) < 0)
+        return -EIO;
+    return rc;
+}
+
+static int apply(struct store *s, struct store_job *job)
+{
+    struct wsess *w;
+
+    switch (job->type) {
+    case STORE_OPEN:
+        return apply_open(s, job);
+    case STORE_SESSION_END:
+        return apply_session_end(s, job);
+    case STORE_DELETE:
+        return apply_delete(s, job);
+    case STORE_FLUSH:
+        return 0;
+    default:
+        break;
+    }
+    w = wsess_get(s, job->session_id, false);
+    if (w == NULL || wsess_begin(s, w) < 0)
+        return -EIO;
+    switch (job->type) {
+    case STORE_PROCESS:
+        return apply_process(s, w, job);
+    case STORE_OP:
+    case STORE_DEVICE:
+        return apply_name(s, w, job);
+    case STORE_META:
+        return apply_meta(s, w, job);
+    case STORE_BATCH:
+        return apply_batch(s, w, job);
+    case STORE_PROCESS_END:
+        return apply_process_end(s, w, job);
+    default:
+        return -EINVAL;
+    }
+}
+
+/* Commits every open transaction. Returns 0 or the first error. */
+static int commit_all(struct store *s)
+{
+    int rc = 0;
+
+    for (struct wsess *w = s->open; w != NULL; w = w->next) {
+        if (w->in_txn) {
+            if (store_exec(s, w->db, "COMMIT", "commit") < 0) {
+                sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+                rc = -EIO;
+            }
+            w->in_txn = false;
+        }
+    }
+    if (s->catalog_txn) {
+        if (store_exec(s, s->catalog, "COMMIT", "catalog commit") < 0) {
+            sqlite3_exec(s->catalog, "ROLLBACK", NULL, NULL, NULL);
+            rc = -EIO;
+        }
+        s->catalog_txn = false;
+    }
+    return rc;
+}
+
+static bool commit_all_ok(const struct store *s)
+{
+    return !s->commit_failed;
+}
+
+static uint64_t job_entries(const struct store_job *job)
+{
+    return job->type == STORE_BATCH ? job->u.batch.b.n : 0;
+}
+
+/* Applies one taken group of jobs, commits, and hands completed jobs back. */
+static void store_apply_group(struct store *s, struct store_job *list)
+{
+    struct store_job *job, *next, *done = NULL, **done_tail = &done;
+    uint64_t n_entries = 0, n_jobs = 0;
+    int rc = 0, jrc;
+
+    s->group_entries = 0;
+    for (job = list; job != NULL; job = job->next) {
+        jrc = apply(s, job);
+        job->rc = jrc;
+        if (jrc < 0 && rc == 0)
+            rc = jrc;
+        n_entries += job_entries(job);
+        n_jobs++;
+    }
+    s->commit_failed = commit_all(s) < 0;
+    if (s->commit_failed && rc == 0)
+        rc = -EIO;
+    if (rc == 0 || commit_all_ok(s)) {
+        atomic_fetch_add(&s->stored, s->group_entries);
+        atomic_fetch_add(&s->failed, n_entries - s->group_entries);
+    } else {
+        atomic_fetch_add(&s->failed, n_entries);
+    }
+    for (job = list; job != NULL; job = next) {
+        next = job->next;
+        if (job->cookie != NULL) {
+            if (job->rc == 0)
+                job->rc = rc; /* a flush fails when anything before it in the group did */
+            job->next = NULL;
+            *done_tail = job;
+            done_tail = &job->next;
+        } else {
+            store_job_free(job);
+        }
+    }
+    atomic_fetch_sub(&s->queued, n_entries);
+    atomic_fetch_sub(&s->jobs, n_jobs);
+    pthread_mutex_lock(&s->mu);
+    struct store_job **pp = &s->done;
+    while (*pp != NULL)
+        pp = &(*pp)->next;
+    *pp = done; /* keep submission order across groups */
+    pthread_mutex_unlock(&s->mu);
+    uv_async_send(&s->async);
+}
+
+static void *store_thread(void *arg)
+{
+    struct store *s = arg;
+    struct store_job *list;
+    bool stop;
+
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (s->head == NULL && !s->stopping)
+            pthread_cond_wait(&s->cv, &s->mu);
+        list = s->head;
+        s->head = s->tail = NULL;
+        stop = s->stopping && list == NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (stop)
+            break;
+        store_apply_group(s, list);
+    }
+    while (s->open != NULL) {
+        struct wsess *w = s->open;
+        s->open = w->next;
+        wsess_close(w);
+    }
+    return NULL;
+}
+
+void store_enqueue(struct store *s, struct store_job *job)
+{
+    job->next = NULL;
+    atomic_fetch_add(&s->queued, job_entries(job));
+    atomic_fetch_add(&s->jobs, 1);
+    pthread_mutex_lock(&s->mu);
+    if (s->tail != NULL)
+        s->tail->next = job;
+    else
+        s->head = job;
+    s->tail = job;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Loop thread: hand every completed job back; sends coalesce, so drain all. */
+static void store_async_cb(uv_async_t *handle)
+{
+    struct store *s = handle->data;
+    struct store_job *list, *next;
+
+    pthread_mutex_lock(&s->mu);
+    list = s->done;
+    s->done = NULL;
+    pthread_mutex_unlock(&s->mu);
+    for (; list != NULL; list = next) {
+        next = list->next;
+        s->done_cb(s, list, s->cb_data);
+    }
+    if (s->progress_cb != NULL)
+        s->progress_cb(s, s->cb_data);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static int mkdir_p(const char *dir, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    size_t len = strlen(dir);
+
+    if (len == 0 || len >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    memcpy(tmp, dir, len + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int store_open_catalog(struct store *s, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX];
+    int rc;
+
+    snprintf(path, sizeof(path), "%s/sessions", s->data_dir);
+    if ((rc = mkdir_p(path, 0700)) < 0) {
+        snprintf(errbuf, errlen, "cannot create data dir %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    if (access(path, W_OK | X_OK) < 0) {
+        rc = -errno;
+        snprintf(errbuf, errlen, "data dir %s is not writable: %s", path, strerror(errno));
+        return rc;
+    }
+    snprintf(path, sizeof(path), "%s/catalog.db", s->data_dir);
+    if (db_open(s, path, &s->catalog) < 0 ||
+        store_exec(s, s->catalog, schema_catalog_sql, "create catalog schema") < 0 ||
+        store_exec(s, s->catalog,
+                   "UPDATE sessions SET state = 'ended', interrupted = 1, ended_ns ="
+                   " coalesce(ended_ns, CAST((julianday('now') - 2440587.5) * 86400e9 AS"
+                   " INTEGER)) WHERE state = 'live'",
+                   "mark interrupted sessions") < 0) {
+        snprintf(errbuf, errlen, "cannot open catalog %s: %s", path,
+                 s->catalog ? sqlite3_errmsg(s->catalog) : "out of memory");
+        return -EIO;
+    }
+    return 0;
+}
+
+struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb done,
+                        store_progress_cb progress, void *data, int *err, char *errbuf,
+                        size_t errlen)
+{
+    struct store *s = calloc(1, sizeof(*s));
+    int rc = -ENOMEM;
+
+    if (s == NULL || (s->data_dir = strdup(data_dir)) == NULL)
+        goto fail;
+    s->loop = loop;
+    s->done_cb = done;
+    s->progress_cb = progress;
+    s->cb_data = data;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if ((rc = store_open_catalog(s, errbuf, errlen)) < 0)
+        goto fail;
+    if ((rc = uv_async_init(loop, &s->async, store_async_cb)) < 0)
+        goto fail;
+    s->async.data = s;
+    return s;
+fail:
+    if (rc == -ENOMEM)
+        snprintf(errbuf, errlen, "out of memory");
+    *err = rc;
+    if (s != NULL) {
+        sqlite3_close(s->catalog);
+        free(s->data_dir);
+        free(s);
+    }
+    return NULL;
+}
+
+int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store_catalog_row *),
+                       void *arg)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->catalog,
+                                "SELECT id, name, state, uid, started_ns, ended_ns, processes,"
+                                " entries, dropped, interrupted FROM sessions ORDER BY id",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, s->catalog, rc, "load catalog");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_catalog_row row = {
+            .id = sqlite3_column_int64(st, 0),
+            .name = (const char *)sqlite3_column_text(st, 1),
+            .state = (const char *)sqlite3_column_text(st, 2),
+            .uid = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3),
+            .started_ns = sqlite3_column_int64(st, 4),
+            .ended_ns = sqlite3_column_int64(st, 5),
+            .processes = (uint64_t)sqlite3_column_int64(st, 6),
+            .entries = (uint64_t)sqlite3_column_int64(st, 7),
+            .dropped = (uint64_t)sqlite3_column_int64(st, 8),
+            .interrupted = sqlite3_column_int(st, 9) != 0,
+        };
+        if (row_cb(arg, &row) < 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store_check(s, s->catalog, rc, "catalog");
+}
+
+int64_t store_last_session_id(struct store *s)
+{
+    sqlite3_stmt *st;
+    int64_t id = 0;
+
+    if (sqlite3_prepare_v2(s->catalog,
+                           "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE"
+                           " name = 'sessions'), 0), coalesce((SELECT max(id) FROM sessions), 0))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return id;
+}
+
+int store_start(struct store *s)
+{
+    int rc = pthread_create(&s->thread, NULL, store_thread, s);
+
+    if (rc != 0)
+        return -rc;
+    s->started = true;
+    return 0;
+}
+
+void store_stop(struct store *s)
+{
+    if (s == NULL || !s->started)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->started = false;
+    /* Hand back what completed during the drain (acks of the last flushes). */
+    store_async_cb(&s->async);
+}
+
+static void store_close_cb(uv_handle_t *handle)
+{
+    struct store *s = handle->data;
+
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->data_dir);
+    free(s);
+}
+
+void store_free(struct store *s)
+{
+    struct store_job *job, *next;
+
+    if (s == NULL)
+        return;
+    store_stop(s);
+    for (job = s->head; job != NULL; job = next) {
+        next = job->next;
+        store_job_free(job);
+    }
+    for (job = s->done; job != NULL; job = next) {
+        next = job->next;
+        store_job_free(job);
+    }
+    sqlite3_close(s->catalog);
+    /* The struct holds the async handle: it is freed in the close callback. */
+    uv_close((uv_handle_t *)&s->async, store_close_cb);
+}
+
+uint64_t store_stored(const struct store *s)
+{
+    return atomic_load(&s->stored);
+}
+
+uint64_t store_queued(const struct store *s)
+{
+    return atomic_load(&s->queued);
+}
+
+uint64_t store_queue_jobs(const struct store *s)
+{
+    return atomic_load(&s->jobs);
+}
+
+uint64_t store_failed(const struct store *s)
+{
+    return atomic_load(&s->failed);
+}
+
+void store_last_error(struct store *s, char *buf, size_t len)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(buf, len, "%s", s->last_error);
+    pthread_mutex_unlock(&s->mu);
+}

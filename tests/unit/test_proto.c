@@ -1,0 +1,746 @@
+/*
+ * test_proto.c — the wire format: round trips, the reader's framing and size
+ * bound, and a table of malformed messages, each with the error code it must
+ * get. Messages are built with msgpack-c's packer or as raw bytes, never with
+ * the proto_pack_* functions under test (except in the round-trip tests).
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto.h"
+
+/* ---- a tiny builder over msgpack-c, independent of proto_pack_* -------- */
+
+struct buf {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+};
+
+static void buf_init(struct buf *b)
+{
+    msgpack_sbuffer_init(&b->sb);
+    msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
+}
+
+static void s(struct buf *b, const char *str)
+{
+    msgpack_pack_str(&b->pk, strlen(str));
+    msgpack_pack_str_body(&b->pk, str, strlen(str));
+}
+
+static void sn(struct buf *b, const char *str, size_t n)
+{
+    msgpack_pack_str(&b->pk, n);
+    msgpack_pack_str_body(&b->pk, str, n);
+}
+
+static void hello_head(struct buf *b, size_t extra)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2 + extra);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "session");
+    s(b, "job");
+}
+
+/* ["batch", [[step, op, start, dur, <rest...>]]] — caller packs `rest` fields. */
+static void batch_head(struct buf *b, size_t fields)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, fields);
+    msgpack_pack_uint64(&b->pk, 0);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 100);
+    msgpack_pack_uint64(&b->pk, 5);
+}
+
+static int decode(struct buf *b, struct proto_msg *m, struct proto_error *err)
+{
+    return proto_decode_bytes(b->sb.data, b->sb.size, m, err);
+}
+
+/* ---- malformed messages: one builder per case --------------------------- */
+
+static void c_not_msgpack(struct buf *b)
+{
+    msgpack_sbuffer_write(&b->sb, "\xc1", 1); /* 0xc1 is never used by msgpack */
+}
+static void c_cut_short(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "flush"); /* the second element never comes */
+}
+static void c_not_array(struct buf *b)
+{
+    msgpack_pack_map(&b->pk, 0);
+}
+static void c_empty_array(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 0);
+}
+static void c_type_not_str(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 7);
+}
+static void c_unknown_type(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 1);
+    s(b, "frobnicate");
+}
+static void c_hello_no_proto(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 1);
+    s(b, "session");
+    s(b, "x");
+}
+static void c_hello_proto2(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 2);
+    s(b, "session");
+    s(b, "x");
+}
+static void c_hello_no_session(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 1);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_hello_empty_session(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "session");
+    s(b, "");
+}
+static void c_hello_long_session(struct buf *b)
+{
+    char name[257];
+    memset(name, 'a', sizeof(name));
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "session");
+    sn(b, name, sizeof(name));
+}
+static void c_hello_bad_utf8(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "session");
+    sn(b, "ab\xff", 3);
+}
+static void c_hello_nul(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "proto");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "session");
+    sn(b, "a\0b", 3);
+}
+static void c_hello_neg_rank(struct buf *b)
+{
+    hello_head(b, 1);
+    s(b, "rank");
+    msgpack_pack_int64(&b->pk, -3);
+}
+static void c_hello_str_world(struct buf *b)
+{
+    hello_head(b, 1);
+    s(b, "world");
+    s(b, "8");
+}
+static void c_hello_meta_array(struct buf *b)
+{
+    hello_head(b, 1);
+    s(b, "meta");
+    msgpack_pack_array(&b->pk, 0);
+}
+static void c_hello_map_int_key(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "hello");
+    msgpack_pack_map(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_ops_big_id(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "ops");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 2);
+    msgpack_pack_uint64(&b->pk, 1ull << 32);
+    s(b, "matmul");
+}
+static void c_ops_name_int(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "ops");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 2);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_ops_long_name(struct buf *b)
+{
+    char name[PROTO_MAX_NAME + 1];
+    memset(name, 'x', sizeof(name));
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "ops");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 2);
+    msgpack_pack_uint64(&b->pk, 1);
+    sn(b, name, sizeof(name));
+}
+static void c_ops_not_list(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "ops");
+    s(b, "matmul");
+}
+static void c_batch_3_fields(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 3);
+    for (int i = 0; i < 3; i++)
+        msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_batch_neg_dur(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 4);
+    msgpack_pack_uint64(&b->pk, 0);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 100);
+    msgpack_pack_int64(&b->pk, -5);
+}
+static void c_batch_huge_start(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 4);
+    msgpack_pack_uint64(&b->pk, 0);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX + 1);
+    msgpack_pack_uint64(&b->pk, 5);
+}
+static void c_batch_float_step(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 4);
+    msgpack_pack_double(&b->pk, 1.5);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 100);
+    msgpack_pack_uint64(&b->pk, 5);
+}
+static void c_batch_17_dims(struct buf *b)
+{
+    batch_head(b, 7);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_array(&b->pk, 17);
+    for (int i = 0; i < 17; i++)
+        msgpack_pack_uint64(&b->pk, 2);
+}
+static void c_batch_9_inputs(struct buf *b)
+{
+    batch_head(b, 8);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_array(&b->pk, 9);
+    for (int i = 0; i < 9; i++) {
+        msgpack_pack_array(&b->pk, 1);
+        msgpack_pack_uint64(&b->pk, 4);
+    }
+}
+static void c_batch_dim_str(struct buf *b)
+{
+    batch_head(b, 7);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_nil(&b->pk);
+    msgpack_pack_array(&b->pk, 1);
+    s(b, "4");
+}
+static void c_batch_device_int(struct buf *b)
+{
+    batch_head(b, 9);
+    for (int i = 0; i < 4; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_uint64(&b->pk, 0);
+}
+static void c_batch_not_list(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_map(&b->pk, 0);
+}
+static void c_meta_array_value(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "meta");
+    msgpack_pack_map(&b->pk, 1);
+    s(b, "k");
+    msgpack_pack_array(&b->pk, 0);
+}
+static void c_meta_int_key(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "meta");
+    msgpack_pack_map(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 3);
+    s(b, "v");
+}
+static void c_flush_str(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "flush");
+    s(b, "1");
+}
+static void c_bye_neg(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "bye");
+    msgpack_pack_map(&b->pk, 1);
+    s(b, "dropped");
+    msgpack_pack_int64(&b->pk, -1);
+}
+static void c_report_no_session(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "report");
+    msgpack_pack_map(&b->pk, 0);
+}
+static void c_report_ratio(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "report");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "session");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "comm_min_ratio");
+    msgpack_pack_double(&b->pk, 1.5);
+}
+static void c_delete_session_float(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "delete");
+    msgpack_pack_map(&b->pk, 1);
+    s(b, "session");
+    msgpack_pack_double(&b->pk, 1.0);
+}
+static void c_trailing(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "flush");
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_nil(&b->pk);
+}
+
+struct bad_case {
+    const char *name;
+    void (*build)(struct buf *);
+    const char *code;
+};
+
+static struct bad_case bad_cases[] = {
+    {"not msgpack", c_not_msgpack, PROTO_E_MSGPACK},
+    {"cut short", c_cut_short, PROTO_E_MSGPACK},
+    {"trailing bytes", c_trailing, PROTO_E_MESSAGE},
+    {"not an array", c_not_array, PROTO_E_MESSAGE},
+    {"empty array", c_empty_array, PROTO_E_MESSAGE},
+    {"type not a string", c_type_not_str, PROTO_E_MESSAGE},
+    {"unknown type", c_unknown_type, PROTO_E_TYPE},
+    {"hello without proto", c_hello_no_proto, PROTO_E_MESSAGE},
+    {"hello proto 2", c_hello_proto2, PROTO_E_VERSION},
+    {"hello without session", c_hello_no_session, PROTO_E_MESSAGE},
+    {"hello empty session", c_hello_empty_session, PROTO_E_MESSAGE},
+    {"hello session 257 bytes", c_hello_long_session, PROTO_E_TOO_LARGE},
+    {"hello session invalid utf-8", c_hello_bad_utf8, PROTO_E_MESSAGE},
+    {"hello session with NUL", c_hello_nul, PROTO_E_MESSAGE},
+    {"hello negative rank", c_hello_neg_rank, PROTO_E_MESSAGE},
+    {"hello world as string", c_hello_str_world, PROTO_E_MESSAGE},
+    {"hello meta not a map", c_hello_meta_array, PROTO_E_MESSAGE},
+    {"hello map with int key", c_hello_map_int_key, PROTO_E_MESSAGE},
+    {"ops id over uint32", c_ops_big_id, PROTO_E_MESSAGE},
+    {"ops name not string", c_ops_name_int, PROTO_E_MESSAGE},
+    {"ops name over 1 KiB", c_ops_long_name, PROTO_E_TOO_LARGE},
+    {"ops not a list", c_ops_not_list, PROTO_E_MESSAGE},
+    {"entry with 3 fields", c_batch_3_fields, PROTO_E_MESSAGE},
+    {"entry negative dur", c_batch_neg_dur, PROTO_E_MESSAGE},
+    {"entry start over INT64_MAX", c_batch_huge_start, PROTO_E_MESSAGE},
+    {"entry float step", c_batch_float_step, PROTO_E_MESSAGE},
+    {"shape with 17 dims", c_batch_17_dims, PROTO_E_TOO_LARGE},
+    {"9 input shapes", c_batch_9_inputs, PROTO_E_TOO_LARGE},
+    {"shape dim as string", c_batch_dim_str, PROTO_E_MESSAGE},
+    {"device as int", c_batch_device_int, PROTO_E_MESSAGE},
+    {"batch not a list", c_batch_not_list, PROTO_E_MESSAGE},
+    {"meta value array", c_meta_array_value, PROTO_E_MESSAGE},
+    {"meta int key", c_meta_int_key, PROTO_E_MESSAGE},
+    {"flush seq string", c_flush_str, PROTO_E_MESSAGE},
+    {"bye negative dropped", c_bye_neg, PROTO_E_MESSAGE},
+    {"report without session", c_report_no_session, PROTO_E_MESSAGE},
+    {"report ratio 1.5", c_report_ratio, PROTO_E_MESSAGE},
+    {"delete session float", c_delete_session_float, PROTO_E_MESSAGE},
+};
+
+#define N_BAD_CASES (sizeof(bad_cases) / sizeof(bad_cases[0]))
+
+/* Parameters cross into Criterion's worker process: pass indices, not pointers. */
+static size_t bad_index[N_BAD_CASES];
+
+ParameterizedTestParameters(proto, malformed)
+{
+    for (size_t i = 0; i < N_BAD_CASES; i++)
+        bad_index[i] = i;
+    return cr_make_param_array(size_t, bad_index, N_BAD_CASES);
+}
+
+ParameterizedTest(size_t *idx, proto, malformed)
+{
+    const struct bad_case *c = &bad_cases[*idx];
+    struct proto_error err = {0};
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    c->build(&b);
+    cr_assert_eq(decode(&b, &m, &err), -1, "%s: decoded", c->name);
+    cr_assert_str_eq(err.code, c->code, "%s: got %s (%s)", c->name, err.code, err.message);
+    cr_assert_gt(strlen(err.message), 0, "%s: no message", c->name);
+    cr_assert_eq(m.type, PROTO_NONE, "%s: message not reset", c->name);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* ---- well-formed messages ---------------------------------------------- */
+
+Test(proto, hello_fields_and_defaults)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    hello_head(&b, 5);
+    s(&b, "rank");
+    msgpack_pack_uint64(&b.pk, 3);
+    s(&b, "device");
+    s(&b, "gpu:3");
+    s(&b, "future_key"); /* unknown keys are ignored */
+    msgpack_pack_array(&b.pk, 1);
+    msgpack_pack_nil(&b.pk);
+    s(&b, "host");
+    msgpack_pack_nil(&b.pk); /* nil = absent */
+    s(&b, "meta");
+    msgpack_pack_map(&b.pk, 2);
+    s(&b, "model");
+    s(&b, "resnet50");
+    s(&b, "lr");
+    msgpack_pack_double(&b.pk, 0.5);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_HELLO);
+    cr_assert_str_eq(m.u.hello.session, "job");
+    cr_assert_eq(m.u.hello.rank, 3);
+    cr_assert_eq(m.u.hello.world, -1);
+    cr_assert_eq(m.u.hello.pid, -1);
+    cr_assert_null(m.u.hello.host);
+    cr_assert_str_eq(m.u.hello.device, "gpu:3");
+    cr_assert_eq(m.u.hello.n_meta, 2);
+    cr_assert_str_eq(m.u.hello.meta[0].v.s, "resnet50");
+    cr_assert_eq(m.u.hello.meta[1].type, PROTO_V_FLOAT);
+    cr_assert_float_eq(m.u.hello.meta[1].v.f, 0.5, 1e-12);
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+Test(proto, entry_defaults_and_elements)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    /* [0, 1, 100, 5, nil, nil, [2,3,4], [[2,3],[3,4]], "gpu:1", "future"] */
+    buf_init(&b);
+    batch_head(&b, 10);
+    msgpack_pack_nil(&b.pk);
+    msgpack_pack_nil(&b.pk);
+    msgpack_pack_array(&b.pk, 3);
+    msgpack_pack_uint64(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 3);
+    msgpack_pack_uint64(&b.pk, 4);
+    msgpack_pack_array(&b.pk, 2);
+    msgpack_pack_array(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 3);
+    msgpack_pack_array(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 3);
+    msgpack_pack_uint64(&b.pk, 4);
+    s(&b, "gpu:1");
+    s(&b, "future"); /* fields after device are reserved: ignored */
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.u.batch.n, 1);
+    const struct proto_entry *e = &m.u.batch.entries[0];
+    cr_assert_eq(e->step, 0);
+    cr_assert_eq(e->op_id, 1);
+    cr_assert_eq(e->start_ns, 100);
+    cr_assert_eq(e->dur_ns, 5);
+    cr_assert_eq(e->elements, 24, "nil elements = product of out_shape (2*3*4)");
+    cr_assert_eq(e->mem_bytes, 0, "nil mem_bytes = 0");
+    /* canonical msgpack: fixarray(3) 2 3 4 */
+    cr_assert_eq(e->out_len, 4);
+    cr_assert_eq(memcmp(m.u.batch.blob + e->out_off, "\x93\x02\x03\x04", 4), 0);
+    cr_assert_eq(e->in_len, 7);
+    cr_assert_eq(memcmp(m.u.batch.blob + e->in_off, "\x92\x92\x02\x03\x92\x03\x04", 7), 0);
+    cr_assert_eq(e->dev_len, 5);
+    cr_assert_eq(memcmp(m.u.batch.blob + e->dev_off, "gpu:1", 5), 0);
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+Test(proto, entry_four_fields)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    batch_head(&b, 4);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.u.batch.entries[0].elements, 0, "no out_shape: elements 0");
+    cr_assert_eq(m.u.batch.entries[0].out_len, 0);
+    cr_assert_eq(m.u.batch.entries[0].in_len, 0);
+    cr_assert_eq(m.u.batch.entries[0].dev_len, 0);
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* decode → re-encode → decode gives the same batch, byte for byte. */
+Test(proto, batch_round_trip)
+{
+    struct proto_error err;
+    struct proto_msg m1, m2;
+    struct buf b, b2;
+
+    buf_init(&b);
+    batch_head(&b, 9);
+    msgpack_pack_uint64(&b.pk, 77);
+    msgpack_pack_uint64(&b.pk, 4096);
+    msgpack_pack_array(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 7);
+    msgpack_pack_uint64(&b.pk, 11);
+    msgpack_pack_nil(&b.pk);
+    s(&b, "cpu");
+    cr_assert_eq(decode(&b, &m1, &err), 0, "%s", err.message);
+    buf_init(&b2);
+    cr_assert_eq(proto_pack_batch(&b2.pk, &m1.u.batch), 0);
+    cr_assert_eq(proto_decode_bytes(b2.sb.data, b2.sb.size, &m2, &err), 0, "%s", err.message);
+    cr_assert_eq(m2.u.batch.n, 1);
+    cr_assert_eq(m2.u.batch.entries[0].elements, 77);
+    cr_assert_eq(m2.u.batch.entries[0].mem_bytes, 4096);
+    cr_assert_eq(m2.u.batch.blob_len, m1.u.batch.blob_len);
+    cr_assert_eq(memcmp(m2.u.batch.blob, m1.u.batch.blob, m1.u.batch.blob_len), 0);
+    cr_assert_eq(memcmp(&m2.u.batch.entries[0], &m1.u.batch.entries[0], sizeof(struct proto_entry)),
+                 0);
+    proto_msg_free(&m1);
+    proto_msg_free(&m2);
+    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_sbuffer_destroy(&b2.sb);
+}
+
+Test(proto, request_defaults_and_refs)
+{
+    struct proto_request req, *r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    proto_request_init(&req);
+    req.session.name = "job-42";
+    req.top = 3;
+    req.comm_min_ratio = 0.25;
+    req.mem_threshold = 1 << 20;
+    buf_init(&b);
+    cr_assert_eq(proto_pack_request(&b.pk, PROTO_REPORT, &req), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    r = &m.u.req;
+    cr_assert_str_eq(r->session.name, "job-42");
+    cr_assert_eq(r->top, 3);
+    cr_assert_float_eq(r->comm_min_ratio, 0.25, 1e-12);
+    cr_assert_eq(r->mem_threshold, 1 << 20);
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+
+    /* ["report", {"session": 7}]: the defaults of PROTOCOL.md */
+    buf_init(&b);
+    msgpack_pack_array(&b.pk, 2);
+    s(&b, "report");
+    msgpack_pack_map(&b.pk, 1);
+    s(&b, "session");
+    msgpack_pack_uint64(&b.pk, 7);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.u.req.session.id, 7);
+    cr_assert_null(m.u.req.session.name);
+    cr_assert_eq(m.u.req.top, 10);
+    cr_assert_float_eq(m.u.req.comm_min_ratio, 0.0, 1e-12);
+    cr_assert_eq(m.u.req.mem_threshold, 0);
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+Test(proto, replies_round_trip)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    proto_pack_welcome(&b.pk, 7, 3);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_WELCOME);
+    cr_assert_eq(m.u.welcome.session_id, 7);
+    cr_assert_eq(m.u.welcome.process_id, 3);
+    msgpack_sbuffer_destroy(&b.sb);
+
+    buf_init(&b);
+    proto_pack_ack(&b.pk, 12, 3456);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_ACK);
+    cr_assert_eq(m.u.ack.seq, 12);
+    cr_assert_eq(m.u.ack.stored, 3456);
+    msgpack_sbuffer_destroy(&b.sb);
+
+    buf_init(&b);
+    proto_pack_error(&b.pk, PROTO_E_UNKNOWN_OP, "op id 9");
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_ERROR);
+    cr_assert_str_eq(m.u.error.code, "unknown_op");
+    cr_assert_str_eq(m.u.error.message, "op id 9");
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+Test(proto, utf8)
+{
+    cr_assert(proto_utf8_valid("gpu:0", 5));
+    cr_assert(proto_utf8_valid("\xc3\xa9t\xc3\xa9", 5));    /* été */
+    cr_assert(proto_utf8_valid("\xf0\x9f\x94\xa5", 4));     /* U+1F525 */
+    cr_assert_not(proto_utf8_valid("\xc0\xaf", 2));         /* overlong '/' */
+    cr_assert_not(proto_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    cr_assert_not(proto_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
+    cr_assert_not(proto_utf8_valid("\xe2\x82", 2));         /* cut short */
+    cr_assert_not(proto_utf8_valid("a\0b", 3));             /* NUL */
+}
+
+/* ---- the reader ---------------------------------------------------------- */
+
+static void feed(struct proto_reader *r, const char *p, size_t n)
+{
+    char *dst = proto_reader_buffer(r, n);
+    cr_assert_not_null(dst);
+    memcpy(dst, p, n);
+    proto_reader_commit(r, n);
+}
+
+Test(proto, reader_split_and_pipelined)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    for (uint64_t i = 0; i < 3; i++) {
+        msgpack_pack_array(&b.pk, 2);
+        s(&b, "flush");
+        msgpack_pack_uint64(&b.pk, 1000 + i);
+    }
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    /* one byte at a time for the first message, then the rest at once */
+    size_t first = b.sb.size / 3, i;
+    for (i = 0; i + 1 < first; i++) {
+        feed(&r, b.sb.data + i, 1);
+        cr_assert_eq(proto_reader_next(&r, &m, &err), 0, "complete after %zu bytes", i + 1);
+    }
+    feed(&r, b.sb.data + i, b.sb.size - i);
+    for (uint64_t k = 0; k < 3; k++) {
+        cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+        cr_assert_eq(m.type, PROTO_FLUSH);
+        cr_assert_eq(m.u.flush_seq, 1000 + k);
+        proto_msg_free(&m);
+    }
+    cr_assert_eq(proto_reader_next(&r, &m, &err), 0);
+    proto_reader_deinit(&r);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* A message over the limit is refused while it arrives, long before it is whole. */
+Test(proto, reader_bounds_message_as_it_arrives)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    static char chunk[64 << 10];
+    /* ["batch", str32 of 8 MiB...] */
+    const char head[] = "\x92\xa5"
+                        "batch"
+                        "\xdb\x00\x80\x00\x00";
+    size_t fed = sizeof(head) - 1;
+    int rc = 0;
+
+    cr_assert_eq(proto_reader_init(&r, 1 << 20), 0);
+    feed(&r, head, sizeof(head) - 1);
+    while (fed < (8u << 20) && (rc = proto_reader_next(&r, &m, &err)) == 0) {
+        feed(&r, chunk, sizeof(chunk));
+        fed += sizeof(chunk);
+    }
+    cr_assert_eq(rc, -1);
+    cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
+    /* refused within one read of the 1 MiB limit */
+    cr_assert_leq(fed, (1u << 20) + 2 * sizeof(chunk), "fed %zu bytes before refusing", fed);
+    proto_reader_deinit(&r);
+}
+
+Test(proto, reader_rejects_garbage)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    feed(&r, "\xc1\xc1\xc1", 3);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), -1);
+    cr_assert_str_eq(err.code, PROTO_E_MSGPACK);
+    proto_reader_deinit(&r);
+}
