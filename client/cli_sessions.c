@@ -1,0 +1,97 @@
+/*
+ * cli_sessions — `tracectl sessions` (see cli_sessions.h).
+ */
+#include "cli_sessions.h"
+
+#include <getopt.h>
+#include <time.h>
+
+#include "cli_fmt.h"
+#include "cli_obj.h"
+#include "cli_view.h"
+
+const char cli_sessions_usage[] =
+    "Usage: tracectl sessions [--json]\n"
+    "\n"
+    "Lists the daemon's sessions, newest first: id, name, state (live or\n"
+    "ended), processes, stored and dropped entries, start (local time),\n"
+    "duration (so far, for a live session) and size on disk.\n"
+    "\n"
+    "Options:\n"
+    "  -j, --json          print the list as JSON (the daemon's result as is)\n"
+    "      --socket PATH   the daemon's socket (see tracectl --help)\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Example:\n"
+    "  tracectl sessions\n"
+    "  tracectl sessions --json | jq '.[] | select(.state == \"live\") | .id'\n";
+
+/* ended_ns − started_ns, or now − started_ns while the session is live. */
+static void cli_sessions_duration(const msgpack_object *row, char *buf, size_t size)
+{
+    uint64_t start, end;
+    struct timespec now;
+
+    if (cli_obj_u64(cli_obj_get(row, "started_ns"), &start) != 0) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    if (cli_obj_u64(cli_obj_get(row, "ended_ns"), &end) != 0) {
+        clock_gettime(CLOCK_REALTIME, &now);
+        end = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    }
+    if (end < start)
+        snprintf(buf, size, "-");
+    else
+        cli_fmt_duration(buf, size, end - start);
+}
+
+static const struct cli_view_col cli_sessions_cols[] = {
+    {"ID", "id", CLI_VIEW_COUNT, 0, NULL},
+    {"NAME", "name", CLI_VIEW_TEXT, 32, NULL},
+    {"STATE", "state", CLI_VIEW_TEXT, 8, NULL},
+    {"PROCS", "processes", CLI_VIEW_COUNT, 0, NULL},
+    {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
+    {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
+    {"STARTED", "started_ns", CLI_VIEW_TIME, 0, NULL},
+    {"DURATION", NULL, CLI_VIEW_DURATION, 0, cli_sessions_duration},
+    {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
+};
+
+static int cli_sessions_print(const msgpack_object *list)
+{
+    if (list->type != MSGPACK_OBJECT_ARRAY) {
+        cli_error("bad reply from the daemon: the session list is not an array");
+        return CLI_EXIT_ERROR;
+    }
+    if (list->via.array.size == 0) {
+        puts("no sessions");
+        return CLI_EXIT_OK;
+    }
+    return cli_print_status(cli_view_table(stdout, "", cli_sessions_cols,
+                                           sizeof(cli_sessions_cols) / sizeof(cli_sessions_cols[0]),
+                                           list));
+}
+
+int cli_sessions_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+    static const struct option opts[] = {CLI_LONGOPTS, {NULL, 0, NULL, 0}};
+    struct proto_request req;
+    struct cli_conn conn;
+    const msgpack_object *res;
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS, opts, NULL)) != -1) {
+        if ((rc = cli_common_opt(ctx, c, argv)) != CLI_CONTINUE)
+            return rc;
+    }
+    if ((rc = cli_no_operand(ctx, argc, argv)) != CLI_CONTINUE)
+        return rc;
+    proto_request_init(&req);
+    rc = cli_call(ctx, PROTO_SESSIONS, &req, &conn, &res);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = ctx->json ? cli_print_json(res) : cli_sessions_print(res);
+    cli_conn_close(&conn);
+    return rc;
+}

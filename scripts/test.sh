@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every test: installs what it needs, checks formatting, builds with
+# warnings as errors under ASan+UBSan, and runs the Criterion suites (unit and
+# integration, the latter against a real daemon) through ctest.
+#   scripts/test.sh            all of it
+#   BUILD_DIR=... scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+BUILD_DIR=${BUILD_DIR:-build-test}
+
+echo "== clang-format"
+bad=$(find proto daemon client tests examples bench -name '*.[ch]' 2>/dev/null |
+      xargs -r clang-format --dry-run 2>&1 | grep -c warning || true)
+if [ "$bad" != "0" ]; then
+    find proto daemon client tests examples bench -name '*.[ch]' | xargs clang-format --dry-run
+    echo "clang-format: $bad places differ (run: clang-format -i on them)" >&2
+    exit 1
+fi
+
+echo "== build (WERROR, ASan+UBSan)"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DWERROR=ON -DASAN=ON -DUBSAN=ON >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+
+echo "== tests"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j2

@@ -1,2 +1,0 @@
-/* keeps the helper library non-empty */
-int testhelpers_empty_;

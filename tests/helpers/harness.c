@@ -1,0 +1,293 @@
+/* harness.c — see harness.h. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define MAX_ARGS 32
+
+static void daemon_spawn(struct tdaemon *d, va_list ap)
+{
+    char *argv[MAX_ARGS];
+    int n = 0;
+    const char *a;
+
+    argv[n++] = TRACECTLD_BIN;
+    argv[n++] = "--socket";
+    argv[n++] = d->sock;
+    argv[n++] = "--data-dir";
+    argv[n++] = d->data;
+    argv[n++] = "--log-level";
+    argv[n++] = "warn";
+    while ((a = va_arg(ap, const char *)) != NULL && n < MAX_ARGS - 1)
+        argv[n++] = (char *)a;
+    argv[n] = NULL;
+    d->pid = fork();
+    cr_assert_neq(d->pid, -1, "fork: %s", strerror(errno));
+    if (d->pid == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    /* Ready when it answers on the socket. */
+    for (int i = 0; i < 200; i++) {
+        int fd = raw_connect(d->sock);
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        int st;
+        cr_assert_eq(waitpid(d->pid, &st, WNOHANG), 0, "tracectld exited at start-up");
+        usleep(25000);
+    }
+    cr_assert_fail("tracectld did not answer on %s within 5 s", d->sock);
+}
+
+void harness_daemon_start(struct tdaemon *d, ...)
+{
+    va_list ap;
+
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d->dir));
+    snprintf(d->sock, sizeof(d->sock), "%s/tracectl.sock", d->dir);
+    snprintf(d->data, sizeof(d->data), "%s/data", d->dir);
+    va_start(ap, d);
+    daemon_spawn(d, ap);
+    va_end(ap);
+}
+
+void harness_daemon_restart(struct tdaemon *d, ...)
+{
+    va_list ap;
+
+    va_start(ap, d);
+    daemon_spawn(d, ap);
+    va_end(ap);
+}
+
+int harness_daemon_stop(struct tdaemon *d, int sig)
+{
+    int st = 0;
+
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, sig);
+    for (int i = 0; i < 400; i++) {
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(25000);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, &st, 0);
+    d->pid = 0;
+    cr_assert_fail("tracectld did not stop within 10 s of signal %d", sig);
+    return -1;
+}
+
+void harness_cleanup(struct tdaemon *d)
+{
+    char *argv[] = {"rm", "-rf", d->dir, NULL};
+
+    if (d->pid > 0)
+        harness_daemon_stop(d, SIGKILL);
+    if (d->dir[0] != '\0')
+        harness_run(NULL, argv);
+}
+
+int harness_run(char **out, char *const argv[])
+{
+    int pfd[2], st;
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    ssize_t n;
+    pid_t pid;
+
+    cr_assert_eq(pipe(pfd), 0);
+    pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(pfd[1], 1);
+        if (out == NULL)
+            dup2(devnull, 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    while ((n = read(pfd[0], buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (cap - len < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    close(pfd[0]);
+    buf[len] = '\0';
+    waitpid(pid, &st, 0);
+    if (out != NULL)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int raw_connect(const char *sock)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void raw_send(int fd, msgpack_sbuffer *sb)
+{
+    size_t off = 0;
+
+    while (off < sb->size) {
+        ssize_t n = send(fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert_gt(n, 0, "send: %s", strerror(errno));
+        off += (size_t)n;
+    }
+    msgpack_sbuffer_clear(sb);
+}
+
+static int raw_fill(int fd, struct proto_reader *r)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char *buf;
+    ssize_t n;
+
+    if (poll(&p, 1, 5000) <= 0)
+        return -1;
+    buf = proto_reader_buffer(r, 65536);
+    n = read(fd, buf, 65536);
+    if (n <= 0)
+        return -1;
+    proto_reader_commit(r, (size_t)n);
+    return 0;
+}
+
+int raw_recv_object(int fd, struct proto_reader *r, const msgpack_object **o)
+{
+    struct proto_error err;
+    int rc;
+
+    while ((rc = proto_reader_next_object(r, o, &err)) == 0)
+        if (raw_fill(fd, r) < 0)
+            return -1;
+    return rc == 1 ? 0 : -1;
+}
+
+int raw_recv(int fd, struct proto_reader *r, struct proto_msg *m)
+{
+    struct proto_error err;
+    int rc;
+
+    while ((rc = proto_reader_next(r, m, &err)) == 0)
+        if (raw_fill(fd, r) < 0)
+            return -1;
+    return rc == 1 ? 0 : -1;
+}
+
+bool raw_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char buf[4096];
+
+    for (;;) {
+        if (poll(&p, 1, 5000) <= 0)
+            return false;
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return true;
+        if (n < 0)
+            return false;
+    }
+}
+
+int raw_producer(const char *sock, const char *session, int rank, int world, const char *device,
+                 long long *session_id)
+{
+    struct proto_hello h = {.proto = 1,
+                            .session = (char *)session,
+                            .rank = rank,
+                            .world = world,
+                            .pid = getpid(),
+                            .device = (char *)device};
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(sock);
+
+    cr_assert_geq(fd, 0, "connect %s: %s", sock, strerror(errno));
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_hello(&pk, &h);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply to hello");
+    cr_assert_eq(m.type, PROTO_WELCOME, "hello got %s", proto_type_name(m.type));
+    if (session_id != NULL)
+        *session_id = m.u.welcome.session_id;
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    return fd;
+}
+
+const msgpack_object *obj_get(const msgpack_object *map, const char *key)
+{
+    if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++)
+        if (obj_str_eq(&map->via.map.ptr[i].key, key))
+            return &map->via.map.ptr[i].val;
+    return NULL;
+}
+
+unsigned long long obj_u64(const msgpack_object *o)
+{
+    cr_assert_not_null(o, "missing field");
+    cr_assert_eq(o->type, MSGPACK_OBJECT_POSITIVE_INTEGER, "not a uint (type %d)", o->type);
+    return o->via.u64;
+}
+
+double obj_f64(const msgpack_object *o)
+{
+    cr_assert_not_null(o, "missing field");
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return (double)o->via.u64;
+    cr_assert(o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32,
+              "not a float (type %d)", o->type);
+    return o->via.f64;
+}
+
+bool obj_str_eq(const msgpack_object *o, const char *s)
+{
+    return o != NULL && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
+           memcmp(o->via.str.ptr, s, o->via.str.size) == 0;
+}

@@ -1,0 +1,65 @@
+/*
+ * harness — what integration tests share: a real tracectld on a temporary
+ * socket and data dir, a raw-protocol client (msgpack over the socket, no
+ * libtracectl), and a runner that captures a command's output.
+ *
+ * Every function asserts with Criterion on failure, so tests stay short.
+ * harness_daemon_stop() plus harness_cleanup() leave no process and no file.
+ */
+#ifndef TRACECTL_TEST_HARNESS_H
+#define TRACECTL_TEST_HARNESS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <msgpack.h>
+
+#include "proto.h"
+
+struct tdaemon {
+    pid_t pid;
+    char dir[256];       /* the temporary directory holding both */
+    char sock[PATH_MAX]; /* dir/tracectl.sock */
+    char data[PATH_MAX]; /* dir/data */
+};
+
+/* Makes a temp dir and starts tracectld there; extra args end with NULL. */
+void harness_daemon_start(struct tdaemon *d, ...);
+/* Starts it again on the same dir (after a stop or a crash). */
+void harness_daemon_restart(struct tdaemon *d, ...);
+/* Sends sig and waits; returns the exit status (or 128+signal). */
+int harness_daemon_stop(struct tdaemon *d, int sig);
+/* Removes the temp dir. */
+void harness_cleanup(struct tdaemon *d);
+
+/*
+ * Runs argv (NULL-terminated) with stdout captured into a malloc'd,
+ * NUL-terminated *out (may be NULL to discard) and returns the exit status.
+ */
+int harness_run(char **out, char *const argv[]);
+
+/* Raw protocol: a blocking client connection. */
+int raw_connect(const char *sock);
+/* Sends a packed message and resets the buffer. */
+void raw_send(int fd, msgpack_sbuffer *sb);
+/* Reads one whole message; returns a decoded reply (0) or -1 on EOF/timeout (5 s). */
+int raw_recv(int fd, struct proto_reader *r, struct proto_msg *m);
+/* Reads one whole message as a generic object (valid until the next read); -1 on EOF. */
+int raw_recv_object(int fd, struct proto_reader *r, const msgpack_object **o);
+/* True when the peer closed (read returns 0) within 5 s. */
+bool raw_closed(int fd);
+
+/* hello → welcome; returns the connection. *session_id may be NULL. */
+int raw_producer(const char *sock, const char *session, int rank, int world, const char *device,
+                 long long *session_id);
+
+/* Generic object helpers for replies: map lookup (NULL when absent) and numbers. */
+const msgpack_object *obj_get(const msgpack_object *map, const char *key);
+unsigned long long obj_u64(const msgpack_object *o);
+double obj_f64(const msgpack_object *o);
+/* strcmp-like compare of a msgpack str with s; false when not a str. */
+bool obj_str_eq(const msgpack_object *o, const char *s);
+
+#endif

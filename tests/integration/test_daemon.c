@@ -1,0 +1,477 @@
+/*
+ * test_daemon.c — tracectld driven over the raw protocol (no libtracectl):
+ * sessions and ids, bad input on one connection while another streams,
+ * SIGTERM with acked data, socket takeover rules, linger, delete.
+ * Expected values are computed here from what the test sent.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct tdaemon d;
+
+static void stop_and_clean(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(daemon, .fini = stop_and_clean, .timeout = 60);
+
+/* ---- small raw-protocol helpers ----------------------------------------- */
+
+struct pk {
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+};
+
+static void pk_init(struct pk *p)
+{
+    msgpack_sbuffer_init(&p->sb);
+    msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
+}
+
+static void send_ops(int fd, uint32_t id, const char *name)
+{
+    struct proto_opdef def = {.id = id, .name = (char *)name};
+    struct pk p;
+
+    pk_init(&p);
+    proto_pack_ops(&p.pk, &def, 1);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+}
+
+/* n entries of op `op`: entry i has step i, start base+i*1000, dur dur0+i. */
+static void send_batch(int fd, uint32_t op, size_t n, uint64_t base, uint64_t dur0)
+{
+    struct pk p;
+
+    pk_init(&p);
+    proto_pack_batch_header(&p.pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&p.pk, 4);
+        msgpack_pack_uint64(&p.pk, i);
+        msgpack_pack_uint32(&p.pk, op);
+        msgpack_pack_uint64(&p.pk, base + i * 1000);
+        msgpack_pack_uint64(&p.pk, dur0 + i);
+    }
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+}
+
+/* flush → ack; returns `stored`. */
+static unsigned long long flush(int fd, uint64_t seq)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    struct pk p;
+    unsigned long long stored;
+
+    pk_init(&p);
+    proto_pack_flush(&p.pk, seq);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no ack");
+    cr_assert_eq(m.type, PROTO_ACK, "flush got %s", proto_type_name(m.type));
+    cr_assert_eq(m.u.ack.seq, seq);
+    stored = m.u.ack.stored;
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    return stored;
+}
+
+static void bye(int fd, uint64_t dropped)
+{
+    struct pk p;
+
+    pk_init(&p);
+    proto_pack_bye(&p.pk, dropped);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    cr_assert(raw_closed(fd), "the daemon did not close after bye");
+    close(fd);
+}
+
+/* A control request; *reply holds the unpacked ["ok", result] (caller destroys). */
+static const msgpack_object *control(enum proto_type type, const struct proto_request *req,
+                                     struct proto_reader *r, int *fd_out)
+{
+    const msgpack_object *o;
+    struct proto_request dflt;
+    struct pk p;
+    int fd = raw_connect(d.sock);
+
+    cr_assert_geq(fd, 0);
+    if (req == NULL) {
+        proto_request_init(&dflt);
+        req = &dflt;
+    }
+    pk_init(&p);
+    proto_pack_request(&p.pk, type, req);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(r, 64 << 20);
+    cr_assert_eq(raw_recv_object(fd, r, &o), 0, "no reply");
+    cr_assert_eq(o->type, MSGPACK_OBJECT_ARRAY);
+    *fd_out = fd;
+    return o;
+}
+
+/* The newest session row, and the count of rows. */
+static unsigned sessions(struct proto_reader *r, int *fd, const msgpack_object **newest)
+{
+    const msgpack_object *o = control(PROTO_SESSIONS, NULL, r, fd), *list;
+
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    cr_assert_eq(list->type, MSGPACK_OBJECT_ARRAY);
+    *newest = list->via.array.size ? &list->via.array.ptr[0] : NULL;
+    return list->via.array.size;
+}
+
+static void wait_state(long long id, const char *state, int seconds)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        struct proto_reader r;
+        const msgpack_object *o = control(PROTO_SESSIONS, NULL, &r, &(int){0}), *list;
+        bool done = false;
+
+        list = &o->via.array.ptr[1];
+        for (uint32_t k = 0; k < list->via.array.size; k++) {
+            const msgpack_object *row = &list->via.array.ptr[k];
+            if ((long long)obj_u64(obj_get(row, "id")) == id)
+                done = obj_str_eq(obj_get(row, "state"), state);
+        }
+        proto_reader_deinit(&r);
+        if (done)
+            return;
+        usleep(50000);
+    }
+    cr_assert_fail("session %lld did not become %s within %d s", id, state, seconds);
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+Test(daemon, same_name_after_end_gets_new_id)
+{
+    long long id1, id2;
+    struct proto_reader r;
+    const msgpack_object *row;
+    int fd, cfd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "job-x", 0, 1, "gpu:0", &id1);
+    send_ops(fd, 1, "matmul");
+    send_batch(fd, 1, 10, 1000, 50);
+    cr_assert_eq(flush(fd, 1), 10);
+    bye(fd, 0);
+    wait_state(id1, "ended", 5);
+
+    fd = raw_producer(d.sock, "job-x", 0, 1, "gpu:0", &id2);
+    cr_assert_neq(id2, id1, "a new session must get a new id");
+    cr_assert_gt(id2, id1);
+    cr_assert_eq(sessions(&r, &cfd, &row), 2);
+    cr_assert_eq((long long)obj_u64(obj_get(row, "id")), id2, "newest first");
+    cr_assert(obj_str_eq(obj_get(row, "state"), "live"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    close(fd);
+    /* the files are named by id, never by the client's name */
+    char path[PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id1);
+    cr_assert_eq(stat(path, &st), 0, "missing %s", path);
+}
+
+/* A malformed message on one connection: error + close; the other streams on. */
+Test(daemon, malformed_connection_does_not_disturb_others)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    long long id;
+    int good, bad;
+    struct pk p;
+
+    harness_daemon_start(&d, NULL);
+    good = raw_producer(d.sock, "mixed", 0, 2, "gpu:0", &id);
+    bad = raw_producer(d.sock, "mixed", 1, 2, "gpu:1", NULL);
+    send_ops(good, 1, "matmul");
+    send_ops(bad, 7, "conv2d");
+    send_batch(good, 1, 100, 0, 10);
+    send_batch(bad, 7, 40, 0, 20); /* accepted before the bad message */
+    /* an entry with an op id this connection never defined */
+    send_batch(bad, 99, 1, 0, 1);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(bad, &r, &m), 0);
+    cr_assert_eq(m.type, PROTO_ERROR);
+    cr_assert_str_eq(m.u.error.code, "unknown_op");
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    cr_assert(raw_closed(bad), "the bad connection was not closed");
+    close(bad);
+    /* garbage bytes on a third connection */
+    int junk = raw_connect(d.sock);
+    pk_init(&p);
+    msgpack_sbuffer_write(&p.sb, "\xc1\xc1\xc1\xc1", 4);
+    raw_send(junk, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(junk, &r, &m), 0);
+    cr_assert_str_eq(m.u.error.code, "bad_msgpack");
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    close(junk);
+
+    send_batch(good, 1, 100, 500000, 10); /* keeps streaming */
+    cr_assert_eq(flush(good, 1), 200);
+    bye(good, 0);
+    wait_state(id, "ended", 5);
+
+    /* every entry accepted before the error is stored: 200 + 40 */
+    struct proto_request req;
+    const msgpack_object *o, *sess, *ops;
+    int cfd;
+    proto_request_init(&req);
+    req.session.id = id;
+    o = control(PROTO_REPORT, &req, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    sess = obj_get(&o->via.array.ptr[1], "session");
+    cr_assert_eq(obj_u64(obj_get(sess, "entries")), 240);
+    cr_assert_eq(obj_u64(obj_get(sess, "processes")), 2);
+    /* matmul: 2 × sum(10..109) = 2 × 5950; conv2d: sum(20..59) = 1580 */
+    cr_assert_eq(obj_u64(obj_get(sess, "total_ns")), 2 * 5950 + 1580);
+    ops = obj_get(&o->via.array.ptr[1], "ops");
+    cr_assert_eq(ops->via.array.size, 2);
+    cr_assert(obj_str_eq(obj_get(&ops->via.array.ptr[0], "op"), "matmul"));
+    cr_assert_eq(obj_u64(obj_get(&ops->via.array.ptr[0], "calls")), 200);
+    cr_assert_eq(obj_u64(obj_get(&ops->via.array.ptr[1], "calls")), 40);
+    proto_reader_deinit(&r);
+    close(cfd);
+}
+
+Test(daemon, bad_state_and_unknown_types)
+{
+    static const struct {
+        const char *first; /* message type sent before hello */
+        const char *code;
+    } cases[] = {{"batch", "bad_state"},
+                 {"ops", "bad_state"},
+                 {"flush", "bad_state"},
+                 {"welcome", "unknown_type"},
+                 {"nope", "unknown_type"}};
+    struct proto_reader r;
+    struct proto_msg m;
+    struct pk p;
+
+    harness_daemon_start(&d, NULL);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int fd = raw_connect(d.sock);
+        pk_init(&p);
+        msgpack_pack_array(&p.pk, 2);
+        msgpack_pack_str(&p.pk, strlen(cases[i].first));
+        msgpack_pack_str_body(&p.pk, cases[i].first, strlen(cases[i].first));
+        if (strcmp(cases[i].first, "flush") == 0) {
+            msgpack_pack_uint64(&p.pk, 1);
+        } else if (strcmp(cases[i].first, "welcome") == 0) { /* well-formed, but a reply */
+            msgpack_pack_map(&p.pk, 1);
+            proto_pack_str(&p.pk, "session_id");
+            msgpack_pack_uint64(&p.pk, 1);
+        } else {
+            msgpack_pack_array(&p.pk, 0);
+        }
+        raw_send(fd, &p.sb);
+        msgpack_sbuffer_destroy(&p.sb);
+        proto_reader_init(&r, 0);
+        cr_assert_eq(raw_recv(fd, &r, &m), 0, "%s: no reply", cases[i].first);
+        cr_assert_eq(m.type, PROTO_ERROR, "%s", cases[i].first);
+        cr_assert_str_eq(m.u.error.code, cases[i].code, "%s", cases[i].first);
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+        cr_assert(raw_closed(fd));
+        close(fd);
+    }
+    /* a second hello */
+    int fd = raw_producer(d.sock, "twice", 0, 1, NULL, NULL);
+    struct proto_hello h = {.proto = 1, .session = "twice", .rank = -1, .world = -1, .pid = -1};
+    pk_init(&p);
+    proto_pack_hello(&p.pk, &h);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0);
+    cr_assert_str_eq(m.u.error.code, "bad_state");
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    close(fd);
+    /* the daemon still answers */
+    int cfd;
+    const msgpack_object *row;
+    cr_assert_eq(sessions(&r, &cfd, &row), 1);
+    proto_reader_deinit(&r);
+    close(cfd);
+}
+
+/* SIGTERM mid-stream: everything acked (and everything received) is on disk. */
+Test(daemon, sigterm_loses_nothing_acked)
+{
+    long long id;
+    unsigned long long acked;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "term", 0, 1, "gpu:0", &id);
+    send_ops(fd, 1, "matmul");
+    for (int i = 0; i < 20; i++)
+        send_batch(fd, 1, 1000, (uint64_t)i * 10000000, 5);
+    acked = flush(fd, 1);
+    cr_assert_eq(acked, 20000);
+    send_batch(fd, 1, 500, 999000000, 5); /* in flight when the signal comes */
+    usleep(200000);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "tracectld must exit 0 on SIGTERM");
+    close(fd);
+
+    /* Reopen: the entries are there and the session is ended (interrupted). */
+    harness_daemon_restart(&d, NULL);
+    struct proto_reader r;
+    struct proto_request req;
+    const msgpack_object *o, *sess, *row;
+    int cfd;
+    proto_request_init(&req);
+    req.session.id = id;
+    o = control(PROTO_REPORT, &req, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    sess = obj_get(&o->via.array.ptr[1], "session");
+    cr_assert_geq(obj_u64(obj_get(sess, "entries")), acked);
+    cr_assert_eq(obj_u64(obj_get(sess, "entries")), 20500, "everything received is committed");
+    cr_assert(obj_str_eq(obj_get(sess, "state"), "ended"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    cr_assert_eq(sessions(&r, &cfd, &row), 1);
+    cr_assert(obj_str_eq(obj_get(row, "state"), "ended"));
+    proto_reader_deinit(&r);
+    close(cfd);
+}
+
+Test(daemon, refuses_live_socket_and_replaces_stale_one)
+{
+    char *argv[] = {TRACECTLD_BIN, "--socket", d.sock, "--data-dir", NULL, NULL};
+    char other[PATH_MAX + 16];
+    char *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    snprintf(other, sizeof(other), "%s/data2", d.dir);
+    argv[2] = d.sock;
+    argv[4] = other;
+    /* a live daemon answers: refuse, exit non-zero, leave its socket alone */
+    cr_assert_neq(harness_run(&out, argv), 0);
+    free(out);
+    int fd = raw_connect(d.sock);
+    cr_assert_geq(fd, 0, "the first daemon's socket was removed");
+    close(fd);
+    /* kill -9 leaves a stale socket file: a new daemon replaces it */
+    harness_daemon_stop(&d, SIGKILL);
+    struct stat st;
+    cr_assert_eq(stat(d.sock, &st), 0, "the stale socket file should still be there");
+    harness_daemon_restart(&d, NULL);
+    fd = raw_connect(d.sock);
+    cr_assert_geq(fd, 0);
+    close(fd);
+}
+
+Test(daemon, unwritable_data_dir_is_a_one_line_error)
+{
+    char *argv[] = {TRACECTLD_BIN,
+                    "--socket",
+                    "/tmp/tctest-unused.sock",
+                    "--data-dir",
+                    "/proc/tracectl-cannot-exist",
+                    NULL};
+    char *out = NULL;
+
+    d.dir[0] = '\0';
+    cr_assert_eq(harness_run(&out, argv), 1);
+    free(out);
+}
+
+/* world=2 but one process joined and left: live until the linger time ends it. */
+Test(daemon, world_keeps_session_live_until_linger)
+{
+    long long id, id2;
+    struct proto_reader r;
+    const msgpack_object *row;
+    int fd, cfd;
+
+    harness_daemon_start(&d, "--linger", "1", NULL);
+    fd = raw_producer(d.sock, "ranks", 0, 2, "gpu:0", &id);
+    bye(fd, 0);
+    usleep(300000);
+    sessions(&r, &cfd, &row);
+    cr_assert(obj_str_eq(obj_get(row, "state"), "live"), "rank 1 is still expected");
+    proto_reader_deinit(&r);
+    close(cfd);
+    /* rank 1 arrives late but within the linger: same session */
+    fd = raw_producer(d.sock, "ranks", 1, 2, "gpu:1", &id2);
+    cr_assert_eq(id2, id);
+    bye(fd, 3);
+    wait_state(id, "ended", 5); /* both joined and left: ends at once */
+    sessions(&r, &cfd, &row);
+    cr_assert_eq(obj_u64(obj_get(row, "processes")), 2);
+    cr_assert_eq(obj_u64(obj_get(row, "dropped")), 3);
+    proto_reader_deinit(&r);
+    close(cfd);
+
+    /* and one that never completes ends after the linger (1 s) */
+    fd = raw_producer(d.sock, "lonely", 0, 4, NULL, &id);
+    bye(fd, 0);
+    wait_state(id, "ended", 5);
+}
+
+Test(daemon, delete_rules)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    long long id;
+    int fd, cfd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "del", 0, 1, NULL, &id);
+    proto_request_init(&req);
+    req.session.id = id;
+    o = control(PROTO_DELETE, &req, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "error"));
+    cr_assert(obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "session_live"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    bye(fd, 0);
+    wait_state(id, "ended", 5);
+    o = control(PROTO_DELETE, &req, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "delete of an ended session");
+    cr_assert_eq((long long)obj_u64(obj_get(&o->via.array.ptr[1], "deleted")), id);
+    proto_reader_deinit(&r);
+    close(cfd);
+    char path[PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_neq(stat(path, &st), 0, "%s still exists", path);
+    o = control(PROTO_DELETE, &req, &r, &cfd);
+    cr_assert(obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "no_session"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    /* report of an unknown name */
+    req.session.name = "never-was";
+    o = control(PROTO_REPORT, &req, &r, &cfd);
+    cr_assert(obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "no_session"));
+    proto_reader_deinit(&r);
+    close(cfd);
+}
