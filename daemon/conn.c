@@ -352,6 +352,7 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
     case PROTO_REPORT:
     case PROTO_STATUS:
     case PROTO_DELETE:
+    case PROTO_EXPORT:
         if (c->producer) {
             conn_fail(c, PROTO_E_STATE, "control requests need their own connection");
             return;

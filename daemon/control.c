@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "export.h"
 #include "log.h"
 #include "report.h"
 
@@ -338,6 +339,12 @@ void control_handle(struct conn *c, struct proto_msg *m)
     case PROTO_DELETE:
         control_delete(c, &m->u.req);
         break;
+    case PROTO_EXPORT: {
+        struct session *s = control_session(c, &m->u.req);
+        if (s != NULL)
+            export_start(c, s);
+        break;
+    }
     default:
         break;
     }

@@ -38,8 +38,8 @@ struct report_op {
 
 struct report_entry {
     char *op;
-    int64_t rank;   /* -1: nil (the process gave no rank) */
-    char *device;   /* NULL: nil */
+    int64_t rank; /* -1: nil (the process gave no rank) */
+    char *device; /* NULL: nil */
     uint64_t step, start_ns, dur_ns, mem_bytes;
     struct report_blob out_shape, in_shapes;
 };

@@ -41,7 +41,8 @@ static const char *const type_names[] = {
     [PROTO_REPORT] = "report", [PROTO_STATUS] = "status",
     [PROTO_DELETE] = "delete", [PROTO_WELCOME] = "welcome",
     [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
-    [PROTO_ERROR] = "error",
+    [PROTO_ERROR] = "error",   [PROTO_EXPORT] = "export",
+    [PROTO_ROWS] = "rows",     [PROTO_END] = "end",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -608,7 +609,7 @@ static int decode_error(const msgpack_object *a, struct proto_msg *m, struct pro
 static enum proto_type type_of(const msgpack_object *t)
 {
     for (size_t i = 1; i < sizeof(type_names) / sizeof(type_names[0]); i++)
-        if (key_is(t, type_names[i]))
+        if (type_names[i] != NULL && key_is(t, type_names[i]))
             return (enum proto_type)i;
     return PROTO_NONE;
 }
@@ -652,6 +653,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     case PROTO_REPORT:
     case PROTO_STATUS:
     case PROTO_DELETE:
+    case PROTO_EXPORT:
         rc = decode_request(o, m, err);
         break;
     case PROTO_WELCOME:
@@ -664,7 +666,9 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
         rc = decode_error(o, m, err);
         break;
     case PROTO_OK:
-        rc = 0;
+    case PROTO_ROWS:
+    case PROTO_END:
+        rc = 0; /* generic payloads: read them with proto_reader_next_object() */
         break;
     default:
         rc = fail(err, PROTO_E_TYPE, "unknown message type \"%.*s\"",
@@ -737,6 +741,7 @@ void proto_msg_free(struct proto_msg *m)
         break;
     case PROTO_REPORT:
     case PROTO_DELETE:
+    case PROTO_EXPORT:
         free(m->u.req.session.name);
         break;
     case PROTO_ERROR:
@@ -1036,6 +1041,7 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
             return -ENOMEM;
         return 0;
     case PROTO_DELETE:
+    case PROTO_EXPORT:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
             return -ENOMEM;
         return 0;

@@ -64,11 +64,14 @@ enum proto_type {
     PROTO_REPORT,
     PROTO_STATUS,
     PROTO_DELETE,
+    PROTO_EXPORT, /* extension: streams a session's entries (proto/PROTOCOL.md) */
     /* daemon → peer */
     PROTO_WELCOME,
     PROTO_ACK,
     PROTO_OK,
     PROTO_ERROR,
+    PROTO_ROWS, /* extension: one chunk of an export stream */
+    PROTO_END,  /* extension: the end of an export stream */
 };
 
 struct proto_error {
@@ -240,7 +243,7 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/* Control requests; type is PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS or PROTO_DELETE. */
+/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE or PROTO_EXPORT. */
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
 /* ["ok", <caller packs exactly one object next>] */
 int proto_pack_ok_header(msgpack_packer *pk);

@@ -245,8 +245,8 @@ Test(query, percentiles_many)
         db_exec(sql);
         if (i < 5) {
             snprintf(sql, sizeof(sql),
-                     "INSERT INTO entries VALUES (1, %u, 2, NULL, %u, %llu, 0, 0, NULL, NULL);",
-                     i, i * 1000 + 1, (unsigned long long)jd[i]);
+                     "INSERT INTO entries VALUES (1, %u, 2, NULL, %u, %llu, 0, 0, NULL, NULL);", i,
+                     i * 1000 + 1, (unsigned long long)jd[i]);
             db_exec(sql);
         }
     }
@@ -313,12 +313,18 @@ Test(query, slowest_all)
      * twice: row 7 (start 500, no rank, no device) before row 8 (start 600).
      */
     static const struct want_entry want[] = {
-        {"allreduce", 1, "gpu:1", 0, 1500, 500, 0},  {"allreduce", 0, "gpu:0", 0, 2000, 500, 0},
-        {"matmul", 0, "gpu:0", 0, 1000, 400, 4096},  {"matmul", 1, "gpu:1", 0, 1100, 300, 1001},
-        {"matmul", 0, "gpu:0", 1, 3000, 200, 1000},  {"B_op", 1, "gpu:1", 1, 3600, 150, 4096},
-        {"a_op", 0, "gpu:0", 1, 3600, 150, 4096},    {"matmul", 1, "gpu:1", 1, 3100, 100, 999},
-        {"memcpy_h2d", 0, "gpu:0", 1, 3500, 50, 8192}, {"broadcast_to", -1, "cpu", 1, 4100, 40, 2000},
-        {"barrier", -1, NULL, 1, 4000, 10, 0},       {"matmul", -1, NULL, 0, 500, 1, 4096},
+        {"allreduce", 1, "gpu:1", 0, 1500, 500, 0},
+        {"allreduce", 0, "gpu:0", 0, 2000, 500, 0},
+        {"matmul", 0, "gpu:0", 0, 1000, 400, 4096},
+        {"matmul", 1, "gpu:1", 0, 1100, 300, 1001},
+        {"matmul", 0, "gpu:0", 1, 3000, 200, 1000},
+        {"B_op", 1, "gpu:1", 1, 3600, 150, 4096},
+        {"a_op", 0, "gpu:0", 1, 3600, 150, 4096},
+        {"matmul", 1, "gpu:1", 1, 3100, 100, 999},
+        {"memcpy_h2d", 0, "gpu:0", 1, 3500, 50, 8192},
+        {"broadcast_to", -1, "cpu", 1, 4100, 40, 2000},
+        {"barrier", -1, NULL, 1, 4000, 10, 0},
+        {"matmul", -1, NULL, 0, 500, 1, 4096},
         {"allreduce", -1, "cpu", 0, 600, 1, 0},
     };
     struct report_params p = {.top = 20};
@@ -345,9 +351,12 @@ Test(query, hotspots)
      * (1001); row 5 (exactly 1000) is not above the threshold.
      */
     static const struct want_entry want[] = {
-        {"memcpy_h2d", 0, "gpu:0", 1, 3500, 50, 8192}, {"matmul", -1, NULL, 0, 500, 1, 4096},
-        {"matmul", 0, "gpu:0", 0, 1000, 400, 4096},    {"B_op", 1, "gpu:1", 1, 3600, 150, 4096},
-        {"a_op", 0, "gpu:0", 1, 3600, 150, 4096},      {"broadcast_to", -1, "cpu", 1, 4100, 40, 2000},
+        {"memcpy_h2d", 0, "gpu:0", 1, 3500, 50, 8192},
+        {"matmul", -1, NULL, 0, 500, 1, 4096},
+        {"matmul", 0, "gpu:0", 0, 1000, 400, 4096},
+        {"B_op", 1, "gpu:1", 1, 3600, 150, 4096},
+        {"a_op", 0, "gpu:0", 1, 3600, 150, 4096},
+        {"broadcast_to", -1, "cpu", 1, 4100, 40, 2000},
         {"matmul", 1, "gpu:1", 0, 1100, 300, 1001},
     };
     struct report_params p = {.top = 4, .mem_threshold = 1000};
@@ -631,17 +640,15 @@ static const msgpack_object *pack(struct report *r, msgpack_sbuffer *sb, msgpack
 
 static const char *const top_keys[] = {"session", "ops",       "slowest", "memory",
                                        "devices", "imbalance", "comm"};
-static const char *const session_keys[] = {"id",      "name",    "state",    "processes",
-                                           "devices", "entries", "dropped",  "total_ns",
-                                           "span_ns"};
-static const char *const entry_keys[] = {"op",     "rank",      "device",
-                                         "step",   "start_ns",  "dur_ns",
-                                         "mem_bytes", "out_shape", "in_shapes"};
+static const char *const session_keys[] = {"id",      "name",    "state",    "processes", "devices",
+                                           "entries", "dropped", "total_ns", "span_ns"};
+static const char *const entry_keys[] = {"op",     "rank",      "device",    "step",     "start_ns",
+                                         "dur_ns", "mem_bytes", "out_shape", "in_shapes"};
 
 Test(query, pack)
 {
-    static const char *const op_keys[] = {"op",     "category", "calls",     "total_ns", "avg_ns",
-                                          "min_ns", "p50_ns",   "p95_ns",    "p99_ns",   "max_ns",
+    static const char *const op_keys[] = {"op",     "category",  "calls",   "total_ns", "avg_ns",
+                                          "min_ns", "p50_ns",    "p95_ns",  "p99_ns",   "max_ns",
                                           "share",  "mem_bytes", "elements"};
     static const char *const imb_keys[] = {"devices", "total_ns", "ideal_ns",
                                            "max_ns",  "ratio",    "slowest_device"};

@@ -1,0 +1,168 @@
+/*
+ * analysis — the C post-processing of a report (see analysis.h).
+ *
+ * Everything here is a pure function: integer arithmetic where PROTOCOL.md
+ * asks for exact figures (ranks, floors, rounding), doubles only for shares
+ * and the imbalance ratio, which the report carries as floats.
+ */
+#include "analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* PROTOCOL.md "Analysis rules": substrings of a lower-cased op name. */
+static const char *const analysis_comm_words[] = {
+    "allreduce",     "all_reduce", "all_gather", "allgather", "reduce_scatter",
+    "reducescatter", "alltoall",   "all_to_all", "broadcast", "send",
+    "recv",          "barrier",    "nccl",       "comm",
+};
+
+static const char *const analysis_memory_words[] = {"memcpy", "memset"};
+
+size_t analysis_percentile_rank(size_t n, unsigned p)
+{
+    size_t q = n / 100, r = n % 100, rank;
+
+    if (n == 0)
+        return 0;
+    if (p > 100)
+        p = 100;
+    /*
+     * n = 100q + r, so ceil(p * n / 100) = p * q + ceil(p * r / 100): no
+     * product exceeds n, and no float rounding can move the rank (with
+     * doubles 0.95 * 20 is 19.000000000000004, whose ceiling is 20).
+     */
+    rank = (size_t)p * q + ((size_t)p * r + 99) / 100;
+    return rank < 1 ? 1 : rank;
+}
+
+uint64_t analysis_percentile(const uint64_t *sorted, size_t n, unsigned p)
+{
+    if (n == 0)
+        return 0;
+    return sorted[analysis_percentile_rank(n, p) - 1];
+}
+
+static char analysis_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* True when word (lower case) occurs in name, comparing name lower-cased. */
+static bool analysis_contains(const char *name, const char *word)
+{
+    size_t wlen = strlen(word);
+
+    for (; *name != '\0'; name++) {
+        size_t i = 0;
+
+        while (i < wlen && name[i] != '\0' && analysis_lower(name[i]) == word[i])
+            i++;
+        if (i == wlen)
+            return true;
+    }
+    return false;
+}
+
+static bool analysis_contains_any(const char *name, const char *const *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (analysis_contains(name, words[i]))
+            return true;
+    }
+    return false;
+}
+
+static bool analysis_starts_with(const char *name, const char *prefix)
+{
+    for (; *prefix != '\0'; name++, prefix++) {
+        if (analysis_lower(*name) != *prefix)
+            return false;
+    }
+    return true;
+}
+
+const char *analysis_classify(const char *name)
+{
+    size_t ncomm = sizeof(analysis_comm_words) / sizeof(analysis_comm_words[0]);
+    size_t nmem = sizeof(analysis_memory_words) / sizeof(analysis_memory_words[0]);
+
+    if (name == NULL)
+        return "compute";
+    if (analysis_starts_with(name, "mpi_") ||
+        analysis_contains_any(name, analysis_comm_words, ncomm))
+        return "comm";
+    if (analysis_contains_any(name, analysis_memory_words, nmem))
+        return "memory";
+    return "compute";
+}
+
+bool analysis_is_comm(const char *category)
+{
+    return category != NULL && strcmp(category, "comm") == 0;
+}
+
+double analysis_share(uint64_t part, uint64_t whole)
+{
+    return whole == 0 ? 0.0 : (double)part / (double)whole;
+}
+
+/* True when row a is the slower device: larger total, ties to the smaller name. */
+static bool analysis_slower(const struct report_device *a, const struct report_device *b)
+{
+    if (a->total_ns != b->total_ns)
+        return a->total_ns > b->total_ns;
+    return strcmp(a->device, b->device) < 0;
+}
+
+void analysis_imbalance(const struct report_device *rows, size_t n, struct report_imbalance *out)
+{
+    const struct report_device *slowest;
+    uint64_t total = 0;
+    double ideal;
+
+    memset(out, 0, sizeof(*out));
+    if (n < 2)
+        return;
+    slowest = &rows[0];
+    for (size_t i = 0; i < n; i++) {
+        total += rows[i].total_ns;
+        if (i > 0 && analysis_slower(&rows[i], slowest))
+            slowest = &rows[i];
+    }
+    out->present = true;
+    out->devices = n;
+    out->total_ns = total;
+    out->ideal_ns = total / n;
+    out->max_ns = slowest->total_ns;
+    out->slowest_device = slowest->device;
+    if (total == 0)
+        return;
+    ideal = (double)total / (double)n;
+    out->ratio = ((double)out->max_ns - ideal) / ideal;
+    if (out->ratio < 0.0)
+        out->ratio = 0.0;
+}
+
+static int analysis_op_cmp(const void *pa, const void *pb)
+{
+    const struct report_op *a = pa, *b = pb;
+
+    if (a->total_ns != b->total_ns)
+        return a->total_ns > b->total_ns ? -1 : 1;
+    return strcmp(a->op, b->op);
+}
+
+void analysis_sort_ops(struct report_op *ops, size_t n)
+{
+    if (n > 1)
+        qsort(ops, n, sizeof(*ops), analysis_op_cmp);
+}
+
+uint64_t analysis_collapsed_weight(uint64_t dur_ns)
+{
+    /* Halves away from zero without dur_ns + 500, which could overflow. */
+    uint64_t w = dur_ns / 1000 + (dur_ns % 1000 >= 500 ? 1 : 0);
+
+    return w < 1 ? 1 : w;
+}

@@ -1,0 +1,244 @@
+/* export.c — see export.h. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "export.h"
+#include "log.h"
+
+#define EXPORT_CHUNK 4096
+
+struct export_work {
+    uv_work_t req;
+    uv_write_t write;
+    struct conn *c;
+    char path[PATH_MAX];
+    int64_t id;
+    char *name;
+    const char *state;
+    sqlite3 *db;
+    sqlite3_stmt *rows;
+    uint64_t n_rows;
+    bool started, exhausted, done;
+    int rc;
+    char err[256];
+    msgpack_sbuffer out;
+};
+
+static void pack_column(msgpack_packer *pk, sqlite3_stmt *st, int i)
+{
+    switch (sqlite3_column_type(st, i)) {
+    case SQLITE_INTEGER:
+        msgpack_pack_int64(pk, sqlite3_column_int64(st, i));
+        break;
+    case SQLITE_FLOAT:
+        msgpack_pack_double(pk, sqlite3_column_double(st, i));
+        break;
+    case SQLITE_TEXT: {
+        int n = sqlite3_column_bytes(st, i);
+        msgpack_pack_str(pk, (size_t)n);
+        msgpack_pack_str_body(pk, sqlite3_column_text(st, i), (size_t)n);
+        break;
+    }
+    case SQLITE_BLOB: /* shapes: canonical msgpack, copied as they are */
+        msgpack_sbuffer_write(pk->data, sqlite3_column_blob(st, i),
+                              (size_t)sqlite3_column_bytes(st, i));
+        break;
+    default:
+        msgpack_pack_nil(pk);
+        break;
+    }
+}
+
+/* Packs every row of sql as an array of arrays. Returns 0 or -EIO. */
+static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql)
+{
+    msgpack_sbuffer body;
+    msgpack_packer bpk;
+    sqlite3_stmt *st;
+    uint32_t n = 0;
+    int rc, cols;
+
+    if (sqlite3_prepare_v2(w->db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -EIO;
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&bpk, &body, msgpack_sbuffer_write);
+    cols = sqlite3_column_count(st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        msgpack_pack_array(&bpk, (size_t)cols);
+        for (int i = 0; i < cols; i++)
+            pack_column(&bpk, st, i);
+        n++;
+    }
+    sqlite3_finalize(st);
+    msgpack_pack_array(pk, n);
+    msgpack_sbuffer_write(pk->data, body.data, body.size);
+    msgpack_sbuffer_destroy(&body);
+    return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+static int export_open(struct export_work *w, msgpack_packer *pk)
+{
+    if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return -EIO;
+    sqlite3_busy_timeout(w->db, 5000);
+    if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(w->db,
+                           "SELECT process_id, step, op_id, device_id, start_ns, dur_ns,"
+                           " elements, mem_bytes, out_shape, in_shapes FROM entries ORDER BY rowid",
+                           -1, &w->rows, NULL) != SQLITE_OK)
+        return -EIO;
+    proto_pack_ok_header(pk);
+    msgpack_pack_map(pk, 4);
+    proto_pack_str(pk, "session");
+    msgpack_pack_map(pk, 3);
+    proto_pack_str(pk, "id");
+    msgpack_pack_int64(pk, w->id);
+    proto_pack_str(pk, "name");
+    proto_pack_str(pk, w->name);
+    proto_pack_str(pk, "state");
+    proto_pack_str(pk, w->state);
+    proto_pack_str(pk, "ops");
+    if (pack_table(w, pk, "SELECT id, name, category FROM ops ORDER BY id") < 0)
+        return -EIO;
+    proto_pack_str(pk, "devices");
+    if (pack_table(w, pk, "SELECT id, name FROM devices ORDER BY id") < 0)
+        return -EIO;
+    proto_pack_str(pk, "processes");
+    return pack_table(w, pk, "SELECT id, rank, pid, host, device FROM processes ORDER BY id");
+}
+
+static int export_chunk(struct export_work *w, msgpack_packer *pk)
+{
+    msgpack_sbuffer body;
+    msgpack_packer bpk;
+    uint32_t n = 0;
+    int rc = SQLITE_ROW;
+
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&bpk, &body, msgpack_sbuffer_write);
+    /* After SQLITE_DONE another step would start the query over: remember it. */
+    while (!w->exhausted && n < EXPORT_CHUNK && (rc = sqlite3_step(w->rows)) == SQLITE_ROW) {
+        msgpack_pack_array(&bpk, 10);
+        for (int i = 0; i < 10; i++)
+            pack_column(&bpk, w->rows, i);
+        n++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        msgpack_sbuffer_destroy(&body);
+        return -EIO;
+    }
+    if (rc == SQLITE_DONE)
+        w->exhausted = true;
+    w->n_rows += n;
+    if (n > 0) {
+        msgpack_pack_array(pk, 2);
+        proto_pack_str(pk, "rows");
+        msgpack_pack_array(pk, n);
+        msgpack_sbuffer_write(pk->data, body.data, body.size);
+    } else {
+        w->done = true;
+        msgpack_pack_array(pk, 2);
+        proto_pack_str(pk, "end");
+        msgpack_pack_map(pk, 1);
+        proto_pack_str(pk, "rows");
+        msgpack_pack_uint64(pk, w->n_rows);
+    }
+    msgpack_sbuffer_destroy(&body);
+    return 0;
+}
+
+static void export_work_cb(uv_work_t *req)
+{
+    struct export_work *w = (struct export_work *)req;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_clear(&w->out);
+    msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
+    if (!w->started) {
+        w->started = true;
+        w->rc = export_open(w, &pk);
+    } else {
+        w->rc = export_chunk(w, &pk);
+    }
+    if (w->rc < 0) {
+        snprintf(w->err, sizeof(w->err), "cannot read session %lld: %s", (long long)w->id,
+                 w->db ? sqlite3_errmsg(w->db) : "cannot open its file");
+        msgpack_sbuffer_clear(&w->out);
+        proto_pack_error(&pk, PROTO_E_INTERNAL, w->err);
+        w->done = true;
+    }
+}
+
+static void export_finish(struct export_work *w)
+{
+    struct conn *c = w->c;
+
+    sqlite3_finalize(w->rows);
+    if (w->db != NULL) {
+        sqlite3_exec(w->db, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(w->db);
+    }
+    if (w->rc < 0)
+        log_warn("%s", w->err);
+    if (!c->closed)
+        conn_resume(c);
+    msgpack_sbuffer_destroy(&w->out);
+    free(w->name);
+    free(w);
+    conn_unref(c);
+}
+
+static void export_after_cb(uv_work_t *req, int status);
+
+static void export_write_cb(uv_write_t *req, int status)
+{
+    struct export_work *w = req->data;
+
+    if (status < 0 || w->done || w->c->closed ||
+        uv_queue_work(w->c->d->loop, &w->req, export_work_cb, export_after_cb) < 0)
+        export_finish(w);
+}
+
+static void export_after_cb(uv_work_t *req, int status)
+{
+    struct export_work *w = (struct export_work *)req;
+    uv_buf_t buf = uv_buf_init(w->out.data, (unsigned)w->out.size);
+
+    w->write.data = w;
+    if (status < 0 || w->c->closed ||
+        uv_write(&w->write, (uv_stream_t *)&w->c->pipe, &buf, 1, export_write_cb) < 0)
+        export_finish(w);
+}
+
+void export_start(struct conn *c, struct session *s)
+{
+    struct export_work *w = calloc(1, sizeof(*w));
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    if (w == NULL || (w->name = strdup(s->name)) == NULL) {
+        free(w);
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        proto_pack_error(&pk, PROTO_E_INTERNAL, "out of memory");
+        conn_send(c, &sb);
+        return;
+    }
+    w->c = c;
+    w->id = s->id;
+    w->state = s->live ? "live" : "ended";
+    msgpack_sbuffer_init(&w->out);
+    store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
+    c->refs++;
+    c->busy = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    if (uv_queue_work(c->d->loop, &w->req, export_work_cb, export_after_cb) < 0) {
+        c->busy = false;
+        export_finish(w);
+    }
+}

@@ -1,0 +1,483 @@
+/*
+ * query — the query engine: computes a struct report (report.h) from one
+ * session file.
+ *
+ * query_report() runs on a libuv worker thread (control.c queues it), never
+ * on the loop thread, while the storage writer may be appending to the same
+ * file. It opens its own read-only connection, reads every section inside
+ * one read transaction, so that all of them see the same WAL snapshot (the
+ * per-op call counts and the durations read for the percentiles must agree),
+ * and closes it before returning. The SQL lives in schema/report_*.sql, one
+ * statement per file; each statement is prepared, stepped and finalized once
+ * per report. The post-processing (percentile ranks, order, shares,
+ * imbalance) is in analysis.c.
+ *
+ * Errors are not logged here: the message (with sqlite3_errmsg) goes into
+ * the caller's errbuf, and the caller reports it once.
+ */
+#include "analysis.h"
+#include "report.h"
+#include "schema.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+/* A reader waits this long for a lock (e.g. while the WAL is recovered). */
+#define QUERY_BUSY_MS 5000
+
+struct query {
+    sqlite3 *db;
+    const struct report_params *p;
+    struct report *r;
+    char *errbuf;
+    size_t errlen;
+    /* The section being read: capacity of its array; for entry lists, the list. */
+    size_t cap;
+    struct report_entry **list;
+    size_t *n_list;
+    /* The durations pass: the op being read, its id, how many of its calls were seen. */
+    size_t op_index, op_seen;
+    int64_t op_id;
+};
+
+static void query_msg(struct query *q, const char *what, const char *detail)
+{
+    if (q->errlen > 0)
+        snprintf(q->errbuf, q->errlen, "report: %s: %s", what, detail);
+}
+
+/* Maps a SQLite result code to a negative errno and records the message. */
+static int query_fail(struct query *q, int rc, const char *what)
+{
+    query_msg(q, what, q->db != NULL ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
+    switch (rc & 0xff) {
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_CANTOPEN:
+        return -ENOENT;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return -EACCES;
+    default:
+        return -EIO;
+    }
+}
+
+static int query_oom(struct query *q, const char *what)
+{
+    query_msg(q, what, "out of memory");
+    return -ENOMEM;
+}
+
+static int query_prepare(struct query *q, const char *sql, sqlite3_stmt **st, const char *what)
+{
+    int rc = sqlite3_prepare_v2(q->db, sql, -1, st, NULL);
+
+    return rc == SQLITE_OK ? 0 : query_fail(q, rc, what);
+}
+
+/* Integers are stored as int64 casts of the protocol's uint64 values. */
+static uint64_t query_u64(sqlite3_stmt *st, int col)
+{
+    return (uint64_t)sqlite3_column_int64(st, col);
+}
+
+/*
+ * Copies a text column into *out (NULL for SQL NULL). Returns 0 or -ENOMEM.
+ */
+static int query_text(sqlite3_stmt *st, int col, char **out)
+{
+    const unsigned char *s = sqlite3_column_text(st, col);
+    size_t len = (size_t)sqlite3_column_bytes(st, col);
+
+    *out = NULL;
+    if (s == NULL)
+        return sqlite3_column_type(st, col) == SQLITE_NULL ? 0 : -ENOMEM;
+    *out = malloc(len + 1);
+    if (*out == NULL)
+        return -ENOMEM;
+    memcpy(*out, s, len);
+    (*out)[len] = '\0';
+    return 0;
+}
+
+/*
+ * True when data holds exactly one msgpack object: report_pack() writes the
+ * stored bytes straight into the reply, so a damaged blob must not reach it
+ * (it would corrupt the framing of the whole stream). *nomem tells an
+ * allocation failure from bad bytes.
+ */
+static bool query_blob_valid(const void *data, size_t len, bool *nomem)
+{
+    msgpack_unpacked u;
+    size_t off = 0;
+    msgpack_unpack_return ret;
+
+    msgpack_unpacked_init(&u);
+    ret = msgpack_unpack_next(&u, data, len, &off);
+    msgpack_unpacked_destroy(&u);
+    *nomem = ret == MSGPACK_UNPACK_NOMEM_ERROR;
+    return ret == MSGPACK_UNPACK_SUCCESS && off == len;
+}
+
+/*
+ * Copies a shape blob into *out: nil for SQL NULL, for an empty blob and for
+ * bytes that are not exactly one msgpack object. Returns 0 or -ENOMEM.
+ */
+static int query_blob(sqlite3_stmt *st, int col, struct report_blob *out)
+{
+    const void *data = sqlite3_column_blob(st, col);
+    size_t len = (size_t)sqlite3_column_bytes(st, col);
+    bool nomem;
+
+    out->data = NULL;
+    out->len = 0;
+    if (data == NULL || len == 0)
+        return 0;
+    if (!query_blob_valid(data, len, &nomem))
+        return nomem ? -ENOMEM : 0;
+    out->data = malloc(len);
+    if (out->data == NULL)
+        return -ENOMEM;
+    memcpy(out->data, data, len);
+    out->len = len;
+    return 0;
+}
+
+/*
+ * Makes room for element n of an array of cap elements of size bytes.
+ * Returns the array (moved, maybe) or NULL with arr untouched on failure.
+ */
+static void *query_grow(void *arr, size_t *cap, size_t n, size_t size)
+{
+    size_t ncap;
+    void *p;
+
+    if (n < *cap)
+        return arr;
+    ncap = *cap > 0 ? *cap * 2 : 16;
+    if (ncap > SIZE_MAX / size)
+        return NULL;
+    p = realloc(arr, ncap * size);
+    if (p != NULL)
+        *cap = ncap;
+    return p;
+}
+
+/* Steps st to its end, calling row(q, st) for each row. */
+static int query_rows(struct query *q, sqlite3_stmt *st, const char *what,
+                      int (*row)(struct query *, sqlite3_stmt *))
+{
+    int rc, err;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        err = row(q, st);
+        if (err < 0)
+            return err;
+    }
+    return rc == SQLITE_DONE ? 0 : query_fail(q, rc, what);
+}
+
+/* Prepares sql, binds ?1 = a and ?2 = b when the statement has them, and reads every row. */
+static int query_run(struct query *q, const char *sql, const char *what, int64_t a, int64_t b,
+                     int (*row)(struct query *, sqlite3_stmt *))
+{
+    sqlite3_stmt *st = NULL;
+    int rc = SQLITE_OK, n, err;
+
+    err = query_prepare(q, sql, &st, what);
+    if (err < 0)
+        return err;
+    n = sqlite3_bind_parameter_count(st);
+    if (n >= 1)
+        rc = sqlite3_bind_int64(st, 1, a);
+    if (rc == SQLITE_OK && n >= 2)
+        rc = sqlite3_bind_int64(st, 2, b);
+    err = rc == SQLITE_OK ? query_rows(q, st, what, row) : query_fail(q, rc, what);
+    sqlite3_finalize(st);
+    return err;
+}
+
+/* ---- session header and memory totals ----------------------------------- */
+
+static int query_totals_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report *r = q->r;
+    uint64_t end = query_u64(st, 4), begin = query_u64(st, 5);
+
+    r->processes = query_u64(st, 0);
+    r->dropped = query_u64(st, 1);
+    r->entries = query_u64(st, 2);
+    r->total_ns = query_u64(st, 3);
+    /* end and begin are NULL (read as 0) without entries. */
+    r->span_ns = end > begin ? end - begin : 0;
+    r->peak_bytes = query_u64(st, 6);
+    r->total_bytes = query_u64(st, 7);
+    return 0;
+}
+
+static int query_totals(struct query *q)
+{
+    return query_run(q, schema_report_totals_sql, "totals", 0, 0, query_totals_row);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static int query_ops_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report *r = q->r;
+    struct report_op *op = query_grow(r->ops, &q->cap, r->n_ops, sizeof(*op));
+
+    if (op == NULL)
+        return query_oom(q, "ops");
+    r->ops = op;
+    op = &r->ops[r->n_ops++];
+    memset(op, 0, sizeof(*op));
+    op->calls = query_u64(st, 3);
+    op->total_ns = query_u64(st, 4);
+    op->min_ns = query_u64(st, 5);
+    op->max_ns = query_u64(st, 6);
+    op->mem_bytes = query_u64(st, 7);
+    op->elements = query_u64(st, 8);
+    if (query_text(st, 1, &op->op) < 0 || query_text(st, 2, &op->category) < 0)
+        return query_oom(q, "ops");
+    return 0;
+}
+
+static int query_inconsistent(struct query *q)
+{
+    query_msg(q, "durations", "entries do not match the per-op counts");
+    return -EIO;
+}
+
+/*
+ * One duration of the durations pass. Its rows come grouped by op id in the
+ * order of the ops rows (both ordered by op id, both joined with ops, both in
+ * one snapshot) and ascending within an op, so the value at a percentile's
+ * nearest rank is the percentile: no op's durations are ever held in memory.
+ */
+static int query_durations_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report *r = q->r;
+    struct report_op *op;
+    int64_t id = sqlite3_column_int64(st, 0);
+    uint64_t dur = query_u64(st, 1);
+
+    if (q->op_seen > 0 && q->op_seen == r->ops[q->op_index].calls) {
+        if (id == q->op_id)
+            return query_inconsistent(q);
+        q->op_index++;
+        q->op_seen = 0;
+    } else if (q->op_seen > 0 && id != q->op_id) {
+        return query_inconsistent(q);
+    }
+    if (q->op_index >= r->n_ops)
+        return query_inconsistent(q);
+    q->op_id = id;
+    op = &r->ops[q->op_index];
+    q->op_seen++;
+    if (q->op_seen == analysis_percentile_rank(op->calls, 50))
+        op->p50_ns = dur;
+    if (q->op_seen == analysis_percentile_rank(op->calls, 95))
+        op->p95_ns = dur;
+    if (q->op_seen == analysis_percentile_rank(op->calls, 99))
+        op->p99_ns = dur;
+    return 0;
+}
+
+static int query_ops(struct query *q)
+{
+    struct report *r = q->r;
+    int err;
+
+    q->cap = 0;
+    err = query_run(q, schema_report_ops_sql, "ops", 0, 0, query_ops_row);
+    if (err < 0)
+        return err;
+    q->op_index = 0;
+    q->op_seen = 0;
+    err = query_run(q, schema_report_durations_sql, "durations", 0, 0, query_durations_row);
+    if (err < 0)
+        return err;
+    if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
+        return query_inconsistent(q);
+    for (size_t i = 0; i < r->n_ops; i++) {
+        r->ops[i].avg_ns = r->ops[i].total_ns / r->ops[i].calls;
+        r->ops[i].share = analysis_share(r->ops[i].total_ns, r->total_ns);
+    }
+    analysis_sort_ops(r->ops, r->n_ops);
+    return 0;
+}
+
+/* ---- slowest entries and memory hotspots --------------------------------- */
+
+static int query_entry_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report_entry *e = query_grow(*q->list, &q->cap, *q->n_list, sizeof(*e));
+
+    if (e == NULL)
+        return query_oom(q, "entries");
+    *q->list = e;
+    e = &e[(*q->n_list)++];
+    memset(e, 0, sizeof(*e));
+    e->rank = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
+    e->step = query_u64(st, 3);
+    e->start_ns = query_u64(st, 4);
+    e->dur_ns = query_u64(st, 5);
+    e->mem_bytes = query_u64(st, 6);
+    if (query_text(st, 0, &e->op) < 0 || query_text(st, 2, &e->device) < 0 ||
+        query_blob(st, 7, &e->out_shape) < 0 || query_blob(st, 8, &e->in_shapes) < 0)
+        return query_oom(q, "entries");
+    return 0;
+}
+
+static int query_slowest(struct query *q)
+{
+    q->cap = 0;
+    q->list = &q->r->slowest;
+    q->n_list = &q->r->n_slowest;
+    return query_run(q, schema_report_slowest_sql, "slowest", q->p->top, 0, query_entry_row);
+}
+
+static int query_hotspots(struct query *q)
+{
+    /* Stored values are at most INT64_MAX, so a larger threshold keeps none. */
+    int64_t threshold = q->p->mem_threshold > INT64_MAX ? INT64_MAX : (int64_t)q->p->mem_threshold;
+
+    q->cap = 0;
+    q->list = &q->r->hotspots;
+    q->n_list = &q->r->n_hotspots;
+    return query_run(q, schema_report_hotspots_sql, "hotspots", q->p->top, threshold,
+                     query_entry_row);
+}
+
+/* ---- devices, imbalance, communication ----------------------------------- */
+
+static int query_devices_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report *r = q->r;
+    struct report_device *d = query_grow(r->devices, &q->cap, r->n_devices, sizeof(*d));
+
+    if (d == NULL)
+        return query_oom(q, "devices");
+    r->devices = d;
+    d = &d[r->n_devices++];
+    memset(d, 0, sizeof(*d));
+    d->calls = query_u64(st, 1);
+    d->total_ns = query_u64(st, 2);
+    d->mem_bytes = query_u64(st, 3);
+    if (query_text(st, 0, &d->device) < 0)
+        return query_oom(q, "devices");
+    return 0;
+}
+
+static int query_devices(struct query *q)
+{
+    struct report *r = q->r;
+    char *slowest;
+    int err;
+
+    q->cap = 0;
+    err = query_run(q, schema_report_devices_sql, "devices", 0, 0, query_devices_row);
+    if (err < 0)
+        return err;
+    r->devices_count = r->n_devices;
+    analysis_imbalance(r->devices, r->n_devices, &r->imbalance);
+    if (!r->imbalance.present)
+        return 0;
+    /* analysis_imbalance() borrowed the name from the devices rows. */
+    slowest = strdup(r->imbalance.slowest_device);
+    r->imbalance.slowest_device = slowest;
+    return slowest != NULL ? 0 : query_oom(q, "imbalance");
+}
+
+/* The comm rows are the "comm" ops rows, already in report order. */
+static int query_comm(struct query *q)
+{
+    struct report *r = q->r;
+    size_t n = 0;
+
+    for (size_t i = 0; i < r->n_ops; i++) {
+        if (analysis_is_comm(r->ops[i].category) && r->ops[i].share >= q->p->comm_min_ratio)
+            n++;
+    }
+    if (n == 0)
+        return 0;
+    r->comm = calloc(n, sizeof(*r->comm));
+    if (r->comm == NULL)
+        return query_oom(q, "comm");
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const struct report_op *op = &r->ops[i];
+        struct report_comm *c = &r->comm[r->n_comm];
+
+        if (!analysis_is_comm(op->category) || op->share < q->p->comm_min_ratio)
+            continue;
+        r->n_comm++;
+        c->calls = op->calls;
+        c->total_ns = op->total_ns;
+        c->share = op->share;
+        c->op = strdup(op->op);
+        if (c->op == NULL)
+            return query_oom(q, "comm");
+    }
+    return 0;
+}
+
+/* ---- the report ---------------------------------------------------------- */
+
+static int query_exec(struct query *q, const char *sql)
+{
+    int rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
+
+    return rc == SQLITE_OK ? 0 : query_fail(q, rc, sql);
+}
+
+static int query_open(struct query *q, const char *db_path)
+{
+    int rc = sqlite3_open_v2(db_path, &q->db, SQLITE_OPEN_READONLY, NULL);
+
+    if (rc != SQLITE_OK)
+        return query_fail(q, rc, "open");
+    rc = sqlite3_busy_timeout(q->db, QUERY_BUSY_MS);
+    if (rc != SQLITE_OK)
+        return query_fail(q, rc, "open");
+    /* A deferred transaction takes its snapshot at the first read. */
+    return query_exec(q, "BEGIN");
+}
+
+/* See report.h. A NULL p means PROTOCOL.md's defaults: top 10, no thresholds. */
+int query_report(const char *db_path, const struct report_params *p, struct report *out,
+                 char *errbuf, size_t errlen)
+{
+    static const struct report_params defaults = {.top = 10};
+    static int (*const sections[])(struct query *) = {
+        query_totals, query_ops, query_slowest, query_hotspots, query_devices, query_comm,
+    };
+    struct query q = {.p = p != NULL ? p : &defaults,
+                      .r = out,
+                      .errbuf = errbuf,
+                      .errlen = errbuf != NULL ? errlen : 0};
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if (q.errlen > 0)
+        errbuf[0] = '\0';
+    err = query_open(&q, db_path);
+    for (size_t i = 0; err == 0 && i < sizeof(sections) / sizeof(sections[0]); i++)
+        err = sections[i](&q);
+    if (err == 0)
+        err = query_exec(&q, "COMMIT");
+    /* Closing also ends the read transaction when a section failed. */
+    sqlite3_close_v2(q.db);
+    if (err < 0)
+        report_free(out);
+    return err;
+}

@@ -1,0 +1,9 @@
+-- Report: one row per device that has entries, by name in byte order
+-- (devices.name has the BINARY collation); entries without a device
+-- (device_id NULL) are in no row.
+-- Columns: device, calls, total_ns, mem_bytes.
+SELECT d.name, count(*), sum(e.dur_ns), sum(e.mem_bytes)
+FROM entries e
+JOIN devices d ON d.id = e.device_id
+GROUP BY d.id
+ORDER BY d.name;

@@ -1,0 +1,12 @@
+-- Report: the ?1 entries with the largest dur_ns; ties: earlier start_ns
+-- first, then insertion order (rowid).
+-- Columns: op, rank (NULL: none), device (NULL: none), step, start_ns,
+-- dur_ns, mem_bytes, out_shape, in_shapes.
+SELECT o.name, p.rank, d.name, e.step, e.start_ns, e.dur_ns, e.mem_bytes,
+       e.out_shape, e.in_shapes
+FROM entries e
+JOIN ops o ON o.id = e.op_id
+LEFT JOIN processes p ON p.id = e.process_id
+LEFT JOIN devices d ON d.id = e.device_id
+ORDER BY e.dur_ns DESC, e.start_ns ASC, e.rowid ASC
+LIMIT ?1;
