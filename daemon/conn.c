@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "control.h"
@@ -53,7 +56,7 @@ void conn_close(struct conn *c)
     c->closed = true;
     if (c->producer && c->session != NULL) {
         /* Everything well-formed it sent is queued; record that it left without bye. */
-        session_leave(&d->reg, c->session, c->process_id, false, 0);
+        session_leave(&d->reg, c->session, c->process_id, false, 0, c->refused);
         c->session = NULL;
     }
     if (c->paused)
@@ -153,12 +156,40 @@ static int pack_ack(msgpack_packer *pk, int64_t seq, int64_t stored)
     return proto_pack_ack(pk, (uint64_t)seq, (uint64_t)stored);
 }
 
+/* Limits on starting a session: NULL when it may start, else the reason. */
+static const char *conn_session_limit(struct conn *c, const char *name, char *buf, size_t len)
+{
+    struct daemon *d = c->d;
+
+    if (session_find_live(&d->reg, name, c->uid) != NULL)
+        return NULL; /* joining is always allowed */
+    if (d->opt.max_live && d->reg.n_live >= d->opt.max_live) {
+        snprintf(buf, len, "too many live sessions (the daemon's limit is %zu)", d->opt.max_live);
+        return buf;
+    }
+    if (d->opt.max_user_bytes && session_user_bytes(&d->reg, c->uid) >= d->opt.max_user_bytes) {
+        snprintf(buf, len,
+                 "your sessions use %llu bytes, at or over the limit of %llu: delete some"
+                 " (tracectl rm)",
+                 (unsigned long long)session_user_bytes(&d->reg, c->uid),
+                 (unsigned long long)d->opt.max_user_bytes);
+        return buf;
+    }
+    return NULL;
+}
+
 static void conn_handle_hello(struct conn *c, struct proto_msg *m)
 {
     struct proto_hello *h = &m->u.hello;
+    const char *why;
+    char buf[200];
 
     if (c->producer) {
         conn_fail(c, PROTO_E_STATE, "a second hello on one connection");
+        return;
+    }
+    if ((why = conn_session_limit(c, h->session, buf, sizeof(buf))) != NULL) {
+        conn_fail(c, PROTO_E_LIMIT, why);
         return;
     }
     c->session = session_join(&c->d->reg, h, c->uid, c->pid, &c->process_id, &c->hello_dev);
@@ -230,6 +261,15 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 
     if (b->n == 0)
         return;
+    if (c->d->opt.max_session_bytes && c->session->bytes >= c->d->opt.max_session_bytes) {
+        /* Policy: over its byte cap a session keeps its data and drops new entries, counted. */
+        if (c->refused == 0)
+            log_warn("session %lld is over its %llu-byte cap: dropping new entries",
+                     (long long)c->session->id, (unsigned long long)c->d->opt.max_session_bytes);
+        c->refused += b->n;
+        c->session->dropped += b->n;
+        return;
+    }
     dev_ids = malloc(b->n * sizeof(*dev_ids));
     job = store_job_new(STORE_BATCH, c->session->id);
     if (dev_ids == NULL || job == NULL) {
@@ -316,7 +356,7 @@ void conn_flush_done(struct store_job *job)
 static void conn_handle_bye(struct conn *c, struct proto_msg *m)
 {
     c->said_bye = true;
-    session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped);
+    session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped, c->refused);
     c->session = NULL;
     conn_close(c);
 }
@@ -448,6 +488,31 @@ void conn_backpressure_check(struct daemon *d)
     }
 }
 
+int64_t conn_view_uid(const struct conn *c)
+{
+    return c->admin ? -1 : c->uid;
+}
+
+/* True when uid (primary group gid) is in group `gid`, by the user database. */
+static bool conn_in_group(uid_t uid, gid_t primary, gid_t gid)
+{
+    struct passwd pw, *res = NULL;
+    gid_t groups[256];
+    int n = 256;
+    char buf[4096];
+
+    if (primary == gid)
+        return true;
+    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
+        return false;
+    if (getgrouplist(pw.pw_name, primary, groups, &n) < 0)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
 static void conn_peercred(struct conn *c)
 {
     struct ucred cred;
@@ -459,6 +524,9 @@ static void conn_peercred(struct conn *c)
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         c->uid = cred.uid;
         c->pid = cred.pid;
+        c->admin =
+            cred.uid == 0 || cred.uid == getuid() ||
+            (c->d->admin_gid >= 0 && conn_in_group(cred.uid, cred.gid, (gid_t)c->d->admin_gid));
     }
 }
 

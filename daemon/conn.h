@@ -35,6 +35,7 @@ struct conn {
     bool busy;        /* a control request is in flight: replies stay in order */
     unsigned refs;    /* outstanding flush jobs and work items */
     int64_t uid, pid; /* SO_PEERCRED; -1 unknown */
+    bool admin;       /* root or a member of the admin group: sees every session */
 
     /* producers */
     struct session *session;
@@ -42,9 +43,12 @@ struct conn {
     uint32_t hello_dev;
     struct u32map ops; /* this connection's op ids → session op ids */
     uint64_t enqueued; /* entries handed to the store */
+    uint64_t refused;  /* entries the daemon dropped (session over its byte cap) */
     bool said_bye;
 };
 
+/* The uid whose sessions c may see, or -1 for all (an admin). */
+int64_t conn_view_uid(const struct conn *c);
 /* Accepts a pending connection on the listener. Returns 0 or a negative errno. */
 int conn_accept(struct daemon *d);
 /* Sends a packed message (takes the buffer's memory). Never blocks. */

@@ -116,16 +116,18 @@ static void control_sessions(struct conn *c)
     struct daemon *d = c->d;
     msgpack_sbuffer sb;
     msgpack_packer pk;
+    int64_t uid = conn_view_uid(c);
     size_t n = 0;
 
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
-        n++;
+        n += uid < 0 || s->uid == uid;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
     msgpack_pack_array(&pk, n);
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
-        pack_session(d, &pk, s);
+        if (uid < 0 || s->uid == uid)
+            pack_session(d, &pk, s);
     conn_send(c, &sb);
 }
 
@@ -226,7 +228,8 @@ static void report_after_cb(uv_work_t *req, int status)
 
 static struct session *control_session(struct conn *c, const struct proto_request *req)
 {
-    struct session *s = session_find(&c->d->reg, &req->session);
+    /* Another user's session is reported as absent: its existence is not theirs to know. */
+    struct session *s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
     char msg[PROTO_MAX_SESSION + 64];
 
     if (s != NULL)
@@ -301,7 +304,7 @@ void control_delete_done(struct store_job *job)
 {
     struct conn *c = job->cookie;
     struct proto_sessref ref = {.id = job->session_id};
-    struct session *s = session_find(&c->d->reg, &ref);
+    struct session *s = session_find(&c->d->reg, &ref, -1);
     msgpack_sbuffer sb;
     msgpack_packer pk;
 

@@ -20,9 +20,16 @@ struct conn;
 struct daemon_options {
     char *socket_path;
     char *data_dir;
-    uint64_t linger_ms;  /* how long a session with missing ranks waits */
-    size_t max_conns;    /* connections beyond this get an error */
-    uint64_t queue_high; /* queued entries above which producers are paused */
+    bool system;                /* system-wide: socket 0666, users see only their sessions */
+    char *admin_group;          /* members (and root) see every session */
+    uint64_t linger_ms;         /* how long a session with missing ranks waits */
+    size_t max_conns;           /* connections beyond this get an error */
+    size_t max_live;            /* live sessions beyond this: new ones are refused */
+    uint64_t max_session_bytes; /* a session over this: new entries dropped and counted */
+    uint64_t max_user_bytes;    /* a user over this: new sessions refused */
+    uint64_t retain_s;          /* ended sessions older than this are deleted; 0 = keep */
+    uint64_t retain_bytes;      /* oldest ended sessions deleted while over this; 0 = no cap */
+    uint64_t queue_high;        /* queued entries above which producers are paused */
 };
 
 struct daemon {
@@ -38,6 +45,8 @@ struct daemon {
     size_t n_conns;
     size_t n_paused; /* producers paused for backpressure */
     uint64_t started_ms;
+    int64_t admin_gid; /* gid of opt.admin_group, -1 when it does not exist */
+    unsigned ticks;
     uint64_t rate[DAEMON_RATE_WINDOW + 1]; /* store_stored() once a second */
     unsigned rate_pos, rate_n;
     bool stopping;

@@ -48,7 +48,7 @@ static int listener_probe(const char *path)
     return rc;
 }
 
-static int listener_mkparent(const char *path)
+static int listener_mkparent(const char *path, mode_t mode)
 {
     char dir[PATH_MAX];
     char *slash;
@@ -58,7 +58,7 @@ static int listener_mkparent(const char *path)
     if (slash == NULL || slash == dir)
         return 0;
     *slash = '\0';
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+    if (mkdir(dir, mode) < 0 && errno != EEXIST)
         return -errno;
     return 0;
 }
@@ -85,7 +85,9 @@ static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "socket path is too long: %s", path);
         return -ENAMETOOLONG;
     }
-    if ((rc = listener_mkparent(path)) < 0) {
+    /* Per-user: 0600 in a 0700 directory. System-wide: anyone may connect; the
+     * daemon filters what each uid sees (SO_PEERCRED). */
+    if ((rc = listener_mkparent(path, d->opt.system ? 0755 : 0700)) < 0) {
         snprintf(errbuf, errlen, "cannot create the socket's directory for %s: %s", path,
                  strerror(-rc));
         return rc;
@@ -105,7 +107,7 @@ static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "cannot bind %s: %s", path, uv_strerror(rc));
         return rc;
     }
-    chmod(path, 0600);
+    chmod(path, d->opt.system ? 0666 : 0600);
     return 0;
 }
 

@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
+#include <sys/stat.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,26 +29,40 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tracectld [--socket PATH] [--data-dir DIR] [--log-level LEVEL]\n"
-            "                 [--linger SECONDS] [--max-connections N]\n"
-            "\n"
-            "The tracectl profiler daemon: receives trace entries from instrumented\n"
-            "processes over a Unix socket, stores one SQLite file per session and\n"
-            "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly.\n"
-            "\n"
-            "  --socket PATH         listening socket (default: $TRACECTL_SOCKET, else\n"
-            "                        $XDG_RUNTIME_DIR/tracectl/tracectl.sock, else\n"
-            "                        /tmp/tracectl-$UID/tracectl.sock)\n"
-            "  --data-dir DIR        where sessions are stored (default:\n"
-            "                        $XDG_DATA_HOME/tracectl, else ~/.local/share/tracectl)\n"
-            "  --log-level LEVEL     error, warn, info (default) or debug\n"
-            "  --linger SECONDS      how long a session whose `world` is not complete\n"
-            "                        stays live after its last process left (default 60)\n"
-            "  --max-connections N   refuse connections beyond N (default %d)\n"
-            "  -h, --help            this text\n"
-            "  -V, --version         the version\n",
-            DEFAULT_MAX_CONNS);
+    fprintf(
+        f,
+        "usage: tracectld [--system] [--socket PATH] [--data-dir DIR] [--log-level LEVEL]\n"
+        "                 [--linger SECONDS] [--max-connections N] [--max-live-sessions N]\n"
+        "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
+        "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
+        "\n"
+        "The tracectl profiler daemon: receives trace entries from instrumented\n"
+        "processes over a Unix socket, stores one SQLite file per session and\n"
+        "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly.\n"
+        "\n"
+        "  --system              system-wide service: socket /run/tracectl/tracectl.sock\n"
+        "                        (0666), data /var/lib/tracectl; each user sees only\n"
+        "                        their own sessions (root and --admin-group see all)\n"
+        "  --socket PATH         listening socket (default: $TRACECTL_SOCKET, else\n"
+        "                        $XDG_RUNTIME_DIR/tracectl/tracectl.sock, else\n"
+        "                        /tmp/tracectl-$UID/tracectl.sock)\n"
+        "  --data-dir DIR        where sessions are stored (default:\n"
+        "                        $XDG_DATA_HOME/tracectl, else ~/.local/share/tracectl)\n"
+        "  --log-level LEVEL     error, warn, info (default) or debug\n"
+        "  --linger SECONDS      how long a session whose `world` is not complete\n"
+        "                        stays live after its last process left (default 60)\n"
+        "  --max-connections N   refuse connections beyond N (default %d)\n"
+        "  --max-live-sessions N refuse hellos that would start session N+1 (default: no limit)\n"
+        "  --max-session-bytes SIZE  a session over SIZE on disk keeps what it has and\n"
+        "                        drops new entries, counted in `dropped` (default: no cap)\n"
+        "  --max-user-bytes SIZE a user whose sessions use SIZE cannot start new ones\n"
+        "  --retain-days DAYS    delete ended sessions older than DAYS (default: keep)\n"
+        "  --retain-bytes SIZE   delete the oldest ended sessions while all use > SIZE\n"
+        "  --admin-group NAME    members see every session (default: tracectl)\n"
+        "  SIZE takes K, M, G (KiB, MiB, GiB) suffixes.\n"
+        "  -h, --help            this text\n"
+        "  -V, --version         the version\n",
+        DEFAULT_MAX_CONNS);
 }
 
 static char *default_socket(void)
@@ -88,6 +104,70 @@ static int parse_ulong(const char *s, unsigned long max, unsigned long *out)
     return 0;
 }
 
+/* A byte size with an optional K/M/G (binary) suffix. */
+static int parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    unsigned long long v;
+    unsigned shift = 0;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -EINVAL;
+    switch (*end) {
+    case 'K':
+    case 'k':
+        shift = 10;
+        break;
+    case 'M':
+    case 'm':
+        shift = 20;
+        break;
+    case 'G':
+    case 'g':
+        shift = 30;
+        break;
+    case '\0':
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (shift &&
+        (strcmp(end + 1, "") != 0 && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0))
+        return -EINVAL;
+    if (v > (UINT64_MAX >> shift))
+        return -EINVAL;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int parse_limit(int ch, const char *arg, struct daemon_options *o)
+{
+    unsigned long v;
+
+    switch (ch) {
+    case 'n':
+        if (parse_ulong(arg, 1000000, &v) < 0 || v == 0)
+            return -EINVAL;
+        o->max_live = v;
+        return 0;
+    case 'b':
+        return parse_size(arg, &o->max_session_bytes);
+    case 'u':
+        return parse_size(arg, &o->max_user_bytes);
+    case 'r':
+        if (parse_ulong(arg, 100000, &v) < 0)
+            return -EINVAL;
+        o->retain_s = (uint64_t)v * 86400;
+        return 0;
+    case 'R':
+        return parse_size(arg, &o->retain_bytes);
+    default:
+        return -EINVAL;
+    }
+}
+
 /* Returns 0 to run, 1 to exit 0 (help), -1 to exit 2 (usage). */
 static int parse_args(int argc, char **argv, struct daemon_options *o)
 {
@@ -97,6 +177,13 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"log-level", required_argument, NULL, 'l'},
         {"linger", required_argument, NULL, 'L'},
         {"max-connections", required_argument, NULL, 'm'},
+        {"max-live-sessions", required_argument, NULL, 'n'},
+        {"max-session-bytes", required_argument, NULL, 'b'},
+        {"max-user-bytes", required_argument, NULL, 'u'},
+        {"retain-days", required_argument, NULL, 'r'},
+        {"retain-bytes", required_argument, NULL, 'R'},
+        {"admin-group", required_argument, NULL, 'g'},
+        {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -133,6 +220,29 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 return -1;
             }
             o->max_conns = v;
+            break;
+        case 'n':
+        case 'b':
+        case 'u':
+        case 'r':
+        case 'R':
+            if (parse_limit(ch, optarg, o) < 0) {
+                fprintf(stderr, "tracectld: bad value '%s' for --%s\n", optarg,
+                        longopts[ch == 'n'   ? 5
+                                 : ch == 'b' ? 6
+                                 : ch == 'u' ? 7
+                                 : ch == 'r' ? 8
+                                             : 9]
+                            .name);
+                return -1;
+            }
+            break;
+        case 'g':
+            free(o->admin_group);
+            o->admin_group = strdup(optarg);
+            break;
+        case 'S':
+            o->system = true;
             break;
         case 'h':
             usage(stdout);
@@ -173,11 +283,65 @@ static void daemon_store_progress(struct store *s, void *data)
     conn_backpressure_check(data);
 }
 
+static uint64_t daemon_file_bytes(struct daemon *d, int64_t id)
+{
+    char path[PATH_MAX + 8];
+    uint64_t total = 0;
+    struct stat st;
+
+    store_session_path(d->store, id, path, PATH_MAX);
+    if (stat(path, &st) == 0)
+        total += (uint64_t)st.st_size;
+    strcat(path, "-wal");
+    if (stat(path, &st) == 0)
+        total += (uint64_t)st.st_size;
+    return total;
+}
+
+static void daemon_delete(struct daemon *d, struct session *s, const char *why)
+{
+    struct store_job *job = store_job_new(STORE_DELETE, s->id);
+
+    if (job == NULL)
+        return;
+    log_info("retention: deleting session %lld (%s): %s", (long long)s->id, s->name, why);
+    session_remove(&d->reg, s);
+    store_enqueue(d->store, job);
+}
+
+/* Deletes ended sessions past the age limit, then the oldest while over the byte cap. */
+static void daemon_retention(struct daemon *d)
+{
+    int64_t now = session_now_ns();
+    struct session *s, *next, *oldest;
+    uint64_t total;
+
+    for (s = d->reg.list; s != NULL && d->opt.retain_s; s = next) {
+        next = s->next;
+        if (!s->live && now - s->ended_ns > (int64_t)d->opt.retain_s * 1000000000)
+            daemon_delete(d, s, "older than --retain-days");
+    }
+    while (d->opt.retain_bytes && (total = session_user_bytes(&d->reg, -1)) > d->opt.retain_bytes) {
+        oldest = NULL;
+        for (s = d->reg.list; s != NULL; s = s->next)
+            if (!s->live)
+                oldest = s; /* the list is newest first */
+        if (oldest == NULL)
+            break;
+        daemon_delete(d, oldest, "over --retain-bytes");
+    }
+}
+
 static void daemon_tick_cb(uv_timer_t *t)
 {
     struct daemon *d = t->data;
 
     session_tick(&d->reg);
+    for (struct session *s = d->reg.list; s != NULL; s = s->next)
+        if (s->live)
+            s->bytes = daemon_file_bytes(d, s->id);
+    if (d->ticks++ % 60 == 0)
+        daemon_retention(d);
     d->rate[d->rate_pos] = store_stored(d->store);
     d->rate_pos = (d->rate_pos + 1) % (DAEMON_RATE_WINDOW + 1);
     if (d->rate_n <= DAEMON_RATE_WINDOW)
@@ -209,14 +373,21 @@ static void daemon_signal_cb(uv_signal_t *sig, int signum)
 
 static int load_row(void *arg, const struct store_catalog_row *row)
 {
-    return session_load(arg, row);
+    struct daemon *d = arg;
+    int rc = session_load(&d->reg, row);
+
+    if (rc == 0)
+        d->reg.list->bytes = daemon_file_bytes(d, row->id);
+    return rc;
 }
 
 static int daemon_start(struct daemon *d)
 {
     char err[512] = "";
+    struct group *gr = getgrnam(d->opt.admin_group);
     int rc;
 
+    d->admin_gid = gr != NULL ? (int64_t)gr->gr_gid : -1;
     d->store = store_new(d->loop, d->opt.data_dir, daemon_store_done, daemon_store_progress, d, &rc,
                          err, sizeof(err));
     if (d->store == NULL) {
@@ -225,8 +396,8 @@ static int daemon_start(struct daemon *d)
     }
     session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
                           d->opt.linger_ms);
-    if (store_catalog_load(d->store, load_row, &d->reg) < 0 ||
-        listener_start(d, err, sizeof(err)) < 0 || (rc = store_start(d->store)) < 0) {
+    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
+        (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
         session_registry_deinit(&d->reg);
         store_free(d->store);
@@ -260,12 +431,15 @@ int main(int argc, char **argv)
     if (rc != 0) {
         free(d.opt.socket_path);
         free(d.opt.data_dir);
+        free(d.opt.admin_group);
         return rc > 0 ? 0 : 2;
     }
     if (d.opt.socket_path == NULL)
-        d.opt.socket_path = default_socket();
+        d.opt.socket_path = d.opt.system ? strdup("/run/tracectl/tracectl.sock") : default_socket();
     if (d.opt.data_dir == NULL)
-        d.opt.data_dir = default_data_dir();
+        d.opt.data_dir = d.opt.system ? strdup("/var/lib/tracectl") : default_data_dir();
+    if (d.opt.admin_group == NULL)
+        d.opt.admin_group = strdup("tracectl");
     uv_loop_init(&loop);
     loop.data = &d;
     d.loop = &loop;
@@ -278,5 +452,6 @@ int main(int argc, char **argv)
         log_warn("the loop still had handles at exit");
     free(d.opt.socket_path);
     free(d.opt.data_dir);
+    free(d.opt.admin_group);
     return rc;
 }

@@ -137,10 +137,10 @@ static struct session *session_start(struct registry *reg, const char *name, int
     return s;
 }
 
-static struct session *find_live(struct registry *reg, const char *name)
+struct session *session_find_live(struct registry *reg, const char *name, int64_t uid)
 {
     for (struct session *s = reg->list; s != NULL; s = s->next)
-        if (s->live && strcmp(s->name, name) == 0)
+        if (s->live && s->uid == uid && strcmp(s->name, name) == 0)
             return s;
     return NULL;
 }
@@ -170,7 +170,7 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
                              int64_t pid, int64_t *process_id, uint32_t *dev_id)
 {
-    struct session *s = find_live(reg, h->session);
+    struct session *s = session_find_live(reg, h->session, uid);
 
     if (s == NULL && (s = session_start(reg, h->session, uid)) == NULL)
         return NULL;
@@ -189,7 +189,7 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
 }
 
 void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
-                   uint64_t dropped)
+                   uint64_t dropped, uint64_t refused)
 {
     struct store_job *job = store_job_new(STORE_PROCESS_END, s->id);
 
@@ -197,7 +197,7 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
         job->u.pend.process_id = process_id;
         job->u.pend.ended_ns = session_now_ns();
         job->u.pend.bye = bye;
-        job->u.pend.dropped = dropped;
+        job->u.pend.dropped = dropped + refused;
         store_enqueue(reg->store, job);
     }
     s->dropped += dropped;
@@ -242,13 +242,25 @@ uint32_t session_device(struct registry *reg, struct session *s, const char *nam
     return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL);
 }
 
-struct session *session_find(struct registry *reg, const struct proto_sessref *ref)
+struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid)
 {
     for (struct session *s = reg->list; s != NULL; s = s->next) {
+        if (uid >= 0 && s->uid != uid)
+            continue;
         if (ref->name != NULL ? strcmp(s->name, ref->name) == 0 : s->id == ref->id)
             return s; /* the list is newest first: the first name match is the newest */
     }
     return NULL;
+}
+
+uint64_t session_user_bytes(struct registry *reg, int64_t uid)
+{
+    uint64_t total = 0;
+
+    for (struct session *s = reg->list; s != NULL; s = s->next)
+        if (uid < 0 || s->uid == uid)
+            total += s->bytes;
+    return total;
 }
 
 void session_remove(struct registry *reg, struct session *s)

@@ -35,6 +35,7 @@ struct session {
     int64_t uid;                  /* of the first producer; -1 unknown */
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME */
     uint64_t processes, entries, dropped;
+    uint64_t bytes; /* on disk (file + WAL), refreshed once a second while live */
 
     /* live sessions only */
     uint32_t connected;
@@ -61,15 +62,23 @@ void session_registry_deinit(struct registry *reg);
 int session_load(struct registry *reg, const struct store_catalog_row *row);
 
 /*
- * A producer said hello: joins the live session of that name or starts one.
+ * A producer said hello: joins the live session of that name started by the
+ * same uid, or starts one (another user's session of the same name is never
+ * joined).
  * Sets *process_id and *dev_id (the hello device's id, 0 without one).
  * Returns the session, or NULL (out of memory).
  */
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
                              int64_t pid, int64_t *process_id, uint32_t *dev_id);
-/* A process left, with `bye` or not. May end the session. */
+/*
+ * A process left, with `bye` or not; `dropped` counts what its client
+ * dropped, `refused` what the daemon dropped (already in s->dropped). May
+ * end the session.
+ */
 void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
-                   uint64_t dropped);
+                   uint64_t dropped, uint64_t refused);
+/* The live session a hello of (name, uid) would join, or NULL. */
+struct session *session_find_live(struct registry *reg, const char *name, int64_t uid);
 
 /* Session-wide id of an op name (len bytes), interning it. 0 on out of memory. */
 uint32_t session_op(struct registry *reg, struct session *s, const char *name,
@@ -77,8 +86,13 @@ uint32_t session_op(struct registry *reg, struct session *s, const char *name,
 /* Session-wide id of a device name (len bytes), interning it; ids start at 1. 0 on ENOMEM. */
 uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len);
 
-/* A session by id, or the newest of that name. NULL when none. */
-struct session *session_find(struct registry *reg, const struct proto_sessref *ref);
+/*
+ * A session by id, or the newest of that name, among those uid may see (uid
+ * -1: all of them). NULL when none.
+ */
+struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid);
+/* Bytes on disk of the sessions of uid (-1: all); live ones from their last refresh. */
+uint64_t session_user_bytes(struct registry *reg, int64_t uid);
 /* Removes an ended session from the registry and frees it (after the store deleted it). */
 void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */
