@@ -323,6 +323,7 @@ static void conn_handle_flush(struct conn *c, struct proto_msg *m)
     }
     job->cookie = c;
     job->u.flush.seq = m->u.flush_seq;
+    job->u.flush.process_id = c->process_id;
     job->u.flush.stored = c->enqueued;
     c->refs++;
     store_enqueue(c->d->store, job);
@@ -341,8 +342,9 @@ void conn_flush_done(struct store_job *job)
             msgpack_packer pk;
 
             store_last_error(c->d->store, err, sizeof(err));
-            snprintf(msg, sizeof(msg), "storage failed before flush %llu: %s",
-                     (unsigned long long)job->u.flush.seq, err);
+            snprintf(msg, sizeof(msg), "storage failed before flush %llu (%llu entries lost): %s",
+                     (unsigned long long)job->u.flush.seq, (unsigned long long)job->u.flush.lost,
+                     err);
             msgpack_sbuffer_init(&sb);
             msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
             proto_pack_error(&pk, PROTO_E_INTERNAL, msg);

@@ -17,6 +17,7 @@
 #include <sqlite3.h>
 
 #include "log.h"
+#include "map.h"
 #include "schema.h"
 #include "store.h"
 
@@ -26,6 +27,7 @@ struct wsess {
     int64_t id;
     sqlite3 *db;
     bool in_txn;
+    struct u32map lost; /* process id → entries that failed to be stored */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
 };
 
@@ -147,6 +149,7 @@ void store_job_free(struct store_job *job)
 
 static void wsess_close(struct wsess *w)
 {
+    u32map_deinit(&w->lost);
     sqlite3_finalize(w->ins_entry);
     sqlite3_finalize(w->ins_op);
     sqlite3_finalize(w->ins_dev);
@@ -197,6 +200,27 @@ static int db_open(struct store *s, const char *path, sqlite3 **db)
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
                       " PRAGMA foreign_keys=OFF;",
                       "set pragmas");
+}
+
+/* The open file of a session, or NULL; never opens one. */
+static struct wsess *wsess_find(struct store *s, int64_t id)
+{
+    for (struct wsess *w = s->open; w != NULL; w = w->next)
+        if (w->id == id)
+            return w;
+    return NULL;
+}
+
+/* Remembers that a batch of a process could not be stored, for its next flush. */
+static void store_lost(struct store *s, const struct store_job *job)
+{
+    struct wsess *w = wsess_find(s, job->session_id);
+    uint32_t n = 0;
+
+    if (w == NULL || job->type != STORE_BATCH)
+        return;
+    u32map_get(&w->lost, (uint32_t)job->u.batch.process_id, &n);
+    u32map_put(&w->lost, (uint32_t)job->u.batch.process_id, n + (uint32_t)job->u.batch.b.n);
 }
 
 /* Finds the open file of a session, opening (and with create, creating) it. */
@@ -526,6 +550,29 @@ static int commit_all(struct store *s)
     return rc;
 }
 
+/*
+ * A flush succeeds only when every entry its process sent before it is
+ * stored: a batch lost in an earlier group (disk full) fails every later
+ * flush of that process, with the count.
+ */
+static void store_flush_result(struct store *s, struct store_job *job)
+{
+    struct wsess *w;
+    uint32_t lost = 0;
+
+    if (job->type != STORE_FLUSH)
+        return;
+    if (s->commit_failed) {
+        job->rc = -EIO;
+        return;
+    }
+    w = wsess_find(s, job->session_id);
+    if (w != NULL && u32map_get(&w->lost, (uint32_t)job->u.flush.process_id, &lost) && lost) {
+        job->rc = -EIO;
+        job->u.flush.lost = lost;
+    }
+}
+
 static bool commit_all_ok(const struct store *s)
 {
     return !s->commit_failed;
@@ -549,12 +596,19 @@ static void store_apply_group(struct store *s, struct store_job *list)
         job->rc = jrc;
         if (jrc < 0 && rc == 0)
             rc = jrc;
+        if (jrc < 0)
+            store_lost(s, job);
         n_entries += job_entries(job);
         n_jobs++;
     }
     s->commit_failed = commit_all(s) < 0;
     if (s->commit_failed && rc == 0)
         rc = -EIO;
+    for (job = list; s->commit_failed && job != NULL; job = job->next)
+        if (job->rc == 0)
+            store_lost(s, job); /* rolled back with the whole group */
+    for (job = list; job != NULL; job = job->next)
+        store_flush_result(s, job);
     if (rc == 0 || commit_all_ok(s)) {
         atomic_fetch_add(&s->stored, s->group_entries);
         atomic_fetch_add(&s->failed, n_entries - s->group_entries);
@@ -564,8 +618,6 @@ static void store_apply_group(struct store *s, struct store_job *list)
     for (job = list; job != NULL; job = next) {
         next = job->next;
         if (job->cookie != NULL) {
-            if (job->rc == 0)
-                job->rc = rc; /* a flush fails when anything before it in the group did */
             job->next = NULL;
             *done_tail = job;
             done_tail = &job->next;

@@ -84,7 +84,9 @@ struct store_job {
             bool interrupted;
         } send;
         struct {
+            int64_t process_id;
             uint64_t seq, stored; /* the loop's, carried for the ack */
+            uint64_t lost;        /* set by the writer: entries of the process not stored */
         } flush;
     } u;
 };

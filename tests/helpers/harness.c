@@ -291,3 +291,123 @@ bool obj_str_eq(const msgpack_object *o, const char *s)
     return o != NULL && o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(s) &&
            memcmp(o->via.str.ptr, s, o->via.str.size) == 0;
 }
+
+static void pack_init(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
+void raw_send_ops(int fd, uint32_t id, const char *name)
+{
+    struct proto_opdef def = {.id = id, .name = (char *)name};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    pack_init(&sb, &pk);
+    proto_pack_ops(&pk, &def, 1);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+void raw_send_batch(int fd, uint32_t op, size_t n, uint64_t base, uint64_t dur0)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    pack_init(&sb, &pk);
+    proto_pack_batch_header(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_uint64(&pk, i);
+        msgpack_pack_uint32(&pk, op);
+        msgpack_pack_uint64(&pk, base + i * 1000);
+        msgpack_pack_uint64(&pk, dur0 + i);
+    }
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+long long raw_flush(int fd, uint64_t seq)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    long long stored = -1;
+
+    pack_init(&sb, &pk);
+    proto_pack_flush(&pk, seq);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    if (raw_recv(fd, &r, &m) == 0) {
+        if (m.type == PROTO_ACK && m.u.ack.seq == seq)
+            stored = (long long)m.u.ack.stored;
+        proto_msg_free(&m);
+    }
+    proto_reader_deinit(&r);
+    return stored;
+}
+
+void raw_bye(int fd, uint64_t dropped)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    pack_init(&sb, &pk);
+    proto_pack_bye(&pk, dropped);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert(raw_closed(fd), "the daemon did not close after bye");
+    close(fd);
+}
+
+const msgpack_object *raw_control(const char *sock, enum proto_type type,
+                                  const struct proto_request *req, struct proto_reader *r,
+                                  int *fd_out)
+{
+    const msgpack_object *o;
+    struct proto_request dflt;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(sock);
+
+    cr_assert_geq(fd, 0, "connect %s", sock);
+    if (req == NULL) {
+        proto_request_init(&dflt);
+        req = &dflt;
+    }
+    pack_init(&sb, &pk);
+    proto_pack_request(&pk, type, req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(r, 64 << 20);
+    cr_assert_eq(raw_recv_object(fd, r, &o), 0, "no reply to %s", proto_type_name(type));
+    cr_assert_eq(o->type, MSGPACK_OBJECT_ARRAY);
+    *fd_out = fd;
+    return o;
+}
+
+void raw_wait_state(const char *sock, long long id, const char *want, int seconds)
+{
+    for (int i = 0; i < seconds * 20; i++) {
+        struct proto_reader r;
+        int fd;
+        const msgpack_object *o = raw_control(sock, PROTO_SESSIONS, NULL, &r, &fd);
+        const msgpack_object *list = &o->via.array.ptr[1];
+        bool done = false;
+
+        for (uint32_t k = 0; k < list->via.array.size; k++) {
+            const msgpack_object *row = &list->via.array.ptr[k];
+            if ((long long)obj_u64(obj_get(row, "id")) == id)
+                done = obj_str_eq(obj_get(row, "state"), want);
+        }
+        proto_reader_deinit(&r);
+        close(fd);
+        if (done)
+            return;
+        usleep(50000);
+    }
+    cr_assert_fail("session %lld did not become %s within %d s", id, want, seconds);
+}

@@ -55,6 +55,25 @@ bool raw_closed(int fd);
 int raw_producer(const char *sock, const char *session, int rank, int world, const char *device,
                  long long *session_id);
 
+/* ["ops", [[id, name]]] */
+void raw_send_ops(int fd, uint32_t id, const char *name);
+/* n entries of op: entry i = [i, op, base + i*1000, dur0 + i]. */
+void raw_send_batch(int fd, uint32_t op, size_t n, uint64_t base, uint64_t dur0);
+/* flush → ack; returns ack.stored, or -1 when the daemon answered an error or closed. */
+long long raw_flush(int fd, uint64_t seq);
+/* bye, then checks the daemon closed the connection, and closes fd. */
+void raw_bye(int fd, uint64_t dropped);
+/*
+ * A control request on a new connection (req NULL: defaults). Returns the
+ * reply ["ok"|"error", ...] borrowed from r (deinit it after); *fd_out is
+ * the connection to close.
+ */
+const msgpack_object *raw_control(const char *sock, enum proto_type type,
+                                  const struct proto_request *req, struct proto_reader *r,
+                                  int *fd_out);
+/* The state of session id in `sessions` ("live"/"ended"), waiting up to `seconds` for want. */
+void raw_wait_state(const char *sock, long long id, const char *want, int seconds);
+
 /* Generic object helpers for replies: map lookup (NULL when absent) and numbers. */
 const msgpack_object *obj_get(const msgpack_object *map, const char *key);
 unsigned long long obj_u64(const msgpack_object *o);

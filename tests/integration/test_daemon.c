@@ -26,7 +26,7 @@ static void stop_and_clean(void)
 
 TestSuite(daemon, .fini = stop_and_clean, .timeout = 60);
 
-/* ---- small raw-protocol helpers ----------------------------------------- */
+/* ---- short names for the harness helpers ------------------------------ */
 
 struct pk {
     msgpack_sbuffer sb;
@@ -39,92 +39,22 @@ static void pk_init(struct pk *p)
     msgpack_packer_init(&p->pk, &p->sb, msgpack_sbuffer_write);
 }
 
-static void send_ops(int fd, uint32_t id, const char *name)
-{
-    struct proto_opdef def = {.id = id, .name = (char *)name};
-    struct pk p;
+#define send_ops   raw_send_ops
+#define send_batch raw_send_batch
+#define bye        raw_bye
 
-    pk_init(&p);
-    proto_pack_ops(&p.pk, &def, 1);
-    raw_send(fd, &p.sb);
-    msgpack_sbuffer_destroy(&p.sb);
-}
-
-/* n entries of op `op`: entry i has step i, start base+i*1000, dur dur0+i. */
-static void send_batch(int fd, uint32_t op, size_t n, uint64_t base, uint64_t dur0)
-{
-    struct pk p;
-
-    pk_init(&p);
-    proto_pack_batch_header(&p.pk, n);
-    for (size_t i = 0; i < n; i++) {
-        msgpack_pack_array(&p.pk, 4);
-        msgpack_pack_uint64(&p.pk, i);
-        msgpack_pack_uint32(&p.pk, op);
-        msgpack_pack_uint64(&p.pk, base + i * 1000);
-        msgpack_pack_uint64(&p.pk, dur0 + i);
-    }
-    raw_send(fd, &p.sb);
-    msgpack_sbuffer_destroy(&p.sb);
-}
-
-/* flush → ack; returns `stored`. */
 static unsigned long long flush(int fd, uint64_t seq)
 {
-    struct proto_reader r;
-    struct proto_msg m;
-    struct pk p;
-    unsigned long long stored;
+    long long stored = raw_flush(fd, seq);
 
-    pk_init(&p);
-    proto_pack_flush(&p.pk, seq);
-    raw_send(fd, &p.sb);
-    msgpack_sbuffer_destroy(&p.sb);
-    proto_reader_init(&r, 0);
-    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no ack");
-    cr_assert_eq(m.type, PROTO_ACK, "flush got %s", proto_type_name(m.type));
-    cr_assert_eq(m.u.ack.seq, seq);
-    stored = m.u.ack.stored;
-    proto_msg_free(&m);
-    proto_reader_deinit(&r);
-    return stored;
+    cr_assert_geq(stored, 0, "flush %llu got no ack", (unsigned long long)seq);
+    return (unsigned long long)stored;
 }
 
-static void bye(int fd, uint64_t dropped)
-{
-    struct pk p;
-
-    pk_init(&p);
-    proto_pack_bye(&p.pk, dropped);
-    raw_send(fd, &p.sb);
-    msgpack_sbuffer_destroy(&p.sb);
-    cr_assert(raw_closed(fd), "the daemon did not close after bye");
-    close(fd);
-}
-
-/* A control request; *reply holds the unpacked ["ok", result] (caller destroys). */
 static const msgpack_object *control(enum proto_type type, const struct proto_request *req,
                                      struct proto_reader *r, int *fd_out)
 {
-    const msgpack_object *o;
-    struct proto_request dflt;
-    struct pk p;
-    int fd = raw_connect(d.sock);
-
-    cr_assert_geq(fd, 0);
-    if (req == NULL) {
-        proto_request_init(&dflt);
-        req = &dflt;
-    }
-    pk_init(&p);
-    proto_pack_request(&p.pk, type, req);
-    raw_send(fd, &p.sb);
-    msgpack_sbuffer_destroy(&p.sb);
-    proto_reader_init(r, 64 << 20);
-    cr_assert_eq(raw_recv_object(fd, r, &o), 0, "no reply");
-    cr_assert_eq(o->type, MSGPACK_OBJECT_ARRAY);
-    *fd_out = fd;
-    return o;
+    return raw_control(d.sock, type, req, r, fd_out);
 }
 
 /* The newest session row, and the count of rows. */
@@ -141,23 +71,7 @@ static unsigned sessions(struct proto_reader *r, int *fd, const msgpack_object *
 
 static void wait_state(long long id, const char *state, int seconds)
 {
-    for (int i = 0; i < seconds * 20; i++) {
-        struct proto_reader r;
-        const msgpack_object *o = control(PROTO_SESSIONS, NULL, &r, &(int){0}), *list;
-        bool done = false;
-
-        list = &o->via.array.ptr[1];
-        for (uint32_t k = 0; k < list->via.array.size; k++) {
-            const msgpack_object *row = &list->via.array.ptr[k];
-            if ((long long)obj_u64(obj_get(row, "id")) == id)
-                done = obj_str_eq(obj_get(row, "state"), state);
-        }
-        proto_reader_deinit(&r);
-        if (done)
-            return;
-        usleep(50000);
-    }
-    cr_assert_fail("session %lld did not become %s within %d s", id, state, seconds);
+    raw_wait_state(d.sock, id, state, seconds);
 }
 
 /* ---- tests --------------------------------------------------------------- */

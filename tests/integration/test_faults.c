@@ -1,0 +1,383 @@
+/*
+ * test_faults.c — tracectld under faults and between users: kill -9 during
+ * ingest, a full disk (a small tmpfs the test mounts), two real uids on a
+ * system-wide daemon, limits and retention. Needs root for the tmpfs and
+ * uid cases (CI runs as root); skipped otherwise.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct tdaemon d;
+static char mounted[PATH_MAX];
+
+static void fini(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGKILL);
+    if (mounted[0] != '\0') {
+        umount2(mounted, MNT_DETACH);
+        mounted[0] = '\0';
+    }
+    harness_cleanup(&d);
+}
+
+TestSuite(faults, .fini = fini, .timeout = 90);
+
+static unsigned long long report_entries(long long id, const char **state)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *sess;
+    unsigned long long n;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report %lld failed", id);
+    sess = obj_get(&o->via.array.ptr[1], "session");
+    n = obj_u64(obj_get(sess, "entries"));
+    if (state != NULL)
+        *state = obj_str_eq(obj_get(sess, "state"), "ended") ? "ended" : "live";
+    proto_reader_deinit(&r);
+    close(fd);
+    return n;
+}
+
+static bool integrity_ok(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    bool ok = false;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
+        ok = sqlite3_step(st) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
+}
+
+/*
+ * kill -9 while 4 producers stream and flush: after a restart every acked
+ * entry is there, every file passes integrity_check, the session is ended
+ * and marked interrupted.
+ */
+Test(faults, kill9_keeps_every_acked_entry)
+{
+    enum { PRODUCERS = 4 };
+    long long *acked = mmap(NULL, sizeof(long long) * PRODUCERS, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    long long id = 0, total = 0;
+    pid_t kids[PRODUCERS];
+
+    harness_daemon_start(&d, NULL);
+    int first = raw_producer(d.sock, "crash", 0, PRODUCERS, "gpu:0", &id);
+    close(first); /* the session now exists; the producers join it */
+    for (int k = 0; k < PRODUCERS; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            int fd = raw_producer(d.sock, "crash", k, PRODUCERS, "gpu:0", NULL);
+            raw_send_ops(fd, 1, "matmul");
+            for (uint64_t seq = 1;; seq++) {
+                raw_send_batch(fd, 1, 500, seq * 1000000, 10);
+                long long stored = raw_flush(fd, seq);
+                if (stored < 0)
+                    _exit(0);
+                acked[k] = stored; /* only what the daemon acked counts */
+            }
+        }
+    }
+    usleep(700000);
+    harness_daemon_stop(&d, SIGKILL);
+    for (int k = 0; k < PRODUCERS; k++) {
+        waitpid(kids[k], NULL, 0);
+        total += acked[k];
+    }
+    cr_assert_gt(total, 0, "no flush was acked before the kill");
+    harness_daemon_restart(&d, NULL);
+    const char *state;
+    unsigned long long stored = report_entries(id, &state);
+    cr_assert_geq(stored, (unsigned long long)total, "acked %lld, found %llu", total, stored);
+    cr_assert_str_eq(state, "ended", "a session live at the crash is shown ended");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert(integrity_ok(path), "integrity_check failed on %s", path);
+    snprintf(path, sizeof(path), "%s/catalog.db", d.data);
+    cr_assert(integrity_ok(path), "integrity_check failed on the catalog");
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[0];
+    cr_assert_eq(o->via.array.ptr[1].via.array.ptr[0].type, MSGPACK_OBJECT_MAP);
+    cr_assert_eq(obj_get(row, "interrupted")->via.boolean, true);
+    proto_reader_deinit(&r);
+    close(fd);
+    munmap(acked, sizeof(long long) * PRODUCERS);
+}
+
+/* A data dir on a 3 MiB tmpfs: fill it, see the error, read on, resume after growing it. */
+Test(faults, disk_full_is_reported_and_recovers)
+{
+    char data[PATH_MAX];
+    long long id, stored = 0, seq;
+    int fd;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to mount a tmpfs");
+    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(data, sizeof(data), "%s/data", d.dir);
+    mkdir(data, 0700);
+    if (mount("tmpfs", data, "tmpfs", 0, "size=3m") != 0)
+        cr_skip_test("cannot mount a tmpfs here");
+    snprintf(mounted, sizeof(mounted), "%s", data);
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s", data);
+    harness_daemon_restart(&d, NULL);
+
+    fd = raw_producer(d.sock, "full", 0, 1, "gpu:0", &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (seq = 1; seq < 400; seq++) {
+        raw_send_batch(fd, 1, 2000, (uint64_t)seq * 10000000, 7);
+        long long s = raw_flush(fd, (uint64_t)seq);
+        if (s < 0)
+            break;
+        stored = s;
+    }
+    cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
+    cr_assert_gt(stored, 0);
+    close(fd);
+    /* the error shows in status */
+    struct proto_reader r;
+    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+    const msgpack_object *err = obj_get(&o->via.array.ptr[1], "last_error");
+    cr_assert(err != NULL && err->type == MSGPACK_OBJECT_STR, "status shows no last_error");
+    proto_reader_deinit(&r);
+    close(fd);
+    /* reads keep working, and what was acked is there */
+    cr_assert_geq(report_entries(id, NULL), (unsigned long long)stored);
+    /* space returns: ingest resumes */
+    cr_assert_eq(mount("tmpfs", data, "tmpfs", MS_REMOUNT, "size=64m"), 0);
+    fd = raw_producer(d.sock, "after", 0, 1, "gpu:0", &id);
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1000, 0, 3);
+    cr_assert_eq(raw_flush(fd, 1), 1000, "ingest did not resume after space returned");
+    raw_bye(fd, 0);
+    harness_daemon_stop(&d, SIGTERM);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/catalog.db", data);
+    cr_assert(integrity_ok(path));
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", data, id);
+    cr_assert(integrity_ok(path));
+}
+
+/* In a child: become uid, make a session `name` with n entries, list what it sees. */
+static void as_user(uid_t uid, const char *name, int n, int *seen, long long *id_out)
+{
+    int pfd[2];
+    pid_t pid;
+
+    cr_assert_eq(pipe(pfd), 0);
+    pid = fork();
+    if (pid == 0) {
+        long long id;
+        int out[2];
+        struct proto_reader r;
+        if (setgid(uid) != 0 || setuid(uid) != 0)
+            _exit(2);
+        int fd = raw_producer(d.sock, name, 0, 1, NULL, &id);
+        raw_send_ops(fd, 1, "matmul");
+        raw_send_batch(fd, 1, (size_t)n, 0, 1);
+        if (raw_flush(fd, 1) != n)
+            _exit(3);
+        raw_bye(fd, 0);
+        const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+        out[0] = (int)o->via.array.ptr[1].via.array.size;
+        out[1] = (int)id;
+        proto_reader_deinit(&r);
+        close(fd);
+        if (write(pfd[1], out, sizeof(out)) != sizeof(out))
+            _exit(4);
+        _exit(0);
+    }
+    int st, got[2];
+    close(pfd[1]);
+    cr_assert_eq(read(pfd[0], got, sizeof(got)), (ssize_t)sizeof(got), "child for uid %u failed",
+                 (unsigned)uid);
+    close(pfd[0]);
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    *seen = got[0];
+    *id_out = got[1];
+}
+
+Test(faults, users_see_only_their_own_sessions)
+{
+    long long id_a, id_b, id_a2;
+    int seen;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to switch uids");
+    harness_daemon_start(&d, "--system", "--admin-group", "tracectl-test-nonexistent", NULL);
+    chmod(d.dir, 0755); /* other uids must reach the socket; the daemon filters by uid */
+
+    as_user(65534, "shared-name", 10, &seen, &id_a);
+    cr_assert_eq(seen, 1, "uid 65534 sees its one session");
+    as_user(65533, "shared-name", 20, &seen, &id_b);
+    cr_assert_eq(seen, 1, "uid 65533 sees only its own session, not 65534's");
+    cr_assert_neq(id_a, id_b, "the same name from two users makes two sessions");
+    as_user(65534, "second", 5, &seen, &id_a2);
+    cr_assert_eq(seen, 2);
+
+    /* root sees all three */
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert_eq(o->via.array.ptr[1].via.array.size, 3);
+    proto_reader_deinit(&r);
+    close(fd);
+
+    /* uid 65533 cannot report on, export or delete uid 65534's session */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct proto_request req;
+        proto_request_init(&req);
+        req.session.id = id_a;
+        if (setgid(65533) != 0 || setuid(65533) != 0)
+            _exit(2);
+        enum proto_type types[] = {PROTO_REPORT, PROTO_DELETE, PROTO_EXPORT};
+        for (int i = 0; i < 3; i++) {
+            o = raw_control(d.sock, types[i], &req, &r, &fd);
+            if (!obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "no_session"))
+                _exit(10 + i);
+            proto_reader_deinit(&r);
+            close(fd);
+        }
+        _exit(0);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    cr_assert_eq(WEXITSTATUS(st), 0, "another user's session was reachable (step %d)",
+                 WEXITSTATUS(st) - 10);
+    /* and each file records its producer's uid */
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+    sqlite3_stmt *st2;
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id_b);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT uid, pid FROM processes", -1, &st2, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_step(st2), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int64(st2, 0), 65533);
+    cr_assert_gt(sqlite3_column_int64(st2, 1), 0);
+    sqlite3_finalize(st2);
+    sqlite3_close(db);
+}
+
+Test(faults, limits_refuse_or_drop_with_clear_errors)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    long long id;
+    int fd, fd2;
+
+    harness_daemon_start(&d, "--max-live-sessions", "1", "--max-session-bytes", "64K", NULL);
+    fd = raw_producer(d.sock, "one", 0, 1, "gpu:0", &id);
+    /* a second live session is refused with `limit` */
+    fd2 = raw_connect(d.sock);
+    struct proto_hello h = {.proto = 1, .session = "two", .rank = -1, .world = -1, .pid = -1};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_hello(&pk, &h);
+    raw_send(fd2, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd2, &r, &m), 0);
+    cr_assert_eq(m.type, PROTO_ERROR);
+    cr_assert_str_eq(m.u.error.code, "limit");
+    cr_assert_not_null(strstr(m.u.error.message, "live sessions"), "%s", m.u.error.message);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    close(fd2);
+    /* joining the live one is fine */
+    fd2 = raw_producer(d.sock, "one", 1, 2, "gpu:1", NULL);
+    close(fd2);
+
+    /* over 64 KiB the session keeps its data and drops new entries, counted */
+    raw_send_ops(fd, 1, "matmul");
+    long long stored = 0;
+    for (int i = 1; i <= 40; i++) {
+        raw_send_batch(fd, 1, 1000, (uint64_t)i * 10000000, 5);
+        stored = raw_flush(fd, (uint64_t)i);
+        usleep(30000); /* the daemon refreshes sizes once a second */
+    }
+    cr_assert_lt(stored, 40000, "nothing was dropped over the cap");
+    cr_assert_gt(stored, 0);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 5);
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[0];
+    cr_assert_eq(obj_u64(obj_get(row, "entries")), (unsigned long long)stored);
+    cr_assert_eq(obj_u64(obj_get(row, "dropped")), 40000 - (unsigned long long)stored,
+                 "every refused entry is counted as dropped");
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_eq(report_entries(id, NULL), (unsigned long long)stored);
+}
+
+Test(faults, max_connections_and_retention)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    long long id;
+    int fds[3];
+
+    harness_daemon_start(&d, "--max-connections", "2", NULL);
+    fds[0] = raw_producer(d.sock, "r1", 0, 1, NULL, &id);
+    fds[1] = raw_producer(d.sock, "r2", 0, 1, NULL, NULL);
+    fds[2] = raw_connect(d.sock);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fds[2], &r, &m), 0, "no error for a connection over the limit");
+    cr_assert_str_eq(m.u.error.code, "limit");
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    close(fds[2]);
+    raw_bye(fds[0], 0);
+    raw_bye(fds[1], 0);
+    raw_wait_state(d.sock, id, "ended", 5);
+    harness_daemon_stop(&d, SIGTERM);
+
+    /* restart with a 1-byte retention cap: every ended session goes */
+    harness_daemon_restart(&d, "--retain-bytes", "1", NULL);
+    unsigned n = 99;
+    for (int i = 0; i < 60 && n != 0; i++) {
+        int fd;
+        const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+        n = o->via.array.ptr[1].via.array.size;
+        proto_reader_deinit(&r);
+        close(fd);
+        usleep(100000);
+    }
+    cr_assert_eq(n, 0, "retention left %u sessions", n);
+    char path[PATH_MAX + 32];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_neq(stat(path, &st), 0, "the retained-out file is still there");
+}
