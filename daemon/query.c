@@ -15,6 +15,7 @@
  * Errors are not logged here: the message (with sqlite3_errmsg) goes into
  * the caller's errbuf, and the caller reports it once.
  */
+#include "agg.h"
 #include "analysis.h"
 #include "report.h"
 #include "schema.h"
@@ -42,6 +43,8 @@ struct query {
     size_t *n_list;
     /* The durations pass: the op being read, its id, how many of its calls were seen. */
     size_t op_index, op_seen;
+    /* The file's aggregates are exact: read them instead of scanning entries (agg.h). */
+    bool agg;
     int64_t op_id;
 };
 
@@ -226,7 +229,8 @@ static int query_totals_row(struct query *q, sqlite3_stmt *st)
 
 static int query_totals(struct query *q)
 {
-    return query_run(q, schema_report_totals_sql, "totals", 0, 0, query_totals_row);
+    return query_run(q, q->agg ? schema_report_totals_agg_sql : schema_report_totals_sql, "totals",
+                     0, 0, query_totals_row);
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -269,8 +273,10 @@ static int query_durations_row(struct query *q, sqlite3_stmt *st)
     struct report *r = q->r;
     struct report_op *op;
     int64_t id = sqlite3_column_int64(st, 0);
-    uint64_t dur = query_u64(st, 1);
+    uint64_t dur = query_u64(st, 1), count = query_u64(st, 2);
 
+    if (count == 0)
+        return query_inconsistent(q);
     if (q->op_seen > 0 && q->op_seen == r->ops[q->op_index].calls) {
         if (id == q->op_id)
             return query_inconsistent(q);
@@ -283,13 +289,18 @@ static int query_durations_row(struct query *q, sqlite3_stmt *st)
         return query_inconsistent(q);
     q->op_id = id;
     op = &r->ops[q->op_index];
-    q->op_seen++;
-    if (q->op_seen == analysis_percentile_rank(op->calls, 50))
-        op->p50_ns = dur;
-    if (q->op_seen == analysis_percentile_rank(op->calls, 95))
-        op->p95_ns = dur;
-    if (q->op_seen == analysis_percentile_rank(op->calls, 99))
-        op->p99_ns = dur;
+    /* A run of `count` equal durations (or one histogram bucket) covers ranks
+     * op_seen+1 .. op_seen+count. */
+    static const unsigned pct[3] = {50, 95, 99};
+    uint64_t *out[3] = {&op->p50_ns, &op->p95_ns, &op->p99_ns};
+    for (size_t i = 0; i < 3; i++) {
+        size_t rank = analysis_percentile_rank(op->calls, pct[i]);
+        if (rank > q->op_seen && rank <= q->op_seen + count)
+            *out[i] = dur;
+    }
+    q->op_seen += count;
+    if (q->op_seen > op->calls)
+        return query_inconsistent(q);
     return 0;
 }
 
@@ -299,12 +310,14 @@ static int query_ops(struct query *q)
     int err;
 
     q->cap = 0;
-    err = query_run(q, schema_report_ops_sql, "ops", 0, 0, query_ops_row);
+    err = query_run(q, q->agg ? schema_report_ops_agg_sql : schema_report_ops_sql, "ops", 0, 0,
+                    query_ops_row);
     if (err < 0)
         return err;
     q->op_index = 0;
     q->op_seen = 0;
-    err = query_run(q, schema_report_durations_sql, "durations", 0, 0, query_durations_row);
+    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
+                    "durations", 0, 0, query_durations_row);
     if (err < 0)
         return err;
     if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
@@ -344,7 +357,10 @@ static int query_slowest(struct query *q)
     q->cap = 0;
     q->list = &q->r->slowest;
     q->n_list = &q->r->n_slowest;
-    return query_run(q, schema_report_slowest_sql, "slowest", q->p->top, 0, query_entry_row);
+    return query_run(q,
+                     q->agg && q->p->top <= AGG_TOP ? schema_report_slowest_agg_sql
+                                                    : schema_report_slowest_sql,
+                     "slowest", q->p->top, 0, query_entry_row);
 }
 
 static int query_hotspots(struct query *q)
@@ -355,8 +371,10 @@ static int query_hotspots(struct query *q)
     q->cap = 0;
     q->list = &q->r->hotspots;
     q->n_list = &q->r->n_hotspots;
-    return query_run(q, schema_report_hotspots_sql, "hotspots", q->p->top, threshold,
-                     query_entry_row);
+    return query_run(q,
+                     q->agg && q->p->top <= AGG_TOP ? schema_report_hotspots_agg_sql
+                                                    : schema_report_hotspots_sql,
+                     "hotspots", q->p->top, threshold, query_entry_row);
 }
 
 /* ---- devices, imbalance, communication ----------------------------------- */
@@ -386,7 +404,8 @@ static int query_devices(struct query *q)
     int err;
 
     q->cap = 0;
-    err = query_run(q, schema_report_devices_sql, "devices", 0, 0, query_devices_row);
+    err = query_run(q, q->agg ? schema_report_devices_agg_sql : schema_report_devices_sql,
+                    "devices", 0, 0, query_devices_row);
     if (err < 0)
         return err;
     r->devices_count = r->n_devices;
@@ -440,6 +459,24 @@ static int query_exec(struct query *q, const char *sql)
     return rc == SQLITE_OK ? 0 : query_fail(q, rc, sql);
 }
 
+/* Whether the file's aggregates are exact (info.aggregates = 1). */
+static int query_aggregates(struct query *q)
+{
+    sqlite3_stmt *st = NULL;
+    int rc =
+        sqlite3_prepare_v2(q->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
+
+    if (rc != SQLITE_OK) {
+        /* A file without the info table (older or hand-made) has no aggregates. */
+        q->agg = false;
+        return 0;
+    }
+    rc = sqlite3_step(st);
+    q->agg = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
+}
+
 static int query_open(struct query *q, const char *db_path)
 {
     int rc = sqlite3_open_v2(db_path, &q->db, SQLITE_OPEN_READONLY, NULL);
@@ -450,7 +487,9 @@ static int query_open(struct query *q, const char *db_path)
     if (rc != SQLITE_OK)
         return query_fail(q, rc, "open");
     /* A deferred transaction takes its snapshot at the first read. */
-    return query_exec(q, "BEGIN");
+    if (query_exec(q, "BEGIN") < 0)
+        return -EIO;
+    return query_aggregates(q);
 }
 
 /* See report.h. A NULL p means PROTOCOL.md's defaults: top 10, no thresholds. */

@@ -14,5 +14,11 @@ extern const char schema_report_durations_sql[];
 extern const char schema_report_slowest_sql[];
 extern const char schema_report_hotspots_sql[];
 extern const char schema_report_devices_sql[];
+extern const char schema_report_totals_agg_sql[];
+extern const char schema_report_ops_agg_sql[];
+extern const char schema_report_durations_agg_sql[];
+extern const char schema_report_slowest_agg_sql[];
+extern const char schema_report_hotspots_agg_sql[];
+extern const char schema_report_devices_agg_sql[];
 
 #endif

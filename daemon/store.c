@@ -16,6 +16,7 @@
 
 #include <sqlite3.h>
 
+#include "agg.h"
 #include "log.h"
 #include "map.h"
 #include "schema.h"
@@ -28,6 +29,7 @@ struct wsess {
     sqlite3 *db;
     bool in_txn;
     struct u32map lost; /* process id → entries that failed to be stored */
+    struct agg *agg;    /* report aggregates, updated with every insert */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
 };
 
@@ -150,6 +152,7 @@ void store_job_free(struct store_job *job)
 static void wsess_close(struct wsess *w)
 {
     u32map_deinit(&w->lost);
+    agg_free(w->agg);
     sqlite3_finalize(w->ins_entry);
     sqlite3_finalize(w->ins_op);
     sqlite3_finalize(w->ins_dev);
@@ -246,7 +249,7 @@ static struct wsess *wsess_get(struct store *s, int64_t id, bool create)
     w->id = id;
     if (db_open(s, path, &w->db) < 0 ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
-        wsess_prepare(s, w) < 0) {
+        wsess_prepare(s, w) < 0 || (w->agg = agg_new(w->db)) == NULL) {
         wsess_close(w);
         return NULL;
     }
@@ -271,8 +274,9 @@ static void wsess_forget(struct store *s, int64_t id)
         if ((*pp)->id == id) {
             struct wsess *w = *pp;
             *pp = w->next;
-            if (w->in_txn)
-                store_exec(s, w->db, "COMMIT", "commit");
+            if (w->in_txn &&
+                (agg_flush(w->agg) != 0 || store_exec(s, w->db, "COMMIT", "commit") < 0))
+                sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
             wsess_close(w);
             return;
         }
@@ -338,6 +342,9 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
         sqlite3_reset(st);
         if (rc != SQLITE_DONE)
             return store_check(s, w->db, rc, "insert entries");
+        rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], sqlite3_last_insert_rowid(w->db));
+        if (rc != 0)
+            return store_check(s, w->db, rc, "update aggregates");
     }
     s->group_entries += b->n;
     return 0;
@@ -451,7 +458,9 @@ static int apply_open(struct store *s, struct store_job *job)
     w = wsess_get(s, job->session_id, true);
     if (w == NULL || wsess_begin(s, w) < 0)
         return -EIO;
-    return store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info");
+    if (store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
+        return -EIO;
+    return store_check(s, w->db, agg_init_file(w->agg), "mark aggregates");
 }
 
 static int apply_session_end(struct store *s, struct store_job *job)
@@ -533,8 +542,10 @@ static int commit_all(struct store *s)
 
     for (struct wsess *w = s->open; w != NULL; w = w->next) {
         if (w->in_txn) {
-            if (store_exec(s, w->db, "COMMIT", "commit") < 0) {
+            if (store_check(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
+                store_exec(s, w->db, "COMMIT", "commit") < 0) {
                 sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+                agg_discard(w->agg);
                 rc = -EIO;
             }
             w->in_txn = false;

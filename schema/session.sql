@@ -56,3 +56,44 @@ CREATE VIEW IF NOT EXISTS trace AS
     JOIN ops o ON o.id = e.op_id
     JOIN processes p ON p.id = e.process_id
     LEFT JOIN devices d ON d.id = e.device_id;
+
+-- Report aggregates, kept up to date by the writer in the same transaction
+-- as the entries they summarise (info.aggregates = 1 while they are exact;
+-- the query engine then reads these instead of scanning every entry).
+CREATE TABLE IF NOT EXISTS agg_session (
+    id          INTEGER PRIMARY KEY CHECK (id = 1),
+    entries     INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    begin_ns    INTEGER NOT NULL,
+    end_ns      INTEGER NOT NULL,
+    peak_bytes  INTEGER NOT NULL,
+    total_bytes INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS agg_ops (
+    op_id       INTEGER PRIMARY KEY,
+    calls       INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    min_ns      INTEGER NOT NULL,
+    max_ns      INTEGER NOT NULL,
+    mem_bytes   INTEGER NOT NULL,
+    elements    INTEGER NOT NULL
+);
+-- Per-op duration histogram: values under 256 ns exactly, above that 128
+-- buckets per power of two (relative width 1/128 < 1 %); min_ns is the
+-- smallest duration seen in the bucket, the value percentiles report.
+CREATE TABLE IF NOT EXISTS agg_hist (
+    op_id       INTEGER NOT NULL,
+    bucket      INTEGER NOT NULL,
+    min_ns      INTEGER NOT NULL,
+    count       INTEGER NOT NULL,
+    PRIMARY KEY (op_id, bucket)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agg_devices (
+    device_id   INTEGER PRIMARY KEY,
+    calls       INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    mem_bytes   INTEGER NOT NULL
+);
+-- The 1000 slowest entries and the 1000 with the most memory (rowids).
+CREATE TABLE IF NOT EXISTS top_slow (entry INTEGER PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS top_mem (entry INTEGER PRIMARY KEY);

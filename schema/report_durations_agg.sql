@@ -1,0 +1,6 @@
+-- Report (aggregates): as report_durations.sql, from the histogram: each
+-- bucket's smallest duration with its count, ascending within an op.
+SELECT h.op_id, h.min_ns, h.count
+FROM agg_hist h
+JOIN ops o ON o.id = h.op_id
+ORDER BY h.op_id, h.bucket;
