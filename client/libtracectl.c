@@ -1,0 +1,959 @@
+/*
+ * libtracectl.c — the instrumentation library; see tracectl.h for the API.
+ *
+ * DESIGN
+ * Recording threads never lock, allocate (unless shapes are given) or make a
+ * system call other than clock_gettime: each appends a 64-byte record to its
+ * own single-producer/single-consumer ring (C11 atomics, power-of-two size),
+ * found through a thread-local cache. The rings of a client are linked into
+ * a list under the client's mutex when a thread first records.
+ *
+ * One writer thread per client drains every ring each flush interval, packs
+ * the records as ["batch", ...] messages (at most 4096 entries each) into an
+ * output buffer and writes it with poll(); while the buffer still holds
+ * unsent bytes (the daemon is slow or stopped) it drains nothing more, the
+ * rings fill, and recording threads drop and count (default) or wait
+ * (blocking mode). Op definitions and metadata are queued under the mutex
+ * and sent before the batch drained after them, so a batch never names an op
+ * the daemon has not been told of. The writer also reads the daemon's
+ * replies (ack, error) and wakes tc_flush() callers.
+ *
+ * Memory: ring_entries × 64 bytes per recording thread (4 MiB by default),
+ * plus shapes in flight, plus an output buffer of about 1 MiB.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "tracectl.h"
+
+#define DEFAULT_RING     65536
+#define DEFAULT_INTERVAL 5
+#define BATCH_MAX        4096
+#define OUT_HIGH         (1u << 20)
+#define DEFER_MAX        1024
+#define OPEN_TIMEOUT_MS  5000
+#define CLOSE_TIMEOUT_MS 5000
+
+/* One entry as recorded: 64 bytes, no pointers into the recording thread. */
+struct rec {
+    uint32_t op;
+    uint32_t dev; /* index+1 into the client's device table, 0: the hello device */
+    uint64_t step, start, dur, mem;
+    char *shapes; /* NULL, or malloc'd: out shape then in shapes, each msgpack or nil */
+    uint32_t shapes_len;
+    uint32_t pad_;
+    uint64_t pad2_;
+};
+
+struct pending {
+    uint32_t op;
+    uint64_t start;
+};
+
+struct ring {
+    _Atomic uint64_t head;              /* written by the recording thread */
+    _Alignas(64) _Atomic uint64_t tail; /* written by the writer thread: its own line */
+    _Alignas(64) uint64_t mask;
+    struct rec *buf;
+    struct ring *next;
+    /* the recording thread's own state (no other thread touches it) */
+    bool open;
+    uint32_t cur_op;
+    uint64_t cur_start;
+    struct pending *deferred;
+    size_t n_deferred;
+};
+
+struct tc_client {
+    bool disabled;
+    bool blocking;
+    uint64_t gen; /* distinguishes clients for the thread-local cache */
+    int fd;
+    int64_t session_id;
+    size_t ring_entries;
+    unsigned interval_ms;
+    char *device;
+
+    _Atomic uint64_t step, dropped;
+    _Atomic uint64_t rejected; /* records refused by a full ring (part of dropped) */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct ring *rings; /* guarded by mu */
+    char **ops;         /* interned names; ops[i] has id i+1; guarded by mu */
+    size_t n_ops, cap_ops;
+    char **devs; /* interned device names, never freed before close */
+    size_t n_devs, cap_devs;
+    msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
+    uint64_t flush_req, flush_acked; /* guarded by mu */
+    int flush_rc;                    /* the last flush reply: 0 or -EIO; guarded by mu */
+    bool closing;                    /* guarded by mu */
+    _Atomic bool broken;             /* the connection is gone: what is recorded is dropped */
+
+    pthread_t thread;
+    msgpack_sbuffer out; /* writer thread only */
+    size_t out_off;
+    uint64_t flush_sent;
+    struct proto_reader reader;
+};
+
+static _Atomic uint64_t client_gen = 1;
+/* initial-exec: a plain %fs-relative load, no __tls_get_addr call on the hot path. */
+static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
+    uint64_t gen;
+    struct ring *ring;
+} tls;
+
+uint64_t tc_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void tc_options_init(tc_options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->rank = -1;
+    o->world = -1;
+    o->blocking = -1;
+}
+
+/* ---- environment --------------------------------------------------------- */
+
+static const char *env_first(const char *const *names)
+{
+    for (; *names != NULL; names++) {
+        const char *v = getenv(*names);
+        if (v != NULL && *v)
+            return v;
+    }
+    return NULL;
+}
+
+static int64_t env_int(const char *const *names)
+{
+    const char *v = env_first(names);
+    char *end;
+    long long n;
+
+    if (v == NULL)
+        return -1;
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    return errno || *end || n < 0 ? -1 : n;
+}
+
+static void socket_path(const tc_options *o, char *buf, size_t len)
+{
+    const char *env = getenv("TRACECTL_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
+
+    if (o->socket_path != NULL)
+        snprintf(buf, len, "%s", o->socket_path);
+    else if (env != NULL && *env)
+        snprintf(buf, len, "%s", env);
+    else if (xdg != NULL && *xdg)
+        snprintf(buf, len, "%s/tracectl/tracectl.sock", xdg);
+    else
+        snprintf(buf, len, "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
+}
+
+/* ---- socket I/O (the opening thread, then the writer thread only) ------- */
+
+static int write_all(int fd, const char *p, size_t n, int timeout_ms)
+{
+    while (n > 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            p += w, n -= (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            return -errno;
+        if (poll(&pfd, 1, timeout_ms) == 0)
+            return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+/* Reads what is there (waiting up to timeout_ms for the first byte). 0, or -errno / -EPIPE. */
+static int read_some(int fd, struct proto_reader *r, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    char *buf;
+    ssize_t n;
+
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    buf = proto_reader_buffer(r, 4096);
+    if (buf == NULL)
+        return -ENOMEM;
+    n = recv(fd, buf, 4096, MSG_DONTWAIT);
+    if (n == 0)
+        return -EPIPE;
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+    proto_reader_commit(r, (size_t)n);
+    return 0;
+}
+
+static int connect_socket(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int rc = -errno;
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* hello → welcome on c->fd. 0 or a negative errno. */
+static int say_hello(tc_client *c, const tc_options *o)
+{
+    static const char *const session_env[] = {"TRACECTL_SESSION", "SLURM_JOB_ID",
+                                              "TORCHELASTIC_RUN_ID", NULL};
+    static const char *const rank_env[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                           "SLURM_PROCID", NULL};
+    static const char *const world_env[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "SLURM_NTASKS", NULL};
+    const char *session = o->session ? o->session : env_first(session_env);
+    char host[256] = "";
+    struct proto_hello h = {.proto = PROTO_VERSION,
+                            .session = (char *)(session ? session : "default"),
+                            .rank = o->rank >= 0 ? o->rank : env_int(rank_env),
+                            .world = o->world >= 0 ? o->world : env_int(world_env),
+                            .pid = getpid(),
+                            .device = c->device};
+    msgpack_packer pk;
+    struct proto_msg m;
+    struct proto_error err;
+    uint64_t deadline = tc_now_ns() + OPEN_TIMEOUT_MS * 1000000ull;
+    int rc;
+
+    if (o->host != NULL)
+        snprintf(host, sizeof(host), "%s", o->host);
+    else
+        gethostname(host, sizeof(host) - 1);
+    h.host = host[0] ? host : NULL;
+    msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
+    if (proto_pack_hello(&pk, &h) < 0)
+        return -ENOMEM;
+    rc = write_all(c->fd, c->out.data, c->out.size, OPEN_TIMEOUT_MS);
+    msgpack_sbuffer_clear(&c->out);
+    while (rc == 0) {
+        rc = proto_reader_next(&c->reader, &m, &err);
+        if (rc > 0) {
+            rc = m.type == PROTO_WELCOME ? 0 : -EPROTO;
+            c->session_id = m.type == PROTO_WELCOME ? m.u.welcome.session_id : -1;
+            proto_msg_free(&m);
+            return rc;
+        }
+        if (rc < 0)
+            return -EPROTO;
+        if (tc_now_ns() > deadline)
+            return -ETIMEDOUT;
+        rc = read_some(c->fd, &c->reader, 100);
+    }
+    return rc;
+}
+
+/* ---- the writer thread ---------------------------------------------------- */
+
+static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r)
+{
+    msgpack_pack_array(pk, r->dev ? 9 : 8);
+    msgpack_pack_uint64(pk, r->step);
+    msgpack_pack_uint32(pk, r->op);
+    msgpack_pack_uint64(pk, r->start);
+    msgpack_pack_uint64(pk, r->dur);
+    msgpack_pack_nil(pk); /* elements: the daemon takes the product of out_shape */
+    msgpack_pack_uint64(pk, r->mem);
+    if (r->shapes != NULL) {
+        msgpack_sbuffer_write(pk->data, r->shapes, r->shapes_len);
+    } else {
+        msgpack_pack_nil(pk);
+        msgpack_pack_nil(pk);
+    }
+    if (r->dev)
+        proto_pack_str(pk, c->devs[r->dev - 1]);
+}
+
+/* Moves up to `room` records from the rings into batches in out. Returns how many. */
+static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
+{
+    msgpack_packer pk;
+    size_t n = 0;
+
+    /* The lock keeps the ring list and the device table still while packing;
+     * recording threads never take it. */
+    pthread_mutex_lock(&c->mu);
+    msgpack_packer_init(&pk, batch, msgpack_sbuffer_write);
+    for (struct ring *r = c->rings; r != NULL && n < room; r = r->next) {
+        uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+        uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+        for (; tail != head && n < room; tail++, n++) {
+            struct rec *rec = &r->buf[tail & r->mask];
+            pack_rec(c, &pk, rec);
+            free(rec->shapes);
+        }
+        atomic_store_explicit(&r->tail, tail, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+/* Fills the output buffer: control messages first, then batches of what was drained. */
+static void fill(tc_client *c)
+{
+    msgpack_sbuffer body;
+    msgpack_packer pk;
+    size_t n;
+
+    msgpack_sbuffer_init(&body);
+    while (c->out.size - c->out_off < OUT_HIGH) {
+        msgpack_sbuffer_clear(&body);
+        n = drain(c, &body, BATCH_MAX);
+        pthread_mutex_lock(&c->mu); /* after the drain: every op it uses is queued by now */
+        msgpack_sbuffer_write(&c->out, c->control.data, c->control.size);
+        msgpack_sbuffer_clear(&c->control);
+        pthread_mutex_unlock(&c->mu);
+        if (n == 0)
+            break;
+        msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
+        proto_pack_batch_header(&pk, n);
+        msgpack_sbuffer_write(&c->out, body.data, body.size);
+    }
+    msgpack_sbuffer_destroy(&body);
+}
+
+static bool rings_empty(tc_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (struct ring *r = c->rings; r != NULL; r = r->next) {
+        if (atomic_load(&r->head) != atomic_load(&r->tail)) {
+            pthread_mutex_unlock(&c->mu);
+            return false;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return true;
+}
+
+static void handle_reply(tc_client *c, struct proto_msg *m)
+{
+    pthread_mutex_lock(&c->mu);
+    if (m->type == PROTO_ACK) {
+        c->flush_acked = m->u.ack.seq;
+        c->flush_rc = 0;
+    } else if (m->type == PROTO_ERROR && m->u.error.code != NULL &&
+               strcmp(m->u.error.code, PROTO_E_INTERNAL) == 0 && c->flush_sent > c->flush_acked) {
+        c->flush_acked = c->flush_sent; /* the daemon could not store what this flush covers */
+        c->flush_rc = -EIO;
+    } else if (m->type == PROTO_ERROR) {
+        c->broken = true;
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void writer_break(tc_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->broken = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Writes pending output; reads replies. Returns false once the connection is gone. */
+static bool writer_io(tc_client *c, int wait_ms)
+{
+    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    struct proto_error err;
+    struct proto_msg m;
+    int rc;
+
+    if (c->out_off < c->out.size)
+        pfd.events |= POLLOUT;
+    if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+        return false;
+    if (pfd.revents & POLLOUT) {
+        ssize_t w = send(c->fd, c->out.data + c->out_off, c->out.size - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            return false;
+        if (w > 0)
+            c->out_off += (size_t)w;
+        if (c->out_off == c->out.size) {
+            msgpack_sbuffer_clear(&c->out);
+            c->out_off = 0;
+        }
+    }
+    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (read_some(c->fd, &c->reader, 0) < 0)
+            return false;
+        while ((rc = proto_reader_next(&c->reader, &m, &err)) > 0) {
+            handle_reply(c, &m);
+            proto_msg_free(&m);
+        }
+        if (rc < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Counts what can no longer be sent as dropped (the connection is gone). */
+static void writer_discard(tc_client *c)
+{
+    msgpack_sbuffer sink;
+
+    msgpack_sbuffer_init(&sink);
+    for (size_t n; (n = drain(c, &sink, BATCH_MAX)) > 0; msgpack_sbuffer_clear(&sink))
+        atomic_fetch_add(&c->dropped, n);
+    msgpack_sbuffer_destroy(&sink);
+}
+
+static void *writer_thread(void *arg)
+{
+    tc_client *c = arg;
+    msgpack_packer pk;
+    bool closing, broken;
+    uint64_t req;
+
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        closing = c->closing;
+        broken = c->broken;
+        req = c->flush_req;
+        pthread_mutex_unlock(&c->mu);
+        if (broken) {
+            writer_discard(c);
+            if (closing)
+                break;
+            usleep(c->interval_ms * 1000);
+            continue;
+        }
+        if (c->out_off == c->out.size)
+            fill(c);
+        /* A flush goes out once everything recorded before it has been packed. */
+        if (req > c->flush_sent && c->out.size - c->out_off < OUT_HIGH && rings_empty(c)) {
+            msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
+            proto_pack_flush(&pk, req);
+            c->flush_sent = req;
+        }
+        if (closing && c->out_off == c->out.size && c->flush_sent == req && rings_empty(c))
+            break;
+        if (!writer_io(c, c->out_off < c->out.size ? 1 : (int)c->interval_ms))
+            writer_break(c);
+    }
+    return NULL;
+}
+
+/* ---- opening and closing --------------------------------------------------- */
+
+static tc_client *client_new(const tc_options *o)
+{
+    tc_client *c = calloc(1, sizeof(*c));
+    const char *dev = o->device ? o->device : getenv("TRACECTL_DEVICE");
+    const char *blk = getenv("TRACECTL_BLOCKING");
+
+    if (c == NULL)
+        return NULL;
+    c->fd = -1;
+    c->session_id = -1;
+    c->gen = atomic_fetch_add(&client_gen, 1);
+    c->blocking = o->blocking >= 0 ? o->blocking != 0 : (blk != NULL && strcmp(blk, "1") == 0);
+    c->ring_entries = DEFAULT_RING;
+    if (o->ring_entries >= 2) {
+        c->ring_entries = 2;
+        while (c->ring_entries < o->ring_entries)
+            c->ring_entries *= 2;
+    }
+    c->interval_ms = o->flush_interval_ms ? o->flush_interval_ms : DEFAULT_INTERVAL;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    msgpack_sbuffer_init(&c->control);
+    msgpack_sbuffer_init(&c->out);
+    if ((dev != NULL && *dev && (c->device = strdup(dev)) == NULL) ||
+        proto_reader_init(&c->reader, 0) < 0) {
+        free(c->device);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void client_free(tc_client *c)
+{
+    struct ring *r, *next;
+
+    for (r = c->rings; r != NULL; r = next) {
+        next = r->next;
+        for (uint64_t t = atomic_load(&r->tail); t != atomic_load(&r->head); t++)
+            free(r->buf[t & r->mask].shapes);
+        free(r->buf);
+        free(r->deferred);
+        free(r);
+    }
+    for (size_t i = 0; i < c->n_ops; i++)
+        free(c->ops[i]);
+    for (size_t i = 0; i < c->n_devs; i++)
+        free(c->devs[i]);
+    free(c->ops);
+    free(c->devs);
+    free(c->device);
+    msgpack_sbuffer_destroy(&c->control);
+    msgpack_sbuffer_destroy(&c->out);
+    proto_reader_deinit(&c->reader);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+}
+
+tc_client *tc_open(const tc_options *opts, int *err)
+{
+    const char *off = getenv("TRACECTL_DISABLE");
+    char path[512];
+    tc_options dflt;
+    tc_client *c;
+    int rc = 0;
+
+    if (opts == NULL) {
+        tc_options_init(&dflt);
+        opts = &dflt;
+    }
+    c = client_new(opts);
+    if (c == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (off != NULL && strcmp(off, "1") == 0) {
+        c->disabled = true;
+        goto out;
+    }
+    socket_path(opts, path, sizeof(path));
+    if ((c->fd = connect_socket(path)) < 0) {
+        rc = c->fd;
+        goto fail;
+    }
+    if ((rc = say_hello(c, opts)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)))
+        goto fail;
+    goto out;
+fail:
+    if (c->blocking) {
+        client_free(c);
+        c = NULL;
+    } else {
+        /* No daemon: a disabled client, so the program runs on at no cost. */
+        if (c->fd >= 0)
+            close(c->fd);
+        c->fd = -1;
+        c->disabled = true;
+    }
+out:
+    if (err != NULL)
+        *err = rc;
+    return c;
+}
+
+int tc_close(tc_client *c)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (c == NULL)
+        return 0;
+    if (c->disabled) {
+        client_free(c);
+        return 0;
+    }
+    rc = tc_flush(c, c->blocking ? -1 : CLOSE_TIMEOUT_MS);
+    pthread_mutex_lock(&c->mu);
+    c->closing = true;
+    if (rc == -ETIMEDOUT)
+        c->broken = true; /* give up on the rest: it is counted as dropped */
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (c->out_off == c->out.size && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
+        write_all(c->fd, sb.data, sb.size, 1000);
+    msgpack_sbuffer_destroy(&sb);
+    client_free(c);
+    return rc;
+}
+
+int tc_flush(tc_client *c, int timeout_ms)
+{
+    struct timespec deadline;
+    uint64_t seq;
+    int rc = 0;
+
+    if (c == NULL || c->disabled)
+        return -ENOTCONN;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&c->mu);
+    seq = ++c->flush_req;
+    while (c->flush_acked < seq && !c->broken && rc == 0) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&c->cv, &c->mu);
+        else if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT)
+            rc = -ETIMEDOUT;
+    }
+    if (rc == 0 && c->flush_acked < seq)
+        rc = -ENOTCONN;
+    if (rc == 0)
+        rc = c->flush_rc;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---- interning ------------------------------------------------------------ */
+
+static int grow(void *arrp, size_t *cap, size_t n)
+{
+    void **arr = arrp;
+    size_t ncap;
+    void *p;
+
+    if (n < *cap)
+        return 0;
+    ncap = *cap ? *cap * 2 : 16;
+    p = realloc(*arr, ncap * sizeof(char *));
+    if (p == NULL)
+        return -ENOMEM;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+uint32_t tc_op_cat(tc_client *c, const char *name, const char *category)
+{
+    struct proto_opdef def;
+    msgpack_packer pk;
+    size_t len = name ? strlen(name) : 0;
+    uint32_t id = 0;
+
+    if (c == NULL || c->disabled || len == 0 || len > PROTO_MAX_NAME ||
+        !proto_utf8_valid(name, len))
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_ops; i++)
+        if (strcmp(c->ops[i], name) == 0)
+            id = (uint32_t)i + 1;
+    if (id == 0 && grow(&c->ops, &c->cap_ops, c->n_ops) == 0 &&
+        (c->ops[c->n_ops] = strdup(name)) != NULL) {
+        id = (uint32_t)++c->n_ops;
+        def = (struct proto_opdef){.id = id, .name = (char *)name, .category = (char *)category};
+        msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
+        proto_pack_ops(&pk, &def, 1);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return id;
+}
+
+uint32_t tc_op(tc_client *c, const char *name)
+{
+    return tc_op_cat(c, name, NULL);
+}
+
+/* Index+1 of a device name in the client's table (0 on failure). Takes the lock. */
+static uint32_t device_id(tc_client *c, const char *name)
+{
+    uint32_t id = 0;
+
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_devs && id == 0; i++)
+        if (strcmp(c->devs[i], name) == 0)
+            id = (uint32_t)i + 1;
+    if (id == 0 && grow(&c->devs, &c->cap_devs, c->n_devs) == 0 &&
+        (c->devs[c->n_devs] = strdup(name)) != NULL)
+        id = (uint32_t)++c->n_devs;
+    pthread_mutex_unlock(&c->mu);
+    return id;
+}
+
+/* ---- recording --------------------------------------------------------------- */
+
+static struct ring *ring_new(tc_client *c)
+{
+    /* 64-byte aligned: head and tail sit on cache lines of their own. */
+    size_t size = (sizeof(struct ring) + 63) & ~(size_t)63;
+    struct ring *r = aligned_alloc(64, size);
+
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, size);
+    if ((r->buf = malloc(c->ring_entries * sizeof(struct rec))) == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->mask = c->ring_entries - 1;
+    pthread_mutex_lock(&c->mu);
+    r->next = c->rings;
+    c->rings = r;
+    pthread_mutex_unlock(&c->mu);
+    return r;
+}
+
+/*
+ * This thread's ring. The cache holds one client; a thread recording into
+ * several clients at once gets a new ring per switch (correct, not cheap).
+ */
+static struct ring *my_ring(tc_client *c)
+{
+    if (tls.gen == c->gen)
+        return tls.ring;
+    tls.ring = ring_new(c);
+    tls.gen = tls.ring != NULL ? c->gen : 0;
+    return tls.ring;
+}
+
+static void push(tc_client *c, struct ring *r, const struct rec *rec)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+    while (head - atomic_load_explicit(&r->tail, memory_order_acquire) > r->mask) {
+        if (!c->blocking || c->broken) {
+            atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+            free(rec->shapes);
+            return;
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    r->buf[head & r->mask] = *rec;
+    atomic_store_explicit(&r->head, head + 1, memory_order_release);
+}
+
+/* Packs out and in shapes as two msgpack objects (nil when absent). NULL when none given. */
+static char *pack_shapes(const tc_shape *out, const tc_shape *in, size_t n_in, uint32_t *len)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    if (out == NULL && (in == NULL || n_in == 0))
+        return NULL;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (out != NULL)
+        proto_pack_shape(&pk, out->dims, out->ndim > TC_MAX_DIMS ? TC_MAX_DIMS : out->ndim);
+    else
+        msgpack_pack_nil(&pk);
+    if (in != NULL && n_in > 0) {
+        n_in = n_in > TC_MAX_INPUTS ? TC_MAX_INPUTS : n_in;
+        msgpack_pack_array(&pk, n_in);
+        for (size_t i = 0; i < n_in; i++)
+            proto_pack_shape(&pk, in[i].dims, in[i].ndim > TC_MAX_DIMS ? TC_MAX_DIMS : in[i].ndim);
+    } else {
+        msgpack_pack_nil(&pk);
+    }
+    *len = (uint32_t)sb.size;
+    return sb.data; /* owned by the record: the writer frees it */
+}
+
+static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
+                   uint64_t mem, char *shapes, uint32_t shapes_len, uint32_t dev)
+{
+    struct rec rec = {.op = op,
+                      .dev = dev,
+                      .step = atomic_load_explicit(&c->step, memory_order_relaxed),
+                      .start = start,
+                      .dur = dur,
+                      .mem = mem,
+                      .shapes = shapes,
+                      .shapes_len = shapes_len};
+
+    push(c, r, &rec);
+}
+
+void tc_begin(tc_client *c, uint32_t op)
+{
+    struct ring *r;
+    uint64_t now;
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    now = tc_now_ns();
+    if (r->open)
+        record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, NULL, 0, 0);
+    r->open = true;
+    r->cur_op = op;
+    r->cur_start = now;
+}
+
+void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    struct ring *r;
+    uint32_t len = 0;
+    char *shapes;
+    uint64_t now;
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || !r->open)
+        return;
+    now = tc_now_ns();
+    shapes = pack_shapes(out, in, n_in, &len);
+    record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes, len, 0);
+    r->open = false;
+}
+
+void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, uint64_t mem_bytes,
+               const tc_shape *out, const tc_shape *in, size_t n_in, const char *device)
+{
+    struct ring *r;
+    uint32_t len = 0, dev = 0;
+    char *shapes;
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    if (device != NULL && *device && (dev = device_id(c, device)) == 0)
+        return;
+    shapes = pack_shapes(out, in, n_in, &len);
+    record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, len, dev);
+}
+
+void tc_defer(tc_client *c, uint32_t op)
+{
+    struct ring *r;
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    if (r->deferred == NULL && (r->deferred = malloc(DEFER_MAX * sizeof(*r->deferred))) == NULL)
+        return;
+    if (r->n_deferred == DEFER_MAX) {
+        atomic_fetch_add(&c->dropped, 1);
+        return;
+    }
+    r->deferred[r->n_deferred].op = op;
+    r->deferred[r->n_deferred++].start = tc_now_ns();
+}
+
+void tc_finalize(tc_client *c, uint64_t end_ns)
+{
+    struct ring *r;
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    for (size_t i = 0; i < r->n_deferred; i++) {
+        uint64_t start = r->deferred[i].start;
+        record(c, r, r->deferred[i].op, start, end_ns > start ? end_ns - start : 0, 0, NULL, 0, 0);
+    }
+    r->n_deferred = 0;
+}
+
+void tc_step(tc_client *c)
+{
+    if (c != NULL && !c->disabled)
+        atomic_fetch_add_explicit(&c->step, 1, memory_order_relaxed);
+}
+
+void tc_set_step(tc_client *c, uint64_t step)
+{
+    if (c != NULL && !c->disabled)
+        atomic_store_explicit(&c->step, step, memory_order_relaxed);
+}
+
+/* ---- metadata and figures ------------------------------------------------------ */
+
+static int meta(tc_client *c, struct proto_kv *kv)
+{
+    msgpack_packer pk;
+    int rc;
+
+    if (c == NULL || c->disabled)
+        return -ENOTCONN;
+    if (kv->key == NULL || strlen(kv->key) == 0 || strlen(kv->key) > PROTO_MAX_NAME ||
+        (kv->type == PROTO_V_STR && (kv->v.s == NULL || strlen(kv->v.s) > PROTO_MAX_NAME)))
+        return -EINVAL;
+    pthread_mutex_lock(&c->mu);
+    msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
+    rc = proto_pack_meta(&pk, kv, 1);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int tc_meta_str(tc_client *c, const char *key, const char *value)
+{
+    struct proto_kv kv = {.key = (char *)key, .type = PROTO_V_STR, .v.s = (char *)value};
+    return meta(c, &kv);
+}
+
+int tc_meta_int(tc_client *c, const char *key, int64_t value)
+{
+    struct proto_kv kv = {.key = (char *)key, .type = PROTO_V_INT, .v.i = value};
+    return meta(c, &kv);
+}
+
+int tc_meta_double(tc_client *c, const char *key, double value)
+{
+    struct proto_kv kv = {.key = (char *)key, .type = PROTO_V_FLOAT, .v.f = value};
+    return meta(c, &kv);
+}
+
+int tc_meta_bool(tc_client *c, const char *key, int value)
+{
+    struct proto_kv kv = {.key = (char *)key, .type = PROTO_V_BOOL, .v.b = value != 0};
+    return meta(c, &kv);
+}
+
+int tc_enabled(const tc_client *c)
+{
+    return c != NULL && !c->disabled;
+}
+
+uint64_t tc_dropped(const tc_client *c)
+{
+    return c != NULL ? atomic_load(&((tc_client *)c)->dropped) : 0;
+}
+
+uint64_t tc_recorded(const tc_client *c)
+{
+    tc_client *cc = (tc_client *)c;
+    uint64_t n;
+
+    if (c == NULL || c->disabled)
+        return 0;
+    /* Every record either went into a ring (its head counts it) or was refused. */
+    n = atomic_load(&cc->rejected);
+    pthread_mutex_lock(&cc->mu);
+    for (struct ring *r = cc->rings; r != NULL; r = r->next)
+        n += atomic_load(&r->head);
+    pthread_mutex_unlock(&cc->mu);
+    return n;
+}
+
+int64_t tc_session_id(const tc_client *c)
+{
+    return c != NULL && !c->disabled ? c->session_id : -1;
+}

@@ -1,0 +1,157 @@
+/*
+ * tracectl.h — libtracectl, the instrumentation library of tracectl.
+ *
+ * A program links it to send trace entries to tracectld (the daemon) over
+ * its Unix socket. Recording is cheap and never blocks the program: each
+ * thread appends fixed-size records to its own ring buffer, and a background
+ * thread encodes them into msgpack batches and writes them. When the daemon
+ * is slow or gone, a full ring drops entries and counts them; the count is
+ * sent at tc_close() and shows in `tracectl sessions` and reports. A
+ * blocking mode (tests, benchmarks, users who want no loss) waits instead.
+ *
+ *     tc_client *c = tc_open(NULL, NULL);          // session, rank... from the environment
+ *     uint32_t mm = tc_op(c, "matmul");            // intern once
+ *     tc_begin(c, mm);  ... work ...  tc_end(c, bytes, &out, in, 2);
+ *     tc_step(c);                                  // next training step
+ *     tc_close(c);                                 // flush, bye, free
+ *
+ * Every function is thread-safe and accepts a NULL or disabled client (then
+ * it does nothing). The library never prints, exits or aborts: errors are
+ * returned as negative errno values.
+ *
+ * Environment: TRACECTL_SOCKET, TRACECTL_SESSION (else SLURM_JOB_ID, else
+ * TORCHELASTIC_RUN_ID, else "default"), rank from RANK, OMPI_COMM_WORLD_RANK,
+ * PMI_RANK or SLURM_PROCID, world size from WORLD_SIZE, OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE or SLURM_NTASKS, TRACECTL_DEVICE, TRACECTL_DISABLE=1 (a disabled
+ * client), TRACECTL_BLOCKING=1 (blocking mode).
+ */
+#ifndef TRACECTL_H
+#define TRACECTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(TC_BUILDING_SHARED)
+#define TC_API __attribute__((visibility("default")))
+#else
+#define TC_API
+#endif
+
+#define TC_MAX_DIMS   16 /* dimensions of one shape (PROTOCOL.md) */
+#define TC_MAX_INPUTS 8  /* input shapes of one entry */
+
+typedef struct tc_client tc_client;
+
+/* A tensor shape: ndim dimensions (at most TC_MAX_DIMS). */
+typedef struct tc_shape {
+    uint32_t ndim;
+    uint64_t dims[TC_MAX_DIMS];
+} tc_shape;
+
+typedef struct tc_options {
+    const char *socket_path;    /* NULL: $TRACECTL_SOCKET, else the PROTOCOL.md default */
+    const char *session;        /* NULL: from the environment (see above) */
+    int64_t rank;               /* -1: from the environment, else absent */
+    int64_t world;              /* -1: from the environment, else absent */
+    const char *device;         /* NULL: $TRACECTL_DEVICE, else none */
+    const char *host;           /* NULL: gethostname() */
+    int blocking;               /* 1: wait for ring space instead of dropping; -1: environment */
+    size_t ring_entries;        /* per thread, a power of two; 0: 65536 (4 MiB per thread) */
+    unsigned flush_interval_ms; /* how often the writer thread drains; 0: 5 ms */
+} tc_options;
+
+/* Fills o with "take everything from the environment". */
+TC_API void tc_options_init(tc_options *o);
+
+/*
+ * Connects, says hello and waits for the daemon's welcome (up to 5 s).
+ * o may be NULL (all defaults). Returns a client, or:
+ * - TRACECTL_DISABLE=1: a disabled client (every call a no-op), *err = 0;
+ * - no daemon / a refused hello, default mode: a disabled client, *err set
+ *   to the negative errno (-ENOENT, -ECONNREFUSED, -EPROTO, ...);
+ * - the same in blocking mode: NULL, *err set.
+ * NULL is also returned on out of memory (*err = -ENOMEM). err may be NULL.
+ * The caller frees the client with tc_close().
+ */
+TC_API tc_client *tc_open(const tc_options *o, int *err);
+
+/* 1 when entries are being sent, 0 for a disabled (or NULL) client. */
+TC_API int tc_enabled(const tc_client *c);
+
+/*
+ * The id of an op name (UTF-8, 1..1024 bytes), interning it: the same name
+ * always gives the same id. category (NULL: the daemon classifies by name)
+ * is one short word: compute, comm, memory, io, other. Call it once per name
+ * and keep the id; it takes a lock. Returns 0 for a disabled client or a
+ * bad name (0 is never a valid id).
+ */
+TC_API uint32_t tc_op(tc_client *c, const char *name);
+TC_API uint32_t tc_op_cat(tc_client *c, const char *name, const char *category);
+
+/* Advances the step counter (0, 1, 2, ...) that every entry records. */
+TC_API void tc_step(tc_client *c);
+TC_API void tc_set_step(tc_client *c, uint64_t step);
+
+/* Begins op on this thread, ending (and recording) the thread's previous op first. */
+TC_API void tc_begin(tc_client *c, uint32_t op);
+/*
+ * Ends this thread's current op: mem_bytes its output occupies; out and in
+ * (n_in of them, at most TC_MAX_INPUTS) may be NULL. Without a current op
+ * it does nothing.
+ */
+TC_API void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                   size_t n_in);
+
+/* Records a complete entry; device NULL: the client's device. */
+TC_API void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                      uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in,
+                      const char *device);
+
+/*
+ * Deferred timing for asynchronous devices: tc_defer() notes that op starts
+ * now on this thread; tc_finalize() records every op this thread deferred
+ * since the last finalize, each ending at end_ns (e.g. after a device sync).
+ * At most 1024 pending per thread; more are dropped and counted.
+ */
+TC_API void tc_defer(tc_client *c, uint32_t op);
+TC_API void tc_finalize(tc_client *c, uint64_t end_ns);
+
+/* Metadata of this process (key and string at most 1024 bytes). 0 or a negative errno. */
+TC_API int tc_meta_str(tc_client *c, const char *key, const char *value);
+TC_API int tc_meta_int(tc_client *c, const char *key, int64_t value);
+TC_API int tc_meta_double(tc_client *c, const char *key, double value);
+TC_API int tc_meta_bool(tc_client *c, const char *key, int value);
+
+/*
+ * Sends everything recorded so far and waits for the daemon's ack: the
+ * entries are then on disk. timeout_ms < 0 waits forever. Returns 0,
+ * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone) or -EIO (the
+ * daemon could not store some entries).
+ */
+TC_API int tc_flush(tc_client *c, int timeout_ms);
+
+/*
+ * Flushes (up to 5 s, forever in blocking mode), sends bye with the dropped
+ * count, stops the background thread and frees the client. Returns what the
+ * flush returned (0 when all was acked). NULL is a no-op returning 0.
+ */
+TC_API int tc_close(tc_client *c);
+
+/* Entries dropped so far (full rings, a lost connection). */
+TC_API uint64_t tc_dropped(const tc_client *c);
+/* Entries recorded so far (sent or not). */
+TC_API uint64_t tc_recorded(const tc_client *c);
+/* The session id the daemon gave, -1 for a disabled client. */
+TC_API int64_t tc_session_id(const tc_client *c);
+/* CLOCK_MONOTONIC in nanoseconds: the clock entries use. */
+TC_API uint64_t tc_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
