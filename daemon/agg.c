@@ -92,8 +92,10 @@ static void agg_reset_deltas(struct agg *a)
 {
     a->entries = a->total = a->peak = a->bytes = a->end = 0;
     a->begin = UINT64_MAX;
-    memset(a->ops, 0, a->n_ops * sizeof(*a->ops));
-    memset(a->devs, 0, a->n_devs * sizeof(*a->devs));
+    if (a->n_ops > 0)
+        memset(a->ops, 0, a->n_ops * sizeof(*a->ops));
+    if (a->n_devs > 0)
+        memset(a->devs, 0, a->n_devs * sizeof(*a->devs));
     u32map_deinit(&a->hist_index);
     u32map_init(&a->hist_index);
     a->n_hist = 0;
