@@ -75,7 +75,9 @@ static int producer(int r)
     }
     if (tc_flush(c, 20000) != 0)
         return 11;
-    return tc_close(c) == 0 && tc_dropped(c) == 0 ? 0 : 12;
+    if (tc_dropped(c) != 0)
+        return 12;
+    return tc_close(c) == 0 ? 0 : 13;
 }
 
 struct expect {
