@@ -88,8 +88,10 @@ static int export_open(struct export_work *w, msgpack_packer *pk)
     sqlite3_busy_timeout(w->db, 5000);
     if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(w->db,
-                           "SELECT process_id, step, op_id, device_id, start_ns, dur_ns,"
-                           " elements, mem_bytes, out_shape, in_shapes FROM entries ORDER BY rowid",
+                           "SELECT e.process_id, e.step, e.op_id, e.device_id, e.start_ns,"
+                           " e.dur_ns, coalesce(e.elements, s.elements, 0), e.mem_bytes,"
+                           " s.out_shape, s.in_shapes FROM entries e"
+                           " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid",
                            -1, &w->rows, NULL) != SQLITE_OK)
         return -EIO;
     proto_pack_ok_header(pk);

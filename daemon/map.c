@@ -1,4 +1,4 @@
-/* map.c — see map.h. FNV-1a for strings, a multiplicative hash for integers. */
+/* map.c — see map.h. FNV-1a for byte keys, a multiplicative hash for integers. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +29,7 @@ void strmap_deinit(struct strmap *m)
     for (size_t i = 0; i < m->cap; i++)
         free(m->keys[i]);
     free(m->keys);
+    free(m->lens);
     free(m->vals);
     memset(m, 0, sizeof(*m));
 }
@@ -37,7 +38,7 @@ static size_t strmap_slot(const struct strmap *m, const char *key, size_t len)
 {
     size_t i = hash_bytes(key, len) & (m->cap - 1);
 
-    while (m->keys[i] != NULL && !(strlen(m->keys[i]) == len && memcmp(m->keys[i], key, len) == 0))
+    while (m->keys[i] != NULL && !(m->lens[i] == len && memcmp(m->keys[i], key, len) == 0))
         i = (i + 1) & (m->cap - 1);
     return i;
 }
@@ -60,21 +61,25 @@ static int strmap_grow(struct strmap *m)
     struct strmap n = {.cap = m->cap ? m->cap * 2 : 16};
 
     n.keys = calloc(n.cap, sizeof(*n.keys));
+    n.lens = calloc(n.cap, sizeof(*n.lens));
     n.vals = calloc(n.cap, sizeof(*n.vals));
-    if (n.keys == NULL || n.vals == NULL) {
+    if (n.keys == NULL || n.lens == NULL || n.vals == NULL) {
         free(n.keys);
+        free(n.lens);
         free(n.vals);
         return -ENOMEM;
     }
     for (size_t i = 0; i < m->cap; i++) {
         if (m->keys[i] != NULL) {
-            size_t j = strmap_slot(&n, m->keys[i], strlen(m->keys[i]));
+            size_t j = strmap_slot(&n, m->keys[i], m->lens[i]);
             n.keys[j] = m->keys[i];
+            n.lens[j] = m->lens[i];
             n.vals[j] = m->vals[i];
         }
     }
     n.len = m->len;
     free(m->keys);
+    free(m->lens);
     free(m->vals);
     *m = n;
     return 0;
@@ -94,6 +99,7 @@ int strmap_put(struct strmap *m, const char *key, size_t len, uint32_t val)
     k[len] = '\0';
     i = strmap_slot(m, key, len);
     m->keys[i] = k;
+    m->lens[i] = len;
     m->vals[i] = val;
     m->len++;
     return 0;

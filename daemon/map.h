@@ -1,7 +1,8 @@
 /*
- * map — two small open-addressing hash tables used on the loop thread:
- * strmap (owned string key → uint32) for interning op and device names per
- * session, and u32map (uint32 → uint32) for a connection's op ids.
+ * map — two small open-addressing hash tables: strmap (owned byte-string
+ * key of any bytes, NUL included → uint32) for interning op and device names
+ * per session (loop thread) and shapes per session file (writer thread), and
+ * u32map (uint32 → uint32) for a connection's op ids.
  * Neither is thread-safe; both grow at 50 % load. Values are never 0-based
  * sentinels: lookups say whether the key was found.
  */
@@ -14,6 +15,7 @@
 
 struct strmap {
     char **keys;
+    size_t *lens;
     uint32_t *vals;
     size_t cap, len;
 };

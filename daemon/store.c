@@ -28,8 +28,12 @@ struct wsess {
     int64_t id;
     sqlite3 *db;
     bool in_txn;
-    struct u32map lost; /* process id → entries that failed to be stored */
-    struct agg *agg;    /* report aggregates, updated with every insert */
+    struct u32map lost;       /* process id → entries that failed to be stored */
+    struct agg *agg;          /* report aggregates, updated with every insert */
+    struct strmap shapes;     /* (out_shape, in_shapes) bytes → shapes.id */
+    uint64_t *shape_elements; /* shapes.elements by id */
+    uint32_t n_shapes;
+    sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
 };
 
@@ -152,6 +156,9 @@ void store_job_free(struct store_job *job)
 static void wsess_close(struct wsess *w)
 {
     u32map_deinit(&w->lost);
+    strmap_deinit(&w->shapes);
+    free(w->shape_elements);
+    sqlite3_finalize(w->ins_shape);
     agg_free(w->agg);
     sqlite3_finalize(w->ins_entry);
     sqlite3_finalize(w->ins_op);
@@ -171,7 +178,9 @@ static int wsess_prepare(struct store *s, struct wsess *w)
     } stmts[] = {
         {offsetof(struct wsess, ins_entry),
          "INSERT INTO entries(process_id, step, op_id, device_id, start_ns, dur_ns, elements,"
-         " mem_bytes, out_shape, in_shapes) VALUES (?,?,?,?,?,?,?,?,?,?)"},
+         " mem_bytes, shape_id) VALUES (?,?,?,?,?,?,?,?,?)"},
+        {offsetof(struct wsess, ins_shape),
+         "INSERT INTO shapes(id, out_shape, in_shapes, elements) VALUES (?,?,?,?)"},
         {offsetof(struct wsess, ins_op), "INSERT INTO ops(id, name, category) VALUES (?,?,?)"},
         {offsetof(struct wsess, ins_dev), "INSERT INTO devices(id, name) VALUES (?,?)"},
         {offsetof(struct wsess, ins_proc),
@@ -310,6 +319,63 @@ static int step_reset(struct store *s, sqlite3 *db, sqlite3_stmt *st, const char
     return store_check(s, db, rc, what);
 }
 
+/* The product of a canonical msgpack shape's dimensions (0 for none), saturating. */
+static uint64_t shape_product(const char *blob, uint32_t len)
+{
+    msgpack_unpacked u;
+    uint64_t p = 0;
+
+    msgpack_unpacked_init(&u);
+    if (len > 0 && msgpack_unpack_next(&u, blob, len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size > 0) {
+        p = 1;
+        for (uint32_t i = 0; i < u.data.via.array.size; i++) {
+            uint64_t d = u.data.via.array.ptr[i].via.u64;
+            p = d != 0 && p > (uint64_t)INT64_MAX / d ? (uint64_t)INT64_MAX : p * d;
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    return p;
+}
+
+/*
+ * The shapes.id of an entry's (out_shape, in_shapes), interning a new pair;
+ * 0 for an entry without shapes, -1 on error.
+ */
+static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_batch *b,
+                        const struct proto_entry *e)
+{
+    char key[8 + 2 * 1024 + 2048];
+    uint32_t id, klen = 4 + e->out_len + e->in_len;
+    sqlite3_stmt *st = w->ins_shape;
+    uint64_t *p;
+
+    if (e->out_len == 0 && e->in_len == 0)
+        return 0;
+    if (klen > sizeof(key))
+        return -1;
+    memcpy(key, &e->out_len, 4); /* the split between the two */
+    memcpy(key + 4, b->blob + e->out_off, e->out_len);
+    memcpy(key + 4 + e->out_len, b->blob + e->in_off, e->in_len);
+    if (strmap_get(&w->shapes, key, klen, &id))
+        return id;
+    id = w->n_shapes + 1;
+    if ((p = realloc(w->shape_elements, (id + 1) * sizeof(*p))) == NULL)
+        return -1;
+    w->shape_elements = p;
+    p[id] = shape_product(b->blob + e->out_off, e->out_len);
+    sqlite3_bind_int64(st, 1, id);
+    if (e->out_len)
+        sqlite3_bind_blob(st, 2, b->blob + e->out_off, (int)e->out_len, SQLITE_STATIC);
+    if (e->in_len)
+        sqlite3_bind_blob(st, 3, b->blob + e->in_off, (int)e->in_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (int64_t)p[id]);
+    if (step_reset(s, w->db, st, "insert shape") < 0 || strmap_put(&w->shapes, key, klen, id) < 0)
+        return -1;
+    w->n_shapes = id;
+    return id;
+}
+
 static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
 {
     const struct proto_batch *b = &job->u.batch.b;
@@ -326,18 +392,21 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             sqlite3_bind_int64(st, 4, job->u.batch.dev_ids[i]);
         else
             sqlite3_bind_null(st, 4);
+        int64_t shape = shape_id(s, w, b, e);
+        if (shape < 0)
+            return store_check(s, w->db, SQLITE_NOMEM, "intern a shape");
         sqlite3_bind_int64(st, 5, (int64_t)e->start_ns);
         sqlite3_bind_int64(st, 6, (int64_t)e->dur_ns);
-        sqlite3_bind_int64(st, 7, (int64_t)e->elements);
+        /* elements equal to its shape's product are implied: NULL takes no bytes */
+        if (shape > 0 && e->elements == w->shape_elements[shape])
+            sqlite3_bind_null(st, 7);
+        else
+            sqlite3_bind_int64(st, 7, (int64_t)e->elements);
         sqlite3_bind_int64(st, 8, (int64_t)e->mem_bytes);
-        if (e->out_len)
-            sqlite3_bind_blob(st, 9, b->blob + e->out_off, (int)e->out_len, SQLITE_STATIC);
+        if (shape > 0)
+            sqlite3_bind_int64(st, 9, shape);
         else
             sqlite3_bind_null(st, 9);
-        if (e->in_len)
-            sqlite3_bind_blob(st, 10, b->blob + e->in_off, (int)e->in_len, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 10);
         rc = sqlite3_step(st);
         sqlite3_reset(st);
         if (rc != SQLITE_DONE)

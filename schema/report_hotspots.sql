@@ -2,11 +2,12 @@
 -- first; ties: earlier start_ns first, then insertion order (rowid).
 -- Columns: as report_slowest.sql.
 SELECT o.name, p.rank, d.name, e.step, e.start_ns, e.dur_ns, e.mem_bytes,
-       e.out_shape, e.in_shapes
+       s.out_shape, s.in_shapes
 FROM entries e
 JOIN ops o ON o.id = e.op_id
 LEFT JOIN processes p ON p.id = e.process_id
 LEFT JOIN devices d ON d.id = e.device_id
+LEFT JOIN shapes s ON s.id = e.shape_id
 WHERE e.mem_bytes > ?2
 ORDER BY e.mem_bytes DESC, e.start_ns ASC, e.rowid ASC
 LIMIT ?1;

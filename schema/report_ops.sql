@@ -5,8 +5,9 @@
 -- Columns: id, name, category, calls, total_ns, min_ns, max_ns, mem_bytes,
 -- elements.
 SELECT o.id, o.name, o.category, count(*), sum(e.dur_ns), min(e.dur_ns),
-       max(e.dur_ns), sum(e.mem_bytes), sum(e.elements)
+       max(e.dur_ns), sum(e.mem_bytes), sum(coalesce(e.elements, s.elements, 0))
 FROM entries e
 JOIN ops o ON o.id = e.op_id
+LEFT JOIN shapes s ON s.id = e.shape_id
 GROUP BY o.id
 ORDER BY o.id;

@@ -1,6 +1,6 @@
 -- One SQLite file per session: DATA_DIR/sessions/<id>.db.
--- Entries refer to ops, devices and processes by integer id; shapes are
--- canonical msgpack blobs (an array of uint; an array of arrays of uint).
+-- Entries refer to ops, devices, processes and shapes by integer id; shapes
+-- are canonical msgpack blobs (an array of uint; an array of arrays of uint).
 -- The view `trace` shows every entry with its names, for people using sqlite3.
 PRAGMA user_version = 1;
 CREATE TABLE IF NOT EXISTS info (
@@ -35,6 +35,14 @@ CREATE TABLE IF NOT EXISTS devices (
     id          INTEGER PRIMARY KEY,
     name        TEXT NOT NULL UNIQUE
 );
+-- Shapes repeat constantly (the same layers every step): each distinct pair
+-- of (out_shape, in_shapes) is stored once; entries refer to it.
+CREATE TABLE IF NOT EXISTS shapes (
+    id          INTEGER PRIMARY KEY,
+    out_shape   BLOB,                  -- canonical msgpack array of uint, or NULL
+    in_shapes   BLOB,                  -- canonical msgpack array of arrays, or NULL
+    elements    INTEGER NOT NULL       -- the product of out_shape (0 without one)
+);
 CREATE TABLE IF NOT EXISTS entries (
     process_id  INTEGER NOT NULL,
     step        INTEGER NOT NULL,
@@ -42,20 +50,20 @@ CREATE TABLE IF NOT EXISTS entries (
     device_id   INTEGER,               -- NULL: no device
     start_ns    INTEGER NOT NULL,
     dur_ns      INTEGER NOT NULL,
-    elements    INTEGER NOT NULL,
+    elements    INTEGER,               -- NULL: the product of its out_shape (shapes.elements)
     mem_bytes   INTEGER NOT NULL,
-    out_shape   BLOB,
-    in_shapes   BLOB
+    shape_id    INTEGER                -- NULL: no shapes
 );
 CREATE VIEW IF NOT EXISTS trace AS
     SELECT e.rowid AS id, p.rank AS rank, e.step AS step, o.name AS op,
            o.category AS category, d.name AS device, e.start_ns AS start_ns,
-           e.dur_ns AS dur_ns, e.elements AS elements, e.mem_bytes AS mem_bytes,
-           e.out_shape AS out_shape, e.in_shapes AS in_shapes
+           e.dur_ns AS dur_ns, coalesce(e.elements, s.elements, 0) AS elements,
+           e.mem_bytes AS mem_bytes, s.out_shape AS out_shape, s.in_shapes AS in_shapes
     FROM entries e
     JOIN ops o ON o.id = e.op_id
     JOIN processes p ON p.id = e.process_id
-    LEFT JOIN devices d ON d.id = e.device_id;
+    LEFT JOIN devices d ON d.id = e.device_id
+    LEFT JOIN shapes s ON s.id = e.shape_id;
 
 -- Report aggregates, kept up to date by the writer in the same transaction
 -- as the entries they summarise (info.aggregates = 1 while they are exact;

@@ -41,12 +41,39 @@
 
 static char db_path[64];
 
+/*
+ * The data set is written as entries with their shapes inline (the order of
+ * the columns of entries_v1 below); this per-connection view interns the
+ * shapes into the shapes table as the daemon's writer does, with elements
+ * kept explicit.
+ */
+static const char entries_v1_sql[] =
+    "CREATE TEMP VIEW IF NOT EXISTS entries_v1 AS SELECT NULL AS process_id, NULL AS step,"
+    " NULL AS op_id, NULL AS device_id, NULL AS start_ns, NULL AS dur_ns, NULL AS elements,"
+    " NULL AS mem_bytes, NULL AS out_shape, NULL AS in_shapes;"
+    "CREATE TEMP TRIGGER IF NOT EXISTS entries_v1_insert INSTEAD OF INSERT ON entries_v1 BEGIN"
+    " INSERT INTO shapes(out_shape, in_shapes, elements) SELECT NEW.out_shape, NEW.in_shapes, 0"
+    "  WHERE (NEW.out_shape IS NOT NULL OR NEW.in_shapes IS NOT NULL) AND NOT EXISTS (SELECT 1"
+    "  FROM shapes WHERE out_shape IS NEW.out_shape AND in_shapes IS NEW.in_shapes);"
+    " INSERT INTO entries VALUES (NEW.process_id, NEW.step, NEW.op_id, NEW.device_id,"
+    "  NEW.start_ns, NEW.dur_ns, NEW.elements, NEW.mem_bytes, (SELECT id FROM shapes WHERE"
+    "  out_shape IS NEW.out_shape AND in_shapes IS NEW.in_shapes));"
+    " END;";
+
+static void db_open_v1(sqlite3 **db)
+{
+    char *msg = NULL;
+
+    cr_assert_eq(sqlite3_open(db_path, db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(*db, entries_v1_sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
+}
+
 static void db_exec(const char *sql)
 {
     sqlite3 *db = NULL;
     char *msg = NULL;
 
-    cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+    db_open_v1(&db);
     cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s", msg);
     sqlite3_close(db);
 }
@@ -85,7 +112,7 @@ static const char data_sql[] =
     " (2, 'allreduce', 'comm'), (3, 'memcpy_h2d', 'memory'), (4, 'a_op', 'compute'),"
     " (5, 'B_op', 'compute'), (6, 'unused', 'compute'), (7, 'barrier', 'comm'),"
     " (8, 'broadcast_to', 'compute');"
-    "INSERT INTO entries (process_id, step, op_id, device_id, start_ns, dur_ns, elements,"
+    "INSERT INTO entries_v1 (process_id, step, op_id, device_id, start_ns, dur_ns, elements,"
     " mem_bytes, out_shape, in_shapes) VALUES"
     " (1, 0, 2, 2, 2000, 500, 0, 0, NULL, NULL),"
     " (2, 0, 2, 1, 1500, 500, 0, 0, NULL, NULL),"
@@ -240,13 +267,13 @@ Test(query, percentiles_many)
             "INSERT INTO ops (id, name, category) VALUES (5, 'k', 'compute'), (2, 'j', 'x');");
     for (unsigned i = 0; i < 100; i++) {
         snprintf(sql, sizeof(sql),
-                 "INSERT INTO entries VALUES (1, %u, 5, NULL, %u, %u, 0, 0, NULL, NULL);", i,
+                 "INSERT INTO entries_v1 VALUES (1, %u, 5, NULL, %u, %u, 0, 0, NULL, NULL);", i,
                  i * 1000, (37 * i) % 100 + 1);
         db_exec(sql);
         if (i < 5) {
             snprintf(sql, sizeof(sql),
-                     "INSERT INTO entries VALUES (1, %u, 2, NULL, %u, %llu, 0, 0, NULL, NULL);", i,
-                     i * 1000 + 1, (unsigned long long)jd[i]);
+                     "INSERT INTO entries_v1 VALUES (1, %u, 2, NULL, %u, %llu, 0, 0, NULL, NULL);",
+                     i, i * 1000 + 1, (unsigned long long)jd[i]);
             db_exec(sql);
         }
     }
@@ -545,9 +572,9 @@ Test(query, reads_committed_snapshot)
 
     db_exec(data_sql);
     /* A writer in the middle of a transaction, as the store is while ingesting. */
-    cr_assert_eq(sqlite3_open(db_path, &w), SQLITE_OK);
+    db_open_v1(&w);
     cr_assert_eq(sqlite3_exec(w,
-                              "BEGIN IMMEDIATE; INSERT INTO entries VALUES"
+                              "BEGIN IMMEDIATE; INSERT INTO entries_v1 VALUES"
                               " (1, 2, 1, 2, 5000, 7, 0, 0, NULL, NULL);",
                               NULL, NULL, NULL),
                  SQLITE_OK);
