@@ -13,7 +13,10 @@
 #include "control.h"
 #include "log.h"
 
-#define READ_SIZE (64u << 10)
+/* Bytes asked of each read: small, so 1,000 stalled connections hold ~16 MiB at most. */
+#define READ_SIZE (16u << 10)
+/* Replies queued but unread beyond this stop a connection's requests until it reads. */
+#define WRITE_HIGH (1u << 20)
 
 struct conn_write {
     uv_write_t req;
@@ -74,10 +77,17 @@ void conn_close(struct conn *c)
 static void conn_write_cb(uv_write_t *req, int status)
 {
     struct conn_write *w = (struct conn_write *)req;
+    struct conn *c = (struct conn *)req->handle;
 
     free(w->data);
     free(w);
     (void)status; /* a failed write shows up as a read error or EOF too */
+    if (c->throttled && !c->closed &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) < WRITE_HIGH / 2) {
+        c->throttled = false;
+        conn_process(c);
+        conn_update_reading(c);
+    }
 }
 
 void conn_send(struct conn *c, msgpack_sbuffer *sb)
@@ -88,6 +98,13 @@ void conn_send(struct conn *c, msgpack_sbuffer *sb)
     if (c->closed || (w = malloc(sizeof(*w))) == NULL) {
         msgpack_sbuffer_destroy(sb);
         return;
+    }
+    /* An sbuffer grows in 8 KiB steps: a small reply waiting in the queue
+     * should not hold that much. */
+    if (sb->alloc > sb->size + 1024) {
+        char *p = realloc(sb->data, sb->size ? sb->size : 1);
+        if (p != NULL)
+            sb->data = p;
     }
     w->data = sb->data;
     buf = uv_buf_init(sb->data, (unsigned)sb->size);
@@ -414,7 +431,13 @@ static void conn_process(struct conn *c)
     struct proto_msg m;
     int rc;
 
-    while (!c->closed && !c->failed && !c->busy && !c->paused) {
+    while (!c->closed && !c->failed && !c->busy && !c->paused && !c->throttled) {
+        /* A peer that sends requests but never reads the replies gets no more
+         * answers (and no more of its bytes are read) until it catches up. */
+        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > WRITE_HIGH) {
+            c->throttled = true;
+            break;
+        }
         rc = proto_reader_next(&c->reader, &m, &err);
         if (rc == 0)
             break;
@@ -460,7 +483,7 @@ static void conn_update_reading(struct conn *c)
 {
     if (c->closed)
         return;
-    if (c->failed || c->busy || c->paused)
+    if (c->failed || c->busy || c->paused || c->throttled)
         uv_read_stop((uv_stream_t *)&c->pipe);
     else
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);

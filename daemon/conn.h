@@ -33,6 +33,7 @@ struct conn {
     bool failed;      /* an error was sent: ignore further input */
     bool paused;      /* reading stopped for backpressure */
     bool busy;        /* a control request is in flight: replies stay in order */
+    bool throttled;   /* too many replies unread: reading stops until the peer reads */
     unsigned refs;    /* outstanding flush jobs and work items */
     int64_t uid, pid; /* SO_PEERCRED; -1 unknown */
     bool admin;       /* root or a member of the admin group: sees every session */

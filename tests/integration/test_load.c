@@ -1,0 +1,201 @@
+/*
+ * test_load.c — tracectld under load and slow peers: 1,000 connections,
+ * most idle or stalled halfway through a message, while a producer streams;
+ * running out of file descriptors; a control client that never reads.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct tdaemon d;
+
+static void fini(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(load, .fini = fini, .timeout = 120);
+
+/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
+static long proc_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    long v = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
+            v = atol(line + strlen(field) + 1);
+    fclose(f);
+    return v;
+}
+
+/* utime + stime of a process in clock ticks. */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    long long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+        char *p = strrchr(buf, ')');
+        /* fields after the command: state(3) ... utime(14) stime(15) */
+        if (p != NULL)
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st);
+    }
+    fclose(f);
+    return ut + st;
+}
+
+static void raise_nofile(rlim_t want)
+{
+    struct rlimit rl;
+
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_max < want)
+        cr_skip_test("the fd limit's hard cap (%llu) is below %llu",
+                     (unsigned long long)rl.rlim_max, (unsigned long long)want);
+    rl.rlim_cur = want;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+}
+
+Test(load, thousand_idle_and_stalled_connections)
+{
+    enum { IDLE = 500, STALLED = 500, ENTRIES = 50000 };
+    static int fds[IDLE + STALLED];
+    long long id;
+
+    raise_nofile(4096); /* the daemon inherits it */
+    harness_daemon_start(&d, NULL);
+    long rss0 = proc_kib(d.pid, "VmRSS");
+    for (int i = 0; i < IDLE; i++) {
+        fds[i] = raw_connect(d.sock);
+        cr_assert_geq(fds[i], 0, "connection %d refused", i);
+    }
+    /* stalled: a hello, then the first 100 bytes of a batch of 100,000 entries
+     * (complete 5-byte entries [0, 1, 0, 0]), then nothing */
+    static char partial[100];
+    memcpy(partial,
+           "\x92\xa5"
+           "batch"
+           "\xdd\x00\x01\x86\xa0",
+           12);
+    for (int i = 12; i < (int)sizeof(partial); i++)
+        partial[i] = "\x94\x00\x01\x00\x00"[(i - 12) % 5];
+    for (int i = IDLE; i < IDLE + STALLED; i++) {
+        fds[i] = raw_producer(d.sock, "stalled", i, -1, NULL, NULL);
+        cr_assert_eq(send(fds[i], partial, sizeof(partial), MSG_NOSIGNAL),
+                     (ssize_t)sizeof(partial));
+    }
+    /* meanwhile a producer streams and everything it sends is stored */
+    int fd = raw_producer(d.sock, "busy", 0, 1, "gpu:0", &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (int k = 0; k < ENTRIES / 1000; k++)
+        raw_send_batch(fd, 1, 1000, (uint64_t)k * 1000000, 5);
+    cr_assert_eq(raw_flush(fd, 1), ENTRIES);
+    /* the daemon saw them all and its memory stayed bounded */
+    struct proto_reader r;
+    int cfd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &cfd);
+    cr_assert_geq(obj_u64(obj_get(&o->via.array.ptr[1], "connections")), IDLE + STALLED + 1);
+    proto_reader_deinit(&r);
+    close(cfd);
+    long rss = proc_kib(d.pid, "VmRSS");
+    cr_assert_lt(rss - rss0, 64 * 1024, "1,000 connections cost %ld KiB", rss - rss0);
+    for (int i = 0; i < IDLE + STALLED; i++)
+        close(fds[i]);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+}
+
+Test(load, out_of_file_descriptors_pauses_instead_of_spinning)
+{
+    enum { N = 80 };
+    int fds[N], opened = 0;
+    char pid[16], lim[32];
+
+    raise_nofile(1024);
+    harness_daemon_start(&d, NULL);
+    snprintf(pid, sizeof(pid), "%d", (int)d.pid);
+    snprintf(lim, sizeof(lim), "--nofile=48:48");
+    char *argv[] = {"prlimit", "--pid", pid, lim, NULL};
+    if (harness_run(NULL, argv) != 0)
+        cr_skip_test("prlimit is not available");
+    for (int i = 0; i < N; i++) {
+        fds[i] = raw_connect(d.sock);
+        if (fds[i] >= 0)
+            opened++;
+    }
+    usleep(300000);
+    long long t0 = cpu_ticks(d.pid);
+    usleep(1000000);
+    long long used = cpu_ticks(d.pid) - t0;
+    long hz = sysconf(_SC_CLK_TCK);
+    cr_assert_lt(used, hz / 2, "the daemon used %lld ticks of %ld in 1 s: spinning", used, hz);
+    for (int i = 0; i < N; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    usleep(300000);
+    /* it accepts again once descriptors are free */
+    struct proto_reader r;
+    int cfd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    cr_assert_gt(opened, 0);
+}
+
+Test(load, control_client_that_never_reads)
+{
+    enum { REQUESTS = 200000 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct proto_request req;
+
+    harness_daemon_start(&d, NULL);
+    long rss0 = proc_kib(d.pid, "VmRSS");
+    int lazy = raw_connect(d.sock);
+    /* pipeline status requests and never read a reply */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_request_init(&req);
+    for (int i = 0; i < 1000; i++)
+        proto_pack_request(&pk, PROTO_STATUS, &req);
+    int sent = 0;
+    for (int i = 0; i < REQUESTS / 1000; i++) {
+        ssize_t n = send(lazy, sb.data, sb.size, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < (ssize_t)sb.size)
+            break; /* the daemon stopped reading us: exactly what should happen */
+        sent += 1000;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    usleep(300000);
+    /* others are served, and the unread replies did not pile up without bound */
+    struct proto_reader r;
+    int cfd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    proto_reader_deinit(&r);
+    close(cfd);
+    long rss = proc_kib(d.pid, "VmRSS");
+    cr_assert_lt(rss - rss0, 48 * 1024, "unread replies grew the daemon by %ld KiB (%d sent)",
+                 rss - rss0, sent);
+    cr_assert_lt(sent, REQUESTS, "the daemon kept reading a client that never reads");
+    close(lazy);
+}
