@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli_delete.h"
+#include "cli_export.h"
 #include "cli_json.h"
 #include "cli_report.h"
 #include "cli_sessions.h"
@@ -46,6 +47,7 @@ static const struct cli_command cli_commands[] = {
     {"report", NULL, "show the analysis report of one session", cli_report_usage, cli_report_run},
     {"status", NULL, "show the daemon's figures", cli_status_usage, cli_status_run},
     {"rm", "delete", "delete an ended session", cli_delete_usage, cli_delete_run},
+    {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
     {"help", NULL, "show this help, or a command's help", cli_help_usage, cli_help_run},
 };
 

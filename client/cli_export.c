@@ -1,0 +1,402 @@
+/*
+ * cli_export — `tracectl export` (see cli_export.h).
+ */
+#include "cli_export.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_export_chrome.h"
+#include "cli_export_collapsed.h"
+#include "cli_export_csv.h"
+#include "cli_export_perfetto.h"
+#include "cli_obj.h"
+
+#define CLI_EXPORT_CHUNK 65536
+
+const char cli_export_usage[] =
+    "Usage: tracectl export <id|name> --format FMT [-o FILE]\n"
+    "                       [--weight time|memory|calls]\n"
+    "\n"
+    "Writes every entry of one session in a format other tools read. The\n"
+    "entries stream from the daemon, so memory stays small whatever the size\n"
+    "of the session. An all-digits argument is a session id; anything else\n"
+    "names the newest session of that name. A live session is exported as far\n"
+    "as it has been stored.\n"
+    "\n"
+    "Formats:\n"
+    "  csv        a header, then one row per entry (rank, pid, host, step, op,\n"
+    "             category, device, start_ns, dur_ns, elements, mem_bytes,\n"
+    "             out_shape, in_shapes); RFC 4180 quoting and CRLF line ends\n"
+    "  collapsed  flame-graph collapsed stacks, one line per distinct\n"
+    "             \"<session>;<device>;<op> <weight>\" (device \"unknown\" when\n"
+    "             none), sorted; for flamegraph.pl, speedscope, inferno\n"
+    "  chrome     Chrome trace-event JSON: one process per rank, one thread per\n"
+    "             device, one complete event per entry; for chrome://tracing\n"
+    "             and ui.perfetto.dev\n"
+    "  perfetto   a binary Perfetto trace (.pftrace): one process track per\n"
+    "             rank, one track per device under it, one slice per entry;\n"
+    "             for ui.perfetto.dev and trace_processor\n"
+    "\n"
+    "Options:\n"
+    "  -f, --format FMT        csv, collapsed, chrome or perfetto (required)\n"
+    "  -o, --output FILE       write to FILE instead of standard output; FILE\n"
+    "                          is replaced only once the export is complete\n"
+    "  -w, --weight W          collapsed only: what a stack weighs: time (µs:\n"
+    "                          the sum of max(1, round(dur_ns / 1000)); the\n"
+    "                          default), memory (the sum of mem_bytes) or calls\n"
+    "      --socket PATH       the daemon's socket (see tracectl --help)\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Example:\n"
+    "  tracectl export job-42 --format perfetto -o job-42.pftrace\n"
+    "  tracectl export job-42 --format chrome -o job-42.json\n"
+    "  tracectl export 7 --format collapsed --weight memory | flamegraph.pl > mem.svg\n"
+    "  tracectl export 7 --format csv > entries.csv\n";
+
+static const struct cli_export_format *const cli_export_formats[] = {
+    &cli_export_csv,
+    &cli_export_collapsed,
+    &cli_export_chrome,
+    &cli_export_perfetto,
+};
+
+#define CLI_EXPORT_NFORMATS (sizeof(cli_export_formats) / sizeof(cli_export_formats[0]))
+
+struct cli_export_opts {
+    const struct cli_export_format *fmt;
+    const char *path; /* NULL: standard output */
+    enum cli_export_weight weight;
+    bool weighted; /* --weight was given */
+};
+
+/* Where the output goes: stdout, or tmp (renamed to path once complete). */
+struct cli_export_out {
+    FILE *f;
+    const char *path;
+    char *tmp;
+};
+
+/* ---- options ------------------------------------------------------------- */
+
+static int cli_export_format_opt(const char *arg, struct cli_export_opts *o)
+{
+    for (size_t i = 0; i < CLI_EXPORT_NFORMATS; i++) {
+        if (strcmp(arg, cli_export_formats[i]->name) == 0) {
+            o->fmt = cli_export_formats[i];
+            return CLI_CONTINUE;
+        }
+    }
+    cli_error("export: --format wants csv, collapsed, chrome or perfetto, not '%s'", arg);
+    return CLI_EXIT_USAGE;
+}
+
+static int cli_export_weight_opt(const char *arg, struct cli_export_opts *o)
+{
+    static const char *const names[] = {[CLI_EXPORT_WEIGHT_TIME] = "time",
+                                        [CLI_EXPORT_WEIGHT_MEMORY] = "memory",
+                                        [CLI_EXPORT_WEIGHT_CALLS] = "calls"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(arg, names[i]) == 0) {
+            o->weight = (enum cli_export_weight)i;
+            o->weighted = true;
+            return CLI_CONTINUE;
+        }
+    }
+    cli_error("export: --weight wants time, memory or calls, not '%s'", arg);
+    return CLI_EXIT_USAGE;
+}
+
+/* After getopt: the combination of options must make sense. */
+static int cli_export_check_opts(const struct cli_ctx *ctx, const struct cli_export_opts *o)
+{
+    if (ctx->json) {
+        cli_error("export: --json does not apply (see --format)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->fmt == NULL) {
+        cli_error("export: missing --format (csv, collapsed, chrome or perfetto)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->weighted && o->fmt != &cli_export_collapsed) {
+        cli_error("export: --weight applies to --format collapsed only");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->path == NULL && o->fmt->binary && isatty(STDOUT_FILENO)) {
+        cli_error("export: not writing a binary %s trace to a terminal (use -o FILE)",
+                  o->fmt->name);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_CONTINUE;
+}
+
+static int cli_export_opts(struct cli_ctx *ctx, int argc, char **argv, struct cli_export_opts *o)
+{
+    static const struct option opts[] = {CLI_LONGOPTS,
+                                         {"format", required_argument, NULL, 'f'},
+                                         {"output", required_argument, NULL, 'o'},
+                                         {"weight", required_argument, NULL, 'w'},
+                                         {NULL, 0, NULL, 0}};
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "f:o:w:", opts, NULL)) != -1) {
+        if (c == 'f') {
+            rc = cli_export_format_opt(optarg, o);
+        } else if (c == 'w') {
+            rc = cli_export_weight_opt(optarg, o);
+        } else if (c == 'o') {
+            o->path = strcmp(optarg, "-") == 0 ? NULL : optarg;
+            rc = CLI_CONTINUE;
+        } else {
+            rc = cli_common_opt(ctx, c, argv);
+        }
+        if (rc != CLI_CONTINUE)
+            return rc;
+    }
+    return cli_export_check_opts(ctx, o);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+/* Opens the output: stdout, or a temporary file beside path. Returns an exit code. */
+static int cli_export_out_open(struct cli_export_out *out, const char *path)
+{
+    mode_t mask = umask(0);
+    int fd;
+
+    umask(mask);
+    out->path = path;
+    out->tmp = NULL;
+    out->f = stdout;
+    if (path == NULL)
+        return CLI_EXIT_OK;
+    if ((out->tmp = malloc(strlen(path) + sizeof(".XXXXXX"))) == NULL) {
+        cli_error("export: out of memory");
+        return CLI_EXIT_ERROR;
+    }
+    sprintf(out->tmp, "%s.XXXXXX", path);
+    fd = mkstemp(out->tmp);
+    /* mkstemp makes the file 0600; give it the mode a plain fopen() would. */
+    if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0 || (out->f = fdopen(fd, "wb")) == NULL) {
+        cli_error("export: cannot create %s: %s", fd < 0 ? path : out->tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(out->tmp);
+        }
+        free(out->tmp);
+        out->tmp = NULL;
+        out->f = NULL;
+        return CLI_EXIT_ERROR;
+    }
+    return CLI_EXIT_OK;
+}
+
+/*
+ * Closes the output. With ok, a temporary file replaces path; otherwise it
+ * is removed. Returns rc, or CLI_EXIT_ERROR when finishing the file failed.
+ */
+static int cli_export_out_close(struct cli_export_out *out, int rc)
+{
+    if (out->f == NULL || out->tmp == NULL)
+        return rc; /* stdout: main() flushes and checks it */
+    if (fclose(out->f) != 0 && rc == CLI_EXIT_OK) {
+        cli_error("export: cannot write %s: %s", out->path, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+    }
+    if (rc == CLI_EXIT_OK && rename(out->tmp, out->path) != 0) {
+        cli_error("export: cannot replace %s: %s", out->path, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+    }
+    if (rc != CLI_EXIT_OK)
+        unlink(out->tmp);
+    free(out->tmp);
+    out->tmp = NULL;
+    out->f = NULL;
+    return rc;
+}
+
+/* ---- the stream ---------------------------------------------------------- */
+
+/*
+ * The next whole message on the connection, borrowed from its reader until
+ * the next call. Returns 0, -EPROTO (why in msg), -ECONNRESET (the daemon
+ * closed), -ENOMEM or what read(2) failed with.
+ *
+ * cli_conn_call() reads one reply per request; an export is one request
+ * with many replies, so this reads further on the same connection and
+ * reader (the header may have arrived in one read with the first rows).
+ */
+static int cli_export_next(struct cli_conn *c, const msgpack_object **obj, char *msg, size_t size)
+{
+    struct proto_error err = {0};
+
+    for (;;) {
+        int rc = proto_reader_next_object(&c->reader, obj, &err);
+        char *buf;
+        ssize_t n;
+
+        if (rc > 0)
+            return 0;
+        if (rc < 0) {
+            snprintf(msg, size, "%s: %s", err.code ? err.code : "?", err.message);
+            return -EPROTO;
+        }
+        if ((buf = proto_reader_buffer(&c->reader, CLI_EXPORT_CHUNK)) == NULL)
+            return -ENOMEM;
+        do
+            n = read(c->fd, buf, CLI_EXPORT_CHUNK);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -ECONNRESET;
+        proto_reader_commit(&c->reader, (size_t)n);
+    }
+}
+
+/* Copies a string field of an error map, with control characters made harmless. */
+static void cli_export_err_field(const msgpack_object *map, const char *key, char *buf, size_t size)
+{
+    cli_obj_text(cli_obj_get(map, key), buf, size);
+    for (char *p = buf; *p; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+    }
+}
+
+/* ["error", {code, message}] in the middle of the stream: the usual exit codes. */
+static int cli_export_daemon_error(const struct cli_ctx *ctx, const msgpack_object *map)
+{
+    char code[64], message[512];
+
+    cli_export_err_field(map, "code", code, sizeof(code));
+    cli_export_err_field(map, "message", message, sizeof(message));
+    if (strcmp(code, PROTO_E_NO_SESSION) == 0) {
+        cli_error("unknown session '%s': %s", ctx->target, message);
+        return CLI_EXIT_NO_SESSION;
+    }
+    cli_error("the daemon refused the request: %s: %s", code, message);
+    return CLI_EXIT_REFUSED;
+}
+
+/* Maps a -errno of the stream or of a format to an exit code, with a message. */
+static int cli_export_failure(const struct cli_export_out *out, int rc, const char *msg)
+{
+    if (rc == -EPROTO)
+        cli_error("bad reply from the daemon: %s", msg[0] ? msg : "malformed export stream");
+    else if (rc == -ECONNRESET)
+        cli_error("the daemon closed the connection before the end of the export");
+    else if (rc == -EIO)
+        cli_error("cannot write %s: %s", out->path ? out->path : "the output", strerror(errno));
+    else if (rc == -EINVAL)
+        cli_error("bad reply from the daemon: a shape nested too deep");
+    else
+        cli_error("export failed: %s", strerror(-rc));
+    return CLI_EXIT_ERROR;
+}
+
+/* Passes every row of a ["rows", [...]] chunk to the format. Returns 0 or -errno. */
+static int cli_export_rows(struct cli_export *x, const struct cli_export_format *fmt,
+                           const msgpack_object *rows, uint64_t *count, char *msg, size_t size)
+{
+    struct cli_export_row r;
+    int rc;
+
+    if (rows->type != MSGPACK_OBJECT_ARRAY) {
+        snprintf(msg, size, "a rows message without an array of rows");
+        return -EPROTO;
+    }
+    for (uint32_t i = 0; i < rows->via.array.size; i++) {
+        if ((rc = cli_export_row_decode(&x->dict, &rows->via.array.ptr[i], &r, msg, size)) != 0 ||
+            (rc = fmt->row(x, &r)) != 0)
+            return rc;
+    }
+    *count += rows->via.array.size;
+    return ferror(x->out) ? -EIO : 0;
+}
+
+/* Reads the messages after the header until "end". Returns an exit code. */
+static int cli_export_loop(const struct cli_ctx *ctx, struct cli_conn *conn, struct cli_export *x,
+                           const struct cli_export_format *fmt, const struct cli_export_out *out)
+{
+    char msg[256] = "";
+    uint64_t count = 0, announced;
+    const msgpack_object *o, *a;
+    int rc;
+
+    for (;;) {
+        if ((rc = cli_export_next(conn, &o, msg, sizeof(msg))) != 0)
+            return cli_export_failure(out, rc, msg);
+        if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2)
+            return cli_export_failure(out, -EPROTO, "a message that is not [type, payload]");
+        a = o->via.array.ptr;
+        if (cli_obj_str_eq(&a[0], "error"))
+            return cli_export_daemon_error(ctx, &a[1]);
+        if (cli_obj_str_eq(&a[0], "end"))
+            break;
+        if (!cli_obj_str_eq(&a[0], "rows"))
+            return cli_export_failure(out, -EPROTO, "an unexpected message in the export");
+        if ((rc = cli_export_rows(x, fmt, &a[1], &count, msg, sizeof(msg))) != 0)
+            return cli_export_failure(out, rc, msg);
+    }
+    if (cli_obj_u64(cli_obj_get(&a[1], "rows"), &announced) != 0 || announced != count) {
+        snprintf(msg, sizeof(msg), "the end of the export counts other rows than were sent");
+        return cli_export_failure(out, -EPROTO, msg);
+    }
+    if ((rc = fmt->end(x)) != 0)
+        return cli_export_failure(out, rc, "");
+    return CLI_EXIT_OK;
+}
+
+/* From the header on: dictionaries, begin, rows, end. Returns an exit code. */
+static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
+                             const msgpack_object *header, const struct cli_export_opts *o,
+                             const struct cli_export_out *out)
+{
+    struct cli_export x = {.out = out->f, .weight = o->weight, .state = NULL};
+    char msg[256] = "";
+    int rc = cli_export_dict_init(&x.dict, header, msg, sizeof(msg));
+
+    if (rc != 0)
+        return cli_export_failure(out, rc, msg);
+    if ((rc = o->fmt->begin(&x)) != 0)
+        rc = cli_export_failure(out, rc, "");
+    else
+        rc = cli_export_loop(ctx, conn, &x, o->fmt, out);
+    o->fmt->free(&x);
+    cli_export_dict_deinit(&x.dict);
+    return rc;
+}
+
+int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+    struct cli_export_opts o = {.fmt = NULL, .weight = CLI_EXPORT_WEIGHT_TIME};
+    struct cli_export_out out;
+    struct proto_request req;
+    struct cli_conn conn;
+    const msgpack_object *header;
+    char *arg;
+    int rc;
+
+    if ((rc = cli_export_opts(ctx, argc, argv, &o)) != CLI_CONTINUE)
+        return rc;
+    if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
+        return rc;
+    proto_request_init(&req);
+    if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
+        return rc;
+    if ((rc = cli_export_out_open(&out, o.path)) != CLI_EXIT_OK)
+        return rc;
+    rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);
+    if (rc == CLI_EXIT_OK) {
+        rc = cli_export_stream(ctx, &conn, header, &o, &out);
+        cli_conn_close(&conn);
+    }
+    return cli_export_out_close(&out, rc);
+}

@@ -1,0 +1,314 @@
+/*
+ * cli_export_perfetto — Perfetto .pftrace (see cli_export_perfetto.h).
+ */
+#include "cli_export_perfetto.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_export_map.h"
+#include "cli_pb.h"
+
+#define PF_FLUSH_AT ((size_t)64 << 10)
+#define PF_SEQ_ID   1
+#define PF_SHAPE    4096 /* 8 inputs of 16 dims of 20 digits fit */
+
+/* Field numbers and enum values of ../shared/data/perfetto/perfetto_trace.proto. */
+enum {
+    PF_TRACE_PACKET = 1, /* Trace.packet */
+
+    PF_PACKET_TIMESTAMP = 8, /* TracePacket */
+    PF_PACKET_SEQ_ID = 10,   /* trusted_packet_sequence_id */
+    PF_PACKET_TRACK_EVENT = 11,
+    PF_PACKET_INTERNED = 12,
+    PF_PACKET_SEQ_FLAGS = 13,
+    PF_PACKET_TRACK_DESC = 60,
+
+    PF_SEQ_INCREMENTAL_STATE_CLEARED = 1, /* TracePacket.SequenceFlags */
+    PF_SEQ_NEEDS_INCREMENTAL_STATE = 2,
+
+    PF_TRACK_UUID = 1, /* TrackDescriptor */
+    PF_TRACK_NAME = 2,
+    PF_TRACK_PROCESS = 3,
+    PF_TRACK_PARENT = 5,
+
+    PF_PROCESS_PID = 1, /* ProcessDescriptor */
+    PF_PROCESS_NAME = 6,
+
+    PF_EVENT_ANNOTATION = 4, /* TrackEvent */
+    PF_EVENT_TYPE = 9,
+    PF_EVENT_NAME_IID = 10,
+    PF_EVENT_TRACK_UUID = 11,
+    PF_EVENT_CATEGORY = 22,
+
+    PF_TYPE_SLICE_BEGIN = 1, /* TrackEvent.Type */
+    PF_TYPE_SLICE_END = 2,
+
+    PF_ANNOT_NAME_IID = 1, /* DebugAnnotation */
+    PF_ANNOT_UINT = 3,
+    PF_ANNOT_STRING = 6,
+
+    PF_INTERNED_EVENT_NAMES = 2, /* InternedData */
+    PF_INTERNED_ANNOT_NAMES = 3,
+
+    PF_NAME_IID = 1, /* EventName and DebugAnnotationName alike */
+    PF_NAME_NAME = 2,
+};
+
+/* The debug annotations of a slice; their names are interned with iids 1..N. */
+enum { PF_A_STEP = 1, PF_A_ELEMENTS, PF_A_MEM, PF_A_OUT_SHAPE, PF_A_IN_SHAPES, PF_A_COUNT };
+
+static const char *const pf_annot_names[PF_A_COUNT] = {
+    [PF_A_STEP] = "step",           [PF_A_ELEMENTS] = "elements",   [PF_A_MEM] = "mem_bytes",
+    [PF_A_OUT_SHAPE] = "out_shape", [PF_A_IN_SHAPES] = "in_shapes",
+};
+
+/* A key of the tracks map for a process track (device keys are uint32 indices). */
+#define PF_PROCESS_KEY ((uint64_t)1 << 32)
+
+struct pf_state {
+    struct cli_pb pb;
+    struct cli_export_map tracks; /* (view pid, device index or PF_PROCESS_KEY) → uuid */
+    struct cli_export_map names;  /* op index → interned iid */
+    uint64_t next_uuid, next_iid;
+    bool cleared;         /* the SEQ_INCREMENTAL_STATE_CLEARED packet is written */
+    bool annots_interned; /* the annotation names are */
+};
+
+static size_t pf_packet_begin(struct pf_state *st, uint64_t ts, uint32_t flags)
+{
+    size_t pkt = cli_pb_begin(&st->pb, PF_TRACE_PACKET);
+
+    cli_pb_uint(&st->pb, PF_PACKET_TIMESTAMP, ts);
+    cli_pb_uint(&st->pb, PF_PACKET_SEQ_ID, PF_SEQ_ID);
+    if (!st->cleared)
+        flags |= PF_SEQ_INCREMENTAL_STATE_CLEARED;
+    st->cleared = true;
+    if (flags != 0)
+        cli_pb_uint(&st->pb, PF_PACKET_SEQ_FLAGS, flags);
+    return pkt;
+}
+
+/* Ends a packet; writes the buffer out once it is large. Returns 0 or a negative errno. */
+static int pf_packet_end(struct pf_state *st, size_t pkt, FILE *out)
+{
+    int rc;
+
+    cli_pb_end(&st->pb, pkt);
+    if ((rc = cli_pb_error(&st->pb)) != 0)
+        return rc;
+    if (st->pb.len < PF_FLUSH_AT)
+        return 0;
+    if (fwrite(st->pb.buf, 1, st->pb.len, out) != st->pb.len)
+        return -EIO;
+    cli_pb_reset(&st->pb);
+    return 0;
+}
+
+static void pf_name(struct cli_pb *pb, uint32_t field, uint64_t iid, const char *name)
+{
+    size_t m = cli_pb_begin(pb, field);
+
+    cli_pb_uint(pb, PF_NAME_IID, iid);
+    cli_pb_bytes(pb, PF_NAME_NAME, name, strlen(name));
+    cli_pb_end(pb, m);
+}
+
+/* A TrackDescriptor packet: a process track (proc != NULL) or a device track under parent. */
+static int pf_track_packet(struct pf_state *st, FILE *out, uint64_t ts, uint64_t uuid,
+                           const struct cli_export_proc *proc, uint64_t parent, const char *name)
+{
+    size_t pkt = pf_packet_begin(st, ts, 0), td, pd;
+
+    td = cli_pb_begin(&st->pb, PF_PACKET_TRACK_DESC);
+    cli_pb_uint(&st->pb, PF_TRACK_UUID, uuid);
+    if (proc != NULL) {
+        pd = cli_pb_begin(&st->pb, PF_TRACK_PROCESS);
+        cli_pb_int(&st->pb, PF_PROCESS_PID, (int32_t)(proc->view_pid + 1));
+        cli_pb_bytes(&st->pb, PF_PROCESS_NAME, proc->label, strlen(proc->label));
+        cli_pb_end(&st->pb, pd);
+    } else {
+        cli_pb_uint(&st->pb, PF_TRACK_PARENT, parent);
+        cli_pb_bytes(&st->pb, PF_TRACK_NAME, name, strlen(name));
+    }
+    cli_pb_end(&st->pb, td);
+    return pf_packet_end(st, pkt, out);
+}
+
+/* The uuid of (process, device)'s track, described first when new. Returns 0 or -errno. */
+static int pf_track(struct pf_state *st, FILE *out, const struct cli_export_row *r, uint64_t *uuid)
+{
+    uint64_t pid = (uint64_t)r->proc->view_pid, *slot, *proc_slot, proc_uuid;
+    uint32_t dev = r->dev ? r->dev->index : 0;
+    bool created;
+    int rc;
+
+    if ((slot = cli_export_map_get(&st->tracks, pid, dev)) != NULL) {
+        *uuid = *slot;
+        return 0;
+    }
+    if ((proc_slot = cli_export_map_upsert(&st->tracks, pid, PF_PROCESS_KEY, &created)) == NULL)
+        return -ENOMEM;
+    if (created) {
+        *proc_slot = ++st->next_uuid;
+        if ((rc = pf_track_packet(st, out, r->start_ns, *proc_slot, r->proc, 0, NULL)) != 0)
+            return rc;
+    }
+    proc_uuid = *proc_slot;
+    if ((slot = cli_export_map_upsert(&st->tracks, pid, dev, NULL)) == NULL)
+        return -ENOMEM;
+    *uuid = *slot = ++st->next_uuid;
+    return pf_track_packet(st, out, r->start_ns, *uuid, NULL, proc_uuid,
+                           r->dev ? r->dev->name : "no device");
+}
+
+/* The op's name iid; *fresh tells whether it must be sent in this packet's interned data. */
+static int pf_name_iid(struct pf_state *st, size_t op_index, uint64_t *iid, bool *fresh)
+{
+    uint64_t *slot = cli_export_map_upsert(&st->names, op_index, 0, fresh);
+
+    if (slot == NULL)
+        return -ENOMEM;
+    if (*fresh)
+        *slot = ++st->next_iid;
+    *iid = *slot;
+    return 0;
+}
+
+static void pf_interned(struct pf_state *st, const struct cli_export_row *r, uint64_t iid,
+                        bool fresh)
+{
+    size_t m;
+
+    if (!fresh && st->annots_interned)
+        return;
+    m = cli_pb_begin(&st->pb, PF_PACKET_INTERNED);
+    if (fresh)
+        pf_name(&st->pb, PF_INTERNED_EVENT_NAMES, iid, r->op->name);
+    for (int a = 1; !st->annots_interned && a < PF_A_COUNT; a++)
+        pf_name(&st->pb, PF_INTERNED_ANNOT_NAMES, (uint64_t)a, pf_annot_names[a]);
+    st->annots_interned = true;
+    cli_pb_end(&st->pb, m);
+}
+
+static void pf_annot_uint(struct cli_pb *pb, int name, uint64_t v)
+{
+    size_t m = cli_pb_begin(pb, PF_EVENT_ANNOTATION);
+
+    cli_pb_uint(pb, PF_ANNOT_NAME_IID, (uint64_t)name);
+    cli_pb_uint(pb, PF_ANNOT_UINT, v);
+    cli_pb_end(pb, m);
+}
+
+/* A shape annotation, as text; left out when the entry has no such shape. */
+static void pf_annot_shape(struct cli_pb *pb, int name, const msgpack_object *shape)
+{
+    char text[PF_SHAPE];
+    size_t m;
+
+    cli_export_shape_text(shape, text, sizeof(text));
+    if (text[0] == '\0')
+        return;
+    m = cli_pb_begin(pb, PF_EVENT_ANNOTATION);
+    cli_pb_uint(pb, PF_ANNOT_NAME_IID, (uint64_t)name);
+    cli_pb_bytes(pb, PF_ANNOT_STRING, text, strlen(text));
+    cli_pb_end(pb, m);
+}
+
+static int pf_slice_begin(struct pf_state *st, FILE *out, const struct cli_export_row *r,
+                          uint64_t uuid)
+{
+    uint64_t iid;
+    bool fresh;
+    size_t pkt, ev;
+    int rc;
+
+    if ((rc = pf_name_iid(st, r->op_index, &iid, &fresh)) != 0)
+        return rc;
+    pkt = pf_packet_begin(st, r->start_ns, PF_SEQ_NEEDS_INCREMENTAL_STATE);
+    pf_interned(st, r, iid, fresh);
+    ev = cli_pb_begin(&st->pb, PF_PACKET_TRACK_EVENT);
+    cli_pb_uint(&st->pb, PF_EVENT_TYPE, PF_TYPE_SLICE_BEGIN);
+    cli_pb_uint(&st->pb, PF_EVENT_TRACK_UUID, uuid);
+    cli_pb_uint(&st->pb, PF_EVENT_NAME_IID, iid);
+    if (r->op->category[0] != '\0')
+        cli_pb_bytes(&st->pb, PF_EVENT_CATEGORY, r->op->category, strlen(r->op->category));
+    pf_annot_uint(&st->pb, PF_A_STEP, r->step);
+    pf_annot_uint(&st->pb, PF_A_ELEMENTS, r->elements);
+    pf_annot_uint(&st->pb, PF_A_MEM, r->mem_bytes);
+    pf_annot_shape(&st->pb, PF_A_OUT_SHAPE, r->out_shape);
+    pf_annot_shape(&st->pb, PF_A_IN_SHAPES, r->in_shapes);
+    cli_pb_end(&st->pb, ev);
+    return pf_packet_end(st, pkt, out);
+}
+
+static int pf_slice_end(struct pf_state *st, FILE *out, const struct cli_export_row *r,
+                        uint64_t uuid)
+{
+    /* start_ns and dur_ns are at most INT64_MAX each (proto/PROTOCOL.md): no wrap. */
+    size_t pkt = pf_packet_begin(st, r->start_ns + r->dur_ns, 0), ev;
+
+    ev = cli_pb_begin(&st->pb, PF_PACKET_TRACK_EVENT);
+    cli_pb_uint(&st->pb, PF_EVENT_TYPE, PF_TYPE_SLICE_END);
+    cli_pb_uint(&st->pb, PF_EVENT_TRACK_UUID, uuid);
+    cli_pb_end(&st->pb, ev);
+    return pf_packet_end(st, pkt, out);
+}
+
+static int cli_export_perfetto_begin(struct cli_export *x)
+{
+    struct pf_state *st = calloc(1, sizeof(*st));
+
+    if (st == NULL)
+        return -ENOMEM;
+    cli_pb_init(&st->pb);
+    cli_export_map_init(&st->tracks);
+    cli_export_map_init(&st->names);
+    x->state = st;
+    return 0;
+}
+
+static int cli_export_perfetto_row(struct cli_export *x, const struct cli_export_row *r)
+{
+    struct pf_state *st = x->state;
+    uint64_t uuid;
+    int rc;
+
+    if ((rc = pf_track(st, x->out, r, &uuid)) == 0 &&
+        (rc = pf_slice_begin(st, x->out, r, uuid)) == 0)
+        rc = pf_slice_end(st, x->out, r, uuid);
+    return rc;
+}
+
+static int cli_export_perfetto_end(struct cli_export *x)
+{
+    struct pf_state *st = x->state;
+
+    if (st->pb.len > 0 && fwrite(st->pb.buf, 1, st->pb.len, x->out) != st->pb.len)
+        return -EIO;
+    cli_pb_reset(&st->pb);
+    return ferror(x->out) ? -EIO : 0;
+}
+
+static void cli_export_perfetto_free(struct cli_export *x)
+{
+    struct pf_state *st = x->state;
+
+    if (st != NULL) {
+        cli_pb_deinit(&st->pb);
+        cli_export_map_deinit(&st->tracks);
+        cli_export_map_deinit(&st->names);
+    }
+    free(st);
+    x->state = NULL;
+}
+
+const struct cli_export_format cli_export_perfetto = {
+    .name = "perfetto",
+    .binary = true,
+    .begin = cli_export_perfetto_begin,
+    .row = cli_export_perfetto_row,
+    .end = cli_export_perfetto_end,
+    .free = cli_export_perfetto_free,
+};

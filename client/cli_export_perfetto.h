@@ -1,0 +1,33 @@
+/*
+ * cli_export_perfetto — the `perfetto` export format: a binary .pftrace, a
+ * perfetto.protos.Trace (repeated TracePacket, field 1) written with cli_pb
+ * and the field numbers of Perfetto's perfetto_trace.proto.
+ *
+ * Layout, all on one packet sequence (trusted_packet_sequence_id 1):
+ *   - per process (processes of one rank share one) a process
+ *     TrackDescriptor {uuid, process {pid, process_name: the label of
+ *     cli_export_dict, "rank N (host, pid P)"}}; pid is the view pid + 1,
+ *     because pid 0 is the idle task in Perfetto's process model;
+ *   - per (process, device) a child TrackDescriptor {uuid, parent_uuid,
+ *     name: the device, or "no device"};
+ *   - per entry a TYPE_SLICE_BEGIN TrackEvent at start_ns and a
+ *     TYPE_SLICE_END at start_ns + dur_ns on that track. The op name is
+ *     interned (InternedData.event_names, TrackEvent.name_iid), the category
+ *     is TrackEvent.categories, and step, elements, mem_bytes, out_shape and
+ *     in_shapes (shapes as text) are debug annotations with interned names.
+ * Descriptors are written just before their track's first slice. The first
+ * packet carries SEQ_INCREMENTAL_STATE_CLEARED; packets that use interned
+ * names carry SEQ_NEEDS_INCREMENTAL_STATE. Timestamps keep the default trace
+ * clock: start_ns is already per-host monotonic nanoseconds.
+ *
+ * Each packet is encoded in a buffer and written out once the buffer holds
+ * 64 KiB; memory is the buffer plus the maps of tracks and interned names.
+ */
+#ifndef TRACECTL_CLI_EXPORT_PERFETTO_H
+#define TRACECTL_CLI_EXPORT_PERFETTO_H
+
+#include "cli_export.h"
+
+extern const struct cli_export_format cli_export_perfetto;
+
+#endif

@@ -1,0 +1,724 @@
+/*
+ * test_export.c — `tracectl export` end to end: a real tracectld fed over
+ * the raw protocol, then the real tracectl binary for each format.
+ *
+ * The entries (two ranks, two devices, entries without a device, op names
+ * with quotes, a backslash, a control character, a comma and non-ASCII
+ * UTF-8, plus a bulk of entries so the stream spans several chunks) are
+ * described by the tables below; every expected value (CSV fields,
+ * collapsed lines and weights, event counts, names and times) is computed
+ * here from those tables, not by the code under test. CSV is parsed with an
+ * RFC 4180 reader written here, Chrome JSON with yajl, the Perfetto trace is
+ * decoded by protoc with Perfetto's own schema.
+ */
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
+
+#include "harness.h"
+
+#define SESSION "export-test"
+#define NBULK   9000 /* more than two daemon chunks of 4096 rows */
+
+static struct tdaemon d;
+
+static void stop_and_clean(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(export, .fini = stop_and_clean, .timeout = 120);
+
+/* ---- what the test sends ------------------------------------------------ */
+
+struct top {
+    uint32_t id;
+    const char *name, *category; /* category NULL: classified by name */
+    const char *want_category;   /* what the daemon stores */
+};
+
+static const struct top ops[] = {
+    {1, "matmul", NULL, "compute"},
+    {2, "we\"ird\\op\x01", NULL, "compute"},
+    {3, "\xc3\xbcn\xc3\xaf\xe2\x86\x92", "comm", "comm"}, /* "ünï→" */
+    {4, "copy,\"x\"", "memory", "memory"},
+};
+#define NOPS (sizeof(ops) / sizeof(ops[0]))
+
+/* Rank 0 says hello with device gpu:0; rank 1 with none. */
+static const char *const hello_device[2] = {"gpu:0", NULL};
+
+struct tentry {
+    int rank;
+    uint32_t op;
+    uint64_t step, start, dur, mem;
+    const char *device; /* NULL: the hello device */
+    bool shapes;        /* out [2,3], in [[2,3],[3,4]] */
+};
+
+static const struct tentry small[] = {
+    {0, 1, 0, 1000, 1500, 64, NULL, true},      {0, 2, 0, 5000, 499, 0, NULL, false},
+    {0, 3, 1, 7000, 2500, 20, "gpu:1", false},  {0, 4, 1, 9000, 500, 8, NULL, false},
+    {0, 1, 2, 12000, 1499, 64, "gpu:1", true},  {1, 1, 0, 100, 0, 2, NULL, false},
+    {1, 1, 1, 200, 1000000, 2, NULL, false},    {1, 3, 1, 2000000, 3500, 4, "gpu:0", false},
+    {1, 2, 2, 2100000, 2501, 0, "gpu:1", true},
+};
+#define NSMALL (sizeof(small) / sizeof(small[0]))
+#define NTOTAL (NSMALL + NBULK)
+
+/* Entry i in storage order: rank 0's small ones, rank 1's small ones, then the bulk (rank 1). */
+static struct tentry entry(size_t i)
+{
+    struct tentry e;
+
+    if (i < NSMALL)
+        return small[i];
+    i -= NSMALL;
+    e = (struct tentry){
+        1,    4, 3 + i / 100, 10000000 + i * 10000, (i * 37) % 5000, i % 7, i % 3 ? NULL : "gpu:0",
+        false};
+    return e;
+}
+
+/* The device an entry ends up on, or NULL for none. */
+static const char *entry_device(const struct tentry *e)
+{
+    return e->device ? e->device : hello_device[e->rank];
+}
+
+static const struct top *op_of(uint32_t id)
+{
+    for (size_t i = 0; i < NOPS; i++)
+        if (ops[i].id == id)
+            return &ops[i];
+    cr_assert_fail("no op %u", id);
+    return NULL;
+}
+
+static void send_msg(int fd, msgpack_sbuffer *sb)
+{
+    raw_send(fd, sb);
+}
+
+static void send_ops(int fd, msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    struct proto_opdef defs[NOPS];
+
+    for (size_t i = 0; i < NOPS; i++)
+        defs[i] = (struct proto_opdef){ops[i].id, (char *)ops[i].name, (char *)ops[i].category};
+    proto_pack_ops(pk, defs, NOPS);
+    send_msg(fd, sb);
+}
+
+static void pack_entry(msgpack_packer *pk, const struct tentry *e)
+{
+    msgpack_pack_array(pk, 9);
+    msgpack_pack_uint64(pk, e->step);
+    msgpack_pack_uint32(pk, e->op);
+    msgpack_pack_uint64(pk, e->start);
+    msgpack_pack_uint64(pk, e->dur);
+    msgpack_pack_nil(pk); /* elements: the product of out_shape */
+    msgpack_pack_uint64(pk, e->mem);
+    if (e->shapes) {
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint64(pk, 2);
+        msgpack_pack_uint64(pk, 3);
+        msgpack_pack_array(pk, 2);
+        for (int k = 0; k < 2; k++) {
+            msgpack_pack_array(pk, 2);
+            msgpack_pack_uint64(pk, 2 + (uint64_t)k);
+            msgpack_pack_uint64(pk, 3 + (uint64_t)k);
+        }
+    } else {
+        msgpack_pack_nil(pk);
+        msgpack_pack_nil(pk);
+    }
+    if (e->device)
+        proto_pack_str(pk, e->device);
+    else
+        msgpack_pack_nil(pk);
+}
+
+/* Sends entries [from, to) in batches of 1000, then flush → ack. */
+static void send_entries(int fd, size_t from, size_t to)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    send_ops(fd, &sb, &pk);
+    for (size_t i = from; i < to; i += 1000) {
+        size_t n = to - i < 1000 ? to - i : 1000;
+
+        proto_pack_batch_header(&pk, n);
+        for (size_t k = 0; k < n; k++) {
+            struct tentry e = entry(i + k);
+            pack_entry(&pk, &e);
+        }
+        send_msg(fd, &sb);
+    }
+    proto_pack_flush(&pk, 1);
+    send_msg(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no ack");
+    cr_assert_eq(m.type, PROTO_ACK, "flush got %s", proto_type_name(m.type));
+    cr_assert_eq(m.u.ack.stored, to - from);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+}
+
+/* Starts the daemon and stores every entry; returns the session id. */
+static long long load(void)
+{
+    long long id0, id1;
+    size_t first1 = 0;
+    int fd0, fd1;
+
+    while (first1 < NSMALL && small[first1].rank == 0)
+        first1++;
+    harness_daemon_start(&d, NULL);
+    fd0 = raw_producer(d.sock, SESSION, 0, 2, hello_device[0], &id0);
+    send_entries(fd0, 0, first1);
+    fd1 = raw_producer(d.sock, SESSION, 1, 2, hello_device[1], &id1);
+    cr_assert_eq(id0, id1, "both ranks must join one session");
+    send_entries(fd1, first1, NTOTAL);
+    close(fd0);
+    close(fd1);
+    return id0;
+}
+
+/* Runs `tracectl export ID --format FMT [extra]`; returns its stdout (caller frees). */
+static char *export(long long id, const char *fmt, const char *extra1, const char *extra2)
+{
+    char ids[32], *out = NULL;
+    char *argv[] = {TRACECTL_BIN, "--socket",  d.sock,         "export",       ids,
+                    "--format",   (char *)fmt, (char *)extra1, (char *)extra2, NULL};
+    int rc;
+
+    snprintf(ids, sizeof(ids), "%lld", id);
+    rc = harness_run(&out, argv);
+    cr_assert_eq(rc, 0, "tracectl export --format %s exited %d", fmt, rc);
+    return out;
+}
+
+/* ---- csv ------------------------------------------------------------------ */
+
+#define NCOLS 13
+
+/*
+ * Reads one RFC 4180 record at *p into fields (malloc'd). Returns the
+ * number of fields, 0 at the end of the input.
+ */
+static int csv_record(const char **p, char *fields[NCOLS + 1])
+{
+    const char *s = *p;
+    int n = 0;
+
+    if (*s == '\0')
+        return 0;
+    for (;;) {
+        size_t cap = strlen(s) + 1, len = 0;
+        char *f = malloc(cap);
+
+        if (*s == '"') {
+            for (s++; !(*s == '"' && s[1] != '"'); s++) {
+                cr_assert_neq(*s, '\0', "unterminated quoted field");
+                if (*s == '"')
+                    s++;
+                f[len++] = *s;
+            }
+            s++;
+        } else {
+            while (*s != ',' && *s != '\r' && *s != '\n' && *s != '\0') {
+                cr_assert_neq(*s, '"', "a quote inside an unquoted field");
+                f[len++] = *s++;
+            }
+        }
+        f[len] = '\0';
+        cr_assert_lt(n, NCOLS + 1, "too many fields");
+        fields[n++] = f;
+        if (*s == ',') {
+            s++;
+            continue;
+        }
+        cr_assert(s[0] == '\r' && s[1] == '\n', "a record must end with CRLF");
+        *p = s + 2;
+        return n;
+    }
+}
+
+static void csv_free(char **fields, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(fields[i]);
+}
+
+static void csv_check_row(char **f, size_t i)
+{
+    struct tentry e = entry(i);
+    const char *dev = entry_device(&e);
+    char want[NCOLS][64];
+
+    snprintf(want[0], 64, "%d", e.rank);
+    snprintf(want[1], 64, "%d", (int)getpid());
+    snprintf(want[2], 64, "%s", "");
+    snprintf(want[3], 64, "%llu", (unsigned long long)e.step);
+    snprintf(want[7], 64, "%llu", (unsigned long long)e.start);
+    snprintf(want[8], 64, "%llu", (unsigned long long)e.dur);
+    snprintf(want[9], 64, "%s", e.shapes ? "6" : "0");
+    snprintf(want[10], 64, "%llu", (unsigned long long)e.mem);
+    snprintf(want[11], 64, "%s", e.shapes ? "[2,3]" : "");
+    snprintf(want[12], 64, "%s", e.shapes ? "[[2,3],[3,4]]" : "");
+    for (int c = 0; c < NCOLS; c++) {
+        if (c >= 4 && c <= 6)
+            continue;
+        cr_assert_str_eq(f[c], want[c], "row %zu column %d", i, c);
+    }
+    cr_assert_str_eq(f[4], op_of(e.op)->name, "row %zu op", i);
+    cr_assert_str_eq(f[5], op_of(e.op)->want_category, "row %zu category", i);
+    cr_assert_str_eq(f[6], dev ? dev : "", "row %zu device", i);
+}
+
+Test(export, csv_rows_and_quoting)
+{
+    long long id = load();
+    char *out = export(id, "csv", NULL, NULL), *f[NCOLS + 1];
+    const char *p = out;
+    size_t rows = 0;
+    int n;
+
+    n = csv_record(&p, f);
+    cr_assert_eq(n, NCOLS);
+    cr_assert_str_eq(f[0], "rank");
+    cr_assert_str_eq(f[4], "op");
+    cr_assert_str_eq(f[12], "in_shapes");
+    csv_free(f, n);
+    /* the comma and quotes of op 4 need quoting: the raw line shows it */
+    cr_assert_not_null(strstr(out, ",\"copy,\"\"x\"\"\","), "op 4 not quoted as RFC 4180 says");
+    while ((n = csv_record(&p, f)) > 0) {
+        cr_assert_eq(n, NCOLS, "row %zu has %d fields", rows, n);
+        cr_assert_lt(rows, NTOTAL, "more rows than entries");
+        csv_check_row(f, rows);
+        csv_free(f, n);
+        rows++;
+    }
+    cr_assert_eq(rows, NTOTAL);
+    free(out);
+}
+
+/* ---- collapsed ------------------------------------------------------------- */
+
+struct stack {
+    char text[128];
+    unsigned long long w;
+};
+
+static int stack_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct stack *)a)->text, ((const struct stack *)b)->text);
+}
+
+/* The collapsed output PROTOCOL.md asks for, computed from the tables. */
+static char *collapsed_want(char weight)
+{
+    static struct stack st[64];
+    size_t n = 0, len = 0;
+    char *out = malloc(64 * 160);
+
+    for (size_t i = 0; i < NTOTAL; i++) {
+        struct tentry e = entry(i);
+        const char *dev = entry_device(&e);
+        char text[128];
+        unsigned long long w;
+        size_t k;
+
+        snprintf(text, sizeof(text), "%s;%s;%s", SESSION, dev ? dev : "unknown", op_of(e.op)->name);
+        if (weight == 't') /* llround: halves away from zero */
+            w = (unsigned long long)fmax(1.0, (double)llround((double)e.dur / 1000.0));
+        else
+            w = weight == 'm' ? e.mem : 1;
+        for (k = 0; k < n && strcmp(st[k].text, text) != 0; k++)
+            ;
+        if (k == n) {
+            snprintf(st[n].text, sizeof(st[n].text), "%s", text);
+            st[n++].w = 0;
+        }
+        st[k].w += w;
+    }
+    qsort(st, n, sizeof(st[0]), stack_cmp);
+    for (size_t k = 0; k < n; k++)
+        len += (size_t)sprintf(out + len, "%s %llu\n", st[k].text, st[k].w);
+    return out;
+}
+
+Test(export, collapsed_matches_protocol)
+{
+    static const struct {
+        const char *flag;
+        char weight;
+    } cases[] = {{NULL, 't'}, {"time", 't'}, {"memory", 'm'}, {"calls", 'c'}};
+    long long id = load();
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *want = collapsed_want(cases[i].weight);
+        char *got = export(id, "collapsed", cases[i].flag ? "--weight" : NULL, cases[i].flag);
+
+        cr_assert_str_eq(got, want, "--weight %s:\n%s\nwanted:\n%s",
+                         cases[i].flag ? cases[i].flag : "(default)", got, want);
+        free(got);
+        free(want);
+    }
+}
+
+/* ---- chrome ---------------------------------------------------------------- */
+
+static yajl_val jget(yajl_val obj, const char *key)
+{
+    const char *path[] = {key, NULL};
+
+    return yajl_tree_get(obj, path, yajl_t_any);
+}
+
+static const char *jstr(yajl_val obj, const char *key)
+{
+    yajl_val v = jget(obj, key);
+
+    cr_assert(YAJL_IS_STRING(v), "\"%s\" is not a string", key);
+    return YAJL_GET_STRING(v);
+}
+
+static long long jint(yajl_val obj, const char *key)
+{
+    yajl_val v = jget(obj, key);
+
+    cr_assert(YAJL_IS_INTEGER(v), "\"%s\" is not an integer", key);
+    return YAJL_GET_INTEGER(v);
+}
+
+/* A µs value: within 0.5 ns of want_ns, written with exactly three decimals. */
+static void check_us(yajl_val obj, const char *key, uint64_t want_ns, size_t i)
+{
+    yajl_val v = jget(obj, key);
+    const char *dot;
+
+    cr_assert(YAJL_IS_DOUBLE(v), "event %zu: %s is not a decimal", i, key);
+    cr_assert_lt(fabs(YAJL_GET_DOUBLE(v) * 1000.0 - (double)want_ns), 0.5, "event %zu: %s %s", i,
+                 key, v->u.number.r);
+    dot = strchr(v->u.number.r, '.');
+    cr_assert(dot != NULL && strlen(dot) == 4, "event %zu: %s = %s", i, key, v->u.number.r);
+}
+
+/* thread_name events: the name of (pid, tid). */
+struct tname {
+    long long pid, tid;
+    const char *name;
+};
+
+static const char *thread_name(const struct tname *t, size_t n, long long pid, long long tid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].pid == pid && t[i].tid == tid)
+            return t[i].name;
+    return NULL;
+}
+
+static void chrome_check_x(yajl_val ev, size_t i, const struct tname *t, size_t nt)
+{
+    struct tentry e = entry(i);
+    const char *dev = entry_device(&e), *tn;
+    yajl_val args = jget(ev, "args");
+
+    cr_assert_str_eq(jstr(ev, "name"), op_of(e.op)->name, "event %zu name", i);
+    cr_assert_str_eq(jstr(ev, "cat"), op_of(e.op)->want_category, "event %zu cat", i);
+    cr_assert_eq(jint(ev, "pid"), e.rank, "event %zu pid", i);
+    tn = thread_name(t, nt, jint(ev, "pid"), jint(ev, "tid"));
+    cr_assert_not_null(tn, "event %zu: its thread has no thread_name before it", i);
+    cr_assert_str_eq(tn, dev ? dev : "no device", "event %zu thread", i);
+    check_us(ev, "ts", e.start, i);
+    check_us(ev, "dur", e.dur, i);
+    cr_assert(YAJL_IS_OBJECT(args));
+    cr_assert_eq(jint(args, "step"), (long long)e.step);
+    cr_assert_eq(jint(args, "mem_bytes"), (long long)e.mem);
+    cr_assert_eq(jint(args, "elements"), e.shapes ? 6 : 0);
+    cr_assert_eq(YAJL_IS_ARRAY(jget(args, "in_shapes")), e.shapes);
+}
+
+Test(export, chrome_is_valid_json)
+{
+    long long id = load();
+    char *out = export(id, "chrome", NULL, NULL), err[256];
+    yajl_val doc = yajl_tree_parse(out, err, sizeof(err)), evs;
+    static struct tname names[16];
+    size_t nx = 0, nt = 0, nproc = 0;
+
+    cr_assert_not_null(doc, "not JSON: %s", err);
+    cr_assert_str_eq(jstr(doc, "displayTimeUnit"), "ns");
+    evs = jget(doc, "traceEvents");
+    cr_assert(YAJL_IS_ARRAY(evs));
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val ev = evs->u.array.values[i];
+        const char *ph = jstr(ev, "ph"), *name = jstr(ev, "name");
+
+        if (strcmp(ph, "X") == 0) {
+            cr_assert_lt(nx, NTOTAL, "more X events than entries");
+            chrome_check_x(ev, nx++, names, nt);
+        } else if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
+            cr_assert_lt(nt, 16);
+            names[nt++] =
+                (struct tname){jint(ev, "pid"), jint(ev, "tid"), jstr(jget(ev, "args"), "name")};
+        } else if (strcmp(ph, "M") == 0 && strcmp(name, "process_name") == 0) {
+            char want[32];
+
+            snprintf(want, sizeof(want), "rank %lld (", jint(ev, "pid"));
+            cr_assert_eq(strncmp(jstr(jget(ev, "args"), "name"), want, strlen(want)), 0);
+            nproc++;
+        }
+    }
+    cr_assert_eq(nx, NTOTAL);
+    cr_assert_eq(nproc, 2, "one process_name per rank");
+    /* (rank 0: gpu:0, gpu:1) (rank 1: none, gpu:0, gpu:1) */
+    cr_assert_eq(nt, 5, "one thread_name per (rank, device)");
+    yajl_tree_free(doc);
+    free(out);
+}
+
+/* ---- perfetto -------------------------------------------------------------- */
+
+/* Undoes protoc's text-format string escapes (\" \\ \n \NNN ...) in place. */
+static char *unescape(char *s)
+{
+    char *w = s, *r = s;
+
+    while (*r) {
+        if (*r != '\\') {
+            *w++ = *r++;
+            continue;
+        }
+        r++;
+        if (*r >= '0' && *r <= '7') {
+            int v = 0;
+            for (int k = 0; k < 3 && *r >= '0' && *r <= '7'; k++)
+                v = v * 8 + (*r++ - '0');
+            *w++ = (char)v;
+        } else {
+            char c = *r++;
+            *w++ = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+        }
+    }
+    *w = '\0';
+    return s;
+}
+
+/* A quoted value after "key: " on a line, unescaped (static buffer). */
+static char *quoted(const char *line)
+{
+    static char buf[512];
+    const char *q = strchr(line, '"');
+    size_t n;
+
+    cr_assert_not_null(q, "no string in: %s", line);
+    n = strlen(q + 1);
+    cr_assert(n > 0 && q[n] == '"');
+    snprintf(buf, sizeof(buf), "%.*s", (int)(n - 1), q + 1);
+    return unescape(buf);
+}
+
+#define MAXT 32
+
+/* What the decoded text says: slices in order and the names they refer to. */
+struct pf {
+    uint64_t begin_ts[NTOTAL], end_ts[NTOTAL], begin_iid[NTOTAL], begin_track[NTOTAL];
+    size_t nbegin, nend;
+    char *iid_name[16];
+    struct {
+        uint64_t uuid, parent;
+        char name[64];
+    } track[MAXT];
+    size_t ntracks;
+};
+
+/* One line of the decoded text, inside the blocks stack[0..depth). */
+static void pf_line(struct pf *pf, char *l, char stack[][32], int depth, uint64_t *ts,
+                    uint64_t *iid, bool *in_begin)
+{
+    const char *blk = depth > 0 ? stack[depth - 1] : "";
+    unsigned long long v;
+
+    if (depth == 1 && sscanf(l, "timestamp: %llu", &v) == 1)
+        *ts = v;
+    else if (strcmp(blk, "track_event") == 0 && strcmp(l, "type: TYPE_SLICE_BEGIN") == 0) {
+        cr_assert_lt(pf->nbegin, NTOTAL);
+        pf->begin_ts[pf->nbegin] = *ts;
+        *in_begin = true;
+        pf->nbegin++;
+    } else if (strcmp(blk, "track_event") == 0 && strcmp(l, "type: TYPE_SLICE_END") == 0) {
+        cr_assert_lt(pf->nend, NTOTAL);
+        pf->end_ts[pf->nend++] = *ts;
+    } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "name_iid: %llu", &v) == 1) {
+        pf->begin_iid[pf->nbegin - 1] = v;
+    } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "track_uuid: %llu", &v) == 1) {
+        if (*in_begin)
+            pf->begin_track[pf->nbegin - 1] = v;
+    } else if (strcmp(blk, "event_names") == 0 && sscanf(l, "iid: %llu", &v) == 1) {
+        *iid = v;
+    } else if (strcmp(blk, "event_names") == 0 && strncmp(l, "name: ", 6) == 0) {
+        cr_assert_lt(*iid, 16);
+        pf->iid_name[*iid] = strdup(quoted(l));
+    } else if (strcmp(blk, "track_descriptor") == 0 && sscanf(l, "uuid: %llu", &v) == 1) {
+        cr_assert_lt(pf->ntracks, MAXT);
+        pf->track[pf->ntracks++].uuid = v;
+    } else if (strcmp(blk, "track_descriptor") == 0 && sscanf(l, "parent_uuid: %llu", &v) == 1) {
+        pf->track[pf->ntracks - 1].parent = v;
+    } else if ((strcmp(blk, "track_descriptor") == 0 && strncmp(l, "name: ", 6) == 0) ||
+               (strcmp(blk, "process") == 0 && strncmp(l, "process_name: ", 14) == 0)) {
+        snprintf(pf->track[pf->ntracks - 1].name, 64, "%s", quoted(l));
+    }
+}
+
+static void pf_parse(struct pf *pf, char *text)
+{
+    char stack[8][32];
+    int depth = 0;
+    uint64_t ts = 0, iid = 0;
+    bool in_begin = false;
+
+    for (char *l = strtok(text, "\n"); l != NULL; l = strtok(NULL, "\n")) {
+        size_t n;
+
+        while (*l == ' ')
+            l++;
+        n = strlen(l);
+        if (n >= 2 && strcmp(l + n - 2, " {") == 0) {
+            cr_assert_lt(depth, 8);
+            snprintf(stack[depth++], 32, "%.*s", (int)(n - 2), l);
+        } else if (strcmp(l, "}") == 0) {
+            cr_assert_gt(depth, 0);
+            if (--depth == 0)
+                in_begin = false;
+        } else {
+            pf_line(pf, l, stack, depth, &ts, &iid, &in_begin);
+        }
+    }
+}
+
+static const char *pf_track_name(const struct pf *pf, uint64_t uuid, uint64_t *parent)
+{
+    for (size_t i = 0; i < pf->ntracks; i++) {
+        if (pf->track[i].uuid == uuid) {
+            if (parent != NULL)
+                *parent = pf->track[i].parent;
+            return pf->track[i].name;
+        }
+    }
+    cr_assert_fail("no track descriptor for uuid %llu", (unsigned long long)uuid);
+    return NULL;
+}
+
+static void pf_check(const struct pf *pf)
+{
+    cr_assert_eq(pf->nbegin, NTOTAL, "slice begins");
+    cr_assert_eq(pf->nend, NTOTAL, "slice ends");
+    for (size_t i = 0; i < NTOTAL; i++) {
+        struct tentry e = entry(i);
+        const char *dev = entry_device(&e), *proc;
+        uint64_t parent = 0;
+        char want[32];
+
+        cr_assert_eq(pf->begin_ts[i], e.start, "slice %zu begin", i);
+        cr_assert_eq(pf->end_ts[i], e.start + e.dur, "slice %zu end", i);
+        cr_assert_lt(pf->begin_iid[i], 16);
+        cr_assert_not_null(pf->iid_name[pf->begin_iid[i]], "slice %zu: iid not interned", i);
+        cr_assert_str_eq(pf->iid_name[pf->begin_iid[i]], op_of(e.op)->name, "slice %zu", i);
+        cr_assert_str_eq(pf_track_name(pf, pf->begin_track[i], &parent), dev ? dev : "no device",
+                         "slice %zu track", i);
+        proc = pf_track_name(pf, parent, NULL);
+        snprintf(want, sizeof(want), "rank %d (", e.rank);
+        cr_assert_eq(strncmp(proc, want, strlen(want)), 0, "slice %zu process %s", i, proc);
+    }
+    cr_assert_eq(pf->ntracks, 2 + 5, "two process tracks, five (rank, device) tracks");
+}
+
+Test(export, perfetto_decodes_with_protoc)
+{
+    long long id = load();
+    char path[PATH_MAX], ids[32], cmd[3 * PATH_MAX], *text = NULL;
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "export", ids,
+                    "--format",   "perfetto", "-o",   path,     NULL};
+    char *probe[] = {"sh", "-c", "command -v protoc", NULL};
+    char *decode[] = {"sh", "-c", cmd, NULL};
+    struct pf *pf = calloc(1, sizeof(*pf));
+
+    snprintf(ids, sizeof(ids), "%lld", id);
+    snprintf(path, sizeof(path), "%s/out.pftrace", d.dir);
+    cr_assert_eq(harness_run(NULL, argv), 0, "export --format perfetto failed");
+    cr_assert_eq(access(path, F_OK), 0, "no %s", path);
+    if (harness_run(NULL, probe) != 0) {
+        cr_log_warn("protoc is not installed (Debian protobuf-compiler): trace not decoded");
+        unlink(path);
+        free(pf);
+        return;
+    }
+    snprintf(cmd, sizeof(cmd),
+             "protoc --decode=perfetto.protos.Trace -I '%s/perfetto' '%s/perfetto/"
+             "perfetto_trace.proto' < '%s'",
+             SHARED_DATA_DIR, SHARED_DATA_DIR, path);
+    cr_assert_eq(harness_run(&text, decode), 0, "protoc could not decode the trace");
+    unlink(path);
+    pf_parse(pf, text);
+    pf_check(pf);
+    for (size_t i = 0; i < 16; i++)
+        free(pf->iid_name[i]);
+    free(pf);
+    free(text);
+}
+
+/* ---- the command line ------------------------------------------------------- */
+
+Test(export, errors_and_output_file)
+{
+    long long id = load();
+    char ids[32], path[PATH_MAX], *out = NULL;
+    char *no_fmt[] = {TRACECTL_BIN, "--socket", d.sock, "export", ids, NULL};
+    char *bad_weight[] = {TRACECTL_BIN, "--socket", d.sock,     "export", ids,
+                          "--format",   "csv",      "--weight", "calls",  NULL};
+    char *unknown[] = {TRACECTL_BIN,      "--socket", d.sock, "export",
+                       "no-such-session", "--format", "csv",  NULL};
+    char *to_file[] = {TRACECTL_BIN, "--socket", d.sock, "export", ids,
+                       "--format",   "csv",      "-o",   path,     NULL};
+    char *help[] = {TRACECTL_BIN, "export", "--help", NULL};
+    FILE *f;
+    long size;
+
+    snprintf(ids, sizeof(ids), "%lld", id);
+    snprintf(path, sizeof(path), "%s/out.csv", d.dir);
+    cr_assert_eq(harness_run(NULL, no_fmt), 2, "a missing --format is a usage error");
+    cr_assert_eq(harness_run(NULL, bad_weight), 2, "--weight needs collapsed");
+    cr_assert_eq(harness_run(NULL, unknown), 4, "an unknown session exits 4");
+    cr_assert_eq(harness_run(&out, help), 0);
+    cr_assert_not_null(strstr(out, "--format"));
+    free(out);
+    cr_assert_eq(harness_run(&out, to_file), 0);
+    cr_assert_str_eq(out, "", "with -o nothing goes to stdout");
+    free(out);
+    f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fclose(f);
+    unlink(path);
+    out = export(id, "csv", NULL, NULL);
+    cr_assert_eq((size_t)size, strlen(out), "-o FILE holds what stdout would");
+    free(out);
+}
