@@ -424,6 +424,7 @@ int main(int argc, char **argv)
     int rc;
 
     signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
+    store_configure();
     d.opt.linger_ms = DEFAULT_LINGER_MS;
     d.opt.max_conns = DEFAULT_MAX_CONNS;
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;

@@ -108,6 +108,14 @@ void store_session_path(const struct store *s, int64_t id, char *buf, size_t len
     snprintf(buf, len, "%s/sessions/%lld.db", s->data_dir, (long long)id);
 }
 
+int store_configure(void)
+{
+    if (sqlite3_config(SQLITE_CONFIG_MULTITHREAD) != SQLITE_OK ||
+        sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK)
+        return -EBUSY;
+    return 0;
+}
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 struct store_job *store_job_new(enum store_job_type type, int64_t session_id)

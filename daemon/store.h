@@ -101,6 +101,14 @@ struct store_catalog_row {
 
 struct store;
 
+/*
+ * Process-wide SQLite settings, before any other SQLite call: multi-thread
+ * mode (no per-call connection mutex: every connection here is used by one
+ * thread at a time) and no memory statistics (a global mutex per malloc).
+ * Returns 0, or -EBUSY when SQLite was already initialised.
+ */
+int store_configure(void);
+
 /* Called on the loop thread for each completed job with a cookie; the callee frees it. */
 typedef void (*store_done_cb)(struct store *s, struct store_job *job, void *data);
 /* Called on the loop thread after each commit (for backpressure: queued entries went down). */

@@ -307,7 +307,7 @@ static int decode_ops(const msgpack_object *a, struct proto_msg *m, struct proto
     for (uint32_t i = 0; i < l->via.array.size; i++) {
         const msgpack_object *d = &l->via.array.ptr[i];
         struct proto_opdef *def = &m->u.ops.defs[i];
-        uint64_t id;
+        uint64_t id = 0;
 
         m->u.ops.n = i + 1; /* so that proto_msg_free frees what was copied */
         if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size < 2)
@@ -381,7 +381,7 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
                         msgpack_sbuffer *sb, struct proto_error *err)
 {
     const msgpack_object *f;
-    uint64_t op, product = 0;
+    uint64_t op = 0, product = 0;
     bool elements_nil = true;
     uint32_t n;
 
@@ -534,7 +534,7 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
 {
     struct proto_request *req = &m->u.req;
     const msgpack_object *args, *v;
-    uint64_t u;
+    uint64_t u = 0;
 
     proto_request_init(req);
     if (arg_map(a, &args, err) < 0)
