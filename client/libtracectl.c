@@ -2,8 +2,8 @@
  * libtracectl.c — the instrumentation library; see tracectl.h for the API.
  *
  * DESIGN
- * Recording threads never lock, allocate (unless shapes are given) or make a
- * system call other than clock_gettime: each appends a 64-byte record to its
+ * Recording threads never lock, allocate or make a system call other than
+ * clock_gettime (shapes: see shape_intern): each appends a 64-byte record to its
  * own single-producer/single-consumer ring (C11 atomics, power-of-two size),
  * found through a thread-local cache. The rings of a client are linked into
  * a list under the client's mutex when a thread first records.
@@ -19,7 +19,8 @@
  * replies (ack, error) and wakes tc_flush() callers.
  *
  * Memory: ring_entries × 64 bytes per recording thread (4 MiB by default),
- * plus shapes in flight, plus an output buffer of about 1 MiB.
+ * plus the interned shapes (at most SHAPES_MAX pairs), plus an output buffer
+ * of about 1 MiB.
  */
 #include <errno.h>
 #include <poll.h>
@@ -44,13 +45,16 @@
 #define DEFER_MAX        1024
 #define OPEN_TIMEOUT_MS  5000
 #define CLOSE_TIMEOUT_MS 5000
+#define SHAPE_MAX        1400 /* bytes of a packed (out, in) pair: 145 + 8 × 145 + nil */
+#define SHAPE_CACHE      64   /* per thread */
+#define SHAPES_MAX       4096 /* distinct pairs per client; more are left out */
 
 /* One entry as recorded: 64 bytes, no pointers into the recording thread. */
 struct rec {
     uint32_t op;
     uint32_t dev; /* index+1 into the client's device table, 0: the hello device */
     uint64_t step, start, dur, mem;
-    char *shapes; /* NULL, or malloc'd: out shape then in shapes, each msgpack or nil */
+    const char *shapes; /* NULL, or interned: out shape then in shapes, msgpack or nil */
     uint32_t shapes_len;
     uint32_t pad_;
     uint64_t pad2_;
@@ -59,6 +63,12 @@ struct rec {
 struct pending {
     uint32_t op;
     uint64_t start;
+};
+
+/* A slot of a thread's shape cache. */
+struct shape_slot {
+    const char *bytes;
+    uint32_t len, hash;
 };
 
 struct ring {
@@ -73,6 +83,7 @@ struct ring {
     uint64_t cur_start;
     struct pending *deferred;
     size_t n_deferred;
+    struct shape_slot shape_cache[SHAPE_CACHE];
 };
 
 struct tc_client {
@@ -95,6 +106,9 @@ struct tc_client {
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
+    char *shapes[SHAPES_MAX]; /* interned packed shape pairs; guarded by mu */
+    uint32_t shape_len[SHAPES_MAX], shape_hash[SHAPES_MAX];
+    size_t n_shapes;
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
     uint64_t flush_req, flush_acked; /* guarded by mu */
     int flush_rc;                    /* the last flush reply: 0 or -EIO; guarded by mu */
@@ -316,7 +330,6 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
         for (; tail != head && n < room; tail++, n++) {
             struct rec *rec = &r->buf[tail & r->mask];
             pack_rec(c, &pk, rec);
-            free(rec->shapes);
         }
         atomic_store_explicit(&r->tail, tail, memory_order_release);
     }
@@ -510,8 +523,6 @@ static void client_free(tc_client *c)
 
     for (r = c->rings; r != NULL; r = next) {
         next = r->next;
-        for (uint64_t t = atomic_load(&r->tail); t != atomic_load(&r->head); t++)
-            free(r->buf[t & r->mask].shapes);
         free(r->buf);
         free(r->deferred);
         free(r);
@@ -520,6 +531,8 @@ static void client_free(tc_client *c)
         free(c->ops[i]);
     for (size_t i = 0; i < c->n_devs; i++)
         free(c->devs[i]);
+    for (size_t i = 0; i < c->n_shapes; i++)
+        free(c->shapes[i]);
     free(c->ops);
     free(c->devs);
     free(c->device);
@@ -747,7 +760,6 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
         if (!c->blocking || c->broken) {
             atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            free(rec->shapes);
             return;
         }
         struct timespec ts = {0, 50000};
@@ -757,16 +769,74 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
-/* Packs out and in shapes as two msgpack objects (nil when absent). NULL when none given. */
-static char *pack_shapes(const tc_shape *out, const tc_shape *in, size_t n_in, uint32_t *len)
+/* A fixed buffer for msgpack_packer: the largest pair of shapes fits. */
+struct shape_buf {
+    char data[SHAPE_MAX];
+    size_t len;
+};
+
+static int shape_buf_write(void *data, const char *buf, size_t len)
 {
-    msgpack_sbuffer sb;
+    struct shape_buf *b = data;
+
+    if (b->len + len > sizeof(b->data))
+        return -1;
+    memcpy(b->data + b->len, buf, len);
+    b->len += len;
+    return 0;
+}
+
+static uint32_t hash_bytes(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
+
+/* The client's copy of these bytes, added under the lock when new. NULL on ENOMEM. */
+static const char *shape_intern_slow(tc_client *c, const char *bytes, uint32_t len, uint32_t h)
+{
+    const char *found = NULL;
+
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_shapes && found == NULL; i++)
+        if (c->shape_hash[i] == h && c->shape_len[i] == len &&
+            memcmp(c->shapes[i], bytes, len) == 0)
+            found = c->shapes[i];
+    if (found == NULL && c->n_shapes < SHAPES_MAX) {
+        char *copy = malloc(len);
+        if (copy != NULL) {
+            memcpy(copy, bytes, len);
+            c->shapes[c->n_shapes] = copy;
+            c->shape_len[c->n_shapes] = len;
+            c->shape_hash[c->n_shapes++] = h;
+            found = copy;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+/*
+ * Packs out and in shapes as two msgpack objects (nil when absent) and
+ * returns the client's interned copy (immutable until tc_close), found
+ * through this thread's small cache: shapes repeat every step, so the lock
+ * is taken only for a pair this thread has not seen lately. NULL when no
+ * shapes are given (or on ENOMEM, when they are left out).
+ */
+static const char *shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
+                                const tc_shape *in, size_t n_in, uint32_t *len)
+{
+    struct shape_buf b = {.len = 0};
+    struct shape_slot *slot;
     msgpack_packer pk;
+    uint32_t h;
 
     if (out == NULL && (in == NULL || n_in == 0))
         return NULL;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_packer_init(&pk, &b, shape_buf_write);
     if (out != NULL)
         proto_pack_shape(&pk, out->dims, out->ndim > TC_MAX_DIMS ? TC_MAX_DIMS : out->ndim);
     else
@@ -779,12 +849,21 @@ static char *pack_shapes(const tc_shape *out, const tc_shape *in, size_t n_in, u
     } else {
         msgpack_pack_nil(&pk);
     }
-    *len = (uint32_t)sb.size;
-    return sb.data; /* owned by the record: the writer frees it */
+    h = hash_bytes(b.data, b.len);
+    slot = &r->shape_cache[h % SHAPE_CACHE];
+    if (slot->bytes == NULL || slot->hash != h || slot->len != b.len ||
+        memcmp(slot->bytes, b.data, b.len) != 0) {
+        const char *bytes = shape_intern_slow(c, b.data, (uint32_t)b.len, h);
+        if (bytes == NULL)
+            return NULL;
+        *slot = (struct shape_slot){.bytes = bytes, .len = (uint32_t)b.len, .hash = h};
+    }
+    *len = slot->len;
+    return slot->bytes;
 }
 
 static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
-                   uint64_t mem, char *shapes, uint32_t shapes_len, uint32_t dev)
+                   uint64_t mem, const char *shapes, uint32_t shapes_len, uint32_t dev)
 {
     struct rec rec = {.op = op,
                       .dev = dev,
@@ -817,13 +896,13 @@ void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shap
 {
     struct ring *r;
     uint32_t len = 0;
-    char *shapes;
+    const char *shapes;
     uint64_t now;
 
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || !r->open)
         return;
     now = tc_now_ns();
-    shapes = pack_shapes(out, in, n_in, &len);
+    shapes = shape_intern(c, r, out, in, n_in, &len);
     record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes, len, 0);
     r->open = false;
 }
@@ -833,13 +912,13 @@ void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, ui
 {
     struct ring *r;
     uint32_t len = 0, dev = 0;
-    char *shapes;
+    const char *shapes;
 
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
     if (device != NULL && *device && (dev = device_id(c, device)) == 0)
         return;
-    shapes = pack_shapes(out, in, n_in, &len);
+    shapes = shape_intern(c, r, out, in, n_in, &len);
     record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, len, dev);
 }
 
