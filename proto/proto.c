@@ -15,7 +15,7 @@
 
 #include "proto.h"
 
-#define READ_CHUNK (64u << 10)
+#define READ_CHUNK (4u << 10) /* initial per connection: it grows with the message */
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
