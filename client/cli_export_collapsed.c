@@ -64,6 +64,24 @@ static int cli_export_collapsed_cmp(const void *a, const void *b)
                   ((const struct cli_export_stack *)b)->text);
 }
 
+/*
+ * A frame name must not split the line format: in each of the three names a
+ * ';' (the frame separator) becomes ':' and a CR or LF becomes a space
+ * (proto/PROTOCOL.md). text is "<session>;<device>;<op>" with those lengths.
+ */
+static void cli_export_collapsed_clean(char *text, const char *session, const char *dev)
+{
+    size_t a = strlen(session), b = a + 1 + strlen(dev);
+
+    for (char *p = text; *p; p++) {
+        size_t i = (size_t)(p - text);
+        if (*p == ';' && i != a && i != b)
+            *p = ':';
+        else if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    }
+}
+
 /* The map's keys as stack texts with their weights, unsorted. Returns 0 or -ENOMEM. */
 static int cli_export_collapsed_stacks(const struct cli_export *x, struct cli_export_stack *st)
 {
@@ -84,6 +102,7 @@ static int cli_export_collapsed_stacks(const struct cli_export *x, struct cli_ex
         if (st[n].text == NULL)
             return -ENOMEM;
         snprintf(st[n].text, len, "%s;%s;%s", x->dict.session_name, dev, x->dict.ops[s->b].name);
+        cli_export_collapsed_clean(st[n].text, x->dict.session_name, dev);
         n++;
     }
     return 0;
