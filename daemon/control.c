@@ -69,22 +69,6 @@ static void reply_error(struct conn *c, const char *code, const char *message)
     conn_send(c, &sb);
 }
 
-/* Bytes a session's file and its WAL take on disk. */
-static uint64_t session_bytes(struct daemon *d, int64_t id)
-{
-    char path[PATH_MAX + 8];
-    uint64_t total = 0;
-    struct stat st;
-
-    store_session_path(d->store, id, path, PATH_MAX);
-    if (stat(path, &st) == 0)
-        total += (uint64_t)st.st_size;
-    strcat(path, "-wal");
-    if (stat(path, &st) == 0)
-        total += (uint64_t)st.st_size;
-    return total;
-}
-
 static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s)
 {
     msgpack_pack_map(pk, 12);
@@ -100,7 +84,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
         msgpack_pack_nil(pk);
     else
         msgpack_pack_int64(pk, s->ended_ns);
-    pack_kv_u64(pk, "bytes", session_bytes(d, s->id));
+    pack_kv_u64(pk, "bytes", store_session_bytes(d->store, s->id));
     /* Extensions (proto/PROTOCOL.md). */
     pack_kv_u64(pk, "connected", s->live ? s->connected : 0);
     pack_key(pk, "interrupted");
@@ -154,7 +138,7 @@ static void control_status(struct conn *c)
     char path[PATH_MAX];
 
     for (struct session *s = d->reg.list; s != NULL; s = s->next) {
-        bytes += session_bytes(d, s->id);
+        bytes += store_session_bytes(d->store, s->id);
         n_sessions++;
     }
     snprintf(path, sizeof(path), "%s/catalog.db", d->opt.data_dir);

@@ -283,21 +283,6 @@ static void daemon_store_progress(struct store *s, void *data)
     conn_backpressure_check(data);
 }
 
-static uint64_t daemon_file_bytes(struct daemon *d, int64_t id)
-{
-    char path[PATH_MAX + 8];
-    uint64_t total = 0;
-    struct stat st;
-
-    store_session_path(d->store, id, path, PATH_MAX);
-    if (stat(path, &st) == 0)
-        total += (uint64_t)st.st_size;
-    strcat(path, "-wal");
-    if (stat(path, &st) == 0)
-        total += (uint64_t)st.st_size;
-    return total;
-}
-
 static void daemon_delete(struct daemon *d, struct session *s, const char *why)
 {
     struct store_job *job = store_job_new(STORE_DELETE, s->id);
@@ -339,7 +324,7 @@ static void daemon_tick_cb(uv_timer_t *t)
     session_tick(&d->reg);
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
         if (s->live)
-            s->bytes = daemon_file_bytes(d, s->id);
+            s->bytes = store_session_bytes(d->store, s->id);
     if (d->ticks++ % 60 == 0)
         daemon_retention(d);
     d->rate[d->rate_pos] = store_stored(d->store);
@@ -377,7 +362,7 @@ static int load_row(void *arg, const struct store_catalog_row *row)
     int rc = session_load(&d->reg, row);
 
     if (rc == 0)
-        d->reg.list->bytes = daemon_file_bytes(d, row->id);
+        d->reg.list->bytes = store_session_bytes(d->store, row->id);
     return rc;
 }
 

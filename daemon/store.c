@@ -116,6 +116,21 @@ int store_configure(void)
     return 0;
 }
 
+uint64_t store_session_bytes(const struct store *s, int64_t id)
+{
+    char path[PATH_MAX + 8];
+    uint64_t total = 0;
+    struct stat st;
+
+    store_session_path(s, id, path, PATH_MAX);
+    if (stat(path, &st) == 0)
+        total += (uint64_t)st.st_size;
+    strcat(path, "-wal");
+    if (stat(path, &st) == 0)
+        total += (uint64_t)st.st_size;
+    return total;
+}
+
 /* ---- jobs ---------------------------------------------------------------- */
 
 struct store_job *store_job_new(enum store_job_type type, int64_t session_id)

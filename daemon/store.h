@@ -143,6 +143,8 @@ void store_job_free(struct store_job *job);
 
 /* Path of a session's file into buf. */
 void store_session_path(const struct store *s, int64_t id, char *buf, size_t len);
+/* Bytes a session's file and its WAL take on disk (a stat() each; 0 when absent). */
+uint64_t store_session_bytes(const struct store *s, int64_t id);
 
 /* Figures for status; safe from the loop thread. */
 uint64_t store_stored(const struct store *s);     /* entries committed since start */
