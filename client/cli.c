@@ -14,6 +14,7 @@
 
 #include "cli_delete.h"
 #include "cli_export.h"
+#include "cli_import.h"
 #include "cli_json.h"
 #include "cli_report.h"
 #include "cli_sessions.h"
@@ -48,6 +49,7 @@ static const struct cli_command cli_commands[] = {
     {"status", NULL, "show the daemon's figures", cli_status_usage, cli_status_run},
     {"rm", "delete", "delete an ended session", cli_delete_usage, cli_delete_run},
     {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
+    {"import", NULL, "import PyTorch profiler (Kineto) traces", cli_import_usage, cli_import_run},
     {"help", NULL, "show this help, or a command's help", cli_help_usage, cli_help_run},
 };
 

@@ -3,7 +3,7 @@
 # through sudo). Does nothing when they are all present already.
 set -euo pipefail
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
-      libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev)
+      libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
