@@ -680,6 +680,8 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     return rc;
 }
 
+static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg);
+
 int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err)
 {
     msgpack_unpacked res;
@@ -689,6 +691,10 @@ int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct 
     memset(m, 0, sizeof(*m));
     if (len > PROTO_MAX_MSG)
         return fail(err, PROTO_E_TOO_LARGE, "message of %zu bytes is over the limit", len);
+    struct proto_scan sc = {0};
+    scan_bytes(&sc, (const uint8_t *)buf, len, PROTO_MAX_MSG);
+    if (sc.error != NULL)
+        return fail(err, sc.error, "%s", sc.message);
     msgpack_unpacked_init(&res);
     switch (msgpack_unpack_next(&res, buf, len, &off)) {
     case MSGPACK_UNPACK_SUCCESS:
@@ -780,8 +786,143 @@ char *proto_reader_buffer(struct proto_reader *r, size_t want)
     return msgpack_unpacker_buffer(&r->unp);
 }
 
+/* ---- the byte scanner ------------------------------------------------------ */
+
+static void scan_fail(struct proto_scan *sc, const char *code, const char *msg)
+{
+    if (sc->error == NULL) {
+        sc->error = code;
+        snprintf(sc->message, sizeof(sc->message), "%s", msg);
+    }
+}
+
+/* One element (a scalar, a whole str, an empty container) is complete. */
+static void scan_element_done(struct proto_scan *sc)
+{
+    for (;;) {
+        if (sc->depth == 0) {
+            sc->msg_bytes = 0; /* a whole top-level message */
+            return;
+        }
+        sc->pending--;
+        if (--sc->stack[sc->depth - 1] > 0)
+            return;
+        sc->depth--; /* the container is complete: it is an element of its parent */
+    }
+}
+
+static void scan_container(struct proto_scan *sc, uint64_t n, uint64_t max_msg)
+{
+    if (n == 0) {
+        scan_element_done(sc);
+        return;
+    }
+    /* every element takes at least one byte of the rest of the message */
+    uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
+    if (n > room || sc->pending > room - n) {
+        scan_fail(sc, PROTO_E_TOO_LARGE,
+                  "a container announces more elements than a message can hold");
+        return;
+    }
+    if (sc->depth == PROTO_SCAN_DEPTH) {
+        scan_fail(sc, PROTO_E_MESSAGE, "nesting deeper than the protocol allows");
+        return;
+    }
+    sc->stack[sc->depth++] = (uint32_t)n;
+    sc->pending += n;
+}
+
+static uint64_t be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A complete header in sc->head (its first byte the type). */
+static void scan_header(struct proto_scan *sc, uint64_t max_msg)
+{
+    uint8_t t = sc->head[0];
+    uint64_t len = sc->head_len > 1 ? be(sc->head + 1, sc->head_len - 1) : 0;
+
+    if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3 || (t >= 0xca && t <= 0xd3))
+        scan_element_done(sc); /* ints, floats, nil, bool: the header is the value */
+    else if ((t & 0xf0) == 0x80)
+        scan_container(sc, 2u * (t & 0x0f), max_msg);
+    else if ((t & 0xf0) == 0x90)
+        scan_container(sc, t & 0x0f, max_msg);
+    else if (t == 0xdc || t == 0xdd)
+        scan_container(sc, len, max_msg);
+    else if (t == 0xde || t == 0xdf)
+        scan_container(sc, 2 * len, max_msg);
+    else if ((t & 0xe0) == 0xa0)
+        sc->skip = t & 0x1f;
+    else if (t == 0xd9 || t == 0xda || t == 0xdb || t == 0xc4 || t == 0xc5 || t == 0xc6)
+        sc->skip = len;
+    else if (t == 0xc7 || t == 0xc8 || t == 0xc9) /* ext: length, then a type byte */
+        sc->skip = len >> 8;         /* the header's last byte is the ext type, not length */
+    else if (t >= 0xd4 && t <= 0xd8) /* fixext: a type byte and 1..16 bytes */
+        sc->skip = 1u << (t - 0xd4);
+    else
+        scan_fail(sc, PROTO_E_MSGPACK, "bytes are not valid msgpack");
+    if (sc->skip > max_msg)
+        scan_fail(sc, PROTO_E_TOO_LARGE, "a string announces more bytes than a message can hold");
+    if (sc->skip == 0 &&
+        ((t & 0xe0) == 0xa0 || (t >= 0xd9 && t <= 0xdb) || (t >= 0xc4 && t <= 0xc9)))
+        scan_element_done(sc); /* an empty body */
+}
+
+/* Bytes after a type byte: the size of its header (0: the byte is the header). */
+static int scan_head_need(uint8_t t)
+{
+    static const int8_t extra[32] = {
+        /* c0 */ 0, -1, 0, 0, 1, 2, 4, 2, 3, 5, 4, 8, 1, 2, 4, 8,
+        /* d0 */ 1, 2,  4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4,
+    };
+
+    if (t < 0xc0 || t >= 0xe0)
+        return 0;
+    return extra[t - 0xc0];
+}
+
+static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg)
+{
+    const uint8_t *end = p + n;
+
+    while (p < end && sc->error == NULL) {
+        if (sc->skip > 0) {
+            uint64_t k = sc->skip < (uint64_t)(end - p) ? sc->skip : (uint64_t)(end - p);
+            p += k, sc->skip -= k, sc->msg_bytes += k;
+            if (sc->skip == 0)
+                scan_element_done(sc);
+            continue;
+        }
+        if (sc->head_need == 0) {
+            int need = scan_head_need(*p);
+            if (need < 0) {
+                scan_fail(sc, PROTO_E_MSGPACK, "bytes are not valid msgpack");
+                break;
+            }
+            sc->head[0] = *p;
+            sc->head_len = 1;
+            sc->head_need = need + 1;
+        } else {
+            sc->head[sc->head_len++] = *p;
+        }
+        p++, sc->msg_bytes++;
+        if (sc->head_len == sc->head_need) {
+            sc->head_need = 0;
+            scan_header(sc, max_msg);
+        }
+    }
+}
+
 void proto_reader_commit(struct proto_reader *r, size_t n)
 {
+    /* The new bytes are the last n of the buffer: check them before the unpacker parses. */
+    scan_bytes(&r->scan, (const uint8_t *)msgpack_unpacker_buffer(&r->unp), n, r->max_msg);
     msgpack_unpacker_buffer_consumed(&r->unp, n);
 }
 
@@ -790,6 +931,9 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
 {
     /* parsed + (off delta) is the size of the message just completed. */
     size_t before = r->unp.parsed, off0 = r->unp.off, size;
+
+    if (r->scan.error != NULL)
+        return fail(err, r->scan.error, "%s", r->scan.message);
 
     switch (msgpack_unpacker_next(&r->unp, &r->res)) {
     case MSGPACK_UNPACK_SUCCESS:

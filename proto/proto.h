@@ -188,10 +188,30 @@ const char *proto_type_name(enum proto_type t);
 
 /* ---- reading ---------------------------------------------------------- */
 
+#define PROTO_SCAN_DEPTH 32 /* nesting the byte scanner allows (unknown map values included) */
+
+/*
+ * The byte scanner's state (see proto_reader_commit): msgpack headers are
+ * checked as bytes arrive, before msgpack-c's unpacker allocates what a
+ * header announces.
+ */
+struct proto_scan {
+    uint64_t msg_bytes;               /* bytes of the current message so far */
+    uint64_t pending;                 /* elements announced by open containers, not yet seen */
+    uint64_t skip;                    /* body bytes (str, bin, ext) still to skip */
+    uint32_t stack[PROTO_SCAN_DEPTH]; /* remaining elements per open container */
+    int depth;
+    uint8_t head[9]; /* a multi-byte header being read */
+    int head_len, head_need;
+    const char *error; /* set once: the stream is bad */
+    char message[96];
+};
+
 struct proto_reader {
     msgpack_unpacker unp;
     msgpack_unpacked res;
     size_t max_msg;
+    struct proto_scan scan;
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */

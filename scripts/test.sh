@@ -26,3 +26,6 @@ echo "== tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
+
+echo "== fuzz (the decoder, ${FUZZ_SECONDS:-60} s; scripts/fuzz.sh SECONDS runs it longer)"
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

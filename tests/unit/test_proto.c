@@ -369,6 +369,40 @@ static void c_trailing(struct buf *b)
     msgpack_pack_nil(&b->pk);
 }
 
+static void c_huge_array_header(struct buf *b)
+{
+    /* ["batch", array32 of 4,294,967,295 entries] with one byte behind it */
+    msgpack_sbuffer_write(&b->sb,
+                          "\x92\xa5"
+                          "batch"
+                          "\xdd\xff\xff\xff\xff\x94",
+                          13);
+}
+static void c_huge_map_header(struct buf *b)
+{
+    msgpack_sbuffer_write(&b->sb,
+                          "\x92\xa5"
+                          "hello"
+                          "\xdf\x7f\xff\xff\xff",
+                          12);
+}
+static void c_huge_string_header(struct buf *b)
+{
+    msgpack_sbuffer_write(&b->sb,
+                          "\x92\xa5"
+                          "hello"
+                          "\xdb\xff\xff\xff\xf0",
+                          12);
+}
+static void c_deep_nesting(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "meta");
+    for (int i = 0; i < 40; i++)
+        msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_nil(&b->pk);
+}
+
 struct bad_case {
     const char *name;
     void (*build)(struct buf *);
@@ -414,6 +448,10 @@ static struct bad_case bad_cases[] = {
     {"report without session", c_report_no_session, PROTO_E_MESSAGE},
     {"report ratio 1.5", c_report_ratio, PROTO_E_MESSAGE},
     {"delete session float", c_delete_session_float, PROTO_E_MESSAGE},
+    {"array header of 2^32-1 entries", c_huge_array_header, PROTO_E_TOO_LARGE},
+    {"map header of 2^31 pairs", c_huge_map_header, PROTO_E_TOO_LARGE},
+    {"str32 header of 4 GiB", c_huge_string_header, PROTO_E_TOO_LARGE},
+    {"40 nested arrays", c_deep_nesting, PROTO_E_MESSAGE},
 };
 
 #define N_BAD_CASES (sizeof(bad_cases) / sizeof(bad_cases[0]))

@@ -1,0 +1,216 @@
+/*
+ * fuzz_decode.c — libFuzzer target for the wire-format decoder (proto.c).
+ *
+ * The input is fed to a proto_reader in two reads (split where the first
+ * byte says), as a connection would deliver it. Every message that decodes
+ * is re-encoded with the proto_pack_* functions and decoded again; the two
+ * decoded messages must be equal (decode → re-encode → decode is stable).
+ * The whole input also goes through proto_decode_bytes(). Crashes,
+ * sanitizer reports and failed invariants abort.
+ *
+ *   scripts/fuzz.sh [SECONDS]    builds with clang -fsanitize=fuzzer and runs it
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_decode: invariant failed: %s (line %d)\n", #cond, __LINE__);     \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool str_eq(const char *a, const char *b)
+{
+    /* An absent string and an empty one re-encode alike (error code, message). */
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool kv_eq(const struct proto_kv *a, const struct proto_kv *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!str_eq(a[i].key, b[i].key) || a[i].type != b[i].type)
+            return false;
+        if ((a[i].type == PROTO_V_STR && !str_eq(a[i].v.s, b[i].v.s)) ||
+            (a[i].type == PROTO_V_INT && a[i].v.i != b[i].v.i) ||
+            (a[i].type == PROTO_V_BOOL && a[i].v.b != b[i].v.b) ||
+            (a[i].type == PROTO_V_FLOAT && memcmp(&a[i].v.f, &b[i].v.f, sizeof(double)) != 0))
+            return false;
+    }
+    return true;
+}
+
+static bool batch_eq(const struct proto_batch *a, const struct proto_batch *b)
+{
+    if (a->n != b->n)
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct proto_entry *x = &a->entries[i], *y = &b->entries[i];
+        if (x->step != y->step || x->op_id != y->op_id || x->start_ns != y->start_ns ||
+            x->dur_ns != y->dur_ns || x->elements != y->elements || x->mem_bytes != y->mem_bytes ||
+            x->out_len != y->out_len || x->in_len != y->in_len || x->dev_len != y->dev_len ||
+            memcmp(a->blob + x->out_off, b->blob + y->out_off, x->out_len) != 0 ||
+            memcmp(a->blob + x->in_off, b->blob + y->in_off, x->in_len) != 0 ||
+            memcmp(a->blob + x->dev_off, b->blob + y->dev_off, x->dev_len) != 0)
+            return false;
+    }
+    return true;
+}
+
+static bool msg_eq(const struct proto_msg *a, const struct proto_msg *b)
+{
+    const struct proto_hello *h = &a->u.hello, *k = &b->u.hello;
+
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case PROTO_HELLO:
+        return h->proto == k->proto && str_eq(h->session, k->session) && h->rank == k->rank &&
+               h->world == k->world && h->pid == k->pid && (h->host == NULL) == (k->host == NULL) &&
+               str_eq(h->host, k->host) && str_eq(h->device, k->device) && h->n_meta == k->n_meta &&
+               kv_eq(h->meta, k->meta, h->n_meta);
+    case PROTO_OPS:
+        if (a->u.ops.n != b->u.ops.n)
+            return false;
+        for (size_t i = 0; i < a->u.ops.n; i++)
+            if (a->u.ops.defs[i].id != b->u.ops.defs[i].id ||
+                !str_eq(a->u.ops.defs[i].name, b->u.ops.defs[i].name) ||
+                !str_eq(a->u.ops.defs[i].category, b->u.ops.defs[i].category))
+                return false;
+        return true;
+    case PROTO_BATCH:
+        return batch_eq(&a->u.batch, &b->u.batch);
+    case PROTO_META:
+        return a->u.meta.n == b->u.meta.n && kv_eq(a->u.meta.kv, b->u.meta.kv, a->u.meta.n);
+    case PROTO_FLUSH:
+        return a->u.flush_seq == b->u.flush_seq;
+    case PROTO_BYE:
+        return a->u.bye_dropped == b->u.bye_dropped;
+    case PROTO_SESSIONS:
+    case PROTO_STATUS:
+        return true;
+    case PROTO_REPORT:
+    case PROTO_DELETE:
+    case PROTO_EXPORT:
+        return a->u.req.session.id == b->u.req.session.id &&
+               str_eq(a->u.req.session.name, b->u.req.session.name) &&
+               (a->type != PROTO_REPORT ||
+                (a->u.req.top == b->u.req.top && a->u.req.mem_threshold == b->u.req.mem_threshold &&
+                 a->u.req.comm_min_ratio == b->u.req.comm_min_ratio));
+    case PROTO_WELCOME:
+        return a->u.welcome.session_id == b->u.welcome.session_id &&
+               a->u.welcome.process_id == b->u.welcome.process_id;
+    case PROTO_ACK:
+        return a->u.ack.seq == b->u.ack.seq && a->u.ack.stored == b->u.ack.stored;
+    case PROTO_ERROR:
+        return str_eq(a->u.error.code, b->u.error.code) &&
+               str_eq(a->u.error.message, b->u.error.message);
+    default:
+        return true;
+    }
+}
+
+/* Re-encodes m; false for the types whose payload is not decoded (ok, rows, end). */
+static bool encode(msgpack_packer *pk, const struct proto_msg *m)
+{
+    switch (m->type) {
+    case PROTO_HELLO:
+        return proto_pack_hello(pk, &m->u.hello) == 0;
+    case PROTO_OPS:
+        return proto_pack_ops(pk, m->u.ops.defs, m->u.ops.n) == 0;
+    case PROTO_BATCH:
+        return proto_pack_batch(pk, &m->u.batch) == 0;
+    case PROTO_META:
+        return proto_pack_meta(pk, m->u.meta.kv, m->u.meta.n) == 0;
+    case PROTO_FLUSH:
+        return proto_pack_flush(pk, m->u.flush_seq) == 0;
+    case PROTO_BYE:
+        return proto_pack_bye(pk, m->u.bye_dropped) == 0;
+    case PROTO_SESSIONS:
+    case PROTO_REPORT:
+    case PROTO_STATUS:
+    case PROTO_DELETE:
+    case PROTO_EXPORT:
+        return proto_pack_request(pk, m->type, &m->u.req) == 0;
+    case PROTO_WELCOME:
+        if (m->u.welcome.process_id < 0) {
+            /* absent in the input: leave it absent */
+            msgpack_pack_array(pk, 2);
+            proto_pack_str(pk, "welcome");
+            msgpack_pack_map(pk, 1);
+            proto_pack_str(pk, "session_id");
+            return msgpack_pack_int64(pk, m->u.welcome.session_id) == 0;
+        }
+        return proto_pack_welcome(pk, m->u.welcome.session_id, m->u.welcome.process_id) == 0;
+    case PROTO_ACK:
+        return proto_pack_ack(pk, m->u.ack.seq, m->u.ack.stored) == 0;
+    case PROTO_ERROR:
+        return proto_pack_error(pk, m->u.error.code ? m->u.error.code : "",
+                                m->u.error.message ? m->u.error.message : "") == 0;
+    default:
+        return false;
+    }
+}
+
+static void round_trip(const struct proto_msg *m)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct proto_msg again;
+    struct proto_error err;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (encode(&pk, m)) {
+        int rc = proto_decode_bytes(sb.data, sb.size, &again, &err);
+        if (rc != 0)
+            fprintf(stderr, "fuzz_decode: re-encoded %s does not decode: %s: %s\n",
+                    proto_type_name(m->type), err.code, err.message);
+        CHECK(rc == 0);
+        CHECK(msg_eq(m, &again));
+        proto_msg_free(&again);
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    size_t split = size ? data[0] % (size + 1) : 0;
+    int rc;
+
+    if (proto_reader_init(&r, 1 << 16) < 0)
+        return 0;
+    for (int part = 0; part < 2; part++) {
+        const uint8_t *p = part ? data + split : data;
+        size_t n = part ? size - split : split;
+        char *buf = proto_reader_buffer(&r, n ? n : 1);
+        if (buf == NULL)
+            break;
+        memcpy(buf, p, n);
+        proto_reader_commit(&r, n);
+        while ((rc = proto_reader_next(&r, &m, &err)) == 1) {
+            round_trip(&m);
+            proto_msg_free(&m);
+        }
+        if (rc < 0) {
+            CHECK(err.code != NULL && err.message[0] != '\0');
+            break;
+        }
+    }
+    proto_reader_deinit(&r);
+    if (proto_decode_bytes((const char *)data, size, &m, &err) == 0) {
+        round_trip(&m);
+        proto_msg_free(&m);
+    }
+    return 0;
+}
