@@ -936,7 +936,10 @@ static int hello(struct imp *x, const char *sock, const char *session, int64_t r
         snprintf(x->errmsg, sizeof(x->errmsg), "no daemon at %s (is tracectld running?)", sock);
         return rc;
     }
+    /* the connection is ours from here: its fd, with this import's own reader */
     x->fd = conn.fd;
+    conn.fd = -1;
+    cli_conn_close(&conn);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_hello(&pk, &h);
