@@ -54,7 +54,11 @@ const char *proto_type_name(enum proto_type t)
 
 bool proto_utf8_valid(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    const unsigned char *p = (const unsigned char *)s, *end;
+
+    if (len == 0)
+        return true; /* msgpack-c gives an empty string a NULL pointer */
+    end = p + len;
 
     while (p < end) {
         unsigned c = *p, n;
@@ -131,7 +135,8 @@ static int get_str(const msgpack_object *o, size_t min, size_t max, char **out, 
     s = malloc(o->via.str.size + 1);
     if (s == NULL)
         return fail(err, PROTO_E_INTERNAL, "out of memory");
-    memcpy(s, o->via.str.ptr, o->via.str.size);
+    if (o->via.str.size > 0)
+        memcpy(s, o->via.str.ptr, o->via.str.size);
     s[o->via.str.size] = '\0';
     *out = s;
     return 0;

@@ -47,6 +47,12 @@ static bool kv_eq(const struct proto_kv *a, const struct proto_kv *b, size_t n)
     return true;
 }
 
+/* n bytes at a+i and b+j are equal (a batch without shapes has no blob at all). */
+static bool part_eq(const char *a, uint32_t i, const char *b, uint32_t j, uint32_t n)
+{
+    return n == 0 || memcmp(a + i, b + j, n) == 0;
+}
+
 static bool batch_eq(const struct proto_batch *a, const struct proto_batch *b)
 {
     if (a->n != b->n)
@@ -56,9 +62,9 @@ static bool batch_eq(const struct proto_batch *a, const struct proto_batch *b)
         if (x->step != y->step || x->op_id != y->op_id || x->start_ns != y->start_ns ||
             x->dur_ns != y->dur_ns || x->elements != y->elements || x->mem_bytes != y->mem_bytes ||
             x->out_len != y->out_len || x->in_len != y->in_len || x->dev_len != y->dev_len ||
-            memcmp(a->blob + x->out_off, b->blob + y->out_off, x->out_len) != 0 ||
-            memcmp(a->blob + x->in_off, b->blob + y->in_off, x->in_len) != 0 ||
-            memcmp(a->blob + x->dev_off, b->blob + y->dev_off, x->dev_len) != 0)
+            !part_eq(a->blob, x->out_off, b->blob, y->out_off, x->out_len) ||
+            !part_eq(a->blob, x->in_off, b->blob, y->in_off, x->in_len) ||
+            !part_eq(a->blob, x->dev_off, b->blob, y->dev_off, x->dev_len))
             return false;
     }
     return true;
