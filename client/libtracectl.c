@@ -46,7 +46,7 @@
 #define OPEN_TIMEOUT_MS  5000
 #define CLOSE_TIMEOUT_MS 5000
 #define SHAPE_MAX        1400 /* bytes of a packed (out, in) pair: 145 + 8 × 145 + nil */
-#define SHAPE_CACHE      64   /* per thread */
+#define SHAPE_CACHE      256  /* per thread */
 #define SHAPES_MAX       4096 /* distinct pairs per client; more are left out */
 
 /* One entry as recorded: 64 bytes, no pointers into the recording thread. */
@@ -75,6 +75,7 @@ struct ring {
     _Atomic uint64_t head;              /* written by the recording thread */
     _Alignas(64) _Atomic uint64_t tail; /* written by the writer thread: its own line */
     _Alignas(64) uint64_t mask;
+    uint64_t tail_seen; /* the recording thread's last look at tail: re-read only when full */
     struct rec *buf;
     struct ring *next;
     /* the recording thread's own state (no other thread touches it) */
@@ -87,7 +88,10 @@ struct ring {
 };
 
 struct tc_client {
-    bool disabled;
+    /* Read on every record, written (almost) never: a cache line of their own,
+     * so the writer thread's updates elsewhere never evict it from the
+     * recording cores. */
+    _Alignas(64) bool disabled;
     bool blocking;
     uint64_t gen; /* distinguishes clients for the thread-local cache */
     int fd;
@@ -96,9 +100,13 @@ struct tc_client {
     unsigned interval_ms;
     char *device;
 
-    _Atomic uint64_t step, dropped;
+    _Alignas(64) _Atomic uint64_t step; /* written by tc_step only */
+    _Alignas(64) _Atomic uint64_t dropped;
     _Atomic uint64_t rejected; /* records refused by a full ring (part of dropped) */
 
+    /* Shapes have their own lock: a recording thread whose cache misses must
+     * never wait for the writer thread, which holds mu while it drains. */
+    pthread_mutex_t shape_mu;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct ring *rings; /* guarded by mu */
@@ -106,7 +114,7 @@ struct tc_client {
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
-    char *shapes[SHAPES_MAX]; /* interned packed shape pairs; guarded by mu */
+    char *shapes[SHAPES_MAX]; /* interned packed shape pairs; guarded by shape_mu */
     uint32_t shape_len[SHAPES_MAX], shape_hash[SHAPES_MAX];
     size_t n_shapes;
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
@@ -487,12 +495,14 @@ static void *writer_thread(void *arg)
 
 static tc_client *client_new(const tc_options *o)
 {
-    tc_client *c = calloc(1, sizeof(*c));
+    size_t size = (sizeof(tc_client) + 63) & ~(size_t)63;
+    tc_client *c = aligned_alloc(64, size); /* its hot fields sit on their own lines */
     const char *dev = o->device ? o->device : getenv("TRACECTL_DEVICE");
     const char *blk = getenv("TRACECTL_BLOCKING");
 
     if (c == NULL)
         return NULL;
+    memset(c, 0, size);
     c->fd = -1;
     c->session_id = -1;
     c->gen = atomic_fetch_add(&client_gen, 1);
@@ -505,6 +515,7 @@ static tc_client *client_new(const tc_options *o)
     }
     c->interval_ms = o->flush_interval_ms ? o->flush_interval_ms : DEFAULT_INTERVAL;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->shape_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     msgpack_sbuffer_init(&c->control);
     msgpack_sbuffer_init(&c->out);
@@ -540,6 +551,7 @@ static void client_free(tc_client *c)
     msgpack_sbuffer_destroy(&c->out);
     proto_reader_deinit(&c->reader);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->shape_mu);
     pthread_cond_destroy(&c->cv);
     if (c->fd >= 0)
         close(c->fd);
@@ -756,7 +768,10 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 
-    while (head - atomic_load_explicit(&r->tail, memory_order_acquire) > r->mask) {
+    /* Reading tail means fetching the writer's cache line: only when the ring
+     * looks full by the last value seen. */
+    while (head - r->tail_seen > r->mask &&
+           head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
         if (!c->blocking || c->broken) {
             atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
@@ -800,7 +815,7 @@ static const char *shape_intern_slow(tc_client *c, const char *bytes, uint32_t l
 {
     const char *found = NULL;
 
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->shape_mu);
     for (size_t i = 0; i < c->n_shapes && found == NULL; i++)
         if (c->shape_hash[i] == h && c->shape_len[i] == len &&
             memcmp(c->shapes[i], bytes, len) == 0)
@@ -815,7 +830,7 @@ static const char *shape_intern_slow(tc_client *c, const char *bytes, uint32_t l
             found = copy;
         }
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->shape_mu);
     return found;
 }
 

@@ -962,7 +962,7 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
 
 int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
 {
-    const msgpack_object *o;
+    const msgpack_object *o = NULL;
     int rc = proto_reader_next_object(r, &o, err);
 
     if (rc <= 0)
