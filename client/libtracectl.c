@@ -303,21 +303,50 @@ static int say_hello(tc_client *c, const tc_options *o)
 
 /* ---- the writer thread ---------------------------------------------------- */
 
+/* Appends v as the shortest msgpack unsigned integer (the encoding msgpack-c emits). */
+static char *put_uint(char *p, uint64_t v)
+{
+    if (v < 128) {
+        *p++ = (char)v;
+    } else if (v < 256) {
+        *p++ = (char)0xcc, *p++ = (char)v;
+    } else if (v < 65536) {
+        *p++ = (char)0xcd, *p++ = (char)(v >> 8), *p++ = (char)v;
+    } else if (v < 4294967296ull) {
+        *p++ = (char)0xce;
+        for (int s = 24; s >= 0; s -= 8)
+            *p++ = (char)(v >> s);
+    } else {
+        *p++ = (char)0xcf;
+        for (int s = 56; s >= 0; s -= 8)
+            *p++ = (char)(v >> s);
+    }
+    return p;
+}
+
+/*
+ * One entry as msgpack, [step, op, start, dur, nil, mem, out, in(, device)],
+ * encoded into a local buffer and appended with one write: field-by-field
+ * packer calls cost the writer thread more than the recording threads pay.
+ */
 static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r)
 {
-    msgpack_pack_array(pk, r->dev ? 9 : 8);
-    msgpack_pack_uint64(pk, r->step);
-    msgpack_pack_uint32(pk, r->op);
-    msgpack_pack_uint64(pk, r->start);
-    msgpack_pack_uint64(pk, r->dur);
-    msgpack_pack_nil(pk); /* elements: the daemon takes the product of out_shape */
-    msgpack_pack_uint64(pk, r->mem);
-    if (r->shapes != NULL) {
-        msgpack_sbuffer_write(pk->data, r->shapes, r->shapes_len);
-    } else {
-        msgpack_pack_nil(pk);
-        msgpack_pack_nil(pk);
+    char buf[64], *p = buf;
+
+    *p++ = (char)(0x90 | (r->dev ? 9 : 8));
+    p = put_uint(p, r->step);
+    p = put_uint(p, r->op);
+    p = put_uint(p, r->start);
+    p = put_uint(p, r->dur);
+    *p++ = (char)0xc0; /* elements: the daemon takes the product of out_shape */
+    p = put_uint(p, r->mem);
+    if (r->shapes == NULL) {
+        *p++ = (char)0xc0;
+        *p++ = (char)0xc0;
     }
+    msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
+    if (r->shapes != NULL)
+        msgpack_sbuffer_write(pk->data, r->shapes, r->shapes_len);
     if (r->dev)
         proto_pack_str(pk, c->devs[r->dev - 1]);
 }
@@ -844,13 +873,15 @@ static const char *shape_intern_slow(tc_client *c, const char *bytes, uint32_t l
 static const char *shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
                                 const tc_shape *in, size_t n_in, uint32_t *len)
 {
-    struct shape_buf b = {.len = 0};
+    struct shape_buf
+        b; /* not zeroed: 1,400 bytes of memset per record would cost more than the rest */
     struct shape_slot *slot;
     msgpack_packer pk;
     uint32_t h;
 
     if (out == NULL && (in == NULL || n_in == 0))
         return NULL;
+    b.len = 0;
     msgpack_packer_init(&pk, &b, shape_buf_write);
     if (out != NULL)
         proto_pack_shape(&pk, out->dims, out->ndim > TC_MAX_DIMS ? TC_MAX_DIMS : out->ndim);
