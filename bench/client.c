@@ -1,0 +1,470 @@
+/*
+ * client.c — tc_bench_client: what libtracectl costs the instrumented
+ * program (issue 3, benchmark 2).
+ *
+ *   tc_bench_client [--reps R (7)] [--burst B (200000)] [--no-lttng] [--interval MS]
+ *
+ * Every figure is the median (with min and max) of R repetitions, all in
+ * this one run:
+ *   clock2_ns        two bare clock_gettime(CLOCK_MONOTONIC) calls;
+ *   pair_ns          tc_begin + tc_end(mem, no shapes): two clock reads and
+ *                    one record (op, step, start, dur, mem), against a real
+ *                    tracectld that drains; per repetition a burst of B pairs
+ *                    into a 256 Ki-entry ring (B fits, so nothing is dropped:
+ *                    a dropped record would be cheaper and flatter the
+ *                    figure), then tc_flush() outside the timing;
+ *   pair_2t_ns       the same on two threads at once (each its own ring), per
+ *                    pair per thread;
+ *   pair_shapes_ns   tc_end with an output shape and two input shapes;
+ *   disabled_ns      one call (tc_begin or tc_end) on a TRACECTL_DISABLE=1 client;
+ *   lttng            the same fields through an LTTng-UST tracepoint recorded
+ *                    by a user-space lttng-sessiond session (tc_bench_lttng,
+ *                    when built), or why it could not run.
+ * Ratios: pair ÷ clock2 (target ≤ 1.5), pair ÷ LTTng tracepoint (≤ 0.5).
+ * Output: JSON lines on stdout, a human summary on stderr.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+#define MAX_REPS 64
+#define RING     (1u << 18)
+
+struct copts {
+    int reps;
+    uint64_t burst;
+    bool lttng;
+    unsigned interval_ms; /* the writer's drain interval (0: the library's default) */
+};
+
+static const tc_shape out_shape = {2, {32, 1024}};
+static const tc_shape in_shapes[2] = {{2, {32, 4096}}, {2, {4096, 1024}}};
+
+static volatile uint64_t sink;
+
+static double clock2_ns(uint64_t n)
+{
+    struct timespec a, b;
+    uint64_t acc = 0, t0 = bench_now_ns();
+
+    for (uint64_t i = 0; i < n; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        acc += (uint64_t)(b.tv_nsec - a.tv_nsec);
+    }
+    sink = acc;
+    return (double)(bench_now_ns() - t0) / (double)n;
+}
+
+/* ns per begin+end pair over n pairs. */
+static double pairs_ns(tc_client *c, const uint32_t *ops, uint64_t n, bool shapes)
+{
+    uint64_t t0 = bench_now_ns();
+
+    if (shapes) {
+        for (uint64_t i = 0; i < n; i++) {
+            tc_begin(c, ops[i & 31]);
+            tc_end(c, i, &out_shape, in_shapes, 2);
+        }
+    } else {
+        for (uint64_t i = 0; i < n; i++) {
+            tc_begin(c, ops[i & 31]);
+            tc_end(c, i, NULL, NULL, 0);
+        }
+    }
+    return (double)(bench_now_ns() - t0) / (double)n;
+}
+
+/* ---- two threads ------------------------------------------------------------- */
+
+struct twin {
+    tc_client *c;
+    const uint32_t *ops;
+    uint64_t n;
+    pthread_barrier_t *go;
+    double ns;
+};
+
+static void *twin_main(void *arg)
+{
+    struct twin *t = arg;
+
+    pthread_barrier_wait(t->go);
+    t->ns = pairs_ns(t->c, t->ops, t->n, false);
+    return NULL;
+}
+
+static double pairs_2t_ns(tc_client *c, const uint32_t *ops, uint64_t n)
+{
+    pthread_barrier_t go;
+    struct twin t[2];
+    pthread_t th[2];
+
+    pthread_barrier_init(&go, NULL, 2);
+    for (int i = 0; i < 2; i++) {
+        t[i] = (struct twin){.c = c, .ops = ops, .n = n, .go = &go};
+        pthread_create(&th[i], NULL, twin_main, &t[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    return (t[0].ns + t[1].ns) / 2;
+}
+
+/* ---- enabled, against a real daemon ---------------------------------------------- */
+
+struct figures {
+    double clock2[MAX_REPS], pair[MAX_REPS], pair2[MAX_REPS], shapes[MAX_REPS];
+    double disabled[MAX_REPS];
+    uint64_t dropped;
+};
+
+static int measure_enabled(const struct copts *o, struct figures *f)
+{
+    struct bdaemon d;
+    tc_options to;
+    tc_client *c;
+    uint32_t ops[32];
+    int rc, err = 0;
+
+    if ((rc = bdaemon_start(&d, NULL)) < 0) {
+        fprintf(stderr, "client: cannot start %s: %s\n", TRACECTLD_BIN, strerror(-rc));
+        return rc;
+    }
+    tc_options_init(&to);
+    to.socket_path = d.sock;
+    to.session = "client-bench";
+    to.device = "gpu:0";
+    to.blocking = 0; /* the default mode: what programs run with */
+    to.ring_entries = RING;
+    to.flush_interval_ms = o->interval_ms;
+    c = tc_open(&to, &err);
+    if (c == NULL || !tc_enabled(c)) {
+        fprintf(stderr, "client: tc_open: %s\n", strerror(-err));
+        tc_close(c);
+        bdaemon_cleanup(&d);
+        return err ? err : -ENOTCONN;
+    }
+    for (int i = 0; i < 32; i++)
+        ops[i] = tc_op(c, bench_op_names[i]);
+    pairs_ns(c, ops, o->burst, false); /* warm-up: the ring's pages, the daemon's session */
+    tc_flush(c, -1);
+    for (int r = 0; r < o->reps; r++) {
+        f->clock2[r] = clock2_ns(o->burst);
+        f->pair[r] = pairs_ns(c, ops, o->burst, false);
+        tc_flush(c, -1);
+        f->pair2[r] = pairs_2t_ns(c, ops, o->burst);
+        tc_flush(c, -1);
+        f->shapes[r] = pairs_ns(c, ops, o->burst, true);
+        tc_flush(c, -1);
+    }
+    f->dropped = tc_dropped(c);
+    rc = tc_close(c);
+    bdaemon_stop(&d, SIGTERM);
+    bdaemon_cleanup(&d);
+    return rc;
+}
+
+static void measure_disabled(const struct copts *o, struct figures *f)
+{
+    uint64_t n = o->burst * 50;
+    tc_client *c;
+    uint32_t op;
+
+    setenv("TRACECTL_DISABLE", "1", 1);
+    c = tc_open(NULL, NULL);
+    unsetenv("TRACECTL_DISABLE");
+    op = tc_op(c, "matmul");
+    for (int r = 0; r < o->reps; r++) {
+        uint64_t t0 = bench_now_ns();
+        for (uint64_t i = 0; i < n; i++) {
+            tc_begin(c, op);
+            tc_end(c, i, NULL, NULL, 0);
+        }
+        f->disabled[r] = (double)(bench_now_ns() - t0) / (double)(2 * n);
+    }
+    tc_close(c);
+}
+
+/* ---- LTTng-UST ---------------------------------------------------------------------- */
+
+struct lttng_result {
+    bool ran;
+    char why[512];   /* why it did not run, or notes */
+    char line[2048]; /* tc_bench_lttng's JSON line */
+    double tp, tp_shapes, event, event_shapes;
+};
+
+#ifdef TC_BENCH_LTTNG_BIN
+/* Runs argv with stdout and stderr appended to log (stdout to out_fd when >= 0). */
+static int run_cmd(const char *log, int out_fd, char *const argv[])
+{
+    int st;
+    pid_t pid = fork();
+
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(out_fd >= 0 ? out_fd : fd, 1);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The last line of a file containing needle (or the last line), into buf. */
+static void log_line(const char *path, const char *needle, char *buf, size_t len)
+{
+    char line[512];
+    FILE *f = fopen(path, "r");
+
+    buf[0] = '\0';
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] && (needle == NULL || strstr(line, needle) != NULL))
+            snprintf(buf, len, "%s", line);
+    }
+    fclose(f);
+}
+
+/* Starts our own lttng-sessiond --no-kernel; 0 (pid set), 1 (one already runs), or -1. */
+static int sessiond_start(const char *log, pid_t *pid, char *why, size_t len)
+{
+    char *argv[] = {"lttng-sessiond", "--no-kernel", "--sig-parent", NULL};
+    struct timespec wait = {10, 0};
+    sigset_t set, old;
+    int st;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    *pid = fork();
+    if (*pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    int sig = *pid > 0 ? sigtimedwait(&set, NULL, &wait) : -1;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (sig == SIGUSR1)
+        return 0;
+    if (*pid > 0 && waitpid(*pid, &st, WNOHANG) == 0) {
+        kill(*pid, SIGTERM);
+        waitpid(*pid, &st, 0);
+    }
+    *pid = 0;
+    log_line(log, "already", why, len);
+    if (why[0] != '\0')
+        return 1;
+    log_line(log, NULL, why, len);
+    if (why[0] == '\0')
+        snprintf(why, len, "lttng-sessiond did not start (not installed?)");
+    return -1;
+}
+
+static double json_median(const char *line, const char *key)
+{
+    char pat[64];
+    const char *p;
+
+    snprintf(pat, sizeof(pat), "\"%s\":{\"median\":", key);
+    p = strstr(line, pat);
+    return p ? strtod(p + strlen(pat), NULL) : 0;
+}
+
+/* Runs tc_bench_lttng inside a recording session; the session and the daemon are ours. */
+static void lttng_session_run(const struct copts *o, const char *dir, const char *log,
+                              struct lttng_result *lr)
+{
+    char name[64], out[PATH_MAX + 16], reps[16], tmp[PATH_MAX + 16];
+    int fd;
+
+    snprintf(name, sizeof(name), "tcbench-%ld", (long)getpid());
+    snprintf(out, sizeof(out), "--output=%s/trace", dir);
+    snprintf(reps, sizeof(reps), "%d", o->reps);
+    snprintf(tmp, sizeof(tmp), "%s/lttng.json", dir);
+    char *create[] = {"lttng", "create", name, out, NULL};
+    char *chan[] = {"lttng",          "enable-channel", "-u", "-s", name, "--subbuf-size=4M",
+                    "--num-subbuf=8", "tcchan",         NULL};
+    char *event[] = {"lttng", "enable-event", "-u", "-s", name, "-c", "tcchan", "tc_bench:*", NULL};
+    char *start[] = {"lttng", "start", name, NULL};
+    char *stop[] = {"lttng", "stop", name, NULL};
+    char *destroy[] = {"lttng", "destroy", name, NULL};
+    char *bench[] = {TC_BENCH_LTTNG_BIN, "--reps", reps, NULL};
+
+    if (run_cmd(log, -1, create) != 0 || run_cmd(log, -1, chan) != 0 ||
+        run_cmd(log, -1, event) != 0 || run_cmd(log, -1, start) != 0) {
+        log_line(log, "Error", lr->why, sizeof(lr->why));
+        run_cmd(log, -1, destroy);
+        return;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int rc = run_cmd(log, fd, bench);
+    close(fd);
+    run_cmd(log, -1, stop);
+    run_cmd(log, -1, destroy);
+    log_line(tmp, "\"lttng\"", lr->line, sizeof(lr->line));
+    if (rc != 0 || lr->line[0] == '\0') {
+        snprintf(lr->why, sizeof(lr->why), "tc_bench_lttng failed (exit %d)", rc);
+        return;
+    }
+    lr->ran = strstr(lr->line, "\"enabled\":true") != NULL;
+    log_line(log, "discarded", lr->why, sizeof(lr->why)); /* lttng stop warns of losses */
+    if (!lr->ran)
+        snprintf(lr->why, sizeof(lr->why),
+                 "the tracepoints were not enabled: the program did not register with the "
+                 "session daemon");
+    lr->tp = json_median(lr->line, "tp_ns");
+    lr->event = json_median(lr->line, "event_ns");
+    lr->tp_shapes = json_median(lr->line, "tp_shapes_ns");
+    lr->event_shapes = json_median(lr->line, "event_shapes_ns");
+}
+
+static void measure_lttng(const struct copts *o, struct lttng_result *lr)
+{
+    char dir[] = "/tmp/tcbench-lttng.XXXXXX", log[sizeof(dir) + 16];
+    pid_t sessiond = 0;
+    int st;
+
+    if (mkdtemp(dir) == NULL) {
+        snprintf(lr->why, sizeof(lr->why), "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    snprintf(log, sizeof(log), "%s/log", dir);
+    if (sessiond_start(log, &sessiond, lr->why, sizeof(lr->why)) >= 0) {
+        lr->why[0] = '\0';
+        lttng_session_run(o, dir, log, lr);
+    }
+    if (sessiond > 0) {
+        kill(sessiond, SIGTERM);
+        waitpid(sessiond, &st, 0);
+    }
+    bench_rmtree(dir);
+}
+#else
+static void measure_lttng(const struct copts *o, struct lttng_result *lr)
+{
+    snprintf(lr->why, sizeof(lr->why), "not built: %s", TC_BENCH_LTTNG_WHY);
+}
+#endif
+
+/* ---- output ---------------------------------------------------------------------------- */
+
+static void report(const struct copts *o, struct figures *f, const struct lttng_result *lr)
+{
+    size_t n = (size_t)o->reps;
+    struct bstat clock2 = bench_stat(f->clock2, n), pair = bench_stat(f->pair, n);
+    struct bstat pair2 = bench_stat(f->pair2, n), shapes = bench_stat(f->shapes, n);
+    struct bstat dis = bench_stat(f->disabled, n);
+    double nan = 0.0 / 0.0;
+
+    if (lr->line[0] != '\0')
+        printf("%s\n", lr->line);
+    bjson_begin("client", "summary");
+    bjson_u64("reps", n);
+    bjson_u64("burst", o->burst);
+    bjson_u64("interval_ms", o->interval_ms);
+    bjson_stat("clock2_ns", clock2, n);
+    bjson_stat("pair_ns", pair, n);
+    bjson_stat("pair_2t_ns", pair2, n);
+    bjson_stat("pair_shapes_ns", shapes, n);
+    bjson_stat("disabled_ns", dis, n);
+    bjson_u64("dropped", f->dropped);
+    bjson_num("pair_over_clock2", pair.median / clock2.median);
+    bjson_bool("lttng_ran", lr->ran);
+    bjson_str("lttng_note", lr->why[0] ? lr->why : NULL);
+    bjson_num("lttng_tp_ns", lr->ran ? lr->tp : nan);
+    bjson_num("pair_over_lttng_tp", lr->ran ? pair.median / lr->tp : nan);
+    bjson_num("pair_over_lttng_event", lr->ran ? pair.median / lr->event : nan);
+    bjson_num("pair_shapes_over_lttng_tp_shapes", lr->ran ? shapes.median / lr->tp_shapes : nan);
+    bjson_num("pair_shapes_over_lttng_event_shapes",
+              lr->ran ? shapes.median / lr->event_shapes : nan);
+    bjson_end();
+    fprintf(stderr,
+            "client: two clock reads %.1f ns; begin+end %.1f ns (%.2f×), 2 threads %.1f ns, "
+            "with shapes %.1f ns; disabled %.2f ns/call; dropped %llu\n",
+            clock2.median, pair.median, pair.median / clock2.median, pair2.median, shapes.median,
+            dis.median, (unsigned long long)f->dropped);
+    if (lr->ran)
+        fprintf(stderr,
+                "client: LTTng-UST tracepoint %.1f ns (%.1f ns with two clock reads), with "
+                "shapes %.1f ns: begin+end ÷ tracepoint = %.2f\n",
+                lr->tp, lr->event, lr->tp_shapes, pair.median / lr->tp);
+    else
+        fprintf(stderr, "client: LTTng-UST not measured: %s\n", lr->why);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"reps", required_argument, NULL, 'r'}, {"burst", required_argument, NULL, 'b'},
+        {"no-lttng", no_argument, NULL, 'L'},   {"interval", required_argument, NULL, 'i'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+    struct copts o = {.reps = 7, .burst = 200000, .lttng = true};
+    struct lttng_result lr = {0};
+    struct figures f = {0};
+    char machine[256];
+    int ch;
+
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'r':
+            o.reps = atoi(optarg);
+            break;
+        case 'b':
+            o.burst = strtoull(optarg, NULL, 10);
+            break;
+        case 'L':
+            o.lttng = false;
+            break;
+        case 'i':
+            o.interval_ms = (unsigned)atoi(optarg);
+            break;
+        default:
+            fprintf(ch == 'h' ? stdout : stderr,
+                    "usage: tc_bench_client [--reps R (7)] [--burst B (200000)] [--no-lttng]\n"
+                    "                       [--interval MS (library default: 5)]\n");
+            return ch == 'h' ? 0 : 2;
+        }
+    }
+    if (o.reps < 5 || o.reps > MAX_REPS || o.burst == 0 || o.burst > RING) {
+        fprintf(stderr, "tc_bench_client: --reps 5..%d, --burst 1..%u\n", MAX_REPS, RING);
+        return 2;
+    }
+    bench_machine(machine, sizeof(machine));
+    fprintf(stderr, "tc_bench_client on %s\n", machine);
+    int rc = measure_enabled(&o, &f);
+    if (rc < 0) {
+        fprintf(stderr, "tc_bench_client: the enabled measurement failed: %s\n", strerror(-rc));
+        return 1;
+    }
+    measure_disabled(&o, &f);
+    if (o.lttng)
+        measure_lttng(&o, &lr);
+    else
+        snprintf(lr.why, sizeof(lr.why), "skipped (--no-lttng)");
+    report(&o, &f, &lr);
+    return 0;
+}
