@@ -795,7 +795,7 @@ static struct ring *my_ring(tc_client *c)
 
 static void push(tc_client *c, struct ring *r, const struct rec *rec)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
 
     /* Reading tail means fetching the writer's cache line: only when the ring
      * looks full by the last value seen. */
@@ -806,8 +806,11 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
             return;
         }
-        struct timespec ts = {0, 50000};
+        /* Blocking mode: wait for the writer thread, backing off from 50 µs to
+         * 2 ms so that many blocked producers do not eat the CPU it needs. */
+        struct timespec ts = {0, (long)wait_ns};
         nanosleep(&ts, NULL);
+        wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
     }
     r->buf[head & r->mask] = *rec;
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
