@@ -527,6 +527,8 @@ static int get_ratio(const msgpack_object *v, double *out, struct proto_error *e
         d = v->via.f64;
     else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
         d = (double)v->via.u64;
+    else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        d = (double)v->via.i64; /* a number, out of range: say so */
     else
         return fail(err, PROTO_E_MESSAGE, "comm_min_ratio must be a number");
     if (!(d >= 0.0 && d <= 1.0))
@@ -809,7 +811,6 @@ static void scan_element_done(struct proto_scan *sc)
             sc->msg_bytes = 0; /* a whole top-level message */
             return;
         }
-        sc->pending--;
         if (--sc->stack[sc->depth - 1] > 0)
             return;
         sc->depth--; /* the container is complete: it is an element of its parent */
@@ -822,7 +823,8 @@ static void scan_container(struct proto_scan *sc, uint64_t n, uint64_t max_msg)
         scan_element_done(sc);
         return;
     }
-    /* every element takes at least one byte of the rest of the message */
+    /* every element not yet started (these n, and those pending in the containers
+     * around) takes at least one byte of the rest of the message */
     uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
     if (n > room || sc->pending > room - n) {
         scan_fail(sc, PROTO_E_TOO_LARGE,
@@ -872,7 +874,9 @@ static void scan_header(struct proto_scan *sc, uint64_t max_msg)
         sc->skip = 1u << (t - 0xd4);
     else
         scan_fail(sc, PROTO_E_MSGPACK, "bytes are not valid msgpack");
-    if (sc->skip > max_msg)
+    /* the body, then at least a byte for each element not yet started */
+    uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
+    if (sc->skip > room || sc->pending > room - sc->skip)
         scan_fail(sc, PROTO_E_TOO_LARGE, "a string announces more bytes than a message can hold");
     if (sc->skip == 0 &&
         ((t & 0xe0) == 0xa0 || (t >= 0xd9 && t <= 0xdb) || (t >= 0xc4 && t <= 0xc9)))
@@ -906,6 +910,8 @@ static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64
         }
         if (sc->head_need == 0) {
             int need = scan_head_need(*p);
+            if (sc->depth > 0)
+                sc->pending--; /* an announced element starts */
             if (need < 0) {
                 scan_fail(sc, PROTO_E_MSGPACK, "bytes are not valid msgpack");
                 break;

@@ -197,7 +197,7 @@ const char *proto_type_name(enum proto_type t);
  */
 struct proto_scan {
     uint64_t msg_bytes;               /* bytes of the current message so far */
-    uint64_t pending;                 /* elements announced by open containers, not yet seen */
+    uint64_t pending;                 /* elements announced by open containers, not started */
     uint64_t skip;                    /* body bytes (str, bin, ext) still to skip */
     uint32_t stack[PROTO_SCAN_DEPTH]; /* remaining elements per open container */
     int depth;

@@ -2,8 +2,11 @@
 # Installs the Debian 12 packages tracectl builds and tests with (as root, or
 # through sudo). Does nothing when they are all present already.
 set -euo pipefail
+# libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes (only a Recommends of clang);
+# systemd: systemd-analyze and systemd-socket-activate, for test_systemd.
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
-      libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev)
+      libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
+      libclang-rt-14-dev systemd)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

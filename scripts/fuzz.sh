@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
 # Fuzzes the wire-format decoder with libFuzzer (clang): decode → re-encode →
 # decode must be stable, and nothing may crash or trip ASan/UBSan.
-#   scripts/fuzz.sh [SECONDS]      default 60; new inputs go to build-fuzz/corpus
+#   scripts/fuzz.sh [SECONDS]      default 60
+# Builds in build-fuzz (CC=clang, -DFUZZ=ON) and runs on a copy of
+# tests/fuzz/corpus in build-fuzz/corpus, which keeps what it finds between
+# runs; a crashing input is left in build-fuzz/ as crash-<sha1>: add it to
+# tests/fuzz/corpus once fixed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN=${1:-60}
-OUT=build-fuzz
+OUT=${FUZZ_BUILD_DIR:-build-fuzz}
+CC=clang cmake -S . -B "$OUT" -DFUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DWERROR=ON >/dev/null
+cmake --build "$OUT" -j"$(nproc)" --target fuzz_decode
 mkdir -p "$OUT/corpus"
-clang -g -O1 -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Iproto tests/fuzz/fuzz_decode.c proto/proto.c \
-    $(pkg-config --cflags --libs msgpack) -o "$OUT/fuzz_decode"
-cp -n tests/fuzz/corpus/* "$OUT/corpus/" 2>/dev/null || true
+cp -n tests/fuzz/corpus/* "$OUT/corpus/" || true # -n: keep what earlier runs found
 echo "== fuzz_decode for ${SECONDS_TO_RUN}s"
-"$OUT/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 "$OUT/corpus" 2>&1 | tail -n 12
+if ! "$OUT/tests/fuzz/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus" \
+    >"$OUT/fuzz.log" 2>&1; then
+    tail -n 80 "$OUT/fuzz.log"
+    echo "fuzz: fuzz_decode failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
+    exit 1
+fi
+tail -n 12 "$OUT/fuzz.log"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: installs what it needs, checks formatting, builds with
 # warnings as errors under ASan+UBSan, and runs the Criterion suites (unit and
-# integration, the latter against a real daemon) through ctest.
+# integration, the latter against a real daemon) through ctest; then the
+# writer-thread stress program under TSan (scripts/tsan.sh) and the decoder's
+# fuzzer for FUZZ_SECONDS (default 60; scripts/fuzz.sh).
 #   scripts/test.sh            all of it
 #   BUILD_DIR=... scripts/test.sh
 set -euo pipefail
@@ -26,6 +28,9 @@ echo "== tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
+
+echo "== TSan (the writer thread)"
+bash scripts/tsan.sh
 
 echo "== fuzz (the decoder, ${FUZZ_SECONDS:-60} s; scripts/fuzz.sh SECONDS runs it longer)"
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"

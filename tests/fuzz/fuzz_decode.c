@@ -5,7 +5,9 @@
  * byte says), as a connection would deliver it. Every message that decodes
  * is re-encoded with the proto_pack_* functions and decoded again; the two
  * decoded messages must be equal (decode → re-encode → decode is stable).
- * The whole input also goes through proto_decode_bytes(). Crashes,
+ * The re-encoded bytes must also pass a reader whose limit is exactly their
+ * size and fail one whose limit is a byte less (the streaming size bound is
+ * exact). The whole input also goes through proto_decode_bytes(). Crashes,
  * sanitizer reports and failed invariants abort.
  *
  *   scripts/fuzz.sh [SECONDS]    builds with clang -fsanitize=fuzzer and runs it
@@ -165,7 +167,44 @@ static bool encode(msgpack_packer *pk, const struct proto_msg *m)
     }
 }
 
-static void round_trip(const struct proto_msg *m)
+/*
+ * The reader's size bound is exact: the re-encoded bytes go through a reader
+ * whose limit is their size (taken, and equal to m) and one byte less (refused
+ * with too_large), in two reads split at `split`.
+ */
+static void bound_is_exact(const struct proto_msg *m, const char *buf, size_t len, size_t split)
+{
+    for (size_t limit = len; limit + 1 >= len && limit > 0; limit--) {
+        struct proto_reader r;
+        struct proto_error err = {0};
+        struct proto_msg again;
+        int rc = 0;
+
+        if (proto_reader_init(&r, limit) < 0)
+            return;
+        for (int part = 0; part < 2 && rc == 0; part++) {
+            size_t off = part ? split : 0, n = part ? len - split : split;
+            char *dst = proto_reader_buffer(&r, n ? n : 1);
+            CHECK(dst != NULL);
+            memcpy(dst, buf + off, n);
+            proto_reader_commit(&r, n);
+            rc = proto_reader_next(&r, &again, &err);
+        }
+        if (limit == len) {
+            if (rc != 1)
+                fprintf(stderr, "fuzz_decode: %zu bytes refused at a limit of %zu: %s: %s\n", len,
+                        limit, err.code, err.message);
+            CHECK(rc == 1);
+            CHECK(msg_eq(m, &again));
+            proto_msg_free(&again);
+        } else {
+            CHECK(rc == -1 && strcmp(err.code, PROTO_E_TOO_LARGE) == 0);
+        }
+        proto_reader_deinit(&r);
+    }
+}
+
+static void round_trip(const struct proto_msg *m, size_t split)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -182,6 +221,7 @@ static void round_trip(const struct proto_msg *m)
         CHECK(rc == 0);
         CHECK(msg_eq(m, &again));
         proto_msg_free(&again);
+        bound_is_exact(m, sb.data, sb.size, split % (sb.size + 1));
     }
     msgpack_sbuffer_destroy(&sb);
 }
@@ -205,7 +245,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(buf, p, n);
         proto_reader_commit(&r, n);
         while ((rc = proto_reader_next(&r, &m, &err)) == 1) {
-            round_trip(&m);
+            round_trip(&m, split);
             proto_msg_free(&m);
         }
         if (rc < 0) {
@@ -215,7 +255,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     proto_reader_deinit(&r);
     if (proto_decode_bytes((const char *)data, size, &m, &err) == 0) {
-        round_trip(&m);
+        round_trip(&m, split);
         proto_msg_free(&m);
     }
     return 0;

@@ -69,6 +69,8 @@ Test(systemd, units_verify)
     char *sh[] = {"sh", "-c", cmd, NULL}, *out = NULL;
     int rc = harness_run(&out, sh);
     cr_assert_eq(rc, 0, "systemd-analyze verify failed:\n%s", out);
+    /* a misspelt key is only a warning to verify: any output at all fails here */
+    cr_assert_eq(out[0], '\0', "systemd-analyze verify warns:\n%s", out);
     free(out);
     /* the hardening the issue asks for is there */
     const char *want[] = {"NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=yes",
@@ -132,4 +134,34 @@ Test(systemd, socket_activation)
     activator = 0;
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tracectld did not exit 0");
     cr_assert_eq(stat(path, &after), 0, "the daemon removed a socket it did not create");
+}
+
+/* The per-user units, verified the way `systemctl --user` would load them (%t, %h). */
+Test(systemd, user_units_verify)
+{
+    char cmd[1024], svc[128], sock[128];
+
+    if (!have("systemd-analyze"))
+        cr_skip_test("systemd-analyze is not installed");
+    snprintf(dir, sizeof(dir), "/tmp/tcsysd.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(svc, sizeof(svc), "%s/tctest.service", dir);
+    snprintf(sock, sizeof(sock), "%s/tctest.socket", dir);
+    copy_unit(SYSTEMD_BUILD_DIR "/user/tracectld.service", svc);
+    copy_unit(SYSTEMD_SRC_DIR "/user/tracectld.socket", sock);
+    /* a user manager resolves %t from XDG_RUNTIME_DIR: give it one that exists */
+    snprintf(cmd, sizeof(cmd), "XDG_RUNTIME_DIR='%s' systemd-analyze --user verify '%s' '%s' 2>&1",
+             dir, sock, svc);
+    char *sh[] = {"sh", "-c", cmd, NULL}, *out = NULL;
+    int rc = harness_run(&out, sh);
+    cr_assert_eq(rc, 0, "systemd-analyze --user verify failed:\n%s", out);
+    cr_assert_eq(out[0], '\0', "systemd-analyze --user verify warns:\n%s", out);
+    free(out);
+    FILE *f = fopen(svc, "r");
+    char text[8192];
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    cr_assert_not_null(strstr(text, "--socket %t/tracectl/tracectl.sock"));
+    cr_assert_not_null(strstr(text, "--data-dir %h/.local/share/tracectl"));
 }

@@ -782,3 +782,259 @@ Test(proto, reader_rejects_garbage)
     cr_assert_str_eq(err.code, PROTO_E_MSGPACK);
     proto_reader_deinit(&r);
 }
+
+/* ---- the reader's byte scanner: incremental, O(bytes), never too strict ---- */
+
+/* Feeds buf in pieces of `step` bytes; returns the first non-zero proto_reader_next() result
+ * (1: a message, left in *m; -1: an error) or 0, and how many bytes were fed by then. */
+static int feed_steps(struct proto_reader *r, const char *buf, size_t len, size_t step,
+                      struct proto_msg *m, struct proto_error *err, size_t *fed)
+{
+    int rc = 0;
+
+    for (*fed = 0; *fed < len && rc == 0;) {
+        size_t n = len - *fed < step ? len - *fed : step;
+        feed(r, buf + *fed, n);
+        *fed += n;
+        rc = proto_reader_next(r, m, err);
+    }
+    return rc;
+}
+
+/* A huge header split across reads, one byte at a time: refused as soon as it is whole. */
+Test(proto, scanner_header_split_across_reads)
+{
+    static const char bytes[] = "\x92\xa5"
+                                "batch"
+                                "\xdd\xff\xff\xff\xff\x94\x00\x01\x02\x03";
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    size_t fed;
+
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    cr_assert_eq(feed_steps(&r, bytes, sizeof(bytes) - 1, 1, &m, &err, &fed), -1);
+    cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
+    cr_assert_eq(fed, 12, "refused after %zu bytes, not at the header's last byte", fed);
+    /* the error sticks: later bytes do not make the stream good again */
+    feed(&r,
+         "\x91\xa5"
+         "flush",
+         7);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), -1);
+    proto_reader_deinit(&r);
+}
+
+/* The bound is what is left of max_msg: 1,000 entries announced fit in 4 MiB, not in 512 B. */
+Test(proto, scanner_bound_is_the_message_limit)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+    size_t fed;
+
+    buf_init(&b);
+    msgpack_pack_array(&b.pk, 2);
+    s(&b, "batch");
+    msgpack_pack_array(&b.pk, 1000);
+    cr_assert_eq(proto_reader_init(&r, 512), 0);
+    cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, b.sb.size, &m, &err, &fed), -1);
+    cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
+    proto_reader_deinit(&r);
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, b.sb.size, &m, &err, &fed), 0,
+                 "a header that can be honoured was refused: %s", err.message);
+    proto_reader_deinit(&r);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* A batch of 350,000 entries (~3.4 MiB, under the 4 MiB limit) in odd-sized reads decodes. */
+Test(proto, scanner_accepts_a_large_valid_batch)
+{
+    const size_t n = 350000;
+    struct proto_reader r;
+    struct proto_error err = {0};
+    struct proto_msg m;
+    struct buf b;
+    size_t fed;
+
+    buf_init(&b);
+    msgpack_pack_array(&b.pk, 2);
+    s(&b, "batch");
+    msgpack_pack_array(&b.pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&b.pk, 4);
+        msgpack_pack_uint64(&b.pk, i & 0x7f);
+        msgpack_pack_uint64(&b.pk, 1);
+        msgpack_pack_uint64(&b.pk, 1000 + (i & 0xff));
+        msgpack_pack_uint64(&b.pk, 1 + (i & 0x7f));
+    }
+    cr_assert_lt(b.sb.size, PROTO_MAX_MSG);
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, 16381, &m, &err, &fed), 1, "%s: %s",
+                 err.code ? err.code : "need more", err.message);
+    cr_assert_eq(m.type, PROTO_BATCH);
+    cr_assert_eq(m.u.batch.n, n);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* The scanner's state restarts with every message: 20,000 pipelined messages (many
+ * more elements in all than one message may hold) in 7-byte reads all decode. */
+Test(proto, scanner_state_restarts_per_message)
+{
+    const uint64_t n = 20000;
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+    uint64_t got = 0;
+
+    buf_init(&b);
+    for (uint64_t i = 0; i < n; i++) {
+        msgpack_pack_array(&b.pk, 2);
+        s(&b, "meta");
+        msgpack_pack_map(&b.pk, 1);
+        s(&b, "k");
+        sn(&b, "value-of-a-string", 5 + i % 12);
+    }
+    cr_assert_eq(proto_reader_init(&r, 64), 0); /* each message is < 64 bytes */
+    for (size_t off = 0; off < b.sb.size; off += 7) {
+        feed(&r, b.sb.data + off, b.sb.size - off < 7 ? b.sb.size - off : 7);
+        int rc;
+        while ((rc = proto_reader_next(&r, &m, &err)) == 1) {
+            cr_assert_eq(m.type, PROTO_META);
+            proto_msg_free(&m);
+            got++;
+        }
+        cr_assert_eq(rc, 0, "message %llu: %s: %s", (unsigned long long)got, err.code, err.message);
+    }
+    cr_assert_eq(got, n);
+    proto_reader_deinit(&r);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* Unknown hello keys may carry nested values (forward compatibility) up to the scanner's
+ * depth; one level more is refused, split reads or not. */
+Test(proto, scanner_depth_limit)
+{
+    for (int extra = 0; extra <= 1; extra++) {
+        /* hello array (1) and map (2) hold the value: PROTO_SCAN_DEPTH - 2 arrays fit */
+        int depth = PROTO_SCAN_DEPTH - 2 + extra;
+        struct proto_reader r;
+        struct proto_error err = {0};
+        struct proto_msg m;
+        struct buf b;
+        size_t fed;
+
+        buf_init(&b);
+        hello_head(&b, 1);
+        s(&b, "x-future");
+        for (int i = 0; i < depth; i++)
+            msgpack_pack_array(&b.pk, 1);
+        msgpack_pack_nil(&b.pk);
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        int rc = feed_steps(&r, b.sb.data, b.sb.size, 3, &m, &err, &fed);
+        if (extra == 0) {
+            cr_assert_eq(rc, 1, "depth %d refused: %s", depth, err.message);
+            cr_assert_eq(m.type, PROTO_HELLO);
+            proto_msg_free(&m);
+        } else {
+            cr_assert_eq(rc, -1, "depth %d accepted", depth);
+            cr_assert_str_eq(err.code, PROTO_E_MESSAGE);
+        }
+        proto_reader_deinit(&r);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+}
+
+/* Every kind of header the scanner must size right: str8/16/32, bin, ext, fixext, float,
+ * int widths, in one message split at every byte. */
+Test(proto, scanner_sizes_every_header_kind)
+{
+    /* keys "a".."k": fixstr 0xa1 written \241, so that the letter is not read as hex */
+    static const char meta[] = "\x92\xa4meta\x8b"
+                               "\241a\xd9\x03xyz"                           /* str8 */
+                               "\241b\xda\x00\x02xy"                        /* str16 */
+                               "\241c\xdb\x00\x00\x00\x01x"                 /* str32 */
+                               "\241d\xcb\x3f\xf8\0\0\0\0\0\0"              /* float64 */
+                               "\241e\xca\x3f\xc0\0\0"                      /* float32 */
+                               "\241f\xcd\x01\x00"                          /* uint16 */
+                               "\241g\xd2\xff\xff\xff\xfe"                  /* int32 */
+                               "\241h\xcf\0\0\0\0\0\0\0\x01"                /* uint64 */
+                               "\241i\xc3"                                  /* true */
+                               "\241j\xd0\x80"                              /* int8 */
+                               "\241k\xd3\xff\xff\xff\xff\xff\xff\xff\xff"; /* int64 */
+    static const char ext[] = "\x93\xa3ops\x90\xc7\x02\x05xy"; /* ext8 after the known part */
+    struct proto_reader r;
+    struct proto_error err = {0};
+    struct proto_msg m;
+
+    for (size_t split = 1; split < sizeof(meta) - 1; split++) {
+        size_t fed;
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        feed(&r, meta, split);
+        int rc = proto_reader_next(&r, &m, &err);
+        if (rc == 0)
+            rc = feed_steps(&r, meta + split, sizeof(meta) - 1 - split, 1, &m, &err, &fed);
+        cr_assert_eq(rc, 1, "split at %zu: %s", split, err.message);
+        cr_assert_eq(m.type, PROTO_META);
+        cr_assert_eq(m.u.meta.n, 11);
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+    }
+    /* an ext value the decoder ignores (a third element of ops) is sized right too */
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    feed(&r, ext, sizeof(ext) - 1);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), 1, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_OPS);
+    proto_msg_free(&m);
+    feed(&r,
+         "\x92\xa5"
+         "flush\x07",
+         8);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), 1, "the message after the ext: %s", err.message);
+    cr_assert_eq(m.type, PROTO_FLUSH);
+    proto_reader_deinit(&r);
+}
+
+/* A message of exactly max_msg bytes is taken, nested containers and all; one byte less of
+ * limit refuses it, and a string whose body cannot fit is refused at its header. */
+Test(proto, scanner_exact_limit)
+{
+    struct proto_reader r;
+    struct proto_error err = {0};
+    struct proto_msg m;
+    struct buf b;
+    size_t fed;
+
+    buf_init(&b);
+    batch_head(&b, 9); /* ["batch", [[0, 1, 100, 5, nil, nil, [2, 3], [[4]], "gpu:0"]]] */
+    msgpack_pack_nil(&b.pk);
+    msgpack_pack_nil(&b.pk);
+    msgpack_pack_array(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 2);
+    msgpack_pack_uint64(&b.pk, 3);
+    msgpack_pack_array(&b.pk, 1);
+    msgpack_pack_array(&b.pk, 1);
+    msgpack_pack_uint64(&b.pk, 4);
+    s(&b, "gpu:0");
+    for (size_t step = 1; step <= b.sb.size; step += b.sb.size - 1) {
+        cr_assert_eq(proto_reader_init(&r, b.sb.size), 0);
+        cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, step, &m, &err, &fed), 1,
+                     "a message of exactly the limit refused (reads of %zu): %s", step,
+                     err.message);
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+        cr_assert_eq(proto_reader_init(&r, b.sb.size - 1), 0);
+        cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, step, &m, &err, &fed), -1);
+        cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
+        /* the last element is "gpu:0": its header already shows it cannot fit */
+        if (step == 1)
+            cr_assert_eq(fed, b.sb.size - 5, "refused after %zu bytes", fed);
+        proto_reader_deinit(&r);
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
