@@ -92,6 +92,14 @@ int cli_call(struct cli_ctx *ctx, enum proto_type type, const struct proto_reque
 /* Prints o on stdout as one JSON document. Returns an exit code. */
 int cli_print_json(const msgpack_object *o);
 
+/*
+ * A command without operands or options of its own: sends `type` with the
+ * default request and prints the result with print (or as JSON with --json).
+ * Returns an exit code.
+ */
+int cli_simple_run(struct cli_ctx *ctx, int argc, char **argv, enum proto_type type,
+                   int (*print)(const msgpack_object *result));
+
 /* Maps a -errno from printing to an exit code, with a message. */
 int cli_print_status(int rc);
 

@@ -75,23 +75,5 @@ static int cli_sessions_print(const msgpack_object *list)
 
 int cli_sessions_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    static const struct option opts[] = {CLI_LONGOPTS, {NULL, 0, NULL, 0}};
-    struct proto_request req;
-    struct cli_conn conn;
-    const msgpack_object *res;
-    int c, rc;
-
-    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS, opts, NULL)) != -1) {
-        if ((rc = cli_common_opt(ctx, c, argv)) != CLI_CONTINUE)
-            return rc;
-    }
-    if ((rc = cli_no_operand(ctx, argc, argv)) != CLI_CONTINUE)
-        return rc;
-    proto_request_init(&req);
-    rc = cli_call(ctx, PROTO_SESSIONS, &req, &conn, &res);
-    if (rc != CLI_EXIT_OK)
-        return rc;
-    rc = ctx->json ? cli_print_json(res) : cli_sessions_print(res);
-    cli_conn_close(&conn);
-    return rc;
+    return cli_simple_run(ctx, argc, argv, PROTO_SESSIONS, cli_sessions_print);
 }
