@@ -102,9 +102,7 @@ static int cli_conn_send(struct cli_conn *c, enum proto_type type, const struct 
     return rc;
 }
 
-/* Reads until one whole msgpack object has arrived. */
-static int cli_conn_read_object(struct cli_conn *c, const msgpack_object **obj,
-                                struct cli_conn_reply *rep)
+int cli_conn_next(struct cli_conn *c, const msgpack_object **obj, char *msg, size_t size)
 {
     struct proto_error err = {0};
 
@@ -116,8 +114,7 @@ static int cli_conn_read_object(struct cli_conn *c, const msgpack_object **obj,
         if (rc > 0)
             return 0;
         if (rc < 0) {
-            snprintf(rep->message, sizeof(rep->message), "%s: %s", err.code ? err.code : "?",
-                     err.message);
+            snprintf(msg, size, "%s: %s", err.code ? err.code : "?", err.message);
             return -EPROTO;
         }
         buf = proto_reader_buffer(&c->reader, CLI_CONN_CHUNK);
@@ -132,6 +129,13 @@ static int cli_conn_read_object(struct cli_conn *c, const msgpack_object **obj,
             return -ECONNRESET;
         proto_reader_commit(&c->reader, (size_t)n);
     }
+}
+
+/* Reads until one whole msgpack object has arrived. */
+static int cli_conn_read_object(struct cli_conn *c, const msgpack_object **obj,
+                                struct cli_conn_reply *rep)
+{
+    return cli_conn_next(c, obj, rep->message, sizeof(rep->message));
 }
 
 static void cli_conn_copy_str(const msgpack_object *o, char *dst, size_t size)

@@ -53,6 +53,14 @@ const char *cli_conn_path(const char *flag, char *buf, size_t size);
  */
 int cli_conn_open(struct cli_conn *c, const char *path);
 
+/*
+ * The next whole message on the connection (for a request answered by several,
+ * like export), borrowed from its reader until the next call. Returns 0, or
+ * -EPROTO (why in msg), -ECONNRESET (the daemon closed), -ENOMEM, or what
+ * read(2) failed with.
+ */
+int cli_conn_next(struct cli_conn *c, const msgpack_object **obj, char *msg, size_t size);
+
 /* Closes the socket and frees the reader; safe on a failed or closed connection. */
 void cli_conn_close(struct cli_conn *c);
 

@@ -223,43 +223,6 @@ static int cli_export_out_close(struct cli_export_out *out, int rc)
 
 /* ---- the stream ---------------------------------------------------------- */
 
-/*
- * The next whole message on the connection, borrowed from its reader until
- * the next call. Returns 0, -EPROTO (why in msg), -ECONNRESET (the daemon
- * closed), -ENOMEM or what read(2) failed with.
- *
- * cli_conn_call() reads one reply per request; an export is one request
- * with many replies, so this reads further on the same connection and
- * reader (the header may have arrived in one read with the first rows).
- */
-static int cli_export_next(struct cli_conn *c, const msgpack_object **obj, char *msg, size_t size)
-{
-    struct proto_error err = {0};
-
-    for (;;) {
-        int rc = proto_reader_next_object(&c->reader, obj, &err);
-        char *buf;
-        ssize_t n;
-
-        if (rc > 0)
-            return 0;
-        if (rc < 0) {
-            snprintf(msg, size, "%s: %s", err.code ? err.code : "?", err.message);
-            return -EPROTO;
-        }
-        if ((buf = proto_reader_buffer(&c->reader, CLI_EXPORT_CHUNK)) == NULL)
-            return -ENOMEM;
-        do
-            n = read(c->fd, buf, CLI_EXPORT_CHUNK);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -ECONNRESET;
-        proto_reader_commit(&c->reader, (size_t)n);
-    }
-}
-
 /* Copies a string field of an error map, with control characters made harmless. */
 static void cli_export_err_field(const msgpack_object *map, const char *key, char *buf, size_t size)
 {
@@ -331,7 +294,7 @@ static int cli_export_loop(const struct cli_ctx *ctx, struct cli_conn *conn, str
     int rc;
 
     for (;;) {
-        if ((rc = cli_export_next(conn, &o, msg, sizeof(msg))) != 0)
+        if ((rc = cli_conn_next(conn, &o, msg, sizeof(msg))) != 0)
             return cli_export_failure(out, rc, msg);
         if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2)
             return cli_export_failure(out, -EPROTO, "a message that is not [type, payload]");
