@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target tracectld tracectl_cli tc_demo >/dev/null
 BIN=$PWD/$BUILD_DIR
 
 "$BIN/tracectld" --log-level warn &

@@ -1132,7 +1132,7 @@ Test(hostile, message_cut_short_then_close)
 /* Every name under DATA_DIR must be the daemon's own: catalog.db*, sessions/<id>.db*. */
 static void check_files_by_id(const char *data_dir)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX + 16]; /* data_dir plus "/sessions" */
     struct dirent *e;
     DIR *dir = opendir(data_dir);
 
