@@ -17,7 +17,6 @@
 #include "cli_export_perfetto.h"
 #include "cli_obj.h"
 
-
 const char cli_export_usage[] =
     "Usage: tracectl export <id|name> --format FMT [-o FILE]\n"
     "                       [--weight time|memory|calls]\n"
