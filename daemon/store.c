@@ -34,6 +34,7 @@ struct wsess {
     uint64_t *shape_elements; /* shapes.elements by id */
     uint32_t n_shapes;
     sqlite3_stmt *ins_shape;
+    sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
 };
 
@@ -182,6 +183,7 @@ static void wsess_close(struct wsess *w)
     strmap_deinit(&w->shapes);
     free(w->shape_elements);
     sqlite3_finalize(w->ins_shape);
+    sqlite3_finalize(w->ins_entries);
     agg_free(w->agg);
     sqlite3_finalize(w->ins_entry);
     sqlite3_finalize(w->ins_op);
@@ -191,6 +193,21 @@ static void wsess_close(struct wsess *w)
     sqlite3_finalize(w->ins_meta);
     sqlite3_close(w->db);
     free(w);
+}
+
+#define ENTRY_ROWS 32
+
+/* INSERT INTO entries(...) VALUES (9 ?), ... ENTRY_ROWS times. */
+static int wsess_prepare_multi(struct store *s, struct wsess *w)
+{
+    char sql[64 + ENTRY_ROWS * 24] = "INSERT INTO entries(process_id, step, op_id, device_id,"
+                                     " start_ns, dur_ns, elements, mem_bytes, shape_id) VALUES ";
+    int rc;
+
+    for (int k = 0; k < ENTRY_ROWS; k++)
+        strcat(sql, k ? ",(?,?,?,?,?,?,?,?,?)" : "(?,?,?,?,?,?,?,?,?)");
+    rc = sqlite3_prepare_v3(w->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &w->ins_entries, NULL);
+    return rc == SQLITE_OK ? 0 : store_check(s, w->db, rc, "prepare");
 }
 
 static int wsess_prepare(struct store *s, struct wsess *w)
@@ -281,7 +298,8 @@ static struct wsess *wsess_get(struct store *s, int64_t id, bool create)
     w->id = id;
     if (db_open(s, path, &w->db) < 0 ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
-        wsess_prepare(s, w) < 0 || (w->agg = agg_new(w->db)) == NULL) {
+        wsess_prepare(s, w) < 0 || wsess_prepare_multi(s, w) < 0 ||
+        (w->agg = agg_new(w->db)) == NULL) {
         wsess_close(w);
         return NULL;
     }
@@ -399,44 +417,72 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_bat
     return id;
 }
 
+/* Binds entry i of a batch as the 9 parameters from base+1 on. 0, or an SQLite code. */
+static int bind_entry(struct store *s, struct wsess *w, sqlite3_stmt *st, int base,
+                      const struct store_job *job, size_t i)
+{
+    const struct proto_batch *b = &job->u.batch.b;
+    const struct proto_entry *e = &b->entries[i];
+    int64_t shape = shape_id(s, w, b, e);
+
+    if (shape < 0)
+        return SQLITE_NOMEM;
+    sqlite3_bind_int64(st, base + 1, job->u.batch.process_id);
+    sqlite3_bind_int64(st, base + 2, (int64_t)e->step);
+    sqlite3_bind_int64(st, base + 3, e->op_id);
+    if (job->u.batch.dev_ids[i] != 0)
+        sqlite3_bind_int64(st, base + 4, job->u.batch.dev_ids[i]);
+    else
+        sqlite3_bind_null(st, base + 4);
+    sqlite3_bind_int64(st, base + 5, (int64_t)e->start_ns);
+    sqlite3_bind_int64(st, base + 6, (int64_t)e->dur_ns);
+    /* elements equal to its shape's product are implied: NULL takes no bytes */
+    if (shape > 0 && e->elements == w->shape_elements[shape])
+        sqlite3_bind_null(st, base + 7);
+    else
+        sqlite3_bind_int64(st, base + 7, (int64_t)e->elements);
+    sqlite3_bind_int64(st, base + 8, (int64_t)e->mem_bytes);
+    if (shape > 0)
+        sqlite3_bind_int64(st, base + 9, shape);
+    else
+        sqlite3_bind_null(st, base + 9);
+    return 0;
+}
+
+/*
+ * Inserts a batch: ENTRY_ROWS rows per statement while there are that many
+ * (a statement's fixed cost is paid once per ENTRY_ROWS rows), then one at a
+ * time. Rowids of one statement are consecutive (rows are only ever
+ * appended), which is how each row's rowid reaches the aggregates.
+ */
 static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
 {
     const struct proto_batch *b = &job->u.batch.b;
-    sqlite3_stmt *st = w->ins_entry;
+    size_t i = 0;
 
-    for (size_t i = 0; i < b->n; i++) {
-        const struct proto_entry *e = &b->entries[i];
-        int rc;
+    while (i < b->n) {
+        size_t rows = b->n - i >= ENTRY_ROWS ? ENTRY_ROWS : 1;
+        sqlite3_stmt *st = rows == ENTRY_ROWS ? w->ins_entries : w->ins_entry;
+        int64_t last;
+        int rc = 0;
 
-        sqlite3_bind_int64(st, 1, job->u.batch.process_id);
-        sqlite3_bind_int64(st, 2, (int64_t)e->step);
-        sqlite3_bind_int64(st, 3, e->op_id);
-        if (job->u.batch.dev_ids[i] != 0)
-            sqlite3_bind_int64(st, 4, job->u.batch.dev_ids[i]);
-        else
-            sqlite3_bind_null(st, 4);
-        int64_t shape = shape_id(s, w, b, e);
-        if (shape < 0)
-            return store_check(s, w->db, SQLITE_NOMEM, "intern a shape");
-        sqlite3_bind_int64(st, 5, (int64_t)e->start_ns);
-        sqlite3_bind_int64(st, 6, (int64_t)e->dur_ns);
-        /* elements equal to its shape's product are implied: NULL takes no bytes */
-        if (shape > 0 && e->elements == w->shape_elements[shape])
-            sqlite3_bind_null(st, 7);
-        else
-            sqlite3_bind_int64(st, 7, (int64_t)e->elements);
-        sqlite3_bind_int64(st, 8, (int64_t)e->mem_bytes);
-        if (shape > 0)
-            sqlite3_bind_int64(st, 9, shape);
-        else
-            sqlite3_bind_null(st, 9);
-        rc = sqlite3_step(st);
+        for (size_t k = 0; k < rows && rc == 0; k++)
+            rc = bind_entry(s, w, st, (int)(9 * k), job, i + k);
+        if (rc == 0) {
+            rc = sqlite3_step(st);
+            rc = rc == SQLITE_DONE ? 0 : rc;
+        }
         sqlite3_reset(st);
-        if (rc != SQLITE_DONE)
-            return store_check(s, w->db, rc, "insert entries");
-        rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], sqlite3_last_insert_rowid(w->db));
         if (rc != 0)
-            return store_check(s, w->db, rc, "update aggregates");
+            return store_check(s, w->db, rc, "insert entries");
+        last = sqlite3_last_insert_rowid(w->db);
+        for (size_t k = 0; k < rows; k++) {
+            rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k],
+                           last - (int64_t)(rows - 1 - k));
+            if (rc != 0)
+                return store_check(s, w->db, rc, "update aggregates");
+        }
+        i += rows;
     }
     s->group_entries += b->n;
     return 0;
