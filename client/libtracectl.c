@@ -91,7 +91,8 @@ struct tc_client {
     /* Read on every record, written (almost) never: a cache line of their own,
      * so the writer thread's updates elsewhere never evict it from the
      * recording cores. */
-    _Alignas(64) bool disabled;
+    _Alignas(64) struct tc_client_head head; /* first: head.enabled = !disabled (tracectl.h) */
+    bool disabled;
     bool blocking;
     uint64_t gen; /* distinguishes clients for the thread-local cache */
     int fd;
@@ -628,6 +629,8 @@ fail:
         c->disabled = true;
     }
 out:
+    if (c != NULL)
+        c->head.enabled = !c->disabled; /* what tracectl.h's inline check reads */
     if (err != NULL)
         *err = rc;
     return c;
@@ -926,7 +929,7 @@ static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, ui
     push(c, r, &rec);
 }
 
-void tc_begin(tc_client *c, uint32_t op)
+void tc_begin_(tc_client *c, uint32_t op)
 {
     struct ring *r;
     uint64_t now;
@@ -941,7 +944,7 @@ void tc_begin(tc_client *c, uint32_t op)
     r->cur_start = now;
 }
 
-void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in)
+void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in)
 {
     struct ring *r;
     uint32_t len = 0;
@@ -956,8 +959,8 @@ void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shap
     r->open = false;
 }
 
-void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, uint64_t mem_bytes,
-               const tc_shape *out, const tc_shape *in, size_t n_in, const char *device)
+void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, uint64_t mem_bytes,
+                const tc_shape *out, const tc_shape *in, size_t n_in, const char *device)
 {
     struct ring *r;
     uint32_t len = 0, dev = 0;

@@ -46,6 +46,21 @@ extern "C" {
 
 typedef struct tc_client tc_client;
 
+/*
+ * The one part of a client the header may read: every client starts with it,
+ * so that recording on a disabled (or NULL) client is an inline load and
+ * branch, with no call into the library. Read-only for callers.
+ */
+struct tc_client_head {
+    int enabled;
+};
+
+/* 1 when c records, without a call (see tc_enabled()). */
+static inline int tc_recording(const tc_client *c)
+{
+    return c != NULL && ((const struct tc_client_head *)(const void *)c)->enabled;
+}
+
 /* A tensor shape: ndim dimensions (at most TC_MAX_DIMS). */
 typedef struct tc_shape {
     uint32_t ndim;
@@ -97,19 +112,37 @@ TC_API void tc_step(tc_client *c);
 TC_API void tc_set_step(tc_client *c, uint64_t step);
 
 /* Begins op on this thread, ending (and recording) the thread's previous op first. */
-TC_API void tc_begin(tc_client *c, uint32_t op);
+TC_API void tc_begin_(tc_client *c, uint32_t op);
+static inline void tc_begin(tc_client *c, uint32_t op)
+{
+    if (tc_recording(c))
+        tc_begin_(c, op);
+}
 /*
  * Ends this thread's current op: mem_bytes its output occupies; out and in
  * (n_in of them, at most TC_MAX_INPUTS) may be NULL. Without a current op
  * it does nothing.
  */
-TC_API void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
-                   size_t n_in);
+TC_API void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                    size_t n_in);
+static inline void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                          size_t n_in)
+{
+    if (tc_recording(c))
+        tc_end_(c, mem_bytes, out, in, n_in);
+}
 
 /* Records a complete entry; device NULL: the client's device. */
-TC_API void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
-                      uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in,
-                      const char *device);
+TC_API void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                       uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in,
+                       const char *device);
+static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                             uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                             size_t n_in, const char *device)
+{
+    if (tc_recording(c))
+        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
+}
 
 /*
  * Deferred timing for asynchronous devices: tc_defer() notes that op starts
