@@ -8,7 +8,9 @@
  * found through a thread-local cache. The rings of a client are linked into
  * a list under the client's mutex when a thread first records.
  *
- * One writer thread per client drains every ring each flush interval, packs
+ * One writer thread per client drains every ring each flush interval (or at
+ * once when woken through its self-pipe: by tc_flush, tc_close, or a
+ * blocking-mode producer that found its ring full), packs
  * the records as ["batch", ...] messages (at most 4096 entries each) into an
  * output buffer and writes it with poll(); while the buffer still holds
  * unsent bytes (the daemon is slow or stopped) it drains nothing more, the
@@ -18,11 +20,15 @@
  * the daemon has not been told of. The writer also reads the daemon's
  * replies (ack, error) and wakes tc_flush() callers.
  *
+ * A client that found no daemon (offline) has no thread and no rings: its
+ * recording calls only count what they would have recorded as dropped.
+ *
  * Memory: ring_entries × 64 bytes per recording thread (4 MiB by default),
  * plus the interned shapes (at most SHAPES_MAX pairs), plus an output buffer
  * of about 1 MiB.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -85,14 +91,17 @@ struct ring {
     struct pending *deferred;
     size_t n_deferred;
     struct shape_slot shape_cache[SHAPE_CACHE];
+    const char *dev_str; /* the last device this thread named: the client's copy */
+    uint32_t dev_id;     /* and its index+1 */
 };
 
 struct tc_client {
     /* Read on every record, written (almost) never: a cache line of their own,
      * so the writer thread's updates elsewhere never evict it from the
      * recording cores. */
-    _Alignas(64) struct tc_client_head head; /* first: head.enabled = !disabled (tracectl.h) */
-    bool disabled;
+    _Alignas(64) struct tc_client_head head; /* first: read by tracectl.h's inline checks */
+    bool disabled;                           /* sends nothing: TRACECTL_DISABLE=1, or offline */
+    bool offline; /* no daemon answered tc_open(): recording only counts drops */
     bool blocking;
     uint64_t gen; /* distinguishes clients for the thread-local cache */
     int fd;
@@ -125,6 +134,7 @@ struct tc_client {
     _Atomic bool broken;             /* the connection is gone: what is recorded is dropped */
 
     pthread_t thread;
+    int wake[2];         /* a self-pipe: tc_flush and tc_close wake the writer thread */
     msgpack_sbuffer out; /* writer thread only */
     size_t out_off;
     uint64_t flush_sent;
@@ -136,6 +146,8 @@ static _Atomic uint64_t client_gen = 1;
 static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
     uint64_t gen;
     struct ring *ring;
+    uint64_t off_gen; /* an offline client: off_open says this thread has an op open */
+    bool off_open;
 } tls;
 
 uint64_t tc_now_ns(void)
@@ -437,19 +449,32 @@ static void writer_break(tc_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Called with a request for the writer thread pending: it stops waiting for the interval. */
+static void writer_wake(tc_client *c)
+{
+    ssize_t n = write(c->wake[1], "", 1); /* a full pipe already wakes it */
+
+    (void)n;
+}
+
 /* Writes pending output; reads replies. Returns false once the connection is gone. */
 static bool writer_io(tc_client *c, int wait_ms)
 {
-    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+    struct pollfd pfds[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake[0], .events = POLLIN}};
+    struct pollfd *pfd = &pfds[0];
     struct proto_error err;
     struct proto_msg m;
+    char sink[64];
     int rc;
 
     if (c->out_off < c->out.size)
-        pfd.events |= POLLOUT;
-    if (poll(&pfd, 1, wait_ms) < 0 && errno != EINTR)
+        pfd->events |= POLLOUT;
+    if (poll(pfds, 2, wait_ms) < 0 && errno != EINTR)
         return false;
-    if (pfd.revents & POLLOUT) {
+    if (pfds[1].revents & POLLIN)
+        while (read(c->wake[0], sink, sizeof(sink)) > 0)
+            ;
+    if (pfd->revents & POLLOUT) {
         ssize_t w = send(c->fd, c->out.data + c->out_off, c->out.size - c->out_off,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EINTR)
@@ -461,7 +486,7 @@ static bool writer_io(tc_client *c, int wait_ms)
             c->out_off = 0;
         }
     }
-    if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+    if (pfd->revents & (POLLIN | POLLHUP | POLLERR)) {
         if (read_some(c->fd, &c->reader, 0) < 0)
             return false;
         while ((rc = proto_reader_next(&c->reader, &m, &err)) > 0) {
@@ -534,6 +559,7 @@ static tc_client *client_new(const tc_options *o)
         return NULL;
     memset(c, 0, size);
     c->fd = -1;
+    c->wake[0] = c->wake[1] = -1;
     c->session_id = -1;
     c->gen = atomic_fetch_add(&client_gen, 1);
     c->blocking = o->blocking >= 0 ? o->blocking != 0 : (blk != NULL && strcmp(blk, "1") == 0);
@@ -585,7 +611,24 @@ static void client_free(tc_client *c)
     pthread_cond_destroy(&c->cv);
     if (c->fd >= 0)
         close(c->fd);
+    for (int i = 0; i < 2; i++)
+        if (c->wake[i] >= 0)
+            close(c->wake[i]);
     free(c);
+}
+
+/* The writer thread's wake-up pipe, both ends non-blocking. 0 or a negative errno. */
+static int wake_open(tc_client *c)
+{
+    if (pipe(c->wake) < 0) {
+        c->wake[0] = c->wake[1] = -1;
+        return -errno;
+    }
+    for (int i = 0; i < 2; i++)
+        if (fcntl(c->wake[i], F_SETFL, O_NONBLOCK) < 0 ||
+            fcntl(c->wake[i], F_SETFD, FD_CLOEXEC) < 0)
+            return -errno;
+    return 0;
 }
 
 tc_client *tc_open(const tc_options *opts, int *err)
@@ -614,7 +657,8 @@ tc_client *tc_open(const tc_options *opts, int *err)
         rc = c->fd;
         goto fail;
     }
-    if ((rc = say_hello(c, opts)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)))
+    if ((rc = say_hello(c, opts)) < 0 || (rc = wake_open(c)) < 0 ||
+        (rc = -pthread_create(&c->thread, NULL, writer_thread, c)))
         goto fail;
     goto out;
 fail:
@@ -622,15 +666,17 @@ fail:
         client_free(c);
         c = NULL;
     } else {
-        /* No daemon: a disabled client, so the program runs on at no cost. */
+        /* No daemon: a disabled client, so the program runs on at almost no
+         * cost, that counts what it would have sent (tc_dropped()). */
         if (c->fd >= 0)
             close(c->fd);
         c->fd = -1;
         c->disabled = true;
+        c->offline = true;
     }
 out:
     if (c != NULL)
-        c->head.enabled = !c->disabled; /* what tracectl.h's inline check reads */
+        c->head.active = !c->disabled || c->offline; /* what tracectl.h's inline check reads */
     if (err != NULL)
         *err = rc;
     return c;
@@ -654,6 +700,7 @@ int tc_close(tc_client *c)
     if (rc == -ETIMEDOUT)
         c->broken = true; /* give up on the rest: it is counted as dropped */
     pthread_mutex_unlock(&c->mu);
+    writer_wake(c);
     pthread_join(c->thread, NULL);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -681,6 +728,7 @@ int tc_flush(tc_client *c, int timeout_ms)
     }
     pthread_mutex_lock(&c->mu);
     seq = ++c->flush_req;
+    writer_wake(c);
     while (c->flush_acked < seq && !c->broken && rc == 0) {
         if (timeout_ms < 0)
             pthread_cond_wait(&c->cv, &c->mu);
@@ -744,11 +792,18 @@ uint32_t tc_op(tc_client *c, const char *name)
     return tc_op_cat(c, name, NULL);
 }
 
-/* Index+1 of a device name in the client's table (0 on failure). Takes the lock. */
-static uint32_t device_id(tc_client *c, const char *name)
+/*
+ * Index+1 of a device name in the client's table (0 on failure). The lock
+ * (which the writer holds while it drains) is taken only when the name is
+ * not the one this thread named last: the client's copies never move or
+ * change before tc_close, so the ring may keep a pointer to one.
+ */
+static uint32_t device_id(tc_client *c, struct ring *r, const char *name)
 {
     uint32_t id = 0;
 
+    if (r->dev_str != NULL && strcmp(r->dev_str, name) == 0)
+        return r->dev_id;
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_devs && id == 0; i++)
         if (strcmp(c->devs[i], name) == 0)
@@ -756,6 +811,10 @@ static uint32_t device_id(tc_client *c, const char *name)
     if (id == 0 && grow(&c->devs, &c->cap_devs, c->n_devs) == 0 &&
         (c->devs[c->n_devs] = strdup(name)) != NULL)
         id = (uint32_t)++c->n_devs;
+    if (id != 0) {
+        r->dev_str = c->devs[id - 1];
+        r->dev_id = id;
+    }
     pthread_mutex_unlock(&c->mu);
     return id;
 }
@@ -809,8 +868,11 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
             return;
         }
-        /* Blocking mode: wait for the writer thread, backing off from 50 µs to
-         * 2 ms so that many blocked producers do not eat the CPU it needs. */
+        /* Blocking mode: wake the writer thread rather than leave it asleep
+         * for its interval, then wait for it, backing off from 50 µs to 2 ms
+         * so that many blocked producers do not eat the CPU it needs. */
+        if (wait_ns == 50000)
+            writer_wake(c);
         struct timespec ts = {0, (long)wait_ns};
         nanosleep(&ts, NULL);
         wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
@@ -929,11 +991,32 @@ static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, ui
     push(c, r, &rec);
 }
 
+/*
+ * An offline client keeps no ring: it only counts the entries it would have
+ * recorded. tc_begin (opens) and tc_end (!opens) both end this thread's open
+ * op, which is one dropped entry. A thread switching between two offline
+ * clients forgets the other's open op (uncounted, as with my_ring's cache).
+ */
+static void offline_mark(tc_client *c, bool opens)
+{
+    if (tls.off_gen == c->gen && tls.off_open)
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+    tls.off_gen = c->gen;
+    tls.off_open = opens;
+}
+
+static void offline_drop(tc_client *c)
+{
+    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+}
+
 void tc_begin_(tc_client *c, uint32_t op)
 {
     struct ring *r;
     uint64_t now;
 
+    if (c != NULL && c->offline)
+        offline_mark(c, true);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
     now = tc_now_ns();
@@ -951,6 +1034,8 @@ void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_sha
     const char *shapes;
     uint64_t now;
 
+    if (c != NULL && c->offline)
+        offline_mark(c, false);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || !r->open)
         return;
     now = tc_now_ns();
@@ -966,9 +1051,11 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
     uint32_t len = 0, dev = 0;
     const char *shapes;
 
+    if (c != NULL && c->offline)
+        offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
-    if (device != NULL && *device && (dev = device_id(c, device)) == 0)
+    if (device != NULL && *device && (dev = device_id(c, r, device)) == 0)
         return;
     shapes = shape_intern(c, r, out, in, n_in, &len);
     record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, len, dev);
@@ -978,6 +1065,8 @@ void tc_defer(tc_client *c, uint32_t op)
 {
     struct ring *r;
 
+    if (c != NULL && c->offline)
+        offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
     if (r->deferred == NULL && (r->deferred = malloc(DEFER_MAX * sizeof(*r->deferred))) == NULL)

@@ -48,17 +48,19 @@ typedef struct tc_client tc_client;
 
 /*
  * The one part of a client the header may read: every client starts with it,
- * so that recording on a disabled (or NULL) client is an inline load and
- * branch, with no call into the library. Read-only for callers.
+ * so that recording on a TRACECTL_DISABLE=1 (or NULL) client is an inline
+ * load and branch, with no call into the library. `active` is 1 when
+ * recording calls must reach the library: a connected client, or one that
+ * found no daemon and counts what it drops. Read-only for callers.
  */
 struct tc_client_head {
-    int enabled;
+    int active;
 };
 
-/* 1 when c records, without a call (see tc_enabled()). */
+/* 1 when recording calls on c go into the library (see tc_enabled() for "entries are sent"). */
 static inline int tc_recording(const tc_client *c)
 {
-    return c != NULL && ((const struct tc_client_head *)(const void *)c)->enabled;
+    return c != NULL && ((const struct tc_client_head *)(const void *)c)->active;
 }
 
 /* A tensor shape: ndim dimensions (at most TC_MAX_DIMS). */
@@ -85,12 +87,18 @@ TC_API void tc_options_init(tc_options *o);
 /*
  * Connects, says hello and waits for the daemon's welcome (up to 5 s).
  * o may be NULL (all defaults). Returns a client, or:
- * - TRACECTL_DISABLE=1: a disabled client (every call a no-op), *err = 0;
+ * - TRACECTL_DISABLE=1: a disabled client (every call a no-op that counts
+ *   nothing), *err = 0;
  * - no daemon / a refused hello, default mode: a disabled client, *err set
- *   to the negative errno (-ENOENT, -ECONNREFUSED, -EPROTO, ...);
+ *   to the negative errno (-ENOENT, -ECONNREFUSED, -ETIMEDOUT, -EPROTO, ...).
+ *   It sends nothing, but counts every entry it would have recorded in
+ *   tc_dropped() (one relaxed atomic add per entry; a deferred op counts
+ *   when deferred);
  * - the same in blocking mode: NULL, *err set.
  * NULL is also returned on out of memory (*err = -ENOMEM). err may be NULL.
- * The caller frees the client with tc_close().
+ * The session defaults to $TRACECTL_SESSION, $SLURM_JOB_ID,
+ * $TORCHELASTIC_RUN_ID, else "default". The caller frees the client with
+ * tc_close(), whatever its state.
  */
 TC_API tc_client *tc_open(const tc_options *o, int *err);
 
@@ -120,8 +128,12 @@ static inline void tc_begin(tc_client *c, uint32_t op)
 }
 /*
  * Ends this thread's current op: mem_bytes its output occupies; out and in
- * (n_in of them, at most TC_MAX_INPUTS) may be NULL. Without a current op
- * it does nothing.
+ * (n_in of them, at most TC_MAX_INPUTS; more are left out) may be NULL.
+ * Without a current op it does nothing. The entry's elements go as nil, so
+ * the daemon takes the product of out's dimensions. Shapes are copied: the
+ * caller keeps its own. Each distinct (out, in) pair is kept once per client
+ * until tc_close (at most 4096 pairs; an entry with a pair beyond that is
+ * recorded without shapes).
  */
 TC_API void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
                     size_t n_in);
@@ -132,7 +144,12 @@ static inline void tc_end(tc_client *c, uint64_t mem_bytes, const tc_shape *out,
         tc_end_(c, mem_bytes, out, in, n_in);
 }
 
-/* Records a complete entry; device NULL: the client's device. */
+/*
+ * Records a complete entry that started at start_ns (tc_now_ns()'s clock) and
+ * lasted dur_ns. Shapes as for tc_end(). device NULL or "": the client's
+ * device; another name is copied and kept until tc_close (naming a device
+ * other than the one this thread named last takes a lock).
+ */
 TC_API void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
                        uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in,
                        const char *device);

@@ -1,0 +1,877 @@
+/*
+ * test_client.c — libtracectl against a protocol peer made here: a thread
+ * that owns a Unix socket in a temporary directory, accepts one producer,
+ * decodes what it sends with proto_reader, answers hello with welcome
+ * (session 7, process 3) and flush with ack, and records every entry, op
+ * definition, metadata pair and bye. Tests then compare what arrived with
+ * what the library was given, number for number. Each test removes its
+ * socket and directory.
+ *
+ * The peer can stall (stop reading) to make the library's buffers fill, and
+ * can refuse hello with an error.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proto.h"
+#include "tracectl.h"
+
+#define PEER_KEEP 8192 /* entries kept in detail; all are counted */
+#define PEER_OPS  64
+
+struct got_entry {
+    uint64_t step, start, dur, elements, mem;
+    uint32_t op;
+    bool op_known; /* its op id was defined before the batch that used it */
+    bool has_out;
+    tc_shape out;
+    size_t n_in;
+    tc_shape in[TC_MAX_INPUTS];
+    char device[32]; /* "" when nil */
+};
+
+struct peer {
+    char dir[32], path[64];
+    int lfd, fd;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* set by the test */
+    bool stalled, refuse, stop;
+    /* set by the peer thread, under mu */
+    int accepted;
+    bool hello, bye, eof;
+    struct proto_hello h; /* copied from the hello */
+    char *ops[PEER_OPS], *cats[PEER_OPS];
+    size_t n_ops_msgs;
+    struct got_entry *got;
+    size_t n_got, n_total, n_batches;
+    struct proto_kv meta[16];
+    size_t n_meta;
+    uint64_t flushes, bye_dropped;
+};
+
+static struct peer P;
+
+static void clear_env(void)
+{
+    unsetenv("TRACECTL_DISABLE");
+    unsetenv("TRACECTL_BLOCKING");
+    unsetenv("TRACECTL_SOCKET");
+}
+
+/* A failed assertion skips a test's own cleanup: leave no socket or directory behind anyway. */
+static void remove_files(void)
+{
+    if (P.path[0])
+        unlink(P.path);
+    if (P.dir[0])
+        rmdir(P.dir);
+}
+
+TestSuite(client, .init = clear_env, .fini = remove_files, .timeout = 60);
+
+/* ---- the peer ------------------------------------------------------------ */
+
+static void send_packed(int fd, msgpack_sbuffer *sb)
+{
+    size_t off = 0;
+
+    while (off < sb->size) {
+        ssize_t w = send(fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    msgpack_sbuffer_clear(sb);
+}
+
+/* Decodes a canonical msgpack shape (an array of uint) from the batch blob. */
+static void shape_from(const char *p, size_t len, tc_shape *s)
+{
+    msgpack_unpacked u;
+    size_t off = 0;
+
+    msgpack_unpacked_init(&u);
+    cr_assert_eq(msgpack_unpack_next(&u, p, len, &off), MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
+    s->ndim = u.data.via.array.size;
+    for (uint32_t i = 0; i < s->ndim && i < TC_MAX_DIMS; i++)
+        s->dims[i] = u.data.via.array.ptr[i].via.u64;
+    msgpack_unpacked_destroy(&u);
+}
+
+/* The in_shapes blob is an array of shapes: unpack it and re-split each one. */
+static size_t in_shapes_from(const char *p, size_t len, tc_shape *in)
+{
+    msgpack_unpacked u;
+    size_t off = 0, n;
+
+    msgpack_unpacked_init(&u);
+    cr_assert_eq(msgpack_unpack_next(&u, p, len, &off), MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
+    n = u.data.via.array.size;
+    for (size_t i = 0; i < n && i < TC_MAX_INPUTS; i++) {
+        const msgpack_object *a = &u.data.via.array.ptr[i];
+        in[i].ndim = a->via.array.size;
+        for (uint32_t d = 0; d < in[i].ndim && d < TC_MAX_DIMS; d++)
+            in[i].dims[d] = a->via.array.ptr[d].via.u64;
+    }
+    msgpack_unpacked_destroy(&u);
+    return n;
+}
+
+static void peer_batch(struct peer *p, const struct proto_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++, p->n_total++) {
+        const struct proto_entry *e = &b->entries[i];
+        struct got_entry *g;
+
+        if (p->n_got == PEER_KEEP)
+            continue;
+        g = &p->got[p->n_got++];
+        memset(g, 0, sizeof(*g));
+        *g = (struct got_entry){.step = e->step,
+                                .start = e->start_ns,
+                                .dur = e->dur_ns,
+                                .elements = e->elements,
+                                .mem = e->mem_bytes,
+                                .op = e->op_id};
+        g->op_known = e->op_id < PEER_OPS && p->ops[e->op_id] != NULL;
+        if ((g->has_out = e->out_len > 0))
+            shape_from(b->blob + e->out_off, e->out_len, &g->out);
+        if (e->in_len > 0)
+            g->n_in = in_shapes_from(b->blob + e->in_off, e->in_len, g->in);
+        if (e->dev_len > 0)
+            snprintf(g->device, sizeof(g->device), "%.*s", (int)e->dev_len, b->blob + e->dev_off);
+    }
+    p->n_batches++;
+}
+
+static void peer_hello(struct peer *p, struct proto_msg *m, msgpack_packer *pk)
+{
+    p->hello = true;
+    free(p->h.session), free(p->h.host), free(p->h.device); /* an earlier connection's */
+    proto_kv_free(p->h.meta, p->h.n_meta);
+    p->h = m->u.hello;
+    memset(&m->u.hello, 0, sizeof(m->u.hello)); /* moved into p->h */
+    if (p->refuse)
+        proto_pack_error(pk, PROTO_E_VERSION, "refused by the test");
+    else
+        proto_pack_welcome(pk, 7, 3);
+}
+
+/* One decoded message, under p->mu; replies go into pk. */
+static void peer_handle(struct peer *p, struct proto_msg *m, msgpack_packer *pk)
+{
+    switch (m->type) {
+    case PROTO_HELLO:
+        peer_hello(p, m, pk);
+        break;
+    case PROTO_OPS:
+        p->n_ops_msgs++;
+        for (size_t i = 0; i < m->u.ops.n; i++) {
+            uint32_t id = m->u.ops.defs[i].id;
+            cr_assert(id > 0 && id < PEER_OPS && p->ops[id] == NULL, "op id %u", id);
+            p->ops[id] = strdup(m->u.ops.defs[i].name);
+            p->cats[id] = m->u.ops.defs[i].category ? strdup(m->u.ops.defs[i].category) : NULL;
+        }
+        break;
+    case PROTO_BATCH:
+        peer_batch(p, &m->u.batch);
+        break;
+    case PROTO_META:
+        for (size_t i = 0; i < m->u.meta.n && p->n_meta < 16; i++) {
+            p->meta[p->n_meta++] = m->u.meta.kv[i];
+            memset(&m->u.meta.kv[i], 0, sizeof(m->u.meta.kv[i])); /* moved */
+        }
+        break;
+    case PROTO_FLUSH:
+        p->flushes++;
+        proto_pack_ack(pk, m->u.flush_seq, p->n_total);
+        break;
+    case PROTO_BYE:
+        p->bye = true;
+        p->bye_dropped = m->u.bye_dropped;
+        break;
+    default:
+        cr_assert_fail("unexpected message %s", proto_type_name(m->type));
+    }
+}
+
+/* Reads and handles what is there. Returns false at the end of the stream. */
+static bool peer_read(struct peer *p, struct proto_reader *r, msgpack_sbuffer *out)
+{
+    struct proto_error err;
+    struct proto_msg m;
+    msgpack_packer pk;
+    char *buf = proto_reader_buffer(r, 65536);
+    ssize_t n;
+    int rc;
+
+    cr_assert_not_null(buf);
+    n = recv(p->fd, buf, 65536, 0);
+    if (n <= 0)
+        return false;
+    proto_reader_commit(r, (size_t)n);
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    pthread_mutex_lock(&p->mu);
+    while ((rc = proto_reader_next(r, &m, &err)) > 0) {
+        peer_handle(p, &m, &pk);
+        proto_msg_free(&m);
+    }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    cr_assert_geq(rc, 0, "peer: %s: %s", err.code, err.message);
+    send_packed(p->fd, out);
+    return true;
+}
+
+static void *peer_thread(void *arg)
+{
+    struct peer *p = arg;
+    struct proto_reader r;
+    msgpack_sbuffer out;
+    bool stop = false, stalled;
+
+    proto_reader_init(&r, 0);
+    msgpack_sbuffer_init(&out);
+    while (!stop) {
+        struct pollfd pfd = {.fd = p->fd >= 0 ? p->fd : p->lfd, .events = POLLIN};
+        int ready = poll(&pfd, 1, 10);
+
+        pthread_mutex_lock(&p->mu);
+        stop = p->stop;
+        stalled = p->stalled;
+        pthread_mutex_unlock(&p->mu);
+        if (p->fd >= 0 && stalled) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL); /* data waits: do not spin on it */
+            continue;
+        }
+        if (ready <= 0 || stop)
+            continue;
+        if (p->fd < 0) {
+            p->fd = accept(p->lfd, NULL, NULL);
+            pthread_mutex_lock(&p->mu);
+            p->accepted++;
+            pthread_mutex_unlock(&p->mu);
+        } else if (!peer_read(p, &r, &out)) {
+            pthread_mutex_lock(&p->mu);
+            p->eof = true;
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            close(p->fd);
+            p->fd = -1;
+        }
+    }
+    msgpack_sbuffer_destroy(&out);
+    proto_reader_deinit(&r);
+    return NULL;
+}
+
+/* Makes the temp dir and the socket (listening unless listen_too is false). */
+static void peer_bind(struct peer *p, bool listen_too)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+    memset(p, 0, sizeof(*p));
+    p->fd = -1;
+    snprintf(p->dir, sizeof(p->dir), "/tmp/tc_client_XXXXXX");
+    cr_assert_not_null(mkdtemp(p->dir));
+    snprintf(p->path, sizeof(p->path), "%s/s.sock", p->dir);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", p->path);
+    p->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(p->lfd, 0);
+    cr_assert_eq(bind(p->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    if (listen_too)
+        cr_assert_eq(listen(p->lfd, 4), 0);
+}
+
+static void peer_start(struct peer *p)
+{
+    peer_bind(p, true);
+    p->got = calloc(PEER_KEEP, sizeof(*p->got));
+    cr_assert_not_null(p->got);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    cr_assert_eq(pthread_create(&p->thread, NULL, peer_thread, p), 0);
+}
+
+static void peer_set_stalled(struct peer *p, bool stalled)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stalled = stalled;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits (up to 10 s) until the producer has closed its connection. */
+static void peer_wait_eof(struct peer *p)
+{
+    struct timespec dl;
+
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&p->mu);
+    while (!p->eof && pthread_cond_timedwait(&p->cv, &p->mu, &dl) == 0)
+        ;
+    cr_assert(p->eof, "the client did not close its connection");
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void peer_unlink(struct peer *p)
+{
+    close(p->lfd);
+    unlink(p->path);
+    cr_assert_eq(rmdir(p->dir), 0, "the test left files in %s", p->dir);
+}
+
+static void peer_stop(struct peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    if (p->fd >= 0)
+        close(p->fd);
+    peer_unlink(p);
+    for (size_t i = 0; i < PEER_OPS; i++)
+        free(p->ops[i]), free(p->cats[i]);
+    for (size_t i = 0; i < p->n_meta; i++) /* p->meta is ours: free what it holds */
+        free(p->meta[i].key), free(p->meta[i].type == PROTO_V_STR ? p->meta[i].v.s : NULL);
+    free(p->h.session), free(p->h.host), free(p->h.device);
+    proto_kv_free(p->h.meta, p->h.n_meta);
+    free(p->got);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+}
+
+/* A client of the peer with the given ring size (0: default) and mode. */
+static tc_client *open_peer(struct peer *p, size_t ring, int blocking)
+{
+    tc_options o;
+    tc_client *c;
+    int err = 1;
+
+    tc_options_init(&o);
+    o.socket_path = p->path;
+    o.session = "unit";
+    o.rank = 2;
+    o.world = 4;
+    o.device = "gpu:2";
+    o.host = "node-a";
+    o.blocking = blocking;
+    o.ring_entries = ring;
+    c = tc_open(&o, &err);
+    cr_assert_not_null(c);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(tc_enabled(c), 1);
+    return c;
+}
+
+static const char *op_name(struct peer *p, uint32_t id)
+{
+    return id < PEER_OPS && p->ops[id] ? p->ops[id] : "?";
+}
+
+/* ---- hello, ops, metadata ----------------------------------------------- */
+
+Test(client, hello_and_session)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+
+    cr_assert_eq(tc_session_id(c), 7);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert(P.hello);
+    cr_assert_eq(P.h.proto, 1);
+    cr_assert_str_eq(P.h.session, "unit");
+    cr_assert_eq(P.h.rank, 2);
+    cr_assert_eq(P.h.world, 4);
+    cr_assert_eq(P.h.pid, getpid());
+    cr_assert_str_eq(P.h.host, "node-a");
+    cr_assert_str_eq(P.h.device, "gpu:2");
+    cr_assert(P.bye);
+    cr_assert_eq(P.bye_dropped, 0);
+    cr_assert_eq(P.n_total, 0);
+    peer_stop(&P);
+}
+
+Test(client, hello_from_environment)
+{
+    setenv("TRACECTL_SESSION", "env-session", 1);
+    setenv("SLURM_JOB_ID", "999", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "5", 1);
+    setenv("PMI_SIZE", "16", 1);
+    setenv("TRACECTL_DEVICE", "gpu:5", 1);
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    peer_start(&P);
+    setenv("TRACECTL_SOCKET", P.path, 1);
+    int err = 1;
+    tc_client *c = tc_open(NULL, &err);
+
+    cr_assert_eq(err, 0);
+    cr_assert_eq(tc_enabled(c), 1);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_str_eq(P.h.session, "env-session");
+    cr_assert_eq(P.h.rank, 5);
+    cr_assert_eq(P.h.world, 16);
+    cr_assert_str_eq(P.h.device, "gpu:5");
+    peer_stop(&P);
+}
+
+Test(client, op_interning)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t mm = tc_op(c, "matmul"), ar = tc_op_cat(c, "allreduce", "comm");
+
+    cr_assert_neq(mm, 0);
+    cr_assert_neq(ar, 0);
+    cr_assert_neq(mm, ar);
+    cr_assert_eq(tc_op(c, "matmul"), mm, "the same name gives the same id");
+    cr_assert_eq(tc_op_cat(c, "allreduce", "comm"), ar);
+    cr_assert_eq(tc_op(c, ""), 0);
+    cr_assert_eq(tc_op(c, NULL), 0);
+    cr_assert_eq(tc_op(c, "bad\xff"), 0, "not UTF-8");
+    tc_record(c, ar, 100, 50, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 5000), 0);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_ops_msgs, 2, "each name is defined once");
+    cr_assert_str_eq(P.ops[mm], "matmul");
+    cr_assert_null(P.cats[mm]);
+    cr_assert_str_eq(P.ops[ar], "allreduce");
+    cr_assert_str_eq(P.cats[ar], "comm");
+    cr_assert_eq(P.n_total, 1);
+    cr_assert(P.got[0].op_known, "ops arrive before the batch that uses them");
+    cr_assert_eq(P.got[0].op, ar);
+    peer_stop(&P);
+}
+
+Test(client, metadata)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+
+    cr_assert_eq(tc_meta_str(c, "model", "resnet50"), 0);
+    cr_assert_eq(tc_meta_int(c, "batch", -64), 0);
+    cr_assert_eq(tc_meta_double(c, "lr", 0.125), 0);
+    cr_assert_eq(tc_meta_bool(c, "amp", 1), 0);
+    cr_assert_eq(tc_meta_str(c, "", "x"), -EINVAL);
+    cr_assert_eq(tc_meta_str(c, "k", NULL), -EINVAL);
+    cr_assert_eq(tc_flush(c, 5000), 0);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_meta, 4);
+    cr_assert_str_eq(P.meta[0].key, "model");
+    cr_assert_eq(P.meta[0].type, PROTO_V_STR);
+    cr_assert_str_eq(P.meta[0].v.s, "resnet50");
+    cr_assert_str_eq(P.meta[1].key, "batch");
+    cr_assert_eq(P.meta[1].type, PROTO_V_INT);
+    cr_assert_eq(P.meta[1].v.i, -64);
+    cr_assert_str_eq(P.meta[2].key, "lr");
+    cr_assert_eq(P.meta[2].type, PROTO_V_FLOAT);
+    cr_assert_eq(P.meta[2].v.f, 0.125);
+    cr_assert_str_eq(P.meta[3].key, "amp");
+    cr_assert_eq(P.meta[3].type, PROTO_V_BOOL);
+    cr_assert_eq(P.meta[3].v.b, true);
+    peer_stop(&P);
+}
+
+/* ---- entries -------------------------------------------------------------- */
+
+#define PER_THREAD 3000
+
+struct producer {
+    tc_client *c;
+    uint32_t op;
+    uint64_t base;
+    const char *device;
+};
+
+/* Entry i of a producer: start base+i*10, dur i+1, mem i*8, out [i, 4], in [[4, i], [2]]. */
+static void *produce(void *arg)
+{
+    struct producer *pr = arg;
+
+    for (uint64_t i = 0; i < PER_THREAD; i++) {
+        tc_shape out = {2, {i, 4}}, in[2] = {{2, {4, i}}, {1, {2}}};
+        tc_record(pr->c, pr->op, pr->base + i * 10, i + 1, i * 8, &out, in, 2, pr->device);
+    }
+    return NULL;
+}
+
+static void check_produced(struct peer *p, uint32_t op, uint64_t base, const char *device)
+{
+    uint64_t i = 0;
+
+    for (size_t k = 0; k < p->n_got; k++) {
+        const struct got_entry *g = &p->got[k];
+        if (g->op != op)
+            continue;
+        /* One thread's entries keep their order through its ring. */
+        cr_assert_eq(g->start, base + i * 10);
+        cr_assert_eq(g->dur, i + 1);
+        cr_assert_eq(g->mem, i * 8);
+        cr_assert_eq(g->step, 5);
+        cr_assert(g->op_known);
+        cr_assert(g->has_out);
+        cr_assert_eq(g->out.ndim, 2);
+        cr_assert_eq(g->out.dims[0], i);
+        cr_assert_eq(g->out.dims[1], 4);
+        cr_assert_eq(g->elements, i * 4, "nil elements: the product of out_shape");
+        cr_assert_eq(g->n_in, 2);
+        cr_assert_eq(g->in[0].ndim, 2);
+        cr_assert_eq(g->in[0].dims[0], 4);
+        cr_assert_eq(g->in[0].dims[1], i);
+        cr_assert_eq(g->in[1].ndim, 1);
+        cr_assert_eq(g->in[1].dims[0], 2);
+        cr_assert_str_eq(g->device, device);
+        i++;
+    }
+    cr_assert_eq(i, PER_THREAD);
+}
+
+Test(client, two_threads_exact_entries)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    struct producer pr[2] = {{c, tc_op(c, "matmul"), 1000000, ""},
+                             {c, tc_op_cat(c, "conv2d", "compute"), 9000000, "gpu:9"}};
+    pthread_t th[2];
+
+    tc_set_step(c, 5);
+    for (int t = 0; t < 2; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, produce, &pr[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    cr_assert_eq(tc_flush(c, 10000), 0);
+    cr_assert_eq(tc_recorded(c), 2 * PER_THREAD);
+    cr_assert_eq(tc_dropped(c), 0);
+    pthread_mutex_lock(&P.mu);
+    cr_assert_eq(P.n_total, 2 * PER_THREAD, "flush returns once all is acked");
+    cr_assert_geq(P.flushes, 1);
+    pthread_mutex_unlock(&P.mu);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_str_eq(op_name(&P, pr[0].op), "matmul");
+    cr_assert_str_eq(op_name(&P, pr[1].op), "conv2d");
+    cr_assert_str_eq(P.cats[pr[1].op], "compute");
+    check_produced(&P, pr[0].op, pr[0].base, "");
+    check_produced(&P, pr[1].op, pr[1].base, "gpu:9");
+    cr_assert(P.bye);
+    cr_assert_eq(P.bye_dropped, 0);
+    peer_stop(&P);
+}
+
+Test(client, steps_count_up)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "layer_norm");
+
+    for (int s = 0; s < 4; s++) {
+        tc_record(c, op, (uint64_t)s, 1, 0, NULL, NULL, 0, NULL);
+        tc_record(c, op, (uint64_t)s, 2, 0, NULL, NULL, 0, NULL);
+        tc_step(c);
+    }
+    tc_set_step(c, 100);
+    tc_record(c, op, 9, 3, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 9);
+    for (size_t k = 0; k < 8; k++) {
+        cr_assert_eq(P.got[k].step, k / 2);
+        cr_assert_eq(P.got[k].dur, k % 2 + 1);
+        cr_assert_not(P.got[k].has_out);
+        cr_assert_eq(P.got[k].n_in, 0);
+        cr_assert_eq(P.got[k].elements, 0);
+        cr_assert_str_eq(P.got[k].device, "");
+    }
+    cr_assert_eq(P.got[8].step, 100);
+    peer_stop(&P);
+}
+
+Test(client, record_devices)
+{
+    static const char *const devs[] = {"gpu:1", "gpu:2", NULL, "", "gpu:1", "gpu:10"};
+    static const char *const want[] = {"gpu:1", "gpu:2", "", "", "gpu:1", "gpu:10"};
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "copy");
+
+    for (int i = 0; i < 6; i++)
+        tc_record(c, op, 10, (uint64_t)i, 0, NULL, NULL, 0, devs[i]);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 6);
+    for (int i = 0; i < 6; i++) {
+        cr_assert_eq(P.got[i].dur, (uint64_t)i);
+        cr_assert_str_eq(P.got[i].device, want[i]);
+    }
+    peer_stop(&P);
+}
+
+Test(client, begin_ends_previous)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t a = tc_op(c, "embedding"), b = tc_op(c, "matmul");
+    const tc_shape out = {2, {32, 64}}, in[2] = {{2, {32, 128}}, {2, {128, 64}}};
+    struct timespec ms = {0, 1000000};
+    uint64_t t0 = tc_now_ns(), t1;
+
+    tc_end(c, 1, NULL, NULL, 0); /* nothing open: no entry */
+    tc_begin(c, a);
+    nanosleep(&ms, NULL);
+    tc_begin(c, b); /* ends a, with no shapes */
+    nanosleep(&ms, NULL);
+    tc_end(c, 8192, &out, in, 2);
+    tc_end(c, 1, NULL, NULL, 0); /* already ended: no entry */
+    t1 = tc_now_ns();
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 2);
+    const struct got_entry *ea = &P.got[0], *eb = &P.got[1];
+    cr_assert_str_eq(op_name(&P, ea->op), "embedding");
+    cr_assert_str_eq(op_name(&P, eb->op), "matmul");
+    cr_assert_geq(ea->start, t0);
+    cr_assert_geq(ea->dur, 1000000);
+    cr_assert_eq(ea->start + ea->dur, eb->start, "b begins when a ends");
+    cr_assert_eq(ea->mem, 0);
+    cr_assert_not(ea->has_out);
+    cr_assert_eq(ea->n_in, 0);
+    cr_assert_geq(eb->dur, 1000000);
+    cr_assert_leq(eb->start + eb->dur, t1);
+    cr_assert_eq(eb->mem, 8192);
+    cr_assert_eq(eb->out.ndim, 2);
+    cr_assert_eq(eb->out.dims[0], 32);
+    cr_assert_eq(eb->out.dims[1], 64);
+    cr_assert_eq(eb->elements, 32 * 64);
+    cr_assert_eq(eb->n_in, 2);
+    cr_assert_eq(eb->in[0].dims[1], 128);
+    cr_assert_eq(eb->in[1].dims[0], 128);
+    peer_stop(&P);
+}
+
+Test(client, deferred_finalize)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t ops[3] = {tc_op(c, "k0"), tc_op(c, "k1"), tc_op(c, "k2")};
+    uint64_t end;
+
+    for (int i = 0; i < 3; i++)
+        tc_defer(c, ops[i]);
+    end = tc_now_ns() + 5000;
+    tc_finalize(c, end);
+    tc_finalize(c, end + 1); /* nothing pending */
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(P.got[i].op, ops[i]);
+        cr_assert_eq(P.got[i].start + P.got[i].dur, end, "dur = end - start exactly");
+        cr_assert_geq(P.got[i].dur, 5000);
+        if (i > 0)
+            cr_assert_geq(P.got[i].start, P.got[i - 1].start);
+    }
+    peer_stop(&P);
+}
+
+/* ---- loss, flow control and failure --------------------------------------- */
+
+#define FLOOD 300000
+
+Test(client, drops_counted_and_sent_in_bye)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 16, 0);
+    uint32_t op = tc_op(c, "flood");
+    uint64_t dropped;
+
+    peer_set_stalled(&P, true);
+
+    /* The peer reads nothing: the socket and the writer's buffer fill, then
+     * the 16-entry ring, and the rest is dropped, never waited for. */
+    for (uint64_t i = 0; i < FLOOD; i++)
+        tc_record(c, op, i, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 100), -ETIMEDOUT);
+    peer_set_stalled(&P, false);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    dropped = tc_dropped(c);
+    cr_assert_gt(dropped, 0);
+    cr_assert_lt(dropped, FLOOD);
+    cr_assert_eq(tc_recorded(c), FLOOD);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert(P.bye);
+    cr_assert_eq(P.bye_dropped, dropped, "bye carries the exact count");
+    cr_assert_eq(P.n_total + dropped, FLOOD, "every entry is either stored or counted");
+    peer_stop(&P);
+}
+
+static void *produce_blocking(void *arg)
+{
+    struct producer *pr = arg;
+
+    for (uint64_t i = 0; i < 20000; i++)
+        tc_record(pr->c, pr->op, pr->base + i, i, 0, NULL, NULL, 0, NULL);
+    return NULL;
+}
+
+Test(client, blocking_mode_loses_nothing)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 16, 1);
+    struct producer pr[2] = {{c, tc_op(c, "a"), 0, NULL}, {c, tc_op(c, "b"), 0, NULL}};
+    pthread_t th[2];
+
+    for (int t = 0; t < 2; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, produce_blocking, &pr[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 40000);
+    cr_assert_eq(P.bye_dropped, 0);
+    peer_stop(&P);
+}
+
+Test(client, refused_hello)
+{
+    peer_start(&P);
+    pthread_mutex_lock(&P.mu);
+    P.refuse = true;
+    pthread_mutex_unlock(&P.mu);
+    tc_options o;
+    int err = 0;
+
+    tc_options_init(&o);
+    o.socket_path = P.path;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_not_null(c);
+    cr_assert_eq(err, -EPROTO);
+    cr_assert_eq(tc_enabled(c), 0);
+    cr_assert_eq(tc_session_id(c), -1);
+    cr_assert_eq(tc_close(c), 0);
+    o.blocking = 1;
+    cr_assert_null(tc_open(&o, &err));
+    cr_assert_eq(err, -EPROTO);
+    peer_stop(&P);
+}
+
+Test(client, disabled_sends_nothing)
+{
+    peer_start(&P);
+    setenv("TRACECTL_DISABLE", "1", 1);
+    tc_options o;
+    int err = 1;
+    struct timespec wait = {0, 50000000};
+
+    tc_options_init(&o);
+    o.socket_path = P.path;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_not_null(c);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(tc_enabled(c), 0);
+    cr_assert_eq(tc_op(c, "matmul"), 0);
+    tc_begin(c, 1);
+    tc_end(c, 0, NULL, NULL, 0);
+    tc_record(c, 1, 0, 1, 0, NULL, NULL, 0, NULL);
+    tc_defer(c, 1);
+    tc_finalize(c, 10);
+    tc_step(c);
+    cr_assert_eq(tc_meta_int(c, "k", 1), -ENOTCONN);
+    cr_assert_eq(tc_flush(c, 10), -ENOTCONN);
+    cr_assert_eq(tc_dropped(c), 0, "a disabled client counts nothing");
+    cr_assert_eq(tc_recorded(c), 0);
+    cr_assert_eq(tc_session_id(c), -1);
+    cr_assert_eq(tc_close(c), 0);
+    nanosleep(&wait, NULL);
+    pthread_mutex_lock(&P.mu);
+    cr_assert_eq(P.accepted, 0, "no connection was made");
+    pthread_mutex_unlock(&P.mu);
+    peer_stop(&P);
+}
+
+/* Records 6 entries' worth on an offline client: 3 records, begin-begin-end, a defer. */
+static void record_six(tc_client *c)
+{
+    for (int i = 0; i < 3; i++)
+        tc_record(c, 1, 0, 1, 0, NULL, NULL, 0, NULL);
+    tc_end(c, 0, NULL, NULL, 0); /* nothing open */
+    tc_begin(c, 1);
+    tc_begin(c, 2);
+    tc_end(c, 0, NULL, NULL, 0);
+    tc_defer(c, 1);
+    tc_finalize(c, tc_now_ns());
+}
+
+Test(client, no_daemon_counts_drops)
+{
+    struct peer *p = &P;
+    tc_options o;
+    int err = 0;
+
+    /* A socket file nobody listens on, then no socket file at all. */
+    peer_bind(p, false);
+    tc_options_init(&o);
+    o.socket_path = p->path;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_not_null(c);
+    cr_assert_eq(err, -ECONNREFUSED);
+    cr_assert_eq(tc_enabled(c), 0);
+    record_six(c);
+    cr_assert_eq(tc_dropped(c), 6);
+    cr_assert_eq(tc_flush(c, 10), -ENOTCONN);
+    cr_assert_eq(tc_close(c), 0);
+    peer_unlink(p);
+
+    c = tc_open(&o, &err);
+    cr_assert_eq(err, -ENOENT);
+    cr_assert_eq(tc_enabled(c), 0);
+    cr_assert_eq(tc_session_id(c), -1);
+    record_six(c);
+    record_six(c);
+    cr_assert_eq(tc_dropped(c), 12);
+    cr_assert_eq(tc_close(c), 0);
+
+    o.blocking = 1;
+    err = 0;
+    cr_assert_null(tc_open(&o, &err), "blocking mode: no client without a daemon");
+    cr_assert_eq(err, -ENOENT);
+}
+
+Test(client, null_client)
+{
+    tc_begin(NULL, 1);
+    tc_end(NULL, 0, NULL, NULL, 0);
+    tc_record(NULL, 1, 0, 1, 0, NULL, NULL, 0, NULL);
+    tc_defer(NULL, 1);
+    tc_finalize(NULL, 1);
+    tc_step(NULL);
+    cr_assert_eq(tc_op(NULL, "x"), 0);
+    cr_assert_eq(tc_meta_bool(NULL, "x", 1), -ENOTCONN);
+    cr_assert_eq(tc_flush(NULL, 10), -ENOTCONN);
+    cr_assert_eq(tc_dropped(NULL), 0);
+    cr_assert_eq(tc_recorded(NULL), 0);
+    cr_assert_eq(tc_session_id(NULL), -1);
+    cr_assert_eq(tc_enabled(NULL), 0);
+    cr_assert_eq(tc_close(NULL), 0);
+}
