@@ -6,10 +6,14 @@
  * its own rank and device gpu:<rank>), and for every step runs a real small
  * matmul, a conv2d-like stencil and a layer_norm on the CPU, recording each
  * with its shapes and output bytes, then an "allreduce" that adds its
- * gradient row into memory shared by all ranks. One rank (--slow-rank) runs
- * on a "throttled device": each of its compute ops takes 2 ms longer (a
- * sleep, so it holds on however the ranks share the CPU), so its device
- * carries the most time and the report's imbalance names it.
+ * gradient row into memory shared by all ranks and waits for the others to
+ * arrive, as a collective does. One rank (--slow-rank) runs on a "throttled
+ * device": each of its compute ops takes 2 ms longer (a sleep, so it holds on
+ * however the ranks share the CPU). The fast ranks wait for it in their
+ * allreduce, but at most ALLREDUCE_WAIT_US per step: a full barrier would
+ * fill every fast rank's step with waiting and even out the devices' totals,
+ * while this keeps the slow device the one carrying the most time, so the
+ * report's imbalance names it and its comm section shows the waiting.
  */
 #include <getopt.h>
 #include <math.h>
@@ -23,7 +27,9 @@
 
 #include "tracectl.h"
 
-#define N 64 /* matrix size: small enough for a quick demo, big enough to time */
+#define N                 64 /* matrix size: small enough for a quick demo, big enough to time */
+#define MAX_STEPS         1024
+#define ALLREDUCE_WAIT_US 1500 /* how long a rank waits for the others in one allreduce */
 
 struct opts {
     const char *socket, *session;
@@ -31,7 +37,8 @@ struct opts {
 };
 
 struct shared {
-    _Atomic long sum[N]; /* the "allreduce" accumulates every rank's gradient row here */
+    _Atomic long sum[N];            /* the "allreduce" accumulates every rank's gradient row here */
+    _Atomic int arrived[MAX_STEPS]; /* ranks that reached each step's allreduce */
 };
 
 static void usage(FILE *f)
@@ -79,7 +86,7 @@ static int parse(int argc, char **argv, struct opts *o)
             return -1;
         }
     }
-    if (o->ranks < 1 || o->ranks > 256 || o->steps < 1 || o->steps > 1024) {
+    if (o->ranks < 1 || o->ranks > 256 || o->steps < 1 || o->steps > MAX_STEPS) {
         fprintf(stderr, "tc_demo: --ranks must be 1..256 and --steps 1..1024\n");
         return -1;
     }
@@ -119,6 +126,18 @@ static void layer_norm(float *x)
         for (int j = 0; j < N; j++)
             x[i * N + j] = (x[i * N + j] - mean) / var;
     }
+}
+
+/* Adds this rank's row into the shared sum, then waits (a bounded while) for the other ranks. */
+static void allreduce(struct shared *sh, const float *row, int step, int ranks)
+{
+    uint64_t deadline = tc_now_ns() + ALLREDUCE_WAIT_US * 1000ull;
+
+    for (int j = 0; j < N; j++)
+        atomic_fetch_add(&sh->sum[j], (long)(row[j] * 1000));
+    atomic_fetch_add(&sh->arrived[step], 1);
+    while (atomic_load(&sh->arrived[step]) < ranks && tc_now_ns() < deadline)
+        usleep(100);
 }
 
 static int run_rank(const struct opts *o, int rank, struct shared *sh)
@@ -165,11 +184,9 @@ static int run_rank(const struct opts *o, int rank, struct shared *sh)
         layer_norm(a);
         usleep(throttle);
         tc_end(cl, sizeof(a), &mat, &mat, 1);
-        /* allreduce: add this rank's row into the shared sum */
         const tc_shape row = {1, {N}};
         tc_begin(cl, op_ar);
-        for (int j = 0; j < N; j++)
-            atomic_fetch_add(&sh->sum[j], (long)(c[j] * 1000));
+        allreduce(sh, c, step, o->ranks);
         tc_end(cl, sizeof(float) * N, &row, &row, 1);
         tc_step(cl);
     }
