@@ -215,6 +215,20 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         return;
     }
     c->producer = true;
+    if (h->n_meta > 0) { /* hello's meta: the process's first metadata, stored after its row */
+        struct store_job *job = store_job_new(STORE_META, c->session->id);
+
+        if (job == NULL) {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+            return;
+        }
+        job->u.meta.process_id = c->process_id;
+        job->u.meta.kv = h->meta;
+        job->u.meta.n = h->n_meta;
+        h->meta = NULL;
+        h->n_meta = 0;
+        store_enqueue(c->d->store, job);
+    }
     log_debug("session %lld: process %lld joined (rank %lld, pid %lld)", (long long)c->session->id,
               (long long)c->process_id, (long long)h->rank, (long long)c->pid);
     conn_send_simple(c, proto_pack_welcome, c->session->id, c->process_id);

@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -388,4 +389,81 @@ Test(daemon, delete_rules)
     cr_assert(obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "no_session"));
     proto_reader_deinit(&r);
     close(cfd);
+}
+
+/* The value of meta[key] of process 1 in a session file at rest, as text; NULL when absent. */
+static char *stored_meta(long long id, const char *key)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    char *v = NULL;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT CAST(value AS TEXT) FROM meta "
+                                    "WHERE process_id = 1 AND key = ?1",
+                                    -1, &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return v;
+}
+
+/* hello's meta is the process's first metadata; a later meta message merges into it. */
+Test(daemon, hello_meta_is_stored_and_merged)
+{
+    struct proto_kv hello_kv[] = {{.key = "model", .type = PROTO_V_STR, .v.s = "resnet50"},
+                                  {.key = "layers", .type = PROTO_V_INT, .v.i = 50}};
+    struct proto_kv later[] = {{.key = "layers", .type = PROTO_V_INT, .v.i = 101},
+                               {.key = "lr", .type = PROTO_V_FLOAT, .v.f = 0.5}};
+    struct proto_hello h = {.proto = 1,
+                            .session = "with-meta",
+                            .rank = 0,
+                            .world = 1,
+                            .pid = getpid(),
+                            .meta = hello_kv,
+                            .n_meta = 2};
+    struct proto_reader r;
+    struct proto_msg m;
+    long long id;
+    struct pk p;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_connect(d.sock);
+    cr_assert_geq(fd, 0);
+    pk_init(&p);
+    proto_pack_hello(&p.pk, &h);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply to hello");
+    cr_assert_eq(m.type, PROTO_WELCOME, "hello got %s", proto_type_name(m.type));
+    id = m.u.welcome.session_id;
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    pk_init(&p);
+    proto_pack_meta(&p.pk, later, 2);
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    send_ops(fd, 1, "matmul");
+    send_batch(fd, 1, 3, 1000, 50);
+    cr_assert_eq(flush(fd, 1), 3);
+    bye(fd, 0);
+    wait_state(id, "ended", 5);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+
+    char *model = stored_meta(id, "model"), *layers = stored_meta(id, "layers"),
+         *lr = stored_meta(id, "lr");
+    cr_assert_str_eq(model ? model : "(none)", "resnet50", "hello's meta is stored");
+    cr_assert_str_eq(layers ? layers : "(none)", "101", "a later meta replaces a key");
+    cr_assert_str_eq(lr ? lr : "(none)", "0.5", "and adds new ones");
+    free(model);
+    free(layers);
+    free(lr);
 }
