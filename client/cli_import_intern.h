@@ -1,0 +1,35 @@
+/*
+ * cli_import_intern — an interning table for `tracectl import`: each distinct
+ * byte string (an op name, a packed shape list) is stored once and named by
+ * a dense index. Open addressing over FNV-1a hashes; grows by doubling.
+ * The importer keeps per-event records small by storing these indexes.
+ * Single-threaded; the caller's memory (init by zeroing, _deinit to free).
+ */
+#ifndef TRACECTL_CLI_IMPORT_INTERN_H
+#define TRACECTL_CLI_IMPORT_INTERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define INTERN_NONE UINT32_MAX
+
+struct intern {
+    char **v;    /* the strings, each NUL-terminated after its len bytes */
+    size_t *len; /* their lengths (they may hold NULs: packed msgpack) */
+    size_t n, cap;
+    uint32_t *slot; /* hash table of index + 1 */
+    size_t nslot;
+};
+
+/* FNV-1a of p[0..n) (also a key for strings the importer only compares). */
+uint64_t intern_hash(const void *p, size_t n);
+
+/* Index of s[0..n), added when new. INTERN_NONE when out of memory. */
+uint32_t intern_get(struct intern *t, const void *s, size_t n);
+
+/* intern_get() of a C string. */
+uint32_t intern_str(struct intern *t, const char *s);
+
+void intern_deinit(struct intern *t);
+
+#endif

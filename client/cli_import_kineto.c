@@ -1,0 +1,938 @@
+/*
+ * cli_import_kineto.c — see cli_import_kineto.h.
+ */
+#include "cli_import_kineto.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <msgpack.h>
+#include <yajl/yajl_parse.h>
+#include <zlib.h>
+
+#define KINETO_NAME_MAX PROTO_MAX_NAME /* longer names are cut (on a UTF-8 boundary) */
+#define KINETO_READ_BUF (256u << 10)
+#define KINETO_DEPTH    64 /* nesting the parser follows; deeper is a parse error */
+
+struct kineto_op {
+    int64_t ext, ts, dur, tid;
+    uint32_t name, dims; /* indexes into names and dims; dims INTERN_NONE: no Input Dims */
+    bool annotation;     /* a user_annotation, not a cpu_op */
+};
+
+struct kineto_launch {
+    int64_t corr, ext, ts, tid;
+    uint32_t op; /* index + 1 into ops of the launching CPU op; 0: unknown */
+};
+
+struct kineto_ext {
+    int64_t ext;
+    uint32_t op; /* index into ops */
+};
+
+struct kineto_step {
+    int64_t begin, end, n;
+};
+
+enum frame {
+    F_TOP,    /* the top-level map */
+    F_EVENTS, /* traceEvents, or a top-level array (Chrome's JSON Array Format) */
+    F_EVENT,  /* one event */
+    F_ARGS,   /* its args */
+    F_DIMS,   /* args["Input Dims"] */
+    F_DIM,    /* one input's dims */
+    F_DIST,   /* distributedInfo */
+    F_PROPS,  /* deviceProperties */
+    F_PROP,   /* one device's properties */
+    F_SKIP,   /* anything else */
+};
+
+enum kind { K_OTHER, K_KERNEL, K_MEMORY, K_CPU_OP, K_ANNOTATION, K_LAUNCH };
+
+/* The event being read. */
+struct event {
+    char ph[4], cat[32];
+    char name[KINETO_NAME_MAX + 1];
+    int64_t ts, dur, tid, pid, device, ext, corr;
+    bool has_ts, has_dur;
+    uint32_t n_inputs; /* Input Dims: at most PROTO_MAX_INPUTS, each at most PROTO_MAX_DIMS */
+    uint64_t dim_v[PROTO_MAX_INPUTS][PROTO_MAX_DIMS];
+    uint32_t dim_n[PROTO_MAX_INPUTS];
+};
+
+struct kineto_parse {
+    struct kineto *k;
+    bool replay, cpu_ops;
+    kineto_emit_fn emit;
+    void *emit_arg;
+    int emit_rc; /* the first error emit returned */
+    bool oom;    /* a table could not grow */
+    enum frame stack[KINETO_DEPTH];
+    int depth; /* stack[depth - 1] is the current container */
+    char key[128];
+    int prop_index;
+    struct event ev;
+    uint64_t bytes; /* compressed bytes read, for progress */
+    struct timespec last;
+};
+
+/* ---- numbers ------------------------------------------------------------------- */
+
+/* µs as JSON number text (e.g. "4458676983543.1835") → ns, rounded half away from zero. */
+static bool us_to_ns(const char *s, size_t n, int64_t *out)
+{
+    char buf[64];
+    int64_t ip = 0, frac = 0;
+    int digits = 0;
+    size_t i = 0;
+    bool neg = false;
+
+    if (n == 0 || n >= sizeof(buf))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (strpbrk(buf, "eE") != NULL) { /* exponent form: rare, a double is exact enough */
+        double d = strtod(buf, NULL) * 1000.0;
+        if (!(d >= -9.2e18 && d <= 9.2e18))
+            return false;
+        *out = (int64_t)(d >= 0 ? d + 0.5 : d - 0.5);
+        return true;
+    }
+    if (buf[0] == '-')
+        neg = true, i++;
+    for (; i < n && isdigit((unsigned char)buf[i]); i++) {
+        if (ip > (INT64_MAX - 9) / 10 / 1000 - 1)
+            return false;
+        ip = ip * 10 + (buf[i] - '0');
+    }
+    if (i < n && buf[i] == '.')
+        for (i++; i < n && isdigit((unsigned char)buf[i]); i++, digits++) {
+            if (digits < 3)
+                frac = frac * 10 + (buf[i] - '0');
+            else if (digits == 3 && buf[i] >= '5')
+                frac++; /* the 4th decimal rounds the ns */
+        }
+    for (int d = digits; d < 3; d++)
+        frac *= 10;
+    *out = (neg ? -1 : 1) * (ip * 1000 + frac);
+    return true;
+}
+
+/* An integer's text → *out; false when not an integer or outside int64. */
+static bool parse_int(const char *s, size_t n, int64_t *out)
+{
+    char buf[32], *end;
+    long long v;
+
+    if (n == 0 || n >= sizeof(buf))
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    v = strtoll(buf, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+static int64_t int_or(const char *s, size_t n, int64_t dflt)
+{
+    int64_t v;
+
+    return parse_int(s, n, &v) ? v : dflt;
+}
+
+/* Copies s[0..n) into dst (cap bytes), cut on a UTF-8 boundary. */
+static void copy_str(char *dst, size_t cap, const unsigned char *s, size_t n)
+{
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && (s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    memcpy(dst, s, n);
+    dst[n] = '\0';
+}
+
+/* Grows an array of elements of size sz to hold one more. false when out of memory. */
+static bool grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+    size_t c = *cap ? *cap * 2 : 256;
+    void *p;
+
+    if (n < *cap)
+        return true;
+    if ((p = realloc(*v, c * sz)) == NULL)
+        return false;
+    *v = p;
+    *cap = c;
+    return true;
+}
+
+/* ---- categories ---------------------------------------------------------------- */
+
+const char *kineto_category(const char *name, bool memory)
+{
+    /* Substrings of a lower-cased name that mean communication. "broadcast" alone is
+     * not one: elementwise kernels broadcast too; NCCL's broadcast kernels say nccl. */
+    static const char *const comm[] = {
+        "nccl",
+        "rccl",
+        "msccl",
+        "gloo",
+        "c10d::",
+        "nvshmem",
+        "allreduce",
+        "all_reduce",
+        "allgather",
+        "all_gather",
+        "reducescatter",
+        "reduce_scatter",
+        "alltoall",
+        "all_to_all",
+        "sendrecv",
+        "cross_device_reduce",
+        "record_param_comms",
+    };
+    char low[KINETO_NAME_MAX + 1];
+    size_t i;
+
+    if (memory)
+        return "memory";
+    for (i = 0; name[i] != '\0' && i < sizeof(low) - 1; i++)
+        low[i] = (char)tolower((unsigned char)name[i]);
+    low[i] = '\0';
+    for (i = 0; i < sizeof(comm) / sizeof(comm[0]); i++)
+        if (strstr(low, comm[i]) != NULL)
+            return "comm";
+    if (strncmp(low, "mpi_", 4) == 0)
+        return "comm";
+    return "compute";
+}
+
+static enum kind event_kind(const struct event *e)
+{
+    static const struct {
+        const char *cat;
+        enum kind kind;
+    } cats[] = {
+        {"kernel", K_KERNEL},       {"gpu_memcpy", K_MEMORY},
+        {"gpu_memset", K_MEMORY},   {"memcpy", K_MEMORY},
+        {"memset", K_MEMORY},       {"cpu_op", K_CPU_OP},
+        {"operator", K_CPU_OP},     {"user_annotation", K_ANNOTATION},
+        {"cuda_runtime", K_LAUNCH}, {"cuda_driver", K_LAUNCH},
+        {"runtime", K_LAUNCH},
+    };
+
+    for (size_t i = 0; i < sizeof(cats) / sizeof(cats[0]); i++)
+        if (strcasecmp(e->cat, cats[i].cat) == 0)
+            return cats[i].kind;
+    return K_OTHER; /* unknown categories are ignored */
+}
+
+/* ---- metadata ------------------------------------------------------------------ */
+
+/* A scalar of distributedInfo or of one deviceProperties map, as a typed pair. */
+static void meta_scalar(struct kineto_parse *p, const char *v, size_t n, int type)
+{
+    struct kineto *k = p->k;
+    char key[192];
+    struct proto_kv *kv;
+    int64_t i;
+
+    bool dist = p->stack[p->depth - 1] == F_DIST;
+    bool integral =
+        memchr(v, '.', n) == NULL && memchr(v, 'e', n) == NULL && memchr(v, 'E', n) == NULL;
+
+    if (dist && strcmp(p->key, "rank") == 0 && type == 'n')
+        k->rank = int_or(v, n, -1);
+    if (dist && strcmp(p->key, "world_size") == 0 && type == 'n')
+        k->world = int_or(v, n, -1);
+    if (dist)
+        snprintf(key, sizeof(key), "distributedInfo.%s", p->key);
+    else
+        snprintf(key, sizeof(key), "deviceProperties.%d.%s", p->prop_index, p->key);
+    if (type == 'z' || n > PROTO_MAX_NAME || k->n_meta >= KINETO_MAX_META ||
+        !grow((void **)&k->meta, &k->cap_meta, k->n_meta, sizeof(*k->meta)))
+        return; /* null, a long value, or too many: left out */
+    kv = &k->meta[k->n_meta];
+    memset(kv, 0, sizeof(*kv));
+    if (type == 'b') {
+        kv->type = PROTO_V_BOOL, kv->v.b = n == 4;
+    } else if (type == 'n' && integral && parse_int(v, n, &i)) {
+        kv->type = PROTO_V_INT, kv->v.i = i;
+    } else if (type == 'n' && integral) {
+        kv->type = PROTO_V_STR; /* an integer beyond int64: kept exact, as text */
+    } else if (type == 'n') {
+        char buf[64];
+        copy_str(buf, sizeof(buf), (const unsigned char *)v, n);
+        kv->type = PROTO_V_FLOAT, kv->v.f = strtod(buf, NULL);
+    } else {
+        kv->type = PROTO_V_STR;
+    }
+    if (kv->type == PROTO_V_STR && (kv->v.s = strndup(v, n)) == NULL)
+        return;
+    if ((kv->key = strdup(key)) == NULL) {
+        if (kv->type == PROTO_V_STR)
+            free(kv->v.s);
+        return;
+    }
+    k->n_meta++;
+}
+
+/* ---- the scan pass: what pass 2 will need ------------------------------------- */
+
+/* Packs the event's Input Dims (non-integer dims were skipped) and interns the bytes. */
+static uint32_t event_dims(struct kineto_parse *p)
+{
+    const struct event *e = &p->ev;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint32_t id;
+
+    if (e->n_inputs == 0)
+        return INTERN_NONE;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, e->n_inputs);
+    for (uint32_t i = 0; i < e->n_inputs; i++)
+        proto_pack_shape(&pk, e->dim_v[i], e->dim_n[i]);
+    id = sb.data ? intern_get(&p->k->dims, sb.data, sb.size) : INTERN_NONE;
+    msgpack_sbuffer_destroy(&sb);
+    return id;
+}
+
+static void scan_op(struct kineto_parse *p, enum kind kind)
+{
+    struct kineto *k = p->k;
+    const struct event *e = &p->ev;
+    struct kineto_op *op;
+
+    if (!grow((void **)&k->ops, &k->cap_ops, k->n_ops, sizeof(*k->ops))) {
+        p->oom = true;
+        return;
+    }
+    op = &k->ops[k->n_ops];
+    *op = (struct kineto_op){.ext = e->ext,
+                             .ts = e->ts,
+                             .dur = e->has_dur && e->dur > 0 ? e->dur : 0,
+                             .tid = e->tid,
+                             .name = intern_str(&k->names, e->name),
+                             .dims = event_dims(p),
+                             .annotation = kind == K_ANNOTATION};
+    if (op->name == INTERN_NONE)
+        p->oom = true;
+    else
+        k->n_ops++;
+}
+
+static void scan_event(struct kineto_parse *p)
+{
+    struct kineto *k = p->k;
+    const struct event *e = &p->ev;
+    enum kind kind = event_kind(e);
+
+    if (strcmp(e->ph, "X") != 0 || !e->has_ts)
+        return;
+    k->events++;
+    if ((kind == K_CPU_OP || kind == K_ANNOTATION) && strncmp(e->name, "ProfilerStep#", 13) == 0) {
+        if (!grow((void **)&k->steps, &k->cap_steps, k->n_steps, sizeof(*k->steps))) {
+            p->oom = true;
+            return;
+        }
+        k->steps[k->n_steps++] = (struct kineto_step){e->ts, e->ts + (e->has_dur ? e->dur : 0),
+                                                      strtoll(e->name + 13, NULL, 10)};
+    } else if (kind == K_CPU_OP || kind == K_ANNOTATION) {
+        scan_op(p, kind);
+    } else if (kind == K_LAUNCH && e->corr >= 0) {
+        if (!grow((void **)&k->launches, &k->cap_launches, k->n_launches, sizeof(*k->launches))) {
+            p->oom = true;
+            return;
+        }
+        k->launches[k->n_launches++] =
+            (struct kineto_launch){.corr = e->corr, .ext = e->ext, .ts = e->ts, .tid = e->tid};
+    } else if (kind == K_KERNEL || kind == K_MEMORY) {
+        k->gpu_events++;
+    }
+}
+
+/* ---- after the scan: indexes -------------------------------------------------- */
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+    return (a > b) - (a < b);
+}
+
+static int cmp_op_tid_ts(const void *a, const void *b)
+{
+    const struct kineto_op *x = a, *y = b;
+    int c = cmp_i64(x->tid, y->tid);
+
+    if (c == 0)
+        c = cmp_i64(x->ts, y->ts);
+    return c ? c : cmp_i64(y->dur, x->dur); /* the enclosing (longer) one first */
+}
+
+static int cmp_by_ext(const void *a, const void *b)
+{
+    return cmp_i64(((const struct kineto_ext *)a)->ext, ((const struct kineto_ext *)b)->ext);
+}
+
+static int cmp_launch_tid_ts(const void *a, const void *b)
+{
+    const struct kineto_launch *x = a, *y = b;
+    int c = cmp_i64(x->tid, y->tid);
+
+    return c ? c : cmp_i64(x->ts, y->ts);
+}
+
+static int cmp_launch_corr(const void *a, const void *b)
+{
+    return cmp_i64(((const struct kineto_launch *)a)->corr,
+                   ((const struct kineto_launch *)b)->corr);
+}
+
+/* qsort with an empty (possibly NULL) array is undefined: skip it. */
+static void sort(void *v, size_t n, size_t sz, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(v, n, sz, cmp);
+}
+
+static int cmp_step(const void *a, const void *b)
+{
+    return cmp_i64(((const struct kineto_step *)a)->begin, ((const struct kineto_step *)b)->begin);
+}
+
+static const struct kineto_op *find_op(const struct kineto *k, int64_t ext)
+{
+    size_t lo = 0, hi = k->n_by_ext;
+
+    if (ext < 0)
+        return NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (k->by_ext[mid].ext < ext)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < k->n_by_ext && k->by_ext[lo].ext == ext ? &k->ops[k->by_ext[lo].op] : NULL;
+}
+
+static const struct kineto_launch *find_launch(const struct kineto *k, int64_t corr)
+{
+    size_t lo = 0, hi = k->n_launches;
+
+    if (corr < 0)
+        return NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (k->launches[mid].corr < corr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < k->n_launches && k->launches[lo].corr == corr ? &k->launches[lo] : NULL;
+}
+
+/*
+ * For each launch without a CPU op by External id: the innermost cpu_op of
+ * its thread containing its start. One sweep over both lists sorted by
+ * (thread, start) with a stack of the ops open at that time.
+ */
+static int resolve_enclosing(struct kineto *k)
+{
+    uint32_t *stack = NULL;
+    size_t sp = 0, cap = 0, j = 0;
+    int64_t tid = INT64_MIN;
+
+    sort(k->launches, k->n_launches, sizeof(*k->launches), cmp_launch_tid_ts);
+    for (size_t i = 0; i < k->n_launches; i++) {
+        struct kineto_launch *l = &k->launches[i];
+        if (l->tid != tid)
+            sp = 0, tid = l->tid;
+        for (; j < k->n_ops &&
+               (k->ops[j].tid < tid || (k->ops[j].tid == tid && k->ops[j].ts <= l->ts));
+             j++) {
+            const struct kineto_op *o = &k->ops[j];
+            if (o->tid != tid || o->annotation)
+                continue;
+            while (sp > 0 && k->ops[stack[sp - 1]].ts + k->ops[stack[sp - 1]].dur <= o->ts)
+                sp--;
+            if (!grow((void **)&stack, &cap, sp, sizeof(*stack))) {
+                free(stack);
+                return -1;
+            }
+            stack[sp++] = (uint32_t)j;
+        }
+        if (l->op != 0)
+            continue;
+        for (size_t s = sp; s > 0; s--) {
+            const struct kineto_op *o = &k->ops[stack[s - 1]];
+            if (o->ts + o->dur > l->ts) {
+                l->op = stack[s - 1] + 1;
+                break;
+            }
+        }
+    }
+    free(stack);
+    return 0;
+}
+
+/* Sorts the tables of the scan and links each launch to its CPU op. 0 or -1 (memory). */
+static int build_indexes(struct kineto *k)
+{
+    const struct kineto_op *op;
+
+    sort(k->ops, k->n_ops, sizeof(*k->ops), cmp_op_tid_ts);
+    sort(k->steps, k->n_steps, sizeof(*k->steps), cmp_step);
+    if (k->n_ops > 0 && (k->by_ext = malloc(k->n_ops * sizeof(*k->by_ext))) == NULL)
+        return -1;
+    for (size_t i = 0; i < k->n_ops; i++)
+        if (k->ops[i].ext >= 0)
+            k->by_ext[k->n_by_ext++] = (struct kineto_ext){k->ops[i].ext, (uint32_t)i};
+    sort(k->by_ext, k->n_by_ext, sizeof(*k->by_ext), cmp_by_ext);
+    for (size_t i = 0; i < k->n_launches; i++)
+        if ((op = find_op(k, k->launches[i].ext)) != NULL)
+            k->launches[i].op = (uint32_t)(op - k->ops) + 1;
+    if (resolve_enclosing(k) < 0)
+        return -1;
+    sort(k->launches, k->n_launches, sizeof(*k->launches), cmp_launch_corr);
+    return 0;
+}
+
+/* ---- the replay pass: entries ------------------------------------------------- */
+
+static uint64_t step_of(const struct kineto *k, int64_t ts)
+{
+    size_t lo = 0, hi = k->n_steps;
+
+    /* the last step starting at or before ts (steps do not overlap) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (k->steps[mid].begin <= ts)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0 && ts < k->steps[lo - 1].end && k->steps[lo - 1].n > 0)
+        return (uint64_t)k->steps[lo - 1].n;
+    return 0;
+}
+
+static uint64_t clamp_u(int64_t v)
+{
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+static void replay_event(struct kineto_parse *p)
+{
+    const struct kineto *k = p->k;
+    const struct event *e = &p->ev;
+    enum kind kind = event_kind(e);
+    const struct kineto_op *op;
+    const struct kineto_launch *l = NULL;
+    struct kineto_entry en = {.op = e->name};
+    char device[48];
+    int64_t step_ts = e->ts;
+
+    if (strcmp(e->ph, "X") != 0 || !e->has_ts || (kind != K_KERNEL && kind != K_MEMORY) ||
+        e->name[0] == '\0' || p->emit_rc != 0)
+        return;
+    if ((op = find_op(k, e->ext)) == NULL && (l = find_launch(k, e->corr)) != NULL) {
+        op = l->op ? &k->ops[l->op - 1] : NULL;
+        step_ts = l->ts;
+    }
+    if (op != NULL) {
+        step_ts = op->ts;
+        en.launcher = k->names.v[op->name];
+        if (op->dims != INTERN_NONE)
+            en.in_shapes = k->dims.v[op->dims], en.in_len = k->dims.len[op->dims];
+    }
+    if (e->device >= 0)
+        snprintf(device, sizeof(device), "gpu:%" PRId64, e->device);
+    else if (e->pid >= 0) /* Kineto puts a GPU's events under pid = its index */
+        snprintf(device, sizeof(device), "gpu:%" PRId64, e->pid);
+    else
+        snprintf(device, sizeof(device), "gpu");
+    en.device = device;
+    en.category = kineto_category(e->name, kind == K_MEMORY);
+    en.step = step_of(k, step_ts);
+    en.start_ns = clamp_u(e->ts);
+    en.dur_ns = e->has_dur ? clamp_u(e->dur) : 0;
+    p->emit_rc = p->emit(p->emit_arg, &en);
+}
+
+static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64_t self)
+{
+    const struct kineto *k = p->k;
+    const char *name = k->names.v[op->name];
+    struct kineto_entry en = {.op = name,
+                              .category = kineto_category(name, false),
+                              .device = "cpu",
+                              .step = step_of(k, op->ts),
+                              .start_ns = clamp_u(op->ts),
+                              .dur_ns = clamp_u(self)};
+
+    if (op->dims != INTERN_NONE)
+        en.in_shapes = k->dims.v[op->dims], en.in_len = k->dims.len[op->dims];
+    return p->emit(p->emit_arg, &en);
+}
+
+/*
+ * --cpu-ops: each op's self time, its duration minus the part of it covered
+ * by the ops directly nested in it on the same thread (a child that runs
+ * past its parent's end counts only up to that end).
+ */
+static int replay_cpu_ops(struct kineto_parse *p)
+{
+    struct open_op {
+        size_t i;
+        int64_t end, child;
+    } *stack = NULL;
+    const struct kineto *k = p->k;
+    size_t sp = 0, cap = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i <= k->n_ops && rc == 0; i++) {
+        const struct kineto_op *op = i < k->n_ops ? &k->ops[i] : NULL;
+        /* close the ops that ended before this one starts (or are on another thread) */
+        while (
+            rc == 0 && sp > 0 &&
+            (op == NULL || op->tid != k->ops[stack[sp - 1].i].tid || op->ts >= stack[sp - 1].end)) {
+            sp--;
+            rc = emit_cpu_op(p, &k->ops[stack[sp].i], k->ops[stack[sp].i].dur - stack[sp].child);
+        }
+        if (op == NULL || rc != 0)
+            break;
+        if (sp > 0) {
+            int64_t end = op->ts + op->dur;
+            stack[sp - 1].child += (end < stack[sp - 1].end ? end : stack[sp - 1].end) - op->ts;
+        }
+        if (!grow((void **)&stack, &cap, sp, sizeof(*stack))) {
+            rc = -ENOMEM;
+            break;
+        }
+        stack[sp++] = (struct open_op){i, op->ts + op->dur, 0};
+    }
+    free(stack);
+    return rc;
+}
+
+/* ---- yajl callbacks ------------------------------------------------------------- */
+
+static enum frame top(const struct kineto_parse *p)
+{
+    return p->depth > 0 ? p->stack[p->depth - 1] : F_SKIP;
+}
+
+static int push(struct kineto_parse *p, enum frame f)
+{
+    if (p->depth >= KINETO_DEPTH)
+        return 0; /* deeper than any Kineto file: stop with a parse error */
+    p->stack[p->depth++] = f;
+    return 1;
+}
+
+static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t n, bool is_str)
+{
+    struct event *e = &p->ev;
+    const char *t = (const char *)s;
+    const char *key = p->key;
+
+    if (top(p) == F_EVENT) {
+        if (strcmp(key, "ph") == 0 && is_str)
+            copy_str(e->ph, sizeof(e->ph), s, n);
+        else if (strcmp(key, "cat") == 0 && is_str)
+            copy_str(e->cat, sizeof(e->cat), s, n);
+        else if (strcmp(key, "name") == 0 && is_str)
+            copy_str(e->name, sizeof(e->name), s, n);
+        else if (strcmp(key, "ts") == 0 && !is_str)
+            e->has_ts = us_to_ns(t, n, &e->ts);
+        else if (strcmp(key, "dur") == 0 && !is_str)
+            e->has_dur = us_to_ns(t, n, &e->dur);
+        else if (strcmp(key, "tid") == 0) /* "stream 7" or 1234: a key, nothing more */
+            e->tid = is_str ? (int64_t)(intern_hash(t, n) >> 1) : int_or(t, n, -1);
+        else if (strcmp(key, "pid") == 0 && !is_str)
+            e->pid = int_or(t, n, -1);
+    } else if (top(p) == F_ARGS && !is_str) {
+        if (strcmp(key, "device") == 0)
+            e->device = int_or(t, n, -1);
+        else if (strcasecmp(key, "External id") == 0) /* "external id" in older files */
+            e->ext = int_or(t, n, -1);
+        else if (strcmp(key, "correlation") == 0)
+            e->corr = int_or(t, n, -1);
+    } else if (top(p) == F_DIM && !is_str && e->n_inputs > 0) {
+        uint32_t i = e->n_inputs - 1;
+        int64_t v;
+        if (parse_int(t, n, &v) && v >= 0 && e->dim_n[i] < PROTO_MAX_DIMS)
+            e->dim_v[i][e->dim_n[i]++] = (uint64_t)v;
+    }
+}
+
+/* type: 's' string, 'n' number, 'b' bool, 'z' null */
+static int on_scalar(void *ctx, const unsigned char *s, size_t n, int type)
+{
+    struct kineto_parse *p = ctx;
+
+    switch (top(p)) {
+    case F_EVENT:
+    case F_ARGS:
+    case F_DIM:
+        event_scalar(p, s, n, type == 's');
+        break;
+    case F_DIST:
+    case F_PROP:
+        if (!p->replay)
+            meta_scalar(p, (const char *)s, n, type);
+        break;
+    default:
+        break;
+    }
+    return !p->oom;
+}
+
+static int on_null(void *ctx)
+{
+    return on_scalar(ctx, (const unsigned char *)"null", 4, 'z');
+}
+
+static int on_bool(void *ctx, int b)
+{
+    return on_scalar(ctx, (const unsigned char *)(b ? "true" : "false"), b ? 4 : 5, 'b');
+}
+
+/* Numbers arrive as text: yajl's integer callback would fail on values beyond int64. */
+static int on_number(void *ctx, const char *s, size_t n)
+{
+    return on_scalar(ctx, (const unsigned char *)s, n, 'n');
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t n)
+{
+    return on_scalar(ctx, s, n, 's');
+}
+
+static int on_map_key(void *ctx, const unsigned char *s, size_t n)
+{
+    struct kineto_parse *p = ctx;
+
+    copy_str(p->key, sizeof(p->key), s, n);
+    return 1;
+}
+
+static void event_reset(struct event *e)
+{
+    e->ph[0] = e->cat[0] = e->name[0] = '\0';
+    e->ts = e->dur = 0;
+    e->tid = e->pid = e->device = e->ext = e->corr = -1;
+    e->has_ts = e->has_dur = false;
+    e->n_inputs = 0;
+}
+
+static int on_start_map(void *ctx)
+{
+    struct kineto_parse *p = ctx;
+    enum frame t = top(p), f = F_SKIP;
+
+    if (p->depth == 0)
+        f = F_TOP;
+    else if (t == F_TOP && strcmp(p->key, "distributedInfo") == 0)
+        f = F_DIST;
+    else if (t == F_EVENTS)
+        f = F_EVENT, event_reset(&p->ev);
+    else if (t == F_EVENT && strcmp(p->key, "args") == 0)
+        f = F_ARGS;
+    else if (t == F_PROPS)
+        f = F_PROP;
+    p->key[0] = '\0';
+    return push(p, f);
+}
+
+static int on_end_map(void *ctx)
+{
+    struct kineto_parse *p = ctx;
+    enum frame t = top(p);
+
+    p->depth--;
+    if (t == F_EVENT && p->replay)
+        replay_event(p);
+    else if (t == F_EVENT)
+        scan_event(p);
+    else if (t == F_PROP)
+        p->prop_index++;
+    return !p->oom && p->emit_rc == 0;
+}
+
+static int on_start_array(void *ctx)
+{
+    struct kineto_parse *p = ctx;
+    enum frame t = top(p), f = F_SKIP;
+
+    if (p->depth == 0 || (t == F_TOP && strcmp(p->key, "traceEvents") == 0))
+        f = F_EVENTS;
+    else if (t == F_TOP && strcmp(p->key, "deviceProperties") == 0)
+        f = F_PROPS;
+    else if (t == F_ARGS && strcmp(p->key, "Input Dims") == 0)
+        f = F_DIMS, p->ev.n_inputs = 0;
+    else if (t == F_DIMS && p->ev.n_inputs < PROTO_MAX_INPUTS)
+        f = F_DIM, p->ev.dim_n[p->ev.n_inputs++] = 0;
+    return push(p, f);
+}
+
+static int on_end_array(void *ctx)
+{
+    struct kineto_parse *p = ctx;
+
+    p->depth--;
+    return 1;
+}
+
+static const yajl_callbacks kineto_callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_bool,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end_map,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end_array,
+};
+
+/* ---- reading a file ------------------------------------------------------------- */
+
+static void progress(struct kineto_parse *p, bool done)
+{
+    struct kineto *k = p->k;
+    struct timespec now;
+
+    if (k->progress == NULL)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!done &&
+        (now.tv_sec - p->last.tv_sec) * 1000000000L + (now.tv_nsec - p->last.tv_nsec) < 100000000L)
+        return; /* at most 10 updates a second */
+    p->last = now;
+    k->progress(k->progress_arg, p->replay, p->bytes, k->events, done);
+}
+
+/* Why the parse stopped, into k->errmsg. */
+static void parse_error(struct kineto_parse *p, yajl_handle h, uint64_t offset)
+{
+    struct kineto *k = p->k;
+    unsigned char *msg;
+
+    if (p->oom) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "out of memory at byte %" PRIu64, offset);
+        return;
+    }
+    msg = yajl_get_error(h, 0, NULL, 0);
+    snprintf(k->errmsg, sizeof(k->errmsg), "not valid JSON at byte %" PRIu64 "%s: %s", offset,
+             p->k->path && strstr(p->k->path, ".gz") ? " of the decompressed text" : "",
+             msg ? (const char *)msg : "?");
+    /* yajl's message ends with a newline */
+    k->errmsg[strcspn(k->errmsg, "\n")] = '\0';
+    yajl_free_error(h, msg);
+}
+
+/* One pass over the file. 0, or -1 with the reason in errmsg (emit's error in emit_rc). */
+static int parse_file(struct kineto_parse *p)
+{
+    struct kineto *k = p->k;
+    unsigned char *buf = malloc(KINETO_READ_BUF);
+    gzFile gz = buf ? gzopen(k->path, "rb") : NULL;
+    yajl_handle h = gz ? yajl_alloc(&kineto_callbacks, NULL, p) : NULL;
+    uint64_t offset = 0; /* bytes of JSON text fed to yajl */
+    int n = 0, rc = 0, zerr;
+
+    if (h == NULL) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "cannot open: %s",
+                 buf && gz == NULL && errno ? strerror(errno) : "out of memory");
+        rc = -1;
+        goto out;
+    }
+    gzbuffer(gz, 128u << 10);
+    while (rc == 0 && (n = gzread(gz, buf, KINETO_READ_BUF)) > 0) {
+        p->bytes = (uint64_t)gzoffset(gz);
+        if (yajl_parse(h, buf, (size_t)n) != yajl_status_ok) {
+            parse_error(p, h, offset + yajl_get_bytes_consumed(h));
+            rc = -1;
+        }
+        offset += (uint64_t)n;
+        progress(p, false);
+    }
+    if (rc == 0 && n < 0) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "cannot read after byte %" PRIu64 ": %s", offset,
+                 gzerror(gz, &zerr));
+        rc = -1;
+    } else if (rc == 0 && yajl_complete_parse(h) != yajl_status_ok) {
+        parse_error(p, h, offset);
+        rc = -1;
+    }
+    progress(p, true);
+out:
+    if (h)
+        yajl_free(h);
+    if (gz)
+        gzclose(gz);
+    free(buf);
+    return rc;
+}
+
+int kineto_scan(struct kineto *k)
+{
+    int rc;
+
+    k->rank = k->world = -1;
+    if ((k->p = calloc(1, sizeof(*k->p))) == NULL) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "out of memory");
+        return -1;
+    }
+    k->p->k = k;
+    if ((rc = parse_file(k->p)) == 0 && build_indexes(k) < 0) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "out of memory");
+        rc = -1;
+    }
+    return rc;
+}
+
+int kineto_replay(struct kineto *k, bool cpu_ops, kineto_emit_fn emit, void *arg)
+{
+    struct kineto_parse *p = k->p;
+
+    memset(p, 0, sizeof(*p));
+    *p = (struct kineto_parse){.k = k, .replay = true, .emit = emit, .emit_arg = arg};
+    if (parse_file(p) < 0)
+        return p->emit_rc != 0 ? p->emit_rc : -1;
+    if (cpu_ops)
+        return replay_cpu_ops(p);
+    return 0;
+}
+
+void kineto_deinit(struct kineto *k)
+{
+    proto_kv_free(k->meta, k->n_meta);
+    free(k->ops);
+    free(k->by_ext);
+    free(k->launches);
+    free(k->steps);
+    intern_deinit(&k->names);
+    intern_deinit(&k->dims);
+    free(k->p);
+    k->meta = NULL;
+    k->ops = NULL;
+    k->by_ext = NULL;
+    k->launches = NULL;
+    k->steps = NULL;
+    k->p = NULL;
+    k->n_meta = k->n_ops = k->n_by_ext = k->n_launches = k->n_steps = 0;
+}

@@ -1,0 +1,142 @@
+/*
+ * cli_import_kineto — reading one PyTorch-profiler (Kineto) Chrome-trace
+ * JSON file, plain or gzip, for `tracectl import`, in bounded memory.
+ *
+ * The file is streamed twice through zlib's gzread (which reads plain files
+ * too) and yajl's callback parser; it is never loaded whole:
+ *  1. kineto_scan() checks that the whole file is valid JSON (a malformed
+ *     file is reported with its byte offset before anything is sent) and
+ *     keeps what the second pass needs to resolve references that may point
+ *     forwards or backwards in the file (traceEvents come in any order):
+ *     the CPU ops and user annotations (External id, thread, times, name,
+ *     Input Dims), the CUDA runtime/driver launch events (correlation,
+ *     External id, thread, time), the ProfilerStep#N intervals, and the
+ *     distributedInfo / deviceProperties metadata.
+ *  2. kineto_replay() reads the file again and hands each GPU kernel,
+ *     memcpy and memset to the caller as an entry as soon as it is parsed,
+ *     then, with cpu_ops, every CPU op and user annotation with its self
+ *     time.
+ *
+ * MEMORY. What grows is one 64-byte record per CPU op / user annotation
+ * (48, and 16 for the External id index) and one 40-byte record per launch
+ * event (both needed because a kernel names its launcher only by id, and
+ * that id may appear anywhere in the file), one record per ProfilerStep, and the distinct op names
+ * and Input Dims lists (interned: a model repeats the same layers every step). It does not grow
+ * with the kernels or with the file's bytes. Metadata is capped at KINETO_MAX_META pairs, each
+ * value at most 1 KiB.
+ *
+ * Mapping (see also README "Importing"):
+ *  - GPU events (cat kernel, gpu_memcpy, gpu_memset; the older Kernel,
+ *    Memcpy, Memset too, case-insensitively) become entries on device
+ *    gpu:<args.device> (else gpu:<pid>), op = the event's name.
+ *  - Its launching CPU op: the cpu_op whose External id is the kernel's
+ *    args["External id"]; else, through args.correlation, the launch event
+ *    (cuda_runtime / cuda_driver) with that correlation, and then the cpu_op
+ *    of the launch's External id or, failing that, the innermost cpu_op on
+ *    the launch's thread that contains the launch's start. Its Input Dims
+ *    become the entry's in_shapes, its name is given as the launcher.
+ *  - step: the N of the ProfilerStep#N (cat cpu_op or user_annotation)
+ *    that contains the launching CPU op's start (else the launch event's,
+ *    else the GPU event's own): a kernel belongs to the step that issued it
+ *    even when the GPU runs it after the CPU has moved on. 0 when none.
+ *  - ts/dur (µs, possibly with decimals) → ns integers, converted from the
+ *    number's text (rounded to the nearest ns), never through a double.
+ *  - cpu_ops: CPU ops and user annotations other than ProfilerStep#N are
+ *    entries on device `cpu` whose duration is their self time: the
+ *    duration minus the parts of it covered by the ops directly nested in
+ *    it on the same thread. The self times of nested ops then add up to
+ *    the outermost op's duration, so nothing is counted twice.
+ * Single-threaded.
+ */
+#ifndef TRACECTL_CLI_IMPORT_KINETO_H
+#define TRACECTL_CLI_IMPORT_KINETO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli_import_intern.h"
+#include "proto.h"
+
+#define KINETO_MAX_META 4096 /* metadata pairs kept from one file */
+
+/* One entry for the daemon; everything borrowed until the callback returns. */
+struct kineto_entry {
+    const char *op;        /* the event's name */
+    const char *category;  /* "comm", "memory", "compute" */
+    const char *launcher;  /* the launching CPU op's name, or NULL */
+    const char *device;    /* "gpu:N" or "cpu" */
+    const char *in_shapes; /* packed msgpack array of arrays of uint, or NULL */
+    size_t in_len;
+    uint64_t step, start_ns, dur_ns;
+};
+
+/* Returns 0 to go on, or a negative errno to stop the pass with that error. */
+typedef int (*kineto_emit_fn)(void *arg, const struct kineto_entry *e);
+
+/* Called at most ~10 times a second while reading, and once with done. */
+typedef void (*kineto_progress_fn)(void *arg, bool replay, uint64_t bytes, uint64_t events,
+                                   bool done);
+
+struct kineto_op;
+struct kineto_launch;
+struct kineto_step;
+struct kineto_ext;
+struct kineto_parse;
+
+struct kineto {
+    /* options, set by the caller before kineto_scan */
+    const char *path;
+    kineto_progress_fn progress;
+    void *progress_arg;
+    /* results of the scan */
+    int64_t rank, world;   /* distributedInfo; -1 when absent */
+    struct proto_kv *meta; /* flattened distributedInfo.* and deviceProperties.N.* */
+    size_t n_meta, cap_meta;
+    uint64_t events, gpu_events; /* complete (X) events, and those of them imported */
+    /* the tables of the scan (see MEMORY above) */
+    struct kineto_op *ops; /* sorted by (thread, start) after the scan */
+    size_t n_ops, cap_ops;
+    struct kineto_ext *by_ext; /* (External id, op) sorted by External id */
+    size_t n_by_ext;
+    struct kineto_launch *launches; /* sorted by correlation after the scan */
+    size_t n_launches, cap_launches;
+    struct kineto_step *steps; /* sorted by start after the scan */
+    size_t n_steps, cap_steps;
+    struct intern names; /* op names */
+    struct intern dims;  /* packed Input Dims lists */
+    /* the parser */
+    struct kineto_parse *p;
+    char errmsg[512];
+};
+
+/*
+ * Pass 1: reads the whole file (k->path). Returns 0, or -1 with the reason
+ * in k->errmsg: "not valid JSON at byte N: ..." where N counts the bytes of
+ * the (decompressed) JSON text up to and including the one where yajl found
+ * the error (the text's length when it ends too early); "cannot open: ...";
+ * "out of memory".
+ * Call kineto_deinit() in every case.
+ */
+int kineto_scan(struct kineto *k);
+
+/*
+ * Pass 2: reads the file again and calls emit for each GPU event, then
+ * (with cpu_ops) for each CPU op. Returns 0, the first negative value emit
+ * returned, or -1 with the reason in k->errmsg (the file changed or could
+ * not be read since the scan).
+ */
+int kineto_replay(struct kineto *k, bool cpu_ops, kineto_emit_fn emit, void *arg);
+
+/*
+ * The category tracectl gives an imported op: "comm" for collective and
+ * point-to-point communication (NCCL/RCCL/MSCCL/gloo kernels and ops,
+ * all-reduce, all-gather, reduce-scatter, all-to-all, broadcast of a
+ * collective library, send/recv), "memory" for memcpy/memset events,
+ * else "compute". Never NULL.
+ */
+const char *kineto_category(const char *name, bool memory);
+
+void kineto_deinit(struct kineto *k);
+
+#endif
