@@ -807,14 +807,15 @@ static int main_ingest(const struct opts *o, struct shared *sh)
 
 /*
  * The client's buffer bound as tracectl.h and libtracectl.c describe it: the
- * 64 Ki-entry ring of 64-byte records, one shape allocation per record in it
- * (these entries' shapes pack into at most 64 bytes), and the output buffers
- * (a 1 MiB high-water mark plus one batch, with sbuffer doubling: 3 MiB).
+ * 64 Ki-entry ring of 32-byte records, the interned shape pairs (at most
+ * 4096; these entries' pairs pack into at most 64 bytes, with a key of at
+ * most 64 bytes), and the output buffers (a 1 MiB high-water mark plus one
+ * batch, with sbuffer doubling: 3 MiB).
  */
 static double client_bound_mib(void)
 {
-    const double ring = 65536.0, rec = 64.0, shapes = 64.0, out = 3.0 * 1048576.0;
-    return (ring * rec + ring * shapes + out) / 1048576.0;
+    const double ring = 65536.0, rec = 32.0, pairs = 4096.0, pair = 128.0, out = 3.0 * 1048576.0;
+    return (ring * rec + pairs * pair + out) / 1048576.0;
 }
 
 static int run_backpressure(const struct opts *o, struct shared *sh, int run)

@@ -3,7 +3,7 @@
  *
  * DESIGN
  * Recording threads never lock, allocate or make a system call other than
- * clock_gettime (shapes: see shape_intern): each appends a 64-byte record to its
+ * clock_gettime (shapes: see shape_intern): each appends a 32-byte record to its
  * own single-producer/single-consumer ring (C11 atomics, power-of-two size),
  * found through a thread-local cache. The rings of a client are linked into
  * a list under the client's mutex when a thread first records.
@@ -23,7 +23,12 @@
  * A client that found no daemon (offline) has no thread and no rings: its
  * recording calls only count what they would have recorded as dropped.
  *
- * Memory: ring_entries × 64 bytes per recording thread (4 MiB by default),
+ * The record holds no step: when a thread records under a step other than
+ * its last one, it first appends a marker record (op 0) carrying the new
+ * step, and the writer applies it to the entries after it. Shapes and devices
+ * are indexes into the client's tables, which only grow until tc_close.
+ *
+ * Memory: ring_entries × 32 bytes per recording thread (2 MiB by default),
  * plus the interned shapes (at most SHAPES_MAX pairs), plus an output buffer
  * of about 1 MiB.
  */
@@ -55,16 +60,18 @@
 #define SHAPE_CACHE      256  /* per thread */
 #define SHAPES_MAX       4096 /* distinct pairs per client; more are left out */
 
-/* One entry as recorded: 64 bytes, no pointers into the recording thread. */
+/*
+ * One entry as recorded: 32 bytes, half a cache line, no pointers. op 0 is a
+ * step marker: start holds the step of the records after it.
+ */
 struct rec {
+    uint64_t start, dur, mem;
     uint32_t op;
-    uint32_t dev; /* index+1 into the client's device table, 0: the hello device */
-    uint64_t step, start, dur, mem;
-    const char *shapes; /* NULL, or interned: out shape then in shapes, msgpack or nil */
-    uint32_t shapes_len;
-    uint32_t pad_;
-    uint64_t pad2_;
+    uint16_t shapes; /* index+1 into the client's interned shape pairs, 0: none */
+    uint16_t dev;    /* index+1 into the client's device table, 0: the hello device */
 };
+
+#define DEVS_MAX 65535 /* distinct device names per client: rec.dev's range */
 
 struct pending {
     uint32_t op;
@@ -73,12 +80,14 @@ struct pending {
 
 /* A slot of a thread's shape cache. */
 struct shape_slot {
-    const char *bytes;
-    uint32_t len, hash;
+    uint64_t hash;
+    uint32_t id;    /* index+1 into the client's shape pairs; 0: empty */
+    uint32_t words; /* the length of its key */
 };
 
 struct ring {
     _Atomic uint64_t head;              /* written by the recording thread */
+    _Atomic uint64_t marks;             /* step markers among the records (tc_recorded) */
     _Alignas(64) _Atomic uint64_t tail; /* written by the writer thread: its own line */
     _Alignas(64) uint64_t mask;
     uint64_t tail_seen; /* the recording thread's last look at tail: re-read only when full */
@@ -86,11 +95,13 @@ struct ring {
     struct ring *next;
     /* the recording thread's own state (no other thread touches it) */
     bool open;
+    uint64_t step; /* the step of its last record (the last marker) */
     uint32_t cur_op;
     uint64_t cur_start;
     struct pending *deferred;
     size_t n_deferred;
     struct shape_slot shape_cache[SHAPE_CACHE];
+    uint64_t wstep;      /* the writer thread's: the step of the records it drains */
     const char *dev_str; /* the last device this thread named: the client's copy */
     uint32_t dev_id;     /* and its index+1 */
 };
@@ -124,8 +135,13 @@ struct tc_client {
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
-    char *shapes[SHAPES_MAX]; /* interned packed shape pairs; guarded by shape_mu */
-    uint32_t shape_len[SHAPES_MAX], shape_hash[SHAPES_MAX];
+    /* Interned shape pairs: packed as msgpack for the writer, and as the
+     * key the recording threads compare (see shape_key). Appended under
+     * shape_mu; an entry never changes once its index is handed out. */
+    char *shapes[SHAPES_MAX];
+    uint64_t *shape_key[SHAPES_MAX];
+    uint32_t shape_len[SHAPES_MAX], shape_words[SHAPES_MAX];
+    uint64_t shape_hash[SHAPES_MAX];
     size_t n_shapes;
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
     uint64_t flush_req, flush_acked; /* guarded by mu */
@@ -342,29 +358,29 @@ static char *put_uint(char *p, uint64_t v)
  * encoded into a local buffer and appended with one write: field-by-field
  * packer calls cost the writer thread more than the recording threads pay.
  */
-static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r)
+static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint64_t step)
 {
     char buf[64], *p = buf;
 
     *p++ = (char)(0x90 | (r->dev ? 9 : 8));
-    p = put_uint(p, r->step);
+    p = put_uint(p, step);
     p = put_uint(p, r->op);
     p = put_uint(p, r->start);
     p = put_uint(p, r->dur);
     *p++ = (char)0xc0; /* elements: the daemon takes the product of out_shape */
     p = put_uint(p, r->mem);
-    if (r->shapes == NULL) {
+    if (r->shapes == 0) {
         *p++ = (char)0xc0;
         *p++ = (char)0xc0;
     }
     msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
-    if (r->shapes != NULL)
-        msgpack_sbuffer_write(pk->data, r->shapes, r->shapes_len);
+    if (r->shapes != 0)
+        msgpack_sbuffer_write(pk->data, c->shapes[r->shapes - 1], c->shape_len[r->shapes - 1]);
     if (r->dev)
         proto_pack_str(pk, c->devs[r->dev - 1]);
 }
 
-/* Moves up to `room` records from the rings into batches in out. Returns how many. */
+/* Moves up to `room` entries from the rings into batches in out. Returns how many. */
 static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
 {
     msgpack_packer pk;
@@ -377,9 +393,14 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
     for (struct ring *r = c->rings; r != NULL && n < room; r = r->next) {
         uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-        for (; tail != head && n < room; tail++, n++) {
-            struct rec *rec = &r->buf[tail & r->mask];
-            pack_rec(c, &pk, rec);
+        for (; tail != head && n < room; tail++) {
+            const struct rec *rec = &r->buf[tail & r->mask];
+            if (rec->op == 0) {
+                r->wstep = rec->start;
+                continue;
+            }
+            pack_rec(c, &pk, rec, r->wstep);
+            n++;
         }
         atomic_store_explicit(&r->tail, tail, memory_order_release);
     }
@@ -598,8 +619,10 @@ static void client_free(tc_client *c)
         free(c->ops[i]);
     for (size_t i = 0; i < c->n_devs; i++)
         free(c->devs[i]);
-    for (size_t i = 0; i < c->n_shapes; i++)
+    for (size_t i = 0; i < c->n_shapes; i++) {
         free(c->shapes[i]);
+        free(c->shape_key[i]);
+    }
     free(c->ops);
     free(c->devs);
     free(c->device);
@@ -808,7 +831,7 @@ static uint32_t device_id(tc_client *c, struct ring *r, const char *name)
     for (size_t i = 0; i < c->n_devs && id == 0; i++)
         if (strcmp(c->devs[i], name) == 0)
             id = (uint32_t)i + 1;
-    if (id == 0 && grow(&c->devs, &c->cap_devs, c->n_devs) == 0 &&
+    if (id == 0 && c->n_devs < DEVS_MAX && grow(&c->devs, &c->cap_devs, c->n_devs) == 0 &&
         (c->devs[c->n_devs] = strdup(name)) != NULL)
         id = (uint32_t)++c->n_devs;
     if (id != 0) {
@@ -855,7 +878,14 @@ static struct ring *my_ring(tc_client *c)
     return tls.ring;
 }
 
-static void push(tc_client *c, struct ring *r, const struct rec *rec)
+/*
+ * The slot for this thread's next record, or NULL when the record is dropped
+ * (a full ring in the default mode, or a broken connection). The caller fills
+ * the slot field by field, in place — a record built on the stack and copied
+ * would be read back with wide loads from narrower stores, which the CPU
+ * cannot forward and stalls on — then publishes it with ring_commit().
+ */
+static struct rec *ring_slot(tc_client *c, struct ring *r)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
 
@@ -866,7 +896,7 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
         if (!c->blocking || c->broken) {
             atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            return;
+            return NULL;
         }
         /* Blocking mode: wake the writer thread rather than leave it asleep
          * for its interval, then wait for it, backing off from 50 µs to 2 ms
@@ -877,7 +907,13 @@ static void push(tc_client *c, struct ring *r, const struct rec *rec)
         nanosleep(&ts, NULL);
         wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
     }
-    r->buf[head & r->mask] = *rec;
+    return &r->buf[head & r->mask];
+}
+
+static void ring_commit(struct ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
     atomic_store_explicit(&r->head, head + 1, memory_order_release);
 }
 
@@ -898,97 +934,207 @@ static int shape_buf_write(void *data, const char *buf, size_t len)
     return 0;
 }
 
-static uint32_t hash_bytes(const char *p, size_t n)
-{
-    uint32_t h = 2166136261u;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 16777619u;
-    return h;
-}
-
-/* The client's copy of these bytes, added under the lock when new. NULL on ENOMEM. */
-static const char *shape_intern_slow(tc_client *c, const char *bytes, uint32_t len, uint32_t h)
-{
-    const char *found = NULL;
-
-    pthread_mutex_lock(&c->shape_mu);
-    for (size_t i = 0; i < c->n_shapes && found == NULL; i++)
-        if (c->shape_hash[i] == h && c->shape_len[i] == len &&
-            memcmp(c->shapes[i], bytes, len) == 0)
-            found = c->shapes[i];
-    if (found == NULL && c->n_shapes < SHAPES_MAX) {
-        char *copy = malloc(len);
-        if (copy != NULL) {
-            memcpy(copy, bytes, len);
-            c->shapes[c->n_shapes] = copy;
-            c->shape_len[c->n_shapes] = len;
-            c->shape_hash[c->n_shapes++] = h;
-            found = copy;
-        }
-    }
-    pthread_mutex_unlock(&c->shape_mu);
-    return found;
-}
-
 /*
- * Packs out and in shapes as two msgpack objects (nil when absent) and
- * returns the client's interned copy (immutable until tc_close), found
- * through this thread's small cache: shapes repeat every step, so the lock
- * is taken only for a pair this thread has not seen lately. NULL when no
- * shapes are given (or on ENOMEM, when they are left out).
+ * The key of an (out, in) pair: the words [out? ndim : ~0, dims..., n_in,
+ * (ndim, dims...) × n_in], with ndim and n_in cut to their limits. The hot
+ * path never builds it: shape_hash() and shape_key_eq() walk the caller's
+ * structs directly (a key built on the stack and compared with memcmp would
+ * be read back with wide loads from 8-byte stores, which stalls).
  */
-static const char *shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
-                                const tc_shape *in, size_t n_in, uint32_t *len)
-{
-    struct shape_buf
-        b; /* not zeroed: 1,400 bytes of memset per record would cost more than the rest */
-    struct shape_slot *slot;
-    msgpack_packer pk;
-    uint32_t h;
+#define SHAPE_KEY_MAX (1 + TC_MAX_DIMS + 1 + TC_MAX_INPUTS * (1 + TC_MAX_DIMS))
 
-    if (out == NULL && (in == NULL || n_in == 0))
-        return NULL;
-    b.len = 0;
-    msgpack_packer_init(&pk, &b, shape_buf_write);
+static size_t dims_of(const tc_shape *s)
+{
+    return s->ndim > TC_MAX_DIMS ? TC_MAX_DIMS : s->ndim;
+}
+
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+    return (h ^ w) * 0x9e3779b97f4a7c15ull;
+}
+
+static uint64_t shape_hash(const tc_shape *out, const tc_shape *in, size_t n_in, uint32_t *words)
+{
+    uint64_t h = 0x243f6a8885a308d3ull;
+    uint32_t n = 2;
+
+    if (out != NULL) {
+        h = mix(h, dims_of(out));
+        for (size_t d = 0; d < dims_of(out); d++)
+            h = mix(h, out->dims[d]);
+        n += (uint32_t)dims_of(out);
+    } else {
+        h = mix(h, ~0ull);
+    }
+    h = mix(h, n_in);
+    for (size_t i = 0; i < n_in; i++) {
+        h = mix(h, dims_of(&in[i]));
+        for (size_t d = 0; d < dims_of(&in[i]); d++)
+            h = mix(h, in[i].dims[d]);
+        n += 1 + (uint32_t)dims_of(&in[i]);
+    }
+    *words = n;
+    return h ^ (h >> 32);
+}
+
+static bool shape_key_eq(const uint64_t *k, const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    if (*k++ != (out != NULL ? dims_of(out) : ~0ull))
+        return false;
     if (out != NULL)
-        proto_pack_shape(&pk, out->dims, out->ndim > TC_MAX_DIMS ? TC_MAX_DIMS : out->ndim);
+        for (size_t d = 0; d < dims_of(out); d++)
+            if (*k++ != out->dims[d])
+                return false;
+    if (*k++ != n_in)
+        return false;
+    for (size_t i = 0; i < n_in; i++) {
+        if (*k++ != dims_of(&in[i]))
+            return false;
+        for (size_t d = 0; d < dims_of(&in[i]); d++)
+            if (*k++ != in[i].dims[d])
+                return false;
+    }
+    return true;
+}
+
+static void shape_key_make(uint64_t *k, const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    *k++ = out != NULL ? dims_of(out) : ~0ull;
+    if (out != NULL)
+        for (size_t d = 0; d < dims_of(out); d++)
+            *k++ = out->dims[d];
+    *k++ = n_in;
+    for (size_t i = 0; i < n_in; i++) {
+        *k++ = dims_of(&in[i]);
+        for (size_t d = 0; d < dims_of(&in[i]); d++)
+            *k++ = in[i].dims[d];
+    }
+}
+
+/* Packs the pair as two msgpack objects (nil when absent) into b. */
+static void shape_pack(struct shape_buf *b, const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    msgpack_packer pk;
+
+    b->len = 0;
+    msgpack_packer_init(&pk, b, shape_buf_write);
+    if (out != NULL)
+        proto_pack_shape(&pk, out->dims, dims_of(out));
     else
         msgpack_pack_nil(&pk);
-    if (in != NULL && n_in > 0) {
-        n_in = n_in > TC_MAX_INPUTS ? TC_MAX_INPUTS : n_in;
+    if (n_in > 0) {
         msgpack_pack_array(&pk, n_in);
         for (size_t i = 0; i < n_in; i++)
-            proto_pack_shape(&pk, in[i].dims, in[i].ndim > TC_MAX_DIMS ? TC_MAX_DIMS : in[i].ndim);
+            proto_pack_shape(&pk, in[i].dims, dims_of(&in[i]));
     } else {
         msgpack_pack_nil(&pk);
     }
-    h = hash_bytes(b.data, b.len);
-    slot = &r->shape_cache[h % SHAPE_CACHE];
-    if (slot->bytes == NULL || slot->hash != h || slot->len != b.len ||
-        memcmp(slot->bytes, b.data, b.len) != 0) {
-        const char *bytes = shape_intern_slow(c, b.data, (uint32_t)b.len, h);
-        if (bytes == NULL)
-            return NULL;
-        *slot = (struct shape_slot){.bytes = bytes, .len = (uint32_t)b.len, .hash = h};
-    }
-    *len = slot->len;
-    return slot->bytes;
 }
 
-static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
-                   uint64_t mem, const char *shapes, uint32_t shapes_len, uint32_t dev)
+/* Index+1 of the pair in the client's table, added under the lock when new; 0 when full or on
+ * ENOMEM. */
+static uint32_t shape_intern_slow(tc_client *c, const tc_shape *out, const tc_shape *in,
+                                  size_t n_in, uint64_t h, uint32_t words)
 {
-    struct rec rec = {.op = op,
-                      .dev = dev,
-                      .step = atomic_load_explicit(&c->step, memory_order_relaxed),
-                      .start = start,
-                      .dur = dur,
-                      .mem = mem,
-                      .shapes = shapes,
-                      .shapes_len = shapes_len};
+    uint32_t id = 0;
 
-    push(c, r, &rec);
+    pthread_mutex_lock(&c->shape_mu);
+    for (size_t i = 0; i < c->n_shapes && id == 0; i++)
+        if (c->shape_hash[i] == h && c->shape_words[i] == words &&
+            shape_key_eq(c->shape_key[i], out, in, n_in))
+            id = (uint32_t)i + 1;
+    if (id == 0 && c->n_shapes < SHAPES_MAX) {
+        struct shape_buf *b = malloc(sizeof(*b));
+        uint64_t *key = malloc(words * sizeof(*key));
+        char *bytes = NULL;
+
+        if (b != NULL && key != NULL) {
+            shape_pack(b, out, in, n_in);
+            if ((bytes = malloc(b->len)) != NULL)
+                memcpy(bytes, b->data, b->len);
+        }
+        if (bytes != NULL) {
+            shape_key_make(key, out, in, n_in);
+            c->shapes[c->n_shapes] = bytes;
+            c->shape_key[c->n_shapes] = key;
+            c->shape_len[c->n_shapes] = (uint32_t)b->len;
+            c->shape_words[c->n_shapes] = words;
+            c->shape_hash[c->n_shapes] = h;
+            id = (uint32_t)++c->n_shapes;
+        } else {
+            free(key);
+        }
+        free(b);
+    }
+    pthread_mutex_unlock(&c->shape_mu);
+    return id;
+}
+
+/*
+ * The index+1 of the (out, in) pair in the client's interned pairs, found
+ * through this thread's small cache: shapes repeat every step, so the lock
+ * is taken only for a pair this thread has not seen lately. 0 when no shapes
+ * are given (or when the table is full or on ENOMEM: they are left out).
+ */
+static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in,
+                             size_t n_in)
+{
+    struct shape_slot *slot;
+    uint32_t words;
+    uint64_t h;
+
+    if (in == NULL)
+        n_in = 0;
+    else if (n_in > TC_MAX_INPUTS)
+        n_in = TC_MAX_INPUTS;
+    if (out == NULL && n_in == 0)
+        return 0;
+    h = shape_hash(out, in, n_in, &words);
+    slot = &r->shape_cache[h % SHAPE_CACHE];
+    if (slot->id == 0 || slot->hash != h || slot->words != words ||
+        !shape_key_eq(c->shape_key[slot->id - 1], out, in, n_in)) {
+        uint32_t id = shape_intern_slow(c, out, in, n_in, h, words);
+        if (id == 0)
+            return 0;
+        *slot = (struct shape_slot){.hash = h, .id = id, .words = words};
+    }
+    return slot->id;
+}
+
+/*
+ * Appends an entry, after a step marker when the client's step moved since
+ * this thread's last record. op 0 (what tc_op returns on failure) is not an
+ * op the daemon knows: the entry is dropped and counted.
+ */
+static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
+                   uint64_t mem, uint32_t shapes, uint32_t dev)
+{
+    uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed);
+    struct rec *rec;
+
+    if (op == 0) {
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    if (step != r->step) {
+        if ((rec = ring_slot(c, r)) == NULL)
+            return;
+        rec->start = step;
+        rec->op = 0;
+        atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        ring_commit(r);
+        r->step = step;
+    }
+    if ((rec = ring_slot(c, r)) == NULL)
+        return;
+    rec->start = start;
+    rec->dur = dur;
+    rec->mem = mem;
+    rec->op = op;
+    rec->shapes = (uint16_t)shapes;
+    rec->dev = (uint16_t)dev;
+    ring_commit(r);
 }
 
 /*
@@ -1021,7 +1167,7 @@ void tc_begin_(tc_client *c, uint32_t op)
         return;
     now = tc_now_ns();
     if (r->open)
-        record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, NULL, 0, 0);
+        record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, 0, 0);
     r->open = true;
     r->cur_op = op;
     r->cur_start = now;
@@ -1030,8 +1176,7 @@ void tc_begin_(tc_client *c, uint32_t op)
 void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in)
 {
     struct ring *r;
-    uint32_t len = 0;
-    const char *shapes;
+    uint32_t shapes;
     uint64_t now;
 
     if (c != NULL && c->offline)
@@ -1039,8 +1184,8 @@ void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_sha
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || !r->open)
         return;
     now = tc_now_ns();
-    shapes = shape_intern(c, r, out, in, n_in, &len);
-    record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes, len, 0);
+    shapes = shape_intern(c, r, out, in, n_in);
+    record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes, 0);
     r->open = false;
 }
 
@@ -1048,8 +1193,7 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
                 const tc_shape *out, const tc_shape *in, size_t n_in, const char *device)
 {
     struct ring *r;
-    uint32_t len = 0, dev = 0;
-    const char *shapes;
+    uint32_t shapes, dev = 0;
 
     if (c != NULL && c->offline)
         offline_drop(c);
@@ -1057,8 +1201,8 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
         return;
     if (device != NULL && *device && (dev = device_id(c, r, device)) == 0)
         return;
-    shapes = shape_intern(c, r, out, in, n_in, &len);
-    record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, len, dev);
+    shapes = shape_intern(c, r, out, in, n_in);
+    record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, dev);
 }
 
 void tc_defer(tc_client *c, uint32_t op)
@@ -1087,7 +1231,7 @@ void tc_finalize(tc_client *c, uint64_t end_ns)
         return;
     for (size_t i = 0; i < r->n_deferred; i++) {
         uint64_t start = r->deferred[i].start;
-        record(c, r, r->deferred[i].op, start, end_ns > start ? end_ns - start : 0, 0, NULL, 0, 0);
+        record(c, r, r->deferred[i].op, start, end_ns > start ? end_ns - start : 0, 0, 0, 0);
     }
     r->n_deferred = 0;
 }
@@ -1164,11 +1308,12 @@ uint64_t tc_recorded(const tc_client *c)
 
     if (c == NULL || c->disabled)
         return 0;
-    /* Every record either went into a ring (its head counts it) or was refused. */
+    /* Every entry either went into a ring (its head counts it, with the step
+     * markers) or was refused. */
     n = atomic_load(&cc->rejected);
     pthread_mutex_lock(&cc->mu);
     for (struct ring *r = cc->rings; r != NULL; r = r->next)
-        n += atomic_load(&r->head);
+        n += atomic_load(&r->head) - atomic_load(&r->marks);
     pthread_mutex_unlock(&cc->mu);
     return n;
 }

@@ -77,7 +77,7 @@ typedef struct tc_options {
     const char *device;         /* NULL: $TRACECTL_DEVICE, else none */
     const char *host;           /* NULL: gethostname() */
     int blocking;               /* 1: wait for ring space instead of dropping; -1: environment */
-    size_t ring_entries;        /* per thread, a power of two; 0: 65536 (4 MiB per thread) */
+    size_t ring_entries;        /* per thread, a power of two; 0: 65536 (2 MiB per thread) */
     unsigned flush_interval_ms; /* how often the writer thread drains; 0: 5 ms */
 } tc_options;
 

@@ -726,6 +726,148 @@ Test(client, drops_counted_and_sent_in_bye)
     peer_stop(&P);
 }
 
+/* Steps move while the ring overflows: a received entry always carries the step it was recorded in.
+ */
+Test(client, steps_stay_exact_through_drops)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 16, 0);
+    uint32_t op = tc_op(c, "flood");
+    uint64_t dropped;
+
+    peer_set_stalled(&P, true);
+    for (uint64_t i = 0; i < FLOOD; i++) {
+        if (i % 100 == 0)
+            tc_set_step(c, i / 100);
+        tc_record(c, op, i, 1, 0, NULL, NULL, 0, NULL);
+    }
+    peer_set_stalled(&P, false);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    dropped = tc_dropped(c);
+    cr_assert_eq(tc_recorded(c), FLOOD, "step changes are not entries");
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total + dropped, FLOOD);
+    cr_assert_gt(P.n_got, 0);
+    for (size_t k = 0; k < P.n_got; k++)
+        cr_assert_eq(P.got[k].step, P.got[k].start / 100, "entry %llu",
+                     (unsigned long long)P.got[k].start);
+    peer_stop(&P);
+}
+
+/* A thread's entries take the step current when each is recorded, whoever moved it. */
+static void *record_one(void *arg)
+{
+    struct producer *pr = arg;
+
+    tc_record(pr->c, pr->op, pr->base, 1, 0, NULL, NULL, 0, NULL);
+    return NULL;
+}
+
+Test(client, steps_across_threads)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    struct producer pr = {c, tc_op(c, "a"), 0, NULL};
+    pthread_t th;
+
+    tc_record(c, pr.op, 100, 1, 0, NULL, NULL, 0, NULL); /* main thread, step 0 */
+    tc_set_step(c, 3);
+    pr.base = 200;
+    cr_assert_eq(pthread_create(&th, NULL, record_one, &pr), 0); /* another thread, step 3 */
+    pthread_join(th, NULL);
+    tc_record(c, pr.op, 300, 1, 0, NULL, NULL, 0, NULL); /* main thread again, step 3 */
+    tc_set_step(c, 0);
+    tc_record(c, pr.op, 400, 1, 0, NULL, NULL, 0, NULL); /* back to 0 */
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 4);
+    for (size_t k = 0; k < 4; k++) {
+        uint64_t want = P.got[k].start == 200 || P.got[k].start == 300 ? 3 : 0;
+        cr_assert_eq(P.got[k].step, want, "entry %llu", (unsigned long long)P.got[k].start);
+    }
+    peer_stop(&P);
+}
+
+/* op 0 (tc_op's failure value) is dropped and counted; the connection goes on. */
+Test(client, op_zero_is_dropped_and_counted)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "real");
+
+    tc_record(c, 0, 1, 1, 0, NULL, NULL, 0, NULL);
+    tc_begin(c, 0);
+    tc_end(c, 0, NULL, NULL, 0);
+    tc_record(c, op, 2, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), 0);
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 1);
+    cr_assert_eq(P.got[0].start, 2);
+    cr_assert_eq(P.bye_dropped, 2);
+    peer_stop(&P);
+}
+
+/* Shape pairs that differ only in where a shape is, or past the limits, stay apart. */
+Test(client, shape_pairs_kept_apart_and_cut_to_limits)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "s");
+    tc_shape three = {1, {3}}, big = {TC_MAX_DIMS + 4, {0}}, many[TC_MAX_INPUTS + 3];
+
+    for (size_t d = 0; d < TC_MAX_DIMS + 4 && d < TC_MAX_DIMS; d++)
+        big.dims[d] = d + 1;
+    for (size_t i = 0; i < TC_MAX_INPUTS + 3; i++)
+        many[i] = (tc_shape){1, {i + 10}};
+    tc_record(c, op, 0, 1, 0, &three, NULL, 0, NULL);               /* out [3] */
+    tc_record(c, op, 1, 1, 0, NULL, &three, 1, NULL);               /* in [[3]] */
+    tc_record(c, op, 2, 1, 0, &three, &three, 1, NULL);             /* both */
+    tc_record(c, op, 3, 1, 0, &big, NULL, 0, NULL);                 /* ndim cut to TC_MAX_DIMS */
+    tc_record(c, op, 4, 1, 0, NULL, many, TC_MAX_INPUTS + 3, NULL); /* inputs cut */
+    tc_record(c, op, 5, 1, 0, &three, NULL, 0, NULL);               /* out [3] again */
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 6);
+    const struct got_entry *g = P.got;
+    cr_assert(g[0].has_out && g[0].out.ndim == 1 && g[0].out.dims[0] == 3 && g[0].n_in == 0);
+    cr_assert(!g[1].has_out && g[1].n_in == 1 && g[1].in[0].dims[0] == 3);
+    cr_assert(g[2].has_out && g[2].n_in == 1);
+    cr_assert_eq(g[3].out.ndim, TC_MAX_DIMS);
+    cr_assert_eq(g[3].out.dims[TC_MAX_DIMS - 1], TC_MAX_DIMS);
+    cr_assert_eq(g[4].n_in, TC_MAX_INPUTS);
+    for (size_t i = 0; i < TC_MAX_INPUTS; i++)
+        cr_assert_eq(g[4].in[i].dims[0], i + 10);
+    cr_assert(g[5].has_out && g[5].out.dims[0] == 3 && g[5].n_in == 0);
+    peer_stop(&P);
+}
+
+/* Past SHAPES_MAX (4096) distinct pairs, entries go without shapes; the first keep theirs. */
+Test(client, shape_table_full_leaves_shapes_out)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 8192, 1);
+    uint32_t op = tc_op(c, "s");
+
+    for (uint64_t i = 0; i < 4100; i++) {
+        tc_shape out = {1, {i}};
+        tc_record(c, op, i, 1, 0, &out, NULL, 0, NULL);
+    }
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 4100);
+    for (size_t k = 0; k < 4100; k++) {
+        cr_assert_eq(P.got[k].start, k);
+        if (k < 4096)
+            cr_assert(P.got[k].has_out && P.got[k].out.dims[0] == k, "entry %zu", k);
+        else
+            cr_assert_not(P.got[k].has_out, "entry %zu", k);
+    }
+    peer_stop(&P);
+}
+
 static void *produce_blocking(void *arg)
 {
     struct producer *pr = arg;
