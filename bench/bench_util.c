@@ -25,6 +25,24 @@ uint64_t bench_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t bench_thread_ns(void)
+{
+    return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+uint64_t bench_process_ns(void)
+{
+    return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
 /* ---- the daemon ------------------------------------------------------------ */
 
 static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -117,6 +117,14 @@ const struct bsite *bgen_entry(struct bgen *g, const struct bprogram *p, uint64_
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_now_ns(void);
+/*
+ * CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID) and of the whole
+ * process, in ns: what a burst cost the thread that ran it, without the time
+ * it sat descheduled while other threads (the daemon's, the library's writer)
+ * had the cores.
+ */
+uint64_t bench_thread_ns(void);
+uint64_t bench_process_ns(void);
 /* A field of /proc/<pid>/status in KiB (e.g. "VmHWM", "VmRSS"); -1 when unreadable. */
 long bench_proc_kib(pid_t pid, const char *field);
 /* utime + stime of a process from /proc/<pid>/stat, in seconds; -1 when unreadable. */

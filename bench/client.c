@@ -5,22 +5,32 @@
  *   tc_bench_client [--reps R (7)] [--burst B (200000)] [--no-lttng] [--interval MS]
  *
  * Every figure is the median (with min and max) of R repetitions, all in
- * this one run:
- *   clock2_ns        two bare clock_gettime(CLOCK_MONOTONIC) calls;
- *   pair_ns          tc_begin + tc_end(mem, no shapes): two clock reads and
+ * this one run, and each is taken two ways: as the CPU time of the thread
+ * that made the calls (_cpu_ns: what the calls cost that thread) and as wall
+ * time (_wall_ns). On this 2-core machine the wall figure also counts the
+ * time the recording thread sat descheduled while the daemon's two threads
+ * and the library's writer thread ingested the same burst: not a cost of
+ * the call, but what a program sharing its cores with the daemon sees.
+ *   clock2           two bare clock_gettime(CLOCK_MONOTONIC) calls;
+ *   pair             tc_begin + tc_end(mem, no shapes): two clock reads and
  *                    one record (op, step, start, dur, mem), against a real
  *                    tracectld that drains; per repetition a burst of B pairs
  *                    into a 256 Ki-entry ring (B fits, so nothing is dropped:
  *                    a dropped record would be cheaper and flatter the
  *                    figure), then tc_flush() outside the timing;
- *   pair_2t_ns       the same on two threads at once (each its own ring), per
+ *   pair_process     the process's CPU time (every thread: the recording
+ *                    one and the library's writer, which encodes and sends)
+ *                    over the burst and its tc_flush(), per pair;
+ *   pair_2t          the same on two threads at once (each its own ring), per
  *                    pair per thread;
- *   pair_shapes_ns   tc_end with an output shape and two input shapes;
+ *   pair_shapes      tc_end with an output shape and two input shapes;
  *   disabled_ns      one call (tc_begin or tc_end) on a TRACECTL_DISABLE=1 client;
  *   lttng            the same fields through an LTTng-UST tracepoint recorded
  *                    by a user-space lttng-sessiond session (tc_bench_lttng,
- *                    when built), or why it could not run.
- * Ratios: pair ÷ clock2 (target ≤ 1.5), pair ÷ LTTng tracepoint (≤ 0.5).
+ *                    when built), also as CPU and wall time, or why it could
+ *                    not run.
+ * Ratios (of the CPU figures; the wall ones beside them): pair ÷ clock2
+ * (target ≤ 1.5), pair ÷ LTTng tracepoint (≤ 0.5).
  * Output: JSON lines on stdout, a human summary on stderr.
  */
 #include <errno.h>
@@ -52,10 +62,32 @@ static const tc_shape in_shapes[2] = {{2, {32, 4096}}, {2, {4096, 1024}}};
 
 static volatile uint64_t sink;
 
-static double clock2_ns(uint64_t n)
+/* ns per iteration of a burst: wall time and the calling thread's CPU time. */
+struct cost {
+    double wall, cpu;
+};
+
+struct span {
+    uint64_t wall, cpu;
+};
+
+static struct span span_begin(void)
+{
+    return (struct span){bench_now_ns(), bench_thread_ns()};
+}
+
+static struct cost span_end(struct span s, uint64_t n)
+{
+    uint64_t cpu = bench_thread_ns(), wall = bench_now_ns();
+
+    return (struct cost){(double)(wall - s.wall) / (double)n, (double)(cpu - s.cpu) / (double)n};
+}
+
+static struct cost clock2(uint64_t n)
 {
     struct timespec a, b;
-    uint64_t acc = 0, t0 = bench_now_ns();
+    uint64_t acc = 0;
+    struct span s = span_begin();
 
     for (uint64_t i = 0; i < n; i++) {
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -63,13 +95,13 @@ static double clock2_ns(uint64_t n)
         acc += (uint64_t)(b.tv_nsec - a.tv_nsec);
     }
     sink = acc;
-    return (double)(bench_now_ns() - t0) / (double)n;
+    return span_end(s, n);
 }
 
-/* ns per begin+end pair over n pairs. */
-static double pairs_ns(tc_client *c, const uint32_t *ops, uint64_t n, bool shapes)
+/* Per begin+end pair over n pairs. */
+static struct cost pairs(tc_client *c, const uint32_t *ops, uint64_t n, bool shapes)
 {
-    uint64_t t0 = bench_now_ns();
+    struct span s = span_begin();
 
     if (shapes) {
         for (uint64_t i = 0; i < n; i++) {
@@ -82,7 +114,7 @@ static double pairs_ns(tc_client *c, const uint32_t *ops, uint64_t n, bool shape
             tc_end(c, i, NULL, NULL, 0);
         }
     }
-    return (double)(bench_now_ns() - t0) / (double)n;
+    return span_end(s, n);
 }
 
 /* ---- two threads ------------------------------------------------------------- */
@@ -92,7 +124,7 @@ struct twin {
     const uint32_t *ops;
     uint64_t n;
     pthread_barrier_t *go;
-    double ns;
+    struct cost cost;
 };
 
 static void *twin_main(void *arg)
@@ -100,11 +132,11 @@ static void *twin_main(void *arg)
     struct twin *t = arg;
 
     pthread_barrier_wait(t->go);
-    t->ns = pairs_ns(t->c, t->ops, t->n, false);
+    t->cost = pairs(t->c, t->ops, t->n, false);
     return NULL;
 }
 
-static double pairs_2t_ns(tc_client *c, const uint32_t *ops, uint64_t n)
+static struct cost pairs_2t(tc_client *c, const uint32_t *ops, uint64_t n)
 {
     pthread_barrier_t go;
     struct twin t[2];
@@ -118,16 +150,26 @@ static double pairs_2t_ns(tc_client *c, const uint32_t *ops, uint64_t n)
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&go);
-    return (t[0].ns + t[1].ns) / 2;
+    return (struct cost){(t[0].cost.wall + t[1].cost.wall) / 2,
+                         (t[0].cost.cpu + t[1].cost.cpu) / 2};
 }
 
 /* ---- enabled, against a real daemon ---------------------------------------------- */
 
+/* One series of figures: [0] CPU time, [1] wall time. */
+enum { CPU, WALL };
+
 struct figures {
-    double clock2[MAX_REPS], pair[MAX_REPS], pair2[MAX_REPS], shapes[MAX_REPS];
-    double disabled[MAX_REPS];
+    double clock2[2][MAX_REPS], pair[2][MAX_REPS], pair2[2][MAX_REPS], shapes[2][MAX_REPS];
+    double process[MAX_REPS], disabled[MAX_REPS];
     uint64_t dropped;
 };
+
+static void put(double series[2][MAX_REPS], int r, struct cost k)
+{
+    series[CPU][r] = k.cpu;
+    series[WALL][r] = k.wall;
+}
 
 static int measure_enabled(const struct copts *o, struct figures *f)
 {
@@ -157,15 +199,18 @@ static int measure_enabled(const struct copts *o, struct figures *f)
     }
     for (int i = 0; i < 32; i++)
         ops[i] = tc_op(c, bench_op_names[i]);
-    pairs_ns(c, ops, o->burst, false); /* warm-up: the ring's pages, the daemon's session */
+    pairs(c, ops, o->burst, false); /* warm-up: the ring's pages, the daemon's session */
     tc_flush(c, -1);
     for (int r = 0; r < o->reps; r++) {
-        f->clock2[r] = clock2_ns(o->burst);
-        f->pair[r] = pairs_ns(c, ops, o->burst, false);
+        struct cost k = clock2(o->burst);
+        put(f->clock2, r, k);
+        uint64_t p0 = bench_process_ns();
+        put(f->pair, r, pairs(c, ops, o->burst, false));
         tc_flush(c, -1);
-        f->pair2[r] = pairs_2t_ns(c, ops, o->burst);
+        f->process[r] = (double)(bench_process_ns() - p0) / (double)o->burst;
+        put(f->pair2, r, pairs_2t(c, ops, o->burst));
         tc_flush(c, -1);
-        f->shapes[r] = pairs_ns(c, ops, o->burst, true);
+        put(f->shapes, r, pairs(c, ops, o->burst, true));
         tc_flush(c, -1);
     }
     f->dropped = tc_dropped(c);
@@ -200,9 +245,9 @@ static void measure_disabled(const struct copts *o, struct figures *f)
 
 struct lttng_result {
     bool ran;
-    char why[512];   /* why it did not run, or notes */
-    char line[2048]; /* tc_bench_lttng's JSON line */
-    double tp, tp_shapes, event, event_shapes;
+    char why[512];                                         /* why it did not run, or notes */
+    char line[4096];                                       /* tc_bench_lttng's JSON line */
+    double tp[2], tp_shapes[2], event[2], event_shapes[2]; /* [CPU], [WALL] medians */
 };
 
 #ifdef TC_BENCH_LTTNG_BIN
@@ -230,7 +275,7 @@ static int run_cmd(const char *log, int out_fd, char *const argv[])
 /* The last line of a file containing needle (or the last line), into buf. */
 static void log_line(const char *path, const char *needle, char *buf, size_t len)
 {
-    char line[512];
+    char line[4096];
     FILE *f = fopen(path, "r");
 
     buf[0] = '\0';
@@ -336,10 +381,14 @@ static void lttng_session_run(const struct copts *o, const char *dir, const char
         snprintf(lr->why, sizeof(lr->why),
                  "the tracepoints were not enabled: the program did not register with the "
                  "session daemon");
-    lr->tp = json_median(lr->line, "tp_ns");
-    lr->event = json_median(lr->line, "event_ns");
-    lr->tp_shapes = json_median(lr->line, "tp_shapes_ns");
-    lr->event_shapes = json_median(lr->line, "event_shapes_ns");
+    lr->tp[CPU] = json_median(lr->line, "tp_cpu_ns");
+    lr->tp[WALL] = json_median(lr->line, "tp_wall_ns");
+    lr->event[CPU] = json_median(lr->line, "event_cpu_ns");
+    lr->event[WALL] = json_median(lr->line, "event_wall_ns");
+    lr->tp_shapes[CPU] = json_median(lr->line, "tp_shapes_cpu_ns");
+    lr->tp_shapes[WALL] = json_median(lr->line, "tp_shapes_wall_ns");
+    lr->event_shapes[CPU] = json_median(lr->line, "event_shapes_cpu_ns");
+    lr->event_shapes[WALL] = json_median(lr->line, "event_shapes_wall_ns");
 }
 
 static void measure_lttng(const struct copts *o, struct lttng_result *lr)
@@ -374,44 +423,72 @@ static void measure_lttng(const struct copts *o, struct lttng_result *lr)
 
 static void report(const struct copts *o, struct figures *f, const struct lttng_result *lr)
 {
+    static const char *const how[2] = {"cpu", "wall"};
     size_t n = (size_t)o->reps;
-    struct bstat clock2 = bench_stat(f->clock2, n), pair = bench_stat(f->pair, n);
-    struct bstat pair2 = bench_stat(f->pair2, n), shapes = bench_stat(f->shapes, n);
-    struct bstat dis = bench_stat(f->disabled, n);
+    struct bstat clock2[2], pair[2], pair2[2], shapes[2];
+    struct bstat process = bench_stat(f->process, n), dis = bench_stat(f->disabled, n);
     double nan = 0.0 / 0.0;
+    char key[64];
 
+    for (int w = CPU; w <= WALL; w++) {
+        clock2[w] = bench_stat(f->clock2[w], n);
+        pair[w] = bench_stat(f->pair[w], n);
+        pair2[w] = bench_stat(f->pair2[w], n);
+        shapes[w] = bench_stat(f->shapes[w], n);
+    }
     if (lr->line[0] != '\0')
         printf("%s\n", lr->line);
     bjson_begin("client", "summary");
     bjson_u64("reps", n);
     bjson_u64("burst", o->burst);
     bjson_u64("interval_ms", o->interval_ms);
-    bjson_stat("clock2_ns", clock2, n);
-    bjson_stat("pair_ns", pair, n);
-    bjson_stat("pair_2t_ns", pair2, n);
-    bjson_stat("pair_shapes_ns", shapes, n);
+    for (int w = CPU; w <= WALL; w++) {
+#define STAT(name, st)                                                                             \
+    do {                                                                                           \
+        snprintf(key, sizeof(key), "%s_%s_ns", name, how[w]);                                      \
+        bjson_stat(key, st[w], n);                                                                 \
+    } while (0)
+        STAT("clock2", clock2);
+        STAT("pair", pair);
+        STAT("pair_2t", pair2);
+        STAT("pair_shapes", shapes);
+#undef STAT
+    }
+    bjson_stat("pair_process_cpu_ns", process, n);
     bjson_stat("disabled_ns", dis, n);
     bjson_u64("dropped", f->dropped);
-    bjson_num("pair_over_clock2", pair.median / clock2.median);
     bjson_bool("lttng_ran", lr->ran);
     bjson_str("lttng_note", lr->why[0] ? lr->why : NULL);
-    bjson_num("lttng_tp_ns", lr->ran ? lr->tp : nan);
-    bjson_num("pair_over_lttng_tp", lr->ran ? pair.median / lr->tp : nan);
-    bjson_num("pair_over_lttng_event", lr->ran ? pair.median / lr->event : nan);
-    bjson_num("pair_shapes_over_lttng_tp_shapes", lr->ran ? shapes.median / lr->tp_shapes : nan);
-    bjson_num("pair_shapes_over_lttng_event_shapes",
-              lr->ran ? shapes.median / lr->event_shapes : nan);
+    for (int w = CPU; w <= WALL; w++) {
+        snprintf(key, sizeof(key), "pair_over_clock2_%s", how[w]);
+        bjson_num(key, pair[w].median / clock2[w].median);
+        snprintf(key, sizeof(key), "pair_over_lttng_tp_%s", how[w]);
+        bjson_num(key, lr->ran ? pair[w].median / lr->tp[w] : nan);
+        snprintf(key, sizeof(key), "pair_over_lttng_event_%s", how[w]);
+        bjson_num(key, lr->ran ? pair[w].median / lr->event[w] : nan);
+        snprintf(key, sizeof(key), "pair_shapes_over_lttng_tp_shapes_%s", how[w]);
+        bjson_num(key, lr->ran ? shapes[w].median / lr->tp_shapes[w] : nan);
+        snprintf(key, sizeof(key), "pair_shapes_over_lttng_event_shapes_%s", how[w]);
+        bjson_num(key, lr->ran ? shapes[w].median / lr->event_shapes[w] : nan);
+    }
     bjson_end();
-    fprintf(stderr,
-            "client: two clock reads %.1f ns; begin+end %.1f ns (%.2f×), 2 threads %.1f ns, "
-            "with shapes %.1f ns; disabled %.2f ns/call; dropped %llu\n",
-            clock2.median, pair.median, pair.median / clock2.median, pair2.median, shapes.median,
-            dis.median, (unsigned long long)f->dropped);
-    if (lr->ran)
+    for (int w = CPU; w <= WALL; w++)
         fprintf(stderr,
-                "client: LTTng-UST tracepoint %.1f ns (%.1f ns with two clock reads), with "
-                "shapes %.1f ns: begin+end ÷ tracepoint = %.2f\n",
-                lr->tp, lr->event, lr->tp_shapes, pair.median / lr->tp);
+                "client (%s): two clock reads %.1f ns; begin+end %.1f ns (%.2f×), 2 threads "
+                "%.1f ns, with shapes %.1f ns\n",
+                how[w], clock2[w].median, pair[w].median, pair[w].median / clock2[w].median,
+                pair2[w].median, shapes[w].median);
+    fprintf(stderr,
+            "client: the whole process (writer thread too) %.1f ns CPU per pair; disabled %.2f "
+            "ns/call; dropped %llu\n",
+            process.median, dis.median, (unsigned long long)f->dropped);
+    if (lr->ran)
+        for (int w = CPU; w <= WALL; w++)
+            fprintf(stderr,
+                    "client (%s): LTTng-UST tracepoint %.1f ns (%.1f ns with two clock reads), "
+                    "with shapes %.1f ns: begin+end ÷ tracepoint = %.2f, ÷ event = %.2f\n",
+                    how[w], lr->tp[w], lr->event[w], lr->tp_shapes[w], pair[w].median / lr->tp[w],
+                    pair[w].median / lr->event[w]);
     else
         fprintf(stderr, "client: LTTng-UST not measured: %s\n", lr->why);
 }

@@ -9,7 +9,10 @@
  * Per repetition, a burst of B events (small enough for the channel's
  * buffers, so no event is discarded), then a pause for the consumer daemon
  * to drain them. Prints one JSON line: whether the tracepoints were enabled
- * (registered with a recording session), and the ns per event of
+ * (registered with a recording session), and the ns per event, as the
+ * recording thread's CPU time (<name>_cpu_ns) and as wall time
+ * (<name>_wall_ns, which also counts the time the thread sat descheduled
+ * while lttng-consumerd or others had the cores), of
  *   tp            one tracepoint with op, step, start, dur, mem (fields ready),
  *   event         two clock_gettime + that tracepoint (what a tc begin+end does),
  *   tp_shapes     the same with the output and two input shapes,
@@ -32,10 +35,10 @@ enum variant { TP, EVENT, TP_SHAPES, EVENT_SHAPES, N_VARIANTS };
 static const tc_shape out_shape = {2, {32, 1024}};
 static const tc_shape in_shapes[2] = {{2, {32, 4096}}, {2, {4096, 1024}}};
 
-/* ns per event of one burst of one variant. */
-static double burst(enum variant v, uint64_t n)
+/* ns per event of one burst of one variant: wall time, and this thread's CPU time. */
+static void burst(enum variant v, uint64_t n, double *wall, double *cpu)
 {
-    uint64_t t0 = bench_now_ns(), start = 1000, dur = 100;
+    uint64_t t0 = bench_now_ns(), c0 = bench_thread_ns(), start = 1000, dur = 100;
 
     for (uint64_t i = 0; i < n; i++) {
         if (v == EVENT || v == EVENT_SHAPES) {
@@ -48,17 +51,18 @@ static double burst(enum variant v, uint64_t n)
             lttng_ust_tracepoint(tc_bench, entry_shapes, (uint32_t)(i & 31), i >> 6, start, dur, i,
                                  &out_shape, in_shapes);
     }
-    return (double)(bench_now_ns() - t0) / (double)n;
+    *cpu = (double)(bench_thread_ns() - c0) / (double)n;
+    *wall = (double)(bench_now_ns() - t0) / (double)n;
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const names[N_VARIANTS] = {"tp_ns", "event_ns", "tp_shapes_ns",
-                                                  "event_shapes_ns"};
+    static const char *const names[N_VARIANTS] = {"tp", "event", "tp_shapes", "event_shapes"};
     static const struct option lo[] = {{"reps", required_argument, NULL, 'r'},
                                        {"burst", required_argument, NULL, 'b'},
                                        {NULL, 0, NULL, 0}};
-    double v[N_VARIANTS][MAX_REPS];
+    double wall[N_VARIANTS][MAX_REPS], cpu[N_VARIANTS][MAX_REPS];
+    char key[64];
     uint64_t n = 100000;
     int reps = 7, ch;
 
@@ -77,15 +81,19 @@ int main(int argc, char **argv)
     for (int r = 0; r < reps; r++) {
         for (int k = 0; k < N_VARIANTS; k++) {
             struct timespec pause = {0, 200 * 1000000L};
-            v[k][r] = burst((enum variant)k, n);
+            burst((enum variant)k, n, &wall[k][r], &cpu[k][r]);
             nanosleep(&pause, NULL); /* let lttng-consumerd drain the buffers */
         }
     }
     bjson_begin("client", "lttng");
     bjson_bool("enabled", enabled);
     bjson_u64("burst", n);
-    for (int k = 0; k < N_VARIANTS; k++)
-        bjson_stat(names[k], bench_stat(v[k], (size_t)reps), (size_t)reps);
+    for (int k = 0; k < N_VARIANTS; k++) {
+        snprintf(key, sizeof(key), "%s_cpu_ns", names[k]);
+        bjson_stat(key, bench_stat(cpu[k], (size_t)reps), (size_t)reps);
+        snprintf(key, sizeof(key), "%s_wall_ns", names[k]);
+        bjson_stat(key, bench_stat(wall[k], (size_t)reps), (size_t)reps);
+    }
     bjson_end();
     return 0;
 }
