@@ -166,6 +166,8 @@ static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
     bool off_open;
 } tls;
 
+static struct ring *my_ring(tc_client *c);
+
 uint64_t tc_now_ns(void)
 {
     struct timespec ts;
@@ -683,6 +685,7 @@ tc_client *tc_open(const tc_options *opts, int *err)
     if ((rc = say_hello(c, opts)) < 0 || (rc = wake_open(c)) < 0 ||
         (rc = -pthread_create(&c->thread, NULL, writer_thread, c)))
         goto fail;
+    my_ring(c); /* the opening thread's ring, ready before its first record */
     goto out;
 fail:
     if (c->blocking) {
@@ -857,6 +860,13 @@ static struct ring *ring_new(tc_client *c)
         free(r);
         return NULL;
     }
+    /* Touch every page now, once: left to the records, the first touch of
+     * each page would be a page fault inside some later recording call (on a
+     * VM, hundreds of µs when the host backs the page). A write through a
+     * volatile pointer: the compiler turns malloc + memset(0) into calloc,
+     * which touches nothing. */
+    for (size_t off = 0; off < c->ring_entries * sizeof(struct rec); off += 4096)
+        ((volatile char *)r->buf)[off] = 0;
     r->mask = c->ring_entries - 1;
     pthread_mutex_lock(&c->mu);
     r->next = c->rings;

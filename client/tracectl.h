@@ -96,6 +96,9 @@ TC_API void tc_options_init(tc_options *o);
  *   when deferred);
  * - the same in blocking mode: NULL, *err set.
  * NULL is also returned on out of memory (*err = -ENOMEM). err may be NULL.
+ * A connected client has its writer thread running and the calling
+ * thread's ring allocated and touched (ring_entries × 32 bytes); another
+ * thread gets its ring at its first recording call.
  * The session defaults to $TRACECTL_SESSION, $SLURM_JOB_ID,
  * $TORCHELASTIC_RUN_ID, else "default". The caller frees the client with
  * tc_close(), whatever its state.
