@@ -35,7 +35,7 @@
  * and the CPU time of the longest in CPU time: a call preempted by the
  * scheduler is long in wall time only), the calls
  * over 1 ms and the voluntary context switches inside record calls (0 means
- * no call ever waited), each producer's RSS growth against the client's
+ * no call ever waited), each producer's RSS growth from before tc_open against the client's
  * buffer bound, and whether Σ tc_dropped() equals the session's `dropped` in
  * `sessions` and in `report`, and stored = recorded − dropped.
  *
@@ -89,7 +89,7 @@ struct pstat {
     int rc; /* 0, or where it failed (negative errno) */
     /* --backpressure */
     uint64_t max_call_ns, max_call_cpu_ns, calls, calls_over_1ms;
-    uint64_t vcsw_in_calls, ivcsw_in_calls;
+    uint64_t vcsw_in_calls, ivcsw_in_calls, minflt_in_calls;
     long rss_open_kib, rss_peak_kib;
 };
 
@@ -183,11 +183,12 @@ static void producer_paced(const struct opts *o, const char *sock, const char *s
     uint64_t per_ms = (uint64_t)(o->rate / 1000.0), t0, start = 1000000000ull;
     uint64_t slots = (uint64_t)(o->seconds * 1000.0), n = 0, dur;
     struct bgen g;
+    long rss0 = bench_proc_kib(getpid(), "VmRSS"); /* before tc_open: its ring counts */
     tc_client *c = producer_open(o, sock, session, i, ids, ps);
 
     if (c == NULL)
         _exit(1);
-    ps->rss_open_kib = bench_proc_kib(getpid(), "VmRSS");
+    ps->rss_open_kib = rss0;
     bgen_init(&g, (uint64_t)i + 1);
     t0 = bench_now_ns();
     for (uint64_t slot = 0; slot < slots; slot++) {
@@ -215,6 +216,7 @@ static void producer_paced(const struct opts *o, const char *sock, const char *s
         getrusage(RUSAGE_THREAD, &ru1);
         ps->vcsw_in_calls += (uint64_t)(ru1.ru_nvcsw - ru0.ru_nvcsw);
         ps->ivcsw_in_calls += (uint64_t)(ru1.ru_nivcsw - ru0.ru_nivcsw);
+        ps->minflt_in_calls += (uint64_t)(ru1.ru_minflt - ru0.ru_minflt);
         if ((slot % 50) == 0) {
             long rss = bench_proc_kib(getpid(), "VmRSS");
             if (rss > ps->rss_peak_kib)
@@ -828,8 +830,8 @@ static int run_backpressure(const struct opts *o, struct shared *sh, int run)
     struct bctl ctl = {.fd = -1};
     struct sess s;
     pid_t pids[MAX_PRODUCERS];
-    uint64_t max_call = 0, max_cpu = 0, over = 0, vcsw = 0, ivcsw = 0, dropped = 0, recorded = 0,
-             calls = 0;
+    uint64_t max_call = 0, max_cpu = 0, over = 0, vcsw = 0, ivcsw = 0, minflt = 0, dropped = 0,
+             recorded = 0, calls = 0;
     double rss_growth = 0;
     int n, failed = 0, rc;
 
@@ -853,6 +855,7 @@ static int run_backpressure(const struct opts *o, struct shared *sh, int run)
         over += p->calls_over_1ms;
         vcsw += p->vcsw_in_calls;
         ivcsw += p->ivcsw_in_calls;
+        minflt += p->minflt_in_calls;
         dropped += p->dropped;
         recorded += p->recorded;
         calls += p->calls;
@@ -874,6 +877,7 @@ static int run_backpressure(const struct opts *o, struct shared *sh, int run)
     bjson_u64("calls_over_1ms", over);
     bjson_u64("voluntary_switches_in_calls", vcsw);
     bjson_u64("involuntary_switches_in_calls", ivcsw);
+    bjson_u64("minor_faults_in_calls", minflt);
     bjson_num("producer_rss_growth_mib_max", rss_growth);
     bjson_num("client_bound_mib", client_bound_mib());
     bjson_u64("recorded", recorded);
@@ -885,14 +889,13 @@ static int run_backpressure(const struct opts *o, struct shared *sh, int run)
     bjson_end();
     fprintf(stderr,
             "backpressure run %d: %llu calls, longest %.3f ms wall, %.1f µs CPU (%llu over 1 ms, "
-            "%llu voluntary switches in calls), RSS growth ≤ %.1f MiB (bound %.1f), dropped %llu = "
-            "sessions "
-            "%llu = report %llu, stored %llu: %s\n",
+            "%llu voluntary switches and %llu page faults in calls), RSS growth ≤ %.1f MiB (bound "
+            "%.1f), dropped %llu = sessions %llu = report %llu, stored %llu: %s\n",
             run, (unsigned long long)calls, (double)max_call / 1e6, (double)max_cpu / 1e3,
-            (unsigned long long)over, (unsigned long long)vcsw, rss_growth, client_bound_mib(),
-            (unsigned long long)dropped, (unsigned long long)s.dropped,
-            (unsigned long long)s.report_dropped, (unsigned long long)s.report_entries,
-            exact ? "exact" : "MISMATCH");
+            (unsigned long long)over, (unsigned long long)vcsw, (unsigned long long)minflt,
+            rss_growth, client_bound_mib(), (unsigned long long)dropped,
+            (unsigned long long)s.dropped, (unsigned long long)s.report_dropped,
+            (unsigned long long)s.report_entries, exact ? "exact" : "MISMATCH");
     rc = exact ? 0 : -EIO;
 out:
     bctl_close(&ctl);

@@ -2,7 +2,7 @@
 # Runs the benchmarks of issue 3 with their defaults and appends the results (JSON lines, with
 # date, machine and commit) to docs/BENCHMARKS.md. Builds in Release (-O2, no sanitizers) in a
 # build dir of its own. Installs what it needs with apt-get (as root, or through sudo).
-#   scripts/bench.sh                 everything (about 10 minutes on 2 cores)
+#   scripts/bench.sh                 everything (about 15 minutes on 2 cores)
 #   BUILD_DIR=... INGEST_ARGS="--entries 200000 --runs 5" scripts/bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,10 +33,10 @@ trap 'rm -f "$out"' EXIT
 
 # shellcheck disable=SC2086  # INGEST_ARGS is a list of flags
 {
-    echo "== ingest: 16 producers x 1 M entries (16 M), and the ceiling" >&2
-    "$B/tc_bench_ingest" $INGEST_ARGS
+    echo "== ingest: 16 producers x 1 M entries (16 M), and the ceiling, 5 runs" >&2
+    "$B/tc_bench_ingest" --runs 5 $INGEST_ARGS
     echo "== ingest: 16 producers x 62 500 entries (1 M total), for the RSS comparison" >&2
-    "$B/tc_bench_ingest" --entries 62500 --runs 3
+    "$B/tc_bench_ingest" --entries 62500 --runs 5
     echo "== backpressure: the daemon SIGSTOPped mid-run" >&2
     "$B/tc_bench_ingest" --backpressure --runs 5
     echo "== client overhead" >&2
