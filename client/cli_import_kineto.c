@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -411,36 +412,44 @@ static int cmp_step(const void *a, const void *b)
     return cmp_i64(((const struct kineto_step *)a)->begin, ((const struct kineto_step *)b)->begin);
 }
 
-static const struct kineto_op *find_op(const struct kineto *k, int64_t ext)
+/*
+ * The first of n elements of `size` bytes, sorted by the int64_t at `off` in
+ * each, whose key is `key`; NULL when none (or key < 0: no id).
+ */
+static const void *find_sorted(const void *base, size_t n, size_t size, size_t off, int64_t key)
 {
-    size_t lo = 0, hi = k->n_by_ext;
+    const char *b = base;
+    size_t lo = 0, hi = n;
+    int64_t v;
 
-    if (ext < 0)
+    if (key < 0)
         return NULL;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (k->by_ext[mid].ext < ext)
+        memcpy(&v, b + mid * size + off, sizeof(v));
+        if (v < key)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < k->n_by_ext && k->by_ext[lo].ext == ext ? &k->ops[k->by_ext[lo].op] : NULL;
+    if (lo == n)
+        return NULL;
+    memcpy(&v, b + lo * size + off, sizeof(v));
+    return v == key ? b + lo * size : NULL;
+}
+
+static const struct kineto_op *find_op(const struct kineto *k, int64_t ext)
+{
+    const struct kineto_ext *e = find_sorted(k->by_ext, k->n_by_ext, sizeof(*k->by_ext),
+                                             offsetof(struct kineto_ext, ext), ext);
+
+    return e != NULL ? &k->ops[e->op] : NULL;
 }
 
 static const struct kineto_launch *find_launch(const struct kineto *k, int64_t corr)
 {
-    size_t lo = 0, hi = k->n_launches;
-
-    if (corr < 0)
-        return NULL;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (k->launches[mid].corr < corr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < k->n_launches && k->launches[lo].corr == corr ? &k->launches[lo] : NULL;
+    return find_sorted(k->launches, k->n_launches, sizeof(*k->launches),
+                       offsetof(struct kineto_launch, corr), corr);
 }
 
 /*
