@@ -16,26 +16,6 @@ uint64_t intern_hash(const void *p, size_t n)
     return h;
 }
 
-/* Doubles the hash table (keeping it at most half full). 0 or -1. */
-static int intern_grow(struct intern *t)
-{
-    size_t ns = t->nslot ? t->nslot * 2 : 256, i;
-    uint32_t *slot = calloc(ns, sizeof(*slot));
-
-    if (slot == NULL)
-        return -1;
-    for (size_t k = 0; k < t->n; k++) {
-        i = intern_hash(t->v[k], t->len[k]) & (ns - 1);
-        while (slot[i])
-            i = (i + 1) & (ns - 1);
-        slot[i] = (uint32_t)k + 1;
-    }
-    free(t->slot);
-    t->slot = slot;
-    t->nslot = ns;
-    return 0;
-}
-
 static int intern_reserve(struct intern *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 64;
@@ -56,17 +36,10 @@ static int intern_reserve(struct intern *t)
 
 uint32_t intern_get(struct intern *t, const void *s, size_t n)
 {
-    size_t i;
+    uint32_t k;
 
-    if ((t->n + 1) * 2 > t->nslot && intern_grow(t) < 0)
-        return INTERN_NONE;
-    i = intern_hash(s, n) & (t->nslot - 1);
-    while (t->slot[i]) {
-        uint32_t k = t->slot[i] - 1;
-        if (t->len[k] == n && memcmp(t->v[k], s, n) == 0)
-            return k;
-        i = (i + 1) & (t->nslot - 1);
-    }
+    if (strmap_get(&t->index, s, n, &k))
+        return k;
     if (t->n >= INTERN_NONE - 1 || intern_reserve(t) < 0)
         return INTERN_NONE;
     if ((t->v[t->n] = malloc(n + 1)) == NULL)
@@ -74,7 +47,10 @@ uint32_t intern_get(struct intern *t, const void *s, size_t n)
     memcpy(t->v[t->n], s, n);
     t->v[t->n][n] = '\0';
     t->len[t->n] = n;
-    t->slot[i] = (uint32_t)t->n + 1;
+    if (strmap_put(&t->index, s, n, (uint32_t)t->n) < 0) {
+        free(t->v[t->n]);
+        return INTERN_NONE;
+    }
     return (uint32_t)t->n++;
 }
 
@@ -89,6 +65,6 @@ void intern_deinit(struct intern *t)
         free(t->v[i]);
     free(t->v);
     free(t->len);
-    free(t->slot);
+    strmap_deinit(&t->index);
     memset(t, 0, sizeof(*t));
 }

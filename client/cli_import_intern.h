@@ -1,7 +1,7 @@
 /*
  * cli_import_intern — an interning table for `tracectl import`: each distinct
  * byte string (an op name, a packed shape list) is stored once and named by
- * a dense index. Open addressing over FNV-1a hashes; grows by doubling.
+ * a dense index (found through proto/map.h's strmap).
  * The importer keeps per-event records small by storing these indexes.
  * Single-threaded; the caller's memory (init by zeroing, _deinit to free).
  */
@@ -11,14 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "map.h"
+
 #define INTERN_NONE UINT32_MAX
 
 struct intern {
     char **v;    /* the strings, each NUL-terminated after its len bytes */
     size_t *len; /* their lengths (they may hold NULs: packed msgpack) */
     size_t n, cap;
-    uint32_t *slot; /* hash table of index + 1 */
-    size_t nslot;
+    struct strmap index; /* string → its index */
 };
 
 /* FNV-1a of p[0..n) (also a key for strings the importer only compares). */

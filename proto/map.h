@@ -1,13 +1,14 @@
 /*
  * map — two small open-addressing hash tables: strmap (owned byte-string
  * key of any bytes, NUL included → uint32) for interning op and device names
- * per session (loop thread) and shapes per session file (writer thread), and
- * u32map (uint32 → uint32) for a connection's op ids.
+ * per session (the daemon's loop thread), shapes per session file (its
+ * writer thread) and names and shape lists in `tracectl import`, and u32map
+ * (uint32 → uint32) for a connection's op ids.
  * Neither is thread-safe; both grow at 50 % load. Values are never 0-based
  * sentinels: lookups say whether the key was found.
  */
-#ifndef TRACECTLD_MAP_H
-#define TRACECTLD_MAP_H
+#ifndef TRACECTL_MAP_H
+#define TRACECTL_MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>
