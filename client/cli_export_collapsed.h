@@ -1,6 +1,6 @@
 /*
  * cli_export_collapsed — the `collapsed` export format: flame-graph
- * collapsed stacks, exactly as ../shared/PROTOCOL.md "Analysis rules" says:
+ * collapsed stacks, exactly as proto/PROTOCOL.md "Analysis rules" says:
  * one line per distinct stack "<session name>;<device>;<op> <weight>", the
  * device `unknown` for an entry without one, lines sorted by stack in byte
  * order (strcmp). The weight (--weight) is `time`, the sum of

@@ -14,7 +14,7 @@
 #define PF_SEQ_ID   1
 #define PF_SHAPE    4096 /* 8 inputs of 16 dims of 20 digits fit */
 
-/* Field numbers and enum values of ../shared/data/perfetto/perfetto_trace.proto. */
+/* Field numbers and enum values of tests/data/perfetto/perfetto_trace.proto. */
 enum {
     PF_TRACE_PACKET = 1, /* Trace.packet */
 

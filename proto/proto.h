@@ -1,6 +1,5 @@
 /*
- * proto — the tracectl wire format, version 1 (see ../shared/PROTOCOL.md and
- * proto/PROTOCOL.md).
+ * proto — the tracectl wire format, version 1 (see proto/PROTOCOL.md).
  *
  * This module owns framing and validation of the msgpack stream and the
  * owned C structs that a decoded message becomes. It depends on msgpack-c

@@ -20,6 +20,14 @@ if [ "$bad" != "0" ]; then
     exit 1
 fi
 
+echo "== self-contained"
+# A user's clone has nothing beside it: no tracked file may read outside the repository.
+if git rev-parse --git-dir >/dev/null 2>&1 &&
+   git grep -n -e '\.\./shared' -- ':!scripts/test.sh' ':!tests/data/README.md'; then
+    echo "the files above refer to ../shared, outside the repository" >&2
+    exit 1
+fi
+
 echo "== build (WERROR, ASan+UBSan)"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DWERROR=ON -DASAN=ON -DUBSAN=ON >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -1,6 +1,6 @@
 /*
  * test_import.c — `tracectl import` on real PyTorch-profiler (Kineto) traces
- * from ../shared/data/kineto, against a real daemon; reports are read over
+ * from tests/data/kineto, against a real daemon; reports are read over
  * the raw protocol, metadata and process ends from the session's SQLite
  * file. Expected values come from the files themselves, read here with
  * yajl's tree parser (not the importer's streaming code; numbers converted
@@ -24,8 +24,8 @@
 
 #include "harness.h"
 
-#define HTA SHARED_DATA_DIR "/kineto/hta/"
-#define TBP SHARED_DATA_DIR "/kineto/tb_plugin_distributed/"
+#define HTA TEST_DATA_DIR "/kineto/hta/"
+#define TBP TEST_DATA_DIR "/kineto/tb_plugin_distributed/"
 
 static struct tdaemon d;
 
