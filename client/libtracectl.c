@@ -36,6 +36,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -71,7 +72,15 @@ struct rec {
     uint16_t dev;    /* index+1 into the client's device table, 0: the hello device */
 };
 
-#define DEVS_MAX 65535 /* distinct device names per client: rec.dev's range */
+#define DEVS_MAX 65534 /* distinct device names per client: rec.dev's range */
+
+/*
+ * rec.shapes / rec.dev of an entry the daemon would refuse (a dimension or a
+ * device name out of range, or a device table that is full): the writer
+ * thread drops it and counts it, so that the connection never breaks on it.
+ */
+#define SHAPES_BAD 0xffff
+#define DEV_BAD    0xffff
 
 struct pending {
     uint32_t op;
@@ -121,9 +130,22 @@ struct tc_client {
     unsigned interval_ms;
     char *device;
 
+    /* How the hello is built, kept for a forked child's own hello: what the
+     * options gave (NULL, -1: the environment's, read again by the child),
+     * and what that resolved to for the last hello. */
+    char *path, *opt_session, *opt_host;
+    int64_t opt_rank, opt_world;
+    char *h_session;
+    int64_t h_rank, h_world;
+
     _Alignas(64) _Atomic uint64_t step; /* written by tc_step only */
     _Alignas(64) _Atomic uint64_t dropped;
-    _Atomic uint64_t rejected; /* records refused by a full ring (part of dropped) */
+    _Atomic uint64_t rejected; /* entries that never reached a ring (part of dropped) */
+
+    /* Why the client sends nothing: the first error, set once (tc_last_error). */
+    _Atomic int err_set;
+    _Atomic int err_code;
+    char err_msg[256];
 
     /* Shapes have their own lock: a recording thread whose cache misses must
      * never wait for the writer thread, which holds mu while it drains. */
@@ -132,6 +154,7 @@ struct tc_client {
     pthread_cond_t cv;
     struct ring *rings; /* guarded by mu */
     char **ops;         /* interned names; ops[i] has id i+1; guarded by mu */
+    char **cats;        /* their categories (NULL: none), for a forked child's ops */
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
@@ -149,11 +172,23 @@ struct tc_client {
     bool closing;                    /* guarded by mu */
     _Atomic bool broken;             /* the connection is gone: what is recorded is dropped */
 
+    /* fork (see client_forked): set in the child, cleared by client_restart under mu. */
+    bool forked;
+    size_t ops_at_fork;   /* ops defined on the parent's connection: sent again by the child */
+    struct ring *stale;   /* the parent's rings, freed by the child at restart or close */
+    tc_client *live_next; /* in the list of clients a fork must split; guarded by live_mu */
+
     pthread_t thread;
     int wake[2];         /* a self-pipe: tc_flush and tc_close wake the writer thread */
     msgpack_sbuffer out; /* writer thread only */
     size_t out_off;
     uint64_t flush_sent;
+    bool need_connect; /* a forked child's writer connects and says hello first */
+    bool reader_ok;    /* reader is initialised */
+    /* Loss accounting when the connection breaks (writer thread only): entries
+     * packed for the daemon, and how many the last ack said were stored. */
+    uint64_t packed, acked_stored;
+    bool loss_counted;
     struct proto_reader reader;
 };
 
@@ -167,6 +202,8 @@ static _Thread_local __attribute__((tls_model("initial-exec"))) struct {
 } tls;
 
 static struct ring *my_ring(tc_client *c);
+static void client_free(tc_client *c);
+static int client_restart(tc_client *c);
 
 /* The recording calls' clock, inlined into them (tc_now_ns would be a call through the PLT). */
 static inline uint64_t now_ns(void)
@@ -188,6 +225,39 @@ void tc_options_init(tc_options *o)
     o->rank = -1;
     o->world = -1;
     o->blocking = -1;
+}
+
+/*
+ * Zero means "unknown" (tracectl.h): a world ≤ 0 is unknown, and so is a rank
+ * of 0 while the world is, which is what a zeroed tc_options holds. -1 is
+ * returned for "from the environment".
+ */
+static int64_t opt_world(const tc_options *o)
+{
+    return o->world > 0 ? o->world : -1;
+}
+
+static int64_t opt_rank(const tc_options *o)
+{
+    return o->rank > 0 || (o->rank == 0 && o->world > 0) ? o->rank : -1;
+}
+
+/*
+ * Records why the client sends nothing, once: the first error is the cause,
+ * what follows from it is not. The message is written before the code is
+ * published, so tc_last_error() never reads a half-written message.
+ */
+static void client_error(tc_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    int expected = 0;
+
+    if (!atomic_compare_exchange_strong(&c->err_set, &expected, 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(c->err_msg, sizeof(c->err_msg), fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&c->err_code, code < 0 ? code : -EIO, memory_order_release);
 }
 
 /* ---- environment --------------------------------------------------------- */
@@ -227,6 +297,31 @@ static void socket_path(const tc_options *o, char *buf, size_t len)
         snprintf(buf, len, "%s/tracectl/tracectl.sock", xdg);
     else
         snprintf(buf, len, "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
+}
+
+/*
+ * What the next hello says, resolved now from the options and, where they
+ * leave it open, the environment (a forked child resolves it again: a
+ * launcher may have given it its own RANK). 0 or -ENOMEM.
+ */
+static int hello_resolve(tc_client *c)
+{
+    static const char *const session_env[] = {"TRACECTL_SESSION", "SLURM_JOB_ID",
+                                              "TORCHELASTIC_RUN_ID", NULL};
+    static const char *const rank_env[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                           "SLURM_PROCID", NULL};
+    static const char *const world_env[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                            "SLURM_NTASKS", NULL};
+    const char *session = c->opt_session ? c->opt_session : env_first(session_env);
+    char *copy = strdup(session ? session : "default");
+
+    if (copy == NULL)
+        return -ENOMEM;
+    free(c->h_session);
+    c->h_session = copy;
+    c->h_rank = c->opt_rank >= 0 ? c->opt_rank : env_int(rank_env);
+    c->h_world = c->opt_world >= 0 ? c->opt_world : env_int(world_env);
+    return 0;
 }
 
 /* ---- socket I/O (the opening thread, then the writer thread only) ------- */
@@ -288,21 +383,30 @@ static int connect_socket(const char *path)
     return fd;
 }
 
-/* hello → welcome on c->fd. 0 or a negative errno. */
-static int say_hello(tc_client *c, const tc_options *o)
+/* The daemon's answer to the hello: 0 on welcome, else -EPROTO with the reason kept. */
+static int hello_answer(tc_client *c, struct proto_msg *m)
 {
-    static const char *const session_env[] = {"TRACECTL_SESSION", "SLURM_JOB_ID",
-                                              "TORCHELASTIC_RUN_ID", NULL};
-    static const char *const rank_env[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                                           "SLURM_PROCID", NULL};
-    static const char *const world_env[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
-                                            "SLURM_NTASKS", NULL};
-    const char *session = o->session ? o->session : env_first(session_env);
+    if (m->type == PROTO_WELCOME) {
+        c->session_id = m->u.welcome.session_id;
+        return 0;
+    }
+    if (m->type == PROTO_ERROR)
+        client_error(c, -EPROTO, "the daemon refused the hello: %s: %s",
+                     m->u.error.code ? m->u.error.code : "?",
+                     m->u.error.message ? m->u.error.message : "");
+    else
+        client_error(c, -EPROTO, "the daemon answered the hello with %s", proto_type_name(m->type));
+    return -EPROTO;
+}
+
+/* hello → welcome on c->fd, as hello_resolve() left it. 0 or a negative errno. */
+static int say_hello(tc_client *c)
+{
     char host[256] = "";
     struct proto_hello h = {.proto = PROTO_VERSION,
-                            .session = (char *)(session ? session : "default"),
-                            .rank = o->rank >= 0 ? o->rank : env_int(rank_env),
-                            .world = o->world >= 0 ? o->world : env_int(world_env),
+                            .session = c->h_session,
+                            .rank = c->h_rank,
+                            .world = c->h_world,
                             .pid = getpid(),
                             .device = c->device};
     msgpack_packer pk;
@@ -311,8 +415,8 @@ static int say_hello(tc_client *c, const tc_options *o)
     uint64_t deadline = tc_now_ns() + OPEN_TIMEOUT_MS * 1000000ull;
     int rc;
 
-    if (o->host != NULL)
-        snprintf(host, sizeof(host), "%s", o->host);
+    if (c->opt_host != NULL)
+        snprintf(host, sizeof(host), "%s", c->opt_host);
     else
         gethostname(host, sizeof(host) - 1);
     h.host = host[0] ? host : NULL;
@@ -324,17 +428,23 @@ static int say_hello(tc_client *c, const tc_options *o)
     while (rc == 0) {
         rc = proto_reader_next(&c->reader, &m, &err);
         if (rc > 0) {
-            rc = m.type == PROTO_WELCOME ? 0 : -EPROTO;
-            c->session_id = m.type == PROTO_WELCOME ? m.u.welcome.session_id : -1;
+            rc = hello_answer(c, &m);
             proto_msg_free(&m);
             return rc;
         }
-        if (rc < 0)
+        if (rc < 0) {
+            client_error(c, -EPROTO, "the daemon's answer to the hello: %s", err.message);
             return -EPROTO;
-        if (tc_now_ns() > deadline)
+        }
+        if (tc_now_ns() > deadline) {
+            client_error(c, -ETIMEDOUT, "no answer to the hello from %s within %d ms", c->path,
+                         OPEN_TIMEOUT_MS);
             return -ETIMEDOUT;
+        }
         rc = read_some(c->fd, &c->reader, 100);
     }
+    client_error(c, rc, "saying hello to %s: %s", c->path,
+                 rc == -EPIPE ? "the daemon closed the connection" : strerror(-rc));
     return rc;
 }
 
@@ -388,11 +498,28 @@ static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint
         proto_pack_str(pk, c->devs[r->dev - 1]);
 }
 
-/* Moves up to `room` entries from the rings into batches in out. Returns how many. */
+/*
+ * Whether the daemon takes the entry: every number within INT64_MAX (PROTOCOL.md
+ * Part 2), its end (start + dur) too, and its shapes and device valid. One bad
+ * entry sent would close the connection (bad_message) and lose all that
+ * follows, so the writer drops it here and counts it instead.
+ */
+static bool rec_valid(const struct rec *r, uint64_t step)
+{
+    const uint64_t max = INT64_MAX;
+
+    return step <= max && r->start <= max && r->dur <= max && r->start + r->dur <= max &&
+           r->mem <= max && r->shapes != SHAPES_BAD && r->dev != DEV_BAD;
+}
+
+/*
+ * Moves up to `room` entries from the rings into batches in out. Returns how
+ * many; entries the daemon would refuse are dropped and counted instead.
+ */
 static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
 {
     msgpack_packer pk;
-    size_t n = 0;
+    size_t n = 0, bad = 0;
 
     /* The lock keeps the ring list and the device table still while packing;
      * recording threads never take it. */
@@ -407,12 +534,18 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
                 r->wstep = rec->start;
                 continue;
             }
+            if (!rec_valid(rec, r->wstep)) {
+                bad++;
+                continue;
+            }
             pack_rec(c, &pk, rec, r->wstep);
             n++;
         }
         atomic_store_explicit(&r->tail, tail, memory_order_release);
     }
     pthread_mutex_unlock(&c->mu);
+    if (bad > 0)
+        atomic_fetch_add(&c->dropped, bad);
     return n;
 }
 
@@ -433,6 +566,7 @@ static void fill(tc_client *c)
         pthread_mutex_unlock(&c->mu);
         if (n == 0)
             break;
+        c->packed += n;
         msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
         proto_pack_batch_header(&pk, n);
         msgpack_sbuffer_write(&c->out, body.data, body.size);
@@ -459,19 +593,25 @@ static void handle_reply(tc_client *c, struct proto_msg *m)
     if (m->type == PROTO_ACK) {
         c->flush_acked = m->u.ack.seq;
         c->flush_rc = 0;
+        c->acked_stored = m->u.ack.stored;
     } else if (m->type == PROTO_ERROR && m->u.error.code != NULL &&
                strcmp(m->u.error.code, PROTO_E_INTERNAL) == 0 && c->flush_sent > c->flush_acked) {
         c->flush_acked = c->flush_sent; /* the daemon could not store what this flush covers */
         c->flush_rc = -EIO;
     } else if (m->type == PROTO_ERROR) {
+        client_error(c, -EPROTO, "the daemon closed the connection: %s: %s",
+                     m->u.error.code ? m->u.error.code : "?",
+                     m->u.error.message ? m->u.error.message : "");
         c->broken = true;
     }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
-static void writer_break(tc_client *c)
+static void writer_break(tc_client *c, int rc)
 {
+    client_error(c, rc, "the connection to the daemon broke: %s",
+                 rc == -EPIPE ? "the daemon closed it" : strerror(-rc));
     pthread_mutex_lock(&c->mu);
     c->broken = true;
     pthread_cond_broadcast(&c->cv);
@@ -486,8 +626,9 @@ static void writer_wake(tc_client *c)
     (void)n;
 }
 
-/* Writes pending output; reads replies. Returns false once the connection is gone. */
-static bool writer_io(tc_client *c, int wait_ms)
+/* Writes pending output; reads replies. Returns 0, or a negative errno once the connection is gone.
+ */
+static int writer_io(tc_client *c, int wait_ms)
 {
     struct pollfd pfds[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake[0], .events = POLLIN}};
     struct pollfd *pfd = &pfds[0];
@@ -499,7 +640,7 @@ static bool writer_io(tc_client *c, int wait_ms)
     if (c->out_off < c->out.size)
         pfd->events |= POLLOUT;
     if (poll(pfds, 2, wait_ms) < 0 && errno != EINTR)
-        return false;
+        return -errno;
     if (pfds[1].revents & POLLIN)
         while (read(c->wake[0], sink, sizeof(sink)) > 0)
             ;
@@ -507,7 +648,7 @@ static bool writer_io(tc_client *c, int wait_ms)
         ssize_t w = send(c->fd, c->out.data + c->out_off, c->out.size - c->out_off,
                          MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EINTR)
-            return false;
+            return -errno;
         if (w > 0)
             c->out_off += (size_t)w;
         if (c->out_off == c->out.size) {
@@ -516,27 +657,56 @@ static bool writer_io(tc_client *c, int wait_ms)
         }
     }
     if (pfd->revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (read_some(c->fd, &c->reader, 0) < 0)
-            return false;
+        if ((rc = read_some(c->fd, &c->reader, 0)) < 0)
+            return rc;
         while ((rc = proto_reader_next(&c->reader, &m, &err)) > 0) {
             handle_reply(c, &m);
             proto_msg_free(&m);
         }
         if (rc < 0)
-            return false;
+            return -EPROTO;
     }
-    return true;
+    return 0;
 }
 
-/* Counts what can no longer be sent as dropped (the connection is gone). */
+/*
+ * Counts what can no longer be sent as dropped (the connection is gone): the
+ * first time, every entry packed since the last ack's `stored` — the unsent
+ * output and what the daemon may not have stored (the client cannot know
+ * which of those it did, so they count as lost) — then, each time, what
+ * the rings hold.
+ */
 static void writer_discard(tc_client *c)
 {
     msgpack_sbuffer sink;
 
+    if (!c->loss_counted) {
+        if (c->packed > c->acked_stored)
+            atomic_fetch_add(&c->dropped, c->packed - c->acked_stored);
+        c->loss_counted = true;
+        msgpack_sbuffer_clear(&c->out);
+        c->out_off = 0;
+    }
     msgpack_sbuffer_init(&sink);
     for (size_t n; (n = drain(c, &sink, BATCH_MAX)) > 0; msgpack_sbuffer_clear(&sink))
         atomic_fetch_add(&c->dropped, n);
     msgpack_sbuffer_destroy(&sink);
+}
+
+static int connect_socket(const char *path);
+
+/* A forked child's writer: its own connection and hello (see client_restart). */
+static int writer_connect(tc_client *c)
+{
+    int rc;
+
+    if ((c->fd = connect_socket(c->path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
+        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
+        return rc;
+    }
+    return say_hello(c);
 }
 
 static void *writer_thread(void *arg)
@@ -545,7 +715,10 @@ static void *writer_thread(void *arg)
     msgpack_packer pk;
     bool closing, broken;
     uint64_t req;
+    int rc;
 
+    if (c->need_connect && (rc = writer_connect(c)) < 0)
+        writer_break(c, rc);
     for (;;) {
         pthread_mutex_lock(&c->mu);
         closing = c->closing;
@@ -569,8 +742,8 @@ static void *writer_thread(void *arg)
         }
         if (closing && c->out_off == c->out.size && c->flush_sent == req && rings_empty(c))
             break;
-        if (!writer_io(c, c->out_off < c->out.size ? 1 : (int)c->interval_ms))
-            writer_break(c);
+        if ((rc = writer_io(c, c->out_off < c->out.size ? 1 : (int)c->interval_ms)) < 0)
+            writer_break(c, rc);
     }
     return NULL;
 }
@@ -591,7 +764,10 @@ static tc_client *client_new(const tc_options *o)
     c->wake[0] = c->wake[1] = -1;
     c->session_id = -1;
     c->gen = atomic_fetch_add(&client_gen, 1);
-    c->blocking = o->blocking >= 0 ? o->blocking != 0 : (blk != NULL && strcmp(blk, "1") == 0);
+    if (o->blocking == 1 || o->blocking == TC_DROP)
+        c->blocking = o->blocking == 1;
+    else
+        c->blocking = blk != NULL && strcmp(blk, "1") == 0;
     c->ring_entries = DEFAULT_RING;
     if (o->ring_entries >= 2) {
         c->ring_entries = 2;
@@ -599,32 +775,39 @@ static tc_client *client_new(const tc_options *o)
             c->ring_entries *= 2;
     }
     c->interval_ms = o->flush_interval_ms ? o->flush_interval_ms : DEFAULT_INTERVAL;
+    c->opt_rank = opt_rank(o);
+    c->opt_world = opt_world(o);
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->shape_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     msgpack_sbuffer_init(&c->control);
     msgpack_sbuffer_init(&c->out);
-    if ((dev != NULL && *dev && (c->device = strdup(dev)) == NULL) ||
-        proto_reader_init(&c->reader, 0) < 0) {
-        free(c->device);
-        free(c);
+    c->reader_ok = proto_reader_init(&c->reader, 0) == 0;
+    if (!c->reader_ok || (dev != NULL && *dev && (c->device = strdup(dev)) == NULL) ||
+        (o->session != NULL && (c->opt_session = strdup(o->session)) == NULL) ||
+        (o->host != NULL && (c->opt_host = strdup(o->host)) == NULL)) {
+        client_free(c);
         return NULL;
     }
     return c;
 }
 
-static void client_free(tc_client *c)
+static void rings_free(struct ring *r)
 {
-    struct ring *r, *next;
-
-    for (r = c->rings; r != NULL; r = next) {
+    for (struct ring *next; r != NULL; r = next) {
         next = r->next;
         free(r->buf);
         free(r->deferred);
         free(r);
     }
+}
+
+static void client_free(tc_client *c)
+{
+    rings_free(c->rings);
+    rings_free(c->stale);
     for (size_t i = 0; i < c->n_ops; i++)
-        free(c->ops[i]);
+        free(c->ops[i]), free(c->cats[i]);
     for (size_t i = 0; i < c->n_devs; i++)
         free(c->devs[i]);
     for (size_t i = 0; i < c->n_shapes; i++) {
@@ -632,11 +815,17 @@ static void client_free(tc_client *c)
         free(c->shape_key[i]);
     }
     free(c->ops);
+    free(c->cats);
     free(c->devs);
     free(c->device);
+    free(c->path);
+    free(c->opt_session);
+    free(c->opt_host);
+    free(c->h_session);
     msgpack_sbuffer_destroy(&c->control);
     msgpack_sbuffer_destroy(&c->out);
-    proto_reader_deinit(&c->reader);
+    if (c->reader_ok)
+        proto_reader_deinit(&c->reader);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->shape_mu);
     pthread_cond_destroy(&c->cv);
@@ -662,10 +851,180 @@ static int wake_open(tc_client *c)
     return 0;
 }
 
+/* ---- fork ------------------------------------------------------------------- */
+
+/*
+ * A fork copies a client into the child without its writer thread, sharing
+ * the parent's socket. The fork handlers make the copy consistent (no lock
+ * held, no ring half-written: the prepare handler takes every client's locks,
+ * so the writer thread is outside drain() when the fork happens) and turn it
+ * into a client that has not connected yet: the parent's socket, pipe and
+ * rings are let go (what the rings hold is the parent's to send), the counts
+ * start at 0. The child connects at its first recording call or flush
+ * (client_restart), so a child that only execs costs the daemon nothing.
+ */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static tc_client *live; /* every open client but the TRACECTL_DISABLE=1 ones */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void live_add(tc_client *c)
+{
+    pthread_mutex_lock(&live_mu);
+    c->live_next = live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void live_remove(tc_client *c)
+{
+    pthread_mutex_lock(&live_mu);
+    for (tc_client **p = &live; *p != NULL; p = &(*p)->live_next)
+        if (*p == c) {
+            *p = c->live_next;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&live_mu);
+    for (tc_client *c = live; c != NULL; c = c->live_next) {
+        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(&c->shape_mu);
+    }
+}
+
+static void fork_parent(void)
+{
+    for (tc_client *c = live; c != NULL; c = c->live_next) {
+        pthread_mutex_unlock(&c->shape_mu);
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+/* The child's copy of c: only stores and close(), nothing that could wait. */
+static void client_forked(tc_client *c)
+{
+    struct ring **tail = &c->stale;
+
+    atomic_store(&c->dropped, 0);
+    atomic_store(&c->rejected, 0);
+    if (c->offline)
+        return; /* it keeps counting what it would have sent, from 0 */
+    atomic_store(&c->err_set, 0);
+    atomic_store(&c->err_code, 0);
+    if (c->fd >= 0)
+        close(c->fd);
+    for (int i = 0; i < 2; i++)
+        if (c->wake[i] >= 0)
+            close(c->wake[i]);
+    c->fd = c->wake[0] = c->wake[1] = -1;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    *tail = c->rings;
+    c->rings = NULL;
+    if (!c->forked)
+        c->ops_at_fork = c->n_ops; /* a grandchild: its parent had not sent its own yet */
+    c->forked = true;
+    msgpack_sbuffer_clear(&c->control); /* the parent's to send */
+    msgpack_sbuffer_clear(&c->out);
+    c->out_off = 0;
+    c->flush_req = c->flush_acked = c->flush_sent = 0;
+    c->flush_rc = 0;
+    c->closing = false;
+    c->broken = false;
+    c->packed = c->acked_stored = 0;
+    c->loss_counted = false;
+    c->session_id = -1;
+    pthread_cond_init(&c->cv, NULL); /* its waiters were the parent's threads */
+    if (tls.gen == c->gen)
+        tls.gen = 0; /* this thread's next record takes my_ring's slow path */
+}
+
+static void fork_child(void)
+{
+    for (tc_client *c = live; c != NULL; c = c->live_next) {
+        client_forked(c);
+        pthread_mutex_unlock(&c->shape_mu);
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void fork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/*
+ * A forked child's client (c->mu held): a writer thread of its own that
+ * connects and says hello as a new process of the session, resolved from
+ * this process's environment, and sends first the ops the parent had
+ * defined, then what this process queued since. 0, or a negative errno
+ * after which c is an offline client (it counts what it drops).
+ */
+static int client_restart(tc_client *c)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc = -ENOMEM;
+
+    c->forked = false;
+    rings_free(c->stale);
+    c->stale = NULL;
+    if (c->reader_ok)
+        proto_reader_deinit(&c->reader);
+    if (!(c->reader_ok = proto_reader_init(&c->reader, 0) == 0) || hello_resolve(c) < 0)
+        goto fail;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (size_t i = 0; i < c->ops_at_fork; i++) {
+        struct proto_opdef def = {.id = (uint32_t)i + 1, .name = c->ops[i], .category = c->cats[i]};
+        proto_pack_ops(&pk, &def, 1);
+    }
+    msgpack_sbuffer_write(&sb, c->control.data, c->control.size);
+    msgpack_sbuffer_destroy(&c->control);
+    c->control = sb;
+    c->need_connect = true;
+    if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
+        goto fail;
+    return 0;
+fail:
+    client_error(c, rc, "the forked process could not start its writer thread: %s", strerror(-rc));
+    c->disabled = true;
+    c->offline = true;
+    return rc;
+}
+
+/* ---- tc_open, tc_close, tc_flush ---------------------------------------------- */
+
+/* Connects and says hello. 0 or a negative errno, the reason kept for tc_last_error(). */
+static int client_connect(tc_client *c, const tc_options *o)
+{
+    char path[512];
+    int rc;
+
+    socket_path(o, path, sizeof(path));
+    if ((c->path = strdup(path)) == NULL || hello_resolve(c) < 0)
+        return -ENOMEM;
+    if ((c->fd = connect_socket(path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
+        client_error(c, rc, "cannot connect to %s: %s", path, strerror(-rc));
+        return rc;
+    }
+    if ((rc = say_hello(c)) < 0)
+        return rc;
+    if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
+        client_error(c, rc, "cannot start the writer thread: %s", strerror(-rc));
+    return rc;
+}
+
 tc_client *tc_open(const tc_options *opts, int *err)
 {
     const char *off = getenv("TRACECTL_DISABLE");
-    char path[512];
     tc_options dflt;
     tc_client *c;
     int rc = 0;
@@ -683,15 +1042,11 @@ tc_client *tc_open(const tc_options *opts, int *err)
         c->disabled = true;
         goto out;
     }
-    socket_path(opts, path, sizeof(path));
-    if ((c->fd = connect_socket(path)) < 0) {
-        rc = c->fd;
-        goto fail;
-    }
-    if ((rc = say_hello(c, opts)) < 0 || (rc = wake_open(c)) < 0 ||
-        (rc = -pthread_create(&c->thread, NULL, writer_thread, c)))
+    pthread_once(&fork_once, fork_register);
+    if ((rc = client_connect(c, opts)) < 0)
         goto fail;
     my_ring(c); /* the opening thread's ring, ready before its first record */
+    live_add(c);
     goto out;
 fail:
     if (c->blocking) {
@@ -705,6 +1060,7 @@ fail:
         c->fd = -1;
         c->disabled = true;
         c->offline = true;
+        live_add(c);
     }
 out:
     if (c != NULL)
@@ -722,7 +1078,8 @@ int tc_close(tc_client *c)
 
     if (c == NULL)
         return 0;
-    if (c->disabled) {
+    live_remove(c);
+    if (c->disabled || c->forked) { /* forked: this process never connected */
         client_free(c);
         return 0;
     }
@@ -759,6 +1116,10 @@ int tc_flush(tc_client *c, int timeout_ms)
         deadline.tv_nsec -= 1000000000;
     }
     pthread_mutex_lock(&c->mu);
+    if (c->forked && client_restart(c) < 0) {
+        pthread_mutex_unlock(&c->mu);
+        return -ENOTCONN;
+    }
     seq = ++c->flush_req;
     writer_wake(c);
     while (c->flush_acked < seq && !c->broken && rc == 0) {
@@ -773,6 +1134,16 @@ int tc_flush(tc_client *c, int timeout_ms)
         rc = c->flush_rc;
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int tc_last_error(const tc_client *c, const char **msg)
+{
+    tc_client *cc = (tc_client *)c;
+    int code = c != NULL ? atomic_load_explicit(&cc->err_code, memory_order_acquire) : 0;
+
+    if (msg != NULL)
+        *msg = code != 0 ? cc->err_msg : "";
+    return code;
 }
 
 /* ---- interning ------------------------------------------------------------ */
@@ -794,22 +1165,38 @@ static int grow(void *arrp, size_t *cap, size_t n)
     return 0;
 }
 
+/* Room for op n in both ops and cats (which share cap_ops). 0 or -ENOMEM. */
+static int grow_ops(tc_client *c)
+{
+    size_t cap = c->cap_ops;
+
+    if (c->n_ops < cap)
+        return 0;
+    if (grow(&c->cats, &cap, c->n_ops) < 0)
+        return -ENOMEM;
+    return grow(&c->ops, &c->cap_ops, c->n_ops); /* grows to the same cap as cats */
+}
+
 uint32_t tc_op_cat(tc_client *c, const char *name, const char *category)
 {
     struct proto_opdef def;
     msgpack_packer pk;
-    size_t len = name ? strlen(name) : 0;
+    size_t len = name ? strlen(name) : 0, clen = category ? strlen(category) : 0;
     uint32_t id = 0;
 
+    /* The daemon refuses the whole ops message (and closes the connection) for a bad name or
+     * category: those get no id. */
     if (c == NULL || c->disabled || len == 0 || len > PROTO_MAX_NAME ||
-        !proto_utf8_valid(name, len))
+        !proto_utf8_valid(name, len) ||
+        (category != NULL &&
+         (clen == 0 || clen > PROTO_MAX_CATEGORY || !proto_utf8_valid(category, clen))))
         return 0;
     pthread_mutex_lock(&c->mu);
-    for (size_t i = 0; i < c->n_ops; i++)
+    for (size_t i = 0; i < c->n_ops && id == 0; i++)
         if (strcmp(c->ops[i], name) == 0)
             id = (uint32_t)i + 1;
-    if (id == 0 && grow(&c->ops, &c->cap_ops, c->n_ops) == 0 &&
-        (c->ops[c->n_ops] = strdup(name)) != NULL) {
+    if (id == 0 && grow_ops(c) == 0 && (c->ops[c->n_ops] = strdup(name)) != NULL) {
+        c->cats[c->n_ops] = category ? strdup(category) : NULL;
         id = (uint32_t)++c->n_ops;
         def = (struct proto_opdef){.id = id, .name = (char *)name, .category = (char *)category};
         msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
@@ -825,17 +1212,23 @@ uint32_t tc_op(tc_client *c, const char *name)
 }
 
 /*
- * Index+1 of a device name in the client's table (0 on failure). The lock
- * (which the writer holds while it drains) is taken only when the name is
- * not the one this thread named last: the client's copies never move or
- * change before tc_close, so the ring may keep a pointer to one.
+ * Index+1 of a device name in the client's table, or DEV_BAD for a name the
+ * daemon would refuse (over PROTO_MAX_NAME bytes, not UTF-8), a full table or
+ * ENOMEM: the writer drops and counts that entry. The lock (which the writer
+ * holds while it drains) is taken only when the name is not the one this
+ * thread named last: the client's copies never move or change before
+ * tc_close, so the ring may keep a pointer to one.
  */
 static uint32_t device_id(tc_client *c, struct ring *r, const char *name)
 {
     uint32_t id = 0;
+    size_t len;
 
     if (r->dev_str != NULL && strcmp(r->dev_str, name) == 0)
         return r->dev_id;
+    len = strlen(name);
+    if (len > PROTO_MAX_NAME || !proto_utf8_valid(name, len))
+        return DEV_BAD;
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_devs && id == 0; i++)
         if (strcmp(c->devs[i], name) == 0)
@@ -848,7 +1241,7 @@ static uint32_t device_id(tc_client *c, struct ring *r, const char *name)
         r->dev_id = id;
     }
     pthread_mutex_unlock(&c->mu);
-    return id;
+    return id != 0 ? id : DEV_BAD;
 }
 
 /* ---- recording --------------------------------------------------------------- */
@@ -884,11 +1277,23 @@ static struct ring *ring_new(tc_client *c)
 /*
  * This thread's ring. The cache holds one client; a thread recording into
  * several clients at once gets a new ring per switch (correct, not cheap).
+ * The slow path is also where a forked child's client connects (the fork
+ * handler left the forking thread's cache empty; other threads start so):
+ * the hot path pays nothing for fork support. NULL when the child cannot
+ * start its writer (the client is then offline: later calls count drops).
  */
 static struct ring *my_ring(tc_client *c)
 {
+    bool failed = false;
+
     if (tls.gen == c->gen)
         return tls.ring;
+    pthread_mutex_lock(&c->mu);
+    if (c->forked)
+        failed = client_restart(c) < 0;
+    pthread_mutex_unlock(&c->mu);
+    if (failed)
+        return NULL;
     tls.ring = ring_new(c);
     tls.gen = tls.ring != NULL ? c->gen : 0;
     return tls.ring;
@@ -1047,13 +1452,32 @@ static void shape_pack(struct shape_buf *b, const tc_shape *out, const tc_shape 
     }
 }
 
-/* Index+1 of the pair in the client's table, added under the lock when new; 0 when full or on
- * ENOMEM. */
+/* Whether every dimension is one the daemon takes (at most INT64_MAX). */
+static bool shapes_valid(const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    if (out != NULL)
+        for (size_t d = 0; d < dims_of(out); d++)
+            if (out->dims[d] > (uint64_t)INT64_MAX)
+                return false;
+    for (size_t i = 0; i < n_in; i++)
+        for (size_t d = 0; d < dims_of(&in[i]); d++)
+            if (in[i].dims[d] > (uint64_t)INT64_MAX)
+                return false;
+    return true;
+}
+
+/*
+ * Index+1 of the pair in the client's table, added under the lock when new;
+ * 0 when full or on ENOMEM; SHAPES_BAD (never cached) for a dimension the
+ * daemon would refuse.
+ */
 static uint32_t shape_intern_slow(tc_client *c, const tc_shape *out, const tc_shape *in,
                                   size_t n_in, uint64_t h, uint32_t words)
 {
     uint32_t id = 0;
 
+    if (!shapes_valid(out, in, n_in))
+        return SHAPES_BAD;
     pthread_mutex_lock(&c->shape_mu);
     for (size_t i = 0; i < c->n_shapes && id == 0; i++)
         if (c->shape_hash[i] == h && c->shape_words[i] == words &&
@@ -1110,8 +1534,8 @@ static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, 
     if (slot->id == 0 || slot->hash != h || slot->words != words ||
         !shape_key_eq(c->shape_key[slot->id - 1], out, in, n_in)) {
         uint32_t id = shape_intern_slow(c, out, in, n_in, h, words);
-        if (id == 0)
-            return 0;
+        if (id == 0 || id == SHAPES_BAD)
+            return id;
         *slot = (struct shape_slot){.hash = h, .id = id, .words = words};
     }
     return slot->id;
@@ -1130,6 +1554,7 @@ static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, ui
 
     if (op == 0) {
         atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
         return;
     }
     if (step != r->step) {
@@ -1215,8 +1640,8 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
-    if (device != NULL && *device && (dev = device_id(c, r, device)) == 0)
-        return;
+    if (device != NULL && *device)
+        dev = device_id(c, r, device);
     shapes = shape_intern(c, r, out, in, n_in);
     record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, dev);
 }

@@ -17,7 +17,37 @@
  *
  * Every function is thread-safe and accepts a NULL or disabled client (then
  * it does nothing). The library never prints, exits or aborts: errors are
- * returned as negative errno values.
+ * returned as negative errno values, and tc_last_error() says why a client
+ * sends nothing.
+ *
+ * Nothing the daemon would refuse is sent: an entry with a time, duration,
+ * end (start + duration), memory size, step or shape dimension above
+ * INT64_MAX, or a device name over 1024 bytes or not UTF-8, is dropped and
+ * counted in tc_dropped() (one bad entry sent would close the connection and
+ * lose everything after it). If the connection breaks anyway, every entry
+ * the daemon had not acknowledged as stored, and every entry recorded after,
+ * counts as dropped: tc_recorded() = stored + tc_dropped(), where entries
+ * sent since the last acknowledgement count as dropped even if the daemon
+ * stored some of them before the break.
+ *
+ * fork(): a client is per process. A child forked after tc_open() inherits
+ * a copy of the client that is not connected; the parent's client is not
+ * touched (it keeps its connection, its writer thread and its rings, and
+ * what they held at the fork is the parent's to send). The child's copy
+ * connects on its first recording call (or tc_flush) on any thread, as a
+ * new process of the same session, with its own connection, writer thread
+ * and rings; a child that records nothing (e.g. one that execs) never
+ * connects. Its hello is built as tc_open() built the parent's: what the
+ * options gave is kept (session, rank, world, device, host); what came from
+ * the environment (TRACECTL_SESSION, RANK, WORLD_SIZE, ...) is read again
+ * from the child's environment at that first call, so a launcher that sets
+ * RANK in the child gets that rank, and the same rank as the parent
+ * otherwise. Its ops keep their ids (the child defines them again on its
+ * connection) and the step counter goes on; metadata is per process (the
+ * child's starts empty); tc_dropped() and tc_recorded() start at 0; an op
+ * begun (tc_begin) before the fork is recorded by the parent only. The child calls tc_close() (or
+ * tc_flush()) before it exits, like any process, or what it recorded since its last flush is lost.
+ * Offline clients stay offline in the child, counting from 0.
  *
  * Environment: TRACECTL_SOCKET, TRACECTL_SESSION (else SLURM_JOB_ID, else
  * TORCHELASTIC_RUN_ID, else "default"), rank from RANK, OMPI_COMM_WORLD_RANK,
@@ -69,19 +99,31 @@ typedef struct tc_shape {
     uint64_t dims[TC_MAX_DIMS];
 } tc_shape;
 
+/*
+ * Options of tc_open(). Zero means "unknown: the environment's, else the
+ * default" in every field, so `tc_options o = {0};` and tc_options_init()
+ * both take everything from the environment. rank 0 is a real rank, so a
+ * rank is taken as given when it is > 0, or when it is 0 and world > 0;
+ * a rank of 0 while world is unknown (≤ 0), as in a zeroed struct, or -1,
+ * comes from the environment.
+ */
 typedef struct tc_options {
-    const char *socket_path;    /* NULL: $TRACECTL_SOCKET, else the PROTOCOL.md default */
-    const char *session;        /* NULL: from the environment (see above) */
-    int64_t rank;               /* -1: from the environment, else absent */
-    int64_t world;              /* -1: from the environment, else absent */
-    const char *device;         /* NULL: $TRACECTL_DEVICE, else none */
-    const char *host;           /* NULL: gethostname() */
-    int blocking;               /* 1: wait for ring space instead of dropping; -1: environment */
-    size_t ring_entries;        /* per thread, a power of two; 0: 65536 (2 MiB per thread) */
+    const char *socket_path; /* NULL: $TRACECTL_SOCKET, else the PROTOCOL.md default */
+    const char *session;     /* NULL: from the environment (see above) */
+    int64_t rank;            /* see above; from the environment: else absent */
+    int64_t world;           /* > 0: the number of processes; ≤ 0: environment, else absent */
+    const char *device;      /* NULL: $TRACECTL_DEVICE, else none */
+    const char *host;        /* NULL: gethostname() */
+    int blocking;        /* 1: wait for ring space instead of dropping; TC_DROP: drop (and count)
+                            whatever the environment says; 0 or -1: $TRACECTL_BLOCKING=1 waits,
+                            else drop */
+    size_t ring_entries; /* per thread, a power of two; 0: 65536 (2 MiB per thread) */
     unsigned flush_interval_ms; /* how often the writer thread drains; 0: 5 ms */
 } tc_options;
 
-/* Fills o with "take everything from the environment". */
+#define TC_DROP 2 /* tc_options.blocking: the default mode, even with TRACECTL_BLOCKING=1 */
+
+/* Fills o with "take everything from the environment" (the same as zeroing it). */
 TC_API void tc_options_init(tc_options *o);
 
 /*
@@ -107,6 +149,18 @@ TC_API tc_client *tc_open(const tc_options *o, int *err);
 
 /* 1 when entries are being sent, 0 for a disabled (or NULL) client. */
 TC_API int tc_enabled(const tc_client *c);
+
+/*
+ * Why c sends nothing, or stopped sending: 0 while all is well (and for a
+ * NULL client or one disabled by TRACECTL_DISABLE=1), else the negative
+ * errno tc_open() returned or the connection broke with (-ENOENT,
+ * -ECONNREFUSED, -EPROTO, -ETIMEDOUT, -EPIPE, ...). msg (may be NULL) gets a
+ * one-line description owned by c, valid until tc_close() ("" for 0): when
+ * the daemon refused the hello or closed the connection, its own error code
+ * and message, e.g. "the daemon refused the hello: bad_message: hello.world
+ * ...". The first error is kept; what follows from it does not replace it.
+ */
+TC_API int tc_last_error(const tc_client *c, const char **msg);
 
 /*
  * The id of an op name (UTF-8, 1..1024 bytes), interning it: the same name
