@@ -307,6 +307,56 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
     return agg_top_offer(&a->mem, &t);
 }
 
+/* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
+static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    h->n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
+        size_t i = h->n++;
+        h->v[i] = (struct agg_top){.rowid = sqlite3_column_int64(st, 0),
+                                   .key = (uint64_t)sqlite3_column_int64(st, 1),
+                                   .start = (uint64_t)sqlite3_column_int64(st, 2)};
+        while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
+            struct agg_top x = h->v[i];
+            h->v[i] = h->v[(i - 1) / 2];
+            h->v[(i - 1) / 2] = x;
+            i = (i - 1) / 2;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+}
+
+int agg_load(struct agg *a)
+{
+    sqlite3_stmt *st;
+    int rc, exact = 0;
+
+    rc =
+        sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        exact = sqlite3_column_int(st, 0) == 1;
+    sqlite3_finalize(st);
+    if (!exact) {
+        a->inexact = a->broken_written = true;
+        return 0;
+    }
+    if ((rc = agg_heap_load(&a->slow, a->db,
+                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
+                            " JOIN entries e ON e.rowid = t.entry")) != 0)
+        return rc;
+    return agg_heap_load(&a->mem, a->db,
+                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
+                         " JOIN entries e ON e.rowid = t.entry");
+}
+
 /* ---- flush --------------------------------------------------------------- */
 
 static int agg_run(sqlite3_stmt *st, const int64_t *v, int n)

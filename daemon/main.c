@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
 #include <signal.h>
@@ -51,7 +52,8 @@ static void usage(FILE *f)
         "  --log-level LEVEL     error, warn, info (default) or debug\n"
         "  --linger SECONDS      how long a session whose `world` is not complete\n"
         "                        stays live after its last process left (default 60)\n"
-        "  --max-connections N   refuse connections beyond N (default %d)\n"
+        "  --max-connections N   refuse connections beyond N (default %d, less when\n"
+        "                        the fd limit is lower)\n"
         "  --max-live-sessions N refuse hellos that would start session N+1 (default: no limit)\n"
         "  --max-session-bytes SIZE  a session over SIZE on disk keeps what it has and\n"
         "                        drops new entries, counted in `dropped` (default: no cap)\n"
@@ -267,14 +269,18 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
 
 static void daemon_store_done(struct store *s, struct store_job *job, void *data)
 {
+    struct daemon *d = data;
+
     (void)s;
-    (void)data;
-    if (job->type == STORE_DELETE)
+    if (job->type == STORE_DELETE) {
         control_delete_done(job);
-    else if (job->type == STORE_FLUSH)
+    } else if (job->type == STORE_FLUSH) {
         conn_flush_done(job);
-    else
+    } else {
+        if (job->type == STORE_BATCH && job->rc < 0) /* not stored: count the loss */
+            session_lost(&d->reg, job->session_id, job->u.batch.b.n);
         store_job_free(job);
+    }
 }
 
 static void daemon_store_progress(struct store *s, void *data)
@@ -366,6 +372,36 @@ static int load_row(void *arg, const struct store_catalog_row *row)
     return rc;
 }
 
+/*
+ * Raises the soft fd limit to the hard one and sizes what needs fds from it:
+ * session files open at once (3 fds each; idle ones are closed past that)
+ * and, unless --max-connections was given, connections (what is left after
+ * the files and a reserve for the catalog, report readers and libuv).
+ */
+static void daemon_size_fds(struct daemon *d)
+{
+    struct rlimit rl;
+    rlim_t n = 1024;
+    size_t files, conns;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        n = rl.rlim_cur;
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+                n = rl.rlim_cur;
+        }
+    }
+    files = n / 16 < 2 ? 2 : n / 16 > 1024 ? 1024 : (size_t)(n / 16);
+    store_set_limits(d->store, files, STORE_DEFAULT_COMMIT_MS);
+    if (d->opt.max_conns == 0) {
+        conns = n > 3 * files + 40 ? (size_t)n - 3 * files - 32 : 8;
+        d->opt.max_conns = conns < DEFAULT_MAX_CONNS ? conns : DEFAULT_MAX_CONNS;
+    }
+    log_debug("%llu fds: up to %zu session files open, %zu connections", (unsigned long long)n,
+              files, d->opt.max_conns);
+}
+
 static int daemon_start(struct daemon *d)
 {
     char err[512] = "";
@@ -379,6 +415,7 @@ static int daemon_start(struct daemon *d)
         fprintf(stderr, "tracectld: %s\n", err);
         return -1;
     }
+    daemon_size_fds(d);
     session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
                           d->opt.linger_ms);
     if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
@@ -411,7 +448,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
     store_configure();
     d.opt.linger_ms = DEFAULT_LINGER_MS;
-    d.opt.max_conns = DEFAULT_MAX_CONNS;
+    d.opt.max_conns = 0; /* sized from the fd limit unless given */
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {

@@ -91,7 +91,7 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     job->u.send.ended_ns = s->ended_ns;
     job->u.send.processes = s->processes;
     job->u.send.entries = s->entries;
-    job->u.send.dropped = s->dropped;
+    job->u.send.dropped = s->dropped - s->failed; /* the store adds what it lost itself */
     job->u.send.interrupted = interrupted;
     store_enqueue(reg->store, job);
 }
@@ -261,6 +261,18 @@ uint64_t session_user_bytes(struct registry *reg, int64_t uid)
         if (uid < 0 || s->uid == uid)
             total += s->bytes;
     return total;
+}
+
+void session_lost(struct registry *reg, int64_t id, uint64_t n)
+{
+    for (struct session *s = reg->list; s != NULL; s = s->next) {
+        if (s->id == id) {
+            s->entries -= n < s->entries ? n : s->entries;
+            s->dropped += n;
+            s->failed += n;
+            return;
+        }
+    }
 }
 
 void session_remove(struct registry *reg, struct session *s)

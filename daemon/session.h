@@ -35,7 +35,8 @@ struct session {
     int64_t uid;                  /* of the first producer; -1 unknown */
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME */
     uint64_t processes, entries, dropped;
-    uint64_t bytes; /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t failed; /* entries lost to storage errors (in dropped, not in entries) */
+    uint64_t bytes;  /* on disk (file + WAL), refreshed once a second while live */
 
     /* live sessions only */
     uint32_t connected;
@@ -93,6 +94,11 @@ uint32_t session_device(struct registry *reg, struct session *s, const char *nam
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid);
 /* Bytes on disk of the sessions of uid (-1: all); live ones from their last refresh. */
 uint64_t session_user_bytes(struct registry *reg, int64_t uid);
+/*
+ * The store could not store n entries of session id (they were counted in
+ * entries when accepted): they move to dropped and failed.
+ */
+void session_lost(struct registry *reg, int64_t id, uint64_t n);
 /* Removes an ended session from the registry and frees it (after the store deleted it). */
 void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */
