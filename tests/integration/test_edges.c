@@ -165,3 +165,143 @@ Test(edges, sums_at_the_limits_saturate_and_ends_past_int64_are_refused)
     sqlite3_close(db);
     check_limits_report(id, "scan");
 }
+
+/* ---- signals and clocks --------------------------------------------------- */
+
+/* A `sessions` request answers ok; returns the list's length. */
+static unsigned sessions_count(void)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    unsigned n;
+
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "sessions failed");
+    n = o->via.array.ptr[1].via.array.size;
+    proto_reader_deinit(&r);
+    close(fd);
+    return n;
+}
+
+Test(edges, sighup_sigusr1_sigusr2_neither_kill_nor_leave_a_stale_socket)
+{
+    int st;
+
+    harness_daemon_start(&d, NULL);
+    const int sigs[3] = {SIGHUP, SIGUSR1, SIGUSR2};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(kill(d.pid, sigs[i]), 0);
+        /* a reply means the daemon ran after the signal was sent, so a fatal
+         * default action would have been taken by now */
+        cr_assert_eq(sessions_count(), 0);
+        cr_assert_eq(waitpid(d.pid, &st, WNOHANG), 0, "signal %d killed tracectld", sigs[i]);
+    }
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    d.pid = 0;
+    cr_assert_eq(access(d.sock, F_OK), -1, "the socket was left behind");
+}
+
+static char clock_file[64];
+
+/* Steps the daemon's wall clock (debug builds: $TRACECTLD_TEST_CLOCK) to offset seconds. */
+static void set_clock(long long offset)
+{
+    FILE *f = fopen(clock_file, "w");
+
+    cr_assert_not_null(f);
+    fprintf(f, "%lld\n", offset);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static void clock_init(void)
+{
+    int fd;
+
+    snprintf(clock_file, sizeof(clock_file), "/tmp/tcclock.XXXXXX");
+    fd = mkstemp(clock_file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    set_clock(0);
+    cr_assert_eq(setenv("TRACECTLD_TEST_CLOCK", clock_file, 1), 0);
+}
+
+/* The sessions row of id, or NULL (borrowed from r). */
+static const msgpack_object *session_row(long long id, struct proto_reader *r, int *fd)
+{
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, r, fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t k = 0; k < list->via.array.size; k++)
+        if ((long long)obj_u64(obj_get(&list->via.array.ptr[k], "id")) == id)
+            return &list->via.array.ptr[k];
+    return NULL;
+}
+
+/* hello (world 1), one flushed entry, bye: the session ends. */
+static long long one_session(const char *name)
+{
+    long long id;
+    int fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1, 1000, 10);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    return id;
+}
+
+Test(edges, a_wall_clock_stepped_back_never_gives_a_negative_duration)
+{
+    struct proto_reader r;
+    long long id;
+    int fd;
+
+    clock_init();
+    harness_daemon_start(&d, NULL);
+    int p = raw_producer(d.sock, "stepped", 0, 1, "gpu:0", &id);
+    set_clock(-86400); /* one day back while the session is live */
+    raw_bye(p, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    const msgpack_object *row = session_row(id, &r, &fd);
+    cr_assert_not_null(row);
+    long long started = (long long)obj_u64(obj_get(row, "started_ns"));
+    long long ended = (long long)obj_u64(obj_get(row, "ended_ns"));
+    cr_assert_geq(ended, started, "duration %lld ns", ended - started);
+    cr_assert_lt(ended - started, 60000000000LL, "the step was counted: %lld ns", ended - started);
+    proto_reader_deinit(&r);
+    close(fd);
+    unlink(clock_file);
+}
+
+Test(edges, retention_does_not_act_on_a_clock_400_days_ahead)
+{
+    struct proto_reader r;
+    int fd;
+
+    clock_init();
+    harness_daemon_start(&d, "--retain-days", "1", NULL);
+    long long old = one_session("old");
+    set_clock(3 * 86400); /* three days later: a newer session */
+    long long recent = one_session("recent");
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    /* restarted with a clock 400 days ahead */
+    set_clock(400LL * 86400);
+    harness_daemon_restart(&d, "--retain-days", "1", NULL);
+    /* the first retention pass (1 s after start) deletes `old`, three days
+     * older than the newest session, in the same pass that decides `recent` */
+    for (int i = 0;; i++) {
+        const msgpack_object *row = session_row(old, &r, &fd);
+        proto_reader_deinit(&r);
+        close(fd);
+        if (row == NULL)
+            break;
+        cr_assert_lt(i, 200, "session %lld (3 days older than the newest) was kept", old);
+        usleep(50000);
+    }
+    cr_assert_not_null(session_row(recent, &r, &fd),
+                       "the newest session was deleted on a clock 400 days ahead");
+    proto_reader_deinit(&r);
+    close(fd);
+    unlink(clock_file);
+}
