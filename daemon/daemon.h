@@ -38,6 +38,7 @@ struct daemon {
     uv_pipe_t listener;
     bool listening;
     uv_signal_t sigint, sigterm;
+    uv_signal_t sigother[3]; /* SIGHUP, SIGUSR1, SIGUSR2: logged and ignored */
     uv_timer_t tick;
     struct store *store;
     struct registry reg;

@@ -39,7 +39,8 @@ static void usage(FILE *f)
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
-        "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly.\n"
+        "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly\n"
+        "(SIGHUP, SIGUSR1, SIGUSR2 are ignored).\n"
         "\n"
         "  --system              system-wide service: socket /run/tracectl/tracectl.sock\n"
         "                        (0666), data /var/lib/tracectl; each user sees only\n"
@@ -303,7 +304,7 @@ static void daemon_delete(struct daemon *d, struct session *s, const char *why)
 /* Deletes ended sessions past the age limit, then the oldest while over the byte cap. */
 static void daemon_retention(struct daemon *d)
 {
-    int64_t now = session_now_ns();
+    int64_t now = session_retention_now(&d->reg); /* never a jumped clock: session.h */
     struct session *s, *next, *oldest;
     uint64_t total;
 
@@ -353,6 +354,8 @@ static void daemon_stop(struct daemon *d)
     d->store = NULL;
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
+    for (size_t i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&d->sigother[i], NULL);
     uv_close((uv_handle_t *)&d->tick, NULL);
 }
 
@@ -360,6 +363,18 @@ static void daemon_signal_cb(uv_signal_t *sig, int signum)
 {
     log_info("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     daemon_stop(sig->data);
+}
+
+/* SIGHUP, SIGUSR1, SIGUSR2 would kill the daemon and leave its socket: they are logged and
+ * otherwise ignored (the log is stderr, which has nothing to reopen). */
+static const int daemon_other_signals[3] = {SIGHUP, SIGUSR1, SIGUSR2};
+
+static void daemon_other_signal_cb(uv_signal_t *sig, int signum)
+{
+    (void)sig;
+    log_info("received %s: ignored", signum == SIGHUP    ? "SIGHUP"
+                                     : signum == SIGUSR1 ? "SIGUSR1"
+                                                         : "SIGUSR2");
 }
 
 static int load_row(void *arg, const struct store_catalog_row *row)
@@ -425,11 +440,17 @@ static int daemon_start(struct daemon *d)
         store_free(d->store);
         return -1;
     }
+    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
     uv_signal_init(d->loop, &d->sigint);
     uv_signal_init(d->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;
     uv_signal_start(&d->sigint, daemon_signal_cb, SIGINT);
     uv_signal_start(&d->sigterm, daemon_signal_cb, SIGTERM);
+    for (size_t i = 0; i < 3; i++) {
+        uv_signal_init(d->loop, &d->sigother[i]);
+        d->sigother[i].data = d;
+        uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
+    }
     uv_timer_init(d->loop, &d->tick);
     d->tick.data = d;
     uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);

@@ -1,5 +1,6 @@
 /* session.c — the session registry; see session.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,12 +9,86 @@
 #include "log.h"
 #include "session.h"
 
+#ifdef TRACECTLD_TEST_CLOCK
+/* The test offset in seconds ($TRACECTLD_TEST_CLOCK names a file holding it). */
+static int64_t session_test_offset_ns(void)
+{
+    const char *path = getenv("TRACECTLD_TEST_CLOCK");
+    long long v = 0;
+    FILE *f;
+
+    if (path == NULL || (f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fscanf(f, "%lld", &v) != 1)
+        v = 0;
+    fclose(f);
+    return (int64_t)v * 1000000000;
+}
+#endif
+
 int64_t session_now_ns(void)
 {
     struct timespec ts;
+    int64_t now;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#ifdef TRACECTLD_TEST_CLOCK
+    now += session_test_offset_ns();
+#endif
+    return now;
+}
+
+uint64_t session_mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+int64_t session_wall_ns(const struct session *s)
+{
+    return s->started_ns + (int64_t)(session_mono_ns() - s->started_mono);
+}
+
+int64_t session_clock_anchor(int64_t wall_now, int64_t newest, uint64_t retain_ns)
+{
+    if (newest > 0 && wall_now > newest && (uint64_t)(wall_now - newest) > retain_ns)
+        return newest;
+    return wall_now;
+}
+
+void session_clock_start(struct registry *reg, uint64_t retain_ns)
+{
+    int64_t newest = 0, wall = session_now_ns();
+
+    for (const struct session *s = reg->list; s != NULL; s = s->next) {
+        if (s->started_ns > newest)
+            newest = s->started_ns;
+        if (s->ended_ns > newest)
+            newest = s->ended_ns;
+    }
+    reg->anchor_mono = session_mono_ns();
+    reg->anchor_wall = retain_ns > 0 ? session_clock_anchor(wall, newest, retain_ns) : wall;
+    if (reg->anchor_wall != wall)
+        log_warn("the clock is %lld days past the newest session: not trusted for --retain-days,"
+                 " which counts age from that session's time instead",
+                 (long long)((wall - newest) / 86400000000000LL));
+}
+
+int64_t session_retention_clock(int64_t anchor_wall, uint64_t anchor_mono, int64_t wall_now,
+                                uint64_t mono_now)
+{
+    int64_t t = anchor_wall + (int64_t)(mono_now - anchor_mono);
+
+    return wall_now < t ? wall_now : t;
+}
+
+int64_t session_retention_now(const struct registry *reg)
+{
+    return session_retention_clock(reg->anchor_wall, reg->anchor_mono, session_now_ns(),
+                                   session_mono_ns());
 }
 
 void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
@@ -74,7 +149,7 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
 
     s->live = false;
     s->interrupted = interrupted;
-    s->ended_ns = session_now_ns();
+    s->ended_ns = session_wall_ns(s);
     s->linger_until = 0;
     reg->n_live--;
     /* The name tables are only for interning while live. */
@@ -125,6 +200,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     s->live = true;
     s->uid = uid;
     s->started_ns = session_now_ns();
+    s->started_mono = session_mono_ns();
     s->next_op = 1;
     s->next_dev = 1;
     s->next = reg->list;
@@ -157,7 +233,7 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
     job->u.process.world = h->world;
     job->u.process.pid = h->pid >= 0 ? h->pid : pid;
     job->u.process.uid = uid;
-    job->u.process.started_ns = session_now_ns();
+    job->u.process.started_ns = session_wall_ns(s);
     if ((h->host != NULL && (job->u.process.host = strdup(h->host)) == NULL) ||
         (h->device != NULL && (job->u.process.device = strdup(h->device)) == NULL)) {
         store_job_free(job);
@@ -195,7 +271,7 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
 
     if (job != NULL) {
         job->u.pend.process_id = process_id;
-        job->u.pend.ended_ns = session_now_ns();
+        job->u.pend.ended_ns = session_wall_ns(s);
         job->u.pend.bye = bye;
         job->u.pend.dropped = dropped + refused;
         store_enqueue(reg->store, job);

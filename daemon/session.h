@@ -33,7 +33,8 @@ struct session {
     bool live;
     bool interrupted;             /* ended because the daemon stopped */
     int64_t uid;                  /* of the first producer; -1 unknown */
-    int64_t started_ns, ended_ns; /* CLOCK_REALTIME */
+    int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
+    uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
     uint64_t processes, entries, dropped;
     uint64_t failed; /* entries lost to storage errors (in dropped, not in entries) */
     uint64_t bytes;  /* on disk (file + WAL), refreshed once a second while live */
@@ -53,6 +54,9 @@ struct registry {
     int64_t last_id;
     uint64_t linger_ms;
     size_t n_live;
+    /* Retention's clock (session_retention_now): a wall time and the monotonic time then. */
+    int64_t anchor_wall;
+    uint64_t anchor_mono;
 };
 
 void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
@@ -104,6 +108,35 @@ void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */
 void session_tick(struct registry *reg);
 
-int64_t session_now_ns(void); /* CLOCK_REALTIME in ns */
+/*
+ * Clocks. Wall-clock times (CLOCK_REALTIME) are what sessions show, but
+ * every duration is measured on CLOCK_MONOTONIC: a live session's later
+ * times are its start plus the monotonic time since (session_wall_ns), so
+ * a wall clock stepped backwards never makes an end precede its start.
+ *
+ * Retention by age (--retain-days) must not act on a clock that jumped. It
+ * reads session_retention_now(): the wall time of an anchor taken at
+ * start-up plus the monotonic time since, never more than the wall clock
+ * says (a clock stepped forward while running is ignored). The anchor is the
+ * wall clock at start-up, unless that is more than the retention age past
+ * the newest session the catalog holds: then the clock is not trusted, the
+ * anchor is the newest session's time, and the gap is not counted as age
+ * (session_clock_anchor, which logs it).
+ *
+ * Debug builds (the tests) add to the wall clock the offset in seconds
+ * written in the file $TRACECTLD_TEST_CLOCK names, to step it without root.
+ */
+int64_t session_now_ns(void);                     /* CLOCK_REALTIME in ns */
+uint64_t session_mono_ns(void);                   /* CLOCK_MONOTONIC in ns */
+int64_t session_wall_ns(const struct session *s); /* a live session's now: start + elapsed */
+/* The anchor retention counts from, given the wall clock at start-up and the
+ * newest session time (0: none); pure, for the tests. */
+int64_t session_clock_anchor(int64_t wall_now, int64_t newest, uint64_t retain_ns);
+/* Sets reg's anchor from the sessions loaded from the catalog (logs a clock it distrusts). */
+void session_clock_start(struct registry *reg, uint64_t retain_ns);
+/* Retention's now: min(wall clock, anchor + monotonic time since); pure, for the tests. */
+int64_t session_retention_clock(int64_t anchor_wall, uint64_t anchor_mono, int64_t wall_now,
+                                uint64_t mono_now);
+int64_t session_retention_now(const struct registry *reg);
 
 #endif
