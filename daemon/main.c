@@ -431,8 +431,12 @@ static int daemon_start(struct daemon *d)
         return -1;
     }
     daemon_size_fds(d);
-    session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
-                          d->opt.linger_ms);
+    if (session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
+                              d->opt.linger_ms) < 0) {
+        fprintf(stderr, "tracectld: out of memory\n");
+        store_free(d->store);
+        return -1;
+    }
     if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
         (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");

@@ -91,20 +91,28 @@ int64_t session_retention_now(const struct registry *reg)
                                    session_mono_ns());
 }
 
-void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
-                           int64_t last_id, uint64_t linger_ms)
+int session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                          int64_t last_id, uint64_t linger_ms)
 {
     memset(reg, 0, sizeof(*reg));
     reg->loop = loop;
     reg->store = store;
     reg->last_id = last_id;
     reg->linger_ms = linger_ms;
+    reg->opening = store_budget_new();
+    return reg->opening != NULL ? 0 : -ENOMEM;
+}
+
+bool session_opening_full(const struct registry *reg)
+{
+    return atomic_load(&reg->opening->bytes) >= (uint64_t)SESSION_MAX_OPENING * STORE_OPEN_COST;
 }
 
 static void session_free(struct session *s)
 {
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
+    strmap_deinit(&s->shapes);
     free(s->name);
     free(s);
 }
@@ -121,6 +129,7 @@ static struct session *session_new(const char *name)
     s->world = -1;
     strmap_init(&s->ops);
     strmap_init(&s->devices);
+    strmap_init(&s->shapes);
     return s;
 }
 
@@ -155,6 +164,7 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     /* The name tables are only for interning while live. */
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
+    strmap_deinit(&s->shapes);
     log_info("session %lld (%s) ended%s: %llu processes, %llu entries, %llu dropped",
              (long long)s->id, s->name, interrupted ? " (interrupted)" : "",
              (unsigned long long)s->processes, (unsigned long long)s->entries,
@@ -183,6 +193,8 @@ void session_registry_deinit(struct registry *reg)
         session_free(s);
     }
     reg->list = NULL;
+    store_budget_unref(reg->opening);
+    reg->opening = NULL;
 }
 
 static struct session *session_start(struct registry *reg, const char *name, int64_t uid)
@@ -208,6 +220,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     reg->n_live++;
     job->u.open.started_ns = s->started_ns;
     job->u.open.uid = uid;
+    store_job_charge(job, reg->opening);
     store_enqueue(reg->store, job);
     log_info("session %lld (%s) started", (long long)s->id, s->name);
     return s;
@@ -244,15 +257,21 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
 }
 
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
-                             int64_t pid, int64_t *process_id, uint32_t *dev_id)
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id, int *err)
 {
     struct session *s = session_find_live(reg, h->session, uid);
 
+    *err = -ENOMEM;
     if (s == NULL && (s = session_start(reg, h->session, uid)) == NULL)
         return NULL;
     *dev_id = 0;
-    if (h->device != NULL && (*dev_id = session_device(reg, s, h->device, strlen(h->device))) == 0)
+    if (h->device != NULL &&
+        (*err = session_device(reg, s, h->device, strlen(h->device), NULL, dev_id)) < 0) {
+        if (s->connected == 0 && s->processes == 0)
+            session_end(reg, s, false); /* just started: do not leave it live with nobody */
         return NULL;
+    }
+    *err = -ENOMEM;
     *process_id = (int64_t)s->processes + 1;
     if (enqueue_process(reg, s, h, uid, pid, *process_id) < 0)
         return NULL;
@@ -285,37 +304,88 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
         session_end(reg, s, false);
 }
 
-static uint32_t intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
-                       enum store_job_type type, const char *name, size_t len, const char *category)
+static int intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
+                  enum store_job_type type, const char *name, size_t len, const char *category,
+                  struct store_budget *budget, uint32_t *id)
 {
     struct store_job *job;
-    uint32_t id;
 
-    if (strmap_get(map, name, len, &id))
-        return id;
+    if (strmap_get(map, name, len, id))
+        return 0;
     job = store_job_new(type, s->id);
     if (job == NULL || (job->u.name.name = strndup(name, len)) == NULL ||
         (category != NULL && (job->u.name.category = strdup(category)) == NULL) ||
         strmap_put(map, name, len, *next) < 0) {
         store_job_free(job);
-        return 0;
+        return -ENOMEM;
     }
-    id = (*next)++;
-    job->u.name.id = id;
+    *id = (*next)++;
+    job->u.name.id = *id;
+    if (budget != NULL)
+        store_job_charge(job, budget);
     store_enqueue(reg->store, job);
-    return id;
+    return 0;
 }
 
-uint32_t session_op(struct registry *reg, struct session *s, const char *name, const char *category)
+int session_op(struct registry *reg, struct session *s, const char *name, const char *category,
+               struct store_budget *budget, uint32_t *id)
 {
+    size_t len = strlen(name), bytes;
+    int rc;
+
+    if (strmap_get(&s->ops, name, len, id))
+        return 0;
     /* The first producer to name an op fixes its category for the session. */
-    return intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, strlen(name),
-                  category != NULL ? category : analysis_classify(name));
+    if (category == NULL)
+        category = analysis_classify(name);
+    bytes = len + strlen(category);
+    if (s->ops.len >= SESSION_MAX_OPS || s->op_bytes + bytes > SESSION_MAX_OP_BYTES)
+        return -ENOSPC;
+    rc = intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, len, category, budget, id);
+    if (rc == 0)
+        s->op_bytes += bytes;
+    return rc;
 }
 
-uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len)
+int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
+                   struct store_budget *budget, uint32_t *id)
 {
-    return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL);
+    if (strmap_get(&s->devices, name, len, id))
+        return 0;
+    if (s->devices.len >= SESSION_MAX_DEVICES)
+        return -ENOSPC;
+    return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL, budget, id);
+}
+
+/* FNV-1a, 64 bits. */
+static uint64_t fnv64(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+                  uint32_t in_len)
+{
+    uint64_t h = 0xcbf29ce484222325ull, bytes = (uint64_t)out_len + in_len;
+    uint32_t v;
+
+    if (bytes == 0)
+        return 0;
+    h = fnv64(h, &out_len, sizeof(out_len));
+    h = fnv64(h, out, out_len);
+    h = fnv64(h, in, in_len);
+    if (strmap_get(&s->shapes, (const char *)&h, sizeof(h), &v))
+        return 0;
+    if (s->shapes.len >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
+        return -ENOSPC;
+    if (strmap_put(&s->shapes, (const char *)&h, sizeof(h), 1) < 0)
+        return -ENOMEM;
+    s->shape_bytes += bytes;
+    return 0;
 }
 
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid)

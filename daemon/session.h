@@ -13,6 +13,13 @@
  * Live sessions intern op and device names into session-wide ids (the ids
  * in the session file); the store learns each new name by a STORE_OP or
  * STORE_DEVICE job queued before the first batch that uses it.
+ *
+ * LIMITS
+ * Every table a peer can grow is bounded per session (README "Limits"),
+ * so that one producer cannot grow the daemon's memory (or the writer's
+ * tables of the same names) without bound: op names, devices and distinct
+ * (out_shape, in_shapes) pairs, by count and by bytes. Shapes are interned by
+ * the writer; the loop only counts distinct pairs by a 64-bit hash.
  */
 #ifndef TRACECTLD_SESSION_H
 #define TRACECTLD_SESSION_H
@@ -25,6 +32,13 @@
 #include "map.h"
 #include "proto.h"
 #include "store.h"
+
+#define SESSION_MAX_OPS         65536       /* distinct op names */
+#define SESSION_MAX_OP_BYTES    (8u << 20)  /* their names and categories */
+#define SESSION_MAX_DEVICES     4096        /* distinct device names */
+#define SESSION_MAX_SHAPES      65536       /* distinct (out_shape, in_shapes) pairs */
+#define SESSION_MAX_SHAPE_BYTES (16u << 20) /* their msgpack bytes */
+#define SESSION_MAX_OPENING     4           /* new sessions whose files are still being made */
 
 struct session {
     struct session *next; /* registry list, newest first */
@@ -45,6 +59,8 @@ struct session {
     uint64_t linger_until; /* uv_now() ms when it ends if nobody joins; 0 none */
     uint32_t next_op, next_dev;
     struct strmap ops, devices;
+    struct strmap shapes; /* 64-bit hashes of the pairs seen */
+    uint64_t op_bytes, shape_bytes;
 };
 
 struct registry {
@@ -57,10 +73,12 @@ struct registry {
     /* Retention's clock (session_retention_now): a wall time and the monotonic time then. */
     int64_t anchor_wall;
     uint64_t anchor_mono;
+    struct store_budget *opening; /* STORE_OPEN jobs queued: one STORE_OPEN_COST each */
 };
 
-void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
-                           int64_t last_id, uint64_t linger_ms);
+/* Returns 0 or -ENOMEM. */
+int session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                          int64_t last_id, uint64_t linger_ms);
 /* Ends every live session (interrupted) and frees everything. */
 void session_registry_deinit(struct registry *reg);
 /* Adds an ended session read from the catalog. Returns 0 or -ENOMEM. */
@@ -71,10 +89,13 @@ int session_load(struct registry *reg, const struct store_catalog_row *row);
  * same uid, or starts one (another user's session of the same name is never
  * joined).
  * Sets *process_id and *dev_id (the hello device's id, 0 without one).
- * Returns the session, or NULL (out of memory).
+ * Returns the session, or NULL with *err -ENOMEM, or -ENOSPC when the
+ * session's device table is full.
  */
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
-                             int64_t pid, int64_t *process_id, uint32_t *dev_id);
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id, int *err);
+/* True while SESSION_MAX_OPENING new sessions wait for their files: a new one must wait. */
+bool session_opening_full(const struct registry *reg);
 /*
  * A process left, with `bye` or not; `dropped` counts what its client
  * dropped, `refused` what the daemon dropped (already in s->dropped). May
@@ -85,11 +106,23 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
 /* The live session a hello of (name, uid) would join, or NULL. */
 struct session *session_find_live(struct registry *reg, const char *name, int64_t uid);
 
-/* Session-wide id of an op name (len bytes), interning it. 0 on out of memory. */
-uint32_t session_op(struct registry *reg, struct session *s, const char *name,
-                    const char *category);
-/* Session-wide id of a device name (len bytes), interning it; ids start at 1. 0 on ENOMEM. */
-uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len);
+/*
+ * Session-wide id of an op name into *id, interning it (the store job is
+ * charged to `budget`, which may be NULL). Returns 0, -ENOMEM, or -ENOSPC
+ * when a new name would pass SESSION_MAX_OPS or SESSION_MAX_OP_BYTES.
+ */
+int session_op(struct registry *reg, struct session *s, const char *name, const char *category,
+               struct store_budget *budget, uint32_t *id);
+/* The same for a device name (len bytes); ids start at 1; limit SESSION_MAX_DEVICES. */
+int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
+                   struct store_budget *budget, uint32_t *id);
+/*
+ * Counts the (out_shape, in_shapes) pair of one entry (blob bytes; both
+ * lengths 0: no shapes, always fine). Returns 0, -ENOMEM, or -ENOSPC when a
+ * new pair would pass SESSION_MAX_SHAPES or SESSION_MAX_SHAPE_BYTES.
+ */
+int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+                  uint32_t in_len);
 
 /*
  * A session by id, or the newest of that name, among those uid may see (uid

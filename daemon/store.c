@@ -92,7 +92,7 @@ struct store {
     store_progress_cb progress_cb;
     void *cb_data;
 
-    _Atomic uint64_t stored, queued, jobs, failed, orphans;
+    _Atomic uint64_t stored, queued, jobs, failed, orphans, queued_bytes;
 };
 
 static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
@@ -175,10 +175,72 @@ struct store_job *store_job_new(enum store_job_type type, int64_t session_id)
     return job;
 }
 
+struct store_budget *store_budget_new(void)
+{
+    struct store_budget *b = calloc(1, sizeof(*b));
+
+    if (b != NULL)
+        atomic_init(&b->refs, 1);
+    return b;
+}
+
+void store_budget_unref(struct store_budget *b)
+{
+    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1)
+        free(b);
+}
+
+void store_job_charge(struct store_job *job, struct store_budget *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    job->budget = b;
+}
+
+/* Bytes a job holds in memory while queued: what backpressure counts. */
+static uint64_t job_cost(const struct store_job *job)
+{
+    uint64_t n = sizeof(*job);
+
+    switch (job->type) {
+    case STORE_OPEN:
+        return n + STORE_OPEN_COST;
+    case STORE_OP:
+    case STORE_DEVICE:
+        n += job->u.name.name ? strlen(job->u.name.name) + 1 : 0;
+        return n + (job->u.name.category ? strlen(job->u.name.category) + 1 : 0);
+    case STORE_META:
+        for (size_t i = 0; i < job->u.meta.n; i++) {
+            const struct proto_kv *kv = &job->u.meta.kv[i];
+            n += sizeof(*kv) + strlen(kv->key) + 1;
+            if (kv->type == PROTO_V_STR)
+                n += strlen(kv->v.s) + 1;
+        }
+        return n;
+    case STORE_BATCH:
+        return n + job->u.batch.b.n * (sizeof(struct proto_entry) + sizeof(uint32_t)) +
+               job->u.batch.b.blob_len;
+    default:
+        return n;
+    }
+}
+
+/* The writer applied the job: what it cost is no longer queued. */
+static void job_uncharge(struct store *s, struct store_job *job)
+{
+    atomic_fetch_sub(&s->queued_bytes, job->cost);
+    if (job->budget != NULL) {
+        atomic_fetch_sub(&job->budget->bytes, job->cost);
+        store_budget_unref(job->budget);
+        job->budget = NULL;
+    }
+    job->cost = 0;
+}
+
 void store_job_free(struct store_job *job)
 {
     if (job == NULL)
         return;
+    store_budget_unref(job->budget);
     switch (job->type) {
     case STORE_OPEN:
         free(job->u.open.name);
@@ -503,9 +565,13 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_bat
     if (strmap_get(&w->shapes, key, klen, &id))
         return id;
     id = w->n_shapes + 1;
-    if ((p = realloc(w->shape_elements, (id + 1) * sizeof(*p))) == NULL)
-        return -1;
-    w->shape_elements = p;
+    /* Grown by doubling at each power of two (room for ids up to 2 * id): not once per shape. */
+    if ((id & (id - 1)) == 0) {
+        if ((p = realloc(w->shape_elements, (2 * (size_t)id + 1) * sizeof(*p))) == NULL)
+            return -1;
+        w->shape_elements = p;
+    }
+    p = w->shape_elements;
     p[id] = shape_product(b->blob + e->out_off, e->out_len);
     sqlite3_bind_int64(st, 1, id);
     if (e->out_len)
@@ -972,6 +1038,7 @@ static void store_intake(struct store *s, struct store_job *list)
         if ((w = wsess_get(s, job->session_id)) == NULL) {
             log_error("storage: out of memory: a job of session %lld is lost",
                       (long long)job->session_id);
+            job_uncharge(s, job);
             atomic_fetch_sub(&s->queued, job_entries(job));
             atomic_fetch_sub(&s->jobs, 1);
             atomic_fetch_add(&s->failed, job_entries(job));
@@ -1008,6 +1075,7 @@ static void store_turn(struct store *s, struct wsess *w, bool stopping)
         if ((w->q = job->next) == NULL)
             w->q_tail = &w->q;
         budget += n ? n : 1;
+        job_uncharge(s, job);
         store_apply(s, w, job); /* may complete (and free) the job */
         atomic_fetch_sub(&s->queued, n);
         atomic_fetch_sub(&s->jobs, 1);
@@ -1131,6 +1199,10 @@ static void *store_thread(void *arg)
 void store_enqueue(struct store *s, struct store_job *job)
 {
     job->next = NULL;
+    job->cost = job_cost(job);
+    atomic_fetch_add(&s->queued_bytes, job->cost);
+    if (job->budget != NULL)
+        atomic_fetch_add(&job->budget->bytes, job->cost);
     atomic_fetch_add(&s->queued, job_entries(job));
     atomic_fetch_add(&s->jobs, 1);
     pthread_mutex_lock(&s->mu);
@@ -1559,6 +1631,11 @@ uint64_t store_stored(const struct store *s)
 uint64_t store_queued(const struct store *s)
 {
     return atomic_load(&s->queued);
+}
+
+uint64_t store_queued_bytes(const struct store *s)
+{
+    return atomic_load(&s->queued_bytes);
 }
 
 uint64_t store_queue_jobs(const struct store *s)

@@ -47,6 +47,7 @@
 #ifndef TRACECTLD_STORE_H
 #define TRACECTLD_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -67,12 +68,30 @@ enum store_job_type {
     STORE_DELETE,      /* remove an ended session's file and catalog row */
 };
 
+/*
+ * What queued jobs cost, charged to whoever queued them (a producer
+ * connection, or the registry for session files being created): the loop
+ * reads `bytes` to pause a connection over its share, the writer takes a
+ * job's cost off once it has applied the job. Shared by the two threads,
+ * freed by whichever drops the last reference (store_budget_unref).
+ */
+struct store_budget {
+    _Atomic uint64_t bytes; /* cost of this owner's jobs not yet applied */
+    _Atomic uint32_t refs;
+};
+
+/* What a job costs in queued bytes: its size in memory (a new session file counts as this). */
+#define STORE_OPEN_COST (64u << 10)
+
 struct store_job {
     struct store_job *next;
     enum store_job_type type;
     int64_t session_id;
     void *cookie; /* the loop's: STORE_FLUSH and STORE_DELETE come back with it */
     int rc;       /* set by the writer on completed jobs: 0 or a negative errno */
+    /* Charged to `budget` (a reference; NULL: none) while queued; cost set by store_enqueue. */
+    struct store_budget *budget;
+    uint64_t cost;
     union {
         struct {
             char *name;
@@ -174,6 +193,13 @@ void store_stop(struct store *s);
 /* NULL is a no-op. */
 void store_free(struct store *s);
 
+/* A budget with one reference and nothing charged, or NULL. */
+struct store_budget *store_budget_new(void);
+/* Drops a reference; NULL is a no-op. Either thread. */
+void store_budget_unref(struct store_budget *b);
+/* Sets job->budget to b (taking a reference). Before store_enqueue. */
+void store_job_charge(struct store_job *job, struct store_budget *b);
+
 /* A zeroed job of that type, or NULL. */
 struct store_job *store_job_new(enum store_job_type type, int64_t session_id);
 /* Frees a job and what it owns. NULL is a no-op. */
@@ -190,6 +216,8 @@ uint64_t store_queued(const struct store *s);     /* entries waiting for the wri
 uint64_t store_queue_jobs(const struct store *s); /* jobs waiting */
 uint64_t store_failed(const struct store *s);     /* entries lost to storage errors */
 uint64_t store_orphans(const struct store *s);    /* session files in sessions/orphans/ */
+/* What every waiting job costs (struct store_budget): what backpressure counts. */
+uint64_t store_queued_bytes(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
 
