@@ -168,9 +168,10 @@ struct tc_client {
     size_t n_shapes;
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
     uint64_t flush_req, flush_acked; /* guarded by mu */
-    int flush_rc;                    /* the last flush reply: 0 or -EIO; guarded by mu */
-    bool closing;                    /* guarded by mu */
-    _Atomic bool broken;             /* the connection is gone: what is recorded is dropped */
+    uint64_t flush_counted; /* broken: flushes whose entries are all counted as dropped; mu */
+    int flush_rc;           /* the last flush reply: 0 or -EIO; guarded by mu */
+    bool closing;           /* guarded by mu */
+    _Atomic bool broken;    /* the connection is gone: what is recorded is dropped */
 
     /* fork (see client_forked): set in the child, cleared by client_restart under mu. */
     bool forked;
@@ -626,6 +627,17 @@ static void writer_wake(tc_client *c)
     (void)n;
 }
 
+/* Waits for a wake-up or the flush interval (a broken client has no socket to poll). */
+static void writer_sleep(tc_client *c)
+{
+    struct pollfd pfd = {.fd = c->wake[0], .events = POLLIN};
+    char sink[64];
+
+    if (poll(&pfd, 1, (int)c->interval_ms) > 0)
+        while (read(c->wake[0], sink, sizeof(sink)) > 0)
+            ;
+}
+
 /* Writes pending output; reads replies. Returns 0, or a negative errno once the connection is gone.
  */
 static int writer_io(tc_client *c, int wait_ms)
@@ -727,9 +739,15 @@ static void *writer_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (broken) {
             writer_discard(c);
+            /* Everything recorded before flush `req` is now counted: a tc_flush()
+             * returns with tc_dropped() complete. */
+            pthread_mutex_lock(&c->mu);
+            c->flush_counted = req;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
             if (closing)
                 break;
-            usleep(c->interval_ms * 1000);
+            writer_sleep(c);
             continue;
         }
         if (c->out_off == c->out.size)
@@ -931,7 +949,7 @@ static void client_forked(tc_client *c)
     msgpack_sbuffer_clear(&c->control); /* the parent's to send */
     msgpack_sbuffer_clear(&c->out);
     c->out_off = 0;
-    c->flush_req = c->flush_acked = c->flush_sent = 0;
+    c->flush_req = c->flush_acked = c->flush_sent = c->flush_counted = 0;
     c->flush_rc = 0;
     c->closing = false;
     c->broken = false;
@@ -1122,7 +1140,7 @@ int tc_flush(tc_client *c, int timeout_ms)
     }
     seq = ++c->flush_req;
     writer_wake(c);
-    while (c->flush_acked < seq && !c->broken && rc == 0) {
+    while (c->flush_acked < seq && !(c->broken && c->flush_counted >= seq) && rc == 0) {
         if (timeout_ms < 0)
             pthread_cond_wait(&c->cv, &c->mu);
         else if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT)

@@ -236,8 +236,9 @@ TC_API int tc_meta_bool(tc_client *c, const char *key, int value);
 /*
  * Sends everything recorded so far and waits for the daemon's ack: the
  * entries are then on disk. timeout_ms < 0 waits forever. Returns 0,
- * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone) or -EIO (the
- * daemon could not store some entries).
+ * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone: then every
+ * entry recorded before the call is counted in tc_dropped() when it
+ * returns) or -EIO (the daemon could not store some entries).
  */
 TC_API int tc_flush(tc_client *c, int timeout_ms);
 
