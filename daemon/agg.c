@@ -7,6 +7,22 @@
 #include "agg.h"
 #include "map.h"
 
+/*
+ * Every sum saturates at INT64_MAX, the largest value a file holds: entry
+ * fields are at most INT64_MAX each (proto.c), so adding two never wraps a
+ * uint64_t, and a saturated delta added to a saturated column stays exact
+ * up to the cap. SAT_ADD is the same addition in SQL (?N is never negative).
+ */
+#define AGG_CAP ((uint64_t)INT64_MAX)
+#define SAT_ADD(col, p)                                                                            \
+    "CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807 ELSE " col " + " p   \
+    " END"
+
+static uint64_t agg_sat(uint64_t a, uint64_t b)
+{
+    return a > AGG_CAP - b ? AGG_CAP : a + b;
+}
+
 /* Per-op or per-device sums since the last flush. */
 struct agg_sum {
     uint64_t calls, total, min, max, mem, elements;
@@ -60,19 +76,23 @@ static int agg_prepare(struct agg *a)
     } stmts[] = {
         {offsetof(struct agg, up_session),
          "INSERT INTO agg_session VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE"
-         " SET entries = entries + ?1, total_ns = total_ns + ?2, begin_ns = min(begin_ns, ?3),"
-         " end_ns = max(end_ns, ?4), peak_bytes = max(peak_bytes, ?5),"
-         " total_bytes = total_bytes + ?6"},
+         " SET entries = " SAT_ADD("entries", "?1") ", total_ns = " SAT_ADD(
+             "total_ns", "?2") ", begin_ns = min(begin_ns, ?3), end_ns = max(end_ns, ?4),"
+                               " peak_bytes = max(peak_bytes, ?5), total_bytes = " SAT_ADD(
+                                   "total_bytes", "?6")},
         {offsetof(struct agg, up_op),
          "INSERT INTO agg_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(op_id) DO UPDATE"
-         " SET calls = calls + ?2, total_ns = total_ns + ?3, min_ns = min(min_ns, ?4),"
-         " max_ns = max(max_ns, ?5), mem_bytes = mem_bytes + ?6, elements = elements + ?7"},
+         " SET calls = " SAT_ADD("calls", "?2") ", total_ns = " SAT_ADD(
+             "total_ns", "?3") ", min_ns = min(min_ns, ?4), max_ns = max(max_ns, ?5),"
+                               " mem_bytes = " SAT_ADD("mem_bytes", "?6") ", elements = " SAT_ADD(
+                                   "elements", "?7")},
         {offsetof(struct agg, up_hist),
          "INSERT INTO agg_hist VALUES (?1, ?2, ?3, ?4) ON CONFLICT(op_id, bucket) DO UPDATE"
-         " SET min_ns = min(min_ns, ?3), count = count + ?4"},
+         " SET min_ns = min(min_ns, ?3), count = " SAT_ADD("count", "?4")},
         {offsetof(struct agg, up_dev),
          "INSERT INTO agg_devices VALUES (?1, ?2, ?3, ?4) ON CONFLICT(device_id) DO UPDATE"
-         " SET calls = calls + ?2, total_ns = total_ns + ?3, mem_bytes = mem_bytes + ?4"},
+         " SET calls = " SAT_ADD("calls", "?2") ", total_ns = " SAT_ADD(
+             "total_ns", "?3") ", mem_bytes = " SAT_ADD("mem_bytes", "?4")},
         {offsetof(struct agg, slow.ins), "INSERT OR IGNORE INTO top_slow VALUES (?)"},
         {offsetof(struct agg, slow.del), "DELETE FROM top_slow WHERE entry = ?"},
         {offsetof(struct agg, mem.ins), "INSERT OR IGNORE INTO top_mem VALUES (?)"},
@@ -171,9 +191,9 @@ static void agg_add(struct agg_sum *s, uint64_t dur, uint64_t mem, uint64_t elem
     if (dur > s->max)
         s->max = dur;
     s->calls++;
-    s->total += dur;
-    s->mem += mem;
-    s->elements += elements;
+    s->total = agg_sat(s->total, dur);
+    s->mem = agg_sat(s->mem, mem);
+    s->elements = agg_sat(s->elements, elements);
 }
 
 static int agg_hist_add(struct agg *a, uint32_t op, uint64_t dur)
@@ -291,12 +311,13 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
         agg_add(dev, e->dur_ns, e->mem_bytes, 0);
     }
     a->entries++;
-    a->total += e->dur_ns;
-    a->bytes += e->mem_bytes;
+    a->total = agg_sat(a->total, e->dur_ns);
+    a->bytes = agg_sat(a->bytes, e->mem_bytes);
     if (e->start_ns < a->begin)
         a->begin = e->start_ns;
-    if (e->start_ns + e->dur_ns > a->end)
-        a->end = e->start_ns + e->dur_ns;
+    /* start + dur cannot wrap (both <= INT64_MAX); past the cap it is capped */
+    if (agg_sat(e->start_ns, e->dur_ns) > a->end)
+        a->end = agg_sat(e->start_ns, e->dur_ns);
     if (e->mem_bytes > a->peak)
         a->peak = e->mem_bytes;
     if ((rc = agg_top_offer(&a->slow, &t)) != 0)
@@ -305,6 +326,56 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
         return 0;
     t.key = e->mem_bytes;
     return agg_top_offer(&a->mem, &t);
+}
+
+/* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
+static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    h->n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
+        size_t i = h->n++;
+        h->v[i] = (struct agg_top){.rowid = sqlite3_column_int64(st, 0),
+                                   .key = (uint64_t)sqlite3_column_int64(st, 1),
+                                   .start = (uint64_t)sqlite3_column_int64(st, 2)};
+        while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
+            struct agg_top x = h->v[i];
+            h->v[i] = h->v[(i - 1) / 2];
+            h->v[(i - 1) / 2] = x;
+            i = (i - 1) / 2;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+}
+
+int agg_load(struct agg *a)
+{
+    sqlite3_stmt *st;
+    int rc, exact = 0;
+
+    rc =
+        sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        exact = sqlite3_column_int(st, 0) == 1;
+    sqlite3_finalize(st);
+    if (!exact) {
+        a->inexact = a->broken_written = true;
+        return 0;
+    }
+    if ((rc = agg_heap_load(&a->slow, a->db,
+                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
+                            " JOIN entries e ON e.rowid = t.entry")) != 0)
+        return rc;
+    return agg_heap_load(&a->mem, a->db,
+                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
+                         " JOIN entries e ON e.rowid = t.entry");
 }
 
 /* ---- flush --------------------------------------------------------------- */

@@ -32,6 +32,12 @@ struct agg;
 struct agg *agg_new(sqlite3 *db);
 /* NULL is a no-op. */
 void agg_free(struct agg *a);
+/*
+ * A file reopened mid-session (the writer closed it while idle): reloads the
+ * two top-K heaps from top_slow and top_mem, or, when the file's aggregates
+ * are already inexact, carries that on. 0 or an SQLite code.
+ */
+int agg_load(struct agg *a);
 /* Marks the file's aggregates exact (a new session); inside the open transaction. */
 int agg_init_file(struct agg *a);
 /* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). */

@@ -118,7 +118,7 @@ static bool analysis_slower(const struct report_device *a, const struct report_d
 void analysis_imbalance(const struct report_device *rows, size_t n, struct report_imbalance *out)
 {
     const struct report_device *slowest;
-    uint64_t total = 0;
+    unsigned __int128 total = 0; /* n rows of at most INT64_MAX each: cannot wrap */
     double ideal;
 
     memset(out, 0, sizeof(*out));
@@ -132,8 +132,10 @@ void analysis_imbalance(const struct report_device *rows, size_t n, struct repor
     }
     out->present = true;
     out->devices = n;
-    out->total_ns = total;
-    out->ideal_ns = total / n;
+    /* The reported total saturates like every sum (PROTOCOL.md Part 2); the
+     * ideal and the ratio use the exact one. */
+    out->total_ns = total > INT64_MAX ? INT64_MAX : (uint64_t)total;
+    out->ideal_ns = (uint64_t)(total / n);
     out->max_ns = slowest->total_ns;
     out->slowest_device = slowest->device;
     if (total == 0)

@@ -1,6 +1,7 @@
 /* conn.c — one client connection; see conn.h. */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,11 @@
 
 /* Bytes asked of each read: small, so 1,000 stalled connections hold ~16 MiB at most. */
 #define READ_SIZE (16u << 10)
-/* Replies queued but unread beyond this stop a connection's requests until it reads. */
-#define WRITE_HIGH (1u << 20)
 
 struct conn_write {
     uv_write_t req;
     char *data;
+    size_t len;
 };
 
 static void conn_update_reading(struct conn *c);
@@ -32,6 +32,10 @@ static void conn_free(struct conn *c)
 {
     proto_reader_deinit(&c->reader);
     u32map_deinit(&c->ops);
+    strmap_deinit(&c->meta_keys);
+    store_budget_unref(c->budget);
+    if (c->holding)
+        proto_msg_free(&c->held);
     free(c);
 }
 
@@ -64,6 +68,8 @@ void conn_close(struct conn *c)
     }
     if (c->paused)
         d->n_paused--;
+    if (c->producer)
+        d->n_producers--;
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -74,19 +80,37 @@ void conn_close(struct conn *c)
     uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
 }
 
+/* A throttled connection may read requests again once its and everyone's replies are read. */
+static void conn_unthrottle(struct conn *c)
+{
+    if (!c->throttled || c->closed || c->unwritten >= CONN_WRITE_HIGH / 2 ||
+        c->d->unwritten > DAEMON_WRITE_HIGH / 2)
+        return;
+    c->throttled = false;
+    conn_process(c);
+    conn_update_reading(c);
+}
+
 static void conn_write_cb(uv_write_t *req, int status)
 {
     struct conn_write *w = (struct conn_write *)req;
     struct conn *c = (struct conn *)req->handle;
+    struct daemon *d = c->d;
+    bool was_high = d->unwritten > DAEMON_WRITE_HIGH / 2;
 
+    c->unwritten -= w->len;
+    d->unwritten -= w->len;
     free(w->data);
     free(w);
     (void)status; /* a failed write shows up as a read error or EOF too */
-    if (c->throttled && !c->closed &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) < WRITE_HIGH / 2) {
-        c->throttled = false;
-        conn_process(c);
-        conn_update_reading(c);
+    if (was_high && d->unwritten <= DAEMON_WRITE_HIGH / 2) {
+        /* Everyone's replies fit again: wake every connection that waited on them. */
+        for (struct conn *o = d->conns, *next; o != NULL; o = next) {
+            next = o->next;
+            conn_unthrottle(o);
+        }
+    } else {
+        conn_unthrottle(c);
     }
 }
 
@@ -107,6 +131,7 @@ void conn_send(struct conn *c, msgpack_sbuffer *sb)
             sb->data = p;
     }
     w->data = sb->data;
+    w->len = sb->size;
     buf = uv_buf_init(sb->data, (unsigned)sb->size);
     sb->data = NULL;
     sb->size = sb->alloc = 0;
@@ -114,7 +139,10 @@ void conn_send(struct conn *c, msgpack_sbuffer *sb)
         free(w->data);
         free(w);
         conn_close(c);
+        return;
     }
+    c->unwritten += w->len;
+    c->d->unwritten += w->len;
 }
 
 static void conn_shutdown_cb(uv_shutdown_t *req, int status)
@@ -195,11 +223,57 @@ static const char *conn_session_limit(struct conn *c, const char *name, char *bu
     return NULL;
 }
 
+/* Records the keys of a metadata map; fails the connection past CONN_MAX_META_KEYS. */
+static int conn_meta_keys(struct conn *c, const struct proto_kv *kv, size_t n)
+{
+    char msg[160];
+    uint32_t v;
+
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(kv[i].key);
+
+        if (strmap_get(&c->meta_keys, kv[i].key, len, &v))
+            continue;
+        if (c->meta_keys.len >= CONN_MAX_META_KEYS) {
+            snprintf(msg, sizeof(msg),
+                     "a process may set at most %u distinct metadata keys (the daemon's limit)",
+                     CONN_MAX_META_KEYS);
+            conn_fail(c, PROTO_E_LIMIT, msg);
+            return -1;
+        }
+        if (strmap_put(&c->meta_keys, kv[i].key, len, 1) < 0) {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Queued work is over this connection's share: stop reading until the writer catches up. */
+static bool conn_over_share(const struct conn *c, unsigned div)
+{
+    const struct daemon *d = c->d;
+    uint64_t own = atomic_load(&c->budget->bytes), all = store_queued_bytes(d->store);
+    uint64_t share = DAEMON_QUEUE_BYTES / (d->n_producers ? d->n_producers : 1);
+
+    return own > CONN_QUEUE_BYTES / div || (all > DAEMON_QUEUE_BYTES / div && own > share / div);
+}
+
+static void conn_pause(struct conn *c)
+{
+    if (c->paused)
+        return;
+    c->paused = true;
+    c->d->n_paused++;
+    conn_update_reading(c);
+}
+
 static void conn_handle_hello(struct conn *c, struct proto_msg *m)
 {
     struct proto_hello *h = &m->u.hello;
     const char *why;
     char buf[200];
+    int err;
 
     if (c->producer) {
         conn_fail(c, PROTO_E_STATE, "a second hello on one connection");
@@ -209,12 +283,34 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         conn_fail(c, PROTO_E_LIMIT, why);
         return;
     }
-    c->session = session_join(&c->d->reg, h, c->uid, c->pid, &c->process_id, &c->hello_dev);
-    if (c->session == NULL) {
+    if (session_find_live(&c->d->reg, h->session, c->uid) == NULL &&
+        session_opening_full(&c->d->reg)) {
+        /* Session files are being made: this hello waits its turn (no churn floods the writer). */
+        c->held = *m;
+        memset(m, 0, sizeof(*m));
+        c->holding = true;
+        conn_pause(c);
+        return;
+    }
+    if (c->budget == NULL && (c->budget = store_budget_new()) == NULL) {
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         return;
     }
+    if (conn_meta_keys(c, h->meta, h->n_meta) < 0)
+        return;
+    c->session = session_join(&c->d->reg, h, c->uid, c->pid, &c->process_id, &c->hello_dev, &err);
+    if (c->session == NULL) {
+        if (err == -ENOSPC) {
+            snprintf(buf, sizeof(buf), "the session has %u device names, the daemon's limit",
+                     SESSION_MAX_DEVICES);
+            conn_fail(c, PROTO_E_LIMIT, buf);
+        } else {
+            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        }
+        return;
+    }
     c->producer = true;
+    c->d->n_producers++;
     if (h->n_meta > 0) { /* hello's meta: the process's first metadata, stored after its row */
         struct store_job *job = store_job_new(STORE_META, c->session->id);
 
@@ -222,6 +318,7 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
             conn_fail(c, PROTO_E_INTERNAL, "out of memory");
             return;
         }
+        store_job_charge(job, c->budget);
         job->u.meta.process_id = c->process_id;
         job->u.meta.kv = h->meta;
         job->u.meta.n = h->n_meta;
@@ -234,19 +331,53 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
     conn_send_simple(c, proto_pack_welcome, c->session->id, c->process_id);
 }
 
+enum conn_table { TABLE_OPS, TABLE_DEVICES, TABLE_SHAPES };
+
+/* Fails the connection for a session_op/session_device/session_shape error. */
+static void conn_table_fail(struct conn *c, int rc, enum conn_table t)
+{
+    char what[100], msg[200];
+
+    if (rc != -ENOSPC) {
+        conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    if (t == TABLE_OPS)
+        snprintf(what, sizeof(what), "%u op names (or %u bytes of names)", SESSION_MAX_OPS,
+                 SESSION_MAX_OP_BYTES);
+    else if (t == TABLE_DEVICES)
+        snprintf(what, sizeof(what), "%u device names", SESSION_MAX_DEVICES);
+    else
+        snprintf(what, sizeof(what), "%u distinct (out_shape, in_shapes) pairs (or %u bytes)",
+                 SESSION_MAX_SHAPES, SESSION_MAX_SHAPE_BYTES);
+    snprintf(msg, sizeof(msg), "session %lld is at the daemon's limit of %s per session",
+             (long long)c->session->id, what);
+    conn_fail(c, PROTO_E_LIMIT, msg);
+}
+
 static void conn_handle_ops(struct conn *c, struct proto_msg *m)
 {
     char msg[160];
+    int rc;
 
     for (size_t i = 0; i < m->u.ops.n; i++) {
         const struct proto_opdef *def = &m->u.ops.defs[i];
-        uint32_t gid = session_op(&c->d->reg, c->session, def->name, def->category), old;
+        uint32_t gid, old;
+        bool known = u32map_get(&c->ops, def->id, &old);
 
-        if (gid == 0) {
-            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        rc = session_op(&c->d->reg, c->session, def->name, def->category, c->budget, &gid);
+        if (rc < 0) {
+            conn_table_fail(c, rc, TABLE_OPS);
             return;
         }
-        if (u32map_get(&c->ops, def->id, &old) && old != gid) {
+        if (!known && c->ops.len >= CONN_MAX_OP_IDS) {
+            snprintf(msg, sizeof(msg),
+                     "a connection may define at most %u op ids (the daemon's limit)",
+                     CONN_MAX_OP_IDS);
+            conn_fail(c, PROTO_E_LIMIT, msg);
+            return;
+        }
+        if (known && old != gid) {
             snprintf(msg, sizeof(msg), "op id %u is already defined with another name", def->id);
             conn_fail(c, PROTO_E_REDEFINED, msg);
             return;
@@ -256,12 +387,15 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
             return;
         }
     }
+    if (conn_over_share(c, 1))
+        conn_pause(c);
 }
 
 /* Maps op ids to session ids and device names to device ids, in place. */
 static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids)
 {
     char msg[160];
+    int rc;
 
     for (size_t i = 0; i < b->n; i++) {
         struct proto_entry *e = &b->entries[i];
@@ -273,11 +407,15 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             return -1;
         }
         e->op_id = gid;
-        dev_ids[i] = e->dev_len
-                         ? session_device(&c->d->reg, c->session, b->blob + e->dev_off, e->dev_len)
-                         : c->hello_dev;
-        if (e->dev_len && dev_ids[i] == 0) {
-            conn_fail(c, PROTO_E_INTERNAL, "out of memory");
+        dev_ids[i] = c->hello_dev;
+        if (e->dev_len && (rc = session_device(&c->d->reg, c->session, b->blob + e->dev_off,
+                                               e->dev_len, c->budget, &dev_ids[i])) < 0) {
+            conn_table_fail(c, rc, TABLE_DEVICES);
+            return -1;
+        }
+        if ((rc = session_shape(c->session, b->blob + e->out_off, e->out_len, b->blob + e->in_off,
+                                e->in_len)) < 0) {
+            conn_table_fail(c, rc, TABLE_SHAPES);
             return -1;
         }
     }
@@ -320,28 +458,32 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
     job->u.batch.dev_ids = dev_ids;
     c->enqueued += job->u.batch.b.n;
     c->session->entries += job->u.batch.b.n;
+    store_job_charge(job, c->budget);
     store_enqueue(c->d->store, job);
-    if (store_queued(c->d->store) > c->d->opt.queue_high && !c->paused) {
-        c->paused = true; /* the writer is behind: stop reading until it catches up */
-        c->d->n_paused++;
-        conn_update_reading(c);
-    }
+    /* The writer is behind: stop reading until it catches up. */
+    if (store_queued(c->d->store) > c->d->opt.queue_high || conn_over_share(c, 1))
+        conn_pause(c);
 }
 
 static void conn_handle_meta(struct conn *c, struct proto_msg *m)
 {
-    struct store_job *job = store_job_new(STORE_META, c->session->id);
+    struct store_job *job;
 
-    if (job == NULL) {
+    if (conn_meta_keys(c, m->u.meta.kv, m->u.meta.n) < 0)
+        return;
+    if ((job = store_job_new(STORE_META, c->session->id)) == NULL) {
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         return;
     }
+    store_job_charge(job, c->budget);
     job->u.meta.process_id = c->process_id;
     job->u.meta.kv = m->u.meta.kv;
     job->u.meta.n = m->u.meta.n;
     m->u.meta.kv = NULL;
     m->u.meta.n = 0;
     store_enqueue(c->d->store, job);
+    if (conn_over_share(c, 1))
+        conn_pause(c);
 }
 
 static void conn_handle_flush(struct conn *c, struct proto_msg *m)
@@ -439,6 +581,28 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
     }
 }
 
+/*
+ * All unread replies are over DAEMON_WRITE_HIGH and `waiter` wants to send
+ * more: the connection holding the most unread replies, when that is more
+ * than CONN_WRITE_HIGH, is closed (a peer that asks and never reads does not
+ * get to hold everyone else's share). Returns true when waiter must wait.
+ */
+static bool conn_shed_hog(struct daemon *d, struct conn *waiter)
+{
+    struct conn *hog = NULL;
+
+    for (struct conn *c = d->conns; c != NULL; c = c->next)
+        if (!c->closed && (hog == NULL || c->unwritten > hog->unwritten))
+            hog = c;
+    if (hog != NULL && hog != waiter && hog->unwritten > CONN_WRITE_HIGH) {
+        log_warn("connection (pid %lld) closed: it holds %llu bytes of unread replies while"
+                 " others wait",
+                 (long long)hog->pid, (unsigned long long)hog->unwritten);
+        conn_close(hog);
+    }
+    return d->unwritten > DAEMON_WRITE_HIGH;
+}
+
 static void conn_process(struct conn *c)
 {
     struct proto_error err;
@@ -447,8 +611,10 @@ static void conn_process(struct conn *c)
 
     while (!c->closed && !c->failed && !c->busy && !c->paused && !c->throttled) {
         /* A peer that sends requests but never reads the replies gets no more
-         * answers (and no more of its bytes are read) until it catches up. */
-        if (uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe) > WRITE_HIGH) {
+         * answers (and no more of its bytes are read) until it catches up;
+         * nor does anyone while all unread replies together are over their bound. */
+        if (c->unwritten > CONN_WRITE_HIGH ||
+            (c->d->unwritten > DAEMON_WRITE_HIGH && conn_shed_hog(c->d, c))) {
             c->throttled = true;
             break;
         }
@@ -513,17 +679,25 @@ void conn_resume(struct conn *c)
 void conn_backpressure_check(struct daemon *d)
 {
     struct conn *c, *next;
+    bool entries_high = store_queued(d->store) > d->opt.queue_high / 2;
 
-    if (d->n_paused == 0 || store_queued(d->store) > d->opt.queue_high / 2)
+    if (d->n_paused == 0)
         return;
     for (c = d->conns; c != NULL; c = next) {
         next = c->next;
-        if (c->paused) {
-            c->paused = false;
-            d->n_paused--;
-            conn_process(c);
-            conn_update_reading(c);
+        if (!c->paused || c->closed)
+            continue;
+        if (c->holding ? session_opening_full(&d->reg) : entries_high || conn_over_share(c, 2))
+            continue;
+        c->paused = false;
+        d->n_paused--;
+        if (c->holding) {
+            c->holding = false;
+            conn_handle_hello(c, &c->held);
+            proto_msg_free(&c->held);
         }
+        conn_process(c);
+        conn_update_reading(c);
     }
 }
 
@@ -582,6 +756,7 @@ int conn_accept(struct daemon *d)
         return rc;
     }
     u32map_init(&c->ops);
+    strmap_init(&c->meta_keys);
     uv_pipe_init(d->loop, &c->pipe, 0);
     c->pipe.data = c;
     if ((rc = uv_accept((uv_stream_t *)&d->listener, (uv_stream_t *)&c->pipe)) < 0) {

@@ -8,6 +8,16 @@
  * closed; everything it sent before stays queued for the store. A conn is
  * freed in its uv_close callback, or later when the last job or work item
  * that refers to it (a flush marker, a report) has come back: `refs`.
+ *
+ * MEMORY
+ * What one connection can make the daemon hold is bounded (README
+ * "Limits"): op ids and metadata keys per connection, names and shapes per
+ * session (session.h); everything it queued for the store is counted in
+ * bytes (its store_budget), and reading stops while that is over its share;
+ * replies it has not read stop its requests, and all connections' unread
+ * replies together are bounded too. A hello that would create a session
+ * waits while SESSION_MAX_OPENING new session files are being made, so
+ * hello/bye churn cannot fill the writer's queue.
  */
 #ifndef TRACECTLD_CONN_H
 #define TRACECTLD_CONN_H
@@ -22,6 +32,13 @@
 #include "daemon.h"
 #include "map.h"
 #include "proto.h"
+
+#define CONN_MAX_OP_IDS    65536        /* op ids one connection defines */
+#define CONN_MAX_META_KEYS 1024         /* distinct metadata keys of one process */
+#define CONN_QUEUE_BYTES   (8u << 20)   /* queued for the store before reading stops */
+#define DAEMON_QUEUE_BYTES (256u << 20) /* all producers: beyond it, each gets a share */
+#define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
+#define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */
 
 struct conn {
     uv_pipe_t pipe; /* first: the handle's address is the conn's */
@@ -46,6 +63,13 @@ struct conn {
     uint64_t enqueued; /* entries handed to the store */
     uint64_t refused;  /* entries the daemon dropped (session over its byte cap) */
     bool said_bye;
+
+    /* bounds (MEMORY above) */
+    uint64_t unwritten;          /* reply bytes queued, not yet written */
+    struct strmap meta_keys;     /* metadata keys this process has set */
+    struct store_budget *budget; /* what it has queued for the store */
+    bool holding;                /* `held` is a hello waiting for a session file slot */
+    struct proto_msg held;
 };
 
 /* The uid whose sessions c may see, or -1 for all (an admin). */

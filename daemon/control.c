@@ -71,7 +71,7 @@ static void reply_error(struct conn *c, const char *code, const char *message)
 
 static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s)
 {
-    msgpack_pack_map(pk, 12);
+    msgpack_pack_map(pk, 13);
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -93,6 +93,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
     else
         msgpack_pack_false(pk);
     pack_kv_i64(pk, "uid", s->uid);
+    pack_kv_u64(pk, "failed", s->failed);
 }
 
 static void control_sessions(struct conn *c)
@@ -148,7 +149,7 @@ static void control_status(struct conn *c)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 14);
+    msgpack_pack_map(&pk, 15);
     pack_kv_str(&pk, "version", TRACECTL_VERSION);
     pack_kv_i64(&pk, "pid", (int64_t)getpid());
     pack_kv_u64(&pk, "uptime_ns", (uv_now(d->loop) - d->started_ms) * 1000000ull);
@@ -164,6 +165,7 @@ static void control_status(struct conn *c)
     pack_kv_u64(&pk, "bytes", bytes);
     pack_kv_str(&pk, "data_dir", d->opt.data_dir);
     pack_kv_str(&pk, "last_error", err[0] ? err : NULL);
+    pack_kv_u64(&pk, "orphans", store_orphans(d->store));
     conn_send(c, &sb);
 }
 

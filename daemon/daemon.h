@@ -38,12 +38,16 @@ struct daemon {
     uv_pipe_t listener;
     bool listening;
     uv_signal_t sigint, sigterm;
+    uv_signal_t sigother[3]; /* SIGHUP, SIGUSR1, SIGUSR2: logged and ignored */
     uv_timer_t tick;
     struct store *store;
     struct registry reg;
     struct conn *conns; /* every open connection */
     size_t n_conns;
     size_t n_paused; /* producers paused for backpressure */
+    /* connections past hello; reply bytes queued on every connection, not yet written */
+    size_t n_producers;
+    uint64_t unwritten;
     uint64_t started_ms;
     int64_t admin_gid; /* gid of opt.admin_group, -1 when it does not exist */
     unsigned ticks;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
 #include <signal.h>
@@ -38,7 +39,8 @@ static void usage(FILE *f)
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
-        "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly.\n"
+        "answers reports. Runs in the foreground; SIGINT/SIGTERM stop it cleanly\n"
+        "(SIGHUP, SIGUSR1, SIGUSR2 are ignored).\n"
         "\n"
         "  --system              system-wide service: socket /run/tracectl/tracectl.sock\n"
         "                        (0666), data /var/lib/tracectl; each user sees only\n"
@@ -51,7 +53,8 @@ static void usage(FILE *f)
         "  --log-level LEVEL     error, warn, info (default) or debug\n"
         "  --linger SECONDS      how long a session whose `world` is not complete\n"
         "                        stays live after its last process left (default 60)\n"
-        "  --max-connections N   refuse connections beyond N (default %d)\n"
+        "  --max-connections N   refuse connections beyond N (default %d, less when\n"
+        "                        the fd limit is lower)\n"
         "  --max-live-sessions N refuse hellos that would start session N+1 (default: no limit)\n"
         "  --max-session-bytes SIZE  a session over SIZE on disk keeps what it has and\n"
         "                        drops new entries, counted in `dropped` (default: no cap)\n"
@@ -267,14 +270,18 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
 
 static void daemon_store_done(struct store *s, struct store_job *job, void *data)
 {
+    struct daemon *d = data;
+
     (void)s;
-    (void)data;
-    if (job->type == STORE_DELETE)
+    if (job->type == STORE_DELETE) {
         control_delete_done(job);
-    else if (job->type == STORE_FLUSH)
+    } else if (job->type == STORE_FLUSH) {
         conn_flush_done(job);
-    else
+    } else {
+        if (job->type == STORE_BATCH && job->rc < 0) /* not stored: count the loss */
+            session_lost(&d->reg, job->session_id, job->u.batch.b.n);
         store_job_free(job);
+    }
 }
 
 static void daemon_store_progress(struct store *s, void *data)
@@ -297,7 +304,7 @@ static void daemon_delete(struct daemon *d, struct session *s, const char *why)
 /* Deletes ended sessions past the age limit, then the oldest while over the byte cap. */
 static void daemon_retention(struct daemon *d)
 {
-    int64_t now = session_now_ns();
+    int64_t now = session_retention_now(&d->reg); /* never a jumped clock: session.h */
     struct session *s, *next, *oldest;
     uint64_t total;
 
@@ -347,6 +354,8 @@ static void daemon_stop(struct daemon *d)
     d->store = NULL;
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
+    for (size_t i = 0; i < 3; i++)
+        uv_close((uv_handle_t *)&d->sigother[i], NULL);
     uv_close((uv_handle_t *)&d->tick, NULL);
 }
 
@@ -354,6 +363,18 @@ static void daemon_signal_cb(uv_signal_t *sig, int signum)
 {
     log_info("received %s", signum == SIGINT ? "SIGINT" : "SIGTERM");
     daemon_stop(sig->data);
+}
+
+/* SIGHUP, SIGUSR1, SIGUSR2 would kill the daemon and leave its socket: they are logged and
+ * otherwise ignored (the log is stderr, which has nothing to reopen). */
+static const int daemon_other_signals[3] = {SIGHUP, SIGUSR1, SIGUSR2};
+
+static void daemon_other_signal_cb(uv_signal_t *sig, int signum)
+{
+    (void)sig;
+    log_info("received %s: ignored", signum == SIGHUP    ? "SIGHUP"
+                                     : signum == SIGUSR1 ? "SIGUSR1"
+                                                         : "SIGUSR2");
 }
 
 static int load_row(void *arg, const struct store_catalog_row *row)
@@ -364,6 +385,36 @@ static int load_row(void *arg, const struct store_catalog_row *row)
     if (rc == 0)
         d->reg.list->bytes = store_session_bytes(d->store, row->id);
     return rc;
+}
+
+/*
+ * Raises the soft fd limit to the hard one and sizes what needs fds from it:
+ * session files open at once (3 fds each; idle ones are closed past that)
+ * and, unless --max-connections was given, connections (what is left after
+ * the files and a reserve for the catalog, report readers and libuv).
+ */
+static void daemon_size_fds(struct daemon *d)
+{
+    struct rlimit rl;
+    rlim_t n = 1024;
+    size_t files, conns;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        n = rl.rlim_cur;
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 1048576 : rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+                n = rl.rlim_cur;
+        }
+    }
+    files = n / 16 < 2 ? 2 : n / 16 > 1024 ? 1024 : (size_t)(n / 16);
+    store_set_limits(d->store, files, STORE_DEFAULT_COMMIT_MS);
+    if (d->opt.max_conns == 0) {
+        conns = n > 3 * files + 40 ? (size_t)n - 3 * files - 32 : 8;
+        d->opt.max_conns = conns < DEFAULT_MAX_CONNS ? conns : DEFAULT_MAX_CONNS;
+    }
+    log_debug("%llu fds: up to %zu session files open, %zu connections", (unsigned long long)n,
+              files, d->opt.max_conns);
 }
 
 static int daemon_start(struct daemon *d)
@@ -379,8 +430,13 @@ static int daemon_start(struct daemon *d)
         fprintf(stderr, "tracectld: %s\n", err);
         return -1;
     }
-    session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
-                          d->opt.linger_ms);
+    daemon_size_fds(d);
+    if (session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
+                              d->opt.linger_ms) < 0) {
+        fprintf(stderr, "tracectld: out of memory\n");
+        store_free(d->store);
+        return -1;
+    }
     if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
         (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
@@ -388,11 +444,17 @@ static int daemon_start(struct daemon *d)
         store_free(d->store);
         return -1;
     }
+    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
     uv_signal_init(d->loop, &d->sigint);
     uv_signal_init(d->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;
     uv_signal_start(&d->sigint, daemon_signal_cb, SIGINT);
     uv_signal_start(&d->sigterm, daemon_signal_cb, SIGTERM);
+    for (size_t i = 0; i < 3; i++) {
+        uv_signal_init(d->loop, &d->sigother[i]);
+        d->sigother[i].data = d;
+        uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
+    }
     uv_timer_init(d->loop, &d->tick);
     d->tick.data = d;
     uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);
@@ -411,7 +473,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
     store_configure();
     d.opt.linger_ms = DEFAULT_LINGER_MS;
-    d.opt.max_conns = DEFAULT_MAX_CONNS;
+    d.opt.max_conns = 0; /* sized from the fd limit unless given */
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {

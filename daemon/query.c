@@ -323,7 +323,10 @@ static int query_ops(struct query *q)
     if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
         return query_inconsistent(q);
     for (size_t i = 0; i < r->n_ops; i++) {
+        /* A saturated total would put the floor below min_ns: never below it. */
         r->ops[i].avg_ns = r->ops[i].total_ns / r->ops[i].calls;
+        if (r->ops[i].avg_ns < r->ops[i].min_ns)
+            r->ops[i].avg_ns = r->ops[i].min_ns;
         r->ops[i].share = analysis_share(r->ops[i].total_ns, r->total_ns);
     }
     analysis_sort_ops(r->ops, r->n_ops);
@@ -477,6 +480,45 @@ static int query_aggregates(struct query *q)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
 }
 
+/*
+ * satsum(x): sum() for the report's scans, saturating at INT64_MAX where
+ * SQLite's sum() fails with "integer overflow" (every stored value is in
+ * 0..INT64_MAX, PROTOCOL.md Part 2; anything negative counts as 0). NULL
+ * over no rows, like sum().
+ */
+struct query_satsum {
+    bool any;
+    int64_t sum;
+};
+
+static void query_satsum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct query_satsum *s = sqlite3_aggregate_context(ctx, sizeof(*s));
+    int64_t v;
+
+    (void)argc;
+    if (s == NULL) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL)
+        return;
+    s->any = true;
+    v = sqlite3_value_int64(argv[0]);
+    if (v > 0)
+        s->sum = s->sum > INT64_MAX - v ? INT64_MAX : s->sum + v;
+}
+
+static void query_satsum_final(sqlite3_context *ctx)
+{
+    struct query_satsum *s = sqlite3_aggregate_context(ctx, 0);
+
+    if (s != NULL && s->any)
+        sqlite3_result_int64(ctx, s->sum);
+    else
+        sqlite3_result_null(ctx);
+}
+
 static int query_open(struct query *q, const char *db_path)
 {
     int rc = sqlite3_open_v2(db_path, &q->db, SQLITE_OPEN_READONLY, NULL);
@@ -484,6 +526,9 @@ static int query_open(struct query *q, const char *db_path)
     if (rc != SQLITE_OK)
         return query_fail(q, rc, "open");
     rc = sqlite3_busy_timeout(q->db, QUERY_BUSY_MS);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_create_function(q->db, "satsum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
+                                     NULL, query_satsum_step, query_satsum_final);
     if (rc != SQLITE_OK)
         return query_fail(q, rc, "open");
     /* A deferred transaction takes its snapshot at the first read. */

@@ -1,5 +1,6 @@
 /* session.c — the session registry; see session.h. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -8,28 +9,110 @@
 #include "log.h"
 #include "session.h"
 
+#ifdef TRACECTLD_TEST_CLOCK
+/* The test offset in seconds ($TRACECTLD_TEST_CLOCK names a file holding it). */
+static int64_t session_test_offset_ns(void)
+{
+    const char *path = getenv("TRACECTLD_TEST_CLOCK");
+    long long v = 0;
+    FILE *f;
+
+    if (path == NULL || (f = fopen(path, "r")) == NULL)
+        return 0;
+    if (fscanf(f, "%lld", &v) != 1)
+        v = 0;
+    fclose(f);
+    return (int64_t)v * 1000000000;
+}
+#endif
+
 int64_t session_now_ns(void)
 {
     struct timespec ts;
+    int64_t now;
 
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+#ifdef TRACECTLD_TEST_CLOCK
+    now += session_test_offset_ns();
+#endif
+    return now;
 }
 
-void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
-                           int64_t last_id, uint64_t linger_ms)
+uint64_t session_mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+int64_t session_wall_ns(const struct session *s)
+{
+    return s->started_ns + (int64_t)(session_mono_ns() - s->started_mono);
+}
+
+int64_t session_clock_anchor(int64_t wall_now, int64_t newest, uint64_t retain_ns)
+{
+    if (newest > 0 && wall_now > newest && (uint64_t)(wall_now - newest) > retain_ns)
+        return newest;
+    return wall_now;
+}
+
+void session_clock_start(struct registry *reg, uint64_t retain_ns)
+{
+    int64_t newest = 0, wall = session_now_ns();
+
+    for (const struct session *s = reg->list; s != NULL; s = s->next) {
+        if (s->started_ns > newest)
+            newest = s->started_ns;
+        if (s->ended_ns > newest)
+            newest = s->ended_ns;
+    }
+    reg->anchor_mono = session_mono_ns();
+    reg->anchor_wall = retain_ns > 0 ? session_clock_anchor(wall, newest, retain_ns) : wall;
+    if (reg->anchor_wall != wall)
+        log_warn("the clock is %lld days past the newest session: not trusted for --retain-days,"
+                 " which counts age from that session's time instead",
+                 (long long)((wall - newest) / 86400000000000LL));
+}
+
+int64_t session_retention_clock(int64_t anchor_wall, uint64_t anchor_mono, int64_t wall_now,
+                                uint64_t mono_now)
+{
+    int64_t t = anchor_wall + (int64_t)(mono_now - anchor_mono);
+
+    return wall_now < t ? wall_now : t;
+}
+
+int64_t session_retention_now(const struct registry *reg)
+{
+    return session_retention_clock(reg->anchor_wall, reg->anchor_mono, session_now_ns(),
+                                   session_mono_ns());
+}
+
+int session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                          int64_t last_id, uint64_t linger_ms)
 {
     memset(reg, 0, sizeof(*reg));
     reg->loop = loop;
     reg->store = store;
     reg->last_id = last_id;
     reg->linger_ms = linger_ms;
+    reg->opening = store_budget_new();
+    return reg->opening != NULL ? 0 : -ENOMEM;
+}
+
+bool session_opening_full(const struct registry *reg)
+{
+    return atomic_load(&reg->opening->bytes) >= (uint64_t)SESSION_MAX_OPENING * STORE_OPEN_COST;
 }
 
 static void session_free(struct session *s)
 {
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
+    strmap_deinit(&s->shapes);
     free(s->name);
     free(s);
 }
@@ -46,6 +129,7 @@ static struct session *session_new(const char *name)
     s->world = -1;
     strmap_init(&s->ops);
     strmap_init(&s->devices);
+    strmap_init(&s->shapes);
     return s;
 }
 
@@ -74,12 +158,13 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
 
     s->live = false;
     s->interrupted = interrupted;
-    s->ended_ns = session_now_ns();
+    s->ended_ns = session_wall_ns(s);
     s->linger_until = 0;
     reg->n_live--;
     /* The name tables are only for interning while live. */
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
+    strmap_deinit(&s->shapes);
     log_info("session %lld (%s) ended%s: %llu processes, %llu entries, %llu dropped",
              (long long)s->id, s->name, interrupted ? " (interrupted)" : "",
              (unsigned long long)s->processes, (unsigned long long)s->entries,
@@ -91,7 +176,7 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     job->u.send.ended_ns = s->ended_ns;
     job->u.send.processes = s->processes;
     job->u.send.entries = s->entries;
-    job->u.send.dropped = s->dropped;
+    job->u.send.dropped = s->dropped - s->failed; /* the store adds what it lost itself */
     job->u.send.interrupted = interrupted;
     store_enqueue(reg->store, job);
 }
@@ -108,6 +193,8 @@ void session_registry_deinit(struct registry *reg)
         session_free(s);
     }
     reg->list = NULL;
+    store_budget_unref(reg->opening);
+    reg->opening = NULL;
 }
 
 static struct session *session_start(struct registry *reg, const char *name, int64_t uid)
@@ -125,6 +212,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     s->live = true;
     s->uid = uid;
     s->started_ns = session_now_ns();
+    s->started_mono = session_mono_ns();
     s->next_op = 1;
     s->next_dev = 1;
     s->next = reg->list;
@@ -132,6 +220,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     reg->n_live++;
     job->u.open.started_ns = s->started_ns;
     job->u.open.uid = uid;
+    store_job_charge(job, reg->opening);
     store_enqueue(reg->store, job);
     log_info("session %lld (%s) started", (long long)s->id, s->name);
     return s;
@@ -157,7 +246,7 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
     job->u.process.world = h->world;
     job->u.process.pid = h->pid >= 0 ? h->pid : pid;
     job->u.process.uid = uid;
-    job->u.process.started_ns = session_now_ns();
+    job->u.process.started_ns = session_wall_ns(s);
     if ((h->host != NULL && (job->u.process.host = strdup(h->host)) == NULL) ||
         (h->device != NULL && (job->u.process.device = strdup(h->device)) == NULL)) {
         store_job_free(job);
@@ -168,15 +257,21 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
 }
 
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
-                             int64_t pid, int64_t *process_id, uint32_t *dev_id)
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id, int *err)
 {
     struct session *s = session_find_live(reg, h->session, uid);
 
+    *err = -ENOMEM;
     if (s == NULL && (s = session_start(reg, h->session, uid)) == NULL)
         return NULL;
     *dev_id = 0;
-    if (h->device != NULL && (*dev_id = session_device(reg, s, h->device, strlen(h->device))) == 0)
+    if (h->device != NULL &&
+        (*err = session_device(reg, s, h->device, strlen(h->device), NULL, dev_id)) < 0) {
+        if (s->connected == 0 && s->processes == 0)
+            session_end(reg, s, false); /* just started: do not leave it live with nobody */
         return NULL;
+    }
+    *err = -ENOMEM;
     *process_id = (int64_t)s->processes + 1;
     if (enqueue_process(reg, s, h, uid, pid, *process_id) < 0)
         return NULL;
@@ -195,7 +290,7 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
 
     if (job != NULL) {
         job->u.pend.process_id = process_id;
-        job->u.pend.ended_ns = session_now_ns();
+        job->u.pend.ended_ns = session_wall_ns(s);
         job->u.pend.bye = bye;
         job->u.pend.dropped = dropped + refused;
         store_enqueue(reg->store, job);
@@ -209,37 +304,88 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
         session_end(reg, s, false);
 }
 
-static uint32_t intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
-                       enum store_job_type type, const char *name, size_t len, const char *category)
+static int intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
+                  enum store_job_type type, const char *name, size_t len, const char *category,
+                  struct store_budget *budget, uint32_t *id)
 {
     struct store_job *job;
-    uint32_t id;
 
-    if (strmap_get(map, name, len, &id))
-        return id;
+    if (strmap_get(map, name, len, id))
+        return 0;
     job = store_job_new(type, s->id);
     if (job == NULL || (job->u.name.name = strndup(name, len)) == NULL ||
         (category != NULL && (job->u.name.category = strdup(category)) == NULL) ||
         strmap_put(map, name, len, *next) < 0) {
         store_job_free(job);
-        return 0;
+        return -ENOMEM;
     }
-    id = (*next)++;
-    job->u.name.id = id;
+    *id = (*next)++;
+    job->u.name.id = *id;
+    if (budget != NULL)
+        store_job_charge(job, budget);
     store_enqueue(reg->store, job);
-    return id;
+    return 0;
 }
 
-uint32_t session_op(struct registry *reg, struct session *s, const char *name, const char *category)
+int session_op(struct registry *reg, struct session *s, const char *name, const char *category,
+               struct store_budget *budget, uint32_t *id)
 {
+    size_t len = strlen(name), bytes;
+    int rc;
+
+    if (strmap_get(&s->ops, name, len, id))
+        return 0;
     /* The first producer to name an op fixes its category for the session. */
-    return intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, strlen(name),
-                  category != NULL ? category : analysis_classify(name));
+    if (category == NULL)
+        category = analysis_classify(name);
+    bytes = len + strlen(category);
+    if (s->ops.len >= SESSION_MAX_OPS || s->op_bytes + bytes > SESSION_MAX_OP_BYTES)
+        return -ENOSPC;
+    rc = intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, len, category, budget, id);
+    if (rc == 0)
+        s->op_bytes += bytes;
+    return rc;
 }
 
-uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len)
+int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
+                   struct store_budget *budget, uint32_t *id)
 {
-    return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL);
+    if (strmap_get(&s->devices, name, len, id))
+        return 0;
+    if (s->devices.len >= SESSION_MAX_DEVICES)
+        return -ENOSPC;
+    return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL, budget, id);
+}
+
+/* FNV-1a, 64 bits. */
+static uint64_t fnv64(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+                  uint32_t in_len)
+{
+    uint64_t h = 0xcbf29ce484222325ull, bytes = (uint64_t)out_len + in_len;
+    uint32_t v;
+
+    if (bytes == 0)
+        return 0;
+    h = fnv64(h, &out_len, sizeof(out_len));
+    h = fnv64(h, out, out_len);
+    h = fnv64(h, in, in_len);
+    if (strmap_get(&s->shapes, (const char *)&h, sizeof(h), &v))
+        return 0;
+    if (s->shapes.len >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
+        return -ENOSPC;
+    if (strmap_put(&s->shapes, (const char *)&h, sizeof(h), 1) < 0)
+        return -ENOMEM;
+    s->shape_bytes += bytes;
+    return 0;
 }
 
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid)
@@ -261,6 +407,18 @@ uint64_t session_user_bytes(struct registry *reg, int64_t uid)
         if (uid < 0 || s->uid == uid)
             total += s->bytes;
     return total;
+}
+
+void session_lost(struct registry *reg, int64_t id, uint64_t n)
+{
+    for (struct session *s = reg->list; s != NULL; s = s->next) {
+        if (s->id == id) {
+            s->entries -= n < s->entries ? n : s->entries;
+            s->dropped += n;
+            s->failed += n;
+            return;
+        }
+    }
 }
 
 void session_remove(struct registry *reg, struct session *s)

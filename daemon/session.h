@@ -13,6 +13,13 @@
  * Live sessions intern op and device names into session-wide ids (the ids
  * in the session file); the store learns each new name by a STORE_OP or
  * STORE_DEVICE job queued before the first batch that uses it.
+ *
+ * LIMITS
+ * Every table a peer can grow is bounded per session (README "Limits"),
+ * so that one producer cannot grow the daemon's memory (or the writer's
+ * tables of the same names) without bound: op names, devices and distinct
+ * (out_shape, in_shapes) pairs, by count and by bytes. Shapes are interned by
+ * the writer; the loop only counts distinct pairs by a 64-bit hash.
  */
 #ifndef TRACECTLD_SESSION_H
 #define TRACECTLD_SESSION_H
@@ -26,6 +33,13 @@
 #include "proto.h"
 #include "store.h"
 
+#define SESSION_MAX_OPS         65536       /* distinct op names */
+#define SESSION_MAX_OP_BYTES    (8u << 20)  /* their names and categories */
+#define SESSION_MAX_DEVICES     4096        /* distinct device names */
+#define SESSION_MAX_SHAPES      65536       /* distinct (out_shape, in_shapes) pairs */
+#define SESSION_MAX_SHAPE_BYTES (16u << 20) /* their msgpack bytes */
+#define SESSION_MAX_OPENING     4           /* new sessions whose files are still being made */
+
 struct session {
     struct session *next; /* registry list, newest first */
     int64_t id;
@@ -33,9 +47,11 @@ struct session {
     bool live;
     bool interrupted;             /* ended because the daemon stopped */
     int64_t uid;                  /* of the first producer; -1 unknown */
-    int64_t started_ns, ended_ns; /* CLOCK_REALTIME */
+    int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
+    uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
     uint64_t processes, entries, dropped;
-    uint64_t bytes; /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t failed; /* entries lost to storage errors (in dropped, not in entries) */
+    uint64_t bytes;  /* on disk (file + WAL), refreshed once a second while live */
 
     /* live sessions only */
     uint32_t connected;
@@ -43,6 +59,8 @@ struct session {
     uint64_t linger_until; /* uv_now() ms when it ends if nobody joins; 0 none */
     uint32_t next_op, next_dev;
     struct strmap ops, devices;
+    struct strmap shapes; /* 64-bit hashes of the pairs seen */
+    uint64_t op_bytes, shape_bytes;
 };
 
 struct registry {
@@ -52,10 +70,15 @@ struct registry {
     int64_t last_id;
     uint64_t linger_ms;
     size_t n_live;
+    /* Retention's clock (session_retention_now): a wall time and the monotonic time then. */
+    int64_t anchor_wall;
+    uint64_t anchor_mono;
+    struct store_budget *opening; /* STORE_OPEN jobs queued: one STORE_OPEN_COST each */
 };
 
-void session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
-                           int64_t last_id, uint64_t linger_ms);
+/* Returns 0 or -ENOMEM. */
+int session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
+                          int64_t last_id, uint64_t linger_ms);
 /* Ends every live session (interrupted) and frees everything. */
 void session_registry_deinit(struct registry *reg);
 /* Adds an ended session read from the catalog. Returns 0 or -ENOMEM. */
@@ -66,10 +89,13 @@ int session_load(struct registry *reg, const struct store_catalog_row *row);
  * same uid, or starts one (another user's session of the same name is never
  * joined).
  * Sets *process_id and *dev_id (the hello device's id, 0 without one).
- * Returns the session, or NULL (out of memory).
+ * Returns the session, or NULL with *err -ENOMEM, or -ENOSPC when the
+ * session's device table is full.
  */
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
-                             int64_t pid, int64_t *process_id, uint32_t *dev_id);
+                             int64_t pid, int64_t *process_id, uint32_t *dev_id, int *err);
+/* True while SESSION_MAX_OPENING new sessions wait for their files: a new one must wait. */
+bool session_opening_full(const struct registry *reg);
 /*
  * A process left, with `bye` or not; `dropped` counts what its client
  * dropped, `refused` what the daemon dropped (already in s->dropped). May
@@ -80,11 +106,23 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
 /* The live session a hello of (name, uid) would join, or NULL. */
 struct session *session_find_live(struct registry *reg, const char *name, int64_t uid);
 
-/* Session-wide id of an op name (len bytes), interning it. 0 on out of memory. */
-uint32_t session_op(struct registry *reg, struct session *s, const char *name,
-                    const char *category);
-/* Session-wide id of a device name (len bytes), interning it; ids start at 1. 0 on ENOMEM. */
-uint32_t session_device(struct registry *reg, struct session *s, const char *name, size_t len);
+/*
+ * Session-wide id of an op name into *id, interning it (the store job is
+ * charged to `budget`, which may be NULL). Returns 0, -ENOMEM, or -ENOSPC
+ * when a new name would pass SESSION_MAX_OPS or SESSION_MAX_OP_BYTES.
+ */
+int session_op(struct registry *reg, struct session *s, const char *name, const char *category,
+               struct store_budget *budget, uint32_t *id);
+/* The same for a device name (len bytes); ids start at 1; limit SESSION_MAX_DEVICES. */
+int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
+                   struct store_budget *budget, uint32_t *id);
+/*
+ * Counts the (out_shape, in_shapes) pair of one entry (blob bytes; both
+ * lengths 0: no shapes, always fine). Returns 0, -ENOMEM, or -ENOSPC when a
+ * new pair would pass SESSION_MAX_SHAPES or SESSION_MAX_SHAPE_BYTES.
+ */
+int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+                  uint32_t in_len);
 
 /*
  * A session by id, or the newest of that name, among those uid may see (uid
@@ -93,11 +131,45 @@ uint32_t session_device(struct registry *reg, struct session *s, const char *nam
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid);
 /* Bytes on disk of the sessions of uid (-1: all); live ones from their last refresh. */
 uint64_t session_user_bytes(struct registry *reg, int64_t uid);
+/*
+ * The store could not store n entries of session id (they were counted in
+ * entries when accepted): they move to dropped and failed.
+ */
+void session_lost(struct registry *reg, int64_t id, uint64_t n);
 /* Removes an ended session from the registry and frees it (after the store deleted it). */
 void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */
 void session_tick(struct registry *reg);
 
-int64_t session_now_ns(void); /* CLOCK_REALTIME in ns */
+/*
+ * Clocks. Wall-clock times (CLOCK_REALTIME) are what sessions show, but
+ * every duration is measured on CLOCK_MONOTONIC: a live session's later
+ * times are its start plus the monotonic time since (session_wall_ns), so
+ * a wall clock stepped backwards never makes an end precede its start.
+ *
+ * Retention by age (--retain-days) must not act on a clock that jumped. It
+ * reads session_retention_now(): the wall time of an anchor taken at
+ * start-up plus the monotonic time since, never more than the wall clock
+ * says (a clock stepped forward while running is ignored). The anchor is the
+ * wall clock at start-up, unless that is more than the retention age past
+ * the newest session the catalog holds: then the clock is not trusted, the
+ * anchor is the newest session's time, and the gap is not counted as age
+ * (session_clock_anchor, which logs it).
+ *
+ * Debug builds (the tests) add to the wall clock the offset in seconds
+ * written in the file $TRACECTLD_TEST_CLOCK names, to step it without root.
+ */
+int64_t session_now_ns(void);                     /* CLOCK_REALTIME in ns */
+uint64_t session_mono_ns(void);                   /* CLOCK_MONOTONIC in ns */
+int64_t session_wall_ns(const struct session *s); /* a live session's now: start + elapsed */
+/* The anchor retention counts from, given the wall clock at start-up and the
+ * newest session time (0: none); pure, for the tests. */
+int64_t session_clock_anchor(int64_t wall_now, int64_t newest, uint64_t retain_ns);
+/* Sets reg's anchor from the sessions loaded from the catalog (logs a clock it distrusts). */
+void session_clock_start(struct registry *reg, uint64_t retain_ns);
+/* Retention's now: min(wall clock, anchor + monotonic time since); pure, for the tests. */
+int64_t session_retention_clock(int64_t anchor_wall, uint64_t anchor_mono, int64_t wall_now,
+                                uint64_t mono_now);
+int64_t session_retention_now(const struct registry *reg);
 
 #endif

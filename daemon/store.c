@@ -4,14 +4,18 @@
  * Every SQLite error is mapped to an errno and logged with sqlite3_errmsg()
  * in one place, store_check(); callers only pass the code on.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
@@ -22,13 +26,35 @@
 #include "schema.h"
 #include "store.h"
 
-/* A session file the writer has open, with its statements prepared once. */
+#define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
+#define COMMIT_ENTRIES  65536 /* a transaction commits at this many entries */
+#define ENTRY_ROWS      32    /* rows per multi-row INSERT */
+
+/*
+ * What the writer holds for one session it has jobs for: its queue, the jobs
+ * of its open transaction, what it lost, and (while open) its file with the
+ * statements prepared once. The file may be closed while the session lives
+ * (least recently used, past max_open); the rest stays until the session
+ * ends or is deleted.
+ */
 struct wsess {
-    struct wsess *next;
+    struct wsess *next;       /* s->sess, most recently used first */
+    struct wsess *ready_next; /* s->ready: sessions with queued jobs, in turn */
+    bool ready, ended;
     int64_t id;
+    struct store_job *q, **q_tail;             /* queued, in order */
+    struct store_job *applied, **applied_tail; /* applied in the open transaction */
+    bool flush_waiting;                        /* a flush is among them */
+    bool broken;          /* something other than entries was lost: nothing more is stored */
+    uint64_t txn_entries; /* entries in the open transaction */
+    uint64_t txn_started; /* ms (CLOCK_MONOTONIC) */
+    uint64_t committed;   /* entries committed to the file by this run */
+    uint64_t lost_total;  /* entries lost to storage errors */
+    struct u32map lost;   /* process id → entries that failed to be stored */
+
+    /* the open file: db NULL while closed */
     sqlite3 *db;
     bool in_txn;
-    struct u32map lost;       /* process id → entries that failed to be stored */
     struct agg *agg;          /* report aggregates, updated with every insert */
     struct strmap shapes;     /* (out_shape, in_shapes) bytes → shapes.id */
     uint64_t *shape_elements; /* shapes.elements by id */
@@ -42,8 +68,15 @@ struct store {
     uv_loop_t *loop;
     char *data_dir;
     sqlite3 *catalog;
-    bool catalog_txn;
-    struct wsess *open;
+    int lock_fd;
+    int64_t max_file_id; /* largest id of a file found in sessions/ at start */
+
+    /* writer thread only */
+    struct wsess *sess;                          /* every session with state */
+    struct wsess *ready, **ready_tail;           /* round-robin of sessions with queued jobs */
+    struct store_job *finished, **finished_tail; /* completed, not yet handed back */
+    size_t n_open, max_open;
+    uint64_t commit_ms;
 
     pthread_t thread;
     bool started;
@@ -59,12 +92,9 @@ struct store {
     store_progress_cb progress_cb;
     void *cb_data;
 
-    _Atomic uint64_t stored, queued, jobs, failed;
-    uint64_t group_entries; /* entries applied in the open transaction group */
-    bool commit_failed;     /* the group's commit failed: nothing of it is stored */
+    _Atomic uint64_t stored, queued, jobs, failed, orphans, queued_bytes;
 };
 
-/* Maps an SQLite result to 0 or a negative errno, logging failures once, here. */
 static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
 {
     int err;
@@ -145,10 +175,72 @@ struct store_job *store_job_new(enum store_job_type type, int64_t session_id)
     return job;
 }
 
+struct store_budget *store_budget_new(void)
+{
+    struct store_budget *b = calloc(1, sizeof(*b));
+
+    if (b != NULL)
+        atomic_init(&b->refs, 1);
+    return b;
+}
+
+void store_budget_unref(struct store_budget *b)
+{
+    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1)
+        free(b);
+}
+
+void store_job_charge(struct store_job *job, struct store_budget *b)
+{
+    atomic_fetch_add(&b->refs, 1);
+    job->budget = b;
+}
+
+/* Bytes a job holds in memory while queued: what backpressure counts. */
+static uint64_t job_cost(const struct store_job *job)
+{
+    uint64_t n = sizeof(*job);
+
+    switch (job->type) {
+    case STORE_OPEN:
+        return n + STORE_OPEN_COST;
+    case STORE_OP:
+    case STORE_DEVICE:
+        n += job->u.name.name ? strlen(job->u.name.name) + 1 : 0;
+        return n + (job->u.name.category ? strlen(job->u.name.category) + 1 : 0);
+    case STORE_META:
+        for (size_t i = 0; i < job->u.meta.n; i++) {
+            const struct proto_kv *kv = &job->u.meta.kv[i];
+            n += sizeof(*kv) + strlen(kv->key) + 1;
+            if (kv->type == PROTO_V_STR)
+                n += strlen(kv->v.s) + 1;
+        }
+        return n;
+    case STORE_BATCH:
+        return n + job->u.batch.b.n * (sizeof(struct proto_entry) + sizeof(uint32_t)) +
+               job->u.batch.b.blob_len;
+    default:
+        return n;
+    }
+}
+
+/* The writer applied the job: what it cost is no longer queued. */
+static void job_uncharge(struct store *s, struct store_job *job)
+{
+    atomic_fetch_sub(&s->queued_bytes, job->cost);
+    if (job->budget != NULL) {
+        atomic_fetch_sub(&job->budget->bytes, job->cost);
+        store_budget_unref(job->budget);
+        job->budget = NULL;
+    }
+    job->cost = 0;
+}
+
 void store_job_free(struct store_job *job)
 {
     if (job == NULL)
         return;
+    store_budget_unref(job->budget);
     switch (job->type) {
     case STORE_OPEN:
         free(job->u.open.name);
@@ -177,25 +269,39 @@ void store_job_free(struct store_job *job)
 
 /* ---- session files ------------------------------------------------------- */
 
-static void wsess_close(struct wsess *w)
+static uint64_t now_ms(void)
 {
-    u32map_deinit(&w->lost);
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void wsess_file_close(struct store *s, struct wsess *w)
+{
+    if (w->db == NULL)
+        return;
     strmap_deinit(&w->shapes);
     free(w->shape_elements);
+    w->shape_elements = NULL;
+    w->n_shapes = 0;
+    agg_free(w->agg);
+    w->agg = NULL;
     sqlite3_finalize(w->ins_shape);
     sqlite3_finalize(w->ins_entries);
-    agg_free(w->agg);
     sqlite3_finalize(w->ins_entry);
     sqlite3_finalize(w->ins_op);
     sqlite3_finalize(w->ins_dev);
     sqlite3_finalize(w->ins_proc);
     sqlite3_finalize(w->end_proc);
     sqlite3_finalize(w->ins_meta);
+    w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
+    w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = NULL;
     sqlite3_close(w->db);
-    free(w);
+    w->db = NULL;
+    w->in_txn = false;
+    s->n_open--;
 }
-
-#define ENTRY_ROWS 32
 
 /* INSERT INTO entries(...) VALUES (9 ?), ... ENTRY_ROWS times. */
 static int wsess_prepare_multi(struct store *s, struct wsess *w)
@@ -254,83 +360,141 @@ static int db_open(struct store *s, const char *path, sqlite3 **db)
                       "set pragmas");
 }
 
-/* The open file of a session, or NULL; never opens one. */
-static struct wsess *wsess_find(struct store *s, int64_t id)
+/* A reopened file: its shapes back into the map, so that pairs keep their ids. */
+static int wsess_load_shapes(struct store *s, struct wsess *w)
 {
-    for (struct wsess *w = s->open; w != NULL; w = w->next)
-        if (w->id == id)
-            return w;
-    return NULL;
+    sqlite3_stmt *st;
+    char key[8 + 2 * 1024 + 2048];
+    int rc = sqlite3_prepare_v2(
+        w->db, "SELECT id, out_shape, in_shapes, elements FROM shapes ORDER BY id", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, w->db, rc, "load shapes");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint32_t id = (uint32_t)sqlite3_column_int64(st, 0);
+        uint32_t olen = (uint32_t)sqlite3_column_bytes(st, 1);
+        uint32_t ilen = (uint32_t)sqlite3_column_bytes(st, 2);
+        uint64_t *p;
+
+        if (4 + (size_t)olen + ilen > sizeof(key) ||
+            (p = realloc(w->shape_elements, (id + 1) * sizeof(*p))) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        w->shape_elements = p;
+        p[id] = (uint64_t)sqlite3_column_int64(st, 3);
+        memcpy(key, &olen, 4);
+        if (olen)
+            memcpy(key + 4, sqlite3_column_blob(st, 1), olen);
+        if (ilen)
+            memcpy(key + 4 + olen, sqlite3_column_blob(st, 2), ilen);
+        if (strmap_put(&w->shapes, key, 4 + olen + ilen, id) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        w->n_shapes = id;
+    }
+    sqlite3_finalize(st);
+    return store_check(s, w->db, rc, "load shapes");
 }
 
-/* Remembers that a batch of a process could not be stored, for its next flush. */
-static void store_lost(struct store *s, const struct store_job *job)
-{
-    struct wsess *w = wsess_find(s, job->session_id);
-    uint32_t n = 0;
+/*
+ * Closes the least recently used open file other than keep, committing its
+ * transaction first (which completes its applied jobs). False when none is open.
+ */
+static void wsess_commit(struct store *s, struct wsess *w);
 
-    if (w == NULL || job->type != STORE_BATCH)
-        return;
-    u32map_get(&w->lost, (uint32_t)job->u.batch.process_id, &n);
-    u32map_put(&w->lost, (uint32_t)job->u.batch.process_id, n + (uint32_t)job->u.batch.b.n);
+static bool store_evict(struct store *s, const struct wsess *keep)
+{
+    struct wsess *victim = NULL;
+
+    for (struct wsess *w = s->sess; w != NULL; w = w->next)
+        if (w->db != NULL && w != keep)
+            victim = w; /* the list is most recently used first */
+    if (victim == NULL)
+        return false;
+    wsess_commit(s, victim);
+    wsess_file_close(s, victim);
+    return true;
 }
 
-/* Finds the open file of a session, opening (and with create, creating) it. */
-static struct wsess *wsess_get(struct store *s, int64_t id, bool create)
+/* Opens a session's file (creating the schema); an existing one only unless create. */
+static int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
-    struct wsess *w, **pp;
     char path[PATH_MAX];
 
-    for (pp = &s->open; (w = *pp) != NULL; pp = &w->next) {
-        if (w->id == id) {
-            *pp = w->next; /* move to front: batches come in runs */
-            w->next = s->open;
-            s->open = w;
-            return w;
-        }
-    }
-    store_session_path(s, id, path, sizeof(path));
+    if (w->db != NULL)
+        return 0;
+    store_session_path(s, w->id, path, sizeof(path));
     if (!create && access(path, F_OK) != 0)
-        return NULL;
-    w = calloc(1, sizeof(*w));
-    if (w == NULL)
-        return NULL;
-    w->id = id;
+        return store_check(s, NULL, SQLITE_CANTOPEN, "session file is missing");
+    while (s->n_open >= s->max_open && store_evict(s, w))
+        ;
+    strmap_init(&w->shapes);
+    s->n_open++;
     if (db_open(s, path, &w->db) < 0 ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
         wsess_prepare(s, w) < 0 || wsess_prepare_multi(s, w) < 0 ||
-        (w->agg = agg_new(w->db)) == NULL) {
-        wsess_close(w);
-        return NULL;
+        (w->agg = agg_new(w->db)) == NULL || (!create && wsess_load_shapes(s, w) < 0) ||
+        (!create && store_check(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
+        if (w->db == NULL)
+            s->n_open--;
+        else
+            wsess_file_close(s, w);
+        return -EIO;
     }
-    w->next = s->open;
-    s->open = w;
+    return 0;
+}
+
+/* The state of a session, created on first use. NULL on out of memory. */
+static struct wsess *wsess_get(struct store *s, int64_t id)
+{
+    struct wsess *w, **pp;
+
+    for (pp = &s->sess; (w = *pp) != NULL; pp = &w->next) {
+        if (w->id == id) {
+            *pp = w->next; /* move to front: the list is in order of use */
+            w->next = s->sess;
+            s->sess = w;
+            return w;
+        }
+    }
+    if ((w = calloc(1, sizeof(*w))) == NULL)
+        return NULL;
+    w->id = id;
+    w->q_tail = &w->q;
+    w->applied_tail = &w->applied;
+    u32map_init(&w->lost);
+    w->next = s->sess;
+    s->sess = w;
     return w;
+}
+
+static void wsess_free(struct store *s, struct wsess *w)
+{
+    for (struct wsess **pp = &s->sess; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    wsess_file_close(s, w);
+    u32map_deinit(&w->lost);
+    free(w);
 }
 
 static int wsess_begin(struct store *s, struct wsess *w)
 {
+    if (w->broken)
+        return -EIO;
     if (w->in_txn)
         return 0;
-    if (store_exec(s, w->db, "BEGIN", "begin") < 0)
+    if (wsess_file_open(s, w, false) < 0 || store_exec(s, w->db, "BEGIN", "begin") < 0)
         return -EIO;
     w->in_txn = true;
+    w->txn_entries = 0;
+    w->txn_started = now_ms();
     return 0;
-}
-
-static void wsess_forget(struct store *s, int64_t id)
-{
-    for (struct wsess **pp = &s->open; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->id == id) {
-            struct wsess *w = *pp;
-            *pp = w->next;
-            if (w->in_txn &&
-                (agg_flush(w->agg) != 0 || store_exec(s, w->db, "COMMIT", "commit") < 0))
-                sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-            wsess_close(w);
-            return;
-        }
-    }
 }
 
 /* ---- applying jobs ------------------------------------------------------- */
@@ -401,9 +565,13 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_bat
     if (strmap_get(&w->shapes, key, klen, &id))
         return id;
     id = w->n_shapes + 1;
-    if ((p = realloc(w->shape_elements, (id + 1) * sizeof(*p))) == NULL)
-        return -1;
-    w->shape_elements = p;
+    /* Grown by doubling at each power of two (room for ids up to 2 * id): not once per shape. */
+    if ((id & (id - 1)) == 0) {
+        if ((p = realloc(w->shape_elements, (2 * (size_t)id + 1) * sizeof(*p))) == NULL)
+            return -1;
+        w->shape_elements = p;
+    }
+    p = w->shape_elements;
     p[id] = shape_product(b->blob + e->out_off, e->out_len);
     sqlite3_bind_int64(st, 1, id);
     if (e->out_len)
@@ -484,7 +652,7 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
         }
         i += rows;
     }
-    s->group_entries += b->n;
+    w->txn_entries += b->n;
     return 0;
 }
 
@@ -557,16 +725,9 @@ static int apply_name(struct store *s, struct wsess *w, struct store_job *job)
     return step_reset(s, w->db, st, job->type == STORE_OP ? "insert op" : "insert device");
 }
 
-static int catalog_begin(struct store *s)
-{
-    if (s->catalog_txn)
-        return 0;
-    if (store_exec(s, s->catalog, "BEGIN", "catalog begin") < 0)
-        return -EIO;
-    s->catalog_txn = true;
-    return 0;
-}
+/* ---- the catalog --------------------------------------------------------- */
 
+/* Runs one catalog statement on its own (autocommit): int64 args, then an optional text. */
 static int catalog_run(struct store *s, const char *sql, const int64_t *args, size_t n,
                        const char *text)
 {
@@ -584,45 +745,110 @@ static int catalog_run(struct store *s, const char *sql, const int64_t *args, si
     return store_check(s, s->catalog, rc, "catalog update");
 }
 
-static int apply_open(struct store *s, struct store_job *job)
+/*
+ * Moves sessions/<id>.db and its -wal and -shm (whatever of them exists)
+ * into sessions/orphans/, so that no session ever opens a file it did not
+ * create. Returns 0 when none existed, 1 when something was moved, or a
+ * negative errno.
+ */
+static int store_quarantine(struct store *s, int64_t id, const char *why)
+{
+    static const char *const suffixes[] = {"", "-wal", "-shm"};
+    char from[PATH_MAX + 8], to[PATH_MAX + 64];
+    long long stamp = (long long)time(NULL);
+    int moved = 0;
+
+    for (size_t i = 0; i < 3; i++) {
+        store_session_path(s, id, from, PATH_MAX);
+        strcat(from, suffixes[i]);
+        if (access(from, F_OK) != 0)
+            continue;
+        snprintf(to, sizeof(to), "%s/sessions/orphans/%lld.%lld.db%s", s->data_dir, (long long)id,
+                 stamp, suffixes[i]);
+        if (rename(from, to) < 0) {
+            log_error("storage: cannot move %s aside: %s", from, strerror(errno));
+            return -errno;
+        }
+        log_warn("storage: %s: moved %s to %s", why, from, to);
+        if (i == 0)
+            atomic_fetch_add(&s->orphans, 1);
+        moved = 1;
+    }
+    return moved;
+}
+
+/*
+ * Creates the (empty) file of a new session exclusively: a file already on
+ * that path (left by a crash, or another run) is quarantined first, never
+ * reused, so a new session never sees another's rows.
+ */
+static int store_create_file(struct store *s, int64_t id)
+{
+    char path[PATH_MAX];
+    int fd;
+
+    if (store_quarantine(s, id, "a file was in the way of a new session") < 0)
+        return -EIO;
+    store_session_path(s, id, path, sizeof(path));
+    fd = open(path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        int err = -errno;
+        log_error("storage: cannot create %s: %s", path, strerror(errno));
+        pthread_mutex_lock(&s->mu);
+        snprintf(s->last_error, sizeof(s->last_error), "cannot create %.180s: %s", path,
+                 strerror(-err));
+        pthread_mutex_unlock(&s->mu);
+        return err;
+    }
+    close(fd);
+    return 0;
+}
+
+/*
+ * A new session: its catalog row is committed first (so a crash never leaves
+ * a file without a row to own it), then the file is created exclusively.
+ */
+static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
 {
     int64_t args[3] = {job->session_id, job->u.open.started_ns, job->u.open.uid};
-    struct wsess *w;
 
-    if (catalog_begin(s) < 0 ||
-        catalog_run(s, "INSERT INTO sessions(id, started_ns, uid, name) VALUES (?,?,?,?)", args, 3,
-                    job->u.open.name) < 0)
-        return -EIO;
-    w = wsess_get(s, job->session_id, true);
-    if (w == NULL || wsess_begin(s, w) < 0)
-        return -EIO;
-    if (store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
+    if (catalog_run(s, "INSERT INTO sessions(id, started_ns, uid, name) VALUES (?,?,?,?)", args, 3,
+                    job->u.open.name) < 0 ||
+        store_create_file(s, w->id) < 0 || wsess_file_open(s, w, true) < 0 ||
+        wsess_begin(s, w) < 0 ||
+        store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
         return -EIO;
     return store_check(s, w->db, agg_init_file(w->agg), "mark aggregates");
 }
 
-static int apply_session_end(struct store *s, struct store_job *job)
+/*
+ * The session ended: commit and close its file, then write the catalog row
+ * with what the file really holds (entries committed, losses counted).
+ */
+static int apply_session_end(struct store *s, struct wsess *w, struct store_job *job)
 {
-    int64_t args[6] = {job->u.send.ended_ns,         (int64_t)job->u.send.processes,
-                       (int64_t)job->u.send.entries, (int64_t)job->u.send.dropped,
-                       job->u.send.interrupted,      job->session_id};
+    int64_t args[6] = {job->u.send.ended_ns,    (int64_t)job->u.send.processes,
+                       (int64_t)w->committed,   (int64_t)(job->u.send.dropped + w->lost_total),
+                       job->u.send.interrupted, job->session_id};
 
-    if (catalog_begin(s) < 0)
-        return -EIO;
-    wsess_forget(s, job->session_id); /* commits its open transaction and closes the file */
+    wsess_commit(s, w);
+    wsess_file_close(s, w);
+    w->ended = true;
     return catalog_run(s,
                        "UPDATE sessions SET state = 'ended', ended_ns = ?, processes = ?,"
                        " entries = ?, dropped = ?, interrupted = ? WHERE id = ?",
                        args, 6, NULL);
 }
 
-static int apply_delete(struct store *s, struct store_job *job)
+static int apply_delete(struct store *s, struct wsess *w, struct store_job *job)
 {
     static const char *const suffixes[] = {"", "-wal", "-shm"};
     char path[PATH_MAX + 8];
     int rc = 0;
 
-    wsess_forget(s, job->session_id);
+    wsess_commit(s, w);
+    wsess_file_close(s, w);
+    w->ended = true;
     for (size_t i = 0; i < 3; i++) {
         store_session_path(s, job->session_id, path, PATH_MAX);
         strcat(path, suffixes[i]);
@@ -631,30 +857,123 @@ static int apply_delete(struct store *s, struct store_job *job)
             rc = -errno;
         }
     }
-    if (catalog_begin(s) < 0 ||
-        catalog_run(s, "DELETE FROM sessions WHERE id = ?", &job->session_id, 1, NULL) < 0)
+    if (catalog_run(s, "DELETE FROM sessions WHERE id = ?", &job->session_id, 1, NULL) < 0)
         return -EIO;
     return rc;
 }
 
-static int apply(struct store *s, struct store_job *job)
-{
-    struct wsess *w;
+/* ---- transactions -------------------------------------------------------- */
 
-    switch (job->type) {
-    case STORE_OPEN:
-        return apply_open(s, job);
-    case STORE_SESSION_END:
-        return apply_session_end(s, job);
-    case STORE_DELETE:
-        return apply_delete(s, job);
-    case STORE_FLUSH:
-        return 0;
-    default:
-        break;
+static uint64_t job_entries(const struct store_job *job)
+{
+    return job->type == STORE_BATCH ? job->u.batch.b.n : 0;
+}
+
+/* Hands a job back to the loop (those with a cookie, and lost batches) or frees it. */
+static void store_finish(struct store *s, struct store_job *job)
+{
+    if (job->cookie != NULL || (job->type == STORE_BATCH && job->rc < 0)) {
+        job->next = NULL;
+        *s->finished_tail = job;
+        s->finished_tail = &job->next;
+    } else {
+        store_job_free(job);
     }
-    w = wsess_get(s, job->session_id, false);
-    if (w == NULL || wsess_begin(s, w) < 0)
+}
+
+/*
+ * A job of w was not stored: entries are counted lost for their process
+ * (every later flush of it fails, with the count); anything else (a process,
+ * a name, metadata, the file itself) breaks the session, since later entries
+ * would refer to it: nothing more of it is stored.
+ */
+static void wsess_lost(struct store *s, struct wsess *w, struct store_job *job)
+{
+    uint32_t n = 0, pid;
+
+    if (job->rc == 0)
+        job->rc = -EIO;
+    if (job->type != STORE_BATCH) {
+        if (!w->broken)
+            log_error("storage: session %lld lost its %s: it stores nothing more", (long long)w->id,
+                      job->type == STORE_OPEN ? "file" : "metadata");
+        w->broken = true;
+        return;
+    }
+    pid = (uint32_t)job->u.batch.process_id;
+    u32map_get(&w->lost, pid, &n);
+    u32map_put(&w->lost, pid, n + (uint32_t)job->u.batch.b.n);
+    w->lost_total += job->u.batch.b.n;
+    atomic_fetch_add(&s->failed, job->u.batch.b.n);
+}
+
+/*
+ * A flush succeeds only when every entry its process sent before it is
+ * stored: a batch lost earlier (disk full, no file) fails every later flush
+ * of that process, with the count.
+ */
+static void wsess_flush_result(struct wsess *w, struct store_job *job)
+{
+    uint32_t lost = 0;
+
+    if (u32map_get(&w->lost, (uint32_t)job->u.flush.process_id, &lost) && lost) {
+        job->rc = -EIO;
+        job->u.flush.lost = lost;
+    }
+}
+
+/* The open transaction committed (ok) or was rolled back: complete its jobs. */
+static void wsess_settle(struct store *s, struct wsess *w, bool ok)
+{
+    struct store_job *job, *next;
+
+    if (ok) {
+        w->committed += w->txn_entries;
+        atomic_fetch_add(&s->stored, w->txn_entries);
+    }
+    w->txn_entries = 0;
+    for (job = w->applied; job != NULL; job = next) {
+        next = job->next;
+        /* in order: a flush sees the losses of every batch before it */
+        if (job->type == STORE_FLUSH)
+            wsess_flush_result(w, job);
+        else if (!ok || job->rc < 0)
+            wsess_lost(s, w, job);
+        store_finish(s, job);
+    }
+    w->applied = NULL;
+    w->applied_tail = &w->applied;
+    w->flush_waiting = false;
+}
+
+/* Rolls back the open transaction: nothing applied in it is stored. */
+static void wsess_abort(struct store *s, struct wsess *w)
+{
+    if (w->in_txn) {
+        sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+        agg_discard(w->agg);
+        w->in_txn = false;
+    }
+    wsess_settle(s, w, false);
+}
+
+/* Commits the open transaction (if any) and completes the jobs applied in it. */
+static void wsess_commit(struct store *s, struct wsess *w)
+{
+    if (w->in_txn) {
+        if (store_check(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
+            store_exec(s, w->db, "COMMIT", "commit") < 0) {
+            wsess_abort(s, w);
+            return;
+        }
+        w->in_txn = false;
+    }
+    wsess_settle(s, w, true);
+}
+
+static int apply_in_txn(struct store *s, struct wsess *w, struct store_job *job)
+{
+    if (wsess_begin(s, w) < 0)
         return -EIO;
     switch (job->type) {
     case STORE_PROCESS:
@@ -673,147 +992,217 @@ static int apply(struct store *s, struct store_job *job)
     }
 }
 
-/* Commits every open transaction. Returns 0 or the first error. */
-static int commit_all(struct store *s)
+/*
+ * Applies one job of w. A job that fails rolls back w's whole transaction:
+ * what a file holds is exactly what was counted stored, never a part of it.
+ */
+static void store_apply(struct store *s, struct wsess *w, struct store_job *job)
 {
-    int rc = 0;
+    job->next = NULL;
+    switch (job->type) {
+    case STORE_SESSION_END:
+        job->rc = apply_session_end(s, w, job);
+        store_finish(s, job);
+        return;
+    case STORE_DELETE:
+        job->rc = apply_delete(s, w, job);
+        store_finish(s, job);
+        return;
+    case STORE_FLUSH:
+        w->flush_waiting = true;
+        break;
+    case STORE_OPEN:
+        job->rc = apply_open(s, w, job);
+        break;
+    default:
+        job->rc = apply_in_txn(s, w, job);
+        break;
+    }
+    *w->applied_tail = job;
+    w->applied_tail = &job->next;
+    if (job->rc < 0)
+        wsess_abort(s, w);
+}
 
-    for (struct wsess *w = s->open; w != NULL; w = w->next) {
-        if (w->in_txn) {
-            if (store_check(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
-                store_exec(s, w->db, "COMMIT", "commit") < 0) {
-                sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-                agg_discard(w->agg);
-                rc = -EIO;
-            }
-            w->in_txn = false;
+/* ---- the writer thread --------------------------------------------------- */
+
+/* Moves newly queued jobs into their sessions' queues; sessions with work join the round. */
+static void store_intake(struct store *s, struct store_job *list)
+{
+    struct store_job *job, *next;
+    struct wsess *w;
+
+    for (job = list; job != NULL; job = next) {
+        next = job->next;
+        job->next = NULL;
+        if ((w = wsess_get(s, job->session_id)) == NULL) {
+            log_error("storage: out of memory: a job of session %lld is lost",
+                      (long long)job->session_id);
+            job_uncharge(s, job);
+            atomic_fetch_sub(&s->queued, job_entries(job));
+            atomic_fetch_sub(&s->jobs, 1);
+            atomic_fetch_add(&s->failed, job_entries(job));
+            job->rc = -ENOMEM;
+            store_finish(s, job);
+            continue;
+        }
+        *w->q_tail = job;
+        w->q_tail = &job->next;
+        if (!w->ready) {
+            w->ready = true;
+            w->ready_next = NULL;
+            *s->ready_tail = w;
+            s->ready_tail = &w->ready_next;
         }
     }
-    if (s->catalog_txn) {
-        if (store_exec(s, s->catalog, "COMMIT", "catalog commit") < 0) {
-            sqlite3_exec(s->catalog, "ROLLBACK", NULL, NULL, NULL);
-            rc = -EIO;
-        }
-        s->catalog_txn = false;
-    }
-    return rc;
 }
 
 /*
- * A flush succeeds only when every entry its process sent before it is
- * stored: a batch lost in an earlier group (disk full) fails every later
- * flush of that process, with the count.
+ * One session's turn: up to QUANTUM_ENTRIES of its queued entries (at least
+ * one job), so that a flood in one session delays another session's flush
+ * by at most a quantum per busy session. Its transaction commits when a
+ * flush waits, when it holds COMMIT_ENTRIES, or when stopping; otherwise it
+ * stays open for more (up to the commit interval, store_commit_due()).
  */
-static void store_flush_result(struct store *s, struct store_job *job)
+static void store_turn(struct store *s, struct wsess *w, bool stopping)
 {
-    struct wsess *w;
-    uint32_t lost = 0;
+    uint64_t budget = 0;
 
-    if (job->type != STORE_FLUSH)
-        return;
-    if (s->commit_failed) {
-        job->rc = -EIO;
-        return;
+    while (w->q != NULL && budget < QUANTUM_ENTRIES) {
+        struct store_job *job = w->q;
+        uint64_t n = job_entries(job);
+
+        if ((w->q = job->next) == NULL)
+            w->q_tail = &w->q;
+        budget += n ? n : 1;
+        job_uncharge(s, job);
+        store_apply(s, w, job); /* may complete (and free) the job */
+        atomic_fetch_sub(&s->queued, n);
+        atomic_fetch_sub(&s->jobs, 1);
     }
-    w = wsess_find(s, job->session_id);
-    if (w != NULL && u32map_get(&w->lost, (uint32_t)job->u.flush.process_id, &lost) && lost) {
-        job->rc = -EIO;
-        job->u.flush.lost = lost;
-    }
+    if (w->applied != NULL &&
+        (w->flush_waiting || !w->in_txn || w->txn_entries >= COMMIT_ENTRIES || stopping))
+        wsess_commit(s, w);
 }
 
-static bool commit_all_ok(const struct store *s)
+/* Every session with queued jobs takes one turn, in order. */
+static void store_round(struct store *s, bool stopping)
 {
-    return !s->commit_failed;
-}
+    struct wsess *w = s->ready, *next;
 
-static uint64_t job_entries(const struct store_job *job)
-{
-    return job->type == STORE_BATCH ? job->u.batch.b.n : 0;
-}
-
-/* Applies one taken group of jobs, commits, and hands completed jobs back. */
-static void store_apply_group(struct store *s, struct store_job *list)
-{
-    struct store_job *job, *next, *done = NULL, **done_tail = &done;
-    uint64_t n_entries = 0, n_jobs = 0;
-    int rc = 0, jrc;
-
-    s->group_entries = 0;
-    for (job = list; job != NULL; job = job->next) {
-        jrc = apply(s, job);
-        job->rc = jrc;
-        if (jrc < 0 && rc == 0)
-            rc = jrc;
-        if (jrc < 0)
-            store_lost(s, job);
-        n_entries += job_entries(job);
-        n_jobs++;
-    }
-    s->commit_failed = commit_all(s) < 0;
-    if (s->commit_failed && rc == 0)
-        rc = -EIO;
-    for (job = list; s->commit_failed && job != NULL; job = job->next)
-        if (job->rc == 0)
-            store_lost(s, job); /* rolled back with the whole group */
-    for (job = list; job != NULL; job = job->next)
-        store_flush_result(s, job);
-    if (rc == 0 || commit_all_ok(s)) {
-        atomic_fetch_add(&s->stored, s->group_entries);
-        atomic_fetch_add(&s->failed, n_entries - s->group_entries);
-    } else {
-        atomic_fetch_add(&s->failed, n_entries);
-    }
-    for (job = list; job != NULL; job = next) {
-        next = job->next;
-        if (job->cookie != NULL) {
-            job->next = NULL;
-            *done_tail = job;
-            done_tail = &job->next;
-        } else {
-            store_job_free(job);
+    s->ready = NULL;
+    s->ready_tail = &s->ready;
+    for (; w != NULL; w = next) {
+        next = w->ready_next;
+        w->ready = false;
+        store_turn(s, w, stopping);
+        if (w->q != NULL) {
+            w->ready = true;
+            w->ready_next = NULL;
+            *s->ready_tail = w;
+            s->ready_tail = &w->ready_next;
         }
     }
-    atomic_fetch_sub(&s->queued, n_entries);
-    atomic_fetch_sub(&s->jobs, n_jobs);
+}
+
+/*
+ * Commits transactions open for the commit interval, frees the state of
+ * sessions that ended. Returns the ms until the next transaction is due, or
+ * -1 when none is open.
+ */
+static int64_t store_commit_due(struct store *s)
+{
+    uint64_t now = now_ms();
+    int64_t wait = -1;
+    struct wsess *w, **pp;
+
+    for (pp = &s->sess; (w = *pp) != NULL;) {
+        if (w->in_txn) {
+            uint64_t due = w->txn_started + s->commit_ms;
+            if (due <= now)
+                wsess_commit(s, w);
+            else if (wait < 0 || (int64_t)(due - now) < wait)
+                wait = (int64_t)(due - now);
+        }
+        if (w->ended && w->q == NULL && w->applied == NULL && !w->ready)
+            wsess_free(s, w); /* unlinks *pp */
+        else
+            pp = &w->next;
+    }
+    return wait;
+}
+
+/* Hands what completed back to the loop, in order; the async also reports progress. */
+static void store_publish(struct store *s)
+{
     pthread_mutex_lock(&s->mu);
-    struct store_job **pp = &s->done;
-    while (*pp != NULL)
-        pp = &(*pp)->next;
-    *pp = done; /* keep submission order across groups */
+    if (s->finished != NULL) {
+        struct store_job **pp = &s->done;
+        while (*pp != NULL)
+            pp = &(*pp)->next;
+        *pp = s->finished; /* keep completion order across rounds */
+        s->finished = NULL;
+        s->finished_tail = &s->finished;
+    }
     pthread_mutex_unlock(&s->mu);
     uv_async_send(&s->async);
+}
+
+static void store_wait(struct store *s, int64_t ms)
+{
+    struct timespec ts;
+
+    if (ms < 0) {
+        pthread_cond_wait(&s->cv, &s->mu);
+        return;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
 static void *store_thread(void *arg)
 {
     struct store *s = arg;
     struct store_job *list;
-    bool stop;
+    bool stopping;
 
     for (;;) {
+        int64_t wait = store_commit_due(s);
+
+        store_publish(s);
         pthread_mutex_lock(&s->mu);
-        while (s->head == NULL && !s->stopping)
-            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->head == NULL && s->ready == NULL && !s->stopping)
+            store_wait(s, wait);
         list = s->head;
         s->head = s->tail = NULL;
-        stop = s->stopping && list == NULL;
+        stopping = s->stopping;
         pthread_mutex_unlock(&s->mu);
-        if (stop)
+        store_intake(s, list);
+        if (stopping && s->ready == NULL)
             break;
-        store_apply_group(s, list);
+        store_round(s, stopping);
     }
-    while (s->open != NULL) {
-        struct wsess *w = s->open;
-        s->open = w->next;
-        wsess_close(w);
+    while (s->sess != NULL) {
+        wsess_commit(s, s->sess);
+        wsess_free(s, s->sess);
     }
+    store_publish(s);
     return NULL;
 }
 
 void store_enqueue(struct store *s, struct store_job *job)
 {
     job->next = NULL;
+    job->cost = job_cost(job);
+    atomic_fetch_add(&s->queued_bytes, job->cost);
+    if (job->budget != NULL)
+        atomic_fetch_add(&job->budget->bytes, job->cost);
     atomic_fetch_add(&s->queued, job_entries(job));
     atomic_fetch_add(&s->jobs, 1);
     pthread_mutex_lock(&s->mu);
@@ -867,6 +1256,192 @@ static int mkdir_p(const char *dir, mode_t mode)
     return 0;
 }
 
+/*
+ * Takes DATA_DIR/lock (flock, held while the daemon runs): two daemons on
+ * one data dir would both hand out the same ids and mix their entries.
+ */
+static int store_lock(struct store *s, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX], pid[32] = "";
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "%s/lock", s->data_dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0) {
+        snprintf(errbuf, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno;
+        if ((n = pread(s->lock_fd, pid, sizeof(pid) - 1, 0)) > 0)
+            pid[strcspn(pid, "\n")] = '\0';
+        if (err == EWOULDBLOCK)
+            snprintf(errbuf, errlen, "data dir %s is in use by another tracectld (pid %s)",
+                     s->data_dir, pid[0] ? pid : "unknown");
+        else
+            snprintf(errbuf, errlen, "cannot lock %s: %s", path, strerror(err));
+        return err == EWOULDBLOCK ? -EBUSY : -err;
+    }
+    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+        log_warn("cannot write the pid into %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* The id of a session file name "<id>.db", "<id>.db-wal" or "<id>.db-shm"; -1 otherwise. */
+static int64_t session_file_id(const char *name)
+{
+    char *end;
+    long long id;
+
+    if (name[0] < '0' || name[0] > '9')
+        return -1;
+    errno = 0;
+    id = strtoll(name, &end, 10);
+    if (errno || id <= 0 ||
+        (strcmp(end, ".db") != 0 && strcmp(end, ".db-wal") != 0 && strcmp(end, ".db-shm") != 0))
+        return -1;
+    return id;
+}
+
+static bool catalog_has(struct store *s, int64_t id)
+{
+    sqlite3_stmt *st;
+    bool found = false;
+
+    if (sqlite3_prepare_v2(s->catalog, "SELECT 1 FROM sessions WHERE id = ?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, id);
+        found = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    return found;
+}
+
+/*
+ * Start-up: every session file without a catalog row (a crash between
+ * creating it and committing its row, or a file put there by hand) is moved
+ * to sessions/orphans/ and logged; ids seen on files are never handed out
+ * again. Counts what orphans/ holds for `status`.
+ */
+static int store_scan_orphans(struct store *s, char *errbuf, size_t errlen)
+{
+    char path[PATH_MAX];
+    struct dirent *de;
+    DIR *dir;
+    int64_t id;
+
+    snprintf(path, sizeof(path), "%s/sessions/orphans", s->data_dir);
+    if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+        snprintf(errbuf, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    if ((dir = opendir(path)) != NULL) {
+        while ((de = readdir(dir)) != NULL) {
+            char *dot = strchr(de->d_name, '.');
+            if ((id = strtoll(de->d_name, NULL, 10)) > s->max_file_id)
+                s->max_file_id = id;
+            if (dot != NULL && strlen(de->d_name) > 3 &&
+                strcmp(de->d_name + strlen(de->d_name) - 3, ".db") == 0)
+                atomic_fetch_add(&s->orphans, 1);
+        }
+        closedir(dir);
+    }
+    snprintf(path, sizeof(path), "%s/sessions", s->data_dir);
+    if ((dir = opendir(path)) == NULL) {
+        snprintf(errbuf, errlen, "cannot read %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    while ((de = readdir(dir)) != NULL) {
+        if ((id = session_file_id(de->d_name)) < 0)
+            continue;
+        if (id > s->max_file_id)
+            s->max_file_id = id;
+        if (!catalog_has(s, id) &&
+            store_quarantine(s, id, "a session file without a catalog row") < 0) {
+            snprintf(errbuf, errlen, "cannot move orphan session file %s aside", de->d_name);
+            closedir(dir);
+            return -EIO;
+        }
+    }
+    closedir(dir);
+    return 0;
+}
+
+/* One integer from a session file; def when the query fails. */
+static int64_t file_int(sqlite3 *db, const char *sql, int64_t def)
+{
+    sqlite3_stmt *st;
+    int64_t v = def;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+            v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return v;
+}
+
+/*
+ * A session the last run left live (killed, or crashed): its catalog row
+ * has the counts of its start (0), so they are read back from its file:
+ * processes, entries (the aggregates when exact, else a count) and what
+ * its processes reported dropped.
+ */
+static void store_reconcile(struct store *s, int64_t id)
+{
+    char path[PATH_MAX];
+    sqlite3 *db = NULL;
+    int64_t args[4] = {0, 0, 0, id};
+
+    store_session_path(s, id, path, sizeof(path));
+    if (access(path, F_OK) == 0 &&
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        args[0] = file_int(db, "SELECT count(*) FROM processes", 0);
+        if (file_int(db, "SELECT value FROM info WHERE key = 'aggregates'", 0) == 1)
+            args[1] = file_int(db, "SELECT coalesce((SELECT entries FROM agg_session), 0)", -1);
+        else
+            args[1] = -1;
+        if (args[1] < 0)
+            args[1] = file_int(db, "SELECT count(*) FROM entries", 0);
+        args[2] = file_int(db, "SELECT coalesce(sum(dropped), 0) FROM processes", 0);
+    }
+    sqlite3_close(db);
+    if (catalog_run(s, "UPDATE sessions SET processes = ?, entries = ?, dropped = ? WHERE id = ?",
+                    args, 4, NULL) == 0)
+        log_info("session %lld was live when the daemon stopped: %lld processes, %lld entries"
+                 " found in its file",
+                 (long long)id, (long long)args[0], (long long)args[1]);
+}
+
+/* Reconciles every session the last run left live, then marks them ended and interrupted. */
+static int store_recover(struct store *s)
+{
+    sqlite3_stmt *st;
+    int64_t *ids = NULL, *p;
+    size_t n = 0;
+
+    if (sqlite3_prepare_v2(s->catalog, "SELECT id FROM sessions WHERE state = 'live'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -EIO;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        if ((p = realloc(ids, (n + 1) * sizeof(*ids))) == NULL)
+            break;
+        ids = p;
+        ids[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    for (size_t i = 0; i < n; i++)
+        store_reconcile(s, ids[i]);
+    free(ids);
+    return store_exec(s, s->catalog,
+                      "UPDATE sessions SET state = 'ended', interrupted = 1, ended_ns ="
+                      " coalesce(ended_ns, CAST((julianday('now') - 2440587.5) * 86400e9 AS"
+                      " INTEGER)) WHERE state = 'live'",
+                      "mark interrupted sessions");
+}
+
 static int store_open_catalog(struct store *s, char *errbuf, size_t errlen)
 {
     char path[PATH_MAX];
@@ -882,19 +1457,17 @@ static int store_open_catalog(struct store *s, char *errbuf, size_t errlen)
         snprintf(errbuf, errlen, "data dir %s is not writable: %s", path, strerror(errno));
         return rc;
     }
+    if ((rc = store_lock(s, errbuf, errlen)) < 0)
+        return rc;
     snprintf(path, sizeof(path), "%s/catalog.db", s->data_dir);
     if (db_open(s, path, &s->catalog) < 0 ||
         store_exec(s, s->catalog, schema_catalog_sql, "create catalog schema") < 0 ||
-        store_exec(s, s->catalog,
-                   "UPDATE sessions SET state = 'ended', interrupted = 1, ended_ns ="
-                   " coalesce(ended_ns, CAST((julianday('now') - 2440587.5) * 86400e9 AS"
-                   " INTEGER)) WHERE state = 'live'",
-                   "mark interrupted sessions") < 0) {
+        store_recover(s) < 0) {
         snprintf(errbuf, errlen, "cannot open catalog %s: %s", path,
                  s->catalog ? sqlite3_errmsg(s->catalog) : "out of memory");
         return -EIO;
     }
-    return 0;
+    return store_scan_orphans(s, errbuf, errlen);
 }
 
 struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb done,
@@ -902,16 +1475,25 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
                         size_t errlen)
 {
     struct store *s = calloc(1, sizeof(*s));
+    pthread_condattr_t ca;
     int rc = -ENOMEM;
 
     if (s == NULL || (s->data_dir = strdup(data_dir)) == NULL)
         goto fail;
     s->loop = loop;
+    s->lock_fd = -1;
     s->done_cb = done;
     s->progress_cb = progress;
     s->cb_data = data;
+    s->ready_tail = &s->ready;
+    s->finished_tail = &s->finished;
+    s->max_open = STORE_DEFAULT_MAX_OPEN;
+    s->commit_ms = STORE_DEFAULT_COMMIT_MS;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if ((rc = store_open_catalog(s, errbuf, errlen)) < 0)
         goto fail;
     if ((rc = uv_async_init(loop, &s->async, store_async_cb)) < 0)
@@ -924,10 +1506,18 @@ fail:
     *err = rc;
     if (s != NULL) {
         sqlite3_close(s->catalog);
+        if (s->lock_fd >= 0)
+            close(s->lock_fd);
         free(s->data_dir);
         free(s);
     }
     return NULL;
+}
+
+void store_set_limits(struct store *s, size_t max_open, uint64_t commit_ms)
+{
+    s->max_open = max_open < 2 ? 2 : max_open;
+    s->commit_ms = commit_ms;
 }
 
 int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store_catalog_row *),
@@ -974,7 +1564,7 @@ int64_t store_last_session_id(struct store *s)
     if (sqlite3_step(st) == SQLITE_ROW)
         id = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    return id;
+    return id > s->max_file_id ? id : s->max_file_id;
 }
 
 int store_start(struct store *s)
@@ -1027,6 +1617,8 @@ void store_free(struct store *s)
         store_job_free(job);
     }
     sqlite3_close(s->catalog);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* releases the data dir */
     /* The struct holds the async handle: it is freed in the close callback. */
     uv_close((uv_handle_t *)&s->async, store_close_cb);
 }
@@ -1039,6 +1631,11 @@ uint64_t store_stored(const struct store *s)
 uint64_t store_queued(const struct store *s)
 {
     return atomic_load(&s->queued);
+}
+
+uint64_t store_queued_bytes(const struct store *s)
+{
+    return atomic_load(&s->queued_bytes);
 }
 
 uint64_t store_queue_jobs(const struct store *s)
@@ -1056,4 +1653,9 @@ void store_last_error(struct store *s, char *buf, size_t len)
     pthread_mutex_lock(&s->mu);
     snprintf(buf, len, "%s", s->last_error);
     pthread_mutex_unlock(&s->mu);
+}
+
+uint64_t store_orphans(const struct store *s)
+{
+    return atomic_load(&s->orphans);
 }

@@ -7,14 +7,37 @@
  * DESIGN
  * The loop thread builds a struct store_job and hands it over with
  * store_enqueue(); crossing the thread is a move: after the call the loop
- * never touches the job again, until (for jobs with a `cookie`) it comes
- * back through the done callback. The writer takes the whole queue at once,
- * applies every job inside one transaction per session file touched,
- * commits, and only then returns the completed jobs (flush markers, deletes)
- * to the loop through a queue and uv_async_send (which coalesces, so the
- * callback drains the whole done queue). An ack sent from the done callback
- * therefore means the entries are committed (WAL, synchronous=NORMAL: safe
- * against a crash or kill -9 of the daemon).
+ * never touches the job again, until (for jobs with a `cookie`, and for
+ * batches that could not be stored) it comes back through the done
+ * callback. The writer sorts what it takes from the queue into one queue per
+ * session and serves the sessions in turn, at most QUANTUM_ENTRIES entries
+ * of one session per turn, so a flood in one session delays another
+ * session's flush by a bounded amount. Each session's jobs go into one open
+ * transaction on its file; it commits when a flush waits for it, when it
+ * holds COMMIT_ENTRIES entries, when it has been open for the commit
+ * interval (so light load makes few, larger commits), or at the session's
+ * end. Only after the commit are the completed jobs (flush markers,
+ * deletes) returned to the loop through a queue and uv_async_send (which
+ * coalesces, so the callback drains the whole done queue). An ack sent from
+ * the done callback therefore means the entries are committed (WAL,
+ * synchronous=NORMAL: safe against a crash or kill -9 of the daemon).
+ *
+ * A job that fails rolls back its session's whole open transaction: a file
+ * holds exactly the entries counted stored. Lost entries are counted per
+ * process (every later flush of that process is answered with an error and
+ * the count) and the batches come back to the loop, which corrects the
+ * session's counts; losing anything else (the file, a process, a name)
+ * breaks the session: nothing more of it is stored. At most max_open
+ * session files are open at once; the least recently used is committed and
+ * closed to open another, and reopened when it gets work again.
+ *
+ * A new session's catalog row is committed before its file is created, and
+ * the file is created exclusively: a file already on that path, and at
+ * start-up every session file without a catalog row, is moved to
+ * DATA_DIR/sessions/orphans/ (logged, counted in store_orphans()), never
+ * opened as a session, and its id is never handed out again. DATA_DIR/lock
+ * is held (flock) from store_new() to store_free(): a second daemon on the
+ * same data dir fails to start.
  *
  * Lifecycle: store_new() opens the catalog synchronously (start-up may wait
  * on disk), store_catalog_load() lists the sessions, store_start() starts the
@@ -24,6 +47,7 @@
 #ifndef TRACECTLD_STORE_H
 #define TRACECTLD_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,12 +68,30 @@ enum store_job_type {
     STORE_DELETE,      /* remove an ended session's file and catalog row */
 };
 
+/*
+ * What queued jobs cost, charged to whoever queued them (a producer
+ * connection, or the registry for session files being created): the loop
+ * reads `bytes` to pause a connection over its share, the writer takes a
+ * job's cost off once it has applied the job. Shared by the two threads,
+ * freed by whichever drops the last reference (store_budget_unref).
+ */
+struct store_budget {
+    _Atomic uint64_t bytes; /* cost of this owner's jobs not yet applied */
+    _Atomic uint32_t refs;
+};
+
+/* What a job costs in queued bytes: its size in memory (a new session file counts as this). */
+#define STORE_OPEN_COST (64u << 10)
+
 struct store_job {
     struct store_job *next;
     enum store_job_type type;
     int64_t session_id;
     void *cookie; /* the loop's: STORE_FLUSH and STORE_DELETE come back with it */
     int rc;       /* set by the writer on completed jobs: 0 or a negative errno */
+    /* Charged to `budget` (a reference; NULL: none) while queued; cost set by store_enqueue. */
+    struct store_budget *budget;
+    uint64_t cost;
     union {
         struct {
             char *name;
@@ -109,15 +151,22 @@ struct store;
  */
 int store_configure(void);
 
-/* Called on the loop thread for each completed job with a cookie; the callee frees it. */
+/*
+ * Called on the loop thread for each completed job with a cookie, and for
+ * each STORE_BATCH that was not stored (rc < 0: its entries are lost, to be
+ * counted); the callee frees it.
+ */
 typedef void (*store_done_cb)(struct store *s, struct store_job *job, void *data);
 /* Called on the loop thread after each commit (for backpressure: queued entries went down). */
 typedef void (*store_progress_cb)(struct store *s, void *data);
 
 /*
- * Opens DATA_DIR/catalog.db (creating DATA_DIR/sessions), marks sessions the
- * last run left live as ended and interrupted. Returns NULL and sets *err
- * (negative errno) with a message in errbuf on failure.
+ * Locks DATA_DIR (-EBUSY: another daemon holds it), opens DATA_DIR/catalog.db
+ * (creating DATA_DIR/sessions), reconciles the sessions the last run left
+ * live from their files (processes, entries, dropped) and marks them ended
+ * and interrupted, and quarantines session files without a catalog row.
+ * Returns NULL and sets *err (negative errno) with a message in errbuf on
+ * failure.
  */
 struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb done,
                         store_progress_cb progress, void *data, int *err, char *errbuf,
@@ -127,6 +176,14 @@ int store_catalog_load(struct store *s, int (*row_cb)(void *arg, const struct st
                        void *arg);
 /* The largest session id ever given (ids are never reused), 0 if none. */
 int64_t store_last_session_id(struct store *s);
+#define STORE_DEFAULT_MAX_OPEN  64   /* session files open at once */
+#define STORE_DEFAULT_COMMIT_MS 1000 /* longest a transaction stays open without a flush */
+/*
+ * Before store_start(): at most max_open session files open at once (at
+ * least 2; each takes 3 fds: file, WAL, shared memory), and how long a
+ * session's transaction may stay open under light load (0: commit at once).
+ */
+void store_set_limits(struct store *s, size_t max_open, uint64_t commit_ms);
 /* Starts the writer thread. Returns 0 or a negative errno. */
 int store_start(struct store *s);
 /* Takes ownership of job. Never blocks on disk. */
@@ -135,6 +192,13 @@ void store_enqueue(struct store *s, struct store_job *job);
 void store_stop(struct store *s);
 /* NULL is a no-op. */
 void store_free(struct store *s);
+
+/* A budget with one reference and nothing charged, or NULL. */
+struct store_budget *store_budget_new(void);
+/* Drops a reference; NULL is a no-op. Either thread. */
+void store_budget_unref(struct store_budget *b);
+/* Sets job->budget to b (taking a reference). Before store_enqueue. */
+void store_job_charge(struct store_job *job, struct store_budget *b);
 
 /* A zeroed job of that type, or NULL. */
 struct store_job *store_job_new(enum store_job_type type, int64_t session_id);
@@ -151,6 +215,9 @@ uint64_t store_stored(const struct store *s);     /* entries committed since sta
 uint64_t store_queued(const struct store *s);     /* entries waiting for the writer */
 uint64_t store_queue_jobs(const struct store *s); /* jobs waiting */
 uint64_t store_failed(const struct store *s);     /* entries lost to storage errors */
+uint64_t store_orphans(const struct store *s);    /* session files in sessions/orphans/ */
+/* What every waiting job costs (struct store_budget): what backpressure counts. */
+uint64_t store_queued_bytes(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
 

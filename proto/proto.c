@@ -401,6 +401,8 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
         get_uint(&f[2], INT64_MAX, &e->start_ns, "entry start_ns", err) < 0 ||
         get_uint(&f[3], INT64_MAX, &e->dur_ns, "entry dur_ns", err) < 0)
         return -1;
+    if (e->dur_ns > (uint64_t)INT64_MAX - e->start_ns)
+        return fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
     e->op_id = (uint32_t)op;
     if (n > 4 && f[4].type != MSGPACK_OBJECT_NIL) {
         if (get_uint(&f[4], INT64_MAX, &e->elements, "entry elements", err) < 0)

@@ -4,8 +4,8 @@
 -- after the percentiles.
 -- Columns: id, name, category, calls, total_ns, min_ns, max_ns, mem_bytes,
 -- elements.
-SELECT o.id, o.name, o.category, count(*), sum(e.dur_ns), min(e.dur_ns),
-       max(e.dur_ns), sum(e.mem_bytes), sum(coalesce(e.elements, s.elements, 0))
+SELECT o.id, o.name, o.category, count(*), satsum(e.dur_ns), min(e.dur_ns),
+       max(e.dur_ns), satsum(e.mem_bytes), satsum(coalesce(e.elements, s.elements, 0))
 FROM entries e
 JOIN ops o ON o.id = e.op_id
 LEFT JOIN shapes s ON s.id = e.shape_id

@@ -1,6 +1,6 @@
 -- Report (aggregates): as report_totals.sql, from agg_session.
 SELECT (SELECT count(*) FROM processes),
-       (SELECT coalesce(sum(dropped), 0) FROM processes),
+       (SELECT coalesce(satsum(dropped), 0) FROM processes),
        coalesce((SELECT entries FROM agg_session), 0),
        coalesce((SELECT total_ns FROM agg_session), 0),
        (SELECT end_ns FROM agg_session),

@@ -23,8 +23,8 @@ fi
 echo "== self-contained"
 # A user's clone has nothing beside it: no tracked file may read outside the repository.
 if git rev-parse --git-dir >/dev/null 2>&1 &&
-   git grep -n -e '\.\./shared' -- ':!scripts/test.sh' ':!tests/data/README.md'; then
-    echo "the files above refer to ../shared, outside the repository" >&2
+   git grep -n -E -e '[.][.]/shared|/shared[/]data' -- ':!tests/data/README.md'; then
+    echo "the files above refer to the workplace's shared folder, outside the repository" >&2
     exit 1
 fi
 

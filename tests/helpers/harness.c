@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -37,6 +38,9 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
     d->pid = fork();
     cr_assert_neq(d->pid, -1, "fork: %s", strerror(errno));
     if (d->pid == 0) {
+        struct rlimit rl = {d->nofile, d->nofile};
+        if (d->nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(126);
         execv(argv[0], argv);
         _exit(127);
     }

@@ -23,6 +23,7 @@ struct tdaemon {
     char dir[256];       /* the temporary directory holding both */
     char sock[PATH_MAX]; /* dir/tracectl.sock */
     char data[PATH_MAX]; /* dir/data */
+    unsigned nofile;     /* RLIMIT_NOFILE (soft and hard) the daemon runs with; 0: inherited */
 };
 
 /* Makes a temp dir and starts tracectld there; extra args end with NULL. */

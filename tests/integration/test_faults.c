@@ -5,6 +5,7 @@
  * uid cases (CI runs as root); skipped otherwise.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -380,4 +382,280 @@ Test(faults, max_connections_and_retention)
     struct stat st;
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_neq(stat(path, &st), 0, "the retained-out file is still there");
+}
+
+/* ---- storage correctness (issue 10) -------------------------------------- */
+
+/* count(*) (or any one-number query) over a session's file, read independently; -1 if none. */
+static long long file_count(long long id, const char *sql)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    long long n = -1;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    if (access(path, F_OK) == 0 &&
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW)
+                n = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        sqlite3_close(db);
+    }
+    return n;
+}
+
+/* A number of session id's row in `sessions` (-1 when the row is absent). */
+static long long sessions_field(long long id, const char *key)
+{
+    struct proto_reader r;
+    long long v = -1;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i];
+        if ((long long)obj_u64(obj_get(row, "id")) == id)
+            v = (long long)obj_u64(obj_get(row, key));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+static unsigned long long status_u64(const char *key)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+    unsigned long long v = obj_u64(obj_get(&o->via.array.ptr[1], key));
+
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+/* A fresh temp dir (no daemon yet), like harness_daemon_start() without the start. */
+static void fresh_dir(void)
+{
+    memset(&d, 0, sizeof(d));
+    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s/data", d.dir);
+}
+
+/* hello; returns the fd with *id set, or -1 when the daemon answered `limit`. */
+static int try_producer(const char *name, long long *id)
+{
+    struct proto_hello h = {.proto = 1, .session = (char *)name, .rank = 0, .world = 1, .pid = -1};
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(d.sock), rc = -1;
+
+    cr_assert_geq(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_hello(&pk, &h);
+    /* not raw_send(): a daemon at its limit answers and closes before reading the hello */
+    if (send(fd, sb.data, sb.size, MSG_NOSIGNAL) != (ssize_t)sb.size)
+        cr_log_info("hello %s: %s", name, strerror(errno));
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply to hello %s", name);
+    if (m.type == PROTO_WELCOME) {
+        *id = m.u.welcome.session_id;
+        rc = fd;
+    } else {
+        cr_assert_eq(m.type, PROTO_ERROR);
+        cr_assert_str_eq(m.u.error.code, "limit", "hello %s: %s", name, m.u.error.message);
+        close(fd);
+    }
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    return rc;
+}
+
+/*
+ * Out of fds (RLIMIT_NOFILE 64:64): 30 sessions × 100 entries, each
+ * flushed. Every flush is acked with the 100 entries really in the file
+ * (count(*)), or answered with an error; never acked-but-lost. `sessions`
+ * never claims more than the file holds, `report` agrees, and a hello the
+ * daemon has no room for gets `limit`.
+ */
+Test(faults, out_of_fds_never_acks_lost_entries)
+{
+    enum { SESSIONS = 30, ENTRIES = 100 };
+    long long ids[SESSIONS], acked[SESSIONS];
+    int fds[SESSIONS], connected = 0, n_acked = 0;
+    char name[32];
+
+    fresh_dir();
+    d.nofile = 64;
+    harness_daemon_restart(&d, NULL);
+    for (int i = 0; i < SESSIONS; i++) {
+        snprintf(name, sizeof(name), "fd-%d", i);
+        fds[i] = try_producer(name, &ids[i]);
+        connected += fds[i] >= 0;
+    }
+    cr_assert_gt(connected, 0);
+    for (int i = 0; i < SESSIONS; i++) {
+        if (fds[i] < 0)
+            continue;
+        raw_send_ops(fds[i], 1, "matmul");
+        raw_send_batch(fds[i], 1, ENTRIES, (uint64_t)i * 1000000, 5);
+    }
+    for (int i = 0; i < SESSIONS; i++) {
+        acked[i] = fds[i] >= 0 ? raw_flush(fds[i], 1) : -1;
+        cr_assert(acked[i] == -1 || acked[i] == ENTRIES, "flush %d acked %lld", i, acked[i]);
+        n_acked += acked[i] == ENTRIES;
+    }
+    for (int i = 0; i < SESSIONS; i++) {
+        if (fds[i] < 0)
+            continue;
+        if (acked[i] == ENTRIES)
+            cr_assert_eq(file_count(ids[i], "SELECT count(*) FROM entries"), ENTRIES,
+                         "session %lld: flush acked, entries not in its file", ids[i]);
+        raw_bye(fds[i], 0);
+    }
+    for (int i = 0; i < SESSIONS; i++) {
+        if (fds[i] < 0)
+            continue;
+        raw_wait_state(d.sock, ids[i], "ended", 10);
+        long long in_file = file_count(ids[i], "SELECT count(*) FROM entries");
+        if (in_file < 0)
+            in_file = 0;
+        cr_assert_eq(sessions_field(ids[i], "entries"), in_file,
+                     "session %lld: `sessions` claims entries its file does not hold", ids[i]);
+        cr_assert_eq(sessions_field(ids[i], "dropped"), ENTRIES - in_file);
+        if (acked[i] == ENTRIES)
+            cr_assert_eq(report_entries(ids[i], NULL), ENTRIES);
+    }
+    cr_assert_gt(n_acked, 0, "nothing was stored at all");
+    cr_log_info("%d of %d sessions connected, %d flushes acked", connected, SESSIONS, n_acked);
+}
+
+/*
+ * A crash between a session file and its catalog row left sessions/2.db with
+ * another session's rows and no row: after a restart a new session must not
+ * see them. Also a file that appears on the next id while the daemon runs.
+ * Both are moved to sessions/orphans/ and counted in `status`; ids are not
+ * reused.
+ */
+Test(faults, orphan_session_files_are_quarantined)
+{
+    char src[PATH_MAX + 32], dst[PATH_MAX + 32], cmd[3 * PATH_MAX];
+    long long id_old, id_new;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "someone-else", 0, 1, NULL, &id_old);
+    raw_send_ops(fd, 1, "secret_op");
+    raw_send_batch(fd, 1, 50, 0, 7);
+    cr_assert_eq(raw_flush(fd, 1), 50);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id_old, "ended", 5);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    cr_assert_eq(id_old, 1);
+    /* the state a kill between file and catalog leaves: 2.db with rows, no row for 2 */
+    snprintf(src, sizeof(src), "%s/sessions/1.db", d.data);
+    snprintf(dst, sizeof(dst), "%s/sessions/2.db", d.data);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", src, dst);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(file_count(2, "SELECT count(*) FROM entries"), 50);
+
+    harness_daemon_restart(&d, NULL);
+    /* and a file that appears on the next id while the daemon runs */
+    snprintf(dst, sizeof(dst), "%s/sessions/3.db", d.data);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", src, dst);
+    cr_assert_eq(system(cmd), 0);
+    fd = raw_producer(d.sock, "new-user", 0, 1, NULL, &id_new);
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 10, 0, 3);
+    cr_assert_eq(raw_flush(fd, 1), 10);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id_new, "ended", 5);
+    cr_assert_eq(report_entries(id_new, NULL), 10, "the new session sees another's rows");
+    cr_assert_gt(id_new, 2, "id %lld of an orphan file was handed out again", id_new);
+    cr_assert_eq(file_count(id_new, "SELECT count(*) FROM entries"), 10);
+    cr_assert_eq(file_count(id_new, "SELECT count(*) FROM ops WHERE name = 'secret_op'"), 0);
+    cr_assert_eq(status_u64("orphans"), 2, "status counts the quarantined files");
+    snprintf(cmd, sizeof(cmd), "test $(ls %s/sessions/orphans/ | grep -c '^[23]\\..*\\.db$') -eq 2",
+             d.data);
+    cr_assert_eq(system(cmd), 0, "the orphans are not in sessions/orphans/");
+    cr_assert_eq(report_entries(id_old, NULL), 50, "the old session is untouched");
+}
+
+/* A second daemon on the same data dir: a one-line error and exit 1; the first runs on. */
+Test(faults, second_daemon_on_one_data_dir_is_refused)
+{
+    char sock2[PATH_MAX + 8], err[512] = "";
+    int pfd[2], st;
+    ssize_t n, len = 0;
+    pid_t pid;
+
+    harness_daemon_start(&d, NULL);
+    snprintf(sock2, sizeof(sock2), "%s/second.sock", d.dir);
+    cr_assert_eq(pipe(pfd), 0);
+    pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 2);
+        close(pfd[0]);
+        execl(TRACECTLD_BIN, TRACECTLD_BIN, "--socket", sock2, "--data-dir", d.data, NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    for (int i = 0; i < 200 && waitpid(pid, &st, WNOHANG) == 0; i++)
+        usleep(25000);
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        cr_assert_fail("a second daemon started on the same data dir");
+    }
+    while ((n = read(pfd[0], err + len, sizeof(err) - 1 - (size_t)len)) > 0)
+        len += n;
+    close(pfd[0]);
+    err[len] = '\0';
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "the second daemon did not exit 1");
+    cr_assert_not_null(strstr(err, "in use by another tracectld"), "stderr: %s", err);
+    cr_assert_eq(strchr(err, '\n'), err + len - 1, "not one line: %s", err);
+    /* the first still serves */
+    long long id;
+    int fd = raw_producer(d.sock, "still-here", 0, 1, NULL, &id);
+    raw_bye(fd, 0);
+}
+
+/*
+ * kill -9 while a session is live: after the restart `sessions` shows the
+ * processes and entries its file holds (count(*)), not 0.
+ */
+Test(faults, counts_after_kill9_come_from_the_file)
+{
+    long long id;
+    int a, b;
+
+    harness_daemon_start(&d, NULL);
+    a = raw_producer(d.sock, "killed", 0, 2, "gpu:0", &id);
+    b = raw_producer(d.sock, "killed", 1, 2, "gpu:1", NULL);
+    raw_send_ops(a, 1, "matmul");
+    raw_send_ops(b, 1, "matmul");
+    raw_send_batch(a, 1, 300, 0, 5);
+    raw_send_batch(b, 1, 200, 0, 5);
+    cr_assert_eq(raw_flush(a, 1), 300);
+    cr_assert_eq(raw_flush(b, 1), 200);
+    harness_daemon_stop(&d, SIGKILL);
+    close(a);
+    close(b);
+    harness_daemon_restart(&d, NULL);
+    long long in_file = file_count(id, "SELECT count(*) FROM entries");
+    cr_assert_eq(in_file, 500);
+    cr_assert_eq(sessions_field(id, "entries"), in_file);
+    cr_assert_eq(sessions_field(id, "processes"), 2);
+    cr_assert_eq(report_entries(id, NULL), 500);
 }

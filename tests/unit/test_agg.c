@@ -227,3 +227,93 @@ Test(agg, buckets_are_exact_below_256_and_within_1_128_above)
         }
     }
 }
+
+/*
+ * Entries at the top of the range (PROTOCOL.md Part 2): every sum saturates
+ * at INT64_MAX, in the in-memory deltas, in the stored columns across
+ * commits, and in the scan (SQLite's sum() would fail "integer overflow").
+ */
+Test(agg, sums_saturate_at_int64_max_in_both_paths)
+{
+    const uint64_t max = (uint64_t)INT64_MAX;
+    uv_loop_t loop;
+    struct store *s;
+    char err[256], path[PATH_MAX];
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    s = store_new(&loop, dir, done_cb, NULL, NULL, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    cr_assert_eq(store_start(s), 0);
+    struct store_job *j = store_job_new(STORE_OPEN, 1);
+    j->u.open.name = strdup("edge");
+    store_enqueue(s, j);
+    j = store_job_new(STORE_PROCESS, 1);
+    j->u.process.id = 1;
+    j->u.process.rank = 0;
+    j->u.process.world = j->u.process.pid = j->u.process.uid = -1;
+    store_enqueue(s, j);
+    store_enqueue(s, name_job(STORE_OP, 1, "matmul", "compute"));
+    store_enqueue(s, name_job(STORE_DEVICE, 1, "gpu:0", NULL));
+    store_enqueue(s, name_job(STORE_DEVICE, 2, "gpu:1", NULL));
+    /* three commits of [max on gpu:0, max on gpu:1, 5 on gpu:1] */
+    for (int k = 0; k < 3; k++) {
+        j = store_job_new(STORE_BATCH, 1);
+        struct proto_batch *b = &j->u.batch.b;
+        b->n = 3;
+        b->entries = calloc(3, sizeof(*b->entries));
+        j->u.batch.process_id = 1;
+        j->u.batch.dev_ids = calloc(3, sizeof(uint32_t));
+        for (int i = 0; i < 3; i++) {
+            b->entries[i].op_id = 1;
+            b->entries[i].dur_ns = b->entries[i].mem_bytes = b->entries[i].elements =
+                i < 2 ? max : 5;
+            j->u.batch.dev_ids[i] = i == 0 ? 1 : 2;
+        }
+        store_enqueue(s, j);
+        j = store_job_new(STORE_FLUSH, 1);
+        j->cookie = &loop;
+        j->u.flush.process_id = 1;
+        store_enqueue(s, j);
+        while (flushes_done < k + 1)
+            uv_run(&loop, UV_RUN_ONCE);
+    }
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+
+    snprintf(path, sizeof(path), "%s/sessions/1.db", dir);
+    for (int scan = 0; scan < 2; scan++) {
+        struct report r;
+        if (scan) {
+            sqlite3 *db;
+            cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+            cr_assert_eq(sqlite3_exec(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+            sqlite3_close(db);
+        }
+        cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "scan %d: %s", scan, err);
+        cr_assert_eq(r.entries, 9);
+        cr_assert_eq(r.total_ns, max, "scan %d", scan);
+        cr_assert_eq(r.total_bytes, max, "scan %d", scan);
+        cr_assert_eq(r.peak_bytes, max, "scan %d", scan);
+        cr_assert_eq(r.n_ops, 1);
+        cr_assert_eq(r.ops[0].calls, 9);
+        cr_assert_eq(r.ops[0].total_ns, max, "scan %d", scan);
+        cr_assert_eq(r.ops[0].avg_ns, max / 9, "scan %d", scan);
+        cr_assert_eq(r.ops[0].mem_bytes, max, "scan %d", scan);
+        cr_assert_eq(r.ops[0].elements, max, "scan %d", scan);
+        cr_assert_eq(r.n_devices, 2);
+        cr_assert_eq(r.devices[0].total_ns, max, "scan %d", scan);
+        cr_assert_eq(r.devices[1].total_ns, max, "scan %d", scan);
+        cr_assert_eq(r.devices[1].calls, 6);
+        /* imbalance from the device rows: both saturated, so equal */
+        cr_assert_eq(r.imbalance.total_ns, max);
+        cr_assert_eq(r.imbalance.ideal_ns, max);
+        cr_assert_float_eq(r.imbalance.ratio, 0.0, 1e-12);
+        report_free(&r);
+    }
+}

@@ -254,6 +254,17 @@ static void c_batch_huge_start(struct buf *b)
     msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX + 1);
     msgpack_pack_uint64(&b->pk, 5);
 }
+static void c_batch_end_past_int64(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 4);
+    msgpack_pack_uint64(&b->pk, 0);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1); /* 1 + INT64_MAX: ends past the range */
+    msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX);
+}
 static void c_batch_float_step(struct buf *b)
 {
     msgpack_pack_array(&b->pk, 2);
@@ -435,6 +446,7 @@ static struct bad_case bad_cases[] = {
     {"entry with 3 fields", c_batch_3_fields, PROTO_E_MESSAGE},
     {"entry negative dur", c_batch_neg_dur, PROTO_E_MESSAGE},
     {"entry start over INT64_MAX", c_batch_huge_start, PROTO_E_MESSAGE},
+    {"entry start + dur over INT64_MAX", c_batch_end_past_int64, PROTO_E_MESSAGE},
     {"entry float step", c_batch_float_step, PROTO_E_MESSAGE},
     {"shape with 17 dims", c_batch_17_dims, PROTO_E_TOO_LARGE},
     {"9 input shapes", c_batch_9_inputs, PROTO_E_TOO_LARGE},

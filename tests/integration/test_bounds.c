@@ -1,0 +1,559 @@
+/*
+ * test_bounds.c — what one peer can make tracectld hold is bounded (README
+ * "Limits"): every per-session and per-connection table stops at its
+ * documented limit with a `limit` error, queued work is counted in bytes
+ * (a metadata flood is paused while a bystander's flush is answered),
+ * unread replies are bounded across control connections, and hello/bye churn
+ * cannot keep the writer from another producer's flush.
+ *
+ * The limits below are the README's figures, written out here (not taken
+ * from the daemon's headers) so that the test checks the documentation.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define LIMIT_OPS        65536
+#define LIMIT_OP_IDS     65536
+#define LIMIT_DEVICES    4096
+#define LIMIT_SHAPES     65536
+#define LIMIT_META_KEYS  1024
+#define LIMIT_CONN_QUEUE (8u << 20)
+
+static struct tdaemon d;
+
+/* Under AddressSanitizer every allocation carries redzones and shadow: see test_load.c. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_SCALE 4
+static void asan_small_quarantine(void)
+{
+    static char env[512];
+    const char *cur = getenv("ASAN_OPTIONS");
+
+    snprintf(env, sizeof(env), "%s%squarantine_size_mb=4", cur ? cur : "", cur ? ":" : "");
+    setenv("ASAN_OPTIONS", env, 1);
+}
+#else
+#define RSS_SCALE 1
+static void asan_small_quarantine(void)
+{
+}
+#endif
+
+static void fini(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(bounds, .fini = fini, .timeout = 240);
+
+static void start(void)
+{
+    asan_small_quarantine();
+    if (getenv("BOUNDS_DEBUG"))
+        harness_daemon_start(&d, "--log-level", "info", NULL);
+    else
+        harness_daemon_start(&d, NULL);
+    if (getenv("BOUNDS_DEBUG"))
+        fprintf(stderr, "daemon pid %d dir %s\n", (int)d.pid, d.dir);
+}
+
+/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
+static long proc_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    long v = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
+            v = atol(line + strlen(field) + 1);
+    fclose(f);
+    return v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void pk_init(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
+/* Sends what it can; false when the daemon closed (EPIPE/ECONNRESET). */
+static bool send_all(int fd, msgpack_sbuffer *sb)
+{
+    size_t off = 0;
+
+    while (off < sb->size) {
+        ssize_t n = send(fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            msgpack_sbuffer_clear(sb);
+            return false;
+        }
+        off += (size_t)n;
+    }
+    msgpack_sbuffer_clear(sb);
+    return true;
+}
+
+/* The next reply must be ["error", {"code": code}] whose message mentions `figure`. */
+static void expect_error(int fd, const char *code, const char *figure)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply where an error was due");
+    cr_assert_eq(m.type, PROTO_ERROR, "got %s, not an error", proto_type_name(m.type));
+    cr_assert_str_eq(m.u.error.code, code, "error %s: %s", m.u.error.code, m.u.error.message);
+    if (figure != NULL)
+        cr_assert(strstr(m.u.error.message, figure) != NULL, "message without %s: %s", figure,
+                  m.u.error.message);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    cr_assert(raw_closed(fd), "the connection stays open after a limit error");
+    close(fd);
+}
+
+/* SELECT count(*) of a table of session id's file. */
+static long long count_rows(long long id, const char *table)
+{
+    char path[PATH_MAX + 64], sql[128];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    long long n = -1;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* the writer may be closing the file (a checkpoint) */
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    else
+        cr_log_error("%s: %s: %s", path, sql, sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+/* ["ops", [[id_base + i, name(i)], ...]] for i in [from, to). */
+static void send_ops(int fd, uint32_t id_base, size_t from, size_t to, bool same_name)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char name[64];
+
+    pk_init(&sb, &pk);
+    while (from < to) {
+        size_t n = to - from < 4096 ? to - from : 4096;
+
+        msgpack_pack_array(&pk, 2);
+        proto_pack_str(&pk, "ops");
+        msgpack_pack_array(&pk, n);
+        for (size_t i = from; i < from + n; i++) {
+            msgpack_pack_array(&pk, 2);
+            msgpack_pack_uint32(&pk, id_base + (uint32_t)i);
+            snprintf(name, sizeof(name), "op_%zu", same_name ? (size_t)0 : i);
+            proto_pack_str(&pk, name);
+        }
+        cr_assert(send_all(fd, &sb), "the daemon closed before the limit");
+        from += n;
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(bounds, op_names_stop_at_the_documented_limit)
+{
+    long long id;
+    int fd;
+    long rss0, rss1;
+
+    start();
+    fd = raw_producer(d.sock, "names", 0, 1, NULL, &id);
+    rss0 = proc_kib(d.pid, "VmRSS");
+    send_ops(fd, 1, 0, LIMIT_OPS, false);
+    cr_assert_eq(raw_flush(fd, 1), 0, "the ops up to the limit are accepted");
+    send_ops(fd, 1, LIMIT_OPS, LIMIT_OPS + 1, false);
+    expect_error(fd, "limit", "65536 op names");
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "ops"), LIMIT_OPS);
+    /*
+     * 65,536 names of ≤ 8 bytes: the registry's copy, the hash table (50 %
+     * load: 2 × 64 Ki slots of 20 bytes), the writer's inserts. 24 MiB is
+     * well above that and far below the 297 MB that 200 k names took.
+     */
+    rss1 = proc_kib(d.pid, "VmHWM");
+    cr_assert_lt(rss1 - rss0, 24L * 1024 * RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
+}
+
+Test(bounds, op_ids_per_connection_stop_at_the_limit)
+{
+    long long id;
+    int fd;
+
+    start();
+    fd = raw_producer(d.sock, "ids", 0, 1, NULL, &id);
+    send_ops(fd, 1, 0, LIMIT_OP_IDS, true); /* every id names the same op */
+    cr_assert_eq(raw_flush(fd, 1), 0);
+    send_ops(fd, 1, 0, 100, true); /* the same ids again: not new */
+    cr_assert_eq(raw_flush(fd, 2), 0);
+    send_ops(fd, 1, LIMIT_OP_IDS, LIMIT_OP_IDS + 1, true);
+    expect_error(fd, "limit", "65536 op ids");
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "ops"), 1, "%lld", count_rows(id, "ops"));
+}
+
+/* Entries of op 1 with device "dev<i>" or out_shape [i, 7] for i in [from, to). */
+static void send_entries(int fd, size_t from, size_t to, bool devices)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char name[64];
+
+    pk_init(&sb, &pk);
+    while (from < to) {
+        size_t n = to - from < 4096 ? to - from : 4096;
+
+        proto_pack_batch_header(&pk, n);
+        for (size_t i = from; i < from + n; i++) {
+            msgpack_pack_array(&pk, devices ? 9 : 7);
+            msgpack_pack_uint64(&pk, 0);
+            msgpack_pack_uint32(&pk, 1);
+            msgpack_pack_uint64(&pk, 1000 + i);
+            msgpack_pack_uint64(&pk, 10);
+            msgpack_pack_nil(&pk);
+            msgpack_pack_nil(&pk);
+            if (devices) {
+                msgpack_pack_nil(&pk);
+                msgpack_pack_nil(&pk);
+                snprintf(name, sizeof(name), "dev%zu", i);
+                proto_pack_str(&pk, name);
+            } else {
+                msgpack_pack_array(&pk, 2);
+                msgpack_pack_uint64(&pk, i);
+                msgpack_pack_uint64(&pk, 7);
+            }
+        }
+        cr_assert(send_all(fd, &sb), "the daemon closed before the limit");
+        from += n;
+    }
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(bounds, devices_stop_at_the_documented_limit)
+{
+    long long id;
+    int fd;
+
+    start();
+    fd = raw_producer(d.sock, "devs", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "k");
+    send_entries(fd, 0, LIMIT_DEVICES, true);
+    send_entries(fd, 0, 10, true); /* known devices: fine */
+    cr_assert_eq(raw_flush(fd, 1), LIMIT_DEVICES + 10);
+    send_entries(fd, LIMIT_DEVICES, LIMIT_DEVICES + 1, true);
+    expect_error(fd, "limit", "4096 device names");
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "devices"), LIMIT_DEVICES);
+    cr_assert_eq(count_rows(id, "entries"), LIMIT_DEVICES + 10);
+}
+
+Test(bounds, shapes_stop_at_the_documented_limit)
+{
+    long long id;
+    int fd;
+    long rss0, rss1;
+
+    start();
+    fd = raw_producer(d.sock, "shapes", 0, 1, NULL, &id);
+    rss0 = proc_kib(d.pid, "VmRSS");
+    raw_send_ops(fd, 1, "k");
+    send_entries(fd, 0, LIMIT_SHAPES, false);
+    long long st = raw_flush(fd, 1);
+    cr_assert_eq(st, LIMIT_SHAPES, "%lld", st);
+    send_entries(fd, LIMIT_SHAPES, LIMIT_SHAPES + 1, false);
+    expect_error(fd, "limit", "65536 distinct");
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "shapes"), LIMIT_SHAPES);
+    cr_assert_eq(count_rows(id, "entries"), LIMIT_SHAPES);
+    /* 65,536 shapes of ≤ 12 bytes in the loop's and the writer's tables: ≪ 32 MiB. */
+    rss1 = proc_kib(d.pid, "VmHWM");
+    cr_assert_lt(rss1 - rss0, 32L * 1024 * RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
+}
+
+/* ["meta", {key<from>..key<to-1>: value}] with value_len bytes of 'v'. */
+static void pack_meta(msgpack_packer *pk, size_t from, size_t to, size_t value_len)
+{
+    static char value[4096];
+    char key[32];
+
+    memset(value, 'v', sizeof(value));
+    msgpack_pack_array(pk, 2);
+    proto_pack_str(pk, "meta");
+    msgpack_pack_map(pk, to - from);
+    for (size_t i = from; i < to; i++) {
+        snprintf(key, sizeof(key), "key%zu", i);
+        proto_pack_str(pk, key);
+        msgpack_pack_str(pk, value_len);
+        msgpack_pack_str_body(pk, value, value_len);
+    }
+}
+
+Test(bounds, metadata_keys_stop_at_the_documented_limit)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    long long id;
+    int fd;
+
+    start();
+    fd = raw_producer(d.sock, "meta", 0, 1, NULL, &id);
+    pk_init(&sb, &pk);
+    for (size_t i = 0; i < LIMIT_META_KEYS; i += 256)
+        pack_meta(&pk, i, i + 256, 8);
+    for (int round = 0; round < 20; round++) /* the same keys again: not new */
+        pack_meta(&pk, 0, 256, 8);
+    cr_assert(send_all(fd, &sb));
+    cr_assert_eq(raw_flush(fd, 1), 0);
+    pack_meta(&pk, LIMIT_META_KEYS, LIMIT_META_KEYS + 1, 8);
+    cr_assert(send_all(fd, &sb));
+    msgpack_sbuffer_destroy(&sb);
+    expect_error(fd, "limit", "1024 distinct metadata keys");
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "meta"), LIMIT_META_KEYS);
+}
+
+/*
+ * A producer floods metadata (the same 256 keys, 4 KiB values: ~1 MiB a
+ * message) as fast as the socket takes it, from a child process. Meanwhile a
+ * bystander sends entries and flushes: each flush must be answered while
+ * the flood runs, and the daemon's memory stays bounded by the queue's share
+ * per connection, not by what the flooder sends.
+ */
+Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
+{
+    long long id;
+    int fd, by;
+    pid_t child;
+    long rss0, hwm;
+    double t0, worst = 0;
+
+    start();
+    fd = raw_producer(d.sock, "flood", 0, 1, NULL, &id);
+    by = raw_producer(d.sock, "bystander", 0, 1, NULL, NULL);
+    raw_send_ops(by, 1, "k");
+    rss0 = proc_kib(d.pid, "VmRSS");
+    child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+
+        pk_init(&sb, &pk);
+        for (;;) { /* until the parent kills it */
+            pack_meta(&pk, 0, 256, 4000);
+            if (!send_all(fd, &sb))
+                _exit(1);
+        }
+    }
+    close(fd);
+    /* The flood is under way once the daemon has read a first few messages: the
+     * flush ahead of the bystander's then has a backlog ahead of it. */
+    for (int i = 1; i <= 10; i++) {
+        raw_send_batch(by, 1, 100, (uint64_t)i * 1000000, 5);
+        t0 = now_s();
+        cr_assert_eq(raw_flush(by, (uint64_t)i), 100 * i, "the bystander's flush %d", i);
+        if (now_s() - t0 > worst)
+            worst = now_s() - t0;
+    }
+    hwm = proc_kib(d.pid, "VmHWM");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    cr_log_info("bystander's slowest flush during the flood: %.3f s; daemon RSS %ld → peak %ld KiB",
+                worst, rss0, hwm);
+    /*
+     * Bound: the flooder's share (8 MiB queued) twice over for what a decoded
+     * map costs beside its bytes, a 4 MiB message being read and one being
+     * decoded, plus SQLite's page cache for two files: < 64 MiB. Without the
+     * byte count the daemon queued every message it could read (10 GB in 40 s).
+     */
+    cr_assert_lt(hwm - rss0, 64L * 1024 * RSS_SCALE, "the flood grew the daemon by %ld KiB",
+                 hwm - rss0);
+    raw_bye(by, 0);
+}
+
+/* Connections that send `report` requests and never read the replies. */
+Test(bounds, unread_reports_are_bounded_across_connections)
+{
+    enum { CONNS = 48, REQUESTS = 20 };
+    int fds[CONNS], fd;
+    long long id;
+    long rss0, hwm;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    char name[200];
+
+    start();
+    /* A session whose report is ~3 MiB: 12,000 ops with 160-byte names. */
+    fd = raw_producer(d.sock, "wide", 0, 1, NULL, &id);
+    pk_init(&sb, &pk);
+    for (int base = 0; base < 12000; base += 2000) {
+        msgpack_pack_array(&pk, 2);
+        proto_pack_str(&pk, "ops");
+        msgpack_pack_array(&pk, 2000);
+        for (int i = base; i < base + 2000; i++) {
+            msgpack_pack_array(&pk, 2);
+            msgpack_pack_uint32(&pk, (uint32_t)i + 1);
+            snprintf(name, sizeof(name), "%0150d_op", i);
+            proto_pack_str(&pk, name);
+        }
+    }
+    cr_assert(send_all(fd, &sb));
+    for (int i = 0; i < 12000; i += 4000) {
+        proto_pack_batch_header(&pk, 4000);
+        for (int j = i; j < i + 4000; j++) {
+            msgpack_pack_array(&pk, 4);
+            msgpack_pack_uint64(&pk, 0);
+            msgpack_pack_uint32(&pk, (uint32_t)j + 1);
+            msgpack_pack_uint64(&pk, (uint64_t)j * 100);
+            msgpack_pack_uint64(&pk, 50);
+        }
+    }
+    cr_assert(send_all(fd, &sb));
+    cr_assert_eq(raw_flush(fd, 1), 12000);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+
+    rss0 = proc_kib(d.pid, "VmRSS");
+    proto_request_init(&req);
+    req.session.id = id;
+    for (int c = 0; c < CONNS; c++) {
+        fds[c] = raw_connect(d.sock);
+        for (int i = 0; i < REQUESTS; i++)
+            proto_pack_request(&pk, PROTO_REPORT, &req);
+        cr_assert(send_all(fds[c], &sb));
+    }
+    /* A bystander's request is still answered (it waits at most for the hogs to go). */
+    o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+    cr_assert(o != NULL && obj_str_eq(&o->via.array.ptr[0], "ok"));
+    proto_reader_deinit(&r);
+    close(fd);
+    hwm = proc_kib(d.pid, "VmHWM");
+    for (int c = 0; c < CONNS; c++)
+        close(fds[c]);
+    msgpack_sbuffer_destroy(&sb);
+    cr_log_info("%d connections × %d unread reports: daemon RSS %ld → peak %ld KiB", CONNS,
+                REQUESTS, rss0, hwm);
+    /*
+     * 64 MiB of unread replies at most, plus one report being built per
+     * thread-pool thread (4 × ~3 MiB reply + its rows): < 128 MiB. Without
+     * the bound each connection held one 3 MiB report: 48 × 3 MiB and more.
+     */
+    cr_assert_lt(hwm - rss0, 128L * 1024 * RSS_SCALE, "unread reports grew the daemon by %ld KiB",
+                 hwm - rss0);
+}
+
+/*
+ * Hello/bye churn: 8 connections at a time say hello, wait for welcome,
+ * say bye, as fast as the daemon answers (57 k sessions a minute made every
+ * other producer's flush wait 2.5 min), while a bystander flushes: every
+ * flush is answered (within raw_flush's 5 s).
+ */
+Test(bounds, session_churn_does_not_starve_a_flush)
+{
+    enum { PAR = 8 };
+    long long id;
+    int by;
+    pid_t child;
+    double t0, t_start, worst = 0;
+    long long before, after;
+
+    start();
+    by = raw_producer(d.sock, "bystander", 0, 1, NULL, &id);
+    raw_send_ops(by, 1, "k");
+    child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        struct proto_reader r;
+        struct proto_msg m;
+        char name[32];
+        int fds[PAR];
+        unsigned n = 0;
+
+        pk_init(&sb, &pk);
+        for (;;) {
+            for (int i = 0; i < PAR; i++) {
+                struct proto_hello h = {.proto = 1, .rank = -1, .world = -1, .pid = -1};
+
+                snprintf(name, sizeof(name), "churn-%u", n++);
+                h.session = name;
+                proto_pack_hello(&pk, &h);
+                if ((fds[i] = raw_connect(d.sock)) < 0 || !send_all(fds[i], &sb))
+                    _exit(1);
+            }
+            for (int i = 0; i < PAR; i++) {
+                proto_reader_init(&r, 0);
+                if (raw_recv(fds[i], &r, &m) < 0)
+                    _exit(1);
+                proto_msg_free(&m);
+                proto_reader_deinit(&r);
+                proto_pack_bye(&pk, 0);
+                send_all(fds[i], &sb);
+                close(fds[i]);
+            }
+        }
+    }
+    t_start = now_s();
+    before = 0;
+    for (int i = 1; i <= 20; i++) {
+        raw_send_batch(by, 1, 10, (uint64_t)i * 1000000, 5);
+        t0 = now_s();
+        cr_assert_eq(raw_flush(by, (uint64_t)i), 10 * i, "the bystander's flush %d", i);
+        if (now_s() - t0 > worst)
+            worst = now_s() - t0;
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    raw_bye(by, 0);
+    {
+        struct proto_reader r;
+        int fd;
+        const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+
+        after = (long long)obj_u64(obj_get(&o->via.array.ptr[1], "sessions"));
+        proto_reader_deinit(&r);
+        close(fd);
+    }
+    cr_log_info("hello/bye churn: %lld sessions in %.1f s; the bystander's slowest flush %.3f s",
+                after - before, now_s() - t_start, worst);
+}

@@ -1,0 +1,307 @@
+/*
+ * test_edges.c — a real tracectld at the edges: numbers at the limits of
+ * their range (PROTOCOL.md Part 2 "Integers"), signals and clocks, and the
+ * caps that keep one user from starving the others.
+ *
+ * Expected figures are computed here, by hand, from the entries sent; never
+ * from the code under test.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct tdaemon d;
+
+static void stop_and_clean(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGKILL);
+    harness_cleanup(&d);
+}
+
+TestSuite(edges, .fini = stop_and_clean, .timeout = 120);
+
+static void pack_init(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
+/* One entry [0, op, start, dur, nil, mem, nil, nil, device]. */
+static void pack_entry(msgpack_packer *pk, uint32_t op, uint64_t start, uint64_t dur, uint64_t mem,
+                       const char *device)
+{
+    msgpack_pack_array(pk, 9);
+    msgpack_pack_uint64(pk, 0);
+    msgpack_pack_uint32(pk, op);
+    msgpack_pack_uint64(pk, start);
+    msgpack_pack_uint64(pk, dur);
+    msgpack_pack_nil(pk);
+    msgpack_pack_uint64(pk, mem);
+    msgpack_pack_nil(pk);
+    msgpack_pack_nil(pk);
+    msgpack_pack_str(pk, strlen(device));
+    msgpack_pack_str_body(pk, device, strlen(device));
+}
+
+/* The reply's error code is `code` (and the message is not empty). */
+static void expect_error(int fd, const char *code)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply, expected %s", code);
+    cr_assert_eq(m.type, PROTO_ERROR, "expected error %s", code);
+    cr_assert_str_eq(m.u.error.code, code);
+    cr_assert_gt(strlen(m.u.error.message), 0);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+}
+
+/* ---- arithmetic at the edge ---------------------------------------------- */
+
+#define MAX63 9223372036854775807ull
+
+/* The report of session id, with its figures checked against the entries of
+ * at_the_limits (two of INT64_MAX on gpu:0 and gpu:1, one of 5 on gpu:2). */
+static void check_limits_report(long long id, const char *how)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
+    const msgpack_object *rep = &o->via.array.ptr[1];
+    const msgpack_object *s = obj_get(rep, "session");
+    cr_assert_eq(obj_u64(obj_get(s, "entries")), 3, "%s", how);
+    /* sums saturate at INT64_MAX: never wrap (2 * INT64_MAX + 5 wrapped is 3) */
+    cr_assert_eq(obj_u64(obj_get(s, "total_ns")), MAX63, "%s: total", how);
+    cr_assert_eq(obj_u64(obj_get(s, "span_ns")), MAX63, "%s: span", how);
+    const msgpack_object *ops = obj_get(rep, "ops");
+    cr_assert_eq(ops->via.array.size, 1);
+    const msgpack_object *op = &ops->via.array.ptr[0];
+    cr_assert_eq(obj_u64(obj_get(op, "calls")), 3, "%s", how);
+    cr_assert_eq(obj_u64(obj_get(op, "total_ns")), MAX63, "%s: op total", how);
+    cr_assert_eq(obj_u64(obj_get(op, "avg_ns")), MAX63 / 3, "%s: avg", how);
+    cr_assert_eq(obj_u64(obj_get(op, "min_ns")), 5, "%s", how);
+    cr_assert_eq(obj_u64(obj_get(op, "max_ns")), MAX63, "%s", how);
+    cr_assert_eq(obj_u64(obj_get(op, "mem_bytes")), MAX63, "%s: op memory", how);
+    cr_assert_float_eq(obj_f64(obj_get(op, "share")), 1.0, 1e-12, "%s", how);
+    const msgpack_object *mem = obj_get(rep, "memory");
+    cr_assert_eq(obj_u64(obj_get(mem, "peak_bytes")), MAX63, "%s", how);
+    cr_assert_eq(obj_u64(obj_get(mem, "total_bytes")), MAX63, "%s: total_bytes < peak", how);
+    const msgpack_object *devs = obj_get(rep, "devices");
+    cr_assert_eq(devs->via.array.size, 3);
+    uint64_t want[3] = {MAX63, MAX63, 5};
+    for (uint32_t i = 0; i < 3; i++) {
+        const msgpack_object *dv = &devs->via.array.ptr[i];
+        cr_assert_eq(obj_u64(obj_get(dv, "total_ns")), want[i], "%s: device %u", how, i);
+        cr_assert_eq(obj_u64(obj_get(dv, "mem_bytes")), want[i], "%s: device %u", how, i);
+    }
+    /* imbalance from the exact sum 2 * INT64_MAX + 5 = 18446744073709551619:
+     * ideal = floor(/3) = 6148914691236517206, ratio = (max - ideal) / ideal = 0.5 */
+    const msgpack_object *im = obj_get(rep, "imbalance");
+    cr_assert_eq(obj_u64(obj_get(im, "total_ns")), MAX63, "%s", how);
+    cr_assert_eq(obj_u64(obj_get(im, "ideal_ns")), 6148914691236517206ull, "%s: ideal", how);
+    cr_assert_eq(obj_u64(obj_get(im, "max_ns")), MAX63, "%s", how);
+    cr_assert_float_eq(obj_f64(obj_get(im, "ratio")), 0.5, 1e-9, "%s: ratio", how);
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+Test(edges, sums_at_the_limits_saturate_and_ends_past_int64_are_refused)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    long long id;
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+
+    harness_daemon_start(&d, NULL);
+    int fd = raw_producer(d.sock, "limits", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    /* two commits: the second's saturated deltas are added to stored sums */
+    pack_init(&sb, &pk);
+    proto_pack_batch_header(&pk, 1);
+    pack_entry(&pk, 1, 0, MAX63, MAX63, "gpu:0");
+    raw_send(fd, &sb);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    proto_pack_batch_header(&pk, 2);
+    pack_entry(&pk, 1, 0, MAX63, MAX63, "gpu:1");
+    pack_entry(&pk, 1, 0, 5, 5, "gpu:2");
+    raw_send(fd, &sb);
+    cr_assert_eq(raw_flush(fd, 2), 3);
+    /* an entry that would end after INT64_MAX: refused, what came before stays */
+    proto_pack_batch_header(&pk, 1);
+    pack_entry(&pk, 1, 1, MAX63, 0, "gpu:0");
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    expect_error(fd, "bad_message");
+    cr_assert(raw_closed(fd));
+    close(fd);
+    raw_wait_state(d.sock, id, "ended", 10);
+    check_limits_report(id, "aggregates");
+
+    /* the scan path (what reports use after a failed commit): no "integer overflow" */
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(
+        sqlite3_exec(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    check_limits_report(id, "scan");
+}
+
+/* ---- signals and clocks --------------------------------------------------- */
+
+/* A `sessions` request answers ok; returns the list's length. */
+static unsigned sessions_count(void)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    unsigned n;
+
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "sessions failed");
+    n = o->via.array.ptr[1].via.array.size;
+    proto_reader_deinit(&r);
+    close(fd);
+    return n;
+}
+
+Test(edges, sighup_sigusr1_sigusr2_neither_kill_nor_leave_a_stale_socket)
+{
+    int st;
+
+    harness_daemon_start(&d, NULL);
+    const int sigs[3] = {SIGHUP, SIGUSR1, SIGUSR2};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(kill(d.pid, sigs[i]), 0);
+        /* a reply means the daemon ran after the signal was sent, so a fatal
+         * default action would have been taken by now */
+        cr_assert_eq(sessions_count(), 0);
+        cr_assert_eq(waitpid(d.pid, &st, WNOHANG), 0, "signal %d killed tracectld", sigs[i]);
+    }
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    d.pid = 0;
+    cr_assert_eq(access(d.sock, F_OK), -1, "the socket was left behind");
+}
+
+static char clock_file[64];
+
+/* Steps the daemon's wall clock (debug builds: $TRACECTLD_TEST_CLOCK) to offset seconds. */
+static void set_clock(long long offset)
+{
+    FILE *f = fopen(clock_file, "w");
+
+    cr_assert_not_null(f);
+    fprintf(f, "%lld\n", offset);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static void clock_init(void)
+{
+    int fd;
+
+    snprintf(clock_file, sizeof(clock_file), "/tmp/tcclock.XXXXXX");
+    fd = mkstemp(clock_file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    set_clock(0);
+    cr_assert_eq(setenv("TRACECTLD_TEST_CLOCK", clock_file, 1), 0);
+}
+
+/* The sessions row of id, or NULL (borrowed from r). */
+static const msgpack_object *session_row(long long id, struct proto_reader *r, int *fd)
+{
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, r, fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t k = 0; k < list->via.array.size; k++)
+        if ((long long)obj_u64(obj_get(&list->via.array.ptr[k], "id")) == id)
+            return &list->via.array.ptr[k];
+    return NULL;
+}
+
+/* hello (world 1), one flushed entry, bye: the session ends. */
+static long long one_session(const char *name)
+{
+    long long id;
+    int fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1, 1000, 10);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    return id;
+}
+
+Test(edges, a_wall_clock_stepped_back_never_gives_a_negative_duration)
+{
+    struct proto_reader r;
+    long long id;
+    int fd;
+
+    clock_init();
+    harness_daemon_start(&d, NULL);
+    int p = raw_producer(d.sock, "stepped", 0, 1, "gpu:0", &id);
+    set_clock(-86400); /* one day back while the session is live */
+    raw_bye(p, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    const msgpack_object *row = session_row(id, &r, &fd);
+    cr_assert_not_null(row);
+    long long started = (long long)obj_u64(obj_get(row, "started_ns"));
+    long long ended = (long long)obj_u64(obj_get(row, "ended_ns"));
+    cr_assert_geq(ended, started, "duration %lld ns", ended - started);
+    cr_assert_lt(ended - started, 60000000000LL, "the step was counted: %lld ns", ended - started);
+    proto_reader_deinit(&r);
+    close(fd);
+    unlink(clock_file);
+}
+
+Test(edges, retention_does_not_act_on_a_clock_400_days_ahead)
+{
+    struct proto_reader r;
+    int fd;
+
+    clock_init();
+    harness_daemon_start(&d, "--retain-days", "1", NULL);
+    long long old = one_session("old");
+    set_clock(3 * 86400); /* three days later: a newer session */
+    long long recent = one_session("recent");
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    /* restarted with a clock 400 days ahead */
+    set_clock(400LL * 86400);
+    harness_daemon_restart(&d, "--retain-days", "1", NULL);
+    /* the first retention pass (1 s after start) deletes `old`, three days
+     * older than the newest session, in the same pass that decides `recent` */
+    for (int i = 0;; i++) {
+        const msgpack_object *row = session_row(old, &r, &fd);
+        proto_reader_deinit(&r);
+        close(fd);
+        if (row == NULL)
+            break;
+        cr_assert_lt(i, 200, "session %lld (3 days older than the newest) was kept", old);
+        usleep(50000);
+    }
+    cr_assert_not_null(session_row(recent, &r, &fd),
+                       "the newest session was deleted on a clock 400 days ahead");
+    proto_reader_deinit(&r);
+    close(fd);
+    unlink(clock_file);
+}
