@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "sockdir.h"
 #include "tracectl.h"
 
 #define DEFAULT_RING     65536
@@ -384,6 +386,35 @@ static int connect_socket(const char *path)
     return fd;
 }
 
+/*
+ * Connects c->fd to the daemon at c->path, once sure that no other user
+ * controls it (sockdir.h): the socket's directory is this user's or root's
+ * and writable by no one else, and the daemon runs as this user or root.
+ * 0 or a negative errno, the reason kept for tc_last_error().
+ */
+static int client_socket(tc_client *c)
+{
+    char why[PATH_MAX + 160];
+    int rc;
+
+    if ((rc = sockdir_check_dir(c->path, getuid(), why, sizeof(why))) < 0) {
+        client_error(c, rc, "%s", why);
+        return rc;
+    }
+    if ((c->fd = connect_socket(c->path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
+        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
+        return rc;
+    }
+    if ((rc = sockdir_check_peer(c->fd, c->path, getuid(), why, sizeof(why))) < 0) {
+        client_error(c, rc, "%s", why);
+        close(c->fd);
+        c->fd = -1;
+    }
+    return rc;
+}
+
 /* The daemon's answer to the hello: 0 on welcome, else -EPROTO with the reason kept. */
 static int hello_answer(tc_client *c, struct proto_msg *m)
 {
@@ -705,19 +736,15 @@ static void writer_discard(tc_client *c)
     msgpack_sbuffer_destroy(&sink);
 }
 
-static int connect_socket(const char *path);
+static int client_socket(tc_client *c);
 
 /* A forked child's writer: its own connection and hello (see client_restart). */
 static int writer_connect(tc_client *c)
 {
     int rc;
 
-    if ((c->fd = connect_socket(c->path)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
-        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
+    if ((rc = client_socket(c)) < 0)
         return rc;
-    }
     return say_hello(c);
 }
 
@@ -1027,13 +1054,7 @@ static int client_connect(tc_client *c, const tc_options *o)
     socket_path(o, path, sizeof(path));
     if ((c->path = strdup(path)) == NULL || hello_resolve(c) < 0)
         return -ENOMEM;
-    if ((c->fd = connect_socket(path)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
-        client_error(c, rc, "cannot connect to %s: %s", path, strerror(-rc));
-        return rc;
-    }
-    if ((rc = say_hello(c)) < 0)
+    if ((rc = client_socket(c)) < 0 || (rc = say_hello(c)) < 0)
         return rc;
     if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
         client_error(c, rc, "cannot start the writer thread: %s", strerror(-rc));

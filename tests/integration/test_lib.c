@@ -14,6 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -350,4 +354,198 @@ Test(lib, refused_hello_says_why)
     cr_assert_eq(tc_close(c), 0);
     cr_assert_eq(tc_last_error(NULL, &why), 0);
     cr_assert_str_eq(why, "");
+}
+
+/* ---- another user's socket (issue 10 #3) ----------------------------------- */
+
+#define OTHER_UID 65534
+
+struct fake {
+    pid_t pid;
+    int done; /* closing it tells the fake daemon the test is over */
+};
+
+/*
+ * A fake daemon run by another user: it makes dir (when not NULL) with mode,
+ * listens on sock, and when told the test is over, exits with the number of
+ * connections that sent it anything.
+ */
+static void fake_start(struct fake *f, const char *dir, mode_t mode, const char *sock)
+{
+    int ready[2], done[2];
+    char c;
+
+    cr_assert_eq(pipe(ready), 0);
+    cr_assert_eq(pipe(done), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        int lfd, fd, n = 0;
+
+        close(ready[0]);
+        close(done[1]);
+        if (setgid(OTHER_UID) != 0 || setuid(OTHER_UID) != 0)
+            _exit(90);
+        if (dir != NULL && (mkdir(dir, mode) != 0 || chmod(dir, mode) != 0))
+            _exit(91);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+        lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(lfd, 16) != 0)
+            _exit(92);
+        chmod(sock, 0777);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(93);
+        while (read(done[0], &c, 1) > 0) /* until the test closes its end */
+            ;
+        fcntl(lfd, F_SETFL, O_NONBLOCK);
+        while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+            n += recv(fd, &c, 1, MSG_DONTWAIT) > 0; /* a client that said anything */
+            close(fd);
+        }
+        unlink(sock);
+        if (dir != NULL)
+            rmdir(dir);
+        _exit(n);
+    }
+    close(ready[1]);
+    close(done[0]);
+    cr_assert_eq(read(ready[0], &c, 1), 1, "the other user's fake daemon did not start");
+    close(ready[0]);
+    f->done = done[1];
+}
+
+/* Ends the fake daemon; returns how many clients sent it anything. */
+static int fake_stop(struct fake *f)
+{
+    int st;
+
+    close(f->done);
+    cr_assert_eq(waitpid(f->pid, &st, 0), f->pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) < 90, "fake daemon failed: %d", st);
+    return WEXITSTATUS(st);
+}
+
+/* Runs a program with stderr into *out as well; returns its exit status. */
+static int run_both(char **out, const char *const *args)
+{
+    char *argv[16] = {"sh", "-c", "exec \"$@\" 2>&1", "sh"};
+    int n = 4;
+
+    for (; *args != NULL && n < 15; args++)
+        argv[n++] = (char *)*args;
+    argv[n] = NULL;
+    return harness_run(out, argv);
+}
+
+static void rm_rf(const char *dir)
+{
+    char *argv[] = {"rm", "-rf", (char *)dir, NULL};
+
+    cr_assert_eq(harness_run(NULL, argv), 0);
+}
+
+static void make_sticky_base(char *base, size_t len)
+{
+    snprintf(base, len, "/tmp/tc_lib_XXXXXX");
+    cr_assert_not_null(mkdtemp(base));
+    cr_assert_eq(chmod(base, 01777), 0); /* like /tmp: anyone may make a directory here */
+}
+
+Test(lib, another_users_socket_directory_is_refused)
+{
+    char base[64], dir[96], sock[128], data[96];
+    const char *why;
+    struct fake f;
+    char *out;
+    int err;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run the other user");
+    make_sticky_base(base, sizeof(base));
+    snprintf(dir, sizeof(dir), "%s/tracectl", base);
+    snprintf(sock, sizeof(sock), "%s/tracectl.sock", dir);
+    snprintf(data, sizeof(data), "%s/data", base);
+    fake_start(&f, dir, 0777, sock); /* /tmp/tracectl-$UID, pre-created by someone else */
+    setenv("XDG_RUNTIME_DIR", base, 1);
+
+    tc_client *c = tc_open(NULL, &err); /* the default path: $XDG_RUNTIME_DIR/tracectl/... */
+    cr_assert_eq(err, -EPERM);
+    cr_assert_eq(tc_last_error(c, &why), -EPERM);
+    cr_assert_not_null(strstr(why, "owned by uid 65534"), "%s", why);
+    cr_assert_eq(tc_close(c), 0);
+
+    const char *cli[] = {TRACECTL_BIN, "sessions", NULL};
+    cr_assert_eq(run_both(&out, cli), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "owned by uid 65534"), "%s", out);
+    free(out);
+
+    const char *daemon[] = {"timeout", "20", TRACECTLD_BIN, "--data-dir", data, NULL};
+    cr_assert_eq(run_both(&out, daemon), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "owned by uid 65534"), "%s", out);
+    free(out);
+
+    cr_assert_eq(fake_stop(&f), 0, "nothing reached the other user's daemon");
+    /* the user's own directory made writable by others is refused too */
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    cr_assert_eq(chmod(dir, 0777), 0);
+    c = tc_open(NULL, &err);
+    cr_assert_eq(err, -EPERM);
+    tc_last_error(c, &why);
+    cr_assert_not_null(strstr(why, "writable by group or others"), "%s", why);
+    tc_close(c);
+    rm_rf(base);
+}
+
+/* A socket in a shared sticky directory (allowed) served by another user: the peer check. */
+Test(lib, another_users_daemon_is_refused)
+{
+    char base[64], sock[96];
+    const char *why;
+    tc_options o;
+    struct fake f;
+    char *out;
+    int err;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run the other user");
+    make_sticky_base(base, sizeof(base));
+    snprintf(sock, sizeof(sock), "%s/evil.sock", base);
+    fake_start(&f, NULL, 0, sock);
+
+    tc_options_init(&o);
+    o.socket_path = sock;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_eq(err, -EPERM);
+    cr_assert_eq(tc_last_error(c, &why), -EPERM);
+    cr_assert_not_null(strstr(why, "runs as uid 65534"), "%s", why);
+    cr_assert_eq(tc_close(c), 0);
+
+    const char *cli[] = {TRACECTL_BIN, "--socket", sock, "sessions", NULL};
+    cr_assert_eq(run_both(&out, cli), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "runs as uid 65534"), "%s", out);
+    free(out);
+
+    cr_assert_eq(fake_stop(&f), 0, "no client said anything to the other user's daemon");
+    rm_rf(base);
+}
+
+Test(lib, daemon_refuses_another_users_data_dir)
+{
+    char base[64], data[96], sock[128];
+    char *out;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root for a directory of another user");
+    make_sticky_base(base, sizeof(base));
+    snprintf(data, sizeof(data), "%s/data", base);
+    snprintf(sock, sizeof(sock), "%s/s/tracectl.sock", base);
+    cr_assert_eq(mkdir(data, 0700), 0);
+    cr_assert_eq(chown(data, OTHER_UID, OTHER_UID), 0);
+    const char *daemon[] = {"timeout", "20",         TRACECTLD_BIN, "--socket",
+                            sock,      "--data-dir", data,          NULL};
+    cr_assert_eq(run_both(&out, daemon), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "refusing"), "%s", out);
+    free(out);
+    rm_rf(base);
 }
