@@ -81,7 +81,7 @@ struct rec {
  * device name out of range, or a device table that is full): the writer
  * thread drops it and counts it, so that the connection never breaks on it.
  */
-#define SHAPES_BAD 0xffff
+#define SHAPES_BAD 0x7fff /* above SHAPES_MAX, below any flag bit of rec.shapes */
 #define DEV_BAD    0xffff
 
 struct pending {
