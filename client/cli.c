@@ -246,8 +246,12 @@ static void cli_sanitize(char *s)
     }
 }
 
-static int cli_open_error(const char *path, int rc)
+static int cli_open_error(const struct cli_conn *conn, const char *path, int rc)
 {
+    if (rc == -EPERM && conn->why[0] != '\0') {
+        cli_error("%s", conn->why);
+        return CLI_EXIT_ERROR;
+    }
     if (rc == -ENOENT || rc == -ECONNREFUSED) {
         cli_error("no daemon at %s (is tracectld running?)", path);
         return CLI_EXIT_NO_DAEMON;
@@ -283,7 +287,7 @@ int cli_call(struct cli_ctx *ctx, enum proto_type type, const struct proto_reque
     int rc = cli_conn_open(conn, path);
 
     if (rc != 0)
-        return cli_open_error(path, rc);
+        return cli_open_error(conn, path, rc);
     rc = cli_conn_call(conn, type, req, &rep);
     if (rc != 0) {
         cli_sanitize(rep.message);

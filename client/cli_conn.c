@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli_obj.h"
+#include "sockdir.h"
 
 #define CLI_CONN_CHUNK 65536
 
@@ -39,14 +40,21 @@ int cli_conn_open(struct cli_conn *c, const char *path)
 
     c->fd = -1;
     c->reader_ready = false;
+    c->why[0] = '\0';
     if (strlen(path) >= sizeof(sa.sun_path))
         return -ENAMETOOLONG;
+    if ((rc = sockdir_check_dir(path, getuid(), c->why, sizeof(c->why))) < 0)
+        return rc;
     memcpy(sa.sun_path, path, strlen(path) + 1);
     c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (c->fd < 0)
         return -errno;
     if (connect(c->fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0)
         goto fail_close;
+    if ((rc = sockdir_check_peer(c->fd, path, getuid(), c->why, sizeof(c->why))) < 0) {
+        errno = -rc;
+        goto fail_close;
+    }
     rc = proto_reader_init(&c->reader, CLI_CONN_MAX_REPLY);
     if (rc != 0) {
         errno = -rc;

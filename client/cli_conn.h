@@ -28,6 +28,7 @@ struct cli_conn {
     int fd;
     bool reader_ready;
     struct proto_reader reader;
+    char why[512]; /* cli_conn_open's -EPERM: which check refused the socket */
 };
 
 struct cli_conn_reply {
@@ -48,7 +49,10 @@ const char *cli_conn_path(const char *flag, char *buf, size_t size);
 /*
  * Connects to the Unix socket at path. Returns 0, or a negative errno:
  * -ENOENT / -ECONNREFUSED mean no daemon listens there, -ENAMETOOLONG a
- * path too long for sockaddr_un, others as connect(2). On error c is left
+ * path too long for sockaddr_un, -EPERM when the socket may be another
+ * user's (its directory is not this user's or root's, or is writable by
+ * others; or the daemon does not run as this user or root: sockdir.h), with
+ * the reason in c->why; others as lstat(2) or connect(2). On error c is left
  * closed (cli_conn_close is still safe).
  */
 int cli_conn_open(struct cli_conn *c, const char *path);

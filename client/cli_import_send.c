@@ -99,7 +99,9 @@ int import_send_open(struct import_send *s, const char *sock, const struct proto
     if (proto_reader_init(&s->reader, 0) < 0)
         return send_fail(s, -ENOMEM, "out of memory");
     s->reader_ok = true;
-    if ((rc = cli_conn_open(&conn, sock)) < 0)
+    if ((rc = cli_conn_open(&conn, sock)) < 0 && rc == -EPERM && conn.why[0] != '\0')
+        return send_fail(s, rc, "%s", conn.why);
+    if (rc < 0)
         return send_fail(s, rc, "no daemon at %s (is tracectld running?)", sock);
     /* only the socket is taken from the helper: this connection has its own reader */
     s->fd = conn.fd;

@@ -34,6 +34,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "sockdir.h"
 #include "tracectl.h"
 
 #define DEFAULT_RING     65536
@@ -79,7 +81,7 @@ struct rec {
  * device name out of range, or a device table that is full): the writer
  * thread drops it and counts it, so that the connection never breaks on it.
  */
-#define SHAPES_BAD 0xffff
+#define SHAPES_BAD 0x7fff /* above SHAPES_MAX, below any flag bit of rec.shapes */
 #define DEV_BAD    0xffff
 
 struct pending {
@@ -168,9 +170,10 @@ struct tc_client {
     size_t n_shapes;
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
     uint64_t flush_req, flush_acked; /* guarded by mu */
-    int flush_rc;                    /* the last flush reply: 0 or -EIO; guarded by mu */
-    bool closing;                    /* guarded by mu */
-    _Atomic bool broken;             /* the connection is gone: what is recorded is dropped */
+    uint64_t flush_counted; /* broken: flushes whose entries are all counted as dropped; mu */
+    int flush_rc;           /* the last flush reply: 0 or -EIO; guarded by mu */
+    bool closing;           /* guarded by mu */
+    _Atomic bool broken;    /* the connection is gone: what is recorded is dropped */
 
     /* fork (see client_forked): set in the child, cleared by client_restart under mu. */
     bool forked;
@@ -381,6 +384,35 @@ static int connect_socket(const char *path)
         return rc;
     }
     return fd;
+}
+
+/*
+ * Connects c->fd to the daemon at c->path, once sure that no other user
+ * controls it (sockdir.h): the socket's directory is this user's or root's
+ * and writable by no one else, and the daemon runs as this user or root.
+ * 0 or a negative errno, the reason kept for tc_last_error().
+ */
+static int client_socket(tc_client *c)
+{
+    char why[PATH_MAX + 160];
+    int rc;
+
+    if ((rc = sockdir_check_dir(c->path, getuid(), why, sizeof(why))) < 0) {
+        client_error(c, rc, "%s", why);
+        return rc;
+    }
+    if ((c->fd = connect_socket(c->path)) < 0) {
+        rc = c->fd;
+        c->fd = -1;
+        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
+        return rc;
+    }
+    if ((rc = sockdir_check_peer(c->fd, c->path, getuid(), why, sizeof(why))) < 0) {
+        client_error(c, rc, "%s", why);
+        close(c->fd);
+        c->fd = -1;
+    }
+    return rc;
 }
 
 /* The daemon's answer to the hello: 0 on welcome, else -EPROTO with the reason kept. */
@@ -626,6 +658,17 @@ static void writer_wake(tc_client *c)
     (void)n;
 }
 
+/* Waits for a wake-up or the flush interval (a broken client has no socket to poll). */
+static void writer_sleep(tc_client *c)
+{
+    struct pollfd pfd = {.fd = c->wake[0], .events = POLLIN};
+    char sink[64];
+
+    if (poll(&pfd, 1, (int)c->interval_ms) > 0)
+        while (read(c->wake[0], sink, sizeof(sink)) > 0)
+            ;
+}
+
 /* Writes pending output; reads replies. Returns 0, or a negative errno once the connection is gone.
  */
 static int writer_io(tc_client *c, int wait_ms)
@@ -693,19 +736,15 @@ static void writer_discard(tc_client *c)
     msgpack_sbuffer_destroy(&sink);
 }
 
-static int connect_socket(const char *path);
+static int client_socket(tc_client *c);
 
 /* A forked child's writer: its own connection and hello (see client_restart). */
 static int writer_connect(tc_client *c)
 {
     int rc;
 
-    if ((c->fd = connect_socket(c->path)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
-        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
+    if ((rc = client_socket(c)) < 0)
         return rc;
-    }
     return say_hello(c);
 }
 
@@ -727,9 +766,15 @@ static void *writer_thread(void *arg)
         pthread_mutex_unlock(&c->mu);
         if (broken) {
             writer_discard(c);
+            /* Everything recorded before flush `req` is now counted: a tc_flush()
+             * returns with tc_dropped() complete. */
+            pthread_mutex_lock(&c->mu);
+            c->flush_counted = req;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
             if (closing)
                 break;
-            usleep(c->interval_ms * 1000);
+            writer_sleep(c);
             continue;
         }
         if (c->out_off == c->out.size)
@@ -931,7 +976,7 @@ static void client_forked(tc_client *c)
     msgpack_sbuffer_clear(&c->control); /* the parent's to send */
     msgpack_sbuffer_clear(&c->out);
     c->out_off = 0;
-    c->flush_req = c->flush_acked = c->flush_sent = 0;
+    c->flush_req = c->flush_acked = c->flush_sent = c->flush_counted = 0;
     c->flush_rc = 0;
     c->closing = false;
     c->broken = false;
@@ -1009,13 +1054,7 @@ static int client_connect(tc_client *c, const tc_options *o)
     socket_path(o, path, sizeof(path));
     if ((c->path = strdup(path)) == NULL || hello_resolve(c) < 0)
         return -ENOMEM;
-    if ((c->fd = connect_socket(path)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
-        client_error(c, rc, "cannot connect to %s: %s", path, strerror(-rc));
-        return rc;
-    }
-    if ((rc = say_hello(c)) < 0)
+    if ((rc = client_socket(c)) < 0 || (rc = say_hello(c)) < 0)
         return rc;
     if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
         client_error(c, rc, "cannot start the writer thread: %s", strerror(-rc));
@@ -1122,7 +1161,7 @@ int tc_flush(tc_client *c, int timeout_ms)
     }
     seq = ++c->flush_req;
     writer_wake(c);
-    while (c->flush_acked < seq && !c->broken && rc == 0) {
+    while (c->flush_acked < seq && !(c->broken && c->flush_counted >= seq) && rc == 0) {
         if (timeout_ms < 0)
             pthread_cond_wait(&c->cv, &c->mu);
         else if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT)

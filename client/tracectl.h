@@ -45,9 +45,11 @@
  * otherwise. Its ops keep their ids (the child defines them again on its
  * connection) and the step counter goes on; metadata is per process (the
  * child's starts empty); tc_dropped() and tc_recorded() start at 0; an op
- * begun (tc_begin) before the fork is recorded by the parent only. The child calls tc_close() (or
- * tc_flush()) before it exits, like any process, or what it recorded since its last flush is lost.
- * Offline clients stay offline in the child, counting from 0.
+ * begun (tc_begin) before the fork is recorded by the parent only;
+ * tc_session_id() is -1 until the child's hello is answered. The child
+ * calls tc_close() (or tc_flush()) before it exits, like any process, or
+ * what it recorded since its last flush is lost. Offline clients stay
+ * offline in the child, counting from 0.
  *
  * Environment: TRACECTL_SOCKET, TRACECTL_SESSION (else SLURM_JOB_ID, else
  * TORCHELASTIC_RUN_ID, else "default"), rank from RANK, OMPI_COMM_WORLD_RANK,
@@ -132,7 +134,10 @@ TC_API void tc_options_init(tc_options *o);
  * - TRACECTL_DISABLE=1: a disabled client (every call a no-op that counts
  *   nothing), *err = 0;
  * - no daemon / a refused hello, default mode: a disabled client, *err set
- *   to the negative errno (-ENOENT, -ECONNREFUSED, -ETIMEDOUT, -EPROTO, ...).
+ *   to the negative errno (-ENOENT, -ECONNREFUSED, -ETIMEDOUT, -EPROTO, ...,
+ *   or -EPERM when the socket may be another user's: its directory is not
+ *   this user's or root's, or others may write it, or the daemon does not
+ *   run as this user or root), the reason in tc_last_error().
  *   It sends nothing, but counts every entry it would have recorded in
  *   tc_dropped() (one relaxed atomic add per entry; a deferred op counts
  *   when deferred);
@@ -236,8 +241,9 @@ TC_API int tc_meta_bool(tc_client *c, const char *key, int value);
 /*
  * Sends everything recorded so far and waits for the daemon's ack: the
  * entries are then on disk. timeout_ms < 0 waits forever. Returns 0,
- * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone) or -EIO (the
- * daemon could not store some entries).
+ * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone: then every
+ * entry recorded before the call is counted in tc_dropped() when it
+ * returns) or -EIO (the daemon could not store some entries).
  */
 TC_API int tc_flush(tc_client *c, int timeout_ms);
 

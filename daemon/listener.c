@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "listener.h"
 #include "log.h"
+#include "sockdir.h"
 
 #define LISTEN_BACKLOG 511
 
@@ -92,6 +93,11 @@ static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
                  strerror(-rc));
         return rc;
     }
+    /* A directory that was already there may be another user's, who could then
+     * replace the socket under the clients: it must be ours (or root's) and
+     * writable by no one else. */
+    if ((rc = sockdir_check_dir(path, geteuid(), errbuf, errlen)) < 0)
+        return rc;
     rc = listener_probe(path);
     if (rc == 1) {
         snprintf(errbuf, errlen, "another tracectld is already listening on %s", path);

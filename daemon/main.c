@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <limits.h>
@@ -82,16 +83,65 @@ static char *default_socket(void)
     return strdup(buf);
 }
 
+/*
+ * $XDG_DATA_HOME/tracectl, else $HOME/.local/share/tracectl, else the same
+ * under the home directory of the passwd entry: never a relative path (an
+ * unset HOME once made it ./.local/share/tracectl, wherever the daemon was
+ * started). A relative XDG_DATA_HOME or HOME is ignored, as the XDG spec
+ * says. NULL when no absolute home is found.
+ */
 static char *default_data_dir(void)
 {
     const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    struct passwd *pw;
     char buf[PATH_MAX];
 
-    if (xdg != NULL && *xdg)
+    if (xdg != NULL && xdg[0] == '/') {
         snprintf(buf, sizeof(buf), "%s/tracectl", xdg);
-    else
-        snprintf(buf, sizeof(buf), "%s/.local/share/tracectl", home ? home : ".");
+        return strdup(buf);
+    }
+    if ((home == NULL || home[0] != '/') && (pw = getpwuid(geteuid())) != NULL)
+        home = pw->pw_dir;
+    if (home == NULL || home[0] != '/')
+        return NULL;
+    snprintf(buf, sizeof(buf), "%s/.local/share/tracectl", home);
     return strdup(buf);
+}
+
+/*
+ * The data directory, when it exists, must be this user's (the daemon's
+ * euid) and writable by no one else: another user's files there would be
+ * read as this daemon's sessions. A missing one is made 0700 by the store.
+ * 0, or -1 with the reason on stderr.
+ */
+static int check_data_dir(const char *dir)
+{
+    struct stat st;
+
+    if (dir == NULL) {
+        fprintf(stderr, "tracectld: no data directory: HOME is unset or relative and the "
+                        "passwd entry has no absolute home; give --data-dir DIR\n");
+        return -1;
+    }
+    if (lstat(dir, &st) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        fprintf(stderr, "tracectld: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "tracectld: data directory %s is not a directory (a symbolic link?)\n",
+                dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        fprintf(stderr,
+                "tracectld: data directory %s is owned by uid %u with mode %03o: it must be "
+                "owned by uid %u and not writable by group or others; refusing to use it\n",
+                dir, (unsigned)st.st_uid, (unsigned)(st.st_mode & 0777), (unsigned)geteuid());
+        return -1;
+    }
+    return 0;
 }
 
 static int parse_ulong(const char *s, unsigned long max, unsigned long *out)
@@ -488,6 +538,12 @@ int main(int argc, char **argv)
         d.opt.data_dir = d.opt.system ? strdup("/var/lib/tracectl") : default_data_dir();
     if (d.opt.admin_group == NULL)
         d.opt.admin_group = strdup("tracectl");
+    if (check_data_dir(d.opt.data_dir) < 0) {
+        free(d.opt.socket_path);
+        free(d.opt.data_dir);
+        free(d.opt.admin_group);
+        return 1;
+    }
     uv_loop_init(&loop);
     loop.data = &d;
     d.loop = &loop;

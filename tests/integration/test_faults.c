@@ -144,7 +144,8 @@ Test(faults, disk_full_is_reported_and_recovers)
     cr_assert_not_null(mkdtemp(d.dir));
     snprintf(data, sizeof(data), "%s/data", d.dir);
     mkdir(data, 0700);
-    if (mount("tmpfs", data, "tmpfs", 0, "size=3m") != 0)
+    /* mode 0700: the daemon refuses a data dir that others may write (tmpfs's default 1777) */
+    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
         cr_skip_test("cannot mount a tmpfs here");
     snprintf(mounted, sizeof(mounted), "%s", data);
     snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);

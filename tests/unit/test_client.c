@@ -48,9 +48,10 @@ struct peer {
     pthread_cond_t cv;
     /* set by the test */
     bool stalled, refuse, stop;
+    bool die; /* close the connection, unacked, on the next batch */
     /* set by the peer thread, under mu */
     int accepted;
-    bool hello, bye, eof;
+    bool hello, bye, eof, died;
     struct proto_hello h; /* copied from the hello */
     char *ops[PEER_OPS], *cats[PEER_OPS];
     size_t n_ops_msgs;
@@ -188,7 +189,10 @@ static void peer_handle(struct peer *p, struct proto_msg *m, msgpack_packer *pk)
         }
         break;
     case PROTO_BATCH:
-        peer_batch(p, &m->u.batch);
+        if (p->die)
+            p->died = true;
+        else
+            peer_batch(p, &m->u.batch);
         break;
     case PROTO_META:
         for (size_t i = 0; i < m->u.meta.n && p->n_meta < 16; i++) {
@@ -226,12 +230,14 @@ static bool peer_read(struct peer *p, struct proto_reader *r, msgpack_sbuffer *o
     proto_reader_commit(r, (size_t)n);
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     pthread_mutex_lock(&p->mu);
-    while ((rc = proto_reader_next(r, &m, &err)) > 0) {
+    while (!p->died && (rc = proto_reader_next(r, &m, &err)) > 0) {
         peer_handle(p, &m, &pk);
         proto_msg_free(&m);
     }
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
+    if (p->died)
+        return false; /* the connection ends here: nothing after it is read or acked */
     cr_assert_geq(rc, 0, "peer: %s: %s", err.code, err.message);
     send_packed(p->fd, out);
     return true;
@@ -998,6 +1004,42 @@ Test(client, no_daemon_counts_drops)
     err = 0;
     cr_assert_null(tc_open(&o, &err), "blocking mode: no client without a daemon");
     cr_assert_eq(err, -ENOENT);
+}
+
+/*
+ * Issue 10 #8: when the connection breaks, every entry not acknowledged as
+ * stored counts as dropped — those in the output buffer or on the wire, not
+ * only those still in the rings — and so does everything recorded after.
+ */
+Test(client, broken_connection_counts_every_unacked_entry)
+{
+    const char *why;
+
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 4096, 0);
+    uint32_t op = tc_op(c, "matmul");
+    for (int i = 0; i < 100; i++)
+        tc_record(c, op, (uint64_t)i, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), 0);
+    pthread_mutex_lock(&P.mu);
+    P.die = true;
+    pthread_mutex_unlock(&P.mu);
+    for (int i = 0; i < 500; i++)
+        tc_record(c, op, (uint64_t)i, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), -ENOTCONN);
+    cr_assert_eq(tc_dropped(c), 500, "none of the 500 was acked");
+    cr_assert_lt(tc_last_error(c, &why), 0);
+    cr_assert_not_null(strstr(why, "connection"), "%s", why);
+    for (int i = 0; i < 50; i++)
+        tc_record(c, op, (uint64_t)i, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), -ENOTCONN);
+    cr_assert_eq(tc_dropped(c), 550);
+    cr_assert_eq(tc_recorded(c), 650);
+    pthread_mutex_lock(&P.mu);
+    cr_assert_eq(P.n_total, 100, "the peer stored only the acked 100");
+    pthread_mutex_unlock(&P.mu);
+    tc_close(c);
+    peer_stop(&P);
 }
 
 Test(client, null_client)
