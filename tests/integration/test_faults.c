@@ -36,6 +36,10 @@ static void fini(void)
 
 TestSuite(faults, .fini = fini, .timeout = 90);
 
+static long long file_count(long long id, const char *sql);
+static long long sessions_field(long long id, const char *key);
+static unsigned long long status_u64(const char *key);
+
 static unsigned long long report_entries(long long id, const char **state)
 {
     struct proto_request req;
@@ -163,6 +167,13 @@ Test(faults, disk_full_is_reported_and_recovers)
     cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
     cr_assert_gt(stored, 0);
     close(fd);
+    /* `sessions` says what the file holds: the lost entries are dropped, not entries */
+    raw_wait_state(d.sock, id, "ended", 10);
+    long long in_file = file_count(id, "SELECT count(*) FROM entries");
+    cr_assert_geq(in_file, stored);
+    cr_assert_eq(sessions_field(id, "entries"), in_file, "`sessions` claims entries not stored");
+    cr_assert_eq(sessions_field(id, "dropped"), seq * 2000 - in_file, "the loss is not counted");
+    cr_assert_eq(status_u64("failed_entries"), (unsigned long long)(seq * 2000 - in_file));
     /* the error shows in status */
     struct proto_reader r;
     const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
