@@ -284,3 +284,60 @@ Test(store, files_closed_when_idle_reopen_exactly)
         cr_assert_eq(file_query(sid, "SELECT sum(count) FROM agg_hist"), ROUNDS * N);
     }
 }
+
+struct order {
+    int64_t done[4];
+    int n;
+};
+
+static void order_cb(struct store *s, struct store_job *job, void *data)
+{
+    struct order *o = data;
+
+    (void)s;
+    cr_assert_eq(job->type, STORE_FLUSH);
+    cr_assert_eq(job->rc, 0);
+    o->done[o->n++] = job->session_id;
+    store_job_free(job);
+}
+
+/*
+ * Fairness between sessions: a flood of 400 k entries queued in session 1,
+ * then one entry and a flush in session 2. The writer serves sessions in
+ * turn, so session 2's flush completes long before the flood's own flush
+ * (a single queue would commit the flood first: its flush was queued first).
+ */
+Test(store, a_flood_does_not_hold_back_another_sessions_flush)
+{
+    struct order o = {0};
+    uv_loop_t loop;
+    char err[256];
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcstore.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    struct store *s = store_new(&loop, dir, order_cb, NULL, &o, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    open_session(s, 1);
+    open_session(s, 2);
+    for (int i = 0; i < 100; i++)
+        store_enqueue(s, shaped_batch(1, 4000, (uint64_t)i * 4000));
+    struct store_job *f = store_job_new(STORE_FLUSH, 1);
+    f->cookie = &o;
+    f->u.flush.process_id = 1;
+    store_enqueue(s, f);
+    store_enqueue(s, shaped_batch(2, 1, 0));
+    f = store_job_new(STORE_FLUSH, 2);
+    f->cookie = &o;
+    f->u.flush.process_id = 1;
+    store_enqueue(s, f);
+    cr_assert_eq(store_start(s), 0); /* everything is queued before the writer looks */
+    while (o.n < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(o.done[0], 2, "the bystander's flush waited for the flood");
+    cr_assert_eq(o.done[1], 1);
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
