@@ -79,6 +79,11 @@ static int sock_connect(const char *path)
 
 int bdaemon_start(struct bdaemon *d, const char *base)
 {
+    return bdaemon_start_args(d, base, NULL);
+}
+
+int bdaemon_start_args(struct bdaemon *d, const char *base, char *const *args)
+{
     const char *tmp = base ? base : getenv("TMPDIR");
     int st;
 
@@ -95,8 +100,10 @@ int bdaemon_start(struct bdaemon *d, const char *base)
         return rc;
     }
     if (d->pid == 0) {
-        char *argv[] = {TRACECTLD_BIN, "--socket",    d->sock, "--data-dir",
-                        d->data,       "--log-level", "warn",  NULL};
+        char *argv[32] = {TRACECTLD_BIN, "--socket",    d->sock, "--data-dir",
+                          d->data,       "--log-level", "warn"};
+        for (int i = 0; args != NULL && args[i] != NULL && i < 24; i++)
+            argv[7 + i] = args[i];
         execv(argv[0], argv);
         _exit(127);
     }

@@ -37,6 +37,8 @@ struct bdaemon {
  * socket (up to 10 s). 0, or a negative errno (the dir is removed again).
  */
 int bdaemon_start(struct bdaemon *d, const char *base);
+/* The same with extra tracectld arguments (NULL-terminated; NULL: none). */
+int bdaemon_start_args(struct bdaemon *d, const char *base, char *const *args);
 /* Sends sig and waits up to 30 s (then SIGKILL). Returns the exit status, 128+signal, or -1. */
 int bdaemon_stop(struct bdaemon *d, int sig);
 /* Stops the daemon if still running (SIGKILL) and removes its dir. */

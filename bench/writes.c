@@ -13,7 +13,8 @@
  *       times the ack. Reports the bystander's flush latency (median, max).
  *
  * The daemon is started by the benchmark (bench_util) under $TMPDIR (a real
- * disk: write_bytes of tmpfs is 0). Output: JSON lines and a summary on stderr.
+ * disk: write_bytes of tmpfs is 0); arguments after `--` go to tracectld
+ * (e.g. `-- --commit-interval 0`). Output: JSON lines and a summary on stderr.
  */
 #include <errno.h>
 #include <poll.h>
@@ -304,8 +305,13 @@ int main(int argc, char **argv)
     struct bdaemon d;
     int rc;
 
+    char **daemon_args = NULL;
+
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--amplification") == 0)
+        if (strcmp(argv[i], "--") == 0) {
+            daemon_args = argv + i + 1;
+            break;
+        } else if (strcmp(argv[i], "--amplification") == 0)
             mode = 1;
         else if (strcmp(argv[i], "--fairness") == 0)
             mode = 2;
@@ -321,7 +327,7 @@ int main(int argc, char **argv)
                         "       tc_bench_writes --fairness [--seconds S]\n");
         return 2;
     }
-    if ((rc = bdaemon_start(&d, NULL)) < 0) {
+    if ((rc = bdaemon_start_args(&d, NULL, daemon_args)) < 0) {
         fprintf(stderr, "tc_bench_writes: cannot start tracectld: %s\n", strerror(-rc));
         return 1;
     }

@@ -30,6 +30,7 @@ struct daemon_options {
     uint64_t retain_s;          /* ended sessions older than this are deleted; 0 = keep */
     uint64_t retain_bytes;      /* oldest ended sessions deleted while over this; 0 = no cap */
     uint64_t queue_high;        /* queued entries above which producers are paused */
+    uint64_t commit_ms;         /* longest a session's entries wait for a commit (no flush) */
 };
 
 struct daemon {

@@ -37,6 +37,7 @@ static void usage(FILE *f)
         "                 [--linger SECONDS] [--max-connections N] [--max-live-sessions N]\n"
         "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
         "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
+        "                 [--commit-interval MS]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -63,6 +64,8 @@ static void usage(FILE *f)
         "  --retain-days DAYS    delete ended sessions older than DAYS (default: keep)\n"
         "  --retain-bytes SIZE   delete the oldest ended sessions while all use > SIZE\n"
         "  --admin-group NAME    members see every session (default: tracectl)\n"
+        "  --commit-interval MS  under light load, commit a session's entries at most\n"
+        "                        this late (default 1000; a flush always commits at once)\n"
         "  SIZE takes K, M, G (KiB, MiB, GiB) suffixes.\n"
         "  -h, --help            this text\n"
         "  -V, --version         the version\n",
@@ -236,6 +239,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"retain-days", required_argument, NULL, 'r'},
         {"retain-bytes", required_argument, NULL, 'R'},
         {"admin-group", required_argument, NULL, 'g'},
+        {"commit-interval", required_argument, NULL, 'C'},
         {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -289,6 +293,13 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                             .name);
                 return -1;
             }
+            break;
+        case 'C':
+            if (parse_ulong(optarg, 60000, &v) < 0) {
+                fprintf(stderr, "tracectld: --commit-interval takes milliseconds (0 to 60000)\n");
+                return -1;
+            }
+            o->commit_ms = v;
             break;
         case 'g':
             free(o->admin_group);
@@ -458,7 +469,7 @@ static void daemon_size_fds(struct daemon *d)
         }
     }
     files = n / 16 < 2 ? 2 : n / 16 > 1024 ? 1024 : (size_t)(n / 16);
-    store_set_limits(d->store, files, STORE_DEFAULT_COMMIT_MS);
+    store_set_limits(d->store, files, d->opt.commit_ms);
     if (d->opt.max_conns == 0) {
         conns = n > 3 * files + 40 ? (size_t)n - 3 * files - 32 : 8;
         d->opt.max_conns = conns < DEFAULT_MAX_CONNS ? conns : DEFAULT_MAX_CONNS;
@@ -525,6 +536,7 @@ int main(int argc, char **argv)
     d.opt.linger_ms = DEFAULT_LINGER_MS;
     d.opt.max_conns = 0; /* sized from the fd limit unless given */
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;
+    d.opt.commit_ms = STORE_DEFAULT_COMMIT_MS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

@@ -122,7 +122,9 @@ struct store_job {
         } pend;
         struct {
             int64_t ended_ns;
-            uint64_t processes, entries, dropped;
+            uint64_t processes;
+            uint64_t entries; /* the loop's count; the catalog gets what was committed */
+            uint64_t dropped; /* by clients and refused; the store adds what it lost */
             bool interrupted;
         } send;
         struct {

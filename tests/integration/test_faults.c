@@ -36,6 +36,10 @@ static void fini(void)
 
 TestSuite(faults, .fini = fini, .timeout = 90);
 
+static long long file_count(long long id, const char *sql);
+static long long sessions_field(long long id, const char *key);
+static unsigned long long status_u64(const char *key);
+
 static unsigned long long report_entries(long long id, const char **state)
 {
     struct proto_request req;
@@ -164,6 +168,13 @@ Test(faults, disk_full_is_reported_and_recovers)
     cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
     cr_assert_gt(stored, 0);
     close(fd);
+    /* `sessions` says what the file holds: the lost entries are dropped, not entries */
+    raw_wait_state(d.sock, id, "ended", 10);
+    long long in_file = file_count(id, "SELECT count(*) FROM entries");
+    cr_assert_geq(in_file, stored);
+    cr_assert_eq(sessions_field(id, "entries"), in_file, "`sessions` claims entries not stored");
+    cr_assert_eq(sessions_field(id, "dropped"), seq * 2000 - in_file, "the loss is not counted");
+    cr_assert_eq(status_u64("failed_entries"), (unsigned long long)(seq * 2000 - in_file));
     /* the error shows in status */
     struct proto_reader r;
     const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
@@ -659,4 +670,38 @@ Test(faults, counts_after_kill9_come_from_the_file)
     cr_assert_eq(sessions_field(id, "entries"), in_file);
     cr_assert_eq(sessions_field(id, "processes"), 2);
     cr_assert_eq(report_entries(id, NULL), 500);
+}
+
+/*
+ * A session whose file cannot be created (an immutable sessions/ dir): every
+ * flush is answered with an error, never an ack, and the loss is counted:
+ * `sessions` shows 0 entries and all of them dropped and failed, `status`
+ * the failed entries.
+ */
+Test(faults, a_session_without_a_file_gets_errors_not_acks)
+{
+    char cmd[PATH_MAX + 64];
+    long long id, first, second;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    snprintf(cmd, sizeof(cmd), "chattr +i %s/sessions 2>/dev/null", d.data);
+    if (geteuid() != 0 || system(cmd) != 0)
+        cr_skip_test("needs root and chattr on the temp dir's file system");
+    fd = raw_producer(d.sock, "no-file", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 100, 0, 5);
+    first = raw_flush(fd, 1);
+    raw_send_batch(fd, 1, 50, 1000000, 5);
+    second = raw_flush(fd, 2);
+    snprintf(cmd, sizeof(cmd), "chattr -i %s/sessions", d.data);
+    cr_assert_eq(system(cmd), 0);
+    cr_assert_eq(first, -1, "a flush of entries that have no file was acked");
+    cr_assert_eq(second, -1, "a later flush was acked");
+    close(fd);
+    raw_wait_state(d.sock, id, "ended", 5);
+    cr_assert_eq(sessions_field(id, "entries"), 0);
+    cr_assert_eq(sessions_field(id, "dropped"), 150);
+    cr_assert_eq(sessions_field(id, "failed"), 150);
+    cr_assert_eq(status_u64("failed_entries"), 150);
 }

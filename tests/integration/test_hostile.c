@@ -1130,8 +1130,8 @@ Test(hostile, message_cut_short_then_close)
 /* ---- session names that look like paths ------------------------------------- */
 
 /*
- * Every name under DATA_DIR must be the daemon's own: catalog.db*, the lock
- * file, sessions/<id>.db* and sessions/orphans/ (quarantined files).
+ * Every name under DATA_DIR must be the daemon's own: catalog.db*, lock,
+ * sessions/<id>.db*, sessions/orphans (where files without a catalog row go).
  */
 static void check_files_by_id(const char *data_dir)
 {
