@@ -116,7 +116,7 @@ TC_API int tc_enabled(const tc_client *c);
  * bad name (0 is never a valid id). The daemon takes at most 65,536 op
  * names per session (8 MiB of them), 4,096 device names and 65,536 distinct
  * shape pairs: past one, it ends the connection with a `limit` error (README
- * "Limits") and what the client still had is counted as dropped.
+ * "Limits").
  */
 TC_API uint32_t tc_op(tc_client *c, const char *name);
 TC_API uint32_t tc_op_cat(tc_client *c, const char *name, const char *category);
