@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli_fmt.h"
 #include "cli_obj.h"
@@ -16,10 +18,12 @@
 
 #define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 #define CLI_REPORT_INDENT   "  "
+#define CLI_REPORT_OPS      1000 /* ops rows a table shows unless --ops says otherwise */
 
 const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
-    "                       [--mem-threshold BYTES] [--json]\n"
+    "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
+    "                       [--json]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
     "time per operation, the slowest calls, memory peak and hotspots, time per\n"
@@ -35,6 +39,10 @@ const char cli_report_usage[] =
     "  -m, --mem-threshold BYTES   list as hotspots only entries larger than this;\n"
     "                              plain bytes or with a suffix K, KiB, M, MiB, G,\n"
     "                              GiB (all 1024-based; default 0)\n"
+    "      --ops N|all             operations to list, by total time (default: 1000\n"
+    "                              in the table, all with --json); the communication\n"
+    "                              list stops at N too\n"
+    "      --ops-offset K          skip the first K operations (with --ops N)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -88,13 +96,47 @@ static int cli_report_threshold(const char *arg, struct proto_request *req)
     return rc ? CLI_EXIT_USAGE : CLI_CONTINUE;
 }
 
+/* --ops N|all and --ops-offset K: a page of the ops rows (a protocol extension). */
+static int cli_report_page(int c, const char *arg, struct proto_request *req, bool *given)
+{
+    char *end;
+    unsigned long long v;
+
+    if (c == 'O' && strcmp(arg, "all") == 0) {
+        req->ops_limit = 0;
+        *given = true;
+        return CLI_CONTINUE;
+    }
+    errno = 0;
+    v = strtoull(arg, &end, 10);
+    if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 ||
+        (c == 'O' ? v < 1 || v > 1000000 : v > UINT32_MAX)) {
+        if (c == 'O')
+            cli_error("report: --ops wants an integer from 1 to 1000000 or 'all', not '%s'", arg);
+        else
+            cli_error("report: --ops-offset wants an integer from 0 to %u, not '%s'", UINT32_MAX,
+                      arg);
+        return CLI_EXIT_USAGE;
+    }
+    if (c == 'O') {
+        req->ops_limit = (uint32_t)v;
+        *given = true;
+    } else {
+        req->ops_offset = (uint32_t)v;
+    }
+    return CLI_CONTINUE;
+}
+
 static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req)
 {
     static const struct option opts[] = {CLI_LONGOPTS,
                                          {"top", required_argument, NULL, 'n'},
                                          {"comm-min-ratio", required_argument, NULL, 'r'},
                                          {"mem-threshold", required_argument, NULL, 'm'},
+                                         {"ops", required_argument, NULL, 'O'},
+                                         {"ops-offset", required_argument, NULL, 'K'},
                                          {NULL, 0, NULL, 0}};
+    bool ops_given = false;
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "n:r:m:", opts, NULL)) != -1) {
@@ -104,11 +146,21 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = cli_report_ratio(optarg, req);
         else if (c == 'm')
             rc = cli_report_threshold(optarg, req);
+        else if (c == 'O' || c == 'K')
+            rc = cli_report_page(c, optarg, req, &ops_given);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
             return rc;
     }
+    if (req->ops_offset > 0 && req->ops_limit == 0) {
+        cli_error("report: --ops-offset needs --ops N");
+        return CLI_EXIT_USAGE;
+    }
+    /* A table of every op of a session with 100,000 of them helps nobody (and its reply
+     * could pass the 64 MiB a reply may have): the table shows the first 1,000. */
+    if (!ops_given && !ctx->json)
+        req->ops_limit = CLI_REPORT_OPS;
     return CLI_CONTINUE;
 }
 
@@ -268,9 +320,18 @@ int cli_report_print(FILE *f, const msgpack_object *report)
     if (report->type != MSGPACK_OBJECT_MAP)
         return -EINVAL;
     for (size_t i = 0; i < CLI_REPORT_NCOLS(cli_report_sections) && rc == 0; i++) {
+        const msgpack_object *section = cli_obj_get(report, cli_report_sections[i].key);
+        const msgpack_object *total = cli_obj_get(report, "ops_total");
+
         if (i > 0)
             fputc('\n', f);
-        rc = cli_report_sections[i].print(f, cli_obj_get(report, cli_report_sections[i].key));
+        rc = cli_report_sections[i].print(f, section);
+        /* A page of ops (--ops): say which, and how to see the rest. */
+        if (rc == 0 && strcmp(cli_report_sections[i].key, "ops") == 0 && total != NULL &&
+            total->type == MSGPACK_OBJECT_POSITIVE_INTEGER && section != NULL &&
+            section->type == MSGPACK_OBJECT_ARRAY && section->via.array.size < total->via.u64)
+            fprintf(f, "%s(%u of %llu operations shown: tracectl report --ops all)\n",
+                    CLI_REPORT_INDENT, section->via.array.size, (unsigned long long)total->via.u64);
     }
     return rc;
 }

@@ -172,7 +172,10 @@ TC_API int tc_last_error(const tc_client *c, const char **msg);
  * always gives the same id. category (NULL: the daemon classifies by name)
  * is one short word: compute, comm, memory, io, other. Call it once per name
  * and keep the id; it takes a lock. Returns 0 for a disabled client or a
- * bad name (0 is never a valid id).
+ * bad name (0 is never a valid id). The daemon takes at most 65,536 op
+ * names per session (8 MiB of them), 4,096 device names and 65,536 distinct
+ * shape pairs: past one, it ends the connection with a `limit` error (README
+ * "Limits").
  */
 TC_API uint32_t tc_op(tc_client *c, const char *name);
 TC_API uint32_t tc_op_cat(tc_client *c, const char *name, const char *category);
@@ -232,7 +235,11 @@ static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint6
 TC_API void tc_defer(tc_client *c, uint32_t op);
 TC_API void tc_finalize(tc_client *c, uint64_t end_ns);
 
-/* Metadata of this process (key and string at most 1024 bytes). 0 or a negative errno. */
+/*
+ * Metadata of this process (key and string at most 1024 bytes). 0 or a
+ * negative errno. Setting a key again replaces its value; the daemon takes
+ * at most 1,024 distinct keys per process (a 1,025th ends the connection).
+ */
 TC_API int tc_meta_str(tc_client *c, const char *key, const char *value);
 TC_API int tc_meta_int(tc_client *c, const char *key, int64_t value);
 TC_API int tc_meta_double(tc_client *c, const char *key, double value);

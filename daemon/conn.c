@@ -283,15 +283,6 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         conn_fail(c, PROTO_E_LIMIT, why);
         return;
     }
-    if (session_find_live(&c->d->reg, h->session, c->uid) == NULL &&
-        session_opening_full(&c->d->reg)) {
-        /* Session files are being made: this hello waits its turn (no churn floods the writer). */
-        c->held = *m;
-        memset(m, 0, sizeof(*m));
-        c->holding = true;
-        conn_pause(c);
-        return;
-    }
     if (c->budget == NULL && (c->budget = store_budget_new()) == NULL) {
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         return;
@@ -583,24 +574,54 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
 
 /*
  * All unread replies are over DAEMON_WRITE_HIGH and `waiter` wants to send
- * more: the connection holding the most unread replies, when that is more
- * than CONN_WRITE_HIGH, is closed (a peer that asks and never reads does not
- * get to hold everyone else's share). Returns true when waiter must wait.
+ * more: the connections holding the most unread replies, each more than
+ * CONN_WRITE_HIGH, are closed until what is left is half the bound (a peer
+ * that asks and never reads does not get to hold everyone else's share;
+ * their replies are freed as the cancelled writes come back). Returns true
+ * when waiter must wait for that.
  */
 static bool conn_shed_hog(struct daemon *d, struct conn *waiter)
 {
-    struct conn *hog = NULL;
+    uint64_t shed = 0;
 
-    for (struct conn *c = d->conns; c != NULL; c = c->next)
-        if (!c->closed && (hog == NULL || c->unwritten > hog->unwritten))
-            hog = c;
-    if (hog != NULL && hog != waiter && hog->unwritten > CONN_WRITE_HIGH) {
+    while (d->unwritten - shed > DAEMON_WRITE_HIGH / 2) {
+        struct conn *hog = NULL;
+
+        for (struct conn *c = d->conns; c != NULL; c = c->next)
+            if (c != waiter && !c->closed && c->unwritten > CONN_WRITE_HIGH &&
+                (hog == NULL || c->unwritten > hog->unwritten))
+                hog = c;
+        if (hog == NULL)
+            break;
         log_warn("connection (pid %lld) closed: it holds %llu bytes of unread replies while"
                  " others wait",
                  (long long)hog->pid, (unsigned long long)hog->unwritten);
+        shed += hog->unwritten;
         conn_close(hog);
     }
     return d->unwritten > DAEMON_WRITE_HIGH;
+}
+
+/*
+ * False when m must wait (the caller holds it, and reading stops): a hello
+ * that would create a session while SESSION_MAX_OPENING session files are
+ * being made (so that hello/bye churn cannot flood the writer), a report
+ * while CONN_MAX_REPORTS are being built (so that replies being built are
+ * bounded, not one per connection).
+ */
+static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
+{
+    struct daemon *d = c->d;
+
+    if (m->type == PROTO_HELLO && !c->producer &&
+        session_find_live(&d->reg, m->u.hello.session, c->uid) == NULL &&
+        session_opening_full(&d->reg)) {
+        conn_pause(c); /* conn_backpressure_check wakes it */
+        return false;
+    }
+    if (m->type == PROTO_REPORT && !c->producer && d->n_reports >= CONN_MAX_REPORTS)
+        return false; /* conn_report_done wakes it */
+    return true;
 }
 
 static void conn_process(struct conn *c)
@@ -618,6 +639,14 @@ static void conn_process(struct conn *c)
             c->throttled = true;
             break;
         }
+        if (c->holding) {
+            if (!conn_may_dispatch(c, &c->held))
+                break;
+            c->holding = false;
+            conn_dispatch(c, &c->held);
+            proto_msg_free(&c->held);
+            continue;
+        }
         rc = proto_reader_next(&c->reader, &m, &err);
         if (rc == 0)
             break;
@@ -625,8 +654,24 @@ static void conn_process(struct conn *c)
             conn_fail(c, err.code, err.message);
             break;
         }
+        if (!conn_may_dispatch(c, &m)) {
+            c->held = m;
+            c->holding = true;
+            break;
+        }
         conn_dispatch(c, &m);
         proto_msg_free(&m);
+    }
+}
+
+void conn_report_done(struct daemon *d)
+{
+    for (struct conn *c = d->conns, *next; c != NULL && d->n_reports < CONN_MAX_REPORTS; c = next) {
+        next = c->next;
+        if (c->holding && c->held.type == PROTO_REPORT && !c->closed) {
+            conn_process(c);
+            conn_update_reading(c);
+        }
     }
 }
 
@@ -663,7 +708,7 @@ static void conn_update_reading(struct conn *c)
 {
     if (c->closed)
         return;
-    if (c->failed || c->busy || c->paused || c->throttled)
+    if (c->failed || c->busy || c->paused || c->throttled || c->holding)
         uv_read_stop((uv_stream_t *)&c->pipe);
     else
         uv_read_start((uv_stream_t *)&c->pipe, conn_alloc_cb, conn_read_cb);
@@ -691,12 +736,7 @@ void conn_backpressure_check(struct daemon *d)
             continue;
         c->paused = false;
         d->n_paused--;
-        if (c->holding) {
-            c->holding = false;
-            conn_handle_hello(c, &c->held);
-            proto_msg_free(&c->held);
-        }
-        conn_process(c);
+        conn_process(c); /* a held hello first */
         conn_update_reading(c);
     }
 }

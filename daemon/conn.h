@@ -39,6 +39,7 @@
 #define DAEMON_QUEUE_BYTES (256u << 20) /* all producers: beyond it, each gets a share */
 #define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */
+#define CONN_MAX_REPORTS   4            /* reports being built at once; more wait */
 
 struct conn {
     uv_pipe_t pipe; /* first: the handle's address is the conn's */
@@ -68,7 +69,7 @@ struct conn {
     uint64_t unwritten;          /* reply bytes queued, not yet written */
     struct strmap meta_keys;     /* metadata keys this process has set */
     struct store_budget *budget; /* what it has queued for the store */
-    bool holding;                /* `held` is a hello waiting for a session file slot */
+    bool holding;                /* `held` waits: see conn_may_dispatch() */
     struct proto_msg held;
 };
 
@@ -86,6 +87,8 @@ void conn_close(struct conn *c);
 void conn_unref(struct conn *c);
 /* A control request finished: process what was buffered meanwhile, read on. */
 void conn_resume(struct conn *c);
+/* A report finished (after d->n_reports--): start reports that waited for a slot. */
+void conn_report_done(struct daemon *d);
 /* Resume producers paused for backpressure once the store has drained enough. */
 void conn_backpressure_check(struct daemon *d);
 /* The store finished a flush marker (job->cookie is the conn). Frees the job. */

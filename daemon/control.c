@@ -195,6 +195,7 @@ static void report_after_cb(uv_work_t *req, int status)
 {
     struct report_work *w = (struct report_work *)req;
     struct conn *c = w->c;
+    struct daemon *d = c->d;
 
     if (!c->closed) {
         if (status == 0 && w->rc == 0) {
@@ -209,7 +210,9 @@ static void report_after_cb(uv_work_t *req, int status)
     free(w->name);
     free(w->state);
     free(w);
+    d->n_reports--;
     conn_unref(c);
+    conn_report_done(d);
 }
 
 static struct session *control_session(struct conn *c, const struct proto_request *req)
@@ -249,11 +252,15 @@ static void control_report(struct conn *c, const struct proto_request *req)
     w->params.top = req->top;
     w->params.comm_min_ratio = req->comm_min_ratio;
     w->params.mem_threshold = req->mem_threshold;
+    w->params.ops_limit = req->ops_limit;
+    w->params.ops_offset = req->ops_offset;
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
+    c->d->n_reports++;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, report_work_cb, report_after_cb) < 0) {
+        c->d->n_reports--;
         c->refs--;
         free(w->name);
         free(w->state);

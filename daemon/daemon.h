@@ -49,6 +49,7 @@ struct daemon {
     /* connections past hello; reply bytes queued on every connection, not yet written */
     size_t n_producers;
     uint64_t unwritten;
+    size_t n_reports; /* report work items in flight */
     uint64_t started_ms;
     int64_t admin_gid; /* gid of opt.admin_group, -1 when it does not exist */
     unsigned ticks;

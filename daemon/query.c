@@ -431,6 +431,8 @@ static int query_comm(struct query *q)
         if (analysis_is_comm(r->ops[i].category) && r->ops[i].share >= q->p->comm_min_ratio)
             n++;
     }
+    if (q->p->ops_limit > 0 && n > q->p->ops_limit)
+        n = q->p->ops_limit;
     if (n == 0)
         return 0;
     r->comm = calloc(n, sizeof(*r->comm));
@@ -440,6 +442,8 @@ static int query_comm(struct query *q)
         const struct report_op *op = &r->ops[i];
         struct report_comm *c = &r->comm[r->n_comm];
 
+        if (r->n_comm == n)
+            break;
         if (!analysis_is_comm(op->category) || op->share < q->p->comm_min_ratio)
             continue;
         r->n_comm++;
@@ -450,6 +454,29 @@ static int query_comm(struct query *q)
         if (c->op == NULL)
             return query_oom(q, "comm");
     }
+    return 0;
+}
+
+/* ops_limit (an extension): only rows [ops_offset, ops_offset + ops_limit) of ops are kept. */
+static int query_page(struct query *q)
+{
+    struct report *r = q->r;
+    size_t from, n;
+
+    if (q->p->ops_limit == 0)
+        return 0;
+    r->paged = true;
+    r->ops_total = r->n_ops;
+    from = q->p->ops_offset < r->n_ops ? q->p->ops_offset : r->n_ops;
+    n = r->n_ops - from < q->p->ops_limit ? r->n_ops - from : q->p->ops_limit;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        if (i >= from && i < from + n)
+            continue;
+        free(r->ops[i].op);
+        free(r->ops[i].category);
+    }
+    memmove(r->ops, r->ops + from, n * sizeof(*r->ops));
+    r->n_ops = n;
     return 0;
 }
 
@@ -543,7 +570,8 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
 {
     static const struct report_params defaults = {.top = 10};
     static int (*const sections[])(struct query *) = {
-        query_totals, query_ops, query_slowest, query_hotspots, query_devices, query_comm,
+        query_totals,  query_ops,  query_slowest, query_hotspots,
+        query_devices, query_comm, query_page,
     };
     struct query q = {.p = p != NULL ? p : &defaults,
                       .r = out,

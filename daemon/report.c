@@ -170,10 +170,14 @@ static int report_pack_comm(msgpack_packer *pk, const struct report *r)
 int report_pack(msgpack_packer *pk, const struct report *r)
 {
     /* msgpack-c's packers fail only when their buffer cannot grow. */
-    if (msgpack_pack_map(pk, 7) || report_pack_session(pk, r) || report_pack_ops(pk, r) ||
-        report_key(pk, "slowest") || report_pack_entries(pk, r->slowest, r->n_slowest) ||
-        report_pack_memory(pk, r) || report_pack_devices(pk, r) ||
-        report_pack_imbalance(pk, &r->imbalance) || report_pack_comm(pk, r))
+    if (msgpack_pack_map(pk, r->paged ? 8 : 7) || report_pack_session(pk, r) ||
+        report_pack_ops(pk, r) || report_key(pk, "slowest") ||
+        report_pack_entries(pk, r->slowest, r->n_slowest) || report_pack_memory(pk, r) ||
+        report_pack_devices(pk, r) || report_pack_imbalance(pk, &r->imbalance) ||
+        report_pack_comm(pk, r))
+        return -ENOMEM;
+    /* Extension: with ops_limit, how many ops rows there are in all. */
+    if (r->paged && report_kv_u64(pk, "ops_total", r->ops_total))
         return -ENOMEM;
     return 0;
 }

@@ -21,6 +21,8 @@ struct report_params {
     uint32_t top;           /* slowest / hotspots length (PROTOCOL default 10) */
     double comm_min_ratio;  /* comm rows need share >= this */
     uint64_t mem_threshold; /* hotspots need mem_bytes > this */
+    uint32_t ops_limit;     /* extension: a page of ops (and the first comm rows); 0 = all */
+    uint32_t ops_offset;    /* extension: ops rows before the page */
 };
 
 struct report_blob {
@@ -81,6 +83,8 @@ struct report {
     struct report_imbalance imbalance;
     struct report_comm *comm;
     size_t n_comm;
+    bool paged;         /* params.ops_limit > 0: the map gets "ops_total" (an extension) */
+    uint64_t ops_total; /* ops rows before paging */
 };
 
 /*

@@ -209,9 +209,10 @@ static uint64_t job_cost(const struct store_job *job)
         n += job->u.name.name ? strlen(job->u.name.name) + 1 : 0;
         return n + (job->u.name.category ? strlen(job->u.name.category) + 1 : 0);
     case STORE_META:
+        /* A pair is a row to write: it counts as at least STORE_ROW_COST, however small. */
         for (size_t i = 0; i < job->u.meta.n; i++) {
             const struct proto_kv *kv = &job->u.meta.kv[i];
-            n += sizeof(*kv) + strlen(kv->key) + 1;
+            n += sizeof(*kv) + strlen(kv->key) + 1 + STORE_ROW_COST;
             if (kv->type == PROTO_V_STR)
                 n += strlen(kv->v.s) + 1;
         }

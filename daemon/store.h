@@ -80,8 +80,13 @@ struct store_budget {
     _Atomic uint32_t refs;
 };
 
-/* What a job costs in queued bytes: its size in memory (a new session file counts as this). */
+/*
+ * What a job costs in queued bytes: its size in memory, plus for work the
+ * writer does beyond copying bytes: a new session file counts as
+ * STORE_OPEN_COST, a metadata pair (a row of its own) STORE_ROW_COST more.
+ */
 #define STORE_OPEN_COST (64u << 10)
+#define STORE_ROW_COST  96u
 
 struct store_job {
     struct store_job *next;

@@ -565,6 +565,17 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
     if ((v = map_get(args, "mem_threshold")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
         get_uint(v, INT64_MAX, &req->mem_threshold, "mem_threshold", err) < 0)
         return -1;
+    /* Extensions (PROTOCOL.md Part 3): a page of the ops rows. */
+    if ((v = map_get(args, "ops_limit")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (get_uint(v, 1000000, &u, "ops_limit", err) < 0)
+            return -1;
+        req->ops_limit = (uint32_t)u;
+    }
+    if ((v = map_get(args, "ops_offset")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (get_uint(v, UINT32_MAX, &u, "ops_offset", err) < 0)
+            return -1;
+        req->ops_offset = (uint32_t)u;
+    }
     return 0;
 }
 
@@ -1189,9 +1200,14 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
         return -ENOMEM;
     switch (type) {
     case PROTO_REPORT:
-        if (msgpack_pack_map(pk, 4) < 0 || pack_sessref(pk, &req->session) < 0 ||
-            proto_pack_str(pk, "top") < 0 || msgpack_pack_uint32(pk, req->top) < 0 ||
-            proto_pack_str(pk, "comm_min_ratio") < 0 ||
+        if (req->ops_limit > 0 &&
+            (msgpack_pack_map(pk, 6) < 0 || proto_pack_str(pk, "ops_limit") < 0 ||
+             msgpack_pack_uint32(pk, req->ops_limit) < 0 || proto_pack_str(pk, "ops_offset") < 0 ||
+             msgpack_pack_uint32(pk, req->ops_offset) < 0))
+            return -ENOMEM;
+        if ((req->ops_limit == 0 && msgpack_pack_map(pk, 4) < 0) ||
+            pack_sessref(pk, &req->session) < 0 || proto_pack_str(pk, "top") < 0 ||
+            msgpack_pack_uint32(pk, req->top) < 0 || proto_pack_str(pk, "comm_min_ratio") < 0 ||
             msgpack_pack_double(pk, req->comm_min_ratio) < 0 ||
             proto_pack_str(pk, "mem_threshold") < 0 ||
             msgpack_pack_uint64(pk, req->mem_threshold) < 0)

@@ -146,6 +146,8 @@ struct proto_request {
     uint32_t top;                 /* report: default 10 */
     double comm_min_ratio;        /* report: default 0.0 */
     uint64_t mem_threshold;       /* report: default 0 */
+    uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
+    uint32_t ops_offset;          /* report extension: ops rows skipped first */
 };
 
 struct proto_msg {
