@@ -569,22 +569,26 @@ static void conn_peercred(struct conn *c)
     }
 }
 
-int conn_accept(struct daemon *d)
+int conn_accept(struct daemon *d, int fd)
 {
     struct conn *c = calloc(1, sizeof(*c));
     int rc;
 
-    if (c == NULL)
+    if (c == NULL) {
+        close(fd);
         return -ENOMEM;
+    }
     c->d = d;
     if ((rc = proto_reader_init(&c->reader, PROTO_MAX_MSG)) < 0) {
         free(c);
+        close(fd);
         return rc;
     }
     u32map_init(&c->ops);
     uv_pipe_init(d->loop, &c->pipe, 0);
     c->pipe.data = c;
-    if ((rc = uv_accept((uv_stream_t *)&d->listener, (uv_stream_t *)&c->pipe)) < 0) {
+    if ((rc = uv_pipe_open(&c->pipe, fd)) < 0) {
+        close(fd);
         c->closed = true;
         uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
         return rc;
