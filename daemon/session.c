@@ -231,7 +231,8 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
     job->u.process.id = process_id;
     job->u.process.rank = h->rank;
     job->u.process.world = h->world;
-    job->u.process.pid = h->pid >= 0 ? h->pid : pid;
+    job->u.process.pid = pid; /* the kernel's word (SO_PEERCRED), never the client's */
+    job->u.process.claimed_pid = h->pid;
     job->u.process.uid = uid;
     job->u.process.started_ns = session_wall_ns(s);
     if ((h->host != NULL && (job->u.process.host = strdup(h->host)) == NULL) ||
