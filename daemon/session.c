@@ -136,6 +136,7 @@ int session_load(struct registry *reg, const struct store_catalog_row *row)
     s->ended_ns = row->ended_ns;
     s->processes = row->processes;
     s->entries = row->entries;
+    s->accepted_bytes = 0; /* ended: its bytes on disk are what counts */
     s->dropped = row->dropped;
     s->interrupted = row->interrupted;
     s->next = reg->list; /* rows come oldest first: prepending keeps newest first */
@@ -201,6 +202,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     s->uid = uid;
     s->started_ns = session_now_ns();
     s->started_mono = session_mono_ns();
+    s->accepted_bytes = SESSION_FILE_COST;
     s->next_op = 1;
     s->next_dev = 1;
     s->next = reg->list;
@@ -328,6 +330,27 @@ struct session *session_find(struct registry *reg, const struct proto_sessref *r
             return s; /* the list is newest first: the first name match is the newest */
     }
     return NULL;
+}
+
+uint64_t session_entry_cost(const struct proto_entry *e)
+{
+    /* shapes are stored once per distinct pair: counting them each time is an upper bound */
+    return SESSION_ENTRY_COST + e->out_len + e->in_len;
+}
+
+uint64_t session_cap_bytes(const struct session *s)
+{
+    return s->bytes > s->accepted_bytes ? s->bytes : s->accepted_bytes;
+}
+
+uint64_t session_user_cap_bytes(struct registry *reg, int64_t uid)
+{
+    uint64_t total = 0;
+
+    for (struct session *s = reg->list; s != NULL; s = s->next)
+        if (s->uid == uid)
+            total += session_cap_bytes(s);
+    return total;
 }
 
 uint64_t session_user_bytes(struct registry *reg, int64_t uid)

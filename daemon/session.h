@@ -36,7 +36,8 @@ struct session {
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
     uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
     uint64_t processes, entries, dropped;
-    uint64_t bytes; /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t bytes;          /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t accepted_bytes; /* what the entries accepted so far will take (session_entry_cost) */
 
     /* live sessions only */
     uint32_t connected;
@@ -97,6 +98,19 @@ uint32_t session_device(struct registry *reg, struct session *s, const char *nam
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid);
 /* Bytes on disk of the sessions of uid (-1: all); live ones from their last refresh. */
 uint64_t session_user_bytes(struct registry *reg, int64_t uid);
+/*
+ * The byte caps (--max-session-bytes, --max-user-bytes) count what is
+ * accepted as it arrives, not what the once-a-second size sampler last saw:
+ * a session's size is the larger of its bytes on disk and the estimate of
+ * every entry accepted into it (session_entry_cost each, an upper bound of
+ * what an entry adds to the file).
+ */
+#define SESSION_FILE_COST  65536 /* bytes: a new session file, its schema and no entries */
+#define SESSION_ENTRY_COST 96    /* bytes: a row of entries at most, with its page overhead */
+uint64_t session_entry_cost(const struct proto_entry *e);
+uint64_t session_cap_bytes(const struct session *s);
+/* The sum of session_cap_bytes over uid's sessions. */
+uint64_t session_user_cap_bytes(struct registry *reg, int64_t uid);
 /* Removes an ended session from the registry and frees it (after the store deleted it). */
 void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */

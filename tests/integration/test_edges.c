@@ -161,6 +161,7 @@ Test(edges, sums_at_the_limits_saturate_and_ends_past_int64_are_refused)
     /* the scan path (what reports use after a failed commit): no "integer overflow" */
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* the writer may be closing the file */
     cr_assert_eq(
         sqlite3_exec(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'", NULL, NULL, NULL),
         SQLITE_OK);
@@ -379,6 +380,7 @@ Test(edges, pid_is_the_kernels_and_the_hello_pid_is_kept_as_claimed_pid)
     user_session(65534, "claims", 3, 4242, got);
     snprintf(path, sizeof(path), "%s/sessions/%d.db", d.data, got[1]);
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* the writer may be closing the file */
     cr_assert_eq(
         sqlite3_prepare_v2(db, "SELECT pid, claimed_pid, uid FROM processes", -1, &st, NULL),
         SQLITE_OK, "%s", sqlite3_errmsg(db));
@@ -482,4 +484,83 @@ Test(edges, an_admin_names_their_own_session_first_and_sees_owners)
     }
     proto_reader_deinit(&r);
     close(fd);
+}
+
+/* ---- caps that hold ------------------------------------------------------ */
+
+/* The sessions row of id: entries, dropped, bytes. */
+static void session_figures(long long id, unsigned long long out[3])
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *row = session_row(id, &r, &fd);
+
+    cr_assert_not_null(row);
+    out[0] = obj_u64(obj_get(row, "entries"));
+    out[1] = obj_u64(obj_get(row, "dropped"));
+    out[2] = obj_u64(obj_get(row, "bytes"));
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+/*
+ * A flood of 200,000 entries in well under a second (the size sampler's
+ * period) against --max-session-bytes 1M: exactly what fits is accepted,
+ * counting 64 KiB for the new file and 96 bytes an entry without shapes
+ * (README), so (1 MiB - 64 KiB) / 96 = 10,240 entries; the rest
+ * is dropped and counted, and the file ends within the cap.
+ */
+Test(edges, session_byte_cap_holds_on_what_is_accepted)
+{
+    long long id;
+    unsigned long long f[3];
+
+    harness_daemon_start(&d, "--max-session-bytes", "1M", NULL);
+    int fd = raw_producer(d.sock, "capped", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (int i = 0; i < 200; i++)
+        raw_send_batch(fd, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fd, 1), 10240, "accepted beyond the cap");
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    session_figures(id, f);
+    cr_assert_eq(f[0], 10240);
+    cr_assert_eq(f[1], 200000 - 10240, "the refused entries are counted as dropped");
+    cr_assert_leq(f[2], 1048576, "the file (%llu bytes) is over the 1 MiB cap", f[2]);
+}
+
+Test(edges, user_byte_cap_holds_across_sessions_as_entries_arrive)
+{
+    long long a, b;
+    unsigned long long f[3];
+
+    harness_daemon_start(&d, "--max-user-bytes", "2M", NULL);
+    int fa = raw_producer(d.sock, "first", 0, 1, NULL, &a);
+    raw_send_ops(fa, 1, "matmul");
+    for (int i = 0; i < 20; i++)
+        raw_send_batch(fa, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fa, 1), 20000);
+    /* a second live session of the same user shares the 2 MiB: two files of 64 KiB and
+     * (2 MiB - 128 KiB) / 96 = 20,480 entries in all */
+    int fb = raw_producer(d.sock, "second", 0, 1, NULL, &b);
+    raw_send_ops(fb, 1, "matmul");
+    for (int i = 0; i < 100; i++)
+        raw_send_batch(fb, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fb, 1), 480, "accepted beyond the user's cap");
+    raw_bye(fa, 0);
+    raw_bye(fb, 0);
+    raw_wait_state(d.sock, b, "ended", 30);
+    session_figures(b, f);
+    cr_assert_eq(f[1], 100000 - 480);
+    /* and the user can start no new session */
+    struct proto_hello h = {.proto = 1, .session = "third", .rank = -1, .world = -1, .pid = -1};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fc = raw_connect(d.sock);
+    pack_init(&sb, &pk);
+    proto_pack_hello(&pk, &h);
+    raw_send(fc, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    expect_error(fc, "limit");
+    close(fc);
 }
