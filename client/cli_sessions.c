@@ -58,6 +58,20 @@ static const struct cli_view_col cli_sessions_cols[] = {
     {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
 };
 
+/* The same with the owner, when the daemon names it (an admin under --system). */
+static const struct cli_view_col cli_sessions_owner_cols[] = {
+    {"ID", "id", CLI_VIEW_COUNT, 0, NULL},
+    {"NAME", "name", CLI_VIEW_TEXT, 32, NULL},
+    {"OWNER", "owner", CLI_VIEW_TEXT, 16, NULL},
+    {"STATE", "state", CLI_VIEW_TEXT, 8, NULL},
+    {"PROCS", "processes", CLI_VIEW_COUNT, 0, NULL},
+    {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
+    {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
+    {"STARTED", "started_ns", CLI_VIEW_TIME, 0, NULL},
+    {"DURATION", NULL, CLI_VIEW_DURATION, 0, cli_sessions_duration},
+    {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
+};
+
 static int cli_sessions_print(const msgpack_object *list)
 {
     if (list->type != MSGPACK_OBJECT_ARRAY) {
@@ -68,6 +82,10 @@ static int cli_sessions_print(const msgpack_object *list)
         puts("no sessions");
         return CLI_EXIT_OK;
     }
+    if (cli_obj_get(&list->via.array.ptr[0], "owner") != NULL)
+        return cli_print_status(cli_view_table(
+            stdout, "", cli_sessions_owner_cols,
+            sizeof(cli_sessions_owner_cols) / sizeof(cli_sessions_owner_cols[0]), list));
     return cli_print_status(cli_view_table(stdout, "", cli_sessions_cols,
                                            sizeof(cli_sessions_cols) / sizeof(cli_sessions_cols[0]),
                                            list));

@@ -212,11 +212,11 @@ static const char *conn_session_limit(struct conn *c, const char *name, char *bu
         snprintf(buf, len, "too many live sessions (the daemon's limit is %zu)", d->opt.max_live);
         return buf;
     }
-    if (d->opt.max_user_bytes && session_user_bytes(&d->reg, c->uid) >= d->opt.max_user_bytes) {
+    if (d->opt.max_user_bytes && session_user_cap_bytes(&d->reg, c->uid) >= d->opt.max_user_bytes) {
         snprintf(buf, len,
                  "your sessions use %llu bytes, at or over the limit of %llu: delete some"
                  " (tracectl rm)",
-                 (unsigned long long)session_user_bytes(&d->reg, c->uid),
+                 (unsigned long long)session_user_cap_bytes(&d->reg, c->uid),
                  (unsigned long long)d->opt.max_user_bytes);
         return buf;
     }
@@ -413,23 +413,56 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
     return 0;
 }
 
+/*
+ * The byte caps, on what is accepted (session.h): keeps the entries of b that
+ * fit under --max-session-bytes and --max-user-bytes, counts them into the
+ * session's accepted bytes, and drops the rest, counted in the session's
+ * `dropped`. Policy: over its cap a session keeps what it has. Returns how
+ * many entries are kept.
+ */
+static size_t conn_cap_batch(struct conn *c, struct proto_batch *b)
+{
+    const struct daemon_options *o = &c->d->opt;
+    struct session *s = c->session;
+    uint64_t used_s, used_u = 0, cost, added = 0;
+    size_t keep;
+
+    if (o->max_session_bytes == 0 && o->max_user_bytes == 0) {
+        for (size_t i = 0; i < b->n; i++)
+            s->accepted_bytes += session_entry_cost(&b->entries[i]);
+        return b->n;
+    }
+    used_s = session_cap_bytes(s);
+    if (o->max_user_bytes)
+        used_u = session_user_cap_bytes(&c->d->reg, s->uid);
+    for (keep = 0; keep < b->n; keep++, added += cost) {
+        cost = session_entry_cost(&b->entries[keep]);
+        if ((o->max_session_bytes && used_s + added + cost > o->max_session_bytes) ||
+            (o->max_user_bytes && used_u + added + cost > o->max_user_bytes))
+            break;
+    }
+    s->accepted_bytes = used_s + added; /* from the larger of disk and estimate */
+    if (keep < b->n) {
+        if (c->refused == 0)
+            log_warn("session %lld is at its byte cap (%s): dropping new entries", (long long)s->id,
+                     o->max_session_bytes && used_s + added + cost > o->max_session_bytes
+                         ? "--max-session-bytes"
+                         : "--max-user-bytes");
+        c->refused += b->n - keep;
+        s->dropped += b->n - keep;
+        b->n = keep; /* the entries past keep stay in the batch's arrays, freed with it */
+    }
+    return keep;
+}
+
 static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 {
     struct proto_batch *b = &m->u.batch;
     struct store_job *job;
     uint32_t *dev_ids;
 
-    if (b->n == 0)
+    if (b->n == 0 || conn_cap_batch(c, b) == 0)
         return;
-    if (c->d->opt.max_session_bytes && c->session->bytes >= c->d->opt.max_session_bytes) {
-        /* Policy: over its byte cap a session keeps its data and drops new entries, counted. */
-        if (c->refused == 0)
-            log_warn("session %lld is over its %llu-byte cap: dropping new entries",
-                     (long long)c->session->id, (unsigned long long)c->d->opt.max_session_bytes);
-        c->refused += b->n;
-        c->session->dropped += b->n;
-        return;
-    }
     dev_ids = malloc(b->n * sizeof(*dev_ids));
     job = store_job_new(STORE_BATCH, c->session->id);
     if (dev_ids == NULL || job == NULL) {
@@ -783,23 +816,27 @@ static void conn_peercred(struct conn *c)
     }
 }
 
-int conn_accept(struct daemon *d)
+int conn_accept(struct daemon *d, int fd)
 {
     struct conn *c = calloc(1, sizeof(*c));
     int rc;
 
-    if (c == NULL)
+    if (c == NULL) {
+        close(fd);
         return -ENOMEM;
+    }
     c->d = d;
     if ((rc = proto_reader_init(&c->reader, PROTO_MAX_MSG)) < 0) {
         free(c);
+        close(fd);
         return rc;
     }
     u32map_init(&c->ops);
     strmap_init(&c->meta_keys);
     uv_pipe_init(d->loop, &c->pipe, 0);
     c->pipe.data = c;
-    if ((rc = uv_accept((uv_stream_t *)&d->listener, (uv_stream_t *)&c->pipe)) < 0) {
+    if ((rc = uv_pipe_open(&c->pipe, fd)) < 0) {
+        close(fd);
         c->closed = true;
         uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
         return rc;

@@ -75,8 +75,8 @@ struct conn {
 
 /* The uid whose sessions c may see, or -1 for all (an admin). */
 int64_t conn_view_uid(const struct conn *c);
-/* Accepts a pending connection on the listener. Returns 0 or a negative errno. */
-int conn_accept(struct daemon *d);
+/* Takes fd, a connection accepted on the listener (closed on failure). 0 or a negative errno. */
+int conn_accept(struct daemon *d, int fd);
 /* Sends a packed message (takes the buffer's memory). Never blocks. */
 void conn_send(struct conn *c, msgpack_sbuffer *sb);
 /* Sends ["error", ...], then shuts the connection down and closes it. */

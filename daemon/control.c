@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,9 +70,25 @@ static void reply_error(struct conn *c, const char *code, const char *message)
     conn_send(c, &sb);
 }
 
-static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s)
+/* The name of uid ("uid N" when the user database has none), for admins' `sessions`. */
+static void owner_name(int64_t uid, char *buf, size_t size)
 {
-    msgpack_pack_map(pk, 13);
+    struct passwd pw, *res = NULL;
+    char tmp[4096];
+
+    if (uid >= 0 && getpwuid_r((uid_t)uid, &pw, tmp, sizeof(tmp), &res) == 0 && res != NULL)
+        snprintf(buf, size, "%s", pw.pw_name);
+    else if (uid >= 0)
+        snprintf(buf, size, "uid %lld", (long long)uid);
+    else
+        snprintf(buf, size, "unknown");
+}
+
+/* owner: the session's user name, added for an admin's view under --system; or NULL. */
+static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s,
+                         const char *owner)
+{
+    msgpack_pack_map(pk, owner != NULL ? 14 : 13);
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -94,6 +111,8 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
         msgpack_pack_false(pk);
     pack_kv_i64(pk, "uid", s->uid);
     pack_kv_u64(pk, "failed", s->failed);
+    if (owner != NULL)
+        pack_kv_str(pk, "owner", owner);
 }
 
 static void control_sessions(struct conn *c)
@@ -102,6 +121,9 @@ static void control_sessions(struct conn *c)
     msgpack_sbuffer sb;
     msgpack_packer pk;
     int64_t uid = conn_view_uid(c);
+    bool owner = d->opt.system && uid < 0;
+    int64_t owner_uid = -2; /* users are few: the last lookup is kept */
+    char name[256];
     size_t n = 0;
 
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
@@ -110,9 +132,15 @@ static void control_sessions(struct conn *c)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
     msgpack_pack_array(&pk, n);
-    for (struct session *s = d->reg.list; s != NULL; s = s->next)
-        if (uid < 0 || s->uid == uid)
-            pack_session(d, &pk, s);
+    for (struct session *s = d->reg.list; s != NULL; s = s->next) {
+        if (uid >= 0 && s->uid != uid)
+            continue;
+        if (owner && s->uid != owner_uid) {
+            owner_name(s->uid, name, sizeof(name));
+            owner_uid = s->uid;
+        }
+        pack_session(d, &pk, s, owner ? name : NULL);
+    }
     conn_send(c, &sb);
 }
 
@@ -128,44 +156,66 @@ static double status_rate(const struct daemon *d)
            (double)((d->rate_n > DAEMON_RATE_WINDOW ? DAEMON_RATE_WINDOW + 1 : d->rate_n) - 1);
 }
 
+/*
+ * Under --system a user who is not an admin sees their own figures:
+ * connections, sessions, live sessions, entries (received into their
+ * sessions) and bytes of their own; the daemon-wide ones (rate, queue,
+ * failures, last error) are nil. `scope` says which: "daemon" or "user".
+ */
 static void control_status(struct conn *c)
 {
     struct daemon *d = c->d;
+    int64_t uid = conn_view_uid(c);
+    bool all = uid < 0;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    uint64_t bytes = 0, n_sessions = 0;
+    uint64_t bytes = 0, n_sessions = 0, n_live = 0, entries = 0, n_conns = 0;
     char err[256];
     struct stat st;
     char path[PATH_MAX];
 
     for (struct session *s = d->reg.list; s != NULL; s = s->next) {
+        if (!all && s->uid != uid)
+            continue;
         bytes += store_session_bytes(d->store, s->id);
         n_sessions++;
+        n_live += s->live;
+        entries += s->entries;
     }
+    for (struct conn *k = d->conns; k != NULL && !all; k = k->next)
+        n_conns += k->uid == uid;
     snprintf(path, sizeof(path), "%s/catalog.db", d->opt.data_dir);
-    if (stat(path, &st) == 0)
+    if (all && stat(path, &st) == 0)
         bytes += (uint64_t)st.st_size;
     store_last_error(d->store, err, sizeof(err));
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 15);
+    msgpack_pack_map(&pk, 16);
     pack_kv_str(&pk, "version", TRACECTL_VERSION);
     pack_kv_i64(&pk, "pid", (int64_t)getpid());
     pack_kv_u64(&pk, "uptime_ns", (uv_now(d->loop) - d->started_ms) * 1000000ull);
-    pack_kv_u64(&pk, "connections", d->n_conns);
+    pack_kv_u64(&pk, "connections", all ? d->n_conns : n_conns);
     pack_kv_u64(&pk, "sessions", n_sessions);
-    pack_kv_u64(&pk, "live_sessions", d->reg.n_live);
-    pack_kv_u64(&pk, "entries", store_stored(d->store));
+    pack_kv_u64(&pk, "live_sessions", all ? d->reg.n_live : n_live);
+    pack_kv_u64(&pk, "entries", all ? store_stored(d->store) : entries);
     pack_key(&pk, "entries_per_s");
-    msgpack_pack_double(&pk, status_rate(d));
-    pack_kv_u64(&pk, "queue_depth", store_queue_jobs(d->store));
-    pack_kv_u64(&pk, "queued_entries", store_queued(d->store));
-    pack_kv_u64(&pk, "failed_entries", store_failed(d->store));
+    if (all) {
+        msgpack_pack_double(&pk, status_rate(d));
+        pack_kv_u64(&pk, "queue_depth", store_queue_jobs(d->store));
+        pack_kv_u64(&pk, "queued_entries", store_queued(d->store));
+        pack_kv_u64(&pk, "failed_entries", store_failed(d->store));
+    } else {
+        msgpack_pack_nil(&pk);
+        pack_kv_str(&pk, "queue_depth", NULL);
+        pack_kv_str(&pk, "queued_entries", NULL);
+        pack_kv_str(&pk, "failed_entries", NULL);
+    }
     pack_kv_u64(&pk, "bytes", bytes);
     pack_kv_str(&pk, "data_dir", d->opt.data_dir);
-    pack_kv_str(&pk, "last_error", err[0] ? err : NULL);
+    pack_kv_str(&pk, "last_error", all && err[0] ? err : NULL);
     pack_kv_u64(&pk, "orphans", store_orphans(d->store));
+    pack_kv_str(&pk, "scope", all ? "daemon" : "user");
     conn_send(c, &sb);
 }
 
@@ -217,10 +267,15 @@ static void report_after_cb(uv_work_t *req, int status)
 
 static struct session *control_session(struct conn *c, const struct proto_request *req)
 {
-    /* Another user's session is reported as absent: its existence is not theirs to know. */
-    struct session *s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
+    /* Another user's session is reported as absent: its existence is not theirs to know.
+     * An admin naming a session gets their own of that name first, then anyone's. */
+    struct session *s = NULL;
     char msg[PROTO_MAX_SESSION + 64];
 
+    if (req->session.name != NULL && conn_view_uid(c) < 0 && c->uid >= 0)
+        s = session_find(&c->d->reg, &req->session, c->uid);
+    if (s == NULL)
+        s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
     if (s != NULL)
         return s;
     if (req->session.name != NULL)

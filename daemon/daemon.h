@@ -38,6 +38,9 @@ struct daemon {
     struct daemon_options opt;
     uv_pipe_t listener;
     bool listening;
+    uv_poll_t accept_poll;     /* readable: connections to accept (listener.c) */
+    uv_timer_t accept_backoff; /* out of descriptors: when to watch again */
+    bool accept_paused;        /* backing off; logged once per episode */
     uv_signal_t sigint, sigterm;
     uv_signal_t sigother[3]; /* SIGHUP, SIGUSR1, SIGUSR2: logged and ignored */
     uv_timer_t tick;

@@ -1,4 +1,5 @@
 /* listener.c — see listener.h. */
+#define _GNU_SOURCE /* accept4 */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,18 +16,65 @@
 #include "sockdir.h"
 
 #define LISTEN_BACKLOG 511
+#define ACCEPT_BATCH   64  /* connections accepted per wake-up before others get the loop */
+#define BACKOFF_MS     100 /* out of descriptors: how long to stop accepting */
 
-static void listener_connection_cb(uv_stream_t *server, int status)
+static void listener_poll_cb(uv_poll_t *p, int status, int events);
+
+static void listener_resume_cb(uv_timer_t *t)
 {
-    struct daemon *d = server->data;
-    int rc;
+    struct daemon *d = t->data;
 
+    if (!uv_is_closing((uv_handle_t *)&d->accept_poll))
+        uv_poll_start(&d->accept_poll, UV_READABLE, listener_poll_cb);
+}
+
+/*
+ * Out of file descriptors: stop watching the socket for BACKOFF_MS, leaving
+ * the pending connections in the backlog (libuv's own answer, accepting and
+ * closing them, would drop them unanswered). Logged once per episode.
+ */
+static void listener_backoff(struct daemon *d, int err)
+{
+    uv_poll_stop(&d->accept_poll);
+    uv_timer_start(&d->accept_backoff, listener_resume_cb, BACKOFF_MS, 0);
+    if (!d->accept_paused)
+        log_warn("accept: %s with %zu connections open: not accepting for %d ms at a time"
+                 " until descriptors are free",
+                 strerror(err), d->n_conns, BACKOFF_MS);
+    d->accept_paused = true;
+}
+
+static void listener_poll_cb(uv_poll_t *p, int status, int events)
+{
+    struct daemon *d = p->data;
+    int fd, rc, lfd;
+
+    (void)events;
     if (status < 0) {
         log_warn("accept: %s", uv_strerror(status));
         return;
     }
-    if ((rc = conn_accept(d)) < 0)
-        log_warn("accept: %s", uv_strerror(rc));
+    if (uv_fileno((uv_handle_t *)&d->listener, &lfd) < 0)
+        return;
+    for (int i = 0; i < ACCEPT_BATCH; i++) {
+        fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                listener_backoff(d, errno);
+            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                /* the backlog is drained: the episode is over */
+                if (d->accept_paused)
+                    log_info("accepting again (%zu connections open)", d->n_conns);
+                d->accept_paused = false;
+            } else if (errno != ECONNABORTED && errno != EINTR) {
+                log_warn("accept: %s", strerror(errno));
+            }
+            return;
+        }
+        if ((rc = conn_accept(d, fd)) < 0)
+            log_warn("accept: %s", uv_strerror(rc));
+    }
 }
 
 /* 1: a daemon answers at path; 0: nothing (or a stale file) there; <0: not a socket. */
@@ -119,7 +167,7 @@ static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
 
 int listener_start(struct daemon *d, char *errbuf, size_t errlen)
 {
-    int rc;
+    int rc, fd;
 
     uv_pipe_init(d->loop, &d->listener, 0);
     d->listener.data = d;
@@ -131,10 +179,18 @@ int listener_start(struct daemon *d, char *errbuf, size_t errlen)
     if (rc == 0 && (rc = listener_bind(d, errbuf, errlen)) < 0)
         goto fail;
     d->listening = rc == 0; /* we bound the path ourselves: remove it at exit */
-    if ((rc = uv_listen((uv_stream_t *)&d->listener, LISTEN_BACKLOG, listener_connection_cb)) < 0) {
+    /* The loop watches the socket and accepts itself (listener_poll_cb), so
+     * that running out of descriptors backs off instead of dropping clients. */
+    if ((rc = uv_fileno((uv_handle_t *)&d->listener, &fd)) < 0 ||
+        (rc = listen(fd, LISTEN_BACKLOG) < 0 ? -errno : 0) < 0 ||
+        (rc = uv_poll_init(d->loop, &d->accept_poll, fd)) < 0) {
         snprintf(errbuf, errlen, "cannot listen on %s: %s", d->opt.socket_path, uv_strerror(rc));
         goto fail;
     }
+    d->accept_poll.data = d;
+    uv_timer_init(d->loop, &d->accept_backoff);
+    d->accept_backoff.data = d;
+    uv_poll_start(&d->accept_poll, UV_READABLE, listener_poll_cb);
     return 0;
 fail:
     d->listening = false;
@@ -146,6 +202,8 @@ void listener_stop(struct daemon *d)
 {
     if (uv_is_closing((uv_handle_t *)&d->listener))
         return;
+    uv_close((uv_handle_t *)&d->accept_poll, NULL);
+    uv_close((uv_handle_t *)&d->accept_backoff, NULL);
     uv_close((uv_handle_t *)&d->listener, NULL);
     if (d->listening)
         unlink(d->opt.socket_path);

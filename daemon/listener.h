@@ -5,6 +5,12 @@
  * its own: it refuses to start when a live daemon answers on the path,
  * replaces a stale socket file, creates a missing parent directory (0700)
  * and makes the socket 0600.
+ *
+ * It accepts by itself (a uv_poll_t on the socket, accept4) rather than
+ * through uv_listen: when accept fails for want of descriptors (EMFILE,
+ * ENFILE), it stops watching the socket for 100 ms at a time, logging once,
+ * and the waiting clients stay in the backlog until descriptors are free
+ * (libuv would accept and close them unanswered).
  */
 #ifndef TRACECTLD_LISTENER_H
 #define TRACECTLD_LISTENER_H

@@ -145,6 +145,7 @@ int session_load(struct registry *reg, const struct store_catalog_row *row)
     s->ended_ns = row->ended_ns;
     s->processes = row->processes;
     s->entries = row->entries;
+    s->accepted_bytes = 0; /* ended: its bytes on disk are what counts */
     s->dropped = row->dropped;
     s->interrupted = row->interrupted;
     s->next = reg->list; /* rows come oldest first: prepending keeps newest first */
@@ -213,6 +214,7 @@ static struct session *session_start(struct registry *reg, const char *name, int
     s->uid = uid;
     s->started_ns = session_now_ns();
     s->started_mono = session_mono_ns();
+    s->accepted_bytes = SESSION_FILE_COST;
     s->next_op = 1;
     s->next_dev = 1;
     s->next = reg->list;
@@ -244,7 +246,8 @@ static int enqueue_process(struct registry *reg, struct session *s, const struct
     job->u.process.id = process_id;
     job->u.process.rank = h->rank;
     job->u.process.world = h->world;
-    job->u.process.pid = h->pid >= 0 ? h->pid : pid;
+    job->u.process.pid = pid; /* the kernel's word (SO_PEERCRED), never the client's */
+    job->u.process.claimed_pid = h->pid;
     job->u.process.uid = uid;
     job->u.process.started_ns = session_wall_ns(s);
     if ((h->host != NULL && (job->u.process.host = strdup(h->host)) == NULL) ||
@@ -397,6 +400,27 @@ struct session *session_find(struct registry *reg, const struct proto_sessref *r
             return s; /* the list is newest first: the first name match is the newest */
     }
     return NULL;
+}
+
+uint64_t session_entry_cost(const struct proto_entry *e)
+{
+    /* shapes are stored once per distinct pair: counting them each time is an upper bound */
+    return SESSION_ENTRY_COST + e->out_len + e->in_len;
+}
+
+uint64_t session_cap_bytes(const struct session *s)
+{
+    return s->bytes > s->accepted_bytes ? s->bytes : s->accepted_bytes;
+}
+
+uint64_t session_user_cap_bytes(struct registry *reg, int64_t uid)
+{
+    uint64_t total = 0;
+
+    for (struct session *s = reg->list; s != NULL; s = s->next)
+        if (s->uid == uid)
+            total += session_cap_bytes(s);
+    return total;
 }
 
 uint64_t session_user_bytes(struct registry *reg, int64_t uid)

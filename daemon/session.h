@@ -50,8 +50,9 @@ struct session {
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
     uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
     uint64_t processes, entries, dropped;
-    uint64_t failed; /* entries lost to storage errors (in dropped, not in entries) */
-    uint64_t bytes;  /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t failed;         /* entries lost to storage errors (in dropped, not in entries) */
+    uint64_t bytes;          /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t accepted_bytes; /* what the entries accepted so far will take (session_entry_cost) */
 
     /* live sessions only */
     uint32_t connected;
@@ -136,6 +137,19 @@ uint64_t session_user_bytes(struct registry *reg, int64_t uid);
  * entries when accepted): they move to dropped and failed.
  */
 void session_lost(struct registry *reg, int64_t id, uint64_t n);
+/*
+ * The byte caps (--max-session-bytes, --max-user-bytes) count what is
+ * accepted as it arrives, not what the once-a-second size sampler last saw:
+ * a session's size is the larger of its bytes on disk and the estimate of
+ * every entry accepted into it (session_entry_cost each, an upper bound of
+ * what an entry adds to the file).
+ */
+#define SESSION_FILE_COST  65536 /* bytes: a new session file, its schema and no entries */
+#define SESSION_ENTRY_COST 96    /* bytes: a row of entries at most, with its page overhead */
+uint64_t session_entry_cost(const struct proto_entry *e);
+uint64_t session_cap_bytes(const struct session *s);
+/* The sum of session_cap_bytes over uid's sessions. */
+uint64_t session_user_cap_bytes(struct registry *reg, int64_t uid);
 /* Removes an ended session from the registry and frees it (after the store deleted it). */
 void session_remove(struct registry *reg, struct session *s);
 /* Ends sessions whose linger time has passed; call about once a second. */

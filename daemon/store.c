@@ -331,8 +331,8 @@ static int wsess_prepare(struct store *s, struct wsess *w)
         {offsetof(struct wsess, ins_op), "INSERT INTO ops(id, name, category) VALUES (?,?,?)"},
         {offsetof(struct wsess, ins_dev), "INSERT INTO devices(id, name) VALUES (?,?)"},
         {offsetof(struct wsess, ins_proc),
-         "INSERT INTO processes(id, rank, world, pid, uid, host, device, started_ns)"
-         " VALUES (?,?,?,?,?,?,?,?)"},
+         "INSERT INTO processes(id, rank, world, pid, uid, host, device, started_ns,"
+         " claimed_pid) VALUES (?,?,?,?,?,?,?,?,?)"},
         {offsetof(struct wsess, end_proc),
          "UPDATE processes SET ended_ns = ?, bye = ?, dropped = ? WHERE id = ?"},
         {offsetof(struct wsess, ins_meta),
@@ -701,6 +701,7 @@ static int apply_process(struct store *s, struct wsess *w, struct store_job *job
     bind_text_or_null(st, 6, job->u.process.host);
     bind_text_or_null(st, 7, job->u.process.device);
     sqlite3_bind_int64(st, 8, job->u.process.started_ns);
+    bind_int_or_null(st, 9, job->u.process.claimed_pid);
     return step_reset(s, w->db, st, "insert process");
 }
 

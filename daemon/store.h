@@ -104,6 +104,7 @@ struct store_job {
         } open;
         struct {
             int64_t id, rank, world, pid, uid, started_ns;
+            int64_t claimed_pid; /* hello.pid; pid is SO_PEERCRED's */
             char *host, *device;
         } process;
         struct {

@@ -11,14 +11,15 @@ CREATE TABLE IF NOT EXISTS processes (
     id          INTEGER PRIMARY KEY,   -- the process_id of `welcome`
     rank        INTEGER,
     world       INTEGER,
-    pid         INTEGER,
-    uid         INTEGER,
+    pid         INTEGER,               -- from the connection (SO_PEERCRED)
+    uid         INTEGER,               -- from the connection (SO_PEERCRED)
     host        TEXT,
     device      TEXT,
     started_ns  INTEGER NOT NULL,      -- CLOCK_REALTIME
     ended_ns    INTEGER,
     bye         INTEGER NOT NULL DEFAULT 0,  -- 1: ended with `bye`
-    dropped     INTEGER NOT NULL DEFAULT 0
+    dropped     INTEGER NOT NULL DEFAULT 0,
+    claimed_pid INTEGER                -- the pid the hello said (unverified)
 );
 CREATE TABLE IF NOT EXISTS meta (
     process_id  INTEGER NOT NULL,

@@ -251,7 +251,21 @@ Test(daemon, sigterm_loses_nothing_acked)
     acked = flush(fd, 1);
     cr_assert_eq(acked, 20000);
     send_batch(fd, 1, 500, 999000000, 5); /* in flight when the signal comes */
-    usleep(200000);
+    /* the event: the daemon has received them (the session counts them as they
+     * are queued for the writer), whether or not they are committed yet */
+    for (int i = 0;; i++) {
+        struct proto_reader sr;
+        const msgpack_object *newest;
+        int sfd;
+        sessions(&sr, &sfd, &newest);
+        unsigned long long got = obj_u64(obj_get(newest, "entries"));
+        proto_reader_deinit(&sr);
+        close(sfd);
+        if (got == 20500)
+            break;
+        cr_assert_lt(i, 1000, "the daemon received %llu of 20500 entries", got);
+        usleep(5000);
+    }
     cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "tracectld must exit 0 on SIGTERM");
     close(fd);
 
@@ -326,11 +340,12 @@ Test(daemon, world_keeps_session_live_until_linger)
     const msgpack_object *row;
     int fd, cfd;
 
-    harness_daemon_start(&d, "--linger", "1", NULL);
+    /* a linger no test run outlasts: "still live" cannot race the clock */
+    harness_daemon_start(&d, "--linger", "3600", NULL);
     fd = raw_producer(d.sock, "ranks", 0, 2, "gpu:0", &id);
-    bye(fd, 0);
-    usleep(300000);
+    bye(fd, 0); /* returns once the daemon closed: it has recorded the leave */
     sessions(&r, &cfd, &row);
+    cr_assert_eq(obj_u64(obj_get(row, "connected")), 0);
     cr_assert(obj_str_eq(obj_get(row, "state"), "live"), "rank 1 is still expected");
     proto_reader_deinit(&r);
     close(cfd);
@@ -346,6 +361,8 @@ Test(daemon, world_keeps_session_live_until_linger)
     close(cfd);
 
     /* and one that never completes ends after the linger (1 s) */
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    harness_daemon_restart(&d, "--linger", "1", NULL);
     fd = raw_producer(d.sock, "lonely", 0, 4, NULL, &id);
     bye(fd, 0);
     wait_state(id, "ended", 5);

@@ -9,12 +9,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -159,6 +161,7 @@ Test(edges, sums_at_the_limits_saturate_and_ends_past_int64_are_refused)
     /* the scan path (what reports use after a failed commit): no "integer overflow" */
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* the writer may be closing the file */
     cr_assert_eq(
         sqlite3_exec(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'", NULL, NULL, NULL),
         SQLITE_OK);
@@ -304,4 +307,260 @@ Test(edges, retention_does_not_act_on_a_clock_400_days_ahead)
     proto_reader_deinit(&r);
     close(fd);
     unlink(clock_file);
+}
+
+/* ---- users under --system ------------------------------------------------ */
+
+static void system_daemon(void)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to switch uids");
+    harness_daemon_start(&d, "--system", "--admin-group", "tracectl-test-nonexistent", NULL);
+    chmod(d.dir, 0755); /* other uids must reach the socket; the daemon filters by uid */
+}
+
+/*
+ * As uid (root when 0): a session `name` of n entries whose hello claims pid
+ * `claimed`; got[0] = the producer's real pid, got[1] = the session id.
+ */
+static void user_session(uid_t uid, const char *name, int n, int claimed, int got[2])
+{
+    int pfd[2], st;
+    pid_t pid;
+
+    cr_assert_eq(pipe(pfd), 0);
+    pid = fork();
+    if (pid == 0) {
+        struct proto_hello h = {
+            .proto = 1, .session = (char *)name, .rank = 0, .world = 1, .pid = claimed};
+        struct proto_reader r;
+        struct proto_msg m;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        int out[2] = {(int)getpid(), 0};
+        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(2);
+        int fd = raw_connect(d.sock);
+        pack_init(&sb, &pk);
+        proto_pack_hello(&pk, &h);
+        raw_send(fd, &sb);
+        msgpack_sbuffer_destroy(&sb);
+        proto_reader_init(&r, 0);
+        if (raw_recv(fd, &r, &m) != 0 || m.type != PROTO_WELCOME)
+            _exit(3);
+        out[1] = (int)m.u.welcome.session_id;
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+        raw_send_ops(fd, 1, "matmul");
+        raw_send_batch(fd, 1, (size_t)n, 0, 1);
+        if (raw_flush(fd, 1) != n)
+            _exit(4);
+        raw_bye(fd, 0);
+        if (write(pfd[1], out, sizeof(out)) != sizeof(out))
+            _exit(5);
+        _exit(0);
+    }
+    close(pfd[1]);
+    cr_assert_eq(read(pfd[0], got, 2 * sizeof(int)), (ssize_t)(2 * sizeof(int)),
+                 "the producer as uid %u failed", uid);
+    close(pfd[0]);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    raw_wait_state(d.sock, got[1], "ended", 10);
+}
+
+Test(edges, pid_is_the_kernels_and_the_hello_pid_is_kept_as_claimed_pid)
+{
+    int got[2];
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+    sqlite3_stmt *st;
+
+    system_daemon();
+    user_session(65534, "claims", 3, 4242, got);
+    snprintf(path, sizeof(path), "%s/sessions/%d.db", d.data, got[1]);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000); /* the writer may be closing the file */
+    cr_assert_eq(
+        sqlite3_prepare_v2(db, "SELECT pid, claimed_pid, uid FROM processes", -1, &st, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    cr_assert_eq(sqlite3_column_int64(st, 0), got[0], "pid must come from SO_PEERCRED");
+    cr_assert_eq(sqlite3_column_int64(st, 1), 4242, "the hello's pid, labelled claimed_pid");
+    cr_assert_eq(sqlite3_column_int64(st, 2), 65534);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* status as uid: sessions, entries, connections, scope, queue_depth nil. */
+static void status_as(uid_t uid, unsigned long long want[3], const char *scope)
+{
+    int pfd[2], st;
+    pid_t pid;
+    unsigned long long got[4];
+
+    cr_assert_eq(pipe(pfd), 0);
+    pid = fork();
+    if (pid == 0) {
+        struct proto_reader r;
+        int fd;
+        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(2);
+        const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+        const msgpack_object *m = &o->via.array.ptr[1];
+        got[0] = obj_u64(obj_get(m, "sessions"));
+        got[1] = obj_u64(obj_get(m, "entries"));
+        got[2] = obj_u64(obj_get(m, "connections"));
+        got[3] =
+            obj_str_eq(obj_get(m, "scope"), scope) &&
+            (strcmp(scope, "user") != 0 || obj_get(m, "queue_depth")->type == MSGPACK_OBJECT_NIL);
+        if (write(pfd[1], got, sizeof(got)) != sizeof(got))
+            _exit(5);
+        _exit(0);
+    }
+    close(pfd[1]);
+    cr_assert_eq(read(pfd[0], got, sizeof(got)), (ssize_t)sizeof(got), "status as %u failed", uid);
+    close(pfd[0]);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert_eq(got[0], want[0], "uid %u: sessions %llu", uid, got[0]);
+    cr_assert_eq(got[1], want[1], "uid %u: entries %llu", uid, got[1]);
+    cr_assert_eq(got[2], want[2], "uid %u: connections %llu", uid, got[2]);
+    cr_assert(got[3], "uid %u: scope is not %s (or daemon-wide figures shown)", uid, scope);
+}
+
+Test(edges, status_shows_a_user_their_own_figures)
+{
+    int got[2];
+
+    system_daemon();
+    user_session(65534, "a", 10, 1, got);
+    user_session(65534, "b", 5, 1, got);
+    user_session(65533, "c", 20, 1, got);
+    /* own sessions, own entries, and only the status connection itself */
+    status_as(65534, (unsigned long long[3]){2, 15, 1}, "user");
+    status_as(65533, (unsigned long long[3]){1, 20, 1}, "user");
+    /* root: the daemon's figures */
+    status_as(0, (unsigned long long[3]){3, 35, 1}, "daemon");
+}
+
+Test(edges, an_admin_names_their_own_session_first_and_sees_owners)
+{
+    int mine[2], theirs[2];
+    struct proto_request req;
+    struct proto_reader r;
+    int fd;
+
+    system_daemon();
+    user_session(0, "job-42", 5, 1, mine);
+    user_session(65534, "job-42", 7, 1, theirs); /* newer, another user's */
+    proto_request_init(&req);
+    req.session.name = "job-42";
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    const msgpack_object *s = obj_get(&o->via.array.ptr[1], "session");
+    cr_assert_eq(obj_u64(obj_get(s, "id")), (unsigned long long)mine[1],
+                 "root's `report job-42` resolved to another user's session");
+    cr_assert_eq(obj_u64(obj_get(s, "entries")), 5);
+    proto_reader_deinit(&r);
+    close(fd);
+    /* by id, the other user's session is still reachable for an admin */
+    req.session.name = NULL;
+    req.session.id = theirs[1];
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    cr_assert_eq(obj_u64(obj_get(obj_get(&o->via.array.ptr[1], "session"), "entries")), 7);
+    proto_reader_deinit(&r);
+    close(fd);
+    /* sessions names each owner for an admin */
+    struct passwd *pw = getpwuid(65534);
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+    cr_assert_eq(list->via.array.size, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i];
+        bool is_theirs = obj_u64(obj_get(row, "id")) == (unsigned long long)theirs[1];
+        const char *want = is_theirs ? (pw != NULL ? pw->pw_name : "uid 65534") : "root";
+        cr_assert(obj_str_eq(obj_get(row, "owner"), want), "row %u: owner is not %s", i, want);
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+/* ---- caps that hold ------------------------------------------------------ */
+
+/* The sessions row of id: entries, dropped, bytes. */
+static void session_figures(long long id, unsigned long long out[3])
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *row = session_row(id, &r, &fd);
+
+    cr_assert_not_null(row);
+    out[0] = obj_u64(obj_get(row, "entries"));
+    out[1] = obj_u64(obj_get(row, "dropped"));
+    out[2] = obj_u64(obj_get(row, "bytes"));
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+/*
+ * A flood of 200,000 entries in well under a second (the size sampler's
+ * period) against --max-session-bytes 1M: exactly what fits is accepted,
+ * counting 64 KiB for the new file and 96 bytes an entry without shapes
+ * (README), so (1 MiB - 64 KiB) / 96 = 10,240 entries; the rest
+ * is dropped and counted, and the file ends within the cap.
+ */
+Test(edges, session_byte_cap_holds_on_what_is_accepted)
+{
+    long long id;
+    unsigned long long f[3];
+
+    harness_daemon_start(&d, "--max-session-bytes", "1M", NULL);
+    int fd = raw_producer(d.sock, "capped", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (int i = 0; i < 200; i++)
+        raw_send_batch(fd, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fd, 1), 10240, "accepted beyond the cap");
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    session_figures(id, f);
+    cr_assert_eq(f[0], 10240);
+    cr_assert_eq(f[1], 200000 - 10240, "the refused entries are counted as dropped");
+    cr_assert_leq(f[2], 1048576, "the file (%llu bytes) is over the 1 MiB cap", f[2]);
+}
+
+Test(edges, user_byte_cap_holds_across_sessions_as_entries_arrive)
+{
+    long long a, b;
+    unsigned long long f[3];
+
+    harness_daemon_start(&d, "--max-user-bytes", "2M", NULL);
+    int fa = raw_producer(d.sock, "first", 0, 1, NULL, &a);
+    raw_send_ops(fa, 1, "matmul");
+    for (int i = 0; i < 20; i++)
+        raw_send_batch(fa, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fa, 1), 20000);
+    /* a second live session of the same user shares the 2 MiB: two files of 64 KiB and
+     * (2 MiB - 128 KiB) / 96 = 20,480 entries in all */
+    int fb = raw_producer(d.sock, "second", 0, 1, NULL, &b);
+    raw_send_ops(fb, 1, "matmul");
+    for (int i = 0; i < 100; i++)
+        raw_send_batch(fb, 1, 1000, (uint64_t)i * 1000000, 5);
+    cr_assert_eq(raw_flush(fb, 1), 480, "accepted beyond the user's cap");
+    raw_bye(fa, 0);
+    raw_bye(fb, 0);
+    raw_wait_state(d.sock, b, "ended", 30);
+    session_figures(b, f);
+    cr_assert_eq(f[1], 100000 - 480);
+    /* and the user can start no new session */
+    struct proto_hello h = {.proto = 1, .session = "third", .rank = -1, .world = -1, .pid = -1};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fc = raw_connect(d.sock);
+    pack_init(&sb, &pk);
+    proto_pack_hello(&pk, &h);
+    raw_send(fc, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    expect_error(fc, "limit");
+    close(fc);
 }
