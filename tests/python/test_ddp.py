@@ -1,0 +1,92 @@
+"""test_ddp.py — examples/ddp_train.py: a real 4-rank DDP job (gloo, CPU) with a slowed rank.
+
+The job runs against a real daemon; the test knows what each rank records
+(per step: 4 forward + 4 backward + optimizer.step + 1 allreduce in light mode,
+plus one barrier at the end) and checks the session holds exactly that, that a
+report taken while the job is paused shows the steps done so far, that the
+report names the slowed rank's device as the slowest, and that the other
+ranks' collectives take longer (they wait for it).
+"""
+
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import harness
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+EXAMPLE = os.path.join(os.environ.get("TRACECTL_EXAMPLES", "../../examples"), "ddp_train.py")
+RANKS, STEPS, PAUSE, SLOW = 4, 6, 3, 2
+MODULES = ("0:Linear", "1:ReLU", "2:Throttle", "3:Linear")
+PER_STEP = 2 * len(MODULES) + 2  # forward and backward per module, optimizer.step, allreduce
+
+
+@unittest.skipUnless(HAVE_TORCH, "skipped: no torch (python3-torch is not installed)")
+class Ddp(unittest.TestCase):
+    def setUp(self):
+        self.d = harness.Daemon()
+        self.addCleanup(self.d.cleanup)
+
+    def run_job(self, session, mode, *extra):
+        resume = os.path.join(self.d.dir, "resume")
+        p = subprocess.Popen([sys.executable, EXAMPLE, "--ranks", str(RANKS), "--steps", str(STEPS),
+                              "--slow-rank", str(SLOW), "--slow-ms", "50", "--mode", mode,
+                              "--session", session, "--pause-after", str(PAUSE),
+                              "--resume-file", resume, *extra],
+                             stdout=subprocess.PIPE, text=True, env=self.d.env())
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        out, paused = [], set()
+        while len(paused) < RANKS:  # every rank flushed its first PAUSE steps and waits
+            line = p.stdout.readline()
+            self.assertNotEqual(line, "", "the job ended before pausing: %s" % out)
+            out.append(line)
+            paused.update(re.findall(r"paused rank (\d+) step %d" % PAUSE, line))
+        live = self.d.report(session)
+        s = self.d.session(session)
+        steps = self.d.rows(s["id"], "SELECT step, count(*) FROM entries GROUP BY step")
+        open(resume, "w").close()
+        rest, _ = p.communicate(timeout=240)
+        self.assertEqual(p.returncode, 0, "".join(out) + rest)
+        return live, steps, "".join(out) + rest
+
+    def test_light_mode_names_the_slowed_rank(self):
+        live, steps, out = self.run_job("ddp-light", "light")
+        # While the job ran: a live session with exactly the first PAUSE steps of each rank.
+        self.assertEqual(live["session"]["state"], "live")
+        self.assertEqual(live["session"]["processes"], RANKS)
+        self.assertEqual(live["session"]["entries"], RANKS * PAUSE * PER_STEP)
+        self.assertEqual(steps, [(s, RANKS * PER_STEP) for s in range(PAUSE)])
+
+        per_rank = STEPS * PER_STEP + 1  # + the final barrier
+        done = re.findall(r"done rank (\d+) recorded (\d+) dropped (\d+)", out)
+        self.assertEqual(sorted(done), [(str(r), str(per_rank), "0") for r in range(RANKS)])
+        rep = self.d.report("ddp-light")
+        self.assertEqual((rep["session"]["state"], rep["session"]["processes"],
+                          rep["session"]["entries"], rep["session"]["dropped"]),
+                         ("ended", RANKS, RANKS * per_rank, 0))
+        calls = {o["op"]: (o["calls"], o["category"]) for o in rep["ops"]}
+        want = {m + "." + k: (RANKS * STEPS, "compute") for m in MODULES
+                for k in ("forward", "backward")}
+        want.update({"optimizer.step": (RANKS * STEPS, "compute"),
+                     "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
+        self.assertEqual(calls, want)
+        self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
+        # The others wait for the slowed rank in every allreduce.
+        comm = dict(self.d.rows(self.d.session("ddp-light")["id"],
+                                "SELECT rank, sum(dur_ns) FROM trace WHERE op = 'allreduce' "
+                                "GROUP BY rank"))
+        self.assertEqual(sorted(comm), list(range(RANKS)))
+        for r in range(RANKS):
+            if r != SLOW:
+                self.assertGreater(comm[r], comm[SLOW], "rank %d waited less: %s" % (r, comm))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
