@@ -42,12 +42,12 @@ class Throttle(nn.Module):
     def __init__(self, slow_ms: float):
         super().__init__()
         self.slow_s = slow_ms / 1000.0
-        self.register_buffer("one", torch.ones(1))
 
     def forward(self, x):
         if self.slow_s > 0:
-            time.sleep(self.slow_s)
-        return x * self.one
+            with torch.autograd.profiler.record_function("throttle"):  # shows in profiler mode
+                time.sleep(self.slow_s)
+        return x * 1.0
 
 
 def make_model(slow_ms: float) -> nn.Module:
@@ -73,10 +73,16 @@ def train(rank: int, a: argparse.Namespace, port: int) -> None:
         tct.instrument_ddp(model)
         tct.instrument_distributed()
     elif a.mode == "profiler":
+        cycles = [0]
+
+        def chrome(p):  # --chrome-dir: also each cycle's Chrome trace, as plain torch.profiler
+            if a.chrome_dir:
+                cycles[0] += 1
+                p.export_chrome_trace(os.path.join(a.chrome_dir, "rank%d.%d.json" % (rank, cycles[0])))
         prof = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
             profile_memory=True, schedule=torch.profiler.schedule(wait=0, warmup=0, active=2),
-            on_trace_ready=tct.profiler_handler())
+            on_trace_ready=tct.profiler_handler(then=chrome))
         prof.start()
     x = torch.randn(a.batch, 32)
     y = torch.randn(a.batch, 8)
@@ -123,9 +129,10 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--slow-rank", type=int, default=-1, help="the rank to slow down (-1: none)")
-    p.add_argument("--slow-ms", type=float, default=20.0, help="its extra time per step")
+    p.add_argument("--slow-ms", type=float, default=30.0, help="its extra time per step")
     p.add_argument("--mode", choices=("light", "profiler", "off"), default="light")
     p.add_argument("--session", help="the session name (default: made up by rank 0)")
+    p.add_argument("--chrome-dir", default="", help="profiler mode: also write Chrome traces here")
     p.add_argument("--pause-after", type=int, default=0, metavar="K")
     p.add_argument("--resume-file", default="")
     a = p.parse_args()

@@ -8,6 +8,7 @@ report names the slowed rank's device as the slowest, and that the other
 ranks' collectives take longer (they wait for it).
 """
 
+import json
 import os
 import re
 import subprocess
@@ -51,13 +52,26 @@ class Ddp(unittest.TestCase):
         live = self.d.report(session)
         s = self.d.session(session)
         steps = self.d.rows(s["id"], "SELECT step, count(*) FROM entries GROUP BY step")
+        traced = self.chrome_ops()
         open(resume, "w").close()
         rest, _ = p.communicate(timeout=240)
         self.assertEqual(p.returncode, 0, "".join(out) + rest)
-        return live, steps, "".join(out) + rest
+        return live, steps, traced, "".join(out) + rest
+
+    def chrome_ops(self):
+        """Per rank, the operators of the Chrome traces torch.profiler itself wrote so far
+        (profiler mode): what the bridge must have streamed, counted independently."""
+        n = [0] * RANKS
+        d = os.path.join(self.d.dir, "chrome")
+        for f in os.listdir(d) if os.path.isdir(d) else []:
+            with open(os.path.join(d, f)) as fp:
+                ev = json.load(fp)
+            n[int(re.match(r"rank(\d+)\.", f).group(1))] += sum(
+                1 for e in ev if e.get("ph") == "X" and not e["name"].startswith("ProfilerStep"))
+        return n
 
     def test_light_mode_names_the_slowed_rank(self):
-        live, steps, out = self.run_job("ddp-light", "light")
+        live, steps, _, out = self.run_job("ddp-light", "light")
         # While the job ran: a live session with exactly the first PAUSE steps of each rank.
         self.assertEqual(live["session"]["state"], "live")
         self.assertEqual(live["session"]["processes"], RANKS)
@@ -86,6 +100,32 @@ class Ddp(unittest.TestCase):
         for r in range(RANKS):
             if r != SLOW:
                 self.assertGreater(comm[r], comm[SLOW], "rank %d waited less: %s" % (r, comm))
+
+    def test_profiler_mode_streams_every_operator(self):
+        chrome = os.path.join(self.d.dir, "chrome")
+        os.mkdir(chrome)
+        live, steps, traced, out = self.run_job("ddp-prof", "profiler", "--chrome-dir", chrome)
+        # Paused after PAUSE = 3 steps: the profiler's cycle of 2 steps (0 and 1) was streamed.
+        self.assertEqual(live["session"]["state"], "live")
+        self.assertGreater(sum(traced), 0)
+        self.assertEqual(live["session"]["entries"], sum(traced))
+        self.assertEqual([s for s, _ in steps], [0, 1])
+        traced = self.chrome_ops()
+        sid = self.d.session("ddp-prof")["id"]
+        self.assertEqual(self.d.rows(sid, "SELECT rank, count(*) FROM trace GROUP BY rank"),
+                         list(enumerate(traced)))
+        done = re.findall(r"done rank (\d+) recorded (\d+) dropped (\d+)", out)
+        self.assertEqual(sorted(done), [(str(r), str(traced[r]), "0") for r in range(RANKS)])
+        rep = self.d.report("ddp-prof")
+        self.assertEqual((rep["session"]["processes"], rep["session"]["entries"],
+                          rep["session"]["dropped"]), (RANKS, sum(traced), 0))
+        # The slowed rank's annotated throttle, once per step; c10d/gloo operators are comm.
+        self.assertEqual(self.d.rows(sid, "SELECT rank, step FROM trace WHERE op = 'throttle' "
+                                     "ORDER BY step"), [(SLOW, s) for s in range(STEPS)])
+        cats = dict((o["op"], o["category"]) for o in rep["ops"])
+        self.assertEqual((cats["c10d::allreduce_"], cats["gloo:all_reduce"], cats["aten::mm"]),
+                         ("comm", "comm", "compute"))
+        self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
 
 
 if __name__ == "__main__":

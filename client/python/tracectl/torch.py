@@ -42,6 +42,7 @@ cycle (see profiler_handler()).
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
@@ -57,6 +58,7 @@ __all__ = ["open", "close", "client", "step", "instrument", "instrument_ddp",
 
 _client: Optional[tracectl.Client] = None
 _device: Optional[str] = None
+_step = 0  # tct.step() calls: profiler mode sets the client's step back to it
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the clock entries use
 _tls = threading.local()  # .inside: a wrapped collective is running (no double records)
 
@@ -102,7 +104,9 @@ def client() -> Optional[tracectl.Client]:
 
 
 def step() -> None:
-    """Advances the step every later entry records."""
+    """Advances the step every later entry records (use it rather than the client's step())."""
+    global _step
+    _step += 1
     if _client is not None:
         _client.step()
 
@@ -338,34 +342,48 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     otherwise); with ``self_time`` its duration is its self CPU time (children
     excluded, as ``tracectl import`` does), else its whole span. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
+    Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
+    profiler steps is then recorded as its training step.
     """
     def handler(prof: Any) -> None:
         c = _client
         if c is not None:
-            _stream_events(c, prof)
+            _stream_events(c, prof, self_time)
         if then is not None:
             then(prof)
-    handler.self_time = self_time  # type: ignore[attr-defined]
     return handler
 
 
-def _stream_events(c: tracectl.Client, prof: Any) -> int:
-    # The profiler's times are µs since its own start on the realtime clock
-    # (kineto): map them onto CLOCK_MONOTONIC through the offset of now.
-    base_us = getattr(prof.profiler, "kineto_results", None)
-    start_us = base_us.trace_start_us() if base_us is not None else 0
+def _stream_events(c: tracectl.Client, prof: Any, self_time: bool) -> int:
+    """Records prof's CPU operator events; returns how many."""
+    # Event times are µs after the trace's start, which is µs since the epoch:
+    # move them onto CLOCK_MONOTONIC through the current offset of the two clocks.
+    kr = getattr(prof.profiler, "kineto_results", None)
+    start_us = kr.trace_start_us() if kr is not None else 0
     offset_ns = time.monotonic_ns() - time.time_ns()
-    n = 0
-    for e in prof.events():
-        if getattr(e, "device_type", None) is not None and str(e.device_type) != "DeviceType.CPU":
+    events = [e for e in prof.events() if str(getattr(e, "device_type", "DeviceType.CPU"))
+              == "DeviceType.CPU" and not e.name.startswith("[memory]")]
+    # The profiler's ProfilerStep spans (its numbers are not reliable in 1.13)
+    # mark where each step of the cycle began: the cycle's last span is the
+    # step the bridge is on (tct.step() is called after prof.step()), the ones
+    # before it the steps before.
+    starts = sorted(k.start_us() - start_us for k in (kr.events() if kr is not None else [])
+                    if k.name().startswith("ProfilerStep#"))
+    first = _step - len(starts) + 1
+    n, cur = 0, None
+    for e in events:
+        if e.name.startswith("ProfilerStep"):
             continue
+        s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
+        if s != cur:
+            c.set_step(s)
+            cur = s
         t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
-        dur = int(e.cpu_time_total * 1000)
-        self_ns = int(e.self_cpu_time_total * 1000)
-        shapes = [tuple(s) for s in (e.input_shapes or []) if s]
-        mem = max(int(getattr(e, "cpu_memory_usage", 0) or 0), 0)
-        c.record(e.name, max(t0, 0), self_ns if self_ns >= 0 else dur, mem,
-                 None, shapes[:8] or None, _device if _category(e.name) != "comm" else None,
-                 _category(e.name))
+        dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+        shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
+        cat = _category(e.name)
+        c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
+                 shapes or None, _device if cat != "comm" else None, cat)
         n += 1
+    c.set_step(_step)
     return n
