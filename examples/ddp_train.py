@@ -11,7 +11,9 @@ or shared device would), so the other ranks wait for it in every gradient
 allreduce. With --mode light (the default) each rank records through
 tracectl.torch: per leaf module .forward/.backward, optimizer.step, DDP's
 allreduce per bucket and the final barrier (comm); --mode profiler streams
-torch.profiler's operators instead; --mode off traces nothing (the baseline).
+torch.profiler's operators instead; --mode off traces nothing (the baseline);
+--mode chrome runs plain torch.profiler writing Chrome traces to --chrome-dir
+(the profiler-mode baseline).
 
 Per rank and step, light mode records 4 forward + 4 backward + 1
 optimizer.step + 1 allreduce entries (the model fits one DDP bucket), plus one
@@ -64,7 +66,7 @@ def train(rank: int, a: argparse.Namespace, port: int) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     tc = None
     prof = None
-    if a.mode != "off":
+    if a.mode in ("light", "profiler"):
         tc = tct.open(session=a.session)
         tc.meta("example", "ddp_train")
         tc.meta("slow_rank", a.slow_rank)
@@ -72,7 +74,7 @@ def train(rank: int, a: argparse.Namespace, port: int) -> None:
         tct.instrument(net, opt)
         tct.instrument_ddp(model)
         tct.instrument_distributed()
-    elif a.mode == "profiler":
+    elif a.mode in ("profiler", "chrome"):
         cycles = [0]
 
         def chrome(p):  # --chrome-dir: also each cycle's Chrome trace, as plain torch.profiler
@@ -82,7 +84,7 @@ def train(rank: int, a: argparse.Namespace, port: int) -> None:
         prof = torch.profiler.profile(
             activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
             profile_memory=True, schedule=torch.profiler.schedule(wait=0, warmup=0, active=2),
-            on_trace_ready=tct.profiler_handler(then=chrome))
+            on_trace_ready=tct.profiler_handler(then=chrome) if a.mode == "profiler" else chrome)
         prof.start()
     x = torch.randn(a.batch, 32)
     y = torch.randn(a.batch, 8)
@@ -130,15 +132,16 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--slow-rank", type=int, default=-1, help="the rank to slow down (-1: none)")
     p.add_argument("--slow-ms", type=float, default=30.0, help="its extra time per step")
-    p.add_argument("--mode", choices=("light", "profiler", "off"), default="light")
+    p.add_argument("--mode", choices=("light", "profiler", "off", "chrome"), default="light")
     p.add_argument("--session", help="the session name (default: made up by rank 0)")
     p.add_argument("--chrome-dir", default="", help="profiler mode: also write Chrome traces here")
     p.add_argument("--pause-after", type=int, default=0, metavar="K")
     p.add_argument("--resume-file", default="")
     a = p.parse_args()
-    if a.session is None and a.mode != "off":
+    traced = a.mode in ("light", "profiler")
+    if a.session is None and traced:
         a.session = os.environ.get("TRACECTL_SESSION") or "ddp-%s" % time.strftime("%H%M%S")
-    if a.mode != "off":
+    if traced:
         print("session %s" % a.session, flush=True)
     # fork: the ranks share the parent's imported torch instead of importing it again.
     mp.start_processes(train, args=(a, free_port()), nprocs=a.ranks, start_method="fork")
