@@ -32,7 +32,10 @@ def run(mode, a, chrome_dir):
            "--mode", mode, "--session", "bench-ddp-" + mode]
     if mode == "chrome":
         cmd += ["--chrome-dir", chrome_dir]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("%s: exit %d\n%s" % (" ".join(cmd), r.returncode, r.stderr[-3000:]))
+    out = r.stdout
     meds = [int(x) for x in re.findall(r"step_median_ns (\d+)", out)]
     assert len(meds) == a.ranks, out
     return statistics.median(meds)

@@ -11,7 +11,7 @@ In one run, ns per iteration (median of --runs runs of --n iterations each) of:
 Prints one JSON line per figure on stdout and a table on stderr. The daemon
 named by --socket (or $TRACECTL_SOCKET) must run; the client is in blocking mode
 so that nothing is dropped. Time is the thread's CPU time (time.thread_time_ns)
-and wall time (perf_counter_ns) per iteration; bench.sh runs it.
+and wall time (perf_counter_ns) per iteration.
 """
 
 import argparse

@@ -25,8 +25,8 @@ dropped D" at the end; the parent prints "session NAME".
 
 import argparse
 import os
-import socket
 import sys
+import tempfile
 import time
 
 import torch
@@ -56,10 +56,10 @@ def make_model(slow_ms: float) -> nn.Module:
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), Throttle(slow_ms), nn.Linear(64, 8))
 
 
-def train(rank: int, a: argparse.Namespace, port: int) -> None:
+def train(rank: int, a: argparse.Namespace, store: str) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(rank)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+    dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
                             world_size=a.ranks)
     net = make_model(a.slow_ms if rank == a.slow_rank else 0.0)
     model = DDP(net)
@@ -119,12 +119,6 @@ def train(rank: int, a: argparse.Namespace, port: int) -> None:
     dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=4)
@@ -144,7 +138,10 @@ def main() -> int:
     if traced:
         print("session %s" % a.session, flush=True)
     # fork: the ranks share the parent's imported torch instead of importing it again.
-    mp.start_processes(train, args=(a, free_port()), nprocs=a.ranks, start_method="fork")
+    # The ranks meet through a file store in a fresh directory (no TCP port to race for).
+    with tempfile.TemporaryDirectory(prefix="ddp_train.") as d:
+        mp.start_processes(train, args=(a, os.path.join(d, "store")), nprocs=a.ranks,
+                           start_method="fork")
     return 0
 
 
