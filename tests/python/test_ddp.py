@@ -127,6 +127,43 @@ class Ddp(unittest.TestCase):
                          ("comm", "comm", "compute"))
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
 
+    def test_distributed_calls_and_one_session_from_torch(self):
+        """tct.open() without a session name: rank 0 names one and broadcasts it; every
+        wrapped torch.distributed call is one comm entry with its tensors' bytes."""
+        script = """if True:
+            import os, sys, tempfile, torch, torch.distributed as dist, torch.multiprocessing as mp
+            import tracectl.torch as tct
+            def run(rank, store):
+                dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+                                        world_size=2)
+                tct.open()
+                tct.instrument_distributed()
+                t = torch.ones(4)
+                dist.all_reduce(t)                              # 16 bytes, blocking
+                dist.all_reduce(t, async_op=True).wait()        # 16 bytes, through its future
+                dist.broadcast(torch.ones(8, dtype=torch.float64), src=0)   # 64 bytes
+                dist.barrier()
+                tct.close()
+            with tempfile.TemporaryDirectory() as d:
+                mp.start_processes(run, args=(os.path.join(d, "s"),), nprocs=2,
+                                   start_method="fork")
+        """
+        env = self.d.env()
+        for k in ("TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"):
+            env.pop(k, None)
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+        ss = self.d.sessions()
+        self.assertEqual(len(ss), 1)
+        self.assertRegex(ss[0]["name"], r"^torch-\d{8}-\d{6}-\d+$")
+        self.assertEqual((ss[0]["processes"], ss[0]["entries"], ss[0]["dropped"]), (2, 8, 0))
+        rows = self.d.rows(ss[0]["id"], "SELECT rank, op, category, count(*), sum(mem_bytes), "
+                           "count(device) FROM trace GROUP BY rank, op ORDER BY rank, op")
+        want = []
+        for r in range(2):
+            want += [(r, "all_reduce", "comm", 2, 32, 0), (r, "barrier", "comm", 1, 0, 0),
+                     (r, "broadcast", "comm", 1, 64, 0)]
+        self.assertEqual(rows, want)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
