@@ -168,6 +168,7 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
 {
     PyObject *id = PyDict_GetItemWithError(cl->ops, name);
     const char *s;
+    Py_ssize_t len;
     uint32_t op;
 
     if (id != NULL)
@@ -178,13 +179,20 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
         PyErr_SetString(PyExc_TypeError, "an op name must be a str");
         return -1;
     }
-    if (cl->c == NULL || !tc_enabled(cl->c))
-        return 0;
-    if ((s = PyUnicode_AsUTF8(name)) == NULL)
+    if ((s = PyUnicode_AsUTF8AndSize(name, &len)) == NULL)
         return -1;
-    op = category != NULL ? tc_op_cat(cl->c, s, category) : tc_op(cl->c, s);
-    if (op == 0) {
+    if (len < 1 || len > 1024) {
         PyErr_Format(PyExc_ValueError, "bad op name %R (1..1024 bytes of UTF-8)", name);
+        return -1;
+    }
+    if (cl->c == NULL)
+        return 0;
+    /* The library is asked even when it sends nothing (a forked child's copy
+     * of a client connects on its first call: tracectl.h); it gives 0 to a
+     * disabled or offline client, which is kept like an id. */
+    op = category != NULL ? tc_op_cat(cl->c, s, category) : tc_op(cl->c, s);
+    if (op == 0 && tc_enabled(cl->c)) {
+        PyErr_Format(PyExc_ValueError, "bad op name %R", name);
         return -1;
     }
     if ((id = PyLong_FromUnsignedLong(op)) == NULL)
@@ -383,7 +391,7 @@ static PyObject *client_meta(Client *cl, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "sO:meta", &key, &val))
         return NULL;
-    if (cl->c == NULL || !tc_enabled(cl->c))
+    if (cl->c == NULL)
         Py_RETURN_NONE;
     if (PyBool_Check(val)) {
         rc = tc_meta_bool(cl->c, key, val == Py_True);
@@ -403,7 +411,7 @@ static PyObject *client_meta(Client *cl, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "a meta value is a str, int, float or bool");
         return NULL;
     }
-    if (rc < 0)
+    if (rc < 0 && tc_enabled(cl->c))
         return raise_err(rc, "meta");
     Py_RETURN_NONE;
 }
@@ -422,10 +430,10 @@ static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
             return NULL;
         ms = t < 0 ? -1 : t * 1000.0 > 2e9 ? 2000000000 : (int)(t * 1000.0);
     }
-    if (cl->c == NULL || !tc_enabled(cl->c))
-        Py_RETURN_NONE; /* nothing to send: an offline client only counts */
+    if (cl->c == NULL)
+        Py_RETURN_NONE;
     rc = tc_flush(cl->c, ms);
-    if (rc < 0)
+    if (rc < 0 && tc_enabled(cl->c)) /* an offline client has nothing to send: no error */
         return raise_err(rc, "flush");
     Py_RETURN_NONE;
 }
