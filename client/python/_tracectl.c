@@ -1,0 +1,693 @@
+/*
+ * _tracectl.c — the CPython extension behind the `tracectl` package: a thin
+ * binding of libtracectl (tracectl.h) through the Python C API.
+ *
+ * It owns two types. Client wraps one tc_client and keeps a dict of the op
+ * names it interned (name → id), so that recording by name costs a dict
+ * lookup, not a lock. Region is what `with client.op(...)` enters: it reads
+ * the clock on __enter__ and records one complete entry (tc_record) on
+ * __exit__, so nested regions each record their own span; tc_begin/tc_end
+ * are not used because a begin ends the thread's previous op.
+ *
+ * Every call runs under the GIL, which also guards a client against being
+ * closed while another thread records on it: close() takes the pointer out of
+ * the object before it releases the GIL to flush. After close() a client
+ * records nothing and reports the counts it had when it closed.
+ *
+ * Errors are raised as tracectl.Error, an OSError whose errno is the
+ * library's (positive) errno, with `code` the errno's name and `message`
+ * what failed. (libtracectl reports a daemon's refusal as an errno: the
+ * daemon's own error code and message do not reach it.)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tracectl.h"
+
+static PyObject *tc_error; /* tracectl.Error */
+
+/* ---- errors --------------------------------------------------------------- */
+
+/* Raises tracectl.Error for the negative errno err, about what. Returns NULL. */
+static PyObject *raise_err(int err, const char *what)
+{
+    PyObject *exc, *errmod, *names, *code = NULL;
+    int e = err < 0 ? -err : err;
+
+    exc = PyObject_CallFunction(tc_error, "is", e, strerror(e));
+    if (exc == NULL)
+        return NULL;
+    errmod = PyImport_ImportModule("errno");
+    if (errmod != NULL) {
+        names = PyObject_GetAttrString(errmod, "errorcode");
+        PyObject *key = PyLong_FromLong(e);
+        if (names != NULL && key != NULL)
+            code = PyDict_GetItemWithError(names, key); /* borrowed: errno.errorcode keeps it */
+        Py_XDECREF(key);
+        Py_XDECREF(names);
+        Py_DECREF(errmod);
+    }
+    PyErr_Clear();
+    if (code == NULL)
+        code = Py_None;
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, strerror(e));
+    if (msg == NULL || PyObject_SetAttrString(exc, "code", code) < 0 ||
+        PyObject_SetAttrString(exc, "message", msg) < 0) {
+        Py_XDECREF(msg);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(msg);
+    PyErr_SetObject(tc_error, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* ---- shapes --------------------------------------------------------------- */
+
+/* Fills s from a sequence of non-negative ints. 0, or -1 with an exception set. */
+static int shape_from(PyObject *o, tc_shape *s)
+{
+    PyObject *seq = PySequence_Fast(o, "a shape must be a sequence of ints");
+    Py_ssize_t n;
+
+    if (seq == NULL)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n > TC_MAX_DIMS) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "a shape has at most %d dimensions", TC_MAX_DIMS);
+        return -1;
+    }
+    s->ndim = (uint32_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long d = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (d == (unsigned long long)-1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        s->dims[i] = d;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/*
+ * The shapes of one entry, parsed from out (a shape or None) and ins (a
+ * sequence of shapes, or None; past TC_MAX_INPUTS they are left out, as the
+ * library does). *has is set when any was given.
+ */
+struct shapes {
+    tc_shape out;
+    tc_shape in[TC_MAX_INPUTS];
+    size_t n_in;
+    int has_out;
+};
+
+static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
+{
+    PyObject *seq;
+    Py_ssize_t n;
+
+    sh->has_out = 0;
+    sh->n_in = 0;
+    if (out != NULL && out != Py_None) {
+        if (shape_from(out, &sh->out) < 0)
+            return -1;
+        sh->has_out = 1;
+    }
+    if (ins == NULL || ins == Py_None)
+        return 0;
+    seq = PySequence_Fast(ins, "in_shapes must be a sequence of shapes");
+    if (seq == NULL)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n && sh->n_in < TC_MAX_INPUTS; i++) {
+        if (shape_from(PySequence_Fast_GET_ITEM(seq, i), &sh->in[sh->n_in]) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+        sh->n_in++;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* ---- Client --------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD tc_client *c; /* NULL once closed */
+    PyObject *ops;              /* dict: op name → id */
+    int open_error;             /* the negative errno tc_open gave for an offline client, else 0 */
+    uint64_t dropped;           /* the counts at close */
+    uint64_t recorded;
+    int64_t session_id;
+} Client;
+
+typedef struct {
+    PyObject_HEAD Client *client;
+    uint32_t op;
+    uint64_t mem;
+    uint64_t start;
+    struct shapes *sh; /* NULL: no shapes */
+} Region;
+
+static PyTypeObject ClientType;
+static PyTypeObject RegionType;
+
+/*
+ * The id of op name (a str) on cl, interning it with category (NULL: the
+ * daemon classifies) the first time. 0 for a closed, disabled or offline
+ * client (which records nothing anyway); -1 with an exception set on error.
+ */
+static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
+{
+    PyObject *id = PyDict_GetItemWithError(cl->ops, name);
+    const char *s;
+    Py_ssize_t len;
+    uint32_t op;
+
+    if (id != NULL)
+        return (int64_t)PyLong_AsUnsignedLong(id);
+    if (PyErr_Occurred())
+        return -1;
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "an op name must be a str");
+        return -1;
+    }
+    if ((s = PyUnicode_AsUTF8AndSize(name, &len)) == NULL)
+        return -1;
+    if (len < 1 || len > 1024) {
+        PyErr_Format(PyExc_ValueError, "bad op name %R (1..1024 bytes of UTF-8)", name);
+        return -1;
+    }
+    if (cl->c == NULL)
+        return 0;
+    /* The library is asked even when it sends nothing (a forked child's copy
+     * of a client connects on its first call: tracectl.h); it gives 0 to a
+     * disabled or offline client, which is kept like an id. */
+    op = category != NULL ? tc_op_cat(cl->c, s, category) : tc_op(cl->c, s);
+    if (op == 0 && tc_enabled(cl->c)) {
+        PyErr_Format(PyExc_ValueError, "bad op name %R", name);
+        return -1;
+    }
+    if ((id = PyLong_FromUnsignedLong(op)) == NULL)
+        return -1;
+    if (PyDict_SetItem(cl->ops, name, id) < 0) {
+        Py_DECREF(id);
+        return -1;
+    }
+    Py_DECREF(id);
+    return op;
+}
+
+static void client_dealloc(Client *cl)
+{
+    if (cl->c != NULL) {
+        tc_client *c = cl->c;
+        cl->c = NULL;
+        Py_BEGIN_ALLOW_THREADS tc_close(c);
+        Py_END_ALLOW_THREADS
+    }
+    Py_XDECREF(cl->ops);
+    Py_TYPE(cl)->tp_free((PyObject *)cl);
+}
+
+/* Keyword argument i of a FASTCALL call, matched to names (NULL-terminated). -1: unknown. */
+static int kw_index(PyObject *kw, const char *const *names)
+{
+    for (int i = 0; names[i] != NULL; i++)
+        if (PyUnicode_CompareWithASCIIString(kw, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/*
+ * Parses a FASTCALL call into vals[] (borrowed; NULL when absent) by the
+ * names in names, the first npos of which may be positional. 0 or -1.
+ */
+static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                      const char *const *names, int npos, PyObject **vals, int nvals)
+{
+    for (int i = 0; i < nvals; i++)
+        vals[i] = NULL;
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d positional arguments", fn, npos);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        vals[i] = args[i];
+    if (kwnames == NULL)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
+        int k = kw_index(kw, names);
+        if (k < 0 || vals[k] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument %R", fn, kw);
+            return -1;
+        }
+        vals[k] = args[nargs + i];
+    }
+    return 0;
+}
+
+/* An optional str argument as UTF-8 (NULL when absent or None). 0 or -1. */
+static int opt_str(PyObject *o, const char **s)
+{
+    *s = NULL;
+    if (o == NULL || o == Py_None)
+        return 0;
+    *s = PyUnicode_AsUTF8(o);
+    return *s != NULL ? 0 : -1;
+}
+
+/* An optional unsigned argument (absent or None: 0). 0 or -1. */
+static int opt_u64(PyObject *o, uint64_t *v)
+{
+    *v = 0;
+    if (o == NULL || o == Py_None)
+        return 0;
+    *v = PyLong_AsUnsignedLongLong(o);
+    return *v == (uint64_t)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"name", "out_shape", "in_shapes", "mem", "category", NULL};
+    PyObject *v[5];
+    const char *category;
+    int64_t op;
+    uint64_t mem;
+    Region *r;
+
+    if (parse_args("op", args, nargs, kwnames, names, 1, v, 5) < 0)
+        return NULL;
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "op() needs a name");
+        return NULL;
+    }
+    if (opt_str(v[4], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0 ||
+        opt_u64(v[3], &mem) < 0)
+        return NULL;
+    if ((r = PyObject_New(Region, &RegionType)) == NULL)
+        return NULL;
+    Py_INCREF(cl);
+    r->client = cl;
+    r->op = (uint32_t)op;
+    r->mem = mem;
+    r->start = 0;
+    r->sh = NULL;
+    if ((v[1] != NULL && v[1] != Py_None) || (v[2] != NULL && v[2] != Py_None)) {
+        if ((r->sh = PyMem_Malloc(sizeof(*r->sh))) == NULL) {
+            Py_DECREF(r);
+            return PyErr_NoMemory();
+        }
+        if (shapes_from(v[1], v[2], r->sh) < 0) {
+            Py_DECREF(r);
+            return NULL;
+        }
+    }
+    return (PyObject *)r;
+}
+
+static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"name", "category", NULL};
+    PyObject *v[2];
+    const char *category;
+    int64_t op;
+
+    if (parse_args("op_id", args, nargs, kwnames, names, 2, v, 2) < 0)
+        return NULL;
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "op_id() needs a name");
+        return NULL;
+    }
+    if (opt_str(v[1], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0)
+        return NULL;
+    return PyLong_FromLongLong(op);
+}
+
+static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"op",        "start_ns", "dur_ns",   "mem", "out_shape",
+                                        "in_shapes", "device",   "category", NULL};
+    PyObject *v[8];
+    const char *device, *category;
+    uint64_t start, dur, mem;
+    int64_t op;
+    struct shapes sh;
+
+    if (parse_args("record", args, nargs, kwnames, names, 8, v, 8) < 0)
+        return NULL;
+    if (v[0] == NULL || v[1] == NULL || v[2] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "record() needs op, start_ns and dur_ns");
+        return NULL;
+    }
+    if (opt_u64(v[1], &start) < 0 || opt_u64(v[2], &dur) < 0 || opt_u64(v[3], &mem) < 0 ||
+        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0)
+        return NULL;
+    if (PyLong_Check(v[0])) {
+        op = (int64_t)PyLong_AsUnsignedLong(v[0]);
+        if (op == -1 && PyErr_Occurred())
+            return NULL;
+    } else if ((op = client_op_id(cl, v[0], category)) < 0) {
+        return NULL;
+    }
+    if (shapes_from(v[4], v[5], &sh) < 0)
+        return NULL;
+    tc_record(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
+              sh.n_in > 0 ? sh.in : NULL, sh.n_in, device);
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_step(Client *cl, PyObject *unused)
+{
+    tc_step(cl->c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_set_step(Client *cl, PyObject *arg)
+{
+    uint64_t s = PyLong_AsUnsignedLongLong(arg);
+
+    if (s == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    tc_set_step(cl->c, s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_meta(Client *cl, PyObject *args)
+{
+    const char *key;
+    PyObject *val;
+    int rc;
+
+    if (!PyArg_ParseTuple(args, "sO:meta", &key, &val))
+        return NULL;
+    if (cl->c == NULL)
+        Py_RETURN_NONE;
+    if (PyBool_Check(val)) {
+        rc = tc_meta_bool(cl->c, key, val == Py_True);
+    } else if (PyLong_Check(val)) {
+        long long i = PyLong_AsLongLong(val);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        rc = tc_meta_int(cl->c, key, i);
+    } else if (PyFloat_Check(val)) {
+        rc = tc_meta_double(cl->c, key, PyFloat_AS_DOUBLE(val));
+    } else if (PyUnicode_Check(val)) {
+        const char *s = PyUnicode_AsUTF8(val);
+        if (s == NULL)
+            return NULL;
+        rc = tc_meta_str(cl->c, key, s);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "a meta value is a str, int, float or bool");
+        return NULL;
+    }
+    if (rc < 0 && tc_enabled(cl->c))
+        return raise_err(rc, "meta");
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    int ms = -1, rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", names, &timeout))
+        return NULL;
+    if (timeout != Py_None) {
+        double t = PyFloat_AsDouble(timeout);
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
+        ms = t < 0 ? -1 : t * 1000.0 > 2e9 ? 2000000000 : (int)(t * 1000.0);
+    }
+    if (cl->c == NULL)
+        Py_RETURN_NONE;
+    rc = tc_flush(cl->c, ms);
+    if (rc < 0 && tc_enabled(cl->c)) /* an offline client has nothing to send: no error */
+        return raise_err(rc, "flush");
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_close(Client *cl, PyObject *unused)
+{
+    tc_client *c = cl->c;
+    int enabled, rc;
+
+    if (c == NULL)
+        Py_RETURN_NONE;
+    cl->dropped = tc_dropped(c);
+    cl->recorded = tc_recorded(c);
+    enabled = tc_enabled(c);
+    cl->c = NULL;
+    Py_BEGIN_ALLOW_THREADS rc = tc_close(c);
+    Py_END_ALLOW_THREADS
+        /* tc_close's bye carries the final count, taken after its flush. */
+        if (rc < 0 && enabled) return raise_err(rc, "close");
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_enter(Client *cl, PyObject *unused)
+{
+    Py_INCREF(cl);
+    return (PyObject *)cl;
+}
+
+static PyObject *client_exit(Client *cl, PyObject *args)
+{
+    PyObject *r = client_close(cl, NULL);
+
+    if (r == NULL && PyTuple_GET_SIZE(args) > 0 && PyTuple_GET_ITEM(args, 0) != Py_None)
+        PyErr_Clear(); /* the body's exception goes on; the close error is secondary */
+    if (r == NULL && PyErr_Occurred())
+        return NULL;
+    Py_XDECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *client_get_dropped(Client *cl, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(cl->c != NULL ? tc_dropped(cl->c) : cl->dropped);
+}
+
+static PyObject *client_get_recorded(Client *cl, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(cl->c != NULL ? tc_recorded(cl->c) : cl->recorded);
+}
+
+static PyObject *client_get_session_id(Client *cl, void *unused)
+{
+    return PyLong_FromLongLong(cl->c != NULL ? tc_session_id(cl->c) : cl->session_id);
+}
+
+static PyObject *client_get_enabled(Client *cl, void *unused)
+{
+    return PyBool_FromLong(cl->c != NULL && tc_enabled(cl->c));
+}
+
+static PyObject *client_get_closed(Client *cl, void *unused)
+{
+    return PyBool_FromLong(cl->c == NULL);
+}
+
+static PyObject *client_get_open_error(Client *cl, void *unused)
+{
+    return PyLong_FromLong(-cl->open_error);
+}
+
+static PyMethodDef client_methods[] = {
+    {"op", (PyCFunction)(void (*)(void))client_op, METH_FASTCALL | METH_KEYWORDS,
+     "op(name, out_shape=None, in_shapes=None, mem=0, category=None) -> Region\n\n"
+     "A region to enter with `with`: it records one entry spanning the block."},
+    {"op_id", (PyCFunction)(void (*)(void))client_op_id_m, METH_FASTCALL | METH_KEYWORDS,
+     "op_id(name, category=None) -> int\n\nThe id of an op name (0 when nothing is recorded)."},
+    {"record", (PyCFunction)(void (*)(void))client_record, METH_FASTCALL | METH_KEYWORDS,
+     "record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None, "
+     "category=None)\n\nRecords one complete entry (start_ns on time.monotonic_ns()'s clock)."},
+    {"step", (PyCFunction)client_step, METH_NOARGS, "step()\n\nAdvances the step counter."},
+    {"set_step", (PyCFunction)client_set_step, METH_O, "set_step(n)\n\nSets the step counter."},
+    {"meta", (PyCFunction)client_meta, METH_VARARGS,
+     "meta(key, value)\n\nMetadata of this process: str, int, float or bool."},
+    {"flush", (PyCFunction)(void (*)(void))client_flush, METH_VARARGS | METH_KEYWORDS,
+     "flush(timeout=None)\n\nSends everything recorded and waits for the daemon's ack."},
+    {"close", (PyCFunction)client_close, METH_NOARGS,
+     "close()\n\nFlushes, says bye with the dropped count and frees the client."},
+    {"__enter__", (PyCFunction)client_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)client_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef client_getset[] = {
+    {"dropped", (getter)client_get_dropped, NULL, "Entries dropped so far.", NULL},
+    {"recorded", (getter)client_get_recorded, NULL, "Entries recorded so far.", NULL},
+    {"session_id", (getter)client_get_session_id, NULL, "The daemon's session id, or -1.", NULL},
+    {"enabled", (getter)client_get_enabled, NULL, "True when entries are being sent.", NULL},
+    {"closed", (getter)client_get_closed, NULL, "True after close().", NULL},
+    {"open_error", (getter)client_get_open_error, NULL,
+     "The errno of a failed connection (an offline client), else 0.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ClientType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracectl.Client",
+    .tp_basicsize = sizeof(Client),
+    .tp_dealloc = (destructor)client_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A connection to tracectld (see tracectl.open()).",
+    .tp_methods = client_methods,
+    .tp_getset = client_getset,
+};
+
+/* ---- Region --------------------------------------------------------------- */
+
+static void region_dealloc(Region *r)
+{
+    Py_CLEAR(r->client);
+    if (r->sh != NULL) {
+        PyMem_Free(r->sh);
+        r->sh = NULL;
+    }
+    PyObject_Free(r);
+}
+
+static PyObject *region_enter(Region *r, PyObject *unused)
+{
+    r->start = tc_now_ns();
+    Py_INCREF(r);
+    return (PyObject *)r;
+}
+
+static PyObject *region_exit(Region *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    uint64_t end = tc_now_ns();
+    struct shapes *sh = r->sh;
+
+    if (r->start != 0 && r->client->c != NULL)
+        tc_record(r->client->c, r->op, r->start, end - r->start, r->mem,
+                  sh != NULL && sh->has_out ? &sh->out : NULL,
+                  sh != NULL && sh->n_in > 0 ? sh->in : NULL, sh != NULL ? sh->n_in : 0, NULL);
+    r->start = 0;
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef region_methods[] = {
+    {"__enter__", (PyCFunction)region_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject RegionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracectl.Region",
+    .tp_basicsize = sizeof(Region),
+    .tp_dealloc = (destructor)region_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One op's span: `with client.op(name): ...` records it on exit.",
+    .tp_methods = region_methods,
+};
+
+/* ---- module --------------------------------------------------------------- */
+
+static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"session", "rank",         "world", "device", "blocking",
+                            "socket",  "ring_entries", "type",  NULL};
+    const char *session = NULL, *device = NULL, *socket = NULL;
+    PyObject *rank = Py_None, *world = Py_None, *blocking = Py_None;
+    Py_ssize_t ring = 0;
+    PyTypeObject *type = &ClientType;
+    tc_options o;
+    Client *cl;
+    int err = 0;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zOOzOznO!:open", names, &session, &rank, &world,
+                                     &device, &blocking, &socket, &ring, &PyType_Type, &type))
+        return NULL;
+    if (!PyType_IsSubtype(type, &ClientType)) {
+        PyErr_SetString(PyExc_TypeError, "type must be a subclass of Client");
+        return NULL;
+    }
+    tc_options_init(&o);
+    o.session = session;
+    o.device = device;
+    o.socket_path = socket;
+    o.ring_entries = ring > 0 ? (size_t)ring : 0;
+    if (rank != Py_None && (o.rank = PyLong_AsLongLong(rank)) == -1 && PyErr_Occurred())
+        return NULL;
+    if (world != Py_None && (o.world = PyLong_AsLongLong(world)) == -1 && PyErr_Occurred())
+        return NULL;
+    if (blocking != Py_None) {
+        int b = PyObject_IsTrue(blocking);
+        if (b < 0)
+            return NULL;
+        o.blocking = b;
+    }
+    if ((cl = (Client *)type->tp_alloc(type, 0)) == NULL)
+        return NULL;
+    cl->c = NULL;
+    cl->dropped = cl->recorded = 0;
+    cl->session_id = -1;
+    if ((cl->ops = PyDict_New()) == NULL) {
+        Py_DECREF(cl);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS cl->c = tc_open(&o, &err);
+    Py_END_ALLOW_THREADS cl->open_error = err;
+    if (cl->c == NULL) {
+        Py_DECREF(cl);
+        return raise_err(err != 0 ? err : -ENOMEM, "open");
+    }
+    cl->session_id = tc_session_id(cl->c);
+    return (PyObject *)cl;
+}
+
+static PyObject *mod_now_ns(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(tc_now_ns());
+}
+
+static PyMethodDef mod_methods[] = {
+    {"open", (PyCFunction)(void (*)(void))mod_open, METH_VARARGS | METH_KEYWORDS,
+     "open(session=None, rank=None, world=None, device=None, blocking=None, socket=None, "
+     "ring_entries=0, type=Client) -> Client\n\nUse tracectl.open()."},
+    {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> int\n\nThe clock entries use."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef mod_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_tracectl",
+    .m_doc = "The C binding of libtracectl (use `tracectl`).",
+    .m_size = -1,
+    .m_methods = mod_methods,
+};
+
+PyMODINIT_FUNC PyInit__tracectl(void);
+PyMODINIT_FUNC PyInit__tracectl(void)
+{
+    PyObject *m;
+
+    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&RegionType) < 0)
+        return NULL;
+    if ((m = PyModule_Create(&mod_def)) == NULL)
+        return NULL;
+    tc_error = PyErr_NewExceptionWithDoc(
+        "tracectl.Error",
+        "A libtracectl or daemon error: errno, strerror, code (the errno's name), message.",
+        PyExc_OSError, NULL);
+    if (tc_error == NULL || PyModule_AddObjectRef(m, "Error", tc_error) < 0 ||
+        PyModule_AddObjectRef(m, "Client", (PyObject *)&ClientType) < 0 ||
+        PyModule_AddObjectRef(m, "Region", (PyObject *)&RegionType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

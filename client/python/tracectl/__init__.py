@@ -1,0 +1,142 @@
+"""tracectl: stream trace entries from a Python program to tracectld.
+
+A thin binding of libtracectl (the C library) through a CPython extension:
+recording an op costs the Python call and a store into a per-thread ring; a
+background thread of the library ships batches to the daemon. Recording never
+blocks the program (unless ``blocking=True``): when the daemon is slow or gone,
+entries are dropped *and counted* (``Client.dropped``).
+
+    import tracectl
+
+    tc = tracectl.open(session="train", rank=0, world=4, device="cpu:0")
+    with tc.op("matmul", out_shape=(64, 64), in_shapes=[(64, 128), (128, 64)], mem=16384):
+        ...                                   # one entry spanning the block
+    @tc.trace                                 # one entry per call, named after the function
+    def forward(x): ...
+    tc.step()                                 # the next training step
+    tc.close()                                # flush, bye, free
+
+Regions nest: each ``with`` block records its own span (the outer one is not
+cut). Times are on ``time.monotonic_ns()``'s clock (CLOCK_MONOTONIC, the clock
+the C library uses). When no daemon answers, ``open()`` returns an offline
+client that records nothing and counts every entry as dropped; in blocking
+mode it raises ``tracectl.Error`` instead.
+
+The environment gives what the arguments leave out, as for the C library:
+TRACECTL_SOCKET, TRACECTL_SESSION (else SLURM_JOB_ID, else
+TORCHELASTIC_RUN_ID, else "default"), RANK / WORLD_SIZE (and the MPI and
+Slurm equivalents), TRACECTL_DEVICE, TRACECTL_DISABLE=1, TRACECTL_BLOCKING=1.
+
+After ``os.fork()`` the child follows the C library's fork rule (tracectl.h):
+it records as a new process of the same session; the parent's connection is
+left intact.
+
+``tracectl.torch`` instruments PyTorch models and torch.distributed.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
+
+from ._tracectl import Client as _CClient
+from ._tracectl import Error, Region, now_ns
+from ._tracectl import open as _c_open
+
+__all__ = ["Client", "Error", "Region", "current", "now_ns", "open", "trace"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Shape = Sequence[int]
+
+_current: Optional["Client"] = None
+
+
+class Client(_CClient):
+    """A connection to tracectld; see ``tracectl.open()``.
+
+    Methods (from the C extension): ``op(name, out_shape=None, in_shapes=None,
+    mem=0, category=None)`` returns a region for ``with``; ``record(op,
+    start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None,
+    category=None)`` records a complete entry; ``op_id(name, category=None)``
+    interns a name; ``step()``, ``set_step(n)``, ``meta(key, value)``,
+    ``flush(timeout=None)``, ``close()``. Properties: ``dropped``,
+    ``recorded``, ``session_id``, ``enabled``, ``closed``, ``open_error``.
+    A client is also a context manager that closes it.
+    """
+
+    __slots__ = ()
+
+    def trace(self, fn_or_name: Union[F, str, None] = None, *,
+              category: Optional[str] = None) -> Any:
+        """Decorator: each call of the function records one entry.
+
+        ``@tc.trace`` names the entry after the function's qualified name;
+        ``@tc.trace("name")`` or ``@tc.trace(category="comm")`` name it
+        explicitly or give its category.
+        """
+        return _decorator(lambda: self, fn_or_name, category)
+
+
+def open(session: Optional[str] = None, rank: Optional[int] = None,
+         world: Optional[int] = None, device: Optional[str] = None,
+         blocking: Optional[bool] = None, *, socket: Optional[str] = None,
+         ring_entries: int = 0) -> Client:
+    """Connects to tracectld, says hello and returns a Client.
+
+    Arguments left as None come from the environment (see the module's
+    docstring); ``blocking`` None is ``$TRACECTL_BLOCKING``, else False.
+    ``ring_entries`` is each recording thread's ring size (a power of two;
+    0: 65536, 2 MiB).
+
+    Without a daemon (or when it refuses the hello) the client is offline:
+    ``enabled`` is False, ``open_error`` holds the errno, and every entry
+    is counted in ``dropped``. In blocking mode that raises ``Error``
+    instead. The client becomes ``tracectl.current()``, which
+    ``tracectl.trace`` uses.
+    """
+    global _current
+    c = _c_open(session=session, rank=rank, world=world, device=device,
+                blocking=blocking, socket=socket, ring_entries=ring_entries,
+                type=Client)
+    _current = c
+    return c
+
+
+def current() -> Optional[Client]:
+    """The client last opened with ``tracectl.open()``, None once it is closed."""
+    c = _current
+    return c if c is not None and not c.closed else None
+
+
+@overload
+def trace(fn_or_name: F) -> F: ...
+@overload
+def trace(fn_or_name: Optional[str] = None, *,
+          category: Optional[str] = None) -> Callable[[F], F]: ...
+
+
+def trace(fn_or_name: Any = None, *, category: Optional[str] = None) -> Any:
+    """Decorator recording each call on ``tracectl.current()`` (if one is open).
+
+    ``@tracectl.trace`` names the entry after the function,
+    ``@tracectl.trace("name")`` explicitly. The client is looked up at each
+    call, so functions can be decorated before ``open()``.
+    """
+    return _decorator(current, fn_or_name, category)
+
+
+def _decorator(get: Callable[[], Optional[Client]], fn_or_name: Any,
+               category: Optional[str]) -> Any:
+    def wrap(fn: F, name: str) -> F:
+        @functools.wraps(fn)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            c = get()
+            if c is None:
+                return fn(*args, **kwargs)
+            with c.op(name, category=category):
+                return fn(*args, **kwargs)
+        return traced  # type: ignore[return-value]
+
+    if callable(fn_or_name):
+        return wrap(fn_or_name, fn_or_name.__qualname__)
+    return lambda fn: wrap(fn, fn_or_name or fn.__qualname__)

@@ -1,0 +1,389 @@
+"""tracectl.torch: stream a PyTorch job's modules, optimizer and collectives to tracectld.
+
+Light mode (always-on, a few Python calls per module call):
+
+    import tracectl.torch as tct
+
+    dist.init_process_group("gloo")
+    tc = tct.open()                       # rank, world and one session name from torch.distributed
+    model = DDP(net)
+    tct.instrument(net, optimizer)        # forward/backward per leaf module, optimizer.step
+    tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket (category comm)
+    tct.instrument_distributed()          # torch.distributed calls (category comm)
+    for batch in data:
+        ...
+        tct.step()                        # the next step
+    tct.close()
+
+What is recorded:
+
+- ``<path>:<class>.forward`` (e.g. ``fc1:Linear.forward``) for each leaf module (``modules="all"``: every module),
+  from its forward pre-hook to its forward hook, with the output's shape and
+  bytes and the tensor inputs' shapes, on the compute device
+  (``cpu:<rank>`` unless ``device=`` says otherwise);
+- ``<name>.backward``: from the moment the gradient of the module's output
+  arrives (a hook on the output tensor) to the end of the autograd node that
+  produced it (a hook on ``output.grad_fn``). For a leaf module made of one
+  autograd op (Linear, Conv, activations) that is its whole backward; for a
+  module made of several ops it is the last of them;
+- ``optimizer.step`` on the compute device;
+- ``allreduce`` for each DDP gradient bucket (issue to completion, bytes of
+  the bucket), and ``all_reduce``, ``broadcast``, ``all_gather``,
+  ``reduce_scatter``, ``barrier``, ``send``, ``recv``... for direct
+  torch.distributed calls, with the bytes of their tensors, category
+  ``comm``. Collectives carry **no device**: the report's Devices and Load
+  imbalance sections then compare the ranks' compute, and a rank that waits
+  for a slow one shows it as longer collectives, not as a slower device.
+
+Profiler mode: ``on_trace_ready=tct.profiler_handler()`` streams every
+operator ``torch.profiler.profile`` recorded to the daemon at each profiler
+cycle (see profiler_handler()).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+
+import tracectl
+
+__all__ = ["open", "close", "client", "step", "instrument", "instrument_ddp",
+           "instrument_distributed", "profiler_handler", "Instrumented"]
+
+_client: Optional[tracectl.Client] = None
+_device: Optional[str] = None
+_step = 0  # tct.step() calls: profiler mode sets the client's step back to it
+_now = time.monotonic_ns  # CLOCK_MONOTONIC: the clock entries use
+_tls = threading.local()  # .inside: a wrapped collective is running (no double records)
+
+SESSION_ENV = ("TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+
+
+def open(session: Optional[str] = None, device: Optional[str] = None,
+         **kwargs: Any) -> tracectl.Client:
+    """Opens the bridge's client (tracectl.open()) with torch.distributed's rank and world.
+
+    When torch.distributed is initialised and no session is named (argument or
+    TRACECTL_SESSION, SLURM_JOB_ID, TORCHELASTIC_RUN_ID), rank 0 makes one up
+    (``torch-<date>-<pid>``) and broadcasts it, so that every rank joins the
+    same session: call it on every rank. ``device`` is the compute device the
+    module and optimizer entries name (default ``$TRACECTL_DEVICE``, else
+    ``cpu:<rank>``); the client's own device is left empty so that
+    collectives carry none. Other arguments go to tracectl.open().
+    """
+    global _client, _device
+    rank = world = None
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+        if session is None and not any(os.environ.get(k) for k in SESSION_ENV):
+            name: List[Optional[str]] = [None]
+            if rank == 0:
+                name[0] = "torch-%s-%d" % (time.strftime("%Y%m%d-%H%M%S"), os.getpid())
+            dist.broadcast_object_list(name, src=0)
+            session = name[0]
+    _device = device or os.environ.get("TRACECTL_DEVICE") or (
+        "cpu:%d" % rank if rank is not None else "cpu")
+    kwargs.setdefault("rank", rank)
+    kwargs.setdefault("world", world)
+    _client = tracectl.open(session=session, device="", **kwargs)
+    _client.meta("torch", torch.__version__)
+    if rank is not None:
+        _client.meta("backend", str(dist.get_backend()))
+    return _client
+
+
+def client() -> Optional[tracectl.Client]:
+    """The bridge's client (None before open())."""
+    return _client
+
+
+def step() -> None:
+    """Advances the step every later entry records (use it rather than the client's step())."""
+    global _step
+    _step += 1
+    if _client is not None:
+        _client.step()
+
+
+def close() -> None:
+    """Closes the bridge's client (flush, bye)."""
+    global _client
+    c, _client = _client, None
+    if c is not None:
+        c.close()
+
+
+def _shape(t: Any) -> Optional[Tuple[int, ...]]:
+    return tuple(t.shape) if isinstance(t, torch.Tensor) else None
+
+
+def _nbytes(t: Any) -> int:
+    if isinstance(t, torch.Tensor):
+        return t.numel() * t.element_size()
+    if isinstance(t, (list, tuple)):
+        return sum(_nbytes(x) for x in t)
+    return 0
+
+
+class Instrumented:
+    """The hooks instrument() placed; remove() takes them away."""
+
+    def __init__(self) -> None:
+        self.handles: List[Any] = []
+        self.undo: List[Callable[[], None]] = []
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        for u in self.undo:
+            u()
+        self.handles, self.undo = [], []
+
+
+def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
+               modules: str = "leaf", backward: bool = True, shapes: bool = True,
+               prefix: str = "") -> Instrumented:
+    """Light mode: hooks on model's modules (and optimizer.step) that record into the client.
+
+    ``modules`` is "leaf" (modules without children, so that no time is
+    counted twice) or "all". Entries are named ``<prefix><module path>.forward``
+    and ``.backward``, the path being ``<path in model>:<class>``, e.g.
+    ``fc1:Linear.forward`` (the root module: its class alone). With
+    ``shapes`` the output's and tensor inputs' shapes go with each forward
+    entry. Call open() first; the hooks record nothing while no client is open.
+    """
+    ins = Instrumented()
+    for path, m in model.named_modules():
+        if modules == "leaf" and next(m.children(), None) is not None:
+            continue
+        name = prefix + (path + ":" if path else "") + type(m).__name__
+        ins.handles.extend(_hook_module(m, name, backward, shapes))
+    if optimizer is not None:
+        ins.undo.append(_wrap_optimizer(optimizer))
+    return ins
+
+
+def _hook_module(m: torch.nn.Module, name: str, backward: bool, shapes: bool) -> List[Any]:
+    fwd, bwd = name + ".forward", name + ".backward"
+    starts: List[int] = []
+
+    def pre(mod: Any, inputs: Any) -> None:
+        starts.append(_now())
+
+    def post(mod: Any, inputs: Any, out: Any) -> None:
+        end = _now()
+        if not starts:
+            return
+        start = starts.pop()
+        c = _client
+        if c is None:
+            return
+        o = out[0] if isinstance(out, (tuple, list)) and out else out
+        if shapes:
+            c.record(fwd, start, end - start, _nbytes(o), _shape(o),
+                     [tuple(i.shape) for i in inputs if isinstance(i, torch.Tensor)], _device)
+        else:
+            c.record(fwd, start, end - start, _nbytes(o), None, None, _device)
+        if backward and isinstance(o, torch.Tensor) and o.grad_fn is not None:
+            _hook_backward(o, bwd)
+
+    return [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
+
+
+def _hook_backward(out: torch.Tensor, name: str) -> None:
+    t0 = [0]
+
+    def grad_arrives(grad: torch.Tensor) -> None:
+        t0[0] = _now()
+
+    def node_done(grad_inputs: Any, grad_outputs: Any) -> None:
+        c = _client
+        if c is not None and t0[0]:
+            c.record(name, t0[0], _now() - t0[0], 0, None, None, _device)
+
+    out.register_hook(grad_arrives)
+    out.grad_fn.register_hook(node_done)
+
+
+def _wrap_optimizer(opt: torch.optim.Optimizer) -> Callable[[], None]:
+    orig = opt.step
+
+    def step(*args: Any, **kwargs: Any) -> Any:
+        t0 = _now()
+        r = orig(*args, **kwargs)
+        c = _client
+        if c is not None:
+            c.record("optimizer.step", t0, _now() - t0, 0, None, None, _device)
+        return r
+
+    opt.step = step  # type: ignore[assignment]
+
+    def undo() -> None:
+        del opt.step
+    return undo
+
+
+def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
+                   process_group: Any = None) -> None:
+    """Records DDP's gradient allreduce: one ``allreduce`` entry (category comm) per bucket.
+
+    Registers a DDP communication hook that does what DDP does by default (an
+    allreduce of the bucket, divided by the world size) and records it from
+    issue to completion with the bucket's bytes. DDP takes one comm hook:
+    call it before the first backward, instead of another register_comm_hook.
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    def hook(state, bucket):  # no annotations: DDP checks them against its own types
+        buf = bucket.buffer()
+        t0 = _now()
+        _tls.inside = True
+        try:
+            fut = default_hooks.allreduce_hook(state, bucket)
+        finally:
+            _tls.inside = False
+
+        def done(f: torch.futures.Future) -> Any:
+            c = _client
+            if c is not None:
+                c.record("allreduce", t0, _now() - t0, buf.numel() * buf.element_size(),
+                         tuple(buf.shape), None, None, "comm")
+            return f.value()
+        return fut.then(done)
+
+    ddp.register_comm_hook(process_group, hook)
+
+
+COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_object", "reduce_scatter",
+               "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
+               "send", "recv", "isend", "irecv", "broadcast_object_list")
+_originals: Dict[str, Callable[..., Any]] = {}
+
+
+def instrument_distributed(names: Iterable[str] = COLLECTIVES) -> None:
+    """Wraps torch.distributed's collectives so that each call records an entry (category comm).
+
+    A blocking call is recorded from call to return; an asynchronous one
+    (async_op=True, isend, irecv) from call to the completion of its future
+    when the backend gives one, else to the return of the call. The entry's
+    bytes are those of its tensors. Idempotent; ``uninstrument_distributed()``
+    restores the originals.
+    """
+    for n in names:
+        f = getattr(dist, n, None)
+        if f is None or n in _originals:
+            continue
+        _originals[n] = f
+        setattr(dist, n, _wrap_collective(n, f))
+
+
+def uninstrument_distributed() -> None:
+    """Restores what instrument_distributed() wrapped."""
+    for n, f in _originals.items():
+        setattr(dist, n, f)
+    _originals.clear()
+
+
+def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
+    is_async = name in ("isend", "irecv")
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        c = _client
+        if c is None or getattr(_tls, "inside", False):
+            return f(*args, **kwargs)
+        nbytes = _nbytes(args[0]) if args else _nbytes(kwargs.get("tensor"))
+        t0 = _now()
+        _tls.inside = True
+        try:
+            work = f(*args, **kwargs)
+        finally:
+            _tls.inside = False
+        if (is_async or kwargs.get("async_op")) and work is not None:
+            try:
+                def done(fut: Any) -> Any:
+                    c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm")
+                    return fut.value()
+                work.get_future().then(done)
+                return work
+            except (RuntimeError, AttributeError):
+                pass  # this backend gives no future for it: record the call itself
+        c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm")
+        return work
+
+    wrapped.__wrapped__ = f  # type: ignore[attr-defined]
+    wrapped.__name__ = getattr(f, "__name__", name)
+    wrapped.__doc__ = f.__doc__
+    return wrapped
+
+
+COMM_WORDS = ("c10d", "gloo", "nccl", "all_reduce", "allreduce", "broadcast", "all_gather",
+              "allgather", "reduce_scatter", "barrier", "send", "recv", "all_to_all")
+
+
+def _category(name: str) -> str:
+    n = name.lower()
+    return "comm" if any(w in n for w in COMM_WORDS) else "compute"
+
+
+def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
+                     self_time: bool = True) -> Callable[[Any], None]:
+    """Profiler mode: an ``on_trace_ready`` handler that streams each cycle's operators.
+
+    Use it as ``torch.profiler.profile(..., on_trace_ready=tct.profiler_handler())``.
+    At each cycle, every operator event of the profiler is recorded with its
+    shapes (``record_shapes=True``), its memory (``profile_memory=True``), the
+    current step, and category comm for c10d/gloo/nccl operators (compute
+    otherwise); with ``self_time`` its duration is its self CPU time (children
+    excluded, as ``tracectl import`` does), else its whole span. ``then`` is
+    called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
+    Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
+    profiler steps is then recorded as its training step.
+    """
+    def handler(prof: Any) -> None:
+        c = _client
+        if c is not None:
+            _stream_events(c, prof, self_time)
+        if then is not None:
+            then(prof)
+    return handler
+
+
+def _stream_events(c: tracectl.Client, prof: Any, self_time: bool) -> int:
+    """Records prof's CPU operator events; returns how many."""
+    # Event times are µs after the trace's start, which is µs since the epoch:
+    # move them onto CLOCK_MONOTONIC through the current offset of the two clocks.
+    kr = getattr(prof.profiler, "kineto_results", None)
+    start_us = kr.trace_start_us() if kr is not None else 0
+    offset_ns = time.monotonic_ns() - time.time_ns()
+    events = [e for e in prof.events() if str(getattr(e, "device_type", "DeviceType.CPU"))
+              == "DeviceType.CPU" and not e.name.startswith("[memory]")]
+    # The profiler's ProfilerStep spans (its numbers are not reliable in 1.13)
+    # mark where each step of the cycle began: the cycle's last span is the
+    # step the bridge is on (tct.step() is called after prof.step()), the ones
+    # before it the steps before.
+    starts = sorted(k.start_us() - start_us for k in (kr.events() if kr is not None else [])
+                    if k.name().startswith("ProfilerStep#"))
+    first = _step - len(starts) + 1
+    n, cur = 0, None
+    for e in events:
+        if e.name.startswith("ProfilerStep"):
+            continue
+        s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
+        if s != cur:
+            c.set_step(s)
+            cur = s
+        t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
+        dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+        shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
+        cat = _category(e.name)
+        c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
+                 shapes or None, _device if cat != "comm" else None, cat)
+        n += 1
+    c.set_step(_step)
+    return n

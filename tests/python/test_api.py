@@ -1,0 +1,214 @@
+"""test_api.py — the tracectl Python API against a real daemon.
+
+Each test runs its own tracectld (harness.Daemon) and checks what reached the
+session's SQLite file or `tracectl report --json`, with counts the test
+computes itself.
+"""
+
+import csv
+import errno
+import io
+import os
+import signal
+import sys
+import threading
+import time
+import unittest
+
+import harness
+import tracectl
+
+
+class Api(unittest.TestCase):
+    def setUp(self):
+        self.d = harness.Daemon()
+        self.addCleanup(self.d.cleanup)
+
+    def open(self, session, **kw):
+        kw.setdefault("socket", self.d.sock)
+        return tracectl.open(session=session, **kw)
+
+    def entries(self, session, where="1"):
+        s = self.d.session(session)
+        return self.d.rows(s["id"], "SELECT op, step, device, start_ns, dur_ns, mem_bytes, rank "
+                           "FROM trace WHERE %s ORDER BY start_ns, id" % where)
+
+    def test_nested_regions_each_record_their_span(self):
+        tc = self.open("nest", rank=0, world=1, device="cpu:0")
+        for _ in range(25):
+            with tc.op("outer"):
+                with tc.op("middle"):
+                    with tc.op("inner", out_shape=(64, 64), in_shapes=[(64, 128), (128, 64)],
+                               mem=16384):
+                        pass
+                with tc.op("inner"):
+                    pass
+        self.assertEqual(tc.recorded, 100)
+        tc.close()
+        self.assertEqual(tc.dropped, 0)
+        rows = self.entries("nest")
+        self.assertEqual(len(rows), 100)
+        by = {}
+        for r in rows:
+            by.setdefault(r[0], []).append(r)
+        self.assertEqual({k: len(v) for k, v in by.items()},
+                         {"outer": 25, "middle": 25, "inner": 50})
+        # Each inner and middle lies within its outer: no outer was cut short.
+        for i, o in enumerate(by["outer"]):
+            o_end = o[3] + o[4]
+            for r in by["middle"][i:i + 1] + by["inner"][2 * i:2 * i + 2]:
+                self.assertGreaterEqual(r[3], o[3])
+                self.assertLessEqual(r[3] + r[4], o_end)
+        out = self.d.cli("export", "nest", "--format", "csv")
+        shaped = [r for r in csv.DictReader(io.StringIO(out)) if r["mem_bytes"] == "16384"]
+        self.assertEqual(len(shaped), 25)
+        self.assertEqual(shaped[0]["out_shape"], "[64,64]")
+        self.assertEqual(shaped[0]["in_shapes"], "[[64,128],[128,64]]")
+        self.assertEqual(shaped[0]["elements"], "4096")
+
+    def test_decorators_and_exceptions_in_regions(self):
+        tc = self.open("deco", rank=0)
+
+        @tc.trace
+        def plain(x):
+            return x + 1
+
+        @tracectl.trace("named", category="comm")
+        def named():
+            return "ok"
+
+        @tc.trace("fails")
+        def fails():
+            raise KeyError("boom")
+
+        for i in range(7):
+            self.assertEqual(plain(i), i + 1)
+        for _ in range(5):
+            self.assertEqual(named(), "ok")
+        for _ in range(3):
+            with self.assertRaises(KeyError):
+                fails()
+        with self.assertRaises(ZeroDivisionError):
+            with tc.op("region_raises"):
+                1 / 0
+        tc.close()
+        self.assertIsNone(tracectl.current())
+        rep = self.d.report("deco")
+        calls = {o["op"]: (o["calls"], o["category"]) for o in rep["ops"]}
+        qual = plain.__qualname__
+        self.assertEqual(calls, {qual: (7, "compute"), "named": (5, "comm"),
+                                 "fails": (3, "compute"), "region_raises": (1, "compute")})
+
+    def test_record_steps_and_meta(self):
+        tc = self.open("rec", rank=3, world=4, device="cpu:3")
+        t0 = tracectl.now_ns()
+        for s in range(3):
+            for i in range(4):
+                tc.record("opaque", t0 + 1000 * (4 * s + i), 500 + i, mem=8,
+                          out_shape=[2, 3], device="dev:x" if i == 3 else None)
+            tc.step()
+        tc.set_step(10)
+        tc.record(tc.op_id("by_id", category="io"), t0, 7)
+        tc.meta("lr", 0.5)
+        tc.meta("model", "tiny")
+        tc.meta("epochs", 3)
+        tc.meta("ddp", True)
+        tc.flush(timeout=10)
+        rows = self.entries("rec")
+        self.assertEqual(len(rows), 13)
+        steps = [r[1] for r in rows if r[0] == "opaque"]
+        self.assertEqual(sorted(steps), [0] * 4 + [1] * 4 + [2] * 4)
+        first = [r for r in rows if r[0] == "opaque"][0]
+        self.assertEqual((first[3], first[4], first[5], first[6], first[2]),
+                         (t0, 500, 8, 3, "cpu:3"))
+        self.assertEqual(sum(1 for r in rows if r[2] == "dev:x"), 3)
+        self.assertEqual([(r[1], r[4]) for r in rows if r[0] == "by_id"], [(10, 7)])
+        meta = dict(self.d.rows(tc.session_id, "SELECT key, value FROM meta"))
+        self.assertEqual((meta["lr"], meta["model"], meta["epochs"], meta["ddp"]),
+                         (0.5, "tiny", 3, 1))
+        tc.close()
+
+    def test_errors_are_exceptions(self):
+        tc = self.open("errs")
+        with self.assertRaises(ValueError):
+            tc.op("")
+        with self.assertRaises(ValueError):
+            tc.op("x", out_shape=[1] * 17)
+        with self.assertRaises(TypeError):
+            tc.op("x", out_shape=["a"])
+        with self.assertRaises(OverflowError):
+            tc.record("x", -1, 1)
+        with self.assertRaises(TypeError):
+            tc.meta("k", [1])
+        with self.assertRaises(TypeError):
+            tc.op("x", bogus=1)
+        tc.close()
+        tc.close()  # a second close does nothing
+        with self.assertRaises(tracectl.Error) as cm:
+            tracectl.open(socket=os.path.join(self.d.dir, "none.sock"), blocking=True)
+        e = cm.exception
+        self.assertIsInstance(e, OSError)
+        self.assertEqual((e.errno, e.code), (errno.ENOENT, "ENOENT"))
+        self.assertIn("open", e.message)
+
+    def test_offline_client_counts_drops(self):
+        tc = tracectl.open(socket=os.path.join(self.d.dir, "none.sock"))
+        self.assertFalse(tc.enabled)
+        self.assertEqual(tc.open_error, errno.ENOENT)
+        for _ in range(10):
+            with tc.op("lost"):
+                pass
+        tc.record("lost", 1, 1)
+        tc.flush()  # nothing to send: no error
+        self.assertEqual(tc.dropped, 11)
+        tc.close()
+        self.assertEqual(tc.dropped, 11)
+
+    def test_drops_counted_with_the_daemon_stopped(self):
+        tc = self.open("stopped", ring_entries=64)
+        for _ in range(50):
+            with tc.op("kept"):
+                pass
+        tc.flush(timeout=10)
+        sid = tc.session_id
+        self.d.stop(signal.SIGKILL)
+        with self.assertRaises(tracectl.Error):
+            tc.flush(timeout=10)  # the connection is gone
+        for _ in range(200):
+            with tc.op("lost"):
+                pass
+        self.assertEqual(tc.recorded, 250)
+        # The library's writer thread discards what the rings hold once it knows the
+        # connection is gone (each flush interval): wait for that event, 10 s at most.
+        deadline = time.monotonic() + 10
+        while tc.dropped < 200 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(tc.dropped, 200)
+        with self.assertRaises(tracectl.Error):
+            tc.close()
+        self.assertEqual(tc.dropped, 200)
+        self.d.start()
+        self.assertEqual(self.d.rows(sid, "SELECT op, count(*) FROM trace GROUP BY op"),
+                         [("kept", 50)])
+
+    def test_threads_record_exact_counts(self):
+        tc = self.open("threads")
+
+        def work(n):
+            for _ in range(1000):
+                with tc.op("t%d" % n):
+                    pass
+        ts = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        tc.close()
+        rep = self.d.report("threads")
+        self.assertEqual(sorted((o["op"], o["calls"]) for o in rep["ops"]),
+                         [("t0", 1000), ("t1", 1000), ("t2", 1000), ("t3", 1000)])
+        self.assertEqual(rep["session"]["dropped"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,169 @@
+"""test_ddp.py — examples/ddp_train.py: a real 4-rank DDP job (gloo, CPU) with a slowed rank.
+
+The job runs against a real daemon; the test knows what each rank records
+(per step: 4 forward + 4 backward + optimizer.step + 1 allreduce in light mode,
+plus one barrier at the end) and checks the session holds exactly that, that a
+report taken while the job is paused shows the steps done so far, that the
+report names the slowed rank's device as the slowest, and that the other
+ranks' collectives take longer (they wait for it).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import harness
+
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+EXAMPLE = os.path.join(os.environ.get("TRACECTL_EXAMPLES", "../../examples"), "ddp_train.py")
+RANKS, STEPS, PAUSE, SLOW = 4, 6, 3, 2
+MODULES = ("0:Linear", "1:ReLU", "2:Throttle", "3:Linear")
+PER_STEP = 2 * len(MODULES) + 2  # forward and backward per module, optimizer.step, allreduce
+
+
+@unittest.skipUnless(HAVE_TORCH, "skipped: no torch (python3-torch is not installed)")
+class Ddp(unittest.TestCase):
+    def setUp(self):
+        self.d = harness.Daemon()
+        self.addCleanup(self.d.cleanup)
+
+    def run_job(self, session, mode, *extra):
+        resume = os.path.join(self.d.dir, "resume")
+        p = subprocess.Popen([sys.executable, EXAMPLE, "--ranks", str(RANKS), "--steps", str(STEPS),
+                              "--slow-rank", str(SLOW), "--slow-ms", "50", "--mode", mode,
+                              "--session", session, "--pause-after", str(PAUSE),
+                              "--resume-file", resume, *extra],
+                             stdout=subprocess.PIPE, text=True, env=self.d.env())
+        self.addCleanup(lambda: p.poll() is None and p.kill())
+        out, paused = [], set()
+        while len(paused) < RANKS:  # every rank flushed its first PAUSE steps and waits
+            line = p.stdout.readline()
+            self.assertNotEqual(line, "", "the job ended before pausing: %s" % out)
+            out.append(line)
+            paused.update(re.findall(r"paused rank (\d+) step %d" % PAUSE, line))
+        live = self.d.report(session)
+        s = self.d.session(session)
+        steps = self.d.rows(s["id"], "SELECT step, count(*) FROM entries GROUP BY step")
+        traced = self.chrome_ops()
+        open(resume, "w").close()
+        rest, _ = p.communicate(timeout=240)
+        self.assertEqual(p.returncode, 0, "".join(out) + rest)
+        return live, steps, traced, "".join(out) + rest
+
+    def chrome_ops(self):
+        """Per rank, the operators of the Chrome traces torch.profiler itself wrote so far
+        (profiler mode): what the bridge must have streamed, counted independently."""
+        n = [0] * RANKS
+        d = os.path.join(self.d.dir, "chrome")
+        for f in os.listdir(d) if os.path.isdir(d) else []:
+            with open(os.path.join(d, f)) as fp:
+                ev = json.load(fp)
+            n[int(re.match(r"rank(\d+)\.", f).group(1))] += sum(
+                1 for e in ev if e.get("ph") == "X" and not e["name"].startswith("ProfilerStep"))
+        return n
+
+    def test_light_mode_names_the_slowed_rank(self):
+        live, steps, _, out = self.run_job("ddp-light", "light")
+        # While the job ran: a live session with exactly the first PAUSE steps of each rank.
+        self.assertEqual(live["session"]["state"], "live")
+        self.assertEqual(live["session"]["processes"], RANKS)
+        self.assertEqual(live["session"]["entries"], RANKS * PAUSE * PER_STEP)
+        self.assertEqual(steps, [(s, RANKS * PER_STEP) for s in range(PAUSE)])
+
+        per_rank = STEPS * PER_STEP + 1  # + the final barrier
+        done = re.findall(r"done rank (\d+) recorded (\d+) dropped (\d+)", out)
+        self.assertEqual(sorted(done), [(str(r), str(per_rank), "0") for r in range(RANKS)])
+        rep = self.d.report("ddp-light")
+        self.assertEqual((rep["session"]["state"], rep["session"]["processes"],
+                          rep["session"]["entries"], rep["session"]["dropped"]),
+                         ("ended", RANKS, RANKS * per_rank, 0))
+        calls = {o["op"]: (o["calls"], o["category"]) for o in rep["ops"]}
+        want = {m + "." + k: (RANKS * STEPS, "compute") for m in MODULES
+                for k in ("forward", "backward")}
+        want.update({"optimizer.step": (RANKS * STEPS, "compute"),
+                     "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
+        self.assertEqual(calls, want)
+        self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
+        # The others wait for the slowed rank in every allreduce.
+        comm = dict(self.d.rows(self.d.session("ddp-light")["id"],
+                                "SELECT rank, sum(dur_ns) FROM trace WHERE op = 'allreduce' "
+                                "GROUP BY rank"))
+        self.assertEqual(sorted(comm), list(range(RANKS)))
+        for r in range(RANKS):
+            if r != SLOW:
+                self.assertGreater(comm[r], comm[SLOW], "rank %d waited less: %s" % (r, comm))
+
+    def test_profiler_mode_streams_every_operator(self):
+        chrome = os.path.join(self.d.dir, "chrome")
+        os.mkdir(chrome)
+        live, steps, traced, out = self.run_job("ddp-prof", "profiler", "--chrome-dir", chrome)
+        # Paused after PAUSE = 3 steps: the profiler's cycle of 2 steps (0 and 1) was streamed.
+        self.assertEqual(live["session"]["state"], "live")
+        self.assertGreater(sum(traced), 0)
+        self.assertEqual(live["session"]["entries"], sum(traced))
+        self.assertEqual([s for s, _ in steps], [0, 1])
+        traced = self.chrome_ops()
+        sid = self.d.session("ddp-prof")["id"]
+        self.assertEqual(self.d.rows(sid, "SELECT rank, count(*) FROM trace GROUP BY rank"),
+                         list(enumerate(traced)))
+        done = re.findall(r"done rank (\d+) recorded (\d+) dropped (\d+)", out)
+        self.assertEqual(sorted(done), [(str(r), str(traced[r]), "0") for r in range(RANKS)])
+        rep = self.d.report("ddp-prof")
+        self.assertEqual((rep["session"]["processes"], rep["session"]["entries"],
+                          rep["session"]["dropped"]), (RANKS, sum(traced), 0))
+        # The slowed rank's annotated throttle, once per step; c10d/gloo operators are comm.
+        self.assertEqual(self.d.rows(sid, "SELECT rank, step FROM trace WHERE op = 'throttle' "
+                                     "ORDER BY step"), [(SLOW, s) for s in range(STEPS)])
+        cats = dict((o["op"], o["category"]) for o in rep["ops"])
+        self.assertEqual((cats["c10d::allreduce_"], cats["gloo:all_reduce"], cats["aten::mm"]),
+                         ("comm", "comm", "compute"))
+        self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
+
+    def test_distributed_calls_and_one_session_from_torch(self):
+        """tct.open() without a session name: rank 0 names one and broadcasts it; every
+        wrapped torch.distributed call is one comm entry with its tensors' bytes."""
+        script = """if True:
+            import os, sys, tempfile, torch, torch.distributed as dist, torch.multiprocessing as mp
+            import tracectl.torch as tct
+            def run(rank, store):
+                dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+                                        world_size=2)
+                tct.open()
+                tct.instrument_distributed()
+                t = torch.ones(4)
+                dist.all_reduce(t)                              # 16 bytes, blocking
+                dist.all_reduce(t, async_op=True).wait()        # 16 bytes, through its future
+                dist.broadcast(torch.ones(8, dtype=torch.float64), src=0)   # 64 bytes
+                dist.barrier()
+                tct.close()
+            with tempfile.TemporaryDirectory() as d:
+                mp.start_processes(run, args=(os.path.join(d, "s"),), nprocs=2,
+                                   start_method="fork")
+        """
+        env = self.d.env()
+        for k in ("TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"):
+            env.pop(k, None)
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+        ss = self.d.sessions()
+        self.assertEqual(len(ss), 1)
+        self.assertRegex(ss[0]["name"], r"^torch-\d{8}-\d{6}-\d+$")
+        self.assertEqual((ss[0]["processes"], ss[0]["entries"], ss[0]["dropped"]), (2, 8, 0))
+        rows = self.d.rows(ss[0]["id"], "SELECT rank, op, category, count(*), sum(mem_bytes), "
+                           "count(device) FROM trace GROUP BY rank, op ORDER BY rank, op")
+        want = []
+        for r in range(2):
+            want += [(r, "all_reduce", "comm", 2, 32, 0), (r, "barrier", "comm", 1, 0, 0),
+                     (r, "broadcast", "comm", 1, 64, 0)]
+        self.assertEqual(rows, want)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
