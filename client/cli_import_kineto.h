@@ -5,13 +5,12 @@
  * The file is streamed twice through zlib's gzread (which reads plain files
  * too) and yajl's callback parser; it is never loaded whole:
  *  1. kineto_scan() checks that the whole file is valid JSON (a malformed
- *     file is reported with its byte offset before anything is sent) and
- *     keeps what the second pass needs to resolve references that may point
- *     forwards or backwards in the file (traceEvents come in any order):
- *     the CPU ops and user annotations (External id, thread, times, name,
- *     Input Dims), the CUDA runtime/driver launch events (correlation,
- *     External id, thread, time), the ProfilerStep#N intervals, and the
- *     distributedInfo / deviceProperties metadata.
+ *     file is reported with its byte offset before anything is sent) and a
+ *     Kineto trace (see there), and keeps what the second pass needs to resolve references that may
+ * point forwards or backwards in the file (traceEvents come in any order): the CPU ops and user
+ * annotations (External id, thread, times, name, Input Dims), the CUDA runtime/driver launch events
+ * (correlation, External id, thread, time), the ProfilerStep#N intervals, and the distributedInfo /
+ * deviceProperties metadata.
  *  2. kineto_replay() reads the file again and hands each GPU kernel,
  *     memcpy and memset to the caller as an entry as soon as it is parsed,
  *     then, with cpu_ops, every CPU op and user annotation with its self
@@ -28,7 +27,14 @@
  * Mapping (see also README "Importing"):
  *  - GPU events (cat kernel, gpu_memcpy, gpu_memset; the older Kernel,
  *    Memcpy, Memset too, case-insensitively) become entries on device
- *    gpu:<args.device> (else gpu:<pid>), op = the event's name.
+ *    gpu:<args.device>, MTIA's mtia_ccp_events on mtia:<args.device>; op =
+ *    the event's name, cut visibly past PROTO_MAX_NAME bytes (see
+ *    name_cut() in the .c); memcpy/memset carry args.bytes as mem_bytes.
+ *    Without args.device: <prefix>:<pid> when the pid is below
+ *    KINETO_DEVICE_PID (Kineto puts a device's events under pid = its
+ *    index), else <prefix>:0; both counted (device_from_pid,
+ *    device_default). Other categories of the profiler are not imported;
+ *    unknown ones are counted in skipped.
  *  - Its launching CPU op: the cpu_op whose External id is the kernel's
  *    args["External id"]; else, through args.correlation, the launch event
  *    (cuda_runtime / cuda_driver) with that correlation, and then the cpu_op
@@ -38,7 +44,8 @@
  *  - step: the N of the ProfilerStep#N (cat cpu_op or user_annotation)
  *    that contains the launching CPU op's start (else the launch event's,
  *    else the GPU event's own): a kernel belongs to the step that issued it
- *    even when the GPU runs it after the CPU has moved on. 0 when none.
+ *    even when the GPU runs it after the CPU has moved on. 0 when none
+ *    (v1 entries need a step), counted in steps_unknown.
  *  - ts/dur (µs, possibly with decimals) → ns integers, converted from the
  *    number's text (rounded to the nearest ns), never through a double.
  *  - cpu_ops: CPU ops and user annotations other than ProfilerStep#N are
