@@ -436,8 +436,10 @@ static void scan_event(struct kineto_parse *p)
 
     if (kind != K_OTHER)
         p->kineto_events++;
-    if (kind != K_OTHER && kind != K_KERNEL && kind != K_MEMORY && k->pid < 0 && e->pid >= 0)
-        k->pid = e->pid; /* host events carry the traced process's pid; device events its index */
+    /* CPU ops, annotations and launches carry the traced process's pid; device-side events
+     * (kernels, GPU annotations, the ends of flows) their device's index */
+    if ((kind == K_CPU_OP || kind == K_ANNOTATION || kind == K_LAUNCH) && k->pid < 0 && e->pid >= 0)
+        k->pid = e->pid;
     if (strcmp(e->ph, "X") != 0 || !e->has_ts)
         return;
     k->events++;

@@ -1257,6 +1257,8 @@ Test(import, steps_and_devices_the_trace_does_not_give_are_in_the_metadata)
     const char *path = write_file(
         0, "steps.json",
         "{\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"fwd\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 140, \"dur\": 30},"
         "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"pid\": 50, "
         "\"tid\": 1, \"ts\": 100, \"dur\": 100},"
         "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 50, \"tid\": 1, "
@@ -1290,7 +1292,7 @@ Test(import, steps_and_devices_the_trace_does_not_give_are_in_the_metadata)
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.steps_unknown'"), 4);
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_from_pid'"), 1);
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_default'"), 1);
-    /* the traced pid is the host events' (50), not a device's */
+    /* the traced pid is the host events' (50), not a device's (the GPU annotation's 0) */
     cr_assert_eq(db_int(1, "SELECT pid FROM processes"), 50);
 }
 
