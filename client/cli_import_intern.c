@@ -9,7 +9,7 @@
 uint64_t intern_hash(const void *p, size_t n)
 {
     const unsigned char *s = p;
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a's 64-bit offset basis */
 
     for (size_t i = 0; i < n; i++)
         h = (h ^ s[i]) * 1099511628211ull;

@@ -17,9 +17,10 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
-#define KINETO_NAME_MAX PROTO_MAX_NAME /* longer names are cut (on a UTF-8 boundary) */
-#define KINETO_READ_BUF (256u << 10)
-#define KINETO_DEPTH    64 /* nesting the parser follows; deeper is a parse error */
+#define KINETO_NAME_MAX   PROTO_MAX_NAME /* longer names are cut visibly: see name_cut() */
+#define KINETO_READ_BUF   (256u << 10)
+#define KINETO_DEPTH      64   /* nesting the parser follows; deeper is a parse error */
+#define KINETO_DEVICE_PID 1024 /* a device event's pid below this is its device's index */
 
 struct kineto_op {
     int64_t ext, ts, dur, tid;
@@ -54,13 +55,18 @@ enum frame {
     F_SKIP,   /* anything else */
 };
 
-enum kind { K_OTHER, K_KERNEL, K_MEMORY, K_CPU_OP, K_ANNOTATION, K_LAUNCH };
+/*
+ * K_KERNEL and K_MEMORY are the device events that become entries; K_HOST
+ * are the other categories of the PyTorch profiler (not imported); K_OTHER
+ * is a category the importer does not know (counted as skipped).
+ */
+enum kind { K_OTHER, K_KERNEL, K_MEMORY, K_CPU_OP, K_ANNOTATION, K_LAUNCH, K_HOST };
 
 /* The event being read. */
 struct event {
-    char ph[4], cat[32];
+    char ph[4], cat[KINETO_CAT_MAX];
     char name[KINETO_NAME_MAX + 1];
-    int64_t ts, dur, tid, pid, device, ext, corr;
+    int64_t ts, dur, tid, pid, device, ext, corr, bytes;
     bool has_ts, has_dur;
     uint32_t n_inputs; /* Input Dims: at most PROTO_MAX_INPUTS, each at most PROTO_MAX_DIMS */
     uint64_t dim_v[PROTO_MAX_INPUTS][PROTO_MAX_DIMS];
@@ -78,6 +84,14 @@ struct kineto_parse {
     int depth; /* stack[depth - 1] is the current container */
     char key[128];
     int prop_index;
+    /* what the file is, for the scan's verdict */
+    bool top_map;           /* the JSON text is a map (else an array or a lone value) */
+    bool has_events;        /* a traceEvents array, or the top-level array */
+    bool has_nodes;         /* a top-level "nodes" array: a PyTorch execution trace */
+    uint64_t values;        /* elements of the events array */
+    uint64_t arrays;        /* ... that are arrays */
+    uint64_t maps;          /* ... that are maps (events) */
+    uint64_t kineto_events; /* ... of a category of the PyTorch profiler */
     struct event ev;
     uint64_t bytes; /* compressed bytes read, for progress */
     struct timespec last;
@@ -162,6 +176,26 @@ static void copy_str(char *dst, size_t cap, const unsigned char *s, size_t n)
     dst[n] = '\0';
 }
 
+/*
+ * A name longer than the protocol allows (s[0..n), n > KINETO_NAME_MAX) cut
+ * visibly, into dst (KINETO_NAME_MAX + 1 bytes): its first bytes (cut on a
+ * UTF-8 boundary), then "…#" and the top 32 bits of the 64-bit FNV-1a hash
+ * of the whole name in 8 lower-case hex digits, KINETO_NAME_MAX bytes in
+ * all. Two long names that share their first ~1,000 bytes stay two names.
+ */
+static void name_cut(char *dst, const unsigned char *s, size_t n)
+{
+    char tail[16];
+    size_t keep;
+
+    snprintf(tail, sizeof(tail), "\xe2\x80\xa6#%08" PRIx32, (uint32_t)(intern_hash(s, n) >> 32));
+    keep = KINETO_NAME_MAX - strlen(tail);
+    while (keep > 0 && (s[keep] & 0xc0) == 0x80)
+        keep--;
+    memcpy(dst, s, keep);
+    memcpy(dst + keep, tail, strlen(tail) + 1);
+}
+
 /* Grows an array of elements of size sz to hold one more. false when out of memory. */
 static bool grow(void **v, size_t *cap, size_t n, size_t sz)
 {
@@ -218,24 +252,69 @@ const char *kineto_category(const char *name, bool memory)
     return "compute";
 }
 
+/*
+ * The PyTorch profiler's event categories (libkineto's ActivityType names,
+ * and the older Kernel/Memcpy/Memset/Operator/Runtime), compared without
+ * case, with the device-name prefix of the device events.
+ */
+static const struct category {
+    const char *cat;
+    enum kind kind;
+    const char *device; /* K_KERNEL, K_MEMORY: "gpu" → gpu:<N> */
+} categories[] = {
+    {"kernel", K_KERNEL, "gpu"},
+    {"gpu_memcpy", K_MEMORY, "gpu"},
+    {"gpu_memset", K_MEMORY, "gpu"},
+    {"memcpy", K_MEMORY, "gpu"},
+    {"memset", K_MEMORY, "gpu"},
+    {"mtia_ccp_events", K_KERNEL, "mtia"}, /* what an MTIA device ran (newer: "kernel") */
+    {"cpu_op", K_CPU_OP, NULL},
+    {"operator", K_CPU_OP, NULL},
+    {"user_annotation", K_ANNOTATION, NULL},
+    {"cuda_runtime", K_LAUNCH, NULL},
+    {"cuda_driver", K_LAUNCH, NULL},
+    {"runtime", K_LAUNCH, NULL},
+    {"driver", K_LAUNCH, NULL},
+    {"hpu_op", K_LAUNCH, NULL},
+    {"mtia_runtime", K_LAUNCH, NULL},
+    {"xpu_runtime", K_LAUNCH, NULL},
+    {"xpu_driver", K_LAUNCH, NULL},
+    {"privateuse1_runtime", K_LAUNCH, NULL},
+    {"privateuse1_driver", K_LAUNCH, NULL},
+    /* Known and not imported: GPU-side annotations span kernels already counted; the rest
+     * is host-side bookkeeping, or counters. */
+    {"gpu_user_annotation", K_HOST, NULL},
+    {"external_correlation", K_HOST, NULL},
+    {"cpu_instant_event", K_HOST, NULL},
+    {"python_function", K_HOST, NULL},
+    {"overhead", K_HOST, NULL},
+    {"cuda_sync", K_HOST, NULL},
+    {"cuda_event", K_HOST, NULL},
+    {"cuda_profiler_range", K_HOST, NULL},
+    {"glow_runtime", K_HOST, NULL},
+    {"mtia_insight", K_HOST, NULL},
+    {"mtia_counters", K_HOST, NULL},
+    {"mtia_workloadd", K_HOST, NULL},
+    {"collective_comm", K_HOST, NULL},
+    {"xpu_scope_profiler", K_HOST, NULL},
+    {"trace", K_HOST, NULL}, /* the profiler's own span */
+    {"ac2g", K_HOST, NULL},  /* flow arrows */
+    {"fwdbwd", K_HOST, NULL},
+};
+
+static const struct category *event_category(const struct event *e)
+{
+    for (size_t i = 0; i < sizeof(categories) / sizeof(categories[0]); i++)
+        if (strcasecmp(e->cat, categories[i].cat) == 0)
+            return &categories[i];
+    return NULL;
+}
+
 static enum kind event_kind(const struct event *e)
 {
-    static const struct {
-        const char *cat;
-        enum kind kind;
-    } cats[] = {
-        {"kernel", K_KERNEL},       {"gpu_memcpy", K_MEMORY},
-        {"gpu_memset", K_MEMORY},   {"memcpy", K_MEMORY},
-        {"memset", K_MEMORY},       {"cpu_op", K_CPU_OP},
-        {"operator", K_CPU_OP},     {"user_annotation", K_ANNOTATION},
-        {"cuda_runtime", K_LAUNCH}, {"cuda_driver", K_LAUNCH},
-        {"runtime", K_LAUNCH},
-    };
+    const struct category *c = event_category(e);
 
-    for (size_t i = 0; i < sizeof(cats) / sizeof(cats[0]); i++)
-        if (strcasecmp(e->cat, cats[i].cat) == 0)
-            return cats[i].kind;
-    return K_OTHER; /* unknown categories are ignored */
+    return c != NULL ? c->kind : K_OTHER;
 }
 
 /* ---- metadata ------------------------------------------------------------------ */
@@ -334,15 +413,38 @@ static void scan_op(struct kineto_parse *p, enum kind kind)
         k->n_ops++;
 }
 
+/* A complete event of a category the importer does not know: counted by category. */
+static void scan_skipped(struct kineto *k, const char *cat)
+{
+    size_t i;
+
+    for (i = 0; i < k->n_skipped && strcmp(k->skipped[i].cat, cat) != 0; i++)
+        ;
+    if (i == k->n_skipped && i < KINETO_MAX_SKIPPED)
+        snprintf(k->skipped[k->n_skipped++].cat, sizeof(k->skipped[i].cat), "%s", cat);
+    if (i < k->n_skipped)
+        k->skipped[i].n++;
+    else
+        k->skipped_other++;
+}
+
 static void scan_event(struct kineto_parse *p)
 {
     struct kineto *k = p->k;
     const struct event *e = &p->ev;
     enum kind kind = event_kind(e);
 
+    if (kind != K_OTHER)
+        p->kineto_events++;
+    /* CPU ops, annotations and launches carry the traced process's pid; device-side events
+     * (kernels, GPU annotations, the ends of flows) their device's index */
+    if ((kind == K_CPU_OP || kind == K_ANNOTATION || kind == K_LAUNCH) && k->pid < 0 && e->pid >= 0)
+        k->pid = e->pid;
     if (strcmp(e->ph, "X") != 0 || !e->has_ts)
         return;
     k->events++;
+    if (kind == K_OTHER)
+        scan_skipped(k, e->cat[0] ? e->cat : "(none)");
     if ((kind == K_CPU_OP || kind == K_ANNOTATION) && strncmp(e->name, "ProfilerStep#", 13) == 0) {
         if (!grow((void **)&k->steps, &k->cap_steps, k->n_steps, sizeof(*k->steps))) {
             p->oom = true;
@@ -351,6 +453,7 @@ static void scan_event(struct kineto_parse *p)
         k->steps[k->n_steps++] = (struct kineto_step){e->ts, e->ts + (e->has_dur ? e->dur : 0),
                                                       strtoll(e->name + 13, NULL, 10)};
     } else if (kind == K_CPU_OP || kind == K_ANNOTATION) {
+        k->cpu_events++;
         scan_op(p, kind);
     } else if (kind == K_LAUNCH && e->corr >= 0) {
         if (!grow((void **)&k->launches, &k->cap_launches, k->n_launches, sizeof(*k->launches))) {
@@ -520,7 +623,8 @@ static int build_indexes(struct kineto *k)
 
 /* ---- the replay pass: entries ------------------------------------------------- */
 
-static uint64_t step_of(const struct kineto *k, int64_t ts)
+/* The N of the ProfilerStep#N containing ts; 0, counted in steps_unknown, when none does. */
+static uint64_t step_of(struct kineto *k, int64_t ts)
 {
     size_t lo = 0, hi = k->n_steps;
 
@@ -532,8 +636,9 @@ static uint64_t step_of(const struct kineto *k, int64_t ts)
         else
             hi = mid;
     }
-    if (lo > 0 && ts < k->steps[lo - 1].end && k->steps[lo - 1].n > 0)
+    if (lo > 0 && ts < k->steps[lo - 1].end && k->steps[lo - 1].n >= 0)
         return (uint64_t)k->steps[lo - 1].n;
+    k->steps_unknown++;
     return 0;
 }
 
@@ -542,11 +647,29 @@ static uint64_t clamp_u(int64_t v)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+/*
+ * The device of a device event: <prefix>:<args.device>; without args.device,
+ * <prefix>:<pid> (the profiler puts a device's events under pid = its
+ * index) when the pid is small, else <prefix>:0. Both fallbacks are counted.
+ */
+static void event_device(struct kineto *k, const struct event *e, const char *prefix, char *buf,
+                         size_t len)
+{
+    int64_t n = e->device;
+
+    if (n < 0 && e->pid >= 0 && e->pid < KINETO_DEVICE_PID)
+        n = e->pid, k->device_from_pid++;
+    else if (n < 0)
+        n = 0, k->device_default++;
+    snprintf(buf, len, "%s:%" PRId64, prefix, n);
+}
+
 static void replay_event(struct kineto_parse *p)
 {
-    const struct kineto *k = p->k;
+    struct kineto *k = p->k;
     const struct event *e = &p->ev;
-    enum kind kind = event_kind(e);
+    const struct category *cat = event_category(e);
+    enum kind kind = cat != NULL ? cat->kind : K_OTHER;
     const struct kineto_op *op;
     const struct kineto_launch *l = NULL;
     struct kineto_entry en = {.op = e->name};
@@ -566,14 +689,10 @@ static void replay_event(struct kineto_parse *p)
         if (op->dims != INTERN_NONE)
             en.in_shapes = k->dims.v[op->dims], en.in_len = k->dims.len[op->dims];
     }
-    if (e->device >= 0)
-        snprintf(device, sizeof(device), "gpu:%" PRId64, e->device);
-    else if (e->pid >= 0) /* Kineto puts a GPU's events under pid = its index */
-        snprintf(device, sizeof(device), "gpu:%" PRId64, e->pid);
-    else
-        snprintf(device, sizeof(device), "gpu");
+    event_device(k, e, cat->device, device, sizeof(device));
     en.device = device;
     en.category = kineto_category(e->name, kind == K_MEMORY);
+    en.mem_bytes = kind == K_MEMORY ? clamp_u(e->bytes) : 0;
     en.step = step_of(k, step_ts);
     en.start_ns = clamp_u(e->ts);
     en.dur_ns = e->has_dur ? clamp_u(e->dur) : 0;
@@ -582,7 +701,7 @@ static void replay_event(struct kineto_parse *p)
 
 static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64_t self)
 {
-    const struct kineto *k = p->k;
+    struct kineto *k = p->k;
     const char *name = k->names.v[op->name];
     struct kineto_entry en = {.op = name,
                               .category = kineto_category(name, false),
@@ -595,6 +714,8 @@ static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64
         en.in_shapes = k->dims.v[op->dims], en.in_len = k->dims.len[op->dims];
     return p->emit(p->emit_arg, &en);
 }
+
+static void progress(struct kineto_parse *p, bool done);
 
 /*
  * --cpu-ops: each op's self time, its duration minus the part of it covered
@@ -620,6 +741,8 @@ static int replay_cpu_ops(struct kineto_parse *p)
             sp--;
             rc = emit_cpu_op(p, &k->ops[stack[sp].i], k->ops[stack[sp].i].dur - stack[sp].child);
         }
+        if (i % 256 == 0)
+            progress(p, false);
         if (op == NULL || rc != 0)
             break;
         if (sp > 0) {
@@ -633,6 +756,7 @@ static int replay_cpu_ops(struct kineto_parse *p)
         stack[sp++] = (struct open_op){i, op->ts + op->dur, 0};
     }
     free(stack);
+    progress(p, true);
     return rc;
 }
 
@@ -662,6 +786,8 @@ static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t 
             copy_str(e->ph, sizeof(e->ph), s, n);
         else if (strcmp(key, "cat") == 0 && is_str)
             copy_str(e->cat, sizeof(e->cat), s, n);
+        else if (strcmp(key, "name") == 0 && is_str && n > KINETO_NAME_MAX)
+            name_cut(e->name, s, n), p->k->names_cut += !p->replay;
         else if (strcmp(key, "name") == 0 && is_str)
             copy_str(e->name, sizeof(e->name), s, n);
         else if (strcmp(key, "ts") == 0 && !is_str)
@@ -679,6 +805,8 @@ static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t 
             e->ext = int_or(t, n, -1);
         else if (strcmp(key, "correlation") == 0)
             e->corr = int_or(t, n, -1);
+        else if (strcmp(key, "bytes") == 0) /* memcpy, memset */
+            e->bytes = int_or(t, n, -1);
     } else if (top(p) == F_DIM && !is_str && e->n_inputs > 0) {
         uint32_t i = e->n_inputs - 1;
         int64_t v;
@@ -702,6 +830,18 @@ static int on_scalar(void *ctx, const unsigned char *s, size_t n, int type)
     case F_PROP:
         if (!p->replay)
             meta_scalar(p, (const char *)s, n, type);
+        break;
+    case F_TOP:
+        if (!p->replay && type == 's' && p->k->host == NULL && n > 0 &&
+            (strcmp(p->key, "host_name") == 0 || strcmp(p->key, "hostname") == 0)) {
+            char host[PROTO_MAX_NAME + 1];
+            copy_str(host, sizeof(host), s, n);
+            if ((p->k->host = strdup(host)) == NULL)
+                p->oom = true;
+        }
+        break;
+    case F_EVENTS:
+        p->values++; /* a value that is not an event */
         break;
     default:
         break;
@@ -742,7 +882,7 @@ static void event_reset(struct event *e)
 {
     e->ph[0] = e->cat[0] = e->name[0] = '\0';
     e->ts = e->dur = 0;
-    e->tid = e->pid = e->device = e->ext = e->corr = -1;
+    e->tid = e->pid = e->device = e->ext = e->corr = e->bytes = -1;
     e->has_ts = e->has_dur = false;
     e->n_inputs = 0;
 }
@@ -753,11 +893,11 @@ static int on_start_map(void *ctx)
     enum frame t = top(p), f = F_SKIP;
 
     if (p->depth == 0)
-        f = F_TOP;
+        f = F_TOP, p->top_map = true;
     else if (t == F_TOP && strcmp(p->key, "distributedInfo") == 0)
         f = F_DIST;
     else if (t == F_EVENTS)
-        f = F_EVENT, event_reset(&p->ev);
+        f = F_EVENT, event_reset(&p->ev), p->values++, p->maps++;
     else if (t == F_EVENT && strcmp(p->key, "args") == 0)
         f = F_ARGS;
     else if (t == F_PROPS)
@@ -787,7 +927,11 @@ static int on_start_array(void *ctx)
     enum frame t = top(p), f = F_SKIP;
 
     if (p->depth == 0 || (t == F_TOP && strcmp(p->key, "traceEvents") == 0))
-        f = F_EVENTS;
+        f = F_EVENTS, p->has_events = true;
+    else if (t == F_EVENTS)
+        p->values++, p->arrays++;
+    else if (t == F_TOP && strcmp(p->key, "nodes") == 0)
+        p->has_nodes = true;
     else if (t == F_TOP && strcmp(p->key, "deviceProperties") == 0)
         f = F_PROPS;
     else if (t == F_ARGS && strcmp(p->key, "Input Dims") == 0)
@@ -887,7 +1031,7 @@ static int parse_file(struct kineto_parse *p)
         parse_error(p, h, offset);
         rc = -1;
     }
-    progress(p, true);
+    progress(p, !(p->replay && p->cpu_ops)); /* the CPU ops follow the replay's parse */
 out:
     if (h)
         yajl_free(h);
@@ -897,17 +1041,64 @@ out:
     return rc;
 }
 
+/*
+ * Whether valid JSON is a PyTorch profiler (Kineto) trace: a map with a
+ * traceEvents array, or a top-level array (the older form), holding events
+ * (maps) of which at least one has a category of the profiler. 0, or -1
+ * with "not a Kineto trace: <why>" in errmsg.
+ */
+static int scan_verdict(const struct kineto_parse *p)
+{
+    struct kineto *k = p->k;
+    const char *why = NULL;
+    char buf[320];
+
+    if (!p->has_events && p->has_nodes)
+        why = "it has \"nodes\" and no \"traceEvents\", as a PyTorch execution trace (Chakra) "
+              "has; import the profiler's trace (*.pt.trace.json) of the same run";
+    else if (!p->has_events && p->top_map)
+        why = "there is no \"traceEvents\" array";
+    else if (!p->has_events)
+        why = "the JSON text is a single value, not a list of events";
+    else if (p->values == 0)
+        why = "it holds no events";
+    else if (p->maps == 0 && p->arrays == p->values) {
+        snprintf(buf, sizeof(buf),
+                 "its %" PRIu64 " elements are arrays, not events (a memory-timeline export "
+                 "looks like this)",
+                 p->values);
+        why = buf;
+    } else if (p->maps == 0) {
+        snprintf(buf, sizeof(buf), "its %" PRIu64 " elements are not events (JSON objects)",
+                 p->values);
+        why = buf;
+    } else if (p->kineto_events == 0) {
+        snprintf(buf, sizeof(buf),
+                 "none of its %" PRIu64 " events has a category of the PyTorch profiler "
+                 "(cpu_op, kernel, gpu_memcpy, cuda_runtime, ...), as in a Chrome trace "
+                 "written by another tool",
+                 p->maps);
+        why = buf;
+    }
+    if (why == NULL)
+        return 0;
+    snprintf(k->errmsg, sizeof(k->errmsg), "not a Kineto trace: %s", why);
+    return -1;
+}
+
 int kineto_scan(struct kineto *k)
 {
     int rc;
 
-    k->rank = k->world = -1;
+    k->rank = k->world = k->pid = -1;
     if ((k->p = calloc(1, sizeof(*k->p))) == NULL) {
         snprintf(k->errmsg, sizeof(k->errmsg), "out of memory");
         return -1;
     }
     k->p->k = k;
-    if ((rc = parse_file(k->p)) == 0 && build_indexes(k) < 0) {
+    if ((rc = parse_file(k->p)) == 0)
+        rc = scan_verdict(k->p);
+    if (rc == 0 && build_indexes(k) < 0) {
         snprintf(k->errmsg, sizeof(k->errmsg), "out of memory");
         rc = -1;
     }
@@ -919,7 +1110,9 @@ int kineto_replay(struct kineto *k, bool cpu_ops, kineto_emit_fn emit, void *arg
     struct kineto_parse *p = k->p;
 
     memset(p, 0, sizeof(*p));
-    *p = (struct kineto_parse){.k = k, .replay = true, .emit = emit, .emit_arg = arg};
+    *p = (struct kineto_parse){
+        .k = k, .replay = true, .cpu_ops = cpu_ops, .emit = emit, .emit_arg = arg};
+    k->steps_unknown = k->device_from_pid = k->device_default = 0;
     if (parse_file(p) < 0)
         return p->emit_rc != 0 ? p->emit_rc : -1;
     if (cpu_ops)
@@ -936,6 +1129,7 @@ void kineto_deinit(struct kineto *k)
     free(k->steps);
     intern_deinit(&k->names);
     intern_deinit(&k->dims);
+    free(k->host);
     free(k->p);
     k->meta = NULL;
     k->ops = NULL;
@@ -943,5 +1137,6 @@ void kineto_deinit(struct kineto *k)
     k->launches = NULL;
     k->steps = NULL;
     k->p = NULL;
+    k->host = NULL;
     k->n_meta = k->n_ops = k->n_by_ext = k->n_launches = k->n_steps = 0;
 }

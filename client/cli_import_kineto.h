@@ -5,13 +5,12 @@
  * The file is streamed twice through zlib's gzread (which reads plain files
  * too) and yajl's callback parser; it is never loaded whole:
  *  1. kineto_scan() checks that the whole file is valid JSON (a malformed
- *     file is reported with its byte offset before anything is sent) and
- *     keeps what the second pass needs to resolve references that may point
- *     forwards or backwards in the file (traceEvents come in any order):
- *     the CPU ops and user annotations (External id, thread, times, name,
- *     Input Dims), the CUDA runtime/driver launch events (correlation,
- *     External id, thread, time), the ProfilerStep#N intervals, and the
- *     distributedInfo / deviceProperties metadata.
+ *     file is reported with its byte offset before anything is sent) and a
+ *     Kineto trace (see there), and keeps what the second pass needs to resolve references that may
+ * point forwards or backwards in the file (traceEvents come in any order): the CPU ops and user
+ * annotations (External id, thread, times, name, Input Dims), the CUDA runtime/driver launch events
+ * (correlation, External id, thread, time), the ProfilerStep#N intervals, and the distributedInfo /
+ * deviceProperties metadata.
  *  2. kineto_replay() reads the file again and hands each GPU kernel,
  *     memcpy and memset to the caller as an entry as soon as it is parsed,
  *     then, with cpu_ops, every CPU op and user annotation with its self
@@ -28,7 +27,14 @@
  * Mapping (see also README "Importing"):
  *  - GPU events (cat kernel, gpu_memcpy, gpu_memset; the older Kernel,
  *    Memcpy, Memset too, case-insensitively) become entries on device
- *    gpu:<args.device> (else gpu:<pid>), op = the event's name.
+ *    gpu:<args.device>, MTIA's mtia_ccp_events on mtia:<args.device>; op =
+ *    the event's name, cut visibly past PROTO_MAX_NAME bytes (see
+ *    name_cut() in the .c); memcpy/memset carry args.bytes as mem_bytes.
+ *    Without args.device: <prefix>:<pid> when the pid is below
+ *    KINETO_DEVICE_PID (Kineto puts a device's events under pid = its
+ *    index), else <prefix>:0; both counted (device_from_pid,
+ *    device_default). Other categories of the profiler are not imported;
+ *    unknown ones are counted in skipped.
  *  - Its launching CPU op: the cpu_op whose External id is the kernel's
  *    args["External id"]; else, through args.correlation, the launch event
  *    (cuda_runtime / cuda_driver) with that correlation, and then the cpu_op
@@ -38,7 +44,8 @@
  *  - step: the N of the ProfilerStep#N (cat cpu_op or user_annotation)
  *    that contains the launching CPU op's start (else the launch event's,
  *    else the GPU event's own): a kernel belongs to the step that issued it
- *    even when the GPU runs it after the CPU has moved on. 0 when none.
+ *    even when the GPU runs it after the CPU has moved on. 0 when none
+ *    (v1 entries need a step), counted in steps_unknown.
  *  - ts/dur (µs, possibly with decimals) → ns integers, converted from the
  *    number's text (rounded to the nearest ns), never through a double.
  *  - cpu_ops: CPU ops and user annotations other than ProfilerStep#N are
@@ -58,17 +65,26 @@
 #include "cli_import_intern.h"
 #include "proto.h"
 
-#define KINETO_MAX_META 4096 /* metadata pairs kept from one file */
+#define KINETO_MAX_META    4096 /* metadata pairs kept from one file */
+#define KINETO_CAT_MAX     32   /* an event category kept (longer ones are cut) */
+#define KINETO_MAX_SKIPPED 8    /* unknown categories counted by name; the rest together */
 
 /* One entry for the daemon; everything borrowed until the callback returns. */
 struct kineto_entry {
     const char *op;        /* the event's name */
     const char *category;  /* "comm", "memory", "compute" */
     const char *launcher;  /* the launching CPU op's name, or NULL */
-    const char *device;    /* "gpu:N" or "cpu" */
+    const char *device;    /* "gpu:N", "mtia:N" or "cpu" */
     const char *in_shapes; /* packed msgpack array of arrays of uint, or NULL */
     size_t in_len;
     uint64_t step, start_ns, dur_ns;
+    uint64_t mem_bytes; /* memcpy/memset: args.bytes; else 0 */
+};
+
+/* Complete events of a category the importer does not know, skipped. */
+struct kineto_skipped {
+    char cat[KINETO_CAT_MAX];
+    uint64_t n;
 };
 
 /* Returns 0 to go on, or a negative errno to stop the pass with that error. */
@@ -91,9 +107,20 @@ struct kineto {
     void *progress_arg;
     /* results of the scan */
     int64_t rank, world;   /* distributedInfo; -1 when absent */
+    int64_t pid;           /* of the traced process (its first host event's); -1 when none */
+    char *host;            /* the top-level host_name / hostname, or NULL */
     struct proto_kv *meta; /* flattened distributedInfo.* and deviceProperties.N.* */
     size_t n_meta, cap_meta;
-    uint64_t events, gpu_events; /* complete (X) events, and those of them imported */
+    uint64_t events, gpu_events; /* complete (X) events, and the device events among them */
+    uint64_t cpu_events;         /* CPU ops and user annotations, without ProfilerStep#N */
+    uint64_t names_cut;          /* events whose name was cut to PROTO_MAX_NAME */
+    struct kineto_skipped skipped[KINETO_MAX_SKIPPED]; /* unknown categories */
+    size_t n_skipped;
+    uint64_t skipped_other; /* skipped events of categories beyond those */
+    /* results of the replay */
+    uint64_t steps_unknown;   /* entries in no ProfilerStep#N: sent with step 0 */
+    uint64_t device_from_pid; /* device events without args.device: on <prefix>:<pid> */
+    uint64_t device_default;  /* ... nor a small pid: on <prefix>:0 */
     /* the tables of the scan (see MEMORY above) */
     struct kineto_op *ops; /* sorted by (thread, start) after the scan */
     size_t n_ops, cap_ops;
@@ -114,8 +141,10 @@ struct kineto {
  * Pass 1: reads the whole file (k->path). Returns 0, or -1 with the reason
  * in k->errmsg: "not valid JSON at byte N: ..." where N counts the bytes of
  * the (decompressed) JSON text up to and including the one where yajl found
- * the error (the text's length when it ends too early); "cannot open: ...";
- * "out of memory".
+ * the error (the text's length when it ends too early); "not a Kineto
+ * trace: <why>" for valid JSON that is not a PyTorch profiler trace (no
+ * traceEvents, elements that are not events, no event of a profiler
+ * category); "cannot open: ..."; "out of memory".
  * Call kineto_deinit() in every case.
  */
 int kineto_scan(struct kineto *k);

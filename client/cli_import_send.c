@@ -168,7 +168,8 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
 }
 
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
-                      uint64_t dur_ns, const char *in_shapes, size_t in_len, const char *device)
+                      uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
+                      const char *device)
 {
     msgpack_packer *pk = &s->bpk;
 
@@ -180,8 +181,11 @@ int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_
     msgpack_pack_uint64(pk, start_ns);
     msgpack_pack_uint64(pk, dur_ns);
     msgpack_pack_nil(pk); /* elements: the product of out_shape, and there is none */
-    msgpack_pack_nil(pk); /* mem_bytes */
-    msgpack_pack_nil(pk); /* out_shape */
+    if (mem_bytes > 0)
+        msgpack_pack_uint64(pk, mem_bytes);
+    else
+        msgpack_pack_nil(pk); /* 0 */
+    msgpack_pack_nil(pk);     /* out_shape */
     if (in_shapes != NULL)
         msgpack_sbuffer_write(&s->batch, in_shapes, in_len);
     else
@@ -210,7 +214,7 @@ int import_send_meta(struct import_send *s, const struct proto_kv *kv)
     return rc;
 }
 
-int import_send_finish(struct import_send *s)
+int import_send_flush(struct import_send *s)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -229,12 +233,32 @@ int import_send_finish(struct import_send *s)
         }
         proto_msg_free(&m);
     }
-    if (rc == 0) {
-        proto_pack_bye(&pk, 0);
-        rc = send_bytes(s, &sb);
-    }
     msgpack_sbuffer_destroy(&sb);
     return rc;
+}
+
+int import_send_bye(struct import_send *s)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char buf[256];
+    ssize_t n;
+    int rc;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_bye(&pk, 0);
+    rc = send_bytes(s, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    if (rc < 0)
+        return rc;
+    /* The daemon closes once it has recorded the bye (and ended the session when this was its
+     * last process): after EOF, what this import did is visible to every other request. */
+    while ((n = read(s->fd, buf, sizeof(buf))) != 0) {
+        if (n < 0 && errno != EINTR)
+            return send_fail(s, -errno, "after bye: %s", strerror(errno));
+    }
+    return 0;
 }
 
 void import_send_abandon(struct import_send *s, const char *why)

@@ -5,9 +5,9 @@
  *
  * Lifecycle: import_send_open() (hello → welcome), then any number of
  * import_send_op() / import_send_entry() / import_send_meta(), then either
- * import_send_finish() (flush → ack, then bye: the process ends cleanly) or
- * import_send_abandon() (the file could not be read to its end: no bye, see
- * there), and always import_send_close().
+ * import_send_flush() (flush → ack) and, possibly later, import_send_bye()
+ * (the process ends cleanly), or import_send_abandon() (the file could not
+ * be read to its end: no bye, see there), and always import_send_close().
  *
  * Errors: every function returns 0 or a negative errno; the first error is
  * kept in s->err with a one-line reason in s->errmsg (including the
@@ -56,20 +56,30 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
 
 /*
  * Adds one entry to the current batch (sent when IMPORT_BATCH entries are
- * buffered). in_shapes is a packed msgpack array of arrays (in_len bytes)
- * or NULL; device may be NULL. Returns 0 or the error.
+ * buffered). mem_bytes 0 is sent as nil; in_shapes is a packed msgpack
+ * array of arrays (in_len bytes) or NULL; device may be NULL. Returns 0 or
+ * the error.
  */
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
-                      uint64_t dur_ns, const char *in_shapes, size_t in_len, const char *device);
+                      uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
+                      const char *device);
 
 /* Sends one metadata pair (after the entries buffered so far). Returns 0 or the error. */
 int import_send_meta(struct import_send *s, const struct proto_kv *kv);
 
 /*
- * Sends the last batch, a flush, waits for its ack (which must count every
- * entry sent), then bye with dropped 0. Returns 0 or the error.
+ * Sends the last batch and a flush, and waits for its ack, which must count
+ * every entry sent. Returns 0 or the error.
  */
-int import_send_finish(struct import_send *s);
+int import_send_flush(struct import_send *s);
+
+/*
+ * Sends bye with dropped 0 and waits for the daemon to close the
+ * connection, so that the process has ended (and its session, when it was
+ * the last process of a complete session) when this returns. Returns 0 or
+ * the error.
+ */
+int import_send_bye(struct import_send *s);
 
 /*
  * The file could not be read to its end: sends the entries buffered so far,

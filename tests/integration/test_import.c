@@ -2,13 +2,14 @@
  * test_import.c — `tracectl import` on real PyTorch-profiler (Kineto) traces
  * from tests/data/kineto, against a real daemon; reports are read over
  * the raw protocol, metadata and process ends from the session's SQLite
- * file. Expected values come from the files themselves, read here with
- * yajl's tree parser (not the importer's streaming code; numbers converted
- * from their text with strtold), or from the data README and the
+ * file. Expected values come from the files themselves, read here whole
+ * into a yajl tree (not with the importer's streaming code; numbers
+ * converted from their text with strtold), or from the data README and the
  * tb_plugin `.expected.txt` assertions. Every file a test writes is in the
  * daemon's temporary dir, removed by harness_cleanup().
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -17,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <yajl/yajl_parse.h>
 #include <yajl/yajl_tree.h>
 
 #include "harness.h"
@@ -70,6 +73,41 @@ static int run_import(char **out, const char *const *files, const char *session,
     else
         free(text);
     return rc;
+}
+
+/* Runs a shell command (printf-style), stderr merged into *out (may be NULL); its status. */
+__attribute__((format(printf, 2, 3))) static int run_sh(char **out, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof(cmd) - 8, fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof(cmd) - 8);
+    strcat(cmd, " 2>&1");
+    char *sh[] = {"sh", "-c", cmd, NULL};
+    char *text = NULL;
+    int rc = harness_run(&text, sh);
+    if (out != NULL)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+/* Writes text to a file in the daemon's temporary dir; returns its path (static buffer i). */
+static const char *write_file(int i, const char *name, const char *text)
+{
+    static char paths[8][PATH_MAX + 64];
+    FILE *f;
+
+    snprintf(paths[i], sizeof(paths[i]), "%s/%s", d.dir, name);
+    f = fopen(paths[i], "w");
+    cr_assert_not_null(f, "%s", paths[i]);
+    cr_assert_eq(fputs(text, f) >= 0, true);
+    cr_assert_eq(fclose(f), 0);
+    return paths[i];
 }
 
 /* ---- reading what the daemon stored -------------------------------------------------- */
@@ -160,20 +198,162 @@ static long long db_int(long long session_id, const char *sql)
     return n;
 }
 
+/* The `sessions` rows (an array; borrowed from *r: deinit it and close *fd after). */
+static const msgpack_object *sessions(struct proto_reader *r, int *fd)
+{
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, r, fd);
+
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    return &o->via.array.ptr[1];
+}
+
 /* ---- reading the files independently ------------------------------------------------- */
 
-/* A JSON file (gzip'd or plain) parsed whole with yajl's tree API (the test files are small). */
+/*
+ * A yajl tree (struct yajl_val_s, freed by yajl_tree_free) built from yajl's
+ * callbacks. yajl_tree_parse grows an array one element at a time; under
+ * ASan, whose realloc always copies, the 130k events of the ns-resolution
+ * trace then take minutes. Here arrays and maps double.
+ */
+struct tree {
+    yajl_val stack[64];
+    size_t cap[64];
+    int depth;
+    char *key; /* the pending map key */
+    yajl_val root;
+};
+
+static yajl_val tree_new(yajl_type type)
+{
+    yajl_val v = calloc(1, sizeof(*v));
+
+    cr_assert_not_null(v);
+    v->type = type;
+    return v;
+}
+
+/* Adds v to the open container (or makes it the root); pushes it when a container. */
+static int tree_add(void *ctx, yajl_val v)
+{
+    struct tree *t = ctx;
+    yajl_val top = t->depth > 0 ? t->stack[t->depth - 1] : NULL;
+    size_t *cap = t->depth > 0 ? &t->cap[t->depth - 1] : NULL;
+
+    if (top == NULL) {
+        t->root = v;
+    } else if (top->type == yajl_t_array) {
+        if (top->u.array.len == *cap) {
+            *cap = *cap ? *cap * 2 : 16;
+            top->u.array.values = realloc(top->u.array.values, *cap * sizeof(yajl_val));
+        }
+        top->u.array.values[top->u.array.len++] = v;
+    } else {
+        if (top->u.object.len == *cap) {
+            *cap = *cap ? *cap * 2 : 8;
+            top->u.object.values = realloc(top->u.object.values, *cap * sizeof(yajl_val));
+            top->u.object.keys = realloc(top->u.object.keys, *cap * sizeof(char *));
+        }
+        top->u.object.keys[top->u.object.len] = t->key;
+        top->u.object.values[top->u.object.len++] = v;
+        t->key = NULL;
+    }
+    if (v->type == yajl_t_array || v->type == yajl_t_object) {
+        cr_assert_lt(t->depth, 64);
+        t->cap[t->depth] = 0;
+        t->stack[t->depth++] = v;
+    }
+    return 1;
+}
+
+static int tree_null(void *ctx)
+{
+    return tree_add(ctx, tree_new(yajl_t_null));
+}
+
+static int tree_bool(void *ctx, int b)
+{
+    return tree_add(ctx, tree_new(b ? yajl_t_true : yajl_t_false));
+}
+
+static int tree_number(void *ctx, const char *s, size_t n)
+{
+    yajl_val v = tree_new(yajl_t_number);
+    char *end;
+
+    v->u.number.r = strndup(s, n);
+    errno = 0;
+    v->u.number.i = strtoll(v->u.number.r, &end, 10);
+    if (errno == 0 && *end == '\0')
+        v->u.number.flags |= YAJL_NUMBER_INT_VALID;
+    v->u.number.d = strtod(v->u.number.r, &end);
+    if (*end == '\0')
+        v->u.number.flags |= YAJL_NUMBER_DOUBLE_VALID;
+    return tree_add(ctx, v);
+}
+
+static int tree_string(void *ctx, const unsigned char *s, size_t n)
+{
+    yajl_val v = tree_new(yajl_t_string);
+
+    v->u.string = strndup((const char *)s, n);
+    return tree_add(ctx, v);
+}
+
+static int tree_key(void *ctx, const unsigned char *s, size_t n)
+{
+    struct tree *t = ctx;
+
+    free(t->key);
+    t->key = strndup((const char *)s, n);
+    return 1;
+}
+
+static int tree_start_map(void *ctx)
+{
+    return tree_add(ctx, tree_new(yajl_t_object));
+}
+
+static int tree_start_array(void *ctx)
+{
+    return tree_add(ctx, tree_new(yajl_t_array));
+}
+
+static int tree_end(void *ctx)
+{
+    ((struct tree *)ctx)->depth--;
+    return 1;
+}
+
+/* A JSON file (gzip'd or plain) parsed whole into a yajl tree (see struct tree). */
 static yajl_val load_json(const char *path)
 {
-    char cmd[PATH_MAX + 32], *text = NULL, err[256];
+    static const yajl_callbacks cb = {
+        .yajl_null = tree_null,
+        .yajl_boolean = tree_bool,
+        .yajl_number = tree_number,
+        .yajl_string = tree_string,
+        .yajl_start_map = tree_start_map,
+        .yajl_map_key = tree_key,
+        .yajl_end_map = tree_end,
+        .yajl_start_array = tree_start_array,
+        .yajl_end_array = tree_end,
+    };
+    char cmd[PATH_MAX + 32], *text = NULL;
+    struct tree t = {0};
 
     snprintf(cmd, sizeof(cmd), "zcat -f '%s'", path);
     char *sh[] = {"sh", "-c", cmd, NULL};
     cr_assert_eq(harness_run(&text, sh), 0);
-    yajl_val v = yajl_tree_parse(text, err, sizeof(err));
-    cr_assert_not_null(v, "%s: %s", path, err);
+    yajl_handle h = yajl_alloc(&cb, NULL, &t);
+    cr_assert_not_null(h);
+    cr_assert(yajl_parse(h, (const unsigned char *)text, strlen(text)) == yajl_status_ok &&
+                  yajl_complete_parse(h) == yajl_status_ok,
+              "%s is not valid JSON", path);
+    yajl_free(h);
     free(text);
-    return v;
+    free(t.key);
+    cr_assert_not_null(t.root);
+    return t.root;
 }
 
 static yajl_val events_of(yajl_val root)
@@ -248,6 +428,22 @@ Test(import, nccl_trace_longest_allreduce_comm_rows_and_metadata)
             expect++, expect_ns += (unsigned long long)us_ns(v);
     cr_assert_eq(session_u64(&rp, "entries"), expect);
     cr_assert_eq(session_u64(&rp, "total_ns"), expect_ns);
+    /* memcpy/memset: args.bytes is the entry's memory (the peak is the largest one) */
+    unsigned long long peak = 0, bytes = 0;
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL);
+        if (cat && (!strcmp(cat, "gpu_memcpy") || !strcmp(cat, "gpu_memset")) &&
+            num_at(e, "dur", NULL, &v) && num_at(e, "args", "bytes", &v)) {
+            unsigned long long b = (unsigned long long)YAJL_GET_INTEGER(v);
+            bytes += b;
+            peak = b > peak ? b : peak;
+        }
+    }
+    cr_assert_gt(peak, 0);
+    const msgpack_object *mem = obj_get(rp.o, "memory");
+    cr_assert_eq(obj_u64(obj_get(mem, "peak_bytes")), peak);
+    cr_assert_eq(obj_u64(obj_get(mem, "total_bytes")), bytes);
     report_done(&rp);
     /* the categories were sent explicitly: the 21 NCCL kernels' ops are comm */
     cr_assert_eq(db_int(1, "SELECT count(*) FROM trace WHERE op LIKE 'ncclKernel%' AND "
@@ -264,7 +460,9 @@ Test(import, nccl_trace_longest_allreduce_comm_rows_and_metadata)
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'distributedInfo.rank' AND "
                            "typeof(value) = 'integer'"),
                  YAJL_GET_INTEGER(yajl_tree_get(root, rank_p, yajl_t_number)));
-    cr_assert_eq(db_int(1, "SELECT world FROM processes"),
+    /* the session's world is what was imported (one file); the job's is in the metadata */
+    cr_assert_eq(db_int(1, "SELECT world FROM processes"), 1);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'distributedInfo.world_size'"),
                  YAJL_GET_INTEGER(yajl_tree_get(root, ws_p, yajl_t_number)));
     char *name = db_text(1, "SELECT value FROM meta WHERE key = 'deviceProperties.0.name'");
     cr_assert_str_eq(name, str_at(props->u.array.values[0], "name", NULL));
@@ -372,11 +570,15 @@ Test(import, two_sampled_ranks_make_one_session)
     cr_assert_eq(checked, 2, "two devices, one per rank");
     cr_assert_eq(devs->via.array.size, 2);
     report_done(&rp);
-    /* ranks and world from distributedInfo (rank 0 and 1 of 128) */
+    /* ranks from distributedInfo (rank 0 and 1 of 128); the session's world is the two files
+     * imported, the job's 128 stays in the metadata */
     char *ranks = db_text(1, "SELECT group_concat(rank || '/' || world, ' ') FROM "
                              "(SELECT rank, world FROM processes ORDER BY rank)");
-    cr_assert_str_eq(ranks, "0/128 1/128");
+    cr_assert_str_eq(ranks, "0/2 1/2");
     free(ranks);
+    cr_assert_eq(db_int(1, "SELECT count(*) FROM meta WHERE key = 'distributedInfo.world_size' "
+                           "AND value = 128"),
+                 2);
     /* the kernels' External ids name no cpu_op in these sampled files: the launcher is
      * found through the correlation id and the launch's enclosing cpu_op */
     unsigned long long dims = launched_with_dims(files[0]) + launched_with_dims(files[1]);
@@ -616,11 +818,9 @@ Test(import, cpu_ops_self_time_does_not_double_count)
     struct rep rp;
 
     harness_daemon_start(&d, NULL);
-    cr_assert_eq(run_import(NULL, files, "cpu", NULL), 0);
-    /* GPU events only by default: a CPU-only trace gives no entries */
-    report(&rp, "cpu", 5);
-    cr_assert_eq(session_u64(&rp, "entries"), 0);
-    report_done(&rp);
+    /* GPU events only by default: a CPU-only trace has nothing to import without --cpu-ops,
+     * and is refused with the option that imports it (tested in
+     * not_kineto_traces_and_cpu_only_traces_are_refused) */
 
     cr_assert_eq(run_import(NULL, files, "cpu2", "--cpu-ops", NULL), 0);
     /* README: gloo:all_reduce ×10 (user annotations), communication; none is nested in
@@ -692,4 +892,441 @@ Test(import, cpu_ops_self_time_does_not_double_count)
     for (uint32_t i = 0; i < slow->via.array.size; i++)
         cr_assert_eq(obj_u64(obj_get(&slow->via.array.ptr[i], "step")), 3);
     report_done(&rp);
+}
+
+/* ---- what import refuses, and what it keeps ------------------------------------------ */
+
+Test(import, not_kineto_traces_and_cpu_only_traces_are_refused)
+{
+    /* valid JSON that is not a PyTorch profiler trace: each refused with exit 1 (README:
+     * "other error"), a message naming the file and why, and nothing sent */
+    static const struct {
+        const char *name, *text, *why;
+    } cases[] = {
+        {"object.json", "{\"a\": 1}", "no \"traceEvents\""},
+        {"numbers.json", "[1, 2, 3]", "not events"},
+        /* torch.profiler's export_memory_timeline: [times, sizes] */
+        {"memory_timeline.json", "[[1700000000000, 1700000000100], [[0, 512], [1024, 512]]]",
+         "memory-timeline"},
+        /* a PyTorch execution trace (Chakra's input), as ExecutionTraceObserver writes it */
+        {"et.json",
+         "{\"schema\": \"1.1.1-chakra.0.0.4\", \"pid\": 1234, \"time\": \"2024-07-15 10:52:38\", "
+         "\"start_ts\": 200, \"nodes\": [{\"name\": \"[pytorch|profiler|execution_trace|"
+         "thread]\", \"id\": 2, \"rf_id\": 0, \"parent\": 1, \"fw_parent\": 0, \"seq_id\": -1, "
+         "\"scope\": 7, \"tid\": 1, \"fw_tid\": 0, \"op_schema\": \"\", \"inputs\": {\"values\": "
+         "[], \"shapes\": [], \"types\": []}, \"outputs\": {\"values\": [], \"shapes\": [], "
+         "\"types\": []}, \"attrs\": []}], \"finish_ts\": 300}",
+         "execution trace"},
+        /* a Chrome trace of another tool: complete events, none of Kineto's categories */
+        {"chrome.json",
+         "{\"traceEvents\": [{\"ph\": \"X\", \"cat\": \"blink\", \"name\": \"Paint\", \"pid\": 1, "
+         "\"tid\": 2, \"ts\": 10, \"dur\": 5}, {\"ph\": \"M\", \"name\": \"process_name\", "
+         "\"pid\": 1, \"args\": {\"name\": \"Renderer\"}}], \"displayTimeUnit\": \"ms\"}",
+         "none of its 2 events"},
+        {"empty.json", "{\"schemaVersion\": 1, \"traceEvents\": []}", "no events"},
+    };
+    struct proto_reader r;
+    char *out = NULL;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *files[] = {write_file(0, cases[i].name, cases[i].text), NULL};
+        cr_assert_eq(run_import(&out, files, "refused", NULL), 1, "%s: %s", cases[i].name, out);
+        cr_assert_not_null(strstr(out, files[0]), "the message names no file: %s", out);
+        cr_assert_not_null(strstr(out, "not a Kineto trace"), "%s", out);
+        cr_assert_not_null(strstr(out, cases[i].why), "%s", out);
+        free(out);
+    }
+    /* a Kineto trace with CPU events only: refused, naming the option that imports them, with
+     * the count of CPU ops and user annotations (not ProfilerStep#N), counted here */
+    const char *cpu[] = {HTA "cpu_only_rank-34.json.gz", NULL};
+    cr_assert_eq(run_import(&out, cpu, "refused", NULL), 1);
+    yajl_val root = load_json(cpu[0]), evs = events_of(root);
+    unsigned long long n_cpu = 0;
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL), *ph = str_at(e, "ph", NULL);
+        const char *name = str_at(e, "name", NULL);
+        n_cpu += ph && !strcmp(ph, "X") && cat &&
+                 (!strcmp(cat, "cpu_op") || !strcmp(cat, "user_annotation")) && name &&
+                 strncmp(name, "ProfilerStep#", 13) != 0;
+    }
+    yajl_tree_free(root);
+    char want[64];
+    snprintf(want, sizeof(want), "only %llu CPU ops", n_cpu);
+    cr_assert_not_null(strstr(out, want), "%s", out);
+    cr_assert_not_null(strstr(out, "--cpu-ops imports them"), "%s", out);
+    free(out);
+    /* none of them left a session behind */
+    const msgpack_object *rows_ = sessions(&r, &fd);
+    cr_assert_eq(rows_->via.array.size, 0, "a session was started");
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' sessions", TRACECTL_BIN, d.sock), 0);
+    cr_assert_not_null(strstr(out, "no sessions"), "%s", out);
+    free(out);
+}
+
+Test(import, mtia_device_events_imported_and_unknown_categories_counted)
+{
+    /* MTIA's on-device events (mtia_ccp_events) are device events like CUDA kernels; events
+     * of a category the importer does not know are skipped, and said so with their count */
+    const char *path = write_file(
+        0, "mtia.json",
+        "{\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"mtia_ccp_events\", \"name\": \"mtia_fc\", \"pid\": 1, "
+        "\"tid\": 3, \"ts\": 10, \"dur\": 5, \"args\": {\"device\": 1}},"
+        "{\"ph\": \"X\", \"cat\": \"mtia_ccp_events\", \"name\": \"mtia_fc\", \"pid\": 1, "
+        "\"tid\": 3, \"ts\": 20, \"dur\": 7, \"args\": {\"device\": 1}},"
+        "{\"ph\": \"X\", \"cat\": \"mtia_runtime\", \"name\": \"launch\", \"pid\": 77, "
+        "\"tid\": 1, \"ts\": 5, \"dur\": 1},"
+        "{\"ph\": \"X\", \"cat\": \"npu_events\", \"name\": \"a\", \"pid\": 2, \"tid\": 1, "
+        "\"ts\": 1, \"dur\": 1},"
+        "{\"ph\": \"X\", \"cat\": \"npu_events\", \"name\": \"b\", \"pid\": 2, \"tid\": 1, "
+        "\"ts\": 2, \"dur\": 1},"
+        "{\"ph\": \"X\", \"cat\": \"npu_events\", \"name\": \"c\", \"pid\": 2, \"tid\": 1, "
+        "\"ts\": 3, \"dur\": 1}]}");
+    struct rep rp;
+    char *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(
+        run_sh(&out, "'%s' --socket '%s' import '%s' --session mtia", TRACECTL_BIN, d.sock, path),
+        0, "%s", out);
+    cr_assert_not_null(strstr(out, "2 entries"), "%s", out);
+    cr_assert_not_null(strstr(out, "skipped 3 events"), "%s", out);
+    cr_assert_not_null(strstr(out, "npu_events \xc3\x97"
+                                   "3"),
+                       "%s", out);
+    free(out);
+    report(&rp, "mtia", 5);
+    const msgpack_object *devs = rows(&rp, "devices");
+    cr_assert_eq(devs->via.array.size, 1);
+    cr_assert(obj_str_eq(obj_get(&devs->via.array.ptr[0], "device"), "mtia:1"));
+    cr_assert_eq(obj_u64(obj_get(&devs->via.array.ptr[0], "total_ns")), 12000);
+    report_done(&rp);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.skipped.npu_events'"), 3);
+}
+
+/* FNV-1a, 64 bits (the standard offset basis and prime), written here from its definition. */
+static unsigned long long fnv1a64(const char *s, size_t n)
+{
+    unsigned long long h = 0xcbf29ce484222325ull;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* The README's rule for a name over 1,024 bytes: its first bytes (on a UTF-8 boundary) + "…#"
+ * + the top 32 bits of its FNV-1a hash as 8 hex digits, 1,024 bytes in all. */
+static void cut_name(const char *s, char *out)
+{
+    size_t keep = 1024 - 12;
+
+    while (keep > 0 && ((unsigned char)s[keep] & 0xc0) == 0x80)
+        keep--;
+    memcpy(out, s, keep);
+    sprintf(out + keep, "\xe2\x80\xa6#%08llx", fnv1a64(s, strlen(s)) >> 32);
+}
+
+/* The row of `ops` whose op is exactly name; NULL when none. */
+static const msgpack_object *op_row(const struct rep *rp, const char *name)
+{
+    const msgpack_object *ops = rows(rp, "ops");
+
+    for (uint32_t i = 0; i < ops->via.array.size; i++)
+        if (obj_str_eq(obj_get(&ops->via.array.ptr[i], "op"), name))
+            return &ops->via.array.ptr[i];
+    return NULL;
+}
+
+Test(import, long_names_are_cut_visibly_and_stay_distinct)
+{
+    /* A and B share their first 1,500 bytes; byte 1,012 (where a cut would fall) is inside a
+     * two-byte character; C is exactly 1,024 bytes (kept whole), D 1,025 */
+    static char a[1600], b[1600], c[1100], dd[1100], text[16384];
+    char ca[1100], cb[1100], cd[1100];
+    struct rep rp;
+
+    memset(a, 'a', 1011);
+    strcpy(a + 1011, "\xc3\xa9"); /* é at bytes 1011..1012 */
+    memset(a + 1013, 'x', 500);
+    a[1513] = '\0';
+    strcpy(b, a);
+    strcat(a, "_A");
+    strcat(b, "_B");
+    memset(c, 'c', 1024);
+    c[1024] = '\0';
+    memset(dd, 'd', 1025);
+    dd[1025] = '\0';
+    snprintf(text, sizeof(text),
+             "{\"traceEvents\": ["
+             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"ts\": 1, \"dur\": 1, "
+             "\"args\": {\"device\": 0}},"
+             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"ts\": 2, \"dur\": 1, "
+             "\"args\": {\"device\": 0}},"
+             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"ts\": 3, \"dur\": 1, "
+             "\"args\": {\"device\": 0}},"
+             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"ts\": 4, \"dur\": 1, "
+             "\"args\": {\"device\": 0}},"
+             "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"%s\", \"ts\": 5, \"dur\": 1, "
+             "\"args\": {\"device\": 0}}]}",
+             a, a, b, c, dd);
+    const char *files[] = {write_file(0, "long.json", text), NULL};
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_import(NULL, files, "long", NULL), 0);
+    cut_name(a, ca);
+    cut_name(b, cb);
+    cut_name(dd, cd);
+    cr_assert_eq(strlen(ca), 1011 + 3 + 1 + 8, "the cut backs off to the character's start");
+    cr_assert_eq(strlen(cd), 1024);
+    report(&rp, "long", 10);
+    cr_assert_eq(rows(&rp, "ops")->via.array.size, 4, "A and B merged, or C was cut");
+    const msgpack_object *ra = op_row(&rp, ca), *rb = op_row(&rp, cb);
+    const msgpack_object *rc = op_row(&rp, c), *rd = op_row(&rp, cd);
+    cr_assert(ra && rb && rc && rd, "a name is not as the README's rule says");
+    cr_assert_eq(obj_u64(obj_get(ra, "calls")), 2);
+    cr_assert_eq(obj_u64(obj_get(rb, "calls")), 1);
+    report_done(&rp);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.names_cut'"), 4);
+}
+
+/*
+ * Per file of a JSON summary: the object of `files` whose "file" is path; asserts it exists.
+ */
+static yajl_val json_file(yajl_val doc, const char *path)
+{
+    const char *files_p[] = {"files", NULL};
+    yajl_val files = yajl_tree_get(doc, files_p, yajl_t_array);
+
+    cr_assert_not_null(files);
+    for (size_t i = 0; i < files->u.array.len; i++) {
+        const char *f = str_at(files->u.array.values[i], "file", NULL);
+        if (f && !strcmp(f, path))
+            return files->u.array.values[i];
+    }
+    cr_assert_fail("no %s in the summary", path);
+    return NULL;
+}
+
+static long long json_int(yajl_val o, const char *k1, const char *k2)
+{
+    yajl_val v;
+
+    cr_assert(num_at(o, k1, k2, &v), "no %s in the summary", k1);
+    return YAJL_GET_INTEGER(v);
+}
+
+/* Device events (any case: the older form says Kernel/Memcpy/Memset) of a file; pid of its
+ * first cpu_op. */
+static unsigned long long device_events(const char *path, long long *pid)
+{
+    yajl_val root = load_json(path), evs = events_of(root), v;
+    unsigned long long n = 0;
+
+    *pid = -1;
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL);
+        if (cat && (!strcasecmp(cat, "kernel") || !strcasecmp(cat, "gpu_memcpy") ||
+                    !strcasecmp(cat, "gpu_memset") || !strcasecmp(cat, "memcpy") ||
+                    !strcasecmp(cat, "memset")))
+            n++;
+        if (*pid < 0 && cat && !strcmp(cat, "cpu_op") && num_at(e, "pid", NULL, &v))
+            *pid = YAJL_GET_INTEGER(v);
+    }
+    yajl_tree_free(root);
+    return n;
+}
+
+Test(import, json_summary_and_the_traced_processes_pid)
+{
+    const char *files[] = {TBP "test_distributed_nccl.worker0.json",
+                           TBP "test_distributed_nccl.worker1.json", NULL};
+    char *out = NULL, err[256], host[256] = "";
+    long long pid[2];
+    unsigned long long n[2] = {device_events(files[0], &pid[0]), device_events(files[1], &pid[1])};
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' import '%s' '%s' --session js --json",
+                        TRACECTL_BIN, d.sock, files[0], files[1]),
+                 0, "%s", out);
+    yajl_val doc = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert_not_null(doc, "not JSON: %s (%s)", err, out);
+    const char *session_p[] = {"session", NULL}, *error_p[] = {"error", NULL};
+    cr_assert_str_eq(YAJL_GET_STRING(yajl_tree_get(doc, session_p, yajl_t_string)), "js");
+    cr_assert(YAJL_IS_NULL(yajl_tree_get(doc, error_p, yajl_t_any)));
+    cr_assert_eq(json_int(doc, "session_id", NULL), 1);
+    cr_assert_eq(json_int(doc, "world", NULL), 2);
+    cr_assert_eq(json_int(doc, "entries", NULL), (long long)(n[0] + n[1]));
+    for (int i = 0; i < 2; i++) {
+        yajl_val f = json_file(doc, files[i]);
+        cr_assert_eq(json_int(f, "rank", NULL), i, "no distributedInfo: the position");
+        cr_assert_eq(json_int(f, "entries", NULL), (long long)n[i]);
+        cr_assert_eq(json_int(f, "session_id", NULL), 1);
+        cr_assert_eq(json_int(f, "process_id", NULL), i + 1);
+        cr_assert_eq(json_int(f, "pid", NULL), pid[i]);
+        cr_assert_str_eq(str_at(f, "session", NULL), "js");
+    }
+    yajl_tree_free(doc);
+    free(out);
+    /* the processes carry the traced process's pid (its cpu_ops'), no host (the files name
+     * none); who imported them is in the metadata */
+    char *pids = db_text(1, "SELECT group_concat(pid, ' ') FROM "
+                            "(SELECT pid FROM processes ORDER BY id)");
+    char want[64];
+    snprintf(want, sizeof(want), "%lld %lld", pid[0], pid[1]);
+    cr_assert_str_eq(pids, want);
+    free(pids);
+    cr_assert_eq(db_int(1, "SELECT count(*) FROM processes WHERE host IS NULL"), 2);
+    gethostname(host, sizeof(host) - 1);
+    char *ih = db_text(1, "SELECT value FROM meta WHERE key = 'import.importer_host' AND "
+                          "process_id = 1");
+    cr_assert_str_eq(ih, host);
+    free(ih);
+    long long ipid =
+        db_int(1, "SELECT value FROM meta WHERE key = 'import.importer_pid' AND process_id = 2");
+    cr_assert(ipid > 0 && ipid != pid[1] && ipid != getpid(), "%lld", ipid);
+}
+
+Test(import, files_of_one_import_are_one_session_that_ends_with_it)
+{
+    /* two ranks whose files each say world_size 1, and a host; one rank of a 2-rank job */
+    static const char fmt[] =
+        "{\"distributedInfo\": {\"rank\": %d, \"world_size\": %d}, \"host_name\": \"node-%d\", "
+        "\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": %d, \"tid\": 1, "
+        "\"ts\": 10, \"dur\": 20, \"args\": {\"External id\": 1}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm\", \"pid\": 0, \"tid\": 7, "
+        "\"ts\": 15, \"dur\": 10, \"args\": {\"External id\": 1, \"device\": 0}}]}";
+    char text[1024], *out = NULL;
+    struct proto_reader r;
+    int fd;
+
+    snprintf(text, sizeof(text), fmt, 0, 1, 0, 1000);
+    const char *r0 = write_file(0, "r0.json", text);
+    snprintf(text, sizeof(text), fmt, 1, 1, 1, 1001);
+    const char *r1 = write_file(1, "r1.json", text);
+    snprintf(text, sizeof(text), fmt, 0, 2, 0, 2000);
+    const char *half = write_file(2, "half.json", text);
+    harness_daemon_start(&d, NULL);
+
+    const char *two[] = {r0, r1, NULL};
+    cr_assert_eq(run_import(NULL, two, "one", NULL), 0);
+    /* one session of two processes, ended when import returned: no waiting here */
+    const msgpack_object *ss = sessions(&r, &fd);
+    cr_assert_eq(ss->via.array.size, 1, "files of one import made several sessions");
+    cr_assert(obj_str_eq(obj_get(&ss->via.array.ptr[0], "name"), "one"));
+    cr_assert_eq(obj_u64(obj_get(&ss->via.array.ptr[0], "processes")), 2);
+    cr_assert(obj_str_eq(obj_get(&ss->via.array.ptr[0], "state"), "ended"));
+    proto_reader_deinit(&r);
+    close(fd);
+
+    /* one rank of a job of two: the import is the session, ended at once, removable */
+    const char *one[] = {half, NULL};
+    cr_assert_eq(run_import(NULL, one, "half", NULL), 0);
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' rm half", TRACECTL_BIN, d.sock), 0, "%s", out);
+    free(out);
+
+    /* --world 3: more processes are expected, so the session stays live for the linger time
+     * (60 s) after the import */
+    cr_assert_eq(run_import(NULL, one, "more", "--world", "3", NULL), 0);
+    ss = sessions(&r, &fd);
+    cr_assert(obj_str_eq(obj_get(&ss->via.array.ptr[0], "name"), "more"));
+    cr_assert(obj_str_eq(obj_get(&ss->via.array.ptr[0], "state"), "live"));
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' rm more", TRACECTL_BIN, d.sock), 5, "%s", out);
+    free(out);
+
+    /* the processes carry the files' pids and hosts, and the session's world */
+    char *procs = db_text(1, "SELECT group_concat(rank || ':' || pid || ':' || host || ':' || "
+                             "world, ' ') FROM (SELECT * FROM processes ORDER BY rank)");
+    cr_assert_str_eq(procs, "0:1000:node-0:2 1:1001:node-1:2");
+    free(procs);
+    cr_assert_eq(db_int(3, "SELECT world FROM processes"), 3);
+}
+
+Test(import, steps_and_devices_the_trace_does_not_give_are_in_the_metadata)
+{
+    /* k_step runs in ProfilerStep#0 (a real step 0); the others are in no step; k_pid has no
+     * args.device but a device's pid (3), k_nodev neither (a host pid) */
+    const char *path = write_file(
+        0, "steps.json",
+        "{\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \"name\": \"fwd\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 140, \"dur\": 30},"
+        "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"pid\": 50, "
+        "\"tid\": 1, \"ts\": 100, \"dur\": 100},"
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"pid\": 50, \"tid\": 1, "
+        "\"ts\": 110, \"dur\": 20, \"args\": {\"External id\": 1}},"
+        "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 50, \"tid\": 1, "
+        "\"ts\": 300, \"dur\": 20, \"args\": {\"External id\": 2}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k_step\", \"pid\": 0, \"tid\": 7, "
+        "\"ts\": 150, \"dur\": 10, \"args\": {\"External id\": 1, \"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k_outside\", \"pid\": 0, \"tid\": 7, "
+        "\"ts\": 310, \"dur\": 10, \"args\": {\"External id\": 2, \"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k_pid\", \"pid\": 3, \"tid\": 7, "
+        "\"ts\": 400, \"dur\": 10},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k_nodev\", \"pid\": 123456, \"tid\": 7, "
+        "\"ts\": 500, \"dur\": 10},"
+        "{\"ph\": \"X\", \"cat\": \"gpu_memcpy\", \"name\": \"Memcpy HtoD\", \"pid\": 0, "
+        "\"tid\": 7, \"ts\": 600, \"dur\": 10, \"args\": {\"device\": 0, \"bytes\": 4096}}]}");
+    const char *files[] = {path, NULL};
+    struct rep rp;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_import(NULL, files, "steps", NULL), 0);
+    report(&rp, "steps", 10);
+    const msgpack_object *k = slow_row(&rp, "k_pid", 0), *n = slow_row(&rp, "k_nodev", 0);
+    const msgpack_object *m = slow_row(&rp, "Memcpy HtoD", 0);
+    cr_assert(k && n && m);
+    cr_assert(obj_str_eq(obj_get(k, "device"), "gpu:3"));
+    cr_assert(obj_str_eq(obj_get(n, "device"), "gpu:0"));
+    cr_assert_eq(obj_u64(obj_get(m, "mem_bytes")), 4096);
+    report_done(&rp);
+    /* 4 of the 5 entries are in no ProfilerStep (sent as step 0, said in the metadata) */
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.steps_unknown'"), 4);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_from_pid'"), 1);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_default'"), 1);
+    /* the traced pid is the host events' (50), not a device's (the GPU annotation's 0) */
+    cr_assert_eq(db_int(1, "SELECT pid FROM processes"), 50);
+}
+
+Test(import, progress_line_counts_cpu_op_entries)
+{
+    /* a CPU-only trace with --cpu-ops on a terminal (script(1) gives it one): the last
+     * progress line while sending shows every entry and a rate above 0 */
+    const char *path = HTA "distributed_info_not_found.json.gz";
+    yajl_val root = load_json(path), evs = events_of(root);
+    unsigned long long expect = 0, shown = 0;
+    double rate = 0;
+    char *out = NULL;
+
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL), *ph = str_at(e, "ph", NULL);
+        const char *name = str_at(e, "name", NULL);
+        expect += ph && !strcmp(ph, "X") && cat &&
+                  (!strcmp(cat, "cpu_op") || !strcmp(cat, "user_annotation")) && name &&
+                  strncmp(name, "ProfilerStep#", 13) != 0;
+    }
+    yajl_tree_free(root);
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_sh(&out, "script -qec \"'%s' --socket '%s' import '%s' --cpu-ops\" /dev/null",
+                        TRACECTL_BIN, d.sock, path),
+                 0, "%s", out);
+    char *last = NULL;
+    for (char *p = out; (p = strstr(p, "sending [")) != NULL; p++)
+        last = p;
+    cr_assert_not_null(last, "no progress line: %s", out);
+    char *comma = strstr(last, "MiB, ");
+    cr_assert_not_null(comma, "%s", last);
+    cr_assert_eq(sscanf(comma, "MiB, %llu entries, %lf entries/s", &shown, &rate), 2, "%s", last);
+    cr_assert_eq(shown, expect);
+    cr_assert_gt(rate, 0);
+    free(out);
 }
