@@ -3,10 +3,11 @@
 # through sudo). Does nothing when they are all present already.
 set -euo pipefail
 # libclang-rt-14-dev: clang's libFuzzer and sanitizer runtimes (only a Recommends of clang);
-# systemd: systemd-analyze and systemd-socket-activate, for test_systemd.
+# systemd: systemd-analyze and systemd-socket-activate, for test_systemd;
+# Open MPI, hpcc, NetPIPE and mpi4py: libtracectl-mpi and test_mpi.
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
-      libclang-rt-14-dev systemd)
+      libclang-rt-14-dev systemd openmpi-bin libopenmpi-dev hpcc netpipe-openmpi python3-mpi4py)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
