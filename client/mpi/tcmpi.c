@@ -346,7 +346,10 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
     if (k != NULL) {
         x.has = TC_EXT_COMM | TC_EXT_SEQ;
         x.comm = k->id;
-        x.seq = atomic_fetch_add_explicit(&k->seq, 1, memory_order_relaxed);
+        /* No read-modify-write: MPI makes the caller order collectives on one communicator
+         * across threads, so no two threads are here for the same k at once. */
+        x.seq = atomic_load_explicit(&k->seq, memory_order_relaxed);
+        atomic_store_explicit(&k->seq, x.seq + 1, memory_order_relaxed);
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
 }
