@@ -8,6 +8,8 @@
  *   communicator, and `report` naming the MPI calls;
  * - NetPIPE (NPmpi) under LD_PRELOAD: entries stored + dropped = the calls
  *   made, counted by a run under mpi_callcount (a PMPI counter of its own);
+ * - mpi_threads: 4 threads per rank under MPI_THREAD_MULTIPLE, each on its own
+ *   communicator;
  * - an mpi4py program under LD_PRELOAD.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
@@ -289,6 +291,40 @@ Test(mpi, counts_bytes_and_ext_of_a_known_program)
                      1, "ranks %d and %d share their half", rank, rank + 2);
     cr_assert_eq(q(db, "SELECT count(*) FROM " TX " WHERE t.category = 'wait'"), 0,
                  "completion calls carry no ext map");
+    sqlite3_close(db);
+}
+
+/* ---- MPI_THREAD_MULTIPLE -------------------------------------------------------- */
+
+Test(mpi, thread_multiple)
+{
+    long long id;
+    sqlite3 *db;
+
+    /* Blocking mode: 4 threads per rank must not lose an entry to make the counts exact. */
+    free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s'", MPIEXEC_BIN,
+            TRACECTL_MPI_LIB, MPI_THREADS_BIN));
+    id = the_session(2);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
+    for (int rank = 0; rank < 2; rank++) {
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 2400);
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Sendrecv'"
+                       " AND x.peer = %d AND x.tag BETWEEN 0 AND 3 AND t.mem_bytes = 8",
+                       rank, 1 - rank),
+                     1200);
+        /* 4 communicators, each with its 300 Allreduces numbered 0..299 */
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM (SELECT x.comm FROM " TX " WHERE t.rank = %d AND"
+                       " t.op = 'MPI_Allreduce' GROUP BY x.comm HAVING count(*) = 300 AND"
+                       " count(DISTINCT x.seq) = 300 AND min(x.seq) = 0 AND max(x.seq) = 299)",
+                       rank),
+                     4);
+    }
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.comm != 0"), 4,
+                 "the 4 duplicates of MPI_COMM_WORLD: the same 4 ids on both ranks");
+    cr_assert_eq(seq_mismatches(db), 0);
     sqlite3_close(db);
 }
 
