@@ -1424,6 +1424,12 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
+    if (elements > INT64_MAX && elements != TC_ELEMENTS_NONE) {
+        /* The daemon refuses it (PROTOCOL.md Part 2) and would close the connection. */
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        return;
+    }
     if (device != NULL && *device) {
         uint32_t dev = device_id(c, r, device);
         if (dev == 0)

@@ -1000,6 +1000,28 @@ Test(client, ext_entries_through_wraps_and_drops)
     peer_stop(&P);
 }
 
+Test(client, ext_elements_over_int64_dropped_and_counted)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "MPI_Send");
+    tc_ext x = {.has = TC_EXT_PEER, .peer = 1};
+
+    tc_record_ext(c, op, 1, 1, 0, (uint64_t)INT64_MAX + 1, NULL, NULL, 0, NULL, &x);
+    tc_record_ext(c, op, 2, 1, 0, UINT64_MAX - 1, NULL, NULL, 0, NULL, NULL);
+    tc_record_ext(c, op, 3, 1, 0, INT64_MAX, NULL, NULL, 0, NULL, &x);
+    cr_assert_eq(tc_flush(c, 5000), 0, "the connection stays up");
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_recorded(c), 3);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 1);
+    cr_assert_eq(P.got[0].start, 3);
+    cr_assert_eq(P.got[0].elements, INT64_MAX);
+    cr_assert_eq(P.bye_dropped, 2);
+    peer_stop(&P);
+}
+
 /* An ext entry needs three slots: a 2-slot ring drops it (and counts it) even in blocking mode. */
 Test(client, ext_entry_larger_than_ring)
 {
