@@ -189,8 +189,10 @@ typedef struct tc_ext {
  * tc_record() with the entry's elements (TC_ELEMENTS_NONE: not given) and
  * extension fields (ext NULL or ext->has 0: none; they are copied). An entry
  * with either takes three ring slots instead of one; an entry with neither is
- * exactly tc_record()'s. A daemon that predates the extension map stores the
- * entry without it.
+ * exactly tc_record()'s. elements above INT64_MAX (other than
+ * TC_ELEMENTS_NONE) are out of the protocol's range: the entry is dropped and
+ * counted. A daemon that predates the extension map stores the entry without
+ * it.
  */
 TC_API void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
                            uint64_t mem_bytes, uint64_t elements, const tc_shape *out,
