@@ -31,9 +31,10 @@
 
 #include "tcmpi.h"
 
-#define COMM_SLOTS 4096 /* a power of two; communicators alive at once, at most 3/4 of it */
-#define KEY_EMPTY  0
-#define KEY_FREED  1
+#define COMM_SLOTS     4096 /* a power of two; communicators alive at once, at most 3/4 of it */
+#define KEY_EMPTY      0
+#define KEY_FREED      1
+#define FINAL_FLUSH_MS 60000
 
 tc_client *_Atomic tcmpi_client;
 uint32_t tcmpi_ops[TCMPI_N_OPS];
@@ -137,6 +138,10 @@ void tcmpi_stop(void)
     if (!atomic_compare_exchange_strong(&started, &expect, 2))
         return;
     c = atomic_exchange(&tcmpi_client, NULL);
+    /* tc_close waits 5 s for the daemon; past that, what was still unsent is lost without
+     * being counted. A rank at its end has time: give a busy daemon up to a minute (a
+     * daemon that is gone fails the flush at once). */
+    tc_flush(c, FINAL_FLUSH_MS);
     tc_close(c);
 }
 

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -448,6 +449,66 @@ Test(mpi, netpipe_stored_plus_dropped_is_calls_made)
     free(sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u 1024 -o np1.out "
             "2>np1.err",
             MPIEXEC_BIN, TRACECTL_MPI_LIB));
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        long long stored = q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank);
+        long long dropped = q(db, "SELECT dropped FROM processes WHERE rank = %d", rank);
+        cr_assert_eq(stored + dropped, calls[rank],
+                     "rank %d: %lld stored + %lld dropped, %lld calls", rank, stored, dropped,
+                     calls[rank]);
+    }
+    sqlite3_close(db);
+}
+
+/*
+ * The daemon stops (SIGSTOP) near NetPIPE's end and stays stopped 7 s, longer than
+ * tc_close's 5 s: MPI_Finalize must wait for it, so that every call is still either
+ * stored or counted as dropped (with 5 s, the unsent tail was neither).
+ */
+Test(mpi, netpipe_daemon_stalled_at_finalize)
+{
+    char cmd[PATH_MAX * 3], path[PATH_MAX + 16];
+    long long calls[2], id;
+    int st, lines = 0;
+    sqlite3 *db;
+    char *out;
+    pid_t pid;
+
+    out = sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u 1024 -o np0.out "
+             "2>np0.err",
+             MPIEXEC_BIN, MPI_CALLCOUNT_LIB);
+    parse_calls(out, calls);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && exec '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u "
+             "1024 -o np1.out >/dev/null 2>np1.err",
+             d.dir, MPIEXEC_BIN, TRACECTL_MPI_LIB);
+    pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* NetPIPE's output has a line per message size (46 in all), written through stdio, so
+     * at the latest as it ends: stop the daemon once 44 are there. */
+    snprintf(path, sizeof(path), "%s/np1.out", d.dir);
+    for (int i = 0; i < 2400 && lines < 44; i++) {
+        FILE *f = fopen(path, "r");
+        int ch;
+        lines = 0;
+        while (f != NULL && (ch = fgetc(f)) != EOF)
+            lines += ch == '\n';
+        if (f != NULL)
+            fclose(f);
+        usleep(50000);
+    }
+    cr_assert_geq(lines, 44, "NetPIPE did not get to its end");
+    kill(d.pid, SIGSTOP);
+    sleep(7);
+    kill(d.pid, SIGCONT);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     id = the_session(2);
     db = open_session(id);
     for (int rank = 0; rank < 2; rank++) {
