@@ -84,6 +84,22 @@ struct rec {
 #define SHAPES_BAD 0x7fff /* above SHAPES_MAX, below any flag bit of rec.shapes */
 #define DEV_BAD    0xffff
 
+/*
+ * An entry with elements or extension fields (tc_record_ext) is a record
+ * whose shapes carry REC_EXT (shape indexes stay below SHAPES_MAX), followed
+ * by two rec_ext slots, committed together: w[0..3] of the first are
+ * elements (UINT64_MAX: nil), stream, peer, comm; of the second seq,
+ * checksum, tag (as two's complement) and the TC_EXT_* bits given. Two
+ * slots, not one 64-byte struct: the second may wrap to the ring's start.
+ */
+struct rec_ext {
+    uint64_t w[4];
+};
+
+#define REC_EXT      0x8000u
+#define TC_EXT_KNOWN 0x3fu /* the TC_EXT_* bits this library packs */
+_Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
+
 struct pending {
     uint32_t op;
     uint64_t start;
@@ -530,6 +546,97 @@ static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint
         proto_pack_str(pk, c->devs[r->dev - 1]);
 }
 
+/* Appends v as the shortest msgpack integer. */
+static char *put_int(char *p, int64_t v)
+{
+    if (v >= 0)
+        return put_uint(p, (uint64_t)v);
+    if (v >= -32) {
+        *p++ = (char)v; /* negative fixint */
+    } else if (v >= INT8_MIN) {
+        *p++ = (char)0xd0, *p++ = (char)v;
+    } else if (v >= INT16_MIN) {
+        *p++ = (char)0xd1, *p++ = (char)(v >> 8), *p++ = (char)v;
+    } else if (v >= INT32_MIN) {
+        *p++ = (char)0xd2;
+        for (int s = 24; s >= 0; s -= 8)
+            *p++ = (char)(v >> s);
+    } else {
+        *p++ = (char)0xd3;
+        for (int s = 56; s >= 0; s -= 8)
+            *p++ = (char)((uint64_t)v >> s);
+    }
+    return p;
+}
+
+/* Appends a fixstr key (under 32 bytes). */
+static char *put_key(char *p, const char *k)
+{
+    size_t n = strlen(k);
+
+    *p++ = (char)(0xa0 | n);
+    memcpy(p, k, n);
+    return p + n;
+}
+
+/*
+ * An entry recorded by tc_record_ext, from the record at ring index i and
+ * the two slots after it: [step, op, start, dur, elements, mem, out, in,
+ * device(, ext)], the ext map only when fields were given (device nil then
+ * stands for the hello device).
+ */
+static void pack_rec_ext(tc_client *c, msgpack_packer *pk, const struct rec *r,
+                         const struct ring *ring, uint64_t i, uint64_t step)
+{
+    const struct rec_ext *x0 =
+        (const struct rec_ext *)(const void *)&ring->buf[(i + 1) & ring->mask];
+    const struct rec_ext *x1 =
+        (const struct rec_ext *)(const void *)&ring->buf[(i + 2) & ring->mask];
+    static const char *const keys[] = {"stream", "peer", "comm", "seq", "checksum"};
+    const uint64_t vals[] = {x0->w[1], x0->w[2], x0->w[3], x1->w[0], x1->w[1]};
+    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER, TC_EXT_COMM, TC_EXT_SEQ,
+                                    TC_EXT_CHECKSUM};
+    uint32_t has = (uint32_t)x1->w[3] & TC_EXT_KNOWN, shapes = r->shapes & ~REC_EXT;
+    char buf[160], *p = buf;
+
+    *p++ = (char)(0x90 | (has ? 10 : 9));
+    p = put_uint(p, step);
+    p = put_uint(p, r->op);
+    p = put_uint(p, r->start);
+    p = put_uint(p, r->dur);
+    if (x0->w[0] == TC_ELEMENTS_NONE)
+        *p++ = (char)0xc0;
+    else
+        p = put_uint(p, x0->w[0]);
+    p = put_uint(p, r->mem);
+    if (shapes == 0) {
+        *p++ = (char)0xc0;
+        *p++ = (char)0xc0;
+    }
+    msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
+    if (shapes != 0)
+        msgpack_sbuffer_write(pk->data, c->shapes[shapes - 1], c->shape_len[shapes - 1]);
+    if (r->dev)
+        proto_pack_str(pk, c->devs[r->dev - 1]);
+    else
+        msgpack_pack_nil(pk);
+    if (has == 0)
+        return;
+    p = buf;
+    *p++ = (char)(0x80 | __builtin_popcount(has));
+    for (size_t k = 0; k < 5; k++) {
+        if (has & bits[k]) {
+            p = put_key(p, keys[k]);
+            p = put_uint(p, vals[k]);
+        }
+    }
+    if (has & TC_EXT_TAG) {
+        p = put_key(p, "tag");
+        p = put_int(p, (int64_t)x1->w[2]);
+    }
+    msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
+}
+
 /*
  * Whether the daemon takes the entry: every number within INT64_MAX (PROTOCOL.md
  * Part 2), its end (start + dur) too, and its shapes and device valid. One bad
@@ -541,7 +648,7 @@ static bool rec_valid(const struct rec *r, uint64_t step)
     const uint64_t max = INT64_MAX;
 
     return step <= max && r->start <= max && r->dur <= max && r->start + r->dur <= max &&
-           r->mem <= max && r->shapes != SHAPES_BAD && r->dev != DEV_BAD;
+           r->mem <= max && (r->shapes & ~REC_EXT) != SHAPES_BAD && r->dev != DEV_BAD;
 }
 
 /*
@@ -568,6 +675,14 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
             }
             if (!rec_valid(rec, r->wstep)) {
                 bad++;
+                if (rec->shapes & REC_EXT)
+                    tail += 2; /* its two ext slots go with it */
+                continue;
+            }
+            if (rec->shapes & REC_EXT) {
+                pack_rec_ext(c, &pk, rec, r, tail, r->wstep);
+                tail += 2; /* committed with the record: they are there */
+                n++;
                 continue;
             }
             pack_rec(c, &pk, rec, r->wstep);
@@ -1683,6 +1798,112 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
         dev = device_id(c, r, device);
     shapes = shape_intern(c, r, out, in, n_in);
     record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, dev);
+}
+
+/*
+ * Room for n slots at r's head, waiting or dropping as ring_slot() does.
+ * n beyond the ring's size never fits: dropped, even in blocking mode.
+ */
+static bool ring_reserve(tc_client *c, struct ring *r, uint64_t n)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
+    uint64_t most = r->mask + 1 - n; /* the fill level that leaves n free */
+
+    while (n > r->mask + 1 ||
+           (head - r->tail_seen > most &&
+            head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > most)) {
+        if (!c->blocking || c->broken || n > r->mask + 1) {
+            atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+            return false;
+        }
+        if (wait_ns == 50000)
+            writer_wake(c);
+        struct timespec ts = {0, (long)wait_ns};
+        nanosleep(&ts, NULL);
+        wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
+    }
+    return true;
+}
+
+/*
+ * record() for an entry with elements or ext fields: the record flagged
+ * REC_EXT and its two rec_ext slots, published with one store of head.
+ */
+static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64_t elements,
+                       const tc_ext *x)
+{
+    uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed), head, marks;
+    struct rec_ext *x0, *x1;
+    struct rec *rec;
+
+    if (e->op == 0) {
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    if (!ring_reserve(c, r, step != r->step ? 4 : 3))
+        return;
+    head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (step != r->step) {
+        rec = &r->buf[head++ & r->mask];
+        rec->start = step;
+        rec->op = 0;
+        r->step = step;
+    }
+    rec = &r->buf[head & r->mask];
+    rec->start = e->start;
+    rec->dur = e->dur;
+    rec->mem = e->mem;
+    rec->op = e->op;
+    rec->shapes = (uint16_t)(e->shapes | REC_EXT);
+    rec->dev = e->dev;
+    x0 = (struct rec_ext *)(void *)&r->buf[(head + 1) & r->mask];
+    x1 = (struct rec_ext *)(void *)&r->buf[(head + 2) & r->mask];
+    x0->w[0] = elements;
+    x0->w[1] = x != NULL ? x->stream : 0;
+    x0->w[2] = x != NULL ? x->peer : 0;
+    x0->w[3] = x != NULL ? x->comm : 0;
+    x1->w[0] = x != NULL ? x->seq : 0;
+    x1->w[1] = x != NULL ? x->checksum : 0;
+    x1->w[2] = x != NULL ? (uint64_t)x->tag : 0;
+    x1->w[3] = x != NULL ? (x->has & TC_EXT_KNOWN) : 0;
+    /* tc_recorded counts head minus marks: the step marker and the two ext slots are not
+     * entries. */
+    marks = head + 3 - atomic_load_explicit(&r->head, memory_order_relaxed) - 1;
+    atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + marks,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->head, head + 3, memory_order_release);
+}
+
+void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                    uint64_t mem_bytes, uint64_t elements, const tc_shape *out, const tc_shape *in,
+                    size_t n_in, const char *device, const tc_ext *ext)
+{
+    struct rec e = {.start = start_ns, .dur = dur_ns, .mem = mem_bytes, .op = op};
+    struct ring *r;
+
+    if ((ext == NULL || (ext->has & TC_EXT_KNOWN) == 0) && elements == TC_ELEMENTS_NONE) {
+        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
+        return;
+    }
+    if (c != NULL && c->offline)
+        offline_drop(c);
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    if (elements > INT64_MAX && elements != TC_ELEMENTS_NONE) {
+        /* The daemon refuses it (PROTOCOL.md Part 2) and would close the connection. */
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        return;
+    }
+    if (device != NULL && *device) {
+        uint32_t dev = device_id(c, r, device);
+        if (dev == 0)
+            return;
+        e.dev = (uint16_t)dev;
+    }
+    e.shapes = (uint16_t)shape_intern(c, r, out, in, n_in);
+    record_ext(c, r, &e, elements, ext);
 }
 
 void tc_defer(tc_client *c, uint32_t op)

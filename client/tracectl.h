@@ -227,6 +227,48 @@ static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint6
 }
 
 /*
+ * The entry extension map (PROTOCOL.md Part 3, "Entry extension map"): the
+ * fields an entry may carry beyond v1's. `has` says which are given; the
+ * others are not sent.
+ */
+#define TC_EXT_STREAM   (1u << 0) /* the producer's track within (process, device) */
+#define TC_EXT_PEER     (1u << 1) /* peer rank of a point-to-point call */
+#define TC_EXT_TAG      (1u << 2) /* MPI tag (may be negative) */
+#define TC_EXT_COMM     (1u << 3) /* communicator / process-group id, unique within the job */
+#define TC_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
+#define TC_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
+
+typedef struct tc_ext {
+    uint32_t has; /* TC_EXT_* bits */
+    uint64_t stream, peer, comm, seq, checksum;
+    int64_t tag;
+} tc_ext;
+
+/* elements argument of tc_record_ext(): none given (the daemon takes out's product). */
+#define TC_ELEMENTS_NONE UINT64_MAX
+
+/*
+ * tc_record() with the entry's elements (TC_ELEMENTS_NONE: not given) and
+ * extension fields (ext NULL or ext->has 0: none; they are copied). An entry
+ * with either takes three ring slots instead of one; an entry with neither is
+ * exactly tc_record()'s. elements above INT64_MAX (other than
+ * TC_ELEMENTS_NONE) are out of the protocol's range: the entry is dropped and
+ * counted. A daemon that predates the extension map stores the entry without
+ * it.
+ */
+TC_API void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                           uint64_t mem_bytes, uint64_t elements, const tc_shape *out,
+                           const tc_shape *in, size_t n_in, const char *device, const tc_ext *ext);
+static inline void tc_record_ext(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                                 uint64_t mem_bytes, uint64_t elements, const tc_shape *out,
+                                 const tc_shape *in, size_t n_in, const char *device,
+                                 const tc_ext *ext)
+{
+    if (tc_recording(c))
+        tc_record_ext_(c, op, start_ns, dur_ns, mem_bytes, elements, out, in, n_in, device, ext);
+}
+
+/*
  * Deferred timing for asynchronous devices: tc_defer() notes that op starts
  * now on this thread; tc_finalize() records every op this thread deferred
  * since the last finalize, each ending at end_ns (e.g. after a device sync).

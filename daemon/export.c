@@ -22,6 +22,7 @@ struct export_work {
     const char *state;
     sqlite3 *db;
     sqlite3_stmt *rows;
+    bool ext; /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
     uint64_t n_rows;
     bool started, exhausted, done;
     int rc;
@@ -81,18 +82,73 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
     return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
+/* The columns of a row: the 10 of the v1 export row, then the ext map's when the file has one. */
+#define ROW_COLUMNS                                                                                \
+    "SELECT e.process_id, e.step, e.op_id, e.device_id, e.start_ns, e.dur_ns,"                     \
+    " coalesce(e.elements, s.elements, 0), e.mem_bytes, s.out_shape, s.in_shapes"
+#define ROW_EXT_COLUMNS ", x.entry_rowid, x.stream, x.peer, x.tag, x.comm, x.seq, x.checksum"
+#define ROW_FROM        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
+#define ROW_EXT_FROM    " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
+#define ROW_ORDER       " ORDER BY e.rowid"
+
+/* Prepares the rows query; the entry_ext table exists only in files that got an ext map. */
+static int export_prepare_rows(struct export_work *w)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if (sqlite3_prepare_v2(
+            w->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entry_ext'", -1,
+            &st, NULL) != SQLITE_OK)
+        return -EIO;
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return -EIO;
+    w->ext = rc == SQLITE_ROW;
+    if (sqlite3_prepare_v2(w->db,
+                           w->ext ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER
+                                  : ROW_COLUMNS ROW_FROM ROW_ORDER,
+                           -1, &w->rows, NULL) != SQLITE_OK)
+        return -EIO;
+    return 0;
+}
+
+/* Reads column i of an ext row into *v: returns bit, or 0 when the key was absent (NULL). */
+static uint32_t ext_column(sqlite3_stmt *st, int i, uint32_t bit, uint64_t *v)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return 0;
+    *v = (uint64_t)sqlite3_column_int64(st, i); /* unsigned keys: the int64 holds the 64 bits */
+    return bit;
+}
+
+/* The 11th element of a row: the entry's ext map (columns 10..16), or nil. */
+static void pack_ext(struct export_work *w, msgpack_packer *pk)
+{
+    sqlite3_stmt *st = w->rows;
+    struct proto_ext x = {0};
+    uint64_t tag = 0;
+
+    if (!w->ext || sqlite3_column_type(st, 10) == SQLITE_NULL) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    x.has = ext_column(st, 11, PROTO_EXT_STREAM, &x.stream) |
+            ext_column(st, 12, PROTO_EXT_PEER, &x.peer) | ext_column(st, 13, PROTO_EXT_TAG, &tag) |
+            ext_column(st, 14, PROTO_EXT_COMM, &x.comm) |
+            ext_column(st, 15, PROTO_EXT_SEQ, &x.seq) |
+            ext_column(st, 16, PROTO_EXT_CHECKSUM, &x.checksum);
+    x.tag = (int64_t)tag;
+    proto_pack_ext(pk, &x);
+}
+
 static int export_open(struct export_work *w, msgpack_packer *pk)
 {
     if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
         return -EIO;
     sqlite3_busy_timeout(w->db, 5000);
-    if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(w->db,
-                           "SELECT e.process_id, e.step, e.op_id, e.device_id, e.start_ns,"
-                           " e.dur_ns, coalesce(e.elements, s.elements, 0), e.mem_bytes,"
-                           " s.out_shape, s.in_shapes FROM entries e"
-                           " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid",
-                           -1, &w->rows, NULL) != SQLITE_OK)
+    if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK || export_prepare_rows(w) < 0)
         return -EIO;
     proto_pack_ok_header(pk);
     msgpack_pack_map(pk, 4);
@@ -125,9 +181,10 @@ static int export_chunk(struct export_work *w, msgpack_packer *pk)
     msgpack_packer_init(&bpk, &body, msgpack_sbuffer_write);
     /* After SQLITE_DONE another step would start the query over: remember it. */
     while (!w->exhausted && n < EXPORT_CHUNK && (rc = sqlite3_step(w->rows)) == SQLITE_ROW) {
-        msgpack_pack_array(&bpk, 10);
+        msgpack_pack_array(&bpk, 11);
         for (int i = 0; i < 10; i++)
             pack_column(&bpk, w->rows, i);
+        pack_ext(w, &bpk);
         n++;
     }
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {

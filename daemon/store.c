@@ -62,6 +62,7 @@ struct wsess {
     sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
+    sqlite3_stmt *ins_ext; /* NULL until the session's first ext map (see store_ext_row) */
 };
 
 struct store {
@@ -296,8 +297,9 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     sqlite3_finalize(w->ins_proc);
     sqlite3_finalize(w->end_proc);
     sqlite3_finalize(w->ins_meta);
+    sqlite3_finalize(w->ins_ext);
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
-    w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = NULL;
+    w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
     sqlite3_close(w->db);
     w->db = NULL;
     w->in_txn = false;
@@ -618,6 +620,51 @@ static int bind_entry(struct store *s, struct wsess *w, sqlite3_stmt *st, int ba
     return 0;
 }
 
+static void bind_ext(sqlite3_stmt *st, int i, bool has, int64_t v)
+{
+    if (has)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/*
+ * Stores the ext map of the entry at rowid in the entry_ext side table,
+ * creating the table with the session's first ext map: files without ext
+ * maps never have it. Unsigned values keep their 64 bits in SQLite's int64.
+ * A failed insert drops the statement, so that the next one prepares it (and
+ * creates the table) again, as after a rolled-back transaction it must.
+ */
+static int store_ext_row(struct store *s, struct wsess *w, const struct proto_ext *x, int64_t rowid)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if (w->ins_ext == NULL) {
+        if (store_exec(s, w->db, schema_entry_ext_sql, "create entry_ext") < 0)
+            return -EIO;
+        rc = sqlite3_prepare_v3(w->db,
+                                "INSERT INTO entry_ext(entry_rowid, stream, peer, tag, comm, seq,"
+                                " checksum) VALUES (?,?,?,?,?,?,?)",
+                                -1, SQLITE_PREPARE_PERSISTENT, &w->ins_ext, NULL);
+        if (rc != SQLITE_OK)
+            return store_check(s, w->db, rc, "prepare");
+    }
+    st = w->ins_ext;
+    sqlite3_bind_int64(st, 1, rowid);
+    bind_ext(st, 2, x->has & PROTO_EXT_STREAM, (int64_t)x->stream);
+    bind_ext(st, 3, x->has & PROTO_EXT_PEER, (int64_t)x->peer);
+    bind_ext(st, 4, x->has & PROTO_EXT_TAG, x->tag);
+    bind_ext(st, 5, x->has & PROTO_EXT_COMM, (int64_t)x->comm);
+    bind_ext(st, 6, x->has & PROTO_EXT_SEQ, (int64_t)x->seq);
+    bind_ext(st, 7, x->has & PROTO_EXT_CHECKSUM, (int64_t)x->checksum);
+    if ((rc = step_reset(s, w->db, st, "insert entry ext")) < 0) {
+        sqlite3_finalize(w->ins_ext);
+        w->ins_ext = NULL;
+    }
+    return rc;
+}
+
 /*
  * Inserts a batch: ENTRY_ROWS rows per statement while there are that many
  * (a statement's fixed cost is paid once per ENTRY_ROWS rows), then one at a
@@ -646,10 +693,15 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             return store_check(s, w->db, rc, "insert entries");
         last = sqlite3_last_insert_rowid(w->db);
         for (size_t k = 0; k < rows; k++) {
-            rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k],
-                           last - (int64_t)(rows - 1 - k));
+            int64_t rowid = last - (int64_t)(rows - 1 - k);
+            struct proto_ext x;
+
+            rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
             if (rc != 0)
                 return store_check(s, w->db, rc, "update aggregates");
+            if (proto_entry_ext(&b->entries[i + k], b->blob, &x) &&
+                (rc = store_ext_row(s, w, &x, rowid)) < 0)
+                return rc;
         }
         i += rows;
     }

@@ -5,7 +5,8 @@
  * memory before returning, so no msgpack_object outlives a call (except the
  * one proto_reader_next_object() lends, until the next call). Validation is
  * strict about what v1 defines and lenient about what it leaves open: unknown
- * map keys are skipped and fields after an entry's `device` are ignored.
+ * map keys are skipped and fields after an entry's `ext` map (position 9,
+ * the extension of proto/PROTOCOL.md Part 3) are ignored.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -382,6 +383,89 @@ static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack
     return 0;
 }
 
+static const struct {
+    const char *key;
+    uint32_t bit;
+} ext_keys[] = {
+    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER}, {"tag", PROTO_EXT_TAG},
+    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},   {"checksum", PROTO_EXT_CHECKSUM},
+};
+
+/* Where the value of an ext key goes (tag, the one signed key, is handled apart). */
+static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
+{
+    switch (bit) {
+    case PROTO_EXT_STREAM:
+        return &x->stream;
+    case PROTO_EXT_PEER:
+        return &x->peer;
+    case PROTO_EXT_COMM:
+        return &x->comm;
+    case PROTO_EXT_SEQ:
+        return &x->seq;
+    default:
+        return &x->checksum;
+    }
+}
+
+/* One known key of an ext map; nil is the same as absent. */
+static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *key,
+                            struct proto_ext *x, struct proto_error *err)
+{
+    char what[32];
+
+    snprintf(what, sizeof(what), "entry ext.%s", key);
+    if (x->has & bit)
+        return fail(err, PROTO_E_MESSAGE, "%s given twice", what);
+    if (v->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (bit == PROTO_EXT_TAG) {
+        if (get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err) < 0)
+            return -1;
+    } else if (get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err) < 0) {
+        return -1;
+    }
+    x->has |= bit;
+    return 0;
+}
+
+/* Position 9 of an entry: an ext map (unknown keys skipped) or nil, copied into the blob. */
+static int blob_ext(msgpack_sbuffer *sb, const msgpack_object *o, struct proto_entry *e,
+                    struct proto_error *err)
+{
+    struct proto_ext x;
+
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
+    if (get_map(o, "entry ext", err) < 0)
+        return -1;
+    memset(&x, 0, sizeof(x));
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object_kv *kv = &o->via.map.ptr[i];
+        for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++)
+            if (key_is(&kv->key, ext_keys[k].key) &&
+                decode_ext_value(&kv->val, ext_keys[k].bit, ext_keys[k].key, &x, err) < 0)
+                return -1;
+    }
+    if (x.has == 0)
+        return 0; /* an empty map (or only unknown keys): nothing to keep */
+    e->ext_off = (uint32_t)sb->size;
+    e->ext_len = (uint32_t)sizeof(x);
+    if (msgpack_sbuffer_write(sb, (const char *)&x, sizeof(x)) < 0)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    return 0;
+}
+
+bool proto_entry_ext(const struct proto_entry *e, const char *blob, struct proto_ext *ext)
+{
+    if (e->ext_len != sizeof(*ext)) {
+        memset(ext, 0, sizeof(*ext));
+        return false;
+    }
+    memcpy(ext, blob + e->ext_off, sizeof(*ext)); /* the blob keeps no alignment */
+    return true;
+}
+
 static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_packer *pk,
                         msgpack_sbuffer *sb, struct proto_error *err)
 {
@@ -431,6 +515,8 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
         if (msgpack_sbuffer_write(sb, s->ptr, s->size) < 0)
             return fail(err, PROTO_E_INTERNAL, "out of memory");
     }
+    if (n > 9 && f[9].type != MSGPACK_OBJECT_NIL && blob_ext(sb, &f[9], e, err) < 0)
+        return -1;
     if (elements_nil)
         e->elements = product;
     return 0;
@@ -1112,17 +1198,47 @@ static int pack_raw(msgpack_packer *pk, const char *blob, uint32_t off, uint32_t
     return pk->callback(pk->data, blob + off, len);
 }
 
+int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext)
+{
+    struct proto_ext x = *ext; /* ext_slot() hands out writable slots */
+    size_t n = 0;
+
+    for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++)
+        n += (ext->has & ext_keys[k].bit) != 0;
+    if (msgpack_pack_map(pk, n) < 0)
+        return -ENOMEM;
+    for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++) {
+        uint32_t bit = ext_keys[k].bit;
+        if ((ext->has & bit) == 0)
+            continue;
+        if (proto_pack_str(pk, ext_keys[k].key) < 0)
+            return -ENOMEM;
+        if (bit == PROTO_EXT_TAG ? msgpack_pack_int64(pk, x.tag) < 0
+                                 : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char *blob)
 {
-    if (msgpack_pack_array(pk, e->dev_len ? 9 : 8) < 0 || msgpack_pack_uint64(pk, e->step) < 0 ||
-        msgpack_pack_uint32(pk, e->op_id) < 0 || msgpack_pack_uint64(pk, e->start_ns) < 0 ||
-        msgpack_pack_uint64(pk, e->dur_ns) < 0 || msgpack_pack_uint64(pk, e->elements) < 0 ||
-        msgpack_pack_uint64(pk, e->mem_bytes) < 0 ||
+    struct proto_ext ext;
+    bool has_ext = proto_entry_ext(e, blob, &ext);
+
+    if (msgpack_pack_array(pk, has_ext      ? 10
+                               : e->dev_len ? 9
+                                            : 8) < 0 ||
+        msgpack_pack_uint64(pk, e->step) < 0 || msgpack_pack_uint32(pk, e->op_id) < 0 ||
+        msgpack_pack_uint64(pk, e->start_ns) < 0 || msgpack_pack_uint64(pk, e->dur_ns) < 0 ||
+        msgpack_pack_uint64(pk, e->elements) < 0 || msgpack_pack_uint64(pk, e->mem_bytes) < 0 ||
         pack_raw(pk, blob, e->out_off, e->out_len) < 0 ||
         pack_raw(pk, blob, e->in_off, e->in_len) < 0)
         return -ENOMEM;
-    if (e->dev_len && (msgpack_pack_str(pk, e->dev_len) < 0 ||
-                       msgpack_pack_str_body(pk, blob + e->dev_off, e->dev_len) < 0))
+    if (e->dev_len ? msgpack_pack_str(pk, e->dev_len) < 0 ||
+                         msgpack_pack_str_body(pk, blob + e->dev_off, e->dev_len) < 0
+                   : has_ext && msgpack_pack_nil(pk) < 0)
+        return -ENOMEM;
+    if (has_ext && proto_pack_ext(pk, &ext) < 0)
         return -ENOMEM;
     return 0;
 }

@@ -111,10 +111,31 @@ struct proto_opdef {
 };
 
 /*
+ * The extension map of an entry (position 9, proto/PROTOCOL.md Part 3): has
+ * says which keys were given; the others are 0. Unsigned keys take the whole
+ * uint64 range, tag the int64 range.
+ */
+#define PROTO_EXT_STREAM   (1u << 0) /* the producer's track: a CUDA stream, a thread id */
+#define PROTO_EXT_PEER     (1u << 1) /* peer rank of a point-to-point call */
+#define PROTO_EXT_TAG      (1u << 2) /* MPI tag (may be negative) */
+#define PROTO_EXT_COMM     (1u << 3) /* communicator / process-group id */
+#define PROTO_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
+#define PROTO_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
+
+struct proto_ext {
+    uint32_t has; /* PROTO_EXT_* bits; 0: no ext (absent, nil or an empty map) */
+    int64_t tag;
+    uint64_t stream, peer, comm, seq, checksum;
+};
+
+/*
  * One entry of a batch. Shapes and the device name live in the batch's blob:
  * out_shape/in_shapes as canonical msgpack (an array of uint, an array of
  * arrays of uint) so they can be stored and replayed byte for byte; len 0
  * means nil. elements is already resolved (nil → product of out_shape).
+ * An entry's ext map is a struct proto_ext copied into the blob (ext_len 0:
+ * none), so entries without one pay 8 bytes for it; read it with
+ * proto_entry_ext().
  */
 struct proto_entry {
     uint64_t step;
@@ -126,12 +147,16 @@ struct proto_entry {
     uint32_t out_off, out_len;
     uint32_t in_off, in_len;
     uint32_t dev_off, dev_len; /* dev_len 0: nil (the process's hello device) */
+    uint32_t ext_off, ext_len; /* ext_len 0: no ext; else sizeof(struct proto_ext) */
 };
+
+/* Copies e's ext map out of blob into *ext. Returns false (and ext->has 0) when it has none. */
+bool proto_entry_ext(const struct proto_entry *e, const char *blob, struct proto_ext *ext);
 
 struct proto_batch {
     struct proto_entry *entries;
     size_t n;
-    char *blob; /* shapes and device names, see struct proto_entry */
+    char *blob; /* shapes, device names and ext maps, see struct proto_entry */
     size_t blob_len;
 };
 
@@ -255,7 +280,10 @@ int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h);
 int proto_pack_ops(msgpack_packer *pk, const struct proto_opdef *defs, size_t n);
 /* A whole batch message; shapes/device come from b->blob. */
 int proto_pack_batch(msgpack_packer *pk, const struct proto_batch *b);
-/* Batch header then n proto_pack_entry() calls: for encoders that do not build a proto_batch. */
+/*
+ * Batch header then n proto_pack_entry() calls: for encoders that do not
+ * build a proto_batch. An entry with an ext map is packed with 10 fields.
+ */
 int proto_pack_batch_header(msgpack_packer *pk, size_t n);
 int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char *blob);
 int proto_pack_meta(msgpack_packer *pk, const struct proto_kv *kv, size_t n);
@@ -272,6 +300,8 @@ int proto_pack_ok_header(msgpack_packer *pk);
 /* Helpers shared by encoders: a string and a uint shape as canonical msgpack. */
 int proto_pack_str(msgpack_packer *pk, const char *s);
 int proto_pack_shape(msgpack_packer *pk, const uint64_t *dims, size_t n);
+/* An ext map with the keys ext->has names (an empty map when none). */
+int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext);
 
 /* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session). */
 void proto_request_init(struct proto_request *req);

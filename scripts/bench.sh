@@ -43,6 +43,10 @@ trap 'rm -f "$out"' EXIT
     "$B/tc_bench_client"
     echo "== report on 1 M and 10 M entries while a session ingests" >&2
     bash bench/report.sh "$BUILD_DIR"
+    if [ -e "$BUILD_DIR/libtracectl-mpi.so" ]; then
+        echo "== libtracectl-mpi: added cost per MPI call" >&2
+        bash bench/mpi.sh "$BUILD_DIR"
+    fi
 } | tee "$out"
 
 model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')

@@ -66,7 +66,9 @@ static bool batch_eq(const struct proto_batch *a, const struct proto_batch *b)
             x->out_len != y->out_len || x->in_len != y->in_len || x->dev_len != y->dev_len ||
             !part_eq(a->blob, x->out_off, b->blob, y->out_off, x->out_len) ||
             !part_eq(a->blob, x->in_off, b->blob, y->in_off, x->in_len) ||
-            !part_eq(a->blob, x->dev_off, b->blob, y->dev_off, x->dev_len))
+            !part_eq(a->blob, x->dev_off, b->blob, y->dev_off, x->dev_len) ||
+            x->ext_len != y->ext_len ||
+            !part_eq(a->blob, x->ext_off, b->blob, y->ext_off, x->ext_len))
             return false;
     }
     return true;

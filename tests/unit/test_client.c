@@ -40,6 +40,19 @@ struct got_entry {
     char device[32]; /* "" when nil */
 };
 
+/*
+ * What an entry's raw msgpack says beyond what proto_reader gives the
+ * peer: its field count, whether elements and device were nil, and the
+ * 10th element (the ext map), decoded here with msgpack-c alone.
+ */
+struct raw_entry {
+    uint32_t fields;
+    bool elements_nil, device_nil, ext_map;
+    uint32_t has; /* TC_EXT_* bits of the keys present */
+    uint64_t stream, peer, comm, seq, checksum;
+    int64_t tag;
+};
+
 struct peer {
     char dir[32], path[64];
     int lfd, fd;
@@ -60,6 +73,9 @@ struct peer {
     struct proto_kv meta[16];
     size_t n_meta;
     uint64_t flushes, bye_dropped;
+    msgpack_unpacker raw; /* the same bytes, for struct raw_entry */
+    struct raw_entry *rx;
+    size_t n_rx;
 };
 
 static struct peer P;
@@ -159,6 +175,69 @@ static void peer_batch(struct peer *p, const struct proto_batch *b)
     p->n_batches++;
 }
 
+static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
+{
+    static const char *const keys[] = {"stream", "peer", "tag", "comm", "seq", "checksum"};
+    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER, TC_EXT_TAG,
+                                    TC_EXT_COMM,   TC_EXT_SEQ,  TC_EXT_CHECKSUM};
+
+    x->ext_map = true;
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        const msgpack_object *k = &m->via.map.ptr[i].key, *v = &m->via.map.ptr[i].val;
+        size_t j = 0;
+
+        cr_assert_eq(k->type, MSGPACK_OBJECT_STR);
+        while (j < 6 && (strlen(keys[j]) != k->via.str.size ||
+                         memcmp(keys[j], k->via.str.ptr, k->via.str.size) != 0))
+            j++;
+        cr_assert_lt(j, 6, "unknown ext key %.*s", (int)k->via.str.size, k->via.str.ptr);
+        cr_assert_eq(x->has & bits[j], 0, "ext key given twice");
+        x->has |= bits[j];
+        if (bits[j] == TC_EXT_TAG) {
+            cr_assert(v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+                      v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER);
+            x->tag = v->via.i64;
+            continue;
+        }
+        cr_assert_eq(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
+        *(bits[j] == TC_EXT_STREAM ? &x->stream
+          : bits[j] == TC_EXT_PEER ? &x->peer
+          : bits[j] == TC_EXT_COMM ? &x->comm
+          : bits[j] == TC_EXT_SEQ  ? &x->seq
+                                   : &x->checksum) = v->via.u64;
+    }
+}
+
+/* Feeds the bytes the peer read to its own unpacker and notes each batch entry's raw form. */
+static void raw_feed(struct peer *p, const char *buf, size_t n)
+{
+    msgpack_unpacked u;
+
+    cr_assert(msgpack_unpacker_reserve_buffer(&p->raw, n));
+    memcpy(msgpack_unpacker_buffer(&p->raw), buf, n);
+    msgpack_unpacker_buffer_consumed(&p->raw, n);
+    msgpack_unpacked_init(&u);
+    while (msgpack_unpacker_next(&p->raw, &u) == MSGPACK_UNPACK_SUCCESS) {
+        const msgpack_object *m = &u.data, *l;
+        if (m->via.array.size < 2 || m->via.array.ptr[0].via.str.size != 5 ||
+            memcmp(m->via.array.ptr[0].via.str.ptr, "batch", 5) != 0)
+            continue;
+        l = &m->via.array.ptr[1];
+        for (uint32_t i = 0; i < l->via.array.size && p->n_rx < PEER_KEEP; i++) {
+            const msgpack_object *e = &l->via.array.ptr[i];
+            struct raw_entry *x = &p->rx[p->n_rx++];
+
+            memset(x, 0, sizeof(*x));
+            x->fields = e->via.array.size;
+            x->elements_nil = x->fields <= 4 || e->via.array.ptr[4].type == MSGPACK_OBJECT_NIL;
+            x->device_nil = x->fields <= 8 || e->via.array.ptr[8].type == MSGPACK_OBJECT_NIL;
+            if (x->fields > 9 && e->via.array.ptr[9].type == MSGPACK_OBJECT_MAP)
+                raw_ext_map(x, &e->via.array.ptr[9]);
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+}
+
 static void peer_hello(struct peer *p, struct proto_msg *m, msgpack_packer *pk)
 {
     p->hello = true;
@@ -230,6 +309,7 @@ static bool peer_read(struct peer *p, struct proto_reader *r, msgpack_sbuffer *o
     proto_reader_commit(r, (size_t)n);
     msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
     pthread_mutex_lock(&p->mu);
+    raw_feed(p, buf, (size_t)n);
     while (!p->died && (rc = proto_reader_next(r, &m, &err)) > 0) {
         peer_handle(p, &m, &pk);
         proto_msg_free(&m);
@@ -309,6 +389,9 @@ static void peer_start(struct peer *p)
     peer_bind(p, true);
     p->got = calloc(PEER_KEEP, sizeof(*p->got));
     cr_assert_not_null(p->got);
+    p->rx = calloc(PEER_KEEP, sizeof(*p->rx));
+    cr_assert_not_null(p->rx);
+    cr_assert(msgpack_unpacker_init(&p->raw, 65536));
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     cr_assert_eq(pthread_create(&p->thread, NULL, peer_thread, p), 0);
@@ -358,6 +441,8 @@ static void peer_stop(struct peer *p)
     free(p->h.session), free(p->h.host), free(p->h.device);
     proto_kv_free(p->h.meta, p->h.n_meta);
     free(p->got);
+    free(p->rx);
+    msgpack_unpacker_destroy(&p->raw);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
 }
@@ -796,6 +881,193 @@ Test(client, steps_across_threads)
 }
 
 /* op 0 (tc_op's failure value) is dropped and counted; the connection goes on. */
+/* ---- the entry extension map (tc_record_ext) -------------------------------- */
+
+Test(client, ext_entries_exact)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op_cat(c, "MPI_Send", "comm");
+    tc_ext all = {.has = TC_EXT_STREAM | TC_EXT_PEER | TC_EXT_TAG | TC_EXT_COMM | TC_EXT_SEQ |
+                         TC_EXT_CHECKSUM,
+                  .stream = 9,
+                  .peer = 3,
+                  .comm = 0xfedcba9876543210ull,
+                  .seq = 4000000000ull,
+                  .checksum = UINT64_MAX,
+                  .tag = -1};
+    tc_ext p2p = {.has = TC_EXT_PEER | TC_EXT_TAG,
+                  .peer = 1ull << 40,
+                  .tag = INT64_MIN,
+                  .comm = 77 /* not in has: not sent */};
+    tc_ext coll = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = 5, .seq = 0};
+    tc_ext none = {.has = 0, .peer = 1};
+    tc_shape out = {1, {6}};
+
+    tc_record_ext(c, op, 100, 1, 80, 10, NULL, NULL, 0, NULL, &all);
+    tc_record_ext(c, op, 101, 2, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &p2p);
+    tc_step(c);
+    tc_record_ext(c, op, 102, 3, 56, 7, NULL, NULL, 0, NULL, NULL);
+    tc_record_ext(c, op, 103, 4, 24, TC_ELEMENTS_NONE, &out, NULL, 0, NULL, &none);
+    tc_record_ext(c, op, 104, 5, 48, 6, &out, &out, 1, "gpu:7", &coll);
+    cr_assert_eq(tc_recorded(c), 5);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 5);
+    cr_assert_eq(P.n_rx, 5);
+    for (size_t k = 0; k < 5; k++) {
+        cr_assert_eq(P.got[k].start, 100 + k);
+        cr_assert_eq(P.got[k].dur, 1 + k);
+        cr_assert_eq(P.got[k].step, k < 2 ? 0 : 1);
+        cr_assert_eq(P.got[k].op, op);
+    }
+    /* all fields, elements given, the hello device */
+    cr_assert_eq(P.rx[0].fields, 10);
+    cr_assert_eq(P.rx[0].has, all.has);
+    cr_assert_eq(P.rx[0].stream, 9);
+    cr_assert_eq(P.rx[0].peer, 3);
+    cr_assert_eq(P.rx[0].comm, 0xfedcba9876543210ull);
+    cr_assert_eq(P.rx[0].seq, 4000000000ull);
+    cr_assert_eq(P.rx[0].checksum, UINT64_MAX);
+    cr_assert_eq(P.rx[0].tag, -1);
+    cr_assert(P.rx[0].device_nil);
+    cr_assert_eq(P.got[0].elements, 10);
+    cr_assert_eq(P.got[0].mem, 80);
+    /* only peer and tag; elements nil */
+    cr_assert_eq(P.rx[1].fields, 10);
+    cr_assert_eq(P.rx[1].has, TC_EXT_PEER | TC_EXT_TAG);
+    cr_assert_eq(P.rx[1].peer, 1ull << 40);
+    cr_assert_eq(P.rx[1].tag, INT64_MIN);
+    cr_assert(P.rx[1].elements_nil);
+    /* elements without ext: nine fields, no map */
+    cr_assert_eq(P.rx[2].fields, 9);
+    cr_assert_not(P.rx[2].ext_map);
+    cr_assert_not(P.rx[2].elements_nil);
+    cr_assert_eq(P.got[2].elements, 7);
+    cr_assert_eq(P.got[2].mem, 56);
+    /* neither: exactly tc_record's entry (elements from the shape) */
+    cr_assert_eq(P.rx[3].fields, 8);
+    cr_assert(P.rx[3].elements_nil);
+    cr_assert_eq(P.got[3].elements, 6);
+    cr_assert(P.got[3].has_out);
+    /* shapes, a device of its own and a collective's fields */
+    cr_assert_eq(P.rx[4].fields, 10);
+    cr_assert_eq(P.rx[4].has, TC_EXT_COMM | TC_EXT_SEQ);
+    cr_assert_eq(P.rx[4].comm, 5);
+    cr_assert_eq(P.rx[4].seq, 0);
+    cr_assert_str_eq(P.got[4].device, "gpu:7");
+    cr_assert_eq(P.got[4].n_in, 1);
+    cr_assert_eq(P.got[4].in[0].dims[0], 6);
+    cr_assert_eq(P.got[4].elements, 6);
+    peer_stop(&P);
+}
+
+/*
+ * A 16-slot ring that fills while the peer stalls: an ext entry's two extra
+ * slots wrap around the ring's end with everything else, and each entry
+ * arrives with its own fields (seq = tag = start) or is dropped and counted.
+ */
+Test(client, ext_entries_through_wraps_and_drops)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 16, 0);
+    uint32_t op = tc_op(c, "MPI_Allreduce");
+    uint64_t dropped;
+
+    peer_set_stalled(&P, true);
+    for (uint64_t i = 0; i < FLOOD; i++) {
+        tc_ext x = {.has = TC_EXT_SEQ | TC_EXT_TAG | TC_EXT_COMM,
+                    .seq = i,
+                    .tag = -(int64_t)i,
+                    .comm = i * 3};
+        if (i % 1000 == 0)
+            tc_set_step(c, i / 1000);
+        tc_record_ext(c, op, i, 1, i * 8, i, NULL, NULL, 0, NULL, &x);
+    }
+    peer_set_stalled(&P, false);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    dropped = tc_dropped(c);
+    cr_assert_gt(dropped, 0);
+    cr_assert_eq(tc_recorded(c), FLOOD, "step markers and ext slots are not entries");
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total + dropped, FLOOD);
+    cr_assert_eq(P.bye_dropped, dropped);
+    cr_assert_gt(P.n_rx, 0);
+    for (size_t k = 0; k < P.n_rx; k++) {
+        uint64_t i = P.got[k].start;
+        cr_assert_eq(P.rx[k].seq, i);
+        cr_assert_eq(P.rx[k].tag, -(int64_t)i);
+        cr_assert_eq(P.rx[k].comm, i * 3);
+        cr_assert_eq(P.got[k].elements, i);
+        cr_assert_eq(P.got[k].mem, i * 8);
+        cr_assert_eq(P.got[k].step, i / 1000);
+    }
+    peer_stop(&P);
+}
+
+Test(client, ext_elements_over_int64_dropped_and_counted)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op = tc_op(c, "MPI_Send");
+    tc_ext x = {.has = TC_EXT_PEER, .peer = 1};
+
+    tc_record_ext(c, op, 1, 1, 0, (uint64_t)INT64_MAX + 1, NULL, NULL, 0, NULL, &x);
+    tc_record_ext(c, op, 2, 1, 0, UINT64_MAX - 1, NULL, NULL, 0, NULL, NULL);
+    tc_record_ext(c, op, 3, 1, 0, INT64_MAX, NULL, NULL, 0, NULL, &x);
+    cr_assert_eq(tc_flush(c, 5000), 0, "the connection stays up");
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_recorded(c), 3);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 1);
+    cr_assert_eq(P.got[0].start, 3);
+    cr_assert_eq(P.got[0].elements, INT64_MAX);
+    cr_assert_eq(P.bye_dropped, 2);
+    peer_stop(&P);
+}
+
+/* An ext entry needs three slots: a 2-slot ring drops it (and counts it) even in blocking mode. */
+Test(client, ext_entry_larger_than_ring)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 2, 1);
+    uint32_t op = tc_op(c, "MPI_Barrier");
+    tc_ext x = {.has = TC_EXT_SEQ, .seq = 1};
+
+    tc_record_ext(c, op, 1, 1, 0, 0, NULL, NULL, 0, NULL, &x);
+    tc_record(c, op, 2, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_dropped(c), 1);
+    cr_assert_eq(tc_recorded(c), 2);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 1);
+    cr_assert_eq(P.got[0].start, 2);
+    cr_assert_eq(P.bye_dropped, 1);
+    peer_stop(&P);
+}
+
+/* Without a daemon each tc_record_ext counts one drop, as tc_record does. */
+Test(client, ext_offline_counts_drops)
+{
+    tc_options o;
+    tc_ext x = {.has = TC_EXT_PEER, .peer = 1};
+    int err = 0;
+
+    peer_bind(&P, false);
+    tc_options_init(&o);
+    o.socket_path = P.path;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_eq(err, -ECONNREFUSED);
+    tc_record_ext(c, 1, 0, 1, 0, 4, NULL, NULL, 0, NULL, &x);
+    tc_record_ext(c, 1, 0, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, NULL);
+    tc_record_ext(NULL, 1, 0, 1, 0, 4, NULL, NULL, 0, NULL, &x);
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_close(c), 0);
+    peer_unlink(&P);
+}
+
 Test(client, op_zero_is_dropped_and_counted)
 {
     peer_start(&P);

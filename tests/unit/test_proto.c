@@ -380,6 +380,102 @@ static void c_trailing(struct buf *b)
     msgpack_pack_nil(&b->pk);
 }
 
+/* [0, 1, 100, 5, nil, nil, nil, nil, nil, {key: <caller packs the value>}] */
+static void ext_head(struct buf *b, const char *key)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_map(&b->pk, 1);
+    s(b, key);
+}
+static void c_ext_string(struct buf *b)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    s(b, "stream=1");
+}
+static void c_ext_array(struct buf *b)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_ext_int_key(struct buf *b)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_map(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_ext_stream_negative(struct buf *b)
+{
+    ext_head(b, "stream");
+    msgpack_pack_int64(&b->pk, -7);
+}
+static void c_ext_stream_str(struct buf *b)
+{
+    ext_head(b, "stream");
+    s(b, "7");
+}
+static void c_ext_peer_float(struct buf *b)
+{
+    ext_head(b, "peer");
+    msgpack_pack_double(&b->pk, 1.0);
+}
+static void c_ext_tag_over_int64(struct buf *b)
+{
+    ext_head(b, "tag");
+    msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX + 1);
+}
+static void c_ext_tag_bool(struct buf *b)
+{
+    ext_head(b, "tag");
+    msgpack_pack_true(&b->pk);
+}
+static void c_ext_comm_array(struct buf *b)
+{
+    ext_head(b, "comm");
+    msgpack_pack_array(&b->pk, 0);
+}
+static void c_ext_seq_map(struct buf *b)
+{
+    ext_head(b, "seq");
+    msgpack_pack_map(&b->pk, 0);
+}
+static void c_ext_checksum_bin(struct buf *b)
+{
+    ext_head(b, "checksum");
+    msgpack_pack_bin(&b->pk, 8);
+    msgpack_pack_bin_body(&b->pk, "\1\2\3\4\5\6\7\10", 8);
+}
+static void c_ext_stream_twice(struct buf *b)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "stream");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "stream");
+    msgpack_pack_uint64(&b->pk, 2);
+}
+static void c_ext_huge_map_header(struct buf *b)
+{
+    /* ["batch", [[0, 1, 100, 5, nil, nil, nil, nil, nil, map32 of 2^31 pairs]]] */
+    msgpack_sbuffer_write(&b->sb,
+                          "\x92\xa5"
+                          "batch"
+                          "\x91\x9a\x00\x01\x64\x05\xc0\xc0\xc0\xc0\xc0"
+                          "\xdf\x80\x00\x00\x00",
+                          23);
+}
+
 static void c_huge_array_header(struct buf *b)
 {
     /* ["batch", array32 of 4,294,967,295 entries] with one byte behind it */
@@ -453,6 +549,19 @@ static struct bad_case bad_cases[] = {
     {"shape dim as string", c_batch_dim_str, PROTO_E_MESSAGE},
     {"device as int", c_batch_device_int, PROTO_E_MESSAGE},
     {"batch not a list", c_batch_not_list, PROTO_E_MESSAGE},
+    {"ext as string", c_ext_string, PROTO_E_MESSAGE},
+    {"ext as array", c_ext_array, PROTO_E_MESSAGE},
+    {"ext with int key", c_ext_int_key, PROTO_E_MESSAGE},
+    {"ext.stream negative", c_ext_stream_negative, PROTO_E_MESSAGE},
+    {"ext.stream string", c_ext_stream_str, PROTO_E_MESSAGE},
+    {"ext.peer float", c_ext_peer_float, PROTO_E_MESSAGE},
+    {"ext.tag over INT64_MAX", c_ext_tag_over_int64, PROTO_E_MESSAGE},
+    {"ext.tag bool", c_ext_tag_bool, PROTO_E_MESSAGE},
+    {"ext.comm array", c_ext_comm_array, PROTO_E_MESSAGE},
+    {"ext.seq map", c_ext_seq_map, PROTO_E_MESSAGE},
+    {"ext.checksum bin", c_ext_checksum_bin, PROTO_E_MESSAGE},
+    {"ext.stream given twice", c_ext_stream_twice, PROTO_E_MESSAGE},
+    {"ext map header of 2^31 pairs", c_ext_huge_map_header, PROTO_E_TOO_LARGE},
     {"meta value array", c_meta_array_value, PROTO_E_MESSAGE},
     {"meta int key", c_meta_int_key, PROTO_E_MESSAGE},
     {"flush seq string", c_flush_str, PROTO_E_MESSAGE},
@@ -541,9 +650,9 @@ Test(proto, entry_defaults_and_elements)
     struct proto_msg m;
     struct buf b;
 
-    /* [0, 1, 100, 5, nil, nil, [2,3,4], [[2,3],[3,4]], "gpu:1", "future"] */
+    /* [0, 1, 100, 5, nil, nil, [2,3,4], [[2,3],[3,4]], "gpu:1", nil, "future"] */
     buf_init(&b);
-    batch_head(&b, 10);
+    batch_head(&b, 11);
     msgpack_pack_nil(&b.pk);
     msgpack_pack_nil(&b.pk);
     msgpack_pack_array(&b.pk, 3);
@@ -558,7 +667,8 @@ Test(proto, entry_defaults_and_elements)
     msgpack_pack_uint64(&b.pk, 3);
     msgpack_pack_uint64(&b.pk, 4);
     s(&b, "gpu:1");
-    s(&b, "future"); /* fields after device are reserved: ignored */
+    msgpack_pack_nil(&b.pk); /* ext: nil is no ext */
+    s(&b, "future");         /* fields after ext are reserved: ignored */
     cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
     cr_assert_eq(m.u.batch.n, 1);
     const struct proto_entry *e = &m.u.batch.entries[0];
@@ -575,6 +685,7 @@ Test(proto, entry_defaults_and_elements)
     cr_assert_eq(memcmp(m.u.batch.blob + e->in_off, "\x92\x92\x02\x03\x92\x03\x04", 7), 0);
     cr_assert_eq(e->dev_len, 5);
     cr_assert_eq(memcmp(m.u.batch.blob + e->dev_off, "gpu:1", 5), 0);
+    cr_assert_eq(e->ext_len, 0, "nil ext: none");
     proto_msg_free(&m);
     msgpack_sbuffer_destroy(&b.sb);
 }
@@ -627,6 +738,80 @@ Test(proto, batch_round_trip)
     proto_msg_free(&m2);
     msgpack_sbuffer_destroy(&b.sb);
     msgpack_sbuffer_destroy(&b2.sb);
+}
+
+/* The ext map: every key, nil and unknown keys, the full uint64 range; and its round trip. */
+Test(proto, entry_ext_map)
+{
+    struct proto_error err;
+    struct proto_msg m1, m2;
+    struct proto_ext x;
+    struct buf b, b2;
+
+    /* [0, 1, 100, 5, nil, nil, nil, nil, nil, {...}, "later"] */
+    buf_init(&b);
+    batch_head(&b, 11);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b.pk);
+    msgpack_pack_map(&b.pk, 8);
+    s(&b, "stream");
+    msgpack_pack_uint64(&b.pk, 13);
+    s(&b, "peer");
+    msgpack_pack_uint64(&b.pk, 0);
+    s(&b, "tag");
+    msgpack_pack_int64(&b.pk, INT64_MIN);
+    s(&b, "comm");
+    msgpack_pack_uint64(&b.pk, UINT64_MAX);
+    s(&b, "seq");
+    msgpack_pack_nil(&b.pk); /* nil: absent */
+    s(&b, "checksum");
+    msgpack_pack_uint64(&b.pk, 0xfedcba9876543210ull);
+    s(&b, "unknown");
+    msgpack_pack_array(&b.pk, 1);
+    msgpack_pack_double(&b.pk, 2.5);
+    s(&b, "zz");
+    s(&b, "skipped too");
+    s(&b, "later");
+    cr_assert_eq(decode(&b, &m1, &err), 0, "%s", err.message);
+    cr_assert(proto_entry_ext(&m1.u.batch.entries[0], m1.u.batch.blob, &x));
+    cr_assert_eq(x.has, PROTO_EXT_STREAM | PROTO_EXT_PEER | PROTO_EXT_TAG | PROTO_EXT_COMM |
+                            PROTO_EXT_CHECKSUM);
+    cr_assert_eq(x.stream, 13);
+    cr_assert_eq(x.peer, 0);
+    cr_assert_eq(x.tag, INT64_MIN);
+    cr_assert_eq(x.comm, UINT64_MAX);
+    cr_assert_eq(x.seq, 0);
+    cr_assert_eq(x.checksum, 0xfedcba9876543210ull);
+
+    /* re-encoded: 10 fields, a map of the five keys; decodes to the same */
+    buf_init(&b2);
+    cr_assert_eq(proto_pack_batch(&b2.pk, &m1.u.batch), 0);
+    cr_assert_eq(proto_decode_bytes(b2.sb.data, b2.sb.size, &m2, &err), 0, "%s", err.message);
+    struct proto_ext y;
+    cr_assert(proto_entry_ext(&m2.u.batch.entries[0], m2.u.batch.blob, &y));
+    cr_assert_eq(memcmp(&x, &y, sizeof(x)), 0);
+    proto_msg_free(&m1);
+    proto_msg_free(&m2);
+    msgpack_sbuffer_destroy(&b.sb);
+    msgpack_sbuffer_destroy(&b2.sb);
+
+    /* an empty map and a map of unknown keys are no ext */
+    for (int k = 0; k < 2; k++) {
+        buf_init(&b);
+        batch_head(&b, 10);
+        for (int i = 0; i < 5; i++)
+            msgpack_pack_nil(&b.pk);
+        msgpack_pack_map(&b.pk, (size_t)k);
+        if (k == 1) {
+            s(&b, "other");
+            msgpack_pack_uint64(&b.pk, 1);
+        }
+        cr_assert_eq(decode(&b, &m1, &err), 0, "%s", err.message);
+        cr_assert_not(proto_entry_ext(&m1.u.batch.entries[0], m1.u.batch.blob, &x));
+        cr_assert_eq(x.has, 0);
+        proto_msg_free(&m1);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
 }
 
 Test(proto, request_defaults_and_refs)

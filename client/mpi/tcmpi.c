@@ -1,0 +1,381 @@
+/*
+ * tcmpi.c — libtracectl-mpi's core: the client every rank opens in MPI_Init,
+ * the op table, the communicator table, and the recording helpers the
+ * MPI_* wrappers (tcmpi_wrap.c) call. See README.md "MPI jobs".
+ *
+ * DESIGN
+ * The library is libtracectl linked in (hidden) plus PMPI wrappers: a
+ * program gets it with LD_PRELOAD or -ltracectl-mpi and changes nothing.
+ * MPI_Init opens one client (session from TRACECTL_SESSION, else the
+ * launcher's job id, so that all ranks of one mpirun meet in one session;
+ * rank and world from MPI_COMM_WORLD; device TRACECTL_DEVICE else cpu:<rank>)
+ * and interns every op name, so that recording never takes a lock:
+ * MPI_Finalize, or exit() without it, closes the client.
+ *
+ * Communicators get an id that is the same on every member: a hash of their
+ * members' MPI_COMM_WORLD ranks (both groups of an intercommunicator) and of
+ * how many communicators of those members this process registered before it
+ * (MPI_COMM_WORLD is 0). MPI makes ranks create communicators, and call
+ * collectives on each, in the same order, so the k-th collective on a
+ * communicator has sequence number k on every member. The table is a fixed
+ * open-addressing array keyed by the handle's bits: lookups are lock-free
+ * atomic loads; registration (first use: a few local PMPI calls and one
+ * malloc) and MPI_Comm_free take a mutex.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tcmpi.h"
+
+#define COMM_SLOTS     4096 /* a power of two; communicators alive at once, at most 3/4 of it */
+#define KEY_EMPTY      0
+#define KEY_FREED      1
+#define FINAL_FLUSH_MS 60000
+
+tc_client *_Atomic tcmpi_client;
+uint32_t tcmpi_ops[TCMPI_N_OPS];
+
+#define TCMPI_NAME(e, name, kind) name,
+static const char *const op_names[] = {TCMPI_OPS(TCMPI_NAME)};
+#undef TCMPI_NAME
+#define TCMPI_KIND(e, name, kind) #kind,
+static const char *const op_kinds[] = {TCMPI_OPS(TCMPI_KIND)};
+#undef TCMPI_KIND
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int started; /* 1 once tcmpi_start ran, 2 once tcmpi_stop ran */
+static struct tcmpi_comm world;
+static struct tcmpi_comm table[COMM_SLOTS]; /* guarded by mu for writes */
+static size_t n_used;                       /* slots not empty (live or freed); under mu */
+/* How many communicators of each membership hash were registered: the k of the id. */
+static struct {
+    uint64_t hash, count;
+} seen[COMM_SLOTS]; /* under mu */
+
+/* ---- the client ------------------------------------------------------------- */
+
+static pid_t start_pid;
+
+/* exit() without MPI_Finalize. Not in a fork()ed child: the client is its parent's. */
+static void stop_at_exit(void)
+{
+    if (getpid() == start_pid)
+        tcmpi_stop();
+}
+
+/* The session: TRACECTL_SESSION, else the launcher's job id, else this process's own. */
+static void session_name(char *buf, size_t len)
+{
+    const char *v;
+
+    if ((v = getenv("TRACECTL_SESSION")) != NULL && *v)
+        snprintf(buf, len, "%s", v);
+    else if ((v = getenv("OMPI_MCA_orte_ess_jobid")) != NULL && *v)
+        snprintf(buf, len, "mpi-%s", v);
+    else if ((v = getenv("PMIX_NAMESPACE")) != NULL && *v)
+        snprintf(buf, len, "mpi-%s", v);
+    else if ((v = getenv("SLURM_JOB_ID")) != NULL && *v)
+        snprintf(buf, len, "slurm-%s.%s", v,
+                 getenv("SLURM_STEP_ID") ? getenv("SLURM_STEP_ID") : "0");
+    else if ((v = getenv("PMI_KVSNAME")) != NULL && *v) /* MPICH's hydra */
+        snprintf(buf, len, "mpi-%s", v);
+    else
+        snprintf(buf, len, "mpi-%ld", (long)getpid()); /* a singleton: one process */
+}
+
+static void world_init(int rank, int size)
+{
+    world.id = 0;
+    world.rank = rank;
+    world.size = world.peers = size;
+    world.world = NULL;
+    world.inter = false;
+}
+
+void tcmpi_start(int thread_level)
+{
+    char session[300], device[64], lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int expect = 0, rank = 0, size = 1, len = 0;
+    tc_options o;
+    tc_client *c;
+
+    if (!atomic_compare_exchange_strong(&started, &expect, 1))
+        return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    world_init(rank, size);
+    session_name(session, sizeof(session));
+    snprintf(device, sizeof(device), "cpu:%d", rank);
+    tc_options_init(&o);
+    o.session = session;
+    o.rank = rank;
+    o.world = size;
+    o.device = getenv("TRACECTL_DEVICE") && *getenv("TRACECTL_DEVICE") ? NULL : device;
+    c = tc_open(&o, NULL);
+    if (c == NULL)
+        return; /* blocking mode and no daemon: nothing is recorded */
+    for (int i = 0; i < TCMPI_N_OPS; i++)
+        tcmpi_ops[i] = tc_op_cat(c, op_names[i], op_kinds[i][0] == 'C' ? "comm" : "wait");
+    if (PMPI_Get_library_version(lib, &len) == MPI_SUCCESS) {
+        lib[strcspn(lib, "\n,")] = '\0'; /* "Open MPI v4.1.4, package: ...": its first part */
+        tc_meta_str(c, "mpi.library", lib);
+    }
+    tc_meta_int(c, "mpi.thread_level", thread_level);
+    atomic_store(&tcmpi_client, c);
+    start_pid = getpid();
+    atexit(stop_at_exit);
+}
+
+void tcmpi_stop(void)
+{
+    int expect = 1;
+    tc_client *c;
+
+    if (!atomic_compare_exchange_strong(&started, &expect, 2))
+        return;
+    c = atomic_exchange(&tcmpi_client, NULL);
+    /* tc_close waits 5 s for the daemon; past that, what was still unsent is lost without
+     * being counted. A rank at its end has time: give a busy daemon up to a minute (a
+     * daemon that is gone fails the flush at once). */
+    tc_flush(c, FINAL_FLUSH_MS);
+    tc_close(c);
+}
+
+/* ---- communicators ------------------------------------------------------------ */
+
+static uintptr_t comm_key(MPI_Comm comm)
+{
+    uintptr_t k = 0;
+
+    memcpy(&k, &comm, sizeof(comm) < sizeof(k) ? sizeof(comm) : sizeof(k));
+    return k;
+}
+
+static size_t slot_of(uintptr_t k)
+{
+    uint64_t h = (uint64_t)k * 0x9e3779b97f4a7c15ull;
+
+    return (size_t)(h >> 40) & (COMM_SLOTS - 1);
+}
+
+static uint64_t fnv(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++, v >>= 8)
+        h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/*
+ * The MPI_COMM_WORLD ranks of group g's members, in rank order (malloc'd,
+ * *n of them; MPI_UNDEFINED for a process outside it), and their hash.
+ */
+static int *group_world(MPI_Group g, int *n, uint64_t *hash)
+{
+    MPI_Group wg;
+    int *in, *out;
+
+    *hash = 0xcbf29ce484222325ull;
+    if (PMPI_Group_size(g, n) != MPI_SUCCESS || *n <= 0)
+        return NULL;
+    in = malloc((size_t)*n * sizeof(int));
+    out = malloc((size_t)*n * sizeof(int));
+    if (in == NULL || out == NULL || PMPI_Comm_group(MPI_COMM_WORLD, &wg) != MPI_SUCCESS) {
+        free(in), free(out);
+        return NULL;
+    }
+    for (int i = 0; i < *n; i++)
+        in[i] = i;
+    if (PMPI_Group_translate_ranks(g, *n, in, wg, out) != MPI_SUCCESS) {
+        free(out);
+        out = NULL;
+    }
+    PMPI_Group_free(&wg);
+    free(in);
+    for (int i = 0; out != NULL && i < *n; i++)
+        *hash = fnv(*hash, (uint64_t)(int64_t)out[i]);
+    return out;
+}
+
+/* Counts one more communicator of membership h; returns how many came before. Under mu. */
+static uint64_t seen_before(uint64_t h)
+{
+    size_t i = slot_of((uintptr_t)h);
+
+    for (size_t n = 0; n < COMM_SLOTS; n++, i = (i + 1) & (COMM_SLOTS - 1)) {
+        if (seen[i].count != 0 && seen[i].hash != h)
+            continue;
+        seen[i].hash = h;
+        return seen[i].count++;
+    }
+    return 0; /* full: ids of later communicators may repeat */
+}
+
+/* Fills k for comm (under mu). false when MPI would not describe it. */
+static bool comm_describe(MPI_Comm comm, struct tcmpi_comm *k)
+{
+    MPI_Group local, remote;
+    uint64_t hl, hr = 0, h;
+    int inter = 0, n, *wl = NULL, *wr = NULL;
+
+    k->inter = false;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+        PMPI_Comm_rank(comm, &k->rank) != MPI_SUCCESS ||
+        PMPI_Comm_size(comm, &k->size) != MPI_SUCCESS ||
+        PMPI_Comm_group(comm, &local) != MPI_SUCCESS)
+        return false;
+    wl = group_world(local, &n, &hl);
+    PMPI_Group_free(&local);
+    if (inter && PMPI_Comm_remote_group(comm, &remote) == MPI_SUCCESS) {
+        wr = group_world(remote, &k->peers, &hr);
+        PMPI_Group_free(&remote);
+        free(wl);
+        /* Both sides must agree: combine the two groups' hashes in a fixed order. */
+        h = fnv(fnv(0xcbf29ce484222325ull, hl < hr ? hl : hr), hl < hr ? hr : hl);
+        k->world = wr;
+        k->inter = true;
+    } else {
+        h = hl;
+        k->peers = k->size;
+        k->world = wl;
+    }
+    k->id = fnv(h, seen_before(h));
+    if (k->id == 0)
+        k->id = 1; /* 0 is MPI_COMM_WORLD */
+    atomic_store_explicit(&k->seq, 0, memory_order_relaxed);
+    return true;
+}
+
+static struct tcmpi_comm *comm_register(MPI_Comm comm, uintptr_t key)
+{
+    struct tcmpi_comm *k = NULL, *freed = NULL;
+    size_t i = slot_of(key);
+
+    pthread_mutex_lock(&mu);
+    for (size_t n = 0; n < COMM_SLOTS; n++, i = (i + 1) & (COMM_SLOTS - 1)) {
+        uintptr_t s = atomic_load_explicit(&table[i].key, memory_order_relaxed);
+        if (s == key) {
+            k = &table[i]; /* another thread registered it meanwhile */
+            goto out;
+        }
+        if (s == KEY_FREED && freed == NULL)
+            freed = &table[i];
+        if (s == KEY_EMPTY)
+            break;
+    }
+    if (freed == NULL && n_used + 1 > COMM_SLOTS * 3 / 4)
+        goto out; /* full: at least a quarter stays empty, so every probe ends */
+    k = freed != NULL ? freed : &table[i];
+    if (!comm_describe(comm, k)) {
+        k = NULL;
+        goto out;
+    }
+    if (freed == NULL)
+        n_used++;
+    atomic_store_explicit(&k->key, key, memory_order_release); /* readers see it whole */
+out:
+    pthread_mutex_unlock(&mu);
+    return k;
+}
+
+struct tcmpi_comm *tcmpi_comm(MPI_Comm comm)
+{
+    uintptr_t key;
+    size_t i;
+
+    if (comm == MPI_COMM_WORLD)
+        return &world;
+    if (comm == MPI_COMM_NULL)
+        return NULL;
+    key = comm_key(comm);
+    i = slot_of(key);
+    for (size_t n = 0; n < COMM_SLOTS; n++, i = (i + 1) & (COMM_SLOTS - 1)) {
+        uintptr_t s = atomic_load_explicit(&table[i].key, memory_order_acquire);
+        if (s == key)
+            return &table[i];
+        if (s == KEY_EMPTY)
+            break;
+    }
+    return comm_register(comm, key);
+}
+
+void tcmpi_comm_forget(MPI_Comm comm)
+{
+    uintptr_t key = comm_key(comm);
+    size_t i = slot_of(key);
+
+    pthread_mutex_lock(&mu);
+    for (size_t n = 0; n < COMM_SLOTS; n++, i = (i + 1) & (COMM_SLOTS - 1)) {
+        uintptr_t s = atomic_load_explicit(&table[i].key, memory_order_relaxed);
+        if (s == key) {
+            atomic_store_explicit(&table[i].key, KEY_FREED, memory_order_release);
+            free(table[i].world);
+            table[i].world = NULL;
+            break;
+        }
+        if (s == KEY_EMPTY)
+            break;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- recording -------------------------------------------------------------------- */
+
+uint64_t tcmpi_bytes(int count, MPI_Datatype type)
+{
+    int size = 0;
+
+    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+        size < 0)
+        return 0;
+    return (uint64_t)count * (uint64_t)size;
+}
+
+uint64_t tcmpi_sum(const int *counts, int n)
+{
+    uint64_t s = 0;
+
+    for (int i = 0; counts != NULL && i < n; i++)
+        s += counts[i] > 0 ? (uint64_t)counts[i] : 0;
+    return s;
+}
+
+void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+                uint64_t elements, uint64_t bytes)
+{
+    tc_ext x = {0};
+
+    if (k != NULL) {
+        x.has = TC_EXT_COMM | TC_EXT_SEQ;
+        x.comm = k->id;
+        /* No read-modify-write: MPI makes the caller order collectives on one communicator
+         * across threads, so no two threads are here for the same k at once. */
+        x.seq = atomic_load_explicit(&k->seq, memory_order_relaxed);
+        atomic_store_explicit(&k->seq, x.seq + 1, memory_order_relaxed);
+    }
+    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+}
+
+void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+               int peer, int tag, uint64_t elements, uint64_t bytes)
+{
+    tc_ext x = {.has = TC_EXT_TAG, .tag = tag};
+
+    if (k != NULL) {
+        x.has |= TC_EXT_COMM;
+        x.comm = k->id;
+        if (peer >= 0 && peer < k->peers && (k->world == NULL || k->world[peer] >= 0)) {
+            x.has |= TC_EXT_PEER;
+            x.peer = (uint64_t)(k->world != NULL ? k->world[peer] : peer);
+        }
+    }
+    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+}
+
+void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, uint64_t n)
+{
+    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n, NULL, NULL, 0, NULL, NULL);
+}

@@ -1,0 +1,148 @@
+/*
+ * tcmpi.h — what the two halves of libtracectl-mpi share: tcmpi.c (the
+ * client, the op table, the communicator table, recording) and
+ * tcmpi_wrap.c (the MPI_* functions, each calling its PMPI_* twin).
+ * Internal: nothing here is installed.
+ */
+#ifndef TCMPI_H
+#define TCMPI_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "tracectl.h"
+
+/* Every recorded call: its enum name, MPI name and kind (C: comm, W: wait). */
+#define TCMPI_OPS(X)                                                                               \
+    X(BARRIER, "MPI_Barrier", C)                                                                   \
+    X(IBARRIER, "MPI_Ibarrier", C)                                                                 \
+    X(BCAST, "MPI_Bcast", C)                                                                       \
+    X(IBCAST, "MPI_Ibcast", C)                                                                     \
+    X(REDUCE, "MPI_Reduce", C)                                                                     \
+    X(IREDUCE, "MPI_Ireduce", C)                                                                   \
+    X(ALLREDUCE, "MPI_Allreduce", C)                                                               \
+    X(IALLREDUCE, "MPI_Iallreduce", C)                                                             \
+    X(GATHER, "MPI_Gather", C)                                                                     \
+    X(IGATHER, "MPI_Igather", C)                                                                   \
+    X(GATHERV, "MPI_Gatherv", C)                                                                   \
+    X(IGATHERV, "MPI_Igatherv", C)                                                                 \
+    X(SCATTER, "MPI_Scatter", C)                                                                   \
+    X(ISCATTER, "MPI_Iscatter", C)                                                                 \
+    X(SCATTERV, "MPI_Scatterv", C)                                                                 \
+    X(ISCATTERV, "MPI_Iscatterv", C)                                                               \
+    X(ALLGATHER, "MPI_Allgather", C)                                                               \
+    X(IALLGATHER, "MPI_Iallgather", C)                                                             \
+    X(ALLGATHERV, "MPI_Allgatherv", C)                                                             \
+    X(IALLGATHERV, "MPI_Iallgatherv", C)                                                           \
+    X(ALLTOALL, "MPI_Alltoall", C)                                                                 \
+    X(IALLTOALL, "MPI_Ialltoall", C)                                                               \
+    X(ALLTOALLV, "MPI_Alltoallv", C)                                                               \
+    X(IALLTOALLV, "MPI_Ialltoallv", C)                                                             \
+    X(ALLTOALLW, "MPI_Alltoallw", C)                                                               \
+    X(IALLTOALLW, "MPI_Ialltoallw", C)                                                             \
+    X(REDUCE_SCATTER, "MPI_Reduce_scatter", C)                                                     \
+    X(IREDUCE_SCATTER, "MPI_Ireduce_scatter", C)                                                   \
+    X(REDUCE_SCATTER_BLOCK, "MPI_Reduce_scatter_block", C)                                         \
+    X(IREDUCE_SCATTER_BLOCK, "MPI_Ireduce_scatter_block", C)                                       \
+    X(SCAN, "MPI_Scan", C)                                                                         \
+    X(ISCAN, "MPI_Iscan", C)                                                                       \
+    X(EXSCAN, "MPI_Exscan", C)                                                                     \
+    X(IEXSCAN, "MPI_Iexscan", C)                                                                   \
+    X(SEND, "MPI_Send", C)                                                                         \
+    X(SSEND, "MPI_Ssend", C)                                                                       \
+    X(BSEND, "MPI_Bsend", C)                                                                       \
+    X(RSEND, "MPI_Rsend", C)                                                                       \
+    X(RECV, "MPI_Recv", C)                                                                         \
+    X(SENDRECV, "MPI_Sendrecv", C)                                                                 \
+    X(SENDRECV_REPLACE, "MPI_Sendrecv_replace", C)                                                 \
+    X(ISEND, "MPI_Isend", C)                                                                       \
+    X(ISSEND, "MPI_Issend", C)                                                                     \
+    X(IBSEND, "MPI_Ibsend", C)                                                                     \
+    X(IRSEND, "MPI_Irsend", C)                                                                     \
+    X(IRECV, "MPI_Irecv", C)                                                                       \
+    X(PROBE, "MPI_Probe", C)                                                                       \
+    X(IPROBE, "MPI_Iprobe", C)                                                                     \
+    X(WAIT, "MPI_Wait", W)                                                                         \
+    X(WAITALL, "MPI_Waitall", W)                                                                   \
+    X(WAITANY, "MPI_Waitany", W)                                                                   \
+    X(WAITSOME, "MPI_Waitsome", W)                                                                 \
+    X(TEST, "MPI_Test", W)                                                                         \
+    X(TESTALL, "MPI_Testall", W)                                                                   \
+    X(TESTANY, "MPI_Testany", W)                                                                   \
+    X(TESTSOME, "MPI_Testsome", W)
+
+#define TCMPI_ENUM(e, name, kind) TCMPI_##e,
+enum tcmpi_op { TCMPI_OPS(TCMPI_ENUM) TCMPI_N_OPS };
+#undef TCMPI_ENUM
+
+/*
+ * A communicator as the recording calls see it: its job-wide id, its
+ * collective sequence counter, and its ranks in MPI_COMM_WORLD (for peers:
+ * the remote group's of an intercommunicator; NULL: the identity).
+ */
+struct tcmpi_comm {
+    _Atomic uintptr_t key; /* the handle's bits; 0 empty, 1 a freed slot */
+    uint64_t id;
+    _Atomic uint64_t seq;
+    int rank, size, peers; /* this process's rank, local size, size of the peer group */
+    int *world;            /* peers entries, or NULL */
+    bool inter;            /* an intercommunicator: peers are the remote group */
+};
+
+/* The open client (NULL before MPI_Init and after MPI_Finalize) and the op ids in it. */
+extern tc_client *_Atomic tcmpi_client;
+extern uint32_t tcmpi_ops[TCMPI_N_OPS];
+
+static inline uint64_t tcmpi_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The client when calls are recorded, else NULL (one load and a branch). */
+static inline tc_client *tcmpi_on(void)
+{
+    tc_client *c = atomic_load_explicit(&tcmpi_client, memory_order_relaxed);
+
+    return tc_recording(c) ? c : NULL;
+}
+
+/* After a successful MPI_Init or MPI_Init_thread: opens the client (once). */
+void tcmpi_start(int thread_level);
+/* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
+void tcmpi_stop(void);
+
+/*
+ * The table entry of a communicator the call just used successfully,
+ * registering it on first use (the only allocation, once per communicator).
+ * NULL when the table is full: the call is then recorded without comm/seq/peer.
+ */
+struct tcmpi_comm *tcmpi_comm(MPI_Comm comm);
+/* Forgets a communicator being freed (its handle may be reused). */
+void tcmpi_comm_forget(MPI_Comm comm);
+
+/* count × the datatype's size; 0 for a negative count or MPI_DATATYPE_NULL. */
+uint64_t tcmpi_bytes(int count, MPI_Datatype type);
+/* The sum of n counts (negative ones count 0). */
+uint64_t tcmpi_sum(const int *counts, int n);
+
+/*
+ * Records a call that ran from t0 to t1. k: the communicator (NULL: none
+ * known, e.g. the call failed), elements and bytes as README's MPI section
+ * defines them. A collective takes k's next sequence number; a point-to-point
+ * call's peer is a rank of k's peer group (< 0: none), sent as its rank in
+ * MPI_COMM_WORLD.
+ */
+void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+                uint64_t elements, uint64_t bytes);
+void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+               int peer, int tag, uint64_t elements, uint64_t bytes);
+/* A completion call over n requests. */
+void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, uint64_t n);
+
+#endif

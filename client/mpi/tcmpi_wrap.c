@@ -1,0 +1,888 @@
+/*
+ * tcmpi_wrap.c — the MPI_* functions of libtracectl-mpi. Each calls its
+ * PMPI_* twin with the caller's arguments untouched and returns what it
+ * returned; around it, two clock reads and one tc_record_ext. What an entry
+ * counts (README.md "MPI jobs"):
+ * - elements: the call's count; mem: count × the datatype's size. For calls
+ *   with a send and a receive side, a collective counts this rank's own share
+ *   (what it sends; what it receives where it sends nothing: Scatter's
+ *   non-roots, MPI_IN_PLACE), Alltoall(v/w) everything it sends, Sendrecv
+ *   both sides. A v-form sums its counts. Barrier, Probe: 0.
+ * - completion calls (Wait*, Test*): elements = the number of requests.
+ * Arguments MPI calls "not significant" at a rank are never read there, and
+ * nothing is derived from a call that failed (the entry then has its time
+ * only): the datatype or communicator may not be valid.
+ */
+#include "tcmpi.h"
+
+/* Elements and bytes of an entry. */
+struct amount {
+    uint64_t n, bytes;
+};
+
+static struct amount amt(int count, MPI_Datatype type)
+{
+    return (struct amount){count > 0 ? (uint64_t)count : 0, tcmpi_bytes(count, type)};
+}
+
+static struct amount amt_sum(const int *counts, int n, MPI_Datatype type)
+{
+    uint64_t sum = tcmpi_sum(counts, n);
+
+    return (struct amount){sum, sum * tcmpi_bytes(1, type)};
+}
+
+static struct amount amt_times(struct amount a, int n)
+{
+    uint64_t k = n > 0 ? (uint64_t)n : 0;
+
+    return (struct amount){a.n * k, a.bytes * k};
+}
+
+/* The communicator of a call that returned rc, or NULL when it failed. */
+static struct tcmpi_comm *comm_after(int rc, MPI_Comm comm)
+{
+    return rc == MPI_SUCCESS ? tcmpi_comm(comm) : NULL;
+}
+
+/* A collective whose amount is count × type at every rank. */
+static void coll_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                       int count, MPI_Datatype type)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = k != NULL ? amt(count, type) : (struct amount){0, 0};
+
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* Gather(v): what this rank sends; the root of an intracommunicator with MPI_IN_PLACE, its
+ * own block; the root of an intercommunicator (MPI_ROOT), all it receives. */
+static void coll_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                        const int *rcounts, MPI_Datatype rtype, int root)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k == NULL || (k->inter && root == MPI_PROC_NULL))
+        ;
+    else if (k->inter && root == MPI_ROOT)
+        a = rcounts != NULL ? amt_sum(rcounts, k->peers, rtype)
+                            : amt_times(amt(rcount, rtype), k->peers);
+    else if (!k->inter && k->rank == root && sbuf == MPI_IN_PLACE)
+        a = rcounts != NULL ? amt(rcounts[root], rtype) : amt(rcount, rtype);
+    else
+        a = amt(scount, stype);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* Scatter(v): what this rank receives; the root with MPI_IN_PLACE, its own block; the root of
+ * an intercommunicator, all it sends. */
+static void coll_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                         int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
+                         int rcount, MPI_Datatype rtype, int root)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k == NULL || (k->inter && root == MPI_PROC_NULL))
+        ;
+    else if (k->inter && root == MPI_ROOT)
+        a = scounts != NULL ? amt_sum(scounts, k->peers, stype)
+                            : amt_times(amt(scount, stype), k->peers);
+    else if (!k->inter && k->rank == root && rbuf == MPI_IN_PLACE)
+        a = scounts != NULL ? amt(scounts[root], stype) : amt(scount, stype);
+    else
+        a = amt(rcount, rtype);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* Allgather(v): what this rank sends (with MPI_IN_PLACE: its block of the receive buffer). */
+static void coll_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                           const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                           const int *rcounts, MPI_Datatype rtype)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k != NULL && sbuf == MPI_IN_PLACE)
+        a = rcounts != NULL ? amt(rcounts[k->rank], rtype) : amt(rcount, rtype);
+    else if (k != NULL)
+        a = amt(scount, stype);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* Alltoall(v): everything this rank sends (MPI_IN_PLACE: the receive side, which it sends). */
+static void coll_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                          const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
+                          int rcount, const int *rcounts, MPI_Datatype rtype)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k != NULL && sbuf == MPI_IN_PLACE)
+        a = rcounts != NULL ? amt_sum(rcounts, k->peers, rtype)
+                            : amt_times(amt(rcount, rtype), k->peers);
+    else if (k != NULL)
+        a = scounts != NULL ? amt_sum(scounts, k->peers, stype)
+                            : amt_times(amt(scount, stype), k->peers);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+static void coll_alltoallw(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                           const void *sbuf, const int *scounts, const MPI_Datatype *stypes,
+                           const int *rcounts, const MPI_Datatype *rtypes)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    const int *counts = sbuf == MPI_IN_PLACE ? rcounts : scounts;
+    const MPI_Datatype *types = sbuf == MPI_IN_PLACE ? rtypes : stypes;
+    struct amount a = {0, 0};
+
+    for (int i = 0; k != NULL && i < k->peers; i++) {
+        struct amount b = amt(counts[i], types[i]);
+        a.n += b.n, a.bytes += b.bytes;
+    }
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* Reduce_scatter(_block): the vector reduced, n blocks (MPI_IN_PLACE: the same length). */
+static void coll_reduce_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                                int rcount, const int *rcounts, MPI_Datatype type)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    /* The local group's blocks: an intercommunicator's input is scattered there too. */
+    if (k != NULL)
+        a = rcounts != NULL ? amt_sum(rcounts, k->size, type)
+                            : amt_times(amt(rcount, type), k->size);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+}
+
+/* A point-to-point call to or from peer (a rank of comm) of count × type (times 1 or 2). */
+static void p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int peer,
+                int tag, int count, MPI_Datatype type, int times)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = k != NULL ? amt_times(amt(count, type), times) : (struct amount){0, 0};
+
+    tcmpi_p2p(c, op, t0, t1, k, peer, tag, a.n, a.bytes);
+}
+
+static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n)
+{
+    tcmpi_wait(c, op, t0, tcmpi_now(), n > 0 ? (uint64_t)n : 0);
+}
+
+/* ---- start and end ----------------------------------------------------------------- */
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv), level = MPI_THREAD_SINGLE;
+
+    if (rc == MPI_SUCCESS) {
+        PMPI_Query_thread(&level);
+        tcmpi_start(level);
+    }
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+
+    if (rc == MPI_SUCCESS)
+        tcmpi_start(*provided);
+    return rc;
+}
+
+int MPI_Finalize(void)
+{
+    int rc = PMPI_Finalize();
+
+    tcmpi_stop();
+    return rc;
+}
+
+/* A freed handle may come back for a new communicator: forget it first. */
+int MPI_Comm_free(MPI_Comm *comm)
+{
+    MPI_Comm old = *comm;
+    int rc = PMPI_Comm_free(comm);
+
+    if (rc == MPI_SUCCESS)
+        tcmpi_comm_forget(old);
+    return rc;
+}
+
+int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    MPI_Comm old = *comm;
+    int rc = PMPI_Comm_disconnect(comm);
+
+    if (rc == MPI_SUCCESS)
+        tcmpi_comm_forget(old);
+    return rc;
+}
+
+/* ---- collectives ----------------------------------------------------------------- */
+
+/* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
+#define BEGIN                                                                                      \
+    tc_client *c = tcmpi_on();                                                                     \
+    uint64_t t0 = c != NULL ? tcmpi_now() : 0
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Barrier(comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL);
+    return rc;
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ibarrier(comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL);
+    return rc;
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Bcast(buf, count, type, root, comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_BCAST, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ibcast(buf, count, type, root, comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_IBCAST, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
+               MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Reduce(sbuf, rbuf, count, type, o, root, comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_REDUCE, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
+                MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ireduce(sbuf, rbuf, count, type, o, root, comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
+                  MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Allreduce(sbuf, rbuf, count, type, o, comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iallreduce(sbuf, rbuf, count, type, o, comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Scan(sbuf, rbuf, count, type, o, comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_SCAN, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
+              MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iscan(sbuf, rbuf, count, type, o, comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_ISCAN, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Exscan(sbuf, rbuf, count, type, o, comm);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
+                MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iexscan(sbuf, rbuf, count, type, o, comm, req);
+
+    if (c != NULL)
+        coll_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type);
+    return rc;
+}
+
+int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+               MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+
+    if (c != NULL)
+        coll_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root);
+    return rc;
+}
+
+int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+
+    if (c != NULL)
+        coll_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root);
+    return rc;
+}
+
+int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
+
+    if (c != NULL)
+        coll_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root);
+    return rc;
+}
+
+int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+                 const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
+
+    if (c != NULL)
+        coll_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root);
+    return rc;
+}
+
+int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
+
+    if (c != NULL)
+        coll_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
+                     root);
+    return rc;
+}
+
+int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
+
+    if (c != NULL)
+        coll_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
+                     root);
+    return rc;
+}
+
+int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                 void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
+
+    if (c != NULL)
+        coll_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root);
+    return rc;
+}
+
+int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                  void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                  MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
+
+    if (c != NULL)
+        coll_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
+                     root);
+    return rc;
+}
+
+int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+
+    if (c != NULL)
+        coll_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype);
+    return rc;
+}
+
+int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+
+    if (c != NULL)
+        coll_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype);
+    return rc;
+}
+
+int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
+
+    if (c != NULL)
+        coll_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype);
+    return rc;
+}
+
+int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
+                    MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
+
+    if (c != NULL)
+        coll_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype);
+    return rc;
+}
+
+int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
+
+    if (c != NULL)
+        coll_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
+                      rtype);
+    return rc;
+}
+
+int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
+
+    if (c != NULL)
+        coll_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
+                      rtype);
+    return rc;
+}
+
+int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                  MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
+
+    if (c != NULL)
+        coll_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype);
+    return rc;
+}
+
+int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+                   void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc =
+        PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+
+    if (c != NULL)
+        coll_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
+                      rtype);
+    return rc;
+}
+
+int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+                  const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
+                  const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+
+    if (c != NULL)
+        coll_alltoallw(c, TCMPI_ALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes);
+    return rc;
+}
+
+int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+                   const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+                   const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+                   MPI_Request *req)
+{
+    BEGIN;
+    int rc =
+        PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+
+    if (c != NULL)
+        coll_alltoallw(c, TCMPI_IALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes);
+    return rc;
+}
+
+int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                       MPI_Op o, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, o, comm);
+
+    if (c != NULL)
+        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER, t0, rc, comm, 0, rcounts, type);
+    return rc;
+}
+
+int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                        MPI_Op o, MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, o, comm, req);
+
+    if (c != NULL)
+        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER, t0, rc, comm, 0, rcounts, type);
+    return rc;
+}
+
+int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
+                             MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, o, comm);
+
+    if (c != NULL)
+        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type);
+    return rc;
+}
+
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
+                              MPI_Comm comm, MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, o, comm, req);
+
+    if (c != NULL)
+        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type);
+    return rc;
+}
+
+/* ---- point to point ------------------------------------------------------------- */
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
+
+    if (c != NULL)
+        p2p(c, TCMPI_SEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Ssend(buf, count, type, dest, tag, comm);
+
+    if (c != NULL)
+        p2p(c, TCMPI_SSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Bsend(buf, count, type, dest, tag, comm);
+
+    if (c != NULL)
+        p2p(c, TCMPI_BSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    BEGIN;
+    int rc = PMPI_Rsend(buf, count, type, dest, tag, comm);
+
+    if (c != NULL)
+        p2p(c, TCMPI_RSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
+
+    if (c != NULL)
+        p2p(c, TCMPI_ISEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Issend(buf, count, type, dest, tag, comm, req);
+
+    if (c != NULL)
+        p2p(c, TCMPI_ISSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
+
+    if (c != NULL)
+        p2p(c, TCMPI_IBSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+               MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, req);
+
+    if (c != NULL)
+        p2p(c, TCMPI_IRSEND, t0, rc, comm, dest, tag, count, type, 1);
+    return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+              MPI_Request *req)
+{
+    BEGIN;
+    int rc = PMPI_Irecv(buf, count, type, source, tag, comm, req);
+
+    if (c != NULL)
+        p2p(c, TCMPI_IRECV, t0, rc, comm, source, tag, count, type, 1);
+    return rc;
+}
+
+/*
+ * Recv and Probe see the actual source and tag in the status: with
+ * MPI_STATUS_IGNORE the call gets one of ours (which MPI may fill at no
+ * cost to the caller; the caller's never changes).
+ */
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status)
+{
+    MPI_Status own;
+    BEGIN;
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
+
+    if (c != NULL) {
+        if (rc == MPI_SUCCESS)
+            source = st->MPI_SOURCE, tag = st->MPI_TAG;
+        p2p(c, TCMPI_RECV, t0, rc, comm, source, tag, count, type, 1);
+    }
+    return rc;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    MPI_Status own;
+    BEGIN;
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Probe(source, tag, comm, st);
+
+    if (c != NULL) {
+        if (rc == MPI_SUCCESS)
+            source = st->MPI_SOURCE, tag = st->MPI_TAG;
+        p2p(c, TCMPI_PROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
+    }
+    return rc;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
+{
+    MPI_Status own;
+    BEGIN;
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Iprobe(source, tag, comm, flag, st);
+
+    if (c != NULL) {
+        if (rc == MPI_SUCCESS && *flag)
+            source = st->MPI_SOURCE, tag = st->MPI_TAG;
+        p2p(c, TCMPI_IPROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
+    }
+    return rc;
+}
+
+/* Sendrecv: both sides; peer and tag are the send side's. */
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
+                 int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
+                 MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
+                           status);
+
+    if (c != NULL) {
+        uint64_t t1 = tcmpi_now();
+        struct tcmpi_comm *k = comm_after(rc, comm);
+        struct amount s = {0, 0}, r = {0, 0};
+
+        if (k != NULL)
+            s = amt(scount, stype), r = amt(rcount, rtype);
+        tcmpi_p2p(c, TCMPI_SENDRECV, t0, t1, k, dest, stag, s.n + r.n, s.bytes + r.bytes);
+    }
+    return rc;
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
+                         int rtag, MPI_Comm comm, MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+
+    if (c != NULL)
+        p2p(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, dest, stag, count, type, 2);
+    return rc;
+}
+
+/* ---- completion ----------------------------------------------------------------------- */
+
+int MPI_Wait(MPI_Request *req, MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Wait(req, status);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_WAIT, t0, 1);
+    return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
+{
+    BEGIN;
+    int rc = PMPI_Waitall(count, reqs, statuses);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_WAITALL, t0, count);
+    return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Waitany(count, reqs, index, status);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_WAITANY, t0, count);
+    return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    BEGIN;
+    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_WAITSOME, t0, incount);
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Test(req, flag, status);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_TEST, t0, 1);
+    return rc;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    BEGIN;
+    int rc = PMPI_Testall(count, reqs, flag, statuses);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_TESTALL, t0, count);
+    return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    BEGIN;
+    int rc = PMPI_Testany(count, reqs, index, flag, status);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_TESTANY, t0, count);
+    return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
+                 MPI_Status statuses[])
+{
+    BEGIN;
+    int rc = PMPI_Testsome(incount, reqs, outcount, indices, statuses);
+
+    if (c != NULL)
+        wait_done(c, TCMPI_TESTSOME, t0, incount);
+    return rc;
+}

@@ -1,0 +1,578 @@
+/*
+ * test_mpi.c — libtracectl-mpi under real Open MPI jobs and a real daemon:
+ * - mpi_counts (ours, linked with -ltracectl-mpi): every op's calls,
+ *   elements and bytes per rank, and the ext map (comm, seq, peer, tag),
+ *   against numbers worked out by hand from tests/mpi/mpi_counts.c;
+ * - Debian's hpcc with 4 ranks under LD_PRELOAD: one session of 4
+ *   processes, the same collectives in the same order on every member of each
+ *   communicator, and `report` naming the MPI calls;
+ * - NetPIPE (NPmpi) under LD_PRELOAD: entries stored + dropped = the calls
+ *   made, counted by a run under mpi_callcount (a PMPI counter of its own);
+ * - mpi_threads: 4 threads per rank under MPI_THREAD_MULTIPLE, each on its own
+ *   communicator;
+ * - an mpi4py program under LD_PRELOAD.
+ * No run sets TRACECTL_SESSION: the ranks find each other through the
+ * launcher's job id. The daemon lingers 600 s, so a session that is ended
+ * when mpirun returns was ended by its world's byes, not by the linger.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#ifdef MPI_COUNTS_BIN
+
+static struct tdaemon d;
+
+static void setup(void)
+{
+    /* Open MPI refuses root without these (the tests run as root in CI). */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv("TRACECTL_SESSION");
+    unsetenv("TRACECTL_DEVICE");
+    unsetenv("TRACECTL_DISABLE");
+    unsetenv("TRACECTL_BLOCKING");
+    harness_daemon_start(&d, "--linger", "600", NULL);
+    setenv("TRACECTL_SOCKET", d.sock, 1);
+}
+
+static void teardown(void)
+{
+    harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 180);
+
+/* Runs a shell command line (in the daemon's temp dir); returns its stdout (caller frees). */
+static char *sh(const char *fmt, ...)
+{
+    char cmd[2048], *out = NULL;
+    va_list ap;
+    int n;
+
+    n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", d.dir);
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    va_end(ap);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    cr_assert_eq(harness_run(&out, argv), 0, "failed: %s", cmd);
+    return out;
+}
+
+/* The one session of the run: its id, after checking its name, process count and end. */
+static long long the_session(int procs)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list, *s, *name;
+    long long id;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    cr_assert_eq(list->via.array.size, 1, "all ranks in one session");
+    s = &list->via.array.ptr[0];
+    id = (long long)obj_u64(obj_get(s, "id"));
+    name = obj_get(s, "name");
+    cr_assert(name->via.str.size > 4 && memcmp(name->via.str.ptr, "mpi-", 4) == 0,
+              "named after the job id: %.*s", (int)name->via.str.size, name->via.str.ptr);
+    cr_assert_eq(obj_u64(obj_get(s, "processes")), (unsigned long long)procs);
+    close(fd);
+    proto_reader_deinit(&r);
+    /* Every rank said bye before mpirun returned: ended now, not after the 600 s linger. */
+    raw_wait_state(d.sock, id, "ended", 10);
+    return id;
+}
+
+static sqlite3 *open_session(long long id)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+    return db;
+}
+
+/* The first column of the first row of a query, as an integer (NULL: -1). */
+static long long q(sqlite3 *db, const char *fmt, ...)
+{
+    char sql[2048];
+    sqlite3_stmt *st;
+    long long v = -1;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The same for a text result, copied into buf. */
+static const char *qs(sqlite3 *db, char *buf, size_t len, const char *fmt, ...)
+{
+    char sql[2048];
+    sqlite3_stmt *st;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof(sql), fmt, ap);
+    va_end(ap);
+    buf[0] = '\0';
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL)
+        snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return buf;
+}
+
+/* Entries with their ext map: the trace view joined with entry_ext. */
+#define TX "trace t JOIN entry_ext x ON x.entry_rowid = t.id"
+
+/* (comm, seq) pairs naming more than one op across ranks: the same collective must match. */
+static long long seq_mismatches(sqlite3 *db)
+{
+    return q(db, "SELECT count(*) FROM (SELECT 1 FROM " TX " WHERE x.seq IS NOT NULL"
+                 " GROUP BY x.comm, x.seq HAVING count(DISTINCT t.op) > 1)");
+}
+
+/* ---- mpi_counts: every number ------------------------------------------------ */
+
+struct want {
+    const char *op, *category;
+    long long calls, elements, bytes; /* per rank; Gatherv is rank-dependent (below) */
+};
+
+static const struct want counts_want[] = {
+    {"MPI_Barrier", "comm", 3, 0, 0},
+    {"MPI_Bcast", "comm", 4, 3 * 10 + 1, 3 * 40 + 4},
+    {"MPI_Allreduce", "comm", 8, 5 * 8 + 3 * 2, 5 * 64 + 3 * 8},
+    {"MPI_Reduce", "comm", 2, 8, 32},
+    {"MPI_Gather", "comm", 1, 3, 12},
+    {"MPI_Scatter", "comm", 1, 2, 16},
+    {"MPI_Allgather", "comm", 1, 5, 20},
+    {"MPI_Alltoall", "comm", 1, 8, 32},
+    {"MPI_Alltoallv", "comm", 1, 10, 40},
+    {"MPI_Gatherv", "comm", 1, -1, -1},
+    {"MPI_Reduce_scatter_block", "comm", 1, 8, 32},
+    {"MPI_Scan", "comm", 1, 1, 8},
+    {"MPI_Exscan", "comm", 1, 1, 8},
+    {"MPI_Iallreduce", "comm", 1, 4, 16},
+    {"MPI_Ibcast", "comm", 1, 6, 6},
+    {"MPI_Wait", "wait", 2, 2, 0},
+    {"MPI_Sendrecv", "comm", 4, 4 * 32, 4 * 32},
+    {"MPI_Send", "comm", 1, 100, 400},
+    {"MPI_Recv", "comm", 1, 100, 400},
+    {"MPI_Irecv", "comm", 3, 96, 768},
+    {"MPI_Isend", "comm", 3, 96, 768},
+    {"MPI_Waitall", "wait", 3, 6, 0},
+};
+
+#define N_WANT (sizeof(counts_want) / sizeof(counts_want[0]))
+
+static const char world_order[] =
+    "MPI_Barrier,MPI_Barrier,MPI_Bcast,MPI_Bcast,MPI_Bcast,MPI_Allreduce,MPI_Allreduce,"
+    "MPI_Allreduce,MPI_Allreduce,MPI_Allreduce,MPI_Reduce,MPI_Reduce,MPI_Gather,MPI_Scatter,"
+    "MPI_Allgather,MPI_Alltoall,MPI_Alltoallv,MPI_Gatherv,MPI_Reduce_scatter_block,MPI_Scan,"
+    "MPI_Exscan,MPI_Iallreduce,MPI_Ibcast";
+static const char split_order[] = "MPI_Allreduce,MPI_Allreduce,MPI_Allreduce,MPI_Bcast,MPI_Barrier";
+
+static void check_counts(sqlite3 *db, int rank)
+{
+    long long total = 0;
+
+    for (size_t i = 0; i < N_WANT; i++) {
+        const struct want *w = &counts_want[i];
+        long long el = w->elements >= 0 ? w->elements : rank + 1;
+        long long by = w->bytes >= 0 ? w->bytes : 4 * (rank + 1);
+        char cat[16];
+
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op = '%s'", rank, w->op),
+                     w->calls, "rank %d %s calls", rank, w->op);
+        cr_assert_eq(
+            q(db, "SELECT sum(elements) FROM trace WHERE rank = %d AND op = '%s'", rank, w->op), el,
+            "rank %d %s elements", rank, w->op);
+        cr_assert_eq(
+            q(db, "SELECT sum(mem_bytes) FROM trace WHERE rank = %d AND op = '%s'", rank, w->op),
+            by, "rank %d %s bytes", rank, w->op);
+        cr_assert_str_eq(
+            qs(db, cat, sizeof(cat), "SELECT category FROM ops WHERE name = '%s'", w->op),
+            w->category);
+        total += w->calls;
+    }
+    cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), total,
+                 "no entry of another op");
+    cr_assert_eq(total, 45);
+}
+
+/* The ext map: seq in order on both communicators, peers as world ranks, tags. */
+static void check_ext(sqlite3 *db, int rank)
+{
+    int right = (rank + 1) % 4, left = (rank + 3) % 4;
+    char got[1024];
+
+    qs(db, got, sizeof(got),
+       "SELECT group_concat(op) FROM (SELECT t.op FROM " TX
+       " WHERE t.rank = %d AND x.comm = 0 AND x.seq IS NOT NULL ORDER BY x.seq)",
+       rank);
+    cr_assert_str_eq(got, world_order, "rank %d: MPI_COMM_WORLD's collectives by seq", rank);
+    cr_assert_eq(q(db, "SELECT max(x.seq) FROM " TX " WHERE t.rank = %d AND x.comm = 0", rank), 22);
+    cr_assert_eq(
+        q(db, "SELECT count(DISTINCT x.seq) FROM " TX " WHERE t.rank = %d AND x.comm = 0", rank),
+        23);
+    qs(db, got, sizeof(got),
+       "SELECT group_concat(op) FROM (SELECT t.op FROM " TX
+       " WHERE t.rank = %d AND x.comm != 0 AND x.seq IS NOT NULL ORDER BY x.seq)",
+       rank);
+    cr_assert_str_eq(got, split_order, "rank %d: its half's collectives by seq", rank);
+    cr_assert_eq(q(db, "SELECT max(x.seq) FROM " TX " WHERE t.rank = %d AND x.comm != 0", rank), 4);
+
+    /* Point to point, all on MPI_COMM_WORLD (comm 0), no seq. The Recv came from
+     * MPI_ANY_SOURCE with MPI_STATUS_IGNORE: its peer is the actual source. */
+    static const struct {
+        const char *op;
+        int to_right, tag, calls;
+    } p2p[] = {{"MPI_Sendrecv", 1, 7, 4},
+               {"MPI_Send", 1, 11, 1},
+               {"MPI_Recv", 0, 11, 1},
+               {"MPI_Isend", 1, 5, 3},
+               {"MPI_Irecv", 0, 5, 3}};
+    for (size_t i = 0; i < sizeof(p2p) / sizeof(p2p[0]); i++)
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = '%s' AND x.peer = "
+                       "%d AND x.tag = %d AND x.comm = 0 AND x.seq IS NULL AND x.stream IS NULL",
+                       rank, p2p[i].op, p2p[i].to_right ? right : left, p2p[i].tag),
+                     p2p[i].calls, "rank %d %s", rank, p2p[i].op);
+}
+
+Test(mpi, counts_bytes_and_ext_of_a_known_program)
+{
+    long long id;
+    sqlite3 *db;
+
+    free(sh("'%s' --oversubscribe -np 4 '%s'", MPIEXEC_BIN, MPI_COUNTS_BIN));
+    id = the_session(4);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT count(*) FROM entries"), 4 * 45);
+    cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
+    cr_assert_eq(q(db, "SELECT count(*) FROM processes WHERE bye = 1 AND world = 4"), 4);
+    for (int rank = 0; rank < 4; rank++) {
+        char dev[16], want[16];
+        snprintf(want, sizeof(want), "cpu:%d", rank);
+        cr_assert_str_eq(
+            qs(db, dev, sizeof(dev), "SELECT device FROM processes WHERE rank = %d", rank), want);
+        check_counts(db, rank);
+        check_ext(db, rank);
+    }
+    /* The same collective has the same (comm, seq) everywhere: 4 ranks on MPI_COMM_WORLD,
+     * 2 on each half, whose ids differ from each other and from MPI_COMM_WORLD's. */
+    cr_assert_eq(seq_mismatches(db), 0);
+    cr_assert_eq(q(db, "SELECT count(*) FROM (SELECT 1 FROM " TX " WHERE x.comm = 0 AND x.seq IS"
+                       " NOT NULL GROUP BY x.seq HAVING count(*) = 4)"),
+                 23);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.comm != 0"), 2);
+    for (int rank = 0; rank < 2; rank++)
+        cr_assert_eq(q(db,
+                       "SELECT count(DISTINCT x.comm) FROM " TX
+                       " WHERE x.comm != 0 AND t.rank IN (%d, %d)",
+                       rank, rank + 2),
+                     1, "ranks %d and %d share their half", rank, rank + 2);
+    cr_assert_eq(q(db, "SELECT count(*) FROM " TX " WHERE t.category = 'wait'"), 0,
+                 "completion calls carry no ext map");
+    sqlite3_close(db);
+}
+
+/* ---- MPI_THREAD_MULTIPLE -------------------------------------------------------- */
+
+Test(mpi, thread_multiple)
+{
+    long long id;
+    sqlite3 *db;
+
+    /* Blocking mode: 4 threads per rank must not lose an entry to make the counts exact. */
+    free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s'", MPIEXEC_BIN,
+            TRACECTL_MPI_LIB, MPI_THREADS_BIN));
+    id = the_session(2);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
+    for (int rank = 0; rank < 2; rank++) {
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 2400);
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Sendrecv'"
+                       " AND x.peer = %d AND x.tag BETWEEN 0 AND 3 AND t.mem_bytes = 8",
+                       rank, 1 - rank),
+                     1200);
+        /* 4 communicators, each with its 300 Allreduces numbered 0..299 */
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM (SELECT x.comm FROM " TX " WHERE t.rank = %d AND"
+                       " t.op = 'MPI_Allreduce' GROUP BY x.comm HAVING count(*) = 300 AND"
+                       " count(DISTINCT x.seq) = 300 AND min(x.seq) = 0 AND max(x.seq) = 299)",
+                       rank),
+                     4);
+    }
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.comm != 0"), 4,
+                 "the 4 duplicates of MPI_COMM_WORLD: the same 4 ids on both ranks");
+    cr_assert_eq(seq_mismatches(db), 0);
+    sqlite3_close(db);
+}
+
+/* ---- HPCC ------------------------------------------------------------------ */
+
+/* Debian's example input with a small problem: N 200, NB 20 on a 2 × 2 grid. */
+static const char hpccinf[] =
+    "HPLinpack benchmark input file\n"
+    "Innovative Computing Laboratory, University of Tennessee\n"
+    "HPL.out      output file name (if any)\n"
+    "8            device out (6=stdout,7=stderr,file)\n"
+    "1            # of problems sizes (N)\n"
+    "200          Ns\n"
+    "1            # of NBs\n"
+    "20           NBs\n"
+    "0            PMAP process mapping (0=Row-,1=Column-major)\n"
+    "1            # of process grids (P x Q)\n"
+    "2            Ps\n"
+    "2            Qs\n"
+    "16.0         threshold\n"
+    "1            # of panel fact\n"
+    "2            PFACTs (0=left, 1=Crout, 2=Right)\n"
+    "1            # of recursive stopping criterium\n"
+    "4            NBMINs (>= 1)\n"
+    "1            # of panels in recursion\n"
+    "2            NDIVs\n"
+    "1            # of recursive panel fact.\n"
+    "1            RFACTs (0=left, 1=Crout, 2=Right)\n"
+    "1            # of broadcast\n"
+    "1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)\n"
+    "1            # of lookahead depth\n"
+    "1            DEPTHs (>=0)\n"
+    "2            SWAP (0=bin-exch,1=long,2=mix)\n"
+    "64           swapping threshold\n"
+    "0            L1 in (0=transposed,1=no-transposed) form\n"
+    "0            U  in (0=transposed,1=no-transposed) form\n"
+    "1            Equilibration (0=no,1=yes)\n"
+    "8            memory alignment in double (> 0)\n"
+    "##### This line (no. 32) is ignored (it serves as a separator). ######\n"
+    "0                      \t\tNumber of additional problem sizes for PTRANS\n"
+    "1200 10000 30000        \tvalues of N\n"
+    "0                       \tnumber of additional blocking sizes for PTRANS\n"
+    "40 9 8 13 13 20 16 32 64       \tvalues of NB\n";
+
+static void write_file(const char *name, const char *text)
+{
+    char path[PATH_MAX + 64];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", d.dir, name);
+    cr_assert_not_null(f = fopen(path, "w"));
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+Test(mpi, hpcc_four_ranks)
+{
+    char *out, cmd[PATH_MAX + 64], *comm;
+    long long id;
+    sqlite3 *db;
+
+    write_file("hpccinf.txt", hpccinf);
+    /* Blocking mode: nothing dropped, so every rank's counts are complete. */
+    free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 4 -x LD_PRELOAD='%s' hpcc", MPIEXEC_BIN,
+            TRACECTL_MPI_LIB));
+    id = the_session(4);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
+    cr_assert_gt(q(db, "SELECT count(*) FROM entries"), 10000);
+    cr_assert_gt(q(db, "SELECT count(*) FROM " TX " WHERE x.comm = 0 AND t.op = 'MPI_Allreduce'"),
+                 0);
+    /* On every communicator, each collective op was called as often by every member that used
+     * the communicator, and the k-th collective is the same op everywhere. */
+    cr_assert_eq(seq_mismatches(db), 0);
+    cr_assert_eq(q(db, "SELECT count(*) FROM (SELECT comm, op FROM (SELECT x.comm, t.op, t.rank,"
+                       " count(*) AS n FROM " TX " WHERE x.seq IS NOT NULL GROUP BY x.comm, t.op,"
+                       " t.rank) GROUP BY comm, op HAVING count(DISTINCT n) > 1)"),
+                 0);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT t.rank) FROM " TX " WHERE x.comm = 0"), 4);
+    sqlite3_close(db);
+
+    snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    out = sh("%s", cmd);
+    comm = strstr(out, "\nCommunication\n");
+    cr_assert_not_null(comm, "%s", out);
+    cr_assert_not_null(strstr(comm, "MPI_Allreduce"), "%s", out);
+    cr_assert_not_null(strstr(comm, "MPI_Bcast"), "%s", out);
+    free(out);
+}
+
+/* ---- NetPIPE ----------------------------------------------------------------- */
+
+/* "calls <rank> <n>" lines of mpi_callcount, per rank. */
+static void parse_calls(const char *out, long long calls[2])
+{
+    const char *p = out;
+    int rank;
+    long long n;
+
+    calls[0] = calls[1] = -1;
+    while ((p = strstr(p, "calls ")) != NULL) {
+        if (sscanf(p, "calls %d %lld", &rank, &n) == 2 && rank >= 0 && rank < 2)
+            calls[rank] = n;
+        p += 6;
+    }
+    cr_assert(calls[0] > 0 && calls[1] > 0, "%s", out);
+}
+
+Test(mpi, netpipe_stored_plus_dropped_is_calls_made)
+{
+    long long calls[2], id;
+    sqlite3 *db;
+    char *out;
+
+    /* A fixed repeat count (-n) makes NetPIPE's calls the same in both runs. */
+    out = sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u 1024 -o np0.out "
+             "2>np0.err",
+             MPIEXEC_BIN, MPI_CALLCOUNT_LIB);
+    parse_calls(out, calls);
+    free(out);
+    free(sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u 1024 -o np1.out "
+            "2>np1.err",
+            MPIEXEC_BIN, TRACECTL_MPI_LIB));
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        long long stored = q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank);
+        long long dropped = q(db, "SELECT dropped FROM processes WHERE rank = %d", rank);
+        cr_assert_eq(stored + dropped, calls[rank],
+                     "rank %d: %lld stored + %lld dropped, %lld calls", rank, stored, dropped,
+                     calls[rank]);
+    }
+    sqlite3_close(db);
+}
+
+/*
+ * The daemon stops (SIGSTOP) near NetPIPE's end and stays stopped 7 s, longer than
+ * tc_close's 5 s: MPI_Finalize must wait for it, so that every call is still either
+ * stored or counted as dropped (with 5 s, the unsent tail was neither).
+ */
+Test(mpi, netpipe_daemon_stalled_at_finalize)
+{
+    char cmd[PATH_MAX * 3], path[PATH_MAX + 16];
+    long long calls[2], id;
+    int st, lines = 0;
+    sqlite3 *db;
+    char *out;
+    pid_t pid;
+
+    out = sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u 1024 -o np0.out "
+             "2>np0.err",
+             MPIEXEC_BIN, MPI_CALLCOUNT_LIB);
+    parse_calls(out, calls);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && exec '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u "
+             "1024 -o np1.out >/dev/null 2>np1.err",
+             d.dir, MPIEXEC_BIN, TRACECTL_MPI_LIB);
+    pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    /* NetPIPE's output has a line per message size (46 in all), written through stdio, so
+     * at the latest as it ends: stop the daemon once 44 are there. */
+    snprintf(path, sizeof(path), "%s/np1.out", d.dir);
+    for (int i = 0; i < 2400 && lines < 44; i++) {
+        FILE *f = fopen(path, "r");
+        int ch;
+        lines = 0;
+        while (f != NULL && (ch = fgetc(f)) != EOF)
+            lines += ch == '\n';
+        if (f != NULL)
+            fclose(f);
+        usleep(50000);
+    }
+    cr_assert_geq(lines, 44, "NetPIPE did not get to its end");
+    kill(d.pid, SIGSTOP);
+    sleep(7);
+    kill(d.pid, SIGCONT);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        long long stored = q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank);
+        long long dropped = q(db, "SELECT dropped FROM processes WHERE rank = %d", rank);
+        cr_assert_eq(stored + dropped, calls[rank],
+                     "rank %d: %lld stored + %lld dropped, %lld calls", rank, stored, dropped,
+                     calls[rank]);
+    }
+    sqlite3_close(db);
+}
+
+/* ---- mpi4py ------------------------------------------------------------------------ */
+
+static const char m4py[] =
+    "from array import array\n"
+    "from mpi4py import MPI\n"
+    "comm = MPI.COMM_WORLD\n"
+    "rank, size = comm.Get_rank(), comm.Get_size()\n"
+    "a, b = array('d', [rank] * 8), array('d', [0] * 8)\n"
+    "for _ in range(5):\n"
+    "    comm.Allreduce([a, MPI.DOUBLE], [b, MPI.DOUBLE], op=MPI.SUM)\n"
+    "assert b[7] == size * (size - 1) / 2\n"
+    "comm.Barrier()\n"
+    "peer = 1 - rank\n"
+    "c = array('i', [0] * 3)\n"
+    "comm.Sendrecv([array('i', [rank] * 3), MPI.INT], dest=peer, sendtag=4,\n"
+    "              recvbuf=[c, MPI.INT], source=peer, recvtag=4)\n"
+    "assert c[2] == peer\n";
+
+Test(mpi, mpi4py_under_preload)
+{
+    long long id;
+    sqlite3 *db;
+
+    write_file("m4.py", m4py);
+    free(sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' /usr/bin/python3 m4.py", MPIEXEC_BIN,
+            TRACECTL_MPI_LIB));
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 7);
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM trace WHERE rank = %d AND op = 'MPI_Allreduce'"
+                       " AND elements = 8 AND mem_bytes = 64",
+                       rank),
+                     5);
+        cr_assert_eq(
+            q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op = 'MPI_Barrier'", rank), 1);
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Sendrecv'"
+                       " AND x.peer = %d AND x.tag = 4 AND t.mem_bytes = 24",
+                       rank, 1 - rank),
+                     1);
+    }
+    cr_assert_eq(seq_mismatches(db), 0);
+    sqlite3_close(db);
+}
+
+#else
+
+Test(mpi, skipped_without_mpi)
+{
+    cr_skip_test("CMake found no MPI: libtracectl-mpi was not built");
+}
+
+#endif
