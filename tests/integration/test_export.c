@@ -229,7 +229,8 @@ static int csv_record(const char **p, char *fields[NCOLS + 1])
     if (*s == '\0')
         return 0;
     for (;;) {
-        size_t cap = strlen(s) + 1, len = 0;
+        /* grown by doubling: sized by the rest of the input, the parse was quadratic */
+        size_t cap = 64, len = 0;
         char *f = malloc(cap);
 
         if (*s == '"') {
@@ -237,12 +238,16 @@ static int csv_record(const char **p, char *fields[NCOLS + 1])
                 cr_assert_neq(*s, '\0', "unterminated quoted field");
                 if (*s == '"')
                     s++;
+                if (len + 1 == cap)
+                    cr_assert_not_null(f = realloc(f, cap *= 2));
                 f[len++] = *s;
             }
             s++;
         } else {
             while (*s != ',' && *s != '\r' && *s != '\n' && *s != '\0') {
                 cr_assert_neq(*s, '"', "a quote inside an unquoted field");
+                if (len + 1 == cap)
+                    cr_assert_not_null(f = realloc(f, cap *= 2));
                 f[len++] = *s++;
             }
         }
