@@ -201,6 +201,63 @@ static int pack_ack(msgpack_packer *pk, int64_t seq, int64_t stored)
     return proto_pack_ack(pk, (uint64_t)seq, (uint64_t)stored);
 }
 
+/*
+ * Shares under --system: one user who is not an admin may hold at most half
+ * of --max-connections and of --max-live-sessions (at least 1), and such
+ * users together leave the last eighth to admins (root, --admin-group).
+ */
+static size_t conn_user_share(size_t cap)
+{
+    return cap / 2 > 0 ? cap / 2 : 1;
+}
+
+static size_t conn_reserve(size_t cap)
+{
+    return cap / 8;
+}
+
+/* Logs a refused connection at most every 10 s, with the figures. */
+static void conn_log_cap(struct daemon *d, const char *why)
+{
+    uint64_t now = uv_now(d->loop);
+
+    if (d->cap_logged_ms != 0 && now - d->cap_logged_ms < 10000)
+        return;
+    d->cap_logged_ms = now;
+    log_warn("refusing connections: %s (%zu open, --max-connections %zu)", why, d->n_conns,
+             d->opt.max_conns);
+}
+
+/* Whether c (just accepted and counted) is over the connection caps: the reason, or NULL. */
+static const char *conn_over_cap(struct conn *c, char *buf, size_t len)
+{
+    struct daemon *d = c->d;
+    size_t mine = 0, others = 0;
+
+    if (d->n_conns > d->opt.max_conns) {
+        snprintf(buf, len, "too many connections: the daemon's limit (%zu) is reached",
+                 d->opt.max_conns);
+        return buf;
+    }
+    if (!d->opt.system || c->admin)
+        return NULL;
+    for (struct conn *k = d->conns; k != NULL; k = k->next) {
+        mine += k->uid == c->uid;
+        others += !k->admin;
+    }
+    if (mine > conn_user_share(d->opt.max_conns)) {
+        snprintf(buf, len, "too many connections: %zu is your share of the daemon's %zu",
+                 conn_user_share(d->opt.max_conns), d->opt.max_conns);
+        return buf;
+    }
+    if (others > d->opt.max_conns - conn_reserve(d->opt.max_conns)) {
+        snprintf(buf, len, "too many connections: the last %zu are kept for admins",
+                 conn_reserve(d->opt.max_conns));
+        return buf;
+    }
+    return NULL;
+}
+
 /* Limits on starting a session: NULL when it may start, else the reason. */
 static const char *conn_session_limit(struct conn *c, const char *name, char *buf, size_t len)
 {
@@ -211,6 +268,25 @@ static const char *conn_session_limit(struct conn *c, const char *name, char *bu
     if (d->opt.max_live && d->reg.n_live >= d->opt.max_live) {
         snprintf(buf, len, "too many live sessions (the daemon's limit is %zu)", d->opt.max_live);
         return buf;
+    }
+    if (d->opt.max_live && d->opt.system && !c->admin) {
+        size_t mine = 0, others = 0; /* live sessions of this user, of users who are not admins */
+        for (struct session *s = d->reg.list; s != NULL; s = s->next) {
+            if (!s->live)
+                continue;
+            mine += s->uid == c->uid;
+            others += s->uid != 0; /* admins' sessions are not told apart: root's are */
+        }
+        if (mine >= conn_user_share(d->opt.max_live)) {
+            snprintf(buf, len, "you have %zu live sessions, your share of the daemon's %zu", mine,
+                     d->opt.max_live);
+            return buf;
+        }
+        if (others >= d->opt.max_live - conn_reserve(d->opt.max_live)) {
+            snprintf(buf, len, "too many live sessions: the last %zu are kept for admins",
+                     conn_reserve(d->opt.max_live));
+            return buf;
+        }
     }
     if (d->opt.max_user_bytes && session_user_cap_bytes(&d->reg, c->uid) >= d->opt.max_user_bytes) {
         snprintf(buf, len,
@@ -819,6 +895,8 @@ static void conn_peercred(struct conn *c)
 int conn_accept(struct daemon *d, int fd)
 {
     struct conn *c = calloc(1, sizeof(*c));
+    const char *why;
+    char buf[160];
     int rc;
 
     if (c == NULL) {
@@ -847,8 +925,9 @@ int conn_accept(struct daemon *d, int fd)
         d->conns->prev = c;
     d->conns = c;
     d->n_conns++;
-    if (d->n_conns > d->opt.max_conns) {
-        conn_fail(c, PROTO_E_LIMIT, "too many connections: the daemon's limit is reached");
+    if ((why = conn_over_cap(c, buf, sizeof(buf))) != NULL) {
+        conn_log_cap(d, why);
+        conn_fail(c, PROTO_E_LIMIT, why);
         return 0;
     }
     conn_update_reading(c);

@@ -41,6 +41,7 @@ struct daemon {
     uv_poll_t accept_poll;     /* readable: connections to accept (listener.c) */
     uv_timer_t accept_backoff; /* out of descriptors: when to watch again */
     bool accept_paused;        /* backing off; logged once per episode */
+    uint64_t cap_logged_ms;    /* when a refused connection was last logged (conn.c) */
     uv_signal_t sigint, sigterm;
     uv_signal_t sigother[3]; /* SIGHUP, SIGUSR1, SIGUSR2: logged and ignored */
     uv_timer_t tick;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +19,7 @@
 #define LISTEN_BACKLOG 511
 #define ACCEPT_BATCH   64  /* connections accepted per wake-up before others get the loop */
 #define BACKOFF_MS     100 /* out of descriptors: how long to stop accepting */
+#define FD_RESERVE     64  /* descriptors kept for files, the loop and the log */
 
 static void listener_poll_cb(uv_poll_t *p, int status, int events);
 
@@ -165,9 +167,29 @@ static int listener_bind(struct daemon *d, char *errbuf, size_t errlen)
     return 0;
 }
 
+/* --max-connections above what the descriptor limit allows would never be reached: the
+ * daemon would run out of descriptors first, refusing nobody and logging nothing. */
+static void listener_size_caps(struct daemon *d)
+{
+    struct rlimit rl;
+    size_t room;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur <= 2 * FD_RESERVE)
+        return;
+    room = (size_t)rl.rlim_cur - FD_RESERVE;
+    if (d->opt.max_conns > room) {
+        log_info("--max-connections %zu lowered to %zu: the descriptor limit is %llu",
+                 d->opt.max_conns, room, (unsigned long long)rl.rlim_cur);
+        d->opt.max_conns = room;
+    }
+}
+
 int listener_start(struct daemon *d, char *errbuf, size_t errlen)
 {
     int rc, fd;
+
+    listener_size_caps(d);
 
     uv_pipe_init(d->loop, &d->listener, 0);
     d->listener.data = d;

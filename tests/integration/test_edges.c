@@ -311,12 +311,18 @@ Test(edges, retention_does_not_act_on_a_clock_400_days_ahead)
 
 /* ---- users under --system ------------------------------------------------ */
 
-static void system_daemon(void)
+static void system_daemon_with(const char *opt, const char *val)
 {
     if (geteuid() != 0)
         cr_skip_test("needs root to switch uids");
-    harness_daemon_start(&d, "--system", "--admin-group", "tracectl-test-nonexistent", NULL);
+    harness_daemon_start(&d, "--system", "--admin-group", "tracectl-test-nonexistent", opt, val,
+                         NULL);
     chmod(d.dir, 0755); /* other uids must reach the socket; the daemon filters by uid */
+}
+
+static void system_daemon(void)
+{
+    system_daemon_with(NULL, NULL);
 }
 
 /*
@@ -563,4 +569,146 @@ Test(edges, user_byte_cap_holds_across_sessions_as_entries_arrive)
     msgpack_sbuffer_destroy(&sb);
     expect_error(fc, "limit");
     close(fc);
+}
+
+/* ---- per-user shares under --system --------------------------------------- */
+
+/* On a fresh connection, a status request: 1 answered ok, 0 refused with `limit`. */
+static int conn_ok(int *fd_out)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int ok = -1;
+    int fd = raw_connect(d.sock);
+
+    if (fd < 0)
+        return -1;
+    pack_init(&sb, &pk);
+    proto_request_init(&req);
+    proto_pack_request(&pk, PROTO_STATUS, &req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 64 << 20);
+    if (raw_recv_object(fd, &r, &o) == 0) {
+        if (obj_str_eq(&o->via.array.ptr[0], "ok"))
+            ok = 1;
+        else if (obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "limit"))
+            ok = 0;
+    }
+    proto_reader_deinit(&r);
+    *fd_out = fd;
+    return ok;
+}
+
+/*
+ * As uid: opens `n` connections, writes how many were served then how many
+ * refused, and holds them until `hold` is readable (EOF).
+ */
+static pid_t hold_conns(uid_t uid, int n, int res, const int hold[2])
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        int fds[64], count[2] = {0, 0};
+        close(hold[1]); /* only the parent's copy: its close is the signal */
+        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+            _exit(2);
+        for (int i = 0; i < n; i++) {
+            int ok = conn_ok(&fds[i]);
+            if (ok < 0)
+                _exit(3);
+            count[ok ? 0 : 1]++;
+        }
+        if (write(res, count, sizeof(count)) != sizeof(count))
+            _exit(4);
+        char c;
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    return pid;
+}
+
+/* Disabled: the test itself hangs (unfinished; see the branch report). */
+Test(edges, one_user_cannot_take_every_connection, .disabled = true)
+{
+    int res[2], hold[2], count[2], st;
+
+    system_daemon_with("--max-connections", "8");
+    cr_assert_eq(pipe(res), 0);
+    cr_assert_eq(pipe(hold), 0);
+    /* uid 65534 tries 6: its share is 4 (half of 8) */
+    pid_t a = hold_conns(65534, 6, res[1], hold);
+    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    cr_assert_eq(count[0], 4, "uid 65534 was served %d connections, its share is 4", count[0]);
+    cr_assert_eq(count[1], 2);
+    /* uid 65533 still gets its own: 3 (the last of 8 is kept for admins) */
+    pid_t b = hold_conns(65533, 4, res[1], hold);
+    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    cr_assert_eq(count[0], 3, "uid 65533 was served %d connections", count[0]);
+    /* root gets the reserved one */
+    int fd;
+    cr_assert_eq(conn_ok(&fd), 1, "root was locked out");
+    close(fd);
+    close(hold[1]);
+    cr_assert_eq(waitpid(a, &st, 0), a);
+    cr_assert_eq(waitpid(b, &st, 0), b);
+    close(hold[0]);
+    close(res[0]);
+    close(res[1]);
+}
+
+/* Disabled: the test itself hangs (unfinished; see the branch report). */
+Test(edges, one_user_cannot_take_every_live_session, .disabled = true)
+{
+    int got[2];
+    int held[3];
+    long long id;
+
+    system_daemon_with("--max-live-sessions", "4");
+    /* uid 65534 holds 2 live sessions (its share of 4); a third is refused */
+    int res[2], hold[2];
+    cr_assert_eq(pipe(res), 0);
+    cr_assert_eq(pipe(hold), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int out = 0;
+        close(hold[1]);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(2);
+        held[0] = raw_producer(d.sock, "one", 0, 1, NULL, &id);
+        held[1] = raw_producer(d.sock, "two", 0, 1, NULL, &id);
+        struct proto_hello h = {.proto = 1, .session = "three", .rank = -1, .world = -1, .pid = -1};
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        struct proto_reader r;
+        struct proto_msg m;
+        held[2] = raw_connect(d.sock);
+        pack_init(&sb, &pk);
+        proto_pack_hello(&pk, &h);
+        raw_send(held[2], &sb);
+        msgpack_sbuffer_destroy(&sb);
+        proto_reader_init(&r, 0);
+        if (raw_recv(held[2], &r, &m) == 0 && m.type == PROTO_ERROR &&
+            strcmp(m.u.error.code, "limit") == 0)
+            out = 1;
+        if (write(res[1], &out, sizeof(out)) != sizeof(out))
+            _exit(4);
+        char c;
+        while (read(hold[0], &c, 1) > 0)
+            ;
+        _exit(0);
+    }
+    int refused;
+    cr_assert_eq(read(res[0], &refused, sizeof(refused)), (ssize_t)sizeof(refused));
+    cr_assert(refused, "uid 65534 started a third live session, over its share of 2");
+    /* another user still starts one */
+    user_session(65533, "other", 1, 1, got);
+    close(hold[1]);
+    int st;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }

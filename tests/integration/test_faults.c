@@ -310,7 +310,7 @@ Test(faults, limits_refuse_or_drop_with_clear_errors)
     long long id;
     int fd, fd2;
 
-    harness_daemon_start(&d, "--max-live-sessions", "1", "--max-session-bytes", "64K", NULL);
+    harness_daemon_start(&d, "--max-live-sessions", "1", "--max-session-bytes", "256K", NULL);
     fd = raw_producer(d.sock, "one", 0, 1, "gpu:0", &id);
     /* a second live session is refused with `limit` */
     fd2 = raw_connect(d.sock);
@@ -334,7 +334,8 @@ Test(faults, limits_refuse_or_drop_with_clear_errors)
     fd2 = raw_producer(d.sock, "one", 1, 2, "gpu:1", NULL);
     close(fd2);
 
-    /* over 64 KiB the session keeps its data and drops new entries, counted */
+    /* over 256 KiB (a new file counts 64 KiB) the session keeps its data and drops new entries,
+     * counted */
     raw_send_ops(fd, 1, "matmul");
     long long stored = 0;
     for (int i = 1; i <= 40; i++) {
