@@ -171,6 +171,7 @@ struct proto_request {
     uint32_t top;                 /* report: default 10 */
     double comm_min_ratio;        /* report: default 0.0 */
     uint64_t mem_threshold;       /* report: default 0 */
+    bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
 };
 
 struct proto_msg {
