@@ -142,7 +142,7 @@ static int import_emit(void *arg, const struct kineto_entry *e)
     if (e->launcher != NULL)
         import_note_launcher(j, e->op, e->launcher);
     return import_send_entry(&j->s, op, e->step, e->start_ns, e->dur_ns, e->in_shapes, e->in_len,
-                             e->device);
+                             e->device, e->stream);
 }
 
 /* The file's base name (import.file), then distributedInfo.* and deviceProperties.*. */

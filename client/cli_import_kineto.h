@@ -69,6 +69,8 @@ struct kineto_entry {
     const char *in_shapes; /* packed msgpack array of arrays of uint, or NULL */
     size_t in_len;
     uint64_t step, start_ns, dur_ns;
+    int64_t stream; /* the track within the device: a GPU event's args.stream, a CPU op's tid;
+                       -1: none (sent as the ext map's stream, PROTOCOL.md "entry ext") */
 };
 
 /* Returns 0 to go on, or a negative errno to stop the pass with that error. */

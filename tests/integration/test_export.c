@@ -1014,3 +1014,82 @@ Test(export, chrome_overlaps_on_lanes)
     yajl_tree_free(doc);
     free(out);
 }
+
+/* ---- Kineto streams: one track each ----------------------------------------- */
+
+/* The id of the newest session named name, from `sessions`. */
+static long long session_id_of(const char *name)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list;
+    long long id = -1;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    for (uint32_t i = 0; i < list->via.array.size && id < 0; i++)
+        if (obj_str_eq(obj_get(&list->via.array.ptr[i], "name"), name))
+            id = (long long)obj_u64(obj_get(&list->via.array.ptr[i], "id"));
+    close(fd);
+    proto_reader_deinit(&r);
+    cr_assert_geq(id, 0, "no session %s", name);
+    return id;
+}
+
+/*
+ * tests/data/kineto/handmade/streams.json: kernels overlapping across two
+ * CUDA streams of gpu:0 and CPU ops overlapping across two threads. Each
+ * stream (args.stream for GPU events, tid for CPU ops) is a track of its own,
+ * and nothing needs a second lane. Times are the file's µs × 1000.
+ */
+Test(export, kineto_streams_one_track_each)
+{
+    static const char file[] = TEST_DATA_DIR "/kineto/handmade/streams.json";
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,      "import",  (char *)file,
+                    "--session",  "streams",  "--cpu-ops", "--quiet", NULL};
+    struct vslice want[] = {
+        {"aten::mm", "cpu stream 100", "rank 0 (", 1000000, 50000},
+        {"aten::add", "cpu stream 200", "rank 0 (", 1010000, 30000},
+        {"gemm_kernel", "gpu:0 stream 7", "rank 0 (", 1100000, 40000},
+        {"add_kernel", "gpu:0 stream 13", "rank 0 (", 1120000, 40000},
+        {"Memcpy HtoD (Pageable -> Device)", "gpu:0 stream 7", "rank 0 (", 1150000, 10000},
+        {"gemm_kernel", "gpu:0 stream 13", "rank 0 (", 1165000, 10000},
+    };
+    size_t nwant = sizeof(want) / sizeof(want[0]), n;
+    struct vslice *got;
+    struct pf *pf;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(harness_run(NULL, argv), 0, "import failed");
+    id = session_id_of("streams");
+    pf = pf_export(id);
+    got = pf_view(pf, &n);
+    check_slices(got, n, want, nwant);
+    cr_assert_eq(pf->ntracks, 1 + 4, "a process track and one track per stream");
+    free(got);
+    pf_free(pf);
+
+    /* chrome: one thread per stream, named as in perfetto */
+    char *out = export(id, "chrome", NULL, NULL), err[256];
+    yajl_val doc = yajl_tree_parse(out, err, sizeof(err)), evs;
+    const char *threads[] = {"cpu stream 100", "cpu stream 200", "gpu:0 stream 7",
+                             "gpu:0 stream 13"};
+    size_t nt = 0;
+
+    cr_assert_not_null(doc, "not JSON: %s", err);
+    evs = jget(doc, "traceEvents");
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val ev = evs->u.array.values[i];
+
+        if (strcmp(jstr(ev, "ph"), "M") != 0 || strcmp(jstr(ev, "name"), "thread_name") != 0)
+            continue;
+        cr_assert_lt(nt, 4, "more threads than streams");
+        cr_assert_str_eq(jstr(jget(ev, "args"), "name"), threads[nt], "thread %zu", nt);
+        nt++;
+    }
+    cr_assert_eq(nt, 4);
+    yajl_tree_free(doc);
+    free(out);
+}
