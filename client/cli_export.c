@@ -35,11 +35,17 @@ const char cli_export_usage[] =
     "             \"<session>;<device>;<op> <weight>\" (device \"unknown\" when\n"
     "             none), sorted; for flamegraph.pl, speedscope, inferno\n"
     "  chrome     Chrome trace-event JSON: one process per rank, one thread per\n"
-    "             device, one complete event per entry; for chrome://tracing\n"
+    "             track, one complete event per entry; for chrome://tracing\n"
     "             and ui.perfetto.dev\n"
     "  perfetto   a binary Perfetto trace (.pftrace): one process track per\n"
-    "             rank, one track per device under it, one slice per entry;\n"
-    "             for ui.perfetto.dev and trace_processor\n"
+    "             rank, its tracks under it, one slice per entry; for\n"
+    "             ui.perfetto.dev and trace_processor\n"
+    "\n"
+    "A track of chrome and perfetto is (rank, device, stream): the stream the\n"
+    "producer gave (a CUDA stream, a thread), as in \"gpu:0 stream 7\". Entries\n"
+    "that overlap partially go on further lanes of their track (\"gpu:0 #2\"),\n"
+    "so that a viewer shows every duration as recorded; an entry inside another\n"
+    "shows as its child.\n"
     "\n"
     "Options:\n"
     "  -f, --format FMT        csv, collapsed, chrome or perfetto (required)\n"
@@ -352,6 +358,7 @@ int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
     proto_request_init(&req);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
+    req.by_start = o.fmt->by_start;
     if ((rc = cli_export_out_open(&out, o.path)) != CLI_EXIT_OK)
         return rc;
     rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);

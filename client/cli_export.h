@@ -52,7 +52,8 @@ struct cli_export {
  */
 struct cli_export_format {
     const char *name;
-    bool binary; /* refuse to write it to a terminal */
+    bool binary;   /* refuse to write it to a terminal */
+    bool by_start; /* wants the rows by start time ("order": "start"), not storage order */
     int (*begin)(struct cli_export *x);
     int (*row)(struct cli_export *x, const struct cli_export_row *r);
     int (*end)(struct cli_export *x);

@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_export_lanes.h"
 #include "cli_export_map.h"
 #include "cli_json.h"
 
 struct cli_export_chrome_state {
-    struct cli_export_map named; /* (view pid, tid) pairs whose thread_name is written */
-    bool first;                  /* no event written yet */
+    struct cli_export_lanes lanes; /* one thread (tid) per lane, in the lane's id */
+    uint64_t next_tid;
+    bool first; /* no event written yet */
 };
 
 /* Starts an event: the separator from the previous one. */
@@ -53,7 +55,7 @@ static int cli_export_chrome_begin(struct cli_export *x)
 
     if (st == NULL)
         return -ENOMEM;
-    cli_export_map_init(&st->named);
+    cli_export_lanes_init(&st->lanes);
     st->first = true;
     x->state = st;
     fputs("{\"traceEvents\":[", x->out);
@@ -96,15 +98,23 @@ static int cli_export_chrome_row(struct cli_export *x, const struct cli_export_r
 {
     struct cli_export_chrome_state *st = x->state;
     int64_t pid = r->proc->view_pid;
-    uint32_t tid = r->dev ? r->dev->index : 0;
-    bool created;
+    struct cli_export_lanes_track *tr;
+    struct cli_export_lane *lane;
     FILE *f = x->out;
+    uint32_t tid;
     int rc;
 
-    if (cli_export_map_upsert(&st->named, (uint64_t)pid, tid, &created) == NULL)
-        return -ENOMEM;
-    if (created)
-        cli_export_chrome_meta(x, "thread_name", pid, tid, r->dev ? r->dev->name : "no device");
+    /* complete events need no END: lanes only keep slices of one thread from overlapping */
+    if ((rc = cli_export_lanes_place(&st->lanes, r, NULL, NULL, &tr, &lane)) != 0)
+        return rc;
+    if (lane->id == 0) {
+        char name[256];
+
+        lane->id = ++st->next_tid;
+        cli_export_lanes_name(tr, (size_t)(lane - tr->lanes), name, sizeof(name));
+        cli_export_chrome_meta(x, "thread_name", pid, (uint32_t)lane->id, name);
+    }
+    tid = (uint32_t)lane->id;
     cli_export_chrome_sep(x);
     fprintf(f, "{\"ph\":\"X\",\"pid\":%" PRId64 ",\"tid\":%u,\"name\":", pid, tid);
     cli_json_write_str(f, r->op->name, strlen(r->op->name));
@@ -129,7 +139,7 @@ static void cli_export_chrome_free(struct cli_export *x)
     struct cli_export_chrome_state *st = x->state;
 
     if (st != NULL)
-        cli_export_map_deinit(&st->named);
+        cli_export_lanes_deinit(&st->lanes);
     free(st);
     x->state = NULL;
 }
@@ -137,6 +147,7 @@ static void cli_export_chrome_free(struct cli_export *x)
 const struct cli_export_format cli_export_chrome = {
     .name = "chrome",
     .binary = false,
+    .by_start = true,
     .begin = cli_export_chrome_begin,
     .row = cli_export_chrome_row,
     .end = cli_export_chrome_end,

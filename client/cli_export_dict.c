@@ -25,7 +25,8 @@ enum {
     ROW_MEM,
     ROW_OUT_SHAPE,
     ROW_IN_SHAPES,
-    ROW_NFIELDS
+    ROW_NFIELDS, /* the v1 row; an 11th element, the ext map, may follow */
+    ROW_EXT = ROW_NFIELDS
 };
 
 __attribute__((format(printf, 3, 4))) static int cli_export_bad(char *err, size_t errsize,
@@ -335,6 +336,19 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
     r->dev = dev < 0 ? NULL : &d->devs[dev];
     r->out_shape = &f[ROW_OUT_SHAPE];
     r->in_shapes = &f[ROW_IN_SHAPES];
+    r->has_stream = false;
+    r->stream = 0;
+    if (o->via.array.size > ROW_EXT && !cli_obj_is_nil(&f[ROW_EXT])) {
+        const msgpack_object *stream;
+
+        if (f[ROW_EXT].type != MSGPACK_OBJECT_MAP)
+            return cli_export_bad(err, errsize, "an export row's ext is not a map");
+        if ((stream = cli_obj_get(&f[ROW_EXT], "stream")) != NULL) {
+            if (cli_export_uint(stream, false, &r->stream) != 0)
+                return cli_export_bad(err, errsize, "an export row's ext.stream is not a uint");
+            r->has_stream = true;
+        }
+    }
     return 0;
 }
 

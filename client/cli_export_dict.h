@@ -65,6 +65,8 @@ struct cli_export_row {
     size_t op_index, proc_index;      /* positions in the dictionary arrays */
     uint64_t step, start_ns, dur_ns, elements, mem_bytes;
     const msgpack_object *out_shape, *in_shapes; /* borrowed; nil when absent */
+    bool has_stream; /* the entry's ext map gave a stream (PROTOCOL.md "entry ext") */
+    uint64_t stream;
 };
 
 /*
@@ -78,7 +80,9 @@ void cli_export_dict_deinit(struct cli_export_dict *d);
 
 /*
  * Decodes one row. Returns 0, or -EPROTO with a reason in err (not a row of
- * ten fields, or an op, device or process id the header did not define).
+ * at least ten fields, an op, device or process id the header did not
+ * define, or an 11th element, the ext map, that is neither a map nor nil or
+ * whose stream is not a uint). Of the ext map only `stream` is read.
  */
 int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object *o,
                           struct cli_export_row *r, char *err, size_t errsize);

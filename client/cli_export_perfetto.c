@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_export_lanes.h"
 #include "cli_export_map.h"
 #include "cli_pb.h"
 
@@ -64,13 +65,12 @@ static const char *const pf_annot_names[PF_A_COUNT] = {
     [PF_A_OUT_SHAPE] = "out_shape", [PF_A_IN_SHAPES] = "in_shapes",
 };
 
-/* A key of the tracks map for a process track (device keys are uint32 indices). */
-#define PF_PROCESS_KEY ((uint64_t)1 << 32)
-
 struct pf_state {
     struct cli_pb pb;
-    struct cli_export_map tracks; /* (view pid, device index or PF_PROCESS_KEY) → uuid */
-    struct cli_export_map names;  /* op index → interned iid */
+    FILE *out;
+    struct cli_export_lanes lanes; /* the slice tracks: one per lane, uuid in the lane's id */
+    struct cli_export_map procs;   /* view pid → the uuid of its process track */
+    struct cli_export_map names;   /* op index → interned iid */
     uint64_t next_uuid, next_iid;
     bool cleared;         /* the SEQ_INCREMENTAL_STATE_CLEARED packet is written */
     bool annots_interned; /* the annotation names are */
@@ -136,31 +136,29 @@ static int pf_track_packet(struct pf_state *st, FILE *out, uint64_t ts, uint64_t
     return pf_packet_end(st, pkt, out);
 }
 
-/* The uuid of (process, device)'s track, described first when new. Returns 0 or -errno. */
-static int pf_track(struct pf_state *st, FILE *out, const struct cli_export_row *r, uint64_t *uuid)
+/*
+ * Describes a new lane of track tr (and, first, the process track it goes
+ * under when that is new) and gives the lane its uuid. Returns 0 or -errno.
+ */
+static int pf_lane(struct pf_state *st, const struct cli_export_lanes_track *tr,
+                   struct cli_export_lane *lane, uint64_t ts)
 {
-    uint64_t pid = (uint64_t)r->proc->view_pid, *slot, *proc_slot, proc_uuid;
-    uint32_t dev = r->dev ? r->dev->index : 0;
+    uint64_t *proc_uuid;
+    char name[256];
     bool created;
     int rc;
 
-    if ((slot = cli_export_map_get(&st->tracks, pid, dev)) != NULL) {
-        *uuid = *slot;
-        return 0;
-    }
-    if ((proc_slot = cli_export_map_upsert(&st->tracks, pid, PF_PROCESS_KEY, &created)) == NULL)
+    proc_uuid = cli_export_map_upsert(&st->procs, (uint64_t)tr->proc->view_pid, 0, &created);
+    if (proc_uuid == NULL)
         return -ENOMEM;
     if (created) {
-        *proc_slot = ++st->next_uuid;
-        if ((rc = pf_track_packet(st, out, r->start_ns, *proc_slot, r->proc, 0, NULL)) != 0)
+        *proc_uuid = ++st->next_uuid;
+        if ((rc = pf_track_packet(st, st->out, ts, *proc_uuid, tr->proc, 0, NULL)) != 0)
             return rc;
     }
-    proc_uuid = *proc_slot;
-    if ((slot = cli_export_map_upsert(&st->tracks, pid, dev, NULL)) == NULL)
-        return -ENOMEM;
-    *uuid = *slot = ++st->next_uuid;
-    return pf_track_packet(st, out, r->start_ns, *uuid, NULL, proc_uuid,
-                           r->dev ? r->dev->name : "no device");
+    lane->id = ++st->next_uuid;
+    cli_export_lanes_name(tr, (size_t)(lane - tr->lanes), name, sizeof(name));
+    return pf_track_packet(st, st->out, ts, lane->id, NULL, *proc_uuid, name);
 }
 
 /* The op's name iid; *fresh tells whether it must be sent in this packet's interned data. */
@@ -243,17 +241,19 @@ static int pf_slice_begin(struct pf_state *st, FILE *out, const struct cli_expor
     return pf_packet_end(st, pkt, out);
 }
 
-static int pf_slice_end(struct pf_state *st, FILE *out, const struct cli_export_row *r,
-                        uint64_t uuid)
+/* The END of a slice on a lane, at end_ns: the cli_export_lanes_end_cb of this format. */
+static int pf_slice_end(void *arg, const struct cli_export_lanes_track *tr,
+                        const struct cli_export_lane *lane, uint64_t end_ns)
 {
-    /* start_ns and dur_ns are at most INT64_MAX each (proto/PROTOCOL.md): no wrap. */
-    size_t pkt = pf_packet_begin(st, r->start_ns + r->dur_ns, 0), ev;
+    struct pf_state *st = arg;
+    size_t pkt = pf_packet_begin(st, end_ns, 0), ev;
 
+    (void)tr;
     ev = cli_pb_begin(&st->pb, PF_PACKET_TRACK_EVENT);
     cli_pb_uint(&st->pb, PF_EVENT_TYPE, PF_TYPE_SLICE_END);
-    cli_pb_uint(&st->pb, PF_EVENT_TRACK_UUID, uuid);
+    cli_pb_uint(&st->pb, PF_EVENT_TRACK_UUID, lane->id);
     cli_pb_end(&st->pb, ev);
-    return pf_packet_end(st, pkt, out);
+    return pf_packet_end(st, pkt, st->out);
 }
 
 static int cli_export_perfetto_begin(struct cli_export *x)
@@ -263,7 +263,9 @@ static int cli_export_perfetto_begin(struct cli_export *x)
     if (st == NULL)
         return -ENOMEM;
     cli_pb_init(&st->pb);
-    cli_export_map_init(&st->tracks);
+    st->out = x->out;
+    cli_export_lanes_init(&st->lanes);
+    cli_export_map_init(&st->procs);
     cli_export_map_init(&st->names);
     x->state = st;
     return 0;
@@ -272,19 +274,25 @@ static int cli_export_perfetto_begin(struct cli_export *x)
 static int cli_export_perfetto_row(struct cli_export *x, const struct cli_export_row *r)
 {
     struct pf_state *st = x->state;
-    uint64_t uuid;
+    struct cli_export_lanes_track *tr;
+    struct cli_export_lane *lane;
     int rc;
 
-    if ((rc = pf_track(st, x->out, r, &uuid)) == 0 &&
-        (rc = pf_slice_begin(st, x->out, r, uuid)) == 0)
-        rc = pf_slice_end(st, x->out, r, uuid);
-    return rc;
+    /* the slices of r's track that end by its start get their END first */
+    if ((rc = cli_export_lanes_place(&st->lanes, r, pf_slice_end, st, &tr, &lane)) != 0)
+        return rc;
+    if (lane->id == 0 && (rc = pf_lane(st, tr, lane, r->start_ns)) != 0)
+        return rc;
+    return pf_slice_begin(st, x->out, r, lane->id);
 }
 
 static int cli_export_perfetto_end(struct cli_export *x)
 {
     struct pf_state *st = x->state;
+    int rc;
 
+    if ((rc = cli_export_lanes_close_all(&st->lanes, pf_slice_end, st)) != 0)
+        return rc;
     if (st->pb.len > 0 && fwrite(st->pb.buf, 1, st->pb.len, x->out) != st->pb.len)
         return -EIO;
     cli_pb_reset(&st->pb);
@@ -297,7 +305,8 @@ static void cli_export_perfetto_free(struct cli_export *x)
 
     if (st != NULL) {
         cli_pb_deinit(&st->pb);
-        cli_export_map_deinit(&st->tracks);
+        cli_export_lanes_deinit(&st->lanes);
+        cli_export_map_deinit(&st->procs);
         cli_export_map_deinit(&st->names);
     }
     free(st);
@@ -307,6 +316,7 @@ static void cli_export_perfetto_free(struct cli_export *x)
 const struct cli_export_format cli_export_perfetto = {
     .name = "perfetto",
     .binary = true,
+    .by_start = true,
     .begin = cli_export_perfetto_begin,
     .row = cli_export_perfetto_row,
     .end = cli_export_perfetto_end,

@@ -188,7 +188,7 @@ static int import_emit(void *arg, const struct kineto_entry *e)
     if (e->launcher != NULL)
         import_note_launcher(j, e->op, e->launcher);
     return import_send_entry(j->s, op, e->step, e->start_ns, e->dur_ns, e->mem_bytes, e->in_shapes,
-                             e->in_len, e->device);
+                             e->in_len, e->device, e->stream);
 }
 
 /* Sends meta key = n when n > 0. */

@@ -66,7 +66,7 @@ enum kind { K_OTHER, K_KERNEL, K_MEMORY, K_CPU_OP, K_ANNOTATION, K_LAUNCH, K_HOS
 struct event {
     char ph[4], cat[KINETO_CAT_MAX];
     char name[KINETO_NAME_MAX + 1];
-    int64_t ts, dur, tid, pid, device, ext, corr, bytes;
+    int64_t ts, dur, tid, pid, device, ext, corr, bytes, stream;
     bool has_ts, has_dur;
     uint32_t n_inputs; /* Input Dims: at most PROTO_MAX_INPUTS, each at most PROTO_MAX_DIMS */
     uint64_t dim_v[PROTO_MAX_INPUTS][PROTO_MAX_DIMS];
@@ -672,7 +672,7 @@ static void replay_event(struct kineto_parse *p)
     enum kind kind = cat != NULL ? cat->kind : K_OTHER;
     const struct kineto_op *op;
     const struct kineto_launch *l = NULL;
-    struct kineto_entry en = {.op = e->name};
+    struct kineto_entry en = {.op = e->name, .stream = e->stream};
     char device[48];
     int64_t step_ts = e->ts;
 
@@ -708,7 +708,8 @@ static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64
                               .device = "cpu",
                               .step = step_of(k, op->ts),
                               .start_ns = clamp_u(op->ts),
-                              .dur_ns = clamp_u(self)};
+                              .dur_ns = clamp_u(self),
+                              .stream = op->tid};
 
     if (op->dims != INTERN_NONE)
         en.in_shapes = k->dims.v[op->dims], en.in_len = k->dims.len[op->dims];
@@ -807,6 +808,8 @@ static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t 
             e->corr = int_or(t, n, -1);
         else if (strcmp(key, "bytes") == 0) /* memcpy, memset */
             e->bytes = int_or(t, n, -1);
+        else if (strcmp(key, "stream") == 0)
+            e->stream = int_or(t, n, -1);
     } else if (top(p) == F_DIM && !is_str && e->n_inputs > 0) {
         uint32_t i = e->n_inputs - 1;
         int64_t v;
@@ -882,7 +885,7 @@ static void event_reset(struct event *e)
 {
     e->ph[0] = e->cat[0] = e->name[0] = '\0';
     e->ts = e->dur = 0;
-    e->tid = e->pid = e->device = e->ext = e->corr = e->bytes = -1;
+    e->tid = e->pid = e->device = e->ext = e->corr = e->bytes = e->stream = -1;
     e->has_ts = e->has_dur = false;
     e->n_inputs = 0;
 }

@@ -79,6 +79,8 @@ struct kineto_entry {
     size_t in_len;
     uint64_t step, start_ns, dur_ns;
     uint64_t mem_bytes; /* memcpy/memset: args.bytes; else 0 */
+    int64_t stream;     /* the track within the device: a GPU event's args.stream, a CPU op's tid;
+                           -1: none (sent as the ext map's stream, PROTOCOL.md "entry ext") */
 };
 
 /* Complete events of a category the importer does not know, skipped. */

@@ -169,13 +169,13 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
 
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
                       uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
-                      const char *device)
+                      const char *device, int64_t stream)
 {
     msgpack_packer *pk = &s->bpk;
 
     if (s->err)
         return s->err;
-    msgpack_pack_array(pk, 9);
+    msgpack_pack_array(pk, stream >= 0 ? 10 : 9);
     msgpack_pack_uint64(pk, step);
     msgpack_pack_uint32(pk, op);
     msgpack_pack_uint64(pk, start_ns);
@@ -194,6 +194,10 @@ int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_
         proto_pack_str(pk, device);
     else
         msgpack_pack_nil(pk);
+    if (stream >= 0) {
+        struct proto_ext ext = {.has = PROTO_EXT_STREAM, .stream = (uint64_t)stream};
+        proto_pack_ext(pk, &ext);
+    }
     s->sent++;
     return ++s->n_batch == IMPORT_BATCH ? send_batch(s) : 0;
 }

@@ -393,7 +393,7 @@ void control_handle(struct conn *c, struct proto_msg *m)
     case PROTO_EXPORT: {
         struct session *s = control_session(c, &m->u.req);
         if (s != NULL)
-            export_start(c, s);
+            export_start(c, s, &m->u.req);
         break;
     }
     default:

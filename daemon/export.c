@@ -22,7 +22,8 @@ struct export_work {
     const char *state;
     sqlite3 *db;
     sqlite3_stmt *rows;
-    bool ext; /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
+    bool by_start; /* the request's "order": "start" */
+    bool ext;      /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
     uint64_t n_rows;
     bool started, exhausted, done;
     int rc;
@@ -90,10 +91,13 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
 #define ROW_FROM        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
 #define ROW_EXT_FROM    " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
 #define ROW_ORDER       " ORDER BY e.rowid"
+/* "order": "start": by start, longer first (a slice before those it contains), then arrival. */
+#define ROW_ORDER_START " ORDER BY e.start_ns, e.dur_ns DESC, e.rowid"
 
 /* Prepares the rows query; the entry_ext table exists only in files that got an ext map. */
 static int export_prepare_rows(struct export_work *w)
 {
+    const char *sql;
     sqlite3_stmt *st;
     int rc;
 
@@ -106,10 +110,12 @@ static int export_prepare_rows(struct export_work *w)
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return -EIO;
     w->ext = rc == SQLITE_ROW;
-    if (sqlite3_prepare_v2(w->db,
-                           w->ext ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER
-                                  : ROW_COLUMNS ROW_FROM ROW_ORDER,
-                           -1, &w->rows, NULL) != SQLITE_OK)
+    if (w->ext)
+        sql = w->by_start ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_START
+                          : ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER;
+    else
+        sql = w->by_start ? ROW_COLUMNS ROW_FROM ROW_ORDER_START : ROW_COLUMNS ROW_FROM ROW_ORDER;
+    if (sqlite3_prepare_v2(w->db, sql, -1, &w->rows, NULL) != SQLITE_OK)
         return -EIO;
     return 0;
 }
@@ -274,7 +280,7 @@ static void export_after_cb(uv_work_t *req, int status)
         export_finish(w);
 }
 
-void export_start(struct conn *c, struct session *s)
+void export_start(struct conn *c, struct session *s, const struct proto_request *req)
 {
     struct export_work *w = calloc(1, sizeof(*w));
     msgpack_sbuffer sb;
@@ -291,6 +297,7 @@ void export_start(struct conn *c, struct session *s)
     w->c = c;
     w->id = s->id;
     w->state = s->live ? "live" : "ended";
+    w->by_start = req->by_start;
     msgpack_sbuffer_init(&w->out);
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;

@@ -14,7 +14,11 @@
 #include "conn.h"
 #include "session.h"
 
-/* Starts streaming session s to c. Errors are replied on c. */
-void export_start(struct conn *c, struct session *s);
+/*
+ * Starts streaming session s to c, in storage order or, with req->by_start,
+ * by start time (a sort by SQLite, which spills to temporary files rather
+ * than growing). Errors are replied on c.
+ */
+void export_start(struct conn *c, struct session *s, const struct proto_request *req);
 
 #endif

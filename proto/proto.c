@@ -625,6 +625,18 @@ static int get_ratio(const msgpack_object *v, double *out, struct proto_error *e
     return 0;
 }
 
+/* export's "order": "storage" (the default) or "start"; nil is the default. */
+static int decode_export_order(const msgpack_object *v, struct proto_request *req,
+                               struct proto_error *err)
+{
+    if (v == NULL || v->type == MSGPACK_OBJECT_NIL || key_is(v, "storage"))
+        return 0;
+    if (!key_is(v, "start"))
+        return fail(err, PROTO_E_MESSAGE, "export order must be \"storage\" or \"start\"");
+    req->by_start = true;
+    return 0;
+}
+
 static int decode_request(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     struct proto_request *req = &m->u.req;
@@ -638,6 +650,8 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
         return 0;
     if (decode_sessref(map_get(args, "session"), &req->session, err) < 0)
         return -1;
+    if (m->type == PROTO_EXPORT)
+        return decode_export_order(map_get(args, "order"), req, err);
     if (m->type != PROTO_REPORT)
         return 0;
     if ((v = map_get(args, "top")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
@@ -1330,8 +1344,13 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
             return -ENOMEM;
         return 0;
     case PROTO_DELETE:
-    case PROTO_EXPORT:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
+            return -ENOMEM;
+        return 0;
+    case PROTO_EXPORT:
+        if (msgpack_pack_map(pk, req->by_start ? 2 : 1) < 0 ||
+            pack_sessref(pk, &req->session) < 0 ||
+            (req->by_start && (proto_pack_str(pk, "order") < 0 || proto_pack_str(pk, "start") < 0)))
             return -ENOMEM;
         return 0;
     default:

@@ -173,6 +173,7 @@ struct proto_request {
     uint64_t mem_threshold;       /* report: default 0 */
     uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
     uint32_t ops_offset;          /* report extension: ops rows skipped first */
+    bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
 };
 
 struct proto_msg {

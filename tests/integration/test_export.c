@@ -460,14 +460,32 @@ static void chrome_check_x(yajl_val ev, size_t i, const struct tname *t, size_t 
     cr_assert_eq(YAJL_IS_ARRAY(jget(args, "in_shapes")), e.shapes);
 }
 
+/* qsort order of entry indices: by start, longer first, then storage order (PROTOCOL.md). */
+static int by_start_cmp(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    struct tentry x = entry(i), y = entry(j);
+
+    if (x.start != y.start)
+        return x.start < y.start ? -1 : 1;
+    if (x.dur != y.dur)
+        return x.dur > y.dur ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
 Test(export, chrome_is_valid_json)
 {
     long long id = load();
     char *out = export(id, "chrome", NULL, NULL), err[256];
     yajl_val doc = yajl_tree_parse(out, err, sizeof(err)), evs;
     static struct tname names[16];
+    static size_t order[NTOTAL];
     size_t nx = 0, nt = 0, nproc = 0;
 
+    /* the trace-viewer formats write the entries by start time */
+    for (size_t i = 0; i < NTOTAL; i++)
+        order[i] = i;
+    qsort(order, NTOTAL, sizeof(order[0]), by_start_cmp);
     cr_assert_not_null(doc, "not JSON: %s", err);
     cr_assert_str_eq(jstr(doc, "displayTimeUnit"), "ns");
     evs = jget(doc, "traceEvents");
@@ -478,7 +496,7 @@ Test(export, chrome_is_valid_json)
 
         if (strcmp(ph, "X") == 0) {
             cr_assert_lt(nx, NTOTAL, "more X events than entries");
-            chrome_check_x(ev, nx++, names, nt);
+            chrome_check_x(ev, order[nx++], names, nt);
         } else if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
             cr_assert_lt(nt, 16);
             names[nt++] =
@@ -540,12 +558,18 @@ static char *quoted(const char *line)
     return unescape(buf);
 }
 
-#define MAXT 32
+#define MAXT 64
 
-/* What the decoded text says: slices in order and the names they refer to. */
+/* One TrackEvent of the decoded trace, in file order. */
+struct pf_ev {
+    bool begin;
+    uint64_t ts, track, iid;
+};
+
+/* What the decoded text says: events in file order and the names they refer to. */
 struct pf {
-    uint64_t begin_ts[NTOTAL], end_ts[NTOTAL], begin_iid[NTOTAL], begin_track[NTOTAL];
-    size_t nbegin, nend;
+    struct pf_ev *ev;
+    size_t nev, cap;
     char *iid_name[16];
     struct {
         uint64_t uuid, parent;
@@ -556,26 +580,27 @@ struct pf {
 
 /* One line of the decoded text, inside the blocks stack[0..depth). */
 static void pf_line(struct pf *pf, char *l, char stack[][32], int depth, uint64_t *ts,
-                    uint64_t *iid, bool *in_begin)
+                    uint64_t *iid)
 {
     const char *blk = depth > 0 ? stack[depth - 1] : "";
+    struct pf_ev *e = pf->nev > 0 ? &pf->ev[pf->nev - 1] : NULL;
     unsigned long long v;
+    bool begin;
 
-    if (depth == 1 && sscanf(l, "timestamp: %llu", &v) == 1)
+    if (depth == 1 && sscanf(l, "timestamp: %llu", &v) == 1) {
         *ts = v;
-    else if (strcmp(blk, "track_event") == 0 && strcmp(l, "type: TYPE_SLICE_BEGIN") == 0) {
-        cr_assert_lt(pf->nbegin, NTOTAL);
-        pf->begin_ts[pf->nbegin] = *ts;
-        *in_begin = true;
-        pf->nbegin++;
-    } else if (strcmp(blk, "track_event") == 0 && strcmp(l, "type: TYPE_SLICE_END") == 0) {
-        cr_assert_lt(pf->nend, NTOTAL);
-        pf->end_ts[pf->nend++] = *ts;
+    } else if (strcmp(blk, "track_event") == 0 && ((begin = !strcmp(l, "type: TYPE_SLICE_BEGIN")) ||
+                                                   !strcmp(l, "type: TYPE_SLICE_END"))) {
+        if (pf->nev == pf->cap) {
+            pf->cap = pf->cap ? 2 * pf->cap : 1024;
+            pf->ev = realloc(pf->ev, pf->cap * sizeof(*pf->ev));
+            cr_assert_not_null(pf->ev);
+        }
+        pf->ev[pf->nev++] = (struct pf_ev){begin, *ts, 0, 0};
     } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "name_iid: %llu", &v) == 1) {
-        pf->begin_iid[pf->nbegin - 1] = v;
+        e->iid = v;
     } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "track_uuid: %llu", &v) == 1) {
-        if (*in_begin)
-            pf->begin_track[pf->nbegin - 1] = v;
+        e->track = v;
     } else if (strcmp(blk, "event_names") == 0 && sscanf(l, "iid: %llu", &v) == 1) {
         *iid = v;
     } else if (strcmp(blk, "event_names") == 0 && strncmp(l, "name: ", 6) == 0) {
@@ -597,7 +622,6 @@ static void pf_parse(struct pf *pf, char *text)
     char stack[8][32];
     int depth = 0;
     uint64_t ts = 0, iid = 0;
-    bool in_begin = false;
 
     for (char *l = strtok(text, "\n"); l != NULL; l = strtok(NULL, "\n")) {
         size_t n;
@@ -610,12 +634,19 @@ static void pf_parse(struct pf *pf, char *text)
             snprintf(stack[depth++], 32, "%.*s", (int)(n - 2), l);
         } else if (strcmp(l, "}") == 0) {
             cr_assert_gt(depth, 0);
-            if (--depth == 0)
-                in_begin = false;
+            depth--;
         } else {
-            pf_line(pf, l, stack, depth, &ts, &iid, &in_begin);
+            pf_line(pf, l, stack, depth, &ts, &iid);
         }
     }
+}
+
+static void pf_free(struct pf *pf)
+{
+    for (size_t i = 0; i < 16; i++)
+        free(pf->iid_name[i]);
+    free(pf->ev);
+    free(pf);
 }
 
 static const char *pf_track_name(const struct pf *pf, uint64_t uuid, uint64_t *parent)
@@ -631,33 +662,79 @@ static const char *pf_track_name(const struct pf *pf, uint64_t uuid, uint64_t *p
     return NULL;
 }
 
-static void pf_check(const struct pf *pf)
-{
-    cr_assert_eq(pf->nbegin, NTOTAL, "slice begins");
-    cr_assert_eq(pf->nend, NTOTAL, "slice ends");
-    for (size_t i = 0; i < NTOTAL; i++) {
-        struct tentry e = entry(i);
-        const char *dev = entry_device(&e), *proc;
-        uint64_t parent = 0;
-        char want[32];
+/* A slice as a viewer shows it, or as the test sent it. */
+struct vslice {
+    const char *name, *track, *process; /* process: the parent track's name */
+    uint64_t start, dur;
+};
 
-        cr_assert_eq(pf->begin_ts[i], e.start, "slice %zu begin", i);
-        cr_assert_eq(pf->end_ts[i], e.start + e.dur, "slice %zu end", i);
-        cr_assert_lt(pf->begin_iid[i], 16);
-        cr_assert_not_null(pf->iid_name[pf->begin_iid[i]], "slice %zu: iid not interned", i);
-        cr_assert_str_eq(pf->iid_name[pf->begin_iid[i]], op_of(e.op)->name, "slice %zu", i);
-        cr_assert_str_eq(pf_track_name(pf, pf->begin_track[i], &parent), dev ? dev : "no device",
-                         "slice %zu track", i);
-        proc = pf_track_name(pf, parent, NULL);
-        snprintf(want, sizeof(want), "rank %d (", e.rank);
-        cr_assert_eq(strncmp(proc, want, strlen(want)), 0, "slice %zu process %s", i, proc);
-    }
-    cr_assert_eq(pf->ntracks, 2 + 5, "two process tracks, five (rank, device) tracks");
+static int vslice_cmp(const void *a, const void *b)
+{
+    const struct vslice *x = a, *y = b;
+    int c;
+
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->dur != y->dur)
+        return x->dur < y->dur ? -1 : 1;
+    if ((c = strcmp(x->name, y->name)) != 0)
+        return c;
+    return strcmp(x->track, y->track);
 }
 
-Test(export, perfetto_decodes_with_protoc)
+/*
+ * What a viewer makes of the events: per track, in file order, a BEGIN opens
+ * a slice and an END closes the innermost open one (Perfetto's TrackEvent
+ * model). Asserts that time never goes back on a track and that every slice
+ * is closed. Returns the slices (caller frees), sorted, in *n.
+ */
+static struct vslice *pf_view(const struct pf *pf, size_t *n)
 {
-    long long id = load();
+    struct vslice *out = calloc(pf->nev + 1, sizeof(*out));
+    size_t *open = calloc(pf->nev + 1, sizeof(*open)), count = 0;
+
+    for (size_t t = 0; t < pf->ntracks; t++) {
+        uint64_t uuid = pf->track[t].uuid, last = 0, parent = 0;
+        size_t depth = 0;
+
+        for (size_t i = 0; i < pf->nev; i++) {
+            const struct pf_ev *e = &pf->ev[i];
+
+            if (e->track != uuid)
+                continue;
+            cr_assert_geq(e->ts, last, "track \"%s\": time goes back from %llu to %llu",
+                          pf->track[t].name, (unsigned long long)last, (unsigned long long)e->ts);
+            last = e->ts;
+            if (e->begin) {
+                cr_assert_lt(e->iid, 16);
+                cr_assert_not_null(pf->iid_name[e->iid], "iid %llu not interned",
+                                   (unsigned long long)e->iid);
+                open[depth++] = i;
+                continue;
+            }
+            cr_assert_gt(depth, 0, "track \"%s\": an END with no open slice", pf->track[t].name);
+            const struct pf_ev *b = &pf->ev[open[--depth]];
+            out[count++] = (struct vslice){pf->iid_name[b->iid], pf_track_name(pf, uuid, &parent),
+                                           NULL, b->ts, e->ts - b->ts};
+            out[count - 1].process = pf_track_name(pf, parent, NULL);
+        }
+        cr_assert_eq(depth, 0, "track \"%s\": %zu slices never end", pf->track[t].name, depth);
+    }
+    for (size_t i = 0; i < pf->nev; i++) {
+        bool known = false;
+        for (size_t t = 0; t < pf->ntracks && !known; t++)
+            known = pf->track[t].uuid == pf->ev[i].track;
+        cr_assert(known, "event %zu on a track without a descriptor", i);
+    }
+    free(open);
+    qsort(out, count, sizeof(*out), vslice_cmp);
+    *n = count;
+    return out;
+}
+
+/* Exports session id as perfetto, decodes it with protoc and Perfetto's schema; pf_free() it. */
+static struct pf *pf_export(long long id)
+{
     char path[PATH_MAX], ids[32], cmd[3 * PATH_MAX], *text = NULL;
     char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "export", ids,
                     "--format",   "perfetto", "-o",   path,     NULL};
@@ -679,11 +756,49 @@ Test(export, perfetto_decodes_with_protoc)
     cr_assert_eq(harness_run(&text, decode), 0, "protoc could not decode the trace");
     unlink(path);
     pf_parse(pf, text);
-    pf_check(pf);
-    for (size_t i = 0; i < 16; i++)
-        free(pf->iid_name[i]);
-    free(pf);
     free(text);
+    return pf;
+}
+
+/* The viewer's slices equal want[0..n) (sorted here), names, tracks and processes included. */
+static void check_slices(const struct vslice *got, size_t ngot, struct vslice *want, size_t n)
+{
+    qsort(want, n, sizeof(*want), vslice_cmp);
+    cr_assert_eq(ngot, n, "the viewer shows %zu slices, %zu were sent", ngot, n);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_str_eq(got[i].name, want[i].name, "slice %zu", i);
+        cr_assert_eq(got[i].start, want[i].start, "slice %zu (%s) start", i, want[i].name);
+        cr_assert_eq(got[i].dur, want[i].dur, "slice %zu (%s) starting at %llu: duration", i,
+                     want[i].name, (unsigned long long)want[i].start);
+        cr_assert_str_eq(got[i].track, want[i].track, "slice %zu (%s) track", i, want[i].name);
+        cr_assert_eq(strncmp(got[i].process, want[i].process, strlen(want[i].process)), 0,
+                     "slice %zu (%s) process %s", i, want[i].name, got[i].process);
+    }
+}
+
+Test(export, perfetto_decodes_with_protoc)
+{
+    long long id = load();
+    struct pf *pf = pf_export(id);
+    struct vslice *want = calloc(NTOTAL, sizeof(*want)), *got;
+    static char procs[2][16];
+    size_t n;
+
+    for (int r = 0; r < 2; r++)
+        snprintf(procs[r], sizeof(procs[r]), "rank %d (", r);
+    for (size_t i = 0; i < NTOTAL; i++) {
+        struct tentry e = entry(i);
+        const char *dev = entry_device(&e);
+
+        want[i] = (struct vslice){op_of(e.op)->name, dev ? dev : "no device", procs[e.rank],
+                                  e.start, e.dur};
+    }
+    got = pf_view(pf, &n);
+    check_slices(got, n, want, NTOTAL);
+    cr_assert_eq(pf->ntracks, 2 + 5, "two process tracks, five (rank, device) tracks");
+    free(got);
+    free(want);
+    pf_free(pf);
 }
 
 /* ---- the command line ------------------------------------------------------- */
@@ -722,5 +837,251 @@ Test(export, errors_and_output_file)
     unlink(path);
     out = export(id, "csv", NULL, NULL);
     cr_assert_eq((size_t)size, strlen(out), "-o FILE holds what stdout would");
+    free(out);
+}
+
+/* ---- overlapping entries on one device: lanes ------------------------------- */
+
+/* Entries of one rank whose slices overlap, and the track each must be shown on. */
+struct oentry {
+    const char *name, *device;
+    bool has_stream;
+    uint64_t stream, start, dur;
+    const char *want_track; /* worked out by hand from the greedy rule of PROTOCOL.md */
+};
+
+static const struct oentry overlap[] = {
+    /* the example: B starts inside A and ends after it */
+    {"A", "gpu:0", false, 0, 1000000, 10000, "gpu:0"},
+    {"B", "gpu:0", false, 0, 1005000, 10000, "gpu:0 #2"},
+    /* fully nested: C stays inside P on P's track */
+    {"P", "gpu:1", false, 0, 2000000, 10000, "gpu:1"},
+    {"C", "gpu:1", false, 0, 2002000, 3000, "gpu:1"},
+    /* a chain of partial overlaps: a lane is taken again once its slice ended */
+    {"X1", "gpu:2", false, 0, 3000000, 10000, "gpu:2"},
+    {"X2", "gpu:2", false, 0, 3005000, 10000, "gpu:2 #2"},
+    {"X3", "gpu:2", false, 0, 3012000, 10000, "gpu:2"},
+    {"X4", "gpu:2", false, 0, 3018000, 10000, "gpu:2 #2"},
+    /* streams are tracks of their own: overlaps across streams need no lane */
+    {"S7", "gpu:3", true, 7, 4000000, 10000, "gpu:3 stream 7"},
+    {"S9", "gpu:3", true, 9, 4005000, 10000, "gpu:3 stream 9"},
+    {"S7b", "gpu:3", true, 7, 4011000, 1000, "gpu:3 stream 7"},
+    /* equal starts: the longer is the parent; a zero-length slice; N overlaps M only */
+    {"L", "gpu:4", false, 0, 5000000, 5000, "gpu:4"},
+    {"Z", "gpu:4", false, 0, 5000000, 0, "gpu:4"},
+    {"M", "gpu:4", false, 0, 5000000, 2000, "gpu:4"},
+    {"N", "gpu:4", false, 0, 5001000, 2000, "gpu:4 #2"},
+};
+#define NOVERLAP (sizeof(overlap) / sizeof(overlap[0]))
+
+/* Stores the table in reverse (storage order is not time order); returns the session id. */
+static long long load_overlap(void)
+{
+    struct proto_opdef defs[NOVERLAP];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    long long id;
+    int fd;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "overlap", 0, 1, "gpu:0", &id);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (size_t i = 0; i < NOVERLAP; i++)
+        defs[i] = (struct proto_opdef){(uint32_t)i + 1, (char *)overlap[i].name, NULL};
+    proto_pack_ops(&pk, defs, NOVERLAP);
+    raw_send(fd, &sb);
+    proto_pack_batch_header(&pk, NOVERLAP);
+    for (size_t k = NOVERLAP; k-- > 0;) {
+        const struct oentry *e = &overlap[k];
+
+        msgpack_pack_array(&pk, 10);
+        msgpack_pack_uint64(&pk, 0);
+        msgpack_pack_uint64(&pk, k + 1);
+        msgpack_pack_uint64(&pk, e->start);
+        msgpack_pack_uint64(&pk, e->dur);
+        for (int f = 0; f < 4; f++)
+            msgpack_pack_nil(&pk);
+        proto_pack_str(&pk, e->device);
+        if (e->has_stream) {
+            msgpack_pack_map(&pk, 1);
+            proto_pack_str(&pk, "stream");
+            msgpack_pack_uint64(&pk, e->stream);
+        } else {
+            msgpack_pack_nil(&pk);
+        }
+    }
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    cr_assert_eq(raw_flush(fd, 1), (long long)NOVERLAP);
+    raw_bye(fd, 0);
+    return id;
+}
+
+Test(export, perfetto_overlaps_on_lanes)
+{
+    long long id = load_overlap();
+    struct pf *pf = pf_export(id);
+    struct vslice want[NOVERLAP], *got;
+    size_t n;
+
+    for (size_t i = 0; i < NOVERLAP; i++)
+        want[i] = (struct vslice){overlap[i].name, overlap[i].want_track, "rank 0 (",
+                                  overlap[i].start, overlap[i].dur};
+    /* the viewer's BEGIN/END matching per track gives back every slice as sent */
+    got = pf_view(pf, &n);
+    check_slices(got, n, want, NOVERLAP);
+    cr_assert_eq(pf->ntracks, 1 + 9, "one process track and nine lanes");
+    free(got);
+    pf_free(pf);
+}
+
+/* A Chrome X event: where it is shown and when. */
+struct xev {
+    long long pid, tid;
+    uint64_t ts, dur;
+};
+
+/* ns from a µs decimal with three places, exactly (no floating point). */
+static uint64_t us_to_ns(yajl_val v)
+{
+    unsigned long long us;
+    unsigned frac;
+
+    cr_assert(YAJL_IS_NUMBER(v));
+    cr_assert_eq(sscanf(v->u.number.r, "%llu.%3u", &us, &frac), 2, "%s", v->u.number.r);
+    return us * 1000 + frac;
+}
+
+Test(export, chrome_overlaps_on_lanes)
+{
+    long long id = load_overlap();
+    char *out = export(id, "chrome", NULL, NULL), err[256];
+    yajl_val doc = yajl_tree_parse(out, err, sizeof(err)), evs;
+    struct tname names[32];
+    struct xev x[NOVERLAP];
+    bool seen[NOVERLAP] = {false};
+    size_t nt = 0, nx = 0;
+
+    cr_assert_not_null(doc, "not JSON: %s", err);
+    evs = jget(doc, "traceEvents");
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val ev = evs->u.array.values[i];
+        const char *ph = jstr(ev, "ph"), *name = jstr(ev, "name"), *tn;
+        size_t k;
+
+        if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
+            cr_assert_lt(nt, 32);
+            names[nt++] =
+                (struct tname){jint(ev, "pid"), jint(ev, "tid"), jstr(jget(ev, "args"), "name")};
+        }
+        if (strcmp(ph, "X") != 0)
+            continue;
+        for (k = 0; k < NOVERLAP && strcmp(overlap[k].name, name) != 0; k++)
+            ;
+        cr_assert_lt(k, NOVERLAP, "an event %s that was not sent", name);
+        cr_assert_not(seen[k], "%s twice", name);
+        seen[k] = true;
+        x[nx] = (struct xev){jint(ev, "pid"), jint(ev, "tid"), us_to_ns(jget(ev, "ts")),
+                             us_to_ns(jget(ev, "dur"))};
+        cr_assert_eq(x[nx].ts, overlap[k].start, "%s ts", name);
+        cr_assert_eq(x[nx].dur, overlap[k].dur, "%s dur", name);
+        tn = thread_name(names, nt, x[nx].pid, x[nx].tid);
+        cr_assert_not_null(tn, "%s: no thread_name before it", name);
+        cr_assert_str_eq(tn, overlap[k].want_track, "%s thread", name);
+        /* per thread: in time order, and never partly over another slice */
+        for (size_t j = 0; j < nx; j++) {
+            uint64_t a0 = x[j].ts, a1 = x[j].ts + x[j].dur, b0 = x[nx].ts, b1 = b0 + x[nx].dur;
+
+            if (x[j].pid != x[nx].pid || x[j].tid != x[nx].tid)
+                continue;
+            cr_assert_leq(a0, b0, "%s: thread %lld goes back in time", name, x[nx].tid);
+            cr_assert(a1 <= b0 || b1 <= a1, "%s partly overlaps an earlier slice of its thread",
+                      name);
+        }
+        nx++;
+    }
+    cr_assert_eq(nx, NOVERLAP);
+    cr_assert_eq(nt, 9, "one thread per lane");
+    yajl_tree_free(doc);
+    free(out);
+}
+
+/* ---- Kineto streams: one track each ----------------------------------------- */
+
+/* The id of the newest session named name, from `sessions`. */
+static long long session_id_of(const char *name)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list;
+    long long id = -1;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    for (uint32_t i = 0; i < list->via.array.size && id < 0; i++)
+        if (obj_str_eq(obj_get(&list->via.array.ptr[i], "name"), name))
+            id = (long long)obj_u64(obj_get(&list->via.array.ptr[i], "id"));
+    close(fd);
+    proto_reader_deinit(&r);
+    cr_assert_geq(id, 0, "no session %s", name);
+    return id;
+}
+
+/*
+ * tests/data/kineto/handmade/streams.json: kernels overlapping across two
+ * CUDA streams of gpu:0 and CPU ops overlapping across two threads. Each
+ * stream (args.stream for GPU events, tid for CPU ops) is a track of its own,
+ * and nothing needs a second lane. Times are the file's µs × 1000.
+ */
+Test(export, kineto_streams_one_track_each)
+{
+    static const char file[] = TEST_DATA_DIR "/kineto/handmade/streams.json";
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,      "import",  (char *)file,
+                    "--session",  "streams",  "--cpu-ops", "--quiet", NULL};
+    struct vslice want[] = {
+        {"aten::mm", "cpu stream 100", "rank 0 (", 1000000, 50000},
+        {"aten::add", "cpu stream 200", "rank 0 (", 1010000, 30000},
+        {"gemm_kernel", "gpu:0 stream 7", "rank 0 (", 1100000, 40000},
+        {"add_kernel", "gpu:0 stream 13", "rank 0 (", 1120000, 40000},
+        {"Memcpy HtoD (Pageable -> Device)", "gpu:0 stream 7", "rank 0 (", 1150000, 10000},
+        {"gemm_kernel", "gpu:0 stream 13", "rank 0 (", 1165000, 10000},
+    };
+    size_t nwant = sizeof(want) / sizeof(want[0]), n;
+    struct vslice *got;
+    struct pf *pf;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(harness_run(NULL, argv), 0, "import failed");
+    id = session_id_of("streams");
+    pf = pf_export(id);
+    got = pf_view(pf, &n);
+    check_slices(got, n, want, nwant);
+    cr_assert_eq(pf->ntracks, 1 + 4, "a process track and one track per stream");
+    free(got);
+    pf_free(pf);
+
+    /* chrome: one thread per stream, named as in perfetto */
+    char *out = export(id, "chrome", NULL, NULL), err[256];
+    yajl_val doc = yajl_tree_parse(out, err, sizeof(err)), evs;
+    const char *threads[] = {"cpu stream 100", "cpu stream 200", "gpu:0 stream 7",
+                             "gpu:0 stream 13"};
+    size_t nt = 0;
+
+    cr_assert_not_null(doc, "not JSON: %s", err);
+    evs = jget(doc, "traceEvents");
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val ev = evs->u.array.values[i];
+
+        if (strcmp(jstr(ev, "ph"), "M") != 0 || strcmp(jstr(ev, "name"), "thread_name") != 0)
+            continue;
+        cr_assert_lt(nt, 4, "more threads than streams");
+        cr_assert_str_eq(jstr(jget(ev, "args"), "name"), threads[nt], "thread %zu", nt);
+        nt++;
+    }
+    cr_assert_eq(nt, 4);
+    yajl_tree_free(doc);
     free(out);
 }

@@ -476,6 +476,17 @@ static void c_ext_huge_map_header(struct buf *b)
                           23);
 }
 
+static void c_export_order_bad(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "export");
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "session");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "order");
+    s(b, "time");
+}
+
 static void c_huge_array_header(struct buf *b)
 {
     /* ["batch", array32 of 4,294,967,295 entries] with one byte behind it */
@@ -562,6 +573,7 @@ static struct bad_case bad_cases[] = {
     {"ext.checksum bin", c_ext_checksum_bin, PROTO_E_MESSAGE},
     {"ext.stream given twice", c_ext_stream_twice, PROTO_E_MESSAGE},
     {"ext map header of 2^31 pairs", c_ext_huge_map_header, PROTO_E_TOO_LARGE},
+    {"export order \"time\"", c_export_order_bad, PROTO_E_MESSAGE},
     {"meta value array", c_meta_array_value, PROTO_E_MESSAGE},
     {"meta int key", c_meta_int_key, PROTO_E_MESSAGE},
     {"flush seq string", c_flush_str, PROTO_E_MESSAGE},
@@ -812,6 +824,40 @@ Test(proto, entry_ext_map)
         proto_msg_free(&m1);
         msgpack_sbuffer_destroy(&b.sb);
     }
+}
+
+/* export's "order": storage by default, "start" on request; the packer says it back. */
+Test(proto, export_order)
+{
+    struct proto_request req;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    for (int k = 0; k < 3; k++) {
+        buf_init(&b);
+        msgpack_pack_array(&b.pk, 2);
+        s(&b, "export");
+        msgpack_pack_map(&b.pk, k ? 2 : 1);
+        s(&b, "session");
+        msgpack_pack_uint64(&b.pk, 3);
+        if (k) {
+            s(&b, "order");
+            s(&b, k == 1 ? "storage" : "start");
+        }
+        cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+        cr_assert_eq(m.u.req.by_start, k == 2);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+    proto_request_init(&req);
+    req.session.id = 3;
+    req.by_start = true;
+    buf_init(&b);
+    cr_assert_eq(proto_pack_request(&b.pk, PROTO_EXPORT, &req), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert(m.u.req.by_start);
+    cr_assert_eq(m.u.req.session.id, 3);
+    msgpack_sbuffer_destroy(&b.sb);
 }
 
 Test(proto, request_defaults_and_refs)

@@ -1,0 +1,161 @@
+/*
+ * cli_export_lanes — slices on lanes without partial overlaps (see
+ * cli_export_lanes.h).
+ */
+#include "cli_export_lanes.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_export_lanes_init(struct cli_export_lanes *l)
+{
+    memset(l, 0, sizeof(*l));
+    cli_export_map_init(&l->devs);
+    cli_export_map_init(&l->tracks);
+}
+
+void cli_export_lanes_deinit(struct cli_export_lanes *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        for (size_t k = 0; k < l->t[i].n_lanes; k++)
+            free(l->t[i].lanes[k].open);
+        free(l->t[i].lanes);
+    }
+    free(l->t);
+    cli_export_map_deinit(&l->devs);
+    cli_export_map_deinit(&l->tracks);
+    memset(l, 0, sizeof(*l));
+}
+
+/* The track of row r, made when new. NULL when out of memory. */
+static struct cli_export_lanes_track *cli_export_lanes_track(struct cli_export_lanes *l,
+                                                             const struct cli_export_row *r)
+{
+    uint64_t *dev, *slot, key;
+    bool created;
+
+    if (l->n == l->cap) { /* room for a new track first: a map slot is never left dangling */
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        struct cli_export_lanes_track *t = realloc(l->t, cap * sizeof(*t));
+
+        if (t == NULL)
+            return NULL;
+        l->t = t;
+        l->cap = cap;
+    }
+    dev = cli_export_map_upsert(&l->devs, (uint64_t)r->proc->view_pid, r->dev ? r->dev->index : 0,
+                                &created);
+    if (dev == NULL)
+        return NULL;
+    if (created)
+        *dev = ++l->n_dev_keys;
+    key = *dev << 1 | (r->has_stream ? 1 : 0);
+    slot = cli_export_map_upsert(&l->tracks, key, r->has_stream ? r->stream : 0, &created);
+    if (slot == NULL)
+        return NULL;
+    if (!created)
+        return &l->t[*slot - 1];
+    *slot = l->n + 1;
+    l->t[l->n] = (struct cli_export_lanes_track){
+        .proc = r->proc, .dev = r->dev, .has_stream = r->has_stream, .stream = r->stream};
+    return &l->t[l->n++];
+}
+
+/* Closes the slices of lane that end by t (all of them with t UINT64_MAX), innermost first. */
+static int cli_export_lanes_close(struct cli_export_lanes_track *tr, struct cli_export_lane *lane,
+                                  uint64_t t, cli_export_lanes_end_cb end, void *arg)
+{
+    while (lane->depth > 0 && lane->open[lane->depth - 1] <= t) {
+        uint64_t at = lane->open[--lane->depth];
+        int rc;
+
+        /* an inner slice never ends after the one around it, so at never goes back */
+        lane->last_ns = at;
+        if (end != NULL && (rc = end(arg, tr, lane, at)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Whether [start, stop) can go on lane (its open slices closed up to start already). */
+static bool cli_export_lanes_fits(const struct cli_export_lane *lane, uint64_t start, uint64_t stop)
+{
+    if (lane->last_ns > start)
+        return false; /* an event after start is written there: rows out of start order */
+    return lane->depth == 0 || stop <= lane->open[lane->depth - 1];
+}
+
+static int cli_export_lanes_push(struct cli_export_lane *lane, uint64_t start, uint64_t stop)
+{
+    if (lane->depth == lane->cap) {
+        size_t cap = lane->cap ? 2 * lane->cap : 8;
+        uint64_t *open = realloc(lane->open, cap * sizeof(*open));
+
+        if (open == NULL)
+            return -ENOMEM;
+        lane->open = open;
+        lane->cap = cap;
+    }
+    lane->open[lane->depth++] = stop;
+    lane->last_ns = start;
+    return 0;
+}
+
+int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_row *r,
+                           cli_export_lanes_end_cb end, void *arg,
+                           struct cli_export_lanes_track **track, struct cli_export_lane **lane)
+{
+    /* start_ns and dur_ns are at most INT64_MAX each (proto/PROTOCOL.md): no wrap. */
+    uint64_t start = r->start_ns, stop = r->start_ns + r->dur_ns;
+    struct cli_export_lanes_track *tr = cli_export_lanes_track(l, r);
+    size_t k;
+    int rc;
+
+    if (tr == NULL)
+        return -ENOMEM;
+    for (k = 0; k < tr->n_lanes; k++)
+        if ((rc = cli_export_lanes_close(tr, &tr->lanes[k], start, end, arg)) != 0)
+            return rc;
+    for (k = 0; k < tr->n_lanes && !cli_export_lanes_fits(&tr->lanes[k], start, stop); k++)
+        ;
+    if (k == tr->n_lanes) {
+        struct cli_export_lane *lanes = realloc(tr->lanes, (k + 1) * sizeof(*lanes));
+
+        if (lanes == NULL)
+            return -ENOMEM;
+        tr->lanes = lanes;
+        memset(&lanes[k], 0, sizeof(lanes[k]));
+        tr->n_lanes = k + 1;
+    }
+    if ((rc = cli_export_lanes_push(&tr->lanes[k], start, stop)) != 0)
+        return rc;
+    *track = tr;
+    *lane = &tr->lanes[k];
+    return 0;
+}
+
+int cli_export_lanes_close_all(struct cli_export_lanes *l, cli_export_lanes_end_cb end, void *arg)
+{
+    int rc;
+
+    for (size_t i = 0; i < l->n; i++)
+        for (size_t k = 0; k < l->t[i].n_lanes; k++)
+            if ((rc = cli_export_lanes_close(&l->t[i], &l->t[i].lanes[k], UINT64_MAX, end, arg)) !=
+                0)
+                return rc;
+    return 0;
+}
+
+void cli_export_lanes_name(const struct cli_export_lanes_track *t, size_t lane, char *buf,
+                           size_t size)
+{
+    int n = snprintf(buf, size, "%s", t->dev ? t->dev->name : "no device");
+
+    if (n >= 0 && (size_t)n < size && t->has_stream)
+        n += snprintf(buf + n, size - (size_t)n, " stream %" PRIu64, t->stream);
+    if (n >= 0 && (size_t)n < size && lane > 0)
+        snprintf(buf + n, size - (size_t)n, " #%zu", lane + 1);
+}

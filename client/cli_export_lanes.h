@@ -1,0 +1,91 @@
+/*
+ * cli_export_lanes — puts the slices of an export on lanes, so that no two
+ * slices of one lane partially overlap: what the trace-viewer formats
+ * (chrome, perfetto) need, since a viewer pairs the BEGIN and END events of
+ * one track as a stack and shows overlapping slices with wrong durations.
+ *
+ * A track is where an entry came from: (process, device, stream), stream
+ * being the `stream` key of the entry's ext map (a CUDA stream, a thread id;
+ * proto/PROTOCOL.md "entry ext") or none. A track has one or more lanes,
+ * each a track of its own in the output. Slices are placed greedily as they
+ * come: a slice nests on a lane only if it lies entirely inside the
+ * innermost slice still open there, or goes on a lane with nothing open;
+ * else it tries the next lane, and opens a new one when none fits. Before a
+ * slice is placed, the open slices of its track that end by its start are
+ * closed (the caller's end callback writes their END), innermost first.
+ *
+ * Each lane remembers the time of the last event written on it and takes a
+ * slice only at or after that time, so every lane's BEGIN/END sequence is
+ * properly nested and non-decreasing in time whatever order the rows come
+ * in; rows by start time (the export's "order": "start", longer slices first
+ * at equal starts) give the fewest lanes: one per track while nothing
+ * overlaps partially.
+ *
+ * Memory: per track its lanes, per lane the stack of its open slices; it
+ * follows the number of tracks and of slices open at once, never the number
+ * of entries. Single-threaded; no globals.
+ */
+#ifndef TRACECTL_CLI_EXPORT_LANES_H
+#define TRACECTL_CLI_EXPORT_LANES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli_export_dict.h"
+#include "cli_export_map.h"
+
+struct cli_export_lane {
+    uint64_t id;      /* the format's (a Perfetto track uuid, a Chrome tid); 0 until it sets it */
+    uint64_t last_ns; /* the time of the last event written on the lane */
+    uint64_t *open;   /* end times of the open slices, innermost last */
+    size_t depth, cap;
+};
+
+struct cli_export_lanes_track {
+    const struct cli_export_proc *proc;
+    const struct cli_export_dev *dev; /* NULL: no device */
+    bool has_stream;
+    uint64_t stream;
+    struct cli_export_lane *lanes;
+    size_t n_lanes;
+};
+
+struct cli_export_lanes {
+    struct cli_export_map devs;   /* (view pid, device index) → a key 1, 2, ... */
+    struct cli_export_map tracks; /* (dev key << 1 | has_stream, stream) → track index + 1 */
+    struct cli_export_lanes_track *t;
+    size_t n, cap;       /* tracks */
+    uint64_t n_dev_keys; /* (view pid, device) pairs seen */
+};
+
+/* Called once per slice that ends, innermost first; returns 0 or a negative errno. */
+typedef int (*cli_export_lanes_end_cb)(void *arg, const struct cli_export_lanes_track *t,
+                                       const struct cli_export_lane *lane, uint64_t end_ns);
+
+void cli_export_lanes_init(struct cli_export_lanes *l);
+void cli_export_lanes_deinit(struct cli_export_lanes *l);
+
+/*
+ * Places row r's slice: closes its track's slices that end by r->start_ns
+ * (through end, which may be NULL when the format writes no END), then sets
+ * *track and *lane to where it goes. The slice is open on the lane from then
+ * on. A lane whose id is 0 is new: the format describes it and sets its id.
+ * Returns 0, -ENOMEM (nothing placed), or the first error of end.
+ */
+int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_row *r,
+                           cli_export_lanes_end_cb end, void *arg,
+                           struct cli_export_lanes_track **track, struct cli_export_lane **lane);
+
+/* Closes every slice still open, lane by lane, innermost first. Returns 0 or end's error. */
+int cli_export_lanes_close_all(struct cli_export_lanes *l, cli_export_lanes_end_cb end, void *arg);
+
+/*
+ * The name of a lane: the device ("no device" without one), " stream N" with a
+ * stream, and " #K" on the K-th lane of its track (K ≥ 2), e.g. "gpu:0",
+ * "gpu:0 stream 7 #2". Truncated to size.
+ */
+void cli_export_lanes_name(const struct cli_export_lanes_track *t, size_t lane, char *buf,
+                           size_t size);
+
+#endif
