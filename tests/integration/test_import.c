@@ -1173,10 +1173,11 @@ Test(import, json_summary_and_the_traced_processes_pid)
     }
     yajl_tree_free(doc);
     free(out);
-    /* the processes carry the traced process's pid (its cpu_ops'), no host (the files name
-     * none); who imported them is in the metadata */
-    char *pids = db_text(1, "SELECT group_concat(pid, ' ') FROM "
-                            "(SELECT pid FROM processes ORDER BY id)");
+    /* the processes carry the traced process's pid (its cpu_ops') as the pid their hello
+     * claimed (pid itself is the connection's, SO_PEERCRED), no host (the files name none);
+     * who imported them is in the metadata */
+    char *pids = db_text(1, "SELECT group_concat(claimed_pid, ' ') FROM "
+                            "(SELECT claimed_pid FROM processes ORDER BY id)");
     char want[64];
     snprintf(want, sizeof(want), "%lld %lld", pid[0], pid[1]);
     cr_assert_str_eq(pids, want);
@@ -1242,9 +1243,10 @@ Test(import, files_of_one_import_are_one_session_that_ends_with_it)
     cr_assert_eq(run_sh(&out, "'%s' --socket '%s' rm more", TRACECTL_BIN, d.sock), 5, "%s", out);
     free(out);
 
-    /* the processes carry the files' pids and hosts, and the session's world */
-    char *procs = db_text(1, "SELECT group_concat(rank || ':' || pid || ':' || host || ':' || "
-                             "world, ' ') FROM (SELECT * FROM processes ORDER BY rank)");
+    /* the processes carry the files' pids (claimed by hello) and hosts, and the world */
+    char *procs =
+        db_text(1, "SELECT group_concat(rank || ':' || claimed_pid || ':' || host || ':' || "
+                   "world, ' ') FROM (SELECT * FROM processes ORDER BY rank)");
     cr_assert_str_eq(procs, "0:1000:node-0:2 1:1001:node-1:2");
     free(procs);
     cr_assert_eq(db_int(3, "SELECT world FROM processes"), 3);
@@ -1293,7 +1295,7 @@ Test(import, steps_and_devices_the_trace_does_not_give_are_in_the_metadata)
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_from_pid'"), 1);
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.device_default'"), 1);
     /* the traced pid is the host events' (50), not a device's (the GPU annotation's 0) */
-    cr_assert_eq(db_int(1, "SELECT pid FROM processes"), 50);
+    cr_assert_eq(db_int(1, "SELECT claimed_pid FROM processes"), 50);
 }
 
 Test(import, progress_line_counts_cpu_op_entries)
