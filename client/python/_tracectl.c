@@ -69,37 +69,60 @@ static PyObject *raise_err(int err, const char *what)
 
 /* ---- shapes --------------------------------------------------------------- */
 
-/* Fills s from a sequence of non-negative ints. 0, or -1 with an exception set. */
+/*
+ * One dimension: an int in 0 .. 2^64 - 1 (one above INT64_MAX is taken, and
+ * the library drops and counts the entry, as for a C caller). 0, or -1 with a
+ * TypeError or OverflowError set.
+ */
+static int dim_from(PyObject *o, uint64_t *d)
+{
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "a shape dimension must be an int, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *d = PyLong_AsUnsignedLongLong(o);
+    if (*d == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "shape dimension %R is out of range (0 .. 2**64-1)", o);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Fills s from a tuple or list of ints (any other sequence goes through
+ * PySequence_Fast). No Python code runs while the items are read (dim_from
+ * calls no __index__), so a list cannot change under the loop. 0, or -1 with
+ * an exception set.
+ */
 static int shape_from(PyObject *o, tc_shape *s)
 {
-    PyObject *seq = PySequence_Fast(o, "a shape must be a sequence of ints");
+    PyObject *seq = NULL, **items;
     Py_ssize_t n;
+    int rc = 0;
 
-    if (seq == NULL)
+    if (!PyTuple_Check(o) && !PyList_Check(o) &&
+        (seq = o = PySequence_Fast(o, "a shape must be a sequence of ints")) == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
+    n = PySequence_Fast_GET_SIZE(o);
+    items = PySequence_Fast_ITEMS(o);
     if (n > TC_MAX_DIMS) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "a shape has at most %d dimensions", TC_MAX_DIMS);
-        return -1;
+        PyErr_Format(PyExc_ValueError, "a shape has at most %d dimensions, not %zd", TC_MAX_DIMS,
+                     n);
+        rc = -1;
     }
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++)
+        rc = dim_from(items[i], &s->dims[i]);
     s->ndim = (uint32_t)n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long long d = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (d == (unsigned long long)-1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        s->dims[i] = d;
-    }
-    Py_DECREF(seq);
-    return 0;
+    Py_XDECREF(seq);
+    return rc;
 }
 
 /*
  * The shapes of one entry, parsed from out (a shape or None) and ins (a
  * sequence of shapes, or None; past TC_MAX_INPUTS they are left out, as the
- * library does). *has is set when any was given.
+ * library does).
  */
 struct shapes {
     tc_shape out;
@@ -110,8 +133,8 @@ struct shapes {
 
 static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
 {
-    PyObject *seq;
-    Py_ssize_t n;
+    PyObject *seq = NULL, *item;
+    int rc = 0;
 
     sh->has_out = 0;
     sh->n_in = 0;
@@ -122,19 +145,21 @@ static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
     }
     if (ins == NULL || ins == Py_None)
         return 0;
-    seq = PySequence_Fast(ins, "in_shapes must be a sequence of shapes");
-    if (seq == NULL)
+    if (!PyTuple_Check(ins) && !PyList_Check(ins) &&
+        (seq = ins = PySequence_Fast(ins, "in_shapes must be a sequence of shapes")) == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n && sh->n_in < TC_MAX_INPUTS; i++) {
-        if (shape_from(PySequence_Fast_GET_ITEM(seq, i), &sh->in[sh->n_in]) < 0) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        sh->n_in++;
+    /* A shape that is neither tuple nor list may run Python code that changes
+     * a list of them: each item is held while read, and the size re-read. */
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(ins) && sh->n_in < TC_MAX_INPUTS;
+         i++) {
+        item = PySequence_Fast_GET_ITEM(ins, i);
+        Py_INCREF(item);
+        if ((rc = shape_from(item, &sh->in[sh->n_in])) == 0)
+            sh->n_in++;
+        Py_DECREF(item);
     }
-    Py_DECREF(seq);
-    return 0;
+    Py_XDECREF(seq);
+    return rc;
 }
 
 /* ---- Client --------------------------------------------------------------- */
@@ -153,11 +178,30 @@ typedef struct {
     uint32_t op;
     uint64_t mem;
     uint64_t start;
-    struct shapes *sh; /* NULL: no shapes */
+    struct shapes sh; /* sh.has_out 0 and sh.n_in 0: no shapes */
 } Region;
 
 static PyTypeObject ClientType;
 static PyTypeObject RegionType;
+
+/*
+ * Regions freed lately, kept for the next op() (as CPython keeps floats): a
+ * `with` costs no allocation. Guarded by the GIL.
+ */
+#define REGION_FREE 16
+static Region *region_free[REGION_FREE];
+static int n_region_free;
+
+static Region *region_new(void)
+{
+    Region *r;
+
+    if (n_region_free == 0)
+        return PyObject_New(Region, &RegionType);
+    r = region_free[--n_region_free];
+    (void)PyObject_Init((PyObject *)r, &RegionType);
+    return r;
+}
 
 /*
  * The id of op name (a str) on cl, interning it with category (NULL: the
@@ -217,9 +261,22 @@ static void client_dealloc(Client *cl)
     Py_TYPE(cl)->tp_free((PyObject *)cl);
 }
 
-/* Keyword argument i of a FASTCALL call, matched to names (NULL-terminated). -1: unknown. */
-static int kw_index(PyObject *kw, const char *const *names)
+/*
+ * Keyword argument i of a FASTCALL call, matched to names (NULL-terminated)
+ * and to interned, the same names as interned str (filled on the first call):
+ * the compiler interns the keywords of a call, so a pointer compare finds
+ * them; others (a **dict's keys) are compared by value. -1: unknown, or an
+ * exception set when interned could not be filled.
+ */
+static int kw_index(PyObject *kw, const char *const *names, PyObject **interned)
 {
+    if (interned[0] == NULL)
+        for (int i = 0; names[i] != NULL; i++)
+            if ((interned[i] = PyUnicode_InternFromString(names[i])) == NULL)
+                return -1;
+    for (int i = 0; names[i] != NULL; i++)
+        if (interned[i] == kw)
+            return i;
     for (int i = 0; names[i] != NULL; i++)
         if (PyUnicode_CompareWithASCIIString(kw, names[i]) == 0)
             return i;
@@ -228,10 +285,12 @@ static int kw_index(PyObject *kw, const char *const *names)
 
 /*
  * Parses a FASTCALL call into vals[] (borrowed; NULL when absent) by the
- * names in names, the first npos of which may be positional. 0 or -1.
+ * names in names (interned: see kw_index), the first npos of which may be
+ * positional. 0 or -1.
  */
 static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                      const char *const *names, int npos, PyObject **vals, int nvals)
+                      const char *const *names, PyObject **interned, int npos, PyObject **vals,
+                      int nvals)
 {
     for (int i = 0; i < nvals; i++)
         vals[i] = NULL;
@@ -245,7 +304,9 @@ static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, P
         return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
         PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
-        int k = kw_index(kw, names);
+        int k = kw_index(kw, names, interned);
+        if (k < 0 && PyErr_Occurred())
+            return -1;
         if (k < 0 || vals[k] != NULL) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument %R", fn, kw);
             return -1;
@@ -278,13 +339,14 @@ static int opt_u64(PyObject *o, uint64_t *v)
 static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const names[] = {"name", "out_shape", "in_shapes", "mem", "category", NULL};
+    static PyObject *interned[5];
     PyObject *v[5];
     const char *category;
     int64_t op;
     uint64_t mem;
     Region *r;
 
-    if (parse_args("op", args, nargs, kwnames, names, 1, v, 5) < 0)
+    if (parse_args("op", args, nargs, kwnames, names, interned, 1, v, 5) < 0)
         return NULL;
     if (v[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "op() needs a name");
@@ -293,23 +355,16 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
     if (opt_str(v[4], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0 ||
         opt_u64(v[3], &mem) < 0)
         return NULL;
-    if ((r = PyObject_New(Region, &RegionType)) == NULL)
+    if ((r = region_new()) == NULL)
         return NULL;
     Py_INCREF(cl);
     r->client = cl;
     r->op = (uint32_t)op;
     r->mem = mem;
     r->start = 0;
-    r->sh = NULL;
-    if ((v[1] != NULL && v[1] != Py_None) || (v[2] != NULL && v[2] != Py_None)) {
-        if ((r->sh = PyMem_Malloc(sizeof(*r->sh))) == NULL) {
-            Py_DECREF(r);
-            return PyErr_NoMemory();
-        }
-        if (shapes_from(v[1], v[2], r->sh) < 0) {
-            Py_DECREF(r);
-            return NULL;
-        }
+    if (shapes_from(v[1], v[2], &r->sh) < 0) {
+        Py_DECREF(r);
+        return NULL;
     }
     return (PyObject *)r;
 }
@@ -318,11 +373,12 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
                                 PyObject *kwnames)
 {
     static const char *const names[] = {"name", "category", NULL};
+    static PyObject *interned[2];
     PyObject *v[2];
     const char *category;
     int64_t op;
 
-    if (parse_args("op_id", args, nargs, kwnames, names, 2, v, 2) < 0)
+    if (parse_args("op_id", args, nargs, kwnames, names, interned, 2, v, 2) < 0)
         return NULL;
     if (v[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "op_id() needs a name");
@@ -338,13 +394,14 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
 {
     static const char *const names[] = {"op",        "start_ns", "dur_ns",   "mem", "out_shape",
                                         "in_shapes", "device",   "category", NULL};
+    static PyObject *interned[8];
     PyObject *v[8];
     const char *device, *category;
     uint64_t start, dur, mem;
     int64_t op;
     struct shapes sh;
 
-    if (parse_args("record", args, nargs, kwnames, names, 8, v, 8) < 0)
+    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v, 8) < 0)
         return NULL;
     if (v[0] == NULL || v[1] == NULL || v[2] == NULL) {
         PyErr_SetString(PyExc_TypeError, "record() needs op, start_ns and dur_ns");
@@ -552,11 +609,10 @@ static PyTypeObject ClientType = {
 static void region_dealloc(Region *r)
 {
     Py_CLEAR(r->client);
-    if (r->sh != NULL) {
-        PyMem_Free(r->sh);
-        r->sh = NULL;
-    }
-    PyObject_Free(r);
+    if (n_region_free < REGION_FREE)
+        region_free[n_region_free++] = r;
+    else
+        PyObject_Free(r);
 }
 
 static PyObject *region_enter(Region *r, PyObject *unused)
@@ -569,12 +625,11 @@ static PyObject *region_enter(Region *r, PyObject *unused)
 static PyObject *region_exit(Region *r, PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t end = tc_now_ns();
-    struct shapes *sh = r->sh;
+    struct shapes *sh = &r->sh;
 
     if (r->start != 0 && r->client->c != NULL)
         tc_record(r->client->c, r->op, r->start, end - r->start, r->mem,
-                  sh != NULL && sh->has_out ? &sh->out : NULL,
-                  sh != NULL && sh->n_in > 0 ? sh->in : NULL, sh != NULL ? sh->n_in : 0, NULL);
+                  sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in, NULL);
     r->start = 0;
     Py_RETURN_FALSE;
 }
