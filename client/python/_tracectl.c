@@ -162,6 +162,103 @@ static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
     return rc;
 }
 
+/* Copies the dimensions of src that count into dst. */
+static void shape_copy(tc_shape *dst, const tc_shape *src)
+{
+    dst->ndim = src->ndim;
+    for (uint32_t d = 0; d < src->ndim; d++)
+        dst->dims[d] = src->dims[d];
+}
+
+static void shapes_copy(struct shapes *dst, const struct shapes *src)
+{
+    dst->has_out = src->has_out;
+    if (src->has_out)
+        shape_copy(&dst->out, &src->out);
+    dst->n_in = src->n_in;
+    for (size_t i = 0; i < src->n_in; i++)
+        shape_copy(&dst->in[i], &src->in[i]);
+}
+
+/*
+ * The shapes last parsed on a client, by the identity of the exact tuples
+ * they came from: a tuple of ints never changes, and a literal shape in a
+ * loop is the same constant tuple at each pass, so the next region with the
+ * same tuples (in_shapes itself may be a new list of them) copies the parsed
+ * dimensions instead of reading them again. Holds its tuples (so that their
+ * addresses cannot be reused); exact tuples only, as a subclass could refer
+ * back to the client.
+ */
+struct shape_memo {
+    PyObject *out;               /* NULL: no out_shape */
+    PyObject *in[TC_MAX_INPUTS]; /* n_in of them */
+    size_t n_in;
+    int has_in; /* in_shapes was given (it may be empty) */
+    int valid;
+    struct shapes sh;
+};
+
+/* Whether (out, ins) are the memo's tuples. */
+static int memo_hit(const struct shape_memo *m, PyObject *out, PyObject *ins)
+{
+    PyObject **items;
+
+    if (!m->valid || m->out != (out == Py_None ? NULL : out))
+        return 0;
+    if (ins == NULL || ins == Py_None)
+        return !m->has_in;
+    if (!m->has_in || (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins)) ||
+        PySequence_Fast_GET_SIZE(ins) != (Py_ssize_t)m->n_in)
+        return 0;
+    items = PySequence_Fast_ITEMS(ins);
+    for (size_t i = 0; i < m->n_in; i++)
+        if (items[i] != m->in[i])
+            return 0;
+    return 1;
+}
+
+static void memo_clear(struct shape_memo *m)
+{
+    Py_CLEAR(m->out);
+    for (size_t i = 0; i < m->n_in; i++)
+        Py_CLEAR(m->in[i]);
+    m->n_in = 0;
+    m->valid = 0;
+}
+
+/* Remembers sh as parsed from (out, ins) when they are exact tuples. */
+static void memo_keep(struct shape_memo *m, PyObject *out, PyObject *ins, const struct shapes *sh)
+{
+    PyObject **items = NULL;
+    Py_ssize_t n = 0;
+
+    if (out != NULL && out != Py_None && !PyTuple_CheckExact(out))
+        return;
+    if (ins != NULL && ins != Py_None) {
+        if (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins))
+            return;
+        if ((n = PySequence_Fast_GET_SIZE(ins)) > TC_MAX_INPUTS)
+            return;
+        items = PySequence_Fast_ITEMS(ins);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!PyTuple_CheckExact(items[i]))
+                return;
+    }
+    memo_clear(m);
+    if (out != NULL && out != Py_None) {
+        Py_INCREF(out);
+        m->out = out;
+    }
+    m->has_in = ins != NULL && ins != Py_None;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(items[i]);
+        m->in[i] = items[i];
+    }
+    m->n_in = (size_t)n;
+    shapes_copy(&m->sh, sh);
+    m->valid = 1;
+}
+
 /* ---- Client --------------------------------------------------------------- */
 
 typedef struct {
@@ -171,6 +268,9 @@ typedef struct {
     uint64_t dropped;           /* the counts at close */
     uint64_t recorded;
     int64_t session_id;
+    struct shape_memo memo; /* of op()'s shapes */
+    PyObject *last_name;    /* the exact str last looked up in ops (held), or NULL */
+    uint32_t last_op;       /* its id */
 } Client;
 
 typedef struct {
@@ -203,6 +303,19 @@ static Region *region_new(void)
     return r;
 }
 
+/* Remembers op as the id of name when name is an exact str (its own hash and ==). */
+static void client_last_op(Client *cl, PyObject *name, uint32_t op)
+{
+    PyObject *old = cl->last_name;
+
+    if (!PyUnicode_CheckExact(name))
+        return;
+    Py_INCREF(name);
+    cl->last_name = name;
+    cl->last_op = op;
+    Py_XDECREF(old);
+}
+
 /*
  * The id of op name (a str) on cl, interning it with category (NULL: the
  * daemon classifies) the first time. 0 for a closed, disabled or offline
@@ -210,13 +323,19 @@ static Region *region_new(void)
  */
 static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
 {
-    PyObject *id = PyDict_GetItemWithError(cl->ops, name);
+    PyObject *id;
     const char *s;
     Py_ssize_t len;
     uint32_t op;
 
-    if (id != NULL)
-        return (int64_t)PyLong_AsUnsignedLong(id);
+    /* A literal name is the same constant str at each pass of a loop. */
+    if (name == cl->last_name)
+        return cl->last_op;
+    if ((id = PyDict_GetItemWithError(cl->ops, name)) != NULL) {
+        op = (uint32_t)PyLong_AsUnsignedLong(id);
+        client_last_op(cl, name, op);
+        return op;
+    }
     if (PyErr_Occurred())
         return -1;
     if (!PyUnicode_Check(name)) {
@@ -246,6 +365,7 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
         return -1;
     }
     Py_DECREF(id);
+    client_last_op(cl, name, op);
     return op;
 }
 
@@ -258,6 +378,8 @@ static void client_dealloc(Client *cl)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(cl->ops);
+    memo_clear(&cl->memo);
+    Py_XDECREF(cl->last_name);
     Py_TYPE(cl)->tp_free((PyObject *)cl);
 }
 
@@ -362,7 +484,14 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
     r->op = (uint32_t)op;
     r->mem = mem;
     r->start = 0;
-    if (shapes_from(v[1], v[2], &r->sh) < 0) {
+    if (v[1] == NULL && v[2] == NULL) {
+        r->sh.has_out = 0;
+        r->sh.n_in = 0;
+    } else if (memo_hit(&cl->memo, v[1], v[2])) {
+        shapes_copy(&r->sh, &cl->memo.sh);
+    } else if (shapes_from(v[1], v[2], &r->sh) == 0) {
+        memo_keep(&cl->memo, v[1], v[2], &r->sh);
+    } else {
         Py_DECREF(r);
         return NULL;
     }

@@ -157,7 +157,8 @@ class Api(unittest.TestCase):
         # Shapes as tuples, lists, a tuple subclass and a generic sequence, with
         # 0 dimensions, 16 dimensions, zero and INT64_MAX-sized dimensions, each
         # recorded through op() and record(), with the same objects again, an
-        # equal copy, and a list changed in place between two regions. mem_bytes
+        # equal copy, and lists changed in place between two regions (the
+        # binding remembers the last shapes by their tuples' identity). mem_bytes
         # tells the entries apart; the expected CSV is built here from the ints.
         big = 2**63 - 1
 
@@ -165,6 +166,7 @@ class Api(unittest.TestCase):
             pass
 
         mutable = [3, 4]
+        out, shared = (1, 2), [(1, 2), (3,)]
         cases = [
             ((64, 64), [(64, 128), (128, 64)]),
             ([64, 64], ([64, 128], (128, 64))),
@@ -178,12 +180,21 @@ class Api(unittest.TestCase):
             ((1,), [(i,) for i in range(9)]),  # past 8 inputs they are left out
             (mutable, [mutable]),
             (mutable, [mutable]),  # mutable[1] is 5 by then
+            (out, shared),
+            (out, shared),  # shared[1] is (4,) by then
+            (out, shared),  # shared has a third shape
+            (out, shared[:2]),
         ]
+        change = {
+            11: lambda: mutable.__setitem__(1, 5),
+            13: lambda: shared.__setitem__(1, (4,)),
+            14: lambda: shared.append((5, 6)),
+        }
         tc = self.open("shapes", rank=0)
         want = {}
         for i, (out, ins) in enumerate(cases):
-            if i == len(cases) - 1:
-                mutable[1] = 5
+            if i in change:
+                change[i]()
             o = None if out is None else list(out)
             n = None if ins is None else [list(x) for x in ins][:8]
             for j in range(3):  # op(), op() again, record() with an equal copy
