@@ -9,6 +9,13 @@
  * __exit__, so nested regions each record their own span; tc_begin/tc_end
  * are not used because a begin ends the thread's previous op.
  *
+ * op() is the hot path (see docs/BENCHMARKS.md): its keywords are matched by
+ * pointer to interned names, a Region embeds its shapes and freed Regions
+ * are kept on a free list, and a client remembers its last op name and the
+ * exact tuples of its last shapes by identity (shape_memo), so that a loop
+ * of `with tc.op("matmul", out_shape=(64, 64), ...)` reads no dict and
+ * parses no tuple after its first pass.
+ *
  * Every call runs under the GIL, which also guards a client against being
  * closed while another thread records on it: close() takes the pointer out of
  * the object before it releases the GIL to flush. After close() a client
