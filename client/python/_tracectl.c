@@ -98,10 +98,11 @@ static int dim_from(PyObject *o, uint64_t *d)
 }
 
 /*
- * Fills s from a tuple or list of ints (any other sequence goes through
- * PySequence_Fast). No Python code runs while the items are read (dim_from
- * calls no __index__), so a list cannot change under the loop. 0, or -1 with
- * an exception set.
+ * Fills s from a tuple or list of ints, read in place; any other sequence (a
+ * subclass too, which may iterate its own way) goes through PySequence_Fast,
+ * as before. No Python code runs while the items are read (dim_from calls no
+ * __index__), so a list cannot change under the loop. 0, or -1 with an
+ * exception set.
  */
 static int shape_from(PyObject *o, tc_shape *s)
 {
@@ -109,7 +110,7 @@ static int shape_from(PyObject *o, tc_shape *s)
     Py_ssize_t n;
     int rc = 0;
 
-    if (!PyTuple_Check(o) && !PyList_Check(o) &&
+    if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o) &&
         (seq = o = PySequence_Fast(o, "a shape must be a sequence of ints")) == NULL)
         return -1;
     n = PySequence_Fast_GET_SIZE(o);
@@ -152,7 +153,7 @@ static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
     }
     if (ins == NULL || ins == Py_None)
         return 0;
-    if (!PyTuple_Check(ins) && !PyList_Check(ins) &&
+    if (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins) &&
         (seq = ins = PySequence_Fast(ins, "in_shapes must be a sequence of shapes")) == NULL)
         return -1;
     /* A shape that is neither tuple nor list may run Python code that changes
