@@ -9,6 +9,13 @@
  * __exit__, so nested regions each record their own span; tc_begin/tc_end
  * are not used because a begin ends the thread's previous op.
  *
+ * op() is the hot path (see docs/BENCHMARKS.md): its keywords are matched by
+ * pointer to interned names, a Region embeds its shapes and freed Regions
+ * are kept on a free list, and a client remembers its last op name and the
+ * exact tuples of its last shapes by identity (shape_memo), so that a loop
+ * of `with tc.op("matmul", out_shape=(64, 64), ...)` reads no dict and
+ * parses no tuple after its first pass.
+ *
  * Every call runs under the GIL, which also guards a client against being
  * closed while another thread records on it: close() takes the pointer out of
  * the object before it releases the GIL to flush. After close() a client
@@ -69,37 +76,61 @@ static PyObject *raise_err(int err, const char *what)
 
 /* ---- shapes --------------------------------------------------------------- */
 
-/* Fills s from a sequence of non-negative ints. 0, or -1 with an exception set. */
+/*
+ * One dimension: an int in 0 .. 2^64 - 1 (one above INT64_MAX is taken, and
+ * the library drops and counts the entry, as for a C caller). 0, or -1 with a
+ * TypeError or OverflowError set.
+ */
+static int dim_from(PyObject *o, uint64_t *d)
+{
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "a shape dimension must be an int, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *d = PyLong_AsUnsignedLongLong(o);
+    if (*d == (uint64_t)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "shape dimension %R is out of range (0 .. 2**64-1)", o);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Fills s from a tuple or list of ints, read in place; any other sequence (a
+ * subclass too, which may iterate its own way) goes through PySequence_Fast,
+ * as before. No Python code runs while the items are read (dim_from calls no
+ * __index__), so a list cannot change under the loop. 0, or -1 with an
+ * exception set.
+ */
 static int shape_from(PyObject *o, tc_shape *s)
 {
-    PyObject *seq = PySequence_Fast(o, "a shape must be a sequence of ints");
+    PyObject *seq = NULL, **items;
     Py_ssize_t n;
+    int rc = 0;
 
-    if (seq == NULL)
+    if (!PyTuple_CheckExact(o) && !PyList_CheckExact(o) &&
+        (seq = o = PySequence_Fast(o, "a shape must be a sequence of ints")) == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
+    n = PySequence_Fast_GET_SIZE(o);
+    items = PySequence_Fast_ITEMS(o);
     if (n > TC_MAX_DIMS) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "a shape has at most %d dimensions", TC_MAX_DIMS);
-        return -1;
+        PyErr_Format(PyExc_ValueError, "a shape has at most %d dimensions, not %zd", TC_MAX_DIMS,
+                     n);
+        rc = -1;
     }
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++)
+        rc = dim_from(items[i], &s->dims[i]);
     s->ndim = (uint32_t)n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long long d = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, i));
-        if (d == (unsigned long long)-1 && PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        s->dims[i] = d;
-    }
-    Py_DECREF(seq);
-    return 0;
+    Py_XDECREF(seq);
+    return rc;
 }
 
 /*
  * The shapes of one entry, parsed from out (a shape or None) and ins (a
  * sequence of shapes, or None; past TC_MAX_INPUTS they are left out, as the
- * library does). *has is set when any was given.
+ * library does).
  */
 struct shapes {
     tc_shape out;
@@ -110,8 +141,8 @@ struct shapes {
 
 static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
 {
-    PyObject *seq;
-    Py_ssize_t n;
+    PyObject *seq = NULL, *item;
+    int rc = 0;
 
     sh->has_out = 0;
     sh->n_in = 0;
@@ -122,19 +153,118 @@ static int shapes_from(PyObject *out, PyObject *ins, struct shapes *sh)
     }
     if (ins == NULL || ins == Py_None)
         return 0;
-    seq = PySequence_Fast(ins, "in_shapes must be a sequence of shapes");
-    if (seq == NULL)
+    if (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins) &&
+        (seq = ins = PySequence_Fast(ins, "in_shapes must be a sequence of shapes")) == NULL)
         return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n && sh->n_in < TC_MAX_INPUTS; i++) {
-        if (shape_from(PySequence_Fast_GET_ITEM(seq, i), &sh->in[sh->n_in]) < 0) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        sh->n_in++;
+    /* A shape that is neither tuple nor list may run Python code that changes
+     * a list of them: each item is held while read, and the size re-read. */
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(ins) && sh->n_in < TC_MAX_INPUTS;
+         i++) {
+        item = PySequence_Fast_GET_ITEM(ins, i);
+        Py_INCREF(item);
+        if ((rc = shape_from(item, &sh->in[sh->n_in])) == 0)
+            sh->n_in++;
+        Py_DECREF(item);
     }
-    Py_DECREF(seq);
-    return 0;
+    Py_XDECREF(seq);
+    return rc;
+}
+
+/* Copies the dimensions of src that count into dst. */
+static void shape_copy(tc_shape *dst, const tc_shape *src)
+{
+    dst->ndim = src->ndim;
+    for (uint32_t d = 0; d < src->ndim; d++)
+        dst->dims[d] = src->dims[d];
+}
+
+static void shapes_copy(struct shapes *dst, const struct shapes *src)
+{
+    dst->has_out = src->has_out;
+    if (src->has_out)
+        shape_copy(&dst->out, &src->out);
+    dst->n_in = src->n_in;
+    for (size_t i = 0; i < src->n_in; i++)
+        shape_copy(&dst->in[i], &src->in[i]);
+}
+
+/*
+ * The shapes last parsed on a client, by the identity of the exact tuples
+ * they came from: a tuple of ints never changes, and a literal shape in a
+ * loop is the same constant tuple at each pass, so the next region with the
+ * same tuples (in_shapes itself may be a new list of them) copies the parsed
+ * dimensions instead of reading them again. Holds its tuples (so that their
+ * addresses cannot be reused); exact tuples only, as a subclass could refer
+ * back to the client.
+ */
+struct shape_memo {
+    PyObject *out;               /* NULL: no out_shape */
+    PyObject *in[TC_MAX_INPUTS]; /* n_in of them */
+    size_t n_in;
+    int has_in; /* in_shapes was given (it may be empty) */
+    int valid;
+    struct shapes sh;
+};
+
+/* Whether (out, ins) are the memo's tuples. */
+static int memo_hit(const struct shape_memo *m, PyObject *out, PyObject *ins)
+{
+    PyObject **items;
+
+    if (!m->valid || m->out != (out == Py_None ? NULL : out))
+        return 0;
+    if (ins == NULL || ins == Py_None)
+        return !m->has_in;
+    if (!m->has_in || (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins)) ||
+        PySequence_Fast_GET_SIZE(ins) != (Py_ssize_t)m->n_in)
+        return 0;
+    items = PySequence_Fast_ITEMS(ins);
+    for (size_t i = 0; i < m->n_in; i++)
+        if (items[i] != m->in[i])
+            return 0;
+    return 1;
+}
+
+static void memo_clear(struct shape_memo *m)
+{
+    Py_CLEAR(m->out);
+    for (size_t i = 0; i < m->n_in; i++)
+        Py_CLEAR(m->in[i]);
+    m->n_in = 0;
+    m->valid = 0;
+}
+
+/* Remembers sh as parsed from (out, ins) when they are exact tuples. */
+static void memo_keep(struct shape_memo *m, PyObject *out, PyObject *ins, const struct shapes *sh)
+{
+    PyObject **items = NULL;
+    Py_ssize_t n = 0;
+
+    if (out != NULL && out != Py_None && !PyTuple_CheckExact(out))
+        return;
+    if (ins != NULL && ins != Py_None) {
+        if (!PyTuple_CheckExact(ins) && !PyList_CheckExact(ins))
+            return;
+        if ((n = PySequence_Fast_GET_SIZE(ins)) > TC_MAX_INPUTS)
+            return;
+        items = PySequence_Fast_ITEMS(ins);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (!PyTuple_CheckExact(items[i]))
+                return;
+    }
+    memo_clear(m);
+    if (out != NULL && out != Py_None) {
+        Py_INCREF(out);
+        m->out = out;
+    }
+    m->has_in = ins != NULL && ins != Py_None;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_INCREF(items[i]);
+        m->in[i] = items[i];
+    }
+    m->n_in = (size_t)n;
+    shapes_copy(&m->sh, sh);
+    m->valid = 1;
 }
 
 /* ---- Client --------------------------------------------------------------- */
@@ -146,6 +276,9 @@ typedef struct {
     uint64_t dropped;           /* the counts at close */
     uint64_t recorded;
     int64_t session_id;
+    struct shape_memo memo; /* of op()'s shapes */
+    PyObject *last_name;    /* the exact str last looked up in ops (held), or NULL */
+    uint32_t last_op;       /* its id */
 } Client;
 
 typedef struct {
@@ -153,11 +286,43 @@ typedef struct {
     uint32_t op;
     uint64_t mem;
     uint64_t start;
-    struct shapes *sh; /* NULL: no shapes */
+    struct shapes sh; /* sh.has_out 0 and sh.n_in 0: no shapes */
 } Region;
 
 static PyTypeObject ClientType;
 static PyTypeObject RegionType;
+
+/*
+ * Regions freed lately, kept for the next op() (as CPython keeps floats): a
+ * `with` costs no allocation. Guarded by the GIL.
+ */
+#define REGION_FREE 16
+static Region *region_free[REGION_FREE];
+static int n_region_free;
+
+static Region *region_new(void)
+{
+    Region *r;
+
+    if (n_region_free == 0)
+        return PyObject_New(Region, &RegionType);
+    r = region_free[--n_region_free];
+    (void)PyObject_Init((PyObject *)r, &RegionType);
+    return r;
+}
+
+/* Remembers op as the id of name when name is an exact str (its own hash and ==). */
+static void client_last_op(Client *cl, PyObject *name, uint32_t op)
+{
+    PyObject *old = cl->last_name;
+
+    if (!PyUnicode_CheckExact(name))
+        return;
+    Py_INCREF(name);
+    cl->last_name = name;
+    cl->last_op = op;
+    Py_XDECREF(old);
+}
 
 /*
  * The id of op name (a str) on cl, interning it with category (NULL: the
@@ -166,13 +331,19 @@ static PyTypeObject RegionType;
  */
 static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
 {
-    PyObject *id = PyDict_GetItemWithError(cl->ops, name);
+    PyObject *id;
     const char *s;
     Py_ssize_t len;
     uint32_t op;
 
-    if (id != NULL)
-        return (int64_t)PyLong_AsUnsignedLong(id);
+    /* A literal name is the same constant str at each pass of a loop. */
+    if (name == cl->last_name)
+        return cl->last_op;
+    if ((id = PyDict_GetItemWithError(cl->ops, name)) != NULL) {
+        op = (uint32_t)PyLong_AsUnsignedLong(id);
+        client_last_op(cl, name, op);
+        return op;
+    }
     if (PyErr_Occurred())
         return -1;
     if (!PyUnicode_Check(name)) {
@@ -202,6 +373,7 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
         return -1;
     }
     Py_DECREF(id);
+    client_last_op(cl, name, op);
     return op;
 }
 
@@ -214,12 +386,27 @@ static void client_dealloc(Client *cl)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(cl->ops);
+    memo_clear(&cl->memo);
+    Py_XDECREF(cl->last_name);
     Py_TYPE(cl)->tp_free((PyObject *)cl);
 }
 
-/* Keyword argument i of a FASTCALL call, matched to names (NULL-terminated). -1: unknown. */
-static int kw_index(PyObject *kw, const char *const *names)
+/*
+ * Keyword argument i of a FASTCALL call, matched to names (NULL-terminated)
+ * and to interned, the same names as interned str (filled on the first call):
+ * the compiler interns the keywords of a call, so a pointer compare finds
+ * them; others (a **dict's keys) are compared by value. -1: unknown, or an
+ * exception set when interned could not be filled.
+ */
+static int kw_index(PyObject *kw, const char *const *names, PyObject **interned)
 {
+    if (interned[0] == NULL)
+        for (int i = 0; names[i] != NULL; i++)
+            if ((interned[i] = PyUnicode_InternFromString(names[i])) == NULL)
+                return -1;
+    for (int i = 0; names[i] != NULL; i++)
+        if (interned[i] == kw)
+            return i;
     for (int i = 0; names[i] != NULL; i++)
         if (PyUnicode_CompareWithASCIIString(kw, names[i]) == 0)
             return i;
@@ -228,10 +415,12 @@ static int kw_index(PyObject *kw, const char *const *names)
 
 /*
  * Parses a FASTCALL call into vals[] (borrowed; NULL when absent) by the
- * names in names, the first npos of which may be positional. 0 or -1.
+ * names in names (interned: see kw_index), the first npos of which may be
+ * positional. 0 or -1.
  */
 static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                      const char *const *names, int npos, PyObject **vals, int nvals)
+                      const char *const *names, PyObject **interned, int npos, PyObject **vals,
+                      int nvals)
 {
     for (int i = 0; i < nvals; i++)
         vals[i] = NULL;
@@ -245,7 +434,9 @@ static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, P
         return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); i++) {
         PyObject *kw = PyTuple_GET_ITEM(kwnames, i);
-        int k = kw_index(kw, names);
+        int k = kw_index(kw, names, interned);
+        if (k < 0 && PyErr_Occurred())
+            return -1;
         if (k < 0 || vals[k] != NULL) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected or repeated argument %R", fn, kw);
             return -1;
@@ -278,13 +469,14 @@ static int opt_u64(PyObject *o, uint64_t *v)
 static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const names[] = {"name", "out_shape", "in_shapes", "mem", "category", NULL};
+    static PyObject *interned[5];
     PyObject *v[5];
     const char *category;
     int64_t op;
     uint64_t mem;
     Region *r;
 
-    if (parse_args("op", args, nargs, kwnames, names, 1, v, 5) < 0)
+    if (parse_args("op", args, nargs, kwnames, names, interned, 1, v, 5) < 0)
         return NULL;
     if (v[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "op() needs a name");
@@ -293,23 +485,23 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
     if (opt_str(v[4], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0 ||
         opt_u64(v[3], &mem) < 0)
         return NULL;
-    if ((r = PyObject_New(Region, &RegionType)) == NULL)
+    if ((r = region_new()) == NULL)
         return NULL;
     Py_INCREF(cl);
     r->client = cl;
     r->op = (uint32_t)op;
     r->mem = mem;
     r->start = 0;
-    r->sh = NULL;
-    if ((v[1] != NULL && v[1] != Py_None) || (v[2] != NULL && v[2] != Py_None)) {
-        if ((r->sh = PyMem_Malloc(sizeof(*r->sh))) == NULL) {
-            Py_DECREF(r);
-            return PyErr_NoMemory();
-        }
-        if (shapes_from(v[1], v[2], r->sh) < 0) {
-            Py_DECREF(r);
-            return NULL;
-        }
+    if (v[1] == NULL && v[2] == NULL) {
+        r->sh.has_out = 0;
+        r->sh.n_in = 0;
+    } else if (memo_hit(&cl->memo, v[1], v[2])) {
+        shapes_copy(&r->sh, &cl->memo.sh);
+    } else if (shapes_from(v[1], v[2], &r->sh) == 0) {
+        memo_keep(&cl->memo, v[1], v[2], &r->sh);
+    } else {
+        Py_DECREF(r);
+        return NULL;
     }
     return (PyObject *)r;
 }
@@ -318,11 +510,12 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
                                 PyObject *kwnames)
 {
     static const char *const names[] = {"name", "category", NULL};
+    static PyObject *interned[2];
     PyObject *v[2];
     const char *category;
     int64_t op;
 
-    if (parse_args("op_id", args, nargs, kwnames, names, 2, v, 2) < 0)
+    if (parse_args("op_id", args, nargs, kwnames, names, interned, 2, v, 2) < 0)
         return NULL;
     if (v[0] == NULL) {
         PyErr_SetString(PyExc_TypeError, "op_id() needs a name");
@@ -338,13 +531,14 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
 {
     static const char *const names[] = {"op",        "start_ns", "dur_ns",   "mem", "out_shape",
                                         "in_shapes", "device",   "category", NULL};
+    static PyObject *interned[8];
     PyObject *v[8];
     const char *device, *category;
     uint64_t start, dur, mem;
     int64_t op;
     struct shapes sh;
 
-    if (parse_args("record", args, nargs, kwnames, names, 8, v, 8) < 0)
+    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v, 8) < 0)
         return NULL;
     if (v[0] == NULL || v[1] == NULL || v[2] == NULL) {
         PyErr_SetString(PyExc_TypeError, "record() needs op, start_ns and dur_ns");
@@ -552,11 +746,10 @@ static PyTypeObject ClientType = {
 static void region_dealloc(Region *r)
 {
     Py_CLEAR(r->client);
-    if (r->sh != NULL) {
-        PyMem_Free(r->sh);
-        r->sh = NULL;
-    }
-    PyObject_Free(r);
+    if (n_region_free < REGION_FREE)
+        region_free[n_region_free++] = r;
+    else
+        PyObject_Free(r);
 }
 
 static PyObject *region_enter(Region *r, PyObject *unused)
@@ -569,12 +762,11 @@ static PyObject *region_enter(Region *r, PyObject *unused)
 static PyObject *region_exit(Region *r, PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t end = tc_now_ns();
-    struct shapes *sh = r->sh;
+    struct shapes *sh = &r->sh;
 
     if (r->start != 0 && r->client->c != NULL)
         tc_record(r->client->c, r->op, r->start, end - r->start, r->mem,
-                  sh != NULL && sh->has_out ? &sh->out : NULL,
-                  sh != NULL && sh->n_in > 0 ? sh->in : NULL, sh != NULL ? sh->n_in : 0, NULL);
+                  sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in, NULL);
     r->start = 0;
     Py_RETURN_FALSE;
 }

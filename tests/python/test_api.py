@@ -8,7 +8,9 @@ computes itself.
 import csv
 import errno
 import io
+import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -150,6 +152,99 @@ class Api(unittest.TestCase):
         self.assertIsInstance(e, OSError)
         self.assertEqual((e.errno, e.code), (errno.ENOENT, "ENOENT"))
         self.assertIn("open", e.message)
+
+    def test_shapes_are_recorded_exactly(self):
+        # Shapes as tuples, lists, a tuple subclass and a generic sequence, with
+        # 0 dimensions, 16 dimensions, zero and INT64_MAX-sized dimensions, each
+        # recorded through op() and record(), with the same objects again, an
+        # equal copy, and lists changed in place between two regions (the
+        # binding remembers the last shapes by their tuples' identity). mem_bytes
+        # tells the entries apart; the expected CSV is built here from the ints.
+        big = 2**63 - 1
+
+        class Size(tuple):
+            pass
+
+        mutable = [3, 4]
+        out, shared = (1, 2), [(1, 2), (3,)]
+        cases = [
+            ((64, 64), [(64, 128), (128, 64)]),
+            ([64, 64], ([64, 128], (128, 64))),
+            ((), [()]),
+            (tuple(range(1, 17)), [tuple(range(16, 0, -1)), [0] * 16]),
+            ((big,), [(0, big, 1), (big,) * 16]),
+            (None, [(7,)]),
+            ((5, 0), None),
+            (Size((2, 3)), (Size((4,)),)),
+            (range(2, 5), [range(3)]),
+            ((1,), [(i,) for i in range(9)]),  # past 8 inputs they are left out
+            (mutable, [mutable]),
+            (mutable, [mutable]),  # mutable[1] is 5 by then
+            (out, shared),
+            (out, shared),  # shared[1] is (4,) by then
+            (out, shared),  # shared has a third shape
+            (out, shared[:2]),
+        ]
+        change = {
+            11: lambda: mutable.__setitem__(1, 5),
+            13: lambda: shared.__setitem__(1, (4,)),
+            14: lambda: shared.append((5, 6)),
+        }
+        tc = self.open("shapes", rank=0)
+        want = {}
+        for i, (out, ins) in enumerate(cases):
+            if i in change:
+                change[i]()
+            o = None if out is None else list(out)
+            n = None if ins is None else [list(x) for x in ins][:8]
+            for j in range(3):  # op(), op() again, record() with an equal copy
+                mem = 100 * (i + 1) + j
+                want[mem] = (o, n)
+                if j < 2:
+                    with tc.op("shaped", out_shape=out, in_shapes=ins, mem=mem):
+                        pass
+                else:
+                    tc.record("shaped", tracectl.now_ns(), 1, mem=mem,
+                              out_shape=None if o is None else tuple(o),
+                              in_shapes=None if ins is None else [tuple(x) for x in ins])
+        tc.close()
+        self.assertEqual((tc.recorded, tc.dropped), (len(want), 0))
+
+        def js(v):
+            return "" if v is None else json.dumps(v, separators=(",", ":"))
+
+        out = self.d.cli("export", "shapes", "--format", "csv")
+        got = {int(r["mem_bytes"]): (r["out_shape"], r["in_shapes"])
+               for r in csv.DictReader(io.StringIO(out))}
+        self.assertEqual(got, {m: (js(o), js(n)) for m, (o, n) in want.items()})
+
+    def test_bad_shapes_are_exceptions(self):
+        tc = self.open("badshapes")
+        bad = [
+            ((-1,), OverflowError, "-1"),
+            ((2, -3), OverflowError, "-3"),
+            ((2**64,), OverflowError, str(2**64)),
+            ([1] * 17, ValueError, "at most 16 dimensions, not 17"),
+            (("a",), TypeError, "not str"),
+            ((1.0,), TypeError, "not float"),
+            ((None,), TypeError, "not NoneType"),
+            (5, TypeError, "a shape must be a sequence of ints"),
+        ]
+        for shape, exc, msg in bad:
+            for kw in ({"out_shape": shape}, {"in_shapes": [(1,), shape]}):
+                with self.subTest(kw=kw):
+                    with self.assertRaisesRegex(exc, re.escape(msg)):
+                        tc.op("x", **kw)
+                    with self.assertRaisesRegex(exc, re.escape(msg)):
+                        tc.record("x", 1, 1, **kw)
+        with self.assertRaisesRegex(TypeError, "in_shapes must be a sequence of shapes"):
+            tc.op("x", in_shapes=5)
+        # Nothing was recorded by the failed calls, and the client still works.
+        with tc.op("x", out_shape=(1,)):
+            pass
+        self.assertEqual(tc.recorded, 1)
+        tc.close()
+        self.assertEqual(tc.dropped, 0)
 
     def test_offline_client_counts_drops(self):
         tc = tracectl.open(socket=os.path.join(self.d.dir, "none.sock"))
