@@ -32,6 +32,10 @@ echo "== build (WERROR, ASan+UBSan)"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DWERROR=ON -DASAN=ON -DUBSAN=ON >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 
+echo "== build (WERROR, Release: -O2 finds warnings a Debug build does not)"
+cmake -S . -B "$BUILD_DIR-release" -DCMAKE_BUILD_TYPE=Release -DWERROR=ON >/dev/null
+cmake --build "$BUILD_DIR-release" -j"$(nproc)" --target tracectld tracectl_cli tracectl_shared
+
 echo "== tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
