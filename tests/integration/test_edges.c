@@ -1,7 +1,7 @@
 /*
  * test_edges.c — a real tracectld at the edges: numbers at the limits of
  * their range (PROTOCOL.md Part 2 "Integers"), signals and clocks, and the
- * caps that keep one user from starving the others.
+ * caps and timeouts that keep one user from starving the others.
  *
  * Expected figures are computed here, by hand, from the entries sent; never
  * from the code under test.
@@ -711,4 +711,85 @@ Test(edges, one_user_cannot_take_every_live_session, .disabled = true)
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- timeouts (README "Limits": --request-timeout, --idle-timeout) ------- */
+
+/* Reads the daemon's error on fd: true when it is `limit` and names `flag`. */
+static bool got_limit_naming(int fd, const char *flag)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    bool ok;
+
+    proto_reader_init(&r, 0);
+    if (raw_recv(fd, &r, &m) < 0) {
+        proto_reader_deinit(&r);
+        return false;
+    }
+    ok = m.type == PROTO_ERROR && strcmp(m.u.error.code, "limit") == 0 &&
+         strstr(m.u.error.message, flag) != NULL;
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    return ok;
+}
+
+Test(edges, half_sent_request_is_closed_after_request_timeout)
+{
+    struct proto_request req;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    harness_daemon_start(&d, "--request-timeout", "1s", "--idle-timeout", "0", NULL);
+    /* a control request cut in half, then nothing: raw_recv waits 5 s, the bound is 1 s
+     * (+ a quarter for the check's period) */
+    int fd = raw_connect(d.sock);
+    pack_init(&sb, &pk);
+    proto_request_init(&req);
+    req.session.id = -1;
+    req.session.name = "some-session-name";
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    cr_assert(sb.size > 4);
+    cr_assert_eq(write(fd, sb.data, sb.size / 2), (ssize_t)(sb.size / 2));
+    cr_assert(got_limit_naming(fd, "--request-timeout"),
+              "a half-sent request was not answered with limit");
+    cr_assert(raw_closed(fd));
+    close(fd);
+    msgpack_sbuffer_destroy(&sb);
+
+    /* a producer cut in the middle of a batch: the same; what it flushed before stays */
+    long long id;
+    int p = raw_producer(d.sock, "half", 0, 1, NULL, &id);
+    raw_send_ops(p, 1, "matmul");
+    raw_send_batch(p, 1, 3, 1000, 10);
+    cr_assert_eq(raw_flush(p, 1), 3);
+    struct proto_entry e = {.step = 1, .op_id = 1, .start_ns = 5, .dur_ns = 5};
+    pack_init(&sb, &pk);
+    proto_pack_batch_header(&pk, 1);
+    proto_pack_entry(&pk, &e, "");
+    cr_assert_eq(write(p, sb.data, sb.size - 1), (ssize_t)(sb.size - 1));
+    cr_assert(got_limit_naming(p, "--request-timeout"),
+              "a producer's half-sent batch was not answered with limit");
+    cr_assert(raw_closed(p));
+    close(p);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(edges, idle_control_connection_is_closed_and_idle_producer_is_not)
+{
+    harness_daemon_start(&d, "--request-timeout", "500ms", "--idle-timeout", "1s", NULL);
+    long long id;
+    int p = raw_producer(d.sock, "idler", 0, 1, NULL, &id);
+    raw_send_ops(p, 1, "matmul");
+    /* opened after the producer went quiet: once it is closed for idling (1 s), the producer
+     * has idled longer than that, twice the request timeout */
+    int c = raw_connect(d.sock);
+    bool closed = false;
+    for (int i = 0; i < 4 && !closed; i++) /* raw_recv waits 5 s each */
+        closed = got_limit_naming(c, "--idle-timeout");
+    cr_assert(closed, "an idle control connection was not closed");
+    close(c);
+    raw_send_batch(p, 1, 4, 1000, 10);
+    cr_assert_eq(raw_flush(p, 1), 4, "the idle producer was closed");
+    raw_bye(p, 0);
 }
