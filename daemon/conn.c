@@ -716,7 +716,8 @@ static bool conn_shed_hog(struct daemon *d, struct conn *waiter)
  * that would create a session while SESSION_MAX_OPENING session files are
  * being made (so that hello/bye churn cannot flood the writer), a report
  * while CONN_MAX_REPORTS are being built (so that replies being built are
- * bounded, not one per connection).
+ * bounded, not one per connection), a heavy report while CONN_MAX_HEAVY
+ * heavy ones are (so that small sessions' reports keep the other slots).
  */
 static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
 {
@@ -728,7 +729,9 @@ static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
         conn_pause(c); /* conn_backpressure_check wakes it */
         return false;
     }
-    if (m->type == PROTO_REPORT && !c->producer && d->n_reports >= CONN_MAX_REPORTS)
+    if (m->type == PROTO_REPORT && !c->producer &&
+        (d->n_reports >= CONN_MAX_REPORTS ||
+         (d->n_heavy >= CONN_MAX_HEAVY && control_report_heavy(c, &m->u.req))))
         return false; /* conn_report_done wakes it */
     return true;
 }

@@ -48,6 +48,7 @@
 #define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */
 #define CONN_MAX_REPORTS   4            /* reports being built at once; more wait */
+#define CONN_MAX_HEAVY     2            /* of which on big sessions (--heavy-entries) */
 
 struct conn {
     uv_pipe_t pipe; /* first: the handle's address is the conn's */

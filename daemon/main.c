@@ -30,6 +30,7 @@
 #define DEFAULT_QUEUE_HIGH (256u << 10)
 #define DEFAULT_REQUEST_MS 30000
 #define DEFAULT_IDLE_MS    60000
+#define DEFAULT_HEAVY      1000000
 
 static void usage(FILE *f)
 {
@@ -40,6 +41,7 @@ static void usage(FILE *f)
         "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
         "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
         "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
+        "                 [--heavy-entries N]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -73,6 +75,9 @@ static void usage(FILE *f)
         "  --idle-timeout TIME   close a control connection (no hello) that has sent\n"
         "                        nothing for TIME and has nothing pending (default 60s;\n"
         "                        0: never). Producers may idle for ever between messages\n"
+        "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
+        "                        2 at once, so small ones never wait behind them\n"
+        "                        (default 1000000)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE takes K, M, G (KiB, MiB, GiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -276,6 +281,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"commit-interval", required_argument, NULL, 'C'},
         {"request-timeout", required_argument, NULL, 'T'},
         {"idle-timeout", required_argument, NULL, 'I'},
+        {"heavy-entries", required_argument, NULL, 'H'},
         {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -348,6 +354,13 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 o->request_ms = v;
             else
                 o->idle_ms = v;
+            break;
+        case 'H':
+            if (parse_ulong(optarg, 1000000000000ul, &v) < 0) {
+                fprintf(stderr, "tracectld: --heavy-entries takes a number\n");
+                return -1;
+            }
+            o->heavy_entries = v;
             break;
         case 'g':
             free(o->admin_group);
@@ -589,6 +602,7 @@ int main(int argc, char **argv)
     d.opt.commit_ms = STORE_DEFAULT_COMMIT_MS;
     d.opt.request_ms = DEFAULT_REQUEST_MS;
     d.opt.idle_ms = DEFAULT_IDLE_MS;
+    d.opt.heavy_entries = DEFAULT_HEAVY;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

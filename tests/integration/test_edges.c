@@ -7,8 +7,11 @@
  * from the code under test.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -792,4 +795,106 @@ Test(edges, idle_control_connection_is_closed_and_idle_producer_is_not)
     raw_send_batch(p, 1, 4, 1000, 10);
     cr_assert_eq(raw_flush(p, 1), 4, "the idle producer was closed");
     raw_bye(p, 0);
+}
+
+/* ---- the heavy-report lane (README "Limits": --heavy-entries) ------------ */
+
+/* How many threads of process pid are blocked opening a FIFO (no writer yet). */
+static int fifo_waiters(pid_t pid)
+{
+    char path[300], wchan[64];
+    struct dirent *e;
+    DIR *dir;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    cr_assert_not_null(dir = opendir(path));
+    while ((e = readdir(dir)) != NULL) {
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(wchan, sizeof(wchan), f) != NULL && strstr(wchan, "wait_for_partner") != NULL)
+            n++;
+        fclose(f);
+    }
+    closedir(dir);
+    return n;
+}
+
+/* Sends a report request for session id on a new connection, without reading the reply. */
+static int send_report(long long id)
+{
+    struct proto_request req;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(d.sock);
+
+    pack_init(&sb, &pk);
+    proto_request_init(&req);
+    req.session.id = id;
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return fd;
+}
+
+/*
+ * Four reports on big sessions, then one on a small session: the small one is
+ * answered while the big ones are still being built. The big sessions' files
+ * are replaced by FIFOs, so their reports block in open/read until this test
+ * opens the FIFO for writing (an open with O_NONBLOCK succeeds only when a
+ * report is reading it: that is how the test sees which reports run).
+ */
+Test(edges, small_report_is_not_queued_behind_heavy_ones)
+{
+    char path[4][PATH_MAX + 64];
+    long long ids[4], small;
+    int prod[5], req[4], wr[4] = {-1, -1, -1, -1}, running = 0;
+
+    harness_daemon_start(&d, "--heavy-entries", "10", "--idle-timeout", "0", NULL);
+    for (int i = 0; i < 5; i++) { /* world 2: they stay live, their files stay open */
+        char name[32];
+        snprintf(name, sizeof(name), i < 4 ? "heavy-%d" : "small", i);
+        prod[i] = raw_producer(d.sock, name, 0, 2, NULL, i < 4 ? &ids[i] : &small);
+        raw_send_ops(prod[i], 1, "matmul");
+        raw_send_batch(prod[i], 1, i < 4 ? 10 : 3, 1000, 10);
+        cr_assert_eq(raw_flush(prod[i], 1), i < 4 ? 10 : 3);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(path[i], sizeof(path[i]), "%s/sessions/%lld.db", d.data, ids[i]);
+        cr_assert_eq(unlink(path[i]), 0, "%s: %s", path[i], strerror(errno));
+        cr_assert_eq(mkfifo(path[i], 0600), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        req[i] = send_report(ids[i]);
+    /* wait (on the event: daemon threads blocked opening a FIFO) until two heavy reports run */
+    for (int tries = 0; (running = fifo_waiters(d.pid)) < 2 && tries < 1000; tries++)
+        usleep(10000);
+    cr_assert_eq(running, 2, "%d heavy reports started, not 2", running);
+
+    struct proto_reader r;
+    int fd;
+    struct proto_request q;
+    proto_request_init(&q);
+    q.session.id = small;
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &q, &r, &fd);
+    cr_assert_not_null(o, "the small session's report was not answered while heavy ones run");
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    proto_reader_deinit(&r);
+    close(fd);
+    /* replies came in that order: no heavy report has answered, and only two of them run */
+    for (int i = 0; i < 4; i++) {
+        struct pollfd p = {.fd = req[i], .events = POLLIN};
+        cr_assert_eq(poll(&p, 1, 0), 0, "heavy report %d answered before the small one", i);
+    }
+    cr_assert_eq(fifo_waiters(d.pid), 2, "more than two heavy reports run at once");
+    /* a writer lets each blocked open through (the report then fails on the FIFO) */
+    for (int i = 0; i < 4; i++) {
+        if ((wr[i] = open(path[i], O_WRONLY | O_NONBLOCK)) >= 0)
+            close(wr[i]);
+        close(req[i]);
+    }
+    for (int i = 0; i < 5; i++)
+        close(prod[i]);
 }
