@@ -716,7 +716,8 @@ static bool conn_shed_hog(struct daemon *d, struct conn *waiter)
  * that would create a session while SESSION_MAX_OPENING session files are
  * being made (so that hello/bye churn cannot flood the writer), a report
  * while CONN_MAX_REPORTS are being built (so that replies being built are
- * bounded, not one per connection).
+ * bounded, not one per connection), a heavy report while CONN_MAX_HEAVY
+ * heavy ones are (so that small sessions' reports keep the other slots).
  */
 static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
 {
@@ -728,7 +729,9 @@ static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
         conn_pause(c); /* conn_backpressure_check wakes it */
         return false;
     }
-    if (m->type == PROTO_REPORT && !c->producer && d->n_reports >= CONN_MAX_REPORTS)
+    if (m->type == PROTO_REPORT && !c->producer &&
+        (d->n_reports >= CONN_MAX_REPORTS ||
+         (d->n_heavy >= CONN_MAX_HEAVY && control_report_heavy(c, &m->u.req))))
         return false; /* conn_report_done wakes it */
     return true;
 }
@@ -759,6 +762,7 @@ static void conn_process(struct conn *c)
         rc = proto_reader_next(&c->reader, &m, &err);
         if (rc == 0)
             break;
+        c->partial_ms = 0; /* a message is complete: the next one's clock starts on its bytes */
         if (rc < 0) {
             conn_fail(c, err.code, err.message);
             break;
@@ -786,6 +790,12 @@ void conn_report_done(struct daemon *d)
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* True when bytes of a message that is not complete are buffered. */
+static bool conn_partial(struct conn *c)
+{
+    return msgpack_unpacker_message_size(&c->reader.unp) > 0;
+}
+
 static void conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)handle;
@@ -802,7 +812,10 @@ static void conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
     (void)buf;
     if (nread > 0) {
         proto_reader_commit(&c->reader, (size_t)nread);
+        c->active_ms = uv_now(c->d->loop);
         conn_process(c);
+        if (c->partial_ms == 0 && conn_partial(c))
+            c->partial_ms = c->active_ms;
         conn_update_reading(c);
     } else if (nread == UV_ENOBUFS) {
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
@@ -848,6 +861,59 @@ void conn_backpressure_check(struct daemon *d)
         conn_process(c); /* a held hello first */
         conn_update_reading(c);
     }
+}
+
+/* ---- timeouts (conn.h TIMEOUTS) ------------------------------------------ */
+
+static void conn_timeout_cb(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    const struct daemon_options *o = &d->opt;
+    uint64_t now = uv_now(d->loop);
+    char msg[160];
+
+    for (struct conn *c = d->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->closed || c->failed)
+            continue;
+        if (c->paused || c->throttled || c->busy || c->holding || c->unwritten > 0 ||
+            (!c->producer && c->refs > 0)) {
+            /* The daemon makes it wait: its clocks start again when it may go on. */
+            c->active_ms = now;
+            if (c->partial_ms != 0)
+                c->partial_ms = now;
+            continue;
+        }
+        if (c->partial_ms != 0 && !conn_partial(c))
+            c->partial_ms = 0;
+        if (o->request_ms && c->partial_ms != 0 && now - c->partial_ms >= o->request_ms) {
+            snprintf(msg, sizeof(msg),
+                     "a message was not finished within %llu ms (the daemon's --request-timeout)",
+                     (unsigned long long)o->request_ms);
+            conn_fail(c, PROTO_E_LIMIT, msg);
+        } else if (o->idle_ms && !c->producer && c->partial_ms == 0 &&
+                   now - c->active_ms >= o->idle_ms) {
+            snprintf(msg, sizeof(msg),
+                     "closed after %llu ms without a request (the daemon's --idle-timeout)",
+                     (unsigned long long)o->idle_ms);
+            conn_fail(c, PROTO_E_LIMIT, msg);
+        }
+    }
+}
+
+void conn_timer_start(struct daemon *d)
+{
+    uint64_t least = d->opt.request_ms, period;
+
+    uv_timer_init(d->loop, &d->conn_timer);
+    d->conn_timer.data = d;
+    if (d->opt.idle_ms && (least == 0 || d->opt.idle_ms < least))
+        least = d->opt.idle_ms;
+    if (least == 0)
+        return;
+    /* Checked four times per shortest timeout: a connection is closed at most 25 % late. */
+    period = least / 4 < 50 ? 50 : least / 4 > 1000 ? 1000 : least / 4;
+    uv_timer_start(&d->conn_timer, conn_timeout_cb, period, period);
 }
 
 int64_t conn_view_uid(const struct conn *c)
@@ -925,6 +991,7 @@ int conn_accept(struct daemon *d, int fd)
         d->conns->prev = c;
     d->conns = c;
     d->n_conns++;
+    c->active_ms = uv_now(d->loop);
     if ((why = conn_over_cap(c, buf, sizeof(buf))) != NULL) {
         conn_log_cap(d, why);
         conn_fail(c, PROTO_E_LIMIT, why);

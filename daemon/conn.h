@@ -18,6 +18,14 @@
  * replies together are bounded too. A hello that would create a session
  * waits while SESSION_MAX_OPENING new session files are being made, so
  * hello/bye churn cannot fill the writer's queue.
+ *
+ * TIMEOUTS
+ * A connection that started a message and has not finished it
+ * --request-timeout later, and a control connection (no hello) that sent
+ * nothing for --idle-timeout with nothing pending, get `limit` and are
+ * closed, so that stalled peers cannot hold connections for ever. A producer
+ * between messages is never timed out; time the daemon makes a peer wait
+ * (backpressure, a report being built, a held request) does not count.
  */
 #ifndef TRACECTLD_CONN_H
 #define TRACECTLD_CONN_H
@@ -40,6 +48,7 @@
 #define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */
 #define CONN_MAX_REPORTS   4            /* reports being built at once; more wait */
+#define CONN_MAX_HEAVY     2            /* of which on big sessions (--heavy-entries) */
 
 struct conn {
     uv_pipe_t pipe; /* first: the handle's address is the conn's */
@@ -71,6 +80,8 @@ struct conn {
     struct store_budget *budget; /* what it has queued for the store */
     bool holding;                /* `held` waits: see conn_may_dispatch() */
     struct proto_msg held;
+    uint64_t active_ms;  /* loop time of its last bytes, or the daemon last made it wait */
+    uint64_t partial_ms; /* loop time the unfinished message began; 0: none */
 };
 
 /* The uid whose sessions c may see, or -1 for all (an admin). */
@@ -91,6 +102,8 @@ void conn_resume(struct conn *c);
 void conn_report_done(struct daemon *d);
 /* Resume producers paused for backpressure once the store has drained enough. */
 void conn_backpressure_check(struct daemon *d);
+/* Starts the timer that enforces --request-timeout and --idle-timeout (TIMEOUTS). */
+void conn_timer_start(struct daemon *d);
 /* The store finished a flush marker (job->cookie is the conn). Frees the job. */
 void conn_flush_done(struct store_job *job);
 

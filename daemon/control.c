@@ -29,6 +29,7 @@ struct report_work {
     char *name, *state;
     char path[PATH_MAX];
     int rc;
+    bool heavy; /* counted in d->n_heavy */
     char err[256];
     msgpack_sbuffer out;
 };
@@ -256,6 +257,8 @@ static void report_after_cb(uv_work_t *req, int status)
         }
         conn_resume(c);
     }
+    if (w->heavy)
+        d->n_heavy--;
     msgpack_sbuffer_destroy(&w->out);
     free(w->name);
     free(w->state);
@@ -286,6 +289,17 @@ static struct session *control_session(struct conn *c, const struct proto_reques
     return NULL;
 }
 
+bool control_report_heavy(struct conn *c, const struct proto_request *req)
+{
+    struct session *s = NULL;
+
+    if (req->session.name != NULL && conn_view_uid(c) < 0 && c->uid >= 0)
+        s = session_find(&c->d->reg, &req->session, c->uid);
+    if (s == NULL)
+        s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
+    return s != NULL && s->entries >= c->d->opt.heavy_entries;
+}
+
 static void control_report(struct conn *c, const struct proto_request *req)
 {
     struct session *s = control_session(c, req);
@@ -313,9 +327,12 @@ static void control_report(struct conn *c, const struct proto_request *req)
     c->refs++;
     c->busy = true;
     c->d->n_reports++;
+    w->heavy = s->entries >= c->d->opt.heavy_entries;
+    c->d->n_heavy += w->heavy;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, report_work_cb, report_after_cb) < 0) {
         c->d->n_reports--;
+        c->d->n_heavy -= w->heavy;
         c->refs--;
         free(w->name);
         free(w->state);

@@ -9,6 +9,12 @@
 
 /* Answers m (a PROTO_SESSIONS, _STATUS, _REPORT or _DELETE request) on c. */
 void control_handle(struct conn *c, struct proto_msg *m);
+/*
+ * Whether a report for req on c is heavy: its session has --heavy-entries
+ * entries or more. Heavy reports run at most CONN_MAX_HEAVY at once, so a
+ * small session's report never waits behind them all.
+ */
+bool control_report_heavy(struct conn *c, const struct proto_request *req);
 /* The store finished a STORE_DELETE job (job->cookie is the conn). Frees the job. */
 void control_delete_done(struct store_job *job);
 

@@ -31,6 +31,9 @@ struct daemon_options {
     uint64_t retain_bytes;      /* oldest ended sessions deleted while over this; 0 = no cap */
     uint64_t queue_high;        /* queued entries above which producers are paused */
     uint64_t commit_ms;         /* longest a session's entries wait for a commit (no flush) */
+    uint64_t request_ms;        /* a message started and not finished this long: closed; 0 off */
+    uint64_t idle_ms;           /* a control connection idle this long: closed; 0 off */
+    uint64_t heavy_entries;     /* a report on a session this big runs in the heavy lane */
 };
 
 struct daemon {
@@ -45,6 +48,7 @@ struct daemon {
     uv_signal_t sigint, sigterm;
     uv_signal_t sigother[3]; /* SIGHUP, SIGUSR1, SIGUSR2: logged and ignored */
     uv_timer_t tick;
+    uv_timer_t conn_timer; /* request and idle timeouts (conn_timeouts) */
     struct store *store;
     struct registry reg;
     struct conn *conns; /* every open connection */
@@ -54,6 +58,7 @@ struct daemon {
     size_t n_producers;
     uint64_t unwritten;
     size_t n_reports; /* report work items in flight */
+    size_t n_heavy;   /* of which heavy (control_report_heavy) */
     uint64_t started_ms;
     int64_t admin_gid; /* gid of opt.admin_group, -1 when it does not exist */
     unsigned ticks;

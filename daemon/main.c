@@ -28,6 +28,9 @@
 #define DEFAULT_LINGER_MS  60000
 #define DEFAULT_MAX_CONNS  4096
 #define DEFAULT_QUEUE_HIGH (256u << 10)
+#define DEFAULT_REQUEST_MS 30000
+#define DEFAULT_IDLE_MS    60000
+#define DEFAULT_HEAVY      1000000
 
 static void usage(FILE *f)
 {
@@ -37,7 +40,8 @@ static void usage(FILE *f)
         "                 [--linger SECONDS] [--max-connections N] [--max-live-sessions N]\n"
         "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
         "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
-        "                 [--commit-interval MS]\n"
+        "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
+        "                 [--heavy-entries N]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -66,6 +70,15 @@ static void usage(FILE *f)
         "  --admin-group NAME    members see every session (default: tracectl)\n"
         "  --commit-interval MS  under light load, commit a session's entries at most\n"
         "                        this late (default 1000; a flush always commits at once)\n"
+        "  --request-timeout TIME  close a connection that started a message and has not\n"
+        "                        finished it TIME later (default 30s; 0: never)\n"
+        "  --idle-timeout TIME   close a control connection (no hello) that has sent\n"
+        "                        nothing for TIME and has nothing pending (default 60s;\n"
+        "                        0: never). Producers may idle for ever between messages\n"
+        "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
+        "                        2 at once, so small ones never wait behind them\n"
+        "                        (default 1000000)\n"
+        "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE takes K, M, G (KiB, MiB, GiB) suffixes.\n"
         "  -h, --help            this text\n"
         "  -V, --version         the version\n",
@@ -224,6 +237,32 @@ static int parse_limit(int ch, const char *arg, struct daemon_options *o)
     }
 }
 
+/* "30s", "500ms", "5m" or plain seconds, up to a day, into *ms. 0 or -1. */
+static int parse_duration(const char *s, unsigned long *ms)
+{
+    char *end;
+    unsigned long v, mul;
+
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    v = strtoul(s, &end, 10);
+    if (errno != 0)
+        return -1;
+    if (*end == '\0' || strcmp(end, "s") == 0)
+        mul = 1000;
+    else if (strcmp(end, "ms") == 0)
+        mul = 1;
+    else if (strcmp(end, "m") == 0)
+        mul = 60000;
+    else
+        return -1;
+    if (v > 86400000ul / mul)
+        return -1;
+    *ms = v * mul;
+    return 0;
+}
+
 /* Returns 0 to run, 1 to exit 0 (help), -1 to exit 2 (usage). */
 static int parse_args(int argc, char **argv, struct daemon_options *o)
 {
@@ -240,6 +279,9 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"retain-bytes", required_argument, NULL, 'R'},
         {"admin-group", required_argument, NULL, 'g'},
         {"commit-interval", required_argument, NULL, 'C'},
+        {"request-timeout", required_argument, NULL, 'T'},
+        {"idle-timeout", required_argument, NULL, 'I'},
+        {"heavy-entries", required_argument, NULL, 'H'},
         {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -300,6 +342,25 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 return -1;
             }
             o->commit_ms = v;
+            break;
+        case 'T':
+        case 'I':
+            if (parse_duration(optarg, &v) < 0) {
+                fprintf(stderr, "tracectld: --%s takes a time (e.g. 30s, 500ms, 5m; 0: never)\n",
+                        ch == 'T' ? "request-timeout" : "idle-timeout");
+                return -1;
+            }
+            if (ch == 'T')
+                o->request_ms = v;
+            else
+                o->idle_ms = v;
+            break;
+        case 'H':
+            if (parse_ulong(optarg, 1000000000000ul, &v) < 0) {
+                fprintf(stderr, "tracectld: --heavy-entries takes a number\n");
+                return -1;
+            }
+            o->heavy_entries = v;
             break;
         case 'g':
             free(o->admin_group);
@@ -418,6 +479,7 @@ static void daemon_stop(struct daemon *d)
     for (size_t i = 0; i < 3; i++)
         uv_close((uv_handle_t *)&d->sigother[i], NULL);
     uv_close((uv_handle_t *)&d->tick, NULL);
+    uv_close((uv_handle_t *)&d->conn_timer, NULL);
 }
 
 static void daemon_signal_cb(uv_signal_t *sig, int signum)
@@ -519,6 +581,7 @@ static int daemon_start(struct daemon *d)
     uv_timer_init(d->loop, &d->tick);
     d->tick.data = d;
     uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);
+    conn_timer_start(d);
     d->started_ms = uv_now(d->loop);
     log_info("tracectld %s listening on %s, data in %s", TRACECTL_VERSION, d->opt.socket_path,
              d->opt.data_dir);
@@ -537,6 +600,9 @@ int main(int argc, char **argv)
     d.opt.max_conns = 0; /* sized from the fd limit unless given */
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;
     d.opt.commit_ms = STORE_DEFAULT_COMMIT_MS;
+    d.opt.request_ms = DEFAULT_REQUEST_MS;
+    d.opt.idle_ms = DEFAULT_IDLE_MS;
+    d.opt.heavy_entries = DEFAULT_HEAVY;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

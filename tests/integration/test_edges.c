@@ -1,14 +1,17 @@
 /*
  * test_edges.c — a real tracectld at the edges: numbers at the limits of
  * their range (PROTOCOL.md Part 2 "Integers"), signals and clocks, and the
- * caps that keep one user from starving the others.
+ * caps and timeouts that keep one user from starving the others.
  *
  * Expected figures are computed here, by hand, from the entries sent; never
  * from the code under test.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -711,4 +714,187 @@ Test(edges, one_user_cannot_take_every_live_session, .disabled = true)
     int st;
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- timeouts (README "Limits": --request-timeout, --idle-timeout) ------- */
+
+/* Reads the daemon's error on fd: true when it is `limit` and names `flag`. */
+static bool got_limit_naming(int fd, const char *flag)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    bool ok;
+
+    proto_reader_init(&r, 0);
+    if (raw_recv(fd, &r, &m) < 0) {
+        proto_reader_deinit(&r);
+        return false;
+    }
+    ok = m.type == PROTO_ERROR && strcmp(m.u.error.code, "limit") == 0 &&
+         strstr(m.u.error.message, flag) != NULL;
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    return ok;
+}
+
+Test(edges, half_sent_request_is_closed_after_request_timeout)
+{
+    struct proto_request req;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    harness_daemon_start(&d, "--request-timeout", "1s", "--idle-timeout", "0", NULL);
+    /* a control request cut in half, then nothing: raw_recv waits 5 s, the bound is 1 s
+     * (+ a quarter for the check's period) */
+    int fd = raw_connect(d.sock);
+    pack_init(&sb, &pk);
+    proto_request_init(&req);
+    req.session.id = -1;
+    req.session.name = "some-session-name";
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    cr_assert(sb.size > 4);
+    cr_assert_eq(write(fd, sb.data, sb.size / 2), (ssize_t)(sb.size / 2));
+    cr_assert(got_limit_naming(fd, "--request-timeout"),
+              "a half-sent request was not answered with limit");
+    cr_assert(raw_closed(fd));
+    close(fd);
+    msgpack_sbuffer_destroy(&sb);
+
+    /* a producer cut in the middle of a batch: the same; what it flushed before stays */
+    long long id;
+    int p = raw_producer(d.sock, "half", 0, 1, NULL, &id);
+    raw_send_ops(p, 1, "matmul");
+    raw_send_batch(p, 1, 3, 1000, 10);
+    cr_assert_eq(raw_flush(p, 1), 3);
+    struct proto_entry e = {.step = 1, .op_id = 1, .start_ns = 5, .dur_ns = 5};
+    pack_init(&sb, &pk);
+    proto_pack_batch_header(&pk, 1);
+    proto_pack_entry(&pk, &e, "");
+    cr_assert_eq(write(p, sb.data, sb.size - 1), (ssize_t)(sb.size - 1));
+    cr_assert(got_limit_naming(p, "--request-timeout"),
+              "a producer's half-sent batch was not answered with limit");
+    cr_assert(raw_closed(p));
+    close(p);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+Test(edges, idle_control_connection_is_closed_and_idle_producer_is_not)
+{
+    harness_daemon_start(&d, "--request-timeout", "500ms", "--idle-timeout", "1s", NULL);
+    long long id;
+    int p = raw_producer(d.sock, "idler", 0, 1, NULL, &id);
+    raw_send_ops(p, 1, "matmul");
+    /* opened after the producer went quiet: once it is closed for idling (1 s), the producer
+     * has idled longer than that, twice the request timeout */
+    int c = raw_connect(d.sock);
+    bool closed = false;
+    for (int i = 0; i < 4 && !closed; i++) /* raw_recv waits 5 s each */
+        closed = got_limit_naming(c, "--idle-timeout");
+    cr_assert(closed, "an idle control connection was not closed");
+    close(c);
+    raw_send_batch(p, 1, 4, 1000, 10);
+    cr_assert_eq(raw_flush(p, 1), 4, "the idle producer was closed");
+    raw_bye(p, 0);
+}
+
+/* ---- the heavy-report lane (README "Limits": --heavy-entries) ------------ */
+
+/* How many threads of process pid are blocked opening a FIFO (no writer yet). */
+static int fifo_waiters(pid_t pid)
+{
+    char path[300], wchan[64];
+    struct dirent *e;
+    DIR *dir;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    cr_assert_not_null(dir = opendir(path));
+    while ((e = readdir(dir)) != NULL) {
+        snprintf(path, sizeof(path), "/proc/%d/task/%s/wchan", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(wchan, sizeof(wchan), f) != NULL && strstr(wchan, "wait_for_partner") != NULL)
+            n++;
+        fclose(f);
+    }
+    closedir(dir);
+    return n;
+}
+
+/* Sends a report request for session id on a new connection, without reading the reply. */
+static int send_report(long long id)
+{
+    struct proto_request req;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(d.sock);
+
+    pack_init(&sb, &pk);
+    proto_request_init(&req);
+    req.session.id = id;
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return fd;
+}
+
+/*
+ * Four reports on big sessions, then one on a small session: the small one is
+ * answered while the big ones are still being built. The big sessions' files
+ * are replaced by FIFOs, so their reports block in open/read until this test
+ * opens the FIFO for writing (an open with O_NONBLOCK succeeds only when a
+ * report is reading it: that is how the test sees which reports run).
+ */
+Test(edges, small_report_is_not_queued_behind_heavy_ones)
+{
+    char path[4][PATH_MAX + 64];
+    long long ids[4], small;
+    int prod[5], req[4], wr[4] = {-1, -1, -1, -1}, running = 0;
+
+    harness_daemon_start(&d, "--heavy-entries", "10", "--idle-timeout", "0", NULL);
+    for (int i = 0; i < 5; i++) { /* world 2: they stay live, their files stay open */
+        char name[32];
+        snprintf(name, sizeof(name), i < 4 ? "heavy-%d" : "small", i);
+        prod[i] = raw_producer(d.sock, name, 0, 2, NULL, i < 4 ? &ids[i] : &small);
+        raw_send_ops(prod[i], 1, "matmul");
+        raw_send_batch(prod[i], 1, i < 4 ? 10 : 3, 1000, 10);
+        cr_assert_eq(raw_flush(prod[i], 1), i < 4 ? 10 : 3);
+    }
+    for (int i = 0; i < 4; i++) {
+        snprintf(path[i], sizeof(path[i]), "%s/sessions/%lld.db", d.data, ids[i]);
+        cr_assert_eq(unlink(path[i]), 0, "%s: %s", path[i], strerror(errno));
+        cr_assert_eq(mkfifo(path[i], 0600), 0);
+    }
+    for (int i = 0; i < 4; i++)
+        req[i] = send_report(ids[i]);
+    /* wait (on the event: daemon threads blocked opening a FIFO) until two heavy reports run */
+    for (int tries = 0; (running = fifo_waiters(d.pid)) < 2 && tries < 1000; tries++)
+        usleep(10000);
+    cr_assert_eq(running, 2, "%d heavy reports started, not 2", running);
+
+    struct proto_reader r;
+    int fd;
+    struct proto_request q;
+    proto_request_init(&q);
+    q.session.id = small;
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &q, &r, &fd);
+    cr_assert_not_null(o, "the small session's report was not answered while heavy ones run");
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    proto_reader_deinit(&r);
+    close(fd);
+    /* replies came in that order: no heavy report has answered, and only two of them run */
+    for (int i = 0; i < 4; i++) {
+        struct pollfd p = {.fd = req[i], .events = POLLIN};
+        cr_assert_eq(poll(&p, 1, 0), 0, "heavy report %d answered before the small one", i);
+    }
+    cr_assert_eq(fifo_waiters(d.pid), 2, "more than two heavy reports run at once");
+    /* a writer lets each blocked open through (the report then fails on the FIFO) */
+    for (int i = 0; i < 4; i++) {
+        if ((wr[i] = open(path[i], O_WRONLY | O_NONBLOCK)) >= 0)
+            close(wr[i]);
+        close(req[i]);
+    }
+    for (int i = 0; i < 5; i++)
+        close(prod[i]);
 }
