@@ -415,3 +415,50 @@ void raw_wait_state(const char *sock, long long id, const char *want, int second
     }
     cr_assert_fail("session %lld did not become %s within %d s", id, want, seconds);
 }
+
+void harness_asan_small_quarantine(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    static char env[512];
+    const char *cur = getenv("ASAN_OPTIONS");
+
+    snprintf(env, sizeof(env), "%s%squarantine_size_mb=4", cur ? cur : "", cur ? ":" : "");
+    setenv("ASAN_OPTIONS", env, 1);
+#endif
+}
+
+long harness_proc_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    size_t n = strlen(field);
+    long v = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = atol(line + n + 1);
+    fclose(f);
+    return v;
+}
+
+long long harness_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    long long ut = 0, st = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return -1;
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+        char *p = strrchr(buf, ')');
+        /* fields after the command: state(3) ... utime(14) stime(15) */
+        if (p != NULL)
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st);
+    }
+    fclose(f);
+    return ut + st;
+}

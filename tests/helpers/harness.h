@@ -82,4 +82,22 @@ double obj_f64(const msgpack_object *o);
 /* strcmp-like compare of a msgpack str with s; false when not a str. */
 bool obj_str_eq(const msgpack_object *o, const char *s);
 
+/*
+ * The daemon's memory and CPU from /proc, for the memory-bound tests. Under
+ * AddressSanitizer every allocation carries redzones and shadow, and freed
+ * memory sits in a quarantine (256 MiB by default): call
+ * harness_asan_small_quarantine() before starting the daemon and scale RSS
+ * bounds by HARNESS_RSS_SCALE.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define HARNESS_RSS_SCALE 4
+#else
+#define HARNESS_RSS_SCALE 1
+#endif
+void harness_asan_small_quarantine(void);
+/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
+long harness_proc_kib(pid_t pid, const char *field);
+/* utime + stime of a process in clock ticks, or -1. */
+long long harness_cpu_ticks(pid_t pid);
+
 #endif

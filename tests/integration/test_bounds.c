@@ -33,24 +33,6 @@
 
 static struct tdaemon d;
 
-/* Under AddressSanitizer every allocation carries redzones and shadow: see test_load.c. */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_SCALE 4
-static void asan_small_quarantine(void)
-{
-    static char env[512];
-    const char *cur = getenv("ASAN_OPTIONS");
-
-    snprintf(env, sizeof(env), "%s%squarantine_size_mb=4", cur ? cur : "", cur ? ":" : "");
-    setenv("ASAN_OPTIONS", env, 1);
-}
-#else
-#define RSS_SCALE 1
-static void asan_small_quarantine(void)
-{
-}
-#endif
-
 static void fini(void)
 {
     if (d.pid > 0)
@@ -62,30 +44,13 @@ TestSuite(bounds, .fini = fini, .timeout = 400);
 
 static void start(void)
 {
-    asan_small_quarantine();
+    harness_asan_small_quarantine();
     if (getenv("BOUNDS_DEBUG"))
         harness_daemon_start(&d, "--log-level", "info", NULL);
     else
         harness_daemon_start(&d, NULL);
     if (getenv("BOUNDS_DEBUG"))
         fprintf(stderr, "daemon pid %d dir %s\n", (int)d.pid, d.dir);
-}
-
-/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
-static long proc_kib(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    long v = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
-            v = atol(line + strlen(field) + 1);
-    fclose(f);
-    return v;
 }
 
 static double now_s(void)
@@ -195,7 +160,7 @@ Test(bounds, op_names_stop_at_the_documented_limit)
 
     start();
     fd = raw_producer(d.sock, "names", 0, 1, NULL, &id);
-    rss0 = proc_kib(d.pid, "VmRSS");
+    rss0 = harness_proc_kib(d.pid, "VmRSS");
     send_ops(fd, 1, 0, LIMIT_OPS, false);
     cr_assert_eq(raw_flush(fd, 1), 0, "the ops up to the limit are accepted");
     send_ops(fd, 1, LIMIT_OPS, LIMIT_OPS + 1, false);
@@ -207,8 +172,8 @@ Test(bounds, op_names_stop_at_the_documented_limit)
      * load: 2 × 64 Ki slots of 20 bytes), the writer's inserts. 24 MiB is
      * well above that and far below the 297 MB that 200 k names took.
      */
-    rss1 = proc_kib(d.pid, "VmHWM");
-    cr_assert_lt(rss1 - rss0, 24L * 1024 * RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
+    rss1 = harness_proc_kib(d.pid, "VmHWM");
+    cr_assert_lt(rss1 - rss0, 24L * 1024 * HARNESS_RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
 }
 
 Test(bounds, op_ids_per_connection_stop_at_the_limit)
@@ -291,7 +256,7 @@ Test(bounds, shapes_stop_at_the_documented_limit)
 
     start();
     fd = raw_producer(d.sock, "shapes", 0, 1, NULL, &id);
-    rss0 = proc_kib(d.pid, "VmRSS");
+    rss0 = harness_proc_kib(d.pid, "VmRSS");
     raw_send_ops(fd, 1, "k");
     send_entries(fd, 0, LIMIT_SHAPES, false);
     long long st = raw_flush(fd, 1);
@@ -302,8 +267,8 @@ Test(bounds, shapes_stop_at_the_documented_limit)
     cr_assert_eq(count_rows(id, "shapes"), LIMIT_SHAPES);
     cr_assert_eq(count_rows(id, "entries"), LIMIT_SHAPES);
     /* 65,536 shapes of ≤ 12 bytes in the loop's and the writer's tables: ≪ 32 MiB. */
-    rss1 = proc_kib(d.pid, "VmHWM");
-    cr_assert_lt(rss1 - rss0, 32L * 1024 * RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
+    rss1 = harness_proc_kib(d.pid, "VmHWM");
+    cr_assert_lt(rss1 - rss0, 32L * 1024 * HARNESS_RSS_SCALE, "RSS grew %ld KiB", rss1 - rss0);
 }
 
 /* ["meta", {key<from>..key<to-1>: value}] with value_len bytes of 'v'. */
@@ -385,7 +350,7 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
     fd = raw_producer(d.sock, "flood", 0, 1, NULL, &id);
     by = raw_producer(d.sock, "bystander", 0, 1, NULL, NULL);
     raw_send_ops(by, 1, "k");
-    rss0 = proc_kib(d.pid, "VmRSS");
+    rss0 = harness_proc_kib(d.pid, "VmRSS");
     cr_assert_eq(pipe(pfd), 0);
     t_start = now_s();
     child = fork();
@@ -423,7 +388,7 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
     cr_assert_eq(read(pfd[0], &sent, 1), 1, "the flooder failed");
     close(pfd[0]);
     waitpid(child, NULL, 0);
-    hwm = proc_kib(d.pid, "VmHWM");
+    hwm = harness_proc_kib(d.pid, "VmHWM");
     cr_log_info("%d metadata messages (%d rows) in %.1f s: %d bystander flushes meanwhile, the"
                 " slowest %.3f s; daemon RSS %ld → peak %ld KiB",
                 FLOOD_MSGS, FLOOD_MSGS * 256, now_s() - t_start, flushes, worst, rss0, hwm);
@@ -433,38 +398,19 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
      * being decoded, SQLite's page cache for two files: < 32 MiB. Without the
      * byte count the daemon queued every message it could read (10 GB in 40 s).
      */
-    cr_assert_lt(hwm - rss0, 32L * 1024 * RSS_SCALE, "the flood grew the daemon by %ld KiB",
+    cr_assert_lt(hwm - rss0, 32L * 1024 * HARNESS_RSS_SCALE, "the flood grew the daemon by %ld KiB",
                  hwm - rss0);
     raw_bye(by, 0);
-}
-
-/* utime + stime of a process in clock ticks. */
-static long long cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    long long ut = 0, st = 0;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    if (fgets(buf, sizeof(buf), f) != NULL) {
-        char *p = strrchr(buf, ')');
-        if (p != NULL)
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st);
-    }
-    fclose(f);
-    return ut + st;
 }
 
 /* Waits until the daemon has used no CPU for a whole second (it has done all it can). */
 static void wait_idle(int max_s)
 {
-    long long last = cpu_ticks(d.pid), now;
+    long long last = harness_cpu_ticks(d.pid), now;
 
     for (int i = 0; i < max_s; i++) {
         sleep(1);
-        now = cpu_ticks(d.pid);
+        now = harness_cpu_ticks(d.pid);
         if (now == last)
             return;
         last = now;
@@ -521,7 +467,7 @@ Test(bounds, unread_reports_are_bounded_across_connections)
     raw_wait_state(d.sock, id, "ended", 30);
 
     wait_idle(60);
-    rss0 = proc_kib(d.pid, "VmRSS");
+    rss0 = harness_proc_kib(d.pid, "VmRSS");
     proto_request_init(&req);
     req.session.id = id;
     for (int c = 0; c < CONNS; c++) {
@@ -536,7 +482,7 @@ Test(bounds, unread_reports_are_bounded_across_connections)
     cr_assert(o != NULL && obj_str_eq(&o->via.array.ptr[0], "ok"));
     proto_reader_deinit(&r);
     close(fd);
-    hwm = proc_kib(d.pid, "VmHWM");
+    hwm = harness_proc_kib(d.pid, "VmHWM");
     for (int c = 0; c < CONNS; c++)
         close(fds[c]);
     msgpack_sbuffer_destroy(&sb);

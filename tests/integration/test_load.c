@@ -17,29 +17,6 @@
 
 static struct tdaemon d;
 
-/*
- * Memory bounds are checked on the daemon's RSS. Under AddressSanitizer
- * every allocation carries redzones and shadow, and freed memory sits in a
- * quarantine (256 MiB by default): the daemon is started with a small
- * quarantine and the bound is scaled.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_SCALE 4
-static void asan_small_quarantine(void)
-{
-    static char env[512];
-    const char *cur = getenv("ASAN_OPTIONS");
-
-    snprintf(env, sizeof(env), "%s%squarantine_size_mb=4", cur ? cur : "", cur ? ":" : "");
-    setenv("ASAN_OPTIONS", env, 1);
-}
-#else
-#define RSS_SCALE 1
-static void asan_small_quarantine(void)
-{
-}
-#endif
-
 static void fini(void)
 {
     if (d.pid > 0)
@@ -48,43 +25,6 @@ static void fini(void)
 }
 
 TestSuite(load, .fini = fini, .timeout = 120);
-
-/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
-static long proc_kib(pid_t pid, const char *field)
-{
-    char path[64], line[256];
-    long v = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (strncmp(line, field, strlen(field)) == 0 && line[strlen(field)] == ':')
-            v = atol(line + strlen(field) + 1);
-    fclose(f);
-    return v;
-}
-
-/* utime + stime of a process in clock ticks. */
-static long long cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    long long ut = 0, st = 0;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return -1;
-    if (fgets(buf, sizeof(buf), f) != NULL) {
-        char *p = strrchr(buf, ')');
-        /* fields after the command: state(3) ... utime(14) stime(15) */
-        if (p != NULL)
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st);
-    }
-    fclose(f);
-    return ut + st;
-}
 
 static void raise_nofile(rlim_t want)
 {
@@ -105,9 +45,9 @@ Test(load, thousand_idle_and_stalled_connections)
     long long id;
 
     raise_nofile(4096); /* the daemon inherits it */
-    asan_small_quarantine();
+    harness_asan_small_quarantine();
     harness_daemon_start(&d, NULL);
-    long rss0 = proc_kib(d.pid, "VmRSS");
+    long rss0 = harness_proc_kib(d.pid, "VmRSS");
     for (int i = 0; i < IDLE; i++) {
         fds[i] = raw_connect(d.sock);
         cr_assert_geq(fds[i], 0, "connection %d refused", i);
@@ -140,8 +80,9 @@ Test(load, thousand_idle_and_stalled_connections)
     cr_assert_geq(obj_u64(obj_get(&o->via.array.ptr[1], "connections")), IDLE + STALLED + 1);
     proto_reader_deinit(&r);
     close(cfd);
-    long rss = proc_kib(d.pid, "VmRSS");
-    cr_assert_lt(rss - rss0, 64 * 1024 * RSS_SCALE, "1,000 connections cost %ld KiB", rss - rss0);
+    long rss = harness_proc_kib(d.pid, "VmRSS");
+    cr_assert_lt(rss - rss0, 64 * 1024 * HARNESS_RSS_SCALE, "1,000 connections cost %ld KiB",
+                 rss - rss0);
     for (int i = 0; i < IDLE + STALLED; i++)
         close(fds[i]);
     raw_bye(fd, 0);
@@ -212,9 +153,9 @@ Test(load, out_of_file_descriptors_backs_off_and_serves_the_waiting_client_after
     raw_send(waiting, &sb);
     msgpack_sbuffer_destroy(&sb);
     /* a measurement over 1 s, not a synchronisation: backing off costs no CPU */
-    long long t0 = cpu_ticks(d.pid);
+    long long t0 = harness_cpu_ticks(d.pid);
     usleep(1000000);
-    long long used = cpu_ticks(d.pid) - t0;
+    long long used = harness_cpu_ticks(d.pid) - t0;
     long hz = sysconf(_SC_CLK_TCK);
     cr_assert_lt(used, hz / 2, "the daemon used %lld ticks of %ld in 1 s: spinning", used, hz);
     /* free the descriptors: the waiting client is served (raw_recv waits up to 5 s) */
@@ -236,9 +177,9 @@ Test(load, control_client_that_never_reads)
     msgpack_packer pk;
     struct proto_request req;
 
-    asan_small_quarantine();
+    harness_asan_small_quarantine();
     harness_daemon_start(&d, NULL);
-    long rss0 = proc_kib(d.pid, "VmRSS");
+    long rss0 = harness_proc_kib(d.pid, "VmRSS");
     int lazy = raw_connect(d.sock);
     /* pipeline status requests and never read a reply */
     msgpack_sbuffer_init(&sb);
@@ -262,8 +203,8 @@ Test(load, control_client_that_never_reads)
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
     proto_reader_deinit(&r);
     close(cfd);
-    long rss = proc_kib(d.pid, "VmRSS");
-    cr_assert_lt(rss - rss0, 48 * 1024 * RSS_SCALE,
+    long rss = harness_proc_kib(d.pid, "VmRSS");
+    cr_assert_lt(rss - rss0, 48 * 1024 * HARNESS_RSS_SCALE,
                  "unread replies grew the daemon by %ld KiB (%d sent)", rss - rss0, sent);
     cr_assert_lt(sent, REQUESTS, "the daemon kept reading a client that never reads");
     close(lazy);
