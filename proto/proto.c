@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "utf8.h"
 
 #define READ_CHUNK (4u << 10) /* initial per connection: it grows with the message */
 
@@ -55,42 +56,21 @@ const char *proto_type_name(enum proto_type t)
 
 bool proto_utf8_valid(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s, *end;
+    size_t i = 0;
+    uint32_t cp;
 
-    if (len == 0)
-        return true; /* msgpack-c gives an empty string a NULL pointer */
-    end = p + len;
+    while (i < len) {
+        size_t n;
 
-    while (p < end) {
-        unsigned c = *p, n;
-        uint32_t cp;
-
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            p++;
+        /* ASCII without a decoder call: names and devices are mostly ASCII. */
+        if ((unsigned char)s[i] - 1u < 0x7fu) {
+            i++;
             continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, cp = c & 0x07;
-        } else {
-            return false;
         }
-        if ((size_t)(end - p) <= n)
+        n = utf8_decode(s + i, len - i, &cp);
+        if (n == 0 || cp == 0)
             return false;
-        for (unsigned i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        /* Reject overlong forms, surrogates and code points past U+10FFFF. */
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return false;
-        p += n + 1;
+        i += n;
     }
     return true;
 }

@@ -307,7 +307,8 @@ int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext);
 /* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session). */
 void proto_request_init(struct proto_request *req);
 
-/* True when s[0..len) is valid UTF-8 with no NUL. */
+/* True when s[0..len) is valid UTF-8 (the rule of utf8.h) with no NUL. s may be NULL when len is 0.
+ */
 bool proto_utf8_valid(const char *s, size_t len);
 
 #endif

@@ -6,16 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t intern_hash(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    uint64_t h = 14695981039346656037ull; /* FNV-1a's 64-bit offset basis */
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
-
 static int intern_reserve(struct intern *t)
 {
     size_t cap = t->cap ? t->cap * 2 : 64;
