@@ -245,9 +245,10 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {NULL, 0, NULL, 0},
     };
     unsigned long v;
-    int ch;
+    int ch, li = 0;
 
-    while ((ch = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+    /* li: the index of the long option getopt_long matched, for messages */
+    while ((ch = getopt_long(argc, argv, "hV", longopts, &li)) != -1) {
         switch (ch) {
         case 's':
             free(o->socket_path);
@@ -283,13 +284,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         case 'r':
         case 'R':
             if (parse_limit(ch, optarg, o) < 0) {
-                fprintf(stderr, "tracectld: bad value '%s' for --%s\n", optarg,
-                        longopts[ch == 'n'   ? 5
-                                 : ch == 'b' ? 6
-                                 : ch == 'u' ? 7
-                                 : ch == 'r' ? 8
-                                             : 9]
-                            .name);
+                fprintf(stderr, "tracectld: bad value '%s' for --%s\n", optarg, longopts[li].name);
                 return -1;
             }
             break;

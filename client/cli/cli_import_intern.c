@@ -3,6 +3,7 @@
  */
 #include "cli_import_intern.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +16,10 @@ static int intern_reserve(struct intern *t)
     if (t->n < t->cap)
         return 0;
     if ((v = realloc(t->v, cap * sizeof(*v))) == NULL)
-        return -1;
+        return -ENOMEM;
     t->v = v;
     if ((len = realloc(t->len, cap * sizeof(*len))) == NULL)
-        return -1;
+        return -ENOMEM;
     t->len = len;
     t->cap = cap;
     return 0;
