@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,8 +28,10 @@
 
 static struct tdaemon d;
 
+/* Children first (they may hold connections), then the daemon: even after a failed assertion. */
 static void stop_and_clean(void)
 {
+    harness_reap();
     if (d.pid > 0)
         harness_daemon_stop(&d, SIGKILL);
     harness_cleanup(&d);
@@ -334,11 +337,11 @@ static void system_daemon(void)
  */
 static void user_session(uid_t uid, const char *name, int n, int claimed, int got[2])
 {
-    int pfd[2], st;
+    int pfd[2];
     pid_t pid;
 
-    cr_assert_eq(pipe(pfd), 0);
-    pid = fork();
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         struct proto_hello h = {
             .proto = 1, .session = (char *)name, .rank = 0, .world = 1, .pid = claimed};
@@ -347,8 +350,6 @@ static void user_session(uid_t uid, const char *name, int n, int claimed, int go
         msgpack_sbuffer sb;
         msgpack_packer pk;
         int out[2] = {(int)getpid(), 0};
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
         int fd = raw_connect(d.sock);
         pack_init(&sb, &pk);
         proto_pack_hello(&pk, &h);
@@ -370,11 +371,10 @@ static void user_session(uid_t uid, const char *name, int n, int claimed, int go
         _exit(0);
     }
     close(pfd[1]);
-    cr_assert_eq(read(pfd[0], got, 2 * sizeof(int)), (ssize_t)(2 * sizeof(int)),
+    cr_assert_eq(harness_read_within(pfd[0], got, 2 * sizeof(int), 30), 0,
                  "the producer as uid %u failed", uid);
     close(pfd[0]);
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_assert_eq(harness_wait_child(pid), 0);
     raw_wait_state(d.sock, got[1], "ended", 10);
 }
 
@@ -404,17 +404,15 @@ Test(edges, pid_is_the_kernels_and_the_hello_pid_is_kept_as_claimed_pid)
 /* status as uid: sessions, entries, connections, scope, queue_depth nil. */
 static void status_as(uid_t uid, unsigned long long want[3], const char *scope)
 {
-    int pfd[2], st;
+    int pfd[2];
     pid_t pid;
     unsigned long long got[4];
 
-    cr_assert_eq(pipe(pfd), 0);
-    pid = fork();
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         struct proto_reader r;
         int fd;
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
         const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
         const msgpack_object *m = &o->via.array.ptr[1];
         got[0] = obj_u64(obj_get(m, "sessions"));
@@ -428,9 +426,9 @@ static void status_as(uid_t uid, unsigned long long want[3], const char *scope)
         _exit(0);
     }
     close(pfd[1]);
-    cr_assert_eq(read(pfd[0], got, sizeof(got)), (ssize_t)sizeof(got), "status as %u failed", uid);
+    cr_assert_eq(harness_read_within(pfd[0], got, sizeof(got), 30), 0, "status as %u failed", uid);
     close(pfd[0]);
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert_eq(harness_wait_child(pid), 0);
     cr_assert_eq(got[0], want[0], "uid %u: sessions %llu", uid, got[0]);
     cr_assert_eq(got[1], want[1], "uid %u: entries %llu", uid, got[1]);
     cr_assert_eq(got[2], want[2], "uid %u: connections %llu", uid, got[2]);
@@ -576,7 +574,35 @@ Test(edges, user_byte_cap_holds_across_sessions_as_entries_arrive)
 
 /* ---- per-user shares under --system --------------------------------------- */
 
-/* On a fresh connection, a status request: 1 answered ok, 0 refused with `limit`. */
+/*
+ * These tests fork children as other uids that hold connections open while
+ * the test looks. Each child is a harness_fork_as() child (killed with the
+ * test, reaped in fini, no assertion of its own); each pipe is O_CLOEXEC and
+ * its write end is closed in the parent at once, so a child that dies early
+ * is an EOF, never a read that waits forever.
+ */
+
+/* Sends sb whole without asserting (a refused connection may be closed already): 0 or -1. */
+static int send_quiet(int fd, msgpack_sbuffer *sb)
+{
+    for (size_t off = 0; off < sb->size;) {
+        ssize_t n = send(fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * On a fresh connection, a status request: 1 answered ok, 0 refused with
+ * `limit`, -1 otherwise. Asserts nothing (children call it). A refused
+ * connection gets its error and is closed as soon as it is accepted, maybe
+ * before the request is sent: the send may fail, the error is still there
+ * to read.
+ */
 static int conn_ok(int *fd_out)
 {
     struct proto_request req;
@@ -592,10 +618,11 @@ static int conn_ok(int *fd_out)
     pack_init(&sb, &pk);
     proto_request_init(&req);
     proto_pack_request(&pk, PROTO_STATUS, &req);
-    raw_send(fd, &sb);
+    (void)send_quiet(fd, &sb);
     msgpack_sbuffer_destroy(&sb);
     proto_reader_init(&r, 64 << 20);
-    if (raw_recv_object(fd, &r, &o) == 0) {
+    if (raw_recv_object(fd, &r, &o) == 0 && o->type == MSGPACK_OBJECT_ARRAY &&
+        o->via.array.size == 2) {
         if (obj_str_eq(&o->via.array.ptr[0], "ok"))
             ok = 1;
         else if (obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "limit"))
@@ -607,113 +634,144 @@ static int conn_ok(int *fd_out)
 }
 
 /*
- * As uid: opens `n` connections, writes how many were served then how many
- * refused, and holds them until `hold` is readable (EOF).
+ * A hello for session `name` on a fresh connection: 1 welcome, 0 refused
+ * with `limit`, -1 otherwise; *fd_out is the connection. Asserts nothing.
  */
-static pid_t hold_conns(uid_t uid, int n, int res, const int hold[2])
+static int hello_ok(const char *name, int rank, int world, int *fd_out)
 {
-    pid_t pid = fork();
+    struct proto_hello h = {
+        .proto = 1, .session = (char *)name, .rank = rank, .world = world, .pid = getpid()};
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int ok = -1;
+    int fd = raw_connect(d.sock);
 
+    if (fd < 0)
+        return -1;
+    pack_init(&sb, &pk);
+    proto_pack_hello(&pk, &h);
+    (void)send_quiet(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    if (raw_recv(fd, &r, &m) == 0) {
+        if (m.type == PROTO_WELCOME)
+            ok = 1;
+        else if (m.type == PROTO_ERROR && strcmp(m.u.error.code, "limit") == 0)
+            ok = 0;
+        proto_msg_free(&m);
+    }
+    proto_reader_deinit(&r);
+    *fd_out = fd;
+    return ok;
+}
+
+/* In a child: blocks until the parent closes hold's write end (or dies). */
+static void wait_for_release(const int hold[2])
+{
+    char c;
+
+    while (read(hold[0], &c, 1) > 0)
+        ;
+}
+
+/*
+ * As uid: opens `n` connections, writes how many were served then how many
+ * refused to a new pipe, and holds them until `hold` reaches EOF. Returns the
+ * child; *res is the pipe's read end.
+ */
+static pid_t hold_conns(uid_t uid, int n, const int hold[2], int *res)
+{
+    int pfd[2];
+    pid_t pid;
+
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         int fds[64], count[2] = {0, 0};
-        close(hold[1]); /* only the parent's copy: its close is the signal */
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
-        for (int i = 0; i < n; i++) {
+        close(hold[1]); /* the parent's copy is then the only one: its close is the signal */
+        close(pfd[0]);
+        for (int i = 0; i < n && i < 64; i++) {
             int ok = conn_ok(&fds[i]);
             if (ok < 0)
                 _exit(3);
             count[ok ? 0 : 1]++;
         }
-        if (write(res, count, sizeof(count)) != sizeof(count))
+        if (write(pfd[1], count, sizeof(count)) != sizeof(count))
             _exit(4);
-        char c;
-        while (read(hold[0], &c, 1) > 0)
-            ;
+        wait_for_release(hold);
         _exit(0);
     }
+    close(pfd[1]);
+    *res = pfd[0];
     return pid;
 }
 
-/* Disabled: the test itself hangs (unfinished; see the branch report). */
-Test(edges, one_user_cannot_take_every_connection, .disabled = true)
+/* Served and refused connections of a hold_conns() child. */
+static void held_counts(int res, uid_t uid, int count[2])
 {
-    int res[2], hold[2], count[2], st;
+    cr_assert_eq(harness_read_within(res, count, 2 * sizeof(int), 30), 0,
+                 "the child as uid %u failed", uid);
+    close(res);
+}
+
+Test(edges, one_user_cannot_take_every_connection, .timeout = 60)
+{
+    int hold[2], count[2], res, fd;
 
     system_daemon_with("--max-connections", "8");
-    cr_assert_eq(pipe(res), 0);
-    cr_assert_eq(pipe(hold), 0);
+    harness_pipe(hold);
     /* uid 65534 tries 6: its share is 4 (half of 8) */
-    pid_t a = hold_conns(65534, 6, res[1], hold);
-    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    pid_t a = hold_conns(65534, 6, hold, &res);
+    held_counts(res, 65534, count);
     cr_assert_eq(count[0], 4, "uid 65534 was served %d connections, its share is 4", count[0]);
     cr_assert_eq(count[1], 2);
     /* uid 65533 still gets its own: 3 (the last of 8 is kept for admins) */
-    pid_t b = hold_conns(65533, 4, res[1], hold);
-    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    pid_t b = hold_conns(65533, 4, hold, &res);
+    held_counts(res, 65533, count);
     cr_assert_eq(count[0], 3, "uid 65533 was served %d connections", count[0]);
+    cr_assert_eq(count[1], 1);
     /* root gets the reserved one */
-    int fd;
     cr_assert_eq(conn_ok(&fd), 1, "root was locked out");
     close(fd);
     close(hold[1]);
-    cr_assert_eq(waitpid(a, &st, 0), a);
-    cr_assert_eq(waitpid(b, &st, 0), b);
     close(hold[0]);
-    close(res[0]);
-    close(res[1]);
+    cr_assert_eq(harness_wait_child(a), 0);
+    cr_assert_eq(harness_wait_child(b), 0);
 }
 
-/* Disabled: the test itself hangs (unfinished; see the branch report). */
-Test(edges, one_user_cannot_take_every_live_session, .disabled = true)
+Test(edges, one_user_cannot_take_every_live_session, .timeout = 60)
 {
-    int got[2];
-    int held[3];
-    long long id;
+    int hold[2], pfd[2], got[2], out[3], held[3];
 
     system_daemon_with("--max-live-sessions", "4");
+    harness_pipe(hold);
+    harness_pipe(pfd);
     /* uid 65534 holds 2 live sessions (its share of 4); a third is refused */
-    int res[2], hold[2];
-    cr_assert_eq(pipe(res), 0);
-    cr_assert_eq(pipe(hold), 0);
-    pid_t pid = fork();
+    pid_t pid = harness_fork_as(65534, 60);
     if (pid == 0) {
-        int out = 0;
         close(hold[1]);
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(2);
-        held[0] = raw_producer(d.sock, "one", 0, 1, NULL, &id);
-        held[1] = raw_producer(d.sock, "two", 0, 1, NULL, &id);
-        struct proto_hello h = {.proto = 1, .session = "three", .rank = -1, .world = -1, .pid = -1};
-        msgpack_sbuffer sb;
-        msgpack_packer pk;
-        struct proto_reader r;
-        struct proto_msg m;
-        held[2] = raw_connect(d.sock);
-        pack_init(&sb, &pk);
-        proto_pack_hello(&pk, &h);
-        raw_send(held[2], &sb);
-        msgpack_sbuffer_destroy(&sb);
-        proto_reader_init(&r, 0);
-        if (raw_recv(held[2], &r, &m) == 0 && m.type == PROTO_ERROR &&
-            strcmp(m.u.error.code, "limit") == 0)
-            out = 1;
-        if (write(res[1], &out, sizeof(out)) != sizeof(out))
+        close(pfd[0]);
+        out[0] = hello_ok("one", 0, 1, &held[0]);
+        out[1] = hello_ok("two", 0, 1, &held[1]);
+        out[2] = hello_ok("three", -1, -1, &held[2]);
+        if (write(pfd[1], out, sizeof(out)) != sizeof(out))
             _exit(4);
-        char c;
-        while (read(hold[0], &c, 1) > 0)
-            ;
+        wait_for_release(hold);
         _exit(0);
     }
-    int refused;
-    cr_assert_eq(read(res[0], &refused, sizeof(refused)), (ssize_t)sizeof(refused));
-    cr_assert(refused, "uid 65534 started a third live session, over its share of 2");
+    close(pfd[1]);
+    cr_assert_eq(harness_read_within(pfd[0], out, sizeof(out), 30), 0, "the child as 65534 failed");
+    close(pfd[0]);
+    cr_assert_eq(out[0], 1, "uid 65534's first session was not welcomed");
+    cr_assert_eq(out[1], 1, "uid 65534's second session was not welcomed");
+    cr_assert_eq(out[2], 0, "uid 65534 started a third live session, over its share of 2");
     /* another user still starts one */
     user_session(65533, "other", 1, 1, got);
     close(hold[1]);
-    int st;
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(hold[0]);
+    cr_assert_eq(harness_wait_child(pid), 0);
 }
 
 /* ---- timeouts (README "Limits": --request-timeout, --idle-timeout) ------- */
