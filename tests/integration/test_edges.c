@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -955,4 +956,360 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
     }
     for (int i = 0; i < 5; i++)
         close(prod[i]);
+}
+
+/* ---- a page of ops on a session with many op names (issue 10 item 13) ----- */
+
+/*
+ * A session as an older daemon could leave it, with more op names than
+ * SESSION_MAX_OPS: made by a real producer (its catalog row, file and
+ * process), then given n ops by hand while the daemon is stopped. Op i is
+ * named by name(i), has calls(i) entries of the durations dur(i, j) (all
+ * under 256 ns, so each is its own histogram bucket and the aggregates'
+ * percentiles are exact too), and the aggregates are rebuilt from the
+ * entries. Returns the session id, the daemon running again.
+ */
+struct many_ops {
+    unsigned n;
+    void (*name)(unsigned i, char *buf, size_t len);
+    bool (*comm)(unsigned i);
+    unsigned (*calls)(unsigned i);
+    uint64_t (*dur)(unsigned i, unsigned j);
+};
+
+static void exec_sql(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+static long long many_ops_session(const struct many_ops *m)
+{
+    char path[PATH_MAX + 32], name[1100];
+    sqlite3_stmt *op, *en;
+    sqlite3 *db;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    int fd = raw_producer(d.sock, "old", 0, 1, NULL, &id);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    exec_sql(db, "PRAGMA synchronous = OFF; BEGIN");
+    cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO ops (id, name, category) VALUES (?, ?, ?)", -1,
+                                    &op, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "INSERT INTO entries (process_id, step, op_id, start_ns, "
+                                    "dur_ns, mem_bytes) VALUES ((SELECT min(id) FROM processes), "
+                                    "0, ?, ?, ?, 0)",
+                                    -1, &en, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    for (unsigned i = 0; i < m->n; i++) {
+        m->name(i, name, sizeof(name));
+        sqlite3_bind_int64(op, 1, i + 1);
+        sqlite3_bind_text(op, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(op, 3, m->comm(i) ? "comm" : "compute", -1, SQLITE_STATIC);
+        cr_assert_eq(sqlite3_step(op), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+        sqlite3_reset(op);
+        for (unsigned j = 0; j < m->calls(i); j++) {
+            sqlite3_bind_int64(en, 1, i + 1);
+            sqlite3_bind_int64(en, 2, (long long)i * 1000 + j * 100);
+            sqlite3_bind_int64(en, 3, (long long)m->dur(i, j));
+            cr_assert_eq(sqlite3_step(en), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+            sqlite3_reset(en);
+        }
+    }
+    sqlite3_finalize(op);
+    sqlite3_finalize(en);
+    exec_sql(db, "DELETE FROM agg_ops; DELETE FROM agg_hist;"
+                 "INSERT INTO agg_ops SELECT op_id, count(*), sum(dur_ns), min(dur_ns), "
+                 "max(dur_ns), 0, 0 FROM entries GROUP BY op_id;"
+                 "INSERT INTO agg_hist SELECT op_id, dur_ns, dur_ns, count(*) FROM entries "
+                 "GROUP BY op_id, dur_ns;"
+                 "INSERT OR REPLACE INTO agg_session SELECT 1, count(*), sum(dur_ns), "
+                 "min(start_ns), max(start_ns + dur_ns), 0, 0 FROM entries;"
+                 "UPDATE info SET value = 1 WHERE key = 'aggregates';"
+                 "COMMIT");
+    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
+    harness_daemon_restart(&d, NULL);
+    return id;
+}
+
+/* Marks the file's aggregates inexact: reports scan the entries from then on. */
+static void drop_aggregates(long long id)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    exec_sql(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'");
+    sqlite3_close(db);
+}
+
+/* The small session's ops: names a permutation of op ids, totals tied in groups of 44. */
+enum { PAGED_OPS = 3000 };
+
+static void paged_name(unsigned i, char *buf, size_t len)
+{
+    snprintf(buf, len, "op%05u", (i * 7919u) % PAGED_OPS);
+}
+
+static bool paged_comm(unsigned i)
+{
+    return i % 5 == 0;
+}
+
+static unsigned paged_calls(unsigned i)
+{
+    return 1 + i % 4;
+}
+
+static uint64_t paged_dur(unsigned i, unsigned j)
+{
+    return 1 + (i % 11) * (3 - j % 4 + 1) + j; /* not ascending in j */
+}
+
+/* The expected ops rows, computed here: sums, nearest ranks, then the report order by qsort. */
+struct xop {
+    char name[16];
+    bool comm;
+    uint64_t calls, total, p[3];
+};
+
+static int xop_cmp(const void *pa, const void *pb)
+{
+    const struct xop *a = pa, *b = pb;
+
+    if (a->total != b->total)
+        return a->total > b->total ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int u64_cmp(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+    return a < b ? -1 : a > b;
+}
+
+static uint64_t paged_expected(struct xop *x)
+{
+    static const unsigned pct[3] = {50, 95, 99};
+    uint64_t all = 0;
+
+    for (unsigned i = 0; i < PAGED_OPS; i++) {
+        uint64_t dur[4];
+        paged_name(i, x[i].name, sizeof(x[i].name));
+        x[i].comm = paged_comm(i);
+        x[i].calls = paged_calls(i);
+        x[i].total = 0;
+        for (unsigned j = 0; j < x[i].calls; j++)
+            x[i].total += dur[j] = paged_dur(i, j);
+        qsort(dur, x[i].calls, sizeof(dur[0]), u64_cmp);
+        for (int k = 0; k < 3; k++) { /* nearest rank: ceil(p/100 * calls) */
+            uint64_t rank = (pct[k] * x[i].calls + 99) / 100;
+            x[i].p[k] = dur[rank - 1];
+        }
+        all += x[i].total;
+    }
+    qsort(x, PAGED_OPS, sizeof(*x), xop_cmp);
+    return all;
+}
+
+/* One report (limit 0: not paged) checked row by row against x. */
+static void check_page(long long id, uint32_t limit, uint32_t offset, double ratio,
+                       const struct xop *x, uint64_t all, const char *how)
+{
+    static const char *const pk[3] = {"p50_ns", "p95_ns", "p99_ns"};
+    struct proto_request req;
+    struct proto_reader r;
+    int fd;
+    size_t from = offset < PAGED_OPS ? offset : PAGED_OPS;
+    size_t want = limit == 0 ? PAGED_OPS : PAGED_OPS - from < limit ? PAGED_OPS - from : limit;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    req.ops_limit = limit;
+    req.ops_offset = offset;
+    req.comm_min_ratio = ratio;
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
+    const msgpack_object *rep = &o->via.array.ptr[1];
+    if (limit > 0)
+        cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), PAGED_OPS, "%s", how);
+    else
+        cr_assert_null(obj_get(rep, "ops_total"), "%s", how);
+    const msgpack_object *ops = obj_get(rep, "ops");
+    cr_assert_eq(ops->via.array.size, want, "%s: %u rows", how, ops->via.array.size);
+    for (size_t i = 0; i < want; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+        const struct xop *e = &x[from + i];
+        cr_assert(obj_str_eq(obj_get(row, "op"), e->name), "%s: row %zu is not %s", how, from + i,
+                  e->name);
+        cr_assert(obj_str_eq(obj_get(row, "category"), e->comm ? "comm" : "compute"));
+        cr_assert_eq(obj_u64(obj_get(row, "calls")), e->calls, "%s: %s", how, e->name);
+        cr_assert_eq(obj_u64(obj_get(row, "total_ns")), e->total, "%s: %s", how, e->name);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(obj_u64(obj_get(row, pk[k])), e->p[k], "%s: %s %s", how, e->name, pk[k]);
+        cr_assert_float_eq(obj_f64(obj_get(row, "share")), (double)e->total / (double)all, 1e-12);
+    }
+    /* comm: the first `limit` (or all) comm ops in report order whose share is at least ratio */
+    const msgpack_object *comm = obj_get(rep, "comm");
+    size_t k = 0;
+    for (size_t i = 0; i < PAGED_OPS && (limit == 0 || k < limit); i++) {
+        if (!x[i].comm || (double)x[i].total / (double)all < ratio)
+            continue;
+        cr_assert_lt(k, comm->via.array.size, "%s: comm has %u rows", how, comm->via.array.size);
+        const msgpack_object *row = &comm->via.array.ptr[k++];
+        cr_assert(obj_str_eq(obj_get(row, "op"), x[i].name), "%s: comm row %zu is not %s", how,
+                  k - 1, x[i].name);
+        cr_assert_eq(obj_u64(obj_get(row, "calls")), x[i].calls);
+        cr_assert_eq(obj_u64(obj_get(row, "total_ns")), x[i].total);
+    }
+    cr_assert_eq(comm->via.array.size, k, "%s: comm rows", how);
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+Test(edges, a_page_of_ops_is_the_pages_rows_of_the_whole_sort, .timeout = 120)
+{
+    static struct xop x[PAGED_OPS];
+    const struct many_ops m = {PAGED_OPS, paged_name, paged_comm, paged_calls, paged_dur};
+    uint64_t all = paged_expected(x);
+    long long id = many_ops_session(&m);
+
+    for (int pass = 0; pass < 2; pass++) {
+        const char *how = pass == 0 ? "aggregates" : "scan";
+        if (pass == 1)
+            drop_aggregates(id);
+        check_page(id, 0, 0, 0.0, x, all, how); /* v1: every op */
+        check_page(id, 7, 0, 0.0, x, all, how);
+        check_page(id, 50, 33, 0.0, x, all, how); /* starts inside a group of equal totals */
+        check_page(id, 1000, 1000, 0.0, x, all, how);
+        check_page(id, 100, PAGED_OPS - 40, 0.0, x, all, how); /* the last page is short */
+        check_page(id, 10, PAGED_OPS + 5, 0.0, x, all, how);   /* past the end: empty */
+        check_page(id, 20, 0, 0.0004, x, all, how);            /* comm cut by share */
+        check_page(id, 1, 2999, 0.0, x, all, how);
+        /* past 10,000 rows (offset + limit) aggregates are sorted by rank of name */
+        check_page(id, 20000, 0, 0.0, x, all, how);
+        check_page(id, 10000, 2990, 0.0, x, all, how);
+        check_page(id, 9990, 1500, 0.0004, x, all, how);
+    }
+}
+
+/* The RSS test's ops: 200,000 names of 1,000 bytes, one entry each. */
+enum { BIG_OPS = 200000 };
+
+/* 100 bytes; $TRACECTL_TEST_NAME_BYTES (up to 1,000) for the README's measurement. */
+static size_t big_name_len(void)
+{
+    const char *e = getenv("TRACECTL_TEST_NAME_BYTES");
+    long v = e != NULL ? atol(e) : 0;
+
+    return v >= 16 && v <= 1000 ? (size_t)v : 100;
+}
+
+static void big_name(unsigned i, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "op%06u-", i); /* ascending: the name index is written in order */
+
+    size_t want = big_name_len();
+
+    (void)len; /* 1,100 bytes */
+    memset(buf + n, 'x', want - (size_t)n);
+    buf[want] = '\0';
+}
+
+static unsigned big_calls(unsigned i)
+{
+    (void)i;
+    return 1;
+}
+
+static uint64_t big_dur(unsigned i, unsigned j)
+{
+    (void)j;
+    return 1 + i % 250;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Peak RSS growth (KiB) of the daemon over one paged report. */
+static long page_peak_kib(long long id, uint32_t limit, uint32_t offset, const char *how)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char path[64];
+    int fd;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)d.pid);
+    cr_assert_not_null(f = fopen(path, "w"), "%s: %s", path, strerror(errno));
+    fputs("5", f); /* resets VmHWM to the current RSS */
+    cr_assert_eq(fclose(f), 0);
+    long base = harness_proc_kib(d.pid, "VmHWM");
+    proto_request_init(&req);
+    req.session.id = id;
+    req.ops_limit = limit;
+    req.ops_offset = offset;
+    fd = raw_connect(d.sock);
+    cr_assert_geq(fd, 0);
+    pack_init(&sb, &pk);
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    double t0 = now_s();
+    struct pollfd p = {.fd = fd, .events = POLLIN}; /* a far page sorts every op: give it time */
+    cr_assert_eq(poll(&p, 1, 200000), 1, "%s: no reply", how);
+    proto_reader_init(&r, 64 << 20);
+    cr_assert_eq(raw_recv_object(fd, &r, &o), 0, "%s: no reply", how);
+    double t = now_s() - t0;
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
+    const msgpack_object *rep = &o->via.array.ptr[1];
+    cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), BIG_OPS);
+    cr_assert_eq(obj_get(rep, "ops")->via.array.size, limit);
+    proto_reader_deinit(&r);
+    close(fd);
+    long peak = harness_proc_kib(d.pid, "VmHWM") - base;
+    cr_log_info("%s: ops_limit %u ops_offset %u: %.1f s, the daemon's peak RSS grew %ld KiB (from "
+                "%ld KiB)",
+                how, limit, offset, t, peak, base);
+    return peak;
+}
+
+/*
+ * 200,000 op names of 100 bytes: a page of 100 ops holds the page, not every
+ * name (the daemon read them all to sort them). The bound is not scaled for
+ * AddressSanitizer: what remains is SQLite's caches, which it does not
+ * instrument.
+ */
+Test(edges, a_page_of_ops_does_not_hold_every_op_name, .timeout = 600)
+{
+    const struct many_ops m = {BIG_OPS, big_name, paged_comm, big_calls, big_dur};
+    const long bound = 48 * 1024;
+
+    harness_asan_small_quarantine();
+    long long id = many_ops_session(&m);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *how = pass == 0 ? "aggregates" : "scan";
+        if (pass == 1)
+            drop_aggregates(id);
+        cr_assert_lt(page_peak_kib(id, 100, 0, how), bound, "%s: the first page", how);
+        cr_assert_lt(page_peak_kib(id, 100, BIG_OPS - 100, how), bound, "%s: the last page", how);
+    }
 }
