@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "tracectl.h"
 
 static struct tdaemon d;
 
@@ -1312,4 +1313,112 @@ Test(edges, a_page_of_ops_does_not_hold_every_op_name, .timeout = 600)
         cr_assert_lt(page_peak_kib(id, 100, 0, how), bound, "%s: the first page", how);
         cr_assert_lt(page_peak_kib(id, 100, BIG_OPS - 100, how), bound, "%s: the last page", how);
     }
+}
+
+/* ---- tc_close on a stalled daemon (README "Faults") ----------------------- */
+
+/* The processes row of session id's only process: {bye, dropped, ended, entries}. */
+static void process_row(long long id, long long out[4])
+{
+    char path[PATH_MAX + 32];
+    sqlite3_stmt *st;
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT bye, dropped, ended_ns IS NOT NULL, "
+                                    "(SELECT count(*) FROM entries) FROM processes",
+                                    -1, &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    for (int i = 0; i < 3; i++)
+        out[i] = sqlite3_column_int64(st, i);
+    out[3] = sqlite3_column_int64(st, 3);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Waits (up to 10 s) until the file shows the process ended; then process_row(). */
+static void wait_process_ended(long long id, long long row[4])
+{
+    for (int i = 0; i < 200; i++) {
+        process_row(id, row);
+        if (row[2] == 1)
+            return;
+        usleep(50000);
+    }
+    cr_assert_fail("session %lld: the process did not end within 10 s of SIGCONT", id);
+}
+
+/*
+ * A producer records `first` entries and flushes them, the daemon stops
+ * (SIGSTOP), the producer records `more` and calls tc_close, then the daemon
+ * runs again (SIGCONT). Returns the seconds tc_close took; row is the
+ * process's row once the daemon has ended it ({bye, dropped, ended, entries}).
+ * --idle-timeout and --request-timeout are off: no timeout may end it.
+ */
+static double stalled_close(int first, int more, long long row[4])
+{
+    tc_options o;
+    int err;
+
+    harness_daemon_start(&d, "--idle-timeout", "0", "--request-timeout", "0", NULL);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = "stalled";
+    o.rank = 0;
+    o.world = 1;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert(c != NULL && err == 0, "tc_open: %d", err);
+    long long id = tc_session_id(c);
+    uint32_t op = tc_op(c, "matmul");
+    for (int i = 0; i < first; i++)
+        tc_record(c, op, (uint64_t)i * 1000, 10, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    cr_assert_eq(kill(d.pid, SIGSTOP), 0);
+    for (int i = 0; i < more; i++)
+        tc_record(c, op, (uint64_t)(first + i) * 1000, 10, 0, NULL, NULL, 0, NULL);
+    double t0 = now_s();
+    int rc = tc_close(c);
+    double took = now_s() - t0;
+    cr_assert_eq(kill(d.pid, SIGCONT), 0);
+    cr_assert_eq(rc, -ETIMEDOUT, "tc_close: %d", rc);
+    wait_process_ended(id, row);
+    cr_log_info("%d entries unsent: tc_close took %.2f s; bye %lld, dropped %lld, %lld stored",
+                more, took, row[0], row[1], row[3]);
+    return took;
+}
+
+/*
+ * The daemon stalls while a producer closes with more unsent than the socket
+ * holds (it was handed part of a message): tc_close returns at its 5 s (it
+ * waited 1 s more for room for a bye that could not be sent), and the daemon
+ * ends the process as soon as it runs again, without bye.
+ */
+Test(edges, tc_close_on_a_stalled_daemon_returns_at_its_timeout, .timeout = 90)
+{
+    long long row[4];
+    double took = stalled_close(1000, 60000, row);
+
+    /* 5 s of flush, then no wait: 0.9 s of slack for a loaded machine (it was 6.0 s) */
+    cr_assert_lt(took, 5.9, "tc_close took %.2f s, its timeout is 5 s", took);
+    cr_assert_eq(row[0], 0);
+    cr_assert_geq(row[3], 1000, "what was acked is stored");
+}
+
+/*
+ * The same with little unsent (whole messages in the socket): the bye with
+ * the dropped count is sent at once and read when the daemon runs again.
+ */
+Test(edges, tc_close_on_a_stalled_daemon_sends_bye_after_whole_messages, .timeout = 90)
+{
+    long long row[4];
+    double took = stalled_close(1000, 1000, row);
+
+    cr_assert_lt(took, 5.9, "tc_close took %.2f s, its timeout is 5 s", took);
+    cr_assert_eq(row[0], 1, "no bye");
+    cr_assert_eq(row[1], 1000, "the unacked entries are counted as dropped");
+    cr_assert_eq(row[3], 2000, "the entries sent before the bye are stored");
 }
