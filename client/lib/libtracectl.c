@@ -207,6 +207,7 @@ struct tc_client {
      * packed for the daemon, and how many the last ack said were stored. */
     uint64_t packed, acked_stored;
     bool loss_counted;
+    bool torn; /* the socket was handed part of a message: no bye may follow it */
     struct proto_reader reader;
 };
 
@@ -790,6 +791,7 @@ static void writer_discard(tc_client *c)
         if (c->packed > c->acked_stored)
             atomic_fetch_add(&c->dropped, c->packed - c->acked_stored);
         c->loss_counted = true;
+        c->torn = c->out_off > 0 && c->out_off < c->out.size;
         msgpack_sbuffer_clear(&c->out);
         c->out_off = 0;
     }
@@ -1045,6 +1047,7 @@ static void client_forked(tc_client *c)
     c->broken = false;
     c->packed = c->acked_stored = 0;
     c->loss_counted = false;
+    c->torn = false;
     c->session_id = -1;
     pthread_cond_init(&c->cv, NULL); /* its waiters were the parent's threads */
     if (tls.gen == c->gen)
@@ -1193,10 +1196,16 @@ int tc_close(tc_client *c)
     pthread_mutex_unlock(&c->mu);
     writer_wake(c);
     pthread_join(c->thread, NULL);
+    /*
+     * bye, with the dropped count, only after whole messages. After a flush
+     * that timed out (a stalled daemon) the 5 s are spent: bye goes only if
+     * the socket takes it at once. Without it the daemon ends the process
+     * when it reads the connection's end, at once when it runs again.
+     */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (c->out_off == c->out.size && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
-        sock_send_all(c->fd, sb.data, sb.size, 1000);
+    if (c->out_off == c->out.size && !c->torn && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
+        sock_send_all(c->fd, sb.data, sb.size, rc == -ETIMEDOUT ? 0 : 1000);
     msgpack_sbuffer_destroy(&sb);
     client_free(c);
     return rc;

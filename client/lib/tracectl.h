@@ -300,6 +300,11 @@ TC_API int tc_flush(tc_client *c, int timeout_ms);
  * Flushes (up to 5 s, forever in blocking mode), sends bye with the dropped
  * count, stops the background thread and frees the client. Returns what the
  * flush returned (0 when all was acked). NULL is a no-op returning 0.
+ * When the flush times out (a stalled daemon), tc_close returns then: bye
+ * goes only if the socket takes it at once and only after whole messages;
+ * without it the daemon ends the process when it reads the connection's end
+ * (as soon as it runs again), and this process's unsent entries are not in
+ * the daemon's dropped count.
  */
 TC_API int tc_close(tc_client *c);
 
