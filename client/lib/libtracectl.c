@@ -1530,12 +1530,10 @@ static struct ring *ring_new(tc_client *c)
  * the hot path pays nothing for fork support. NULL when the child cannot
  * start its writer (the client is then offline: later calls count drops).
  */
-static struct ring *my_ring(tc_client *c)
+static __attribute__((noinline)) struct ring *my_ring_slow(tc_client *c)
 {
     bool failed = false;
 
-    if (tls.gen == c->gen)
-        return tls.ring;
     pthread_mutex_lock(&c->mu);
     if (c->forked)
         failed = client_restart(c) < 0;
@@ -1547,6 +1545,11 @@ static struct ring *my_ring(tc_client *c)
     return tls.ring;
 }
 
+static inline struct ring *my_ring(tc_client *c)
+{
+    return tls.gen == c->gen ? tls.ring : my_ring_slow(c);
+}
+
 /*
  * The slot for this thread's next record, or NULL when the record is dropped
  * (a full ring in the default mode, or a broken connection). The caller fills
@@ -1554,18 +1557,17 @@ static struct ring *my_ring(tc_client *c)
  * would be read back with wide loads from narrower stores, which the CPU
  * cannot forward and stalls on — then publishes it with ring_commit().
  */
-static struct rec *ring_slot(tc_client *c, struct ring *r)
+static __attribute__((noinline)) bool ring_wait(tc_client *c, struct ring *r, uint64_t head)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
+    uint64_t wait_ns = 50000;
 
     /* Reading tail means fetching the writer's cache line: only when the ring
      * looks full by the last value seen. */
-    while (head - r->tail_seen > r->mask &&
-           head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
+    while (head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
         if (!c->blocking || c->broken) {
             atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            return NULL;
+            return false;
         }
         /* Blocking mode: wake the writer thread rather than leave it asleep
          * for its interval, then wait for it, backing off from 50 µs to 2 ms
@@ -1576,10 +1578,22 @@ static struct rec *ring_slot(tc_client *c, struct ring *r)
         nanosleep(&ts, NULL);
         wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
     }
+    return true;
+}
+
+static inline struct rec *ring_slot(tc_client *c, struct ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+    if (head - r->tail_seen > r->mask && !ring_wait(c, r, head))
+        return NULL;
+    /* The line a few records on, fetched for writing now: a steady stream of
+     * records then never waits for a ring line the writer last touched. */
+    __builtin_prefetch(&r->buf[(head + 8) & r->mask], 1);
     return &r->buf[head & r->mask];
 }
 
-static void ring_commit(struct ring *r)
+static inline void ring_commit(struct ring *r)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 
@@ -1764,8 +1778,8 @@ static uint32_t shape_intern_slow(tc_client *c, const tc_shape *out, const tc_sh
  * is taken only for a pair this thread has not seen lately. 0 when no shapes
  * are given (or when the table is full or on ENOMEM: they are left out).
  */
-static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in,
-                             size_t n_in)
+static __attribute__((noinline)) uint32_t
+shape_lookup(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in, size_t n_in)
 {
     struct shape_slot *slot;
     uint32_t words;
@@ -1789,13 +1803,39 @@ static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, 
     return slot->id;
 }
 
+/* shape_lookup(), inlined for an entry without shapes. */
+static inline uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
+                                    const tc_shape *in, size_t n_in)
+{
+    if (out == NULL && (in == NULL || n_in == 0))
+        return 0;
+    return shape_lookup(c, r, out, in, n_in);
+}
+
 /*
  * Appends an entry, after a step marker when the client's step moved since
  * this thread's last record. op 0 (what tc_op returns on failure) is not an
  * op the daemon knows: the entry is dropped and counted.
  */
-static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
-                   uint64_t mem, uint32_t shapes, uint32_t dev)
+static __attribute__((noinline)) bool record_marker(tc_client *c, struct ring *r, uint64_t step)
+{
+    struct rec *rec;
+
+    if ((rec = ring_slot(c, r)) == NULL)
+        return false;
+    rec->start = step;
+    rec->op = 0;
+    atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    ring_commit(r);
+    r->step = step;
+    return true;
+}
+
+/* Inlined into the recording calls; what is rare (a new step, a full ring) is not. */
+static inline __attribute__((always_inline)) void record(tc_client *c, struct ring *r, uint32_t op,
+                                                         uint64_t start, uint64_t dur, uint64_t mem,
+                                                         uint32_t shapes, uint32_t dev)
 {
     uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed);
     struct rec *rec;
@@ -1805,16 +1845,8 @@ static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, ui
         atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
         return;
     }
-    if (step != r->step) {
-        if ((rec = ring_slot(c, r)) == NULL)
-            return;
-        rec->start = step;
-        rec->op = 0;
-        atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-        ring_commit(r);
-        r->step = step;
-    }
+    if (step != r->step && !record_marker(c, r, step))
+        return;
     if ((rec = ring_slot(c, r)) == NULL)
         return;
     rec->start = start;
