@@ -144,7 +144,8 @@ struct ring {
     bool open;
     /* The writer thread's. */
     _Alignas(64) _Atomic uint64_t tail;
-    uint64_t wstep; /* the step of the records it drains */
+    uint64_t wstep;             /* the step of the records it drains */
+    uint64_t wend_tsc, wend_ns; /* the end of the last REC_TICKS record it converted */
     /* The recording thread's, off the begin/end path. */
     _Alignas(64) _Atomic uint64_t marks; /* step markers among the records (tc_recorded) */
     struct pending *deferred;
@@ -308,14 +309,27 @@ static void clock_reanchor(tc_client *c)
         tcclock_anchor(&c->tsc, a);
 }
 
-/* r, a REC_TICKS record, with its start and end converted to ns, in *out. */
-static const struct rec *rec_convert(const tc_client *c, const struct rec *r, struct rec *out)
+/*
+ * r, a REC_TICKS record of ring, with its start and end converted to ns, in
+ * *out. An op that tc_begin ended by beginning the next shares its end tick
+ * with the next one's start: that tick converts to the same ns for both,
+ * even when a re-anchoring came between their drains (the next op begins
+ * exactly when the last one ended, as with clock_gettime). No TSC reads 0
+ * in a running process, which wend_tsc's first value stands for.
+ */
+static const struct rec *rec_convert(const tc_client *c, struct ring *ring, const struct rec *r,
+                                     struct rec *out)
 {
-    uint64_t start = tcclock_ns(&c->tsc, r->start), end = tcclock_ns(&c->tsc, r->start + r->dur);
+    uint64_t end_tsc = r->start + r->dur, end = tcclock_ns(&c->tsc, end_tsc);
+    uint64_t start = r->start == ring->wend_tsc ? ring->wend_ns : tcclock_ns(&c->tsc, r->start);
 
+    if (end < start)
+        end = start; /* ticks read on two cores a hair apart */
+    ring->wend_tsc = end_tsc;
+    ring->wend_ns = end;
     *out = *r;
     out->start = start;
-    out->dur = end >= start ? end - start : 0; /* ticks read on two cores a hair apart */
+    out->dur = end - start;
     out->shapes = (uint16_t)(r->shapes & ~REC_TICKS);
     return out;
 }
@@ -763,7 +777,7 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
                 continue;
             }
             if (rec->shapes & REC_TICKS)
-                rec = rec_convert(c, rec, &conv);
+                rec = rec_convert(c, r, rec, &conv);
             if (!rec_valid(rec, r->wstep)) {
                 bad++;
                 if (rec->shapes & REC_EXT)
