@@ -19,7 +19,7 @@
 #include "control.h"
 #include "export.h"
 #include "log.h"
-#include "report.h"
+#include "query.h"
 
 struct report_work {
     uv_work_t req;
