@@ -25,6 +25,7 @@ struct report_work {
     uv_work_t req;
     struct conn *c;
     struct report_params params;
+    struct proto_analysis analysis; /* owns its device and category */
     int64_t id;
     char *name, *state;
     char path[PATH_MAX];
@@ -260,6 +261,8 @@ static void report_after_cb(uv_work_t *req, int status)
     if (w->heavy)
         d->n_heavy--;
     msgpack_sbuffer_destroy(&w->out);
+    free(w->analysis.device);
+    free(w->analysis.category);
     free(w->name);
     free(w->state);
     free(w);
@@ -323,6 +326,20 @@ static void control_report(struct conn *c, const struct proto_request *req)
     w->params.mem_threshold = req->mem_threshold;
     w->params.ops_limit = req->ops_limit;
     w->params.ops_offset = req->ops_offset;
+    w->analysis = req->analysis;
+    w->analysis.device = w->analysis.category = NULL;
+    if ((req->analysis.device != NULL &&
+         (w->analysis.device = strdup(req->analysis.device)) == NULL) ||
+        (req->analysis.category != NULL &&
+         (w->analysis.category = strdup(req->analysis.category)) == NULL)) {
+        free(w->analysis.device);
+        free(w->name);
+        free(w->state);
+        free(w);
+        reply_error(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    w->params.analysis = &w->analysis;
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
@@ -334,6 +351,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
         c->d->n_reports--;
         c->d->n_heavy -= w->heavy;
         c->refs--;
+        free(w->analysis.device);
+        free(w->analysis.category);
         free(w->name);
         free(w->state);
         free(w);

@@ -637,6 +637,49 @@ static int decode_export_order(const msgpack_object *v, struct proto_request *re
     return 0;
 }
 
+/* The report's analysis options (PROTOCOL.md Part 3, "report analysis"). */
+static int decode_analysis(const msgpack_object *args, struct proto_analysis *an,
+                           struct proto_error *err)
+{
+    const msgpack_object *v;
+    uint64_t u;
+
+    if ((v = map_get(args, "analysis")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_BOOLEAN)
+            return fail(err, PROTO_E_MESSAGE, "analysis must be a boolean");
+        an->on = v->via.boolean;
+    }
+    if ((v = map_get(args, "ranks")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size == 0)
+            return fail(err, PROTO_E_MESSAGE, "ranks must be a non-empty array of ranks");
+        if (v->via.array.size > PROTO_MAX_RANK_FILTER)
+            return fail(err, PROTO_E_TOO_LARGE, "ranks names over %d ranks", PROTO_MAX_RANK_FILTER);
+        for (uint32_t i = 0; i < v->via.array.size; i++) {
+            if (get_uint(&v->via.array.ptr[i], INT32_MAX, &u, "a rank", err) < 0)
+                return -1;
+            an->ranks[i] = (int64_t)u;
+        }
+        an->n_ranks = v->via.array.size;
+    }
+    if ((v = map_get(args, "steps")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
+            return fail(err, PROTO_E_MESSAGE, "steps must be [first, last]");
+        if (get_uint(&v->via.array.ptr[0], INT64_MAX, &an->step_min, "steps", err) < 0 ||
+            get_uint(&v->via.array.ptr[1], INT64_MAX, &an->step_max, "steps", err) < 0)
+            return -1;
+        if (an->step_min > an->step_max)
+            return fail(err, PROTO_E_MESSAGE, "steps: first is after last");
+        an->steps = true;
+    }
+    if ((v = map_get(args, "device")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_str(v, 1, PROTO_MAX_NAME, &an->device, "device", err) < 0)
+        return -1;
+    if ((v = map_get(args, "category")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_str(v, 1, 64, &an->category, "category", err) < 0)
+        return -1;
+    return 0;
+}
+
 static int decode_request(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     struct proto_request *req = &m->u.req;
@@ -676,7 +719,7 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
             return -1;
         req->ops_offset = (uint32_t)u;
     }
-    return 0;
+    return decode_analysis(args, &req->analysis, err);
 }
 
 /* ---- replies ------------------------------------------------------------- */
@@ -869,6 +912,8 @@ void proto_msg_free(struct proto_msg *m)
     case PROTO_DELETE:
     case PROTO_EXPORT:
         free(m->u.req.session.name);
+        free(m->u.req.analysis.device);
+        free(m->u.req.analysis.category);
         break;
     case PROTO_ERROR:
         free(m->u.error.code);
@@ -1324,19 +1369,51 @@ static int pack_sessref(msgpack_packer *pk, const struct proto_sessref *s)
     return msgpack_pack_int64(pk, s->id) < 0 ? -ENOMEM : 0;
 }
 
+static size_t pack_analysis_keys(const struct proto_request *req)
+{
+    const struct proto_analysis *an = &req->analysis;
+
+    return an->on + (an->n_ranks > 0) + an->steps + (an->device != NULL) + (an->category != NULL);
+}
+
+static int pack_analysis(msgpack_packer *pk, const struct proto_analysis *an)
+{
+    if (an->on && (proto_pack_str(pk, "analysis") < 0 || msgpack_pack_true(pk) < 0))
+        return -ENOMEM;
+    if (an->n_ranks > 0) {
+        if (proto_pack_str(pk, "ranks") < 0 || msgpack_pack_array(pk, an->n_ranks) < 0)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < an->n_ranks; i++)
+            if (msgpack_pack_int64(pk, an->ranks[i]) < 0)
+                return -ENOMEM;
+    }
+    if (an->steps &&
+        (proto_pack_str(pk, "steps") < 0 || msgpack_pack_array(pk, 2) < 0 ||
+         msgpack_pack_uint64(pk, an->step_min) < 0 || msgpack_pack_uint64(pk, an->step_max) < 0))
+        return -ENOMEM;
+    if (an->device != NULL &&
+        (proto_pack_str(pk, "device") < 0 || proto_pack_str(pk, an->device) < 0))
+        return -ENOMEM;
+    if (an->category != NULL &&
+        (proto_pack_str(pk, "category") < 0 || proto_pack_str(pk, an->category) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req)
 {
     if (pack_head(pk, 2, type) < 0)
         return -ENOMEM;
     switch (type) {
     case PROTO_REPORT:
-        if (req->ops_limit > 0 &&
-            (msgpack_pack_map(pk, 6) < 0 || proto_pack_str(pk, "ops_limit") < 0 ||
-             msgpack_pack_uint32(pk, req->ops_limit) < 0 || proto_pack_str(pk, "ops_offset") < 0 ||
-             msgpack_pack_uint32(pk, req->ops_offset) < 0))
+        if (msgpack_pack_map(pk, 4 + (req->ops_limit > 0 ? 2 : 0) + pack_analysis_keys(req)) < 0 ||
+            pack_analysis(pk, &req->analysis) < 0)
             return -ENOMEM;
-        if ((req->ops_limit == 0 && msgpack_pack_map(pk, 4) < 0) ||
-            pack_sessref(pk, &req->session) < 0 || proto_pack_str(pk, "top") < 0 ||
+        if (req->ops_limit > 0 &&
+            (proto_pack_str(pk, "ops_limit") < 0 || msgpack_pack_uint32(pk, req->ops_limit) < 0 ||
+             proto_pack_str(pk, "ops_offset") < 0 || msgpack_pack_uint32(pk, req->ops_offset) < 0))
+            return -ENOMEM;
+        if (pack_sessref(pk, &req->session) < 0 || proto_pack_str(pk, "top") < 0 ||
             msgpack_pack_uint32(pk, req->top) < 0 || proto_pack_str(pk, "comm_min_ratio") < 0 ||
             msgpack_pack_double(pk, req->comm_min_ratio) < 0 ||
             proto_pack_str(pk, "mem_threshold") < 0 ||

@@ -166,6 +166,8 @@ struct proto_sessref {
     char *name; /* NULL when by id */
 };
 
+#define PROTO_MAX_RANK_FILTER 256 /* ranks a report analysis may name */
+
 struct proto_request {
     struct proto_sessref session; /* report, delete (and extensions) */
     uint32_t top;                 /* report: default 10 */
@@ -174,6 +176,16 @@ struct proto_request {
     uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
     uint32_t ops_offset;          /* report extension: ops rows skipped first */
     bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
+    /* report extension (PROTOCOL.md Part 3, "report analysis"): the analysis sections */
+    struct proto_analysis {
+        bool on;                              /* "analysis": true */
+        int64_t ranks[PROTO_MAX_RANK_FILTER]; /* "ranks": [R, ...]; n_ranks 0: every rank */
+        uint32_t n_ranks;
+        bool steps; /* "steps": [A, B]: steps A..B */
+        uint64_t step_min, step_max;
+        char *device;   /* "device": only this device's entries; NULL: all */
+        char *category; /* "category": only this category; NULL: all */
+    } analysis;
 };
 
 struct proto_msg {
