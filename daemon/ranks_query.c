@@ -166,6 +166,22 @@ static int rq_processes(struct rq *q)
         free(order);
         q->ranks = sorted;
     }
+    /* the ranks a filter leaves out are not listed at all */
+    if (q->f->ranks != NULL) {
+        size_t *to = malloc((q->n_ranks + 1) * sizeof(*to)), k = 0;
+        if (to == NULL)
+            return rq_fail(q, SQLITE_NOMEM, "ranks");
+        for (size_t i = 0; i < q->n_ranks; i++) {
+            to[i] = rq_rank_wanted(q, q->ranks[i].rank) ? k : SIZE_MAX;
+            if (to[i] != SIZE_MAX)
+                q->ranks[k++] = q->ranks[i];
+        }
+        for (size_t p = 0; p < q->n_proc; p++)
+            if (q->proc_rank[p] != SIZE_MAX)
+                q->proc_rank[p] = to[q->proc_rank[p]];
+        q->n_ranks = k;
+        free(to);
+    }
     return 0;
 nomem:
     sqlite3_finalize(st);

@@ -6,6 +6,7 @@
  * from the same script, by the definitions of PROTOCOL.md Part 3 ("report
  * analysis"), independently of the daemon's code.
  */
+#define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -470,4 +471,120 @@ Test(ranks, hand_built_session_every_figure)
         cr_expect_eq(obj_u64(obj_get(comp, "late_entries")), 0);
     }
     proto_reader_deinit(&r);
+}
+
+/* ---- eight ranks, rank 5 late before each collective in steps 3-7 only ------------ */
+
+#define DELAY 3000000ull /* 3 ms injected before each of rank 5's collectives */
+#define NSTEP 10
+
+static bool delayed(int r, uint64_t s)
+{
+    return r == 5 && s >= 3 && s <= 7;
+}
+
+static void straggler_script(void)
+{
+    int inst = 0;
+
+    n_script = 0;
+    for (uint64_t s = 0; s < NSTEP; s++) {
+        uint64_t base = T0 + s * 20000000;
+        for (int k = 0; k < 2; k++, inst++) {
+            /* rank r arrives r µs after the others' common point (jitter), rank 5 late */
+            uint64_t point = base + 1000000 + (uint64_t)k * 8000000, last = 0;
+            for (int r = 0; r < 8; r++) {
+                uint64_t a = point + (uint64_t)r * 1000 + (delayed(r, s) ? DELAY : 0);
+                last = a > last ? a : last;
+            }
+            for (int r = 0; r < 8; r++) {
+                uint64_t a = point + (uint64_t)r * 1000 + (delayed(r, s) ? DELAY : 0);
+                struct ent *e;
+                if (k == 0)
+                    add(r, s, "matmul", NULL, base, 900000 + (uint64_t)r * 1000);
+                /* the collective ends 100 µs after the last arrival, on every rank */
+                e = add(r, s, k == 0 ? "allreduce" : "all_gather", "comm", a, last + 100000 - a);
+                e->inst = inst;
+                if (k == 0) /* one with comm + seq, one matched by occurrence */
+                    e->ext = true, e->comm = 5, e->seq = s;
+            }
+        }
+    }
+    /* the script lists entries step by step, rank by rank: sort each rank's by step */
+}
+
+Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *steps, *ranks;
+    struct expect ex[8];
+    long long id;
+    char *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    straggler_script();
+    id = run_producers("straggler", 8, 8);
+    expect_all(8, ex);
+    rep = analysis(id, NULL, &r);
+
+    steps = obj_get(rep, "steps");
+    cr_assert_eq(steps->via.array.size, NSTEP);
+    for (uint64_t s = 0; s < NSTEP; s++) {
+        const msgpack_object *late = obj_get(row_of(steps, "step", s), "late_rank");
+        if (delayed(5, s))
+            cr_expect(late->type == MSGPACK_OBJECT_POSITIVE_INTEGER && late->via.u64 == 5,
+                      "step %llu: rank 5 is not named late", (unsigned long long)s);
+        else
+            cr_expect(late->type == MSGPACK_OBJECT_NIL, "step %llu: a late rank is named",
+                      (unsigned long long)s);
+    }
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 8; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        uint64_t waited = obj_u64(obj_get(row, "waited_ns"));
+        /* what was injected: DELAY before each of the 2 collectives of 5 steps */
+        double injected = k == 5 ? 0.0 : 2.0 * 5.0 * (double)DELAY;
+
+        cr_expect_eq(waited, ex[k].waited, "rank %d waited", k);
+        if (k != 5)
+            cr_expect(waited >= injected * 0.99 && waited <= injected * 1.01,
+                      "rank %d waited %llu ns, injected %.0f", k, (unsigned long long)waited,
+                      injected);
+        cr_expect_eq(obj_u64(obj_get(row, "late_steps")), k == 5 ? 5 : 0, "rank %d late steps", k);
+    }
+    {
+        const msgpack_object *v = obj_get(rep, "verdict");
+        cr_assert(v != NULL && v->type == MSGPACK_OBJECT_STR);
+        cr_expect(memmem(v->via.str.ptr, v->via.str.size, "rank 5 ×5", strlen("rank 5 ×5")) != NULL,
+                  "verdict: %.*s", (int)v->via.str.size, v->via.str.ptr);
+    }
+    proto_reader_deinit(&r);
+
+    /* the CLI names the same steps */
+    {
+        char ids[32];
+        snprintf(ids, sizeof(ids), "%lld", id);
+        char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", ids, NULL};
+        cr_assert_eq(harness_run(&out, argv), 0);
+        cr_expect(strstr(out, "late: rank 5 in steps 3–7\n") != NULL, "%s", out);
+        free(out);
+    }
+    /* filters: rank 5 alone, steps 3..4 */
+    {
+        struct proto_request req;
+        proto_request_init(&req);
+        req.analysis.ranks[0] = 5;
+        req.analysis.n_ranks = 1;
+        req.analysis.steps = true;
+        req.analysis.step_min = 3;
+        req.analysis.step_max = 4;
+        rep = analysis(id, &req, &r);
+        ranks = obj_get(rep, "ranks");
+        cr_assert_eq(ranks->via.array.size, 1);
+        cr_expect_eq(obj_u64(obj_get(&ranks->via.array.ptr[0], "steps")), 2);
+        cr_expect_eq(obj_u64(obj_get(&ranks->via.array.ptr[0], "step_ns")),
+                     span(5, 3) + span(5, 4));
+        cr_expect_eq(obj_get(rep, "steps")->via.array.size, 2);
+        proto_reader_deinit(&r);
+    }
 }
