@@ -162,22 +162,23 @@ static const char rk_up_ops_sql[] =
 
 static const char
     rk_up_steps_sql
-        [] = "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-             "?14)"
-             " ON CONFLICT(process_id, step) DO UPDATE SET begin_ns = min(begin_ns, ?3),"
-             " end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET("memory_ns", "?7") ", " SAT_SET(
-                 "wait_ns",
-                 "?8") ", " SAT_SET("other_ns",
-                                    "?9") ", " SAT_SET("exposed_ns",
-                                                       "?10") ", " SAT_SET("coll",
-                                                                           "?11") ", " SAT_SET("wai"
-                                                                                               "ted"
-                                                                                               "_n"
-                                                                                               "s",
-                                                                                               "?1"
-                                                                                               "2") ", " SAT_SET("last_count",
-                                                                                                                 "?13") ", " SAT_SET("caused_ns",
-                                                                                                                                     "?14");
+        [] =
+            "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+            "?14)"
+            " ON CONFLICT(process_id, step) DO UPDATE SET begin_ns = min(begin_ns, ?3),"
+            " end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET("memory_ns", "?7") ", " SAT_SET(
+                "wait_ns",
+                "?8") ", " SAT_SET("other_ns",
+                                   "?9") ", " SAT_SET("exposed_ns",
+                                                      "?10") ", " SAT_SET("coll",
+                                                                          "?11") ", " SAT_SET("wai"
+                                                                                              "ted"
+                                                                                              "_n"
+                                                                                              "s",
+                                                                                              "?1"
+                                                                                              "2") ", " SAT_SET("last_count",
+                                                                                                                "?13") ", " SAT_SET("caused_ns",
+                                                                                                                                    "?14");
 
 static const char rk_up_coll_sql[] =
     "INSERT INTO rk_coll VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
@@ -280,21 +281,26 @@ int ranks_init_file(struct ranks *r)
 
 /* ---- ops and processes --------------------------------------------------- */
 
-/* Point-to-point by name: send/recv in any case (isend, MPI_Irecv, ncclKernel_SendRecv). */
-static bool rk_is_p2p(const char *name)
+/* True when word (lower case) occurs in name, compared ASCII lower-cased. */
+static bool rk_has(const char *name, const char *word)
 {
-    static const char *const words[] = {"send", "recv"};
-
     for (const char *p = name; *p != '\0'; p++) {
-        for (size_t w = 0; w < 2; w++) {
-            size_t i = 0;
-            while (words[w][i] != '\0' && p[i] != '\0' && (p[i] | 0x20) == words[w][i])
-                i++;
-            if (words[w][i] == '\0')
-                return true;
-        }
+        size_t i = 0;
+        while (word[i] != '\0' && p[i] != '\0' && (p[i] | 0x20) == word[i])
+            i++;
+        if (word[i] == '\0')
+            return true;
     }
     return false;
+}
+
+/*
+ * Point-to-point by name: send or recv (isend, MPI_Irecv), but not NCCL's
+ * SendRecv kernels, which is how NCCL runs all-to-all on every rank.
+ */
+static bool rk_is_p2p(const char *name)
+{
+    return (rk_has(name, "send") || rk_has(name, "recv")) && !rk_has(name, "sendrecv");
 }
 
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)

@@ -846,19 +846,22 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         rq_fmt_ns(b, sizeof(b), hi);
         rq_fmt_ns(c, sizeof(c), others);
         len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                ": rank %lld arrived last at %.0f %% of %llu collectives; ranks ",
+                                ": rank %lld arrived last at %.0f %% of %llu collectives; rank%s ",
                                 (long long)q->ranks[worst].rank,
                                 100.0 * (double)worst_last / (double)instances,
-                                (unsigned long long)instances);
+                                (unsigned long long)instances, n_others > 1 ? "s" : "");
         rq_fmt_ranks(v, sizeof(v), q, pick);
         len = strlen(v);
         {
             char ms[32];
             rq_fmt_ns(ms, sizeof(ms), mean_step);
-            rq_fmt_ns(b, sizeof(b), hi);
-            len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                    " lost %s–%s per step waiting (mean %s of a %s step)", a, b, c,
-                                    ms);
+            if (lo == hi)
+                len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                        " lost %s per step waiting (of a %s step)", b, ms);
+            else
+                len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                        " lost %s–%s per step waiting (mean %s of a %s step)", a, b,
+                                        c, ms);
         }
     }
     {
@@ -867,12 +870,14 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         for (size_t i = 0; i < q->n_ranks; i++)
             named += q->ranks[i].late > 0;
         if (named > 0 && len < sizeof(v)) {
-            len += (size_t)snprintf(v + len, sizeof(v) - len, "; late in steps:");
+            const char *sep = "; late (held the others up) in steps:";
             for (size_t i = 0; i < q->n_ranks && len < sizeof(v); i++)
-                if (q->ranks[i].late > 0)
-                    len += (size_t)snprintf(v + len, sizeof(v) - len, " rank %lld ×%llu",
+                if (q->ranks[i].late > 0) {
+                    len += (size_t)snprintf(v + len, sizeof(v) - len, "%s rank %lld ×%llu", sep,
                                             (long long)q->ranks[i].rank,
                                             (unsigned long long)q->ranks[i].late);
+                    sep = ",";
+                }
         }
     }
     if (len < sizeof(v)) {
