@@ -35,15 +35,25 @@ static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 }
 
 static const char *const type_names[] = {
-    [PROTO_NONE] = "?",        [PROTO_HELLO] = "hello",
-    [PROTO_OPS] = "ops",       [PROTO_BATCH] = "batch",
-    [PROTO_META] = "meta",     [PROTO_FLUSH] = "flush",
-    [PROTO_BYE] = "bye",       [PROTO_SESSIONS] = "sessions",
-    [PROTO_REPORT] = "report", [PROTO_STATUS] = "status",
-    [PROTO_DELETE] = "delete", [PROTO_WELCOME] = "welcome",
-    [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
-    [PROTO_ERROR] = "error",   [PROTO_EXPORT] = "export",
-    [PROTO_ROWS] = "rows",     [PROTO_END] = "end",
+    [PROTO_NONE] = "?",
+    [PROTO_HELLO] = "hello",
+    [PROTO_OPS] = "ops",
+    [PROTO_BATCH] = "batch",
+    [PROTO_META] = "meta",
+    [PROTO_FLUSH] = "flush",
+    [PROTO_BYE] = "bye",
+    [PROTO_SESSIONS] = "sessions",
+    [PROTO_REPORT] = "report",
+    [PROTO_STATUS] = "status",
+    [PROTO_DELETE] = "delete",
+    [PROTO_WELCOME] = "welcome",
+    [PROTO_ACK] = "ack",
+    [PROTO_OK] = "ok",
+    [PROTO_ERROR] = "error",
+    [PROTO_EXPORT] = "export",
+    [PROTO_ROWS] = "rows",
+    [PROTO_END] = "end",
+    [PROTO_CLASSIFY] = "classify",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -637,6 +647,25 @@ static int decode_export_order(const msgpack_object *v, struct proto_request *re
     return 0;
 }
 
+/* classify: "comm", "compute", "memory" (regexes), at least one. */
+static int decode_classify(const msgpack_object *args, struct proto_request *req,
+                           struct proto_error *err)
+{
+    static const char *const keys[3] = {"comm", "compute", "memory"};
+    char **slots[3] = {&req->re_comm, &req->re_compute, &req->re_memory};
+    const msgpack_object *v;
+    int given = 0;
+
+    for (int i = 0; i < 3; i++) {
+        if ((v = map_get(args, keys[i])) == NULL || v->type == MSGPACK_OBJECT_NIL)
+            continue;
+        if (get_str(v, 1, PROTO_MAX_NAME, slots[i], keys[i], err) < 0)
+            return -1;
+        given++;
+    }
+    return given > 0 ? 0 : fail(err, PROTO_E_MESSAGE, "classify needs comm, compute or memory");
+}
+
 /* The report's analysis options (PROTOCOL.md Part 3, "report analysis"). */
 static int decode_analysis(const msgpack_object *args, struct proto_analysis *an,
                            struct proto_error *err)
@@ -695,6 +724,8 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
         return -1;
     if (m->type == PROTO_EXPORT)
         return decode_export_order(map_get(args, "order"), req, err);
+    if (m->type == PROTO_CLASSIFY)
+        return decode_classify(args, req, err);
     if (m->type != PROTO_REPORT)
         return 0;
     if ((v = map_get(args, "top")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
@@ -817,6 +848,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_CLASSIFY:
         rc = decode_request(o, m, err);
         break;
     case PROTO_WELCOME:
@@ -911,7 +943,11 @@ void proto_msg_free(struct proto_msg *m)
     case PROTO_REPORT:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_CLASSIFY:
         free(m->u.req.session.name);
+        free(m->u.req.re_comm);
+        free(m->u.req.re_compute);
+        free(m->u.req.re_memory);
         free(m->u.req.analysis.device);
         free(m->u.req.analysis.category);
         break;
@@ -1422,6 +1458,18 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
         return 0;
     case PROTO_DELETE:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
+            return -ENOMEM;
+        return 0;
+    case PROTO_CLASSIFY:
+        if (msgpack_pack_map(pk, 1 + (req->re_comm != NULL) + (req->re_compute != NULL) +
+                                     (req->re_memory != NULL)) < 0 ||
+            pack_sessref(pk, &req->session) < 0 ||
+            (req->re_comm != NULL &&
+             (proto_pack_str(pk, "comm") < 0 || proto_pack_str(pk, req->re_comm) < 0)) ||
+            (req->re_compute != NULL &&
+             (proto_pack_str(pk, "compute") < 0 || proto_pack_str(pk, req->re_compute) < 0)) ||
+            (req->re_memory != NULL &&
+             (proto_pack_str(pk, "memory") < 0 || proto_pack_str(pk, req->re_memory) < 0)))
             return -ENOMEM;
         return 0;
     case PROTO_EXPORT:

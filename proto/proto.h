@@ -69,8 +69,9 @@ enum proto_type {
     PROTO_ACK,
     PROTO_OK,
     PROTO_ERROR,
-    PROTO_ROWS, /* extension: one chunk of an export stream */
-    PROTO_END,  /* extension: the end of an export stream */
+    PROTO_ROWS,     /* extension: one chunk of an export stream */
+    PROTO_END,      /* extension: the end of an export stream */
+    PROTO_CLASSIFY, /* extension: re-classifies a stored session's ops (proto/PROTOCOL.md) */
 };
 
 struct proto_error {
@@ -186,6 +187,8 @@ struct proto_request {
         char *device;   /* "device": only this device's entries; NULL: all */
         char *category; /* "category": only this category; NULL: all */
     } analysis;
+    /* classify (extension): POSIX extended regexes, matched without case; NULL: not given */
+    char *re_comm, *re_compute, *re_memory;
 };
 
 struct proto_msg {
@@ -305,7 +308,8 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE or PROTO_EXPORT. */
+/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT or
+ * PROTO_CLASSIFY. */
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
 /* ["ok", <caller packs exactly one object next>] */
 int proto_pack_ok_header(msgpack_packer *pk);

@@ -588,3 +588,182 @@ Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
         proto_reader_deinit(&r);
     }
 }
+
+/* ---- classification, classify, filters, completeness -------------------------------- */
+
+static int run_cli(char **out, const char *a1, const char *a2, const char *a3, const char *a4,
+                   const char *a5)
+{
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,     (char *)a1, (char *)a2,
+                    (char *)a3,   (char *)a4, (char *)a5, NULL};
+
+    return harness_run(out, argv);
+}
+
+Test(ranks, classify_rebuilds_and_filters_restrict)
+{
+    struct proto_reader r;
+    struct proto_request req;
+    const msgpack_object *rep, *ranks;
+    struct expect ex[3];
+    long long id;
+    char ids[32], *out = NULL;
+    uint64_t a2a[3] = {0};
+
+    harness_daemon_start(&d, NULL);
+    hand_script();
+    /* a DeepEP kernel (communication by the built-in rules) and an all-to-all the rules
+     * cannot know (compute until classified) */
+    for (int k = 0; k < 3; k++) {
+        uint64_t base = T0 + 1000000 + 800000; /* step 1, after the script's entries */
+        /* a collective too: matched across the ranks by occurrence */
+        add(k, 1, "void deep_ep::internode::dispatch<8>(int*)", NULL, base, 5000 + 1000 * k)->inst =
+            101;
+        add(k, 1, "custom_exchange_kernel", NULL, base + 20000 + 3000 * (uint64_t)k, 9000);
+        a2a[k] = 9000;
+    }
+    /* keep each rank's entries in step order for the producers */
+    id = run_producers("classify", 3, 3);
+    snprintf(ids, sizeof(ids), "%lld", id);
+
+    /* before: the DeepEP kernel is comm, custom_exchange_kernel compute */
+    for (size_t i = 0; i < n_script; i++)
+        if (strcmp(script[i].op, "void deep_ep::internode::dispatch<8>(int*)") == 0)
+            script[i].cat = "comm";
+    expect_all(3, ex);
+    rep = analysis(id, NULL, &r);
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), ex[k].comm, "rank %d comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), ex[k].compute, "rank %d compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+    }
+    proto_reader_deinit(&r);
+
+    /* a live session cannot be re-classified; this one has ended */
+    cr_assert_eq(run_cli(&out, "classify", ids, "--comm", "custom_(exchange|a2a)", NULL), 0, "%s",
+                 out);
+    cr_expect(strstr(out, "1 of") != NULL, "%s", out);
+    free(out);
+    for (size_t i = 0; i < n_script; i++)
+        if (strcmp(script[i].op, "custom_exchange_kernel") == 0) {
+            script[i].cat = "comm";
+            script[i].inst = 100; /* one more collective instance, matched by occurrence */
+        }
+    expect_all(3, ex);
+    rep = analysis(id, NULL, &r);
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), ex[k].comm, "rank %d comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), ex[k].compute, "rank %d compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), ex[k].waited, "rank %d waited", k);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), ex[k].exposed, "rank %d exp", k);
+        cr_expect_gt(ex[k].comm, a2a[k]);
+    }
+    cr_expect(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"));
+    proto_reader_deinit(&r);
+
+    /* --device gpu:1 --category comm: rank 1's communication only */
+    proto_request_init(&req);
+    req.analysis.device = strdup("gpu:1");
+    req.analysis.category = strdup("comm");
+    rep = analysis(id, &req, &r);
+    ranks = obj_get(rep, "ranks");
+    cr_assert_eq(ranks->via.array.size, 3);
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), k == 1 ? ex[1].comm : 0, "rank %d", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), 0);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), k == 1 ? ex[1].exposed : 0);
+    }
+    free(req.analysis.device);
+    free(req.analysis.category);
+    proto_reader_deinit(&r);
+
+    /* a bad pattern is a usage error, before any request */
+    cr_expect_eq(run_cli(NULL, "classify", ids, "--comm", "(", NULL), 2);
+}
+
+Test(ranks, missing_ranks_and_dropped_entries_are_flagged)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *comp, *v;
+    long long id = -1;
+    int fd[3];
+
+    harness_daemon_start(&d, "--linger", "1", NULL);
+    /* ranks 0, 1, 3 of a world of 5 join; rank 3 says it dropped 7 entries */
+    for (int k = 0; k < 3; k++) {
+        int rank = k == 2 ? 3 : k;
+        char dev[16];
+        snprintf(dev, sizeof(dev), "gpu:%d", rank);
+        fd[k] = raw_producer(d.sock, "partial", rank, 5, dev, &id);
+        raw_send_ops(fd[k], 1, "allreduce");
+        raw_send_batch(fd[k], 1, 4, T0, 1000);
+        cr_assert_eq(raw_flush(fd[k], 1), 4);
+    }
+    for (int k = 0; k < 3; k++)
+        raw_bye(fd[k], k == 2 ? 7 : 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    rep = analysis(id, NULL, &r);
+    comp = obj_get(rep, "completeness");
+    cr_expect_eq(obj_u64(obj_get(comp, "world")), 5);
+    v = obj_get(comp, "missing_ranks");
+    cr_assert_eq(v->via.array.size, 2);
+    cr_expect_eq(v->via.array.ptr[0].via.u64, 2);
+    cr_expect_eq(v->via.array.ptr[1].via.u64, 4);
+    v = obj_get(comp, "dropped");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "rank")), 3);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "dropped")), 7);
+    /* the 4 allreduce instances never saw ranks 2 and 4: partial */
+    v = obj_get(rep, "collectives");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "instances")), 4);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "partial")), 4);
+    v = obj_get(rep, "verdict");
+    cr_expect(memmem(v->via.str.ptr, v->via.str.size, "2 of 5 ranks missing", 20) != NULL, "%.*s",
+              (int)v->via.str.size, v->via.str.ptr);
+    cr_expect(memmem(v->via.str.ptr, v->via.str.size, "entries dropped on rank 3", 25) != NULL,
+              "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    proto_reader_deinit(&r);
+}
+
+Test(ranks, import_classification_rules)
+{
+    struct proto_reader r;
+    struct proto_request req;
+    const msgpack_object *o, *ops;
+    char *out = NULL;
+    int fd, seen = 0;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_cli(&out, "import", TEST_DATA_DIR "/kineto/handmade/streams.json",
+                         "--session=streams", "--comm=^gemm", "--memory=add_k"),
+                 0, "%s", out);
+    free(out);
+    proto_request_init(&req);
+    req.session.name = "streams";
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    close(fd);
+    ops = obj_get(&o->via.array.ptr[1], "ops");
+    for (uint32_t i = 0; i < ops->via.array.size; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "op"), "gemm_kernel")) {
+            cr_expect(obj_str_eq(obj_get(row, "category"), "comm"));
+            seen++;
+        }
+        if (obj_str_eq(obj_get(row, "op"), "add_kernel")) {
+            cr_expect(obj_str_eq(obj_get(row, "category"), "memory"));
+            seen++;
+        }
+    }
+    cr_expect_eq(seen, 2);
+    proto_reader_deinit(&r);
+    cr_expect_eq(run_cli(NULL, "import", TEST_DATA_DIR "/kineto/handmade/streams.json", "--comm=[",
+                         NULL, NULL),
+                 2);
+}
