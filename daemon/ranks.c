@@ -580,6 +580,15 @@ static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_e
         r->late++;
     if (e->start_ns > d->max_start)
         d->max_start = e->start_ns;
+    if (d->n_cu >= RANKS_PENDING || d->n_pc >= RANKS_PENDING) {
+        /* a comm entry open over too many others (a peer could make it endless): count
+         * what is pending now, and flag the session's exposure as inexact */
+        int rc = rk_dev_settle(r, d, UINT64_MAX);
+        d->cut = d->max_start;
+        r->late++;
+        if (rc != 0)
+            return rc;
+    }
     if (cat == RANKS_COMPUTE)
         return rk_cu_add(d, e->start_ns, end) < 0 ? SQLITE_NOMEM : 0;
     if (rk_grow((void **)&d->pc, &d->cap_pc, d->n_pc, sizeof(*d->pc)) < 0)

@@ -26,7 +26,9 @@
  * from the intervals at flush time for the comm entries that end before the
  * latest start seen there (and for all at ranks_finish). An entry arriving
  * with a start before that point can no longer be counted exactly: such
- * entries are counted (info.ranks_late) and the report flags it.
+ * entries are counted (info.ranks_late) and the report flags it. So is a
+ * device that holds more than RANKS_PENDING intervals (a comm entry spanning
+ * everything after it): its pending entries are counted as they are.
  */
 #ifndef TRACECTLD_RANKS_H
 #define TRACECTLD_RANKS_H
@@ -38,7 +40,8 @@
 
 #include "proto.h"
 
-#define RANKS_OPEN 1024 /* collective instances kept open at most */
+#define RANKS_OPEN    1024  /* collective instances kept open at most */
+#define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
 
 enum ranks_cat { RANKS_COMPUTE, RANKS_COMM, RANKS_MEMORY, RANKS_WAIT, RANKS_OTHER, RANKS_NCAT };
 

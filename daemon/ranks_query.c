@@ -280,6 +280,8 @@ static void rq_merge_rows(struct rq *q)
 {
     size_t k = 0;
 
+    if (q->n_rows == 0)
+        return;
     qsort(q->rows, q->n_rows, sizeof(*q->rows), rq_row_cmp);
     for (size_t i = 0; i < q->n_rows; i++) {
         struct rq_row *a = &q->rows[i];

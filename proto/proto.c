@@ -647,23 +647,21 @@ static int decode_export_order(const msgpack_object *v, struct proto_request *re
     return 0;
 }
 
-/* classify: "comm", "compute", "memory" (regexes), at least one. */
+/* classify: "comm", "compute", "memory" (regexes); none at all only rebuilds. */
 static int decode_classify(const msgpack_object *args, struct proto_request *req,
                            struct proto_error *err)
 {
     static const char *const keys[3] = {"comm", "compute", "memory"};
     char **slots[3] = {&req->re_comm, &req->re_compute, &req->re_memory};
     const msgpack_object *v;
-    int given = 0;
 
     for (int i = 0; i < 3; i++) {
         if ((v = map_get(args, keys[i])) == NULL || v->type == MSGPACK_OBJECT_NIL)
             continue;
         if (get_str(v, 1, PROTO_MAX_NAME, slots[i], keys[i], err) < 0)
             return -1;
-        given++;
     }
-    return given > 0 ? 0 : fail(err, PROTO_E_MESSAGE, "classify needs comm, compute or memory");
+    return 0;
 }
 
 /* The report's analysis options (PROTOCOL.md Part 3, "report analysis"). */

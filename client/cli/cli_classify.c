@@ -18,7 +18,8 @@ const char cli_classify_usage[] =
     "matches --comm becomes communication, else --memory memory, else --compute\n"
     "compute; other ops keep their category. The daemon then rebuilds the\n"
     "session's rank aggregates (the report's Ranks, Steps, Collectives and\n"
-    "Categories), which it also does for a session written before them. The\n"
+    "Categories); with no option it only rebuilds them (a session written\n"
+    "before them, or whose report says they are inexact). The\n"
     "patterns are POSIX extended regular expressions, matched anywhere in the\n"
     "name, without case. The daemon refuses a live session (exit code 5).\n"
     "\n"
@@ -118,10 +119,6 @@ int cli_classify_run(struct cli_ctx *ctx, int argc, char **argv)
             req.re_memory = optarg;
     }
     cli_classes_free(&check);
-    if (req.re_comm == NULL && req.re_compute == NULL && req.re_memory == NULL) {
-        cli_error("classify: give --comm, --compute or --memory");
-        return CLI_EXIT_USAGE;
-    }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
