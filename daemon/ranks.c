@@ -47,17 +47,37 @@ struct rk_arrival {
     uint64_t step, start, dur;
 };
 
-struct rk_inst {
+struct rk_ikey {
     uint64_t kind, k1, k2, k3; /* kind 1: (comm, seq); 2: (op, group, occurrence) */
+};
+
+struct rk_inst {
+    struct rk_ikey key;
     uint32_t op_id;
     uint64_t opened; /* order of opening, for finalizing the oldest */
     struct rk_arrival *a;
     size_t n, cap;
 };
 
+/*
+ * The open instances: r->inst (unordered, at most RANKS_OPEN), a hash of their keys
+ * (open addressing, linear probing, RK_ISLOTS slots of inst index + 1, 0 empty; deletion
+ * shifts back, so no tombstones), and the order they opened in (a ring of RK_IQUEUE keys:
+ * an entry whose instance has closed is skipped when it reaches the front). An instance
+ * that RK_IQUEUE newer ones overtook is closed as it is.
+ */
+#define RK_ISLOTS 4096
+#define RK_IQUEUE 4096
+
+struct rk_iq {
+    struct rk_ikey key;
+    uint64_t opened;
+};
+
 struct rk_proc {
     uint64_t group; /* hash of its process_group metadata, 0 none */
     bool seen;
+    bool replay; /* an imported file (metadata import.file): entries in file order */
 };
 
 struct rk_iv {
@@ -77,7 +97,10 @@ struct rk_dev {
     size_t n_cu, cap_cu;
     struct rk_pend *pc; /* comm entries not yet counted */
     size_t n_pc, cap_pc;
-    uint64_t max_start, cut;
+    uint64_t max_start;
+    uint64_t disorder; /* the most an entry started before the latest start seen before it */
+    uint64_t fin_end;  /* latest end of a comm entry already counted */
+    uint64_t drop_end; /* latest end of a compute interval already dropped */
 };
 
 struct ranks {
@@ -104,6 +127,9 @@ struct ranks {
     size_t n_devs, cap_devs;
     struct rk_inst *inst;
     size_t n_inst, cap_inst;
+    uint32_t *islot;  /* RK_ISLOTS */
+    struct rk_iq *iq; /* RK_IQUEUE, a ring */
+    size_t iq_head, iq_len;
 
     sqlite3_stmt *up_ops, *up_steps, *up_coll, *up_collr;
 };
@@ -213,7 +239,10 @@ struct ranks *ranks_new(sqlite3 *db)
     strmap_init(&r->coll_idx);
     strmap_init(&r->occ_idx);
     strmap_init(&r->dev_idx);
-    if (sqlite3_exec(db, schema_ranks_sql, NULL, NULL, NULL) != SQLITE_OK ||
+    r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
+    r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
+    if (r->islot == NULL || r->iq == NULL ||
+        sqlite3_exec(db, schema_ranks_sql, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops, NULL) !=
             SQLITE_OK ||
         sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
@@ -249,6 +278,8 @@ void ranks_free(struct ranks *r)
         free(r->inst[i].a);
     free(r->devs);
     free(r->inst);
+    free(r->islot);
+    free(r->iq);
     free(r->ops);
     free(r->steps);
     free(r->coll);
@@ -374,10 +405,14 @@ int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char 
 {
     struct rk_proc *p;
 
-    if (strcmp(key, "process_group") != 0)
+    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0)
         return 0;
     if ((p = rk_proc(r, process_id)) == NULL)
         return SQLITE_NOMEM;
+    if (strcmp(key, "import.file") == 0) {
+        p->replay = true;
+        return 0;
+    }
     p->group = is_str ? rk_hash(sval, strlen(sval)) : rk_hash(&ival, sizeof(ival));
     return 0;
 }
@@ -547,6 +582,8 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
                 return SQLITE_NOMEM;
             o->exposed = rk_sat(o->exposed, exp);
             s->exposed = rk_sat(s->exposed, exp);
+            if (p->e > d->fin_end)
+                d->fin_end = p->e;
         } else {
             if (p->b < low)
                 low = p->b;
@@ -554,16 +591,33 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
         }
     }
     d->n_pc = keep;
-    if (w > d->cut)
-        d->cut = w;
     /* compute intervals that end before every pending and future comm entry */
-    while (drop < d->n_cu && d->cu[drop].e <= low)
+    while (drop < d->n_cu && d->cu[drop].e <= low) {
+        if (d->cu[drop].e > d->drop_end)
+            d->drop_end = d->cu[drop].e;
         drop++;
+    }
     if (drop > 0) {
         memmove(d->cu, d->cu + drop, (d->n_cu - drop) * sizeof(*d->cu));
         d->n_cu -= drop;
     }
     return 0;
+}
+
+/*
+ * At a commit: counts the comm entries of d that no entry still to come should overlap.
+ * Live producers send nearly in time order: what ends before the latest start, less twice
+ * the most an entry of d has come late so far. An imported file comes in file order, not
+ * time order: its entries are counted when the session ends (or at RANKS_PENDING).
+ */
+static int rk_dev_settle_live(struct ranks *r, struct rk_dev *d)
+{
+    const struct rk_proc *p = (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+    uint64_t margin = d->disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * d->disorder;
+
+    if (p != NULL && p->replay)
+        return 0;
+    return rk_dev_settle(r, d, d->max_start > margin ? d->max_start - margin : 0);
 }
 
 static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_entry *e,
@@ -576,15 +630,18 @@ static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_e
         return 0;
     if ((d = rk_dev(r, process_id, dev_id)) == NULL)
         return SQLITE_NOMEM;
-    if (e->start_ns < d->cut)
+    /* too late to be counted exactly: a compute entry over a comm entry already counted,
+     * a comm entry over compute intervals already dropped */
+    if (e->start_ns < (cat == RANKS_COMPUTE ? d->fin_end : d->drop_end))
         r->late++;
     if (e->start_ns > d->max_start)
         d->max_start = e->start_ns;
+    else if (d->max_start - e->start_ns > d->disorder)
+        d->disorder = d->max_start - e->start_ns;
     if (d->n_cu >= RANKS_PENDING || d->n_pc >= RANKS_PENDING) {
         /* a comm entry open over too many others (a peer could make it endless): count
          * what is pending now, and flag the session's exposure as inexact */
         int rc = rk_dev_settle(r, d, UINT64_MAX);
-        d->cut = d->max_start;
         r->late++;
         if (rc != 0)
             return rc;
@@ -598,6 +655,52 @@ static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_e
 }
 
 /* ---- collectives --------------------------------------------------------- */
+
+static size_t rk_ihome(const struct rk_ikey *k)
+{
+    uint64_t h = k->kind * 0x9e3779b97f4a7c15ull;
+
+    h = (h ^ k->k1) * 0xff51afd7ed558ccdull;
+    h = (h ^ k->k2) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ k->k3) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 40) & (RK_ISLOTS - 1);
+}
+
+static bool rk_ikey_eq(const struct rk_ikey *a, const struct rk_ikey *b)
+{
+    return a->kind == b->kind && a->k1 == b->k1 && a->k2 == b->k2 && a->k3 == b->k3;
+}
+
+/* The slot of key: where it is, else the empty slot where it would go. */
+static size_t rk_ifind(const struct ranks *r, const struct rk_ikey *key)
+{
+    size_t i = rk_ihome(key);
+
+    while (r->islot[i] != 0 && !rk_ikey_eq(&r->inst[r->islot[i] - 1].key, key))
+        i = (i + 1) & (RK_ISLOTS - 1);
+    return i;
+}
+
+/* Removes key (present) from the hash, shifting back the entries after it. */
+static void rk_idel(struct ranks *r, const struct rk_ikey *key)
+{
+    size_t i = rk_ifind(r, key), j = i;
+
+    r->islot[i] = 0;
+    for (;;) {
+        size_t k;
+        j = (j + 1) & (RK_ISLOTS - 1);
+        if (r->islot[j] == 0)
+            return;
+        k = rk_ihome(&r->inst[r->islot[j] - 1].key);
+        /* the entry at j may move to i when its home is not in (i, j] (cyclically) */
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+            r->islot[i] = r->islot[j];
+            r->islot[j] = 0;
+            i = j;
+        }
+    }
+}
 
 static int rk_inst_finalize(struct ranks *r, size_t idx)
 {
@@ -649,15 +752,37 @@ static int rk_inst_finalize(struct ranks *r, size_t idx)
         c->skew_max = last - first;
 done:
     free(in->a);
-    r->inst[idx] = r->inst[--r->n_inst];
+    rk_idel(r, &in->key);
+    if (idx != --r->n_inst) {
+        r->inst[idx] = r->inst[r->n_inst];
+        r->islot[rk_ifind(r, &r->inst[idx].key)] = (uint32_t)idx + 1;
+    }
     return rc;
+}
+
+/* Closes the oldest open instance (the queue's front that is still open), if any. */
+static int rk_inst_oldest(struct ranks *r)
+{
+    while (r->iq_len > 0) {
+        struct rk_iq *q = &r->iq[r->iq_head];
+        size_t pos = rk_ifind(r, &q->key);
+
+        r->iq_head = (r->iq_head + 1) % RK_IQUEUE;
+        r->iq_len--;
+        if (r->islot[pos] != 0 && r->inst[r->islot[pos] - 1].opened == q->opened)
+            return rk_inst_finalize(r, r->islot[pos] - 1);
+    }
+    return 0;
 }
 
 static int rk_collective(struct ranks *r, int64_t process_id, const struct proto_entry *e,
                          const struct proto_ext *x)
 {
-    struct rk_inst key = {0}, *in = NULL;
+    struct rk_ikey key = {0};
+    struct rk_inst *in;
     uint64_t expected;
+    size_t pos;
+    int rc;
 
     if (x != NULL && (x->has & PROTO_EXT_PEER))
         return 0; /* point-to-point */
@@ -673,34 +798,28 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
             return SQLITE_NOMEM;
         key.kind = 2, key.k1 = e->op_id, key.k2 = okey[2], key.k3 = r->occ[i]++;
     }
-    for (size_t i = 0; i < r->n_inst; i++) {
-        struct rk_inst *c = &r->inst[i];
-        if (c->kind == key.kind && c->k1 == key.k1 && c->k2 == key.k2 && c->k3 == key.k3) {
-            in = c;
-            break;
-        }
-    }
-    if (in != NULL) {
+    pos = rk_ifind(r, &key);
+    if (r->islot[pos] != 0) {
+        in = &r->inst[r->islot[pos] - 1];
         for (size_t i = 0; i < in->n; i++)
             if (in->a[i].process_id == process_id)
-                in = NULL; /* this process is there already: a new instance */
-    }
-    if (in == NULL) {
-        if (r->n_inst >= RANKS_OPEN) { /* finalize the oldest */
-            size_t old = 0;
-            int rc;
-            for (size_t i = 1; i < r->n_inst; i++)
-                if (r->inst[i].opened < r->inst[old].opened)
-                    old = i;
-            if ((rc = rk_inst_finalize(r, old)) != 0)
+                return 0; /* the same (comm, seq) twice from one process: not an arrival */
+    } else {
+        /* room: at most RANKS_OPEN open, and a queue slot (an instance RK_IQUEUE newer ones
+         * overtook is closed as it is) */
+        while (r->n_inst >= RANKS_OPEN || r->iq_len == RK_IQUEUE) /* each pops the queue */
+            if ((rc = rk_inst_oldest(r)) != 0)
                 return rc;
-        }
         if (rk_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0)
             return SQLITE_NOMEM;
+        pos = rk_ifind(r, &key); /* closing may have moved the slots */
         in = &r->inst[r->n_inst++];
-        *in = key;
+        memset(in, 0, sizeof(*in));
+        in->key = key;
         in->op_id = e->op_id;
         in->opened = r->opened++;
+        r->islot[pos] = (uint32_t)r->n_inst;
+        r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
     }
     if (rk_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0)
         return SQLITE_NOMEM;
@@ -757,14 +876,9 @@ int ranks_finish(struct ranks *r)
 {
     int rc;
 
-    while (r->n_inst > 0) {
-        size_t old = 0;
-        for (size_t i = 1; i < r->n_inst; i++)
-            if (r->inst[i].opened < r->inst[old].opened)
-                old = i;
-        if ((rc = rk_inst_finalize(r, old)) != 0)
+    while (r->n_inst > 0 && r->iq_len > 0)
+        if ((rc = rk_inst_oldest(r)) != 0)
             return rc;
-    }
     for (size_t i = 0; i < r->n_devs; i++)
         if ((rc = rk_dev_settle(r, &r->devs[i], UINT64_MAX)) != 0)
             return rc;
@@ -789,7 +903,7 @@ int ranks_flush(struct ranks *r)
     int rc;
 
     for (size_t i = 0; i < r->n_devs; i++)
-        if ((rc = rk_dev_settle(r, &r->devs[i], r->devs[i].max_start)) != 0)
+        if ((rc = rk_dev_settle_live(r, &r->devs[i])) != 0)
             return rc;
     for (size_t i = 0; i < r->n_ops; i++) {
         const struct rk_opsum *o = &r->ops[i];
@@ -882,22 +996,29 @@ static int rk_load_ops(struct ranks *r)
 static int rk_load_procs(struct ranks *r)
 {
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT p.id, p.world, m.value FROM processes p LEFT JOIN meta m"
-                                " ON m.process_id = p.id AND m.key = 'process_group'",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(r->db, "SELECT id, world FROM processes", -1, &st, NULL);
 
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = ranks_process(r, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1))) != 0)
+            break;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != 0)
+        return rc;
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT process_id, key, value FROM meta"
+                            " WHERE key IN ('process_group', 'import.file')",
+                            -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(st, 0);
-        if ((rc = ranks_process(r, id, sqlite3_column_int64(st, 1))) != 0)
-            break;
+        const char *key = (const char *)sqlite3_column_text(st, 1);
         if (sqlite3_column_type(st, 2) == SQLITE_TEXT)
-            rc = ranks_meta(r, id, "process_group", (const char *)sqlite3_column_text(st, 2), 0,
-                            true);
-        else if (sqlite3_column_type(st, 2) == SQLITE_INTEGER)
-            rc = ranks_meta(r, id, "process_group", NULL, sqlite3_column_int64(st, 2), false);
+            rc = ranks_meta(r, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
+        else
+            rc = ranks_meta(r, id, key, NULL, sqlite3_column_int64(st, 2), false);
         if (rc != 0)
             break;
     }
@@ -969,10 +1090,10 @@ static int rk_rebuild_entries(struct ranks *r)
         if ((rc = ranks_entry(r, sqlite3_column_int64(st, 0), &e,
                               (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL)) != 0)
             break;
-        /* keep the deltas small: flush now and then (the exposure waits for the end) */
+        /* count the exposure now and then, as the writer does at its commits */
         if (++n % 65536 == 0) {
             for (size_t i = 0; i < r->n_devs; i++)
-                if ((rc = rk_dev_settle(r, &r->devs[i], r->devs[i].max_start)) != 0)
+                if ((rc = rk_dev_settle_live(r, &r->devs[i])) != 0)
                     goto out;
         }
     }

@@ -17,16 +17,20 @@
  * arrived, then it is finalized: the last arrival is the latest start, each
  * rank's wait is last - own start capped at its own duration, the skew last -
  * first. Instances are also finalized when more than RANKS_OPEN are open (the
- * oldest first: a rank that never comes), and all of them when the session
- * ends (ranks_finish); those with fewer arrivals than the world count as
- * partial.
+ * oldest first: a rank that never comes), when 4,096 newer ones have opened
+ * since, and all of them when the session ends (ranks_finish); those with
+ * fewer arrivals than the world count as partial. Finding an instance is a
+ * hash lookup: the cost per entry does not grow with the instances open.
  *
  * Exposed communication: per (process, device), the part of each comm entry
  * not covered by the union of the compute entries of that device, computed
  * from the intervals at flush time for the comm entries that end before the
- * latest start seen there (and for all at ranks_finish). An entry arriving
- * with a start before that point can no longer be counted exactly: such
- * entries are counted (info.ranks_late) and the report flags it. So is a
+ * latest start seen there (and for all at ranks_finish); compute intervals
+ * are dropped once no pending comm entry can overlap them. An entry that
+ * arrives too late to be counted exactly (a compute entry starting before
+ * the end of a comm entry already counted, a comm entry starting before the
+ * end of a compute interval already dropped) is counted in info.ranks_late
+ * and the report flags it. So is a
  * device that holds more than RANKS_PENDING intervals (a comm entry spanning
  * everything after it): its pending entries are counted as they are.
  */
