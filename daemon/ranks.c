@@ -8,6 +8,7 @@
 #include "map.h"
 #include "ranks.h"
 #include "schema.h"
+#include "store.h"
 
 #define RANKS_CAP ((uint64_t)INT64_MAX)
 #define SAT(col, p)                                                                                \
@@ -304,7 +305,7 @@ static int rk_info(struct ranks *r, const char *key, int64_t v)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-int ranks_init_file(struct ranks *r)
+static int ranks_init_file_rc(struct ranks *r)
 {
     r->inexact_written = false;
     return rk_info(r, "ranks", 1);
@@ -334,7 +335,7 @@ static bool rk_is_p2p(const char *name)
     return (rk_has(name, "send") || rk_has(name, "recv")) && !rk_has(name, "sendrecv");
 }
 
-int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)
+static int ranks_op_rc(struct ranks *r, uint32_t op_id, const char *name, const char *category)
 {
     if (op_id >= r->n_cat) {
         size_t n = r->n_cat ? r->n_cat : 64;
@@ -380,7 +381,7 @@ static struct rk_proc *rk_proc(struct ranks *r, int64_t process_id)
     return &r->procs[id];
 }
 
-int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
+static int ranks_process_rc(struct ranks *r, int64_t process_id, int64_t world)
 {
     if (rk_proc(r, process_id) == NULL)
         return SQLITE_NOMEM;
@@ -400,8 +401,8 @@ static uint64_t rk_hash(const void *p, size_t n)
     return h ? h : 1;
 }
 
-int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
-               bool is_str)
+static int ranks_meta_rc(struct ranks *r, int64_t process_id, const char *key, const char *sval,
+                         int64_t ival, bool is_str)
 {
     struct rk_proc *p;
 
@@ -830,8 +831,8 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     return 0;
 }
 
-int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
-                const struct proto_ext *x)
+static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
+                          uint32_t dev_id, const struct proto_ext *x)
 {
     enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
     struct rk_opsum *o = rk_opsum(r, process_id, e->step, dev_id, e->op_id);
@@ -872,7 +873,7 @@ bool ranks_pending(const struct ranks *r)
     return false;
 }
 
-int ranks_finish(struct ranks *r)
+static int ranks_finish_rc(struct ranks *r)
 {
     int rc;
 
@@ -898,7 +899,7 @@ static int rk_run(sqlite3_stmt *st, const int64_t *v, int n)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-int ranks_flush(struct ranks *r)
+static int ranks_flush_rc(struct ranks *r)
 {
     int rc;
 
@@ -986,7 +987,8 @@ static int rk_load_ops(struct ranks *r)
         const char *name = (const char *)sqlite3_column_text(st, 1);
         int64_t id = sqlite3_column_int64(st, 0);
         if (id >= 0 && id <= UINT32_MAX && name != NULL &&
-            (rc = ranks_op(r, (uint32_t)id, name, (const char *)sqlite3_column_text(st, 2))) != 0)
+            (rc = ranks_op_rc(r, (uint32_t)id, name, (const char *)sqlite3_column_text(st, 2))) !=
+                0)
             break;
     }
     sqlite3_finalize(st);
@@ -1001,7 +1003,8 @@ static int rk_load_procs(struct ranks *r)
     if (rc != SQLITE_OK)
         return rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        if ((rc = ranks_process(r, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1))) != 0)
+        if ((rc = ranks_process_rc(r, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1))) !=
+            0)
             break;
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != 0)
@@ -1016,9 +1019,9 @@ static int rk_load_procs(struct ranks *r)
         int64_t id = sqlite3_column_int64(st, 0);
         const char *key = (const char *)sqlite3_column_text(st, 1);
         if (sqlite3_column_type(st, 2) == SQLITE_TEXT)
-            rc = ranks_meta(r, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
+            rc = ranks_meta_rc(r, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
         else
-            rc = ranks_meta(r, id, key, NULL, sqlite3_column_int64(st, 2), false);
+            rc = ranks_meta_rc(r, id, key, NULL, sqlite3_column_int64(st, 2), false);
         if (rc != 0)
             break;
     }
@@ -1026,7 +1029,7 @@ static int rk_load_procs(struct ranks *r)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-int ranks_load(struct ranks *r)
+static int ranks_load_rc(struct ranks *r)
 {
     int rc;
 
@@ -1087,8 +1090,8 @@ static int rk_rebuild_entries(struct ranks *r)
             x.has |= PROTO_EXT_SEQ;
             x.seq = (uint64_t)sqlite3_column_int64(st, 9);
         }
-        if ((rc = ranks_entry(r, sqlite3_column_int64(st, 0), &e,
-                              (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL)) != 0)
+        if ((rc = ranks_entry_rc(r, sqlite3_column_int64(st, 0), &e,
+                                 (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL)) != 0)
             break;
         /* count the exposure now and then, as the writer does at its commits */
         if (++n % 65536 == 0) {
@@ -1102,7 +1105,7 @@ out:
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
-int ranks_rebuild(sqlite3 *db)
+static int ranks_rebuild_rc(sqlite3 *db)
 {
     struct ranks *r;
     int rc;
@@ -1118,8 +1121,8 @@ int ranks_rebuild(sqlite3 *db)
                            " DELETE FROM rk_coll_ranks;",
                            NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0 ||
-        (rc = rk_rebuild_entries(r)) != 0 || (rc = ranks_finish(r)) != 0 ||
-        (rc = ranks_flush(r)) != 0 || (rc = rk_info(r, "ranks", 1)) != 0 ||
+        (rc = rk_rebuild_entries(r)) != 0 || (rc = ranks_finish_rc(r)) != 0 ||
+        (rc = ranks_flush_rc(r)) != 0 || (rc = rk_info(r, "ranks", 1)) != 0 ||
         (rc = rk_info(r, "ranks_late", (int64_t)r->late)) != 0)
         goto rollback;
     ranks_free(r);
@@ -1128,4 +1131,58 @@ rollback:
     ranks_free(r);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+/* ---- the API: 0 or a negative errno (SQLite codes through store_errno) ---- */
+
+static int rk_errno(int rc)
+{
+    return rc == 0 ? 0 : store_errno(rc);
+}
+
+int ranks_init_file(struct ranks *r)
+{
+    return rk_errno(ranks_init_file_rc(r));
+}
+
+int ranks_load(struct ranks *r)
+{
+    return rk_errno(ranks_load_rc(r));
+}
+
+int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)
+{
+    return rk_errno(ranks_op_rc(r, op_id, name, category));
+}
+
+int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
+{
+    return rk_errno(ranks_process_rc(r, process_id, world));
+}
+
+int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
+               bool is_str)
+{
+    return rk_errno(ranks_meta_rc(r, process_id, key, sval, ival, is_str));
+}
+
+int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
+                const struct proto_ext *x)
+{
+    return rk_errno(ranks_entry_rc(r, process_id, e, dev_id, x));
+}
+
+int ranks_finish(struct ranks *r)
+{
+    return rk_errno(ranks_finish_rc(r));
+}
+
+int ranks_flush(struct ranks *r)
+{
+    return rk_errno(ranks_flush_rc(r));
+}
+
+int ranks_rebuild(sqlite3 *db)
+{
+    return rk_errno(ranks_rebuild_rc(db));
 }

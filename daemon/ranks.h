@@ -9,6 +9,8 @@
  * (ranks_entry); ranks_flush() writes the deltas inside the transaction that
  * commits the entries.
  *
+ * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
+ *
  * Collectives. An entry of category comm that is not point-to-point (no
  * `peer`, no send/recv in its name) is one rank's arrival at a collective
  * instance, keyed by its ext `comm` + `seq` when it has both, else by (op,
@@ -65,8 +67,8 @@ int ranks_init_file(struct ranks *r);
 /*
  * A file reopened mid-session: reloads the op categories, processes and
  * process groups; the open instances and occurrence counts were lost with
- * the close, so the file's collective figures are marked inexact. 0 or an
- * SQLite code.
+ * the close, so the file's collective figures are marked inexact. 0 or a negative
+ * errno.
  */
 int ranks_load(struct ranks *r);
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category);
@@ -74,14 +76,14 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world);
 /* Metadata of a process: `process_group` (a string or an integer) names its group. */
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str);
-/* One stored entry; x NULL: no ext map. 0 or an SQLite code. */
+/* One stored entry; x NULL: no ext map. 0 or a negative errno. */
 int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
                 const struct proto_ext *x);
 /* True when open instances or pending comm entries wait for ranks_finish. */
 bool ranks_pending(const struct ranks *r);
 /* The session ends (or its file closes): finalizes every open instance and pending entry. */
 int ranks_finish(struct ranks *r);
-/* Writes the deltas since the last flush; inside the open transaction. 0 or an SQLite code. */
+/* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
 int ranks_flush(struct ranks *r);
 /* The transaction was rolled back: drops the deltas and marks the aggregates inexact. */
 void ranks_discard(struct ranks *r);
@@ -89,7 +91,7 @@ void ranks_discard(struct ranks *r);
  * Rebuilds the rank aggregates of a whole file from its entries (ops'
  * current categories): `tracectl classify`, and files written before them.
  * Runs in its own transaction on db (a read-write connection, the session
- * ended). 0 or an SQLite code.
+ * ended). 0 or a negative errno.
  */
 int ranks_rebuild(sqlite3 *db);
 
