@@ -12,9 +12,28 @@
 
 /* PROTOCOL.md "Analysis rules": substrings of a lower-cased op name. */
 static const char *const analysis_comm_words[] = {
-    "allreduce",     "all_reduce", "all_gather", "allgather", "reduce_scatter",
-    "reducescatter", "alltoall",   "all_to_all", "broadcast", "send",
-    "recv",          "barrier",    "nccl",       "comm",
+    "allreduce",
+    "all_reduce",
+    "all_gather",
+    "allgather",
+    "reduce_scatter",
+    "reducescatter",
+    "alltoall",
+    "all_to_all",
+    "broadcast",
+    "send",
+    "recv",
+    "barrier",
+    "nccl",
+    "comm",
+    /* extensions (PROTOCOL.md Part 3, "classification"): DeepEP, gloo, c10d, RCCL, NVSHMEM */
+    "ep::internode::",
+    "ep::intranode::",
+    "deep_ep",
+    "gloo",
+    "c10d::",
+    "rccl",
+    "nvshmem",
 };
 
 static const char *const analysis_memory_words[] = {"memcpy", "memset"};

@@ -675,6 +675,7 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_CLASSIFY:
         if (c->producer) {
             conn_fail(c, PROTO_E_STATE, "control requests need their own connection");
             return;

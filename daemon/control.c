@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "classify.h"
 #include "export.h"
 #include "log.h"
 #include "query.h"
@@ -24,6 +25,7 @@ struct report_work {
     uv_work_t req;
     struct conn *c;
     struct report_params params;
+    struct proto_analysis analysis; /* owns its device and category */
     int64_t id;
     char *name, *state;
     char path[PATH_MAX];
@@ -256,6 +258,8 @@ static void report_after_cb(uv_work_t *req, int status)
     if (w->heavy)
         d->n_heavy--;
     msgpack_sbuffer_destroy(&w->out);
+    free(w->analysis.device);
+    free(w->analysis.category);
     free(w->name);
     free(w->state);
     free(w);
@@ -319,6 +323,20 @@ static void control_report(struct conn *c, const struct proto_request *req)
     w->params.mem_threshold = req->mem_threshold;
     w->params.ops_limit = req->ops_limit;
     w->params.ops_offset = req->ops_offset;
+    w->analysis = req->analysis;
+    w->analysis.device = w->analysis.category = NULL;
+    if ((req->analysis.device != NULL &&
+         (w->analysis.device = strdup(req->analysis.device)) == NULL) ||
+        (req->analysis.category != NULL &&
+         (w->analysis.category = strdup(req->analysis.category)) == NULL)) {
+        free(w->analysis.device);
+        free(w->name);
+        free(w->state);
+        free(w);
+        reply_error(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    w->params.analysis = &w->analysis;
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
@@ -330,6 +348,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
         c->d->n_reports--;
         c->d->n_heavy -= w->heavy;
         c->refs--;
+        free(w->analysis.device);
+        free(w->analysis.category);
         free(w->name);
         free(w->state);
         free(w);
@@ -388,6 +408,93 @@ void control_delete_done(struct store_job *job)
     store_job_free(job);
 }
 
+/* ---- classify ------------------------------------------------------------ */
+
+struct classify_work {
+    uv_work_t req;
+    struct conn *c;
+    struct classify_rules rules;
+    int64_t id;
+    char path[PATH_MAX];
+    uint64_t ops, changed;
+    int rc;
+    char err[256];
+};
+
+static void classify_work_cb(uv_work_t *req)
+{
+    struct classify_work *w = (struct classify_work *)req;
+
+    w->rc = classify_session(w->path, &w->rules, &w->ops, &w->changed, w->err, sizeof(w->err));
+}
+
+static void classify_after_cb(uv_work_t *req, int status)
+{
+    struct classify_work *w = (struct classify_work *)req;
+    struct conn *c = w->c;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    if (!c->closed) {
+        if (status == 0 && w->rc == 0) {
+            msgpack_sbuffer_init(&sb);
+            msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+            proto_pack_ok_header(&pk);
+            msgpack_pack_map(&pk, 3);
+            pack_kv_i64(&pk, "session", w->id);
+            pack_kv_i64(&pk, "ops", (int64_t)w->ops);
+            pack_kv_i64(&pk, "changed", (int64_t)w->changed);
+            conn_send(c, &sb);
+        } else {
+            log_warn("classify of session %lld failed: %s", (long long)w->id, w->err);
+            reply_error(c, PROTO_E_INTERNAL, w->err[0] ? w->err : "classify failed");
+        }
+        conn_resume(c);
+    }
+    classify_rules_deinit(&w->rules);
+    free(w);
+    conn_unref(c);
+}
+
+static void control_classify(struct conn *c, const struct proto_request *req)
+{
+    struct session *s = control_session(c, req);
+    struct classify_work *w;
+    char err[256];
+
+    if (s == NULL)
+        return;
+    if (s->live) {
+        reply_error(c, PROTO_E_LIVE,
+                    "the session is live: it can be re-classified once it "
+                    "has ended");
+        return;
+    }
+    if ((w = calloc(1, sizeof(*w))) == NULL) {
+        reply_error(c, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    if (classify_rules_init(&w->rules, req->re_comm, req->re_compute, req->re_memory, err,
+                            sizeof(err)) < 0) {
+        free(w);
+        reply_error(c, PROTO_E_MESSAGE, err);
+        return;
+    }
+    w->c = c;
+    w->id = s->id;
+    store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
+    c->refs++;
+    c->busy = true;
+    uv_read_stop((uv_stream_t *)&c->pipe);
+    if (uv_queue_work(c->d->loop, &w->req, classify_work_cb, classify_after_cb) < 0) {
+        c->refs--;
+        classify_rules_deinit(&w->rules);
+        free(w);
+        reply_error(c, PROTO_E_INTERNAL, "cannot queue the classify");
+        conn_resume(c);
+    }
+}
+
 void control_handle(struct conn *c, struct proto_msg *m)
 {
     switch (m->type) {
@@ -402,6 +509,9 @@ void control_handle(struct conn *c, struct proto_msg *m)
         break;
     case PROTO_DELETE:
         control_delete(c, &m->u.req);
+        break;
+    case PROTO_CLASSIFY:
+        control_classify(c, &m->u.req);
         break;
     case PROTO_EXPORT: {
         struct session *s = control_session(c, &m->u.req);

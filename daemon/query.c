@@ -19,6 +19,7 @@
 #include "agg.h"
 #include "analysis.h"
 #include "query.h"
+#include "ranks_query.h"
 #include "schema.h"
 #include "store.h"
 
@@ -631,6 +632,41 @@ static int query_comm_page(struct query *q)
 
 /* ---- the report ---------------------------------------------------------- */
 
+/* Extension: the analysis sections (ranks_query.h), packed here, appended by report_pack. */
+static int query_analysis(struct query *q)
+{
+    const struct proto_analysis *an = q->p->analysis;
+    struct ranks_filter f = {0};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (an == NULL || !an->on)
+        return 0;
+    f.ranks = an->n_ranks > 0 ? an->ranks : NULL;
+    f.n_ranks = an->n_ranks;
+    f.steps = an->steps;
+    f.step_min = an->step_min;
+    f.step_max = an->step_max;
+    f.device = an->device;
+    f.category = an->category;
+    f.top = q->p->top;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = ranks_query(q->db, &f, &pk, q->errbuf, q->errlen);
+    if (rc < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return rc;
+    }
+    q->r->analysis_len = sb.size;
+    q->r->analysis = msgpack_sbuffer_release(&sb);
+    if (q->r->analysis == NULL) { /* nothing was packed: cannot happen, keep the map valid */
+        q->r->analysis_len = 0;
+        return -EIO;
+    }
+    return 0;
+}
+
 static int query_exec(struct query *q, const char *sql)
 {
     int rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
@@ -719,7 +755,8 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
 {
     static const struct report_params defaults = {.top = 10};
     static int (*const sections[])(struct query *) = {
-        query_totals, query_ops, query_slowest, query_hotspots, query_devices, query_comm,
+        query_totals,  query_ops,  query_slowest,  query_hotspots,
+        query_devices, query_comm, query_analysis,
     };
     struct query q = {.p = p != NULL ? p : &defaults,
                       .r = out,

@@ -9,6 +9,7 @@
  * each is one whole object), so their bytes go into the packer's buffer as
  * they are.
  */
+#include "ranks_query.h"
 #include "report.h"
 
 #include <errno.h>
@@ -180,14 +181,17 @@ static int report_pack_comm(msgpack_packer *pk, const struct report *r)
 int report_pack(msgpack_packer *pk, const struct report *r)
 {
     /* msgpack-c's packers fail only when their buffer cannot grow. */
-    if (msgpack_pack_map(pk, r->paged ? 8 : 7) || report_pack_session(pk, r) ||
-        report_pack_ops(pk, r) || report_key(pk, "slowest") ||
+    if (msgpack_pack_map(pk, (r->paged ? 8 : 7) + (r->analysis ? RANKS_QUERY_KEYS : 0)) ||
+        report_pack_session(pk, r) || report_pack_ops(pk, r) || report_key(pk, "slowest") ||
         report_pack_entries(pk, r->slowest, r->n_slowest) || report_pack_memory(pk, r) ||
         report_pack_devices(pk, r) || report_pack_imbalance(pk, &r->imbalance) ||
         report_pack_comm(pk, r))
         return -ENOMEM;
     /* Extension: with ops_limit, how many ops rows there are in all. */
     if (r->paged && report_kv_u64(pk, "ops_total", r->ops_total))
+        return -ENOMEM;
+    /* Extension: the analysis sections, packed by ranks_query() where they were computed. */
+    if (r->analysis != NULL && pk->callback(pk->data, r->analysis, r->analysis_len))
         return -ENOMEM;
     return 0;
 }
@@ -223,5 +227,6 @@ void report_free(struct report *r)
     for (size_t i = 0; i < r->n_comm; i++)
         free(r->comm[i].op);
     free(r->comm);
+    free(r->analysis);
     memset(r, 0, sizeof(*r));
 }

@@ -16,12 +16,16 @@
 
 #include <msgpack.h>
 
+#include "proto.h"
+
 struct report_params {
     uint32_t top;           /* slowest / hotspots length (PROTOCOL default 10) */
     double comm_min_ratio;  /* comm rows need share >= this */
     uint64_t mem_threshold; /* hotspots need mem_bytes > this */
     uint32_t ops_limit;     /* extension: a page of ops (and the first comm rows); 0 = all */
     uint32_t ops_offset;    /* extension: ops rows before the page */
+    /* extension: the analysis sections and their filters (ranks_query.h); NULL or !on: none */
+    const struct proto_analysis *analysis;
 };
 
 struct report_blob {
@@ -84,6 +88,9 @@ struct report {
     size_t n_comm;
     bool paged;         /* params.ops_limit > 0: the map gets "ops_total" (an extension) */
     uint64_t ops_total; /* ops rows before paging */
+    /* extension: RANKS_QUERY_KEYS packed key/value pairs of the analysis; NULL: none */
+    char *analysis;
+    size_t analysis_len;
 };
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */

@@ -23,6 +23,7 @@
 #include "agg.h"
 #include "log.h"
 #include "map.h"
+#include "ranks.h"
 #include "schema.h"
 #include "store.h"
 
@@ -63,6 +64,7 @@ struct wsess {
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
     sqlite3_stmt *ins_ext; /* NULL until the session's first ext map (see store_ext_row) */
+    struct ranks *ranks;   /* the rank aggregates (ranks.h) */
 };
 
 struct store {
@@ -356,6 +358,8 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     w->n_shapes = 0;
     agg_free(w->agg);
     w->agg = NULL;
+    ranks_free(w->ranks);
+    w->ranks = NULL;
     sqlite3_finalize(w->ins_shape);
     sqlite3_finalize(w->ins_entries);
     sqlite3_finalize(w->ins_entry);
@@ -474,6 +478,7 @@ static int wsess_load_shapes(struct store *s, struct wsess *w)
  * transaction first (which completes its applied jobs). False when none is open.
  */
 static void wsess_commit(struct store *s, struct wsess *w);
+static void wsess_finish_ranks(struct store *s, struct wsess *w);
 
 static bool store_evict(struct store *s, const struct wsess *keep)
 {
@@ -484,6 +489,7 @@ static bool store_evict(struct store *s, const struct wsess *keep)
             victim = w; /* the list is most recently used first */
     if (victim == NULL)
         return false;
+    wsess_finish_ranks(s, victim);
     wsess_commit(s, victim);
     wsess_file_close(s, victim);
     return true;
@@ -507,7 +513,10 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
         wsess_prepare(s, w) < 0 || wsess_prepare_multi(s, w) < 0 ||
         (w->agg = agg_new(w->db)) == NULL || (!create && wsess_load_shapes(s, w) < 0) ||
-        (!create && store_check_errno(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
+        (!create && store_check_errno(s, w->db, agg_load(w->agg), "load aggregates") < 0) ||
+        (w->ranks = ranks_new(w->db)) == NULL ||
+        (!create &&
+         store_check_errno(s, w->db, ranks_load(w->ranks), "load rank aggregates") < 0)) {
         if (w->db == NULL)
             s->n_open--;
         else
@@ -764,11 +773,15 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             int64_t rowid = last - (int64_t)(rows - 1 - k);
             struct proto_ext x;
 
+            bool has_ext = proto_entry_ext(&b->entries[i + k], b->blob, &x);
+
             rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
+            if (rc == 0)
+                rc = ranks_entry(w->ranks, job->u.batch.process_id, &b->entries[i + k],
+                                 job->u.batch.dev_ids[i + k], has_ext ? &x : NULL);
             if (rc < 0)
                 return store_check_errno(s, w->db, rc, "update aggregates");
-            if (proto_entry_ext(&b->entries[i + k], b->blob, &x) &&
-                (rc = store_ext_row(s, w, &x, rowid)) < 0)
+            if (has_ext && (rc = store_ext_row(s, w, &x, rowid)) < 0)
                 return rc;
         }
         i += rows;
@@ -784,6 +797,10 @@ static int apply_meta(struct store *s, struct wsess *w, struct store_job *job)
     for (size_t i = 0; i < job->u.meta.n; i++) {
         const struct proto_kv *kv = &job->u.meta.kv[i];
 
+        if (ranks_meta(w->ranks, job->u.meta.process_id, kv->key,
+                       kv->type == PROTO_V_STR ? kv->v.s : NULL,
+                       kv->type == PROTO_V_INT ? kv->v.i : 0, kv->type == PROTO_V_STR) != 0)
+            return -ENOMEM;
         sqlite3_bind_int64(st, 1, job->u.meta.process_id);
         sqlite3_bind_text(st, 2, kv->key, -1, SQLITE_STATIC);
         switch (kv->type) {
@@ -813,6 +830,8 @@ static int apply_process(struct store *s, struct wsess *w, struct store_job *job
 {
     sqlite3_stmt *st = w->ins_proc;
 
+    if (ranks_process(w->ranks, job->u.process.id, job->u.process.world) != 0)
+        return -ENOMEM;
     sqlite3_bind_int64(st, 1, job->u.process.id);
     bind_int_or_null(st, 2, job->u.process.rank);
     bind_int_or_null(st, 3, job->u.process.world);
@@ -840,6 +859,9 @@ static int apply_name(struct store *s, struct wsess *w, struct store_job *job)
 {
     sqlite3_stmt *st = job->type == STORE_OP ? w->ins_op : w->ins_dev;
 
+    if (job->type == STORE_OP &&
+        ranks_op(w->ranks, job->u.name.id, job->u.name.name, job->u.name.category) != 0)
+        return -ENOMEM;
     sqlite3_bind_int64(st, 1, job->u.name.id);
     sqlite3_bind_text(st, 2, job->u.name.name, -1, SQLITE_STATIC);
     if (job->type == STORE_OP)
@@ -941,7 +963,9 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
         wsess_begin(s, w) < 0 ||
         store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
         return -EIO;
-    return store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates");
+    if (store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates") < 0)
+        return -EIO;
+    return store_check_errno(s, w->db, ranks_init_file(w->ranks), "mark rank aggregates");
 }
 
 /*
@@ -955,6 +979,10 @@ static int apply_session_end(struct store *s, struct wsess *w, struct store_job 
         (int64_t)w->committed,          (int64_t)(job->u.session_end.dropped + w->lost_total),
         job->u.session_end.interrupted, job->session_id};
 
+    wsess_finish_ranks(s, w);
+    /* the file says it is complete: `classify` waits for this (classify.c) */
+    if (w->db != NULL && wsess_begin(s, w) == 0)
+        store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('ended', 1)", "info");
     wsess_commit(s, w);
     wsess_file_close(s, w);
     w->ended = true;
@@ -1077,6 +1105,7 @@ static void wsess_abort(struct store *s, struct wsess *w)
     if (w->in_txn) {
         sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
         agg_discard(w->agg);
+        ranks_discard(w->ranks);
         w->in_txn = false;
     }
     wsess_settle(s, w, false);
@@ -1086,7 +1115,8 @@ static void wsess_abort(struct store *s, struct wsess *w)
 static void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->in_txn) {
-        if (store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
+        if (store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") < 0 ||
+            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
             store_exec(s, w->db, "COMMIT", "commit") < 0) {
             wsess_abort(s, w);
             return;
@@ -1095,6 +1125,15 @@ static void wsess_commit(struct store *s, struct wsess *w)
         store_publish_size(s, w->id); /* before the acks: a flushed session has its size */
     }
     wsess_settle(s, w, true);
+}
+
+/* The file closes or the session ends: the open collectives and pending comm entries count. */
+static void wsess_finish_ranks(struct store *s, struct wsess *w)
+{
+    if (w->db == NULL || !ranks_pending(w->ranks) || wsess_begin(s, w) < 0)
+        return;
+    if (store_check_errno(s, w->db, ranks_finish(w->ranks), "finish rank aggregates") < 0)
+        wsess_abort(s, w);
 }
 
 static int apply_in_txn(struct store *s, struct wsess *w, struct store_job *job)

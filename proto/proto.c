@@ -49,15 +49,25 @@ static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 }
 
 static const char *const type_names[] = {
-    [PROTO_NONE] = "?",        [PROTO_HELLO] = "hello",
-    [PROTO_OPS] = "ops",       [PROTO_BATCH] = "batch",
-    [PROTO_META] = "meta",     [PROTO_FLUSH] = "flush",
-    [PROTO_BYE] = "bye",       [PROTO_SESSIONS] = "sessions",
-    [PROTO_REPORT] = "report", [PROTO_STATUS] = "status",
-    [PROTO_DELETE] = "delete", [PROTO_WELCOME] = "welcome",
-    [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
-    [PROTO_ERROR] = "error",   [PROTO_EXPORT] = "export",
-    [PROTO_ROWS] = "rows",     [PROTO_END] = "end",
+    [PROTO_NONE] = "?",
+    [PROTO_HELLO] = "hello",
+    [PROTO_OPS] = "ops",
+    [PROTO_BATCH] = "batch",
+    [PROTO_META] = "meta",
+    [PROTO_FLUSH] = "flush",
+    [PROTO_BYE] = "bye",
+    [PROTO_SESSIONS] = "sessions",
+    [PROTO_REPORT] = "report",
+    [PROTO_STATUS] = "status",
+    [PROTO_DELETE] = "delete",
+    [PROTO_WELCOME] = "welcome",
+    [PROTO_ACK] = "ack",
+    [PROTO_OK] = "ok",
+    [PROTO_ERROR] = "error",
+    [PROTO_EXPORT] = "export",
+    [PROTO_ROWS] = "rows",
+    [PROTO_END] = "end",
+    [PROTO_CLASSIFY] = "classify",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -647,6 +657,66 @@ static int decode_export_order(const msgpack_object *v, struct proto_request *re
     return 0;
 }
 
+/* classify: "comm", "compute", "memory" (regexes); none at all only rebuilds. */
+static int decode_classify(const msgpack_object *args, struct proto_request *req,
+                           struct proto_error *err)
+{
+    static const char *const keys[3] = {"comm", "compute", "memory"};
+    char **slots[3] = {&req->re_comm, &req->re_compute, &req->re_memory};
+    const msgpack_object *v;
+
+    for (int i = 0; i < 3; i++) {
+        if ((v = map_get(args, keys[i])) == NULL || v->type == MSGPACK_OBJECT_NIL)
+            continue;
+        if (get_str(v, 1, PROTO_MAX_NAME, slots[i], keys[i], err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The report's analysis options (PROTOCOL.md Part 3, "report analysis"). */
+static int decode_analysis(const msgpack_object *args, struct proto_analysis *an,
+                           struct proto_error *err)
+{
+    const msgpack_object *v;
+    uint64_t u;
+
+    if ((v = map_get(args, "analysis")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_BOOLEAN)
+            return fail(err, PROTO_E_MESSAGE, "analysis must be a boolean");
+        an->on = v->via.boolean;
+    }
+    if ((v = map_get(args, "ranks")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size == 0)
+            return fail(err, PROTO_E_MESSAGE, "ranks must be a non-empty array of ranks");
+        if (v->via.array.size > PROTO_MAX_RANK_FILTER)
+            return fail(err, PROTO_E_TOO_LARGE, "ranks names over %d ranks", PROTO_MAX_RANK_FILTER);
+        for (uint32_t i = 0; i < v->via.array.size; i++) {
+            if (get_uint(&v->via.array.ptr[i], INT32_MAX, &u, "a rank", err) < 0)
+                return -1;
+            an->ranks[i] = (int64_t)u;
+        }
+        an->n_ranks = v->via.array.size;
+    }
+    if ((v = map_get(args, "steps")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
+            return fail(err, PROTO_E_MESSAGE, "steps must be [first, last]");
+        if (get_uint(&v->via.array.ptr[0], INT64_MAX, &an->step_min, "steps", err) < 0 ||
+            get_uint(&v->via.array.ptr[1], INT64_MAX, &an->step_max, "steps", err) < 0)
+            return -1;
+        if (an->step_min > an->step_max)
+            return fail(err, PROTO_E_MESSAGE, "steps: first is after last");
+        an->steps = true;
+    }
+    if ((v = map_get(args, "device")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_str(v, 1, PROTO_MAX_NAME, &an->device, "device", err) < 0)
+        return -1;
+    if ((v = map_get(args, "category")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
+        get_str(v, 1, 64, &an->category, "category", err) < 0)
+        return -1;
+    return 0;
+}
+
 static int decode_request(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     struct proto_request *req = &m->u.req;
@@ -663,6 +733,8 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
         return rc;
     if (m->type == PROTO_EXPORT)
         return decode_export_order(map_get(args, "order"), req, err);
+    if (m->type == PROTO_CLASSIFY)
+        return decode_classify(args, req, err);
     if (m->type != PROTO_REPORT)
         return 0;
     if ((v = map_get(args, "top")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
@@ -687,7 +759,7 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
             return rc;
         req->ops_offset = (uint32_t)u;
     }
-    return 0;
+    return decode_analysis(args, &req->analysis, err);
 }
 
 /* ---- replies ------------------------------------------------------------- */
@@ -788,6 +860,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_CLASSIFY:
         rc = decode_request(o, m, err);
         break;
     case PROTO_WELCOME:
@@ -882,7 +955,13 @@ void proto_msg_free(struct proto_msg *m)
     case PROTO_REPORT:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_CLASSIFY:
         free(m->u.req.session.name);
+        free(m->u.req.re_comm);
+        free(m->u.req.re_compute);
+        free(m->u.req.re_memory);
+        free(m->u.req.analysis.device);
+        free(m->u.req.analysis.category);
         break;
     case PROTO_ERROR:
         free(m->u.error.code);
@@ -1339,19 +1418,51 @@ static int pack_sessref(msgpack_packer *pk, const struct proto_sessref *s)
     return msgpack_pack_int64(pk, s->id) < 0 ? -ENOMEM : 0;
 }
 
+static size_t pack_analysis_keys(const struct proto_request *req)
+{
+    const struct proto_analysis *an = &req->analysis;
+
+    return an->on + (an->n_ranks > 0) + an->steps + (an->device != NULL) + (an->category != NULL);
+}
+
+static int pack_analysis(msgpack_packer *pk, const struct proto_analysis *an)
+{
+    if (an->on && (proto_pack_str(pk, "analysis") < 0 || msgpack_pack_true(pk) < 0))
+        return -ENOMEM;
+    if (an->n_ranks > 0) {
+        if (proto_pack_str(pk, "ranks") < 0 || msgpack_pack_array(pk, an->n_ranks) < 0)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < an->n_ranks; i++)
+            if (msgpack_pack_int64(pk, an->ranks[i]) < 0)
+                return -ENOMEM;
+    }
+    if (an->steps &&
+        (proto_pack_str(pk, "steps") < 0 || msgpack_pack_array(pk, 2) < 0 ||
+         msgpack_pack_uint64(pk, an->step_min) < 0 || msgpack_pack_uint64(pk, an->step_max) < 0))
+        return -ENOMEM;
+    if (an->device != NULL &&
+        (proto_pack_str(pk, "device") < 0 || proto_pack_str(pk, an->device) < 0))
+        return -ENOMEM;
+    if (an->category != NULL &&
+        (proto_pack_str(pk, "category") < 0 || proto_pack_str(pk, an->category) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req)
 {
     if (pack_head(pk, 2, type) < 0)
         return -ENOMEM;
     switch (type) {
     case PROTO_REPORT:
-        if (req->ops_limit > 0 &&
-            (msgpack_pack_map(pk, 6) < 0 || proto_pack_str(pk, "ops_limit") < 0 ||
-             msgpack_pack_uint32(pk, req->ops_limit) < 0 || proto_pack_str(pk, "ops_offset") < 0 ||
-             msgpack_pack_uint32(pk, req->ops_offset) < 0))
+        if (msgpack_pack_map(pk, 4 + (req->ops_limit > 0 ? 2 : 0) + pack_analysis_keys(req)) < 0 ||
+            pack_analysis(pk, &req->analysis) < 0)
             return -ENOMEM;
-        if ((req->ops_limit == 0 && msgpack_pack_map(pk, 4) < 0) ||
-            pack_sessref(pk, &req->session) < 0 || proto_pack_str(pk, "top") < 0 ||
+        if (req->ops_limit > 0 &&
+            (proto_pack_str(pk, "ops_limit") < 0 || msgpack_pack_uint32(pk, req->ops_limit) < 0 ||
+             proto_pack_str(pk, "ops_offset") < 0 || msgpack_pack_uint32(pk, req->ops_offset) < 0))
+            return -ENOMEM;
+        if (pack_sessref(pk, &req->session) < 0 || proto_pack_str(pk, "top") < 0 ||
             msgpack_pack_uint32(pk, req->top) < 0 || proto_pack_str(pk, "comm_min_ratio") < 0 ||
             msgpack_pack_double(pk, req->comm_min_ratio) < 0 ||
             proto_pack_str(pk, "mem_threshold") < 0 ||
@@ -1360,6 +1471,18 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
         return 0;
     case PROTO_DELETE:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
+            return -ENOMEM;
+        return 0;
+    case PROTO_CLASSIFY:
+        if (msgpack_pack_map(pk, 1 + (req->re_comm != NULL) + (req->re_compute != NULL) +
+                                     (req->re_memory != NULL)) < 0 ||
+            pack_sessref(pk, &req->session) < 0 ||
+            (req->re_comm != NULL &&
+             (proto_pack_str(pk, "comm") < 0 || proto_pack_str(pk, req->re_comm) < 0)) ||
+            (req->re_compute != NULL &&
+             (proto_pack_str(pk, "compute") < 0 || proto_pack_str(pk, req->re_compute) < 0)) ||
+            (req->re_memory != NULL &&
+             (proto_pack_str(pk, "memory") < 0 || proto_pack_str(pk, req->re_memory) < 0)))
             return -ENOMEM;
         return 0;
     case PROTO_EXPORT:

@@ -76,8 +76,9 @@ enum proto_type {
     PROTO_ACK,
     PROTO_OK,
     PROTO_ERROR,
-    PROTO_ROWS, /* extension: one chunk of an export stream */
-    PROTO_END,  /* extension: the end of an export stream */
+    PROTO_ROWS,     /* extension: one chunk of an export stream */
+    PROTO_END,      /* extension: the end of an export stream */
+    PROTO_CLASSIFY, /* extension: re-classifies a stored session's ops (proto/PROTOCOL.md) */
 };
 
 struct proto_error {
@@ -173,6 +174,8 @@ struct proto_sessref {
     char *name; /* NULL when by id */
 };
 
+#define PROTO_MAX_RANK_FILTER 256 /* ranks a report analysis may name */
+
 struct proto_request {
     struct proto_sessref session; /* report, delete (and extensions) */
     uint32_t top;                 /* report: default 10 */
@@ -181,6 +184,18 @@ struct proto_request {
     uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
     uint32_t ops_offset;          /* report extension: ops rows skipped first */
     bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
+    /* report extension (PROTOCOL.md Part 3, "report analysis"): the analysis sections */
+    struct proto_analysis {
+        bool on;                              /* "analysis": true */
+        int64_t ranks[PROTO_MAX_RANK_FILTER]; /* "ranks": [R, ...]; n_ranks 0: every rank */
+        uint32_t n_ranks;
+        bool steps; /* "steps": [A, B]: steps A..B */
+        uint64_t step_min, step_max;
+        char *device;   /* "device": only this device's entries; NULL: all */
+        char *category; /* "category": only this category; NULL: all */
+    } analysis;
+    /* classify (extension): POSIX extended regexes, matched without case; NULL: not given */
+    char *re_comm, *re_compute, *re_memory;
 };
 
 struct proto_msg {
@@ -303,7 +318,8 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE or PROTO_EXPORT. */
+/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT or
+ * PROTO_CLASSIFY. */
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
 /* ["ok", <caller packs exactly one object next>] */
 int proto_pack_ok_header(msgpack_packer *pk);

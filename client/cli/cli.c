@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_classify.h"
 #include "cli_delete.h"
 #include "cli_export.h"
 #include "cli_import.h"
@@ -50,6 +51,7 @@ static const struct cli_command cli_commands[] = {
     {"rm", "delete", "delete an ended session", cli_delete_usage, cli_delete_run},
     {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
     {"import", NULL, "import PyTorch profiler (Kineto) traces", cli_import_usage, cli_import_run},
+    {"classify", NULL, "re-classify a session's ops by name", cli_classify_usage, cli_classify_run},
     {"help", NULL, "show this help, or a command's help", cli_help_usage, cli_help_run},
 };
 

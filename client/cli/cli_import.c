@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "cli_import_intern.h"
+#include "cli_classify.h"
 #include "cli_import_kineto.h"
 #include "cli_import_send.h"
 
@@ -56,7 +57,7 @@
 
 const char cli_import_usage[] =
     "Usage: tracectl import FILE... [--session NAME] [--rank R] [--world N] [--cpu-ops]\n"
-    "                       [--quiet] [--json]\n"
+    "                       [--comm RE] [--compute RE] [--memory RE] [--quiet] [--json]\n"
     "\n"
     "Imports PyTorch profiler (Kineto) Chrome-trace JSON files, plain or .gz, one\n"
     "file per rank, into one session, through the daemon like any producer.\n"
@@ -80,6 +81,10 @@ const char cli_import_usage[] =
     "                      for ranks imported by another command)\n"
     "      --cpu-ops       also import CPU ops and user annotations (device cpu,\n"
     "                      self time only, so nested time is not counted twice)\n"
+    "      --comm RE       ops whose name matches RE (POSIX extended, no case) are\n"
+    "                      communication; --compute RE, --memory RE likewise\n"
+    "                      (--comm is tried first, then --memory, then --compute;\n"
+    "                      else the built-in rules)\n"
     "  -q, --quiet         no progress line and no summary\n"
     "  -j, --json          the summary as JSON: per file its rank, entries and\n"
     "                      session; the totals\n"
@@ -93,6 +98,7 @@ struct import_opts {
     int64_t rank;  /* --rank, or -1 */
     int64_t world; /* --world, or -1: the number of files */
     bool cpu_ops, quiet, json;
+    struct cli_classes classes; /* --comm, --compute, --memory */
 };
 
 /* What one file gave, for the summary. */
@@ -181,7 +187,8 @@ static void import_note_launcher(struct import_job *j, const char *kernel, const
 static int import_emit(void *arg, const struct kineto_entry *e)
 {
     struct import_job *j = arg;
-    uint32_t op = import_send_op(j->s, e->op, e->category);
+    const char *mine = cli_classes_match(&j->o->classes, e->op);
+    uint32_t op = import_send_op(j->s, e->op, mine != NULL ? mine : e->category);
 
     if (op == 0)
         return j->s->err;
@@ -574,6 +581,9 @@ static int import_opts_parse(struct cli_ctx *ctx, struct import_opts *o, int arg
         {"rank", required_argument, NULL, 'r'},
         {"world", required_argument, NULL, 'w'},
         {"cpu-ops", no_argument, NULL, 'c'},
+        {"comm", required_argument, NULL, 'C'},
+        {"compute", required_argument, NULL, 'P'},
+        {"memory", required_argument, NULL, 'M'},
         {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
@@ -589,7 +599,14 @@ static int import_opts_parse(struct cli_ctx *ctx, struct import_opts *o, int arg
             return rc;
         else if (c == 'c')
             o->cpu_ops = true;
-        else if (c == 'q')
+        else if (c == 'C' || c == 'P' || c == 'M') {
+            if (cli_classes_add(&o->classes,
+                                c == 'C'   ? "comm"
+                                : c == 'P' ? "compute"
+                                           : "memory",
+                                optarg) < 0)
+                return CLI_EXIT_USAGE;
+        } else if (c == 'q')
             o->quiet = true;
         else if (c != 'r' && c != 'w' && (rc = cli_common_opt(ctx, c, argv)) != CLI_CONTINUE)
             return rc;
@@ -613,8 +630,10 @@ int cli_import_run(struct cli_ctx *ctx, int argc, char **argv)
     char session[PROTO_MAX_SESSION + 8], sockbuf[PATH_MAX];
     int rc;
 
-    if ((rc = import_opts_parse(ctx, &o, argc, argv)) != CLI_CONTINUE)
+    if ((rc = import_opts_parse(ctx, &o, argc, argv)) != CLI_CONTINUE) {
+        cli_classes_free(&o.classes);
         return rc;
+    }
     if (o.session == NULL) {
         import_default_session(argv[optind], session, sizeof(session));
         o.session = session;
@@ -642,5 +661,6 @@ int cli_import_run(struct cli_ctx *ctx, int argc, char **argv)
     for (size_t i = 0; i < run.n_res; i++)
         free(run.res[i].host);
     free(run.res);
+    cli_classes_free(&o.classes);
     return rc;
 }

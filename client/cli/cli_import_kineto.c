@@ -235,6 +235,9 @@ const char *kineto_category(const char *name, bool memory)
         "sendrecv",
         "cross_device_reduce",
         "record_param_comms",
+        "ep::internode::", /* DeepEP: dispatch, combine, notify kernels */
+        "ep::intranode::",
+        "deep_ep",
     };
     char low[KINETO_NAME_MAX + 1];
     size_t i;

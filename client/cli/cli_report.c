@@ -15,6 +15,7 @@
 #include "bytesize.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
+#include "cli_report_ranks.h"
 #include "cli_view.h"
 
 #define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -44,6 +45,12 @@ const char cli_report_usage[] =
     "                              in the table, all with --json); the communication\n"
     "                              list stops at N too\n"
     "      --ops-offset K          skip the first K operations (with --ops N)\n"
+    "      --rank R[,R...]         the analysis sections for these ranks only\n"
+    "      --step A[..B]           ... for steps A to B only\n"
+    "      --device D              ... for the entries of device D only\n"
+    "      --category C            ... for category C only (compute, comm, memory,\n"
+    "                              wait, other)\n"
+    "      --wide                  never cut op names in the tables\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -128,6 +135,9 @@ static int cli_report_page(int c, const char *arg, struct proto_request *req, bo
     return CLI_CONTINUE;
 }
 
+static bool cli_report_wide;      /* --wide: op names are never cut */
+static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tables */
+
 static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req)
 {
     static const struct option opts[] = {CLI_LONGOPTS,
@@ -136,6 +146,11 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"mem-threshold", required_argument, NULL, 'm'},
                                          {"ops", required_argument, NULL, 'O'},
                                          {"ops-offset", required_argument, NULL, 'K'},
+                                         {"rank", required_argument, NULL, 'R'},
+                                         {"step", required_argument, NULL, 'T'},
+                                         {"device", required_argument, NULL, 'D'},
+                                         {"category", required_argument, NULL, 'C'},
+                                         {"wide", no_argument, NULL, 'W'},
                                          {NULL, 0, NULL, 0}};
     bool ops_given = false;
     int c, rc;
@@ -149,6 +164,16 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = cli_report_threshold(optarg, req);
         else if (c == 'O' || c == 'K')
             rc = cli_report_page(c, optarg, req, &ops_given);
+        else if (c == 'R' || c == 'T' || c == 'D' || c == 'C')
+            rc = cli_report_ranks_opt(c == 'R'   ? "rank"
+                                      : c == 'T' ? "step"
+                                      : c == 'D' ? "device"
+                                                 : "category",
+                                      optarg, req) == 0
+                     ? CLI_CONTINUE
+                     : CLI_EXIT_USAGE;
+        else if (c == 'W')
+            rc = (cli_report_wide = true, CLI_CONTINUE);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -256,9 +281,13 @@ static int cli_report_session(FILE *f, const msgpack_object *s)
 
 static int cli_report_ops(FILE *f, const msgpack_object *ops)
 {
+    struct cli_view_col cols[CLI_REPORT_NCOLS(cli_report_ops_cols)];
+
+    memcpy(cols, cli_report_ops_cols, sizeof(cols));
+    if (cli_report_wide)
+        cols[0].max = 0;
     fputs("Operations (by total time)\n", f);
-    return cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
-                          CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
+    return cli_view_table(f, CLI_REPORT_INDENT, cols, CLI_REPORT_NCOLS(cols), ops);
 }
 
 static int cli_report_slowest(FILE *f, const msgpack_object *rows)
@@ -320,6 +349,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
 
     if (report->type != MSGPACK_OBJECT_MAP)
         return -EINVAL;
+    if ((rc = cli_report_ranks_verdict(f, report)) != 0)
+        return rc;
     for (size_t i = 0; i < CLI_REPORT_NCOLS(cli_report_sections) && rc == 0; i++) {
         const msgpack_object *section = cli_obj_get(report, cli_report_sections[i].key);
         const msgpack_object *total = cli_obj_get(report, "ops_total");
@@ -334,6 +365,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
             fprintf(f, "%s(%u of %llu operations shown: tracectl report --ops all)\n",
                     CLI_REPORT_INDENT, section->via.array.size, (unsigned long long)total->via.u64);
     }
+    if (rc == 0)
+        rc = cli_report_ranks_print(f, report, cli_report_top_n);
     return rc;
 }
 
@@ -350,17 +383,32 @@ static int cli_report_human(const msgpack_object *report)
     return cli_print_status(rc);
 }
 
+static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r);
+
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
     struct proto_request req;
+    int rc;
+
+    proto_request_init(&req);
+    req.analysis.on = true;
+    rc = cli_report_opts(ctx, argc, argv, &req);
+    cli_report_top_n = req.top;
+    if (rc == CLI_CONTINUE)
+        rc = cli_report_run_req(ctx, argc, argv, &req);
+    free(req.analysis.device);
+    free(req.analysis.category);
+    return rc;
+}
+
+static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r)
+{
+    struct proto_request req = *r;
     struct cli_conn conn;
     const msgpack_object *res;
     char *arg;
     int rc;
 
-    proto_request_init(&req);
-    if ((rc = cli_report_opts(ctx, argc, argv, &req)) != CLI_CONTINUE)
-        return rc;
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)

@@ -9,6 +9,7 @@
  * daemon's temporary dir, removed by harness_cleanup().
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1331,4 +1332,183 @@ Test(import, progress_line_counts_cpu_op_entries)
     cr_assert_eq(shown, expect);
     cr_assert_gt(rate, 0);
     free(out);
+}
+
+/* ---- the report's analysis sections on real traces ----------------------------------- */
+
+/* Communication by kernel name, as README.md says the importer classifies (lower-cased). */
+static bool comm_name(const char *name)
+{
+    static const char *const words[] = {"nccl",
+                                        "rccl",
+                                        "msccl",
+                                        "gloo",
+                                        "c10d::",
+                                        "nvshmem",
+                                        "allreduce",
+                                        "all_reduce",
+                                        "allgather",
+                                        "all_gather",
+                                        "reducescatter",
+                                        "reduce_scatter",
+                                        "alltoall",
+                                        "all_to_all",
+                                        "sendrecv",
+                                        "cross_device_reduce",
+                                        "record_param_comms",
+                                        "ep::internode::",
+                                        "ep::intranode::",
+                                        "deep_ep"};
+    char low[2048];
+    size_t i;
+
+    for (i = 0; name[i] != '\0' && i < sizeof(low) - 1; i++)
+        low[i] = (char)tolower((unsigned char)name[i]);
+    low[i] = '\0';
+    for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strstr(low, words[i]) != NULL)
+            return true;
+    return strncmp(low, "mpi_", 4) == 0;
+}
+
+struct iv2 {
+    long long b, e;
+};
+
+static int iv2_cmp(const void *a, const void *b)
+{
+    const struct iv2 *x = a, *y = b;
+
+    return x->b < y->b ? -1 : x->b > y->b;
+}
+
+/*
+ * Per-category totals of one rank's file (GPU events on a device, as imported) and its
+ * exposed communication: for each comm kernel, its time not covered by the union of the
+ * compute kernels of its device.
+ */
+static void rank_totals(const char *path, unsigned long long out[4])
+{
+    yajl_val root = load_json(path), evs = events_of(root), dur, ts, dev;
+    struct iv2 *cu = calloc(evs->u.array.len + 1, sizeof(*cu));
+    size_t n = 0, m = 0;
+
+    cr_assert_not_null(cu);
+    memset(out, 0, 4 * sizeof(*out)); /* compute, comm, memory, exposed */
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL), *name = str_at(e, "name", NULL);
+        if (!is_gpu(e) || !num_at(e, "dur", NULL, &dur) || !num_at(e, "ts", NULL, &ts) ||
+            !num_at(e, "args", "device", &dev) || name == NULL)
+            continue;
+        if (strcmp(cat, "kernel") != 0)
+            out[2] += (unsigned long long)us_ns(dur);
+        else if (comm_name(name))
+            out[1] += (unsigned long long)us_ns(dur);
+        else {
+            out[0] += (unsigned long long)us_ns(dur);
+            if (us_ns(dur) > 0)
+                cu[n++] = (struct iv2){us_ns(ts), us_ns(ts) + us_ns(dur)};
+        }
+    }
+    qsort(cu, n, sizeof(*cu), iv2_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (m > 0 && cu[i].b <= cu[m - 1].e) {
+            if (cu[i].e > cu[m - 1].e)
+                cu[m - 1].e = cu[i].e;
+        } else {
+            cu[m++] = cu[i];
+        }
+    }
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL), *name = str_at(e, "name", NULL);
+        long long b, en, cov = 0;
+        if (!is_gpu(e) || !num_at(e, "dur", NULL, &dur) || !num_at(e, "ts", NULL, &ts) ||
+            !num_at(e, "args", "device", &dev) || name == NULL || strcmp(cat, "kernel") != 0 ||
+            !comm_name(name))
+            continue;
+        b = us_ns(ts);
+        en = b + us_ns(dur);
+        for (size_t k = 0; k < m; k++) {
+            long long x = cu[k].b > b ? cu[k].b : b, y = cu[k].e < en ? cu[k].e : en;
+            if (y > x)
+                cov += y - x;
+        }
+        out[3] += (unsigned long long)(en - b - cov);
+    }
+    free(cu);
+    yajl_tree_free(root);
+}
+
+Test(import, analysis_per_rank_totals_match_the_traces)
+{
+    const char *files[] = {HTA "sampled_rank-0.json.gz", HTA "sampled_rank-1.json.gz", NULL};
+    struct proto_request req;
+    struct rep rp;
+    const msgpack_object *o, *ranks;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_import(NULL, files, "sampled", NULL), 0);
+    proto_request_init(&req);
+    req.session.name = "sampled";
+    req.analysis.on = true;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &rp.r, &rp.fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    rp.o = &o->via.array.ptr[1];
+    ranks = rows(&rp, "ranks");
+    cr_assert_eq(ranks->via.array.size, 2);
+    for (unsigned k = 0; k < 2; k++) {
+        const msgpack_object *row = &ranks->via.array.ptr[k];
+        unsigned long long want[4];
+
+        rank_totals(files[k], want);
+        cr_assert_eq(obj_u64(obj_get(row, "rank")), k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), want[0], "rank %u compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), want[1], "rank %u comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "memory_ns")), want[2], "rank %u memory", k);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), want[3], "rank %u exposed", k);
+        cr_expect_gt(want[1], 0, "the traces have communication kernels");
+    }
+    cr_expect_eq(obj_u64(obj_get(obj_get(rp.o, "completeness"), "late_entries")), 0);
+    /* the SendRecv kernels (NCCL's all-to-all) matched across the two ranks in the order
+     * of their starts: each rank's wait is the later start minus its own, capped at its
+     * duration */
+    {
+        long long st[2][64], du[2][64], waited[2] = {0, 0}, last[2] = {0, 0};
+        size_t n[2] = {0, 0};
+        for (unsigned k = 0; k < 2; k++) {
+            yajl_val root = load_json(files[k]), evs = events_of(root), dur, ts;
+            for (size_t i = 0; i < evs->u.array.len; i++) {
+                yajl_val e = evs->u.array.values[i];
+                const char *name = str_at(e, "name", NULL);
+                if (!is_gpu(e) || name == NULL || strstr(name, "SendRecv") == NULL ||
+                    !num_at(e, "dur", NULL, &dur) || !num_at(e, "ts", NULL, &ts))
+                    continue;
+                cr_assert_lt(n[k], 64);
+                size_t j = n[k]++;
+                while (j > 0 && st[k][j - 1] > us_ns(ts)) { /* insertion by start */
+                    st[k][j] = st[k][j - 1], du[k][j] = du[k][j - 1];
+                    j--;
+                }
+                st[k][j] = us_ns(ts), du[k][j] = us_ns(dur);
+            }
+            yajl_tree_free(root);
+        }
+        cr_assert_eq(n[0], n[1]);
+        for (size_t i = 0; i < n[0]; i++) {
+            long long l = st[0][i] > st[1][i] ? st[0][i] : st[1][i];
+            last[st[1][i] > st[0][i]]++;
+            for (unsigned k = 0; k < 2; k++)
+                waited[k] += l - st[k][i] < du[k][i] ? l - st[k][i] : du[k][i];
+        }
+        for (unsigned k = 0; k < 2; k++) {
+            const msgpack_object *row = &ranks->via.array.ptr[k];
+            cr_expect_eq(obj_u64(obj_get(row, "collectives")), n[0]);
+            cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), (unsigned long long)waited[k],
+                         "rank %u waited", k);
+            cr_expect_eq(obj_u64(obj_get(row, "arrived_last")), (unsigned long long)last[k]);
+        }
+    }
+    report_done(&rp);
 }

@@ -130,6 +130,11 @@ Test(analysis, classify_mixed_case_and_mpi)
 {
     cr_assert_str_eq(analysis_classify("ncclAllReduce"), "comm");
     cr_assert_str_eq(analysis_classify("c10d::AllGather_"), "comm");
+    /* extensions: DeepEP's kernels, gloo and c10d names */
+    cr_assert_str_eq(analysis_classify("void deep_ep::internode::dispatch<8, 1024>(int*)"), "comm");
+    cr_assert_str_eq(analysis_classify("ep::internode::combine"), "comm");
+    cr_assert_str_eq(analysis_classify("ep::intranode::notify_dispatch"), "comm");
+    cr_assert_str_eq(analysis_classify("gloo:all_reduce"), "comm");
     cr_assert_str_eq(analysis_classify("MPI_Allreduce"), "comm");
     /* Only the mpi_ prefix makes these comm: no keyword inside. */
     cr_assert_str_eq(analysis_classify("MPI_Wait"), "comm");

@@ -1,0 +1,1188 @@
+/* ranks.c — the rank, step and collective aggregates; see ranks.h. */
+#include <errno.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "map.h"
+#include "ranks.h"
+#include "schema.h"
+#include "store.h"
+
+#define RANKS_CAP ((uint64_t)INT64_MAX)
+#define SAT(col, p)                                                                                \
+    col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807 ELSE " col    \
+        " + " p " END"
+
+static uint64_t rk_sat(uint64_t a, uint64_t b)
+{
+    return a > RANKS_CAP - b ? RANKS_CAP : a + b;
+}
+
+/* rk_ops delta */
+struct rk_opsum {
+    int64_t process_id;
+    uint64_t step;
+    uint32_t device_id, op_id;
+    uint64_t calls, total, elements, exposed, begin, end;
+};
+
+/* rk_steps delta */
+struct rk_stepsum {
+    int64_t process_id;
+    uint64_t step, begin, end;
+    uint64_t cat[RANKS_NCAT];
+    uint64_t exposed, coll, waited, last_count, caused;
+};
+
+/* rk_coll and rk_coll_ranks deltas (process_id -1 for rk_coll) */
+struct rk_collsum {
+    uint32_t op_id;
+    int64_t process_id;
+    uint64_t step, instances, partial, skew, skew_max, waited, last_count;
+};
+
+struct rk_arrival {
+    int64_t process_id;
+    uint64_t step, start, dur;
+};
+
+struct rk_ikey {
+    uint64_t kind, k1, k2, k3; /* kind 1: (comm, seq); 2: (op, group, occurrence) */
+};
+
+struct rk_inst {
+    struct rk_ikey key;
+    uint32_t op_id;
+    uint64_t opened; /* order of opening, for finalizing the oldest */
+    struct rk_arrival *a;
+    size_t n, cap;
+};
+
+/*
+ * The open instances: r->inst (unordered, at most RANKS_OPEN), a hash of their keys
+ * (open addressing, linear probing, RK_ISLOTS slots of inst index + 1, 0 empty; deletion
+ * shifts back, so no tombstones), and the order they opened in (a ring of RK_IQUEUE keys:
+ * an entry whose instance has closed is skipped when it reaches the front). An instance
+ * that RK_IQUEUE newer ones overtook is closed as it is.
+ */
+#define RK_ISLOTS 4096
+#define RK_IQUEUE 4096
+
+struct rk_iq {
+    struct rk_ikey key;
+    uint64_t opened;
+};
+
+struct rk_proc {
+    uint64_t group; /* hash of its process_group metadata, 0 none */
+    bool seen;
+    bool replay; /* an imported file (metadata import.file): entries in file order */
+};
+
+struct rk_iv {
+    uint64_t b, e;
+};
+
+struct rk_pend {
+    uint64_t b, e, step;
+    uint32_t op_id;
+};
+
+/* The intervals of one (process, device), for exposed communication. */
+struct rk_dev {
+    int64_t process_id;
+    uint32_t device_id;
+    struct rk_iv *cu; /* merged compute intervals, sorted */
+    size_t n_cu, cap_cu;
+    struct rk_pend *pc; /* comm entries not yet counted */
+    size_t n_pc, cap_pc;
+    uint64_t max_start;
+    uint64_t disorder; /* the most an entry started before the latest start seen before it */
+    uint64_t fin_end;  /* latest end of a comm entry already counted */
+    uint64_t drop_end; /* latest end of a compute interval already dropped */
+};
+
+struct ranks {
+    sqlite3 *db;
+    uint8_t *cat;     /* by op id: enum ranks_cat, 0xff unknown */
+    uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point) */
+    size_t n_cat;
+    struct rk_proc *procs;
+    size_t n_procs;
+    uint64_t world, nprocs_seen;
+    uint64_t late, late_written, opened;
+    bool inexact, inexact_written;
+
+    struct strmap ops_idx, steps_idx, coll_idx, occ_idx, dev_idx;
+    struct rk_opsum *ops;
+    size_t n_ops, cap_ops;
+    struct rk_stepsum *steps;
+    size_t n_steps, cap_steps;
+    struct rk_collsum *coll;
+    size_t n_coll, cap_coll;
+    uint64_t *occ;
+    size_t n_occ, cap_occ;
+    struct rk_dev *devs;
+    size_t n_devs, cap_devs;
+    struct rk_inst *inst;
+    size_t n_inst, cap_inst;
+    uint32_t *islot;  /* RK_ISLOTS */
+    struct rk_iq *iq; /* RK_IQUEUE, a ring */
+    size_t iq_head, iq_len;
+
+    sqlite3_stmt *up_ops, *up_steps, *up_coll, *up_collr;
+};
+
+enum ranks_cat ranks_cat_code(const char *c)
+{
+    if (c == NULL || strcmp(c, "compute") == 0)
+        return RANKS_COMPUTE;
+    if (strcmp(c, "comm") == 0)
+        return RANKS_COMM;
+    if (strcmp(c, "memory") == 0)
+        return RANKS_MEMORY;
+    if (strcmp(c, "wait") == 0)
+        return RANKS_WAIT;
+    return RANKS_OTHER;
+}
+
+const char *ranks_cat_name(enum ranks_cat c)
+{
+    static const char *const names[RANKS_NCAT] = {"compute", "comm", "memory", "wait", "other"};
+
+    return (unsigned)c < RANKS_NCAT ? names[c] : "other";
+}
+
+/* Grows *arr (of *cap elements of size sz) to hold n + 1. 0 or -ENOMEM. */
+static int rk_grow(void **arr, size_t *cap, size_t n, size_t sz)
+{
+    size_t c;
+    void *p;
+
+    if (n < *cap)
+        return 0;
+    c = *cap ? *cap * 2 : 64;
+    if ((p = realloc(*arr, c * sz)) == NULL)
+        return -ENOMEM;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* "col = col + ?N" saturating at INT64_MAX, as in agg.c */
+#define SAT_SET(col, p)                                                                            \
+    col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807"              \
+        " ELSE " col " + " p " END"
+
+static const char rk_up_ops_sql[] =
+    "INSERT INTO rk_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+    " ON CONFLICT(process_id, step, device_id, op_id) DO UPDATE SET " SAT_SET(
+        "calls",
+        "?5") ", " SAT_SET("total_ns",
+                           "?6") ", " SAT_SET("elements",
+                                              "?7") ", " SAT_SET("exposed_ns",
+                                                                 "?8") ", begin_ns = min(begin_ns, "
+                                                                       "?9), end_ns = max(end_ns, "
+                                                                       "?10)";
+
+static const char
+    rk_up_steps_sql
+        [] =
+            "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+            "?14)"
+            " ON CONFLICT(process_id, step) DO UPDATE SET begin_ns = min(begin_ns, ?3),"
+            " end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET("memory_ns", "?7") ", " SAT_SET(
+                "wait_ns",
+                "?8") ", " SAT_SET("other_ns",
+                                   "?9") ", " SAT_SET("exposed_ns",
+                                                      "?10") ", " SAT_SET("coll",
+                                                                          "?11") ", " SAT_SET("wai"
+                                                                                              "ted"
+                                                                                              "_n"
+                                                                                              "s",
+                                                                                              "?1"
+                                                                                              "2") ", " SAT_SET("last_count",
+                                                                                                                "?13") ", " SAT_SET("caused_ns",
+                                                                                                                                    "?14");
+
+static const char rk_up_coll_sql[] =
+    "INSERT INTO rk_coll VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    " ON CONFLICT(op_id, step) DO UPDATE SET " SAT_SET("instances", "?3") ", " SAT_SET(
+        "partial", "?4") ", " SAT_SET("skew_ns", "?5") ", skew_max_ns = max(skew_max_ns, ?6)";
+
+static const char rk_up_collr_sql[] =
+    "INSERT INTO rk_coll_ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    " ON CONFLICT(op_id, process_id, step) DO UPDATE SET " SAT_SET("instances", "?4") ", " SAT_SET(
+        "waited_ns", "?5") ", " SAT_SET("last_count", "?6");
+
+static void rk_reset_deltas(struct ranks *r)
+{
+    strmap_deinit(&r->ops_idx);
+    strmap_deinit(&r->steps_idx);
+    strmap_deinit(&r->coll_idx);
+    strmap_init(&r->ops_idx);
+    strmap_init(&r->steps_idx);
+    strmap_init(&r->coll_idx);
+    r->n_ops = r->n_steps = r->n_coll = 0;
+}
+
+struct ranks *ranks_new(sqlite3 *db)
+{
+    struct ranks *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    r->db = db;
+    strmap_init(&r->ops_idx);
+    strmap_init(&r->steps_idx);
+    strmap_init(&r->coll_idx);
+    strmap_init(&r->occ_idx);
+    strmap_init(&r->dev_idx);
+    r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
+    r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
+    if (r->islot == NULL || r->iq == NULL ||
+        sqlite3_exec(db, schema_ranks_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db, rk_up_coll_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_coll, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
+                           NULL) != SQLITE_OK) {
+        ranks_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ranks_free(struct ranks *r)
+{
+    if (r == NULL)
+        return;
+    sqlite3_finalize(r->up_ops);
+    sqlite3_finalize(r->up_steps);
+    sqlite3_finalize(r->up_coll);
+    sqlite3_finalize(r->up_collr);
+    strmap_deinit(&r->ops_idx);
+    strmap_deinit(&r->steps_idx);
+    strmap_deinit(&r->coll_idx);
+    strmap_deinit(&r->occ_idx);
+    strmap_deinit(&r->dev_idx);
+    for (size_t i = 0; i < r->n_devs; i++) {
+        free(r->devs[i].cu);
+        free(r->devs[i].pc);
+    }
+    for (size_t i = 0; i < r->n_inst; i++)
+        free(r->inst[i].a);
+    free(r->devs);
+    free(r->inst);
+    free(r->islot);
+    free(r->iq);
+    free(r->ops);
+    free(r->steps);
+    free(r->coll);
+    free(r->occ);
+    free(r->cat);
+    free(r->coll_ok);
+    free(r->procs);
+    free(r);
+}
+
+static int rk_info(struct ranks *r, const char *key, int64_t v)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "INSERT OR REPLACE INTO info VALUES (?, ?)", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int ranks_init_file_rc(struct ranks *r)
+{
+    r->inexact_written = false;
+    return rk_info(r, "ranks", 1);
+}
+
+/* ---- ops and processes --------------------------------------------------- */
+
+/* True when word (lower case) occurs in name, compared ASCII lower-cased. */
+static bool rk_has(const char *name, const char *word)
+{
+    for (const char *p = name; *p != '\0'; p++) {
+        size_t i = 0;
+        while (word[i] != '\0' && p[i] != '\0' && (p[i] | 0x20) == word[i])
+            i++;
+        if (word[i] == '\0')
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Point-to-point by name: send or recv (isend, MPI_Irecv), but not NCCL's
+ * SendRecv kernels, which is how NCCL runs all-to-all on every rank.
+ */
+static bool rk_is_p2p(const char *name)
+{
+    return (rk_has(name, "send") || rk_has(name, "recv")) && !rk_has(name, "sendrecv");
+}
+
+static int ranks_op_rc(struct ranks *r, uint32_t op_id, const char *name, const char *category)
+{
+    if (op_id >= r->n_cat) {
+        size_t n = r->n_cat ? r->n_cat : 64;
+        uint8_t *c, *k;
+        while (n <= op_id)
+            n *= 2;
+        if ((c = realloc(r->cat, n)) == NULL)
+            return SQLITE_NOMEM;
+        r->cat = c;
+        if ((k = realloc(r->coll_ok, n)) == NULL)
+            return SQLITE_NOMEM;
+        r->coll_ok = k;
+        memset(r->cat + r->n_cat, RANKS_COMPUTE, n - r->n_cat);
+        memset(r->coll_ok + r->n_cat, 0, n - r->n_cat);
+        r->n_cat = n;
+    }
+    r->cat[op_id] = (uint8_t)ranks_cat_code(category);
+    r->coll_ok[op_id] = r->cat[op_id] == RANKS_COMM && !rk_is_p2p(name);
+    return 0;
+}
+
+static struct rk_proc *rk_proc(struct ranks *r, int64_t process_id)
+{
+    size_t id = (size_t)process_id;
+
+    if (process_id < 0 || process_id > (1 << 24))
+        return NULL;
+    if (id >= r->n_procs) {
+        size_t n = r->n_procs ? r->n_procs : 16;
+        struct rk_proc *p;
+        while (n <= id)
+            n *= 2;
+        if ((p = realloc(r->procs, n * sizeof(*p))) == NULL)
+            return NULL;
+        memset(p + r->n_procs, 0, (n - r->n_procs) * sizeof(*p));
+        r->procs = p;
+        r->n_procs = n;
+    }
+    if (!r->procs[id].seen) {
+        r->procs[id].seen = true;
+        r->nprocs_seen++;
+    }
+    return &r->procs[id];
+}
+
+static int ranks_process_rc(struct ranks *r, int64_t process_id, int64_t world)
+{
+    if (rk_proc(r, process_id) == NULL)
+        return SQLITE_NOMEM;
+    if (world > 0 && (uint64_t)world > r->world)
+        r->world = (uint64_t)world;
+    return 0;
+}
+
+/* FNV-1a, never 0 (0 means "no group"). */
+static uint64_t rk_hash(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 1469598103934665603ull;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+static int ranks_meta_rc(struct ranks *r, int64_t process_id, const char *key, const char *sval,
+                         int64_t ival, bool is_str)
+{
+    struct rk_proc *p;
+
+    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0)
+        return 0;
+    if ((p = rk_proc(r, process_id)) == NULL)
+        return SQLITE_NOMEM;
+    if (strcmp(key, "import.file") == 0) {
+        p->replay = true;
+        return 0;
+    }
+    p->group = is_str ? rk_hash(sval, strlen(sval)) : rk_hash(&ival, sizeof(ival));
+    return 0;
+}
+
+/* ---- deltas -------------------------------------------------------------- */
+
+/* The index of key in idx, appending a zeroed element to *arr when new; -1 on ENOMEM. */
+static ssize_t rk_slot(struct strmap *idx, const void *key, size_t klen, void **arr, size_t *n,
+                       size_t *cap, size_t sz, bool *fresh)
+{
+    uint32_t i;
+
+    *fresh = false;
+    if (strmap_get(idx, key, klen, &i))
+        return (ssize_t)i;
+    *fresh = true;
+    if (rk_grow(arr, cap, *n, sz) < 0 || strmap_put(idx, key, klen, (uint32_t)*n) < 0)
+        return -1;
+    memset((char *)*arr + *n * sz, 0, sz);
+    return (ssize_t)(*n)++;
+}
+
+static struct rk_stepsum *rk_step(struct ranks *r, int64_t process_id, uint64_t step)
+{
+    uint64_t key[2] = {(uint64_t)process_id, step};
+    bool fresh;
+    ssize_t i = rk_slot(&r->steps_idx, key, sizeof(key), (void **)&r->steps, &r->n_steps,
+                        &r->cap_steps, sizeof(*r->steps), &fresh);
+    struct rk_stepsum *s;
+
+    if (i < 0)
+        return NULL;
+    s = &r->steps[i];
+    if (fresh) {
+        s->process_id = process_id;
+        s->step = step;
+        s->begin = UINT64_MAX;
+    }
+    return s;
+}
+
+static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint64_t step,
+                                 uint32_t device_id, uint32_t op_id)
+{
+    uint64_t key[3] = {(uint64_t)process_id, step, (uint64_t)device_id << 32 | op_id};
+    bool fresh;
+    ssize_t i = rk_slot(&r->ops_idx, key, sizeof(key), (void **)&r->ops, &r->n_ops, &r->cap_ops,
+                        sizeof(*r->ops), &fresh);
+    struct rk_opsum *o;
+
+    if (i < 0)
+        return NULL;
+    o = &r->ops[i];
+    if (fresh) {
+        o->process_id = process_id;
+        o->step = step;
+        o->device_id = device_id;
+        o->op_id = op_id;
+        o->begin = UINT64_MAX;
+    }
+    return o;
+}
+
+static struct rk_collsum *rk_collsum(struct ranks *r, uint32_t op_id, int64_t process_id,
+                                     uint64_t step)
+{
+    uint64_t key[3] = {op_id, (uint64_t)process_id, step};
+    bool fresh;
+    ssize_t i = rk_slot(&r->coll_idx, key, sizeof(key), (void **)&r->coll, &r->n_coll, &r->cap_coll,
+                        sizeof(*r->coll), &fresh);
+    struct rk_collsum *c;
+
+    if (i < 0)
+        return NULL;
+    c = &r->coll[i];
+    c->op_id = op_id;
+    c->process_id = process_id;
+    c->step = step;
+    return c;
+}
+
+/* ---- exposed communication ----------------------------------------------- */
+
+static struct rk_dev *rk_dev(struct ranks *r, int64_t process_id, uint32_t device_id)
+{
+    uint64_t key[2] = {(uint64_t)process_id, device_id};
+    bool fresh;
+    ssize_t i = rk_slot(&r->dev_idx, key, sizeof(key), (void **)&r->devs, &r->n_devs, &r->cap_devs,
+                        sizeof(*r->devs), &fresh);
+
+    if (i < 0)
+        return NULL;
+    r->devs[i].process_id = process_id;
+    r->devs[i].device_id = device_id;
+    return &r->devs[i];
+}
+
+/* Adds [b, e) to the merged, sorted compute intervals of d. */
+static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
+{
+    size_t lo = 0, hi = d->n_cu, j;
+
+    /* the first interval that ends at or after b */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (d->cu[mid].e < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    j = lo;
+    while (j < d->n_cu && d->cu[j].b <= e) {
+        if (d->cu[j].b < b)
+            b = d->cu[j].b;
+        if (d->cu[j].e > e)
+            e = d->cu[j].e;
+        j++;
+    }
+    if (j > lo) { /* [lo, j) merge into one */
+        d->cu[lo] = (struct rk_iv){b, e};
+        memmove(d->cu + lo + 1, d->cu + j, (d->n_cu - j) * sizeof(*d->cu));
+        d->n_cu -= j - lo - 1;
+        return 0;
+    }
+    if (rk_grow((void **)&d->cu, &d->cap_cu, d->n_cu, sizeof(*d->cu)) < 0)
+        return -ENOMEM;
+    memmove(d->cu + lo + 1, d->cu + lo, (d->n_cu - lo) * sizeof(*d->cu));
+    d->cu[lo] = (struct rk_iv){b, e};
+    d->n_cu++;
+    return 0;
+}
+
+/* The length of [b, e) covered by the compute intervals of d. */
+static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e)
+{
+    size_t lo = 0, hi = d->n_cu;
+    uint64_t sum = 0;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (d->cu[mid].e <= b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t j = lo; j < d->n_cu && d->cu[j].b < e; j++) {
+        uint64_t x = d->cu[j].b > b ? d->cu[j].b : b, y = d->cu[j].e < e ? d->cu[j].e : e;
+        if (y > x)
+            sum += y - x;
+    }
+    return sum;
+}
+
+/* Counts the pending comm entries of d that end at or before w; drops what no longer matters. */
+static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
+{
+    size_t keep = 0, drop = 0;
+    uint64_t low = w;
+
+    for (size_t i = 0; i < d->n_pc; i++) {
+        struct rk_pend *p = &d->pc[i];
+        if (p->e <= w) {
+            uint64_t exp = (p->e - p->b) - rk_cu_overlap(d, p->b, p->e);
+            struct rk_opsum *o = rk_opsum(r, d->process_id, p->step, d->device_id, p->op_id);
+            struct rk_stepsum *s = rk_step(r, d->process_id, p->step);
+            if (o == NULL || s == NULL)
+                return SQLITE_NOMEM;
+            o->exposed = rk_sat(o->exposed, exp);
+            s->exposed = rk_sat(s->exposed, exp);
+            if (p->e > d->fin_end)
+                d->fin_end = p->e;
+        } else {
+            if (p->b < low)
+                low = p->b;
+            d->pc[keep++] = *p;
+        }
+    }
+    d->n_pc = keep;
+    /* compute intervals that end before every pending and future comm entry */
+    while (drop < d->n_cu && d->cu[drop].e <= low) {
+        if (d->cu[drop].e > d->drop_end)
+            d->drop_end = d->cu[drop].e;
+        drop++;
+    }
+    if (drop > 0) {
+        memmove(d->cu, d->cu + drop, (d->n_cu - drop) * sizeof(*d->cu));
+        d->n_cu -= drop;
+    }
+    return 0;
+}
+
+/*
+ * At a commit: counts the comm entries of d that no entry still to come should overlap.
+ * Live producers send nearly in time order: what ends before the latest start, less twice
+ * the most an entry of d has come late so far. An imported file comes in file order, not
+ * time order: its entries are counted when the session ends (or at RANKS_PENDING).
+ */
+static int rk_dev_settle_live(struct ranks *r, struct rk_dev *d)
+{
+    const struct rk_proc *p = (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+    uint64_t margin = d->disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * d->disorder;
+
+    if (p != NULL && p->replay)
+        return 0;
+    return rk_dev_settle(r, d, d->max_start > margin ? d->max_start - margin : 0);
+}
+
+static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_entry *e,
+                       uint32_t dev_id, enum ranks_cat cat)
+{
+    struct rk_dev *d;
+    uint64_t end = e->start_ns + e->dur_ns;
+
+    if ((cat != RANKS_COMPUTE && cat != RANKS_COMM) || e->dur_ns == 0)
+        return 0;
+    if ((d = rk_dev(r, process_id, dev_id)) == NULL)
+        return SQLITE_NOMEM;
+    /* too late to be counted exactly: a compute entry over a comm entry already counted,
+     * a comm entry over compute intervals already dropped */
+    if (e->start_ns < (cat == RANKS_COMPUTE ? d->fin_end : d->drop_end))
+        r->late++;
+    if (e->start_ns > d->max_start)
+        d->max_start = e->start_ns;
+    else if (d->max_start - e->start_ns > d->disorder)
+        d->disorder = d->max_start - e->start_ns;
+    if (d->n_cu >= RANKS_PENDING || d->n_pc >= RANKS_PENDING) {
+        /* a comm entry open over too many others (a peer could make it endless): count
+         * what is pending now, and flag the session's exposure as inexact */
+        int rc = rk_dev_settle(r, d, UINT64_MAX);
+        r->late++;
+        if (rc != 0)
+            return rc;
+    }
+    if (cat == RANKS_COMPUTE)
+        return rk_cu_add(d, e->start_ns, end) < 0 ? SQLITE_NOMEM : 0;
+    if (rk_grow((void **)&d->pc, &d->cap_pc, d->n_pc, sizeof(*d->pc)) < 0)
+        return SQLITE_NOMEM;
+    d->pc[d->n_pc++] = (struct rk_pend){e->start_ns, end, e->step, e->op_id};
+    return 0;
+}
+
+/* ---- collectives --------------------------------------------------------- */
+
+static size_t rk_ihome(const struct rk_ikey *k)
+{
+    uint64_t h = k->kind * 0x9e3779b97f4a7c15ull;
+
+    h = (h ^ k->k1) * 0xff51afd7ed558ccdull;
+    h = (h ^ k->k2) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ k->k3) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 40) & (RK_ISLOTS - 1);
+}
+
+static bool rk_ikey_eq(const struct rk_ikey *a, const struct rk_ikey *b)
+{
+    return a->kind == b->kind && a->k1 == b->k1 && a->k2 == b->k2 && a->k3 == b->k3;
+}
+
+/* The slot of key: where it is, else the empty slot where it would go. */
+static size_t rk_ifind(const struct ranks *r, const struct rk_ikey *key)
+{
+    size_t i = rk_ihome(key);
+
+    while (r->islot[i] != 0 && !rk_ikey_eq(&r->inst[r->islot[i] - 1].key, key))
+        i = (i + 1) & (RK_ISLOTS - 1);
+    return i;
+}
+
+/* Removes key (present) from the hash, shifting back the entries after it. */
+static void rk_idel(struct ranks *r, const struct rk_ikey *key)
+{
+    size_t i = rk_ifind(r, key), j = i;
+
+    r->islot[i] = 0;
+    for (;;) {
+        size_t k;
+        j = (j + 1) & (RK_ISLOTS - 1);
+        if (r->islot[j] == 0)
+            return;
+        k = rk_ihome(&r->inst[r->islot[j] - 1].key);
+        /* the entry at j may move to i when its home is not in (i, j] (cyclically) */
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+            r->islot[i] = r->islot[j];
+            r->islot[j] = 0;
+            i = j;
+        }
+    }
+}
+
+static int rk_inst_finalize(struct ranks *r, size_t idx)
+{
+    struct rk_inst *in = &r->inst[idx];
+    uint64_t first = UINT64_MAX, last = 0, expected;
+    size_t li = 0;
+    struct rk_collsum *c;
+    int rc = 0;
+
+    for (size_t i = 0; i < in->n; i++) {
+        if (in->a[i].start < first)
+            first = in->a[i].start;
+        if (i == 0 || in->a[i].start > last) {
+            last = in->a[i].start;
+            li = i;
+        }
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        const struct rk_arrival *a = &in->a[i];
+        uint64_t wait = last - a->start;
+        struct rk_stepsum *s = rk_step(r, a->process_id, a->step);
+        struct rk_collsum *cr = rk_collsum(r, in->op_id, a->process_id, a->step);
+
+        if (s == NULL || cr == NULL) {
+            rc = SQLITE_NOMEM;
+            goto done;
+        }
+        if (wait > a->dur)
+            wait = a->dur;
+        s->coll++;
+        s->waited = rk_sat(s->waited, wait);
+        cr->instances++;
+        cr->waited = rk_sat(cr->waited, wait);
+        if (i == li) {
+            s->last_count++;
+            s->caused = rk_sat(s->caused, last - first);
+            cr->last_count++;
+        }
+    }
+    expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
+    if ((c = rk_collsum(r, in->op_id, -1, in->a[li].step)) == NULL) {
+        rc = SQLITE_NOMEM;
+        goto done;
+    }
+    c->instances++;
+    c->partial += in->n < expected;
+    c->skew = rk_sat(c->skew, last - first);
+    if (last - first > c->skew_max)
+        c->skew_max = last - first;
+done:
+    free(in->a);
+    rk_idel(r, &in->key);
+    if (idx != --r->n_inst) {
+        r->inst[idx] = r->inst[r->n_inst];
+        r->islot[rk_ifind(r, &r->inst[idx].key)] = (uint32_t)idx + 1;
+    }
+    return rc;
+}
+
+/* Closes the oldest open instance (the queue's front that is still open), if any. */
+static int rk_inst_oldest(struct ranks *r)
+{
+    while (r->iq_len > 0) {
+        struct rk_iq *q = &r->iq[r->iq_head];
+        size_t pos = rk_ifind(r, &q->key);
+
+        r->iq_head = (r->iq_head + 1) % RK_IQUEUE;
+        r->iq_len--;
+        if (r->islot[pos] != 0 && r->inst[r->islot[pos] - 1].opened == q->opened)
+            return rk_inst_finalize(r, r->islot[pos] - 1);
+    }
+    return 0;
+}
+
+static int rk_collective(struct ranks *r, int64_t process_id, const struct proto_entry *e,
+                         const struct proto_ext *x)
+{
+    struct rk_ikey key = {0};
+    struct rk_inst *in;
+    uint64_t expected;
+    size_t pos;
+    int rc;
+
+    if (x != NULL && (x->has & PROTO_EXT_PEER))
+        return 0; /* point-to-point */
+    if (x != NULL && (x->has & PROTO_EXT_COMM) && (x->has & PROTO_EXT_SEQ)) {
+        key.kind = 1, key.k1 = x->comm, key.k2 = x->seq;
+    } else {
+        struct rk_proc *p = rk_proc(r, process_id);
+        uint64_t okey[3] = {(uint64_t)process_id, e->op_id, p != NULL ? p->group : 0};
+        bool fresh;
+        ssize_t i = rk_slot(&r->occ_idx, okey, sizeof(okey), (void **)&r->occ, &r->n_occ,
+                            &r->cap_occ, sizeof(*r->occ), &fresh);
+        if (p == NULL || i < 0)
+            return SQLITE_NOMEM;
+        key.kind = 2, key.k1 = e->op_id, key.k2 = okey[2], key.k3 = r->occ[i]++;
+    }
+    pos = rk_ifind(r, &key);
+    if (r->islot[pos] != 0) {
+        in = &r->inst[r->islot[pos] - 1];
+        for (size_t i = 0; i < in->n; i++)
+            if (in->a[i].process_id == process_id)
+                return 0; /* the same (comm, seq) twice from one process: not an arrival */
+    } else {
+        /* room: at most RANKS_OPEN open, and a queue slot (an instance RK_IQUEUE newer ones
+         * overtook is closed as it is) */
+        while (r->n_inst >= RANKS_OPEN || r->iq_len == RK_IQUEUE) /* each pops the queue */
+            if ((rc = rk_inst_oldest(r)) != 0)
+                return rc;
+        if (rk_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0)
+            return SQLITE_NOMEM;
+        pos = rk_ifind(r, &key); /* closing may have moved the slots */
+        in = &r->inst[r->n_inst++];
+        memset(in, 0, sizeof(*in));
+        in->key = key;
+        in->op_id = e->op_id;
+        in->opened = r->opened++;
+        r->islot[pos] = (uint32_t)r->n_inst;
+        r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
+    }
+    if (rk_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0)
+        return SQLITE_NOMEM;
+    in->a[in->n++] = (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns};
+    expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
+    if (in->n >= expected)
+        return rk_inst_finalize(r, (size_t)(in - r->inst));
+    return 0;
+}
+
+static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
+                          uint32_t dev_id, const struct proto_ext *x)
+{
+    enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
+    struct rk_opsum *o = rk_opsum(r, process_id, e->step, dev_id, e->op_id);
+    struct rk_stepsum *s = rk_step(r, process_id, e->step);
+    uint64_t end = e->start_ns + e->dur_ns;
+    int rc;
+
+    if (o == NULL || s == NULL || rk_proc(r, process_id) == NULL)
+        return SQLITE_NOMEM;
+    o->calls++;
+    o->total = rk_sat(o->total, e->dur_ns);
+    o->elements = rk_sat(o->elements, e->elements);
+    if (e->start_ns < o->begin)
+        o->begin = e->start_ns;
+    if (end > o->end)
+        o->end = end;
+    s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
+    if (e->start_ns < s->begin)
+        s->begin = e->start_ns;
+    if (end > s->end)
+        s->end = end;
+    if ((rc = rk_exposure(r, process_id, e, dev_id, cat)) != 0)
+        return rc;
+    if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
+        return rk_collective(r, process_id, e, x);
+    return 0;
+}
+
+bool ranks_pending(const struct ranks *r)
+{
+    if (r == NULL)
+        return false;
+    if (r->n_inst > 0)
+        return true;
+    for (size_t i = 0; i < r->n_devs; i++)
+        if (r->devs[i].n_pc > 0)
+            return true;
+    return false;
+}
+
+static int ranks_finish_rc(struct ranks *r)
+{
+    int rc;
+
+    while (r->n_inst > 0 && r->iq_len > 0)
+        if ((rc = rk_inst_oldest(r)) != 0)
+            return rc;
+    for (size_t i = 0; i < r->n_devs; i++)
+        if ((rc = rk_dev_settle(r, &r->devs[i], UINT64_MAX)) != 0)
+            return rc;
+    return 0;
+}
+
+/* ---- flush --------------------------------------------------------------- */
+
+static int rk_run(sqlite3_stmt *st, const int64_t *v, int n)
+{
+    int rc;
+
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(st, i + 1, v[i]);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int ranks_flush_rc(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_devs; i++)
+        if ((rc = rk_dev_settle_live(r, &r->devs[i])) != 0)
+            return rc;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const struct rk_opsum *o = &r->ops[i];
+        int64_t v[10] = {
+            o->process_id,     (int64_t)o->step,  o->device_id,         o->op_id,
+            (int64_t)o->calls, (int64_t)o->total, (int64_t)o->elements, (int64_t)o->exposed,
+            (int64_t)o->begin, (int64_t)o->end};
+        if (o->calls == 0) { /* only exposure: begin/end must not move */
+            v[8] = INT64_MAX;
+            v[9] = 0;
+        }
+        if ((rc = rk_run(r->up_ops, v, 10)) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < r->n_steps; i++) {
+        const struct rk_stepsum *s = &r->steps[i];
+        int64_t v[14] = {s->process_id,
+                         (int64_t)s->step,
+                         s->begin == UINT64_MAX ? INT64_MAX : (int64_t)s->begin,
+                         (int64_t)s->end,
+                         (int64_t)s->cat[RANKS_COMPUTE],
+                         (int64_t)s->cat[RANKS_COMM],
+                         (int64_t)s->cat[RANKS_MEMORY],
+                         (int64_t)s->cat[RANKS_WAIT],
+                         (int64_t)s->cat[RANKS_OTHER],
+                         (int64_t)s->exposed,
+                         (int64_t)s->coll,
+                         (int64_t)s->waited,
+                         (int64_t)s->last_count,
+                         (int64_t)s->caused};
+        if ((rc = rk_run(r->up_steps, v, 14)) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < r->n_coll; i++) {
+        const struct rk_collsum *c = &r->coll[i];
+        if (c->process_id < 0) {
+            int64_t v[6] = {
+                c->op_id,         (int64_t)c->step,    (int64_t)c->instances, (int64_t)c->partial,
+                (int64_t)c->skew, (int64_t)c->skew_max};
+            rc = rk_run(r->up_coll, v, 6);
+        } else {
+            int64_t v[6] = {c->op_id,           c->process_id,
+                            (int64_t)c->step,   (int64_t)c->instances,
+                            (int64_t)c->waited, (int64_t)c->last_count};
+            rc = rk_run(r->up_collr, v, 6);
+        }
+        if (rc != 0)
+            return rc;
+    }
+    if (r->late != r->late_written) {
+        if ((rc = rk_info(r, "ranks_late", (int64_t)r->late)) != 0)
+            return rc;
+        r->late_written = r->late;
+    }
+    if (r->inexact && !r->inexact_written) {
+        if ((rc = rk_info(r, "ranks", 2)) != 0)
+            return rc;
+        r->inexact_written = true;
+    }
+    rk_reset_deltas(r);
+    return 0;
+}
+
+void ranks_discard(struct ranks *r)
+{
+    rk_reset_deltas(r);
+    r->inexact = true;
+}
+
+/* ---- reload and rebuild -------------------------------------------------- */
+
+static int rk_load_ops(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT id, name, category FROM ops", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (id >= 0 && id <= UINT32_MAX && name != NULL &&
+            (rc = ranks_op_rc(r, (uint32_t)id, name, (const char *)sqlite3_column_text(st, 2))) !=
+                0)
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int rk_load_procs(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT id, world FROM processes", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = ranks_process_rc(r, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1))) !=
+            0)
+            break;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != 0)
+        return rc;
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT process_id, key, value FROM meta"
+                            " WHERE key IN ('process_group', 'import.file')",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        const char *key = (const char *)sqlite3_column_text(st, 1);
+        if (sqlite3_column_type(st, 2) == SQLITE_TEXT)
+            rc = ranks_meta_rc(r, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
+        else
+            rc = ranks_meta_rc(r, id, key, NULL, sqlite3_column_int64(st, 2), false);
+        if (rc != 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int ranks_load_rc(struct ranks *r)
+{
+    int rc;
+
+    if ((rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0)
+        return rc;
+    r->inexact = true; /* open instances and occurrence counts were lost with the close */
+    return 0;
+}
+
+static bool rk_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st;
+    bool found = false;
+
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int rk_rebuild_entries(struct ranks *r)
+{
+    static const char with_ext[] =
+        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
+        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq FROM entries e"
+        " LEFT JOIN shapes s ON s.id = e.shape_id LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
+        " ORDER BY e.rowid";
+    static const char without[] =
+        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
+        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL FROM entries e"
+        " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
+    sqlite3_stmt *st;
+    uint64_t n = 0;
+    int rc = sqlite3_prepare_v2(r->db, rk_has_table(r->db, "entry_ext") ? with_ext : without, -1,
+                                &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct proto_entry e = {0};
+        struct proto_ext x = {0};
+
+        e.step = (uint64_t)sqlite3_column_int64(st, 1);
+        e.op_id = (uint32_t)sqlite3_column_int64(st, 2);
+        e.start_ns = (uint64_t)sqlite3_column_int64(st, 4);
+        e.dur_ns = (uint64_t)sqlite3_column_int64(st, 5);
+        e.elements = (uint64_t)sqlite3_column_int64(st, 6);
+        if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+            x.has |= PROTO_EXT_PEER;
+        if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+            x.has |= PROTO_EXT_COMM;
+            x.comm = (uint64_t)sqlite3_column_int64(st, 8);
+        }
+        if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
+            x.has |= PROTO_EXT_SEQ;
+            x.seq = (uint64_t)sqlite3_column_int64(st, 9);
+        }
+        if ((rc = ranks_entry_rc(r, sqlite3_column_int64(st, 0), &e,
+                                 (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL)) != 0)
+            break;
+        /* count the exposure now and then, as the writer does at its commits */
+        if (++n % 65536 == 0) {
+            for (size_t i = 0; i < r->n_devs; i++)
+                if ((rc = rk_dev_settle_live(r, &r->devs[i])) != 0)
+                    goto out;
+        }
+    }
+out:
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int ranks_rebuild_rc(sqlite3 *db)
+{
+    struct ranks *r;
+    int rc;
+
+    if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    if ((r = ranks_new(db)) == NULL) {
+        rc = SQLITE_NOMEM;
+        goto rollback;
+    }
+    if ((rc = sqlite3_exec(db,
+                           "DELETE FROM rk_ops; DELETE FROM rk_steps; DELETE FROM rk_coll;"
+                           " DELETE FROM rk_coll_ranks;",
+                           NULL, NULL, NULL)) != SQLITE_OK ||
+        (rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0 ||
+        (rc = rk_rebuild_entries(r)) != 0 || (rc = ranks_finish_rc(r)) != 0 ||
+        (rc = ranks_flush_rc(r)) != 0 || (rc = rk_info(r, "ranks", 1)) != 0 ||
+        (rc = rk_info(r, "ranks_late", (int64_t)r->late)) != 0)
+        goto rollback;
+    ranks_free(r);
+    return sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+rollback:
+    ranks_free(r);
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* ---- the API: 0 or a negative errno (SQLite codes through store_errno) ---- */
+
+static int rk_errno(int rc)
+{
+    return rc == 0 ? 0 : store_errno(rc);
+}
+
+int ranks_init_file(struct ranks *r)
+{
+    return rk_errno(ranks_init_file_rc(r));
+}
+
+int ranks_load(struct ranks *r)
+{
+    return rk_errno(ranks_load_rc(r));
+}
+
+int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)
+{
+    return rk_errno(ranks_op_rc(r, op_id, name, category));
+}
+
+int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
+{
+    return rk_errno(ranks_process_rc(r, process_id, world));
+}
+
+int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
+               bool is_str)
+{
+    return rk_errno(ranks_meta_rc(r, process_id, key, sval, ival, is_str));
+}
+
+int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
+                const struct proto_ext *x)
+{
+    return rk_errno(ranks_entry_rc(r, process_id, e, dev_id, x));
+}
+
+int ranks_finish(struct ranks *r)
+{
+    return rk_errno(ranks_finish_rc(r));
+}
+
+int ranks_flush(struct ranks *r)
+{
+    return rk_errno(ranks_flush_rc(r));
+}
+
+int ranks_rebuild(sqlite3 *db)
+{
+    return rk_errno(ranks_rebuild_rc(db));
+}

@@ -1,0 +1,98 @@
+/*
+ * ranks — the per-rank, per-step and per-collective aggregates behind the
+ * report's Ranks, Steps, Collectives and Categories sections (schema/ranks.sql),
+ * kept up to date by the storage writer as entries arrive, like agg.h.
+ *
+ * Owned by the writer thread, one per open session file. The writer tells it
+ * each op's category (ranks_op), each process's world and process group
+ * (ranks_process, ranks_meta), and each stored entry with its ext map
+ * (ranks_entry); ranks_flush() writes the deltas inside the transaction that
+ * commits the entries.
+ *
+ * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
+ *
+ * Collectives. An entry of category comm that is not point-to-point (no
+ * `peer`, no send/recv in its name) is one rank's arrival at a collective
+ * instance, keyed by its ext `comm` + `seq` when it has both, else by (op,
+ * the process's `process_group` metadata, its occurrence count on that
+ * process). An instance stays open in memory until every rank of the world
+ * arrived, then it is finalized: the last arrival is the latest start, each
+ * rank's wait is last - own start capped at its own duration, the skew last -
+ * first. Instances are also finalized when more than RANKS_OPEN are open (the
+ * oldest first: a rank that never comes), when 4,096 newer ones have opened
+ * since, and all of them when the session ends (ranks_finish); those with
+ * fewer arrivals than the world count as partial. Finding an instance is a
+ * hash lookup: the cost per entry does not grow with the instances open.
+ *
+ * Exposed communication: per (process, device), the part of each comm entry
+ * not covered by the union of the compute entries of that device, computed
+ * from the intervals at flush time for the comm entries that end before the
+ * latest start seen there (and for all at ranks_finish); compute intervals
+ * are dropped once no pending comm entry can overlap them. An entry that
+ * arrives too late to be counted exactly (a compute entry starting before
+ * the end of a comm entry already counted, a comm entry starting before the
+ * end of a compute interval already dropped) is counted in info.ranks_late
+ * and the report flags it. So is a
+ * device that holds more than RANKS_PENDING intervals (a comm entry spanning
+ * everything after it): its pending entries are counted as they are.
+ */
+#ifndef TRACECTLD_RANKS_H
+#define TRACECTLD_RANKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "proto.h"
+
+#define RANKS_OPEN    1024  /* collective instances kept open at most */
+#define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
+
+enum ranks_cat { RANKS_COMPUTE, RANKS_COMM, RANKS_MEMORY, RANKS_WAIT, RANKS_OTHER, RANKS_NCAT };
+
+struct ranks;
+
+/* The code of a category name: compute, comm, memory, wait, anything else other. */
+enum ranks_cat ranks_cat_code(const char *category);
+/* The name of a code. */
+const char *ranks_cat_name(enum ranks_cat c);
+
+/* Creates the tables if needed and prepares the statements. NULL on failure. */
+struct ranks *ranks_new(sqlite3 *db);
+/* NULL is a no-op. */
+void ranks_free(struct ranks *r);
+/* A new session file: marks its rank aggregates exact (inside the open transaction). */
+int ranks_init_file(struct ranks *r);
+/*
+ * A file reopened mid-session: reloads the op categories, processes and
+ * process groups; the open instances and occurrence counts were lost with
+ * the close, so the file's collective figures are marked inexact. 0 or a negative
+ * errno.
+ */
+int ranks_load(struct ranks *r);
+int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category);
+int ranks_process(struct ranks *r, int64_t process_id, int64_t world);
+/* Metadata of a process: `process_group` (a string or an integer) names its group. */
+int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
+               bool is_str);
+/* One stored entry; x NULL: no ext map. 0 or a negative errno. */
+int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
+                const struct proto_ext *x);
+/* True when open instances or pending comm entries wait for ranks_finish. */
+bool ranks_pending(const struct ranks *r);
+/* The session ends (or its file closes): finalizes every open instance and pending entry. */
+int ranks_finish(struct ranks *r);
+/* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
+int ranks_flush(struct ranks *r);
+/* The transaction was rolled back: drops the deltas and marks the aggregates inexact. */
+void ranks_discard(struct ranks *r);
+/*
+ * Rebuilds the rank aggregates of a whole file from its entries (ops'
+ * current categories): `tracectl classify`, and files written before them.
+ * Runs in its own transaction on db (a read-write connection, the session
+ * ended). 0 or a negative errno.
+ */
+int ranks_rebuild(sqlite3 *db);
+
+#endif

@@ -1,0 +1,976 @@
+/*
+ * ranks_query.c — the analysis sections of a report; see ranks_query.h.
+ *
+ * Reads rk_steps (or rk_ops with a device filter), rk_coll, rk_coll_ranks,
+ * processes and agg_ops: tables whose size grows with ranks x steps, never
+ * with entries. Sums saturate like every report sum; shares and ratios are
+ * doubles.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ranks.h"
+#include "ranks_query.h"
+
+#define RQ_CAP      ((uint64_t)INT64_MAX)
+#define RQ_BALANCED 0.20 /* (max - mean) / mean below this: "balanced" */
+#define RQ_LATE     0.10 /* a step's late rank is named when it cost >= this of the step */
+
+struct rq_rank {
+    int64_t rank; /* -1: processes without a rank */
+    uint64_t dropped, processes;
+    uint64_t steps, step_ns, cat[RANKS_NCAT], exposed, coll, waited, last, caused, slowest, late;
+};
+
+struct rq_row {
+    uint64_t step, begin, end, cat[RANKS_NCAT], exposed, coll, waited, last, caused;
+    size_t ri; /* index into ranks */
+};
+
+struct rq {
+    sqlite3 *db;
+    const struct ranks_filter *f;
+    char *err;
+    size_t errlen;
+    int state; /* info.ranks: 0 absent, 1 exact, 2 inexact */
+    uint64_t late_entries, world;
+    struct rq_rank *ranks;
+    size_t n_ranks;
+    size_t *proc_rank; /* process_id -> index into ranks, SIZE_MAX: filtered out */
+    size_t n_proc;
+    struct rq_row *rows;
+    size_t n_rows, cap_rows;
+};
+
+static uint64_t rq_sat(uint64_t a, uint64_t b)
+{
+    return a > RQ_CAP - b ? RQ_CAP : a + b;
+}
+
+static int rq_fail(struct rq *q, int rc, const char *what)
+{
+    if (q->errlen > 0)
+        snprintf(q->err, q->errlen, "report: %s: %s", what,
+                 rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(q->db));
+    return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+}
+
+static int rq_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static bool rq_rank_wanted(const struct rq *q, int64_t rank)
+{
+    if (q->f->ranks == NULL)
+        return true;
+    for (size_t i = 0; i < q->f->n_ranks; i++)
+        if (q->f->ranks[i] == rank)
+            return true;
+    return false;
+}
+
+static int64_t rq_info(struct rq *q, const char *key)
+{
+    sqlite3_stmt *st;
+    int64_t v = 0;
+
+    if (sqlite3_prepare_v2(q->db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The ranks of the session (distinct ranks of its processes), sorted, and the process map. */
+static int rq_processes(struct rq *q)
+{
+    sqlite3_stmt *st;
+    int64_t *rk = NULL;
+    size_t n = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(q->db,
+                                "SELECT id, coalesce(rank, -1), coalesce(world, 0), dropped"
+                                " FROM processes ORDER BY id",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "processes");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), rank = sqlite3_column_int64(st, 1);
+        uint64_t world = (uint64_t)sqlite3_column_int64(st, 2);
+        size_t i;
+
+        if (world > q->world)
+            q->world = world;
+        if (id < 0 || id > (1 << 24))
+            continue;
+        if ((size_t)id >= q->n_proc) {
+            size_t nn = (size_t)id + 64;
+            size_t *p = realloc(q->proc_rank, nn * sizeof(*p));
+            if (p == NULL)
+                goto nomem;
+            for (size_t k = q->n_proc; k < nn; k++)
+                p[k] = SIZE_MAX;
+            q->proc_rank = p;
+            q->n_proc = nn;
+        }
+        for (i = 0; i < q->n_ranks && q->ranks[i].rank != rank; i++)
+            ;
+        if (i == q->n_ranks) {
+            struct rq_rank *r = realloc(q->ranks, (q->n_ranks + 1) * sizeof(*r));
+            if (r == NULL)
+                goto nomem;
+            q->ranks = r;
+            memset(&r[i], 0, sizeof(r[i]));
+            r[i].rank = rank;
+            q->n_ranks++;
+        }
+        q->ranks[i].processes++;
+        q->ranks[i].dropped = rq_sat(q->ranks[i].dropped, (uint64_t)sqlite3_column_int64(st, 3));
+        q->proc_rank[id] = i; /* provisional: the index before sorting */
+        (void)cap;
+        (void)rk;
+        (void)n;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rq_fail(q, rc, "processes");
+    /* sort ranks, then remap */
+    {
+        size_t *order = malloc((q->n_ranks + 1) * sizeof(*order));
+        struct rq_rank *sorted = malloc((q->n_ranks + 1) * sizeof(*sorted));
+        if (order == NULL || sorted == NULL) {
+            free(order);
+            free(sorted);
+            return rq_fail(q, SQLITE_NOMEM, "ranks");
+        }
+        memcpy(sorted, q->ranks, q->n_ranks * sizeof(*sorted));
+        qsort(sorted, q->n_ranks, sizeof(*sorted), rq_cmp_i64); /* rank is the first field */
+        for (size_t i = 0; i < q->n_ranks; i++)
+            for (size_t j = 0; j < q->n_ranks; j++)
+                if (sorted[j].rank == q->ranks[i].rank)
+                    order[i] = j;
+        for (size_t p = 0; p < q->n_proc; p++)
+            if (q->proc_rank[p] != SIZE_MAX)
+                q->proc_rank[p] = rq_rank_wanted(q, sorted[order[q->proc_rank[p]]].rank)
+                                      ? order[q->proc_rank[p]]
+                                      : SIZE_MAX;
+        free(q->ranks);
+        free(order);
+        q->ranks = sorted;
+    }
+    /* the ranks a filter leaves out are not listed at all */
+    if (q->f->ranks != NULL) {
+        size_t *to = malloc((q->n_ranks + 1) * sizeof(*to)), k = 0;
+        if (to == NULL)
+            return rq_fail(q, SQLITE_NOMEM, "ranks");
+        for (size_t i = 0; i < q->n_ranks; i++) {
+            to[i] = rq_rank_wanted(q, q->ranks[i].rank) ? k : SIZE_MAX;
+            if (to[i] != SIZE_MAX)
+                q->ranks[k++] = q->ranks[i];
+        }
+        for (size_t p = 0; p < q->n_proc; p++)
+            if (q->proc_rank[p] != SIZE_MAX)
+                q->proc_rank[p] = to[q->proc_rank[p]];
+        q->n_ranks = k;
+        free(to);
+    }
+    return 0;
+nomem:
+    sqlite3_finalize(st);
+    return rq_fail(q, SQLITE_NOMEM, "processes");
+}
+
+static struct rq_row *rq_row_new(struct rq *q)
+{
+    if (q->n_rows == q->cap_rows) {
+        size_t c = q->cap_rows ? q->cap_rows * 2 : 256;
+        struct rq_row *p = realloc(q->rows, c * sizeof(*p));
+        if (p == NULL)
+            return NULL;
+        q->rows = p;
+        q->cap_rows = c;
+    }
+    memset(&q->rows[q->n_rows], 0, sizeof(q->rows[0]));
+    return &q->rows[q->n_rows++];
+}
+
+/* The filters every per-step query shares: ?1..?2 the steps. */
+static void rq_bind_steps(const struct rq *q, sqlite3_stmt *st)
+{
+    sqlite3_bind_int64(st, 1, q->f->steps ? (int64_t)q->f->step_min : 0);
+    sqlite3_bind_int64(st, 2, q->f->steps ? (int64_t)q->f->step_max : INT64_MAX);
+}
+
+static bool rq_cat_wanted(const struct rq *q, enum ranks_cat c)
+{
+    return q->f->category == NULL || ranks_cat_code(q->f->category) == c;
+}
+
+static int rq_read_steps(struct rq *q)
+{
+    static const char all[] =
+        "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
+        " WHERE step BETWEEN ?1 AND ?2";
+    static const char by_dev[] =
+        "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, o.category, r.total_ns, r.exposed_ns"
+        " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
+        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0";
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(q->db, q->f->device ? by_dev : all, -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "rk_steps");
+    rq_bind_steps(q, st);
+    if (q->f->device != NULL)
+        sqlite3_bind_text(st, 3, q->f->device, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t pid = sqlite3_column_int64(st, 0);
+        struct rq_row *w;
+
+        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+            continue;
+        if ((w = rq_row_new(q)) == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        w->ri = q->proc_rank[pid];
+        w->step = (uint64_t)sqlite3_column_int64(st, 1);
+        w->begin = (uint64_t)sqlite3_column_int64(st, 2);
+        w->end = (uint64_t)sqlite3_column_int64(st, 3);
+        if (q->f->device != NULL) {
+            enum ranks_cat c = ranks_cat_code((const char *)sqlite3_column_text(st, 4));
+            if (rq_cat_wanted(q, c))
+                w->cat[c] = (uint64_t)sqlite3_column_int64(st, 5);
+            w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 6) : 0;
+            continue;
+        }
+        for (int c = 0; c < RANKS_NCAT; c++)
+            if (rq_cat_wanted(q, (enum ranks_cat)c))
+                w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
+        w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
+        w->coll = (uint64_t)sqlite3_column_int64(st, 10);
+        w->waited = (uint64_t)sqlite3_column_int64(st, 11);
+        w->last = (uint64_t)sqlite3_column_int64(st, 12);
+        w->caused = (uint64_t)sqlite3_column_int64(st, 13);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
+}
+
+static int rq_row_cmp(const void *pa, const void *pb)
+{
+    const struct rq_row *a = pa, *b = pb;
+
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    return a->ri < b->ri ? -1 : a->ri > b->ri;
+}
+
+/* Sorts the rows by (step, rank) and merges rows of one rank and step (several processes). */
+static void rq_merge_rows(struct rq *q)
+{
+    size_t k = 0;
+
+    if (q->n_rows == 0)
+        return;
+    qsort(q->rows, q->n_rows, sizeof(*q->rows), rq_row_cmp);
+    for (size_t i = 0; i < q->n_rows; i++) {
+        struct rq_row *a = &q->rows[i];
+        if (k > 0 && q->rows[k - 1].step == a->step && q->rows[k - 1].ri == a->ri) {
+            struct rq_row *m = &q->rows[k - 1];
+            if (a->begin < m->begin)
+                m->begin = a->begin;
+            if (a->end > m->end)
+                m->end = a->end;
+            for (int c = 0; c < RANKS_NCAT; c++)
+                m->cat[c] = rq_sat(m->cat[c], a->cat[c]);
+            m->exposed = rq_sat(m->exposed, a->exposed);
+            m->coll += a->coll;
+            m->waited = rq_sat(m->waited, a->waited);
+            m->last += a->last;
+            m->caused = rq_sat(m->caused, a->caused);
+        } else {
+            q->rows[k++] = *a;
+        }
+    }
+    q->n_rows = k;
+}
+
+static uint64_t rq_span(const struct rq_row *w)
+{
+    return w->end > w->begin ? w->end - w->begin : 0;
+}
+
+/* ---- packing helpers ------------------------------------------------------ */
+
+static int pk_str(msgpack_packer *pk, const char *s)
+{
+    size_t n;
+
+    if (s == NULL)
+        return msgpack_pack_nil(pk);
+    n = strlen(s);
+    return msgpack_pack_str(pk, n) || msgpack_pack_str_body(pk, s, n);
+}
+
+static int pk_u64(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    return pk_str(pk, k) || msgpack_pack_uint64(pk, v);
+}
+
+static int pk_f64(msgpack_packer *pk, const char *k, double v)
+{
+    return pk_str(pk, k) || msgpack_pack_double(pk, v);
+}
+
+static int pk_rank(msgpack_packer *pk, const char *k, int64_t rank)
+{
+    return pk_str(pk, k) || (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank));
+}
+
+/* ---- imbalance ------------------------------------------------------------ */
+
+struct rq_imb {
+    double max_vs_mean, max_vs_median; /* (max - mean) / mean, max / median */
+    uint64_t max, mean, median;
+    size_t argmax;
+};
+
+static int rq_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+static void rq_imbalance(const uint64_t *v, size_t n, uint64_t *tmp, struct rq_imb *out)
+{
+    unsigned __int128 sum = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        sum += v[i];
+        if (v[i] > out->max) {
+            out->max = v[i];
+            out->argmax = i;
+        }
+        tmp[i] = v[i];
+    }
+    qsort(tmp, n, sizeof(*tmp), rq_u64_cmp);
+    out->mean = (uint64_t)(sum / n);
+    out->median = tmp[(n - 1) / 2];
+    if (sum > 0)
+        out->max_vs_mean = ((double)out->max - (double)sum / (double)n) / ((double)sum / (double)n);
+    out->max_vs_median = out->median > 0 ? (double)out->max / (double)out->median : 0.0;
+}
+
+/* ---- sections ------------------------------------------------------------- */
+
+static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
+{
+    size_t missing = 0, dropping = 0;
+
+    for (uint64_t r = 0; r < q->world; r++) {
+        bool found = false;
+        for (size_t i = 0; i < q->n_ranks && !found; i++)
+            found = q->ranks[i].rank == (int64_t)r;
+        missing += !found && rq_rank_wanted(q, (int64_t)r);
+    }
+    for (size_t i = 0; i < q->n_ranks; i++)
+        dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 6) || pk_u64(pk, "world", q->world) ||
+        pk_str(pk, "missing_ranks") || msgpack_pack_array(pk, missing))
+        return -1;
+    for (uint64_t r = 0; r < q->world; r++) {
+        bool found = false;
+        for (size_t i = 0; i < q->n_ranks && !found; i++)
+            found = q->ranks[i].rank == (int64_t)r;
+        if (!found && rq_rank_wanted(q, (int64_t)r) && msgpack_pack_uint64(pk, r))
+            return -1;
+    }
+    if (pk_str(pk, "dropped") || msgpack_pack_array(pk, dropping))
+        return -1;
+    for (size_t i = 0; i < q->n_ranks; i++) {
+        const struct rq_rank *r = &q->ranks[i];
+        if (r->dropped > 0 && rq_rank_wanted(q, r->rank) &&
+            (msgpack_pack_map(pk, 2) || pk_rank(pk, "rank", r->rank) ||
+             pk_u64(pk, "dropped", r->dropped)))
+            return -1;
+    }
+    return pk_str(pk, "aggregates") ||
+           pk_str(pk, q->state == 1   ? "exact"
+                      : q->state == 2 ? "inexact"
+                                      : "absent") ||
+           pk_u64(pk, "late_entries", q->late_entries) || pk_str(pk, "collectives_matched_by") ||
+           pk_str(pk, "ext comm+seq, else (op, process_group metadata, occurrence per rank)");
+}
+
+/* Folds the step rows into the per-rank sums and packs `steps`. */
+static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out,
+                         uint64_t *mean_step_out)
+{
+    uint64_t *times = calloc(q->n_ranks + 1, sizeof(*times));
+    size_t n_steps = 0;
+    unsigned __int128 step_sum = 0;
+    uint64_t step_cnt = 0;
+    int rc = -1;
+
+    if (times == NULL)
+        return -1;
+    for (size_t i = 0; i < q->n_rows;) {
+        size_t j = i;
+        while (j < q->n_rows && q->rows[j].step == q->rows[i].step)
+            j++;
+        n_steps++;
+        i = j;
+    }
+    if (pk_str(pk, "steps") || msgpack_pack_array(pk, n_steps))
+        goto out;
+    for (size_t i = 0; i < q->n_rows;) {
+        size_t j = i, slow = i, lastr = i, late = i;
+        uint64_t min = UINT64_MAX, max = 0, waited = 0;
+        unsigned __int128 sum = 0;
+
+        while (j < q->n_rows && q->rows[j].step == q->rows[i].step) {
+            struct rq_row *w = &q->rows[j];
+            struct rq_rank *r = &q->ranks[w->ri];
+            uint64_t t = rq_span(w);
+
+            r->steps++;
+            r->step_ns = rq_sat(r->step_ns, t);
+            for (int c = 0; c < RANKS_NCAT; c++)
+                r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+            r->exposed = rq_sat(r->exposed, w->exposed);
+            r->coll += w->coll;
+            r->waited = rq_sat(r->waited, w->waited);
+            r->last += w->last;
+            r->caused = rq_sat(r->caused, w->caused);
+            sum += t;
+            waited = rq_sat(waited, w->waited);
+            if (t < min)
+                min = t;
+            if (t > max || j == i) {
+                max = t;
+                slow = j;
+            }
+            if (w->last > q->rows[lastr].last)
+                lastr = j;
+            if (w->caused > q->rows[late].caused)
+                late = j;
+            j++;
+        }
+        {
+            uint64_t n = j - i, mean = (uint64_t)(sum / n);
+            bool named = q->rows[late].caused > 0 && n > 1 &&
+                         (double)q->rows[late].caused >= RQ_LATE * (double)mean;
+
+            q->ranks[q->rows[slow].ri].slowest++;
+            if (named)
+                q->ranks[q->rows[late].ri].late++;
+            step_sum += sum;
+            step_cnt += n;
+            if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", q->rows[i].step) ||
+                pk_u64(pk, "ranks", n) || pk_u64(pk, "min_ns", min) || pk_u64(pk, "max_ns", max) ||
+                pk_u64(pk, "mean_ns", mean) || pk_u64(pk, "spread_ns", max - min) ||
+                pk_rank(pk, "slowest_rank", q->ranks[q->rows[slow].ri].rank) ||
+                pk_rank(pk, "last_rank",
+                        q->rows[lastr].last > 0 ? q->ranks[q->rows[lastr].ri].rank : -1) ||
+                pk_rank(pk, "late_rank", named ? q->ranks[q->rows[late].ri].rank : -1) ||
+                pk_u64(pk, "waited_ns", waited) || pk_str(pk, "times_ns") ||
+                msgpack_pack_array(pk, n))
+                goto out;
+            for (size_t k = i; k < j; k++)
+                if (msgpack_pack_array(pk, 2) ||
+                    (q->ranks[q->rows[k].ri].rank < 0
+                         ? msgpack_pack_nil(pk)
+                         : msgpack_pack_int64(pk, q->ranks[q->rows[k].ri].rank)) ||
+                    msgpack_pack_uint64(pk, rq_span(&q->rows[k])))
+                    goto out;
+        }
+        i = j;
+    }
+    *n_steps_out = n_steps;
+    *mean_step_out = step_cnt ? (uint64_t)(step_sum / step_cnt) : 0;
+    rc = 0;
+out:
+    free(times);
+    return rc;
+}
+
+static uint64_t rq_total(const struct rq_rank *r)
+{
+    uint64_t t = 0;
+
+    for (int c = 0; c < RANKS_NCAT; c++)
+        t = rq_sat(t, r->cat[c]);
+    return t;
+}
+
+static int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
+{
+    if (pk_str(pk, "ranks") || msgpack_pack_array(pk, q->n_ranks))
+        return -1;
+    for (size_t i = 0; i < q->n_ranks; i++) {
+        const struct rq_rank *r = &q->ranks[i];
+        if (msgpack_pack_map(pk, 19) || pk_rank(pk, "rank", r->rank) ||
+            pk_u64(pk, "processes", r->processes) || pk_u64(pk, "dropped", r->dropped) ||
+            pk_u64(pk, "steps", r->steps) || pk_u64(pk, "step_ns", r->step_ns) ||
+            pk_u64(pk, "step_mean_ns", r->steps ? r->step_ns / r->steps : 0) ||
+            pk_u64(pk, "total_ns", rq_total(r)) ||
+            pk_u64(pk, "compute_ns", r->cat[RANKS_COMPUTE]) ||
+            pk_u64(pk, "comm_ns", r->cat[RANKS_COMM]) ||
+            pk_u64(pk, "memory_ns", r->cat[RANKS_MEMORY]) ||
+            pk_u64(pk, "wait_ns", r->cat[RANKS_WAIT]) ||
+            pk_u64(pk, "other_ns", r->cat[RANKS_OTHER]) ||
+            pk_u64(pk, "exposed_comm_ns", r->exposed) || pk_u64(pk, "collectives", r->coll) ||
+            pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "arrived_last", r->last) ||
+            pk_u64(pk, "caused_ns", r->caused) || pk_u64(pk, "slowest_steps", r->slowest) ||
+            pk_u64(pk, "late_steps", r->late))
+            return -1;
+    }
+    return 0;
+}
+
+/* `imbalance_by_category` goes in `categories`: per category over ranks. */
+static int rq_pack_categories(struct rq *q, msgpack_packer *pk)
+{
+    uint64_t *v = calloc(2 * (q->n_ranks + 1), sizeof(*v)), total = 0, sums[RANKS_NCAT] = {0};
+    int rc = -1;
+
+    if (v == NULL)
+        return -1;
+    for (size_t i = 0; i < q->n_ranks; i++)
+        for (int c = 0; c < RANKS_NCAT; c++)
+            sums[c] = rq_sat(sums[c], q->ranks[i].cat[c]);
+    for (int c = 0; c < RANKS_NCAT; c++)
+        total = rq_sat(total, sums[c]);
+    if (pk_str(pk, "categories") || msgpack_pack_array(pk, RANKS_NCAT))
+        goto out;
+    for (int c = 0; c < RANKS_NCAT; c++) {
+        struct rq_imb im;
+        for (size_t i = 0; i < q->n_ranks; i++)
+            v[i] = q->ranks[i].cat[c];
+        rq_imbalance(v, q->n_ranks, v + q->n_ranks + 1, &im);
+        if (msgpack_pack_map(pk, 7) || pk_str(pk, "category") ||
+            pk_str(pk, ranks_cat_name((enum ranks_cat)c)) || pk_u64(pk, "total_ns", sums[c]) ||
+            pk_f64(pk, "share", total ? (double)sums[c] / (double)total : 0.0) ||
+            pk_f64(pk, "imbalance", im.max_vs_mean) ||
+            pk_f64(pk, "max_vs_median", im.max_vs_median) ||
+            pk_rank(pk, "max_rank", q->n_ranks ? q->ranks[im.argmax].rank : -1) ||
+            pk_str(pk, "per_rank_ns") || msgpack_pack_array(pk, q->n_ranks))
+            goto out;
+        for (size_t i = 0; i < q->n_ranks; i++)
+            if (msgpack_pack_uint64(pk, q->ranks[i].cat[c]))
+                goto out;
+    }
+    rc = 0;
+out:
+    free(v);
+    return rc;
+}
+
+struct rq_coll {
+    int64_t op_id;
+    char *op;
+    uint64_t instances, partial, skew, skew_max, waited;
+    uint64_t *last; /* by rank index */
+};
+
+static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
+                               struct rq_coll **out)
+{
+    sqlite3_stmt *st;
+    struct rq_coll *cs = NULL;
+    size_t n = 0;
+    int rc =
+        sqlite3_prepare_v2(q->db,
+                           "SELECT c.op_id, o.name, sum(instances), sum(partial), sum(skew_ns),"
+                           " max(skew_max_ns) FROM rk_coll c JOIN ops o ON o.id = c.op_id"
+                           " WHERE step BETWEEN ?1 AND ?2 GROUP BY c.op_id"
+                           " ORDER BY sum(skew_ns) DESC, o.name",
+                           -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "rk_coll");
+    rq_bind_steps(q, st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rq_coll *p = realloc(cs, (n + 1) * sizeof(*cs));
+        if (p == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        cs = p;
+        memset(&cs[n], 0, sizeof(cs[n]));
+        cs[n].op_id = sqlite3_column_int64(st, 0);
+        cs[n].op = strdup((const char *)sqlite3_column_text(st, 1));
+        cs[n].last = calloc(q->n_ranks + 1, sizeof(uint64_t));
+        cs[n].instances = (uint64_t)sqlite3_column_int64(st, 2);
+        cs[n].partial = (uint64_t)sqlite3_column_int64(st, 3);
+        cs[n].skew = (uint64_t)sqlite3_column_int64(st, 4);
+        cs[n].skew_max = (uint64_t)sqlite3_column_int64(st, 5);
+        n++;
+        if (cs[n - 1].op == NULL || cs[n - 1].last == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    *out = cs;
+    *n_out = n;
+    if (rc != SQLITE_DONE)
+        return rq_fail(q, rc, "rk_coll");
+    rc = sqlite3_prepare_v2(q->db,
+                            "SELECT op_id, process_id, sum(waited_ns), sum(last_count)"
+                            " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
+                            " GROUP BY op_id, process_id",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "rk_coll_ranks");
+    rq_bind_steps(q, st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t op = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1);
+        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            if (cs[i].op_id == op) {
+                cs[i].waited = rq_sat(cs[i].waited, (uint64_t)sqlite3_column_int64(st, 2));
+                cs[i].last[q->proc_rank[pid]] += (uint64_t)sqlite3_column_int64(st, 3);
+            }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rq_fail(q, rc, "rk_coll_ranks");
+    if (pk_str(pk, "collectives") || msgpack_pack_array(pk, n))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct rq_coll *c = &cs[i];
+        size_t top = 0;
+        for (size_t k = 1; k < q->n_ranks; k++)
+            if (c->last[k] > c->last[top])
+                top = k;
+        if (msgpack_pack_map(pk, 10) || pk_str(pk, "op") || pk_str(pk, c->op) ||
+            pk_u64(pk, "instances", c->instances) || pk_u64(pk, "partial", c->partial) ||
+            pk_u64(pk, "skew_mean_ns", c->instances ? c->skew / c->instances : 0) ||
+            pk_u64(pk, "skew_max_ns", c->skew_max) || pk_u64(pk, "waited_ns", c->waited) ||
+            pk_rank(pk, "last_rank", q->n_ranks && c->last[top] > 0 ? q->ranks[top].rank : -1) ||
+            pk_u64(pk, "last_rank_count", q->n_ranks ? c->last[top] : 0) ||
+            pk_f64(pk, "last_rank_share",
+                   c->instances && q->n_ranks ? (double)c->last[top] / (double)c->instances
+                                              : 0.0) ||
+            pk_str(pk, "arrived_last") || msgpack_pack_array(pk, q->n_ranks))
+            return -ENOMEM;
+        for (size_t k = 0; k < q->n_ranks; k++)
+            if (msgpack_pack_uint64(pk, c->last[k]))
+                return -ENOMEM;
+    }
+    return 0;
+}
+
+static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
+{
+    /* Without a filter the session's op sums are the agg_ops row; else fold rk_ops. */
+    static const char all[] =
+        "SELECT o.name, a.calls, a.total_ns, a.elements FROM agg_ops a JOIN ops o ON o.id = a.op_id"
+        " ORDER BY a.total_ns DESC, o.name";
+    static const char filtered[] =
+        "SELECT o.name, r.process_id, sum(r.calls), sum(r.total_ns), sum(r.elements), o.category"
+        " FROM rk_ops r JOIN ops o ON o.id = r.op_id LEFT JOIN devices d ON d.id = r.device_id"
+        " WHERE r.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
+        " GROUP BY r.op_id, r.process_id ORDER BY o.name";
+    bool filter = q->f->ranks != NULL || q->f->steps || q->f->device || q->f->category ||
+                  q->state != 1 || rq_info(q, "aggregates") != 1;
+    sqlite3_stmt *st;
+    struct row {
+        char *op;
+        uint64_t calls, total, elements;
+    } *rows = NULL;
+    size_t n = 0;
+    int rc = sqlite3_prepare_v2(q->db, filter ? filtered : all, -1, &st, NULL), err = 0;
+
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "throughput");
+    if (filter) {
+        rq_bind_steps(q, st);
+        if (q->f->device)
+            sqlite3_bind_text(st, 3, q->f->device, -1, SQLITE_STATIC);
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        int base = filter ? 2 : 1;
+        if (filter) {
+            int64_t pid = sqlite3_column_int64(st, 1);
+            if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX ||
+                !rq_cat_wanted(q, ranks_cat_code((const char *)sqlite3_column_text(st, 5))))
+                continue;
+        }
+        if (n == 0 || strcmp(rows[n - 1].op, name) != 0) {
+            struct row *p = realloc(rows, (n + 1) * sizeof(*rows));
+            if (p == NULL || (p[n].op = strdup(name)) == NULL) {
+                rows = p != NULL ? p : rows;
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            rows = p;
+            rows[n].calls = rows[n].total = rows[n].elements = 0;
+            n++;
+        }
+        rows[n - 1].calls += (uint64_t)sqlite3_column_int64(st, base);
+        rows[n - 1].total = rq_sat(rows[n - 1].total, (uint64_t)sqlite3_column_int64(st, base + 1));
+        rows[n - 1].elements =
+            rq_sat(rows[n - 1].elements, (uint64_t)sqlite3_column_int64(st, base + 2));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        err = rq_fail(q, rc, "throughput");
+    else if (pk_str(pk, "throughput") || msgpack_pack_array(pk, n))
+        err = -ENOMEM;
+    for (size_t i = 0; err == 0 && i < n; i++) {
+        double s = (double)rows[i].total / 1e9;
+        if (msgpack_pack_map(pk, 5) || pk_str(pk, "op") || pk_str(pk, rows[i].op) ||
+            pk_u64(pk, "calls", rows[i].calls) || pk_u64(pk, "total_ns", rows[i].total) ||
+            pk_u64(pk, "elements", rows[i].elements) ||
+            pk_f64(pk, "elements_per_s", s > 0 ? (double)rows[i].elements / s : 0.0))
+            err = -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(rows[i].op);
+    free(rows);
+    return err;
+}
+
+/* ---- verdict -------------------------------------------------------------- */
+
+static void rq_fmt_ns(char *b, size_t n, uint64_t ns)
+{
+    if (ns >= 1000000000ull)
+        snprintf(b, n, "%.2f s", (double)ns / 1e9);
+    else if (ns >= 1000000)
+        snprintf(b, n, "%.1f ms", (double)ns / 1e6);
+    else if (ns >= 1000)
+        snprintf(b, n, "%.1f µs", (double)ns / 1e3);
+    else
+        snprintf(b, n, "%llu ns", (unsigned long long)ns);
+}
+
+/* Appends the ranks (indexes where pick[i]) as "0-4, 6" to b. */
+static void rq_fmt_ranks(char *b, size_t n, const struct rq *q, const bool *pick)
+{
+    size_t len = strlen(b);
+    bool first = true;
+
+    for (size_t i = 0; i < q->n_ranks; i++) {
+        size_t j = i;
+        if (!pick[i])
+            continue;
+        while (j + 1 < q->n_ranks && pick[j + 1] && q->ranks[j + 1].rank == q->ranks[j].rank + 1)
+            j++;
+        if (j > i)
+            len +=
+                (size_t)snprintf(b + len, len < n ? n - len : 0, "%s%lld–%lld", first ? "" : ", ",
+                                 (long long)q->ranks[i].rank, (long long)q->ranks[j].rank);
+        else
+            len += (size_t)snprintf(b + len, len < n ? n - len : 0, "%s%lld", first ? "" : ", ",
+                                    (long long)q->ranks[i].rank);
+        first = false;
+        i = j;
+        if (len >= n)
+            return;
+    }
+}
+
+static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
+                           const struct rq_coll *cs, size_t n_coll)
+{
+    char v[2048] = "", a[32], b[32], c[32];
+    uint64_t *vals = calloc(2 * (q->n_ranks + 1), sizeof(*vals)), instances = 0, worst_last = 0;
+    bool *pick = calloc(q->n_ranks + 1, sizeof(*pick));
+    struct rq_imb comp, comm;
+    size_t len, worst = 0;
+    int rc = -1;
+
+    if (vals == NULL || pick == NULL)
+        goto out;
+    if (q->n_ranks == 0 || q->n_rows == 0) {
+        snprintf(v, sizeof(v), "no rank aggregates%s.",
+                 q->state == 0 ? " (a session file written before them: tracectl classify "
+                                 "builds them)"
+                               : "");
+        goto pack;
+    }
+    for (size_t i = 0; i < q->n_ranks; i++)
+        vals[i] = q->ranks[i].cat[RANKS_COMPUTE];
+    rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comp);
+    for (size_t i = 0; i < q->n_ranks; i++)
+        vals[i] = q->ranks[i].cat[RANKS_COMM];
+    rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comm);
+    len = (size_t)snprintf(v, sizeof(v), "%zu rank%s", q->n_ranks, q->n_ranks == 1 ? "" : "s");
+    if (q->n_ranks > 1)
+        len += (size_t)snprintf(v + len, sizeof(v) - len, "; compute %s (%+.0f %%)",
+                                comp.max_vs_mean < RQ_BALANCED ? "balanced" : "imbalanced",
+                                comp.max_vs_mean * 100);
+    for (size_t i = 0; i < n_coll; i++)
+        instances += cs[i].instances;
+    for (size_t i = 0; i < q->n_ranks; i++)
+        if (q->ranks[i].last > worst_last) {
+            worst_last = q->ranks[i].last;
+            worst = i;
+        }
+    if (q->n_ranks > 1 && comm.max > 0)
+        len += (size_t)snprintf(v + len, sizeof(v) - len, "; communication %s (%+.0f %%)",
+                                comm.max_vs_mean < RQ_BALANCED ? "balanced" : "imbalanced",
+                                comm.max_vs_mean * 100);
+    if (instances > 0 && q->n_ranks > 1) {
+        uint64_t lo = UINT64_MAX, hi = 0, others = 0, n_others = 0;
+        unsigned __int128 sum = 0;
+        for (size_t i = 0; i < q->n_ranks; i++) {
+            uint64_t per = q->ranks[i].steps ? q->ranks[i].waited / q->ranks[i].steps : 0;
+            if (i == worst)
+                continue;
+            pick[i] = true;
+            lo = per < lo ? per : lo;
+            hi = per > hi ? per : hi;
+            sum += per;
+            n_others++;
+        }
+        others = n_others ? (uint64_t)(sum / n_others) : 0;
+        rq_fmt_ns(a, sizeof(a), lo);
+        rq_fmt_ns(b, sizeof(b), hi);
+        rq_fmt_ns(c, sizeof(c), others);
+        len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                ": rank %lld arrived last at %.0f %% of %llu collectives; rank%s ",
+                                (long long)q->ranks[worst].rank,
+                                100.0 * (double)worst_last / (double)instances,
+                                (unsigned long long)instances, n_others > 1 ? "s" : "");
+        rq_fmt_ranks(v, sizeof(v), q, pick);
+        len = strlen(v);
+        {
+            char ms[32];
+            rq_fmt_ns(ms, sizeof(ms), mean_step);
+            if (lo == hi)
+                len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                        " lost %s per step waiting (of a %s step)", b, ms);
+            else
+                len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                        " lost %s–%s per step waiting (mean %s of a %s step)", a, b,
+                                        c, ms);
+        }
+    }
+    {
+        /* the steps where one rank held the others up */
+        size_t named = 0;
+        for (size_t i = 0; i < q->n_ranks; i++)
+            named += q->ranks[i].late > 0;
+        if (named > 0 && len < sizeof(v)) {
+            const char *sep = "; late (held the others up) in steps:";
+            for (size_t i = 0; i < q->n_ranks && len < sizeof(v); i++)
+                if (q->ranks[i].late > 0) {
+                    len += (size_t)snprintf(v + len, sizeof(v) - len, "%s rank %lld ×%llu", sep,
+                                            (long long)q->ranks[i].rank,
+                                            (unsigned long long)q->ranks[i].late);
+                    sep = ",";
+                }
+        }
+    }
+    if (len < sizeof(v)) {
+        size_t missing = 0, dropping = 0;
+        for (uint64_t r = 0; r < q->world; r++) {
+            bool found = false;
+            for (size_t i = 0; i < q->n_ranks && !found; i++)
+                found = q->ranks[i].rank == (int64_t)r;
+            missing += !found;
+        }
+        memset(pick, 0, (q->n_ranks + 1) * sizeof(*pick));
+        for (size_t i = 0; i < q->n_ranks; i++)
+            if (q->ranks[i].dropped > 0)
+                pick[i] = true, dropping++;
+        if (missing > 0)
+            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %zu of %llu ranks missing",
+                                    missing, (unsigned long long)q->world);
+        if (dropping > 0 && len < sizeof(v)) {
+            len += (size_t)snprintf(v + len, sizeof(v) - len, "; entries dropped on rank%s ",
+                                    dropping > 1 ? "s" : "");
+            rq_fmt_ranks(v, sizeof(v), q, pick);
+            len = strlen(v);
+            if (len < sizeof(v))
+                len += (size_t)snprintf(v + len, sizeof(v) - len, ": figures about %s incomplete",
+                                        dropping > 1 ? "them are" : "it are");
+        }
+        if (q->state == 2 && len < sizeof(v))
+            len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                    "; collective figures inexact (the daemon closed the file "
+                                    "mid-session: tracectl classify rebuilds them)");
+    }
+    if (len < sizeof(v))
+        snprintf(v + len, sizeof(v) - len, ".");
+pack:
+    rc = pk_str(pk, "verdict") || pk_str(pk, v) ? -1 : 0;
+out:
+    free(vals);
+    free(pick);
+    return rc;
+}
+
+int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
+                size_t errlen)
+{
+    struct rq q = {.db = db, .f = f, .err = err, .errlen = errlen};
+    struct rq_coll *cs = NULL;
+    size_t n_coll = 0;
+    uint64_t n_steps = 0, mean_step = 0;
+    msgpack_sbuffer tail;
+    msgpack_packer tp;
+    int rc;
+
+    msgpack_sbuffer_init(&tail);
+    msgpack_packer_init(&tp, &tail, msgpack_sbuffer_write);
+    q.state = (int)rq_info(&q, "ranks");
+    q.late_entries = (uint64_t)rq_info(&q, "ranks_late");
+    if ((rc = rq_processes(&q)) < 0)
+        goto out;
+    if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)
+        goto out;
+    rq_merge_rows(&q);
+    /* The verdict comes first but rests on the sections: pack those aside, then it. */
+    rc = -ENOMEM;
+    if (rq_pack_steps(&q, &tp, &n_steps, &mean_step) || rq_pack_ranks(&q, &tp) ||
+        rq_pack_categories(&q, &tp))
+        goto out;
+    if (q.state != 0) {
+        if ((rc = rq_pack_collectives(&q, &tp, &n_coll, &cs)) < 0)
+            goto out;
+        if ((rc = rq_pack_throughput(&q, &tp)) < 0)
+            goto out;
+    } else if (pk_str(&tp, "collectives") || msgpack_pack_array(&tp, 0) ||
+               pk_str(&tp, "throughput") || msgpack_pack_array(&tp, 0)) {
+        goto out;
+    }
+    if (rq_pack_verdict(&q, pk, mean_step, cs, n_coll) || rq_pack_completeness(&q, pk) ||
+        pk->callback(pk->data, tail.data, tail.size))
+        goto out;
+    rc = 0;
+out:
+    if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
+        snprintf(q.err, q.errlen, "report: analysis: out of memory");
+    for (size_t i = 0; i < n_coll; i++) {
+        free(cs[i].op);
+        free(cs[i].last);
+    }
+    free(cs);
+    msgpack_sbuffer_destroy(&tail);
+    free(q.ranks);
+    free(q.proc_rank);
+    free(q.rows);
+    (void)n_steps;
+    return rc;
+}

@@ -1,0 +1,56 @@
+-- The rank aggregates (daemon/ranks.c): who is late and who waits, kept up
+-- to date by the writer in the same transaction as the entries, so that the
+-- report's Ranks, Steps, Collectives and Categories sections read these and
+-- never the entries. Created when the writer opens a session file (older
+-- files get them empty, with info.ranks absent: `tracectl classify` builds
+-- them from the entries). Categories are folded in as the entries arrive
+-- (cat: 0 compute, 1 comm, 2 memory, 3 wait, 4 other), which is why
+-- re-classifying a session rebuilds these tables.
+CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, step, device, op
+    process_id  INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,         -- 0: no device
+    op_id       INTEGER NOT NULL,
+    calls       INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    elements    INTEGER NOT NULL,
+    exposed_ns  INTEGER NOT NULL,         -- comm time not overlapped by compute on the device
+    begin_ns    INTEGER NOT NULL,
+    end_ns      INTEGER NOT NULL,
+    PRIMARY KEY (process_id, step, device_id, op_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
+    process_id  INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    begin_ns    INTEGER NOT NULL,
+    end_ns      INTEGER NOT NULL,
+    compute_ns  INTEGER NOT NULL,
+    comm_ns     INTEGER NOT NULL,
+    memory_ns   INTEGER NOT NULL,
+    wait_ns     INTEGER NOT NULL,         -- entries of category wait (MPI_Wait, ...)
+    other_ns    INTEGER NOT NULL,
+    exposed_ns  INTEGER NOT NULL,
+    coll        INTEGER NOT NULL,         -- collective instances it took part in
+    waited_ns   INTEGER NOT NULL,         -- time lost waiting for the last arrival
+    last_count  INTEGER NOT NULL,         -- instances it arrived last at
+    caused_ns   INTEGER NOT NULL,         -- skew of the instances it arrived last at
+    PRIMARY KEY (process_id, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the last arrival)
+    op_id       INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    instances   INTEGER NOT NULL,
+    partial     INTEGER NOT NULL,         -- instances some rank of the world never reached
+    skew_ns     INTEGER NOT NULL,         -- sum of (last arrival - first arrival)
+    skew_max_ns INTEGER NOT NULL,
+    PRIMARY KEY (op_id, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_coll_ranks ( -- per collective op, process and step
+    op_id       INTEGER NOT NULL,
+    process_id  INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    instances   INTEGER NOT NULL,
+    waited_ns   INTEGER NOT NULL,
+    last_count  INTEGER NOT NULL,
+    PRIMARY KEY (op_id, process_id, step)
+) WITHOUT ROWID;

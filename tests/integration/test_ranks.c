@@ -1,0 +1,821 @@
+/*
+ * test_ranks.c — the report's analysis sections (ranks, steps, collectives,
+ * categories, verdict, completeness) against a real tracectld fed by real
+ * producer processes (libtracectl), each recording a scripted list of
+ * entries with explicit times. Every figure the test checks is computed here
+ * from the same script, by the definitions of PROTOCOL.md Part 3 ("report
+ * analysis"), independently of the daemon's code.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "tracectl.h"
+
+#define MAXE    4096
+#define MAXR    16
+#define NO_INST (-1)
+
+struct ent {
+    int rank;
+    uint64_t step;
+    const char *op, *cat; /* cat NULL: the daemon classifies by name */
+    uint64_t start, dur;
+    bool ext; /* send comm + seq */
+    uint64_t comm, seq;
+    int inst; /* the collective instance it belongs to, NO_INST: none */
+};
+
+static struct ent script[MAXE];
+static size_t n_script;
+static struct tdaemon d;
+
+static void fini(void)
+{
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(ranks, .fini = fini, .timeout = 240);
+
+static struct ent *add(int rank, uint64_t step, const char *op, const char *cat, uint64_t start,
+                       uint64_t dur)
+{
+    struct ent *e = &script[n_script++];
+
+    cr_assert_lt(n_script, MAXE);
+    *e = (struct ent){rank, step, op, cat, start, dur, false, 0, 0, NO_INST};
+    return e;
+}
+
+/* ---- the producers --------------------------------------------------------- */
+
+static void child(const char *session, int rank, int world)
+{
+    tc_options o;
+    tc_client *c;
+    const char *names[64];
+    uint32_t ids[64];
+    size_t n_names = 0;
+    uint64_t step = 0;
+    char dev[16];
+    int err = 0;
+
+    snprintf(dev, sizeof(dev), "gpu:%d", rank);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = session;
+    o.rank = rank;
+    o.world = world;
+    o.device = dev;
+    o.blocking = 1;
+    if ((c = tc_open(&o, &err)) == NULL || err != 0)
+        _exit(2);
+    for (size_t i = 0; i < n_script; i++) {
+        const struct ent *e = &script[i];
+        size_t k;
+
+        if (e->rank != rank)
+            continue;
+        while (step < e->step) {
+            tc_step(c);
+            step++;
+        }
+        for (k = 0; k < n_names && strcmp(names[k], e->op) != 0; k++)
+            ;
+        if (k == n_names) {
+            names[n_names] = e->op;
+            ids[n_names++] = e->cat ? tc_op_cat(c, e->op, e->cat) : tc_op(c, e->op);
+        }
+        if (e->ext) {
+            tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = e->comm, .seq = e->seq};
+            tc_record_ext(c, ids[k], e->start, e->dur, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
+                          &x);
+        } else {
+            tc_record(c, ids[k], e->start, e->dur, 0, NULL, NULL, 0, NULL);
+        }
+    }
+    _exit(tc_close(c) == 0 ? 0 : 3);
+}
+
+/* Runs one producer process per rank 0..ranks-1 and waits for the session to end. */
+static long long run_producers(const char *session, int ranks, int world)
+{
+    pid_t pids[MAXR];
+    struct proto_reader r;
+    const msgpack_object *o;
+    long long id = -1;
+    int fd;
+
+    for (int k = 0; k < ranks; k++) {
+        pids[k] = fork();
+        cr_assert_geq(pids[k], 0);
+        if (pids[k] == 0)
+            child(session, k, world);
+    }
+    for (int k = 0; k < ranks; k++) {
+        int st;
+        cr_assert_eq(waitpid(pids[k], &st, 0), pids[k]);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer %d failed", k);
+    }
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
+        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "name"), session))
+            id = (long long)obj_u64(obj_get(row, "id"));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_geq(id, 0, "no session %s", session);
+    raw_wait_state(d.sock, id, "ended", 30);
+    return id;
+}
+
+/* The report with its analysis sections; the reply stays in *r (deinit it). */
+static const msgpack_object *analysis(long long id, struct proto_request *req,
+                                      struct proto_reader *r)
+{
+    struct proto_request dflt;
+    const msgpack_object *o;
+    int fd;
+
+    if (req == NULL) {
+        proto_request_init(&dflt);
+        req = &dflt;
+    }
+    req->session.id = id;
+    req->analysis.on = true;
+    o = raw_control(d.sock, PROTO_REPORT, req, r, &fd);
+    close(fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
+    return &o->via.array.ptr[1];
+}
+
+static const msgpack_object *row_of(const msgpack_object *list, const char *key, uint64_t v)
+{
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *x = obj_get(&list->via.array.ptr[i], key);
+        if (x != NULL && x->type == MSGPACK_OBJECT_POSITIVE_INTEGER && x->via.u64 == v)
+            return &list->via.array.ptr[i];
+    }
+    cr_assert_fail("no row with %s = %llu", key, (unsigned long long)v);
+    return NULL;
+}
+
+/* ---- the expected figures, from the script ---------------------------------- */
+
+static bool is_comm(const struct ent *e)
+{
+    return e->cat != NULL && strcmp(e->cat, "comm") == 0;
+}
+
+static bool is_compute(const struct ent *e)
+{
+    return e->cat == NULL ? strstr(e->op, "memcpy") == NULL : strcmp(e->cat, "compute") == 0;
+}
+
+/* The part of [b, e) covered by rank's compute entries (their union): unit by unit of 1 µs
+ * would be slow, so by the sorted, merged intervals. */
+static int iv_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b;
+
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static uint64_t covered(int rank, uint64_t b, uint64_t e)
+{
+    static uint64_t iv[MAXE][2];
+    size_t n = 0, m = 0;
+    uint64_t sum = 0;
+
+    for (size_t i = 0; i < n_script; i++)
+        if (script[i].rank == rank && is_compute(&script[i]) && script[i].dur > 0) {
+            iv[n][0] = script[i].start;
+            iv[n][1] = script[i].start + script[i].dur;
+            n++;
+        }
+    qsort(iv, n, sizeof(iv[0]), iv_cmp);
+    for (size_t i = 0; i < n; i++) { /* merge in place */
+        if (m > 0 && iv[i][0] <= iv[m - 1][1]) {
+            if (iv[i][1] > iv[m - 1][1])
+                iv[m - 1][1] = iv[i][1];
+        } else {
+            iv[m][0] = iv[i][0], iv[m][1] = iv[i][1];
+            m++;
+        }
+    }
+    for (size_t i = 0; i < m; i++) {
+        uint64_t x = iv[i][0] > b ? iv[i][0] : b, y = iv[i][1] < e ? iv[i][1] : e;
+        if (y > x)
+            sum += y - x;
+    }
+    return sum;
+}
+
+struct expect {
+    uint64_t compute, comm, memory, wait, exposed, waited, last, caused, coll, steps, step_ns;
+};
+
+struct inst {
+    uint64_t first, last, step;
+    int last_rank;
+    const char *op;
+};
+
+static struct inst insts[1024];
+static int n_inst;
+
+static void expect_all(int ranks, struct expect *ex)
+{
+    memset(ex, 0, sizeof(*ex) * (size_t)ranks);
+    n_inst = 0;
+    for (size_t i = 0; i < n_script; i++)
+        if (script[i].inst >= n_inst)
+            n_inst = script[i].inst + 1;
+    for (int k = 0; k < n_inst; k++) {
+        insts[k].first = UINT64_MAX;
+        insts[k].last = 0;
+        for (size_t i = 0; i < n_script; i++) {
+            const struct ent *e = &script[i];
+            if (e->inst != k)
+                continue;
+            insts[k].op = e->op;
+            if (e->start < insts[k].first)
+                insts[k].first = e->start;
+            if (e->start > insts[k].last) {
+                insts[k].last = e->start;
+                insts[k].last_rank = e->rank;
+                insts[k].step = e->step;
+            }
+        }
+    }
+    for (size_t i = 0; i < n_script; i++) {
+        const struct ent *e = &script[i];
+        struct expect *x = &ex[e->rank];
+
+        if (is_comm(e)) {
+            x->comm += e->dur;
+            x->exposed += e->dur - covered(e->rank, e->start, e->start + e->dur);
+        } else if (e->cat != NULL && strcmp(e->cat, "wait") == 0) {
+            x->wait += e->dur;
+        } else if (is_compute(e)) {
+            x->compute += e->dur;
+        } else {
+            x->memory += e->dur;
+        }
+        if (e->inst != NO_INST) {
+            const struct inst *in = &insts[e->inst];
+            uint64_t w = in->last - e->start;
+            x->waited += w < e->dur ? w : e->dur;
+            x->coll++;
+            if (in->last_rank == e->rank) {
+                x->last++;
+                x->caused += in->last - in->first;
+            }
+        }
+    }
+}
+
+/* The span of (rank, step): max end - min start; 0 when it has no entry. */
+static uint64_t span(int rank, uint64_t step)
+{
+    uint64_t b = UINT64_MAX, e = 0;
+
+    for (size_t i = 0; i < n_script; i++) {
+        const struct ent *x = &script[i];
+        if (x->rank != rank || x->step != step)
+            continue;
+        if (x->start < b)
+            b = x->start;
+        if (x->start + x->dur > e)
+            e = x->start + x->dur;
+    }
+    return e > b ? e - b : 0;
+}
+
+/* ---- a hand-built session: three ranks, two steps, known arrivals ---------------- */
+
+#define T0 1000000000ull
+
+static void hand_script(void)
+{
+    /* arrivals (ns after the collective's base) of rank r in step s */
+    static const uint64_t ar[2][3] = {{0, 30000, 70000}, {20000, 90000, 10000}};
+    static const uint64_t br[2][3] = {{10000, 0, 40000}, {0, 25000, 5000}};
+    int inst = 0;
+
+    n_script = 0;
+    for (uint64_t s = 0; s < 2; s++) {
+        uint64_t base = T0 + s * 1000000;
+        for (int r = 0; r < 3; r++) {
+            uint64_t a = base + 200000 + ar[s][r], b = base + 500000 + br[s][r];
+            struct ent *e;
+
+            add(r, s, "matmul", NULL, base, 100000 + 10000 * (uint64_t)r + 5000 * s);
+            add(r, s, "memcpy_h2d", NULL, base + 150000, 20000);
+            e = add(r, s, "allreduce", "comm", a, base + 400000 - a);
+            e->ext = true, e->comm = 77, e->seq = s, e->inst = inst;
+            if (r == 0) /* a kernel on another stream, overlapping the allreduce by 30 µs */
+                add(r, s, "gemm_stream2", "compute", a + 50000, 30000);
+            add(r, s, "broadcast", "comm", b, base + 600000 - b)->inst = inst + 1;
+            if (r == 1)
+                add(r, s, "MPI_Wait", "wait", base + 700000, 10000);
+        }
+        inst += 2;
+    }
+}
+
+Test(ranks, hand_built_session_every_figure)
+{
+    struct expect ex[3];
+    struct proto_reader r;
+    const msgpack_object *rep, *ranks, *steps, *coll, *cats;
+    long long id;
+    uint64_t cat_total[5] = {0}, total = 0;
+
+    harness_daemon_start(&d, NULL);
+    hand_script();
+    id = run_producers("hand", 3, 3);
+    expect_all(3, ex);
+    rep = analysis(id, NULL, &r);
+
+    ranks = obj_get(rep, "ranks");
+    cr_assert_eq(ranks->via.array.size, 3);
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        uint64_t sn = span(k, 0) + span(k, 1);
+
+        cr_expect_eq(obj_u64(obj_get(row, "steps")), 2);
+        cr_expect_eq(obj_u64(obj_get(row, "step_ns")), sn, "rank %d step_ns", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), ex[k].compute, "rank %d compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), ex[k].comm, "rank %d comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "memory_ns")), ex[k].memory, "rank %d memory", k);
+        cr_expect_eq(obj_u64(obj_get(row, "wait_ns")), ex[k].wait, "rank %d wait", k);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), ex[k].exposed, "rank %d exposed", k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), ex[k].waited, "rank %d waited", k);
+        cr_expect_eq(obj_u64(obj_get(row, "arrived_last")), ex[k].last, "rank %d last", k);
+        cr_expect_eq(obj_u64(obj_get(row, "caused_ns")), ex[k].caused, "rank %d caused", k);
+        cat_total[0] += ex[k].compute, cat_total[1] += ex[k].comm, cat_total[2] += ex[k].memory;
+        cat_total[3] += ex[k].wait;
+    }
+    /* rank 0's allreduce is covered 30 µs by gemm_stream2: exposure is not the comm time */
+    cr_assert_eq(ex[0].exposed + 2 * 30000, ex[0].comm);
+
+    steps = obj_get(rep, "steps");
+    cr_assert_eq(steps->via.array.size, 2);
+    for (uint64_t s = 0; s < 2; s++) {
+        const msgpack_object *row = row_of(steps, "step", s);
+        uint64_t min = UINT64_MAX, max = 0, sum = 0, caused[3] = {0}, lastn[3] = {0}, waited = 0;
+        int slow = 0, lastr = 0, late = 0;
+
+        for (int k = 0; k < 3; k++) {
+            uint64_t t = span(k, s);
+            sum += t;
+            if (t < min)
+                min = t;
+            if (t > max)
+                max = t, slow = k;
+        }
+        for (int i = 0; i < n_inst; i++)
+            if (insts[i].step == s) {
+                caused[insts[i].last_rank] += insts[i].last - insts[i].first;
+                lastn[insts[i].last_rank]++;
+            }
+        for (size_t i = 0; i < n_script; i++)
+            if (script[i].inst != NO_INST && script[i].step == s) {
+                uint64_t w = insts[script[i].inst].last - script[i].start;
+                waited += w < script[i].dur ? w : script[i].dur;
+            }
+        for (int k = 1; k < 3; k++) {
+            if (lastn[k] > lastn[lastr])
+                lastr = k;
+            if (caused[k] > caused[late])
+                late = k;
+        }
+        cr_expect_eq(obj_u64(obj_get(row, "min_ns")), min);
+        cr_expect_eq(obj_u64(obj_get(row, "max_ns")), max);
+        cr_expect_eq(obj_u64(obj_get(row, "mean_ns")), sum / 3);
+        cr_expect_eq(obj_u64(obj_get(row, "spread_ns")), max - min);
+        cr_expect_eq(obj_u64(obj_get(row, "slowest_rank")), (uint64_t)slow);
+        cr_expect_eq(obj_u64(obj_get(row, "last_rank")), (uint64_t)lastr);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), waited, "step %llu waited",
+                     (unsigned long long)s);
+        /* named late when what it cost is at least 10 % of the step's mean time */
+        cr_assert((double)caused[late] >= 0.10 * (double)(sum / 3));
+        cr_expect_eq(obj_u64(obj_get(row, "late_rank")), (uint64_t)late);
+    }
+    cr_expect_eq(obj_u64(obj_get(row_of(steps, "step", 0), "late_rank")), 2);
+    cr_expect_eq(obj_u64(obj_get(row_of(steps, "step", 1), "late_rank")), 1);
+
+    coll = obj_get(rep, "collectives");
+    cr_assert_eq(coll->via.array.size, 2);
+    for (uint32_t i = 0; i < 2; i++) {
+        const msgpack_object *row = &coll->via.array.ptr[i];
+        uint64_t n = 0, skew = 0, skew_max = 0, lastn[3] = {0}, waited = 0;
+        int top = 0;
+
+        for (int k = 0; k < n_inst; k++) {
+            if (!obj_str_eq(obj_get(row, "op"), insts[k].op))
+                continue;
+            n++;
+            skew += insts[k].last - insts[k].first;
+            if (insts[k].last - insts[k].first > skew_max)
+                skew_max = insts[k].last - insts[k].first;
+            lastn[insts[k].last_rank]++;
+        }
+        for (size_t k = 0; k < n_script; k++)
+            if (script[k].inst != NO_INST && obj_str_eq(obj_get(row, "op"), script[k].op)) {
+                uint64_t w = insts[script[k].inst].last - script[k].start;
+                waited += w < script[k].dur ? w : script[k].dur;
+            }
+        for (int k = 1; k < 3; k++)
+            if (lastn[k] > lastn[top])
+                top = k;
+        cr_expect_eq(obj_u64(obj_get(row, "instances")), n);
+        cr_expect_eq(obj_u64(obj_get(row, "partial")), 0);
+        cr_expect_eq(obj_u64(obj_get(row, "skew_mean_ns")), skew / n);
+        cr_expect_eq(obj_u64(obj_get(row, "skew_max_ns")), skew_max);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), waited);
+        cr_expect_eq(obj_u64(obj_get(row, "last_rank")), (uint64_t)top);
+        cr_expect_eq(obj_u64(obj_get(row, "last_rank_count")), lastn[top]);
+    }
+
+    cats = obj_get(rep, "categories");
+    for (int c = 0; c < 5; c++)
+        total += cat_total[c];
+    for (uint32_t i = 0; i < cats->via.array.size; i++) {
+        const msgpack_object *row = &cats->via.array.ptr[i];
+        static const char *const names[5] = {"compute", "comm", "memory", "wait", "other"};
+        for (int c = 0; c < 5; c++)
+            if (obj_str_eq(obj_get(row, "category"), names[c])) {
+                cr_expect_eq(obj_u64(obj_get(row, "total_ns")), cat_total[c], "%s", names[c]);
+                cr_expect_float_eq(obj_f64(obj_get(row, "share")),
+                                   (double)cat_total[c] / (double)total, 1e-12);
+            }
+    }
+    {
+        const msgpack_object *comp = obj_get(rep, "completeness");
+        cr_expect_eq(obj_u64(obj_get(comp, "world")), 3);
+        cr_expect_eq(obj_get(comp, "missing_ranks")->via.array.size, 0);
+        cr_expect_eq(obj_get(comp, "dropped")->via.array.size, 0);
+        cr_expect(obj_str_eq(obj_get(comp, "aggregates"), "exact"));
+        cr_expect_eq(obj_u64(obj_get(comp, "late_entries")), 0);
+    }
+    proto_reader_deinit(&r);
+}
+
+/* ---- eight ranks, rank 5 late before each collective in steps 3-7 only ------------ */
+
+#define DELAY 3000000ull /* 3 ms injected before each of rank 5's collectives */
+#define NSTEP 10
+
+static bool delayed(int r, uint64_t s)
+{
+    return r == 5 && s >= 3 && s <= 7;
+}
+
+static void straggler_script(void)
+{
+    int inst = 0;
+
+    n_script = 0;
+    for (uint64_t s = 0; s < NSTEP; s++) {
+        uint64_t base = T0 + s * 20000000;
+        for (int k = 0; k < 2; k++, inst++) {
+            /* rank r arrives r µs after the others' common point (jitter), rank 5 late */
+            uint64_t point = base + 1000000 + (uint64_t)k * 8000000, last = 0;
+            for (int r = 0; r < 8; r++) {
+                uint64_t a = point + (uint64_t)r * 1000 + (delayed(r, s) ? DELAY : 0);
+                last = a > last ? a : last;
+            }
+            for (int r = 0; r < 8; r++) {
+                uint64_t a = point + (uint64_t)r * 1000 + (delayed(r, s) ? DELAY : 0);
+                struct ent *e;
+                if (k == 0)
+                    add(r, s, "matmul", NULL, base, 900000 + (uint64_t)r * 1000);
+                /* the collective ends 100 µs after the last arrival, on every rank */
+                e = add(r, s, k == 0 ? "allreduce" : "all_gather", "comm", a, last + 100000 - a);
+                e->inst = inst;
+                if (k == 0) /* one with comm + seq, one matched by occurrence */
+                    e->ext = true, e->comm = 5, e->seq = s;
+            }
+        }
+    }
+    /* the script lists entries step by step, rank by rank: sort each rank's by step */
+}
+
+Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *steps, *ranks;
+    struct expect ex[8];
+    long long id;
+    char *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    straggler_script();
+    id = run_producers("straggler", 8, 8);
+    expect_all(8, ex);
+    rep = analysis(id, NULL, &r);
+
+    steps = obj_get(rep, "steps");
+    cr_assert_eq(steps->via.array.size, NSTEP);
+    for (uint64_t s = 0; s < NSTEP; s++) {
+        const msgpack_object *late = obj_get(row_of(steps, "step", s), "late_rank");
+        if (delayed(5, s))
+            cr_expect(late->type == MSGPACK_OBJECT_POSITIVE_INTEGER && late->via.u64 == 5,
+                      "step %llu: rank 5 is not named late", (unsigned long long)s);
+        else
+            cr_expect(late->type == MSGPACK_OBJECT_NIL, "step %llu: a late rank is named",
+                      (unsigned long long)s);
+    }
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 8; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        uint64_t waited = obj_u64(obj_get(row, "waited_ns"));
+        /* what was injected: DELAY before each of the 2 collectives of 5 steps */
+        double injected = k == 5 ? 0.0 : 2.0 * 5.0 * (double)DELAY;
+
+        cr_expect_eq(waited, ex[k].waited, "rank %d waited", k);
+        if (k != 5)
+            cr_expect(waited >= injected * 0.99 && waited <= injected * 1.01,
+                      "rank %d waited %llu ns, injected %.0f", k, (unsigned long long)waited,
+                      injected);
+        cr_expect_eq(obj_u64(obj_get(row, "late_steps")), k == 5 ? 5 : 0, "rank %d late steps", k);
+    }
+    {
+        const msgpack_object *v = obj_get(rep, "verdict");
+        cr_assert(v != NULL && v->type == MSGPACK_OBJECT_STR);
+        cr_expect(memmem(v->via.str.ptr, v->via.str.size, "rank 5 ×5", strlen("rank 5 ×5")) != NULL,
+                  "verdict: %.*s", (int)v->via.str.size, v->via.str.ptr);
+    }
+    proto_reader_deinit(&r);
+
+    /* the CLI names the same steps */
+    {
+        char ids[32];
+        snprintf(ids, sizeof(ids), "%lld", id);
+        char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", ids, NULL};
+        cr_assert_eq(harness_run(&out, argv), 0);
+        cr_expect(strstr(out, "late: rank 5 in steps 3–7\n") != NULL, "%s", out);
+        free(out);
+    }
+    /* filters: rank 5 alone, steps 3..4 */
+    {
+        struct proto_request req;
+        proto_request_init(&req);
+        req.analysis.ranks[0] = 5;
+        req.analysis.n_ranks = 1;
+        req.analysis.steps = true;
+        req.analysis.step_min = 3;
+        req.analysis.step_max = 4;
+        rep = analysis(id, &req, &r);
+        ranks = obj_get(rep, "ranks");
+        cr_assert_eq(ranks->via.array.size, 1);
+        cr_expect_eq(obj_u64(obj_get(&ranks->via.array.ptr[0], "steps")), 2);
+        cr_expect_eq(obj_u64(obj_get(&ranks->via.array.ptr[0], "step_ns")),
+                     span(5, 3) + span(5, 4));
+        cr_expect_eq(obj_get(rep, "steps")->via.array.size, 2);
+        proto_reader_deinit(&r);
+    }
+}
+
+/* ---- classification, classify, filters, completeness -------------------------------- */
+
+static int run_cli(char **out, const char *a1, const char *a2, const char *a3, const char *a4,
+                   const char *a5)
+{
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,     (char *)a1, (char *)a2,
+                    (char *)a3,   (char *)a4, (char *)a5, NULL};
+
+    return harness_run(out, argv);
+}
+
+Test(ranks, classify_rebuilds_and_filters_restrict)
+{
+    struct proto_reader r;
+    struct proto_request req;
+    const msgpack_object *rep, *ranks;
+    struct expect ex[3];
+    long long id;
+    char ids[32], *out = NULL;
+    uint64_t a2a[3] = {0};
+
+    harness_daemon_start(&d, NULL);
+    hand_script();
+    /* a DeepEP kernel (communication by the built-in rules) and an all-to-all the rules
+     * cannot know (compute until classified) */
+    for (int k = 0; k < 3; k++) {
+        uint64_t base = T0 + 1000000 + 800000; /* step 1, after the script's entries */
+        /* a collective too: matched across the ranks by occurrence */
+        add(k, 1, "void deep_ep::internode::dispatch<8>(int*)", NULL, base, 5000 + 1000 * k)->inst =
+            101;
+        add(k, 1, "custom_exchange_kernel", NULL, base + 20000 + 3000 * (uint64_t)k, 9000);
+        a2a[k] = 9000;
+    }
+    /* keep each rank's entries in step order for the producers */
+    id = run_producers("classify", 3, 3);
+    snprintf(ids, sizeof(ids), "%lld", id);
+
+    /* before: the DeepEP kernel is comm, custom_exchange_kernel compute */
+    for (size_t i = 0; i < n_script; i++)
+        if (strcmp(script[i].op, "void deep_ep::internode::dispatch<8>(int*)") == 0)
+            script[i].cat = "comm";
+    expect_all(3, ex);
+    rep = analysis(id, NULL, &r);
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), ex[k].comm, "rank %d comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), ex[k].compute, "rank %d compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+    }
+    proto_reader_deinit(&r);
+
+    /* a live session cannot be re-classified; this one has ended */
+    cr_assert_eq(run_cli(&out, "classify", ids, "--comm", "custom_(exchange|a2a)", NULL), 0, "%s",
+                 out);
+    cr_expect(strstr(out, "1 of") != NULL, "%s", out);
+    free(out);
+    for (size_t i = 0; i < n_script; i++)
+        if (strcmp(script[i].op, "custom_exchange_kernel") == 0) {
+            script[i].cat = "comm";
+            script[i].inst = 100; /* one more collective instance, matched by occurrence */
+        }
+    expect_all(3, ex);
+    rep = analysis(id, NULL, &r);
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), ex[k].comm, "rank %d comm", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), ex[k].compute, "rank %d compute", k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), ex[k].waited, "rank %d waited", k);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), ex[k].exposed, "rank %d exp", k);
+        cr_expect_gt(ex[k].comm, a2a[k]);
+    }
+    cr_expect(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"));
+    proto_reader_deinit(&r);
+
+    /* --device gpu:1 --category comm: rank 1's communication only */
+    proto_request_init(&req);
+    req.analysis.device = strdup("gpu:1");
+    req.analysis.category = strdup("comm");
+    rep = analysis(id, &req, &r);
+    ranks = obj_get(rep, "ranks");
+    cr_assert_eq(ranks->via.array.size, 3);
+    for (int k = 0; k < 3; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), k == 1 ? ex[1].comm : 0, "rank %d", k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), 0);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), k == 1 ? ex[1].exposed : 0);
+    }
+    free(req.analysis.device);
+    free(req.analysis.category);
+    proto_reader_deinit(&r);
+
+    /* a bad pattern is a usage error, before any request */
+    cr_expect_eq(run_cli(NULL, "classify", ids, "--comm", "(", NULL), 2);
+}
+
+Test(ranks, missing_ranks_and_dropped_entries_are_flagged)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *comp, *v;
+    long long id = -1;
+    int fd[3];
+
+    harness_daemon_start(&d, "--linger", "1", NULL);
+    /* ranks 0, 1, 3 of a world of 5 join; rank 3 says it dropped 7 entries */
+    for (int k = 0; k < 3; k++) {
+        int rank = k == 2 ? 3 : k;
+        char dev[16];
+        snprintf(dev, sizeof(dev), "gpu:%d", rank);
+        fd[k] = raw_producer(d.sock, "partial", rank, 5, dev, &id);
+        raw_send_ops(fd[k], 1, "allreduce");
+        raw_send_batch(fd[k], 1, 4, T0, 1000);
+        cr_assert_eq(raw_flush(fd[k], 1), 4);
+    }
+    for (int k = 0; k < 3; k++)
+        raw_bye(fd[k], k == 2 ? 7 : 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    rep = analysis(id, NULL, &r);
+    comp = obj_get(rep, "completeness");
+    cr_expect_eq(obj_u64(obj_get(comp, "world")), 5);
+    v = obj_get(comp, "missing_ranks");
+    cr_assert_eq(v->via.array.size, 2);
+    cr_expect_eq(v->via.array.ptr[0].via.u64, 2);
+    cr_expect_eq(v->via.array.ptr[1].via.u64, 4);
+    v = obj_get(comp, "dropped");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "rank")), 3);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "dropped")), 7);
+    /* the 4 allreduce instances never saw ranks 2 and 4: partial */
+    v = obj_get(rep, "collectives");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "instances")), 4);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "partial")), 4);
+    v = obj_get(rep, "verdict");
+    cr_expect(memmem(v->via.str.ptr, v->via.str.size, "2 of 5 ranks missing", 20) != NULL, "%.*s",
+              (int)v->via.str.size, v->via.str.ptr);
+    cr_expect(memmem(v->via.str.ptr, v->via.str.size, "entries dropped on rank 3", 25) != NULL,
+              "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    proto_reader_deinit(&r);
+}
+
+Test(ranks, import_classification_rules)
+{
+    struct proto_reader r;
+    struct proto_request req;
+    const msgpack_object *o, *ops;
+    char *out = NULL;
+    int fd, seen = 0;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(run_cli(&out, "import", TEST_DATA_DIR "/kineto/handmade/streams.json",
+                         "--session=streams", "--comm=^gemm", "--memory=add_k"),
+                 0, "%s", out);
+    free(out);
+    proto_request_init(&req);
+    req.session.name = "streams";
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    close(fd);
+    ops = obj_get(&o->via.array.ptr[1], "ops");
+    for (uint32_t i = 0; i < ops->via.array.size; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "op"), "gemm_kernel")) {
+            cr_expect(obj_str_eq(obj_get(row, "category"), "comm"));
+            seen++;
+        }
+        if (obj_str_eq(obj_get(row, "op"), "add_kernel")) {
+            cr_expect(obj_str_eq(obj_get(row, "category"), "memory"));
+            seen++;
+        }
+    }
+    cr_expect_eq(seen, 2);
+    proto_reader_deinit(&r);
+    cr_expect_eq(run_cli(NULL, "import", TEST_DATA_DIR "/kineto/handmade/streams.json", "--comm=[",
+                         NULL, NULL),
+                 2);
+}
+
+/* The analysis map packed back to bytes, minus what differs by design. */
+static void analysis_bytes(long long id, msgpack_sbuffer *out)
+{
+    struct proto_reader r;
+    const msgpack_object *rep = analysis(id, NULL, &r);
+    msgpack_packer pk;
+    static const char *const keys[] = {"ranks", "steps", "collectives", "categories", "verdict"};
+
+    msgpack_sbuffer_init(out);
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        msgpack_pack_object(&pk, *obj_get(rep, keys[i]));
+    proto_reader_deinit(&r);
+}
+
+Test(ranks, rebuild_equals_the_live_aggregates)
+{
+    msgpack_sbuffer live, rebuilt;
+    long long id;
+    char ids[32], path[PATH_MAX + 64], *out = NULL;
+    sqlite3 *db;
+    struct proto_reader r;
+
+    harness_daemon_start(&d, NULL);
+    straggler_script();
+    id = run_producers("rebuild", 8, 8);
+    analysis_bytes(id, &live);
+    /* a file written before the rank aggregates: no tables' rows, no info.ranks */
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db,
+                              "DELETE FROM rk_ops; DELETE FROM rk_steps; DELETE FROM rk_coll;"
+                              " DELETE FROM rk_coll_ranks; DELETE FROM info WHERE key = 'ranks'",
+                              NULL, NULL, NULL),
+                 SQLITE_OK);
+    sqlite3_close(db);
+    cr_expect(obj_str_eq(obj_get(obj_get(analysis(id, NULL, &r), "completeness"), "aggregates"),
+                         "absent"));
+    proto_reader_deinit(&r);
+    snprintf(ids, sizeof(ids), "%lld", id);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    analysis_bytes(id, &rebuilt);
+    cr_expect_eq(live.size, rebuilt.size);
+    cr_expect(live.size == rebuilt.size && memcmp(live.data, rebuilt.data, live.size) == 0,
+              "the rebuilt sections differ from the live ones");
+    msgpack_sbuffer_destroy(&live);
+    msgpack_sbuffer_destroy(&rebuilt);
+}
