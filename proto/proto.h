@@ -174,6 +174,7 @@ struct proto_request {
     uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
     uint32_t ops_offset;          /* report extension: ops rows skipped first */
     bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
+    bool by_rank;  /* export: "order": "rank" (by rank, then as "start"); by_start is false */
 };
 
 struct proto_msg {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli_delete.h"
+#include "cli_diff.h"
 #include "cli_export.h"
 #include "cli_import.h"
 #include "cli_json.h"
@@ -50,6 +51,7 @@ static const struct cli_command cli_commands[] = {
     {"rm", "delete", "delete an ended session", cli_delete_usage, cli_delete_run},
     {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
     {"import", NULL, "import PyTorch profiler (Kineto) traces", cli_import_usage, cli_import_run},
+    {"diff", NULL, "compare two sessions; exit 6 on a regression", cli_diff_usage, cli_diff_run},
     {"help", NULL, "show this help, or a command's help", cli_help_usage, cli_help_run},
 };
 
@@ -85,6 +87,7 @@ static const char cli_usage_tail[] =
     "  3  no daemon at the socket\n"
     "  4  unknown session\n"
     "  5  the daemon refused the request (its error code and message are shown)\n"
+    "  6  diff: something regressed (with --divergence: the sessions diverge)\n"
     "\n"
     "Example:\n"
     "  tracectl sessions\n"

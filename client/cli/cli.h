@@ -32,6 +32,7 @@ enum cli_exit {
     CLI_EXIT_NO_DAEMON = 3,  /* nothing listens at the socket */
     CLI_EXIT_NO_SESSION = 4, /* the daemon replied no_session */
     CLI_EXIT_REFUSED = 5,    /* the daemon replied with any other error */
+    CLI_EXIT_DIFFERS = 6,    /* diff: something regressed (or, with --divergence, diverged) */
 };
 
 /* Returned by option helpers when parsing goes on (never an exit code). */

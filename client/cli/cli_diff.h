@@ -1,0 +1,29 @@
+/*
+ * cli_diff — `tracectl diff <A> <B>`: two sessions side by side, from their
+ * report maps (PROTOCOL.md "Report map"), and with --divergence, the first
+ * place where their op sequences or output checksums part (cli_diverge).
+ *
+ * The two reports are asked for on two connections, both held open while
+ * the diff is made (their results are borrowed from the connections'
+ * readers). Rows are matched by key — op name, category (summed over the
+ * ops rows), device — and the result is built as one msgpack map, the same
+ * map --json prints and the tables read, so the two outputs cannot
+ * disagree. Memory follows the number of ops and devices, never entries.
+ *
+ * A row regressed when its total time grew by at least --min-time and by
+ * more than --threshold percent of A's (a row absent from A, or at 0 ns in
+ * it, only needs the --min-time); the session's total counts like a row.
+ * The command exits with CLI_EXIT_DIFFERS when any row regressed (or, with
+ * --divergence, when the sessions diverge), so that CI can gate on it.
+ * Runs on the CLI's only thread; see cli.h for the command conventions.
+ */
+#ifndef TRACECTL_CLI_DIFF_H
+#define TRACECTL_CLI_DIFF_H
+
+#include "cli.h"
+
+extern const char cli_diff_usage[];
+
+int cli_diff_run(struct cli_ctx *ctx, int argc, char **argv);
+
+#endif
