@@ -118,6 +118,10 @@ static int producer(const char *session, int rank, enum variant v)
                                    4096, NULL, NULL, 0, NULL, tc_checksum(out, sizeof(out)));
         }
         tc_step(c);
+        /* a batch per step: the ranks' entries interleave in the session file, so a rank's
+         * sequence is only whole if the daemon sorts it by rank (export "order": "rank") */
+        if (tc_flush(c, 20000) != 0)
+            return 11;
     }
     if (tc_flush(c, 20000) != 0 || tc_dropped(c) != 0)
         return 11;
