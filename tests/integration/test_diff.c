@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <yajl/yajl_tree.h>
@@ -144,6 +145,18 @@ static long long session_id(const char *name)
     close(fd);
     cr_assert(id >= 0, "no session %s", name);
     return id;
+}
+
+static unsigned session_count(void)
+{
+    struct proto_reader rd;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &rd, &fd);
+    unsigned n = o->via.array.ptr[1].via.array.size;
+
+    proto_reader_deinit(&rd);
+    close(fd);
+    return n;
 }
 
 /* Records one session of RANKS producer processes and waits until it has ended. */
@@ -462,4 +475,76 @@ Test(diff, divergence_where_op_sequences_differ)
                  "allreduce");
     yajl_tree_free(root);
     free(out);
+}
+
+/* How many files or directories dir holds. */
+static int dir_entries(const char *dir)
+{
+    char *out, *argv[] = {"ls", "-A", (char *)dir, NULL};
+    int n = 0;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    for (char *p = out; *p; p++)
+        n += *p == '\n';
+    free(out);
+    return n;
+}
+
+Test(diff, offline_report_equals_the_live_one)
+{
+    static const char *const one[] = {"hta/nccl_data.json.gz", NULL};
+    static const char *const two[] = {"hta/sampled_rank-0.json.gz", "hta/sampled_rank-1.json.gz",
+                                      NULL};
+    static const char *const *const cases[] = {one, two};
+    char tmp[PATH_MAX], path[2][PATH_MAX];
+
+    /* the offline report's temporary directories go under a directory of this test */
+    harness_daemon_start(&d, NULL);
+    snprintf(tmp, sizeof(tmp), "%s/tmp", d.dir);
+    cr_assert_eq(mkdir(tmp, 0700), 0);
+    setenv("TMPDIR", tmp, 1);
+    for (size_t c = 0; c < 2; c++) {
+        const char *const *files = cases[c];
+        char *live, *off, *live_h, *off_h;
+        int n = 0;
+
+        /* a fresh daemon each time: the import is its session 1, as the private one's */
+        if (c > 0) {
+            harness_daemon_stop(&d, SIGTERM);
+            char *rm[] = {"rm", "-rf", d.data, NULL};
+            cr_assert_eq(harness_run(NULL, rm), 0);
+            harness_daemon_restart(&d, NULL);
+        }
+        for (; files[n] != NULL; n++)
+            snprintf(path[n], sizeof(path[n]), "%s/kineto/%s", TEST_DATA_DIR, files[n]);
+        if (n == 1)
+            cr_assert_eq(cli(NULL, "import", "--quiet", path[0], NULL), 0);
+        else
+            cr_assert_eq(cli(NULL, "import", "--quiet", path[0], path[1], NULL), 0);
+        cr_assert_eq(cli(&live, "report", "1", "--json", NULL), 0);
+        cr_assert_eq(cli(&live_h, "report", "1", "--top", "3", NULL), 0);
+        if (n == 1) {
+            cr_assert_eq(cli(&off, "report", path[0], "--json", NULL), 0);
+            cr_assert_eq(cli(&off_h, "report", "--top", "3", path[0], NULL), 0);
+        } else {
+            cr_assert_eq(cli(&off, "report", path[0], path[1], "--json", NULL), 0);
+            cr_assert_eq(cli(&off_h, "report", "--offline", path[0], path[1], "--top", "3", NULL),
+                         0);
+        }
+        cr_assert_str_eq(off, live);
+        cr_assert_str_eq(off_h, live_h);
+        cr_assert(strstr(live, "\"entries\":") != NULL);
+        free(live);
+        free(off);
+        free(live_h);
+        free(off_h);
+        /* nothing reached the test's daemon: its only session is the live import */
+        cr_assert_eq(session_count(), 1);
+    }
+    cr_assert_eq(dir_entries(tmp), 0);
+    /* a file that is not a trace: import's error and exit code, still nothing left */
+    snprintf(path[0], sizeof(path[0]), "%s/README.md", TEST_DATA_DIR);
+    cr_assert_eq(cli(NULL, "report", "--offline", path[0], NULL), 1);
+    cr_assert_eq(dir_entries(tmp), 0);
+    unsetenv("TMPDIR");
 }
