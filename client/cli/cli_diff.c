@@ -640,7 +640,7 @@ static int cli_diff_verdict(FILE *f, const msgpack_object *diff)
 {
     uint64_t n = 0, min = 0;
     double thr = 0;
-    char t[CLI_FMT_LEN], d[CLI_FMT_LEN], p[CLI_FMT_LEN];
+    char t[CLI_FMT_LEN], d[CLI_FMT_LEN + 8], p[CLI_FMT_LEN + 8];
     const msgpack_object *ops = cli_obj_get(diff, "ops");
     int shown = 0;
 
