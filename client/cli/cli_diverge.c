@@ -122,7 +122,11 @@ static int cli_diverge_advance(struct cli_diverge_stream *s)
     return CLI_EXIT_OK;
 }
 
-/* Asks for the session named by arg by rank and reads its header. Returns an exit code. */
+/*
+ * Asks for the session named by arg by rank and reads its header; the daemon
+ * then starts sorting it, so both sessions are opened before either is read.
+ * Returns an exit code.
+ */
 static int cli_diverge_open(struct cli_ctx *ctx, char *arg, struct cli_diverge_stream *s)
 {
     struct proto_request req;
@@ -140,7 +144,7 @@ static int cli_diverge_open(struct cli_ctx *ctx, char *arg, struct cli_diverge_s
         cli_conn_close(&s->conn);
         return cli_diverge_failure(rc, msg);
     }
-    return cli_diverge_advance(s);
+    return CLI_EXIT_OK;
 }
 
 static void cli_diverge_close(struct cli_diverge_stream *s)
@@ -490,7 +494,9 @@ int cli_diverge_run(struct cli_ctx *ctx, char **args)
         cli_diverge_close(&d.s[0]);
         return rc;
     }
-    rc = cli_diverge_walk(&d);
+    if ((rc = cli_diverge_advance(&d.s[0])) == CLI_EXIT_OK &&
+        (rc = cli_diverge_advance(&d.s[1])) == CLI_EXIT_OK)
+        rc = cli_diverge_walk(&d);
     if (rc == CLI_EXIT_OK)
         rc = cli_diverge_output(ctx, &d);
     if (rc == CLI_EXIT_OK && d.n_points > 0)
