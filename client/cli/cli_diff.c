@@ -327,7 +327,7 @@ static int cli_diff_match(const msgpack_object *rep[2], const char *section, con
             r->key = it->key;
             r->key_len = it->key_len;
         }
-        if (!by_cat && !r->in[1]) { /* B's category when it has the op, else A's */
+        if (strcmp(section, "ops") == 0 && !by_cat && !r->in[1]) { /* B's, else A's */
             r->cat = it->cat;
             r->cat_len = it->cat_len;
         }

@@ -291,6 +291,9 @@ Test(diff, injected_regression_named_and_equal_runs_pass)
         if (i != 1)
             cr_assert_not(get_bool(row(root, "ops", "op", op_names[i]), "regressed"));
     cr_assert(get_bool(row(root, "devices", "device", "gpu:2"), "regressed"));
+    cr_assert(str_is(get(conv, "category"), "compute"));
+    cr_assert_null(get(row(root, "devices", "device", "gpu:2"), "category"));
+    cr_assert_null(get(row(root, "categories", "category", "compute"), "op"));
     cr_assert_not(get_bool(row(root, "devices", "device", "gpu:1"), "regressed"));
     /* the ops rows come by absolute change: conv first */
     cr_assert(str_is(get(get(root, "ops")->u.array.values[0], "op"), "conv"));
