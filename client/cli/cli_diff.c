@@ -79,18 +79,28 @@ struct cli_diff_side {
     uint64_t calls, total_ns, mem_bytes;
 };
 
-/* A row of one side before matching: borrowed strings from its report. */
+/* A row's key as a report gives it: a name (op, category, device), a number (rank, step), nil. */
+struct cli_diff_key {
+    enum { CLI_DIFF_NIL, CLI_DIFF_INT, CLI_DIFF_STR } kind;
+    int64_t n;
+    const char *s; /* borrowed from a report */
+    uint32_t len;
+};
+
+/* A row of one side before matching. */
 struct cli_diff_item {
-    const char *key, *cat;
-    uint32_t key_len, cat_len;
+    struct cli_diff_key key;
+    const char *cat; /* borrowed; "" when none */
+    uint32_t cat_len;
     int side; /* 0: A, 1: B */
     struct cli_diff_side v;
 };
 
 /* A matched row. */
 struct cli_diff_row {
-    const char *key, *cat; /* cat: ops only, else NULL */
-    uint32_t key_len, cat_len;
+    struct cli_diff_key key;
+    const char *cat; /* ops only, else NULL */
+    uint32_t cat_len;
     bool in[2];
     struct cli_diff_side v[2];
     int64_t delta_ns; /* B's total − A's */
@@ -100,7 +110,38 @@ struct cli_diff_row {
 struct cli_diff_rows {
     struct cli_diff_row *v;
     size_t n;
+    bool present; /* either report has the section */
 };
+
+/*
+ * A section of the diff: rows of a report section matched by key. The
+ * figures compared are the rows' `time` (what regresses), `calls` and `mem`
+ * fields (NULL: none). Sections that neither report has are left out, so the
+ * per-rank and per-step sections of newer daemons show when both have them.
+ */
+struct cli_diff_section {
+    const char *section; /* in the report map */
+    const char *name;    /* in the diff map */
+    const char *key;     /* the rows' key field, in the report and the diff */
+    const char *title, *header, *calls_header;
+    bool by_cat;  /* key by the rows' category instead, summing them (categories from ops) */
+    bool has_cat; /* the rows carry their category (ops) */
+    const char *time, *calls, *mem;
+};
+
+static const struct cli_diff_section cli_diff_sections[] = {
+    {"ops", "ops", "op", "Operations", "OP", "CALLS", false, true, "total_ns", "calls",
+     "mem_bytes"},
+    {"ops", "categories", "category", "Categories", "CATEGORY", "CALLS", true, false, "total_ns",
+     "calls", "mem_bytes"},
+    {"devices", "devices", "device", "Devices", "DEVICE", "CALLS", false, false, "total_ns",
+     "calls", "mem_bytes"},
+    {"ranks", "ranks", "rank", "Ranks", "RANK", "STEPS", false, false, "total_ns", "steps", NULL},
+    {"steps", "steps", "step", "Steps (time of the slowest rank)", "STEP", "RANKS", false, false,
+     "max_ns", "ranks", NULL},
+};
+
+#define CLI_DIFF_NSECTIONS (sizeof(cli_diff_sections) / sizeof(cli_diff_sections[0]))
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -178,6 +219,7 @@ static int cli_diff_opts(struct cli_ctx *ctx, int argc, char **argv, struct cli_
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "t:T:n:d", opts, NULL)) != -1) {
+        rc = CLI_CONTINUE;
         if (c == 't')
             rc = cli_diff_threshold_opt(optarg, o);
         else if (c == 'T')
@@ -185,7 +227,7 @@ static int cli_diff_opts(struct cli_ctx *ctx, int argc, char **argv, struct cli_
         else if (c == 'n')
             rc = cli_diff_top_opt(optarg, o);
         else if (c == 'd')
-            o->divergence = true, rc = CLI_CONTINUE;
+            o->divergence = true;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -213,17 +255,25 @@ static uint64_t cli_diff_sat_add(uint64_t a, uint64_t b)
     return a > (uint64_t)INT64_MAX - b ? (uint64_t)INT64_MAX : a + b;
 }
 
-static int cli_diff_keycmp(const char *a, uint32_t an, const char *b, uint32_t bn)
+/* Orders keys: nil, then numbers, then names (bytewise). */
+static int cli_diff_keycmp(const struct cli_diff_key *a, const struct cli_diff_key *b)
 {
-    int c = memcmp(a, b, an < bn ? an : bn);
+    uint32_t n;
+    int c;
 
-    return c != 0 ? c : (an > bn) - (an < bn);
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    if (a->kind == CLI_DIFF_INT)
+        return (a->n > b->n) - (a->n < b->n);
+    n = a->len < b->len ? a->len : b->len;
+    c = n > 0 ? memcmp(a->s, b->s, n) : 0; /* an empty msgpack str may have no pointer */
+    return c != 0 ? c : (a->len > b->len) - (a->len < b->len);
 }
 
 static int cli_diff_item_cmp(const void *pa, const void *pb)
 {
     const struct cli_diff_item *a = pa, *b = pb;
-    int c = cli_diff_keycmp(a->key, a->key_len, b->key, b->key_len);
+    int c = cli_diff_keycmp(&a->key, &b->key);
 
     return c != 0 ? c : a->side - b->side;
 }
@@ -246,12 +296,26 @@ static void cli_diff_str(const msgpack_object *o, const char **s, uint32_t *len)
     }
 }
 
-/*
- * Appends the rows of a report section (an array of maps) keyed by key; with
- * by_cat the key is the row's category instead (ops summed per category).
- */
+static void cli_diff_key_of(const msgpack_object *o, struct cli_diff_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    if (o != NULL && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX) {
+        k->kind = CLI_DIFF_INT;
+        k->n = (int64_t)o->via.u64;
+    } else if (o != NULL && o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        k->kind = CLI_DIFF_INT;
+        k->n = o->via.i64;
+    } else if (o != NULL && o->type == MSGPACK_OBJECT_STR) {
+        k->kind = CLI_DIFF_STR;
+        cli_diff_str(o, &k->s, &k->len);
+    } else {
+        k->kind = CLI_DIFF_NIL;
+    }
+}
+
+/* Appends the rows of a report section (an array of maps) as sec says. */
 static void cli_diff_collect(struct cli_diff_item *items, size_t *n, const msgpack_object *rows,
-                             const char *key, int side, bool by_cat)
+                             const struct cli_diff_section *sec, int side)
 {
     if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY)
         return;
@@ -259,12 +323,12 @@ static void cli_diff_collect(struct cli_diff_item *items, size_t *n, const msgpa
         const msgpack_object *r = &rows->via.array.ptr[i];
         struct cli_diff_item *it = &items[(*n)++];
 
-        cli_diff_str(cli_obj_get(r, by_cat ? "category" : key), &it->key, &it->key_len);
+        cli_diff_key_of(cli_obj_get(r, sec->by_cat ? "category" : sec->key), &it->key);
         cli_diff_str(cli_obj_get(r, "category"), &it->cat, &it->cat_len);
         it->side = side;
-        it->v.calls = cli_diff_u64(r, "calls");
-        it->v.total_ns = cli_diff_u64(r, "total_ns");
-        it->v.mem_bytes = cli_diff_u64(r, "mem_bytes");
+        it->v.calls = cli_diff_u64(r, sec->calls);
+        it->v.total_ns = cli_diff_u64(r, sec->time);
+        it->v.mem_bytes = sec->mem != NULL ? cli_diff_u64(r, sec->mem) : 0;
     }
 }
 
@@ -288,46 +352,47 @@ static int cli_diff_row_cmp(const void *pa, const void *pb)
 
     if (da != db)
         return da > db ? -1 : 1;
-    return cli_diff_keycmp(a->key, a->key_len, b->key, b->key_len);
+    return cli_diff_keycmp(&a->key, &b->key);
 }
 
 /*
- * Matches the rows of section `section` of reports a and b by key (or, with
- * by_cat, sums ops rows per category) into *out, largest change first.
- * Returns 0 or -ENOMEM.
+ * Matches the rows of section sec of reports a and b by key into *out,
+ * largest change first. Returns 0 or -ENOMEM.
  */
-static int cli_diff_match(const msgpack_object *rep[2], const char *section, const char *key,
-                          bool by_cat, const struct cli_diff_opts *o, struct cli_diff_rows *out)
+static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_section *sec,
+                          const struct cli_diff_opts *o, struct cli_diff_rows *out)
 {
     const msgpack_object *rows[2];
     struct cli_diff_item *items;
     size_t n = 0, cap = 0;
 
-    for (int s = 0; s < 2; s++) {
-        rows[s] = cli_obj_get(rep[s], section);
-        if (rows[s] != NULL && rows[s]->type == MSGPACK_OBJECT_ARRAY)
-            cap += rows[s]->via.array.size;
-    }
     out->n = 0;
+    out->present = false;
+    for (int s = 0; s < 2; s++) {
+        rows[s] = cli_obj_get(rep[s], sec->section);
+        if (rows[s] != NULL && rows[s]->type == MSGPACK_OBJECT_ARRAY) {
+            cap += rows[s]->via.array.size;
+            out->present = true;
+        }
+    }
     if ((items = calloc(cap + 1, sizeof(*items))) == NULL ||
         (out->v = calloc(cap + 1, sizeof(*out->v))) == NULL) {
         free(items);
         return -ENOMEM;
     }
     for (int s = 0; s < 2; s++)
-        cli_diff_collect(items, &n, rows[s], key, s, by_cat);
+        cli_diff_collect(items, &n, rows[s], sec, s);
     qsort(items, n, sizeof(*items), cli_diff_item_cmp);
     for (size_t i = 0; i < n; i++) {
         struct cli_diff_item *it = &items[i];
         struct cli_diff_row *r = out->n > 0 ? &out->v[out->n - 1] : NULL;
 
         /* items are sorted by key: a key's items of A and B (and ops of one category) adjoin */
-        if (r == NULL || cli_diff_keycmp(r->key, r->key_len, it->key, it->key_len) != 0) {
+        if (r == NULL || cli_diff_keycmp(&r->key, &it->key) != 0) {
             r = &out->v[out->n++];
             r->key = it->key;
-            r->key_len = it->key_len;
         }
-        if (strcmp(section, "ops") == 0 && !by_cat && !r->in[1]) { /* B's, else A's */
+        if (sec->has_cat && !r->in[1]) { /* B's category, else A's */
             r->cat = it->cat;
             r->cat_len = it->cat_len;
         }
@@ -380,7 +445,12 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
     msgpack_pack_map(pk, 13 + (key != NULL) + (r->cat != NULL));
     if (key != NULL) {
         cli_diff_pack_key(pk, key);
-        cli_diff_pack_str(pk, r->key, r->key_len);
+        if (r->key.kind == CLI_DIFF_STR)
+            cli_diff_pack_str(pk, r->key.s, r->key.len);
+        else if (r->key.kind == CLI_DIFF_INT)
+            msgpack_pack_int64(pk, r->key.n);
+        else
+            msgpack_pack_nil(pk);
     }
     if (r->cat != NULL) {
         cli_diff_pack_key(pk, "category");
@@ -442,8 +512,6 @@ static void cli_diff_total(const msgpack_object *rep[2], const struct cli_diff_o
                            struct cli_diff_row *r)
 {
     memset(r, 0, sizeof(*r));
-    r->key = "total";
-    r->key_len = 5;
     for (int s = 0; s < 2; s++) {
         const msgpack_object *sess = cli_obj_get(rep[s], "session");
 
@@ -455,39 +523,39 @@ static void cli_diff_total(const msgpack_object *rep[2], const struct cli_diff_o
     cli_diff_judge(r, o);
 }
 
-static const struct {
-    const char *section; /* in the report map */
-    const char *name;    /* in the diff map */
-    const char *key;
-    bool by_cat;
-} cli_diff_sections[] = {
-    {"ops", "ops", "op", false},
-    {"ops", "categories", "category", true},
-    {"devices", "devices", "device", false},
-};
+/* The verdict line of a report (a newer daemon's per-rank analysis), or nil. */
+static void cli_diff_pack_verdict(msgpack_packer *pk, const msgpack_object *rep)
+{
+    const msgpack_object *v = cli_obj_get(rep, "verdict");
 
-#define CLI_DIFF_NSECTIONS CLI_DIFF_NCOLS(cli_diff_sections)
+    if (v != NULL && v->type == MSGPACK_OBJECT_STR)
+        msgpack_pack_object(pk, *v);
+    else
+        msgpack_pack_nil(pk);
+}
 
 /* Packs the whole diff map into sb. Returns 0 or -ENOMEM; *regressed counts regressed rows. */
 static int cli_diff_build(const msgpack_object *rep[2], const struct cli_diff_opts *o,
                           msgpack_sbuffer *sb, size_t *regressed)
 {
-    struct cli_diff_rows rows[CLI_DIFF_NSECTIONS] = {{NULL, 0}};
+    struct cli_diff_rows rows[CLI_DIFF_NSECTIONS];
     struct cli_diff_row total;
     msgpack_packer pk;
+    size_t present = 0;
     int rc = 0;
 
+    memset(rows, 0, sizeof(rows));
     cli_diff_total(rep, o, &total);
     *regressed = total.regressed;
     for (size_t i = 0; i < CLI_DIFF_NSECTIONS && rc == 0; i++) {
-        rc = cli_diff_match(rep, cli_diff_sections[i].section, cli_diff_sections[i].key,
-                            cli_diff_sections[i].by_cat, o, &rows[i]);
+        rc = cli_diff_match(rep, &cli_diff_sections[i], o, &rows[i]);
+        present += rows[i].present || i < 3; /* ops, categories, devices: always */
         for (size_t k = 0; rc == 0 && k < rows[i].n; k++)
             *regressed += rows[i].v[k].regressed;
     }
     if (rc == 0) {
         msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-        msgpack_pack_map(&pk, 7 + CLI_DIFF_NSECTIONS);
+        msgpack_pack_map(&pk, 9 + present);
         cli_diff_pack_key(&pk, "a");
         cli_diff_pack_session(&pk, rep[0]);
         cli_diff_pack_key(&pk, "b");
@@ -500,9 +568,15 @@ static int cli_diff_build(const msgpack_object *rep[2], const struct cli_diff_op
         msgpack_pack_uint64(&pk, *regressed);
         cli_diff_pack_key(&pk, "regressed");
         cli_diff_pack_bool(&pk, *regressed > 0);
+        cli_diff_pack_key(&pk, "verdict_a");
+        cli_diff_pack_verdict(&pk, rep[0]);
+        cli_diff_pack_key(&pk, "verdict_b");
+        cli_diff_pack_verdict(&pk, rep[1]);
         cli_diff_pack_key(&pk, "total");
         cli_diff_pack_row(&pk, &total, NULL);
         for (size_t i = 0; i < CLI_DIFF_NSECTIONS; i++) {
+            if (!rows[i].present && i >= 3)
+                continue;
             cli_diff_pack_key(&pk, cli_diff_sections[i].name);
             msgpack_pack_array(&pk, (uint32_t)rows[i].n);
             for (size_t k = 0; k < rows[i].n; k++)
@@ -560,33 +634,33 @@ static void cli_diff_status_cell(const msgpack_object *row, char *buf, size_t si
     snprintf(buf, size, "%s%s%s", pres, pres[0] && verdict[0] ? ", " : "", verdict);
 }
 
-#define CLI_DIFF_VALUE_COLS                                                                        \
-    {"CALLS A", "calls_a", CLI_VIEW_COUNT, 0, NULL},                                               \
-        {"CALLS B", "calls_b", CLI_VIEW_COUNT, 0, NULL},                                           \
-        {"TIME A", "total_a_ns", CLI_VIEW_DURATION, 0, NULL},                                      \
-        {"TIME B", "total_b_ns", CLI_VIEW_DURATION, 0, NULL},                                      \
-        {"CHANGE", NULL, CLI_VIEW_COUNT, 0, cli_diff_delta_cell},                                  \
-        {"CHANGE%", NULL, CLI_VIEW_COUNT, 0, cli_diff_pct_cell},                                   \
-        {"MEM A", "mem_a", CLI_VIEW_BYTES, 0, NULL}, {"MEM B", "mem_b", CLI_VIEW_BYTES, 0, NULL},  \
-    {                                                                                              \
-        "STATUS", NULL, CLI_VIEW_TEXT, 0, cli_diff_status_cell                                     \
+/*
+ * The columns of a section's table: its key (and the category of ops), then
+ * calls, time, change and memory of A and B, and the status.
+ */
+static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_col *cols,
+                            char names[2][32])
+{
+    size_t n = 0;
+
+    cols[n++] = (struct cli_view_col){sec->header, sec->key, CLI_VIEW_TEXT, 32, NULL};
+    if (sec->has_cat)
+        cols[n++] = (struct cli_view_col){"CATEGORY", "category", CLI_VIEW_TEXT, 10, NULL};
+    snprintf(names[0], sizeof(names[0]), "%s A", sec->calls_header);
+    snprintf(names[1], sizeof(names[1]), "%s B", sec->calls_header);
+    cols[n++] = (struct cli_view_col){names[0], "calls_a", CLI_VIEW_COUNT, 0, NULL};
+    cols[n++] = (struct cli_view_col){names[1], "calls_b", CLI_VIEW_COUNT, 0, NULL};
+    cols[n++] = (struct cli_view_col){"TIME A", "total_a_ns", CLI_VIEW_DURATION, 0, NULL};
+    cols[n++] = (struct cli_view_col){"TIME B", "total_b_ns", CLI_VIEW_DURATION, 0, NULL};
+    cols[n++] = (struct cli_view_col){"CHANGE", NULL, CLI_VIEW_COUNT, 0, cli_diff_delta_cell};
+    cols[n++] = (struct cli_view_col){"CHANGE%", NULL, CLI_VIEW_COUNT, 0, cli_diff_pct_cell};
+    if (sec->mem != NULL) {
+        cols[n++] = (struct cli_view_col){"MEM A", "mem_a", CLI_VIEW_BYTES, 0, NULL};
+        cols[n++] = (struct cli_view_col){"MEM B", "mem_b", CLI_VIEW_BYTES, 0, NULL};
     }
-
-static const struct cli_view_col cli_diff_ops_cols[] = {
-    {"OP", "op", CLI_VIEW_TEXT, 32, NULL},
-    {"CATEGORY", "category", CLI_VIEW_TEXT, 10, NULL},
-    CLI_DIFF_VALUE_COLS,
-};
-
-static const struct cli_view_col cli_diff_cat_cols[] = {
-    {"CATEGORY", "category", CLI_VIEW_TEXT, 16, NULL},
-    CLI_DIFF_VALUE_COLS,
-};
-
-static const struct cli_view_col cli_diff_dev_cols[] = {
-    {"DEVICE", "device", CLI_VIEW_TEXT, 24, NULL},
-    CLI_DIFF_VALUE_COLS,
-};
+    cols[n++] = (struct cli_view_col){"STATUS", NULL, CLI_VIEW_TEXT, 0, cli_diff_status_cell};
+    return n;
+}
 
 /* Sessions A and B with their totals, the change, and the verdict line. */
 static int cli_diff_head(FILE *f, const msgpack_object *diff)
@@ -635,53 +709,81 @@ static int cli_diff_head(FILE *f, const msgpack_object *diff)
     return rc != 0 && rc != -EIO ? -ENOMEM : rc;
 }
 
-/* "Verdict: ..." — what regressed, the largest few by name. */
+int cli_diff_print_line(FILE *f, const char *text)
+{
+    static const struct cli_table_col col = {NULL, false, 0};
+    struct cli_table *t = cli_table_new(&col, 1);
+    int rc;
+
+    if (t == NULL)
+        return -ENOMEM;
+    rc = cli_table_add(t, text);
+    if (rc == 0)
+        rc = cli_table_print(t, f, "");
+    cli_table_free(t);
+    return rc;
+}
+
+/* "Verdict: ..." — what regressed, the largest few by name; then the reports' own verdicts. */
 static int cli_diff_verdict(FILE *f, const msgpack_object *diff)
 {
     uint64_t n = 0, min = 0;
     double thr = 0;
-    char t[CLI_FMT_LEN], d[CLI_FMT_LEN + 8], p[CLI_FMT_LEN + 8];
-    const msgpack_object *ops = cli_obj_get(diff, "ops");
-    int shown = 0;
+    char t[CLI_FMT_LEN], d[CLI_FMT_LEN + 8], p[CLI_FMT_LEN + 8], line[1024], name[64];
+    const msgpack_object *ops = cli_obj_get(diff, "ops"), *v;
+    int shown = 0, len, rc;
 
     (void)cli_obj_u64(cli_obj_get(diff, "regressions"), &n);
     (void)cli_obj_u64(cli_obj_get(diff, "min_time_ns"), &min);
     (void)cli_obj_f64(cli_obj_get(diff, "threshold_pct"), &thr);
     cli_fmt_duration(t, sizeof(t), min);
-    if (n == 0) {
-        fprintf(f, "Verdict: no regression (more than %+.1f%% and at least %s)\n", thr, t);
-        return ferror(f) ? -EIO : 0;
-    }
-    fprintf(f, "Verdict: %" PRIu64 " regression%s (more than %+.1f%% and at least %s)", n,
-            n == 1 ? "" : "s", thr, t);
-    for (uint32_t i = 0;
-         ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY && i < ops->via.array.size && shown < 3;
+    if (n == 0)
+        len = snprintf(line, sizeof(line), "Verdict: no regression");
+    else
+        len =
+            snprintf(line, sizeof(line), "Verdict: %" PRIu64 " regression%s", n, n == 1 ? "" : "s");
+    len += snprintf(line + len, sizeof(line) - (size_t)len, " (more than %+.1f%% and at least %s)",
+                    thr, t);
+    for (uint32_t i = 0; ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY &&
+                         i < ops->via.array.size && shown < 3 && (size_t)len < sizeof(line);
          i++) {
-        const msgpack_object *r = &ops->via.array.ptr[i], *rg = cli_obj_get(r, "regressed");
-        char name[64];
+        const msgpack_object *r = &ops->via.array.ptr[i];
 
-        if (rg == NULL || rg->type != MSGPACK_OBJECT_BOOLEAN || !rg->via.boolean)
+        if (!cli_diff_flag(r, "regressed"))
             continue;
         cli_obj_text(cli_obj_get(r, "op"), name, sizeof(name));
         cli_diff_delta_cell(r, d, sizeof(d));
         cli_diff_pct_cell(r, p, sizeof(p));
-        fprintf(f, "%s%s %s (%s)", shown ? ", " : ": ", name, d, p);
+        len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s %s (%s)", shown ? ", " : ": ",
+                        name, d, p);
         shown++;
     }
-    fputc('\n', f);
-    return ferror(f) ? -EIO : 0;
+    rc = cli_diff_print_line(f, line); /* names off the wire: sanitized by cli_table */
+    for (int s = 0; s < 2 && rc == 0; s++) {
+        if ((v = cli_obj_get(diff, s ? "verdict_b" : "verdict_a")) == NULL ||
+            v->type != MSGPACK_OBJECT_STR)
+            continue;
+        snprintf(line, sizeof(line), "%s: %.*s", s ? "B" : "A", (int)v->via.str.size,
+                 v->via.str.ptr);
+        rc = cli_diff_print_line(f, line);
+    }
+    return rc;
 }
 
-/* One table of the diff, its first `top` rows (0: all). */
-static int cli_diff_table(FILE *f, const char *title, const struct cli_view_col *cols, size_t ncols,
-                          const msgpack_object *rows, size_t top)
+/* One section's table, its first `top` rows (0: all); nothing when the diff lacks it. */
+static int cli_diff_table(FILE *f, const struct cli_diff_section *sec, const msgpack_object *diff,
+                          size_t top)
 {
+    const msgpack_object *rows = cli_obj_get(diff, sec->name);
+    struct cli_view_col cols[CLI_VIEW_MAX_COLS];
+    char names[2][32];
+    size_t ncols = cli_diff_cols(sec, cols, names);
     msgpack_object cut;
     int rc;
 
-    fprintf(f, "\n%s (by absolute change in time)\n", title);
     if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY)
-        return cli_view_table(f, CLI_DIFF_INDENT, cols, ncols, NULL);
+        return 0;
+    fprintf(f, "\n%s (by absolute change in time)\n", sec->title);
     cut = *rows;
     if (top > 0 && cut.via.array.size > top)
         cut.via.array.size = (uint32_t)top;
@@ -700,15 +802,8 @@ static int cli_diff_print(FILE *f, const msgpack_object *diff, const struct cli_
         fputc('\n', f);
         rc = cli_diff_verdict(f, diff);
     }
-    if (rc == 0)
-        rc = cli_diff_table(f, "Operations", cli_diff_ops_cols, CLI_DIFF_NCOLS(cli_diff_ops_cols),
-                            cli_obj_get(diff, "ops"), o->top);
-    if (rc == 0)
-        rc = cli_diff_table(f, "Categories", cli_diff_cat_cols, CLI_DIFF_NCOLS(cli_diff_cat_cols),
-                            cli_obj_get(diff, "categories"), o->top);
-    if (rc == 0)
-        rc = cli_diff_table(f, "Devices", cli_diff_dev_cols, CLI_DIFF_NCOLS(cli_diff_dev_cols),
-                            cli_obj_get(diff, "devices"), o->top);
+    for (size_t i = 0; i < CLI_DIFF_NSECTIONS && rc == 0; i++)
+        rc = cli_diff_table(f, &cli_diff_sections[i], diff, o->top);
     return rc;
 }
 

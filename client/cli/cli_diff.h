@@ -20,10 +20,19 @@
 #ifndef TRACECTL_CLI_DIFF_H
 #define TRACECTL_CLI_DIFF_H
 
+#include <stdio.h>
+
 #include "cli.h"
 
 extern const char cli_diff_usage[];
 
 int cli_diff_run(struct cli_ctx *ctx, int argc, char **argv);
+
+/*
+ * Prints text and a newline on f with control characters and invalid UTF-8
+ * made harmless (as cli_table does for cells): for lines that hold names
+ * off the wire. Returns 0, -ENOMEM or -EIO.
+ */
+int cli_diff_print_line(FILE *f, const char *text);
 
 #endif

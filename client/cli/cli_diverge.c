@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_diff.h"
 #include "cli_export_dict.h"
 #include "cli_obj.h"
 #include "cli_table.h"
@@ -412,13 +413,17 @@ static int cli_diverge_print(FILE *f, const struct cli_diverge *d)
     };
     const struct cli_diverge_point *first = cli_diverge_first(d);
     struct cli_table *t;
-    char a[1200], b[1200], rank[32], num[2][32];
+    char a[1200], b[1200], line[2600], rank[32], num[2][32];
     int rc = 0;
 
-    for (int i = 0; i < 2; i++)
-        fprintf(f, "%s  session %" PRId64 " (%s): %" PRIu64 " entries, %zu processes\n",
-                i ? "B" : "A", d->s[i].dict.session_id, d->s[i].dict.session_name, d->s[i].count,
-                d->s[i].dict.n_procs);
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        snprintf(a, sizeof(a), "%s  session %" PRId64 " (%s): %" PRIu64 " entries, %zu processes",
+                 i ? "B" : "A", d->s[i].dict.session_id, d->s[i].dict.session_name, d->s[i].count,
+                 d->s[i].dict.n_procs);
+        rc = cli_diff_print_line(f, a); /* names off the wire: sanitized */
+    }
+    if (rc != 0)
+        return rc;
     fprintf(f,
             "compared %" PRIu64 " positions on %" PRIu64 " ranks, %" PRIu64
             " checksum pairs (%" PRIu64 " entries had a checksum on one side only)\n\n",
@@ -432,8 +437,11 @@ static int cli_diverge_print(FILE *f, const struct cli_diverge *d)
     cli_diverge_rank_text(first, rank, sizeof(rank));
     cli_diverge_entry_text(first, 0, a, sizeof(a));
     cli_diverge_entry_text(first, 1, b, sizeof(b));
-    fprintf(f, "Diverged at step %" PRIu64 ", rank %s, position %" PRIu64 " (%s): A %s; B %s\n",
-            cli_diverge_step(first), rank, first->position, cli_diverge_kinds[first->kind], a, b);
+    snprintf(line, sizeof(line),
+             "Diverged at step %" PRIu64 ", rank %s, position %" PRIu64 " (%s): A %s; B %s",
+             cli_diverge_step(first), rank, first->position, cli_diverge_kinds[first->kind], a, b);
+    if ((rc = cli_diff_print_line(f, line)) != 0)
+        return rc;
     fputs("\nRanks that diverge (the first place of each)\n", f);
     if ((t = cli_table_new(cols, CLI_DIVERGE_NCOLS(cols))) == NULL)
         return -ENOMEM;

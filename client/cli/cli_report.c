@@ -165,6 +165,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "n:r:m:", opts, NULL)) != -1) {
+        rc = CLI_CONTINUE;
         if (c == 'n')
             rc = cli_report_top(optarg, req);
         else if (c == 'r')
@@ -173,8 +174,10 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = cli_report_threshold(optarg, req);
         else if (c == 'O' || c == 'K')
             rc = cli_report_page(c, optarg, req, &ops_given);
-        else if (c == 'F' || c == 'C')
-            *(c == 'F' ? &src->offline : &src->cpu_ops) = true, rc = CLI_CONTINUE;
+        else if (c == 'F')
+            src->offline = true;
+        else if (c == 'C')
+            src->cpu_ops = true;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)

@@ -551,3 +551,35 @@ Test(diff, offline_report_equals_the_live_one)
     cr_assert_eq(dir_entries(tmp), 0);
     unsetenv("TMPDIR");
 }
+
+/* One raw-protocol process recording n entries of op name, durations dur0, dur0+1, ... */
+static void raw_session(const char *session, const char *name, uint64_t dur0)
+{
+    long long id;
+    int fd = raw_producer(d.sock, session, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, name);
+    raw_send_batch(fd, 1, 10, 1000000, dur0);
+    cr_assert_eq(raw_flush(fd, 1), 10);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+}
+
+Test(diff, names_off_the_wire_never_reach_the_terminal_raw)
+{
+    char *out;
+
+    harness_daemon_start(&d, NULL);
+    raw_session("calm", "op\x1b]0;title\x07\x1b[2J", 1000);
+    raw_session("busy", "op\x1b]0;title\x07\x1b[2J", 5000);
+    raw_session("other", "plain", 1000);
+    cr_assert_eq(cli(&out, "diff", "calm", "busy", NULL), 6);
+    cr_assert_null(strchr(out, '\x1b'), "%s", out);
+    cr_assert_null(strchr(out, '\x07'), "%s", out);
+    cr_assert(strstr(out, ": op?]0;title??[2J +") != NULL, "%s", out);
+    free(out);
+    cr_assert_eq(cli(&out, "diff", "calm", "other", "--divergence", NULL), 6);
+    cr_assert_null(strchr(out, '\x1b'), "%s", out);
+    cr_assert(strstr(out, "(op): A op?]0;title??[2J; B plain") != NULL, "%s", out);
+    free(out);
+}
