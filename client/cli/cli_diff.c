@@ -68,13 +68,6 @@ const char cli_diff_usage[] =
     "  tracectl diff 3 4 --json | jq '.ops[] | select(.regressed)'\n"
     "  tracectl diff run-a run-b --divergence\n";
 
-struct cli_diff_opts {
-    double threshold; /* percent */
-    uint64_t min_time_ns;
-    size_t top; /* 0: every row */
-    bool divergence;
-};
-
 /* One side's figures of a row. */
 struct cli_diff_side {
     uint64_t calls, total_ns, mem_bytes;
@@ -535,9 +528,8 @@ static void cli_diff_pack_verdict(msgpack_packer *pk, const msgpack_object *rep)
         msgpack_pack_nil(pk);
 }
 
-/* Packs the whole diff map into sb. Returns 0 or -ENOMEM; *regressed counts regressed rows. */
-static int cli_diff_build(const msgpack_object *rep[2], const struct cli_diff_opts *o,
-                          msgpack_sbuffer *sb, size_t *regressed)
+int cli_diff_compare(const msgpack_object *rep[2], const struct cli_diff_opts *o,
+                     msgpack_sbuffer *sb, size_t *regressed)
 {
     struct cli_diff_rows rows[CLI_DIFF_NSECTIONS];
     struct cli_diff_row total;
@@ -795,7 +787,7 @@ static int cli_diff_table(FILE *f, const struct cli_diff_section *sec, const msg
     return rc == 0 && ferror(f) ? -EIO : rc;
 }
 
-static int cli_diff_print(FILE *f, const msgpack_object *diff, const struct cli_diff_opts *o)
+int cli_diff_print(FILE *f, const msgpack_object *diff, const struct cli_diff_opts *o)
 {
     int rc = cli_diff_head(f, diff);
 
@@ -847,7 +839,7 @@ static int cli_diff_reports(struct cli_ctx *ctx, char **args, const struct cli_d
     }
     msgpack_sbuffer_init(&sb);
     msgpack_unpacked_init(&diff);
-    if (cli_diff_build(rep, o, &sb, &regressed) != 0 ||
+    if (cli_diff_compare(rep, o, &sb, &regressed) != 0 ||
         msgpack_unpack_next(&diff, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) {
         cli_error("diff: out of memory");
         rc = CLI_EXIT_ERROR;

@@ -20,13 +20,37 @@
 #ifndef TRACECTL_CLI_DIFF_H
 #define TRACECTL_CLI_DIFF_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include <msgpack.h>
 
 #include "cli.h"
 
 extern const char cli_diff_usage[];
 
 int cli_diff_run(struct cli_ctx *ctx, int argc, char **argv);
+
+struct cli_diff_opts {
+    double threshold;     /* percent: --threshold */
+    uint64_t min_time_ns; /* --min-time */
+    size_t top;           /* rows per table, 0: every row: --top */
+    bool divergence;      /* --divergence */
+};
+
+/*
+ * The diff of report maps rep[0] (A) and rep[1] (B), packed into sb as one
+ * map: a, b, threshold_pct, min_time_ns, regressions, regressed,
+ * verdict_a, verdict_b, total, then ops, categories, devices, and ranks and
+ * steps when either report has them (README "Comparing two runs"). Sets
+ * *regressed to the number of regressed rows. Returns 0 or -ENOMEM.
+ */
+int cli_diff_compare(const msgpack_object *rep[2], const struct cli_diff_opts *o,
+                     msgpack_sbuffer *sb, size_t *regressed);
+
+/* Prints a diff map for humans on f. Returns 0, -ENOMEM or -EIO. */
+int cli_diff_print(FILE *f, const msgpack_object *diff, const struct cli_diff_opts *o);
 
 /*
  * Prints text and a newline on f with control characters and invalid UTF-8
