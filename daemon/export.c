@@ -23,6 +23,7 @@ struct export_work {
     sqlite3 *db;
     sqlite3_stmt *rows;
     bool by_start; /* the request's "order": "start" */
+    bool by_rank;  /* the request's "order": "rank" */
     bool ext;      /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
     uint64_t n_rows;
     bool started, exhausted, done;
@@ -93,6 +94,10 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
 #define ROW_ORDER       " ORDER BY e.rowid"
 /* "order": "start": by start, longer first (a slice before those it contains), then arrival. */
 #define ROW_ORDER_START " ORDER BY e.start_ns, e.dur_ns DESC, e.rowid"
+/* "order": "rank": each rank's entries together (no rank first), each rank's as by "start". */
+#define ROW_ORDER_RANK                                                                             \
+    " ORDER BY (SELECT rank FROM processes p WHERE p.id = e.process_id),"                          \
+    " e.start_ns, e.dur_ns DESC, e.rowid"
 
 /* Prepares the rows query; the entry_ext table exists only in files that got an ext map. */
 static int export_prepare_rows(struct export_work *w)
@@ -111,10 +116,13 @@ static int export_prepare_rows(struct export_work *w)
         return -EIO;
     w->ext = rc == SQLITE_ROW;
     if (w->ext)
-        sql = w->by_start ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_START
-                          : ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER;
+        sql = w->by_rank    ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_RANK
+              : w->by_start ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_START
+                            : ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER;
     else
-        sql = w->by_start ? ROW_COLUMNS ROW_FROM ROW_ORDER_START : ROW_COLUMNS ROW_FROM ROW_ORDER;
+        sql = w->by_rank    ? ROW_COLUMNS ROW_FROM ROW_ORDER_RANK
+              : w->by_start ? ROW_COLUMNS ROW_FROM ROW_ORDER_START
+                            : ROW_COLUMNS ROW_FROM ROW_ORDER;
     if (sqlite3_prepare_v2(w->db, sql, -1, &w->rows, NULL) != SQLITE_OK)
         return -EIO;
     return 0;
@@ -298,6 +306,7 @@ void export_start(struct conn *c, struct session *s, const struct proto_request 
     w->id = s->id;
     w->state = s->live ? "live" : "ended";
     w->by_start = req->by_start;
+    w->by_rank = req->by_rank;
     msgpack_sbuffer_init(&w->out);
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;

@@ -16,8 +16,9 @@
 
 /*
  * Starts streaming session s to c, in storage order or, with req->by_start,
- * by start time (a sort by SQLite, which spills to temporary files rather
- * than growing). Errors are replied on c.
+ * by start time, or with req->by_rank by rank and then start time (a sort by
+ * SQLite, which spills to temporary files rather than growing). Errors are
+ * replied on c.
  */
 void export_start(struct conn *c, struct session *s, const struct proto_request *req);
 

@@ -645,15 +645,19 @@ static int get_ratio(const msgpack_object *v, double *out, struct proto_error *e
     return 0;
 }
 
-/* export's "order": "storage" (the default) or "start"; nil is the default. */
+/* export's "order": "storage" (the default), "start" or "rank"; nil is the default. */
 static int decode_export_order(const msgpack_object *v, struct proto_request *req,
                                struct proto_error *err)
 {
     if (v == NULL || v->type == MSGPACK_OBJECT_NIL || key_is(v, "storage"))
         return 0;
-    if (!key_is(v, "start"))
-        return fail(err, PROTO_E_MESSAGE, "export order must be \"storage\" or \"start\"");
-    req->by_start = true;
+    if (key_is(v, "start"))
+        req->by_start = true;
+    else if (key_is(v, "rank"))
+        req->by_rank = true;
+    else
+        return fail(err, PROTO_E_MESSAGE,
+                    "export order must be \"storage\", \"start\" or \"rank\"");
     return 0;
 }
 
@@ -1486,9 +1490,11 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
             return -ENOMEM;
         return 0;
     case PROTO_EXPORT:
-        if (msgpack_pack_map(pk, req->by_start ? 2 : 1) < 0 ||
+        if (msgpack_pack_map(pk, req->by_start || req->by_rank ? 2 : 1) < 0 ||
             pack_sessref(pk, &req->session) < 0 ||
-            (req->by_start && (proto_pack_str(pk, "order") < 0 || proto_pack_str(pk, "start") < 0)))
+            ((req->by_start || req->by_rank) &&
+             (proto_pack_str(pk, "order") < 0 ||
+              proto_pack_str(pk, req->by_rank ? "rank" : "start") < 0)))
             return -ENOMEM;
         return 0;
     default:

@@ -196,6 +196,7 @@ struct proto_request {
     } analysis;
     /* classify (extension): POSIX extended regexes, matched without case; NULL: not given */
     char *re_comm, *re_compute, *re_memory;
+    bool by_rank; /* export: "order": "rank" (by rank, then as "start"); by_start is false */
 };
 
 struct proto_msg {

@@ -14,6 +14,7 @@
 
 #include "cli_classify.h"
 #include "cli_delete.h"
+#include "cli_diff.h"
 #include "cli_export.h"
 #include "cli_import.h"
 #include "cli_json.h"
@@ -52,6 +53,7 @@ static const struct cli_command cli_commands[] = {
     {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
     {"import", NULL, "import PyTorch profiler (Kineto) traces", cli_import_usage, cli_import_run},
     {"classify", NULL, "re-classify a session's ops by name", cli_classify_usage, cli_classify_run},
+    {"diff", NULL, "compare two sessions; exit 1 on a regression", cli_diff_usage, cli_diff_run},
     {"help", NULL, "show this help, or a command's help", cli_help_usage, cli_help_run},
 };
 
@@ -82,11 +84,13 @@ static const char cli_usage_tail[] =
     "\n"
     "Exit codes:\n"
     "  0  success\n"
-    "  1  other error (I/O, a bad reply from the daemon)\n"
+    "  1  other error (I/O, a bad reply from the daemon); diff: something regressed\n"
+    "     (with --divergence: the sessions diverge)\n"
     "  2  usage error (bad flag, missing argument, unknown command)\n"
     "  3  no daemon at the socket\n"
     "  4  unknown session\n"
     "  5  the daemon refused the request (its error code and message are shown)\n"
+    "  7  diff: could not compare (I/O, a bad reply)\n"
     "\n"
     "Example:\n"
     "  tracectl sessions\n"

@@ -26,12 +26,14 @@
 
 /* Process exit codes; the table is also in `tracectl --help`. */
 enum cli_exit {
-    CLI_EXIT_OK = 0,         /* success */
-    CLI_EXIT_ERROR = 1,      /* any other error: I/O, a bad reply */
-    CLI_EXIT_USAGE = 2,      /* bad flag, missing argument, unknown command */
-    CLI_EXIT_NO_DAEMON = 3,  /* nothing listens at the socket */
-    CLI_EXIT_NO_SESSION = 4, /* the daemon replied no_session */
-    CLI_EXIT_REFUSED = 5,    /* the daemon replied with any other error */
+    CLI_EXIT_OK = 0,          /* success */
+    CLI_EXIT_ERROR = 1,       /* any other error: I/O, a bad reply */
+    CLI_EXIT_USAGE = 2,       /* bad flag, missing argument, unknown command */
+    CLI_EXIT_NO_DAEMON = 3,   /* nothing listens at the socket */
+    CLI_EXIT_NO_SESSION = 4,  /* the daemon replied no_session */
+    CLI_EXIT_REFUSED = 5,     /* the daemon replied with any other error */
+    CLI_EXIT_DIFFERS = 6,     /* diff, internally: regressed/diverged; exits 1 (cli_diff_run) */
+    CLI_EXIT_DIFF_FAILED = 7, /* diff: could not compare (what is 1 for the other commands) */
 };
 
 /* Returned by option helpers when parsing goes on (never an exit code). */

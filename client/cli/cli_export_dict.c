@@ -336,17 +336,22 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
     r->dev = dev < 0 ? NULL : &d->devs[dev];
     r->out_shape = &f[ROW_OUT_SHAPE];
     r->in_shapes = &f[ROW_IN_SHAPES];
-    r->has_stream = false;
-    r->stream = 0;
+    r->has_stream = r->has_checksum = false;
+    r->stream = r->checksum = 0;
     if (o->via.array.size > ROW_EXT && !cli_obj_is_nil(&f[ROW_EXT])) {
-        const msgpack_object *stream;
+        const msgpack_object *v;
 
         if (f[ROW_EXT].type != MSGPACK_OBJECT_MAP)
             return cli_export_bad(err, errsize, "an export row's ext is not a map");
-        if ((stream = cli_obj_get(&f[ROW_EXT], "stream")) != NULL) {
-            if (cli_export_uint(stream, false, &r->stream) != 0)
+        if ((v = cli_obj_get(&f[ROW_EXT], "stream")) != NULL) {
+            if (cli_export_uint(v, false, &r->stream) != 0)
                 return cli_export_bad(err, errsize, "an export row's ext.stream is not a uint");
             r->has_stream = true;
+        }
+        if ((v = cli_obj_get(&f[ROW_EXT], "checksum")) != NULL) {
+            if (cli_export_uint(v, false, &r->checksum) != 0)
+                return cli_export_bad(err, errsize, "an export row's ext.checksum is not a uint");
+            r->has_checksum = true;
         }
     }
     return 0;

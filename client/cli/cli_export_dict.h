@@ -67,6 +67,8 @@ struct cli_export_row {
     const msgpack_object *out_shape, *in_shapes; /* borrowed; nil when absent */
     bool has_stream; /* the entry's ext map gave a stream (PROTOCOL.md "entry ext") */
     uint64_t stream;
+    bool has_checksum; /* ... and a checksum of the op's output */
+    uint64_t checksum;
 };
 
 /*

@@ -11,11 +11,14 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bytesize.h"
 #include "cli_fmt.h"
+#include "cli_import.h"
 #include "cli_obj.h"
 #include "cli_report_ranks.h"
+#include "cli_offline.h"
 #include "cli_view.h"
 
 #define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -26,12 +29,21 @@ const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
     "                       [--json]\n"
+    "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
     "time per operation, the slowest calls, memory peak and hotspots, time per\n"
     "device, load imbalance across devices and communication. An all-digits\n"
     "argument is a session id; anything else names the newest session of that\n"
     "name. A live session is reported as far as it has been stored.\n"
+    "\n"
+    "Given PyTorch profiler (Kineto) trace files instead (arguments ending in\n"
+    ".json or .gz that are files, or any arguments with --offline), it needs no\n"
+    "running daemon: it starts a private tracectld (the one in the directory of\n"
+    "this tracectl, else the first in PATH) on a socket and data directory in a\n"
+    "new temporary directory, imports the files into one session as `tracectl\n"
+    "import` does, prints the same report, then stops that daemon and removes\n"
+    "the directory. Nothing is sent to your own daemon.\n"
     "\n"
     "Options:\n"
     "  -n, --top N                 slowest calls and memory hotspots to list\n"
@@ -51,13 +63,17 @@ const char cli_report_usage[] =
     "      --category C            ... for category C only (compute, comm, memory,\n"
     "                              wait, other)\n"
     "      --wide                  never cut op names in the tables\n"
+    "      --offline               the arguments are trace files (see above)\n"
+    "      --cpu-ops               trace files: import CPU ops and annotations too\n"
+    "                              (as tracectl import --cpu-ops)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
     "\n"
     "Example:\n"
     "  tracectl report job-42 --top 5 --comm-min-ratio 0.01 --mem-threshold 64MiB\n"
-    "  tracectl report 7 --json | jq '.ops[0]'\n";
+    "  tracectl report 7 --json | jq '.ops[0]'\n"
+    "  tracectl report rank0.json.gz rank1.json.gz --top 5\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -138,7 +154,14 @@ static int cli_report_page(int c, const char *arg, struct proto_request *req, bo
 static bool cli_report_wide;      /* --wide: op names are never cut */
 static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tables */
 
-static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req)
+/* Where the report comes from: a session of the daemon, or trace files (--offline). */
+struct cli_report_src {
+    bool offline; /* --offline */
+    bool cpu_ops; /* --cpu-ops */
+};
+
+static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req,
+                           struct cli_report_src *src)
 {
     static const struct option opts[] = {CLI_LONGOPTS,
                                          {"top", required_argument, NULL, 'n'},
@@ -151,11 +174,14 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"device", required_argument, NULL, 'D'},
                                          {"category", required_argument, NULL, 'C'},
                                          {"wide", no_argument, NULL, 'W'},
+                                         {"offline", no_argument, NULL, 'F'},
+                                         {"cpu-ops", no_argument, NULL, 'P'},
                                          {NULL, 0, NULL, 0}};
     bool ops_given = false;
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "n:r:m:", opts, NULL)) != -1) {
+        rc = CLI_CONTINUE;
         if (c == 'n')
             rc = cli_report_top(optarg, req);
         else if (c == 'r')
@@ -174,6 +200,10 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                      : CLI_EXIT_USAGE;
         else if (c == 'W')
             rc = (cli_report_wide = true, CLI_CONTINUE);
+        else if (c == 'F')
+            src->offline = true;
+        else if (c == 'P')
+            src->cpu_ops = true;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -383,40 +413,119 @@ static int cli_report_human(const msgpack_object *report)
     return cli_print_status(rc);
 }
 
-static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r);
-
-int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
+/* Asks for the report and prints it. Returns an exit code. */
+static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req)
 {
-    struct proto_request req;
-    int rc;
-
-    proto_request_init(&req);
-    req.analysis.on = true;
-    rc = cli_report_opts(ctx, argc, argv, &req);
-    cli_report_top_n = req.top;
-    if (rc == CLI_CONTINUE)
-        rc = cli_report_run_req(ctx, argc, argv, &req);
-    free(req.analysis.device);
-    free(req.analysis.category);
-    return rc;
-}
-
-static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r)
-{
-    struct proto_request req = *r;
     struct cli_conn conn;
     const msgpack_object *res;
-    char *arg;
-    int rc;
+    int rc = cli_call(ctx, PROTO_REPORT, req, &conn, &res);
 
-    if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
-        return rc;
-    if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
-        return rc;
-    rc = cli_call(ctx, PROTO_REPORT, &req, &conn, &res);
     if (rc != CLI_EXIT_OK)
         return rc;
     rc = ctx->json ? cli_print_json(res) : cli_report_human(res);
     cli_conn_close(&conn);
     return rc;
+}
+
+/* True when arg is a trace file to report on without --offline: a file named *.json or *.gz. */
+static bool cli_report_is_trace(const char *arg)
+{
+    size_t n = strlen(arg);
+    struct stat st;
+
+    return ((n > 5 && strcmp(arg + n - 5, ".json") == 0) ||
+            (n > 3 && strcmp(arg + n - 3, ".gz") == 0)) &&
+           stat(arg, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/*
+ * The files' report through a private daemon (cli_offline): import them as
+ * `tracectl import --quiet` does, then report on the session it made, the
+ * only one of a fresh data dir, so id 1. Returns an exit code.
+ */
+static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
+                              const struct cli_report_src *src, struct proto_request *req)
+{
+    struct cli_offline off;
+    struct cli_ctx sub = *ctx;
+    char **args = calloc((size_t)n + 5, sizeof(*args));
+    int k = 0, rc;
+
+    if (args == NULL) {
+        cli_error("report: out of memory");
+        return CLI_EXIT_ERROR;
+    }
+    args[k++] = "import";
+    args[k++] = "--quiet";
+    if (src->cpu_ops)
+        args[k++] = "--cpu-ops";
+    args[k++] = "--";
+    for (int i = 0; i < n; i++)
+        args[k++] = files[i];
+    if ((rc = cli_offline_start(&off)) == CLI_EXIT_OK) {
+        sub.socket = off.sock;
+        sub.json = false;
+        sub.cmd = "import";
+        optind = 0; /* a fresh getopt for import's own argv, as cli_dispatch does */
+        rc = cli_import_run(&sub, k, args);
+        if (rc == CLI_EXIT_NO_DAEMON)
+            cli_offline_show_log(&off);
+        if (rc == CLI_EXIT_OK) {
+            sub.json = ctx->json;
+            sub.cmd = ctx->cmd;
+            req->session.id = 1;
+            req->session.name = NULL;
+            rc = cli_report_call(&sub, req);
+        }
+        int stop = cli_offline_stop(&off);
+        if (rc == CLI_EXIT_OK)
+            rc = stop;
+    }
+    free(args);
+    return rc;
+}
+
+static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r,
+                              const struct cli_report_src *src);
+
+int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+    struct cli_report_src src = {false, false};
+    struct proto_request req;
+    int rc;
+
+    proto_request_init(&req);
+    req.analysis.on = true;
+    rc = cli_report_opts(ctx, argc, argv, &req, &src);
+    cli_report_top_n = req.top;
+    if (rc == CLI_CONTINUE)
+        rc = cli_report_run_req(ctx, argc, argv, &req, &src);
+    free(req.analysis.device);
+    free(req.analysis.category);
+    return rc;
+}
+
+static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *r,
+                              const struct cli_report_src *src)
+{
+    struct proto_request req = *r;
+    char *arg;
+    int rc;
+
+    if (src->offline || (optind < argc && cli_report_is_trace(argv[optind]))) {
+        if (optind >= argc) {
+            cli_error("report: which files? (see 'tracectl report --help')");
+            return CLI_EXIT_USAGE;
+        }
+        return cli_report_offline(ctx, &argv[optind], argc - optind, src, &req);
+    }
+    if (src->cpu_ops) {
+        cli_error("report: --cpu-ops applies to trace files only");
+        return CLI_EXIT_USAGE;
+    }
+    if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
+        return rc;
+    if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
+        return rc;
+    return cli_report_call(ctx, &req);
 }

@@ -270,6 +270,61 @@ static inline void tc_record_ext(tc_client *c, uint32_t op, uint64_t start_ns, u
 }
 
 /*
+ * Checksums of an op's output, for `tracectl diff --divergence`: FNV-1a, 64
+ * bits, over the output's bytes (offset basis 0xcbf29ce484222325, prime
+ * 0x100000001b3; tc_checksum("a", 1) is 0xaf63dc4c8601ec8c). Two runs whose
+ * outputs have equal bytes get equal checksums, so the first entry where they
+ * differ is where the runs parted. For an output in several buffers, chain
+ * tc_checksum_add() from TC_CHECKSUM_INIT. Pure functions: no client, no
+ * lock; about one multiply per byte, so checksum what you can afford (a
+ * strided sample of a large tensor is a choice the caller makes, the same in
+ * both runs).
+ */
+#define TC_CHECKSUM_INIT 0xcbf29ce484222325ull
+
+static inline uint64_t tc_checksum_add(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)data;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static inline uint64_t tc_checksum(const void *data, size_t n)
+{
+    return tc_checksum_add(TC_CHECKSUM_INIT, data, n);
+}
+
+/*
+ * tc_record() with the checksum of the entry's output (the ext map's
+ * `checksum`), e.g. for an op timed by the caller:
+ *
+ *     uint64_t t0 = tc_now_ns();
+ *     matmul(a, b, out);
+ *     tc_record_checksum(c, mm, t0, tc_now_ns() - t0, bytes, &shape, NULL, 0, NULL,
+ *                        tc_checksum(out, bytes));
+ *
+ * It takes three ring slots, as any entry with an ext map (tc_record_ext).
+ * There is no tc_end() variant: an op begun with tc_begin() is recorded
+ * without one.
+ */
+static inline void tc_record_checksum(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                                      uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                                      size_t n_in, const char *device, uint64_t checksum)
+{
+    tc_ext x;
+
+    if (!tc_recording(c))
+        return;
+    x.has = TC_EXT_CHECKSUM;
+    x.stream = x.peer = x.comm = x.seq = 0;
+    x.tag = 0;
+    x.checksum = checksum;
+    tc_record_ext_(c, op, start_ns, dur_ns, mem_bytes, TC_ELEMENTS_NONE, out, in, n_in, device, &x);
+}
+
+/*
  * Deferred timing for asynchronous devices: tc_defer() notes that op starts
  * now on this thread; tc_finalize() records every op this thread deferred
  * since the last finalize, each ending at end_ns (e.g. after a device sync).

@@ -287,6 +287,8 @@ typedef struct {
     uint64_t mem;
     uint64_t start;
     struct shapes sh; /* sh.has_out 0 and sh.n_in 0: no shapes */
+    int has_checksum; /* the block set .checksum: the entry carries it (ext map) */
+    uint64_t checksum;
 } Region;
 
 static PyTypeObject ClientType;
@@ -492,6 +494,7 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
     r->op = (uint32_t)op;
     r->mem = mem;
     r->start = 0;
+    r->has_checksum = 0;
     if (v[1] == NULL && v[2] == NULL) {
         r->sh.has_out = 0;
         r->sh.n_in = 0;
@@ -529,23 +532,24 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
 static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"op",        "start_ns", "dur_ns",   "mem", "out_shape",
-                                        "in_shapes", "device",   "category", NULL};
-    static PyObject *interned[8];
-    PyObject *v[8];
+    static const char *const names[] = {"op",        "start_ns",  "dur_ns", "mem",
+                                        "out_shape", "in_shapes", "device", "category",
+                                        "checksum",  NULL};
+    static PyObject *interned[9];
+    PyObject *v[9];
     const char *device, *category;
-    uint64_t start, dur, mem;
+    uint64_t start, dur, mem, sum;
     int64_t op;
     struct shapes sh;
 
-    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v, 8) < 0)
+    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v, 9) < 0)
         return NULL;
     if (v[0] == NULL || v[1] == NULL || v[2] == NULL) {
         PyErr_SetString(PyExc_TypeError, "record() needs op, start_ns and dur_ns");
         return NULL;
     }
     if (opt_u64(v[1], &start) < 0 || opt_u64(v[2], &dur) < 0 || opt_u64(v[3], &mem) < 0 ||
-        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0)
+        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0 || opt_u64(v[8], &sum) < 0)
         return NULL;
     if (PyLong_Check(v[0])) {
         op = (int64_t)PyLong_AsUnsignedLong(v[0]);
@@ -556,8 +560,12 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
     }
     if (shapes_from(v[4], v[5], &sh) < 0)
         return NULL;
-    tc_record(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
-              sh.n_in > 0 ? sh.in : NULL, sh.n_in, device);
+    if (v[8] != NULL && v[8] != Py_None)
+        tc_record_checksum(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
+                           sh.n_in > 0 ? sh.in : NULL, sh.n_in, device, sum);
+    else
+        tc_record(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
+                  sh.n_in > 0 ? sh.in : NULL, sh.n_in, device);
     Py_RETURN_NONE;
 }
 
@@ -706,7 +714,9 @@ static PyMethodDef client_methods[] = {
      "op_id(name, category=None) -> int\n\nThe id of an op name (0 when nothing is recorded)."},
     {"record", (PyCFunction)(void (*)(void))client_record, METH_FASTCALL | METH_KEYWORDS,
      "record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None, "
-     "category=None)\n\nRecords one complete entry (start_ns on time.monotonic_ns()'s clock)."},
+     "category=None, checksum=None)\n\nRecords one complete entry (start_ns on "
+     "time.monotonic_ns()'s clock); checksum: a 64-bit checksum of its output "
+     "(tracectl.checksum())."},
     {"step", (PyCFunction)client_step, METH_NOARGS, "step()\n\nAdvances the step counter."},
     {"set_step", (PyCFunction)client_set_step, METH_O, "set_step(n)\n\nSets the step counter."},
     {"meta", (PyCFunction)client_meta, METH_VARARGS,
@@ -764,10 +774,15 @@ static PyObject *region_exit(Region *r, PyObject *const *args, Py_ssize_t nargs)
     uint64_t end = tc_now_ns();
     struct shapes *sh = &r->sh;
 
-    if (r->start != 0 && r->client->c != NULL)
+    if (r->start != 0 && r->client->c != NULL && r->has_checksum)
+        tc_record_checksum(r->client->c, r->op, r->start, end - r->start, r->mem,
+                           sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in,
+                           NULL, r->checksum);
+    else if (r->start != 0 && r->client->c != NULL)
         tc_record(r->client->c, r->op, r->start, end - r->start, r->mem,
                   sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in, NULL);
     r->start = 0;
+    r->has_checksum = 0;
     Py_RETURN_FALSE;
 }
 
@@ -777,6 +792,33 @@ static PyMethodDef region_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *region_get_checksum(Region *r, void *unused)
+{
+    if (!r->has_checksum)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(r->checksum);
+}
+
+static int region_set_checksum(Region *r, PyObject *v, void *unused)
+{
+    if (v == NULL || v == Py_None) {
+        r->has_checksum = 0;
+        return 0;
+    }
+    if (opt_u64(v, &r->checksum) < 0)
+        return -1;
+    r->has_checksum = 1;
+    return 0;
+}
+
+static PyGetSetDef region_getset[] = {
+    {"checksum", (getter)region_get_checksum, (setter)region_set_checksum,
+     "A 64-bit checksum of the block's output (tracectl.checksum()), set inside the block: "
+     "the entry carries it. None: none.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyTypeObject RegionType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracectl.Region",
     .tp_basicsize = sizeof(Region),
@@ -784,6 +826,7 @@ static PyTypeObject RegionType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "One op's span: `with client.op(name): ...` records it on exit.",
     .tp_methods = region_methods,
+    .tp_getset = region_getset,
 };
 
 /* ---- module --------------------------------------------------------------- */
@@ -846,11 +889,43 @@ static PyObject *mod_now_ns(PyObject *self, PyObject *unused)
     return PyLong_FromUnsignedLongLong(tc_now_ns());
 }
 
+/*
+ * checksum(data, start=None): FNV-1a 64 over a contiguous buffer's bytes
+ * (tc_checksum), chained from start when given; the GIL is released over
+ * large buffers.
+ */
+static PyObject *mod_checksum(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"data", "start", NULL};
+    PyObject *data, *start = Py_None;
+    Py_buffer view;
+    uint64_t h = TC_CHECKSUM_INIT;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:checksum", names, &data, &start))
+        return NULL;
+    if (start != Py_None && opt_u64(start, &h) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(data, &view, PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    if (view.len >= 65536) {
+        Py_BEGIN_ALLOW_THREADS h = tc_checksum_add(h, view.buf, (size_t)view.len);
+        Py_END_ALLOW_THREADS
+    } else {
+        h = tc_checksum_add(h, view.buf, (size_t)view.len);
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
 static PyMethodDef mod_methods[] = {
     {"open", (PyCFunction)(void (*)(void))mod_open, METH_VARARGS | METH_KEYWORDS,
      "open(session=None, rank=None, world=None, device=None, blocking=None, socket=None, "
      "ring_entries=0, type=Client) -> Client\n\nUse tracectl.open()."},
     {"now_ns", mod_now_ns, METH_NOARGS, "now_ns() -> int\n\nThe clock entries use."},
+    {"checksum", (PyCFunction)(void (*)(void))mod_checksum, METH_VARARGS | METH_KEYWORDS,
+     "checksum(data, start=None) -> int\n\nFNV-1a 64 over the bytes of a contiguous buffer "
+     "(bytes, bytearray, memoryview, array, numpy array), chained from start: the checksum "
+     "of an op's output for `tracectl diff --divergence` (tc_checksum in C)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -838,7 +838,7 @@ Test(proto, entry_ext_map)
     }
 }
 
-/* export's "order": storage by default, "start" on request; the packer says it back. */
+/* export's "order": storage by default, "start" or "rank" on request; the packer says it back. */
 Test(proto, export_order)
 {
     struct proto_request req;
@@ -846,7 +846,9 @@ Test(proto, export_order)
     struct proto_msg m;
     struct buf b;
 
-    for (int k = 0; k < 3; k++) {
+    static const char *const orders[] = {NULL, "storage", "start", "rank"};
+
+    for (int k = 0; k < 4; k++) {
         buf_init(&b);
         msgpack_pack_array(&b.pk, 2);
         s(&b, "export");
@@ -855,21 +857,26 @@ Test(proto, export_order)
         msgpack_pack_uint64(&b.pk, 3);
         if (k) {
             s(&b, "order");
-            s(&b, k == 1 ? "storage" : "start");
+            s(&b, orders[k]);
         }
         cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
         cr_assert_eq(m.u.req.by_start, k == 2);
+        cr_assert_eq(m.u.req.by_rank, k == 3);
         msgpack_sbuffer_destroy(&b.sb);
     }
-    proto_request_init(&req);
-    req.session.id = 3;
-    req.by_start = true;
-    buf_init(&b);
-    cr_assert_eq(proto_pack_request(&b.pk, PROTO_EXPORT, &req), 0);
-    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
-    cr_assert(m.u.req.by_start);
-    cr_assert_eq(m.u.req.session.id, 3);
-    msgpack_sbuffer_destroy(&b.sb);
+    for (int k = 0; k < 2; k++) {
+        proto_request_init(&req);
+        req.session.id = 3;
+        req.by_start = k == 0;
+        req.by_rank = k == 1;
+        buf_init(&b);
+        cr_assert_eq(proto_pack_request(&b.pk, PROTO_EXPORT, &req), 0);
+        cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+        cr_assert_eq(m.u.req.by_start, k == 0);
+        cr_assert_eq(m.u.req.by_rank, k == 1);
+        cr_assert_eq(m.u.req.session.id, 3);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
 }
 
 Test(proto, request_defaults_and_refs)

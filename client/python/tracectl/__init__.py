@@ -31,6 +31,15 @@ After ``os.fork()`` the child follows the C library's fork rule (tracectl.h):
 it records as a new process of the same session; the parent's connection is
 left intact.
 
+Divergence checks (``tracectl diff A B --divergence``): give an entry the
+checksum of its output, ``tracectl.checksum(buffer)`` (FNV-1a 64 over the
+bytes of any contiguous buffer: bytes, memoryview, a numpy array), either as
+``record(..., checksum=h)`` or inside a region::
+
+    with tc.op("matmul") as r:
+        out = a @ b
+        r.checksum = tracectl.checksum(out.numpy())
+
 ``tracectl.torch`` instruments PyTorch models and torch.distributed.
 """
 
@@ -40,10 +49,10 @@ import functools
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
 from ._tracectl import Client as _CClient
-from ._tracectl import Error, Region, now_ns
+from ._tracectl import Error, Region, checksum, now_ns
 from ._tracectl import open as _c_open
 
-__all__ = ["Client", "Error", "Region", "current", "now_ns", "open", "trace"]
+__all__ = ["Client", "Error", "Region", "checksum", "current", "now_ns", "open", "trace"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Shape = Sequence[int]
@@ -57,7 +66,7 @@ class Client(_CClient):
     Methods (from the C extension): ``op(name, out_shape=None, in_shapes=None,
     mem=0, category=None)`` returns a region for ``with``; ``record(op,
     start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None,
-    category=None)`` records a complete entry; ``op_id(name, category=None)``
+    category=None, checksum=None)`` records a complete entry; ``op_id(name, category=None)``
     interns a name; ``step()``, ``set_step(n)``, ``meta(key, value)``,
     ``flush(timeout=None)``, ``close()``. Properties: ``dropped``,
     ``recorded``, ``session_id``, ``enabled``, ``closed``, ``open_error``.
