@@ -547,10 +547,6 @@ int main(int argc, char **argv)
     int rc;
 
     signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
-    /* The socket listens before the loop's handlers for these are set: until then too, they
-     * must not kill the daemon (whoever saw the socket answer may already send one). */
-    for (size_t i = 0; i < 3; i++)
-        signal(daemon_other_signals[i], SIG_IGN);
     store_configure();
     d.opt.linger_ms = DEFAULT_LINGER_MS;
     d.opt.max_conns = 0; /* sized from the fd limit unless given */
