@@ -458,6 +458,30 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
         conn_pause(c);
 }
 
+/*
+ * An ext map's launcher is an op id of this connection, like the entry's own
+ * op: it becomes the session's id in place (the ext map sits in the blob).
+ */
+static int conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct proto_entry *e,
+                                 size_t i)
+{
+    struct proto_ext x;
+    char msg[160];
+    uint32_t gid;
+
+    if (!proto_entry_ext(e, b->blob, &x) || !(x.has & PROTO_EXT_LAUNCHER))
+        return 0;
+    if (!u32map_get(&c->ops, x.launcher, &gid)) {
+        snprintf(msg, sizeof(msg), "ext.launcher %u is not defined by ops (entry %zu)", x.launcher,
+                 i);
+        conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
+        return -1;
+    }
+    x.launcher = gid;
+    memcpy(b->blob + e->ext_off, &x, sizeof(x)); /* the blob keeps no alignment */
+    return 0;
+}
+
 /* Maps op ids to session ids and device names to device ids, in place. */
 static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids)
 {
@@ -474,6 +498,8 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             return -1;
         }
         e->op_id = gid;
+        if (e->ext_len != 0 && conn_resolve_launcher(c, b, e, i) < 0)
+            return -1;
         dev_ids[i] = c->hello_dev;
         if (e->dev_len && (rc = session_device(&c->d->reg, c->session, b->blob + e->dev_off,
                                                e->dev_len, c->budget, &dev_ids[i])) < 0) {

@@ -387,11 +387,12 @@ static const struct {
     const char *key;
     uint32_t bit;
 } ext_keys[] = {
-    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER}, {"tag", PROTO_EXT_TAG},
-    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},   {"checksum", PROTO_EXT_CHECKSUM},
+    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER},     {"tag", PROTO_EXT_TAG},
+    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},       {"checksum", PROTO_EXT_CHECKSUM},
+    {"id", PROTO_EXT_ID},         {"parent", PROTO_EXT_PARENT}, {"launcher", PROTO_EXT_LAUNCHER},
 };
 
-/* Where the value of an ext key goes (tag, the one signed key, is handled apart). */
+/* Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are handled apart). */
 static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
 {
     switch (bit) {
@@ -403,6 +404,10 @@ static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
         return &x->comm;
     case PROTO_EXT_SEQ:
         return &x->seq;
+    case PROTO_EXT_ID:
+        return &x->id;
+    case PROTO_EXT_PARENT:
+        return &x->parent;
     default:
         return &x->checksum;
     }
@@ -422,6 +427,11 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
     if (bit == PROTO_EXT_TAG) {
         if (get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err) < 0)
             return -1;
+    } else if (bit == PROTO_EXT_LAUNCHER) {
+        uint64_t op;
+        if (get_uint(v, UINT32_MAX, &op, what, err) < 0)
+            return -1;
+        x->launcher = (uint32_t)op;
     } else if (get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err) < 0) {
         return -1;
     }
@@ -1227,8 +1237,9 @@ int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext)
             continue;
         if (proto_pack_str(pk, ext_keys[k].key) < 0)
             return -ENOMEM;
-        if (bit == PROTO_EXT_TAG ? msgpack_pack_int64(pk, x.tag) < 0
-                                 : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
+        if (bit == PROTO_EXT_TAG        ? msgpack_pack_int64(pk, x.tag) < 0
+            : bit == PROTO_EXT_LAUNCHER ? msgpack_pack_uint32(pk, x.launcher) < 0
+                                        : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
             return -ENOMEM;
     }
     return 0;

@@ -121,11 +121,17 @@ struct proto_opdef {
 #define PROTO_EXT_COMM     (1u << 3) /* communicator / process-group id */
 #define PROTO_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
 #define PROTO_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
+/* Links between entries (proto/PROTOCOL.md Part 3, "Links between entries"). */
+#define PROTO_EXT_ID       (1u << 6) /* this entry's id in its process, for children's parent */
+#define PROTO_EXT_PARENT   (1u << 7) /* the id of the entry this one is nested in */
+#define PROTO_EXT_LAUNCHER (1u << 8) /* op id of the CPU op that launched it (a kernel) */
 
 struct proto_ext {
     uint32_t has; /* PROTO_EXT_* bits; 0: no ext (absent, nil or an empty map) */
     int64_t tag;
     uint64_t stream, peer, comm, seq, checksum;
+    uint64_t id, parent;
+    uint32_t launcher; /* an op id: the connection's on the wire, the session's once stored */
 };
 
 /*

@@ -14,6 +14,7 @@
 
 #include "cli_fmt.h"
 #include "cli_obj.h"
+#include "cli_report_by.h"
 #include "cli_view.h"
 
 #define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -23,7 +24,7 @@
 const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
-    "                       [--json]\n"
+    "                       [--by launcher] [--json]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
     "time per operation, the slowest calls, memory peak and hotspots, time per\n"
@@ -43,13 +44,18 @@ const char cli_report_usage[] =
     "                              in the table, all with --json); the communication\n"
     "                              list stops at N too\n"
     "      --ops-offset K          skip the first K operations (with --ops N)\n"
+    "      --by launcher           instead of the report: the time of the entries\n"
+    "                              by the CPU op that launched them (the kernels\n"
+    "                              of an imported Kineto trace), and by (launcher,\n"
+    "                              op) pair, the first --top N pairs (default 10)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
     "\n"
     "Example:\n"
     "  tracectl report job-42 --top 5 --comm-min-ratio 0.01 --mem-threshold 64MiB\n"
-    "  tracectl report 7 --json | jq '.ops[0]'\n";
+    "  tracectl report 7 --json | jq '.ops[0]'\n"
+    "  tracectl report nccl --by launcher --top 5\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -127,7 +133,18 @@ static int cli_report_page(int c, const char *arg, struct proto_request *req, bo
     return CLI_CONTINUE;
 }
 
-static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req)
+static int cli_report_by(const char *arg, bool *by_launcher)
+{
+    if (strcmp(arg, "launcher") != 0) {
+        cli_error("report: --by wants launcher, not '%s'", arg);
+        return CLI_EXIT_USAGE;
+    }
+    *by_launcher = true;
+    return CLI_CONTINUE;
+}
+
+static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req,
+                           bool *by_launcher)
 {
     static const struct option opts[] = {CLI_LONGOPTS,
                                          {"top", required_argument, NULL, 'n'},
@@ -135,6 +152,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"mem-threshold", required_argument, NULL, 'm'},
                                          {"ops", required_argument, NULL, 'O'},
                                          {"ops-offset", required_argument, NULL, 'K'},
+                                         {"by", required_argument, NULL, 'B'},
                                          {NULL, 0, NULL, 0}};
     bool ops_given = false;
     int c, rc;
@@ -148,6 +166,8 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = cli_report_threshold(optarg, req);
         else if (c == 'O' || c == 'K')
             rc = cli_report_page(c, optarg, req, &ops_given);
+        else if (c == 'B')
+            rc = cli_report_by(optarg, by_launcher);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -354,14 +374,17 @@ int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
     struct proto_request req;
     struct cli_conn conn;
     const msgpack_object *res;
+    bool by_launcher = false;
     char *arg;
     int rc;
 
     proto_request_init(&req);
-    if ((rc = cli_report_opts(ctx, argc, argv, &req)) != CLI_CONTINUE)
+    if ((rc = cli_report_opts(ctx, argc, argv, &req, &by_launcher)) != CLI_CONTINUE)
         return rc;
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
+    if (by_launcher)
+        return cli_report_by_launcher(ctx, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     rc = cli_call(ctx, PROTO_REPORT, &req, &conn, &res);
