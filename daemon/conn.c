@@ -377,6 +377,7 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         return;
     }
     c->producer = true;
+    c->rank = h->rank;
     c->d->n_producers++;
     if (h->n_meta > 0) { /* hello's meta: the process's first metadata, stored after its row */
         struct store_job *job = store_job_new(STORE_META, c->session->id);
@@ -557,6 +558,19 @@ static size_t conn_cap_batch(struct conn *c, struct proto_batch *b)
     return keep;
 }
 
+/* What `live` shows of an accepted batch: calls and time per op, the process's step. */
+static void conn_count_batch(struct conn *c, const struct proto_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const struct proto_entry *e = &b->entries[i];
+
+        session_count_entry(c->session, e->op_id, e->dur_ns);
+        if (!c->has_step || e->step > c->step)
+            c->step = e->step;
+        c->has_step = true;
+    }
+}
+
 static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 {
     struct proto_batch *b = &m->u.batch;
@@ -578,6 +592,7 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
         free(job);
         return;
     }
+    conn_count_batch(c, b);
     job->u.batch.process_id = c->process_id;
     job->u.batch.b = *b; /* a move: the message no longer owns the batch */
     memset(b, 0, sizeof(*b));
@@ -694,6 +709,7 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_LIVE:
         if (c->producer) {
             conn_fail(c, PROTO_E_STATE, "control requests need their own connection");
             return;

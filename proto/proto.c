@@ -44,6 +44,7 @@ static const char *const type_names[] = {
     [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
     [PROTO_ERROR] = "error",   [PROTO_EXPORT] = "export",
     [PROTO_ROWS] = "rows",     [PROTO_END] = "end",
+    [PROTO_LIVE] = "live",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -784,6 +785,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_LIVE:
         rc = decode_request(o, m, err);
         break;
     case PROTO_WELCOME:
@@ -878,6 +880,7 @@ void proto_msg_free(struct proto_msg *m)
     case PROTO_REPORT:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_LIVE:
         free(m->u.req.session.name);
         break;
     case PROTO_ERROR:
@@ -1355,6 +1358,7 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
             return -ENOMEM;
         return 0;
     case PROTO_DELETE:
+    case PROTO_LIVE:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
             return -ENOMEM;
         return 0;

@@ -64,6 +64,7 @@ enum proto_type {
     PROTO_STATUS,
     PROTO_DELETE,
     PROTO_EXPORT, /* extension: streams a session's entries (proto/PROTOCOL.md) */
+    PROTO_LIVE,   /* extension: a live session's counters, for `tracectl top` */
     /* daemon → peer */
     PROTO_WELCOME,
     PROTO_ACK,
@@ -299,7 +300,10 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE or PROTO_EXPORT. */
+/*
+ * Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT or
+ * PROTO_LIVE.
+ */
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
 /* ["ok", <caller packs exactly one object next>] */
 int proto_pack_ok_header(msgpack_packer *pk);
