@@ -219,6 +219,29 @@ static long long await_step(long long above)
     return -1;
 }
 
+/*
+ * Polls the pane until a whole frame is drawn at its size: the header on the
+ * first line and the entries line under it, with rank 0's row (a frame cut
+ * at the bottom, not wrapped or scrolled).
+ */
+static void await_frame_top(void)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char *text = NULL;
+
+    while (time(NULL) < end) {
+        free(text);
+        text = pane();
+        if (strncmp(text, "tracectl top: session", 21) == 0 && strstr(text, "\nentries ") &&
+            rank0_step(text) >= 0) {
+            free(text);
+            return;
+        }
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("the pane never showed a whole frame:\n%s", text);
+}
+
 /* Polls until the file holds text (what the shell in the pane wrote after top exited). */
 static char *await_file(const char *path)
 {
@@ -240,9 +263,9 @@ static char *await_file(const char *path)
     return NULL;
 }
 
-static void tmux(char *a, char *b, char *c, char *e, char *f)
+static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
 {
-    char *argv[] = {"tmux", "-L", tmux_sock, a, b, c, e, f, NULL};
+    char *argv[] = {"tmux", "-L", tmux_sock, a, b, c, e, f, g, h, NULL};
 
     cr_assert_eq(harness_run(NULL, argv), 0, "tmux %s failed", a);
 }
@@ -280,7 +303,6 @@ static void live_view(void)
 {
     char done[PATH_MAX + 16];
     long long first, later;
-    char *text;
 
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
@@ -289,21 +311,16 @@ static void live_view(void)
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
     /* a smaller terminal: the frame is redrawn from the top, lines cut, not wrapped */
-    tmux("resize-window", "-t", "top", "-x", "50");
-    tmux("resize-window", "-t", "top", "-y", "14");
-    await_step(later);
-    text = pane();
-    cr_assert(strncmp(text, "tracectl top: session", 21) == 0, "after a resize:\n%s", text);
-    cr_assert(strstr(text, "\nentries ") != NULL, "after a resize:\n%s", text);
-    free(text);
-    tmux("send-keys", "-t", "top", "q", NULL);
+    tmux("resize-window", "-t", "top", "-x", "50", "-y", "14");
+    await_frame_top();
+    tmux("send-keys", "-t", "top", "q", NULL, NULL, NULL);
     check_done(done);
-    tmux("kill-session", "-t", "top", NULL, NULL);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
     /* Ctrl-C quits the same way */
     unlink(done);
     start_top(done);
     await_step(STEPS - 1);
-    tmux("send-keys", "-t", "top", "C-c", NULL);
+    tmux("send-keys", "-t", "top", "C-c", NULL, NULL, NULL);
     check_done(done);
 }
 
