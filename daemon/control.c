@@ -21,7 +21,7 @@
 #include "export.h"
 #include "live.h"
 #include "log.h"
-#include "report.h"
+#include "query.h"
 
 struct report_work {
     uv_work_t req;

@@ -1,6 +1,6 @@
 /*
- * control — answers control requests (sessions, status, report, delete) on a
- * connection; see control.c for which thread does what.
+ * control — answers control requests (sessions, status, report, delete,
+ * export) on a connection; see control.c for which thread does what.
  */
 #ifndef TRACECTLD_CONTROL_H
 #define TRACECTLD_CONTROL_H

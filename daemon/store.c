@@ -97,38 +97,59 @@ struct store {
     _Atomic uint64_t stored, queued, jobs, failed, orphans, queued_bytes;
 };
 
-static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
+int store_errno(int rc)
 {
-    int err;
-
-    if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
-        return 0;
     switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return 0;
     case SQLITE_FULL:
-        err = -ENOSPC;
-        break;
+        return -ENOSPC;
     case SQLITE_NOMEM:
-        err = -ENOMEM;
-        break;
+        return -ENOMEM;
+    case SQLITE_CANTOPEN:
+        return -ENOENT;
     case SQLITE_READONLY:
     case SQLITE_PERM:
-    case SQLITE_CANTOPEN:
-        err = -EACCES;
-        break;
+    case SQLITE_AUTH:
+        return -EACCES;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        err = -EBUSY;
-        break;
+        return -EBUSY;
     default:
-        err = -EIO;
-        break;
+        return -EIO;
     }
-    log_error("storage: %s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+/* Logs a failed step once and keeps it for status; returns err. */
+static int store_error(struct store *s, int err, const char *what, const char *detail)
+{
+    log_error("storage: %s: %s", what, detail);
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what,
-             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what, detail);
     pthread_mutex_unlock(&s->mu);
     return err;
+}
+
+/* An SQLite result code: 0 for OK, DONE and ROW, else logged and mapped by store_errno(). */
+static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
+{
+    int err = store_errno(rc);
+
+    if (err == 0)
+        return 0;
+    return store_error(s, err, what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+/* A negative errno from a module over db (agg): logged with SQLite's message when it has one. */
+static int store_check_errno(struct store *s, sqlite3 *db, int err, const char *what)
+{
+    if (err >= 0)
+        return 0;
+    return store_error(s, err, what,
+                       db != NULL && sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db)
+                                                                      : strerror(-err));
 }
 
 static int store_exec(struct store *s, sqlite3 *db, const char *sql, const char *what)
@@ -442,7 +463,7 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
         wsess_prepare(s, w) < 0 || wsess_prepare_multi(s, w) < 0 ||
         (w->agg = agg_new(w->db)) == NULL || (!create && wsess_load_shapes(s, w) < 0) ||
-        (!create && store_check(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
+        (!create && store_check_errno(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
         if (w->db == NULL)
             s->n_open--;
         else
@@ -749,8 +770,8 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             struct proto_ext x;
 
             rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
-            if (rc != 0)
-                return store_check(s, w->db, rc, "update aggregates");
+            if (rc < 0)
+                return store_check_errno(s, w->db, rc, "update aggregates");
             if (proto_entry_ext(&b->entries[i + k], b->blob, &x) &&
                 (rc = store_ext_rows(s, w, &x, rowid)) < 0)
                 return rc;
@@ -813,10 +834,10 @@ static int apply_process_end(struct store *s, struct wsess *w, struct store_job 
 {
     sqlite3_stmt *st = w->end_proc;
 
-    sqlite3_bind_int64(st, 1, job->u.pend.ended_ns);
-    sqlite3_bind_int(st, 2, job->u.pend.bye);
-    sqlite3_bind_int64(st, 3, (int64_t)job->u.pend.dropped);
-    sqlite3_bind_int64(st, 4, job->u.pend.process_id);
+    sqlite3_bind_int64(st, 1, job->u.process_end.ended_ns);
+    sqlite3_bind_int(st, 2, job->u.process_end.bye);
+    sqlite3_bind_int64(st, 3, (int64_t)job->u.process_end.dropped);
+    sqlite3_bind_int64(st, 4, job->u.process_end.process_id);
     return step_reset(s, w->db, st, "end process");
 }
 
@@ -924,7 +945,7 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
         wsess_begin(s, w) < 0 ||
         store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
         return -EIO;
-    return store_check(s, w->db, agg_init_file(w->agg), "mark aggregates");
+    return store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates");
 }
 
 /*
@@ -933,9 +954,10 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
  */
 static int apply_session_end(struct store *s, struct wsess *w, struct store_job *job)
 {
-    int64_t args[6] = {job->u.send.ended_ns,    (int64_t)job->u.send.processes,
-                       (int64_t)w->committed,   (int64_t)(job->u.send.dropped + w->lost_total),
-                       job->u.send.interrupted, job->session_id};
+    int64_t args[6] = {
+        job->u.session_end.ended_ns,    (int64_t)job->u.session_end.processes,
+        (int64_t)w->committed,          (int64_t)(job->u.session_end.dropped + w->lost_total),
+        job->u.session_end.interrupted, job->session_id};
 
     wsess_commit(s, w);
     wsess_file_close(s, w);
@@ -1067,7 +1089,7 @@ static void wsess_abort(struct store *s, struct wsess *w)
 static void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->in_txn) {
-        if (store_check(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
+        if (store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
             store_exec(s, w->db, "COMMIT", "commit") < 0) {
             wsess_abort(s, w);
             return;

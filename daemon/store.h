@@ -39,6 +39,9 @@
  * is held (flock) from store_new() to store_free(): a second daemon on the
  * same data dir fails to start.
  *
+ * Errors: functions return 0 or a negative errno; SQLite codes go through
+ * store_errno() and are logged once, with sqlite3_errmsg(), here.
+ *
  * Lifecycle: store_new() opens the catalog synchronously (start-up may wait
  * on disk), store_catalog_load() lists the sessions, store_start() starts the
  * thread, store_stop() drains the queue, commits, closes every file and joins
@@ -125,14 +128,14 @@ struct store_job {
             int64_t process_id, ended_ns;
             bool bye;
             uint64_t dropped;
-        } pend;
+        } process_end; /* STORE_PROCESS_END */
         struct {
             int64_t ended_ns;
             uint64_t processes;
             uint64_t entries; /* the loop's count; the catalog gets what was committed */
             uint64_t dropped; /* by clients and refused; the store adds what it lost */
             bool interrupted;
-        } send;
+        } session_end; /* STORE_SESSION_END */
         struct {
             int64_t process_id;
             uint64_t seq, stored; /* the loop's, carried for the ack */
@@ -228,5 +231,15 @@ uint64_t store_orphans(const struct store *s);    /* session files in sessions/o
 uint64_t store_queued_bytes(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
+
+/*
+ * The daemon's one map from an SQLite result code (primary or extended) to
+ * the errno convention: 0 for SQLITE_OK, ROW and DONE; FULL -ENOSPC; NOMEM
+ * -ENOMEM; CANTOPEN -ENOENT (the file or its directory is missing: a
+ * permission problem is PERM or READONLY); READONLY, PERM, AUTH -EACCES;
+ * BUSY, LOCKED -EBUSY; anything else -EIO. The store, agg and query map
+ * through it. Pure; any thread.
+ */
+int store_errno(int rc);
 
 #endif

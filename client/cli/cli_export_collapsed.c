@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_export_map.h"
+#include "map.h"
 
 #define COLLAPSED_MAX_DEPTH 256 /* frames of nested regions followed up; deeper ones are cut */
 
@@ -27,8 +27,8 @@ struct cli_export_node {
 };
 
 struct cli_export_collapsed {
-    struct cli_export_map flat; /* (device, op) or (process, launcher << 32 | op) → weight */
-    struct cli_export_map ids;  /* (process, id) → node index */
+    struct pairmap flat; /* (device, op) or (process, launcher << 32 | op) → weight */
+    struct pairmap ids;  /* (process, id) → node index */
     struct cli_export_node *nodes;
     size_t n_nodes, cap_nodes;
 };
@@ -62,8 +62,8 @@ static int cli_export_collapsed_begin(struct cli_export *x)
 
     if (m == NULL)
         return -ENOMEM;
-    cli_export_map_init(&m->flat);
-    cli_export_map_init(&m->ids);
+    pairmap_init(&m->flat);
+    pairmap_init(&m->ids);
     x->state = m;
     return 0;
 }
@@ -82,7 +82,7 @@ static int cli_export_collapsed_node(struct cli_export_collapsed *m, const struc
         m->cap_nodes = cap;
     }
     if (r->has_id) {
-        uint64_t *v = cli_export_map_upsert(&m->ids, r->proc_index, r->id, NULL);
+        uint64_t *v = pairmap_upsert(&m->ids, r->proc_index, r->id, NULL);
         if (v == NULL)
             return -ENOMEM;
         *v = m->n_nodes; /* an id given twice in a process: the later entry is the parent */
@@ -105,12 +105,12 @@ static int cli_export_collapsed_row(struct cli_export *x, const struct cli_expor
 
     if (x->stacks == CLI_EXPORT_STACKS_LAUNCHER) {
         uint64_t launcher = r->launcher ? r->launcher_index + 1 : 0;
-        w = cli_export_map_upsert(&m->flat, r->proc_index, launcher << 32 | r->op_index, NULL);
+        w = pairmap_upsert(&m->flat, r->proc_index, launcher << 32 | r->op_index, NULL);
     } else if (r->has_id || r->has_parent) {
         return cli_export_collapsed_node(m, r);
     } else {
         /* Key: device index (0: none) and op index, both positions in the dictionaries. */
-        w = cli_export_map_upsert(&m->flat, r->dev ? r->dev->index : 0, r->op_index, NULL);
+        w = pairmap_upsert(&m->flat, r->dev ? r->dev->index : 0, r->op_index, NULL);
     }
     if (w == NULL)
         return -ENOMEM;
@@ -171,8 +171,7 @@ static void cli_export_proc_frame(const struct cli_export *x, size_t proc, char 
 }
 
 /* One key of the flat map as its stack text. */
-static void cli_export_collapsed_flat_text(const struct cli_export *x,
-                                           const struct cli_export_slot *s,
+static void cli_export_collapsed_flat_text(const struct cli_export *x, const struct pairmap_slot *s,
                                            struct cli_export_text *t)
 {
     char frame[48];
@@ -197,7 +196,7 @@ cli_export_collapsed_parent(const struct cli_export_collapsed *m, const struct c
 {
     const uint64_t *i;
 
-    if (!n->has_parent || (i = cli_export_map_get(&m->ids, n->proc, n->parent)) == NULL)
+    if (!n->has_parent || (i = pairmap_get(&m->ids, n->proc, n->parent)) == NULL)
         return NULL;
     return &m->nodes[*i];
 }
@@ -265,7 +264,7 @@ static long cli_export_collapsed_stacks(const struct cli_export *x, struct cli_e
 static int cli_export_collapsed_end(struct cli_export *x)
 {
     const struct cli_export_collapsed *m = x->state;
-    size_t total = m->flat.n + m->n_nodes;
+    size_t total = m->flat.len + m->n_nodes;
     struct cli_export_stack *st = calloc(total ? total : 1, sizeof(*st));
     long n;
     int rc = 0;
@@ -295,8 +294,8 @@ static void cli_export_collapsed_free(struct cli_export *x)
     struct cli_export_collapsed *m = x->state;
 
     if (m != NULL) {
-        cli_export_map_deinit(&m->flat);
-        cli_export_map_deinit(&m->ids);
+        pairmap_deinit(&m->flat);
+        pairmap_deinit(&m->ids);
         free(m->nodes);
     }
     free(m);

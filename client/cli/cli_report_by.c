@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli_export.h"
-#include "cli_export_map.h"
+#include "map.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "cli_view.h"
@@ -25,7 +25,7 @@ struct by_row {
 };
 
 struct by_state {
-    struct cli_export_map idx; /* (launcher, op) → index into pairs */
+    struct pairmap idx; /* (launcher, op) → index into pairs */
     struct by_row *pairs;
     size_t n, cap;
     uint64_t total_ns;
@@ -42,7 +42,7 @@ static int by_begin(struct cli_export *x)
 {
     struct by_state *s = x->arg;
 
-    cli_export_map_init(&s->idx);
+    pairmap_init(&s->idx);
     s->dict = &x->dict;
     x->state = s;
     return 0;
@@ -53,7 +53,7 @@ static int by_row(struct cli_export *x, const struct cli_export_row *r)
     struct by_state *s = x->state;
     uint64_t launcher = r->launcher ? r->launcher_index + 1 : 0;
     bool created;
-    uint64_t *i = cli_export_map_upsert(&s->idx, launcher, r->op_index, &created);
+    uint64_t *i = pairmap_upsert(&s->idx, launcher, r->op_index, &created);
 
     if (i == NULL)
         return -ENOMEM;
@@ -103,18 +103,18 @@ static int by_cmp(const void *a, const void *b)
 /* The pairs summed per launcher, sorted. Returns the count, or -ENOMEM. */
 static long by_launchers(const struct by_state *s, struct by_row **out)
 {
-    struct cli_export_map idx;
+    struct pairmap idx;
     struct by_row *l = calloc(s->n ? s->n : 1, sizeof(*l));
     size_t n = 0;
 
     if (l == NULL)
         return -ENOMEM;
-    cli_export_map_init(&idx);
+    pairmap_init(&idx);
     for (size_t i = 0; i < s->n; i++) {
         bool created;
-        uint64_t *j = cli_export_map_upsert(&idx, s->pairs[i].launcher, 0, &created);
+        uint64_t *j = pairmap_upsert(&idx, s->pairs[i].launcher, 0, &created);
         if (j == NULL) {
-            cli_export_map_deinit(&idx);
+            pairmap_deinit(&idx);
             free(l);
             return -ENOMEM;
         }
@@ -126,7 +126,7 @@ static long by_launchers(const struct by_state *s, struct by_row **out)
         l[*j].total_ns = by_add(l[*j].total_ns, s->pairs[i].total_ns);
         l[*j].kernels++;
     }
-    cli_export_map_deinit(&idx);
+    pairmap_deinit(&idx);
     qsort(l, n, sizeof(*l), by_cmp);
     *out = l;
     return (long)n;
@@ -198,7 +198,7 @@ static void by_free(struct cli_export *x)
 {
     struct by_state *s = x->arg;
 
-    cli_export_map_deinit(&s->idx);
+    pairmap_deinit(&s->idx);
     free(s->pairs);
     s->pairs = NULL;
     x->state = NULL;

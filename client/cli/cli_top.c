@@ -19,7 +19,7 @@
 
 #include "cli_fmt.h"
 #include "cli_obj.h"
-#include "cli_utf8.h"
+#include "utf8.h"
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
@@ -619,7 +619,7 @@ static size_t top_cut(const char *s, size_t n, unsigned cols)
 
     while (i < n && s[i] != '\n' && used < cols) {
         uint32_t cp;
-        size_t k = cli_utf8_decode(s + i, n - i, &cp);
+        size_t k = utf8_decode(s + i, n - i, &cp);
         i += k ? k : 1;
         used++;
     }

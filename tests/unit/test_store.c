@@ -4,6 +4,7 @@
  * independent SQLite connection inside the completion callback).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -133,9 +134,9 @@ Test(store, batches_in_rows_out_ack_after_commit)
 
     /* session end: the catalog row is updated and the file closed */
     j = store_job_new(STORE_SESSION_END, 1);
-    j->u.send.ended_ns = 42;
-    j->u.send.processes = 1;
-    j->u.send.entries = 2000;
+    j->u.session_end.ended_ns = 42;
+    j->u.session_end.processes = 1;
+    j->u.session_end.entries = 2000;
     store_enqueue(s, j);
     store_free(s);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -340,4 +341,32 @@ Test(store, a_flood_does_not_hold_back_another_sessions_flush)
     store_free(s);
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* The daemon's one SQLite -> errno map (store.h), primary and extended codes. */
+Test(store, sqlite_errno_map)
+{
+    static const struct {
+        int sqlite, want;
+    } map[] = {
+        {SQLITE_OK, 0},
+        {SQLITE_ROW, 0},
+        {SQLITE_DONE, 0},
+        {SQLITE_FULL, -ENOSPC},
+        {SQLITE_NOMEM, -ENOMEM},
+        {SQLITE_CANTOPEN, -ENOENT},
+        {SQLITE_CANTOPEN_ISDIR, -ENOENT},
+        {SQLITE_READONLY, -EACCES},
+        {SQLITE_PERM, -EACCES},
+        {SQLITE_AUTH, -EACCES},
+        {SQLITE_BUSY, -EBUSY},
+        {SQLITE_BUSY_SNAPSHOT, -EBUSY},
+        {SQLITE_LOCKED, -EBUSY},
+        {SQLITE_ERROR, -EIO},
+        {SQLITE_CORRUPT, -EIO},
+        {SQLITE_IOERR_WRITE, -EIO},
+    };
+
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        cr_assert_eq(store_errno(map[i].sqlite), map[i].want, "SQLite code %d", map[i].sqlite);
 }
