@@ -2,7 +2,8 @@
  * test_links.c — nested regions of the C library (tc_push/tc_pop, and
  * tc_record_ext with explicit ids) through a real daemon to the collapsed
  * export: the exact stack strings and weights, written out here from what
- * the producer process recorded. (The Kineto launcher links are tested in
+ * the producer process recorded; and in the Chrome export (the lanes Perfetto
+ * shares), each child on its parent's lane. (The Kineto launcher links are tested in
  * test_import.c, the Python package's nesting in tests/python/test_links.py.)
  */
 #include <criterion/criterion.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <yajl/yajl_tree.h>
 
 #include "harness.h"
 #include "tracectl.h"
@@ -151,4 +153,70 @@ Test(links, explicit_ids_weigh_self_time)
                     "nest-x;cpu:0;outer 1\n"
                     "nest-x;cpu:0;outer;mid 1\n"
                     "nest-x;cpu:0;outer;mid;leaf 2\n");
+}
+
+/*
+ * Two regions that overlap partially in time, each with a child: B's child b
+ * lies inside A's child a in time, but is B's. Recorded with explicit ids and
+ * times; in the trace-viewer exports each child must sit on its parent's lane.
+ */
+static int overlapping(void)
+{
+    tc_client *c = open_client("nest-lanes");
+    uint32_t ops[4];
+    const char *names[4] = {"A", "B", "a", "b"};
+    /* start, dur, id (0: none), parent (0: none) */
+    static const uint64_t rows[4][4] = {
+        {0, 10000, 1, 0}, {1000, 11000, 2, 0}, {2000, 1000, 0, 1}, {2100, 800, 0, 2}};
+    tc_ext x;
+
+    if (c == NULL)
+        return 10;
+    for (int i = 3; i >= 0; i--) { /* children first, as tc_pop records them */
+        ops[i] = tc_op(c, names[i]);
+        x = (tc_ext){.has = (rows[i][2] ? TC_EXT_ID : 0) | (rows[i][3] ? TC_EXT_PARENT : 0),
+                     .id = rows[i][2],
+                     .parent = rows[i][3]};
+        tc_record_ext(c, ops[i], rows[i][0], rows[i][1], 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
+                      &x);
+    }
+    return tc_close(c) == 0 ? 0 : 12;
+}
+
+/* The tid of the chrome export's complete event named name. */
+static long long chrome_tid(yajl_val doc, const char *name)
+{
+    const char *ev[] = {"traceEvents", NULL}, *np[] = {"name", NULL}, *php[] = {"ph", NULL},
+               *tp[] = {"tid", NULL};
+    yajl_val evs = yajl_tree_get(doc, ev, yajl_t_array);
+
+    cr_assert_not_null(evs);
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *n = YAJL_GET_STRING(yajl_tree_get(e, np, yajl_t_string));
+        const char *ph = YAJL_GET_STRING(yajl_tree_get(e, php, yajl_t_string));
+        if (n != NULL && ph != NULL && strcmp(n, name) == 0 && strcmp(ph, "X") == 0)
+            return YAJL_GET_INTEGER(yajl_tree_get(e, tp, yajl_t_number));
+    }
+    cr_assert_fail("no event %s", name);
+    return -1;
+}
+
+Test(links, children_sit_on_their_parents_lane)
+{
+    char *out = NULL, err[256];
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,   "export",
+                    "nest-lanes", "--format", "chrome", NULL};
+    yajl_val doc;
+
+    harness_daemon_start(&d, NULL);
+    producer(overlapping);
+    cr_assert_eq(harness_run(&out, argv), 0);
+    doc = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert_not_null(doc, "%s", err);
+    cr_assert_neq(chrome_tid(doc, "A"), chrome_tid(doc, "B")); /* partial overlap: two lanes */
+    cr_assert_eq(chrome_tid(doc, "a"), chrome_tid(doc, "A"));
+    cr_assert_eq(chrome_tid(doc, "b"), chrome_tid(doc, "B")); /* not under a, which holds it */
+    yajl_tree_free(doc);
+    free(out);
 }
