@@ -89,6 +89,12 @@ struct store {
     bool stopping;
     char last_error[256]; /* guarded by mu */
 
+    /* Sizes on disk, published by the writer after each commit, close and delete (and by
+     * store_catalog_load at start-up), so that the loop reads them without touching the disk. */
+    pthread_mutex_t sizes_mu;
+    struct pairmap sizes; /* (session id, 0) → bytes of its file and WAL; guarded by sizes_mu */
+    _Atomic uint64_t catalog_bytes;
+
     uv_async_t async;
     store_done_cb done_cb;
     store_progress_cb progress_cb;
@@ -127,7 +133,8 @@ static int store_error(struct store *s, int err, const char *what, const char *d
 {
     log_error("storage: %s: %s", what, detail);
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what, detail);
+    /* status shows what fits: a long path (what) is cut so that SQLite's message stays */
+    snprintf(s->last_error, sizeof(s->last_error), "%.180s: %s", what, detail);
     pthread_mutex_unlock(&s->mu);
     return err;
 }
@@ -170,7 +177,9 @@ int store_configure(void)
     return 0;
 }
 
-uint64_t store_session_bytes(const struct store *s, int64_t id)
+/* What a session's file and its WAL take on disk: a stat() each (0 when absent). Never on the
+ * loop thread once it runs: the writer, or start-up. */
+static uint64_t store_disk_bytes(const struct store *s, int64_t id)
 {
     char path[PATH_MAX + 8];
     uint64_t total = 0;
@@ -183,6 +192,43 @@ uint64_t store_session_bytes(const struct store *s, int64_t id)
     if (stat(path, &st) == 0)
         total += (uint64_t)st.st_size;
     return total;
+}
+
+/* Stats the session's files and publishes their size for store_session_bytes(). */
+static void store_publish_size(struct store *s, int64_t id)
+{
+    uint64_t bytes = store_disk_bytes(s, id), *v;
+
+    pthread_mutex_lock(&s->sizes_mu);
+    v = pairmap_upsert(&s->sizes, (uint64_t)id, 0, NULL);
+    if (v != NULL)
+        *v = bytes; /* out of memory: readers keep the last size published */
+    pthread_mutex_unlock(&s->sizes_mu);
+}
+
+static void store_publish_catalog(struct store *s)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/catalog.db", s->data_dir);
+    atomic_store(&s->catalog_bytes, stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+}
+
+uint64_t store_session_bytes(struct store *s, int64_t id)
+{
+    uint64_t bytes, *v;
+
+    pthread_mutex_lock(&s->sizes_mu);
+    v = pairmap_get(&s->sizes, (uint64_t)id, 0);
+    bytes = v != NULL ? *v : 0;
+    pthread_mutex_unlock(&s->sizes_mu);
+    return bytes;
+}
+
+uint64_t store_catalog_bytes(const struct store *s)
+{
+    return atomic_load(&s->catalog_bytes);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -328,6 +374,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     w->db = NULL;
     w->in_txn = false;
     s->n_open--;
+    store_publish_size(s, w->id); /* the close checkpointed the WAL away */
 }
 
 /* INSERT INTO entries(...) VALUES (9 ?), ... ENTRY_ROWS times. */
@@ -869,6 +916,7 @@ static int catalog_run(struct store *s, const char *sql, const int64_t *args, si
         sqlite3_bind_text(st, (int)n + 1, text, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
+    store_publish_catalog(s);
     return store_check(s, s->catalog, rc, "catalog update");
 }
 
@@ -985,6 +1033,7 @@ static int apply_delete(struct store *s, struct wsess *w, struct store_job *job)
             rc = -errno;
         }
     }
+    store_publish_size(s, job->session_id);
     if (catalog_run(s, "DELETE FROM sessions WHERE id = ?", &job->session_id, 1, NULL) < 0)
         return -EIO;
     return rc;
@@ -1095,6 +1144,7 @@ static void wsess_commit(struct store *s, struct wsess *w)
             return;
         }
         w->in_txn = false;
+        store_publish_size(s, w->id); /* before the acks: a flushed session has its size */
     }
     wsess_settle(s, w, true);
 }
@@ -1618,12 +1668,15 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     s->max_open = STORE_DEFAULT_MAX_OPEN;
     s->commit_ms = STORE_DEFAULT_COMMIT_MS;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->sizes_mu, NULL);
+    pairmap_init(&s->sizes);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
     if ((rc = store_open_catalog(s, errbuf, errlen)) < 0)
         goto fail;
+    store_publish_catalog(s);
     if ((rc = uv_async_init(loop, &s->async, store_async_cb)) < 0)
         goto fail;
     s->async.data = s;
@@ -1672,6 +1725,7 @@ int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store
             .dropped = (uint64_t)sqlite3_column_int64(st, 8),
             .interrupted = sqlite3_column_int(st, 9) != 0,
         };
+        store_publish_size(s, row.id); /* start-up: the loop may wait on disk now */
         if (row_cb(arg, &row) < 0)
             break;
     }
@@ -1724,7 +1778,9 @@ static void store_close_cb(uv_handle_t *handle)
     struct store *s = handle->data;
 
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->sizes_mu);
     pthread_cond_destroy(&s->cv);
+    pairmap_deinit(&s->sizes);
     free(s->data_dir);
     free(s);
 }

@@ -2,7 +2,10 @@
  * store — the storage writer: the only code that writes SQLite.
  *
  * It owns DATA_DIR/catalog.db and every open DATA_DIR/sessions/<id>.db
- * connection, all on its own thread, so the loop thread never waits on disk.
+ * connection, all on its own thread, so the loop thread never waits on disk:
+ * even the sizes of the files, which `sessions`, `status` and the byte caps
+ * need, are stat()ed by the writer after each commit and published for the
+ * loop to read (store_session_bytes).
  *
  * DESIGN
  * The loop thread builds a struct store_job and hands it over with
@@ -218,8 +221,15 @@ void store_job_free(struct store_job *job);
 
 /* Path of a session's file into buf. */
 void store_session_path(const struct store *s, int64_t id, char *buf, size_t len);
-/* Bytes a session's file and its WAL take on disk (a stat() each; 0 when absent). */
-uint64_t store_session_bytes(const struct store *s, int64_t id);
+/*
+ * Bytes a session's file and its WAL take on disk, as the writer last
+ * published them (after each commit, close and delete; for existing sessions
+ * from store_catalog_load): 0 for a session not stored yet or deleted. Reads
+ * memory, never the disk: safe from the loop thread.
+ */
+uint64_t store_session_bytes(struct store *s, int64_t id);
+/* Bytes of DATA_DIR/catalog.db, published the same way (at store_new and each catalog update). */
+uint64_t store_catalog_bytes(const struct store *s);
 
 /* Figures for status; safe from the loop thread. */
 uint64_t store_stored(const struct store *s);     /* entries committed since start */
