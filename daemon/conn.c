@@ -380,6 +380,7 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         return;
     }
     c->producer = true;
+    c->rank = h->rank;
     c->d->n_producers++;
     if (h->n_meta > 0) { /* hello's meta: the process's first metadata, stored after its row */
         struct store_job *job = store_job_new(STORE_META, c->session->id);
@@ -462,6 +463,31 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
 }
 
 /*
+ * An ext map's launcher is an op id of this connection, like the entry's own
+ * op: it becomes the session's id in place (the ext map sits in the blob).
+ * Returns 0, or -EPROTO once the connection has failed (an undefined op id).
+ */
+static int conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct proto_entry *e,
+                                 size_t i)
+{
+    struct proto_ext x;
+    char msg[160];
+    uint32_t gid;
+
+    if (!proto_entry_ext(e, b->blob, &x) || !(x.has & PROTO_EXT_LAUNCHER))
+        return 0;
+    if (!u32map_get(&c->ops, x.launcher, &gid)) {
+        snprintf(msg, sizeof(msg), "ext.launcher %u is not defined by ops (entry %zu)", x.launcher,
+                 i);
+        conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
+        return -EPROTO;
+    }
+    x.launcher = gid;
+    memcpy(b->blob + e->ext_off, &x, sizeof(x)); /* the blob keeps no alignment */
+    return 0;
+}
+
+/*
  * Maps op ids to session ids and device names to device ids, in place. Returns 0, or a
  * negative errno once the connection has failed (an undefined op id: -EPROTO; a table's
  * limit or memory: session_device()'s or session_shape()'s error).
@@ -481,6 +507,8 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             return -EPROTO;
         }
         e->op_id = gid;
+        if (e->ext_len != 0 && (rc = conn_resolve_launcher(c, b, e, i)) < 0)
+            return rc;
         dev_ids[i] = c->hello_dev;
         if (e->dev_len && (rc = session_device(&c->d->reg, c->session, b->blob + e->dev_off,
                                                e->dev_len, c->budget, &dev_ids[i])) < 0) {
@@ -538,6 +566,19 @@ static size_t conn_cap_batch(struct conn *c, struct proto_batch *b)
     return keep;
 }
 
+/* What `live` shows of an accepted batch: calls and time per op, the process's step. */
+static void conn_count_batch(struct conn *c, const struct proto_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        const struct proto_entry *e = &b->entries[i];
+
+        session_count_entry(c->session, e->op_id, e->dur_ns);
+        if (!c->has_step || e->step > c->step)
+            c->step = e->step;
+        c->has_step = true;
+    }
+}
+
 static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 {
     struct proto_batch *b = &m->u.batch;
@@ -559,6 +600,7 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
         free(job);
         return;
     }
+    conn_count_batch(c, b);
     job->u.batch.process_id = c->process_id;
     job->u.batch.b = *b; /* a move: the message no longer owns the batch */
     memset(b, 0, sizeof(*b));
@@ -676,6 +718,7 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
     case PROTO_DELETE:
     case PROTO_EXPORT:
     case PROTO_CLASSIFY:
+    case PROTO_LIVE:
         if (c->producer) {
             conn_fail(c, PROTO_E_STATE, "control requests need their own connection");
             return;

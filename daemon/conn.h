@@ -73,6 +73,9 @@ struct conn {
     uint64_t enqueued; /* entries handed to the store */
     uint64_t refused;  /* entries the daemon dropped (session over its byte cap) */
     bool said_bye;
+    int64_t rank;  /* hello's, -1 when absent (for `live`) */
+    bool has_step; /* an entry arrived: step is the largest step seen (for `live`) */
+    uint64_t step;
 
     /* bounds (MEMORY above) */
     uint64_t unwritten;          /* reply bytes queued, not yet written */

@@ -1,5 +1,6 @@
 /*
- * control.c — answers control requests: sessions, status, report, delete.
+ * control.c — answers control requests: sessions, status, report, delete,
+ * export (export.c) and live (live.c).
  *
  * `sessions` and `status` are answered on the loop thread from memory (file
  * sizes included: the store's writer publishes them, store_session_bytes). `report` runs
@@ -18,6 +19,7 @@
 #include "control.h"
 #include "classify.h"
 #include "export.h"
+#include "live.h"
 #include "log.h"
 #include "query.h"
 
@@ -517,6 +519,12 @@ void control_handle(struct conn *c, struct proto_msg *m)
         struct session *s = control_session(c, &m->u.req);
         if (s != NULL)
             export_start(c, s, &m->u.req);
+        break;
+    }
+    case PROTO_LIVE: {
+        struct session *s = control_session(c, &m->u.req);
+        if (s != NULL)
+            live_reply(c, s);
         break;
     }
     default:

@@ -7,7 +7,7 @@
 
 #include "conn.h"
 
-/* Answers m (a PROTO_SESSIONS, _STATUS, _REPORT, _DELETE or _EXPORT request) on c. */
+/* Answers m (a PROTO_SESSIONS, _STATUS, _REPORT, _DELETE, _EXPORT or _LIVE request) on c. */
 void control_handle(struct conn *c, struct proto_msg *m);
 /*
  * Whether a report for req on c is heavy: its session has --heavy-entries

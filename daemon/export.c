@@ -25,6 +25,7 @@ struct export_work {
     bool by_start; /* the request's "order": "start" */
     bool by_rank;  /* the request's "order": "rank" */
     bool ext;      /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
+    bool link;     /* the file has an entry_link table: rows carry its 4 columns after those */
     uint64_t n_rows;
     bool started, exhausted, done;
     int rc;
@@ -99,30 +100,44 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
     " ORDER BY (SELECT rank FROM processes p WHERE p.id = e.process_id),"                          \
     " e.start_ns, e.dur_ns DESC, e.rowid"
 
-/* Prepares the rows query; the entry_ext table exists only in files that got an ext map. */
-static int export_prepare_rows(struct export_work *w)
+#define ROW_LINK_COLUMNS ", l.entry_rowid, l.id, l.parent, l.launcher"
+#define ROW_LINK_FROM    " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid"
+
+/* Whether the session file has the side table `name`: 1, 0, or -EIO. */
+static int export_has_table(struct export_work *w, const char *name)
 {
-    const char *sql;
     sqlite3_stmt *st;
     int rc;
 
-    if (sqlite3_prepare_v2(
-            w->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entry_ext'", -1,
-            &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(w->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                           -1, &st, NULL) != SQLITE_OK)
         return -EIO;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return -EIO;
-    w->ext = rc == SQLITE_ROW;
-    if (w->ext)
-        sql = w->by_rank    ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_RANK
-              : w->by_start ? ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER_START
-                            : ROW_COLUMNS ROW_EXT_COLUMNS ROW_FROM ROW_EXT_FROM ROW_ORDER;
-    else
-        sql = w->by_rank    ? ROW_COLUMNS ROW_FROM ROW_ORDER_RANK
-              : w->by_start ? ROW_COLUMNS ROW_FROM ROW_ORDER_START
-                            : ROW_COLUMNS ROW_FROM ROW_ORDER;
+    return rc == SQLITE_ROW;
+}
+
+/*
+ * Prepares the rows query; the entry_ext and entry_link tables exist only in
+ * files that got an ext map (a link).
+ */
+static int export_prepare_rows(struct export_work *w)
+{
+    char sql[1024];
+    int ext = export_has_table(w, "entry_ext"), link = export_has_table(w, "entry_link");
+
+    if (ext < 0 || link < 0)
+        return -EIO;
+    w->ext = ext, w->link = link;
+    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
+             w->link ? ROW_LINK_COLUMNS : "", ROW_FROM, w->ext ? ROW_EXT_FROM : "",
+             w->link ? ROW_LINK_FROM : "",
+             w->by_rank    ? ROW_ORDER_RANK
+             : w->by_start ? ROW_ORDER_START
+                           : ROW_ORDER);
     if (sqlite3_prepare_v2(w->db, sql, -1, &w->rows, NULL) != SQLITE_OK)
         return -EIO;
     return 0;
@@ -137,24 +152,43 @@ static uint32_t ext_column(sqlite3_stmt *st, int i, uint32_t bit, uint64_t *v)
     return bit;
 }
 
-/* The 11th element of a row: the entry's ext map (columns 10..16), or nil. */
+/* The links of a row (columns at i..i+3, after the ext map's when the file has one). */
+static uint32_t link_columns(sqlite3_stmt *st, int i, struct proto_ext *x)
+{
+    uint64_t launcher = 0;
+    uint32_t has;
+
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return 0;
+    has = ext_column(st, i + 1, PROTO_EXT_ID, &x->id) |
+          ext_column(st, i + 2, PROTO_EXT_PARENT, &x->parent) |
+          ext_column(st, i + 3, PROTO_EXT_LAUNCHER, &launcher);
+    x->launcher = (uint32_t)launcher;
+    return has;
+}
+
+/* The 11th element of a row: the entry's ext map (columns 10..16, then its links), or nil. */
 static void pack_ext(struct export_work *w, msgpack_packer *pk)
 {
     sqlite3_stmt *st = w->rows;
     struct proto_ext x = {0};
     uint64_t tag = 0;
 
-    if (!w->ext || sqlite3_column_type(st, 10) == SQLITE_NULL) {
-        msgpack_pack_nil(pk);
-        return;
+    if (w->ext && sqlite3_column_type(st, 10) != SQLITE_NULL) {
+        x.has = ext_column(st, 11, PROTO_EXT_STREAM, &x.stream) |
+                ext_column(st, 12, PROTO_EXT_PEER, &x.peer) |
+                ext_column(st, 13, PROTO_EXT_TAG, &tag) |
+                ext_column(st, 14, PROTO_EXT_COMM, &x.comm) |
+                ext_column(st, 15, PROTO_EXT_SEQ, &x.seq) |
+                ext_column(st, 16, PROTO_EXT_CHECKSUM, &x.checksum);
+        x.tag = (int64_t)tag;
     }
-    x.has = ext_column(st, 11, PROTO_EXT_STREAM, &x.stream) |
-            ext_column(st, 12, PROTO_EXT_PEER, &x.peer) | ext_column(st, 13, PROTO_EXT_TAG, &tag) |
-            ext_column(st, 14, PROTO_EXT_COMM, &x.comm) |
-            ext_column(st, 15, PROTO_EXT_SEQ, &x.seq) |
-            ext_column(st, 16, PROTO_EXT_CHECKSUM, &x.checksum);
-    x.tag = (int64_t)tag;
-    proto_pack_ext(pk, &x);
+    if (w->link)
+        x.has |= link_columns(st, w->ext ? 17 : 10, &x);
+    if (x.has == 0)
+        msgpack_pack_nil(pk);
+    else
+        proto_pack_ext(pk, &x);
 }
 
 static int export_open(struct export_work *w, msgpack_packer *pk)

@@ -110,6 +110,7 @@ bool session_opening_full(const struct registry *reg)
 
 static void session_free(struct session *s)
 {
+    free(s->op_counts);
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
     strmap_deinit(&s->shapes);
@@ -162,7 +163,10 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     s->ended_ns = session_wall_ns(s);
     s->linger_until = 0;
     reg->n_live--;
-    /* The name tables are only for interning while live. */
+    /* The name tables are only for interning while live, and so are the op counts. */
+    free(s->op_counts);
+    s->op_counts = NULL;
+    s->n_op_counts = 0;
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
     strmap_deinit(&s->shapes);
@@ -344,10 +348,32 @@ int session_op(struct registry *reg, struct session *s, const char *name, const 
     bytes = len + strlen(category);
     if (s->ops.len >= SESSION_MAX_OPS || s->op_bytes + bytes > SESSION_MAX_OP_BYTES)
         return -ENOSPC;
+    if (s->next_op >= s->n_op_counts) { /* a slot for the id it gets, before it gets it */
+        uint32_t n = s->n_op_counts ? 2 * s->n_op_counts : 64;
+        struct session_op_count *p;
+        while (n <= s->next_op)
+            n *= 2;
+        if ((p = realloc(s->op_counts, n * sizeof(*p))) == NULL)
+            return -ENOMEM;
+        memset(p + s->n_op_counts, 0, (n - s->n_op_counts) * sizeof(*p));
+        s->op_counts = p;
+        s->n_op_counts = n;
+    }
     rc = intern(reg, s, &s->ops, &s->next_op, STORE_OP, name, len, category, budget, id);
     if (rc == 0)
         s->op_bytes += bytes;
     return rc;
+}
+
+void session_count_entry(struct session *s, uint32_t op, uint64_t dur_ns)
+{
+    struct session_op_count *n;
+
+    if (op >= s->n_op_counts)
+        return;
+    n = &s->op_counts[op];
+    n->calls++;
+    n->total_ns = n->total_ns > UINT64_MAX - dur_ns ? UINT64_MAX : n->total_ns + dur_ns;
 }
 
 int session_device(struct registry *reg, struct session *s, const char *name, size_t len,

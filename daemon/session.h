@@ -62,6 +62,11 @@ struct session {
     struct strmap ops, devices;
     struct strmap shapes; /* 64-bit hashes of the pairs seen */
     uint64_t op_bytes, shape_bytes;
+    /* Calls and time per op id, counted as entries are accepted: what `live` shows. */
+    struct session_op_count {
+        uint64_t calls, total_ns;
+    } * op_counts;
+    uint32_t n_op_counts; /* ids below it have a slot */
 };
 
 struct registry {
@@ -114,6 +119,8 @@ struct session *session_find_live(struct registry *reg, const char *name, int64_
  */
 int session_op(struct registry *reg, struct session *s, const char *name, const char *category,
                struct store_budget *budget, uint32_t *id);
+/* Counts an accepted entry of session op id `op` (live sessions; `live` replies with it). */
+void session_count_entry(struct session *s, uint32_t op, uint64_t dur_ns);
 /* The same for a device name (len bytes); ids start at 1; limit SESSION_MAX_DEVICES. */
 int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
                    struct store_budget *budget, uint32_t *id);

@@ -63,8 +63,9 @@ struct wsess {
     sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
-    sqlite3_stmt *ins_ext; /* NULL until the session's first ext map (see store_ext_row) */
-    struct ranks *ranks;   /* the rank aggregates (ranks.h) */
+    sqlite3_stmt *ins_ext;  /* NULL until the session's first ext map (see store_ext_row) */
+    struct ranks *ranks;    /* the rank aggregates (ranks.h) */
+    sqlite3_stmt *ins_link; /* NULL until the session's first link (see store_link_row) */
 };
 
 struct store {
@@ -369,6 +370,8 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     sqlite3_finalize(w->end_proc);
     sqlite3_finalize(w->ins_meta);
     sqlite3_finalize(w->ins_ext);
+    sqlite3_finalize(w->ins_link);
+    w->ins_link = NULL;
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
     w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
     sqlite3_close(w->db);
@@ -742,6 +745,55 @@ static int store_ext_row(struct store *s, struct wsess *w, const struct proto_ex
     return rc;
 }
 
+/* The ext keys that go to entry_link rather than entry_ext. */
+#define STORE_EXT_LINKS (PROTO_EXT_ID | PROTO_EXT_PARENT | PROTO_EXT_LAUNCHER)
+
+/*
+ * Stores the links of the entry at rowid (id, parent, launcher) in the
+ * entry_link side table, created with the session's first link, as
+ * store_ext_row() does for entry_ext.
+ */
+static int store_link_row(struct store *s, struct wsess *w, const struct proto_ext *x,
+                          int64_t rowid)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if (w->ins_link == NULL) {
+        if (store_exec(s, w->db, schema_entry_link_sql, "create entry_link") < 0)
+            return -EIO;
+        rc = sqlite3_prepare_v3(w->db,
+                                "INSERT INTO entry_link(entry_rowid, id, parent, launcher)"
+                                " VALUES (?,?,?,?)",
+                                -1, SQLITE_PREPARE_PERSISTENT, &w->ins_link, NULL);
+        if (rc != SQLITE_OK)
+            return store_check(s, w->db, rc, "prepare");
+    }
+    st = w->ins_link;
+    sqlite3_bind_int64(st, 1, rowid);
+    bind_ext(st, 2, x->has & PROTO_EXT_ID, (int64_t)x->id);
+    bind_ext(st, 3, x->has & PROTO_EXT_PARENT, (int64_t)x->parent);
+    bind_ext(st, 4, x->has & PROTO_EXT_LAUNCHER, (int64_t)x->launcher);
+    if ((rc = step_reset(s, w->db, st, "insert entry link")) < 0) {
+        sqlite3_finalize(w->ins_link);
+        w->ins_link = NULL;
+    }
+    return rc;
+}
+
+/* The ext map of the entry at rowid: its links and its other keys, each in its side table. */
+static int store_ext_rows(struct store *s, struct wsess *w, const struct proto_ext *x,
+                          int64_t rowid)
+{
+    int rc = 0;
+
+    if ((x->has & ~STORE_EXT_LINKS) != 0)
+        rc = store_ext_row(s, w, x, rowid);
+    if (rc == 0 && (x->has & STORE_EXT_LINKS) != 0)
+        rc = store_link_row(s, w, x, rowid);
+    return rc;
+}
+
 /*
  * Inserts a batch: ENTRY_ROWS rows per statement while there are that many
  * (a statement's fixed cost is paid once per ENTRY_ROWS rows), then one at a
@@ -781,7 +833,7 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
                                  job->u.batch.dev_ids[i + k], has_ext ? &x : NULL);
             if (rc < 0)
                 return store_check_errno(s, w->db, rc, "update aggregates");
-            if (has_ext && (rc = store_ext_row(s, w, &x, rowid)) < 0)
+            if (has_ext && (rc = store_ext_rows(s, w, &x, rowid)) < 0)
                 return rc;
         }
         i += rows;

@@ -49,25 +49,16 @@ static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 }
 
 static const char *const type_names[] = {
-    [PROTO_NONE] = "?",
-    [PROTO_HELLO] = "hello",
-    [PROTO_OPS] = "ops",
-    [PROTO_BATCH] = "batch",
-    [PROTO_META] = "meta",
-    [PROTO_FLUSH] = "flush",
-    [PROTO_BYE] = "bye",
-    [PROTO_SESSIONS] = "sessions",
-    [PROTO_REPORT] = "report",
-    [PROTO_STATUS] = "status",
-    [PROTO_DELETE] = "delete",
-    [PROTO_WELCOME] = "welcome",
-    [PROTO_ACK] = "ack",
-    [PROTO_OK] = "ok",
-    [PROTO_ERROR] = "error",
-    [PROTO_EXPORT] = "export",
-    [PROTO_ROWS] = "rows",
-    [PROTO_END] = "end",
-    [PROTO_CLASSIFY] = "classify",
+    [PROTO_NONE] = "?",        [PROTO_HELLO] = "hello",
+    [PROTO_OPS] = "ops",       [PROTO_BATCH] = "batch",
+    [PROTO_META] = "meta",     [PROTO_FLUSH] = "flush",
+    [PROTO_BYE] = "bye",       [PROTO_SESSIONS] = "sessions",
+    [PROTO_REPORT] = "report", [PROTO_STATUS] = "status",
+    [PROTO_DELETE] = "delete", [PROTO_WELCOME] = "welcome",
+    [PROTO_ACK] = "ack",       [PROTO_OK] = "ok",
+    [PROTO_ERROR] = "error",   [PROTO_EXPORT] = "export",
+    [PROTO_ROWS] = "rows",     [PROTO_END] = "end",
+    [PROTO_LIVE] = "live",     [PROTO_CLASSIFY] = "classify",
 };
 
 const char *proto_type_name(enum proto_type t)
@@ -403,11 +394,12 @@ static const struct {
     const char *key;
     uint32_t bit;
 } ext_keys[] = {
-    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER}, {"tag", PROTO_EXT_TAG},
-    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},   {"checksum", PROTO_EXT_CHECKSUM},
+    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER},     {"tag", PROTO_EXT_TAG},
+    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},       {"checksum", PROTO_EXT_CHECKSUM},
+    {"id", PROTO_EXT_ID},         {"parent", PROTO_EXT_PARENT}, {"launcher", PROTO_EXT_LAUNCHER},
 };
 
-/* Where the value of an ext key goes (tag, the one signed key, is handled apart). */
+/* Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are handled apart). */
 static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
 {
     switch (bit) {
@@ -419,6 +411,10 @@ static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
         return &x->comm;
     case PROTO_EXT_SEQ:
         return &x->seq;
+    case PROTO_EXT_ID:
+        return &x->id;
+    case PROTO_EXT_PARENT:
+        return &x->parent;
     default:
         return &x->checksum;
     }
@@ -439,6 +435,11 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
     if (bit == PROTO_EXT_TAG) {
         if ((rc = get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err)) < 0)
             return rc;
+    } else if (bit == PROTO_EXT_LAUNCHER) {
+        uint64_t op;
+        if ((rc = get_uint(v, UINT32_MAX, &op, what, err)) < 0)
+            return rc;
+        x->launcher = (uint32_t)op;
     } else if ((rc = get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err)) < 0) {
         return rc;
     }
@@ -865,6 +866,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     case PROTO_DELETE:
     case PROTO_EXPORT:
     case PROTO_CLASSIFY:
+    case PROTO_LIVE:
         rc = decode_request(o, m, err);
         break;
     case PROTO_WELCOME:
@@ -960,6 +962,7 @@ void proto_msg_free(struct proto_msg *m)
     case PROTO_DELETE:
     case PROTO_EXPORT:
     case PROTO_CLASSIFY:
+    case PROTO_LIVE:
         free(m->u.req.session.name);
         free(m->u.req.re_comm);
         free(m->u.req.re_compute);
@@ -1325,8 +1328,9 @@ int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext)
             continue;
         if (proto_pack_str(pk, ext_keys[k].key) < 0)
             return -ENOMEM;
-        if (bit == PROTO_EXT_TAG ? msgpack_pack_int64(pk, x.tag) < 0
-                                 : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
+        if (bit == PROTO_EXT_TAG        ? msgpack_pack_int64(pk, x.tag) < 0
+            : bit == PROTO_EXT_LAUNCHER ? msgpack_pack_uint32(pk, x.launcher) < 0
+                                        : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
             return -ENOMEM;
     }
     return 0;
@@ -1474,6 +1478,7 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
             return -ENOMEM;
         return 0;
     case PROTO_DELETE:
+    case PROTO_LIVE:
         if (msgpack_pack_map(pk, 1) < 0 || pack_sessref(pk, &req->session) < 0)
             return -ENOMEM;
         return 0;

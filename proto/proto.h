@@ -71,6 +71,7 @@ enum proto_type {
     PROTO_STATUS,
     PROTO_DELETE,
     PROTO_EXPORT, /* extension: streams a session's entries (proto/PROTOCOL.md) */
+    PROTO_LIVE,   /* extension: a live session's counters, for `tracectl top` */
     /* daemon → peer */
     PROTO_WELCOME,
     PROTO_ACK,
@@ -129,11 +130,17 @@ struct proto_opdef {
 #define PROTO_EXT_COMM     (1u << 3) /* communicator / process-group id */
 #define PROTO_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
 #define PROTO_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
+/* Links between entries (proto/PROTOCOL.md Part 3, "Links between entries"). */
+#define PROTO_EXT_ID       (1u << 6) /* this entry's id in its process, for children's parent */
+#define PROTO_EXT_PARENT   (1u << 7) /* the id of the entry this one is nested in */
+#define PROTO_EXT_LAUNCHER (1u << 8) /* op id of the CPU op that launched it (a kernel) */
 
 struct proto_ext {
     uint32_t has; /* PROTO_EXT_* bits; 0: no ext (absent, nil or an empty map) */
     int64_t tag;
     uint64_t stream, peer, comm, seq, checksum;
+    uint64_t id, parent;
+    uint32_t launcher; /* an op id: the connection's on the wire, the session's once stored */
 };
 
 /*
@@ -319,8 +326,10 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/* Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT or
- * PROTO_CLASSIFY. */
+/*
+ * Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT,
+ * PROTO_CLASSIFY or PROTO_LIVE.
+ */
 int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
 /* ["ok", <caller packs exactly one object next>] */
 int proto_pack_ok_header(msgpack_packer *pk);

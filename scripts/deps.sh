@@ -6,10 +6,11 @@ set -euo pipefail
 # systemd: systemd-analyze and systemd-socket-activate, for test_systemd;
 # python3-dev: the Python package (client/python); python3-torch (~250 MB): its torch bridge;
 # bsdutils: script(1), the terminal test_import gives the import's progress line;
+# tmux: the terminal test_top runs `tracectl top` in and reads with capture-pane;
 # Open MPI, hpcc, NetPIPE and mpi4py: libtracectl-mpi and test_mpi.
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
-      libclang-rt-14-dev systemd python3-dev python3-torch bsdutils
+      libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
       openmpi-bin libopenmpi-dev hpcc netpipe-openmpi python3-mpi4py)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -21,6 +21,7 @@
 #include "cli_report.h"
 #include "cli_sessions.h"
 #include "cli_status.h"
+#include "cli_top.h"
 
 #ifndef TRACECTL_VERSION
 #define TRACECTL_VERSION "unknown"
@@ -49,6 +50,7 @@ static const struct cli_command cli_commands[] = {
     {"sessions", NULL, "list the sessions, newest first", cli_sessions_usage, cli_sessions_run},
     {"report", NULL, "show the analysis report of one session", cli_report_usage, cli_report_run},
     {"status", NULL, "show the daemon's figures", cli_status_usage, cli_status_run},
+    {"top", NULL, "watch a running session live", cli_top_usage, cli_top_run},
     {"rm", "delete", "delete an ended session", cli_delete_usage, cli_delete_run},
     {"export", NULL, "export a session as CSV or a trace file", cli_export_usage, cli_export_run},
     {"import", NULL, "import PyTorch profiler (Kineto) traces", cli_import_usage, cli_import_run},

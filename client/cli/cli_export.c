@@ -19,7 +19,7 @@
 
 const char cli_export_usage[] =
     "Usage: tracectl export <id|name> --format FMT [-o FILE]\n"
-    "                       [--weight time|memory|calls]\n"
+    "                       [--weight time|memory|calls] [--stacks device|launcher]\n"
     "\n"
     "Writes every entry of one session in a format other tools read. The\n"
     "entries stream from the daemon, so memory stays small whatever the size\n"
@@ -33,7 +33,9 @@ const char cli_export_usage[] =
     "             out_shape, in_shapes); RFC 4180 quoting and CRLF line ends\n"
     "  collapsed  flame-graph collapsed stacks, one line per distinct\n"
     "             \"<session>;<device>;<op> <weight>\" (device \"unknown\" when\n"
-    "             none), sorted; for flamegraph.pl, speedscope, inferno\n"
+    "             none), sorted; for flamegraph.pl, speedscope, inferno.\n"
+    "             Nested regions (tc_push, Python's nested `with`) put their\n"
+    "             enclosing ops before <op> and weigh their self time\n"
     "  chrome     Chrome trace-event JSON: one process per rank, one thread per\n"
     "             track, one complete event per entry; for chrome://tracing\n"
     "             and ui.perfetto.dev\n"
@@ -54,6 +56,11 @@ const char cli_export_usage[] =
     "  -w, --weight W          collapsed only: what a stack weighs: time (µs:\n"
     "                          the sum of max(1, round(dur_ns / 1000)); the\n"
     "                          default), memory (the sum of mem_bytes) or calls\n"
+    "  -s, --stacks S          collapsed only: device (the default, above) or\n"
+    "                          launcher: \"<session>;rank <R>;<cpu op>;<kernel>\",\n"
+    "                          the CPU op that launched each kernel of an\n"
+    "                          imported Kineto trace (entries without one:\n"
+    "                          \"<session>;rank <R>;<op>\")\n"
     "      --socket PATH       the daemon's socket (see tracectl --help)\n"
     "  -h, --help              show this help\n"
     "\n"
@@ -61,6 +68,7 @@ const char cli_export_usage[] =
     "  tracectl export job-42 --format perfetto -o job-42.pftrace\n"
     "  tracectl export job-42 --format chrome -o job-42.json\n"
     "  tracectl export 7 --format collapsed --weight memory | flamegraph.pl > mem.svg\n"
+    "  tracectl export 7 --format collapsed --stacks launcher | flamegraph.pl > k.svg\n"
     "  tracectl export 7 --format csv > entries.csv\n";
 
 static const struct cli_export_format *const cli_export_formats[] = {
@@ -77,6 +85,8 @@ struct cli_export_opts {
     const char *path; /* NULL: standard output */
     enum cli_export_weight weight;
     bool weighted; /* --weight was given */
+    enum cli_export_stacks stacks;
+    bool stacked; /* --stacks was given */
 };
 
 /* Where the output goes: stdout, or tmp (renamed to path once complete). */
@@ -117,6 +127,20 @@ static int cli_export_weight_opt(const char *arg, struct cli_export_opts *o)
     return CLI_EXIT_USAGE;
 }
 
+static int cli_export_stacks_opt(const char *arg, struct cli_export_opts *o)
+{
+    if (strcmp(arg, "device") == 0)
+        o->stacks = CLI_EXPORT_STACKS_DEVICE;
+    else if (strcmp(arg, "launcher") == 0)
+        o->stacks = CLI_EXPORT_STACKS_LAUNCHER;
+    else {
+        cli_error("export: --stacks wants device or launcher, not '%s'", arg);
+        return CLI_EXIT_USAGE;
+    }
+    o->stacked = true;
+    return CLI_CONTINUE;
+}
+
 /* After getopt: the combination of options must make sense. */
 static int cli_export_check_opts(const struct cli_ctx *ctx, const struct cli_export_opts *o)
 {
@@ -128,8 +152,9 @@ static int cli_export_check_opts(const struct cli_ctx *ctx, const struct cli_exp
         cli_error("export: missing --format (csv, collapsed, chrome or perfetto)");
         return CLI_EXIT_USAGE;
     }
-    if (o->weighted && o->fmt != &cli_export_collapsed) {
-        cli_error("export: --weight applies to --format collapsed only");
+    if ((o->weighted || o->stacked) && o->fmt != &cli_export_collapsed) {
+        cli_error("export: --%s applies to --format collapsed only",
+                  o->weighted ? "weight" : "stacks");
         return CLI_EXIT_USAGE;
     }
     if (o->path == NULL && o->fmt->binary && isatty(STDOUT_FILENO)) {
@@ -146,14 +171,17 @@ static int cli_export_opts(struct cli_ctx *ctx, int argc, char **argv, struct cl
                                          {"format", required_argument, NULL, 'f'},
                                          {"output", required_argument, NULL, 'o'},
                                          {"weight", required_argument, NULL, 'w'},
+                                         {"stacks", required_argument, NULL, 's'},
                                          {NULL, 0, NULL, 0}};
     int c, rc;
 
-    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "f:o:w:", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "f:o:w:s:", opts, NULL)) != -1) {
         if (c == 'f') {
             rc = cli_export_format_opt(optarg, o);
         } else if (c == 'w') {
             rc = cli_export_weight_opt(optarg, o);
+        } else if (c == 's') {
+            rc = cli_export_stacks_opt(optarg, o);
         } else if (c == 'o') {
             o->path = strcmp(optarg, "-") == 0 ? NULL : optarg;
             rc = CLI_CONTINUE;
@@ -324,9 +352,10 @@ static int cli_export_loop(const struct cli_ctx *ctx, struct cli_conn *conn, str
 /* From the header on: dictionaries, begin, rows, end. Returns an exit code. */
 static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
                              const msgpack_object *header, const struct cli_export_opts *o,
-                             const struct cli_export_out *out)
+                             const struct cli_export_out *out, void *arg)
 {
-    struct cli_export x = {.out = out->f, .weight = o->weight, .state = NULL};
+    struct cli_export x = {
+        .out = out->f, .weight = o->weight, .stacks = o->stacks, .arg = arg, .state = NULL};
     char msg[256] = "";
     int rc = cli_export_dict_init(&x.dict, header, msg, sizeof(msg));
 
@@ -338,6 +367,27 @@ static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
         rc = cli_export_loop(ctx, conn, &x, o->fmt, out);
     o->fmt->free(&x);
     cli_export_dict_deinit(&x.dict);
+    return rc;
+}
+
+int cli_export_each(struct cli_ctx *ctx, char *session, const struct cli_export_format *fmt,
+                    void *arg)
+{
+    struct cli_export_opts o = {.fmt = fmt, .weight = CLI_EXPORT_WEIGHT_TIME};
+    struct cli_export_out out = {.f = stdout};
+    struct proto_request req;
+    struct cli_conn conn;
+    const msgpack_object *header;
+    int rc;
+
+    proto_request_init(&req);
+    if ((rc = cli_session_ref(ctx, session, &req.session)) != CLI_CONTINUE)
+        return rc;
+    req.by_start = fmt->by_start;
+    if ((rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header)) != CLI_EXIT_OK)
+        return rc;
+    rc = cli_export_stream(ctx, &conn, header, &o, &out, arg);
+    cli_conn_close(&conn);
     return rc;
 }
 
@@ -363,7 +413,7 @@ int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
         return rc;
     rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);
     if (rc == CLI_EXIT_OK) {
-        rc = cli_export_stream(ctx, &conn, header, &o, &out);
+        rc = cli_export_stream(ctx, &conn, header, &o, &out, NULL);
         cli_conn_close(&conn);
     }
     return cli_export_out_close(&out, rc);

@@ -35,12 +35,19 @@ enum cli_export_weight {
     CLI_EXPORT_WEIGHT_CALLS,  /* number of entries */
 };
 
+enum cli_export_stacks {
+    CLI_EXPORT_STACKS_DEVICE,   /* session;device;op (with nested regions' ops before op) */
+    CLI_EXPORT_STACKS_LAUNCHER, /* session;rank;launching CPU op;op */
+};
+
 /* One export in progress: what a format sees. */
 struct cli_export {
     FILE *out;
     struct cli_export_dict dict; /* valid from begin() on */
     enum cli_export_weight weight;
-    void *state; /* the format's own, NULL until its begin() */
+    enum cli_export_stacks stacks; /* collapsed only */
+    void *arg;                     /* the caller's, for formats used outside `export` */
+    void *state;                   /* the format's own, NULL until its begin() */
 };
 
 /*
@@ -63,5 +70,14 @@ struct cli_export_format {
 extern const char cli_export_usage[];
 
 int cli_export_run(struct cli_ctx *ctx, int argc, char **argv);
+
+/*
+ * For commands that read every entry of a session (report --by launcher):
+ * streams the session named by `session` (an id or a name, as typed)
+ * through fmt, whose callbacks see arg as x->arg and stdout as x->out.
+ * Returns an exit code, after printing why on failure.
+ */
+int cli_export_each(struct cli_ctx *ctx, char *session, const struct cli_export_format *fmt,
+                    void *arg);
 
 #endif

@@ -305,6 +305,32 @@ static long cli_export_lookup(const struct pairmap *m, const msgpack_object *id)
     return (long)*idx;
 }
 
+/* The links of a row's ext map: id, parent, launcher (an op of the dictionary). */
+static int cli_export_row_links(const struct cli_export_dict *d, const msgpack_object *ext,
+                                struct cli_export_row *r, char *err, size_t errsize)
+{
+    const msgpack_object *v;
+    long op;
+
+    if ((v = cli_obj_get(ext, "id")) != NULL) {
+        if (cli_export_uint(v, false, &r->id) != 0)
+            return cli_export_bad(err, errsize, "an export row's ext.id is not a uint");
+        r->has_id = true;
+    }
+    if ((v = cli_obj_get(ext, "parent")) != NULL) {
+        if (cli_export_uint(v, false, &r->parent) != 0)
+            return cli_export_bad(err, errsize, "an export row's ext.parent is not a uint");
+        r->has_parent = true;
+    }
+    if ((v = cli_obj_get(ext, "launcher")) != NULL) {
+        if ((op = cli_export_lookup(&d->op_idx, v)) < 0)
+            return cli_export_bad(err, errsize, "an export row's ext.launcher is an unknown op");
+        r->launcher = &d->ops[op];
+        r->launcher_index = (size_t)op;
+    }
+    return 0;
+}
+
 int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object *o,
                           struct cli_export_row *r, char *err, size_t errsize)
 {
@@ -338,6 +364,9 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
     r->in_shapes = &f[ROW_IN_SHAPES];
     r->has_stream = r->has_checksum = false;
     r->stream = r->checksum = 0;
+    r->has_id = r->has_parent = false;
+    r->id = r->parent = 0;
+    r->launcher = NULL;
     if (o->via.array.size > ROW_EXT && !cli_obj_is_nil(&f[ROW_EXT])) {
         const msgpack_object *v;
 
@@ -353,6 +382,7 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
                 return cli_export_bad(err, errsize, "an export row's ext.checksum is not a uint");
             r->has_checksum = true;
         }
+        return cli_export_row_links(d, &f[ROW_EXT], r, err, errsize);
     }
     return 0;
 }

@@ -69,6 +69,11 @@ struct cli_export_row {
     uint64_t stream;
     bool has_checksum; /* ... and a checksum of the op's output */
     uint64_t checksum;
+    /* Links (PROTOCOL.md "Links between entries"): ids are unique within the process. */
+    bool has_id, has_parent;
+    uint64_t id, parent;
+    const struct cli_export_op *launcher; /* the launching CPU op, or NULL */
+    size_t launcher_index;                /* its position in the dictionary, when not NULL */
 };
 
 /*
@@ -84,7 +89,8 @@ void cli_export_dict_deinit(struct cli_export_dict *d);
  * Decodes one row. Returns 0, or -EPROTO with a reason in err (not a row of
  * at least ten fields, an op, device or process id the header did not
  * define, or an 11th element, the ext map, that is neither a map nor nil or
- * whose stream is not a uint). Of the ext map only `stream` is read.
+ * whose stream, id or parent is not a uint, or whose launcher is not an op
+ * of the dictionary). Of the ext map `stream` and the links are read.
  */
 int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object *o,
                           struct cli_export_row *r, char *err, size_t errsize);

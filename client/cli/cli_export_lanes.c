@@ -20,8 +20,10 @@ void cli_export_lanes_init(struct cli_export_lanes *l)
 void cli_export_lanes_deinit(struct cli_export_lanes *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        for (size_t k = 0; k < l->t[i].n_lanes; k++)
+        for (size_t k = 0; k < l->t[i].n_lanes; k++) {
             free(l->t[i].lanes[k].open);
+            free(l->t[i].lanes[k].ids);
+        }
         free(l->t[i].lanes);
     }
     free(l->t);
@@ -80,25 +82,40 @@ static int cli_export_lanes_close(struct cli_export_lanes_track *tr, struct cli_
     return 0;
 }
 
-/* Whether [start, stop) can go on lane (its open slices closed up to start already). */
-static bool cli_export_lanes_fits(const struct cli_export_lane *lane, uint64_t start, uint64_t stop)
+/*
+ * Whether r's slice [start, stop) can go on lane (its open slices closed up
+ * to start already). An entry with links nests only under its parent.
+ */
+static bool cli_export_lanes_fits(const struct cli_export_lane *lane,
+                                  const struct cli_export_row *r, uint64_t start, uint64_t stop)
 {
     if (lane->last_ns > start)
         return false; /* an event after start is written there: rows out of start order */
-    return lane->depth == 0 || stop <= lane->open[lane->depth - 1];
+    if (lane->depth == 0)
+        return true;
+    if (stop > lane->open[lane->depth - 1])
+        return false;
+    if (r->has_parent)
+        return lane->ids[lane->depth - 1] == r->parent + 1 && r->parent != UINT64_MAX;
+    return !r->has_id;
 }
 
-static int cli_export_lanes_push(struct cli_export_lane *lane, uint64_t start, uint64_t stop)
+static int cli_export_lanes_push(struct cli_export_lane *lane, const struct cli_export_row *r,
+                                 uint64_t start, uint64_t stop)
 {
     if (lane->depth == lane->cap) {
         size_t cap = lane->cap ? 2 * lane->cap : 8;
-        uint64_t *open = realloc(lane->open, cap * sizeof(*open));
+        uint64_t *open = realloc(lane->open, cap * sizeof(*open)), *ids;
 
         if (open == NULL)
             return -ENOMEM;
         lane->open = open;
+        if ((ids = realloc(lane->ids, cap * sizeof(*ids))) == NULL)
+            return -ENOMEM;
+        lane->ids = ids;
         lane->cap = cap;
     }
+    lane->ids[lane->depth] = r->has_id && r->id != UINT64_MAX ? r->id + 1 : 0;
     lane->open[lane->depth++] = stop;
     lane->last_ns = start;
     return 0;
@@ -119,7 +136,7 @@ int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_r
     for (k = 0; k < tr->n_lanes; k++)
         if ((rc = cli_export_lanes_close(tr, &tr->lanes[k], start, end, arg)) != 0)
             return rc;
-    for (k = 0; k < tr->n_lanes && !cli_export_lanes_fits(&tr->lanes[k], start, stop); k++)
+    for (k = 0; k < tr->n_lanes && !cli_export_lanes_fits(&tr->lanes[k], r, start, stop); k++)
         ;
     if (k == tr->n_lanes) {
         struct cli_export_lane *lanes = realloc(tr->lanes, (k + 1) * sizeof(*lanes));
@@ -130,7 +147,7 @@ int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_r
         memset(&lanes[k], 0, sizeof(lanes[k]));
         tr->n_lanes = k + 1;
     }
-    if ((rc = cli_export_lanes_push(&tr->lanes[k], start, stop)) != 0)
+    if ((rc = cli_export_lanes_push(&tr->lanes[k], r, start, stop)) != 0)
         return rc;
     *track = tr;
     *lane = &tr->lanes[k];

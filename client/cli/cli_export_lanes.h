@@ -14,6 +14,13 @@
  * slice is placed, the open slices of its track that end by its start are
  * closed (the caller's end callback writes their END), innermost first.
  *
+ * Entries with links (proto/PROTOCOL.md "Links between entries": nested
+ * regions, which carry an id or a parent) follow them rather than time
+ * alone: such an entry nests on a lane only under the slice that is its
+ * parent (the innermost open there, with that id), else it goes on a lane
+ * with nothing open, so that a region is never shown inside a slice of
+ * another thread that happens to contain it in time.
+ *
  * Each lane remembers the time of the last event written on it and takes a
  * slice only at or after that time, so every lane's BEGIN/END sequence is
  * properly nested and non-decreasing in time whatever order the rows come
@@ -39,6 +46,7 @@ struct cli_export_lane {
     uint64_t id;      /* the format's (a Perfetto track uuid, a Chrome tid); 0 until it sets it */
     uint64_t last_ns; /* the time of the last event written on the lane */
     uint64_t *open;   /* end times of the open slices, innermost last */
+    uint64_t *ids;    /* their links' ids + 1 (0: the slice has no id), beside open */
     size_t depth, cap;
 };
 

@@ -32,7 +32,10 @@
  * The launching CPU op of each kernel name is also recorded in the
  * process's metadata, once per kernel name: `launch:<kernel>` =
  * `<cpu op>` (the entry's op stays the kernel's name, with the CPU op's
- * Input Dims as in_shapes).
+ * Input Dims as in_shapes). Each entry names its own launcher as well, in
+ * its ext map (`launcher`, an op id: proto/PROTOCOL.md "Links between
+ * entries"), which is what `report --by launcher` and `export --stacks
+ * launcher` read: a kernel name may have several launchers.
  */
 #include "cli_import.h"
 
@@ -188,14 +191,19 @@ static int import_emit(void *arg, const struct kineto_entry *e)
 {
     struct import_job *j = arg;
     const char *mine = cli_classes_match(&j->o->classes, e->op);
-    uint32_t op = import_send_op(j->s, e->op, mine != NULL ? mine : e->category);
+    uint32_t op = import_send_op(j->s, e->op, mine != NULL ? mine : e->category), launcher = 0;
 
     if (op == 0)
         return j->s->err;
-    if (e->launcher != NULL)
+    if (e->launcher != NULL) {
         import_note_launcher(j, e->op, e->launcher);
+        /* the entry names its own launcher too (ext.launcher): the pair above is one per name */
+        if ((launcher = import_send_op(j->s, e->launcher, kineto_category(e->launcher, false))) ==
+            0)
+            return j->s->err;
+    }
     return import_send_entry(j->s, op, e->step, e->start_ns, e->dur_ns, e->mem_bytes, e->in_shapes,
-                             e->in_len, e->device, e->stream);
+                             e->in_len, e->device, e->stream, launcher);
 }
 
 /* Sends meta key = n when n > 0. */

@@ -163,13 +163,17 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
 
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
                       uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
-                      const char *device, int64_t stream)
+                      const char *device, int64_t stream, uint32_t launcher)
 {
     msgpack_packer *pk = &s->bpk;
+    struct proto_ext ext = {.has = (stream >= 0 ? PROTO_EXT_STREAM : 0) |
+                                   (launcher != 0 ? PROTO_EXT_LAUNCHER : 0),
+                            .stream = stream >= 0 ? (uint64_t)stream : 0,
+                            .launcher = launcher};
 
     if (s->err)
         return s->err;
-    msgpack_pack_array(pk, stream >= 0 ? 10 : 9);
+    msgpack_pack_array(pk, ext.has ? 10 : 9);
     msgpack_pack_uint64(pk, step);
     msgpack_pack_uint32(pk, op);
     msgpack_pack_uint64(pk, start_ns);
@@ -188,10 +192,8 @@ int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_
         proto_pack_str(pk, device);
     else
         msgpack_pack_nil(pk);
-    if (stream >= 0) {
-        struct proto_ext ext = {.has = PROTO_EXT_STREAM, .stream = (uint64_t)stream};
+    if (ext.has)
         proto_pack_ext(pk, &ext);
-    }
     s->sent++;
     return ++s->n_batch == IMPORT_BATCH ? send_batch(s) : 0;
 }

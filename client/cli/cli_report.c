@@ -19,6 +19,7 @@
 #include "cli_obj.h"
 #include "cli_report_ranks.h"
 #include "cli_offline.h"
+#include "cli_report_by.h"
 #include "cli_view.h"
 
 #define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -28,7 +29,7 @@
 const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
-    "                       [--json]\n"
+    "                       [--by launcher] [--json]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -66,6 +67,10 @@ const char cli_report_usage[] =
     "      --offline               the arguments are trace files (see above)\n"
     "      --cpu-ops               trace files: import CPU ops and annotations too\n"
     "                              (as tracectl import --cpu-ops)\n"
+    "      --by launcher           instead of the report: the time of the entries\n"
+    "                              by the CPU op that launched them (the kernels\n"
+    "                              of an imported Kineto trace), and by (launcher,\n"
+    "                              op) pair, the first --top N pairs (default 10)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -73,7 +78,8 @@ const char cli_report_usage[] =
     "Example:\n"
     "  tracectl report job-42 --top 5 --comm-min-ratio 0.01 --mem-threshold 64MiB\n"
     "  tracectl report 7 --json | jq '.ops[0]'\n"
-    "  tracectl report rank0.json.gz rank1.json.gz --top 5\n";
+    "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
+    "  tracectl report nccl --by launcher --top 5\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -156,9 +162,20 @@ static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tab
 
 /* Where the report comes from: a session of the daemon, or trace files (--offline). */
 struct cli_report_src {
-    bool offline; /* --offline */
-    bool cpu_ops; /* --cpu-ops */
+    bool offline;     /* --offline */
+    bool cpu_ops;     /* --cpu-ops */
+    bool by_launcher; /* --by launcher */
 };
+
+static int cli_report_by(const char *arg, bool *by_launcher)
+{
+    if (strcmp(arg, "launcher") != 0) {
+        cli_error("report: --by wants launcher, not '%s'", arg);
+        return CLI_EXIT_USAGE;
+    }
+    *by_launcher = true;
+    return CLI_CONTINUE;
+}
 
 static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req,
                            struct cli_report_src *src)
@@ -176,6 +193,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"wide", no_argument, NULL, 'W'},
                                          {"offline", no_argument, NULL, 'F'},
                                          {"cpu-ops", no_argument, NULL, 'P'},
+                                         {"by", required_argument, NULL, 'B'},
                                          {NULL, 0, NULL, 0}};
     bool ops_given = false;
     int c, rc;
@@ -201,9 +219,11 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         else if (c == 'W')
             rc = (cli_report_wide = true, CLI_CONTINUE);
         else if (c == 'F')
-            src->offline = true;
+            src->offline = true, rc = CLI_CONTINUE;
         else if (c == 'P')
-            src->cpu_ops = true;
+            src->cpu_ops = true, rc = CLI_CONTINUE;
+        else if (c == 'B')
+            rc = cli_report_by(optarg, &src->by_launcher);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -490,7 +510,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false};
+    struct cli_report_src src = {false, false, false};
     struct proto_request req;
     int rc;
 
@@ -525,6 +545,8 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
+    if (src->by_launcher)
+        return cli_report_by_launcher(ctx, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);

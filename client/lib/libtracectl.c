@@ -102,18 +102,29 @@ struct rec {
  * elements (UINT64_MAX: nil), stream, peer, comm; of the second seq,
  * checksum, tag (as two's complement) and the TC_EXT_* bits given. Two
  * slots, not one 64-byte struct: the second may wrap to the ring's start.
+ * An entry with links (TC_EXT_ID or TC_EXT_PARENT) has a third slot: id,
+ * parent (rec_ext_slots).
  */
 struct rec_ext {
     uint64_t w[4];
 };
 
 #define REC_EXT      0x8000u
-#define TC_EXT_KNOWN 0x3fu /* the TC_EXT_* bits this library packs */
+#define TC_EXT_KNOWN 0xffu                       /* the TC_EXT_* bits this library packs */
+#define TC_EXT_LINKS (TC_EXT_ID | TC_EXT_PARENT) /* need the third ext slot */
 _Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
 
 struct pending {
     uint32_t op;
     uint64_t start;
+};
+
+/* A region open on a thread (tc_push): id 0 until a region opens inside it. */
+#define REGION_MAX 256
+struct region {
+    uint32_t op;
+    bool has_parent;
+    uint64_t start, id, parent;
 };
 
 /* A slot of a thread's shape cache. */
@@ -149,8 +160,10 @@ struct ring {
     _Alignas(64) _Atomic uint64_t marks; /* step markers among the records (tc_recorded) */
     struct pending *deferred;
     size_t n_deferred;
-    const char *dev_str; /* the last device this thread named: the client's copy */
-    uint32_t dev_id;     /* and its index+1 */
+    struct region *regions; /* tc_push's stack, allocated at the first push */
+    size_t n_regions;       /* its depth, counting those past REGION_MAX (dropped) */
+    const char *dev_str;    /* the last device this thread named: the client's copy */
+    uint32_t dev_id;        /* and its index+1 */
     struct shape_slot shape_cache[SHAPE_CACHE];
 };
 
@@ -180,7 +193,8 @@ struct tc_client {
 
     _Alignas(64) _Atomic uint64_t step; /* written by tc_step only */
     _Alignas(64) _Atomic uint64_t dropped;
-    _Atomic uint64_t rejected; /* entries that never reached a ring (part of dropped) */
+    _Atomic uint64_t rejected;   /* entries that never reached a ring (part of dropped) */
+    _Atomic uint64_t region_ids; /* the last id tc_region_id handed out */
 
     /* Why the client sends nothing: the first error, set once (tc_last_error). */
     _Atomic int err_set;
@@ -629,6 +643,32 @@ static char *put_key(char *p, const char *k)
     return p + n;
 }
 
+/* How many ext slots follow the REC_EXT record at ring index i: 2, or 3 with links. */
+static unsigned rec_ext_slots(const struct ring *ring, uint64_t i)
+{
+    const struct rec_ext *x1 =
+        (const struct rec_ext *)(const void *)&ring->buf[(i + 2) & ring->mask];
+
+    return (x1->w[3] & TC_EXT_LINKS) ? 3 : 2;
+}
+
+/* The links of an entry's ext map (id, parent), from its third ext slot. */
+static char *put_links(char *p, const struct ring *ring, uint64_t i, uint32_t has)
+{
+    const struct rec_ext *x2 =
+        (const struct rec_ext *)(const void *)&ring->buf[(i + 3) & ring->mask];
+
+    if (has & TC_EXT_ID) {
+        p = put_key(p, "id");
+        p = put_uint(p, x2->w[0]);
+    }
+    if (has & TC_EXT_PARENT) {
+        p = put_key(p, "parent");
+        p = put_uint(p, x2->w[1]);
+    }
+    return p;
+}
+
 /*
  * An entry recorded by tc_record_ext, from the record at ring index i and
  * the two slots after it: [step, op, start, dur, elements, mem, out, in,
@@ -647,7 +687,7 @@ static void pack_rec_ext(tc_client *c, msgpack_packer *pk, const struct rec *r,
     static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER, TC_EXT_COMM, TC_EXT_SEQ,
                                     TC_EXT_CHECKSUM};
     uint32_t has = (uint32_t)x1->w[3] & TC_EXT_KNOWN, shapes = r->shapes & ~REC_EXT;
-    char buf[160], *p = buf;
+    char buf[192], *p = buf;
 
     *p++ = (char)(0x90 | (has ? 10 : 9));
     p = put_uint(p, step);
@@ -684,6 +724,8 @@ static void pack_rec_ext(tc_client *c, msgpack_packer *pk, const struct rec *r,
         p = put_key(p, "tag");
         p = put_int(p, (int64_t)x1->w[2]);
     }
+    if (has & TC_EXT_LINKS)
+        p = put_links(p, ring, i, has);
     msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
 }
 
@@ -730,12 +772,12 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
             if (!rec_valid(rec, r->wstep)) {
                 bad++;
                 if (rec->shapes & REC_EXT)
-                    tail += 2; /* its two ext slots go with it */
+                    tail += rec_ext_slots(r, tail); /* its ext slots go with it */
                 continue;
             }
             if (rec->shapes & REC_EXT) {
                 pack_rec_ext(c, &pk, rec, r, tail, r->wstep);
-                tail += 2; /* committed with the record: they are there */
+                tail += rec_ext_slots(r, tail); /* committed with the record: they are there */
                 n++;
                 continue;
             }
@@ -1013,6 +1055,7 @@ static void rings_free(struct ring *r)
         next = r->next;
         free(r->buf);
         free(r->deferred);
+        free(r->regions);
         free(r);
     }
 }
@@ -1935,12 +1978,14 @@ static bool ring_reserve(tc_client *c, struct ring *r, uint64_t n)
 
 /*
  * record() for an entry with elements or ext fields: the record flagged
- * REC_EXT and its two rec_ext slots, published with one store of head.
+ * REC_EXT and its two rec_ext slots (three with links), published with one
+ * store of head.
  */
 static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64_t elements,
                        const tc_ext *x)
 {
     uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed), head, marks;
+    unsigned slots = x != NULL && (x->has & TC_EXT_LINKS) ? 4 : 3;
     struct rec_ext *x0, *x1;
     struct rec *rec;
 
@@ -1948,7 +1993,7 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
         return;
     }
-    if (!ring_reserve(c, r, step != r->step ? 4 : 3))
+    if (!ring_reserve(c, r, step != r->step ? slots + 1 : slots))
         return;
     head = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (step != r->step) {
@@ -1974,12 +2019,17 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
     x1->w[1] = x != NULL ? x->checksum : 0;
     x1->w[2] = x != NULL ? (uint64_t)x->tag : 0;
     x1->w[3] = x != NULL ? (x->has & TC_EXT_KNOWN) : 0;
-    /* tc_recorded counts head minus marks: the step marker and the two ext slots are not
+    if (slots == 4) {
+        struct rec_ext *x2 = (struct rec_ext *)(void *)&r->buf[(head + 3) & r->mask];
+        x2->w[0] = x->id;
+        x2->w[1] = x->parent;
+    }
+    /* tc_recorded counts head minus marks: the step marker and the ext slots are not
      * entries. */
-    marks = head + 3 - atomic_load_explicit(&r->head, memory_order_relaxed) - 1;
+    marks = head + slots - atomic_load_explicit(&r->head, memory_order_relaxed) - 1;
     atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + marks,
                           memory_order_relaxed);
-    atomic_store_explicit(&r->head, head + 3, memory_order_release);
+    atomic_store_explicit(&r->head, head + slots, memory_order_release);
 }
 
 void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
@@ -2129,4 +2179,70 @@ uint64_t tc_recorded(const tc_client *c)
 int64_t tc_session_id(const tc_client *c)
 {
     return c != NULL && !c->disabled ? c->session_id : -1;
+}
+
+/* ---- nested regions (tc_push / tc_pop) ---------------------------------------- */
+
+/*
+ * Kept apart from tc_begin/tc_end, which they do not slow: a region is
+ * recorded through tc_record_ext_() with its links, and ids are handed out
+ * lazily, only to a region that gets a region inside it, so that a region
+ * with nothing around it and nothing in it is a plain one-slot entry.
+ */
+
+uint64_t tc_region_id(tc_client *c)
+{
+    if (c == NULL || c->disabled)
+        return 0;
+    return atomic_fetch_add_explicit(&c->region_ids, 1, memory_order_relaxed) + 1;
+}
+
+void tc_push_(tc_client *c, uint32_t op)
+{
+    struct region *reg;
+    struct ring *r;
+
+    if (c != NULL && c->offline)
+        offline_drop(c);
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+        return;
+    if (r->regions == NULL && (r->regions = malloc(REGION_MAX * sizeof(*r->regions))) == NULL) {
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    if (r->n_regions++ >= REGION_MAX) {
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        return; /* tc_pop drops it without recording */
+    }
+    reg = &r->regions[r->n_regions - 1];
+    reg->op = op;
+    reg->has_parent = r->n_regions > 1;
+    reg->id = 0;
+    reg->parent = 0;
+    if (reg->has_parent) {
+        struct region *outer = reg - 1;
+        if (outer->id == 0)
+            outer->id = tc_region_id(c);
+        reg->parent = outer->id;
+    }
+    reg->start = now_ns();
+}
+
+void tc_pop_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in, size_t n_in)
+{
+    uint64_t end = now_ns();
+    struct region *reg;
+    struct ring *r;
+    tc_ext x = {0};
+
+    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || r->n_regions == 0)
+        return;
+    if (r->n_regions-- > REGION_MAX)
+        return; /* counted as dropped by its tc_push */
+    reg = &r->regions[r->n_regions];
+    x.has = (reg->id ? TC_EXT_ID : 0) | (reg->has_parent ? TC_EXT_PARENT : 0);
+    x.id = reg->id;
+    x.parent = reg->parent;
+    tc_record_ext_(c, reg->op, reg->start, end - reg->start, mem_bytes, TC_ELEMENTS_NONE, out, in,
+                   n_in, NULL, &x);
 }

@@ -238,11 +238,14 @@ static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint6
 #define TC_EXT_COMM     (1u << 3) /* communicator / process-group id, unique within the job */
 #define TC_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
 #define TC_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
+#define TC_EXT_ID       (1u << 6) /* this entry's id, unique within the process (tc_region_id) */
+#define TC_EXT_PARENT   (1u << 7) /* the id of the entry this one is nested in */
 
 typedef struct tc_ext {
     uint32_t has; /* TC_EXT_* bits */
     uint64_t stream, peer, comm, seq, checksum;
     int64_t tag;
+    uint64_t id, parent; /* read only with TC_EXT_ID / TC_EXT_PARENT */
 } tc_ext;
 
 /* elements argument of tc_record_ext(): none given (the daemon takes out's product). */
@@ -321,8 +324,43 @@ static inline void tc_record_checksum(tc_client *c, uint32_t op, uint64_t start_
     x.stream = x.peer = x.comm = x.seq = 0;
     x.tag = 0;
     x.checksum = checksum;
+    x.id = x.parent = 0;
     tc_record_ext_(c, op, start_ns, dur_ns, mem_bytes, TC_ELEMENTS_NONE, out, in, n_in, device, &x);
 }
+
+/*
+ * Nested regions: tc_push() opens a region of op on this thread, tc_pop()
+ * closes the innermost one and records it (mem_bytes and shapes as for
+ * tc_end). A region opened inside another is sent with the outer one's id as
+ * its `parent`, and the outer one with its `id` (PROTOCOL.md "Links between
+ * entries"), so that exports show the real stack; a region with neither
+ * (nothing around it, nothing in it) is sent as a plain entry. Regions are
+ * per thread and nest up to 256 deep (deeper ones are dropped and counted);
+ * tc_pop() without an open region does nothing. They are apart from
+ * tc_begin()/tc_end(), which stay as cheap as they are: an entry recorded
+ * with tc_begin/tc_end inside a region has no parent. A linked region takes
+ * four ring slots (tc_record_ext).
+ */
+TC_API void tc_push_(tc_client *c, uint32_t op);
+static inline void tc_push(tc_client *c, uint32_t op)
+{
+    if (tc_recording(c))
+        tc_push_(c, op);
+}
+TC_API void tc_pop_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                    size_t n_in);
+static inline void tc_pop(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_shape *in,
+                          size_t n_in)
+{
+    if (tc_recording(c))
+        tc_pop_(c, mem_bytes, out, in, n_in);
+}
+/*
+ * A new entry id for tc_ext.id, unique within the process's connection
+ * (never 0), for bindings that keep their own region stacks. 0 for a
+ * disabled or NULL client.
+ */
+TC_API uint64_t tc_region_id(tc_client *c);
 
 /*
  * Deferred timing for asynchronous devices: tc_defer() notes that op starts
@@ -385,7 +423,7 @@ TC_API uint64_t tc_now_ns(void);
 TC_API const char *tc_clock(const tc_client *c);
 
 #ifdef __cplusplus
-}
+ }
 #endif
 
 #endif

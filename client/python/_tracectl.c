@@ -9,6 +9,15 @@
  * __exit__, so nested regions each record their own span; tc_begin/tc_end
  * are not used because a begin ends the thread's previous op.
  *
+ * Nesting: each thread keeps the chain of its open regions (region_top,
+ * innermost first, borrowed: a region unlinks itself on exit and on
+ * dealloc). A region entered inside another of the same client is sent with
+ * the outer one's id as its `parent`, the outer one with that `id`
+ * (tc_region_id, handed out only when a region gets one inside it), through
+ * tc_record_ext (PROTOCOL.md "Links between entries"); a region with neither
+ * is a plain tc_record, as before. Regions left in another order than they
+ * were entered (coroutines) are unlinked wherever they are in the chain.
+ *
  * op() is the hot path (see docs/BENCHMARKS.md): its keywords are matched by
  * pointer to interned names, a Region embeds its shapes and freed Regions
  * are kept on a free list, and a client remembers its last op name and the
@@ -28,6 +37,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdbool.h>
 
 #include <errno.h>
 #include <stdint.h>
@@ -281,15 +291,22 @@ typedef struct {
     uint32_t last_op;       /* its id */
 } Client;
 
-typedef struct {
+typedef struct region_s {
     PyObject_HEAD Client *client;
     uint32_t op;
     uint64_t mem;
     uint64_t start;
-    struct shapes sh; /* sh.has_out 0 and sh.n_in 0: no shapes */
     int has_checksum; /* the block set .checksum: the entry carries it (ext map) */
     uint64_t checksum;
+    struct shapes sh;       /* sh.has_out 0 and sh.n_in 0: no shapes */
+    struct region_s *outer; /* the region open around it on its thread (borrowed), or NULL */
+    bool open;              /* in its thread's chain */
+    bool has_parent;
+    uint64_t id, parent; /* id 0: none yet */
 } Region;
+
+/* This thread's innermost open region (the GIL guards it with the chain). */
+static _Thread_local Region *region_top;
 
 static PyTypeObject ClientType;
 static PyTypeObject RegionType;
@@ -495,6 +512,8 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
     r->mem = mem;
     r->start = 0;
     r->has_checksum = 0;
+    r->open = false;
+    r->outer = NULL;
     if (v[1] == NULL && v[2] == NULL) {
         r->sh.has_out = 0;
         r->sh.n_in = 0;
@@ -753,8 +772,27 @@ static PyTypeObject ClientType = {
 
 /* ---- Region --------------------------------------------------------------- */
 
+/* Takes r out of its thread's chain, wherever it is in it. */
+static void region_unlink(Region *r)
+{
+    if (!r->open)
+        return;
+    r->open = false;
+    if (region_top == r) {
+        region_top = r->outer;
+        return;
+    }
+    for (Region *q = region_top; q != NULL; q = q->outer) {
+        if (q->outer == r) {
+            q->outer = r->outer;
+            return;
+        }
+    }
+}
+
 static void region_dealloc(Region *r)
 {
+    region_unlink(r);
     Py_CLEAR(r->client);
     if (n_region_free < REGION_FREE)
         region_free[n_region_free++] = r;
@@ -764,6 +802,20 @@ static void region_dealloc(Region *r)
 
 static PyObject *region_enter(Region *r, PyObject *unused)
 {
+    Region *outer = region_top;
+
+    region_unlink(r); /* entered again without an exit */
+    r->id = r->parent = 0;
+    r->has_parent = false;
+    if (outer != NULL && outer->client == r->client && r->client->c != NULL) {
+        if (outer->id == 0)
+            outer->id = tc_region_id(r->client->c);
+        r->parent = outer->id;
+        r->has_parent = outer->id != 0;
+    }
+    r->outer = outer;
+    r->open = true;
+    region_top = r;
     r->start = tc_now_ns();
     Py_INCREF(r);
     return (PyObject *)r;
@@ -773,14 +825,23 @@ static PyObject *region_exit(Region *r, PyObject *const *args, Py_ssize_t nargs)
 {
     uint64_t end = tc_now_ns();
     struct shapes *sh = &r->sh;
+    const tc_shape *out = sh->has_out ? &sh->out : NULL, *in = sh->n_in > 0 ? sh->in : NULL;
 
-    if (r->start != 0 && r->client->c != NULL && r->has_checksum)
-        tc_record_checksum(r->client->c, r->op, r->start, end - r->start, r->mem,
-                           sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in,
-                           NULL, r->checksum);
-    else if (r->start != 0 && r->client->c != NULL)
-        tc_record(r->client->c, r->op, r->start, end - r->start, r->mem,
-                  sh->has_out ? &sh->out : NULL, sh->n_in > 0 ? sh->in : NULL, sh->n_in, NULL);
+    region_unlink(r);
+    if (r->start != 0 && r->client->c != NULL) {
+        if (r->id == 0 && !r->has_parent && !r->has_checksum) {
+            tc_record(r->client->c, r->op, r->start, end - r->start, r->mem, out, in, sh->n_in,
+                      NULL);
+        } else {
+            tc_ext x = {.has = (r->id ? TC_EXT_ID : 0) | (r->has_parent ? TC_EXT_PARENT : 0) |
+                               (r->has_checksum ? TC_EXT_CHECKSUM : 0),
+                        .id = r->id,
+                        .parent = r->parent,
+                        .checksum = r->checksum};
+            tc_record_ext(r->client->c, r->op, r->start, end - r->start, r->mem, TC_ELEMENTS_NONE,
+                          out, in, sh->n_in, NULL, &x);
+        }
+    }
     r->start = 0;
     r->has_checksum = 0;
     Py_RETURN_FALSE;

@@ -110,6 +110,7 @@ static bool msg_eq(const struct proto_msg *a, const struct proto_msg *b)
     case PROTO_REPORT:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_LIVE:
         return a->u.req.session.id == b->u.req.session.id &&
                str_eq(a->u.req.session.name, b->u.req.session.name) &&
                a->u.req.by_start == b->u.req.by_start && a->u.req.by_rank == b->u.req.by_rank &&
@@ -150,6 +151,7 @@ static bool encode(msgpack_packer *pk, const struct proto_msg *m)
     case PROTO_STATUS:
     case PROTO_DELETE:
     case PROTO_EXPORT:
+    case PROTO_LIVE:
         return proto_pack_request(pk, m->type, &m->u.req) == 0;
     case PROTO_WELCOME:
         if (m->u.welcome.process_id < 0) {

@@ -1512,3 +1512,214 @@ Test(import, analysis_per_rank_totals_match_the_traces)
     }
     report_done(&rp);
 }
+
+/* ---- links: report --by launcher, export --stacks launcher ------------------------------ */
+
+struct launch_sum {
+    char launcher[1100], kernel[1100]; /* as stored: cut_name() past 1,024 bytes */
+    unsigned long long calls, total_ns;
+};
+
+struct ext_op {
+    long long ext;
+    const char *name;
+};
+
+static int cmp_ext_op(const void *a, const void *b)
+{
+    long long x = ((const struct ext_op *)a)->ext, y = ((const struct ext_op *)b)->ext;
+
+    return (x > y) - (x < y);
+}
+
+static void stored_name(const char *s, char *out)
+{
+    if (strlen(s) > 1024)
+        cut_name(s, out);
+    else
+        strcpy(out, s);
+}
+
+/* Adds one kernel to its (launcher, kernel) sum; n counts the sums in use. */
+static void launch_add(struct launch_sum *s, size_t *n, size_t cap, const char *launcher,
+                       const char *kernel, long long dur)
+{
+    char l[1100], k[1100];
+    size_t i;
+
+    stored_name(launcher, l);
+    stored_name(kernel, k);
+    for (i = 0; i < *n && (strcmp(s[i].launcher, l) != 0 || strcmp(s[i].kernel, k) != 0); i++)
+        ;
+    if (i == *n) {
+        cr_assert_lt(*n, cap);
+        memset(&s[i], 0, sizeof(s[i]));
+        strcpy(s[i].launcher, l);
+        strcpy(s[i].kernel, k);
+        (*n)++;
+    }
+    s[i].calls++;
+    s[i].total_ns += (unsigned long long)dur;
+}
+
+/*
+ * The (launcher, kernel) sums of a trace, computed here: every kernel,
+ * memcpy and memset event whose args["External id"] is that of a cpu_op
+ * (every device event of the two files this is used on has one; the test
+ * asserts it), its duration from the number's text.
+ */
+static size_t launch_sums(const char *path, struct launch_sum *s, size_t cap)
+{
+    yajl_val root = load_json(path), evs = events_of(root), ext;
+    struct ext_op *ops = calloc(evs->u.array.len, sizeof(*ops)), key, *hit;
+    size_t n_ops = 0, n = 0;
+
+    cr_assert_not_null(ops);
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i];
+        const char *cat = str_at(e, "cat", NULL), *ph = str_at(e, "ph", NULL);
+        if (cat && ph && !strcmp(cat, "cpu_op") && !strcmp(ph, "X") &&
+            num_at(e, "args", "External id", &ext))
+            ops[n_ops++] = (struct ext_op){YAJL_GET_INTEGER(ext), str_at(e, "name", NULL)};
+    }
+    qsort(ops, n_ops, sizeof(*ops), cmp_ext_op);
+    for (size_t i = 0; i < evs->u.array.len; i++) {
+        yajl_val e = evs->u.array.values[i], dur;
+        const char *ph = str_at(e, "ph", NULL);
+        if (!is_gpu(e) || ph == NULL || strcmp(ph, "X") != 0)
+            continue;
+        cr_assert(num_at(e, "args", "External id", &ext), "a device event without External id");
+        key.ext = YAJL_GET_INTEGER(ext);
+        hit = bsearch(&key, ops, n_ops, sizeof(*ops), cmp_ext_op);
+        cr_assert_not_null(hit, "a device event whose External id is no cpu_op's");
+        cr_assert(num_at(e, "dur", NULL, &dur));
+        launch_add(s, &n, cap, hit->name, str_at(e, "name", NULL), us_ns(dur));
+    }
+    free(ops);
+    yajl_tree_free(root);
+    return n;
+}
+
+/* Frames of collapsed stacks: ';' becomes ':', CR and LF spaces (PROTOCOL.md). */
+static void frame_clean(char *s)
+{
+    for (; *s; s++)
+        *s = *s == ';' ? ':' : (*s == '\n' || *s == '\r') ? ' ' : *s;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* export --stacks launcher --weight calls: exactly one line per (launcher, kernel) pair. */
+static void check_launcher_stacks(const char *session, const struct launch_sum *s, size_t n)
+{
+    char **want = calloc(n, sizeof(char *)), *out = NULL, *line, *save = NULL;
+    size_t got = 0;
+
+    cr_assert_not_null(want);
+    for (size_t i = 0; i < n; i++) {
+        char l[1100], k[1100];
+        strcpy(l, s[i].launcher);
+        strcpy(k, s[i].kernel);
+        frame_clean(l);
+        frame_clean(k);
+        want[i] = malloc(strlen(session) + strlen(l) + strlen(k) + 40);
+        cr_assert_not_null(want[i]);
+        sprintf(want[i], "%s;rank 0;%s;%s %llu", session, l, k, s[i].calls);
+    }
+    qsort(want, n, sizeof(char *), cmp_str);
+    cr_assert_eq(run_sh(&out,
+                        "'%s' --socket '%s' export %s --format collapsed --stacks launcher"
+                        " --weight calls",
+                        TRACECTL_BIN, d.sock, session),
+                 0, "%s", out);
+    for (line = strtok_r(out, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        cr_assert_lt(got, n, "more stacks than (launcher, kernel) pairs: %s", line);
+        cr_assert_str_eq(line, want[got]);
+        got++;
+    }
+    cr_assert_eq(got, n);
+    for (size_t i = 0; i < n; i++)
+        free(want[i]);
+    free(want);
+    free(out);
+}
+
+/* report --by launcher --json: each launcher's calls, time and kernels, and the pairs. */
+static void check_by_launcher(const char *session, const struct launch_sum *s, size_t n)
+{
+    char *out = NULL, err[256];
+    const char *lp[] = {"launchers", NULL}, *pp[] = {"pairs", NULL};
+    yajl_val v, rows, pairs;
+    unsigned long long total = 0;
+    size_t launchers = 0;
+
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' report %s --by launcher --json", TRACECTL_BIN,
+                        d.sock, session),
+                 0, "%s", out);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert_not_null(v, "%s", err);
+    rows = yajl_tree_get(v, lp, yajl_t_array);
+    pairs = yajl_tree_get(v, pp, yajl_t_array);
+    cr_assert(rows != NULL && pairs != NULL);
+    cr_assert_eq(pairs->u.array.len, n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned long long calls = 0, ns = 0, kernels = 0;
+        bool first = true, found = false;
+        total += s[i].total_ns;
+        for (size_t j = 0; j < i; j++)
+            first &= strcmp(s[j].launcher, s[i].launcher) != 0;
+        if (!first)
+            continue;
+        launchers++;
+        for (size_t j = i; j < n; j++) {
+            if (strcmp(s[j].launcher, s[i].launcher) == 0)
+                calls += s[j].calls, ns += s[j].total_ns, kernels++;
+        }
+        for (size_t r = 0; r < rows->u.array.len && !found; r++) {
+            yajl_val row = rows->u.array.values[r];
+            const char *name = str_at(row, "launcher", NULL);
+            yajl_val c, t, k;
+            if (name == NULL || strcmp(name, s[i].launcher) != 0)
+                continue;
+            found = num_at(row, "calls", NULL, &c) && num_at(row, "total_ns", NULL, &t) &&
+                    num_at(row, "kernels", NULL, &k);
+            cr_assert(found);
+            cr_assert_eq((unsigned long long)YAJL_GET_INTEGER(c), calls, "%s: %lld calls, not %llu",
+                         name, YAJL_GET_INTEGER(c), calls);
+            cr_assert_eq((unsigned long long)YAJL_GET_INTEGER(t), ns, "%s: %lld ns, not %llu", name,
+                         YAJL_GET_INTEGER(t), ns);
+            cr_assert_eq((unsigned long long)YAJL_GET_INTEGER(k), kernels,
+                         "%s: %lld kernels, not %llu", name, YAJL_GET_INTEGER(k), kernels);
+        }
+        cr_assert(found, "no row for launcher %s", s[i].launcher);
+    }
+    cr_assert_eq(rows->u.array.len, launchers); /* and no row without a launcher */
+    cr_assert_eq((unsigned long long)YAJL_GET_INTEGER(
+                     yajl_tree_get(v, (const char *[]){"total_ns", NULL}, yajl_t_number)),
+                 total);
+    yajl_tree_free(v);
+    free(out);
+}
+
+Test(import, launcher_grouping_matches_the_trace)
+{
+    static const char *const paths[] = {HTA "nccl_data.json.gz",
+                                        HTA "ns_resolution_rank-0.json.gz"};
+    static struct launch_sum s[1024];
+
+    harness_daemon_start(&d, NULL);
+    for (size_t f = 0; f < 2; f++) {
+        const char *files[] = {paths[f], NULL};
+        char session[32];
+        size_t n = launch_sums(paths[f], s, 1024);
+
+        snprintf(session, sizeof(session), "links-%zu", f);
+        cr_assert_gt(n, 10);
+        cr_assert_eq(run_import(NULL, files, session, NULL), 0);
+        check_by_launcher(session, s, n);
+        check_launcher_stacks(session, s, n);
+    }
+}

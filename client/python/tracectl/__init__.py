@@ -17,7 +17,9 @@ entries are dropped *and counted* (``Client.dropped``).
     tc.close()                                # flush, bye, free
 
 Regions nest: each ``with`` block records its own span (the outer one is not
-cut). Times are on ``time.monotonic_ns()``'s clock (CLOCK_MONOTONIC, the clock
+cut), and a block inside another of the same client on the same thread is sent
+with the outer one's id as its parent, so that ``tracectl export --format
+collapsed`` (and the Chrome and Perfetto exports) show the real stack. Times are on ``time.monotonic_ns()``'s clock (CLOCK_MONOTONIC, the clock
 the C library uses). When no daemon answers, ``open()`` returns an offline
 client that records nothing and counts every entry as dropped; in blocking
 mode it raises ``tracectl.Error`` instead.

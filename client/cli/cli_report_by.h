@@ -1,0 +1,33 @@
+/*
+ * cli_report_by — `tracectl report <id|name> --by launcher`: the time of a
+ * session's entries grouped by the CPU op that launched them (the
+ * `launcher` link of an entry's ext map, proto/PROTOCOL.md "Links between
+ * entries", which `tracectl import` gives every kernel of a Kineto trace
+ * whose launching CPU op it found), and by (launcher, kernel) pair.
+ *
+ * The daemon keeps no aggregate by launcher, so this reads the entries
+ * through the export stream and adds them up as they pass (cli_export_each):
+ * memory follows the number of distinct (launcher, op) pairs, never the
+ * number of entries; time follows the number of entries (as an export
+ * does). The result is one map, printed as JSON (--json) or as two tables:
+ *
+ *   {"session": {"id", "name"}, "by": "launcher", "total_ns",
+ *    "launchers": [{"launcher", "kernels", "calls", "total_ns", "share"}],
+ *    "pairs": [{"launcher", "op", "calls", "total_ns", "share"}]}
+ *
+ * `launcher` nil groups the entries without one; `share` is of the
+ * session's total_ns (every entry's duration, saturating); rows by
+ * total_ns descending, then by name. The table lists the first `top` pairs;
+ * --json all of them. Runs on the CLI's only thread.
+ */
+#ifndef TRACECTL_CLI_REPORT_BY_H
+#define TRACECTL_CLI_REPORT_BY_H
+
+#include <stdint.h>
+
+#include "cli.h"
+
+/* Prints the grouping of session (an id or name, as typed). Returns an exit code. */
+int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top);
+
+#endif

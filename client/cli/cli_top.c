@@ -1,0 +1,863 @@
+/*
+ * cli_top — `tracectl top` (see cli_top.h).
+ */
+#include "cli_top.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_fmt.h"
+#include "cli_obj.h"
+#include "utf8.h"
+
+#define TOP_MAX_INTERVAL 3600.0
+#define TOP_ONCE_OPS     10 /* op rows of each table with --once */
+
+const char cli_top_usage[] =
+    "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
+    "                    [--json]\n"
+    "\n"
+    "A live view of a running session, redrawn every interval: its ranks with\n"
+    "their current step, steps per second and entries per second, the entries\n"
+    "per second coming in, entries dropped, and the hottest operations over the\n"
+    "last interval and since the start. Without an argument it shows the newest\n"
+    "live session. The figures are the daemon's counters of what it has\n"
+    "received, current to the last batch (a report shows what is stored).\n"
+    "\n"
+    "Keys: q quits (so do Ctrl-C and SIGTERM); the view follows the terminal's\n"
+    "size.\n"
+    "\n"
+    "Options:\n"
+    "  -i, --interval SECONDS  time between two refreshes (default 1; a decimal\n"
+    "                          number up to 3600; with --once, 0 takes a single\n"
+    "                          sample and shows no rates)\n"
+    "  -1, --once              print one snapshot (two samples an interval\n"
+    "                          apart) and exit, for scripts\n"
+    "  -n, --top N             operations in each table (default: what fits;\n"
+    "                          10 with --once)\n"
+    "  -j, --json              with --once: the snapshot as JSON\n"
+    "      --socket PATH       the daemon's socket (see tracectl --help)\n"
+    "  -h, --help              show this help\n"
+    "\n"
+    "Example:\n"
+    "  tracectl top\n"
+    "  tracectl top job-42 --interval 0.5\n"
+    "  tracectl top 7 --once --json | jq '.ranks'\n";
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+struct top_proc {
+    int64_t process_id, rank, pid; /* rank -1: none */
+    uint64_t entries, step;
+    bool has_step;
+};
+
+struct top_op {
+    char *name;
+    uint64_t calls, total_ns;
+};
+
+/* One `live` answer, owned. */
+struct top_snap {
+    int64_t id;
+    char name[PROTO_MAX_SESSION + 1];
+    bool live;
+    uint64_t processes, connected, entries, dropped, now_ns;
+    struct top_proc *procs;
+    struct top_op *ops; /* by name */
+    size_t n_procs, n_ops;
+};
+
+/* A row of an op table: one op's calls and time, over the interval or overall. */
+struct top_row {
+    const char *name;
+    uint64_t calls, total_ns;
+};
+
+struct top_opts {
+    double interval;
+    bool once;
+    uint32_t top; /* 0: what fits */
+};
+
+static volatile sig_atomic_t top_quit, top_resized;
+
+static void top_snap_free(struct top_snap *s)
+{
+    for (size_t i = 0; i < s->n_ops; i++)
+        free(s->ops[i].name);
+    free(s->ops);
+    free(s->procs);
+    memset(s, 0, sizeof(*s));
+}
+
+static uint64_t top_u64(const msgpack_object *map, const char *key)
+{
+    uint64_t v = 0;
+
+    if (cli_obj_u64(cli_obj_get(map, key), &v) != 0)
+        v = 0;
+    return v;
+}
+
+static int64_t top_i64(const msgpack_object *map, const char *key, int64_t none)
+{
+    const msgpack_object *v = cli_obj_get(map, key);
+
+    if (v != NULL && v->type == MSGPACK_OBJECT_POSITIVE_INTEGER && v->via.u64 <= INT64_MAX)
+        return (int64_t)v->via.u64;
+    if (v != NULL && v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return v->via.i64;
+    return none;
+}
+
+static int top_cmp_proc(const void *a, const void *b)
+{
+    const struct top_proc *x = a, *y = b;
+
+    if ((x->rank < 0) != (y->rank < 0))
+        return x->rank < 0 ? 1 : -1;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->process_id < y->process_id ? -1 : x->process_id > y->process_id;
+}
+
+static int top_cmp_op(const void *a, const void *b)
+{
+    return strcmp(((const struct top_op *)a)->name, ((const struct top_op *)b)->name);
+}
+
+static int top_copy_procs(struct top_snap *s, const msgpack_object *a)
+{
+    if (a == NULL || a->type != MSGPACK_OBJECT_ARRAY)
+        return -EPROTO;
+    if ((s->procs = calloc(a->via.array.size + 1, sizeof(*s->procs))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < a->via.array.size; i++) {
+        const msgpack_object *p = &a->via.array.ptr[i];
+        struct top_proc *t = &s->procs[s->n_procs++];
+
+        t->process_id = top_i64(p, "process_id", 0);
+        t->rank = top_i64(p, "rank", -1);
+        t->pid = top_i64(p, "pid", -1);
+        t->entries = top_u64(p, "entries");
+        t->has_step = cli_obj_u64(cli_obj_get(p, "step"), &t->step) == 0;
+    }
+    qsort(s->procs, s->n_procs, sizeof(*s->procs), top_cmp_proc);
+    return 0;
+}
+
+static int top_copy_ops(struct top_snap *s, const msgpack_object *a)
+{
+    if (a == NULL || a->type != MSGPACK_OBJECT_ARRAY)
+        return -EPROTO;
+    if ((s->ops = calloc(a->via.array.size + 1, sizeof(*s->ops))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < a->via.array.size; i++) {
+        const msgpack_object *o = &a->via.array.ptr[i];
+        struct top_op *t;
+
+        if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 3 ||
+            o->via.array.ptr[0].type != MSGPACK_OBJECT_STR)
+            return -EPROTO;
+        t = &s->ops[s->n_ops++];
+        if ((t->name = strndup(o->via.array.ptr[0].via.str.ptr,
+                               o->via.array.ptr[0].via.str.size)) == NULL ||
+            cli_obj_u64(&o->via.array.ptr[1], &t->calls) != 0 ||
+            cli_obj_u64(&o->via.array.ptr[2], &t->total_ns) != 0)
+            return t->name == NULL ? -ENOMEM : -EPROTO;
+    }
+    qsort(s->ops, s->n_ops, sizeof(*s->ops), top_cmp_op);
+    return 0;
+}
+
+/* Copies a `live` result into s. Returns 0, -ENOMEM or -EPROTO. */
+static int top_copy(struct top_snap *s, const msgpack_object *res)
+{
+    const msgpack_object *ses = cli_obj_get(res, "session");
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    if (ses == NULL || ses->type != MSGPACK_OBJECT_MAP)
+        return -EPROTO;
+    s->id = top_i64(ses, "id", 0);
+    cli_obj_text(cli_obj_get(ses, "name"), s->name, sizeof(s->name));
+    s->live = cli_obj_str_eq(cli_obj_get(ses, "state"), "live");
+    s->processes = top_u64(ses, "processes");
+    s->connected = top_u64(ses, "connected");
+    s->entries = top_u64(ses, "entries");
+    s->dropped = top_u64(ses, "dropped");
+    s->now_ns = top_u64(res, "now_ns");
+    if ((rc = top_copy_procs(s, cli_obj_get(res, "processes"))) != 0 ||
+        (rc = top_copy_ops(s, cli_obj_get(res, "ops"))) != 0)
+        top_snap_free(s);
+    return rc;
+}
+
+/* One `live` request. Returns an exit code (an error is printed). */
+static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, struct top_snap *s)
+{
+    struct cli_conn conn;
+    const msgpack_object *res;
+    int rc = cli_call(ctx, PROTO_LIVE, req, &conn, &res);
+
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    rc = top_copy(s, res);
+    cli_conn_close(&conn);
+    if (rc == -ENOMEM) {
+        cli_error("top: out of memory");
+        return CLI_EXIT_ERROR;
+    }
+    if (rc != 0) {
+        cli_error("bad reply from the daemon: the live map is not as PROTOCOL.md says");
+        return CLI_EXIT_ERROR;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The newest live session's id, from `sessions`. Returns an exit code. */
+static int top_newest_live(struct cli_ctx *ctx, int64_t *id)
+{
+    struct proto_request req;
+    struct cli_conn conn;
+    const msgpack_object *res;
+    int rc;
+
+    proto_request_init(&req);
+    if ((rc = cli_call(ctx, PROTO_SESSIONS, &req, &conn, &res)) != CLI_EXIT_OK)
+        return rc;
+    rc = CLI_EXIT_NO_SESSION;
+    for (uint32_t i = 0; res->type == MSGPACK_OBJECT_ARRAY && i < res->via.array.size; i++) {
+        const msgpack_object *s = &res->via.array.ptr[i];
+
+        if (cli_obj_str_eq(cli_obj_get(s, "state"), "live")) {
+            *id = top_i64(s, "id", 0);
+            rc = CLI_EXIT_OK;
+            break;
+        }
+    }
+    cli_conn_close(&conn);
+    if (rc != CLI_EXIT_OK)
+        cli_error("top: no live session (name one: tracectl top <id|name>)");
+    return rc;
+}
+
+/* ---- figures -------------------------------------------------------------- */
+
+static double top_dt(const struct top_snap *prev, const struct top_snap *cur)
+{
+    if (prev == NULL || cur->now_ns <= prev->now_ns)
+        return 0.0;
+    return (double)(cur->now_ns - prev->now_ns) / 1e9;
+}
+
+/* Per second, or NAN without two samples. */
+static double top_rate(uint64_t before, uint64_t after, double dt)
+{
+    if (dt <= 0.0)
+        return NAN;
+    return after >= before ? (double)(after - before) / dt : 0.0;
+}
+
+static const struct top_proc *top_prev_proc(const struct top_snap *prev, int64_t process_id)
+{
+    for (size_t i = 0; prev != NULL && i < prev->n_procs; i++)
+        if (prev->procs[i].process_id == process_id)
+            return &prev->procs[i];
+    return NULL;
+}
+
+static int top_cmp_row(const void *a, const void *b)
+{
+    const struct top_row *x = a, *y = b;
+
+    if (x->total_ns != y->total_ns)
+        return x->total_ns > y->total_ns ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/*
+ * The op rows, hottest first: overall (prev NULL), or over the interval
+ * since prev (ops with no call in it are left out). Both snapshots' ops are
+ * sorted by name: one merge. Returns the count; *rows is the caller's to free.
+ */
+static long top_rows(const struct top_snap *prev, const struct top_snap *cur, struct top_row **rows)
+{
+    size_t n = 0, j = 0;
+    struct top_row *r = calloc(cur->n_ops + 1, sizeof(*r));
+
+    if (r == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < cur->n_ops; i++) {
+        const struct top_op *o = &cur->ops[i];
+        uint64_t calls = o->calls, total = o->total_ns;
+
+        while (prev != NULL && j < prev->n_ops && strcmp(prev->ops[j].name, o->name) < 0)
+            j++;
+        if (prev != NULL && j < prev->n_ops && strcmp(prev->ops[j].name, o->name) == 0) {
+            calls = calls >= prev->ops[j].calls ? calls - prev->ops[j].calls : 0;
+            total = total >= prev->ops[j].total_ns ? total - prev->ops[j].total_ns : 0;
+        }
+        if (calls > 0)
+            r[n++] = (struct top_row){o->name, calls, total};
+    }
+    qsort(r, n, sizeof(*r), top_cmp_row);
+    *rows = r;
+    return (long)n;
+}
+
+/*
+ * HOOK(ranks, issue 14): the late-arriving rank, once the per-rank analysis
+ * (report sections Ranks / Collectives) exists: ask for it here and return
+ * its rank and how often it arrived last. Until then there is none to show.
+ */
+static bool top_late_rank(const struct top_snap *cur, int64_t *rank, double *share)
+{
+    (void)cur;
+    (void)rank;
+    (void)share;
+    return false;
+}
+
+/* ---- text ----------------------------------------------------------------- */
+
+static void top_rate_text(char *buf, size_t size, double r)
+{
+    if (isnan(r))
+        snprintf(buf, size, "-");
+    else if (r >= 100.0)
+        snprintf(buf, size, "%.0f", r);
+    else
+        snprintf(buf, size, "%.1f", r);
+}
+
+static void top_print_procs(FILE *f, const struct top_snap *prev, const struct top_snap *cur,
+                            double dt)
+{
+    fprintf(f, "  %6s %8s %10s %8s %12s %10s\n", "RANK", "PID", "STEP", "STEPS/S", "ENTRIES",
+            "ENTRIES/S");
+    if (cur->n_procs == 0)
+        fprintf(f, "  (no process connected)\n");
+    for (size_t i = 0; i < cur->n_procs; i++) {
+        const struct top_proc *p = &cur->procs[i], *q = top_prev_proc(prev, p->process_id);
+        char rank[24], step[24], srate[24], erate[24];
+
+        snprintf(rank, sizeof(rank), p->rank >= 0 ? "%" PRId64 : "-", p->rank);
+        snprintf(step, sizeof(step), p->has_step ? "%" PRIu64 : "-", p->step);
+        top_rate_text(srate, sizeof(srate),
+                      q != NULL && q->has_step && p->has_step ? top_rate(q->step, p->step, dt)
+                                                              : NAN);
+        top_rate_text(erate, sizeof(erate), q != NULL ? top_rate(q->entries, p->entries, dt) : NAN);
+        fprintf(f, "  %6s %8" PRId64 " %10s %8s %12" PRIu64 " %10s\n", rank, p->pid, step, srate,
+                p->entries, erate);
+    }
+}
+
+static void top_print_ops(FILE *f, const char *title, const struct top_row *r, long n, size_t max)
+{
+    uint64_t sum = 0;
+
+    for (long i = 0; i < n; i++)
+        sum = sum > UINT64_MAX - r[i].total_ns ? UINT64_MAX : sum + r[i].total_ns;
+    fprintf(f, "%s\n  %10s %10s %6s  %s\n", title, "CALLS", "TOTAL", "SHARE", "OP");
+    if (n == 0)
+        fprintf(f, "  (none)\n");
+    for (long i = 0; i < n && (size_t)i < max; i++) {
+        char total[CLI_FMT_LEN], share[CLI_FMT_LEN];
+
+        cli_fmt_duration(total, sizeof(total), r[i].total_ns);
+        cli_fmt_share(share, sizeof(share), sum ? (double)r[i].total_ns / (double)sum : 0.0);
+        fprintf(f, "  %10" PRIu64 " %10s %6s  %s\n", r[i].calls, total, share, r[i].name);
+    }
+}
+
+/*
+ * The whole view as text: a header, the ranks, then the two op tables of
+ * `ops` rows each. Returns 0 or -ENOMEM.
+ */
+static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap *cur, size_t ops,
+                     const struct top_opts *o)
+{
+    double dt = top_dt(prev, cur), share;
+    struct top_row *last = NULL, *all = NULL;
+    long n_last = 0, n_all;
+    char erate[24];
+    int64_t late;
+
+    if (prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0)
+        return -ENOMEM;
+    if ((n_all = top_rows(NULL, cur, &all)) < 0) {
+        free(last);
+        return -ENOMEM;
+    }
+    top_rate_text(erate, sizeof(erate), top_rate(prev ? prev->entries : 0, cur->entries, dt));
+    fprintf(f,
+            "tracectl top: session %" PRId64 " (%s) %s, %" PRIu64 " of %" PRIu64
+            " processes connected%s\n",
+            cur->id, cur->name, cur->live ? "live" : "ended", cur->connected, cur->processes,
+            o->once ? "" : "; q quits");
+    fprintf(f, "entries %" PRIu64 " (%s/s)  dropped %" PRIu64 "  interval %.1f s\n", cur->entries,
+            erate, cur->dropped, dt > 0 ? dt : o->interval);
+    if (top_late_rank(cur, &late, &share))
+        fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of collectives)\n", late,
+                100.0 * share);
+    fputc('\n', f);
+    top_print_procs(f, prev, cur, dt);
+    fputc('\n', f);
+    if (prev != NULL) {
+        top_print_ops(f, "Hottest ops, last interval", last, n_last, ops);
+        fputc('\n', f);
+    }
+    top_print_ops(f, "Hottest ops, overall", all, n_all, ops);
+    free(last);
+    free(all);
+    return ferror(f) ? -EIO : 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+static void top_pack_key(msgpack_packer *pk, const char *key)
+{
+    proto_pack_str(pk, key);
+}
+
+static void top_pack_rate(msgpack_packer *pk, const char *key, double r)
+{
+    top_pack_key(pk, key);
+    if (isnan(r))
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_double(pk, r);
+}
+
+static void top_pack_rows(msgpack_packer *pk, const char *key, const struct top_row *r, long n)
+{
+    top_pack_key(pk, key);
+    msgpack_pack_array(pk, n > 0 ? (size_t)n : 0);
+    for (long i = 0; i < n; i++) {
+        msgpack_pack_map(pk, 3);
+        top_pack_key(pk, "op");
+        proto_pack_str(pk, r[i].name);
+        top_pack_key(pk, "calls");
+        msgpack_pack_uint64(pk, r[i].calls);
+        top_pack_key(pk, "total_ns");
+        msgpack_pack_uint64(pk, r[i].total_ns);
+    }
+}
+
+static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
+                           const struct top_snap *cur, double dt)
+{
+    top_pack_key(pk, "ranks");
+    msgpack_pack_array(pk, cur->n_procs);
+    for (size_t i = 0; i < cur->n_procs; i++) {
+        const struct top_proc *p = &cur->procs[i], *q = top_prev_proc(prev, p->process_id);
+
+        msgpack_pack_map(pk, 7);
+        top_pack_key(pk, "rank");
+        if (p->rank >= 0)
+            msgpack_pack_int64(pk, p->rank);
+        else
+            msgpack_pack_nil(pk);
+        top_pack_key(pk, "process_id");
+        msgpack_pack_int64(pk, p->process_id);
+        top_pack_key(pk, "pid");
+        msgpack_pack_int64(pk, p->pid);
+        top_pack_key(pk, "step");
+        if (p->has_step)
+            msgpack_pack_uint64(pk, p->step);
+        else
+            msgpack_pack_nil(pk);
+        top_pack_rate(pk, "steps_per_s",
+                      q && q->has_step && p->has_step ? top_rate(q->step, p->step, dt) : NAN);
+        top_pack_key(pk, "entries");
+        msgpack_pack_uint64(pk, p->entries);
+        top_pack_rate(pk, "entries_per_s", q ? top_rate(q->entries, p->entries, dt) : NAN);
+    }
+}
+
+/*
+ * {"session": {id, name, state, processes, connected}, "interval_s",
+ *  "entries", "entries_per_s", "dropped", "late_rank", "ranks": [...],
+ *  "ops_interval": [...], "ops_total": [...]}; rates null without two samples.
+ */
+static int top_json(const struct top_snap *prev, const struct top_snap *cur)
+{
+    double dt = top_dt(prev, cur), share;
+    struct top_row *last = NULL, *all = NULL;
+    long n_last = 0, n_all;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked u;
+    int64_t late;
+    int rc;
+
+    if ((prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0) ||
+        (n_all = top_rows(NULL, cur, &all)) < 0) {
+        free(last);
+        cli_error("top: out of memory");
+        return CLI_EXIT_ERROR;
+    }
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 9);
+    top_pack_key(&pk, "session");
+    msgpack_pack_map(&pk, 5);
+    top_pack_key(&pk, "id");
+    msgpack_pack_int64(&pk, cur->id);
+    top_pack_key(&pk, "name");
+    proto_pack_str(&pk, cur->name);
+    top_pack_key(&pk, "state");
+    proto_pack_str(&pk, cur->live ? "live" : "ended");
+    top_pack_key(&pk, "processes");
+    msgpack_pack_uint64(&pk, cur->processes);
+    top_pack_key(&pk, "connected");
+    msgpack_pack_uint64(&pk, cur->connected);
+    top_pack_rate(&pk, "interval_s", dt > 0 ? dt : NAN);
+    top_pack_key(&pk, "entries");
+    msgpack_pack_uint64(&pk, cur->entries);
+    top_pack_rate(&pk, "entries_per_s", top_rate(prev ? prev->entries : 0, cur->entries, dt));
+    top_pack_key(&pk, "dropped");
+    msgpack_pack_uint64(&pk, cur->dropped);
+    top_pack_key(&pk, "late_rank");
+    if (top_late_rank(cur, &late, &share))
+        msgpack_pack_int64(&pk, late);
+    else
+        msgpack_pack_nil(&pk);
+    top_pack_procs(&pk, prev, cur, dt);
+    top_pack_rows(&pk, "ops_interval", last, n_last);
+    top_pack_rows(&pk, "ops_total", all, n_all);
+    free(last);
+    free(all);
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) {
+        cli_error("top: out of memory");
+        rc = CLI_EXIT_ERROR;
+    } else {
+        rc = cli_print_json(&u.data);
+    }
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
+}
+
+/* ---- the terminal ----------------------------------------------------------- */
+
+static void top_on_signal(int sig)
+{
+    if (sig == SIGWINCH)
+        top_resized = 1;
+    else
+        top_quit = 1;
+}
+
+struct top_term {
+    struct termios saved;
+    bool raw;
+    unsigned rows, cols;
+};
+
+static void top_term_size(struct top_term *t)
+{
+    struct winsize ws;
+
+    t->rows = 24, t->cols = 80;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0)
+        t->rows = ws.ws_row, t->cols = ws.ws_col;
+}
+
+/* Unbuffered, unechoed input (signals kept); hides the cursor and clears the screen. */
+static void top_term_start(struct top_term *t)
+{
+    struct termios raw;
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = top_on_signal; /* no SA_RESTART: poll() returns EINTR at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGWINCH, &sa, NULL);
+    if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &t->saved) == 0) {
+        raw = t->saved;
+        raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+        raw.c_cc[VMIN] = 1;
+        raw.c_cc[VTIME] = 0;
+        t->raw = tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+    }
+    top_term_size(t);
+    fputs("\033[?25l\033[H\033[2J", stdout);
+    fflush(stdout);
+}
+
+static void top_term_stop(struct top_term *t)
+{
+    if (t->raw)
+        tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+    t->raw = false;
+    fputs("\033[?25h\n", stdout);
+    fflush(stdout);
+}
+
+/* Bytes of s (up to its newline) that fill at most cols columns (one per code point). */
+static size_t top_cut(const char *s, size_t n, unsigned cols)
+{
+    size_t i = 0;
+    unsigned used = 0;
+
+    while (i < n && s[i] != '\n' && used < cols) {
+        uint32_t cp;
+        size_t k = utf8_decode(s + i, n - i, &cp);
+        i += k ? k : 1;
+        used++;
+    }
+    return i;
+}
+
+/*
+ * One frame: the view's text cut to the terminal, written at once from the
+ * top-left corner, each line cleared to its end and the rest of the screen
+ * cleared, so nothing flickers and nothing of a longer frame stays.
+ */
+static int top_draw(const struct top_term *t, const struct top_snap *prev,
+                    const struct top_snap *cur, const struct top_opts *o)
+{
+    char *text = NULL, *frame = NULL;
+    size_t len = 0, flen = 0, fixed = 10 + cur->n_procs, ops;
+    FILE *f = open_memstream(&text, &len);
+    FILE *out;
+    int rc;
+
+    if (f == NULL)
+        return -ENOMEM;
+    /* what is left below the header and the ranks goes to the two op tables */
+    ops = o->top ? o->top : t->rows > fixed + 2 ? (t->rows - fixed) / 2 : 1;
+    rc = top_print(f, prev, cur, ops, o);
+    if (fclose(f) != 0 || rc != 0) {
+        free(text);
+        return rc ? rc : -ENOMEM;
+    }
+    if ((out = open_memstream(&frame, &flen)) == NULL) {
+        free(text);
+        return -ENOMEM;
+    }
+    fputs("\033[H", out);
+    for (size_t i = 0, row = 0; i < len && row < t->rows; row++) {
+        size_t cut = top_cut(text + i, len - i, t->cols), eol = i + cut;
+
+        fwrite(text + i, 1, cut, out);
+        fputs("\033[K", out);
+        while (eol < len && text[eol] != '\n')
+            eol++;
+        i = eol + 1;
+        if (i < len && row + 1 < t->rows)
+            fputs("\r\n", out);
+    }
+    fputs("\033[J", out);
+    fclose(out);
+    fwrite(frame, 1, flen, stdout);
+    fflush(stdout);
+    free(frame);
+    free(text);
+    return ferror(stdout) ? -EIO : 0;
+}
+
+/*
+ * Waits up to ms for a key or a signal. Returns true to go on, false to
+ * quit (q, Ctrl-C, SIGTERM, or the end of input). A resize returns early.
+ */
+static bool top_wait(int ms)
+{
+    struct timespec end, now;
+
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L)
+        end.tv_sec++, end.tv_nsec -= 1000000000L;
+    for (;;) {
+        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+        int left, n;
+        char key;
+
+        if (top_quit)
+            return false;
+        if (top_resized)
+            return true;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left = (int)((end.tv_sec - now.tv_sec) * 1000 + (end.tv_nsec - now.tv_nsec) / 1000000);
+        if (left <= 0)
+            return true;
+        n = poll(&p, 1, left);
+        if (n < 0 && errno != EINTR)
+            return false;
+        if (n > 0 && (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+            return false;
+        if (n > 0 && read(STDIN_FILENO, &key, 1) == 1 && (key == 'q' || key == 'Q' || key == 3))
+            return false;
+    }
+}
+
+/* The live view until q. Returns an exit code. */
+static int top_loop(struct cli_ctx *ctx, const struct proto_request *req, const struct top_opts *o)
+{
+    struct top_snap snaps[2] = {0};
+    struct top_snap *prev = NULL, *cur = &snaps[0];
+    struct top_term t = {0};
+    int rc;
+
+    if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK)
+        return rc;
+    top_term_start(&t);
+    for (;;) {
+        if (top_draw(&t, prev, cur, o) != 0) {
+            rc = CLI_EXIT_ERROR;
+            break;
+        }
+        if (!top_wait((int)(o->interval * 1000.0)))
+            break;
+        if (top_resized) {
+            top_resized = 0;
+            top_term_size(&t);
+            fputs("\033[2J", stdout);
+            continue; /* redraw the same figures at the new size */
+        }
+        prev = cur;
+        cur = cur == &snaps[0] ? &snaps[1] : &snaps[0];
+        top_snap_free(cur);
+        if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK) {
+            cur = prev; /* the error is on stderr; keep the last frame */
+            break;
+        }
+    }
+    top_term_stop(&t);
+    top_snap_free(&snaps[0]);
+    top_snap_free(&snaps[1]);
+    return rc;
+}
+
+/* --once: one sample, or two an interval apart. Returns an exit code. */
+static int top_once(struct cli_ctx *ctx, const struct proto_request *req, const struct top_opts *o)
+{
+    struct top_snap a = {0}, b = {0};
+    struct timespec ts;
+    int rc = top_sample(ctx, req, &a);
+
+    if (rc == CLI_EXIT_OK && o->interval > 0) {
+        ts.tv_sec = (time_t)o->interval;
+        ts.tv_nsec = (long)((o->interval - (double)ts.tv_sec) * 1e9);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+        rc = top_sample(ctx, req, &b);
+    }
+    if (rc == CLI_EXIT_OK) {
+        const struct top_snap *prev = o->interval > 0 ? &a : NULL;
+        const struct top_snap *cur = o->interval > 0 ? &b : &a;
+        size_t ops = o->top ? o->top : TOP_ONCE_OPS;
+        rc = ctx->json ? top_json(prev, cur)
+                       : cli_print_status(top_print(stdout, prev, cur, ops, o));
+    }
+    top_snap_free(&a);
+    top_snap_free(&b);
+    return rc;
+}
+
+/* ---- options ----------------------------------------------------------------- */
+
+static int top_interval_opt(const char *arg, struct top_opts *o)
+{
+    char *end;
+    double v;
+
+    errno = 0;
+    v = strtod(arg, &end);
+    if (end == arg || *end != '\0' || errno != 0 || !(v >= 0.0 && v <= TOP_MAX_INTERVAL)) {
+        cli_error("top: --interval wants seconds from 0 to %.0f, not '%s'", TOP_MAX_INTERVAL, arg);
+        return CLI_EXIT_USAGE;
+    }
+    o->interval = v;
+    return CLI_CONTINUE;
+}
+
+static int top_top_opt(const char *arg, struct top_opts *o)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(arg, &end, 10);
+    if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || v < 1 || v > 100000) {
+        cli_error("top: --top wants an integer from 1 to 100000, not '%s'", arg);
+        return CLI_EXIT_USAGE;
+    }
+    o->top = (uint32_t)v;
+    return CLI_CONTINUE;
+}
+
+static int top_opts(struct cli_ctx *ctx, int argc, char **argv, struct top_opts *o)
+{
+    static const struct option opts[] = {CLI_LONGOPTS,
+                                         {"interval", required_argument, NULL, 'i'},
+                                         {"once", no_argument, NULL, '1'},
+                                         {"top", required_argument, NULL, 'n'},
+                                         {NULL, 0, NULL, 0}};
+    int c, rc;
+
+    while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "i:1n:", opts, NULL)) != -1) {
+        if (c == 'i')
+            rc = top_interval_opt(optarg, o);
+        else if (c == '1')
+            o->once = true, rc = CLI_CONTINUE;
+        else if (c == 'n')
+            rc = top_top_opt(optarg, o);
+        else
+            rc = cli_common_opt(ctx, c, argv);
+        if (rc != CLI_CONTINUE)
+            return rc;
+    }
+    if (ctx->json && !o->once) {
+        cli_error("top: --json needs --once");
+        return CLI_EXIT_USAGE;
+    }
+    if (!o->once && o->interval < 0.1) {
+        cli_error("top: --interval wants at least 0.1 s for the live view");
+        return CLI_EXIT_USAGE;
+    }
+    if (!o->once && !isatty(STDOUT_FILENO)) {
+        cli_error("top: the live view needs a terminal (use --once)");
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_CONTINUE;
+}
+
+int cli_top_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+    struct top_opts o = {.interval = 1.0};
+    struct proto_request req;
+    char *arg;
+    int rc;
+
+    if ((rc = top_opts(ctx, argc, argv, &o)) != CLI_CONTINUE)
+        return rc;
+    proto_request_init(&req);
+    if (optind < argc) {
+        if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE ||
+            (rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
+            return rc;
+    } else if ((rc = top_newest_live(ctx, &req.session.id)) != CLI_EXIT_OK) {
+        return rc;
+    }
+    return o.once ? top_once(ctx, &req, &o) : top_loop(ctx, &req, &o);
+}

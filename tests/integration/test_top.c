@@ -1,0 +1,373 @@
+/*
+ * test_top.c — `tracectl top` against a real daemon fed by real producer
+ * processes (libtracectl, forked): --once --json checked against what the
+ * producers sent (entries per rank, steps, calls and time per op, computed
+ * here from the recording loop, not by the code under test), then the live
+ * view in a real terminal, tmux, read back with capture-pane: the steps shown
+ * increase while the producers run, the view follows a resize, and q and
+ * Ctrl-C quit with exit 0 and the terminal's modes restored.
+ *
+ * Synchronisation is by events: the producers say on a pipe when they have
+ * flushed (the daemon has them), and the tmux pane is polled until it shows
+ * what the test waits for (with a deadline), never by sleeping a fixed time.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
+
+#include "harness.h"
+#include "tracectl.h"
+
+#define NPROC      3
+#define STEPS      4   /* steps of the exact phase */
+#define GEMMS      25  /* gemm entries per step and rank */
+#define COMM_NS    500 /* each allreduce's duration */
+#define DEADLINE_S 60  /* how long the pane may take to show what is awaited */
+
+static struct tdaemon d;
+static char tmux_sock[64];
+
+static void fini(void)
+{
+    if (tmux_sock[0] != '\0') {
+        char *kill[] = {"tmux", "-L", tmux_sock, "kill-server", NULL};
+        harness_run(NULL, kill);
+    }
+    if (d.pid > 0)
+        harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(top, .fini = fini, .timeout = 240);
+
+/* gemm i of step s on rank r lasts this long: every entry a different duration. */
+static uint64_t gemm_ns(int r, int s, int i)
+{
+    return 1000u * (uint64_t)(r + 1) + 100u * (uint64_t)s + (uint64_t)i;
+}
+
+struct pipes {
+    int ready[2]; /* children → parent: one byte each once the exact phase is flushed */
+    int go[2];    /* parent → children: closed to start the running phase */
+    int stop[2];  /* parent → children: closed to end it */
+};
+
+/* True once fd is readable or at EOF, within ms. */
+static bool readable(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+
+    return poll(&p, 1, ms) > 0;
+}
+
+static void producer(int rank, const struct pipes *p)
+{
+    tc_options o = {0};
+    tc_client *c;
+    uint32_t gemm, comm;
+    uint64_t t = 1000000, step;
+    char byte = 'r';
+    int err;
+
+    o.socket_path = d.sock;
+    o.session = "top-live";
+    o.rank = rank;
+    o.world = NPROC;
+    o.blocking = 1;
+    if ((c = tc_open(&o, &err)) == NULL)
+        _exit(10);
+    gemm = tc_op(c, "gemm");
+    comm = tc_op_cat(c, "allreduce", "comm");
+    for (int s = 0; s < STEPS; s++) {
+        tc_set_step(c, (uint64_t)s);
+        for (int i = 0; i < GEMMS; i++, t += 100000)
+            tc_record(c, gemm, t, gemm_ns(rank, s, i), 0, NULL, NULL, 0, NULL);
+        tc_record(c, comm, t, COMM_NS, 0, NULL, NULL, 0, NULL);
+        t += 100000;
+    }
+    if (tc_flush(c, -1) != 0 || write(p->ready[1], &byte, 1) != 1)
+        _exit(11);
+    while (read(p->go[0], &byte, 1) > 0) /* until the parent closes it */
+        ;
+    /* The running phase: a step every 5 ms until told to stop. */
+    for (step = STEPS; !readable(p->stop[0], 0); step++) {
+        struct timespec ts = {0, 5000000};
+        tc_set_step(c, step);
+        tc_record(c, gemm, t, 1000, 0, NULL, NULL, 0, NULL);
+        t += 10000000;
+        nanosleep(&ts, NULL);
+    }
+    _exit(tc_close(c) == 0 ? 0 : 12);
+}
+
+/* v[a] or v[a][b] (b NULL: v[a]), or NULL. */
+static yajl_val jget(yajl_val v, const char *a, const char *b)
+{
+    const char *path[] = {a, b, NULL};
+
+    return yajl_tree_get(v, path, yajl_t_any);
+}
+
+static long long jint(yajl_val v)
+{
+    cr_assert(v != NULL && YAJL_IS_INTEGER(v), "expected an integer");
+    return YAJL_GET_INTEGER(v);
+}
+
+/* The op row named op in the array rows, or NULL. */
+static yajl_val op_row(yajl_val rows, const char *op)
+{
+    cr_assert(rows != NULL && YAJL_IS_ARRAY(rows));
+    for (size_t i = 0; i < rows->u.array.len; i++) {
+        yajl_val r = rows->u.array.values[i];
+        const char *name = YAJL_GET_STRING(jget(r, "op", NULL));
+        if (name != NULL && strcmp(name, op) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+/* `top --once --json` against the sums of what the producers recorded. */
+static void check_once(void)
+{
+    char *out = NULL, err[256];
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "top-live",
+                    "--once",     "--json",   "--interval", "0.2", NULL};
+    yajl_val v, ranks, gemm, comm;
+    long long gemm_total = 0;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
+    cr_assert_str_eq(YAJL_GET_STRING(jget(v, "session", "state")), "live");
+    cr_assert_eq(jint(jget(v, "session", "connected")), NPROC);
+    cr_assert_eq(jint(jget(v, "entries", NULL)), NPROC * STEPS * (GEMMS + 1));
+    cr_assert_eq(jint(jget(v, "dropped", NULL)), 0);
+    /* nothing arrived between the two samples */
+    cr_assert(YAJL_IS_NUMBER(jget(v, "entries_per_s", NULL)));
+    cr_assert_eq(YAJL_GET_DOUBLE(jget(v, "entries_per_s", NULL)), 0.0);
+    cr_assert_eq(jget(v, "ops_interval", NULL)->u.array.len, 0);
+    ranks = jget(v, "ranks", NULL);
+    cr_assert_eq(ranks->u.array.len, NPROC);
+    for (int r = 0; r < NPROC; r++) {
+        yajl_val row = ranks->u.array.values[r];
+        cr_assert_eq(jint(jget(row, "rank", NULL)), r);
+        cr_assert_eq(jint(jget(row, "step", NULL)), STEPS - 1);
+        cr_assert_eq(jint(jget(row, "entries", NULL)), STEPS * (GEMMS + 1));
+        for (int s = 0; s < STEPS; s++)
+            for (int i = 0; i < GEMMS; i++)
+                gemm_total += (long long)gemm_ns(r, s, i);
+    }
+    gemm = op_row(jget(v, "ops_total", NULL), "gemm");
+    comm = op_row(jget(v, "ops_total", NULL), "allreduce");
+    cr_assert(gemm != NULL && comm != NULL);
+    cr_assert_eq(jint(jget(gemm, "calls", NULL)), NPROC * STEPS * GEMMS);
+    cr_assert_eq(jint(jget(gemm, "total_ns", NULL)), gemm_total);
+    cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS);
+    cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COMM_NS);
+    yajl_tree_free(v);
+    free(out);
+}
+
+/* ---- tmux ------------------------------------------------------------------ */
+
+static char *pane(void)
+{
+    char *out = NULL;
+    char *argv[] = {"tmux", "-L", tmux_sock, "capture-pane", "-p", "-t", "top", NULL};
+
+    cr_assert_eq(harness_run(&out, argv), 0, "capture-pane failed");
+    return out;
+}
+
+/* rank 0's step in a captured frame, or -1 when the frame shows none yet. */
+static long long rank0_step(const char *text)
+{
+    const char *p = strstr(text, "STEPS/S"); /* in the header, within 50 columns */
+    long long rank, pid, step;
+
+    if (p == NULL || (p = strchr(p, '\n')) == NULL)
+        return -1;
+    if (sscanf(p + 1, " %lld %lld %lld", &rank, &pid, &step) != 3 || rank != 0)
+        return -1;
+    return step;
+}
+
+/* Polls the pane until rank 0's step is above `above`; returns it. */
+static long long await_step(long long above)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    long long step = -1;
+
+    while (time(NULL) < end) {
+        char *text = pane();
+        step = rank0_step(text);
+        free(text);
+        if (step > above)
+            return step;
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("the pane never showed rank 0 past step %lld (last %lld)", above, step);
+    return -1;
+}
+
+/*
+ * Polls the pane until a whole frame is drawn at its size: the header on the
+ * first line and the entries line under it, with rank 0's row (a frame cut
+ * at the bottom, not wrapped or scrolled).
+ */
+static void await_frame_top(void)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char *text = NULL;
+
+    while (time(NULL) < end) {
+        free(text);
+        text = pane();
+        if (strncmp(text, "tracectl top: session", 21) == 0 && strstr(text, "\nentries ") &&
+            rank0_step(text) >= 0) {
+            free(text);
+            return;
+        }
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("the pane never showed a whole frame:\n%s", text);
+}
+
+/* Polls until the file holds text (what the shell in the pane wrote after top exited). */
+static char *await_file(const char *path)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+
+    while (time(NULL) < end) {
+        FILE *f = fopen(path, "r");
+        char buf[4096];
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (n > 0 && buf[n - 1] == '\n') {
+            buf[n] = '\0';
+            return strdup(buf);
+        }
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("%s was never written", path);
+    return NULL;
+}
+
+static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
+{
+    char *argv[] = {"tmux", "-L", tmux_sock, a, b, c, e, f, g, h, NULL};
+
+    cr_assert_eq(harness_run(NULL, argv), 0, "tmux %s failed", a);
+}
+
+/*
+ * Runs top in a new tmux session "top", 100×30, in a shell that writes top's
+ * exit status and `stty -a` to done (after top returned).
+ */
+static void start_top(const char *done)
+{
+    char cmd[6 * PATH_MAX];
+    char *argv[] = {"tmux", "-L",  tmux_sock, "new-session", "-d", "-s", "top",
+                    "-x",   "100", "-y",      "30",          cmd,  NULL};
+
+    snprintf(cmd, sizeof(cmd),
+             "%s --socket %s top top-live --interval 0.2; s=$?; "
+             "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
+             TRACECTL_BIN, d.sock, done, done, done);
+    cr_assert_eq(harness_run(NULL, argv), 0, "tmux new-session failed");
+}
+
+/* What top left behind: exit 0 and the terminal's canonical mode and echo back on. */
+static void check_done(const char *done)
+{
+    char *text = await_file(done);
+
+    cr_assert(strncmp(text, "exit=0\n", 7) == 0, "top did not exit 0:\n%s", text);
+    cr_assert(strstr(text, " icanon") != NULL && strstr(text, "-icanon") == NULL,
+              "canonical mode was not restored:\n%s", text);
+    cr_assert(strstr(text, " echo ") != NULL, "echo was not restored:\n%s", text);
+    free(text);
+}
+
+static void live_view(void)
+{
+    char done[PATH_MAX + 16];
+    long long first, later;
+
+    snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
+    snprintf(done, sizeof(done), "%s/top-done", d.dir);
+    start_top(done);
+    first = await_step(STEPS - 1);
+    later = await_step(first); /* the live step increases from one frame to a later one */
+    cr_assert_gt(later, first);
+    /* a smaller terminal: the frame is redrawn from the top, lines cut, not wrapped */
+    tmux("resize-window", "-t", "top", "-x", "50", "-y", "14");
+    await_frame_top();
+    tmux("send-keys", "-t", "top", "q", NULL, NULL, NULL);
+    check_done(done);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
+    /* Ctrl-C quits the same way */
+    unlink(done);
+    start_top(done);
+    await_step(STEPS - 1);
+    tmux("send-keys", "-t", "top", "C-c", NULL, NULL, NULL);
+    check_done(done);
+}
+
+Test(top, once_json_and_live_view_in_tmux)
+{
+    struct pipes p;
+    pid_t kids[NPROC];
+    char byte;
+    int status;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert(pipe(p.ready) == 0 && pipe(p.go) == 0 && pipe(p.stop) == 0);
+    for (int r = 0; r < NPROC; r++) {
+        kids[r] = fork();
+        cr_assert(kids[r] >= 0);
+        if (kids[r] == 0) {
+            close(p.ready[0]), close(p.go[1]), close(p.stop[1]);
+            producer(r, &p);
+        }
+    }
+    close(p.ready[1]), close(p.go[0]), close(p.stop[0]);
+    for (int r = 0; r < NPROC; r++)
+        cr_assert_eq(read(p.ready[0], &byte, 1), 1, "a producer failed before its flush");
+    check_once();
+    close(p.go[1]); /* the running phase */
+    live_view();
+    close(p.stop[1]);
+    for (int r = 0; r < NPROC; r++) {
+        cr_assert_eq(waitpid(kids[r], &status, 0), kids[r]);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer %d: status %d", r,
+                  status);
+    }
+}
+
+Test(top, usage_and_no_live_session)
+{
+    char *out = NULL;
+    char *json_live[] = {TRACECTL_BIN, "top", "--json", NULL};
+    char *bad_iv[] = {TRACECTL_BIN, "top", "--interval", "x", NULL};
+    char *help[] = {TRACECTL_BIN, "top", "--help", NULL};
+    char *none[] = {TRACECTL_BIN, "--socket", d.sock, "top", "--once", NULL};
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(harness_run(NULL, json_live), 2);
+    cr_assert_eq(harness_run(NULL, bad_iv), 2);
+    cr_assert_eq(harness_run(&out, help), 0);
+    cr_assert(strstr(out, "Usage: tracectl top") != NULL);
+    free(out);
+    cr_assert_eq(harness_run(NULL, none), 4); /* no live session */
+}
