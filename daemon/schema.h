@@ -7,7 +7,8 @@
 
 extern const char schema_catalog_sql[];
 extern const char schema_session_sql[];
-extern const char schema_entry_ext_sql[]; /* created on demand: the first ext map */
+extern const char schema_session_blocks_sql[]; /* the blocks format: before session.sql */
+extern const char schema_entry_ext_sql[];      /* created on demand: the first ext map */
 /* The report queries of query.c, one statement each. */
 extern const char schema_report_totals_sql[];
 extern const char schema_report_ops_sql[];
