@@ -61,6 +61,7 @@ struct wsess {
     struct strmap shapes;     /* (out_shape, in_shapes) bytes → shapes.id */
     uint64_t *shape_elements; /* shapes.elements by id */
     uint32_t n_shapes;
+    size_t shape_cap; /* ids shape_elements has room for: 0 .. shape_cap - 1 */
     sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
@@ -298,6 +299,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     free(w->shape_elements);
     w->shape_elements = NULL;
     w->n_shapes = 0;
+    w->shape_cap = 0;
     agg_free(w->agg);
     w->agg = NULL;
     sqlite3_finalize(w->ins_shape);
@@ -404,6 +406,7 @@ static int wsess_load_shapes(struct store *s, struct wsess *w)
             break;
         }
         w->shape_elements = p;
+        w->shape_cap = (size_t)id + 1;
         p[id] = (uint64_t)sqlite3_column_int64(st, 3);
         memcpy(key, &olen, 4);
         if (olen)
@@ -672,11 +675,15 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_bat
     if (strmap_get(&w->shapes, key, klen, &id))
         return id;
     id = w->n_shapes + 1;
-    /* Grown by doubling at each power of two (room for ids up to 2 * id): not once per shape. */
-    if ((id & (id - 1)) == 0) {
+    /*
+     * Grown by doubling (room for ids up to 2 * id), not once per shape; a
+     * reopened file's array has room for its shapes only (wsess_load_shapes).
+     */
+    if (id >= w->shape_cap) {
         if ((p = realloc(w->shape_elements, (2 * (size_t)id + 1) * sizeof(*p))) == NULL)
             return -1;
         w->shape_elements = p;
+        w->shape_cap = 2 * (size_t)id + 1;
     }
     p = w->shape_elements;
     p[id] = shape_product(b->blob + e->out_off, e->out_len);
