@@ -30,7 +30,14 @@
 
 #define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
 #define COMMIT_ENTRIES  65536 /* a transaction commits at this many entries */
-#define ENTRY_ROWS      32    /* rows per multi-row INSERT */
+/*
+ * In the blocks format a transaction may hold more: an entry costs a few
+ * bytes of a block, and what a commit costs beyond the entries (the
+ * aggregates' histogram rows, one per op and bucket touched, up to one per
+ * entry in small transactions) is then paid for that many entries.
+ */
+#define COMMIT_ENTRIES_BLOCKS (1u << 20)
+#define ENTRY_ROWS            32 /* rows per multi-row INSERT */
 
 /*
  * What the writer holds for one session it has jobs for: its queue, the jobs
@@ -1245,6 +1252,16 @@ static void store_apply(struct store *s, struct wsess *w, struct store_job *job)
         break;
     default:
         job->rc = apply_in_txn(s, w, job);
+        /* Applied or not, a batch's entries are not needed again: only its count is. */
+        if (job->type == STORE_BATCH) {
+            free(job->u.batch.b.entries);
+            free(job->u.batch.b.blob);
+            free(job->u.batch.dev_ids);
+            job->u.batch.b.entries = NULL;
+            job->u.batch.b.blob = NULL;
+            job->u.batch.dev_ids = NULL;
+            job->u.batch.b.blob_len = 0;
+        }
         break;
     }
     *w->applied_tail = job;
@@ -1310,7 +1327,8 @@ static void store_turn(struct store *s, struct wsess *w, bool stopping)
         atomic_fetch_sub(&s->jobs, 1);
     }
     if (w->applied != NULL &&
-        (w->flush_waiting || !w->in_txn || w->txn_entries >= COMMIT_ENTRIES || stopping))
+        (w->flush_waiting || !w->in_txn ||
+         w->txn_entries >= (w->blocks ? COMMIT_ENTRIES_BLOCKS : COMMIT_ENTRIES) || stopping))
         wsess_commit(s, w);
 }
 
