@@ -156,7 +156,7 @@ int block_enc_load(struct block_enc *b, const void *data, size_t len, uint32_t n
 void block_dec_init(struct block_dec *d, const void *data, size_t len, uint32_t n)
 {
     d->p = data;
-    d->end = d->p + len;
+    d->end = len > 0 ? d->p + len : d->p; /* data may be NULL when empty (an empty blob) */
     d->left = n;
     memset(&d->prev, 0, sizeof(d->prev));
 }
