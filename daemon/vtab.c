@@ -47,7 +47,17 @@ struct vcursor {
     bool scanning;    /* st is stepping */
     bool eof;
     struct vfilter f;
-    struct block_entry *ents; /* the decoded block: rowids first .. first + n - 1 */
+    /*
+     * The current block, rowids first .. first + n - 1, a copy of its bytes
+     * decoded only as far as needed (ents[0 .. decoded)): a lookup by rowid
+     * decodes up to its entry, and the next lookup in the same block (top_slow
+     * is read in rowid order) goes on from there.
+     */
+    struct block_entry *ents;
+    uint8_t *data;
+    size_t data_cap;
+    struct block_dec dec;
+    uint32_t decoded;
     int64_t first;
     uint32_t n, i;
 };
@@ -236,6 +246,7 @@ static int vtab_close(sqlite3_vtab_cursor *base)
 
     sqlite3_finalize(c->st);
     sqlite3_free(c->ents);
+    sqlite3_free(c->data);
     sqlite3_free(c);
     return SQLITE_OK;
 }
@@ -318,33 +329,53 @@ static bool vcursor_match(const struct vcursor *c, const struct block_entry *e, 
            (!f->has_op || e->op_id == f->op);
 }
 
-/* Decodes the block on the statement's row into c->ents. */
+static int vcursor_corrupt(struct vcursor *c)
+{
+    sqlite3_free(c->base.pVtab->zErrMsg);
+    c->base.pVtab->zErrMsg =
+        sqlite3_mprintf("tracectl_blocks: the block of rowid %lld is damaged", (long long)c->first);
+    c->n = 0;
+    c->first = -1;
+    return SQLITE_CORRUPT;
+}
+
+/* Takes the block on the statement's row as the current one (a copy of its bytes). */
 static int vcursor_load(struct vcursor *c)
 {
     int64_t id = sqlite3_column_int64(c->st, 0), n = sqlite3_column_int64(c->st, 1);
     const void *data = sqlite3_column_blob(c->st, 2);
-    int len = sqlite3_column_bytes(c->st, 2);
-    struct block_dec d;
-    uint32_t i = 0;
-    int rc;
+    size_t len = (size_t)sqlite3_column_bytes(c->st, 2);
 
-    c->n = 0;
-    c->first = -1;
-    if (n < 1 || n > BLOCK_ENTRIES || id < 1 || id > INT64_MAX - n)
-        goto corrupt;
-    block_dec_init(&d, data, (size_t)len, (uint32_t)n);
-    while ((rc = block_dec_next(&d, &c->ents[i])) == 1)
-        i++;
-    if (rc < 0)
-        goto corrupt;
     c->first = id;
+    if (n < 1 || n > BLOCK_ENTRIES || id < 1 || id > INT64_MAX - n)
+        return vcursor_corrupt(c);
+    if (len > c->data_cap) {
+        uint8_t *p = sqlite3_realloc64(c->data, len);
+        if (p == NULL)
+            return SQLITE_NOMEM;
+        c->data = p;
+        c->data_cap = len;
+    }
+    if (len > 0)
+        memcpy(c->data, data, len);
+    block_dec_init(&c->dec, c->data, len, (uint32_t)n);
+    c->decoded = 0;
     c->n = (uint32_t)n;
     return SQLITE_OK;
-corrupt:
-    sqlite3_free(c->base.pVtab->zErrMsg);
-    c->base.pVtab->zErrMsg =
-        sqlite3_mprintf("tracectl_blocks: block %lld is damaged", (long long)id);
-    return SQLITE_CORRUPT;
+}
+
+/* Decodes the current block up to entry i; after its last entry, checks nothing follows. */
+static int vcursor_decode(struct vcursor *c, uint32_t i)
+{
+    struct block_entry end;
+
+    while (c->decoded <= i) {
+        if (block_dec_next(&c->dec, &c->ents[c->decoded]) != 1)
+            return vcursor_corrupt(c);
+        if (++c->decoded == c->n && block_dec_next(&c->dec, &end) != 0)
+            return vcursor_corrupt(c);
+    }
+    return SQLITE_OK;
 }
 
 /* Moves to the first matching row at or after c->i, loading blocks as needed. */
@@ -353,9 +384,12 @@ static int vcursor_seek(struct vcursor *c)
     int rc;
 
     for (;;) {
-        for (; c->i < c->n; c->i++)
+        for (; c->i < c->n; c->i++) {
+            if ((rc = vcursor_decode(c, c->i)) != SQLITE_OK)
+                return rc;
             if (vcursor_match(c, &c->ents[c->i], c->first + c->i))
                 return SQLITE_OK;
+        }
         if (!c->scanning || (rc = sqlite3_step(c->st)) == SQLITE_DONE) {
             c->eof = true;
             c->scanning = false;
