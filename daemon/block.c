@@ -59,6 +59,12 @@ void block_enc_reset(struct block_enc *b)
     b->n = 0;
     memset(&b->prev, 0, sizeof(b->prev));
     memset(&b->stats, 0, sizeof(b->stats));
+    memset(b->restart, 0, sizeof(b->restart));
+}
+
+uint32_t block_restarts(uint32_t n)
+{
+    return (n + BLOCK_RESTART - 1) / BLOCK_RESTART;
 }
 
 static void stats_add(struct block_stats *s, const struct block_entry *e, bool first)
@@ -93,6 +99,10 @@ int block_enc_add(struct block_enc *b, const struct block_entry *e)
             return -ENOMEM;
         b->buf = buf;
         b->cap = cap;
+    }
+    if (b->n % BLOCK_RESTART == 0) {
+        memset(&b->prev, 0, sizeof(b->prev)); /* a restart: deltas from zero */
+        b->restart[b->n / BLOCK_RESTART] = (uint32_t)b->len;
     }
     p = b->buf + b->len + 1;
     if (e->process_id != pv->process_id) {
@@ -155,10 +165,21 @@ int block_enc_load(struct block_enc *b, const void *data, size_t len, uint32_t n
 
 void block_dec_init(struct block_dec *d, const void *data, size_t len, uint32_t n)
 {
-    d->p = data;
+    d->start = d->p = data;
     d->end = len > 0 ? d->p + len : d->p; /* data may be NULL when empty (an empty blob) */
-    d->left = n;
+    d->n = n;
+    d->index = 0;
     memset(&d->prev, 0, sizeof(d->prev));
+}
+
+int block_dec_seek(struct block_dec *d, uint32_t k, uint32_t off)
+{
+    if (k >= block_restarts(d->n) || off >= (size_t)(d->end - d->start))
+        return -1;
+    d->p = d->start + off;
+    d->index = k * BLOCK_RESTART;
+    memset(&d->prev, 0, sizeof(d->prev));
+    return 0;
 }
 
 /* A varint of at most 10 bytes (64 bits) within the block; false past its end or too long. */
@@ -196,8 +217,10 @@ int block_dec_next(struct block_dec *d, struct block_entry *e)
     uint64_t u;
     uint8_t flags;
 
-    if (d->left == 0)
+    if (d->index >= d->n)
         return d->p == d->end ? 0 : -1;
+    if (d->index % BLOCK_RESTART == 0)
+        memset(&d->prev, 0, sizeof(d->prev)); /* a restart */
     if (d->p >= d->end || ((flags = *d->p++) & ~F_ALL) != 0)
         return -1;
     *e = *pv;
@@ -228,6 +251,6 @@ int block_dec_next(struct block_dec *d, struct block_entry *e)
     if ((flags & F_SHAPE) && !get_delta(d, pv->shape_id, &e->shape_id))
         return -1;
     d->prev = *e;
-    d->left--;
+    d->index++;
     return 1;
 }

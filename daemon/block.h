@@ -11,6 +11,11 @@
  *
  *   flags [process] [step] [op] [device] start dur [elements] [mem] [shape]
  *
+ * Every BLOCK_RESTART entries the deltas start again from zero (a restart),
+ * and the encoder notes the byte offset of each restart: a reader after one
+ * entry seeks to the restart before it (block_dec_seek) and decodes at most
+ * BLOCK_RESTART entries, not the whole block.
+ *
  * The encoding is append-only, so the writer keeps the block it is filling
  * in memory, adds entries at its end and rewrites its row at each commit (a
  * partly filled block is committed as it is). The encoder also keeps what
@@ -27,7 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BLOCK_ENTRIES 4096 /* entries per block, at most */
+#define BLOCK_ENTRIES  1024 /* entries per block, at most */
+#define BLOCK_RESTART  128  /* entries between restarts */
+#define BLOCK_RESTARTS (BLOCK_ENTRIES / BLOCK_RESTART)
 
 /* One entry as the entries table shows it (device_id 0 and shape_id 0: NULL). */
 struct block_entry {
@@ -53,12 +60,13 @@ struct block_enc {
     uint32_t n;
     struct block_entry prev;
     struct block_stats stats;
+    uint32_t restart[BLOCK_RESTARTS]; /* byte offset of entry k * BLOCK_RESTART */
 };
 
 /* Reads a block back (borrowing its bytes). */
 struct block_dec {
-    const uint8_t *p, *end;
-    uint32_t left;
+    const uint8_t *start, *p, *end;
+    uint32_t n, index; /* entries in the block, and the index of the next one */
     struct block_entry prev;
 };
 
@@ -78,8 +86,16 @@ int block_enc_add(struct block_enc *b, const struct block_entry *e);
  */
 int block_enc_load(struct block_enc *b, const void *data, size_t len, uint32_t n);
 
+/* The restarts of a block of n entries (ceil(n / BLOCK_RESTART)); their offsets are b->restart. */
+uint32_t block_restarts(uint32_t n);
 /* Starts reading the n entries of data[0..len). */
 void block_dec_init(struct block_dec *d, const void *data, size_t len, uint32_t n);
+/*
+ * Moves to restart k, which the encoder noted at byte offset off: the next
+ * entry is then entry k * BLOCK_RESTART. -1 when k or off is out of the
+ * block (a damaged offset makes later entries wrong, never a read out of it).
+ */
+int block_dec_seek(struct block_dec *d, uint32_t k, uint32_t off);
 /*
  * The next entry into *e: 1, 0 after the last (when every byte was used), or
  * -1 when the bytes are not a valid block of the n entries given.

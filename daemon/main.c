@@ -79,7 +79,7 @@ static void usage(FILE *f)
         "                        2 at once, so small ones never wait behind them\n"
         "                        (default 1000000)\n"
         "  --storage-format F    how new session files store entries: rows (default),\n"
-        "                        one SQLite row each, or blocks of up to 4096, compact\n"
+        "                        one SQLite row each, or blocks of up to 1024, compact\n"
         "                        and faster to write, read through a virtual table\n"
         "                        (the sqlite3 shell needs `.load tracectl_blocks`)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"

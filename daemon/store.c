@@ -482,7 +482,7 @@ static int wsess_blocks_open(struct store *s, struct wsess *w, bool create)
     if (!w->blocks)
         return 0;
     block_enc_init(&w->blk);
-    rc = sqlite3_prepare_v3(w->db, "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?)", -1,
+    rc = sqlite3_prepare_v3(w->db, "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)", -1,
                             SQLITE_PREPARE_PERSISTENT, &w->ins_block, NULL);
     if (rc != SQLITE_OK)
         return store_check(s, w->db, rc, "prepare");
@@ -494,9 +494,14 @@ static int wsess_block_write(struct store *s, struct wsess *w)
 {
     const struct block_stats *bs = &w->blk.stats;
     sqlite3_stmt *st = w->ins_block;
+    uint8_t restarts[4 * BLOCK_RESTARTS];
+    uint32_t nr = block_restarts(w->blk.n);
 
     if (w->blk.n == w->blk_written)
         return 0;
+    for (uint32_t k = 0; k < nr; k++) /* little-endian, whatever the host */
+        for (int j = 0; j < 4; j++)
+            restarts[4 * k + (uint32_t)j] = (uint8_t)(w->blk.restart[k] >> (8 * j));
     sqlite3_bind_int64(st, 1, w->blk_first);
     sqlite3_bind_int64(st, 2, w->blk.n);
     sqlite3_bind_int64(st, 3, bs->min_start);
@@ -505,7 +510,8 @@ static int wsess_block_write(struct store *s, struct wsess *w)
     sqlite3_bind_int64(st, 6, bs->max_proc);
     sqlite3_bind_int64(st, 7, (int64_t)bs->proc_mask);
     sqlite3_bind_int64(st, 8, (int64_t)bs->op_mask);
-    sqlite3_bind_blob(st, 9, w->blk.buf, (int)w->blk.len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 9, restarts, (int)(4 * nr), SQLITE_STATIC);
+    sqlite3_bind_blob(st, 10, w->blk.buf, (int)w->blk.len, SQLITE_STATIC);
     if (step_reset(s, w->db, st, "write block") < 0)
         return -EIO;
     w->blk_written = w->blk.n;

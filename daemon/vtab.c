@@ -49,15 +49,18 @@ struct vcursor {
     struct vfilter f;
     /*
      * The current block, rowids first .. first + n - 1, a copy of its bytes
-     * decoded only as far as needed (ents[0 .. decoded)): a lookup by rowid
-     * decodes up to its entry, and the next lookup in the same block (top_slow
-     * is read in rowid order) goes on from there.
+     * decoded only as far as needed (ents[lo .. decoded)): a lookup by rowid
+     * seeks to the restart before its entry and decodes up to it, and the
+     * next lookup further in the same block (top_slow is read in rowid
+     * order) goes on from there.
      */
     struct block_entry *ents;
     uint8_t *data;
     size_t data_cap;
+    uint32_t restart[BLOCK_RESTARTS];
+    bool has_restarts; /* the block's restarts column is well formed */
     struct block_dec dec;
-    uint32_t decoded;
+    uint32_t lo, decoded;
     int64_t first;
     uint32_t n, i;
 };
@@ -213,11 +216,12 @@ static int vtab_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
         return SQLITE_NOMEM;
     memset(c, 0, sizeof(*c));
     c->ents = sqlite3_malloc(BLOCK_ENTRIES * sizeof(*c->ents));
-    sql = sqlite3_mprintf("SELECT id, n, data FROM \"%w\".\"%w\" WHERE id BETWEEN ?1 AND ?2"
-                          " AND id + n > ?3 AND max_start >= ?4 AND min_start <= ?5"
-                          " AND max_proc >= ?6 AND min_proc <= ?7 AND (proc_mask & ?8) != 0"
-                          " AND (op_mask & ?9) != 0 ORDER BY id",
-                          t->schema, t->blocks);
+    sql =
+        sqlite3_mprintf("SELECT id, n, data, restarts FROM \"%w\".\"%w\" WHERE id BETWEEN ?1 AND ?2"
+                        " AND id + n > ?3 AND max_start >= ?4 AND min_start <= ?5"
+                        " AND max_proc >= ?6 AND min_proc <= ?7 AND (proc_mask & ?8) != 0"
+                        " AND (op_mask & ?9) != 0 ORDER BY id",
+                        t->schema, t->blocks);
     if (c->ents == NULL || sql == NULL) {
         rc = SQLITE_NOMEM;
         goto fail;
@@ -345,6 +349,8 @@ static int vcursor_load(struct vcursor *c)
     int64_t id = sqlite3_column_int64(c->st, 0), n = sqlite3_column_int64(c->st, 1);
     const void *data = sqlite3_column_blob(c->st, 2);
     size_t len = (size_t)sqlite3_column_bytes(c->st, 2);
+    const uint8_t *r = sqlite3_column_blob(c->st, 3);
+    size_t rlen = (size_t)sqlite3_column_bytes(c->st, 3);
 
     c->first = id;
     if (n < 1 || n > BLOCK_ENTRIES || id < 1 || id > INT64_MAX - n)
@@ -359,8 +365,13 @@ static int vcursor_load(struct vcursor *c)
     if (len > 0)
         memcpy(c->data, data, len);
     block_dec_init(&c->dec, c->data, len, (uint32_t)n);
-    c->decoded = 0;
+    c->lo = c->decoded = 0;
     c->n = (uint32_t)n;
+    /* Without well-formed restarts (a damaged row) the block is read from its start. */
+    c->has_restarts = r != NULL && rlen == 4 * (size_t)block_restarts(c->n);
+    for (uint32_t k = 0; c->has_restarts && k < rlen / 4; k++)
+        c->restart[k] = (uint32_t)r[4 * k] | (uint32_t)r[4 * k + 1] << 8 |
+                        (uint32_t)r[4 * k + 2] << 16 | (uint32_t)r[4 * k + 3] << 24;
     return SQLITE_OK;
 }
 
@@ -368,7 +379,17 @@ static int vcursor_load(struct vcursor *c)
 static int vcursor_decode(struct vcursor *c, uint32_t i)
 {
     struct block_entry end;
+    uint32_t k = i / BLOCK_RESTART;
 
+    /* Behind what was decoded, or past the next restart: seek. */
+    if (c->has_restarts && (i < c->lo || k * BLOCK_RESTART > c->decoded)) {
+        if (block_dec_seek(&c->dec, k, c->restart[k]) < 0)
+            return vcursor_corrupt(c);
+        c->lo = c->decoded = k * BLOCK_RESTART;
+    } else if (i < c->lo) {
+        block_dec_init(&c->dec, c->data, (size_t)(c->dec.end - c->dec.start), c->n);
+        c->lo = c->decoded = 0;
+    }
     while (c->decoded <= i) {
         if (block_dec_next(&c->dec, &c->ents[c->decoded]) != 1)
             return vcursor_corrupt(c);
@@ -385,6 +406,11 @@ static int vcursor_seek(struct vcursor *c)
 
     for (;;) {
         for (; c->i < c->n; c->i++) {
+            if (c->first + c->i > c->f.id_hi) { /* rowids only grow: nothing more matches */
+                c->eof = true;
+                c->scanning = false;
+                return SQLITE_OK;
+            }
             if ((rc = vcursor_decode(c, c->i)) != SQLITE_OK)
                 return rc;
             if (vcursor_match(c, &c->ents[c->i], c->first + c->i))

@@ -2,7 +2,8 @@
  * fuzz_block.c — libFuzzer target for the block decoder (daemon/block.c),
  * which reads bytes from session files: whatever they are, decoding never
  * reads out of bounds, and a block that decodes re-encodes into one that
- * decodes to the same entries (block_enc_load takes the same path).
+ * decodes to the same entries (block_enc_load takes the same path), also
+ * when read from each of its restarts.
  *
  * Input: 2 bytes (little-endian entry count, taken modulo BLOCK_ENTRIES + 2
  * so that counts over the limit are tried), then the block's bytes.
@@ -45,6 +46,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (block_dec_next(&d, &out[0]) != 0)
             abort();
+        /* From each restart the encoder noted, the same entries. */
+        for (uint32_t k = 0; k < block_restarts(b.n); k++) {
+            block_dec_init(&d, b.buf, b.len, b.n);
+            if (block_dec_seek(&d, k, b.restart[k]) < 0 || block_dec_next(&d, &out[0]) != 1 ||
+                out[0].start_ns != in[k * BLOCK_RESTART].start_ns ||
+                out[0].process_id != in[k * BLOCK_RESTART].process_id)
+                abort();
+        }
+    }
+    /* Seeking the input with offsets taken from it: never out of bounds. */
+    if (size >= 6) {
+        block_dec_init(&d, data + 2, size - 2, n);
+        if (block_dec_seek(&d, data[2] % 40, (uint32_t)(data[3] | data[4] << 8)) == 0)
+            while (block_dec_next(&d, &out[0]) == 1)
+                ;
     }
     block_enc_deinit(&b);
     return 0;

@@ -9,7 +9,7 @@
  * read back), entries with every field's edge values (INT64_MAX times,
  * nil and explicit elements, shapes, per-entry devices, ext maps), a flush
  * after each batch (so partly filled blocks are committed and rewritten),
- * batches that straddle blocks of 4096. Then every export format and the
+ * batches that straddle blocks of 1024. Then every export format and the
  * report must be byte for byte the same from both daemons, and so must the
  * answers of SQL queries on both files (the blocks file read through the
  * loadable extension, as the sqlite3 shell's .load does), including those
@@ -402,7 +402,7 @@ Test(blocks, acked_entries_survive_kill)
     cr_assert_str_eq(t, "5003|5003|1|5003\n");
     free(t);
     t = query_text(h, "SELECT n FROM blocks ORDER BY id", &n);
-    cr_assert_str_eq(t, "4096\n907\n");
+    cr_assert_str_eq(t, "1024\n1024\n1024\n1024\n907\n");
     free(t);
     sqlite3_close(h);
     harness_daemon_restart(&db, "--storage-format", "blocks", NULL);

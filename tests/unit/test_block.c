@@ -232,3 +232,39 @@ Test(block, damaged_bytes_are_reported)
     cr_assert_eq(block_dec_next(&d, &e), -1);
     block_enc_deinit(&b);
 }
+
+Test(block, restarts_seek)
+{
+    static struct block_entry in[1000];
+    struct block_enc b;
+    struct block_dec d;
+    struct block_entry e;
+
+    for (size_t i = 0; i < 1000; i++)
+        in[i] = (struct block_entry){.process_id = 1 + (int64_t)(i % 5),
+                                     .op_id = (int64_t)(i * 7 % 13),
+                                     .start_ns = (int64_t)(i * 1000) - 500000,
+                                     .dur_ns = (int64_t)i,
+                                     .shape_id = (int64_t)(i % 3)};
+    block_enc_init(&b);
+    for (size_t i = 0; i < 1000; i++)
+        cr_assert_eq(block_enc_add(&b, &in[i]), 0);
+    cr_assert_eq(block_restarts(1000), 8);
+    cr_assert_eq(block_restarts(1024), 8);
+    cr_assert_eq(block_restarts(1025), 9);
+    cr_assert_eq(b.restart[0], 0);
+    /* From every restart, the entries read as from the start; the end is the block's. */
+    for (uint32_t k = 0; k < 8; k++) {
+        block_dec_init(&d, b.buf, b.len, b.n);
+        cr_assert_eq(block_dec_seek(&d, k, b.restart[k]), 0);
+        for (size_t i = k * BLOCK_RESTART; i < 1000; i++) {
+            cr_assert_eq(block_dec_next(&d, &e), 1, "restart %u entry %zu", k, i);
+            assert_entry_eq(&e, &in[i], i);
+        }
+        cr_assert_eq(block_dec_next(&d, &e), 0);
+    }
+    block_dec_init(&d, b.buf, b.len, b.n);
+    cr_assert_eq(block_dec_seek(&d, 8, 0), -1);               /* no such restart */
+    cr_assert_eq(block_dec_seek(&d, 1, (uint32_t)b.len), -1); /* past the bytes */
+    block_enc_deinit(&b);
+}
