@@ -6,6 +6,7 @@
 
 #include "agg.h"
 #include "map.h"
+#include "store.h"
 
 /*
  * Every sum saturates at INT64_MAX, the largest value a file holds: entry
@@ -162,8 +163,10 @@ void agg_free(struct agg *a)
 
 int agg_init_file(struct agg *a)
 {
-    return sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 1)", NULL, NULL,
-                        NULL);
+    int rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 1)", NULL, NULL,
+                          NULL);
+
+    return store_errno(rc);
 }
 
 /* ---- deltas -------------------------------------------------------------- */
@@ -268,7 +271,7 @@ static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
     sqlite3_bind_int64(st, 1, rowid);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : rc;
+    return store_errno(rc);
 }
 
 static int agg_top_offer(struct agg_heap *h, const struct agg_top *t)
@@ -302,12 +305,12 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
     int rc;
 
     if (op == NULL || agg_hist_add(a, e->op_id, e->dur_ns) < 0)
-        return SQLITE_NOMEM;
+        return -ENOMEM;
     agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
     if (dev_id != 0) {
         struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_id);
         if (dev == NULL)
-            return SQLITE_NOMEM;
+            return -ENOMEM;
         agg_add(dev, e->dur_ns, e->mem_bytes, 0);
     }
     a->entries++;
@@ -335,7 +338,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
-        return rc;
+        return store_errno(rc);
     h->n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
         size_t i = h->n++;
@@ -350,7 +353,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
         }
     }
     sqlite3_finalize(st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : rc;
+    return store_errno(rc);
 }
 
 int agg_load(struct agg *a)
@@ -361,7 +364,7 @@ int agg_load(struct agg *a)
     rc =
         sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return rc;
+        return store_errno(rc);
     if (sqlite3_step(st) == SQLITE_ROW)
         exact = sqlite3_column_int(st, 0) == 1;
     sqlite3_finalize(st);
@@ -388,7 +391,7 @@ static int agg_run(sqlite3_stmt *st, const int64_t *v, int n)
         sqlite3_bind_int64(st, i + 1, v[i]);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : rc;
+    return store_errno(rc);
 }
 
 static int agg_flush_sums(struct agg *a)
@@ -427,7 +430,7 @@ int agg_flush(struct agg *a)
         rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 0)", NULL, NULL,
                           NULL);
         if (rc != SQLITE_OK)
-            return rc;
+            return store_errno(rc);
         a->broken_written = true;
     }
     if (a->entries == 0)

@@ -14,6 +14,9 @@
  * When a commit fails (disk full) the in-memory heaps no longer match the
  * file: agg_discard() marks the aggregates inexact, and the next successful
  * flush sets info.aggregates = 0, after which reports scan the entries again.
+ *
+ * Errors: 0 or a negative errno (SQLite codes mapped by store_errno(),
+ * -ENOMEM when a delta cannot grow); the caller logs them.
  */
 #ifndef TRACECTLD_AGG_H
 #define TRACECTLD_AGG_H
@@ -35,14 +38,14 @@ void agg_free(struct agg *a);
 /*
  * A file reopened mid-session (the writer closed it while idle): reloads the
  * two top-K heaps from top_slow and top_mem, or, when the file's aggregates
- * are already inexact, carries that on. 0 or an SQLite code.
+ * are already inexact, carries that on. 0 or a negative errno.
  */
 int agg_load(struct agg *a);
-/* Marks the file's aggregates exact (a new session); inside the open transaction. */
+/* Marks the file's aggregates exact (a new session); inside the open transaction. 0 or -errno. */
 int agg_init_file(struct agg *a);
-/* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). */
+/* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). 0 or a negative errno. */
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid);
-/* Writes the deltas since the last flush; inside the open transaction. 0 or an SQLite code. */
+/* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
 int agg_flush(struct agg *a);
 /* The transaction was rolled back: drop the deltas, mark the aggregates inexact. */
 void agg_discard(struct agg *a);

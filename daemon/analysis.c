@@ -160,11 +160,3 @@ void analysis_sort_ops(struct report_op *ops, size_t n)
     if (n > 1)
         qsort(ops, n, sizeof(*ops), analysis_op_cmp);
 }
-
-uint64_t analysis_collapsed_weight(uint64_t dur_ns)
-{
-    /* Halves away from zero without dur_ns + 500, which could overflow. */
-    uint64_t w = dur_ns / 1000 + (dur_ns % 1000 >= 500 ? 1 : 0);
-
-    return w < 1 ? 1 : w;
-}

@@ -1,7 +1,8 @@
 /*
  * analysis — the C post-processing of a report: percentiles, op
- * classification, load imbalance, shares, the op order and the weight rule of
- * collapsed stacks (PROTOCOL.md "Report map" and "Analysis rules").
+ * classification, load imbalance, shares and the op order (PROTOCOL.md
+ * "Report map" and "Analysis rules"; the weight of collapsed stacks is the
+ * CLI's, in client/cli/cli_export_collapsed.c).
  *
  * Pure functions over plain values: no SQLite, no libuv, no allocation and
  * no globals, so any thread may call them (query.c calls them on a query
@@ -65,11 +66,5 @@ void analysis_imbalance(const struct report_device *rows, size_t n, struct repor
  * in byte order (strcmp, like SQLite's BINARY collation).
  */
 void analysis_sort_ops(struct report_op *ops, size_t n);
-
-/*
- * The weight of one entry in a collapsed stack: max(1, round(dur_ns / 1000))
- * with halves rounded away from zero (1500 -> 2, 2500 -> 3, 499 -> 1).
- */
-uint64_t analysis_collapsed_weight(uint64_t dur_ns);
 
 #endif

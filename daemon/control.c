@@ -1,11 +1,11 @@
 /*
  * control.c — answers control requests: sessions, status, report, delete.
  *
- * `sessions` and `status` are answered on the loop thread from memory (and a
- * stat() per file for sizes). `report` runs query_report() on libuv's thread
- * pool and packs the reply there too; `delete` goes through the store, which
- * owns the files. While a request is in flight its connection reads no
- * further requests, so replies come back in request order.
+ * `sessions` and `status` are answered on the loop thread from memory (file
+ * sizes included: the store's writer publishes them, store_session_bytes). `report` runs
+ * query_report() on libuv's thread pool and packs the reply there too; `delete` goes through the
+ * store, which owns the files. While a request is in flight its connection reads no further
+ * requests, so replies come back in request order.
  */
 #include <errno.h>
 #include <limits.h>
@@ -13,13 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "control.h"
 #include "export.h"
 #include "log.h"
-#include "report.h"
+#include "query.h"
 
 struct report_work {
     uv_work_t req;
@@ -172,8 +171,6 @@ static void control_status(struct conn *c)
     msgpack_packer pk;
     uint64_t bytes = 0, n_sessions = 0, n_live = 0, entries = 0, n_conns = 0;
     char err[256];
-    struct stat st;
-    char path[PATH_MAX];
 
     for (struct session *s = d->reg.list; s != NULL; s = s->next) {
         if (!all && s->uid != uid)
@@ -185,9 +182,8 @@ static void control_status(struct conn *c)
     }
     for (struct conn *k = d->conns; k != NULL && !all; k = k->next)
         n_conns += k->uid == uid;
-    snprintf(path, sizeof(path), "%s/catalog.db", d->opt.data_dir);
-    if (all && stat(path, &st) == 0)
-        bytes += (uint64_t)st.st_size;
+    if (all)
+        bytes += store_catalog_bytes(d->store);
     store_last_error(d->store, err, sizeof(err));
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);

@@ -1,13 +1,13 @@
 /*
- * control — answers control requests (sessions, status, report, delete) on a
- * connection; see control.c for which thread does what.
+ * control — answers control requests (sessions, status, report, delete,
+ * export) on a connection; see control.c for which thread does what.
  */
 #ifndef TRACECTLD_CONTROL_H
 #define TRACECTLD_CONTROL_H
 
 #include "conn.h"
 
-/* Answers m (a PROTO_SESSIONS, _STATUS, _REPORT or _DELETE request) on c. */
+/* Answers m (a PROTO_SESSIONS, _STATUS, _REPORT, _DELETE or _EXPORT request) on c. */
 void control_handle(struct conn *c, struct proto_msg *m);
 /*
  * Whether a report for req on c is heavy: its session has --heavy-entries

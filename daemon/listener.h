@@ -2,9 +2,12 @@
  * listener — the daemon's listening Unix socket, on the loop thread.
  *
  * Adopts a socket passed by systemd (LISTEN_PID/LISTEN_FDS, fd 3), else binds
- * its own: it refuses to start when a live daemon answers on the path,
- * replaces a stale socket file, creates a missing parent directory (0700)
- * and makes the socket 0600.
+ * its own: it creates a missing parent directory (0700; 0755 with --system),
+ * refuses a directory another user could write to (sockdir.h), refuses to
+ * start when a live daemon answers on the path, replaces a stale socket file
+ * and makes the socket 0600 (0666 with --system: the daemon filters what each
+ * uid sees). It lowers --max-connections to what the descriptor limit
+ * allows.
  *
  * It accepts by itself (a uv_poll_t on the socket, accept4) rather than
  * through uv_listen: when accept fails for want of descriptors (EMFILE,

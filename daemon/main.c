@@ -19,11 +19,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bytesize.h"
 #include "conn.h"
 #include "control.h"
 #include "daemon.h"
 #include "listener.h"
 #include "log.h"
+#include "sock.h"
 
 #define DEFAULT_LINGER_MS  60000
 #define DEFAULT_MAX_CONNS  4096
@@ -83,7 +85,7 @@ static void usage(FILE *f)
         "                        and faster to write, read through a virtual table\n"
         "                        (the sqlite3 shell needs `.load tracectl_blocks`)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
-        "  SIZE takes K, M, G (KiB, MiB, GiB) suffixes.\n"
+        "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
         "  -V, --version         the version\n",
         DEFAULT_MAX_CONNS);
@@ -91,16 +93,9 @@ static void usage(FILE *f)
 
 static char *default_socket(void)
 {
-    const char *env = getenv("TRACECTL_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
     char buf[PATH_MAX];
 
-    if (env != NULL && *env)
-        return strdup(env);
-    if (xdg != NULL && *xdg)
-        snprintf(buf, sizeof(buf), "%s/tracectl/tracectl.sock", xdg);
-    else
-        snprintf(buf, sizeof(buf), "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
-    return strdup(buf);
+    return strdup(sock_default_path(buf, sizeof(buf)));
 }
 
 /*
@@ -177,44 +172,6 @@ static int parse_ulong(const char *s, unsigned long max, unsigned long *out)
     return 0;
 }
 
-/* A byte size with an optional K/M/G (binary) suffix. */
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    unsigned long long v;
-    unsigned shift = 0;
-
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -EINVAL;
-    switch (*end) {
-    case 'K':
-    case 'k':
-        shift = 10;
-        break;
-    case 'M':
-    case 'm':
-        shift = 20;
-        break;
-    case 'G':
-    case 'g':
-        shift = 30;
-        break;
-    case '\0':
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (shift &&
-        (strcmp(end + 1, "") != 0 && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0))
-        return -EINVAL;
-    if (v > (UINT64_MAX >> shift))
-        return -EINVAL;
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 static int parse_limit(int ch, const char *arg, struct daemon_options *o)
 {
     unsigned long v;
@@ -226,16 +183,16 @@ static int parse_limit(int ch, const char *arg, struct daemon_options *o)
         o->max_live = v;
         return 0;
     case 'b':
-        return parse_size(arg, &o->max_session_bytes);
+        return bytesize_parse(arg, &o->max_session_bytes);
     case 'u':
-        return parse_size(arg, &o->max_user_bytes);
+        return bytesize_parse(arg, &o->max_user_bytes);
     case 'r':
         if (parse_ulong(arg, 100000, &v) < 0)
             return -EINVAL;
         o->retain_s = (uint64_t)v * 86400;
         return 0;
     case 'R':
-        return parse_size(arg, &o->retain_bytes);
+        return bytesize_parse(arg, &o->retain_bytes);
     default:
         return -EINVAL;
     }
@@ -293,9 +250,10 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {NULL, 0, NULL, 0},
     };
     unsigned long v;
-    int ch;
+    int ch, li = 0;
 
-    while ((ch = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+    /* li: the index of the long option getopt_long matched, for messages */
+    while ((ch = getopt_long(argc, argv, "hV", longopts, &li)) != -1) {
         switch (ch) {
         case 's':
             free(o->socket_path);
@@ -331,13 +289,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         case 'r':
         case 'R':
             if (parse_limit(ch, optarg, o) < 0) {
-                fprintf(stderr, "tracectld: bad value '%s' for --%s\n", optarg,
-                        longopts[ch == 'n'   ? 5
-                                 : ch == 'b' ? 6
-                                 : ch == 'u' ? 7
-                                 : ch == 'r' ? 8
-                                             : 9]
-                            .name);
+                fprintf(stderr, "tracectld: bad value '%s' for --%s\n", optarg, longopts[li].name);
                 return -1;
             }
             break;

@@ -17,8 +17,9 @@
  */
 #include "agg.h"
 #include "analysis.h"
-#include "report.h"
+#include "query.h"
 #include "schema.h"
+#include "store.h"
 #include "vtab.h"
 
 #include <errno.h>
@@ -55,24 +56,11 @@ static void query_msg(struct query *q, const char *what, const char *detail)
         snprintf(q->errbuf, q->errlen, "report: %s: %s", what, detail);
 }
 
-/* Maps a SQLite result code to a negative errno and records the message. */
+/* Records the message of a failed SQLite call and maps its code (store_errno). */
 static int query_fail(struct query *q, int rc, const char *what)
 {
     query_msg(q, what, q->db != NULL ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
-    switch (rc & 0xff) {
-    case SQLITE_NOMEM:
-        return -ENOMEM;
-    case SQLITE_CANTOPEN:
-        return -ENOENT;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return -EBUSY;
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-        return -EACCES;
-    default:
-        return -EIO;
-    }
+    return store_errno(rc);
 }
 
 static int query_oom(struct query *q, const char *what)

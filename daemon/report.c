@@ -15,16 +15,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Each helper returns 0, or non-zero when the packer's buffer failed. */
+/* Each helper returns 0, or -ENOMEM when the packer's buffer failed (msgpack-c's packers fail
+ * only when their buffer cannot grow); report_nomem() turns a chain of them into that. */
+
+static int report_nomem(int failed)
+{
+    return failed ? -ENOMEM : 0;
+}
 
 static int report_str(msgpack_packer *pk, const char *s)
 {
     size_t len;
 
     if (s == NULL)
-        return msgpack_pack_nil(pk);
+        return report_nomem(msgpack_pack_nil(pk));
     len = strlen(s);
-    return msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, s, len);
+    return report_nomem(msgpack_pack_str(pk, len) || msgpack_pack_str_body(pk, s, len));
 }
 
 static int report_key(msgpack_packer *pk, const char *key)
@@ -34,73 +40,75 @@ static int report_key(msgpack_packer *pk, const char *key)
 
 static int report_kv_str(msgpack_packer *pk, const char *key, const char *s)
 {
-    return report_key(pk, key) || report_str(pk, s);
+    return report_nomem(report_key(pk, key) || report_str(pk, s));
 }
 
 static int report_kv_u64(msgpack_packer *pk, const char *key, uint64_t v)
 {
-    return report_key(pk, key) || msgpack_pack_uint64(pk, v);
+    return report_nomem(report_key(pk, key) || msgpack_pack_uint64(pk, v));
 }
 
 static int report_kv_f64(msgpack_packer *pk, const char *key, double v)
 {
-    return report_key(pk, key) || msgpack_pack_double(pk, v);
+    return report_nomem(report_key(pk, key) || msgpack_pack_double(pk, v));
 }
 
 static int report_kv_blob(msgpack_packer *pk, const char *key, const struct report_blob *b)
 {
     if (report_key(pk, key))
-        return -1;
+        return -ENOMEM;
     if (b->data == NULL)
-        return msgpack_pack_nil(pk);
-    return pk->callback(pk->data, b->data, b->len);
+        return report_nomem(msgpack_pack_nil(pk));
+    return report_nomem(pk->callback(pk->data, b->data, b->len));
 }
 
 static int report_pack_session(msgpack_packer *pk, const struct report *r)
 {
     if (report_key(pk, "session") || msgpack_pack_map(pk, 9) || report_key(pk, "id"))
-        return -1;
+        return -ENOMEM;
     if (r->id >= 0 ? msgpack_pack_uint64(pk, (uint64_t)r->id) : msgpack_pack_nil(pk))
-        return -1;
-    return report_kv_str(pk, "name", r->name) || report_kv_str(pk, "state", r->state) ||
-           report_kv_u64(pk, "processes", r->processes) ||
-           report_kv_u64(pk, "devices", r->devices_count) ||
-           report_kv_u64(pk, "entries", r->entries) || report_kv_u64(pk, "dropped", r->dropped) ||
-           report_kv_u64(pk, "total_ns", r->total_ns) || report_kv_u64(pk, "span_ns", r->span_ns);
+        return -ENOMEM;
+    return report_nomem(
+        report_kv_str(pk, "name", r->name) || report_kv_str(pk, "state", r->state) ||
+        report_kv_u64(pk, "processes", r->processes) ||
+        report_kv_u64(pk, "devices", r->devices_count) ||
+        report_kv_u64(pk, "entries", r->entries) || report_kv_u64(pk, "dropped", r->dropped) ||
+        report_kv_u64(pk, "total_ns", r->total_ns) || report_kv_u64(pk, "span_ns", r->span_ns));
 }
 
 static int report_pack_op(msgpack_packer *pk, const struct report_op *o)
 {
-    return msgpack_pack_map(pk, 13) || report_kv_str(pk, "op", o->op) ||
-           report_kv_str(pk, "category", o->category) || report_kv_u64(pk, "calls", o->calls) ||
-           report_kv_u64(pk, "total_ns", o->total_ns) || report_kv_u64(pk, "avg_ns", o->avg_ns) ||
-           report_kv_u64(pk, "min_ns", o->min_ns) || report_kv_u64(pk, "p50_ns", o->p50_ns) ||
-           report_kv_u64(pk, "p95_ns", o->p95_ns) || report_kv_u64(pk, "p99_ns", o->p99_ns) ||
-           report_kv_u64(pk, "max_ns", o->max_ns) || report_kv_f64(pk, "share", o->share) ||
-           report_kv_u64(pk, "mem_bytes", o->mem_bytes) ||
-           report_kv_u64(pk, "elements", o->elements);
+    return report_nomem(
+        msgpack_pack_map(pk, 13) || report_kv_str(pk, "op", o->op) ||
+        report_kv_str(pk, "category", o->category) || report_kv_u64(pk, "calls", o->calls) ||
+        report_kv_u64(pk, "total_ns", o->total_ns) || report_kv_u64(pk, "avg_ns", o->avg_ns) ||
+        report_kv_u64(pk, "min_ns", o->min_ns) || report_kv_u64(pk, "p50_ns", o->p50_ns) ||
+        report_kv_u64(pk, "p95_ns", o->p95_ns) || report_kv_u64(pk, "p99_ns", o->p99_ns) ||
+        report_kv_u64(pk, "max_ns", o->max_ns) || report_kv_f64(pk, "share", o->share) ||
+        report_kv_u64(pk, "mem_bytes", o->mem_bytes) || report_kv_u64(pk, "elements", o->elements));
 }
 
 static int report_pack_entry(msgpack_packer *pk, const struct report_entry *e)
 {
     if (msgpack_pack_map(pk, 9) || report_kv_str(pk, "op", e->op) || report_key(pk, "rank"))
-        return -1;
+        return -ENOMEM;
     if (e->rank >= 0 ? msgpack_pack_uint64(pk, (uint64_t)e->rank) : msgpack_pack_nil(pk))
-        return -1;
-    return report_kv_str(pk, "device", e->device) || report_kv_u64(pk, "step", e->step) ||
-           report_kv_u64(pk, "start_ns", e->start_ns) || report_kv_u64(pk, "dur_ns", e->dur_ns) ||
-           report_kv_u64(pk, "mem_bytes", e->mem_bytes) ||
-           report_kv_blob(pk, "out_shape", &e->out_shape) ||
-           report_kv_blob(pk, "in_shapes", &e->in_shapes);
+        return -ENOMEM;
+    return report_nomem(
+        report_kv_str(pk, "device", e->device) || report_kv_u64(pk, "step", e->step) ||
+        report_kv_u64(pk, "start_ns", e->start_ns) || report_kv_u64(pk, "dur_ns", e->dur_ns) ||
+        report_kv_u64(pk, "mem_bytes", e->mem_bytes) ||
+        report_kv_blob(pk, "out_shape", &e->out_shape) ||
+        report_kv_blob(pk, "in_shapes", &e->in_shapes));
 }
 
 static int report_pack_entries(msgpack_packer *pk, const struct report_entry *e, size_t n)
 {
     if (msgpack_pack_array(pk, n))
-        return -1;
+        return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         if (report_pack_entry(pk, &e[i]))
-            return -1;
+            return -ENOMEM;
     }
     return 0;
 }
@@ -108,33 +116,34 @@ static int report_pack_entries(msgpack_packer *pk, const struct report_entry *e,
 static int report_pack_ops(msgpack_packer *pk, const struct report *r)
 {
     if (report_key(pk, "ops") || msgpack_pack_array(pk, r->n_ops))
-        return -1;
+        return -ENOMEM;
     for (size_t i = 0; i < r->n_ops; i++) {
         if (report_pack_op(pk, &r->ops[i]))
-            return -1;
+            return -ENOMEM;
     }
     return 0;
 }
 
 static int report_pack_memory(msgpack_packer *pk, const struct report *r)
 {
-    return report_key(pk, "memory") || msgpack_pack_map(pk, 3) ||
-           report_kv_u64(pk, "peak_bytes", r->peak_bytes) ||
-           report_kv_u64(pk, "total_bytes", r->total_bytes) || report_key(pk, "hotspots") ||
-           report_pack_entries(pk, r->hotspots, r->n_hotspots);
+    return report_nomem(report_key(pk, "memory") || msgpack_pack_map(pk, 3) ||
+                        report_kv_u64(pk, "peak_bytes", r->peak_bytes) ||
+                        report_kv_u64(pk, "total_bytes", r->total_bytes) ||
+                        report_key(pk, "hotspots") ||
+                        report_pack_entries(pk, r->hotspots, r->n_hotspots));
 }
 
 static int report_pack_devices(msgpack_packer *pk, const struct report *r)
 {
     if (report_key(pk, "devices") || msgpack_pack_array(pk, r->n_devices))
-        return -1;
+        return -ENOMEM;
     for (size_t i = 0; i < r->n_devices; i++) {
         const struct report_device *d = &r->devices[i];
 
         if (msgpack_pack_map(pk, 4) || report_kv_str(pk, "device", d->device) ||
             report_kv_u64(pk, "calls", d->calls) || report_kv_u64(pk, "total_ns", d->total_ns) ||
             report_kv_u64(pk, "mem_bytes", d->mem_bytes))
-            return -1;
+            return -ENOMEM;
     }
     return 0;
 }
@@ -142,27 +151,28 @@ static int report_pack_devices(msgpack_packer *pk, const struct report *r)
 static int report_pack_imbalance(msgpack_packer *pk, const struct report_imbalance *im)
 {
     if (report_key(pk, "imbalance"))
-        return -1;
+        return -ENOMEM;
     if (!im->present)
-        return msgpack_pack_nil(pk);
-    return msgpack_pack_map(pk, 6) || report_kv_u64(pk, "devices", im->devices) ||
-           report_kv_u64(pk, "total_ns", im->total_ns) ||
-           report_kv_u64(pk, "ideal_ns", im->ideal_ns) || report_kv_u64(pk, "max_ns", im->max_ns) ||
-           report_kv_f64(pk, "ratio", im->ratio) ||
-           report_kv_str(pk, "slowest_device", im->slowest_device);
+        return report_nomem(msgpack_pack_nil(pk));
+    return report_nomem(msgpack_pack_map(pk, 6) || report_kv_u64(pk, "devices", im->devices) ||
+                        report_kv_u64(pk, "total_ns", im->total_ns) ||
+                        report_kv_u64(pk, "ideal_ns", im->ideal_ns) ||
+                        report_kv_u64(pk, "max_ns", im->max_ns) ||
+                        report_kv_f64(pk, "ratio", im->ratio) ||
+                        report_kv_str(pk, "slowest_device", im->slowest_device));
 }
 
 static int report_pack_comm(msgpack_packer *pk, const struct report *r)
 {
     if (report_key(pk, "comm") || msgpack_pack_array(pk, r->n_comm))
-        return -1;
+        return -ENOMEM;
     for (size_t i = 0; i < r->n_comm; i++) {
         const struct report_comm *c = &r->comm[i];
 
         if (msgpack_pack_map(pk, 4) || report_kv_str(pk, "op", c->op) ||
             report_kv_u64(pk, "calls", c->calls) || report_kv_u64(pk, "total_ns", c->total_ns) ||
             report_kv_f64(pk, "share", c->share))
-            return -1;
+            return -ENOMEM;
     }
     return 0;
 }

@@ -1,12 +1,11 @@
 /*
- * report — the report map of PROTOCOL.md as a C struct, the analyses that
- * fill it, and its msgpack encoding.
+ * report — the report map of PROTOCOL.md as a C struct, the parameters of
+ * a report request, and its msgpack encoding.
  *
- * query.c computes a struct report from one session file (SQL plus the C
- * post-processing in analysis.c) on a worker thread, never the loop thread;
- * report_pack() encodes it exactly as PROTOCOL.md's "Report map" says;
- * report_free() releases it. A struct report owns every string and blob in
- * it.
+ * query_report() (query.h) fills a struct report from one session file on a
+ * worker thread, never the loop thread; report_pack() encodes it exactly as
+ * PROTOCOL.md's "Report map" says; report_free() releases it. A struct
+ * report owns every string and blob in it.
  */
 #ifndef TRACECTLD_REPORT_H
 #define TRACECTLD_REPORT_H
@@ -86,16 +85,6 @@ struct report {
     bool paged;         /* params.ops_limit > 0: the map gets "ops_total" (an extension) */
     uint64_t ops_total; /* ops rows before paging */
 };
-
-/*
- * Computes the report of the session file at db_path (opened read-only; WAL
- * lets it read while the writer thread appends). Fills everything but id,
- * name and state, which the caller owns in its registry and sets after.
- * Returns 0, or a negative errno with a message in errbuf. On error *out is
- * left empty (report_free is still safe).
- */
-int query_report(const char *db_path, const struct report_params *p, struct report *out,
-                 char *errbuf, size_t errlen);
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */
 int report_pack(msgpack_packer *pk, const struct report *r);

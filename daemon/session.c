@@ -174,11 +174,11 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
         log_error("out of memory: session %lld stays marked live in the catalog", (long long)s->id);
         return;
     }
-    job->u.send.ended_ns = s->ended_ns;
-    job->u.send.processes = s->processes;
-    job->u.send.entries = s->entries;
-    job->u.send.dropped = s->dropped - s->failed; /* the store adds what it lost itself */
-    job->u.send.interrupted = interrupted;
+    job->u.session_end.ended_ns = s->ended_ns;
+    job->u.session_end.processes = s->processes;
+    job->u.session_end.entries = s->entries;
+    job->u.session_end.dropped = s->dropped - s->failed; /* the store adds what it lost itself */
+    job->u.session_end.interrupted = interrupted;
     store_enqueue(reg->store, job);
 }
 
@@ -292,10 +292,10 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
     struct store_job *job = store_job_new(STORE_PROCESS_END, s->id);
 
     if (job != NULL) {
-        job->u.pend.process_id = process_id;
-        job->u.pend.ended_ns = session_wall_ns(s);
-        job->u.pend.bye = bye;
-        job->u.pend.dropped = dropped + refused;
+        job->u.process_end.process_id = process_id;
+        job->u.process_end.ended_ns = session_wall_ns(s);
+        job->u.process_end.bye = bye;
+        job->u.process_end.dropped = dropped + refused;
         store_enqueue(reg->store, job);
     }
     s->dropped += dropped;

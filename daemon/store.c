@@ -107,6 +107,12 @@ struct store {
     bool stopping;
     char last_error[256]; /* guarded by mu */
 
+    /* Sizes on disk, published by the writer after each commit, close and delete (and by
+     * store_catalog_load at start-up), so that the loop reads them without touching the disk. */
+    pthread_mutex_t sizes_mu;
+    struct pairmap sizes; /* (session id, 0) → bytes of its file and WAL; guarded by sizes_mu */
+    _Atomic uint64_t catalog_bytes;
+
     uv_async_t async;
     store_done_cb done_cb;
     store_progress_cb progress_cb;
@@ -115,38 +121,59 @@ struct store {
     _Atomic uint64_t stored, queued, jobs, failed, orphans, queued_bytes;
 };
 
-static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
+int store_errno(int rc)
 {
-    int err;
-
-    if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW)
-        return 0;
     switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return 0;
     case SQLITE_FULL:
-        err = -ENOSPC;
-        break;
+        return -ENOSPC;
     case SQLITE_NOMEM:
-        err = -ENOMEM;
-        break;
+        return -ENOMEM;
+    case SQLITE_CANTOPEN:
+        return -ENOENT;
     case SQLITE_READONLY:
     case SQLITE_PERM:
-    case SQLITE_CANTOPEN:
-        err = -EACCES;
-        break;
+    case SQLITE_AUTH:
+        return -EACCES;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-        err = -EBUSY;
-        break;
+        return -EBUSY;
     default:
-        err = -EIO;
-        break;
+        return -EIO;
     }
-    log_error("storage: %s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+/* Logs a failed step once and keeps it for status; returns err. */
+static int store_error(struct store *s, int err, const char *what, const char *detail)
+{
+    log_error("storage: %s: %s", what, detail);
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what,
-             db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what, detail);
     pthread_mutex_unlock(&s->mu);
     return err;
+}
+
+/* An SQLite result code: 0 for OK, DONE and ROW, else logged and mapped by store_errno(). */
+static int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
+{
+    int err = store_errno(rc);
+
+    if (err == 0)
+        return 0;
+    return store_error(s, err, what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+}
+
+/* A negative errno from a module over db (agg): logged with SQLite's message when it has one. */
+static int store_check_errno(struct store *s, sqlite3 *db, int err, const char *what)
+{
+    if (err >= 0)
+        return 0;
+    return store_error(s, err, what,
+                       db != NULL && sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db)
+                                                                      : strerror(-err));
 }
 
 static int store_exec(struct store *s, sqlite3 *db, const char *sql, const char *what)
@@ -167,7 +194,9 @@ int store_configure(void)
     return 0;
 }
 
-uint64_t store_session_bytes(const struct store *s, int64_t id)
+/* What a session's file and its WAL take on disk: a stat() each (0 when absent). Never on the
+ * loop thread once it runs: the writer, or start-up. */
+static uint64_t store_disk_bytes(const struct store *s, int64_t id)
 {
     char path[PATH_MAX + 8];
     uint64_t total = 0;
@@ -180,6 +209,43 @@ uint64_t store_session_bytes(const struct store *s, int64_t id)
     if (stat(path, &st) == 0)
         total += (uint64_t)st.st_size;
     return total;
+}
+
+/* Stats the session's files and publishes their size for store_session_bytes(). */
+static void store_publish_size(struct store *s, int64_t id)
+{
+    uint64_t bytes = store_disk_bytes(s, id), *v;
+
+    pthread_mutex_lock(&s->sizes_mu);
+    v = pairmap_upsert(&s->sizes, (uint64_t)id, 0, NULL);
+    if (v != NULL)
+        *v = bytes; /* out of memory: readers keep the last size published */
+    pthread_mutex_unlock(&s->sizes_mu);
+}
+
+static void store_publish_catalog(struct store *s)
+{
+    char path[PATH_MAX];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/catalog.db", s->data_dir);
+    atomic_store(&s->catalog_bytes, stat(path, &st) == 0 ? (uint64_t)st.st_size : 0);
+}
+
+uint64_t store_session_bytes(struct store *s, int64_t id)
+{
+    uint64_t bytes, *v;
+
+    pthread_mutex_lock(&s->sizes_mu);
+    v = pairmap_get(&s->sizes, (uint64_t)id, 0);
+    bytes = v != NULL ? *v : 0;
+    pthread_mutex_unlock(&s->sizes_mu);
+    return bytes;
+}
+
+uint64_t store_catalog_bytes(const struct store *s)
+{
+    return atomic_load(&s->catalog_bytes);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -328,6 +394,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     w->db = NULL;
     w->in_txn = false;
     s->n_open--;
+    store_publish_size(s, w->id); /* the close checkpointed the WAL away */
 }
 
 /* INSERT INTO entries(...) VALUES (9 ?), ... ENTRY_ROWS times. */
@@ -559,7 +626,7 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
         wsess_blocks_open(s, w, create) < 0 || wsess_prepare(s, w) < 0 ||
         (!w->blocks && wsess_prepare_multi(s, w) < 0) || (w->agg = agg_new(w->db)) == NULL ||
         (!create && wsess_load_shapes(s, w) < 0) ||
-        (!create && store_check(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
+        (!create && store_check_errno(s, w->db, agg_load(w->agg), "load aggregates") < 0)) {
         if (w->db == NULL)
             s->n_open--;
         else
@@ -830,8 +897,8 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
             w->blk_written = 0;
         }
         rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], w->next_id);
-        if (rc != 0)
-            return store_check(s, w->db, rc, "update aggregates");
+        if (rc < 0)
+            return store_check_errno(s, w->db, rc, "update aggregates");
         if (proto_entry_ext(e, b->blob, &x) && (rc = store_ext_row(s, w, &x, w->next_id)) < 0)
             return rc;
         w->next_id++;
@@ -874,8 +941,8 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             struct proto_ext x;
 
             rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
-            if (rc != 0)
-                return store_check(s, w->db, rc, "update aggregates");
+            if (rc < 0)
+                return store_check_errno(s, w->db, rc, "update aggregates");
             if (proto_entry_ext(&b->entries[i + k], b->blob, &x) &&
                 (rc = store_ext_row(s, w, &x, rowid)) < 0)
                 return rc;
@@ -938,10 +1005,10 @@ static int apply_process_end(struct store *s, struct wsess *w, struct store_job 
 {
     sqlite3_stmt *st = w->end_proc;
 
-    sqlite3_bind_int64(st, 1, job->u.pend.ended_ns);
-    sqlite3_bind_int(st, 2, job->u.pend.bye);
-    sqlite3_bind_int64(st, 3, (int64_t)job->u.pend.dropped);
-    sqlite3_bind_int64(st, 4, job->u.pend.process_id);
+    sqlite3_bind_int64(st, 1, job->u.process_end.ended_ns);
+    sqlite3_bind_int(st, 2, job->u.process_end.bye);
+    sqlite3_bind_int64(st, 3, (int64_t)job->u.process_end.dropped);
+    sqlite3_bind_int64(st, 4, job->u.process_end.process_id);
     return step_reset(s, w->db, st, "end process");
 }
 
@@ -973,6 +1040,7 @@ static int catalog_run(struct store *s, const char *sql, const int64_t *args, si
         sqlite3_bind_text(st, (int)n + 1, text, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
+    store_publish_catalog(s);
     return store_check(s, s->catalog, rc, "catalog update");
 }
 
@@ -1052,7 +1120,7 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
                              : "INSERT OR REPLACE INTO info VALUES ('format', 1)",
                    "info") < 0)
         return -EIO;
-    return store_check(s, w->db, agg_init_file(w->agg), "mark aggregates");
+    return store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates");
 }
 
 /*
@@ -1061,9 +1129,10 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
  */
 static int apply_session_end(struct store *s, struct wsess *w, struct store_job *job)
 {
-    int64_t args[6] = {job->u.send.ended_ns,    (int64_t)job->u.send.processes,
-                       (int64_t)w->committed,   (int64_t)(job->u.send.dropped + w->lost_total),
-                       job->u.send.interrupted, job->session_id};
+    int64_t args[6] = {
+        job->u.session_end.ended_ns,    (int64_t)job->u.session_end.processes,
+        (int64_t)w->committed,          (int64_t)(job->u.session_end.dropped + w->lost_total),
+        job->u.session_end.interrupted, job->session_id};
 
     wsess_commit(s, w);
     wsess_file_close(s, w);
@@ -1091,6 +1160,7 @@ static int apply_delete(struct store *s, struct wsess *w, struct store_job *job)
             rc = -errno;
         }
     }
+    store_publish_size(s, job->session_id);
     if (catalog_run(s, "DELETE FROM sessions WHERE id = ?", &job->session_id, 1, NULL) < 0)
         return -EIO;
     return rc;
@@ -1203,12 +1273,13 @@ static void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->in_txn) {
         if ((w->blocks && wsess_block_write(s, w) < 0) ||
-            store_check(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
+            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
             store_exec(s, w->db, "COMMIT", "commit") < 0) {
             wsess_abort(s, w);
             return;
         }
         w->in_txn = false;
+        store_publish_size(s, w->id); /* before the acks: a flushed session has its size */
     }
     wsess_settle(s, w, true);
 }
@@ -1745,12 +1816,15 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     s->commit_ms = STORE_DEFAULT_COMMIT_MS;
     s->format = STORE_FORMAT_ROWS;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->sizes_mu, NULL);
+    pairmap_init(&s->sizes);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
     if ((rc = store_open_catalog(s, errbuf, errlen)) < 0)
         goto fail;
+    store_publish_catalog(s);
     if ((rc = uv_async_init(loop, &s->async, store_async_cb)) < 0)
         goto fail;
     s->async.data = s;
@@ -1804,6 +1878,7 @@ int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store
             .dropped = (uint64_t)sqlite3_column_int64(st, 8),
             .interrupted = sqlite3_column_int(st, 9) != 0,
         };
+        store_publish_size(s, row.id); /* start-up: the loop may wait on disk now */
         if (row_cb(arg, &row) < 0)
             break;
     }
@@ -1856,7 +1931,9 @@ static void store_close_cb(uv_handle_t *handle)
     struct store *s = handle->data;
 
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->sizes_mu);
     pthread_cond_destroy(&s->cv);
+    pairmap_deinit(&s->sizes);
     free(s->data_dir);
     free(s);
 }

@@ -2,7 +2,10 @@
  * store — the storage writer: the only code that writes SQLite.
  *
  * It owns DATA_DIR/catalog.db and every open DATA_DIR/sessions/<id>.db
- * connection, all on its own thread, so the loop thread never waits on disk.
+ * connection, all on its own thread, so the loop thread never waits on disk:
+ * even the sizes of the files, which `sessions`, `status` and the byte caps
+ * need, are stat()ed by the writer after each commit and published for the
+ * loop to read (store_session_bytes).
  *
  * DESIGN
  * The loop thread builds a struct store_job and hands it over with
@@ -47,6 +50,9 @@
  * at once and rewrites the partly filled one at each commit, so an ack still
  * means committed; a rollback reloads the last block from the file. Readers
  * see `entries` as before, through the virtual table (vtab.h).
+ *
+ * Errors: functions return 0 or a negative errno; SQLite codes go through
+ * store_errno() and are logged once, with sqlite3_errmsg(), here.
  *
  * Lifecycle: store_new() opens the catalog synchronously (start-up may wait
  * on disk), store_catalog_load() lists the sessions, store_start() starts the
@@ -134,14 +140,14 @@ struct store_job {
             int64_t process_id, ended_ns;
             bool bye;
             uint64_t dropped;
-        } pend;
+        } process_end; /* STORE_PROCESS_END */
         struct {
             int64_t ended_ns;
             uint64_t processes;
             uint64_t entries; /* the loop's count; the catalog gets what was committed */
             uint64_t dropped; /* by clients and refused; the store adds what it lost */
             bool interrupted;
-        } send;
+        } session_end; /* STORE_SESSION_END */
         struct {
             int64_t process_id;
             uint64_t seq, stored; /* the loop's, carried for the ack */
@@ -237,8 +243,15 @@ void store_job_free(struct store_job *job);
 
 /* Path of a session's file into buf. */
 void store_session_path(const struct store *s, int64_t id, char *buf, size_t len);
-/* Bytes a session's file and its WAL take on disk (a stat() each; 0 when absent). */
-uint64_t store_session_bytes(const struct store *s, int64_t id);
+/*
+ * Bytes a session's file and its WAL take on disk, as the writer last
+ * published them (after each commit, close and delete; for existing sessions
+ * from store_catalog_load): 0 for a session not stored yet or deleted. Reads
+ * memory, never the disk: safe from the loop thread.
+ */
+uint64_t store_session_bytes(struct store *s, int64_t id);
+/* Bytes of DATA_DIR/catalog.db, published the same way (at store_new and each catalog update). */
+uint64_t store_catalog_bytes(const struct store *s);
 
 /* Figures for status; safe from the loop thread. */
 uint64_t store_stored(const struct store *s);     /* entries committed since start */
@@ -250,5 +263,15 @@ uint64_t store_orphans(const struct store *s);    /* session files in sessions/o
 uint64_t store_queued_bytes(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
+
+/*
+ * The daemon's one map from an SQLite result code (primary or extended) to
+ * the errno convention: 0 for SQLITE_OK, ROW and DONE; FULL -ENOSPC; NOMEM
+ * -ENOMEM; CANTOPEN -ENOENT (the file or its directory is missing: a
+ * permission problem is PERM or READONLY); READONLY, PERM, AUTH -EACCES;
+ * BUSY, LOCKED -EBUSY; anything else -EIO. The store, agg and query map
+ * through it. Pure; any thread.
+ */
+int store_errno(int rc);
 
 #endif

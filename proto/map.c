@@ -1,22 +1,28 @@
-/* map.c — see map.h. FNV-1a for byte keys, a multiplicative hash for integers. */
+/* map.c — see map.h. FNV-1a for byte keys, splitmix64's finalizer for integers. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "map.h"
 
-static uint64_t hash_bytes(const char *s, size_t len)
+uint64_t map_hash_bytes(const void *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
+    const unsigned char *s = p;
+    uint64_t h = 14695981039346656037ull; /* FNV-1a's 64-bit offset basis */
 
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * 1099511628211ull; /* and its prime */
     return h;
 }
 
-static uint64_t hash_u32(uint32_t k)
+/* splitmix64's finalizer: ids are small and dense, so they need mixing. */
+static uint64_t map_hash_u64(uint64_t x)
 {
-    return (uint64_t)k * 0x9e3779b97f4a7c15ull >> 16;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9u;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
 }
 
 void strmap_init(struct strmap *m)
@@ -36,7 +42,7 @@ void strmap_deinit(struct strmap *m)
 
 static size_t strmap_slot(const struct strmap *m, const char *key, size_t len)
 {
-    size_t i = hash_bytes(key, len) & (m->cap - 1);
+    size_t i = map_hash_bytes(key, len) & (m->cap - 1);
 
     while (m->keys[i] != NULL && !(m->lens[i] == len && memcmp(m->keys[i], key, len) == 0))
         i = (i + 1) & (m->cap - 1);
@@ -120,7 +126,7 @@ void u32map_deinit(struct u32map *m)
 
 static size_t u32map_slot(const struct u32map *m, uint32_t key)
 {
-    size_t i = hash_u32(key) & (m->cap - 1);
+    size_t i = map_hash_u64(key) & (m->cap - 1);
 
     while (m->used[i] && m->keys[i] != key)
         i = (i + 1) & (m->cap - 1);
@@ -179,4 +185,72 @@ int u32map_put(struct u32map *m, uint32_t key, uint32_t val)
     }
     m->vals[i] = val;
     return 0;
+}
+
+void pairmap_init(struct pairmap *m)
+{
+    memset(m, 0, sizeof(*m));
+}
+
+void pairmap_deinit(struct pairmap *m)
+{
+    free(m->slots);
+    memset(m, 0, sizeof(*m));
+}
+
+static struct pairmap_slot *pairmap_slot(struct pairmap_slot *slots, size_t cap, uint64_t a,
+                                         uint64_t b)
+{
+    size_t i = map_hash_u64(a * 0x9e3779b97f4a7c15u ^ b) & (cap - 1);
+
+    while (slots[i].used && (slots[i].a != a || slots[i].b != b))
+        i = (i + 1) & (cap - 1);
+    return &slots[i];
+}
+
+uint64_t *pairmap_get(const struct pairmap *m, uint64_t a, uint64_t b)
+{
+    struct pairmap_slot *s;
+
+    if (m->cap == 0)
+        return NULL;
+    s = pairmap_slot(m->slots, m->cap, a, b);
+    return s->used ? &s->val : NULL;
+}
+
+static int pairmap_grow(struct pairmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    struct pairmap_slot *slots = calloc(cap, sizeof(*slots));
+
+    if (slots == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->slots[i].used)
+            *pairmap_slot(slots, cap, m->slots[i].a, m->slots[i].b) = m->slots[i];
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+uint64_t *pairmap_upsert(struct pairmap *m, uint64_t a, uint64_t b, bool *created)
+{
+    struct pairmap_slot *s;
+    uint64_t *v = pairmap_get(m, a, b);
+
+    if (created != NULL)
+        *created = v == NULL;
+    if (v != NULL)
+        return v;
+    if ((m->len + 1) * 2 > m->cap && pairmap_grow(m) < 0)
+        return NULL;
+    s = pairmap_slot(m->slots, m->cap, a, b);
+    s->used = true;
+    s->a = a;
+    s->b = b;
+    s->val = 0;
+    m->len++;
+    return &s->val;
 }

@@ -15,23 +15,37 @@
 #include <string.h>
 
 #include "proto.h"
+#include "utf8.h"
 
 #define READ_CHUNK (4u << 10) /* initial per connection: it grows with the message */
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The negative errno of a wire error code (proto.h, "Errors"). */
+static int code_errno(const char *code)
+{
+    if (strcmp(code, PROTO_E_TOO_LARGE) == 0)
+        return -EMSGSIZE;
+    if (strcmp(code, PROTO_E_MSGPACK) == 0)
+        return -EBADMSG;
+    if (strcmp(code, PROTO_E_INTERNAL) == 0)
+        return -ENOMEM;
+    return -EPROTO;
+}
+
+/* Fills *err (when not NULL) and returns the code's negative errno. */
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 {
     va_list ap;
 
-    if (err == NULL)
-        return -1;
-    err->code = code;
-    va_start(ap, fmt);
-    vsnprintf(err->message, sizeof(err->message), fmt, ap);
-    va_end(ap);
-    return -1;
+    if (err != NULL) {
+        err->code = code;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return code_errno(code);
 }
 
 static const char *const type_names[] = {
@@ -55,42 +69,21 @@ const char *proto_type_name(enum proto_type t)
 
 bool proto_utf8_valid(const char *s, size_t len)
 {
-    const unsigned char *p = (const unsigned char *)s, *end;
+    size_t i = 0;
+    uint32_t cp;
 
-    if (len == 0)
-        return true; /* msgpack-c gives an empty string a NULL pointer */
-    end = p + len;
+    while (i < len) {
+        size_t n;
 
-    while (p < end) {
-        unsigned c = *p, n;
-        uint32_t cp;
-
-        if (c == 0)
-            return false;
-        if (c < 0x80) {
-            p++;
+        /* ASCII without a decoder call: names and devices are mostly ASCII. */
+        if ((unsigned char)s[i] - 1u < 0x7fu) {
+            i++;
             continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            n = 1, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            n = 2, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            n = 3, cp = c & 0x07;
-        } else {
-            return false;
         }
-        if ((size_t)(end - p) <= n)
+        n = utf8_decode(s + i, len - i, &cp);
+        if (n == 0 || cp == 0)
             return false;
-        for (unsigned i = 1; i <= n; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        /* Reject overlong forms, surrogates and code points past U+10FFFF. */
-        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-            return false;
-        p += n + 1;
+        i += n;
     }
     return true;
 }
@@ -219,9 +212,10 @@ static int decode_meta(const msgpack_object *o, struct proto_kv **out, size_t *n
 {
     struct proto_kv *kv;
     uint32_t n;
+    int rc;
 
-    if (get_map(o, "meta", err) < 0)
-        return -1;
+    if ((rc = get_map(o, "meta", err)) < 0)
+        return rc;
     n = o->via.map.size;
     if (n > PROTO_MAX_META)
         return fail(err, PROTO_E_TOO_LARGE, "meta has %u keys, over the limit of %d", n,
@@ -232,10 +226,10 @@ static int decode_meta(const msgpack_object *o, struct proto_kv **out, size_t *n
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object_kv *p = &o->via.map.ptr[i];
 
-        if (get_str(&p->key, 1, PROTO_MAX_NAME, &kv[i].key, "a metadata key", err) < 0 ||
-            decode_value(&p->val, &kv[i], err) < 0) {
+        if ((rc = get_str(&p->key, 1, PROTO_MAX_NAME, &kv[i].key, "a metadata key", err)) < 0 ||
+            (rc = decode_value(&p->val, &kv[i], err)) < 0) {
             proto_kv_free(kv, i + 1);
-            return -1;
+            return rc;
         }
     }
     *out = kv;
@@ -278,6 +272,7 @@ static int decode_hello_field(const msgpack_object_kv *p, struct proto_hello *h,
 static int decode_hello(const msgpack_object *a, struct proto_hello *h, struct proto_error *err)
 {
     bool have_proto = false;
+    int rc;
 
     h->proto = 0;
     h->rank = h->world = h->pid = -1;
@@ -287,8 +282,8 @@ static int decode_hello(const msgpack_object *a, struct proto_hello *h, struct p
     for (uint32_t i = 0; i < m->via.map.size; i++) {
         if (key_is(&m->via.map.ptr[i].key, "proto"))
             have_proto = true;
-        if (decode_hello_field(&m->via.map.ptr[i], h, err) < 0)
-            return -1;
+        if ((rc = decode_hello_field(&m->via.map.ptr[i], h, err)) < 0)
+            return rc;
     }
     if (!have_proto)
         return fail(err, PROTO_E_MESSAGE, "hello.proto is required");
@@ -303,6 +298,7 @@ static int decode_hello(const msgpack_object *a, struct proto_hello *h, struct p
 static int decode_ops(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *l;
+    int rc;
 
     if (a->via.array.size < 2 || a->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY)
         return fail(err, PROTO_E_MESSAGE, "ops needs an array of [id, name(, category)]");
@@ -318,24 +314,31 @@ static int decode_ops(const msgpack_object *a, struct proto_msg *m, struct proto
         m->u.ops.n = i + 1; /* so that proto_msg_free frees what was copied */
         if (d->type != MSGPACK_OBJECT_ARRAY || d->via.array.size < 2)
             return fail(err, PROTO_E_MESSAGE, "ops[%u] must be [id, name(, category)]", i);
-        if (get_uint(&d->via.array.ptr[0], UINT32_MAX, &id, "an op id", err) < 0 ||
-            get_str(&d->via.array.ptr[1], 1, PROTO_MAX_NAME, &def->name, "an op name", err) < 0)
-            return -1;
+        rc = get_uint(&d->via.array.ptr[0], UINT32_MAX, &id, "an op id", err);
+        if (rc == 0)
+            rc = get_str(&d->via.array.ptr[1], 1, PROTO_MAX_NAME, &def->name, "an op name", err);
+        if (rc < 0)
+            return rc;
         def->id = (uint32_t)id;
         if (d->via.array.size > 2 && d->via.array.ptr[2].type != MSGPACK_OBJECT_NIL &&
-            get_str(&d->via.array.ptr[2], 1, PROTO_MAX_CATEGORY, &def->category, "an op category",
-                    err) < 0)
-            return -1;
+            (rc = get_str(&d->via.array.ptr[2], 1, PROTO_MAX_CATEGORY, &def->category,
+                          "an op category", err)) < 0)
+            return rc;
     }
     return 0;
 }
 
-/* Growing byte buffer for a batch's blob; msgpack_sbuffer does exactly this. */
+/*
+ * Validates one shape (at most PROTO_MAX_DIMS unsigned dimensions) and packs it, canonical,
+ * into the batch's blob sb through pk. When not NULL: *off and *len locate it in the blob,
+ * *product is the product of its dimensions (saturating at INT64_MAX; 0 for a scalar).
+ */
 static int blob_shape(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack_object *o,
                       uint32_t *off, uint32_t *len, uint64_t *product, struct proto_error *err)
 {
     uint64_t dims[PROTO_MAX_DIMS];
     uint32_t n;
+    int rc;
 
     if (o->type != MSGPACK_OBJECT_ARRAY)
         return fail(err, PROTO_E_MESSAGE, "a shape must be an array of unsigned integers");
@@ -343,9 +346,11 @@ static int blob_shape(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack_obj
     if (n > PROTO_MAX_DIMS)
         return fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d", n,
                     PROTO_MAX_DIMS);
-    for (uint32_t i = 0; i < n; i++)
-        if (get_uint(&o->via.array.ptr[i], INT64_MAX, &dims[i], "a shape dimension", err) < 0)
-            return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        rc = get_uint(&o->via.array.ptr[i], INT64_MAX, &dims[i], "a shape dimension", err);
+        if (rc < 0)
+            return rc;
+    }
     if (product != NULL) {
         uint64_t p = 1;
         for (uint32_t i = 0; i < n; i++)
@@ -366,6 +371,7 @@ static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack
                           struct proto_entry *e, struct proto_error *err)
 {
     uint32_t n;
+    int rc;
 
     if (o->type != MSGPACK_OBJECT_ARRAY)
         return fail(err, PROTO_E_MESSAGE, "in_shapes must be an array of shapes");
@@ -377,8 +383,8 @@ static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack
     if (msgpack_pack_array(pk, n) < 0)
         return fail(err, PROTO_E_INTERNAL, "out of memory");
     for (uint32_t i = 0; i < n; i++)
-        if (blob_shape(pk, sb, &o->via.array.ptr[i], NULL, NULL, NULL, err) < 0)
-            return -1;
+        if ((rc = blob_shape(pk, sb, &o->via.array.ptr[i], NULL, NULL, NULL, err)) < 0)
+            return rc;
     e->in_len = (uint32_t)(sb->size - e->in_off);
     return 0;
 }
@@ -413,6 +419,7 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
                             struct proto_ext *x, struct proto_error *err)
 {
     char what[32];
+    int rc;
 
     snprintf(what, sizeof(what), "entry ext.%s", key);
     if (x->has & bit)
@@ -420,10 +427,10 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
     if (v->type == MSGPACK_OBJECT_NIL)
         return 0;
     if (bit == PROTO_EXT_TAG) {
-        if (get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err) < 0)
-            return -1;
-    } else if (get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err) < 0) {
-        return -1;
+        if ((rc = get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err)) < 0)
+            return rc;
+    } else if ((rc = get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err)) < 0) {
+        return rc;
     }
     x->has |= bit;
     return 0;
@@ -434,18 +441,19 @@ static int blob_ext(msgpack_sbuffer *sb, const msgpack_object *o, struct proto_e
                     struct proto_error *err)
 {
     struct proto_ext x;
+    int rc;
 
     if (o->type != MSGPACK_OBJECT_MAP)
         return fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
-    if (get_map(o, "entry ext", err) < 0)
-        return -1;
+    if ((rc = get_map(o, "entry ext", err)) < 0)
+        return rc;
     memset(&x, 0, sizeof(x));
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object_kv *kv = &o->via.map.ptr[i];
         for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++)
             if (key_is(&kv->key, ext_keys[k].key) &&
-                decode_ext_value(&kv->val, ext_keys[k].bit, ext_keys[k].key, &x, err) < 0)
-                return -1;
+                (rc = decode_ext_value(&kv->val, ext_keys[k].bit, ext_keys[k].key, &x, err)) < 0)
+                return rc;
     }
     if (x.has == 0)
         return 0; /* an empty map (or only unknown keys): nothing to keep */
@@ -473,6 +481,7 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
     uint64_t op = 0, product = 0;
     bool elements_nil = true;
     uint32_t n;
+    int rc;
 
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 4)
         return fail(err, PROTO_E_MESSAGE,
@@ -480,27 +489,28 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
     f = o->via.array.ptr;
     n = o->via.array.size;
     memset(e, 0, sizeof(*e));
-    if (get_uint(&f[0], INT64_MAX, &e->step, "entry step", err) < 0 ||
-        get_uint(&f[1], UINT32_MAX, &op, "entry op_id", err) < 0 ||
-        get_uint(&f[2], INT64_MAX, &e->start_ns, "entry start_ns", err) < 0 ||
-        get_uint(&f[3], INT64_MAX, &e->dur_ns, "entry dur_ns", err) < 0)
-        return -1;
+    if ((rc = get_uint(&f[0], INT64_MAX, &e->step, "entry step", err)) < 0 ||
+        (rc = get_uint(&f[1], UINT32_MAX, &op, "entry op_id", err)) < 0 ||
+        (rc = get_uint(&f[2], INT64_MAX, &e->start_ns, "entry start_ns", err)) < 0 ||
+        (rc = get_uint(&f[3], INT64_MAX, &e->dur_ns, "entry dur_ns", err)) < 0)
+        return rc;
     if (e->dur_ns > (uint64_t)INT64_MAX - e->start_ns)
         return fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
     e->op_id = (uint32_t)op;
     if (n > 4 && f[4].type != MSGPACK_OBJECT_NIL) {
-        if (get_uint(&f[4], INT64_MAX, &e->elements, "entry elements", err) < 0)
-            return -1;
+        if ((rc = get_uint(&f[4], INT64_MAX, &e->elements, "entry elements", err)) < 0)
+            return rc;
         elements_nil = false;
     }
     if (n > 5 && f[5].type != MSGPACK_OBJECT_NIL &&
-        get_uint(&f[5], INT64_MAX, &e->mem_bytes, "entry mem_bytes", err) < 0)
-        return -1;
+        (rc = get_uint(&f[5], INT64_MAX, &e->mem_bytes, "entry mem_bytes", err)) < 0)
+        return rc;
     if (n > 6 && f[6].type != MSGPACK_OBJECT_NIL &&
-        blob_shape(pk, sb, &f[6], &e->out_off, &e->out_len, &product, err) < 0)
-        return -1;
-    if (n > 7 && f[7].type != MSGPACK_OBJECT_NIL && blob_in_shapes(pk, sb, &f[7], e, err) < 0)
-        return -1;
+        (rc = blob_shape(pk, sb, &f[6], &e->out_off, &e->out_len, &product, err)) < 0)
+        return rc;
+    if (n > 7 && f[7].type != MSGPACK_OBJECT_NIL &&
+        (rc = blob_in_shapes(pk, sb, &f[7], e, err)) < 0)
+        return rc;
     if (n > 8 && f[8].type != MSGPACK_OBJECT_NIL) {
         const msgpack_object_str *s = &f[8].via.str;
 
@@ -515,8 +525,8 @@ static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_
         if (msgpack_sbuffer_write(sb, s->ptr, s->size) < 0)
             return fail(err, PROTO_E_INTERNAL, "out of memory");
     }
-    if (n > 9 && f[9].type != MSGPACK_OBJECT_NIL && blob_ext(sb, &f[9], e, err) < 0)
-        return -1;
+    if (n > 9 && f[9].type != MSGPACK_OBJECT_NIL && (rc = blob_ext(sb, &f[9], e, err)) < 0)
+        return rc;
     if (elements_nil)
         e->elements = product;
     return 0;
@@ -527,7 +537,7 @@ static int decode_batch(const msgpack_object *a, struct proto_batch *b, struct p
     const msgpack_object *l;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    int rc = -1;
+    int rc = 0;
 
     if (a->via.array.size < 2 || a->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY)
         return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
@@ -538,7 +548,7 @@ static int decode_batch(const msgpack_object *a, struct proto_batch *b, struct p
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     for (uint32_t i = 0; i < l->via.array.size; i++) {
-        if (decode_entry(&l->via.array.ptr[i], &b->entries[i], &pk, &sb, err) < 0) {
+        if ((rc = decode_entry(&l->via.array.ptr[i], &b->entries[i], &pk, &sb, err)) < 0) {
             size_t len = err ? strlen(err->message) : 0;
             if (err != NULL)
                 snprintf(err->message + len, sizeof(err->message) - len, " (entry %u)", i);
@@ -546,7 +556,6 @@ static int decode_batch(const msgpack_object *a, struct proto_batch *b, struct p
         }
     }
     b->n = l->via.array.size;
-    rc = 0;
 out:
     b->blob_len = sb.size;
     b->blob = msgpack_sbuffer_release(&sb);
@@ -579,13 +588,14 @@ static int arg_map(const msgpack_object *a, const msgpack_object **m, struct pro
 static int decode_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *args, *v;
+    int rc;
 
-    if (arg_map(a, &args, err) < 0)
-        return -1;
+    if ((rc = arg_map(a, &args, err)) < 0)
+        return rc;
     v = map_get(args, "dropped");
     if (v != NULL && v->type != MSGPACK_OBJECT_NIL &&
-        get_uint(v, INT64_MAX, &m->u.bye_dropped, "bye.dropped", err) < 0)
-        return -1;
+        (rc = get_uint(v, INT64_MAX, &m->u.bye_dropped, "bye.dropped", err)) < 0)
+        return rc;
     return 0;
 }
 
@@ -642,38 +652,39 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
     struct proto_request *req = &m->u.req;
     const msgpack_object *args, *v;
     uint64_t u = 0;
+    int rc;
 
     proto_request_init(req);
-    if (arg_map(a, &args, err) < 0)
-        return -1;
+    if ((rc = arg_map(a, &args, err)) < 0)
+        return rc;
     if (m->type == PROTO_SESSIONS || m->type == PROTO_STATUS)
         return 0;
-    if (decode_sessref(map_get(args, "session"), &req->session, err) < 0)
-        return -1;
+    if ((rc = decode_sessref(map_get(args, "session"), &req->session, err)) < 0)
+        return rc;
     if (m->type == PROTO_EXPORT)
         return decode_export_order(map_get(args, "order"), req, err);
     if (m->type != PROTO_REPORT)
         return 0;
     if ((v = map_get(args, "top")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
-        if (get_uint(v, 1000000, &u, "top", err) < 0)
-            return -1;
+        if ((rc = get_uint(v, 1000000, &u, "top", err)) < 0)
+            return rc;
         req->top = (uint32_t)u;
     }
     if ((v = map_get(args, "comm_min_ratio")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
-        get_ratio(v, &req->comm_min_ratio, err) < 0)
-        return -1;
+        (rc = get_ratio(v, &req->comm_min_ratio, err)) < 0)
+        return rc;
     if ((v = map_get(args, "mem_threshold")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
-        get_uint(v, INT64_MAX, &req->mem_threshold, "mem_threshold", err) < 0)
-        return -1;
+        (rc = get_uint(v, INT64_MAX, &req->mem_threshold, "mem_threshold", err)) < 0)
+        return rc;
     /* Extensions (PROTOCOL.md Part 3): a page of the ops rows. */
     if ((v = map_get(args, "ops_limit")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
-        if (get_uint(v, 1000000, &u, "ops_limit", err) < 0)
-            return -1;
+        if ((rc = get_uint(v, 1000000, &u, "ops_limit", err)) < 0)
+            return rc;
         req->ops_limit = (uint32_t)u;
     }
     if ((v = map_get(args, "ops_offset")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
-        if (get_uint(v, UINT32_MAX, &u, "ops_offset", err) < 0)
-            return -1;
+        if ((rc = get_uint(v, UINT32_MAX, &u, "ops_offset", err)) < 0)
+            return rc;
         req->ops_offset = (uint32_t)u;
     }
     return 0;
@@ -684,45 +695,48 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
 static int decode_welcome(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *args, *v;
+    int rc;
 
-    if (arg_map(a, &args, err) < 0)
-        return -1;
+    if ((rc = arg_map(a, &args, err)) < 0)
+        return rc;
     m->u.welcome.session_id = m->u.welcome.process_id = -1;
     if ((v = map_get(args, "session_id")) == NULL ||
         get_int(v, 0, INT64_MAX, &m->u.welcome.session_id, "welcome.session_id", err) < 0)
         return fail(err, PROTO_E_MESSAGE, "welcome needs session_id");
     if ((v = map_get(args, "process_id")) != NULL &&
-        get_int(v, 0, INT64_MAX, &m->u.welcome.process_id, "welcome.process_id", err) < 0)
-        return -1;
+        (rc = get_int(v, 0, INT64_MAX, &m->u.welcome.process_id, "welcome.process_id", err)) < 0)
+        return rc;
     return 0;
 }
 
 static int decode_ack(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *v;
+    int rc;
 
     if (a->via.array.size < 2 ||
         get_uint(&a->via.array.ptr[1], UINT64_MAX, &m->u.ack.seq, "ack seq", err) < 0)
         return fail(err, PROTO_E_MESSAGE, "ack needs a sequence number");
     if (a->via.array.size > 2 && a->via.array.ptr[2].type == MSGPACK_OBJECT_MAP &&
         (v = map_get(&a->via.array.ptr[2], "stored")) != NULL &&
-        get_uint(v, UINT64_MAX, &m->u.ack.stored, "ack stored", err) < 0)
-        return -1;
+        (rc = get_uint(v, UINT64_MAX, &m->u.ack.stored, "ack stored", err)) < 0)
+        return rc;
     return 0;
 }
 
 static int decode_error(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *args, *v;
+    int rc;
 
-    if (arg_map(a, &args, err) < 0)
-        return -1;
+    if ((rc = arg_map(a, &args, err)) < 0)
+        return rc;
     if ((v = map_get(args, "code")) != NULL &&
-        get_str(v, 0, PROTO_MAX_NAME, &m->u.error.code, "error.code", err) < 0)
-        return -1;
+        (rc = get_str(v, 0, PROTO_MAX_NAME, &m->u.error.code, "error.code", err)) < 0)
+        return rc;
     if ((v = map_get(args, "message")) != NULL &&
-        get_str(v, 0, PROTO_MAX_STR, &m->u.error.message, "error.message", err) < 0)
-        return -1;
+        (rc = get_str(v, 0, PROTO_MAX_STR, &m->u.error.message, "error.message", err)) < 0)
+        return rc;
     return 0;
 }
 
@@ -1086,7 +1100,8 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_
 
     if (rc <= 0)
         return rc;
-    rc = proto_decode(o, m, err) < 0 ? -1 : 1;
+    rc = proto_decode(o, m, err);
+    rc = rc < 0 ? rc : 1;
     /* Release the zone now: the message was copied into owned memory. */
     msgpack_unpacked_destroy(&r->res);
     msgpack_unpacked_init(&r->res);

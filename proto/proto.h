@@ -13,6 +13,13 @@
  *
  * Writing: proto_pack_*() append one whole message to a msgpack_packer.
  *
+ * Errors: every int function returns 0 or a negative errno (the reader's
+ * next functions return 1 for "a message" as well, see there). A decoding
+ * error also fills struct proto_error with the wire code to send, and its
+ * errno follows the code: -EMSGSIZE for too_large, -EBADMSG for
+ * bad_msgpack, -ENOMEM for internal (out of memory), -EPROTO for any other.
+ * Packing fails only when the packer's buffer cannot grow: -ENOMEM.
+ *
  * Threads: every function is reentrant; a reader belongs to one thread.
  */
 #ifndef TRACECTL_PROTO_H
@@ -256,8 +263,8 @@ void proto_reader_commit(struct proto_reader *r, size_t n);
 /*
  * Decodes the next message that arrived.
  * Returns 1 and fills *m (free with proto_msg_free), 0 when more bytes are
- * needed, or -1 and fills *err (the stream is then unusable: reply with the
- * error and close). Producer, control and reply messages are all accepted;
+ * needed, or a negative errno and fills *err (the stream is then unusable:
+ * reply with the error and close). Producer, control and reply messages are all accepted;
  * the caller checks that the type fits its side of the conversation.
  */
 int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
@@ -269,7 +276,10 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_
 int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
                              struct proto_error *err);
 
-/* Decodes one message from an already unpacked object (used by the above and by the fuzzer). */
+/*
+ * Decodes one message from an already unpacked object (used by the above and by the fuzzer).
+ * Returns 0, or a negative errno with *err filled (err may be NULL).
+ */
 int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_error *err);
 
 /* Decodes one message from a byte buffer holding exactly one message; as proto_decode. */
@@ -307,7 +317,8 @@ int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext);
 /* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session). */
 void proto_request_init(struct proto_request *req);
 
-/* True when s[0..len) is valid UTF-8 with no NUL. */
+/* True when s[0..len) is valid UTF-8 (the rule of utf8.h) with no NUL. s may be NULL when len is 0.
+ */
 bool proto_utf8_valid(const char *s, size_t len);
 
 #endif

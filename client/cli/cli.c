@@ -385,7 +385,7 @@ static int cli_finish(int rc)
     return rc;
 }
 
-int main(int argc, char **argv)
+int cli_main(int argc, char **argv)
 {
     struct cli_ctx ctx = {.cmd = NULL};
     int rc = cli_global_opts(&ctx, argc, argv);

@@ -106,4 +106,8 @@ int cli_print_status(int rc);
 /* Prints the help of a command (or the general help for NULL) on f. */
 void cli_help(const char *cmd, FILE *f);
 
+/* The whole program (main.c calls it): parses argv, runs the command, flushes stdout; returns
+ * the process exit code. */
+int cli_main(int argc, char **argv);
+
 #endif

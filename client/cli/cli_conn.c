@@ -8,66 +8,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "cli_obj.h"
-#include "sockdir.h"
+#include "sock.h"
 
 #define CLI_CONN_CHUNK 65536
 
 const char *cli_conn_path(const char *flag, char *buf, size_t size)
 {
-    const char *env;
-
-    if (flag != NULL)
-        return flag;
-    env = getenv("TRACECTL_SOCKET");
-    if (env != NULL && *env != '\0')
-        return env;
-    env = getenv("XDG_RUNTIME_DIR");
-    if (env != NULL && *env != '\0')
-        snprintf(buf, size, "%s/tracectl/tracectl.sock", env);
-    else
-        snprintf(buf, size, "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
-    return buf;
+    return flag != NULL ? flag : sock_default_path(buf, size);
 }
 
 int cli_conn_open(struct cli_conn *c, const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int rc;
 
     c->fd = -1;
     c->reader_ready = false;
     c->why[0] = '\0';
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    if ((rc = sockdir_check_dir(path, getuid(), c->why, sizeof(c->why))) < 0)
+    if ((c->fd = sock_connect(path, c->why, sizeof(c->why))) < 0) {
+        rc = c->fd;
+        c->fd = -1;
         return rc;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (c->fd < 0)
-        return -errno;
-    if (connect(c->fd, (const struct sockaddr *)&sa, sizeof(sa)) != 0)
-        goto fail_close;
-    if ((rc = sockdir_check_peer(c->fd, path, getuid(), c->why, sizeof(c->why))) < 0) {
-        errno = -rc;
-        goto fail_close;
     }
-    rc = proto_reader_init(&c->reader, CLI_CONN_MAX_REPLY);
-    if (rc != 0) {
-        errno = -rc;
-        goto fail_close;
+    if ((rc = proto_reader_init(&c->reader, CLI_CONN_MAX_REPLY)) < 0) {
+        close(c->fd);
+        c->fd = -1;
+        return rc;
     }
     c->reader_ready = true;
     return 0;
-
-fail_close:
-    rc = -errno;
-    close(c->fd);
-    c->fd = -1;
-    return rc;
 }
 
 void cli_conn_close(struct cli_conn *c)
@@ -80,21 +51,6 @@ void cli_conn_close(struct cli_conn *c)
     c->fd = -1;
 }
 
-static int cli_conn_write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int cli_conn_send(struct cli_conn *c, enum proto_type type, const struct proto_request *req)
 {
     msgpack_sbuffer sb;
@@ -105,7 +61,7 @@ static int cli_conn_send(struct cli_conn *c, enum proto_type type, const struct 
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     rc = proto_pack_request(&pk, type, req);
     if (rc == 0)
-        rc = cli_conn_write_all(c->fd, sb.data, sb.size);
+        rc = sock_send_all(c->fd, sb.data, sb.size, -1);
     msgpack_sbuffer_destroy(&sb);
     return rc;
 }

@@ -28,7 +28,7 @@ struct cli_conn {
     int fd;
     bool reader_ready;
     struct proto_reader reader;
-    char why[512]; /* cli_conn_open's -EPERM: which check refused the socket */
+    char why[512]; /* why cli_conn_open failed (sock_connect's reason) */
 };
 
 struct cli_conn_reply {
@@ -39,21 +39,18 @@ struct cli_conn_reply {
 };
 
 /*
- * The socket path of PROTOCOL.md: flag when not NULL, else $TRACECTL_SOCKET,
- * else $XDG_RUNTIME_DIR/tracectl/tracectl.sock, else
- * /tmp/tracectl-$UID/tracectl.sock (empty variables count as unset).
- * Returns flag, or buf holding the path (cut to size).
+ * The socket path: flag when not NULL, else sock_default_path() (sock.h)
+ * in buf. Returns flag or buf.
  */
 const char *cli_conn_path(const char *flag, char *buf, size_t size);
 
 /*
- * Connects to the Unix socket at path. Returns 0, or a negative errno:
- * -ENOENT / -ECONNREFUSED mean no daemon listens there, -ENAMETOOLONG a
- * path too long for sockaddr_un, -EPERM when the socket may be another
- * user's (its directory is not this user's or root's, or is writable by
- * others; or the daemon does not run as this user or root: sockdir.h), with
- * the reason in c->why; others as lstat(2) or connect(2). On error c is left
- * closed (cli_conn_close is still safe).
+ * Connects to the Unix socket at path with sock_connect() (sock.h). Returns
+ * 0, or a negative errno with the reason in c->why: -ENOENT /
+ * -ECONNREFUSED mean no daemon listens there, -ENAMETOOLONG a path too long
+ * for sockaddr_un, -EPERM when the socket may be another user's, -ENOMEM;
+ * others as lstat(2) or connect(2). On error c is left closed
+ * (cli_conn_close is still safe).
  */
 int cli_conn_open(struct cli_conn *c, const char *path);
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli_export_lanes.h"
-#include "cli_export_map.h"
+#include "map.h"
 #include "cli_json.h"
 
 struct cli_export_chrome_state {
@@ -51,7 +51,7 @@ static void cli_export_chrome_meta(struct cli_export *x, const char *what, int64
 static int cli_export_chrome_begin(struct cli_export *x)
 {
     struct cli_export_chrome_state *st = calloc(1, sizeof(*st));
-    struct cli_export_map seen;
+    struct pairmap seen;
 
     if (st == NULL)
         return -ENOMEM;
@@ -60,13 +60,13 @@ static int cli_export_chrome_begin(struct cli_export *x)
     x->state = st;
     fputs("{\"traceEvents\":[", x->out);
     /* Processes of one rank share a pid: name each pid once. */
-    cli_export_map_init(&seen);
+    pairmap_init(&seen);
     for (size_t i = 0; i < x->dict.n_procs; i++) {
         const struct cli_export_proc *p = &x->dict.procs[i];
         bool created;
 
-        if (cli_export_map_upsert(&seen, (uint64_t)p->view_pid, 0, &created) == NULL) {
-            cli_export_map_deinit(&seen);
+        if (pairmap_upsert(&seen, (uint64_t)p->view_pid, 0, &created) == NULL) {
+            pairmap_deinit(&seen);
             return -ENOMEM;
         }
         if (!created)
@@ -74,7 +74,7 @@ static int cli_export_chrome_begin(struct cli_export *x)
         cli_export_chrome_meta(x, "process_name", p->view_pid, 0, p->label);
         cli_export_chrome_meta(x, "process_sort_index", p->view_pid, 0, NULL);
     }
-    cli_export_map_deinit(&seen);
+    pairmap_deinit(&seen);
     return ferror(x->out) ? -EIO : 0;
 }
 

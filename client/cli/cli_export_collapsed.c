@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_export_map.h"
+#include "map.h"
 
 struct cli_export_stack {
     char *text; /* "<session>;<device>;<op>" */
@@ -31,11 +31,11 @@ static uint64_t cli_export_collapsed_add(uint64_t a, uint64_t b)
 
 static int cli_export_collapsed_begin(struct cli_export *x)
 {
-    struct cli_export_map *m = malloc(sizeof(*m));
+    struct pairmap *m = malloc(sizeof(*m));
 
     if (m == NULL)
         return -ENOMEM;
-    cli_export_map_init(m);
+    pairmap_init(m);
     x->state = m;
     return 0;
 }
@@ -43,7 +43,7 @@ static int cli_export_collapsed_begin(struct cli_export *x)
 static int cli_export_collapsed_row(struct cli_export *x, const struct cli_export_row *r)
 {
     /* Key: device index (0: none) and op index, both positions in the dictionaries. */
-    uint64_t *w = cli_export_map_upsert(x->state, r->dev ? r->dev->index : 0, r->op_index, NULL);
+    uint64_t *w = pairmap_upsert(x->state, r->dev ? r->dev->index : 0, r->op_index, NULL);
     uint64_t add;
 
     if (w == NULL)
@@ -85,11 +85,11 @@ static void cli_export_collapsed_clean(char *text, const char *session, const ch
 /* The map's keys as stack texts with their weights, unsorted. Returns 0 or -ENOMEM. */
 static int cli_export_collapsed_stacks(const struct cli_export *x, struct cli_export_stack *st)
 {
-    const struct cli_export_map *m = x->state;
+    const struct pairmap *m = x->state;
     size_t n = 0;
 
     for (size_t i = 0; i < m->cap; i++) {
-        const struct cli_export_slot *s = &m->slots[i];
+        const struct pairmap_slot *s = &m->slots[i];
         const char *dev;
         size_t len;
 
@@ -110,23 +110,23 @@ static int cli_export_collapsed_stacks(const struct cli_export *x, struct cli_ex
 
 static int cli_export_collapsed_end(struct cli_export *x)
 {
-    const struct cli_export_map *m = x->state;
-    struct cli_export_stack *st = calloc(m->n ? m->n : 1, sizeof(*st));
+    const struct pairmap *m = x->state;
+    struct cli_export_stack *st = calloc(m->len ? m->len : 1, sizeof(*st));
     int rc;
 
     if (st == NULL)
         return -ENOMEM;
     rc = cli_export_collapsed_stacks(x, st);
     if (rc == 0)
-        qsort(st, m->n, sizeof(*st), cli_export_collapsed_cmp);
-    for (size_t i = 0; rc == 0 && i < m->n; i++) {
+        qsort(st, m->len, sizeof(*st), cli_export_collapsed_cmp);
+    for (size_t i = 0; rc == 0 && i < m->len; i++) {
         uint64_t w = st[i].weight;
 
-        while (i + 1 < m->n && strcmp(st[i].text, st[i + 1].text) == 0)
+        while (i + 1 < m->len && strcmp(st[i].text, st[i + 1].text) == 0)
             w = cli_export_collapsed_add(w, st[++i].weight);
         fprintf(x->out, "%s %" PRIu64 "\n", st[i].text, w);
     }
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->len; i++)
         free(st[i].text);
     free(st);
     return rc != 0 ? rc : ferror(x->out) ? -EIO : 0;
@@ -135,7 +135,7 @@ static int cli_export_collapsed_end(struct cli_export *x)
 static void cli_export_collapsed_free(struct cli_export *x)
 {
     if (x->state != NULL)
-        cli_export_map_deinit(x->state);
+        pairmap_deinit(x->state);
     free(x->state);
     x->state = NULL;
 }

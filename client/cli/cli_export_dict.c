@@ -89,7 +89,7 @@ static const msgpack_object_array *cli_export_table(const msgpack_object *header
 }
 
 /* Records id → index; a repeated id is an error. Returns 0, -ENOMEM or -EPROTO. */
-static int cli_export_index(struct cli_export_map *m, const msgpack_object *id, size_t index)
+static int cli_export_index(struct pairmap *m, const msgpack_object *id, size_t index)
 {
     int64_t v;
     bool created;
@@ -97,7 +97,7 @@ static int cli_export_index(struct cli_export_map *m, const msgpack_object *id, 
 
     if (cli_export_int(id, &v) != 0)
         return -EPROTO;
-    slot = cli_export_map_upsert(m, (uint64_t)v, 0, &created);
+    slot = pairmap_upsert(m, (uint64_t)v, 0, &created);
     if (slot == NULL)
         return -ENOMEM;
     if (!created)
@@ -253,9 +253,9 @@ int cli_export_dict_init(struct cli_export_dict *d, const msgpack_object *header
     int rc;
 
     memset(d, 0, sizeof(*d));
-    cli_export_map_init(&d->op_idx);
-    cli_export_map_init(&d->dev_idx);
-    cli_export_map_init(&d->proc_idx);
+    pairmap_init(&d->op_idx);
+    pairmap_init(&d->dev_idx);
+    pairmap_init(&d->proc_idx);
     rc = cli_export_dict_fill(d, header, err, errsize);
     if (rc != 0)
         cli_export_dict_deinit(d);
@@ -278,9 +278,9 @@ void cli_export_dict_deinit(struct cli_export_dict *d)
     free(d->devs);
     free(d->procs);
     free(d->session_name);
-    cli_export_map_deinit(&d->op_idx);
-    cli_export_map_deinit(&d->dev_idx);
-    cli_export_map_deinit(&d->proc_idx);
+    pairmap_deinit(&d->op_idx);
+    pairmap_deinit(&d->dev_idx);
+    pairmap_deinit(&d->proc_idx);
     memset(d, 0, sizeof(*d));
 }
 
@@ -295,12 +295,12 @@ static int cli_export_uint(const msgpack_object *o, bool nil_ok, uint64_t *out)
 }
 
 /* Looks up a daemon id in one of the index maps; returns the array index or -1. */
-static long cli_export_lookup(const struct cli_export_map *m, const msgpack_object *id)
+static long cli_export_lookup(const struct pairmap *m, const msgpack_object *id)
 {
     int64_t v;
     const uint64_t *idx;
 
-    if (cli_export_int(id, &v) != 0 || (idx = cli_export_map_get(m, (uint64_t)v, 0)) == NULL)
+    if (cli_export_int(id, &v) != 0 || (idx = pairmap_get(m, (uint64_t)v, 0)) == NULL)
         return -1;
     return (long)*idx;
 }

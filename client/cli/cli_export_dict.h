@@ -22,7 +22,7 @@
 
 #include <msgpack.h>
 
-#include "cli_export_map.h"
+#include "map.h"
 
 struct cli_export_op {
     char *name;
@@ -54,7 +54,7 @@ struct cli_export_dict {
     struct cli_export_dev *devs;
     struct cli_export_proc *procs;
     size_t n_ops, n_devs, n_procs;
-    struct cli_export_map op_idx, dev_idx, proc_idx; /* daemon id → array index */
+    struct pairmap op_idx, dev_idx, proc_idx; /* daemon id → array index */
 };
 
 /* One entry of the stream, resolved against the dictionaries. */

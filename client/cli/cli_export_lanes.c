@@ -13,8 +13,8 @@
 void cli_export_lanes_init(struct cli_export_lanes *l)
 {
     memset(l, 0, sizeof(*l));
-    cli_export_map_init(&l->devs);
-    cli_export_map_init(&l->tracks);
+    pairmap_init(&l->devs);
+    pairmap_init(&l->tracks);
 }
 
 void cli_export_lanes_deinit(struct cli_export_lanes *l)
@@ -25,8 +25,8 @@ void cli_export_lanes_deinit(struct cli_export_lanes *l)
         free(l->t[i].lanes);
     }
     free(l->t);
-    cli_export_map_deinit(&l->devs);
-    cli_export_map_deinit(&l->tracks);
+    pairmap_deinit(&l->devs);
+    pairmap_deinit(&l->tracks);
     memset(l, 0, sizeof(*l));
 }
 
@@ -46,14 +46,14 @@ static struct cli_export_lanes_track *cli_export_lanes_track(struct cli_export_l
         l->t = t;
         l->cap = cap;
     }
-    dev = cli_export_map_upsert(&l->devs, (uint64_t)r->proc->view_pid, r->dev ? r->dev->index : 0,
-                                &created);
+    dev =
+        pairmap_upsert(&l->devs, (uint64_t)r->proc->view_pid, r->dev ? r->dev->index : 0, &created);
     if (dev == NULL)
         return NULL;
     if (created)
         *dev = ++l->n_dev_keys;
     key = *dev << 1 | (r->has_stream ? 1 : 0);
-    slot = cli_export_map_upsert(&l->tracks, key, r->has_stream ? r->stream : 0, &created);
+    slot = pairmap_upsert(&l->tracks, key, r->has_stream ? r->stream : 0, &created);
     if (slot == NULL)
         return NULL;
     if (!created)

@@ -33,7 +33,7 @@
 #include <stdint.h>
 
 #include "cli_export_dict.h"
-#include "cli_export_map.h"
+#include "map.h"
 
 struct cli_export_lane {
     uint64_t id;      /* the format's (a Perfetto track uuid, a Chrome tid); 0 until it sets it */
@@ -52,8 +52,8 @@ struct cli_export_lanes_track {
 };
 
 struct cli_export_lanes {
-    struct cli_export_map devs;   /* (view pid, device index) → a key 1, 2, ... */
-    struct cli_export_map tracks; /* (dev key << 1 | has_stream, stream) → track index + 1 */
+    struct pairmap devs;   /* (view pid, device index) → a key 1, 2, ... */
+    struct pairmap tracks; /* (dev key << 1 | has_stream, stream) → track index + 1 */
     struct cli_export_lanes_track *t;
     size_t n, cap;       /* tracks */
     uint64_t n_dev_keys; /* (view pid, device) pairs seen */

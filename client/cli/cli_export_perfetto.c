@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli_export_lanes.h"
-#include "cli_export_map.h"
+#include "map.h"
 #include "cli_pb.h"
 
 #define PF_FLUSH_AT ((size_t)64 << 10)
@@ -69,8 +69,8 @@ struct pf_state {
     struct cli_pb pb;
     FILE *out;
     struct cli_export_lanes lanes; /* the slice tracks: one per lane, uuid in the lane's id */
-    struct cli_export_map procs;   /* view pid → the uuid of its process track */
-    struct cli_export_map names;   /* op index → interned iid */
+    struct pairmap procs;          /* view pid → the uuid of its process track */
+    struct pairmap names;          /* op index → interned iid */
     uint64_t next_uuid, next_iid;
     bool cleared;         /* the SEQ_INCREMENTAL_STATE_CLEARED packet is written */
     bool annots_interned; /* the annotation names are */
@@ -148,7 +148,7 @@ static int pf_lane(struct pf_state *st, const struct cli_export_lanes_track *tr,
     bool created;
     int rc;
 
-    proc_uuid = cli_export_map_upsert(&st->procs, (uint64_t)tr->proc->view_pid, 0, &created);
+    proc_uuid = pairmap_upsert(&st->procs, (uint64_t)tr->proc->view_pid, 0, &created);
     if (proc_uuid == NULL)
         return -ENOMEM;
     if (created) {
@@ -164,7 +164,7 @@ static int pf_lane(struct pf_state *st, const struct cli_export_lanes_track *tr,
 /* The op's name iid; *fresh tells whether it must be sent in this packet's interned data. */
 static int pf_name_iid(struct pf_state *st, size_t op_index, uint64_t *iid, bool *fresh)
 {
-    uint64_t *slot = cli_export_map_upsert(&st->names, op_index, 0, fresh);
+    uint64_t *slot = pairmap_upsert(&st->names, op_index, 0, fresh);
 
     if (slot == NULL)
         return -ENOMEM;
@@ -265,8 +265,8 @@ static int cli_export_perfetto_begin(struct cli_export *x)
     cli_pb_init(&st->pb);
     st->out = x->out;
     cli_export_lanes_init(&st->lanes);
-    cli_export_map_init(&st->procs);
-    cli_export_map_init(&st->names);
+    pairmap_init(&st->procs);
+    pairmap_init(&st->names);
     x->state = st;
     return 0;
 }
@@ -306,8 +306,8 @@ static void cli_export_perfetto_free(struct cli_export *x)
     if (st != NULL) {
         cli_pb_deinit(&st->pb);
         cli_export_lanes_deinit(&st->lanes);
-        cli_export_map_deinit(&st->procs);
-        cli_export_map_deinit(&st->names);
+        pairmap_deinit(&st->procs);
+        pairmap_deinit(&st->names);
     }
     free(st);
     x->state = NULL;

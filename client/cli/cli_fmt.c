@@ -3,11 +3,8 @@
  */
 #include "cli_fmt.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
-#include <strings.h>
 #include <time.h>
 
 /* v (≥ 0, < 1000 after the caller's scaling) with three significant digits and a unit. */
@@ -80,45 +77,4 @@ void cli_fmt_time(char *buf, size_t size, uint64_t wall_ns)
 
     if (localtime_r(&t, &tm) == NULL || strftime(buf, size, "%Y-%m-%d %H:%M:%S", &tm) == 0)
         snprintf(buf, size, "%" PRIu64, wall_ns);
-}
-
-/* The multiplier of a unit suffix, or 0 when it is not one. */
-static uint64_t cli_fmt_unit(const char *u)
-{
-    static const struct {
-        char letter;
-        unsigned shift;
-    } units[] = {{'k', 10}, {'m', 20}, {'g', 30}, {'t', 40}};
-
-    if (*u == '\0' || strcasecmp(u, "b") == 0)
-        return 1;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if ((u[0] | 0x20) != units[i].letter)
-            continue;
-        if (u[1] == '\0' || strcasecmp(u + 1, "b") == 0 || strcasecmp(u + 1, "ib") == 0)
-            return 1ull << units[i].shift;
-    }
-    return 0;
-}
-
-int cli_fmt_parse_bytes(const char *s, uint64_t *out)
-{
-    uint64_t v = 0, mult;
-
-    if (*s < '0' || *s > '9')
-        return -EINVAL;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        unsigned d = (unsigned)(*s - '0');
-
-        if (v > (UINT64_MAX - d) / 10)
-            return -ERANGE;
-        v = v * 10 + d;
-    }
-    mult = cli_fmt_unit(s);
-    if (mult == 0)
-        return -EINVAL;
-    if (v > UINT64_MAX / mult)
-        return -ERANGE;
-    *out = v * mult;
-    return 0;
 }

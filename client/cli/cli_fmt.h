@@ -1,7 +1,7 @@
 /*
  * cli_fmt — human units for the tracectl CLI: durations, byte sizes,
- * shares, wall-clock times, and the parsing of byte sizes given on the
- * command line.
+ * shares and wall-clock times (a SIZE given on the command line is parsed
+ * by proto/bytesize.h).
  *
  * Pure functions over numbers and caller-owned buffers; no state. A buffer
  * of CLI_FMT_LEN bytes always holds any result (longer ones are cut).
@@ -29,13 +29,5 @@ void cli_fmt_share(char *buf, size_t size, double ratio);
 
 /* CLOCK_REALTIME nanoseconds as local time "YYYY-MM-DD HH:MM:SS". */
 void cli_fmt_time(char *buf, size_t size, uint64_t wall_ns);
-
-/*
- * Parses a byte size: digits, optionally followed by a unit K, KB, KiB, M,
- * MB, MiB, G, GB, GiB, T, TB, TiB (any case, all binary: K = 1024) or B.
- * Returns 0 and sets *out, -EINVAL when s is not such a size, -ERANGE when
- * it does not fit in 64 bits.
- */
-int cli_fmt_parse_bytes(const char *s, uint64_t *out);
 
 #endif

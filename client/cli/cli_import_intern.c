@@ -3,18 +3,9 @@
  */
 #include "cli_import_intern.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-uint64_t intern_hash(const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    uint64_t h = 14695981039346656037ull; /* FNV-1a's 64-bit offset basis */
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
 
 static int intern_reserve(struct intern *t)
 {
@@ -25,10 +16,10 @@ static int intern_reserve(struct intern *t)
     if (t->n < t->cap)
         return 0;
     if ((v = realloc(t->v, cap * sizeof(*v))) == NULL)
-        return -1;
+        return -ENOMEM;
     t->v = v;
     if ((len = realloc(t->len, cap * sizeof(*len))) == NULL)
-        return -1;
+        return -ENOMEM;
     t->len = len;
     t->cap = cap;
     return 0;

@@ -22,10 +22,6 @@ struct intern {
     struct strmap index; /* string → its index */
 };
 
-/* The 64-bit FNV-1a hash of p[0..n) (a key for strings the importer only compares, and the
- * suffix of names cut to the protocol's limit). */
-uint64_t intern_hash(const void *p, size_t n);
-
 /* Index of s[0..n), added when new. INTERN_NONE when out of memory. */
 uint32_t intern_get(struct intern *t, const void *s, size_t n);
 

@@ -188,7 +188,7 @@ static void name_cut(char *dst, const unsigned char *s, size_t n)
     char tail[16];
     size_t keep;
 
-    snprintf(tail, sizeof(tail), "\xe2\x80\xa6#%08" PRIx32, (uint32_t)(intern_hash(s, n) >> 32));
+    snprintf(tail, sizeof(tail), "\xe2\x80\xa6#%08" PRIx32, (uint32_t)(map_hash_bytes(s, n) >> 32));
     keep = KINETO_NAME_MAX - strlen(tail);
     while (keep > 0 && (s[keep] & 0xc0) == 0x80)
         keep--;
@@ -796,7 +796,7 @@ static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t 
         else if (strcmp(key, "dur") == 0 && !is_str)
             e->has_dur = us_to_ns(t, n, &e->dur);
         else if (strcmp(key, "tid") == 0) /* "stream 7" or 1234: a key, nothing more */
-            e->tid = is_str ? (int64_t)(intern_hash(t, n) >> 1) : int_or(t, n, -1);
+            e->tid = is_str ? (int64_t)(map_hash_bytes(t, n) >> 1) : int_or(t, n, -1);
         else if (strcmp(key, "pid") == 0 && !is_str)
             e->pid = int_or(t, n, -1);
     } else if (top(p) == F_ARGS && !is_str) {

@@ -8,10 +8,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cli_conn.h"
+#include "sock.h"
 
 __attribute__((format(printf, 3, 4))) static int send_fail(struct import_send *s, int err,
                                                            const char *fmt, ...)
@@ -63,22 +63,16 @@ static int send_bytes(struct import_send *s, msgpack_sbuffer *sb)
     const char *p = sb->data;
     size_t n = sb->size;
     struct proto_msg m;
+    int rc;
 
     msgpack_sbuffer_clear(sb);
     if (s->err)
         return s->err;
-    while (n > 0) {
-        ssize_t w = send(s->fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            int err = errno;
-            /* after an error reply the daemon closes: its reason is waiting to be read */
-            if ((err == EPIPE || err == ECONNRESET) && recv_msg(s, &m) == 0)
-                proto_msg_free(&m); /* not an error: keep the write's reason */
-            return send_fail(s, -EPIPE, "cannot write to the daemon: %s", strerror(err));
-        }
-        p += w, n -= (size_t)w;
+    if ((rc = sock_send_all(s->fd, p, n, -1)) < 0) {
+        /* after an error reply the daemon closes: its reason is waiting to be read */
+        if ((rc == -EPIPE || rc == -ECONNRESET) && recv_msg(s, &m) == 0)
+            proto_msg_free(&m); /* not an error: keep the write's reason */
+        return send_fail(s, -EPIPE, "cannot write to the daemon: %s", strerror(-rc));
     }
     return 0;
 }

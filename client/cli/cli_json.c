@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_utf8.h"
+#include "utf8.h"
 
 static int cli_json_value(FILE *f, const msgpack_object *o, int depth);
 
@@ -28,7 +28,7 @@ int cli_json_write_str(FILE *f, const char *s, size_t n)
     fputc('"', f);
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
-        size_t len = cli_utf8_decode(s + i, n - i, &cp);
+        size_t len = utf8_decode(s + i, n - i, &cp);
 
         if (len == 0) {
             fputs("\\ufffd", f);

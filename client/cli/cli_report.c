@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytesize.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "cli_view.h"
@@ -85,7 +86,7 @@ static int cli_report_ratio(const char *arg, struct proto_request *req)
 
 static int cli_report_threshold(const char *arg, struct proto_request *req)
 {
-    int rc = cli_fmt_parse_bytes(arg, &req->mem_threshold);
+    int rc = bytesize_parse(arg, &req->mem_threshold);
 
     if (rc == -ERANGE)
         cli_error("report: --mem-threshold '%s' is too large", arg);

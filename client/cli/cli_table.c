@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_utf8.h"
+#include "utf8.h"
 
 #define CLI_TABLE_ELLIPSIS "\xe2\x80\xa6" /* U+2026 … */
 
@@ -50,7 +50,7 @@ static char *cli_table_sanitize(const char *s)
     if (out == NULL)
         return NULL;
     while (i < n) {
-        size_t len = cli_utf8_decode(s + i, n - i, &cp);
+        size_t len = utf8_decode(s + i, n - i, &cp);
 
         if (len == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
             out[o++] = '?';

@@ -44,12 +44,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "proto.h"
-#include "sockdir.h"
+#include "sock.h"
 #include "tracectl.h"
 
 #define DEFAULT_RING     65536
@@ -306,16 +305,10 @@ static int64_t env_int(const char *const *names)
 
 static void socket_path(const tc_options *o, char *buf, size_t len)
 {
-    const char *env = getenv("TRACECTL_SOCKET"), *xdg = getenv("XDG_RUNTIME_DIR");
-
     if (o->socket_path != NULL)
         snprintf(buf, len, "%s", o->socket_path);
-    else if (env != NULL && *env)
-        snprintf(buf, len, "%s", env);
-    else if (xdg != NULL && *xdg)
-        snprintf(buf, len, "%s/tracectl/tracectl.sock", xdg);
     else
-        snprintf(buf, len, "/tmp/tracectl-%u/tracectl.sock", (unsigned)getuid());
+        sock_default_path(buf, len);
 }
 
 /*
@@ -345,23 +338,6 @@ static int hello_resolve(tc_client *c)
 
 /* ---- socket I/O (the opening thread, then the writer thread only) ------- */
 
-static int write_all(int fd, const char *p, size_t n, int timeout_ms)
-{
-    while (n > 0) {
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            p += w, n -= (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EINTR)
-            return -errno;
-        if (poll(&pfd, 1, timeout_ms) == 0)
-            return -ETIMEDOUT;
-    }
-    return 0;
-}
-
 /* Reads what is there (waiting up to timeout_ms for the first byte). 0, or -errno / -EPIPE. */
 static int read_some(int fd, struct proto_reader *r, int timeout_ms)
 {
@@ -383,25 +359,6 @@ static int read_some(int fd, struct proto_reader *r, int timeout_ms)
     return 0;
 }
 
-static int connect_socket(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int rc = -errno;
-        close(fd);
-        return rc;
-    }
-    return fd;
-}
-
 /*
  * Connects c->fd to the daemon at c->path, once sure that no other user
  * controls it (sockdir.h): the socket's directory is this user's or root's
@@ -411,24 +368,15 @@ static int connect_socket(const char *path)
 static int client_socket(tc_client *c)
 {
     char why[PATH_MAX + 160];
-    int rc;
 
-    if ((rc = sockdir_check_dir(c->path, getuid(), why, sizeof(why))) < 0) {
+    if ((c->fd = sock_connect(c->path, why, sizeof(why))) < 0) {
+        int rc = c->fd;
+
+        c->fd = -1;
         client_error(c, rc, "%s", why);
         return rc;
     }
-    if ((c->fd = connect_socket(c->path)) < 0) {
-        rc = c->fd;
-        c->fd = -1;
-        client_error(c, rc, "cannot connect to %s: %s", c->path, strerror(-rc));
-        return rc;
-    }
-    if ((rc = sockdir_check_peer(c->fd, c->path, getuid(), why, sizeof(why))) < 0) {
-        client_error(c, rc, "%s", why);
-        close(c->fd);
-        c->fd = -1;
-    }
-    return rc;
+    return 0;
 }
 
 /* The daemon's answer to the hello: 0 on welcome, else -EPROTO with the reason kept. */
@@ -471,7 +419,7 @@ static int say_hello(tc_client *c)
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
     if (proto_pack_hello(&pk, &h) < 0)
         return -ENOMEM;
-    rc = write_all(c->fd, c->out.data, c->out.size, OPEN_TIMEOUT_MS);
+    rc = sock_send_all(c->fd, c->out.data, c->out.size, OPEN_TIMEOUT_MS);
     msgpack_sbuffer_clear(&c->out);
     while (rc == 0) {
         rc = proto_reader_next(&c->reader, &m, &err);
@@ -1248,7 +1196,7 @@ int tc_close(tc_client *c)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (c->out_off == c->out.size && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
-        write_all(c->fd, sb.data, sb.size, 1000);
+        sock_send_all(c->fd, sb.data, sb.size, 1000);
     msgpack_sbuffer_destroy(&sb);
     client_free(c);
     return rc;

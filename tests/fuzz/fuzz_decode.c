@@ -12,6 +12,7 @@
  *
  *   scripts/fuzz.sh [SECONDS]    builds with clang -fsanitize=fuzzer and runs it
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,7 +202,7 @@ static void bound_is_exact(const struct proto_msg *m, const char *buf, size_t le
             CHECK(msg_eq(m, &again));
             proto_msg_free(&again);
         } else {
-            CHECK(rc == -1 && strcmp(err.code, PROTO_E_TOO_LARGE) == 0);
+            CHECK(rc == -EMSGSIZE && strcmp(err.code, PROTO_E_TOO_LARGE) == 0);
         }
         proto_reader_deinit(&r);
     }

@@ -484,3 +484,24 @@ Test(daemon, hello_meta_is_stored_and_merged)
     free(layers);
     free(lr);
 }
+
+/* A bad value names the option it was given to (main.c looks the name up by getopt's index). */
+Test(daemon, bad_option_value_names_the_option)
+{
+    static const char *const opts[] = {"max-live-sessions", "max-session-bytes", "max-user-bytes",
+                                       "retain-days", "retain-bytes"};
+    char cmd[PATH_MAX + 128], want[128];
+
+    d.dir[0] = '\0';
+    for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+        char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+        char *out = NULL;
+
+        snprintf(cmd, sizeof(cmd), "exec %s --socket /tmp/tctest-unused.sock --%s 12Q 2>&1",
+                 TRACECTLD_BIN, opts[i]);
+        snprintf(want, sizeof(want), "tracectld: bad value '12Q' for --%s\n", opts[i]);
+        cr_assert_eq(harness_run(&out, argv), 2, "--%s", opts[i]);
+        cr_assert_str_eq(out, want);
+        free(out);
+    }
+}

@@ -235,16 +235,16 @@ static void end_sessions(struct stress *st)
         uint64_t entries = 0;
         for (int p = 0; p < PROCS; p++) {
             struct store_job *j = store_job_new(STORE_PROCESS_END, session_id(s));
-            j->u.pend.process_id = process_id(s, p);
-            j->u.pend.ended_ns = 2000;
-            j->u.pend.bye = true;
+            j->u.process_end.process_id = process_id(s, p);
+            j->u.process_end.ended_ns = 2000;
+            j->u.process_end.bye = true;
             store_enqueue(st->store, j);
             entries += st->procs[s][p].sent;
         }
         struct store_job *j = store_job_new(STORE_SESSION_END, session_id(s));
-        j->u.send.ended_ns = 3000;
-        j->u.send.processes = PROCS;
-        j->u.send.entries = entries;
+        j->u.session_end.ended_ns = 3000;
+        j->u.session_end.processes = PROCS;
+        j->u.session_end.entries = entries;
         store_enqueue(st->store, j);
     }
 }

@@ -9,6 +9,7 @@
  * less than 1/128 of it (agg.h).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -18,7 +19,8 @@
 #include <uv.h>
 
 #include "agg.h"
-#include "report.h"
+#include "query.h"
+#include "schema.h"
 #include "store.h"
 
 static char dir[64];
@@ -316,4 +318,26 @@ Test(agg, sums_saturate_at_int64_max_in_both_paths)
         cr_assert_float_eq(r.imbalance.ratio, 0.0, 1e-12);
         report_free(&r);
     }
+}
+
+/*
+ * The error convention of agg.h: a failed SQLite step comes back as a negative errno (here
+ * -EIO: the table its statement writes is gone), never as an SQLite code.
+ */
+Test(agg, errors_are_negative_errno)
+{
+    struct proto_entry e = {.op_id = 1, .dur_ns = 5, .start_ns = 1};
+    struct agg *a;
+    sqlite3 *db;
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(db, schema_session_sql, NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_not_null(a = agg_new(db));
+    cr_assert_eq(agg_init_file(a), 0);
+    cr_assert_eq(sqlite3_exec(db, "DROP TABLE top_slow", NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_eq(agg_entry(a, &e, 0, 1), -EIO); /* the slowest-entries heap writes top_slow */
+    cr_assert_eq(sqlite3_exec(db, "DROP TABLE agg_session", NULL, NULL, NULL), SQLITE_OK);
+    cr_assert_eq(agg_flush(a), -EIO);
+    agg_free(a);
+    sqlite3_close(db);
 }

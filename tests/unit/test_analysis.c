@@ -1,7 +1,7 @@
 /*
  * test_analysis — the pure post-processing of reports (daemon/analysis.c):
- * nearest-rank percentiles, op classification, shares, load imbalance, the
- * op order and the collapsed-stack weight. Every expected value is worked
+ * nearest-rank percentiles, op classification, shares, load imbalance and
+ * the op order. Every expected value is worked
  * out by hand in the comment next to it, from PROTOCOL.md's definitions.
  */
 #include <stdint.h>
@@ -321,22 +321,4 @@ Test(analysis, sort_ops)
     analysis_sort_ops(ops, 5);
     for (size_t i = 0; i < 5; i++)
         cr_assert_str_eq(ops[i].op, want[i], "row %zu", i);
-}
-
-/* ---- collapsed-stack weights --------------------------------------------- */
-
-Test(analysis, collapsed_weight)
-{
-    cr_assert_eq(analysis_collapsed_weight(0), 1);    /* round(0) = 0 -> at least 1 */
-    cr_assert_eq(analysis_collapsed_weight(1), 1);    /* round(0.001) = 0 -> 1 */
-    cr_assert_eq(analysis_collapsed_weight(499), 1);  /* round(0.499) = 0 -> 1 */
-    cr_assert_eq(analysis_collapsed_weight(500), 1);  /* round(0.5) = 1 */
-    cr_assert_eq(analysis_collapsed_weight(999), 1);  /* round(0.999) = 1 */
-    cr_assert_eq(analysis_collapsed_weight(1000), 1); /* 1 */
-    cr_assert_eq(analysis_collapsed_weight(1499), 1); /* round(1.499) = 1 */
-    cr_assert_eq(analysis_collapsed_weight(1500), 2); /* half away from zero */
-    cr_assert_eq(analysis_collapsed_weight(2499), 2); /* round(2.499) = 2 */
-    cr_assert_eq(analysis_collapsed_weight(2500), 3); /* half away from zero, not to even */
-    /* UINT64_MAX = 18446744073709551615: 18446744073709551.615 -> ...552 */
-    cr_assert_eq(analysis_collapsed_weight(UINT64_MAX), UINT64_C(18446744073709552));
 }

@@ -4,6 +4,8 @@
  * get. Messages are built with msgpack-c's packer or as raw bytes, never with
  * the proto_pack_* functions under test (except in the round-trip tests).
  */
+#include <errno.h>
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <stdio.h>
@@ -592,6 +594,16 @@ static struct bad_case bad_cases[] = {
 /* Parameters cross into Criterion's worker process: pass indices, not pointers. */
 static size_t bad_index[N_BAD_CASES];
 
+/* proto.h's error convention: the negative errno that goes with each wire code. */
+static int code_errno(const char *code)
+{
+    if (strcmp(code, PROTO_E_TOO_LARGE) == 0)
+        return -EMSGSIZE;
+    if (strcmp(code, PROTO_E_MSGPACK) == 0)
+        return -EBADMSG;
+    return -EPROTO;
+}
+
 ParameterizedTestParameters(proto, malformed)
 {
     for (size_t i = 0; i < N_BAD_CASES; i++)
@@ -608,7 +620,7 @@ ParameterizedTest(size_t *idx, proto, malformed)
 
     buf_init(&b);
     c->build(&b);
-    cr_assert_eq(decode(&b, &m, &err), -1, "%s: decoded", c->name);
+    cr_assert_eq(decode(&b, &m, &err), code_errno(c->code), "%s: decoded", c->name);
     cr_assert_str_eq(err.code, c->code, "%s: got %s (%s)", c->name, err.code, err.message);
     cr_assert_gt(strlen(err.message), 0, "%s: no message", c->name);
     cr_assert_eq(m.type, PROTO_NONE, "%s: message not reset", c->name);
@@ -1006,7 +1018,7 @@ Test(proto, reader_bounds_message_as_it_arrives)
         feed(&r, chunk, sizeof(chunk));
         fed += sizeof(chunk);
     }
-    cr_assert_eq(rc, -1);
+    cr_assert_eq(rc, -EMSGSIZE);
     cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
     /* refused within one read of the 1 MiB limit */
     cr_assert_leq(fed, (1u << 20) + 2 * sizeof(chunk), "fed %zu bytes before refusing", fed);
@@ -1021,7 +1033,7 @@ Test(proto, reader_rejects_garbage)
 
     cr_assert_eq(proto_reader_init(&r, 0), 0);
     feed(&r, "\xc1\xc1\xc1", 3);
-    cr_assert_eq(proto_reader_next(&r, &m, &err), -1);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), -EBADMSG);
     cr_assert_str_eq(err.code, PROTO_E_MSGPACK);
     proto_reader_deinit(&r);
 }
@@ -1056,7 +1068,7 @@ Test(proto, scanner_header_split_across_reads)
     size_t fed;
 
     cr_assert_eq(proto_reader_init(&r, 0), 0);
-    cr_assert_eq(feed_steps(&r, bytes, sizeof(bytes) - 1, 1, &m, &err, &fed), -1);
+    cr_assert_eq(feed_steps(&r, bytes, sizeof(bytes) - 1, 1, &m, &err, &fed), -EMSGSIZE);
     cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
     cr_assert_eq(fed, 12, "refused after %zu bytes, not at the header's last byte", fed);
     /* the error sticks: later bytes do not make the stream good again */
@@ -1064,7 +1076,7 @@ Test(proto, scanner_header_split_across_reads)
          "\x91\xa5"
          "flush",
          7);
-    cr_assert_eq(proto_reader_next(&r, &m, &err), -1);
+    cr_assert_eq(proto_reader_next(&r, &m, &err), -EMSGSIZE);
     proto_reader_deinit(&r);
 }
 
@@ -1082,7 +1094,7 @@ Test(proto, scanner_bound_is_the_message_limit)
     s(&b, "batch");
     msgpack_pack_array(&b.pk, 1000);
     cr_assert_eq(proto_reader_init(&r, 512), 0);
-    cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, b.sb.size, &m, &err, &fed), -1);
+    cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, b.sb.size, &m, &err, &fed), -EMSGSIZE);
     cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
     proto_reader_deinit(&r);
     cr_assert_eq(proto_reader_init(&r, 0), 0);
@@ -1185,7 +1197,7 @@ Test(proto, scanner_depth_limit)
             cr_assert_eq(m.type, PROTO_HELLO);
             proto_msg_free(&m);
         } else {
-            cr_assert_eq(rc, -1, "depth %d accepted", depth);
+            cr_assert_eq(rc, -EPROTO, "depth %d accepted", depth);
             cr_assert_str_eq(err.code, PROTO_E_MESSAGE);
         }
         proto_reader_deinit(&r);
@@ -1272,7 +1284,7 @@ Test(proto, scanner_exact_limit)
         proto_msg_free(&m);
         proto_reader_deinit(&r);
         cr_assert_eq(proto_reader_init(&r, b.sb.size - 1), 0);
-        cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, step, &m, &err, &fed), -1);
+        cr_assert_eq(feed_steps(&r, b.sb.data, b.sb.size, step, &m, &err, &fed), -EMSGSIZE);
         cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
         /* the last element is "gpu:0": its header already shows it cannot fit */
         if (step == 1)

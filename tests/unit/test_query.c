@@ -36,7 +36,7 @@
 #include <msgpack.h>
 #include <sqlite3.h>
 
-#include "report.h"
+#include "query.h"
 #include "schema.h"
 
 static char db_path[64];

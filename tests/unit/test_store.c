@@ -4,11 +4,13 @@
  * independent SQLite connection inside the completion callback).
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -133,9 +135,9 @@ Test(store, batches_in_rows_out_ack_after_commit)
 
     /* session end: the catalog row is updated and the file closed */
     j = store_job_new(STORE_SESSION_END, 1);
-    j->u.send.ended_ns = 42;
-    j->u.send.processes = 1;
-    j->u.send.entries = 2000;
+    j->u.session_end.ended_ns = 42;
+    j->u.session_end.processes = 1;
+    j->u.session_end.entries = 2000;
     store_enqueue(s, j);
     store_free(s);
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -337,6 +339,109 @@ Test(store, a_flood_does_not_hold_back_another_sessions_flush)
         uv_run(&loop, UV_RUN_ONCE);
     cr_assert_eq(o.done[0], 2, "the bystander's flush waited for the flood");
     cr_assert_eq(o.done[1], 1);
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+/* The daemon's one SQLite -> errno map (store.h), primary and extended codes. */
+Test(store, sqlite_errno_map)
+{
+    static const struct {
+        int sqlite, want;
+    } map[] = {
+        {SQLITE_OK, 0},
+        {SQLITE_ROW, 0},
+        {SQLITE_DONE, 0},
+        {SQLITE_FULL, -ENOSPC},
+        {SQLITE_NOMEM, -ENOMEM},
+        {SQLITE_CANTOPEN, -ENOENT},
+        {SQLITE_CANTOPEN_ISDIR, -ENOENT},
+        {SQLITE_READONLY, -EACCES},
+        {SQLITE_PERM, -EACCES},
+        {SQLITE_AUTH, -EACCES},
+        {SQLITE_BUSY, -EBUSY},
+        {SQLITE_BUSY_SNAPSHOT, -EBUSY},
+        {SQLITE_LOCKED, -EBUSY},
+        {SQLITE_ERROR, -EIO},
+        {SQLITE_CORRUPT, -EIO},
+        {SQLITE_IOERR_WRITE, -EIO},
+    };
+
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        cr_assert_eq(store_errno(map[i].sqlite), map[i].want, "SQLite code %d", map[i].sqlite);
+}
+
+/* file + WAL of session 1, by stat() here, independently of the store */
+static uint64_t disk_bytes(void)
+{
+    char path[PATH_MAX + 8];
+    struct stat st;
+    uint64_t n = 0;
+
+    snprintf(path, sizeof(path), "%s/sessions/1.db", dir);
+    if (stat(path, &st) == 0)
+        n += (uint64_t)st.st_size;
+    strcat(path, "-wal");
+    if (stat(path, &st) == 0)
+        n += (uint64_t)st.st_size;
+    return n;
+}
+
+/*
+ * The loop never waits on disk (store.h), sizes included: store_session_bytes() reads what the
+ * writer published after its last commit, so removing the files behind the store's back does
+ * not change it until the writer commits again.
+ */
+Test(store, session_bytes_are_published_not_stat)
+{
+    struct seen seen = {0};
+    char err[256], path[PATH_MAX + 8];
+    uv_loop_t loop;
+    uint64_t at_ack;
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcstore.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    struct store *s = store_new(&loop, dir, done_cb, NULL, &seen, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    cr_assert_gt(store_catalog_bytes(s), 0);
+    cr_assert_eq(store_start(s), 0);
+    cr_assert_eq(store_session_bytes(s, 1), 0); /* nothing stored yet */
+
+    struct store_job *j = store_job_new(STORE_OPEN, 1);
+    j->u.open.name = strdup("sizes");
+    store_enqueue(s, j);
+    j = store_job_new(STORE_PROCESS, 1);
+    j->u.process.id = 1;
+    j->u.process.rank = j->u.process.world = j->u.process.pid = j->u.process.uid = -1;
+    store_enqueue(s, j);
+    j = store_job_new(STORE_OP, 1);
+    j->u.name.id = 1;
+    j->u.name.name = strdup("op");
+    j->u.name.category = strdup("compute");
+    store_enqueue(s, j);
+    j = store_job_new(STORE_DEVICE, 1);
+    j->u.name.id = 1;
+    j->u.name.name = strdup("gpu:0");
+    store_enqueue(s, j);
+    store_enqueue(s, batch(500, 0));
+    store_enqueue(s, flush(&seen));
+    while (seen.flushes < 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    at_ack = disk_bytes();
+    cr_assert_gt(at_ack, 0);
+    cr_assert_eq(store_session_bytes(s, 1), at_ack, "published %llu, on disk %llu",
+                 (unsigned long long)store_session_bytes(s, 1), (unsigned long long)at_ack);
+
+    /* gone from under the store (the writer is idle): the published size stands */
+    snprintf(path, sizeof(path), "%s/sessions/1.db-wal", dir);
+    unlink(path);
+    cr_assert_eq(store_session_bytes(s, 1), at_ack, "store_session_bytes() read the disk");
+
+    j = store_job_new(STORE_DELETE, 1);
+    store_enqueue(s, j);
     store_free(s);
     uv_run(&loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&loop), 0);

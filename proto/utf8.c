@@ -1,10 +1,10 @@
 /*
- * cli_utf8 — a strict UTF-8 decoder (see cli_utf8.h).
+ * utf8 — a strict UTF-8 decoder (see utf8.h).
  */
-#include "cli_utf8.h"
+#include "utf8.h"
 
 /* Length of the sequence a lead byte announces, and the smallest code point it may encode. */
-static size_t cli_utf8_lead(unsigned char b, uint32_t *cp, uint32_t *min)
+static size_t utf8_lead(unsigned char b, uint32_t *cp, uint32_t *min)
 {
     if (b < 0x80) {
         *cp = b;
@@ -29,11 +29,11 @@ static size_t cli_utf8_lead(unsigned char b, uint32_t *cp, uint32_t *min)
     return 0; /* a continuation byte or 0xf8..0xff */
 }
 
-size_t cli_utf8_decode(const char *s, size_t n, uint32_t *cp)
+size_t utf8_decode(const char *s, size_t n, uint32_t *cp)
 {
     const unsigned char *u = (const unsigned char *)s;
     uint32_t c, min;
-    size_t len = cli_utf8_lead(u[0], &c, &min);
+    size_t len = utf8_lead(u[0], &c, &min);
 
     if (len == 0 || len > n)
         return 0;
