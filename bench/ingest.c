@@ -28,6 +28,10 @@
  * ceiling. A second ceiling ("blob") writes one self-contained row per entry
  * with its shapes inline, the layout issue 3's reference figures are for.
  * --sites S: the program runs S distinct call sites per step (default 256).
+ * --storage-format F: the daemon's (rows or blocks, issue 17). Then a query
+ * on the session file: a time range selecting about 1 % of the entries, with
+ * the range pushed down to the storage, against the same selection read in
+ * full (query_times()).
  *
  * --backpressure: P producers in the default (dropping) mode record R
  * entries/s each for S seconds, timing every call; the daemon is SIGSTOPped
@@ -62,6 +66,7 @@
 #include <sqlite3.h>
 
 #include "bench_util.h"
+#include "vtab.h"
 
 /* The daemon's session schema (schema/session.sql), embedded in tracectld_core. */
 extern const char schema_session_sql[];
@@ -79,6 +84,7 @@ struct opts {
     double rate, seconds, stop_at, stop_for;
     const char *attach, *session;
     const struct bprogram *prog; /* what every producer records */
+    const char *format;          /* tracectld --storage-format; NULL: its default */
     uint32_t sites;              /* how many of its call sites a step runs (BENCH_SITES) */
 };
 
@@ -372,12 +378,83 @@ static int64_t file_count(const struct bdaemon *d, int64_t id)
 
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d->data, (long long)id);
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        vtab_register(db) == SQLITE_OK && /* entries of a blocks file */
         sqlite3_prepare_v2(db, "SELECT count(*) FROM entries", -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW)
         n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     sqlite3_close(db);
     return n;
+}
+
+struct result {
+    double rate, first10, last10, ceiling, ratio, bytes_per_entry, ceiling_bytes_per_entry;
+    double ceiling_blob, ceiling_blob_bytes_per_entry;
+    double rss_mib, daemon_cpu_s, wall_s;
+    uint64_t sent, stored, counted, loss;
+    double query_full_s, query_range_s, query_fraction; /* query_times() */
+};
+
+/* Runs sql (binding a and b to ?1, ?2) runs times: the fastest time in s, and its first column. */
+static double time_query(sqlite3 *db, const char *sql, int64_t a, int64_t b, int64_t *first,
+                         int runs)
+{
+    double best = -1;
+    sqlite3_stmt *st;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    for (int k = 0; k < runs; k++) {
+        uint64_t t0 = bench_now_ns();
+        double s;
+        sqlite3_bind_int64(st, 1, a);
+        sqlite3_bind_int64(st, 2, b);
+        if (sqlite3_step(st) != SQLITE_ROW)
+            break;
+        *first = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        s = (double)(bench_now_ns() - t0) / 1e9;
+        best = best < 0 || s < best ? s : best;
+    }
+    sqlite3_finalize(st);
+    return best;
+}
+
+/*
+ * A time-range query selecting about 1 % of a session's entries (between the
+ * 50th and 51st percentiles of start_ns, taken from every 997th entry), with
+ * the range pushed down to the storage and, for comparison, the same
+ * selection with the push-down defeated (start_ns + 0), which reads every
+ * entry. The row format reads every entry both ways (start_ns has no index).
+ */
+static void query_times(const struct bdaemon *d, int64_t id, struct result *r)
+{
+    char path[PATH_MAX + 64];
+    sqlite3 *db = NULL;
+    int64_t n = r->counted, a = 0, b = 0, got = 0, m = 0;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d->data, (long long)id);
+    if (n < 100000 || sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        vtab_register(db) != SQLITE_OK)
+        goto out;
+    time_query(db, "SELECT count(*) FROM entries WHERE rowid % 997 = 0", 0, 0, &m, 1);
+    time_query(db,
+               "SELECT start_ns FROM entries WHERE rowid % 997 = 0 ORDER BY start_ns"
+               " LIMIT 1 OFFSET ?1",
+               m / 2, 0, &a, 1);
+    time_query(db,
+               "SELECT start_ns FROM entries WHERE rowid % 997 = 0 ORDER BY start_ns"
+               " LIMIT 1 OFFSET ?1",
+               m / 2 + m / 100, 0, &b, 1);
+    r->query_range_s =
+        time_query(db, "SELECT count(*), sum(dur_ns) FROM entries WHERE start_ns BETWEEN ?1 AND ?2",
+                   a, b, &got, 3);
+    r->query_fraction = (double)got / (double)n;
+    r->query_full_s = time_query(
+        db, "SELECT count(*), sum(dur_ns) FROM entries WHERE start_ns + 0 BETWEEN ?1 AND ?2", a, b,
+        &got, 3);
+out:
+    sqlite3_close(db);
 }
 
 /* ---- the ceiling: the same rows straight into SQLite --------------------------------- */
@@ -642,13 +719,6 @@ static int ceiling(const char *dir, const char *name, bool blob, const struct op
 
 /* ---- one ingest run --------------------------------------------------------------- */
 
-struct result {
-    double rate, first10, last10, ceiling, ratio, bytes_per_entry, ceiling_bytes_per_entry;
-    double ceiling_blob, ceiling_blob_bytes_per_entry;
-    double rss_mib, daemon_cpu_s, wall_s;
-    uint64_t sent, stored, counted, loss;
-};
-
 static void poll_until_done(struct bctl *ctl, pid_t *pids, int n, int *failed, struct samples *smp)
 {
     const msgpack_object *st;
@@ -689,9 +759,11 @@ static int run_ingest(const struct opts *o, struct shared *sh, struct result *r)
     pid_t pids[MAX_PRODUCERS];
     int n, failed = 0, rc;
 
+    char *fmt_args[] = {"--storage-format", (char *)o->format, NULL};
+
     memset(r, 0, sizeof(*r));
     memset(sh, 0, sizeof(*sh));
-    if ((rc = bdaemon_start(&d, o->dir)) < 0) {
+    if ((rc = bdaemon_start_args(&d, o->dir, o->format ? fmt_args : NULL)) < 0) {
         fprintf(stderr, "ingest: cannot start %s: %s\n", TRACECTLD_BIN, strerror(-rc));
         return rc;
     }
@@ -719,6 +791,7 @@ static int run_ingest(const struct opts *o, struct shared *sh, struct result *r)
         fprintf(stderr, "ingest: tracectld did not exit cleanly\n");
     r->bytes_per_entry = (double)bdaemon_session_bytes(&d, s.id) / (double)r->stored;
     r->counted = (uint64_t)file_count(&d, s.id);
+    query_times(&d, s.id, r);
     uint64_t cbytes = 0, bbytes = 0, total = (uint64_t)o->producers * o->entries;
     if ((rc = ceiling(d.dir, "ceiling", false, o, &r->ceiling, &cbytes)) == 0 &&
         (rc = ceiling(d.dir, "ceiling_blob", true, o, &r->ceiling_blob, &bbytes)) == 0) {
@@ -740,6 +813,7 @@ static void print_ingest(const struct opts *o, int run, const struct result *r)
     bjson_u64("producers", (uint64_t)o->producers);
     bjson_u64("entries_per_producer", o->entries);
     bjson_u64("entries", (uint64_t)o->producers * o->entries);
+    bjson_str("format", o->format ? o->format : "default");
     bjson_num("wall_s", r->wall_s);
     bjson_num("entries_per_s", r->rate);
     bjson_num("first10_per_s", r->first10);
@@ -758,13 +832,18 @@ static void print_ingest(const struct opts *o, int run, const struct result *r)
     bjson_num("ceiling_blob_bytes_per_entry", r->ceiling_blob_bytes_per_entry);
     bjson_num("ratio", r->ratio);
     bjson_num("ratio_blob", r->rate / r->ceiling_blob);
+    bjson_num("query_range_fraction", r->query_fraction);
+    bjson_num("query_range_s", r->query_range_s);
+    bjson_num("query_full_s", r->query_full_s);
+    bjson_num("query_speedup", r->query_full_s / r->query_range_s);
     bjson_end();
     fprintf(stderr,
             "ingest run %d: %d×%llu entries in %.2f s = %.0f/s (first 10%% %.0f/s, last 10%% "
-            "%.0f/s), loss %llu, daemon RSS %.1f MiB, %.1f B/entry, ceiling %.0f/s, ratio %.2f\n",
+            "%.0f/s), loss %llu, daemon RSS %.1f MiB, %.1f B/entry, ceiling %.0f/s, ratio %.2f;"
+            " a %.2f %% time range in %.3f s, %.3f s read in full\n",
             run, o->producers, (unsigned long long)o->entries, r->wall_s, r->rate, r->first10,
             r->last10, (unsigned long long)r->loss, r->rss_mib, r->bytes_per_entry, r->ceiling,
-            r->ratio);
+            r->ratio, 100 * r->query_fraction, r->query_range_s, r->query_full_s);
 }
 
 static int main_ingest(const struct opts *o, struct shared *sh)
@@ -800,6 +879,7 @@ static int main_ingest(const struct opts *o, struct shared *sh)
         bjson_u64("producers", (uint64_t)o->producers);
         bjson_u64("entries_per_producer", o->entries);
         bjson_u64("runs", (uint64_t)ok);
+        bjson_str("format", o->format ? o->format : "default");
         bjson_u64("loss_total", loss);
         for (int m = 0; m < 6; m++)
             bjson_stat(keys[m], bench_stat(v[m], (size_t)ok), (size_t)ok);
@@ -939,6 +1019,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tc_bench_ingest [--producers P (16)] [--entries N per producer (1000000)]\n"
                "                       [--runs K (1)] [--dir DIR] [--sites S (256)]\n"
+               "                       [--storage-format rows|blocks]\n"
                "       tc_bench_ingest --backpressure [--producers P (4)] [--rate R/s (50000)]\n"
                "                       [--seconds S (6)] [--stop-at A (1.5)] [--stop-for B (3)]\n"
                "       tc_bench_ingest --attach SOCKET --session NAME [--producers P]\n"
@@ -959,6 +1040,7 @@ static int parse(int argc, char **argv, struct opts *o)
                                        {"attach", required_argument, NULL, 'a'},
                                        {"session", required_argument, NULL, 'S'},
                                        {"sites", required_argument, NULL, 'i'},
+                                       {"storage-format", required_argument, NULL, 'F'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch, producers = 0;
@@ -1007,6 +1089,9 @@ static int parse(int argc, char **argv, struct opts *o)
             break;
         case 'i':
             o->sites = (uint32_t)atoi(optarg);
+            break;
+        case 'F':
+            o->format = optarg;
             break;
         case 'h':
             usage(stdout);

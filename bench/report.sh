@@ -3,6 +3,7 @@
 # CLI process) on sessions of 1 M and 10 M entries while another session is ingesting.
 #
 #   bash bench/report.sh [BUILD_DIR (build-bench)]      RUNS=10 (timed runs per session)
+#   STORAGE_FORMAT=blocks bash bench/report.sh           (tracectld --storage-format; default rows)
 #
 # Starts the built tracectld on a temporary socket and data dir, builds the two sessions with
 # tc_bench_ingest --attach (16 producers, blocking mode), starts a background producer session
@@ -31,7 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$DAEMON" --socket "$sock" --data-dir "$dir/data" --log-level warn &
+FORMAT=${STORAGE_FORMAT:-rows}
+"$DAEMON" --socket "$sock" --data-dir "$dir/data" --log-level warn --storage-format "$FORMAT" &
 dpid=$!
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 tc() { "$CLI" --socket "$sock" "$@"; }
@@ -81,7 +83,7 @@ bg_rate=$(echo "($after - $before) / (($t1 - $t0) / 1000000000)" | bc -l)
 m1=$(echo "$s1" | jq '.median')
 m10=$(echo "$s10" | jq '.median')
 ratio=$(echo "$m10 / $m1" | bc -l)
-printf '{"bench":"report","kind":"summary","tool":"%s","report_1m_s":%s,"report_10m_s":%s,"ratio":%.4f,"background_ingest_per_s":%.0f}\n' \
-    "$tool" "$s1" "$s10" "$ratio" "$bg_rate"
+printf '{"bench":"report","kind":"summary","format":"%s","tool":"%s","report_1m_s":%s,"report_10m_s":%s,"ratio":%.4f,"background_ingest_per_s":%.0f}\n' \
+    "$FORMAT" "$tool" "$s1" "$s10" "$ratio" "$bg_rate"
 printf 'report: 1 M entries %.1f ms, 10 M entries %.1f ms (median of %d, %s), ratio %.2f; background ingest %.0f entries/s\n' \
     "$(echo "$m1 * 1000" | bc -l)" "$(echo "$m10 * 1000" | bc -l)" "$RUNS" "$tool" "$ratio" "$bg_rate" >&2

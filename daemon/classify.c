@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "ranks.h"
+#include "vtab.h"
 
 #define CLASSIFY_BUSY_MS 5000
 
@@ -88,6 +89,10 @@ int classify_session(const char *db_path, const struct classify_rules *r, uint64
         goto out;
     }
     sqlite3_busy_timeout(db, CLASSIFY_BUSY_MS);
+    if ((rc = vtab_register(db)) != SQLITE_OK) { /* entries of a blocks file */
+        ret = classify_fail(db, rc, "open", err, errlen);
+        goto out;
+    }
     /* The loop marks a session ended before the writer has closed its file: wait for the
      * writer's last transaction (info.ended), on files that have the rank aggregates
      * (up to CLASSIFY_BUSY_MS). */

@@ -42,6 +42,7 @@ struct daemon_options {
     uint64_t request_ms;        /* a message started and not finished this long: closed; 0 off */
     uint64_t idle_ms;           /* a control connection idle this long: closed; 0 off */
     uint64_t heavy_entries;     /* a report on a session this big runs in the heavy lane */
+    enum store_format format;   /* of new session files (--storage-format) */
 };
 
 struct daemon {

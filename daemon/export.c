@@ -9,6 +9,7 @@
 
 #include "export.h"
 #include "log.h"
+#include "vtab.h"
 
 #define EXPORT_CHUNK 4096
 
@@ -193,7 +194,8 @@ static void pack_ext(struct export_work *w, msgpack_packer *pk)
 
 static int export_open(struct export_work *w, msgpack_packer *pk)
 {
-    if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+    if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+        vtab_register(w->db) != SQLITE_OK) /* entries of a blocks file */
         return -EIO;
     sqlite3_busy_timeout(w->db, 5000);
     if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK || export_prepare_rows(w) < 0)

@@ -43,7 +43,7 @@ static void usage(FILE *f)
         "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
         "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
         "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
-        "                 [--heavy-entries N]\n"
+        "                 [--heavy-entries N] [--storage-format rows|blocks]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -80,6 +80,10 @@ static void usage(FILE *f)
         "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
         "                        2 at once, so small ones never wait behind them\n"
         "                        (default 1000000)\n"
+        "  --storage-format F    how new session files store entries: rows (default),\n"
+        "                        one SQLite row each, or blocks of up to 1024, compact\n"
+        "                        and faster to write, read through a virtual table\n"
+        "                        (the sqlite3 shell needs `.load tracectl_blocks`)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -239,6 +243,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"request-timeout", required_argument, NULL, 'T'},
         {"idle-timeout", required_argument, NULL, 'I'},
         {"heavy-entries", required_argument, NULL, 'H'},
+        {"storage-format", required_argument, NULL, 'F'},
         {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -313,6 +318,16 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 return -1;
             }
             o->heavy_entries = v;
+            break;
+        case 'F':
+            if (strcmp(optarg, "rows") == 0) {
+                o->format = STORE_FORMAT_ROWS;
+            } else if (strcmp(optarg, "blocks") == 0) {
+                o->format = STORE_FORMAT_BLOCKS;
+            } else {
+                fprintf(stderr, "tracectld: --storage-format takes rows or blocks\n");
+                return -1;
+            }
             break;
         case 'g':
             free(o->admin_group);
@@ -484,6 +499,7 @@ static void daemon_size_fds(struct daemon *d)
     }
     files = n / 16 < 2 ? 2 : n / 16 > 1024 ? 1024 : (size_t)(n / 16);
     store_set_limits(d->store, files, d->opt.commit_ms);
+    store_set_format(d->store, d->opt.format);
     if (d->opt.max_conns == 0) {
         conns = n > 3 * files + 40 ? (size_t)n - 3 * files - 32 : 8;
         d->opt.max_conns = conns < DEFAULT_MAX_CONNS ? conns : DEFAULT_MAX_CONNS;
@@ -555,6 +571,7 @@ int main(int argc, char **argv)
     d.opt.request_ms = DEFAULT_REQUEST_MS;
     d.opt.idle_ms = DEFAULT_IDLE_MS;
     d.opt.heavy_entries = DEFAULT_HEAVY;
+    d.opt.format = STORE_FORMAT_ROWS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

@@ -22,6 +22,7 @@
 #include "ranks_query.h"
 #include "schema.h"
 #include "store.h"
+#include "vtab.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -738,6 +739,8 @@ static int query_open(struct query *q, const char *db_path)
     if (rc != SQLITE_OK)
         return query_fail(q, rc, "open");
     rc = sqlite3_busy_timeout(q->db, QUERY_BUSY_MS);
+    if (rc == SQLITE_OK)
+        rc = vtab_register(q->db); /* entries of a blocks file */
     if (rc == SQLITE_OK)
         rc = sqlite3_create_function(q->db, "satsum", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL,
                                      NULL, query_satsum_step, query_satsum_final);

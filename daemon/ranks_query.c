@@ -593,13 +593,13 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     sqlite3_stmt *st;
     struct rq_coll *cs = NULL;
     size_t n = 0;
-    int rc =
-        sqlite3_prepare_v2(q->db,
-                           "SELECT c.op_id, o.name, sum(instances), sum(partial), sum(skew_ns),"
-                           " max(skew_max_ns) FROM rk_coll c JOIN ops o ON o.id = c.op_id"
-                           " WHERE step BETWEEN ?1 AND ?2 GROUP BY c.op_id"
-                           " ORDER BY sum(skew_ns) DESC, o.name",
-                           -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(
+        q->db,
+        "SELECT c.op_id, o.name, satsum(instances), satsum(partial), satsum(skew_ns),"
+        " max(skew_max_ns) FROM rk_coll c JOIN ops o ON o.id = c.op_id"
+        " WHERE step BETWEEN ?1 AND ?2 GROUP BY c.op_id"
+        " ORDER BY satsum(skew_ns) DESC, o.name",
+        -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_coll");
@@ -631,7 +631,7 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     if (rc != SQLITE_DONE)
         return rq_fail(q, rc, "rk_coll");
     rc = sqlite3_prepare_v2(q->db,
-                            "SELECT op_id, process_id, sum(waited_ns), sum(last_count)"
+                            "SELECT op_id, process_id, satsum(waited_ns), satsum(last_count)"
                             " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
                             " GROUP BY op_id, process_id",
                             -1, &st, NULL);
@@ -684,7 +684,8 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         "SELECT o.name, a.calls, a.total_ns, a.elements FROM agg_ops a JOIN ops o ON o.id = a.op_id"
         " ORDER BY a.total_ns DESC, o.name";
     static const char filtered[] =
-        "SELECT o.name, r.process_id, sum(r.calls), sum(r.total_ns), sum(r.elements), o.category"
+        "SELECT o.name, r.process_id, satsum(r.calls), satsum(r.total_ns), satsum(r.elements), "
+        "o.category"
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id LEFT JOIN devices d ON d.id = r.device_id"
         " WHERE r.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
         " GROUP BY r.op_id, r.process_id ORDER BY o.name";

@@ -21,15 +21,24 @@
 #include <sqlite3.h>
 
 #include "agg.h"
+#include "block.h"
 #include "log.h"
 #include "map.h"
 #include "ranks.h"
 #include "schema.h"
 #include "store.h"
+#include "vtab.h"
 
 #define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
 #define COMMIT_ENTRIES  65536 /* a transaction commits at this many entries */
-#define ENTRY_ROWS      32    /* rows per multi-row INSERT */
+/*
+ * In the blocks format a transaction may hold more: an entry costs a few
+ * bytes of a block, and what a commit costs beyond the entries (the
+ * aggregates' histogram rows, one per op and bucket touched, up to one per
+ * entry in small transactions) is then paid for that many entries.
+ */
+#define COMMIT_ENTRIES_BLOCKS (1u << 20)
+#define ENTRY_ROWS            32 /* rows per multi-row INSERT */
 
 /*
  * What the writer holds for one session it has jobs for: its queue, the jobs
@@ -60,12 +69,21 @@ struct wsess {
     struct strmap shapes;     /* (out_shape, in_shapes) bytes → shapes.id */
     uint64_t *shape_elements; /* shapes.elements by id */
     uint32_t n_shapes;
+    size_t shape_cap; /* ids shape_elements has room for: 0 .. shape_cap - 1 */
     sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
     sqlite3_stmt *ins_entry, *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
     sqlite3_stmt *ins_ext;  /* NULL until the session's first ext map (see store_ext_row) */
     struct ranks *ranks;    /* the rank aggregates (ranks.h) */
     sqlite3_stmt *ins_link; /* NULL until the session's first link (see store_link_row) */
+
+    /* the blocks format (info.format 2): entries go into blk, one row per block */
+    bool blocks;
+    struct block_enc blk; /* the block being filled: rowids blk_first .. */
+    int64_t blk_first;
+    uint32_t blk_written; /* of its entries, how many its row in the file holds */
+    int64_t next_id;      /* the rowid of the next entry */
+    sqlite3_stmt *ins_block;
 };
 
 struct store {
@@ -81,6 +99,7 @@ struct store {
     struct store_job *finished, **finished_tail; /* completed, not yet handed back */
     size_t n_open, max_open;
     uint64_t commit_ms;
+    enum store_format format; /* of new session files */
 
     pthread_t thread;
     bool started;
@@ -357,6 +376,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     free(w->shape_elements);
     w->shape_elements = NULL;
     w->n_shapes = 0;
+    w->shape_cap = 0;
     agg_free(w->agg);
     w->agg = NULL;
     ranks_free(w->ranks);
@@ -372,6 +392,10 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     sqlite3_finalize(w->ins_ext);
     sqlite3_finalize(w->ins_link);
     w->ins_link = NULL;
+    sqlite3_finalize(w->ins_block);
+    w->ins_block = NULL;
+    block_enc_deinit(&w->blk);
+    w->blocks = false;
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
     w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
     sqlite3_close(w->db);
@@ -418,7 +442,11 @@ static int wsess_prepare(struct store *s, struct wsess *w)
 
     for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
         sqlite3_stmt **st = (sqlite3_stmt **)((char *)w + stmts[i].off);
-        int rc = sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+        int rc;
+
+        if (w->blocks && stmts[i].off == offsetof(struct wsess, ins_entry))
+            continue; /* entries go into blocks */
+        rc = sqlite3_prepare_v3(w->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
         if (rc != SQLITE_OK)
             return store_check(s, w->db, rc, "prepare");
     }
@@ -429,7 +457,7 @@ static int db_open(struct store *s, const char *path, sqlite3 **db)
 {
     int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK || (rc = vtab_register(*db)) != SQLITE_OK)
         return store_check(s, *db, rc, path);
     sqlite3_busy_timeout(*db, 5000);
     return store_exec(s, *db,
@@ -460,6 +488,7 @@ static int wsess_load_shapes(struct store *s, struct wsess *w)
             break;
         }
         w->shape_elements = p;
+        w->shape_cap = (size_t)id + 1;
         p[id] = (uint64_t)sqlite3_column_int64(st, 3);
         memcpy(key, &olen, 4);
         if (olen)
@@ -474,6 +503,94 @@ static int wsess_load_shapes(struct store *s, struct wsess *w)
     }
     sqlite3_finalize(st);
     return store_check(s, w->db, rc, "load shapes");
+}
+
+/*
+ * The blocks format: the block the file ends with goes back into memory
+ * when it is not full, so that entries go on filling it (after reopening the
+ * file, and after a rollback: what the file holds is what was committed);
+ * the next rowid follows the file's last.
+ */
+static int step_reset(struct store *s, sqlite3 *db, sqlite3_stmt *st, const char *what);
+static int64_t file_int(sqlite3 *db, const char *sql, int64_t def);
+
+static int wsess_blocks_resume(struct store *s, struct wsess *w)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(w->db, "SELECT id, n, data FROM blocks ORDER BY id DESC LIMIT 1",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, w->db, rc, "read the last block");
+    block_enc_reset(&w->blk);
+    w->next_id = w->blk_first = 1;
+    w->blk_written = 0;
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 1);
+
+        w->next_id = w->blk_first = id + n;
+        if (n > 0 && n < BLOCK_ENTRIES) {
+            if (block_enc_load(&w->blk, sqlite3_column_blob(st, 2),
+                               (size_t)sqlite3_column_bytes(st, 2), (uint32_t)n) < 0) {
+                sqlite3_finalize(st);
+                return store_check(s, NULL, SQLITE_CORRUPT, "read the last block");
+            }
+            w->blk_first = id;
+            w->blk_written = (uint32_t)n;
+        }
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return store_check(s, w->db, rc, "read the last block");
+}
+
+/* Which format an opened file is in; for the blocks format, the statement and the last block. */
+static int wsess_blocks_open(struct store *s, struct wsess *w, bool create)
+{
+    int rc;
+
+    if (create)
+        w->blocks = s->format == STORE_FORMAT_BLOCKS;
+    else
+        w->blocks = file_int(w->db, "SELECT value FROM info WHERE key = 'format'", 1) ==
+                    STORE_FORMAT_BLOCKS;
+    if (!w->blocks)
+        return 0;
+    block_enc_init(&w->blk);
+    rc = sqlite3_prepare_v3(w->db, "INSERT OR REPLACE INTO blocks VALUES (?,?,?,?,?,?,?,?,?,?)", -1,
+                            SQLITE_PREPARE_PERSISTENT, &w->ins_block, NULL);
+    if (rc != SQLITE_OK)
+        return store_check(s, w->db, rc, "prepare");
+    return wsess_blocks_resume(s, w);
+}
+
+/* Writes (or rewrites) the row of the block being filled, when it has entries its row lacks. */
+static int wsess_block_write(struct store *s, struct wsess *w)
+{
+    const struct block_stats *bs = &w->blk.stats;
+    sqlite3_stmt *st = w->ins_block;
+    uint8_t restarts[4 * BLOCK_RESTARTS];
+    uint32_t nr = block_restarts(w->blk.n);
+
+    if (w->blk.n == w->blk_written)
+        return 0;
+    for (uint32_t k = 0; k < nr; k++) /* little-endian, whatever the host */
+        for (int j = 0; j < 4; j++)
+            restarts[4 * k + (uint32_t)j] = (uint8_t)(w->blk.restart[k] >> (8 * j));
+    sqlite3_bind_int64(st, 1, w->blk_first);
+    sqlite3_bind_int64(st, 2, w->blk.n);
+    sqlite3_bind_int64(st, 3, bs->min_start);
+    sqlite3_bind_int64(st, 4, bs->max_start);
+    sqlite3_bind_int64(st, 5, bs->min_proc);
+    sqlite3_bind_int64(st, 6, bs->max_proc);
+    sqlite3_bind_int64(st, 7, (int64_t)bs->proc_mask);
+    sqlite3_bind_int64(st, 8, (int64_t)bs->op_mask);
+    sqlite3_bind_blob(st, 9, restarts, (int)(4 * nr), SQLITE_STATIC);
+    sqlite3_bind_blob(st, 10, w->blk.buf, (int)w->blk.len, SQLITE_STATIC);
+    if (step_reset(s, w->db, st, "write block") < 0)
+        return -EIO;
+    w->blk_written = w->blk.n;
+    return 0;
 }
 
 /*
@@ -513,9 +630,12 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
     strmap_init(&w->shapes);
     s->n_open++;
     if (db_open(s, path, &w->db) < 0 ||
+        (create && s->format == STORE_FORMAT_BLOCKS &&
+         store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
-        wsess_prepare(s, w) < 0 || wsess_prepare_multi(s, w) < 0 ||
-        (w->agg = agg_new(w->db)) == NULL || (!create && wsess_load_shapes(s, w) < 0) ||
+        wsess_blocks_open(s, w, create) < 0 || wsess_prepare(s, w) < 0 ||
+        (!w->blocks && wsess_prepare_multi(s, w) < 0) || (w->agg = agg_new(w->db)) == NULL ||
+        (!create && wsess_load_shapes(s, w) < 0) ||
         (!create && store_check_errno(s, w->db, agg_load(w->agg), "load aggregates") < 0) ||
         (w->ranks = ranks_new(w->db)) == NULL ||
         (!create &&
@@ -648,11 +768,15 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_bat
     if (strmap_get(&w->shapes, key, klen, &id))
         return id;
     id = w->n_shapes + 1;
-    /* Grown by doubling at each power of two (room for ids up to 2 * id): not once per shape. */
-    if ((id & (id - 1)) == 0) {
+    /*
+     * Grown by doubling (room for ids up to 2 * id), not once per shape; a
+     * reopened file's array has room for its shapes only (wsess_load_shapes).
+     */
+    if (id >= w->shape_cap) {
         if ((p = realloc(w->shape_elements, (2 * (size_t)id + 1) * sizeof(*p))) == NULL)
             return -1;
         w->shape_elements = p;
+        w->shape_cap = 2 * (size_t)id + 1;
     }
     p = w->shape_elements;
     p[id] = shape_product(b->blob + e->out_off, e->out_len);
@@ -795,6 +919,62 @@ static int store_ext_rows(struct store *s, struct wsess *w, const struct proto_e
 }
 
 /*
+ * The blocks format: each entry of the batch goes into the block being
+ * filled, with the next rowid; a full block is written out and a new one
+ * begun. What is left is written at the commit (wsess_block_write).
+ */
+static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job *job)
+{
+    const struct proto_batch *b = &job->u.batch.b;
+    int rc;
+
+    for (size_t i = 0; i < b->n; i++) {
+        const struct proto_entry *e = &b->entries[i];
+        int64_t shape = shape_id(s, w, b, e);
+        struct block_entry be;
+        struct proto_ext x;
+
+        if (shape < 0)
+            return store_check(s, w->db, SQLITE_NOMEM, "insert entries");
+        be = (struct block_entry){
+            .process_id = job->u.batch.process_id,
+            .step = (int64_t)e->step,
+            .op_id = e->op_id,
+            .device_id = job->u.batch.dev_ids[i],
+            .start_ns = (int64_t)e->start_ns,
+            .dur_ns = (int64_t)e->dur_ns,
+            .elements = (int64_t)e->elements,
+            /* as in the row format: elements equal to its shape's product are implied */
+            .has_elements = !(shape > 0 && e->elements == w->shape_elements[shape]),
+            .mem_bytes = (int64_t)e->mem_bytes,
+            .shape_id = shape,
+        };
+        if (block_enc_add(&w->blk, &be) < 0)
+            return store_check(s, w->db, SQLITE_NOMEM, "insert entries");
+        if (w->blk.n == BLOCK_ENTRIES) {
+            if ((rc = wsess_block_write(s, w)) < 0)
+                return rc;
+            block_enc_reset(&w->blk);
+            w->blk_first = w->next_id + 1;
+            w->blk_written = 0;
+        }
+        bool has_ext = proto_entry_ext(e, b->blob, &x);
+
+        rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], w->next_id);
+        if (rc == 0)
+            rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i],
+                             has_ext ? &x : NULL);
+        if (rc < 0)
+            return store_check_errno(s, w->db, rc, "update aggregates");
+        if (has_ext && (rc = store_ext_rows(s, w, &x, w->next_id)) < 0)
+            return rc;
+        w->next_id++;
+    }
+    w->txn_entries += b->n;
+    return 0;
+}
+
+/*
  * Inserts a batch: ENTRY_ROWS rows per statement while there are that many
  * (a statement's fixed cost is paid once per ENTRY_ROWS rows), then one at a
  * time. Rowids of one statement are consecutive (rows are only ever
@@ -805,6 +985,8 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
     const struct proto_batch *b = &job->u.batch.b;
     size_t i = 0;
 
+    if (w->blocks)
+        return apply_batch_blocks(s, w, job);
     while (i < b->n) {
         size_t rows = b->n - i >= ENTRY_ROWS ? ENTRY_ROWS : 1;
         sqlite3_stmt *st = rows == ENTRY_ROWS ? w->ins_entries : w->ins_entry;
@@ -1013,7 +1195,10 @@ static int apply_open(struct store *s, struct wsess *w, struct store_job *job)
                     job->u.open.name) < 0 ||
         store_create_file(s, w->id) < 0 || wsess_file_open(s, w, true) < 0 ||
         wsess_begin(s, w) < 0 ||
-        store_exec(s, w->db, "INSERT OR REPLACE INTO info VALUES ('format', 1)", "info") < 0)
+        store_exec(s, w->db,
+                   w->blocks ? "INSERT OR REPLACE INTO info VALUES ('format', 2)"
+                             : "INSERT OR REPLACE INTO info VALUES ('format', 1)",
+                   "info") < 0)
         return -EIO;
     if (store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates") < 0)
         return -EIO;
@@ -1159,6 +1344,13 @@ static void wsess_abort(struct store *s, struct wsess *w)
         agg_discard(w->agg);
         ranks_discard(w->ranks);
         w->in_txn = false;
+        /* The block in memory goes back to what the file holds. */
+        if (w->blocks && wsess_blocks_resume(s, w) < 0 && !w->broken) {
+            log_error("storage: session %lld cannot read its last block back: it stores"
+                      " nothing more",
+                      (long long)w->id);
+            w->broken = true;
+        }
     }
     wsess_settle(s, w, false);
 }
@@ -1167,7 +1359,8 @@ static void wsess_abort(struct store *s, struct wsess *w)
 static void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->in_txn) {
-        if (store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") < 0 ||
+        if ((w->blocks && wsess_block_write(s, w) < 0) ||
+            store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") < 0 ||
             store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
             store_exec(s, w->db, "COMMIT", "commit") < 0) {
             wsess_abort(s, w);
@@ -1233,6 +1426,16 @@ static void store_apply(struct store *s, struct wsess *w, struct store_job *job)
         break;
     default:
         job->rc = apply_in_txn(s, w, job);
+        /* Applied or not, a batch's entries are not needed again: only its count is. */
+        if (job->type == STORE_BATCH) {
+            free(job->u.batch.b.entries);
+            free(job->u.batch.b.blob);
+            free(job->u.batch.dev_ids);
+            job->u.batch.b.entries = NULL;
+            job->u.batch.b.blob = NULL;
+            job->u.batch.dev_ids = NULL;
+            job->u.batch.b.blob_len = 0;
+        }
         break;
     }
     *w->applied_tail = job;
@@ -1298,7 +1501,8 @@ static void store_turn(struct store *s, struct wsess *w, bool stopping)
         atomic_fetch_sub(&s->jobs, 1);
     }
     if (w->applied != NULL &&
-        (w->flush_waiting || !w->in_txn || w->txn_entries >= COMMIT_ENTRIES || stopping))
+        (w->flush_waiting || !w->in_txn ||
+         w->txn_entries >= (w->blocks ? COMMIT_ENTRIES_BLOCKS : COMMIT_ENTRIES) || stopping))
         wsess_commit(s, w);
 }
 
@@ -1614,6 +1818,7 @@ static void store_reconcile(struct store *s, int64_t id)
     store_session_path(s, id, path, sizeof(path));
     if (access(path, F_OK) == 0 &&
         sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        vtab_register(db); /* entries of a blocks file */
         sqlite3_busy_timeout(db, 5000);
         args[0] = file_int(db, "SELECT count(*) FROM processes", 0);
         if (file_int(db, "SELECT value FROM info WHERE key = 'aggregates'", 0) == 1)
@@ -1706,6 +1911,7 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     s->finished_tail = &s->finished;
     s->max_open = STORE_DEFAULT_MAX_OPEN;
     s->commit_ms = STORE_DEFAULT_COMMIT_MS;
+    s->format = STORE_FORMAT_ROWS;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->sizes_mu, NULL);
     pairmap_init(&s->sizes);
@@ -1738,6 +1944,11 @@ void store_set_limits(struct store *s, size_t max_open, uint64_t commit_ms)
 {
     s->max_open = max_open < 2 ? 2 : max_open;
     s->commit_ms = commit_ms;
+}
+
+void store_set_format(struct store *s, enum store_format format)
+{
+    s->format = format;
 }
 
 int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store_catalog_row *),

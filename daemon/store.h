@@ -42,6 +42,15 @@
  * is held (flock) from store_new() to store_free(): a second daemon on the
  * same data dir fails to start.
  *
+ * Entries are stored in one of two formats (enum store_format), chosen for
+ * each new session file and recorded in it: one row per entry, or blocks of
+ * up to BLOCK_ENTRIES entries (block.h), one row per block. In the blocks
+ * format the writer keeps the block being filled in memory with its rowids
+ * (the row format's, 1, 2, 3, ... in the order stored), writes a full block
+ * at once and rewrites the partly filled one at each commit, so an ack still
+ * means committed; a rollback reloads the last block from the file. Readers
+ * see `entries` as before, through the virtual table (vtab.h).
+ *
  * Errors: functions return 0 or a negative errno; SQLite codes go through
  * store_errno() and are logged once, with sqlite3_errmsg(), here.
  *
@@ -198,6 +207,19 @@ int64_t store_last_session_id(struct store *s);
  * session's transaction may stay open under light load (0: commit at once).
  */
 void store_set_limits(struct store *s, size_t max_open, uint64_t commit_ms);
+/*
+ * How a session file stores its entries, recorded in it as info.format
+ * (files written before the blocks format have 1): rows of the entries
+ * table, or blocks (schema/session_blocks.sql) behind the virtual table
+ * `entries` (vtab.h). Either reads the same through SQL.
+ */
+enum store_format {
+    STORE_FORMAT_ROWS = 1,
+    STORE_FORMAT_BLOCKS = 2,
+};
+/* Before store_start(): the format of new session files (default rows); opened files keep theirs.
+ */
+void store_set_format(struct store *s, enum store_format format);
 /* Starts the writer thread. Returns 0 or a negative errno. */
 int store_start(struct store *s);
 /* Takes ownership of job. Never blocks on disk. */

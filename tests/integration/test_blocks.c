@@ -1,0 +1,448 @@
+/*
+ * test_blocks.c — the blocks storage format (tracectld --storage-format
+ * blocks) against the row format, on the same input.
+ *
+ * Two daemons, one per format, get the very same messages from this process
+ * (so even the pid they record is the same): three sessions, two of them
+ * with two ranks, interleaved, with only two session files open at once (so
+ * files are closed and reopened mid-session and the partly filled block is
+ * read back), entries with every field's edge values (INT64_MAX times,
+ * nil and explicit elements, shapes, per-entry devices, ext maps), a flush
+ * after each batch (so partly filled blocks are committed and rewritten),
+ * batches that straddle blocks of 1024. Then every export format and the
+ * report must be byte for byte the same from both daemons, and so must the
+ * answers of SQL queries on both files (the blocks file read through the
+ * loadable extension, as the sqlite3 shell's .load does), including those
+ * whose constraints the virtual table pushes down.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static struct tdaemon dr, db; /* rows, blocks */
+
+static void stop_and_clean(void)
+{
+    struct tdaemon *ds[] = {&dr, &db};
+
+    for (int i = 0; i < 2; i++) {
+        if (ds[i]->pid > 0)
+            harness_daemon_stop(ds[i], SIGTERM);
+        harness_cleanup(ds[i]);
+    }
+}
+
+TestSuite(blocks, .fini = stop_and_clean, .timeout = 240);
+
+/* ---- what both daemons get ----------------------------------------------- */
+
+static const char *const op_names[] = {"matmul", "allreduce", "copy", "relu"};
+static const char *const op_cats[] = {NULL, "comm", "memory", NULL};
+
+struct producer {
+    const char *session;
+    int rank, world;
+    const char *device; /* hello's */
+};
+
+static const struct producer producers[] = {
+    {"same", 0, 2, "gpu:0"}, {"same", 1, 2, NULL},     {"other", 0, 1, "gpu:7"},
+    {"third", 0, 2, NULL},   {"third", 1, 2, "gpu:1"},
+};
+#define NPROD (sizeof(producers) / sizeof(producers[0]))
+
+/* Entries per batch, each followed by a flush: round r sends sizes[r] from every producer. */
+static const size_t sizes[] = {1000, 1, 4095, 2, 4097, 7};
+#define NROUNDS (sizeof(sizes) / sizeof(sizes[0]))
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Entry i of producer k: every field derived from a hash of (k, i). */
+static void pack_entry(msgpack_packer *pk, size_t k, uint64_t i)
+{
+    uint64_t h = mix(k * 1000003 + i), h2 = mix(h);
+    uint64_t dur = h % 7 == 0 ? 0 : h % 100000;
+    uint64_t start = 1000000 + i * 1000 + (h2 % 3000) - (k == 1 ? 0 : 1500);
+    bool ext = h % 5 == 0, dev = h % 3 == 0;
+
+    if (h % 499 == 0)
+        start = INT64_MAX - dur; /* the latest end there can be */
+    else if (h % 503 == 0)
+        start = 0;
+    msgpack_pack_array(pk, ext ? 10 : 9);
+    msgpack_pack_uint64(pk, i / 64);
+    msgpack_pack_uint32(pk, 1 + (uint32_t)(h2 % 4));
+    msgpack_pack_uint64(pk, start);
+    msgpack_pack_uint64(pk, dur);
+    if (h % 4 == 0)
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_uint64(pk, h % 17 == 0 ? INT64_MAX : (h >> 8) % 100000);
+    if (h % 6 == 0)
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_uint64(pk, h % 19 == 0 ? INT64_MAX : (h >> 16) % (1u << 30));
+    if (h2 % 3 == 0) {
+        msgpack_pack_nil(pk);
+        msgpack_pack_nil(pk);
+    } else {
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint64(pk, 1 + h2 % 8);
+        msgpack_pack_uint64(pk, 1 + (h2 >> 8) % 3);
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_array(pk, 1);
+        msgpack_pack_uint64(pk, 1 + (h2 >> 16) % 5);
+    }
+    if (dev) {
+        char name[16];
+        int n = snprintf(name, sizeof(name), "gpu:%u", (unsigned)((h >> 24) % 3));
+        msgpack_pack_str(pk, (size_t)n);
+        msgpack_pack_str_body(pk, name, (size_t)n);
+    } else {
+        msgpack_pack_nil(pk);
+    }
+    if (ext) {
+        msgpack_pack_map(pk, 2);
+        msgpack_pack_str(pk, 6);
+        msgpack_pack_str_body(pk, "stream", 6);
+        msgpack_pack_uint64(pk, h2 % 4);
+        msgpack_pack_str(pk, 3);
+        msgpack_pack_str_body(pk, "tag", 3);
+        msgpack_pack_int64(pk, h2 % 2 ? INT64_MIN : -(int64_t)(h2 % 100));
+    }
+}
+
+static void send_entries(int fd, size_t k, uint64_t first, size_t n)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_batch_header(&pk, n);
+    for (size_t i = 0; i < n; i++)
+        pack_entry(&pk, k, first + i);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void send_ops(int fd)
+{
+    struct proto_opdef defs[4];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    for (uint32_t i = 0; i < 4; i++)
+        defs[i] = (struct proto_opdef){
+            .id = i + 1, .name = (char *)op_names[i], .category = (char *)op_cats[i]};
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_ops(&pk, defs, 4);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* Every producer, every round, in the same order: returns the entries sent per producer. */
+static uint64_t feed(struct tdaemon *d, long long ids[NPROD])
+{
+    int fds[NPROD];
+    uint64_t sent = 0;
+
+    for (size_t k = 0; k < NPROD; k++) {
+        fds[k] = raw_producer(d->sock, producers[k].session, producers[k].rank, producers[k].world,
+                              producers[k].device, &ids[k]);
+        send_ops(fds[k]);
+    }
+    for (size_t r = 0; r < NROUNDS; r++) {
+        for (size_t k = 0; k < NPROD; k++) {
+            send_entries(fds[k], k, sent, sizes[r]);
+            cr_assert_eq(raw_flush(fds[k], r + 1), (long long)(sent + sizes[r]),
+                         "producer %zu round %zu", k, r);
+        }
+        sent += sizes[r];
+    }
+    for (size_t k = 0; k < NPROD; k++)
+        raw_bye(fds[k], 0);
+    for (size_t k = 0; k < NPROD; k++)
+        raw_wait_state(d->sock, ids[k], "ended", 30);
+    return sent;
+}
+
+/* Both daemons, with two session files open at once (the fd limit sets it). */
+static void start_both(void)
+{
+    harness_daemon_start(&dr, NULL);
+    harness_daemon_start(&db, "--storage-format", "blocks", NULL);
+    harness_daemon_stop(&dr, SIGTERM);
+    harness_daemon_stop(&db, SIGTERM);
+    dr.nofile = db.nofile = 40;
+    harness_daemon_restart(&dr, NULL);
+    harness_daemon_restart(&db, "--storage-format", "blocks", NULL);
+}
+
+/* ---- comparing ------------------------------------------------------------ */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void export_to(struct tdaemon *d, const char *session, const char *fmt, const char *path)
+{
+    char *argv[] = {TRACECTL_BIN, "--socket",  d->sock, "export",     (char *)session,
+                    "--format",   (char *)fmt, "-o",    (char *)path, NULL};
+
+    cr_assert_eq(harness_run(NULL, argv), 0, "export %s --format %s", session, fmt);
+}
+
+static void assert_same_exports(const char *session)
+{
+    static const char *const fmts[] = {"csv", "collapsed", "chrome", "perfetto"};
+
+    for (size_t i = 0; i < 4; i++) {
+        char pr[PATH_MAX + 32], pb[PATH_MAX + 32];
+        size_t lr, lb;
+        char *r, *b;
+
+        snprintf(pr, sizeof(pr), "%s/export.%s", dr.dir, fmts[i]);
+        snprintf(pb, sizeof(pb), "%s/export.%s", db.dir, fmts[i]);
+        export_to(&dr, session, fmts[i], pr);
+        export_to(&db, session, fmts[i], pb);
+        r = slurp(pr, &lr);
+        b = slurp(pb, &lb);
+        cr_assert_gt(lr, 100, "%s %s: %zu bytes", session, fmts[i], lr);
+        cr_assert_eq(lr, lb, "%s %s: %zu bytes in rows, %zu in blocks", session, fmts[i], lr, lb);
+        cr_assert_eq(memcmp(r, b, lr), 0, "%s %s differs", session, fmts[i]);
+        free(r);
+        free(b);
+    }
+}
+
+static void assert_same_report(const char *session)
+{
+    char *ar[] = {TRACECTL_BIN, "--socket", dr.sock, "report", (char *)session, "--json", NULL};
+    char *ab[] = {TRACECTL_BIN, "--socket", db.sock, "report", (char *)session, "--json", NULL};
+    char *r, *b;
+
+    cr_assert_eq(harness_run(&r, ar), 0);
+    cr_assert_eq(harness_run(&b, ab), 0);
+    cr_assert_gt(strlen(r), 100);
+    cr_assert_str_eq(r, b, "report %s differs", session);
+    free(r);
+    free(b);
+}
+
+static sqlite3 *open_file(struct tdaemon *d, long long id, bool blocks)
+{
+    char path[PATH_MAX + 32];
+    char *err = NULL;
+    sqlite3 *h;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d->data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+    if (blocks) {
+        /* What the sqlite3 shell's `.load tracectl_blocks` does. */
+        cr_assert_eq(sqlite3_enable_load_extension(h, 1), SQLITE_OK);
+        cr_assert_eq(sqlite3_load_extension(h, TRACECTL_BLOCKS_SO, NULL, &err), SQLITE_OK, "%s",
+                     err ? err : "");
+    }
+    return h;
+}
+
+/* The rows of sql as text, one line each ('|' between columns, NULL as "NULL"). */
+static char *query_text(sqlite3 *h, const char *sql, size_t *rows)
+{
+    sqlite3_stmt *st;
+    size_t len = 0, cap = 4096;
+    char *out = malloc(cap);
+    int rc;
+
+    cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(h));
+    *rows = 0;
+    out[0] = '\0';
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int i = 0; i < sqlite3_column_count(st); i++) {
+            const char *v = sqlite3_column_type(st, i) == SQLITE_NULL
+                                ? "NULL"
+                                : (const char *)sqlite3_column_text(st, i);
+            size_t n = strlen(v) + 2;
+            if (len + n + 1 > cap) {
+                cap = 2 * (len + n + 1);
+                out = realloc(out, cap);
+            }
+            len += (size_t)sprintf(out + len, "%s%c", v,
+                                   i + 1 < sqlite3_column_count(st) ? '|' : '\n');
+        }
+        ++*rows;
+    }
+    cr_assert_eq(rc, SQLITE_DONE, "%s: %s", sql, sqlite3_errmsg(h));
+    sqlite3_finalize(st);
+    return out;
+}
+
+static void assert_same_sql(long long id, uint64_t entries)
+{
+    static const char *const queries[] = {
+        "SELECT * FROM trace",
+        "SELECT rowid, * FROM entries ORDER BY rowid",
+        "SELECT rowid, * FROM entries ORDER BY rowid DESC",
+        "SELECT * FROM trace WHERE start_ns BETWEEN 2000000 AND 2500000",
+        "SELECT * FROM trace WHERE start_ns > 9000000000000000000",
+        "SELECT * FROM trace WHERE start_ns >= 1999999.5 AND start_ns < 3000000.5",
+        "SELECT * FROM trace WHERE start_ns = 0 OR start_ns < 'text' ORDER BY id",
+        "SELECT count(*) FROM entries WHERE start_ns > NULL",
+        "SELECT * FROM trace WHERE rank = 1 AND start_ns < 5000000",
+        "SELECT * FROM trace WHERE op = 'allreduce' ORDER BY start_ns, id",
+        "SELECT rowid, * FROM entries WHERE process_id = 2 AND op_id = 3",
+        "SELECT rowid, * FROM entries WHERE process_id = 2.0 AND op_id = 3.5",
+        "SELECT rowid, * FROM entries WHERE rowid IN (1, 4095, 4096, 4097, 8192, 8193, 20000,"
+        " 9223372036854775807)",
+        "SELECT rowid, * FROM entries WHERE rowid > 4090 AND rowid <= 4100",
+        "SELECT rowid, * FROM entries WHERE rowid < 3 OR rowid >= (SELECT max(rowid) FROM entries)"
+        " ORDER BY rowid",
+        "SELECT e.rowid, x.* FROM entries e JOIN entry_ext x ON x.entry_rowid = e.rowid",
+        "SELECT t.entry, e.dur_ns FROM top_slow t CROSS JOIN entries e ON e.rowid = t.entry",
+        "SELECT count(*), sum(dur_ns), min(start_ns), max(start_ns), sum(elements IS NULL),"
+        " sum(device_id IS NULL), sum(shape_id IS NULL) FROM entries",
+    };
+    sqlite3 *hr = open_file(&dr, id, false), *hb = open_file(&db, id, true);
+    size_t nr, nb;
+    char *r, *b;
+
+    r = query_text(hr, "SELECT value FROM info WHERE key = 'format'", &nr);
+    cr_assert_str_eq(r, "1\n");
+    free(r);
+    b = query_text(hb, "SELECT value FROM info WHERE key = 'format'", &nb);
+    cr_assert_str_eq(b, "2\n");
+    free(b);
+    b = query_text(hb, "SELECT count(*) FROM entries", &nb);
+    cr_assert_eq(strtoull(b, NULL, 10), entries);
+    free(b);
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++) {
+        r = query_text(hr, queries[i], &nr);
+        b = query_text(hb, queries[i], &nb);
+        cr_assert_eq(nr, nb, "%s: %zu rows from rows, %zu from blocks", queries[i], nr, nb);
+        cr_assert_str_eq(r, b, "%s", queries[i]);
+        free(r);
+        free(b);
+    }
+    sqlite3_close(hr);
+    sqlite3_close(hb);
+}
+
+Test(blocks, same_as_rows_byte_for_byte)
+{
+    long long ir[NPROD], ib[NPROD];
+    uint64_t sent;
+
+    start_both();
+    sent = feed(&dr, ir);
+    cr_assert_eq(feed(&db, ib), sent);
+    cr_assert_arr_eq(ir, ib, sizeof(ir));
+    for (const char *s = "same"; s != NULL; s = strcmp(s, "same") == 0    ? "other"
+                                                : strcmp(s, "other") == 0 ? "third"
+                                                                          : NULL) {
+        assert_same_exports(s);
+        assert_same_report(s);
+    }
+    assert_same_sql(ir[0], 2 * sent);
+    assert_same_sql(ir[2], sent);
+    assert_same_sql(ir[3], 2 * sent);
+}
+
+/*
+ * kill -9 right after an ack: every acked entry is in the file, the partly
+ * filled block included, and the restarted daemon reports them.
+ */
+Test(blocks, acked_entries_survive_kill)
+{
+    long long id;
+    size_t n;
+    sqlite3 *h;
+    char *t;
+    int fd;
+
+    harness_daemon_start(&db, "--storage-format", "blocks", NULL);
+    fd = raw_producer(db.sock, "killed", 0, 1, "gpu:0", &id);
+    send_ops(fd);
+    send_entries(fd, 0, 0, 5000);
+    cr_assert_eq(raw_flush(fd, 1), 5000);
+    send_entries(fd, 0, 5000, 3);
+    cr_assert_eq(raw_flush(fd, 2), 5003);
+    harness_daemon_stop(&db, SIGKILL);
+    close(fd);
+    h = open_file(&db, id, true);
+    t = query_text(h, "SELECT count(*), count(DISTINCT rowid), min(rowid), max(rowid) FROM entries",
+                   &n);
+    cr_assert_str_eq(t, "5003|5003|1|5003\n");
+    free(t);
+    t = query_text(h, "SELECT n FROM blocks ORDER BY id", &n);
+    cr_assert_str_eq(t, "1024\n1024\n1024\n1024\n907\n");
+    free(t);
+    sqlite3_close(h);
+    harness_daemon_restart(&db, "--storage-format", "blocks", NULL);
+    {
+        char *argv[] = {TRACECTL_BIN, "--socket", db.sock, "report", "killed", "--json", NULL};
+        cr_assert_eq(harness_run(&t, argv), 0);
+        cr_assert_not_null(strstr(t, "\"entries\":5003"), "%s", t);
+        free(t);
+    }
+}
+
+/*
+ * A session file of the row format (every file written before the blocks
+ * format) reads the same in a daemon that writes blocks, and stays rows.
+ */
+Test(blocks, row_files_stay_readable)
+{
+    long long ir[NPROD];
+    char pr[PATH_MAX + 32], pb[PATH_MAX + 32];
+    size_t lr, lb, n;
+    char *r, *b;
+    sqlite3 *h;
+
+    harness_daemon_start(&dr, NULL);
+    feed(&dr, ir);
+    snprintf(pr, sizeof(pr), "%s/before.csv", dr.dir);
+    snprintf(pb, sizeof(pb), "%s/after.csv", dr.dir);
+    export_to(&dr, "same", "csv", pr);
+    harness_daemon_stop(&dr, SIGTERM);
+    harness_daemon_restart(&dr, "--storage-format", "blocks", NULL);
+    export_to(&dr, "same", "csv", pb);
+    r = slurp(pr, &lr);
+    b = slurp(pb, &lb);
+    cr_assert_eq(lr, lb);
+    cr_assert_eq(memcmp(r, b, lr), 0);
+    free(r);
+    free(b);
+    h = open_file(&dr, ir[0], false);
+    r = query_text(h, "SELECT value FROM info WHERE key = 'format'", &n);
+    cr_assert_str_eq(r, "1\n");
+    free(r);
+    sqlite3_close(h);
+}
