@@ -423,7 +423,7 @@ TC_API uint64_t tc_now_ns(void);
 TC_API const char *tc_clock(const tc_client *c);
 
 #ifdef __cplusplus
- }
+}
 #endif
 
 #endif
