@@ -669,12 +669,13 @@ static int decode_classify(const msgpack_object *args, struct proto_request *req
     static const char *const keys[3] = {"comm", "compute", "memory"};
     char **slots[3] = {&req->re_comm, &req->re_compute, &req->re_memory};
     const msgpack_object *v;
+    int rc;
 
     for (int i = 0; i < 3; i++) {
         if ((v = map_get(args, keys[i])) == NULL || v->type == MSGPACK_OBJECT_NIL)
             continue;
-        if (get_str(v, 1, PROTO_MAX_NAME, slots[i], keys[i], err) < 0)
-            return -1;
+        if ((rc = get_str(v, 1, PROTO_MAX_NAME, slots[i], keys[i], err)) < 0)
+            return rc;
     }
     return 0;
 }
@@ -684,7 +685,8 @@ static int decode_analysis(const msgpack_object *args, struct proto_analysis *an
                            struct proto_error *err)
 {
     const msgpack_object *v;
-    uint64_t u;
+    uint64_t u = 0;
+    int rc;
 
     if ((v = map_get(args, "analysis")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
         if (v->type != MSGPACK_OBJECT_BOOLEAN)
@@ -697,8 +699,8 @@ static int decode_analysis(const msgpack_object *args, struct proto_analysis *an
         if (v->via.array.size > PROTO_MAX_RANK_FILTER)
             return fail(err, PROTO_E_TOO_LARGE, "ranks names over %d ranks", PROTO_MAX_RANK_FILTER);
         for (uint32_t i = 0; i < v->via.array.size; i++) {
-            if (get_uint(&v->via.array.ptr[i], INT32_MAX, &u, "a rank", err) < 0)
-                return -1;
+            if ((rc = get_uint(&v->via.array.ptr[i], INT32_MAX, &u, "a rank", err)) < 0)
+                return rc;
             an->ranks[i] = (int64_t)u;
         }
         an->n_ranks = v->via.array.size;
@@ -706,19 +708,19 @@ static int decode_analysis(const msgpack_object *args, struct proto_analysis *an
     if ((v = map_get(args, "steps")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
         if (v->type != MSGPACK_OBJECT_ARRAY || v->via.array.size != 2)
             return fail(err, PROTO_E_MESSAGE, "steps must be [first, last]");
-        if (get_uint(&v->via.array.ptr[0], INT64_MAX, &an->step_min, "steps", err) < 0 ||
-            get_uint(&v->via.array.ptr[1], INT64_MAX, &an->step_max, "steps", err) < 0)
-            return -1;
+        if ((rc = get_uint(&v->via.array.ptr[0], INT64_MAX, &an->step_min, "steps", err)) < 0 ||
+            (rc = get_uint(&v->via.array.ptr[1], INT64_MAX, &an->step_max, "steps", err)) < 0)
+            return rc;
         if (an->step_min > an->step_max)
             return fail(err, PROTO_E_MESSAGE, "steps: first is after last");
         an->steps = true;
     }
     if ((v = map_get(args, "device")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
-        get_str(v, 1, PROTO_MAX_NAME, &an->device, "device", err) < 0)
-        return -1;
+        (rc = get_str(v, 1, PROTO_MAX_NAME, &an->device, "device", err)) < 0)
+        return rc;
     if ((v = map_get(args, "category")) != NULL && v->type != MSGPACK_OBJECT_NIL &&
-        get_str(v, 1, 64, &an->category, "category", err) < 0)
-        return -1;
+        (rc = get_str(v, 1, 64, &an->category, "category", err)) < 0)
+        return rc;
     return 0;
 }
 
