@@ -12,8 +12,11 @@
  * and the library's writer thread ingested the same burst: not a cost of
  * the call, but what a program sharing its cores with the daemon sees.
  *   clock2           two bare clock_gettime(CLOCK_MONOTONIC) calls;
+ *   rdtsc2           two bare rdtsc (x86-64): the floor of a TSC-timed pair;
  *   pair             tc_begin + tc_end(mem, no shapes): two clock reads and
- *                    one record (op, step, start, dur, mem), against a real
+ *                    one record (op, step, start, dur, mem), with the
+ *                    library's own choice of clock (tc_clock(): "tsc" where
+ *                    the TSC is invariant, issue 16), against a real
  *                    tracectld that drains; per repetition a burst of B pairs
  *                    into a 256 Ki-entry ring (B fits, so nothing is dropped:
  *                    a dropped record would be cheaper and flatter the
@@ -24,13 +27,19 @@
  *   pair_2t          the same on two threads at once (each its own ring), per
  *                    pair per thread;
  *   pair_shapes      tc_end with an output shape and two input shapes;
+ *   pair_mono, pair_shapes_mono
+ *                    the same on a second client opened with
+ *                    TRACECTL_CLOCK=monotonic (clock_gettime), recorded by a
+ *                    thread of its own (a thread's ring cache holds one
+ *                    client), interleaved with the others in every repetition;
  *   disabled_ns      one call (tc_begin or tc_end) on a TRACECTL_DISABLE=1 client;
  *   lttng            the same fields through an LTTng-UST tracepoint recorded
  *                    by a user-space lttng-sessiond session (tc_bench_lttng,
  *                    when built), also as CPU and wall time, or why it could
  *                    not run.
  * Ratios (of the CPU figures; the wall ones beside them): pair ÷ clock2
- * (target ≤ 1.5), pair ÷ LTTng tracepoint (≤ 0.5).
+ * (issue 16 target ≤ 0.7), pair_shapes ÷ clock2 (≤ 1.0), pair ÷ LTTng
+ * tracepoint (≤ 0.2), pair ÷ rdtsc2, pair_mono ÷ clock2.
  * Output: JSON lines on stdout, a human summary on stderr.
  */
 #include <errno.h>
@@ -81,6 +90,23 @@ static struct cost span_end(struct span s, uint64_t n)
     uint64_t cpu = bench_thread_ns(), wall = bench_now_ns();
 
     return (struct cost){(double)(wall - s.wall) / (double)n, (double)(cpu - s.cpu) / (double)n};
+}
+
+/* Two bare TSC reads (the clock2 of a TSC-timed pair); 0 where there is no TSC. */
+static struct cost rdtsc2(uint64_t n)
+{
+    uint64_t acc = 0;
+    struct span s = span_begin();
+
+#if defined(__x86_64__)
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t a = __builtin_ia32_rdtsc();
+        uint64_t b = __builtin_ia32_rdtsc();
+        acc += b - a;
+    }
+#endif
+    sink = acc;
+    return span_end(s, n);
 }
 
 static struct cost clock2(uint64_t n)
@@ -161,6 +187,8 @@ enum { CPU, WALL };
 
 struct figures {
     double clock2[2][MAX_REPS], pair[2][MAX_REPS], pair2[2][MAX_REPS], shapes[2][MAX_REPS];
+    double rdtsc2[2][MAX_REPS], mono[2][MAX_REPS], shapes_mono[2][MAX_REPS];
+    char clock[16];
     double process[MAX_REPS], disabled[MAX_REPS];
     uint64_t dropped;
 };
@@ -171,11 +199,43 @@ static void put(double series[2][MAX_REPS], int r, struct cost k)
     series[WALL][r] = k.wall;
 }
 
+/*
+ * The monotonic client's thread: per repetition, waits for the main thread's
+ * go, runs its two bursts (each flushed outside the timing), and says done.
+ */
+struct mono {
+    tc_client *c;
+    const uint32_t *ops;
+    const struct copts *o;
+    struct figures *f;
+    pthread_barrier_t go, done;
+};
+
+static void *mono_main(void *arg)
+{
+    struct mono *m = arg;
+
+    pairs(m->c, m->ops, m->o->burst, false); /* warm-up: this thread's ring */
+    tc_flush(m->c, -1);
+    for (int r = 0; r < m->o->reps; r++) {
+        pthread_barrier_wait(&m->go);
+        put(m->f->mono, r, pairs(m->c, m->ops, m->o->burst, false));
+        tc_flush(m->c, -1);
+        put(m->f->shapes_mono, r, pairs(m->c, m->ops, m->o->burst, true));
+        tc_flush(m->c, -1);
+        pthread_barrier_wait(&m->done);
+    }
+    return NULL;
+}
+
 static int measure_enabled(const struct copts *o, struct figures *f)
 {
     struct bdaemon d;
     tc_options to;
-    tc_client *c;
+    tc_client *c, *cm;
+    struct mono mono;
+    pthread_t mono_th;
+    uint32_t mono_ops[32];
     uint32_t ops[32];
     int rc, err = 0;
 
@@ -197,13 +257,32 @@ static int measure_enabled(const struct copts *o, struct figures *f)
         bdaemon_cleanup(&d);
         return err ? err : -ENOTCONN;
     }
-    for (int i = 0; i < 32; i++)
+    snprintf(f->clock, sizeof(f->clock), "%s", tc_clock(c));
+    setenv("TRACECTL_CLOCK", "monotonic", 1);
+    to.session = "client-bench-monotonic";
+    cm = tc_open(&to, &err);
+    unsetenv("TRACECTL_CLOCK");
+    if (cm == NULL || !tc_enabled(cm)) {
+        fprintf(stderr, "client: tc_open (monotonic): %s\n", strerror(-err));
+        tc_close(cm);
+        tc_close(c);
+        bdaemon_cleanup(&d);
+        return err ? err : -ENOTCONN;
+    }
+    for (int i = 0; i < 32; i++) {
         ops[i] = tc_op(c, bench_op_names[i]);
+        mono_ops[i] = tc_op(cm, bench_op_names[i]);
+    }
+    mono = (struct mono){.c = cm, .ops = mono_ops, .o = o, .f = f};
+    pthread_barrier_init(&mono.go, NULL, 2);
+    pthread_barrier_init(&mono.done, NULL, 2);
+    pthread_create(&mono_th, NULL, mono_main, &mono);
     pairs(c, ops, o->burst, false); /* warm-up: the ring's pages, the daemon's session */
     tc_flush(c, -1);
     for (int r = 0; r < o->reps; r++) {
         struct cost k = clock2(o->burst);
         put(f->clock2, r, k);
+        put(f->rdtsc2, r, rdtsc2(o->burst));
         uint64_t p0 = bench_process_ns();
         put(f->pair, r, pairs(c, ops, o->burst, false));
         tc_flush(c, -1);
@@ -212,8 +291,14 @@ static int measure_enabled(const struct copts *o, struct figures *f)
         tc_flush(c, -1);
         put(f->shapes, r, pairs(c, ops, o->burst, true));
         tc_flush(c, -1);
+        pthread_barrier_wait(&mono.go); /* the monotonic client's bursts, this thread idle */
+        pthread_barrier_wait(&mono.done);
     }
-    f->dropped = tc_dropped(c);
+    pthread_join(mono_th, NULL);
+    pthread_barrier_destroy(&mono.go);
+    pthread_barrier_destroy(&mono.done);
+    f->dropped = tc_dropped(c) + tc_dropped(cm);
+    tc_close(cm);
     rc = tc_close(c);
     bdaemon_stop(&d, SIGTERM);
     bdaemon_cleanup(&d);
@@ -425,7 +510,7 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
 {
     static const char *const how[2] = {"cpu", "wall"};
     size_t n = (size_t)o->reps;
-    struct bstat clock2[2], pair[2], pair2[2], shapes[2];
+    struct bstat clock2[2], pair[2], pair2[2], shapes[2], tsc2[2], mono[2], shapes_mono[2];
     struct bstat process = bench_stat(f->process, n), dis = bench_stat(f->disabled, n);
     double nan = 0.0 / 0.0;
     char key[64];
@@ -435,6 +520,9 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
         pair[w] = bench_stat(f->pair[w], n);
         pair2[w] = bench_stat(f->pair2[w], n);
         shapes[w] = bench_stat(f->shapes[w], n);
+        tsc2[w] = bench_stat(f->rdtsc2[w], n);
+        mono[w] = bench_stat(f->mono[w], n);
+        shapes_mono[w] = bench_stat(f->shapes_mono[w], n);
     }
     if (lr->line[0] != '\0')
         printf("%s\n", lr->line);
@@ -442,6 +530,7 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
     bjson_u64("reps", n);
     bjson_u64("burst", o->burst);
     bjson_u64("interval_ms", o->interval_ms);
+    bjson_str("clock", f->clock);
     for (int w = CPU; w <= WALL; w++) {
 #define STAT(name, st)                                                                             \
     do {                                                                                           \
@@ -452,6 +541,9 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
         STAT("pair", pair);
         STAT("pair_2t", pair2);
         STAT("pair_shapes", shapes);
+        STAT("rdtsc2", tsc2);
+        STAT("pair_mono", mono);
+        STAT("pair_shapes_mono", shapes_mono);
 #undef STAT
     }
     bjson_stat("pair_process_cpu_ns", process, n);
@@ -462,6 +554,12 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
     for (int w = CPU; w <= WALL; w++) {
         snprintf(key, sizeof(key), "pair_over_clock2_%s", how[w]);
         bjson_num(key, pair[w].median / clock2[w].median);
+        snprintf(key, sizeof(key), "pair_shapes_over_clock2_%s", how[w]);
+        bjson_num(key, shapes[w].median / clock2[w].median);
+        snprintf(key, sizeof(key), "pair_over_rdtsc2_%s", how[w]);
+        bjson_num(key, pair[w].median / tsc2[w].median);
+        snprintf(key, sizeof(key), "pair_mono_over_clock2_%s", how[w]);
+        bjson_num(key, mono[w].median / clock2[w].median);
         snprintf(key, sizeof(key), "pair_over_lttng_tp_%s", how[w]);
         bjson_num(key, lr->ran ? pair[w].median / lr->tp[w] : nan);
         snprintf(key, sizeof(key), "pair_over_lttng_event_%s", how[w]);
@@ -474,10 +572,13 @@ static void report(const struct copts *o, struct figures *f, const struct lttng_
     bjson_end();
     for (int w = CPU; w <= WALL; w++)
         fprintf(stderr,
-                "client (%s): two clock reads %.1f ns; begin+end %.1f ns (%.2f×), 2 threads "
-                "%.1f ns, with shapes %.1f ns\n",
-                how[w], clock2[w].median, pair[w].median, pair[w].median / clock2[w].median,
-                pair2[w].median, shapes[w].median);
+                "client (%s): two clock reads %.1f ns, two rdtsc %.1f ns; begin+end (%s) %.1f ns "
+                "(%.2f× the clock reads), 2 threads %.1f ns, with shapes %.1f ns (%.2f×); "
+                "monotonic client: %.1f ns (%.2f×), with shapes %.1f ns\n",
+                how[w], clock2[w].median, tsc2[w].median, f->clock, pair[w].median,
+                pair[w].median / clock2[w].median, pair2[w].median, shapes[w].median,
+                shapes[w].median / clock2[w].median, mono[w].median,
+                mono[w].median / clock2[w].median, shapes_mono[w].median);
     fprintf(stderr,
             "client: the whole process (writer thread too) %.1f ns CPU per pair; disabled %.2f "
             "ns/call; dropped %llu\n",

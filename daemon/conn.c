@@ -299,7 +299,10 @@ static const char *conn_session_limit(struct conn *c, const char *name, char *bu
     return NULL;
 }
 
-/* Records the keys of a metadata map; fails the connection past CONN_MAX_META_KEYS. */
+/*
+ * Records the keys of a metadata map. Returns 0, or -EPROTO (past CONN_MAX_META_KEYS) or -ENOMEM
+ * once conn_fail() has closed the connection.
+ */
 static int conn_meta_keys(struct conn *c, const struct proto_kv *kv, size_t n)
 {
     char msg[160];
@@ -315,11 +318,11 @@ static int conn_meta_keys(struct conn *c, const struct proto_kv *kv, size_t n)
                      "a process may set at most %u distinct metadata keys (the daemon's limit)",
                      CONN_MAX_META_KEYS);
             conn_fail(c, PROTO_E_LIMIT, msg);
-            return -1;
+            return -EPROTO;
         }
         if (strmap_put(&c->meta_keys, kv[i].key, len, 1) < 0) {
             conn_fail(c, PROTO_E_INTERNAL, "out of memory");
-            return -1;
+            return -ENOMEM;
         }
     }
     return 0;
@@ -458,7 +461,11 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
         conn_pause(c);
 }
 
-/* Maps op ids to session ids and device names to device ids, in place. */
+/*
+ * Maps op ids to session ids and device names to device ids, in place. Returns 0, or a
+ * negative errno once the connection has failed (an undefined op id: -EPROTO; a table's
+ * limit or memory: session_device()'s or session_shape()'s error).
+ */
 static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids)
 {
     char msg[160];
@@ -471,19 +478,19 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
         if (!u32map_get(&c->ops, e->op_id, &gid)) {
             snprintf(msg, sizeof(msg), "op id %u is not defined by ops (entry %zu)", e->op_id, i);
             conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
-            return -1;
+            return -EPROTO;
         }
         e->op_id = gid;
         dev_ids[i] = c->hello_dev;
         if (e->dev_len && (rc = session_device(&c->d->reg, c->session, b->blob + e->dev_off,
                                                e->dev_len, c->budget, &dev_ids[i])) < 0) {
             conn_table_fail(c, rc, TABLE_DEVICES);
-            return -1;
+            return rc;
         }
         if ((rc = session_shape(c->session, b->blob + e->out_off, e->out_len, b->blob + e->in_off,
                                 e->in_len)) < 0) {
             conn_table_fail(c, rc, TABLE_SHAPES);
-            return -1;
+            return rc;
         }
     }
     return 0;

@@ -574,6 +574,10 @@ int main(int argc, char **argv)
         free(d.opt.admin_group);
         return 1;
     }
+    /* ignored until the loop's handlers take them over: the socket exists before
+     * those are installed, and a client may signal as soon as it sees it */
+    for (size_t i = 0; i < 3; i++)
+        signal(daemon_other_signals[i], SIG_IGN);
     uv_loop_init(&loop);
     loop.data = &d;
     d.loop = &loop;

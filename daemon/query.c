@@ -10,7 +10,8 @@
  * and closes it before returning. The SQL lives in schema/report_*.sql, one
  * statement per file; each statement is prepared, stepped and finalized once
  * per report. The post-processing (percentile ranks, order, shares,
- * imbalance) is in analysis.c.
+ * imbalance) is in analysis.c. A page of ops (ops_limit) is sorted by SQLite
+ * instead, and only its rows are read: see "a page of ops".
  *
  * Errors are not logged here: the message (with sqlite3_errmsg) goes into
  * the caller's errbuf, and the caller reports it once.
@@ -48,6 +49,15 @@ struct query {
     /* The file's aggregates are exact: read them instead of scanning entries (agg.h). */
     bool agg;
     int64_t op_id;
+    /* A page of ops (ops_limit): each row's op id and calls seen, by id. */
+    struct query_page_op *page;
+    size_t page_cap;
+};
+
+struct query_page_op {
+    int64_t id;
+    size_t index; /* in r->ops */
+    uint64_t seen;
 };
 
 static void query_msg(struct query *q, const char *what, const char *detail)
@@ -245,6 +255,19 @@ static int query_ops_row(struct query *q, sqlite3_stmt *st)
     return 0;
 }
 
+/* A run of `count` equal durations (or one histogram bucket) covers ranks seen+1 .. seen+count. */
+static void query_percentiles(struct report_op *op, uint64_t seen, uint64_t dur, uint64_t count)
+{
+    static const unsigned pct[3] = {50, 95, 99};
+    uint64_t *out[3] = {&op->p50_ns, &op->p95_ns, &op->p99_ns};
+
+    for (size_t i = 0; i < 3; i++) {
+        size_t rank = analysis_percentile_rank(op->calls, pct[i]);
+        if (rank > seen && rank <= seen + count)
+            *out[i] = dur;
+    }
+}
+
 static int query_inconsistent(struct query *q)
 {
     query_msg(q, "durations", "entries do not match the per-op counts");
@@ -278,26 +301,34 @@ static int query_durations_row(struct query *q, sqlite3_stmt *st)
         return query_inconsistent(q);
     q->op_id = id;
     op = &r->ops[q->op_index];
-    /* A run of `count` equal durations (or one histogram bucket) covers ranks
-     * op_seen+1 .. op_seen+count. */
-    static const unsigned pct[3] = {50, 95, 99};
-    uint64_t *out[3] = {&op->p50_ns, &op->p95_ns, &op->p99_ns};
-    for (size_t i = 0; i < 3; i++) {
-        size_t rank = analysis_percentile_rank(op->calls, pct[i]);
-        if (rank > q->op_seen && rank <= q->op_seen + count)
-            *out[i] = dur;
-    }
+    query_percentiles(op, q->op_seen, dur, count);
     q->op_seen += count;
     if (q->op_seen > op->calls)
         return query_inconsistent(q);
     return 0;
 }
 
+/* avg_ns and share of every row of r->ops. */
+static void query_ops_finish(struct report *r)
+{
+    for (size_t i = 0; i < r->n_ops; i++) {
+        /* A saturated total would put the floor below min_ns: never below it. */
+        r->ops[i].avg_ns = r->ops[i].total_ns / r->ops[i].calls;
+        if (r->ops[i].avg_ns < r->ops[i].min_ns)
+            r->ops[i].avg_ns = r->ops[i].min_ns;
+        r->ops[i].share = analysis_share(r->ops[i].total_ns, r->total_ns);
+    }
+}
+
+static int query_ops_page(struct query *q);
+
 static int query_ops(struct query *q)
 {
     struct report *r = q->r;
     int err;
 
+    if (q->p->ops_limit > 0)
+        return query_ops_page(q);
     q->cap = 0;
     err = query_run(q, q->agg ? schema_report_ops_agg_sql : schema_report_ops_sql, "ops", 0, 0,
                     query_ops_row);
@@ -311,13 +342,7 @@ static int query_ops(struct query *q)
         return err;
     if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
         return query_inconsistent(q);
-    for (size_t i = 0; i < r->n_ops; i++) {
-        /* A saturated total would put the floor below min_ns: never below it. */
-        r->ops[i].avg_ns = r->ops[i].total_ns / r->ops[i].calls;
-        if (r->ops[i].avg_ns < r->ops[i].min_ns)
-            r->ops[i].avg_ns = r->ops[i].min_ns;
-        r->ops[i].share = analysis_share(r->ops[i].total_ns, r->total_ns);
-    }
+    query_ops_finish(r);
     analysis_sort_ops(r->ops, r->n_ops);
     return 0;
 }
@@ -410,18 +435,20 @@ static int query_devices(struct query *q)
     return slowest != NULL ? 0 : query_oom(q, "imbalance");
 }
 
+static int query_comm_page(struct query *q);
+
 /* The comm rows are the "comm" ops rows, already in report order. */
 static int query_comm(struct query *q)
 {
     struct report *r = q->r;
     size_t n = 0;
 
+    if (q->p->ops_limit > 0)
+        return query_comm_page(q);
     for (size_t i = 0; i < r->n_ops; i++) {
         if (analysis_is_comm(r->ops[i].category) && r->ops[i].share >= q->p->comm_min_ratio)
             n++;
     }
-    if (q->p->ops_limit > 0 && n > q->p->ops_limit)
-        n = q->p->ops_limit;
     if (n == 0)
         return 0;
     r->comm = calloc(n, sizeof(*r->comm));
@@ -446,27 +473,161 @@ static int query_comm(struct query *q)
     return 0;
 }
 
-/* ops_limit (an extension): only rows [ops_offset, ops_offset + ops_limit) of ops are kept. */
-static int query_page(struct query *q)
+/* ---- a page of ops (ops_limit, an extension) ----------------------------- */
+
+/*
+ * With ops_limit, SQLite sorts the ops (report_ops_page*.sql, spilling to
+ * temporary files) and returns only the page, so a report on a session with
+ * very many op names holds the page's rows, never every name. The
+ * percentiles come from the same durations pass as for a whole report, the
+ * rows of ops not on the page skipped.
+ */
+
+/* Prepares sql, binds ?1 = limit, ?2 = offset, ?3 = comm_only, and reads every row. */
+static int query_run_page(struct query *q, const char *sql, const char *what, int64_t limit,
+                          int64_t offset, bool comm_only,
+                          int (*row)(struct query *, sqlite3_stmt *))
+{
+    sqlite3_stmt *st = NULL;
+    int rc, err;
+
+    err = query_prepare(q, sql, &st, what);
+    if (err < 0)
+        return err;
+    rc = sqlite3_bind_int64(st, 1, limit);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(st, 2, offset);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int(st, 3, comm_only);
+    err = rc == SQLITE_OK ? query_rows(q, st, what, row) : query_fail(q, rc, what);
+    sqlite3_finalize(st);
+    return err;
+}
+
+/*
+ * SQLite keeps the best offset + limit rows while it sorts. Near the first
+ * page (what `tracectl report` shows) they are few and the plain sort is
+ * fastest; past QUERY_PAGE_NEAR rows, on aggregates, the sort carries ranks
+ * by name instead of names (report_ops_far_agg.sql: 5 s instead of 58 s for
+ * the last page of 200,000 names of 1,000 bytes).
+ */
+#define QUERY_PAGE_NEAR 10000
+
+static const char *query_page_sql(const struct query *q)
+{
+    if (!q->agg)
+        return schema_report_ops_page_sql;
+    if ((uint64_t)q->p->ops_offset + q->p->ops_limit > QUERY_PAGE_NEAR)
+        return schema_report_ops_far_agg_sql;
+    return schema_report_ops_page_agg_sql;
+}
+
+static int query_page_count_row(struct query *q, sqlite3_stmt *st)
+{
+    q->r->ops_total = query_u64(st, 0);
+    return 0;
+}
+
+/* An ops row of the page, its id kept for the durations pass. */
+static int query_page_row(struct query *q, sqlite3_stmt *st)
+{
+    struct query_page_op *p = query_grow(q->page, &q->page_cap, q->r->n_ops, sizeof(*p));
+
+    if (p == NULL)
+        return query_oom(q, "ops");
+    q->page = p;
+    p = &p[q->r->n_ops];
+    p->id = sqlite3_column_int64(st, 0);
+    p->index = q->r->n_ops;
+    p->seen = 0;
+    return query_ops_row(q, st);
+}
+
+static int query_page_id_cmp(const void *pa, const void *pb)
+{
+    const struct query_page_op *a = pa, *b = pb;
+
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* One duration of the durations pass (ascending within an op): counted when its op is on the page.
+ */
+static int query_page_durations_row(struct query *q, sqlite3_stmt *st)
+{
+    struct query_page_op key = {.id = sqlite3_column_int64(st, 0)}, *p;
+    uint64_t count = query_u64(st, 2);
+    struct report_op *op;
+
+    p = bsearch(&key, q->page, q->r->n_ops, sizeof(*p), query_page_id_cmp);
+    if (p == NULL)
+        return 0;
+    op = &q->r->ops[p->index];
+    if (count == 0 || count > op->calls - p->seen)
+        return query_inconsistent(q);
+    query_percentiles(op, p->seen, query_u64(st, 1), count);
+    p->seen += count;
+    return 0;
+}
+
+/* The ops rows [ops_offset, ops_offset + ops_limit) in report order, and ops_total. */
+static int query_ops_page(struct query *q)
 {
     struct report *r = q->r;
-    size_t from, n;
+    int err;
 
-    if (q->p->ops_limit == 0)
-        return 0;
     r->paged = true;
-    r->ops_total = r->n_ops;
-    from = q->p->ops_offset < r->n_ops ? q->p->ops_offset : r->n_ops;
-    n = r->n_ops - from < q->p->ops_limit ? r->n_ops - from : q->p->ops_limit;
+    q->cap = 0;
+    err = query_run(q, q->agg ? schema_report_ops_count_agg_sql : schema_report_ops_count_sql,
+                    "ops", 0, 0, query_page_count_row);
+    if (err == 0)
+        err = query_run_page(q, query_page_sql(q), "ops", q->p->ops_limit, q->p->ops_offset, false,
+                             query_page_row);
+    if (err < 0 || r->n_ops == 0)
+        return err;
+    qsort(q->page, r->n_ops, sizeof(*q->page), query_page_id_cmp);
+    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
+                    "durations", 0, 0, query_page_durations_row);
+    if (err < 0)
+        return err;
     for (size_t i = 0; i < r->n_ops; i++) {
-        if (i >= from && i < from + n)
-            continue;
-        free(r->ops[i].op);
-        free(r->ops[i].category);
+        if (q->page[i].seen != r->ops[q->page[i].index].calls)
+            return query_inconsistent(q);
     }
-    memmove(r->ops, r->ops + from, n * sizeof(*r->ops));
-    r->n_ops = n;
+    query_ops_finish(r);
     return 0;
+}
+
+/* A comm row of a page: rows come by total descending, so all those kept come first. */
+static int query_comm_row(struct query *q, sqlite3_stmt *st)
+{
+    struct report *r = q->r;
+    struct report_comm *c;
+    uint64_t total = query_u64(st, 4);
+    double share = analysis_share(total, r->total_ns);
+
+    if (share < q->p->comm_min_ratio)
+        return 0;
+    c = query_grow(r->comm, &q->cap, r->n_comm, sizeof(*c));
+    if (c == NULL)
+        return query_oom(q, "comm");
+    r->comm = c;
+    c = &c[r->n_comm++];
+    memset(c, 0, sizeof(*c));
+    c->calls = query_u64(st, 3);
+    c->total_ns = total;
+    c->share = share;
+    return query_text(st, 1, &c->op) < 0 ? query_oom(q, "comm") : 0;
+}
+
+/*
+ * The comm rows of a paged report: the first ops_limit "comm" ops in report
+ * order whose share is at least comm_min_ratio. The share falls along that
+ * order, so the first ops_limit rows, then filtered, are the same rows.
+ */
+static int query_comm_page(struct query *q)
+{
+    q->cap = 0;
+    return query_run_page(q, query_page_sql(q), "comm", q->p->ops_limit, 0, true, query_comm_row);
 }
 
 /* ---- the report ---------------------------------------------------------- */
@@ -594,8 +755,8 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
 {
     static const struct report_params defaults = {.top = 10};
     static int (*const sections[])(struct query *) = {
-        query_totals,  query_ops,  query_slowest, query_hotspots,
-        query_devices, query_comm, query_page,    query_analysis,
+        query_totals,  query_ops,  query_slowest,  query_hotspots,
+        query_devices, query_comm, query_analysis,
     };
     struct query q = {.p = p != NULL ? p : &defaults,
                       .r = out,
@@ -613,6 +774,7 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
         err = query_exec(&q, "COMMIT");
     /* Closing also ends the read transaction when a section failed. */
     sqlite3_close_v2(q.db);
+    free(q.page);
     if (err < 0)
         report_free(out);
     return err;

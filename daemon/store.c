@@ -134,7 +134,8 @@ static int store_error(struct store *s, int err, const char *what, const char *d
 {
     log_error("storage: %s: %s", what, detail);
     pthread_mutex_lock(&s->mu);
-    snprintf(s->last_error, sizeof(s->last_error), "%s: %s", what, detail);
+    /* status shows what fits: a long path (what) is cut so that SQLite's message stays */
+    snprintf(s->last_error, sizeof(s->last_error), "%.180s: %s", what, detail);
     pthread_mutex_unlock(&s->mu);
     return err;
 }

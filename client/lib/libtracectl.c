@@ -3,7 +3,10 @@
  *
  * DESIGN
  * Recording threads never lock, allocate or make a system call other than
- * clock_gettime (shapes: see shape_intern): each appends a 32-byte record to its
+ * clock_gettime (shapes: see shape_intern), and tc_begin/tc_end not even that
+ * where the TSC is the client's clock (tcclock.h: they store raw ticks, which
+ * the writer thread converts to CLOCK_MONOTONIC ns, re-anchoring the
+ * conversion at each drain): each appends a 32-byte record to its
  * own single-producer/single-consumer ring (C11 atomics, power-of-two size),
  * found through a thread-local cache. The rings of a client are linked into
  * a list under the client's mutex when a thread first records.
@@ -49,6 +52,7 @@
 
 #include "proto.h"
 #include "sock.h"
+#include "tcclock.h"
 #include "tracectl.h"
 
 #define DEFAULT_RING     65536
@@ -80,8 +84,16 @@ struct rec {
  * device name out of range, or a device table that is full): the writer
  * thread drops it and counts it, so that the connection never breaks on it.
  */
-#define SHAPES_BAD 0x7fff /* above SHAPES_MAX, below any flag bit of rec.shapes */
-#define DEV_BAD    0xffff
+#define SHAPES_BAD 0x3fff /* above SHAPES_MAX, below any flag bit of rec.shapes */
+
+/*
+ * rec.shapes of an entry timed by tc_begin/tc_end on a client whose clock is
+ * the TSC (tcclock.h): start is in TSC ticks, and start + dur too. The writer
+ * thread converts both to CLOCK_MONOTONIC ns before it validates and packs
+ * the entry. Entries given a time (tc_record, tc_finalize, ...) are in ns.
+ */
+#define REC_TICKS 0x4000u
+#define DEV_BAD   0xffff
 
 /*
  * An entry with elements or extension fields (tc_record_ext) is a record
@@ -111,25 +123,35 @@ struct shape_slot {
     uint32_t words; /* the length of its key */
 };
 
+/*
+ * Four cache lines, so that a begin/end pair touches two lines of the ring
+ * (and the slot), neither of which the writer thread writes: one read-only
+ * line both threads read, and the recording thread's own line, which the
+ * writer only reads (head) once per drain.
+ */
 struct ring {
-    _Atomic uint64_t head;              /* written by the recording thread */
-    _Atomic uint64_t marks;             /* step markers among the records (tc_recorded) */
-    _Alignas(64) _Atomic uint64_t tail; /* written by the writer thread: its own line */
-    _Alignas(64) uint64_t mask;
-    uint64_t tail_seen; /* the recording thread's last look at tail: re-read only when full */
+    /* Read-only once the ring is listed. */
     struct rec *buf;
+    uint64_t mask;
     struct ring *next;
-    /* the recording thread's own state (no other thread touches it) */
-    bool open;
-    uint64_t step; /* the step of its last record (the last marker) */
+    /* The recording thread's: head, and the state of the begin/end path. */
+    _Alignas(64) _Atomic uint64_t head;
+    uint64_t tail_seen; /* the recording thread's last look at tail: re-read only when full */
+    uint64_t step;      /* the step of its last record (the last marker) */
+    uint64_t cur_start; /* the open op's start (TSC ticks when the client's clock is the TSC) */
     uint32_t cur_op;
-    uint64_t cur_start;
+    bool open;
+    /* The writer thread's. */
+    _Alignas(64) _Atomic uint64_t tail;
+    uint64_t wstep;             /* the step of the records it drains */
+    uint64_t wend_tsc, wend_ns; /* the end of the last REC_TICKS record it converted */
+    /* The recording thread's, off the begin/end path. */
+    _Alignas(64) _Atomic uint64_t marks; /* step markers among the records (tc_recorded) */
     struct pending *deferred;
     size_t n_deferred;
-    struct shape_slot shape_cache[SHAPE_CACHE];
-    uint64_t wstep;      /* the writer thread's: the step of the records it drains */
     const char *dev_str; /* the last device this thread named: the client's copy */
     uint32_t dev_id;     /* and its index+1 */
+    struct shape_slot shape_cache[SHAPE_CACHE];
 };
 
 struct tc_client {
@@ -140,7 +162,8 @@ struct tc_client {
     bool disabled;                           /* sends nothing: TRACECTL_DISABLE=1, or offline */
     bool offline; /* no daemon answered tc_open(): recording only counts drops */
     bool blocking;
-    uint64_t gen; /* distinguishes clients for the thread-local cache */
+    uint16_t clock; /* REC_TICKS: tc_begin/tc_end read the TSC; 0: clock_gettime */
+    uint64_t gen;   /* distinguishes clients for the thread-local cache */
     int fd;
     int64_t session_id;
     size_t ring_entries;
@@ -207,7 +230,9 @@ struct tc_client {
      * packed for the daemon, and how many the last ack said were stored. */
     uint64_t packed, acked_stored;
     bool loss_counted;
+    bool torn; /* the socket was handed part of a message: no bye may follow it */
     struct proto_reader reader;
+    struct tcclock tsc; /* converts the rings' TSC ticks; writer thread only (once started) */
 };
 
 static _Atomic uint64_t client_gen = 1;
@@ -235,6 +260,83 @@ static inline uint64_t now_ns(void)
 uint64_t tc_now_ns(void)
 {
     return now_ns();
+}
+
+/* What tc_begin/tc_end record: TSC ticks on a client whose clock is the TSC, else ns. */
+static inline uint64_t rec_now(const tc_client *c)
+{
+#if defined(__x86_64__)
+    if (c->clock)
+        return __builtin_ia32_rdtsc();
+#endif
+    return now_ns();
+}
+
+#define ANCHOR_WIDTH_NS 2000 /* an anchor read more loosely (preempted) is not taken */
+
+/*
+ * The recording clock of a connected client, chosen before its writer thread
+ * starts: the TSC when tcclock_usable() says so (once per process) and
+ * TRACECTL_CLOCK is not "monotonic"; the conversion starts from an anchor
+ * read now, before the first record.
+ */
+static void clock_choose(tc_client *c)
+{
+    const char *env = getenv("TRACECTL_CLOCK");
+    double rate;
+
+    c->clock = 0;
+    if ((env != NULL && strcmp(env, "monotonic") == 0) || !tcclock_usable(&rate, NULL))
+        return;
+    tcclock_init(&c->tsc, tcclock_read_anchor(NULL), rate);
+    c->clock = REC_TICKS;
+}
+
+/*
+ * Re-anchors the conversion (writer thread) when the last anchor is at least
+ * TCCLOCK_WINDOW_MIN_NS old, with an anchor read tightly (its rdtsc pair
+ * within ANCHOR_WIDTH_NS: not preempted in between; else the next drain tries).
+ */
+static void clock_reanchor(tc_client *c)
+{
+    struct tcclock_anchor a;
+    uint64_t width;
+
+    if (!c->clock || (double)(tcclock_tsc() - c->tsc.cur.tsc) * c->tsc.rate < TCCLOCK_WINDOW_MIN_NS)
+        return;
+    a = tcclock_read_anchor(&width);
+    if ((double)width * c->tsc.rate <= ANCHOR_WIDTH_NS)
+        tcclock_anchor(&c->tsc, a);
+}
+
+/*
+ * r, a REC_TICKS record of ring, with its start and end converted to ns, in
+ * *out. An op that tc_begin ended by beginning the next shares its end tick
+ * with the next one's start: that tick converts to the same ns for both,
+ * even when a re-anchoring came between their drains (the next op begins
+ * exactly when the last one ended, as with clock_gettime). No TSC reads 0
+ * in a running process, which wend_tsc's first value stands for.
+ */
+static const struct rec *rec_convert(const tc_client *c, struct ring *ring, const struct rec *r,
+                                     struct rec *out)
+{
+    uint64_t end_tsc = r->start + r->dur, end = tcclock_ns(&c->tsc, end_tsc);
+    uint64_t start = r->start == ring->wend_tsc ? ring->wend_ns : tcclock_ns(&c->tsc, r->start);
+
+    if (end < start)
+        end = start; /* ticks read on two cores a hair apart */
+    ring->wend_tsc = end_tsc;
+    ring->wend_ns = end;
+    *out = *r;
+    out->start = start;
+    out->dur = end - start;
+    out->shapes = (uint16_t)(r->shapes & ~REC_TICKS);
+    return out;
+}
+
+const char *tc_clock(const tc_client *c)
+{
+    return c != NULL && !c->disabled && c->clock ? "tsc" : "monotonic";
 }
 
 void tc_options_init(tc_options *o)
@@ -608,6 +710,7 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
     msgpack_packer pk;
     size_t n = 0, bad = 0;
 
+    clock_reanchor(c);
     /* The lock keeps the ring list and the device table still while packing;
      * recording threads never take it. */
     pthread_mutex_lock(&c->mu);
@@ -617,10 +720,13 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
         for (; tail != head && n < room; tail++) {
             const struct rec *rec = &r->buf[tail & r->mask];
+            struct rec conv;
             if (rec->op == 0) {
                 r->wstep = rec->start;
                 continue;
             }
+            if (rec->shapes & REC_TICKS)
+                rec = rec_convert(c, r, rec, &conv);
             if (!rec_valid(rec, r->wstep)) {
                 bad++;
                 if (rec->shapes & REC_EXT)
@@ -790,6 +896,7 @@ static void writer_discard(tc_client *c)
         if (c->packed > c->acked_stored)
             atomic_fetch_add(&c->dropped, c->packed - c->acked_stored);
         c->loss_counted = true;
+        c->torn = c->out_off > 0 && c->out_off < c->out.size;
         msgpack_sbuffer_clear(&c->out);
         c->out_off = 0;
     }
@@ -1045,6 +1152,7 @@ static void client_forked(tc_client *c)
     c->broken = false;
     c->packed = c->acked_stored = 0;
     c->loss_counted = false;
+    c->torn = false;
     c->session_id = -1;
     pthread_cond_init(&c->cv, NULL); /* its waiters were the parent's threads */
     if (tls.gen == c->gen)
@@ -1096,6 +1204,8 @@ static int client_restart(tc_client *c)
     msgpack_sbuffer_destroy(&c->control);
     c->control = sb;
     c->need_connect = true;
+    if (c->clock) /* the parent's anchors hold here too, but may be old: a fresh one */
+        tcclock_init(&c->tsc, tcclock_read_anchor(NULL), c->tsc.rate);
     if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
         goto fail;
     return 0;
@@ -1119,6 +1229,7 @@ static int client_connect(tc_client *c, const tc_options *o)
         return -ENOMEM;
     if ((rc = client_socket(c)) < 0 || (rc = say_hello(c)) < 0)
         return rc;
+    clock_choose(c);
     if ((rc = wake_open(c)) < 0 || (rc = -pthread_create(&c->thread, NULL, writer_thread, c)) < 0)
         client_error(c, rc, "cannot start the writer thread: %s", strerror(-rc));
     return rc;
@@ -1193,10 +1304,16 @@ int tc_close(tc_client *c)
     pthread_mutex_unlock(&c->mu);
     writer_wake(c);
     pthread_join(c->thread, NULL);
+    /*
+     * bye, with the dropped count, only after whole messages. After a flush
+     * that timed out (a stalled daemon) the 5 s are spent: bye goes only if
+     * the socket takes it at once. Without it the daemon ends the process
+     * when it reads the connection's end, at once when it runs again.
+     */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (c->out_off == c->out.size && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
-        sock_send_all(c->fd, sb.data, sb.size, 1000);
+    if (c->out_off == c->out.size && !c->torn && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
+        sock_send_all(c->fd, sb.data, sb.size, rc == -ETIMEDOUT ? 0 : 1000);
     msgpack_sbuffer_destroy(&sb);
     client_free(c);
     return rc;
@@ -1384,12 +1501,10 @@ static struct ring *ring_new(tc_client *c)
  * the hot path pays nothing for fork support. NULL when the child cannot
  * start its writer (the client is then offline: later calls count drops).
  */
-static struct ring *my_ring(tc_client *c)
+static __attribute__((noinline)) struct ring *my_ring_slow(tc_client *c)
 {
     bool failed = false;
 
-    if (tls.gen == c->gen)
-        return tls.ring;
     pthread_mutex_lock(&c->mu);
     if (c->forked)
         failed = client_restart(c) < 0;
@@ -1401,6 +1516,11 @@ static struct ring *my_ring(tc_client *c)
     return tls.ring;
 }
 
+static inline struct ring *my_ring(tc_client *c)
+{
+    return tls.gen == c->gen ? tls.ring : my_ring_slow(c);
+}
+
 /*
  * The slot for this thread's next record, or NULL when the record is dropped
  * (a full ring in the default mode, or a broken connection). The caller fills
@@ -1408,18 +1528,17 @@ static struct ring *my_ring(tc_client *c)
  * would be read back with wide loads from narrower stores, which the CPU
  * cannot forward and stalls on — then publishes it with ring_commit().
  */
-static struct rec *ring_slot(tc_client *c, struct ring *r)
+static __attribute__((noinline)) bool ring_wait(tc_client *c, struct ring *r, uint64_t head)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
+    uint64_t wait_ns = 50000;
 
     /* Reading tail means fetching the writer's cache line: only when the ring
      * looks full by the last value seen. */
-    while (head - r->tail_seen > r->mask &&
-           head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
+    while (head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
         if (!c->blocking || c->broken) {
             atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            return NULL;
+            return false;
         }
         /* Blocking mode: wake the writer thread rather than leave it asleep
          * for its interval, then wait for it, backing off from 50 µs to 2 ms
@@ -1430,10 +1549,22 @@ static struct rec *ring_slot(tc_client *c, struct ring *r)
         nanosleep(&ts, NULL);
         wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
     }
+    return true;
+}
+
+static inline struct rec *ring_slot(tc_client *c, struct ring *r)
+{
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+
+    if (head - r->tail_seen > r->mask && !ring_wait(c, r, head))
+        return NULL;
+    /* The line a few records on, fetched for writing now: a steady stream of
+     * records then never waits for a ring line the writer last touched. */
+    __builtin_prefetch(&r->buf[(head + 8) & r->mask], 1);
     return &r->buf[head & r->mask];
 }
 
-static void ring_commit(struct ring *r)
+static inline void ring_commit(struct ring *r)
 {
     uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 
@@ -1618,8 +1749,8 @@ static uint32_t shape_intern_slow(tc_client *c, const tc_shape *out, const tc_sh
  * is taken only for a pair this thread has not seen lately. 0 when no shapes
  * are given (or when the table is full or on ENOMEM: they are left out).
  */
-static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in,
-                             size_t n_in)
+static __attribute__((noinline)) uint32_t
+shape_lookup(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in, size_t n_in)
 {
     struct shape_slot *slot;
     uint32_t words;
@@ -1643,13 +1774,39 @@ static uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out, 
     return slot->id;
 }
 
+/* shape_lookup(), inlined for an entry without shapes. */
+static inline uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
+                                    const tc_shape *in, size_t n_in)
+{
+    if (out == NULL && (in == NULL || n_in == 0))
+        return 0;
+    return shape_lookup(c, r, out, in, n_in);
+}
+
 /*
  * Appends an entry, after a step marker when the client's step moved since
  * this thread's last record. op 0 (what tc_op returns on failure) is not an
  * op the daemon knows: the entry is dropped and counted.
  */
-static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, uint64_t dur,
-                   uint64_t mem, uint32_t shapes, uint32_t dev)
+static __attribute__((noinline)) bool record_marker(tc_client *c, struct ring *r, uint64_t step)
+{
+    struct rec *rec;
+
+    if ((rec = ring_slot(c, r)) == NULL)
+        return false;
+    rec->start = step;
+    rec->op = 0;
+    atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    ring_commit(r);
+    r->step = step;
+    return true;
+}
+
+/* Inlined into the recording calls; what is rare (a new step, a full ring) is not. */
+static inline __attribute__((always_inline)) void record(tc_client *c, struct ring *r, uint32_t op,
+                                                         uint64_t start, uint64_t dur, uint64_t mem,
+                                                         uint32_t shapes, uint32_t dev)
 {
     uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed);
     struct rec *rec;
@@ -1659,16 +1816,8 @@ static void record(tc_client *c, struct ring *r, uint32_t op, uint64_t start, ui
         atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
         return;
     }
-    if (step != r->step) {
-        if ((rec = ring_slot(c, r)) == NULL)
-            return;
-        rec->start = step;
-        rec->op = 0;
-        atomic_store_explicit(&r->marks, atomic_load_explicit(&r->marks, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-        ring_commit(r);
-        r->step = step;
-    }
+    if (step != r->step && !record_marker(c, r, step))
+        return;
     if ((rec = ring_slot(c, r)) == NULL)
         return;
     rec->start = start;
@@ -1704,13 +1853,18 @@ void tc_begin_(tc_client *c, uint32_t op)
     struct ring *r;
     uint64_t now;
 
-    if (c != NULL && c->offline)
-        offline_mark(c, true);
-    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
+    if (c == NULL)
         return;
-    now = now_ns();
+    if (c->disabled) { /* an offline client is disabled too */
+        if (c->offline)
+            offline_mark(c, true);
+        return;
+    }
+    if ((r = my_ring(c)) == NULL)
+        return;
+    now = rec_now(c);
     if (r->open)
-        record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, 0, 0);
+        record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, c->clock, 0);
     r->open = true;
     r->cur_op = op;
     r->cur_start = now;
@@ -1722,13 +1876,18 @@ void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_sha
     uint32_t shapes;
     uint64_t now;
 
-    if (c != NULL && c->offline)
-        offline_mark(c, false);
-    if (c == NULL || c->disabled || (r = my_ring(c)) == NULL || !r->open)
+    if (c == NULL)
         return;
-    now = now_ns();
+    if (c->disabled) {
+        if (c->offline)
+            offline_mark(c, false);
+        return;
+    }
+    if ((r = my_ring(c)) == NULL || !r->open)
+        return;
+    now = rec_now(c);
     shapes = shape_intern(c, r, out, in, n_in);
-    record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes, 0);
+    record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes | c->clock, 0);
     r->open = false;
 }
 

@@ -55,7 +55,8 @@
  * TORCHELASTIC_RUN_ID, else "default"), rank from RANK, OMPI_COMM_WORLD_RANK,
  * PMI_RANK or SLURM_PROCID, world size from WORLD_SIZE, OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE or SLURM_NTASKS, TRACECTL_DEVICE, TRACECTL_DISABLE=1 (a disabled
- * client), TRACECTL_BLOCKING=1 (blocking mode).
+ * client), TRACECTL_BLOCKING=1 (blocking mode), TRACECTL_CLOCK=monotonic
+ * (tc_begin/tc_end read clock_gettime, not the TSC: see tc_clock()).
  */
 #ifndef TRACECTL_H
 #define TRACECTL_H
@@ -300,6 +301,11 @@ TC_API int tc_flush(tc_client *c, int timeout_ms);
  * Flushes (up to 5 s, forever in blocking mode), sends bye with the dropped
  * count, stops the background thread and frees the client. Returns what the
  * flush returned (0 when all was acked). NULL is a no-op returning 0.
+ * When the flush times out (a stalled daemon), tc_close returns then: bye
+ * goes only if the socket takes it at once and only after whole messages;
+ * without it the daemon ends the process when it reads the connection's end
+ * (as soon as it runs again), and this process's unsent entries are not in
+ * the daemon's dropped count.
  */
 TC_API int tc_close(tc_client *c);
 
@@ -311,6 +317,17 @@ TC_API uint64_t tc_recorded(const tc_client *c);
 TC_API int64_t tc_session_id(const tc_client *c);
 /* CLOCK_MONOTONIC in nanoseconds: the clock entries use. */
 TC_API uint64_t tc_now_ns(void);
+/*
+ * What tc_begin() and tc_end() read: "tsc" (the x86-64 invariant TSC, read
+ * with rdtsc; the library's writer thread converts the ticks to
+ * CLOCK_MONOTONIC ns before sending, so entries mean the same either way) or
+ * "monotonic" (clock_gettime, also for a disabled or NULL client). The TSC is
+ * used when the CPU has an invariant one (constant_tsc, nonstop_tsc) and the
+ * kernel's clocksource is tsc or a calibration check passes at the first
+ * tc_open() of the process; TRACECTL_CLOCK=monotonic makes tc_open() use
+ * clock_gettime.
+ */
+TC_API const char *tc_clock(const tc_client *c);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -17,7 +18,25 @@
 
 #include "harness.h"
 
-#define MAX_ARGS 32
+#define MAX_ARGS     32
+#define MAX_CHILDREN 64
+
+static pid_t children[MAX_CHILDREN];
+static int n_children;
+static bool in_child; /* this process is a harness_fork_as() child */
+
+/* A child whose assertion failed runs the suite's fini: it ends there, touching nothing. */
+static void child_exit_in_fini(void)
+{
+    if (in_child)
+        _exit(122);
+}
+
+/* In a child: SIGKILL when parent dies; false when it died already. */
+static bool die_with(pid_t parent)
+{
+    return prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() == parent;
+}
 
 static void daemon_spawn(struct tdaemon *d, va_list ap)
 {
@@ -35,10 +54,13 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
     while ((a = va_arg(ap, const char *)) != NULL && n < MAX_ARGS - 1)
         argv[n++] = (char *)a;
     argv[n] = NULL;
+    pid_t parent = getpid();
     d->pid = fork();
     cr_assert_neq(d->pid, -1, "fork: %s", strerror(errno));
     if (d->pid == 0) {
         struct rlimit rl = {d->nofile, d->nofile};
+        if (!die_with(parent)) /* kept across execv: tracectld is not set-uid */
+            _exit(125);
         if (d->nofile != 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
             _exit(126);
         execv(argv[0], argv);
@@ -85,6 +107,7 @@ int harness_daemon_stop(struct tdaemon *d, int sig)
 {
     int st = 0;
 
+    child_exit_in_fini();
     if (d->pid <= 0)
         return -1;
     kill(d->pid, sig);
@@ -106,10 +129,84 @@ void harness_cleanup(struct tdaemon *d)
 {
     char *argv[] = {"rm", "-rf", d->dir, NULL};
 
+    child_exit_in_fini();
     if (d->pid > 0)
         harness_daemon_stop(d, SIGKILL);
     if (d->dir[0] != '\0')
         harness_run(NULL, argv);
+}
+
+pid_t harness_fork_as(uid_t uid, unsigned seconds)
+{
+    pid_t parent = getpid();
+    pid_t pid;
+
+    cr_assert_lt(n_children, MAX_CHILDREN, "too many children");
+    pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid > 0) {
+        children[n_children++] = pid;
+        return pid;
+    }
+    n_children = 0; /* the parent's children are not this one's to reap */
+    in_child = true;
+    alarm(seconds);
+    if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
+        _exit(120);
+    if (!die_with(parent)) /* after setuid, which clears the death signal */
+        _exit(121);
+    return 0;
+}
+
+int harness_wait_child(pid_t pid)
+{
+    int st;
+    pid_t rc;
+
+    while ((rc = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < n_children; i++)
+        if (children[i] == pid)
+            children[i] = children[--n_children];
+    if (rc != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void harness_reap(void)
+{
+    while (n_children > 0) {
+        kill(children[n_children - 1], SIGKILL);
+        harness_wait_child(children[n_children - 1]);
+    }
+}
+
+void harness_pipe(int fds[2])
+{
+    cr_assert_eq(pipe(fds), 0, "pipe: %s", strerror(errno));
+    cr_assert_eq(fcntl(fds[0], F_SETFD, FD_CLOEXEC), 0);
+    cr_assert_eq(fcntl(fds[1], F_SETFD, FD_CLOEXEC), 0);
+}
+
+int harness_read_within(int fd, void *buf, size_t len, int seconds)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    size_t off = 0;
+
+    while (off < len) {
+        int rc = poll(&p, 1, seconds * 1000);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        if (rc <= 0)
+            return -1;
+        ssize_t n = read(fd, (char *)buf + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        off += (size_t)n;
+    }
+    return 0;
 }
 
 int harness_run(char **out, char *const argv[])

@@ -36,6 +36,30 @@ int harness_daemon_stop(struct tdaemon *d, int sig);
 void harness_cleanup(struct tdaemon *d);
 
 /*
+ * Children of a test that cannot outlive it. A daemon started here and every
+ * child of harness_fork_as() get SIGKILL when the test process dies (a
+ * Criterion timeout kills it without running fini), so none is left holding
+ * the test's stdout, which ctest reads to EOF.
+ *
+ * harness_fork_as() forks; the child takes uid (and gid = uid; 0 stays root),
+ * is killed with the test process and at the latest after `seconds` (alarm).
+ * Returns 0 in the child, its pid in the parent. The child ends with _exit
+ * and makes no Criterion assertion (its failure would run the test runner's
+ * paths in the wrong process; should one fail anyway, the child ends in
+ * harness_daemon_stop() or harness_cleanup(), which the suite's fini calls,
+ * without touching the daemon): it reports through a pipe. harness_wait_child()
+ * waits for one and returns its exit status (128 + signal when killed);
+ * harness_reap() kills and waits for the rest: call it from the suite's fini.
+ */
+pid_t harness_fork_as(uid_t uid, unsigned seconds);
+int harness_wait_child(pid_t pid);
+void harness_reap(void);
+/* pipe() with both ends close-on-exec, so no daemon started later holds one; asserts. */
+void harness_pipe(int fds[2]);
+/* Reads exactly len bytes within `seconds`: 0, or -1 on EOF, error or timeout. */
+int harness_read_within(int fd, void *buf, size_t len, int seconds);
+
+/*
  * Runs argv (NULL-terminated) with stdout captured into a malloc'd,
  * NUL-terminated *out (may be NULL to discard) and returns the exit status.
  */

@@ -19,16 +19,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "tracectl.h"
 
 static struct tdaemon d;
 
+/* Children first (they may hold connections), then the daemon: even after a failed assertion. */
 static void stop_and_clean(void)
 {
+    harness_reap();
     if (d.pid > 0)
         harness_daemon_stop(&d, SIGKILL);
     harness_cleanup(&d);
@@ -334,11 +339,11 @@ static void system_daemon(void)
  */
 static void user_session(uid_t uid, const char *name, int n, int claimed, int got[2])
 {
-    int pfd[2], st;
+    int pfd[2];
     pid_t pid;
 
-    cr_assert_eq(pipe(pfd), 0);
-    pid = fork();
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         struct proto_hello h = {
             .proto = 1, .session = (char *)name, .rank = 0, .world = 1, .pid = claimed};
@@ -347,8 +352,6 @@ static void user_session(uid_t uid, const char *name, int n, int claimed, int go
         msgpack_sbuffer sb;
         msgpack_packer pk;
         int out[2] = {(int)getpid(), 0};
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
         int fd = raw_connect(d.sock);
         pack_init(&sb, &pk);
         proto_pack_hello(&pk, &h);
@@ -370,11 +373,10 @@ static void user_session(uid_t uid, const char *name, int n, int claimed, int go
         _exit(0);
     }
     close(pfd[1]);
-    cr_assert_eq(read(pfd[0], got, 2 * sizeof(int)), (ssize_t)(2 * sizeof(int)),
+    cr_assert_eq(harness_read_within(pfd[0], got, 2 * sizeof(int), 30), 0,
                  "the producer as uid %u failed", uid);
     close(pfd[0]);
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_assert_eq(harness_wait_child(pid), 0);
     raw_wait_state(d.sock, got[1], "ended", 10);
 }
 
@@ -404,17 +406,15 @@ Test(edges, pid_is_the_kernels_and_the_hello_pid_is_kept_as_claimed_pid)
 /* status as uid: sessions, entries, connections, scope, queue_depth nil. */
 static void status_as(uid_t uid, unsigned long long want[3], const char *scope)
 {
-    int pfd[2], st;
+    int pfd[2];
     pid_t pid;
     unsigned long long got[4];
 
-    cr_assert_eq(pipe(pfd), 0);
-    pid = fork();
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         struct proto_reader r;
         int fd;
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
         const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
         const msgpack_object *m = &o->via.array.ptr[1];
         got[0] = obj_u64(obj_get(m, "sessions"));
@@ -428,9 +428,9 @@ static void status_as(uid_t uid, unsigned long long want[3], const char *scope)
         _exit(0);
     }
     close(pfd[1]);
-    cr_assert_eq(read(pfd[0], got, sizeof(got)), (ssize_t)sizeof(got), "status as %u failed", uid);
+    cr_assert_eq(harness_read_within(pfd[0], got, sizeof(got), 30), 0, "status as %u failed", uid);
     close(pfd[0]);
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_assert_eq(harness_wait_child(pid), 0);
     cr_assert_eq(got[0], want[0], "uid %u: sessions %llu", uid, got[0]);
     cr_assert_eq(got[1], want[1], "uid %u: entries %llu", uid, got[1]);
     cr_assert_eq(got[2], want[2], "uid %u: connections %llu", uid, got[2]);
@@ -576,7 +576,35 @@ Test(edges, user_byte_cap_holds_across_sessions_as_entries_arrive)
 
 /* ---- per-user shares under --system --------------------------------------- */
 
-/* On a fresh connection, a status request: 1 answered ok, 0 refused with `limit`. */
+/*
+ * These tests fork children as other uids that hold connections open while
+ * the test looks. Each child is a harness_fork_as() child (killed with the
+ * test, reaped in fini, no assertion of its own); each pipe is O_CLOEXEC and
+ * its write end is closed in the parent at once, so a child that dies early
+ * is an EOF, never a read that waits forever.
+ */
+
+/* Sends sb whole without asserting (a refused connection may be closed already): 0 or -1. */
+static int send_quiet(int fd, msgpack_sbuffer *sb)
+{
+    for (size_t off = 0; off < sb->size;) {
+        ssize_t n = send(fd, sb->data + off, sb->size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        off += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * On a fresh connection, a status request: 1 answered ok, 0 refused with
+ * `limit`, -1 otherwise. Asserts nothing (children call it). A refused
+ * connection gets its error and is closed as soon as it is accepted, maybe
+ * before the request is sent: the send may fail, the error is still there
+ * to read.
+ */
 static int conn_ok(int *fd_out)
 {
     struct proto_request req;
@@ -592,10 +620,11 @@ static int conn_ok(int *fd_out)
     pack_init(&sb, &pk);
     proto_request_init(&req);
     proto_pack_request(&pk, PROTO_STATUS, &req);
-    raw_send(fd, &sb);
+    (void)send_quiet(fd, &sb);
     msgpack_sbuffer_destroy(&sb);
     proto_reader_init(&r, 64 << 20);
-    if (raw_recv_object(fd, &r, &o) == 0) {
+    if (raw_recv_object(fd, &r, &o) == 0 && o->type == MSGPACK_OBJECT_ARRAY &&
+        o->via.array.size == 2) {
         if (obj_str_eq(&o->via.array.ptr[0], "ok"))
             ok = 1;
         else if (obj_str_eq(obj_get(&o->via.array.ptr[1], "code"), "limit"))
@@ -607,113 +636,144 @@ static int conn_ok(int *fd_out)
 }
 
 /*
- * As uid: opens `n` connections, writes how many were served then how many
- * refused, and holds them until `hold` is readable (EOF).
+ * A hello for session `name` on a fresh connection: 1 welcome, 0 refused
+ * with `limit`, -1 otherwise; *fd_out is the connection. Asserts nothing.
  */
-static pid_t hold_conns(uid_t uid, int n, int res, const int hold[2])
+static int hello_ok(const char *name, int rank, int world, int *fd_out)
 {
-    pid_t pid = fork();
+    struct proto_hello h = {
+        .proto = 1, .session = (char *)name, .rank = rank, .world = world, .pid = getpid()};
+    struct proto_reader r;
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int ok = -1;
+    int fd = raw_connect(d.sock);
 
+    if (fd < 0)
+        return -1;
+    pack_init(&sb, &pk);
+    proto_pack_hello(&pk, &h);
+    (void)send_quiet(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_init(&r, 0);
+    if (raw_recv(fd, &r, &m) == 0) {
+        if (m.type == PROTO_WELCOME)
+            ok = 1;
+        else if (m.type == PROTO_ERROR && strcmp(m.u.error.code, "limit") == 0)
+            ok = 0;
+        proto_msg_free(&m);
+    }
+    proto_reader_deinit(&r);
+    *fd_out = fd;
+    return ok;
+}
+
+/* In a child: blocks until the parent closes hold's write end (or dies). */
+static void wait_for_release(const int hold[2])
+{
+    char c;
+
+    while (read(hold[0], &c, 1) > 0)
+        ;
+}
+
+/*
+ * As uid: opens `n` connections, writes how many were served then how many
+ * refused to a new pipe, and holds them until `hold` reaches EOF. Returns the
+ * child; *res is the pipe's read end.
+ */
+static pid_t hold_conns(uid_t uid, int n, const int hold[2], int *res)
+{
+    int pfd[2];
+    pid_t pid;
+
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
     if (pid == 0) {
         int fds[64], count[2] = {0, 0};
-        close(hold[1]); /* only the parent's copy: its close is the signal */
-        if (uid != 0 && (setgid(uid) != 0 || setuid(uid) != 0))
-            _exit(2);
-        for (int i = 0; i < n; i++) {
+        close(hold[1]); /* the parent's copy is then the only one: its close is the signal */
+        close(pfd[0]);
+        for (int i = 0; i < n && i < 64; i++) {
             int ok = conn_ok(&fds[i]);
             if (ok < 0)
                 _exit(3);
             count[ok ? 0 : 1]++;
         }
-        if (write(res, count, sizeof(count)) != sizeof(count))
+        if (write(pfd[1], count, sizeof(count)) != sizeof(count))
             _exit(4);
-        char c;
-        while (read(hold[0], &c, 1) > 0)
-            ;
+        wait_for_release(hold);
         _exit(0);
     }
+    close(pfd[1]);
+    *res = pfd[0];
     return pid;
 }
 
-/* Disabled: the test itself hangs (unfinished; see the branch report). */
-Test(edges, one_user_cannot_take_every_connection, .disabled = true)
+/* Served and refused connections of a hold_conns() child. */
+static void held_counts(int res, uid_t uid, int count[2])
 {
-    int res[2], hold[2], count[2], st;
+    cr_assert_eq(harness_read_within(res, count, 2 * sizeof(int), 30), 0,
+                 "the child as uid %u failed", uid);
+    close(res);
+}
+
+Test(edges, one_user_cannot_take_every_connection, .timeout = 60)
+{
+    int hold[2], count[2], res, fd;
 
     system_daemon_with("--max-connections", "8");
-    cr_assert_eq(pipe(res), 0);
-    cr_assert_eq(pipe(hold), 0);
+    harness_pipe(hold);
     /* uid 65534 tries 6: its share is 4 (half of 8) */
-    pid_t a = hold_conns(65534, 6, res[1], hold);
-    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    pid_t a = hold_conns(65534, 6, hold, &res);
+    held_counts(res, 65534, count);
     cr_assert_eq(count[0], 4, "uid 65534 was served %d connections, its share is 4", count[0]);
     cr_assert_eq(count[1], 2);
     /* uid 65533 still gets its own: 3 (the last of 8 is kept for admins) */
-    pid_t b = hold_conns(65533, 4, res[1], hold);
-    cr_assert_eq(read(res[0], count, sizeof(count)), (ssize_t)sizeof(count));
+    pid_t b = hold_conns(65533, 4, hold, &res);
+    held_counts(res, 65533, count);
     cr_assert_eq(count[0], 3, "uid 65533 was served %d connections", count[0]);
+    cr_assert_eq(count[1], 1);
     /* root gets the reserved one */
-    int fd;
     cr_assert_eq(conn_ok(&fd), 1, "root was locked out");
     close(fd);
     close(hold[1]);
-    cr_assert_eq(waitpid(a, &st, 0), a);
-    cr_assert_eq(waitpid(b, &st, 0), b);
     close(hold[0]);
-    close(res[0]);
-    close(res[1]);
+    cr_assert_eq(harness_wait_child(a), 0);
+    cr_assert_eq(harness_wait_child(b), 0);
 }
 
-/* Disabled: the test itself hangs (unfinished; see the branch report). */
-Test(edges, one_user_cannot_take_every_live_session, .disabled = true)
+Test(edges, one_user_cannot_take_every_live_session, .timeout = 60)
 {
-    int got[2];
-    int held[3];
-    long long id;
+    int hold[2], pfd[2], got[2], out[3], held[3];
 
     system_daemon_with("--max-live-sessions", "4");
+    harness_pipe(hold);
+    harness_pipe(pfd);
     /* uid 65534 holds 2 live sessions (its share of 4); a third is refused */
-    int res[2], hold[2];
-    cr_assert_eq(pipe(res), 0);
-    cr_assert_eq(pipe(hold), 0);
-    pid_t pid = fork();
+    pid_t pid = harness_fork_as(65534, 60);
     if (pid == 0) {
-        int out = 0;
         close(hold[1]);
-        if (setgid(65534) != 0 || setuid(65534) != 0)
-            _exit(2);
-        held[0] = raw_producer(d.sock, "one", 0, 1, NULL, &id);
-        held[1] = raw_producer(d.sock, "two", 0, 1, NULL, &id);
-        struct proto_hello h = {.proto = 1, .session = "three", .rank = -1, .world = -1, .pid = -1};
-        msgpack_sbuffer sb;
-        msgpack_packer pk;
-        struct proto_reader r;
-        struct proto_msg m;
-        held[2] = raw_connect(d.sock);
-        pack_init(&sb, &pk);
-        proto_pack_hello(&pk, &h);
-        raw_send(held[2], &sb);
-        msgpack_sbuffer_destroy(&sb);
-        proto_reader_init(&r, 0);
-        if (raw_recv(held[2], &r, &m) == 0 && m.type == PROTO_ERROR &&
-            strcmp(m.u.error.code, "limit") == 0)
-            out = 1;
-        if (write(res[1], &out, sizeof(out)) != sizeof(out))
+        close(pfd[0]);
+        out[0] = hello_ok("one", 0, 1, &held[0]);
+        out[1] = hello_ok("two", 0, 1, &held[1]);
+        out[2] = hello_ok("three", -1, -1, &held[2]);
+        if (write(pfd[1], out, sizeof(out)) != sizeof(out))
             _exit(4);
-        char c;
-        while (read(hold[0], &c, 1) > 0)
-            ;
+        wait_for_release(hold);
         _exit(0);
     }
-    int refused;
-    cr_assert_eq(read(res[0], &refused, sizeof(refused)), (ssize_t)sizeof(refused));
-    cr_assert(refused, "uid 65534 started a third live session, over its share of 2");
+    close(pfd[1]);
+    cr_assert_eq(harness_read_within(pfd[0], out, sizeof(out), 30), 0, "the child as 65534 failed");
+    close(pfd[0]);
+    cr_assert_eq(out[0], 1, "uid 65534's first session was not welcomed");
+    cr_assert_eq(out[1], 1, "uid 65534's second session was not welcomed");
+    cr_assert_eq(out[2], 0, "uid 65534 started a third live session, over its share of 2");
     /* another user still starts one */
     user_session(65533, "other", 1, 1, got);
     close(hold[1]);
-    int st;
-    cr_assert_eq(waitpid(pid, &st, 0), pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(hold[0]);
+    cr_assert_eq(harness_wait_child(pid), 0);
 }
 
 /* ---- timeouts (README "Limits": --request-timeout, --idle-timeout) ------- */
@@ -897,4 +957,468 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
     }
     for (int i = 0; i < 5; i++)
         close(prod[i]);
+}
+
+/* ---- a page of ops on a session with many op names (issue 10 item 13) ----- */
+
+/*
+ * A session as an older daemon could leave it, with more op names than
+ * SESSION_MAX_OPS: made by a real producer (its catalog row, file and
+ * process), then given n ops by hand while the daemon is stopped. Op i is
+ * named by name(i), has calls(i) entries of the durations dur(i, j) (all
+ * under 256 ns, so each is its own histogram bucket and the aggregates'
+ * percentiles are exact too), and the aggregates are rebuilt from the
+ * entries. Returns the session id, the daemon running again.
+ */
+struct many_ops {
+    unsigned n;
+    void (*name)(unsigned i, char *buf, size_t len);
+    bool (*comm)(unsigned i);
+    unsigned (*calls)(unsigned i);
+    uint64_t (*dur)(unsigned i, unsigned j);
+};
+
+static void exec_sql(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+static long long many_ops_session(const struct many_ops *m)
+{
+    char path[PATH_MAX + 32], name[1100];
+    sqlite3_stmt *op, *en;
+    sqlite3 *db;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    int fd = raw_producer(d.sock, "old", 0, 1, NULL, &id);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    exec_sql(db, "PRAGMA synchronous = OFF; BEGIN");
+    cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO ops (id, name, category) VALUES (?, ?, ?)", -1,
+                                    &op, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "INSERT INTO entries (process_id, step, op_id, start_ns, "
+                                    "dur_ns, mem_bytes) VALUES ((SELECT min(id) FROM processes), "
+                                    "0, ?, ?, ?, 0)",
+                                    -1, &en, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    for (unsigned i = 0; i < m->n; i++) {
+        m->name(i, name, sizeof(name));
+        sqlite3_bind_int64(op, 1, i + 1);
+        sqlite3_bind_text(op, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(op, 3, m->comm(i) ? "comm" : "compute", -1, SQLITE_STATIC);
+        cr_assert_eq(sqlite3_step(op), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+        sqlite3_reset(op);
+        for (unsigned j = 0; j < m->calls(i); j++) {
+            sqlite3_bind_int64(en, 1, i + 1);
+            sqlite3_bind_int64(en, 2, (long long)i * 1000 + j * 100);
+            sqlite3_bind_int64(en, 3, (long long)m->dur(i, j));
+            cr_assert_eq(sqlite3_step(en), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+            sqlite3_reset(en);
+        }
+    }
+    sqlite3_finalize(op);
+    sqlite3_finalize(en);
+    exec_sql(db, "DELETE FROM agg_ops; DELETE FROM agg_hist;"
+                 "INSERT INTO agg_ops SELECT op_id, count(*), sum(dur_ns), min(dur_ns), "
+                 "max(dur_ns), 0, 0 FROM entries GROUP BY op_id;"
+                 "INSERT INTO agg_hist SELECT op_id, dur_ns, dur_ns, count(*) FROM entries "
+                 "GROUP BY op_id, dur_ns;"
+                 "INSERT OR REPLACE INTO agg_session SELECT 1, count(*), sum(dur_ns), "
+                 "min(start_ns), max(start_ns + dur_ns), 0, 0 FROM entries;"
+                 "UPDATE info SET value = 1 WHERE key = 'aggregates';"
+                 "COMMIT");
+    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
+    harness_daemon_restart(&d, NULL);
+    return id;
+}
+
+/* Marks the file's aggregates inexact: reports scan the entries from then on. */
+static void drop_aggregates(long long id)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    exec_sql(db, "UPDATE info SET value = 0 WHERE key = 'aggregates'");
+    sqlite3_close(db);
+}
+
+/* The small session's ops: names a permutation of op ids, totals tied in groups of 44. */
+enum { PAGED_OPS = 3000 };
+
+static void paged_name(unsigned i, char *buf, size_t len)
+{
+    snprintf(buf, len, "op%05u", (i * 7919u) % PAGED_OPS);
+}
+
+static bool paged_comm(unsigned i)
+{
+    return i % 5 == 0;
+}
+
+static unsigned paged_calls(unsigned i)
+{
+    return 1 + i % 4;
+}
+
+static uint64_t paged_dur(unsigned i, unsigned j)
+{
+    return 1 + (i % 11) * (3 - j % 4 + 1) + j; /* not ascending in j */
+}
+
+/* The expected ops rows, computed here: sums, nearest ranks, then the report order by qsort. */
+struct xop {
+    char name[16];
+    bool comm;
+    uint64_t calls, total, p[3];
+};
+
+static int xop_cmp(const void *pa, const void *pb)
+{
+    const struct xop *a = pa, *b = pb;
+
+    if (a->total != b->total)
+        return a->total > b->total ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int u64_cmp(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+    return a < b ? -1 : a > b;
+}
+
+static uint64_t paged_expected(struct xop *x)
+{
+    static const unsigned pct[3] = {50, 95, 99};
+    uint64_t all = 0;
+
+    for (unsigned i = 0; i < PAGED_OPS; i++) {
+        uint64_t dur[4];
+        paged_name(i, x[i].name, sizeof(x[i].name));
+        x[i].comm = paged_comm(i);
+        x[i].calls = paged_calls(i);
+        x[i].total = 0;
+        for (unsigned j = 0; j < x[i].calls; j++)
+            x[i].total += dur[j] = paged_dur(i, j);
+        qsort(dur, x[i].calls, sizeof(dur[0]), u64_cmp);
+        for (int k = 0; k < 3; k++) { /* nearest rank: ceil(p/100 * calls) */
+            uint64_t rank = (pct[k] * x[i].calls + 99) / 100;
+            x[i].p[k] = dur[rank - 1];
+        }
+        all += x[i].total;
+    }
+    qsort(x, PAGED_OPS, sizeof(*x), xop_cmp);
+    return all;
+}
+
+/* One report (limit 0: not paged) checked row by row against x. */
+static void check_page(long long id, uint32_t limit, uint32_t offset, double ratio,
+                       const struct xop *x, uint64_t all, const char *how)
+{
+    static const char *const pk[3] = {"p50_ns", "p95_ns", "p99_ns"};
+    struct proto_request req;
+    struct proto_reader r;
+    int fd;
+    size_t from = offset < PAGED_OPS ? offset : PAGED_OPS;
+    size_t want = limit == 0 ? PAGED_OPS : PAGED_OPS - from < limit ? PAGED_OPS - from : limit;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    req.ops_limit = limit;
+    req.ops_offset = offset;
+    req.comm_min_ratio = ratio;
+    const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
+    const msgpack_object *rep = &o->via.array.ptr[1];
+    if (limit > 0)
+        cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), PAGED_OPS, "%s", how);
+    else
+        cr_assert_null(obj_get(rep, "ops_total"), "%s", how);
+    const msgpack_object *ops = obj_get(rep, "ops");
+    cr_assert_eq(ops->via.array.size, want, "%s: %u rows", how, ops->via.array.size);
+    for (size_t i = 0; i < want; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+        const struct xop *e = &x[from + i];
+        cr_assert(obj_str_eq(obj_get(row, "op"), e->name), "%s: row %zu is not %s", how, from + i,
+                  e->name);
+        cr_assert(obj_str_eq(obj_get(row, "category"), e->comm ? "comm" : "compute"));
+        cr_assert_eq(obj_u64(obj_get(row, "calls")), e->calls, "%s: %s", how, e->name);
+        cr_assert_eq(obj_u64(obj_get(row, "total_ns")), e->total, "%s: %s", how, e->name);
+        for (int k = 0; k < 3; k++)
+            cr_assert_eq(obj_u64(obj_get(row, pk[k])), e->p[k], "%s: %s %s", how, e->name, pk[k]);
+        cr_assert_float_eq(obj_f64(obj_get(row, "share")), (double)e->total / (double)all, 1e-12);
+    }
+    /* comm: the first `limit` (or all) comm ops in report order whose share is at least ratio */
+    const msgpack_object *comm = obj_get(rep, "comm");
+    size_t k = 0;
+    for (size_t i = 0; i < PAGED_OPS && (limit == 0 || k < limit); i++) {
+        if (!x[i].comm || (double)x[i].total / (double)all < ratio)
+            continue;
+        cr_assert_lt(k, comm->via.array.size, "%s: comm has %u rows", how, comm->via.array.size);
+        const msgpack_object *row = &comm->via.array.ptr[k++];
+        cr_assert(obj_str_eq(obj_get(row, "op"), x[i].name), "%s: comm row %zu is not %s", how,
+                  k - 1, x[i].name);
+        cr_assert_eq(obj_u64(obj_get(row, "calls")), x[i].calls);
+        cr_assert_eq(obj_u64(obj_get(row, "total_ns")), x[i].total);
+    }
+    cr_assert_eq(comm->via.array.size, k, "%s: comm rows", how);
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+Test(edges, a_page_of_ops_is_the_pages_rows_of_the_whole_sort, .timeout = 120)
+{
+    static struct xop x[PAGED_OPS];
+    const struct many_ops m = {PAGED_OPS, paged_name, paged_comm, paged_calls, paged_dur};
+    uint64_t all = paged_expected(x);
+    long long id = many_ops_session(&m);
+
+    for (int pass = 0; pass < 2; pass++) {
+        const char *how = pass == 0 ? "aggregates" : "scan";
+        if (pass == 1)
+            drop_aggregates(id);
+        check_page(id, 0, 0, 0.0, x, all, how); /* v1: every op */
+        check_page(id, 7, 0, 0.0, x, all, how);
+        check_page(id, 50, 33, 0.0, x, all, how); /* starts inside a group of equal totals */
+        check_page(id, 1000, 1000, 0.0, x, all, how);
+        check_page(id, 100, PAGED_OPS - 40, 0.0, x, all, how); /* the last page is short */
+        check_page(id, 10, PAGED_OPS + 5, 0.0, x, all, how);   /* past the end: empty */
+        check_page(id, 20, 0, 0.0004, x, all, how);            /* comm cut by share */
+        check_page(id, 1, 2999, 0.0, x, all, how);
+        /* past 10,000 rows (offset + limit) aggregates are sorted by rank of name */
+        check_page(id, 20000, 0, 0.0, x, all, how);
+        check_page(id, 10000, 2990, 0.0, x, all, how);
+        check_page(id, 9990, 1500, 0.0004, x, all, how);
+    }
+}
+
+/* The RSS test's ops: 200,000 names of 1,000 bytes, one entry each. */
+enum { BIG_OPS = 200000 };
+
+/* 100 bytes; $TRACECTL_TEST_NAME_BYTES (up to 1,000) for the README's measurement. */
+static size_t big_name_len(void)
+{
+    const char *e = getenv("TRACECTL_TEST_NAME_BYTES");
+    long v = e != NULL ? atol(e) : 0;
+
+    return v >= 16 && v <= 1000 ? (size_t)v : 100;
+}
+
+static void big_name(unsigned i, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "op%06u-", i); /* ascending: the name index is written in order */
+
+    size_t want = big_name_len();
+
+    (void)len; /* 1,100 bytes */
+    memset(buf + n, 'x', want - (size_t)n);
+    buf[want] = '\0';
+}
+
+static unsigned big_calls(unsigned i)
+{
+    (void)i;
+    return 1;
+}
+
+static uint64_t big_dur(unsigned i, unsigned j)
+{
+    (void)j;
+    return 1 + i % 250;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Peak RSS growth (KiB) of the daemon over one paged report. */
+static long page_peak_kib(long long id, uint32_t limit, uint32_t offset, const char *how)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char path[64];
+    int fd;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)d.pid);
+    cr_assert_not_null(f = fopen(path, "w"), "%s: %s", path, strerror(errno));
+    fputs("5", f); /* resets VmHWM to the current RSS */
+    cr_assert_eq(fclose(f), 0);
+    long base = harness_proc_kib(d.pid, "VmHWM");
+    proto_request_init(&req);
+    req.session.id = id;
+    req.ops_limit = limit;
+    req.ops_offset = offset;
+    fd = raw_connect(d.sock);
+    cr_assert_geq(fd, 0);
+    pack_init(&sb, &pk);
+    proto_pack_request(&pk, PROTO_REPORT, &req);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    double t0 = now_s();
+    struct pollfd p = {.fd = fd, .events = POLLIN}; /* a far page sorts every op: give it time */
+    cr_assert_eq(poll(&p, 1, 200000), 1, "%s: no reply", how);
+    proto_reader_init(&r, 64 << 20);
+    cr_assert_eq(raw_recv_object(fd, &r, &o), 0, "%s: no reply", how);
+    double t = now_s() - t0;
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
+    const msgpack_object *rep = &o->via.array.ptr[1];
+    cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), BIG_OPS);
+    cr_assert_eq(obj_get(rep, "ops")->via.array.size, limit);
+    proto_reader_deinit(&r);
+    close(fd);
+    long peak = harness_proc_kib(d.pid, "VmHWM") - base;
+    cr_log_info("%s: ops_limit %u ops_offset %u: %.1f s, the daemon's peak RSS grew %ld KiB (from "
+                "%ld KiB)",
+                how, limit, offset, t, peak, base);
+    return peak;
+}
+
+/*
+ * 200,000 op names of 100 bytes: a page of 100 ops holds the page, not every
+ * name (the daemon read them all to sort them). The bound is not scaled for
+ * AddressSanitizer: what remains is SQLite's caches, which it does not
+ * instrument.
+ */
+Test(edges, a_page_of_ops_does_not_hold_every_op_name, .timeout = 600)
+{
+    const struct many_ops m = {BIG_OPS, big_name, paged_comm, big_calls, big_dur};
+    const long bound = 48 * 1024;
+
+    harness_asan_small_quarantine();
+    long long id = many_ops_session(&m);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *how = pass == 0 ? "aggregates" : "scan";
+        if (pass == 1)
+            drop_aggregates(id);
+        cr_assert_lt(page_peak_kib(id, 100, 0, how), bound, "%s: the first page", how);
+        cr_assert_lt(page_peak_kib(id, 100, BIG_OPS - 100, how), bound, "%s: the last page", how);
+    }
+}
+
+/* ---- tc_close on a stalled daemon (README "Faults") ----------------------- */
+
+/* The processes row of session id's only process: {bye, dropped, ended, entries}. */
+static void process_row(long long id, long long out[4])
+{
+    char path[PATH_MAX + 32];
+    sqlite3_stmt *st;
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT bye, dropped, ended_ns IS NOT NULL, "
+                                    "(SELECT count(*) FROM entries) FROM processes",
+                                    -1, &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    for (int i = 0; i < 3; i++)
+        out[i] = sqlite3_column_int64(st, i);
+    out[3] = sqlite3_column_int64(st, 3);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Waits (up to 10 s) until the file shows the process ended; then process_row(). */
+static void wait_process_ended(long long id, long long row[4])
+{
+    for (int i = 0; i < 200; i++) {
+        process_row(id, row);
+        if (row[2] == 1)
+            return;
+        usleep(50000);
+    }
+    cr_assert_fail("session %lld: the process did not end within 10 s of SIGCONT", id);
+}
+
+/*
+ * A producer records `first` entries and flushes them, the daemon stops
+ * (SIGSTOP), the producer records `more` and calls tc_close, then the daemon
+ * runs again (SIGCONT). Returns the seconds tc_close took; row is the
+ * process's row once the daemon has ended it ({bye, dropped, ended, entries}).
+ * --idle-timeout and --request-timeout are off: no timeout may end it.
+ */
+static double stalled_close(int first, int more, long long row[4])
+{
+    tc_options o;
+    int err;
+
+    harness_daemon_start(&d, "--idle-timeout", "0", "--request-timeout", "0", NULL);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = "stalled";
+    o.rank = 0;
+    o.world = 1;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert(c != NULL && err == 0, "tc_open: %d", err);
+    long long id = tc_session_id(c);
+    uint32_t op = tc_op(c, "matmul");
+    for (int i = 0; i < first; i++)
+        tc_record(c, op, (uint64_t)i * 1000, 10, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    cr_assert_eq(kill(d.pid, SIGSTOP), 0);
+    for (int i = 0; i < more; i++)
+        tc_record(c, op, (uint64_t)(first + i) * 1000, 10, 0, NULL, NULL, 0, NULL);
+    double t0 = now_s();
+    int rc = tc_close(c);
+    double took = now_s() - t0;
+    cr_assert_eq(kill(d.pid, SIGCONT), 0);
+    cr_assert_eq(rc, -ETIMEDOUT, "tc_close: %d", rc);
+    wait_process_ended(id, row);
+    cr_log_info("%d entries unsent: tc_close took %.2f s; bye %lld, dropped %lld, %lld stored",
+                more, took, row[0], row[1], row[3]);
+    return took;
+}
+
+/*
+ * The daemon stalls while a producer closes with more unsent than the socket
+ * holds (it was handed part of a message): tc_close returns at its 5 s (it
+ * waited 1 s more for room for a bye that could not be sent), and the daemon
+ * ends the process as soon as it runs again, without bye.
+ */
+Test(edges, tc_close_on_a_stalled_daemon_returns_at_its_timeout, .timeout = 90)
+{
+    long long row[4];
+    double took = stalled_close(1000, 60000, row);
+
+    /* 5 s of flush, then no wait: 0.9 s of slack for a loaded machine (it was 6.0 s) */
+    cr_assert_lt(took, 5.9, "tc_close took %.2f s, its timeout is 5 s", took);
+    cr_assert_eq(row[0], 0);
+    cr_assert_geq(row[3], 1000, "what was acked is stored");
+}
+
+/*
+ * The same with little unsent (whole messages in the socket): the bye with
+ * the dropped count is sent at once and read when the daemon runs again.
+ */
+Test(edges, tc_close_on_a_stalled_daemon_sends_bye_after_whole_messages, .timeout = 90)
+{
+    long long row[4];
+    double took = stalled_close(1000, 1000, row);
+
+    cr_assert_lt(took, 5.9, "tc_close took %.2f s, its timeout is 5 s", took);
+    cr_assert_eq(row[0], 1, "no bye");
+    cr_assert_eq(row[1], 1000, "the unacked entries are counted as dropped");
+    cr_assert_eq(row[3], 2000, "the entries sent before the bye are stored");
 }
