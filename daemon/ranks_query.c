@@ -17,6 +17,7 @@
 #define RQ_CAP      ((uint64_t)INT64_MAX)
 #define RQ_BALANCED 0.20 /* (max - mean) / mean below this: "balanced" */
 #define RQ_LATE     0.10 /* a step's late rank is named when it cost >= this of the step */
+#define RQ_STEPS    1000 /* steps listed at most: the widest spread */
 
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
@@ -35,7 +36,7 @@ struct rq {
     char *err;
     size_t errlen;
     int state; /* info.ranks: 0 absent, 1 exact, 2 inexact */
-    uint64_t late_entries, world;
+    uint64_t late_entries, world, n_steps;
     struct rq_rank *ranks;
     size_t n_ranks;
     size_t *proc_rank; /* process_id -> index into ranks, SIZE_MAX: filtered out */
@@ -389,8 +390,9 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
     }
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 6) || pk_u64(pk, "world", q->world) ||
-        pk_str(pk, "missing_ranks") || msgpack_pack_array(pk, missing))
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 7) || pk_u64(pk, "world", q->world) ||
+        pk_u64(pk, "steps", q->n_steps) || pk_str(pk, "missing_ranks") ||
+        msgpack_pack_array(pk, missing))
         return -1;
     for (uint64_t r = 0; r < q->world; r++) {
         bool found = false;
@@ -417,30 +419,71 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 }
 
 /* Folds the step rows into the per-rank sums and packs `steps`. */
+/* One step's summary: rows [i, j) of q->rows. */
+struct rq_step {
+    size_t i, j, slow, lastr, late;
+    uint64_t min, max, mean, waited;
+    bool named;
+};
+
+static int rq_step_spread_cmp(const void *pa, const void *pb)
+{
+    const struct rq_step *a = pa, *b = pb;
+
+    if (a->max - a->min != b->max - b->min)
+        return a->max - a->min > b->max - b->min ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i; /* rows are by step: the earlier step first */
+}
+
+static int rq_step_order_cmp(const void *pa, const void *pb)
+{
+    const struct rq_step *a = pa, *b = pb;
+
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_step *st)
+{
+    const struct rq_row *rows = q->rows;
+
+    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", rows[st->i].step) ||
+        pk_u64(pk, "ranks", st->j - st->i) || pk_u64(pk, "min_ns", st->min) ||
+        pk_u64(pk, "max_ns", st->max) || pk_u64(pk, "mean_ns", st->mean) ||
+        pk_u64(pk, "spread_ns", st->max - st->min) ||
+        pk_rank(pk, "slowest_rank", q->ranks[rows[st->slow].ri].rank) ||
+        pk_rank(pk, "last_rank",
+                rows[st->lastr].last > 0 ? q->ranks[rows[st->lastr].ri].rank : -1) ||
+        pk_rank(pk, "late_rank", st->named ? q->ranks[rows[st->late].ri].rank : -1) ||
+        pk_u64(pk, "waited_ns", st->waited) || pk_str(pk, "times_ns") ||
+        msgpack_pack_array(pk, st->j - st->i))
+        return -1;
+    for (size_t k = st->i; k < st->j; k++)
+        if (msgpack_pack_array(pk, 2) ||
+            (q->ranks[rows[k].ri].rank < 0 ? msgpack_pack_nil(pk)
+                                           : msgpack_pack_int64(pk, q->ranks[rows[k].ri].rank)) ||
+            msgpack_pack_uint64(pk, rq_span(&rows[k])))
+            return -1;
+    return 0;
+}
+
+/*
+ * Folds the step rows into the per-rank sums and packs `steps`: every step when there are
+ * at most RQ_STEPS, else the RQ_STEPS with the widest spread (by step), so that the reply
+ * does not grow with the session's length.
+ */
 static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out,
                          uint64_t *mean_step_out)
 {
-    uint64_t *times = calloc(q->n_ranks + 1, sizeof(*times));
-    size_t n_steps = 0;
+    struct rq_step *steps = NULL;
+    size_t n_steps = 0, cap = 0, shown;
     unsigned __int128 step_sum = 0;
     uint64_t step_cnt = 0;
     int rc = -1;
 
-    if (times == NULL)
-        return -1;
     for (size_t i = 0; i < q->n_rows;) {
-        size_t j = i;
-        while (j < q->n_rows && q->rows[j].step == q->rows[i].step)
-            j++;
-        n_steps++;
-        i = j;
-    }
-    if (pk_str(pk, "steps") || msgpack_pack_array(pk, n_steps))
-        goto out;
-    for (size_t i = 0; i < q->n_rows;) {
-        size_t j = i, slow = i, lastr = i, late = i;
-        uint64_t min = UINT64_MAX, max = 0, waited = 0;
+        struct rq_step st = {.i = i, .slow = i, .lastr = i, .late = i, .min = UINT64_MAX};
         unsigned __int128 sum = 0;
+        size_t j = i;
 
         while (j < q->n_rows && q->rows[j].step == q->rows[i].step) {
             struct rq_row *w = &q->rows[j];
@@ -457,54 +500,53 @@ static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out
             r->last += w->last;
             r->caused = rq_sat(r->caused, w->caused);
             sum += t;
-            waited = rq_sat(waited, w->waited);
-            if (t < min)
-                min = t;
-            if (t > max || j == i) {
-                max = t;
-                slow = j;
+            st.waited = rq_sat(st.waited, w->waited);
+            if (t < st.min)
+                st.min = t;
+            if (t > st.max || j == i) {
+                st.max = t;
+                st.slow = j;
             }
-            if (w->last > q->rows[lastr].last)
-                lastr = j;
-            if (w->caused > q->rows[late].caused)
-                late = j;
+            if (w->last > q->rows[st.lastr].last)
+                st.lastr = j;
+            if (w->caused > q->rows[st.late].caused)
+                st.late = j;
             j++;
         }
-        {
-            uint64_t n = j - i, mean = (uint64_t)(sum / n);
-            bool named = q->rows[late].caused > 0 && n > 1 &&
-                         (double)q->rows[late].caused >= RQ_LATE * (double)mean;
-
-            q->ranks[q->rows[slow].ri].slowest++;
-            if (named)
-                q->ranks[q->rows[late].ri].late++;
-            step_sum += sum;
-            step_cnt += n;
-            if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", q->rows[i].step) ||
-                pk_u64(pk, "ranks", n) || pk_u64(pk, "min_ns", min) || pk_u64(pk, "max_ns", max) ||
-                pk_u64(pk, "mean_ns", mean) || pk_u64(pk, "spread_ns", max - min) ||
-                pk_rank(pk, "slowest_rank", q->ranks[q->rows[slow].ri].rank) ||
-                pk_rank(pk, "last_rank",
-                        q->rows[lastr].last > 0 ? q->ranks[q->rows[lastr].ri].rank : -1) ||
-                pk_rank(pk, "late_rank", named ? q->ranks[q->rows[late].ri].rank : -1) ||
-                pk_u64(pk, "waited_ns", waited) || pk_str(pk, "times_ns") ||
-                msgpack_pack_array(pk, n))
+        st.j = j;
+        st.mean = (uint64_t)(sum / (j - i));
+        st.named = q->rows[st.late].caused > 0 && j - i > 1 &&
+                   (double)q->rows[st.late].caused >= RQ_LATE * (double)st.mean;
+        q->ranks[q->rows[st.slow].ri].slowest++;
+        if (st.named)
+            q->ranks[q->rows[st.late].ri].late++;
+        step_sum += sum;
+        step_cnt += j - i;
+        if (n_steps == cap) {
+            struct rq_step *p = realloc(steps, (cap = cap ? 2 * cap : 256) * sizeof(*p));
+            if (p == NULL)
                 goto out;
-            for (size_t k = i; k < j; k++)
-                if (msgpack_pack_array(pk, 2) ||
-                    (q->ranks[q->rows[k].ri].rank < 0
-                         ? msgpack_pack_nil(pk)
-                         : msgpack_pack_int64(pk, q->ranks[q->rows[k].ri].rank)) ||
-                    msgpack_pack_uint64(pk, rq_span(&q->rows[k])))
-                    goto out;
+            steps = p;
         }
+        steps[n_steps++] = st;
         i = j;
     }
+    shown = n_steps;
+    if (n_steps > RQ_STEPS) {
+        qsort(steps, n_steps, sizeof(*steps), rq_step_spread_cmp);
+        shown = RQ_STEPS;
+        qsort(steps, shown, sizeof(*steps), rq_step_order_cmp);
+    }
+    if (pk_str(pk, "steps") || msgpack_pack_array(pk, shown))
+        goto out;
+    for (size_t k = 0; k < shown; k++)
+        if (rq_pack_step(q, pk, &steps[k]))
+            goto out;
     *n_steps_out = n_steps;
     *mean_step_out = step_cnt ? (uint64_t)(step_sum / step_cnt) : 0;
     rc = 0;
 out:
-    free(times);
+    free(steps);
     return rc;
 }
 
@@ -928,7 +970,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     struct rq q = {.db = db, .f = f, .err = err, .errlen = errlen};
     struct rq_coll *cs = NULL;
     size_t n_coll = 0;
-    uint64_t n_steps = 0, mean_step = 0;
+    uint64_t mean_step = 0;
     msgpack_sbuffer tail;
     msgpack_packer tp;
     int rc;
@@ -944,7 +986,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     rq_merge_rows(&q);
     /* The verdict comes first but rests on the sections: pack those aside, then it. */
     rc = -ENOMEM;
-    if (rq_pack_steps(&q, &tp, &n_steps, &mean_step) || rq_pack_ranks(&q, &tp) ||
+    if (rq_pack_steps(&q, &tp, &q.n_steps, &mean_step) || rq_pack_ranks(&q, &tp) ||
         rq_pack_categories(&q, &tp))
         goto out;
     if (q.state != 0) {
@@ -972,6 +1014,5 @@ out:
     free(q.ranks);
     free(q.proc_rank);
     free(q.rows);
-    (void)n_steps;
     return rc;
 }
