@@ -3,25 +3,20 @@
 
 #include "session.h"
 
-static void live_key(msgpack_packer *pk, const char *key)
-{
-    proto_pack_str(pk, key);
-}
-
 static void live_u64(msgpack_packer *pk, const char *key, uint64_t v)
 {
-    live_key(pk, key);
+    proto_pack_str(pk, key);
     msgpack_pack_uint64(pk, v);
 }
 
 static void live_session(msgpack_packer *pk, const struct session *s)
 {
     msgpack_pack_map(pk, 7);
-    live_key(pk, "id");
+    proto_pack_str(pk, "id");
     msgpack_pack_int64(pk, s->id);
-    live_key(pk, "name");
+    proto_pack_str(pk, "name");
     proto_pack_str(pk, s->name);
-    live_key(pk, "state");
+    proto_pack_str(pk, "state");
     proto_pack_str(pk, s->live ? "live" : "ended");
     live_u64(pk, "processes", s->processes);
     live_u64(pk, "connected", s->live ? s->connected : 0);
@@ -41,17 +36,17 @@ static void live_processes(msgpack_packer *pk, struct daemon *d, const struct se
         if (!c->producer || c->session != s || c->closed)
             continue;
         msgpack_pack_map(pk, 5);
-        live_key(pk, "process_id");
+        proto_pack_str(pk, "process_id");
         msgpack_pack_int64(pk, c->process_id);
-        live_key(pk, "rank");
+        proto_pack_str(pk, "rank");
         if (c->rank >= 0)
             msgpack_pack_int64(pk, c->rank);
         else
             msgpack_pack_nil(pk);
-        live_key(pk, "pid");
+        proto_pack_str(pk, "pid");
         msgpack_pack_int64(pk, c->pid);
         live_u64(pk, "entries", c->enqueued);
-        live_key(pk, "step");
+        proto_pack_str(pk, "step");
         if (c->has_step)
             msgpack_pack_uint64(pk, c->step);
         else
@@ -94,13 +89,13 @@ void live_reply(struct conn *c, struct session *s)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
     msgpack_pack_map(&pk, 4);
-    live_key(&pk, "session");
+    proto_pack_str(&pk, "session");
     live_session(&pk, s);
     /* the daemon's monotonic clock, so that a client divides by the time between answers */
     live_u64(&pk, "now_ns", session_mono_ns());
-    live_key(&pk, "processes");
+    proto_pack_str(&pk, "processes");
     live_processes(&pk, c->d, s);
-    live_key(&pk, "ops");
+    proto_pack_str(&pk, "ops");
     live_ops(&pk, s);
     conn_send(c, &sb);
 }

@@ -287,12 +287,6 @@ static const struct cli_diverge_point *cli_diverge_first(const struct cli_diverg
 
 /* ---- the result ------------------------------------------------------------- */
 
-static void cli_diverge_key_str(msgpack_packer *pk, const char *s)
-{
-    msgpack_pack_str(pk, strlen(s));
-    msgpack_pack_str_body(pk, s, strlen(s));
-}
-
 static void cli_diverge_pack_opt_u64(msgpack_packer *pk, bool present, uint64_t v)
 {
     if (present)
@@ -307,31 +301,31 @@ static void cli_diverge_pack_point(msgpack_packer *pk, const struct cli_diverge_
     char key[16];
 
     msgpack_pack_map(pk, 5 + 3 * 2);
-    cli_diverge_key_str(pk, "rank");
+    proto_pack_str(pk, "rank");
     if (p->has_rank)
         msgpack_pack_int64(pk, p->rank);
     else
         msgpack_pack_nil(pk);
-    cli_diverge_key_str(pk, "step");
+    proto_pack_str(pk, "step");
     msgpack_pack_uint64(pk, cli_diverge_step(p));
-    cli_diverge_key_str(pk, "position");
+    proto_pack_str(pk, "position");
     msgpack_pack_uint64(pk, p->position);
-    cli_diverge_key_str(pk, "op"); /* A's op, else B's */
-    cli_diverge_key_str(pk, p->op[p->in[0] ? 0 : 1]);
-    cli_diverge_key_str(pk, "kind");
-    cli_diverge_key_str(pk, cli_diverge_kinds[p->kind]);
+    proto_pack_str(pk, "op"); /* A's op, else B's */
+    proto_pack_str(pk, p->op[p->in[0] ? 0 : 1]);
+    proto_pack_str(pk, "kind");
+    proto_pack_str(pk, cli_diverge_kinds[p->kind]);
     for (int i = 0; i < 2; i++) {
         snprintf(key, sizeof(key), "op_%s", side[i]);
-        cli_diverge_key_str(pk, key);
+        proto_pack_str(pk, key);
         if (p->in[i])
-            cli_diverge_key_str(pk, p->op[i]);
+            proto_pack_str(pk, p->op[i]);
         else
             msgpack_pack_nil(pk);
         snprintf(key, sizeof(key), "step_%s", side[i]);
-        cli_diverge_key_str(pk, key);
+        proto_pack_str(pk, key);
         cli_diverge_pack_opt_u64(pk, p->in[i], p->step[i]);
         snprintf(key, sizeof(key), "checksum_%s", side[i]);
-        cli_diverge_key_str(pk, key);
+        proto_pack_str(pk, key);
         cli_diverge_pack_opt_u64(pk, p->in[i] && p->has_checksum[i], p->checksum[i]);
     }
 }
@@ -339,13 +333,13 @@ static void cli_diverge_pack_point(msgpack_packer *pk, const struct cli_diverge_
 static void cli_diverge_pack_session(msgpack_packer *pk, const struct cli_diverge_stream *s)
 {
     msgpack_pack_map(pk, 4);
-    cli_diverge_key_str(pk, "id");
+    proto_pack_str(pk, "id");
     msgpack_pack_int64(pk, s->dict.session_id);
-    cli_diverge_key_str(pk, "name");
-    cli_diverge_key_str(pk, s->dict.session_name ? s->dict.session_name : "");
-    cli_diverge_key_str(pk, "entries");
+    proto_pack_str(pk, "name");
+    proto_pack_str(pk, s->dict.session_name ? s->dict.session_name : "");
+    proto_pack_str(pk, "entries");
     msgpack_pack_uint64(pk, s->count);
-    cli_diverge_key_str(pk, "processes");
+    proto_pack_str(pk, "processes");
     msgpack_pack_uint64(pk, s->dict.n_procs);
 }
 
@@ -354,31 +348,31 @@ static void cli_diverge_pack(msgpack_packer *pk, const struct cli_diverge *d)
     const struct cli_diverge_point *first = cli_diverge_first(d);
 
     msgpack_pack_map(pk, 6);
-    cli_diverge_key_str(pk, "a");
+    proto_pack_str(pk, "a");
     cli_diverge_pack_session(pk, &d->s[0]);
-    cli_diverge_key_str(pk, "b");
+    proto_pack_str(pk, "b");
     cli_diverge_pack_session(pk, &d->s[1]);
-    cli_diverge_key_str(pk, "diverged");
+    proto_pack_str(pk, "diverged");
     if (first != NULL)
         msgpack_pack_true(pk);
     else
         msgpack_pack_false(pk);
-    cli_diverge_key_str(pk, "compared");
+    proto_pack_str(pk, "compared");
     msgpack_pack_map(pk, 4);
-    cli_diverge_key_str(pk, "ranks");
+    proto_pack_str(pk, "ranks");
     msgpack_pack_uint64(pk, d->ranks);
-    cli_diverge_key_str(pk, "positions");
+    proto_pack_str(pk, "positions");
     msgpack_pack_uint64(pk, d->positions);
-    cli_diverge_key_str(pk, "checksums");
+    proto_pack_str(pk, "checksums");
     msgpack_pack_uint64(pk, d->checksums);
-    cli_diverge_key_str(pk, "checksum_one_side");
+    proto_pack_str(pk, "checksum_one_side");
     msgpack_pack_uint64(pk, d->one_sided);
-    cli_diverge_key_str(pk, "first");
+    proto_pack_str(pk, "first");
     if (first != NULL)
         cli_diverge_pack_point(pk, first);
     else
         msgpack_pack_nil(pk);
-    cli_diverge_key_str(pk, "ranks");
+    proto_pack_str(pk, "ranks");
     msgpack_pack_array(pk, (uint32_t)d->n_points);
     for (size_t i = 0; i < d->n_points; i++)
         cli_diverge_pack_point(pk, &d->points[i]);
