@@ -11,9 +11,6 @@
 #include "store.h"
 
 #define RANKS_CAP ((uint64_t)INT64_MAX)
-#define SAT(col, p)                                                                                \
-    col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807 ELSE " col    \
-        " + " p " END"
 
 static uint64_t rk_sat(uint64_t a, uint64_t b)
 {
@@ -23,9 +20,17 @@ static uint64_t rk_sat(uint64_t a, uint64_t b)
 /* rk_ops delta */
 struct rk_opsum {
     int64_t process_id;
-    uint64_t step;
     uint32_t device_id, op_id;
     uint64_t calls, total, elements, exposed, begin, end;
+};
+
+/* rk_devsteps delta */
+struct rk_devstep {
+    int64_t process_id;
+    uint64_t step;
+    uint32_t device_id;
+    uint64_t begin, end, cat[RANKS_NCAT], exposed;
+    int64_t first_row, last_row;
 };
 
 /* rk_steps delta */
@@ -115,9 +120,11 @@ struct ranks {
     uint64_t late, late_written, opened;
     bool inexact, inexact_written;
 
-    struct strmap ops_idx, steps_idx, coll_idx, occ_idx, dev_idx;
+    struct strmap ops_idx, steps_idx, dsteps_idx, coll_idx, occ_idx, dev_idx;
     struct rk_opsum *ops;
     size_t n_ops, cap_ops;
+    struct rk_devstep *dsteps;
+    size_t n_dsteps, cap_dsteps;
     struct rk_stepsum *steps;
     size_t n_steps, cap_steps;
     struct rk_collsum *coll;
@@ -132,7 +139,7 @@ struct ranks {
     struct rk_iq *iq; /* RK_IQUEUE, a ring */
     size_t iq_head, iq_len;
 
-    sqlite3_stmt *up_ops, *up_steps, *up_coll, *up_collr;
+    sqlite3_stmt *up_ops, *up_dsteps, *up_steps, *up_coll, *up_collr;
 };
 
 enum ranks_cat ranks_cat_code(const char *c)
@@ -176,82 +183,229 @@ static int rk_grow(void **arr, size_t *cap, size_t n, size_t sz)
     col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807"              \
         " ELSE " col " + " p " END"
 
+/* clang-format off: one SQL clause a line */
 static const char rk_up_ops_sql[] =
-    "INSERT INTO rk_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-    " ON CONFLICT(process_id, step, device_id, op_id) DO UPDATE SET " SAT_SET(
-        "calls",
-        "?5") ", " SAT_SET("total_ns",
-                           "?6") ", " SAT_SET("elements",
-                                              "?7") ", " SAT_SET("exposed_ns",
-                                                                 "?8") ", begin_ns = min(begin_ns, "
-                                                                       "?9), end_ns = max(end_ns, "
-                                                                       "?10)";
+    "INSERT INTO rk_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET " SAT_SET("calls", "?4") ", " SAT_SET(
+        "total_ns", "?5") ", " SAT_SET("elements",
+                                       "?6") ", " SAT_SET("exposed_ns",
+                                                          "?7") ", "
+                                                                "begin_ns = min(begin_ns, ?8), "
+                                                                "end_ns = max(end_ns, ?9)";
+
+static const char
+    rk_up_dsteps_sql
+        [] =
+            "INSERT INTO rk_devsteps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+            "?13)"
+            " ON CONFLICT(process_id, step, device_id) DO UPDATE SET "
+            "begin_ns = min(begin_ns, ?4), end_ns = max(end_ns, ?5), " SAT_SET("compute_ns", "?6") ", " SAT_SET(
+                "comm_ns",
+                "?7") ", " SAT_SET("memory_ns",
+                                   "?8") ", " SAT_SET("wait_ns",
+                                                      "?9") ", " SAT_SET("other_ns",
+                                                                         "?10") ", " SAT_SET("expos"
+                                                                                             "ed_"
+                                                                                             "ns",
+                                                                                             "?11") ", "
+                                                                                                    "first_row = min(first_row, ?12), last_row = max(last_row, ?13)";
 
 static const char
     rk_up_steps_sql
         [] =
             "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
             "?14)"
-            " ON CONFLICT(process_id, step) DO UPDATE SET begin_ns = min(begin_ns, ?3),"
-            " end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET("memory_ns", "?7") ", " SAT_SET(
-                "wait_ns",
-                "?8") ", " SAT_SET("other_ns",
-                                   "?9") ", " SAT_SET("exposed_ns",
-                                                      "?10") ", " SAT_SET("coll",
-                                                                          "?11") ", " SAT_SET("wai"
-                                                                                              "ted"
-                                                                                              "_n"
-                                                                                              "s",
-                                                                                              "?1"
-                                                                                              "2") ", " SAT_SET("last_count",
-                                                                                                                "?13") ", " SAT_SET("caused_ns",
-                                                                                                                                    "?14");
+            " ON CONFLICT(process_id, step) DO UPDATE SET "
+            "begin_ns = min(begin_ns, ?3), end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET(
+                "memory_ns",
+                "?7") ", " SAT_SET("wait_ns",
+                                   "?8") ", " SAT_SET("other_ns",
+                                                      "?9") ", " SAT_SET("exposed_ns",
+                                                                         "?10") ", " SAT_SET("coll",
+                                                                                             "?11") ", " SAT_SET("waited_ns",
+                                                                                                                 "?12") ", " SAT_SET("last_count",
+                                                                                                                                     "?13") ", " SAT_SET("caused_ns",
+                                                                                                                                                         "?14");
 
 static const char rk_up_coll_sql[] =
     "INSERT INTO rk_coll VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     " ON CONFLICT(op_id, step) DO UPDATE SET " SAT_SET("instances", "?3") ", " SAT_SET(
-        "partial", "?4") ", " SAT_SET("skew_ns", "?5") ", skew_max_ns = max(skew_max_ns, ?6)";
+        "partial", "?4") ", " SAT_SET("skew_ns", "?5") ", "
+                                                       "skew_max_ns = max(skew_max_ns, ?6)";
 
 static const char rk_up_collr_sql[] =
     "INSERT INTO rk_coll_ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     " ON CONFLICT(op_id, process_id, step) DO UPDATE SET " SAT_SET("instances", "?4") ", " SAT_SET(
         "waited_ns", "?5") ", " SAT_SET("last_count", "?6");
+/* clang-format on */
 
 static void rk_reset_deltas(struct ranks *r)
 {
     strmap_deinit(&r->ops_idx);
     strmap_deinit(&r->steps_idx);
+    strmap_deinit(&r->dsteps_idx);
     strmap_deinit(&r->coll_idx);
     strmap_init(&r->ops_idx);
     strmap_init(&r->steps_idx);
+    strmap_init(&r->dsteps_idx);
     strmap_init(&r->coll_idx);
-    r->n_ops = r->n_steps = r->n_coll = 0;
+    r->n_ops = r->n_steps = r->n_dsteps = r->n_coll = 0;
+}
+
+static bool rk_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st;
+    bool found = false;
+
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* True when table has a column named col. */
+static bool rk_has_column(sqlite3 *db, const char *table, const char *col)
+{
+    sqlite3_stmt *st;
+    bool found = false;
+
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int rk_write_ops(struct ranks *r);
+static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint32_t device_id,
+                                 uint32_t op_id);
+static struct rk_devstep *rk_devstep(struct ranks *r, int64_t process_id, uint64_t step,
+                                     uint32_t device_id);
+static void rk_reset_deltas(struct ranks *r);
+
+/*
+ * Folds the rows of an rk_ops keyed by step (files written before rk_devsteps,
+ * renamed rk_ops_v1 by rk_schema) into rk_ops and rk_devsteps. The rowids of
+ * those steps' entries are not known: their bounds are all rowids.
+ */
+static int rk_migrate(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT v.process_id, v.step, v.device_id, v.op_id, v.calls,"
+                                " v.total_ns, v.elements, v.exposed_ns, v.begin_ns, v.end_ns,"
+                                " o.category FROM rk_ops_v1 v LEFT JOIN ops o ON o.id = v.op_id",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t pid = sqlite3_column_int64(st, 0);
+        uint64_t step = (uint64_t)sqlite3_column_int64(st, 1);
+        uint32_t dev = (uint32_t)sqlite3_column_int64(st, 2),
+                 op = (uint32_t)sqlite3_column_int64(st, 3);
+        uint64_t calls = (uint64_t)sqlite3_column_int64(st, 4);
+        uint64_t total = (uint64_t)sqlite3_column_int64(st, 5);
+        uint64_t exposed = (uint64_t)sqlite3_column_int64(st, 7);
+        uint64_t begin = (uint64_t)sqlite3_column_int64(st, 8);
+        uint64_t end = (uint64_t)sqlite3_column_int64(st, 9);
+        enum ranks_cat cat = ranks_cat_code((const char *)sqlite3_column_text(st, 10));
+        struct rk_opsum *o = rk_opsum(r, pid, dev, op);
+        struct rk_devstep *d = rk_devstep(r, pid, step, dev);
+
+        if (o == NULL || d == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        o->calls = rk_sat(o->calls, calls);
+        o->total = rk_sat(o->total, total);
+        o->elements = rk_sat(o->elements, (uint64_t)sqlite3_column_int64(st, 6));
+        o->exposed = rk_sat(o->exposed, exposed);
+        d->cat[cat] = rk_sat(d->cat[cat], total);
+        d->exposed = rk_sat(d->exposed, exposed);
+        d->first_row = 0;
+        d->last_row = INT64_MAX;
+        if (calls == 0)
+            continue; /* only exposure: no begin or end */
+        o->begin = begin < o->begin ? begin : o->begin;
+        o->end = end > o->end ? end : o->end;
+        d->begin = begin < d->begin ? begin : d->begin;
+        d->end = end > d->end ? end : d->end;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    rc = rk_write_ops(r);
+    rk_reset_deltas(r);
+    return rc;
+}
+
+/*
+ * Creates the tables if needed; in a file whose rk_ops is keyed by step,
+ * renames it rk_ops_v1 first (rk_migrate folds it once the statements are
+ * prepared).
+ */
+static int rk_schema(struct ranks *r, bool *legacy)
+{
+    int rc;
+
+    *legacy = rk_has_column(r->db, "rk_ops", "step");
+    if (*legacy && (rc = sqlite3_exec(r->db,
+                                      "SAVEPOINT rk_migrate;"
+                                      " ALTER TABLE rk_ops RENAME TO rk_ops_v1",
+                                      NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    return sqlite3_exec(r->db, schema_ranks_sql, NULL, NULL, NULL);
+}
+
+/* Ends what rk_schema began: folds rk_ops_v1 and drops it, or rolls it all back. */
+static int rk_schema_end(struct ranks *r, int rc)
+{
+    if (rc == 0 && (rc = rk_migrate(r)) == 0 &&
+        (rc = sqlite3_exec(r->db, "DROP TABLE rk_ops_v1; RELEASE rk_migrate", NULL, NULL, NULL)) ==
+            SQLITE_OK)
+        return 0;
+    sqlite3_exec(r->db, "ROLLBACK TO rk_migrate; RELEASE rk_migrate", NULL, NULL, NULL);
+    return rc != 0 ? rc : SQLITE_ERROR;
 }
 
 struct ranks *ranks_new(sqlite3 *db)
 {
     struct ranks *r = calloc(1, sizeof(*r));
+    bool legacy = false;
+    int rc = SQLITE_NOMEM;
 
     if (r == NULL)
         return NULL;
     r->db = db;
     strmap_init(&r->ops_idx);
     strmap_init(&r->steps_idx);
+    strmap_init(&r->dsteps_idx);
     strmap_init(&r->coll_idx);
     strmap_init(&r->occ_idx);
     strmap_init(&r->dev_idx);
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    if (r->islot == NULL || r->iq == NULL ||
-        sqlite3_exec(db, schema_ranks_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(db, rk_up_coll_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_coll, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
-                           NULL) != SQLITE_OK) {
+    if (r->islot != NULL && r->iq != NULL && (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
+        (rc = sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops,
+                                 NULL)) == SQLITE_OK &&
+        (rc = sqlite3_prepare_v3(db, rk_up_dsteps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_dsteps,
+                                 NULL)) == SQLITE_OK &&
+        (rc = sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
+                                 NULL)) == SQLITE_OK &&
+        (rc = sqlite3_prepare_v3(db, rk_up_coll_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_coll,
+                                 NULL)) == SQLITE_OK)
+        rc = sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
+                                NULL);
+    if (legacy)
+        rc = rk_schema_end(r, rc);
+    if (rc != SQLITE_OK) {
         ranks_free(r);
         return NULL;
     }
@@ -263,11 +417,13 @@ void ranks_free(struct ranks *r)
     if (r == NULL)
         return;
     sqlite3_finalize(r->up_ops);
+    sqlite3_finalize(r->up_dsteps);
     sqlite3_finalize(r->up_steps);
     sqlite3_finalize(r->up_coll);
     sqlite3_finalize(r->up_collr);
     strmap_deinit(&r->ops_idx);
     strmap_deinit(&r->steps_idx);
+    strmap_deinit(&r->dsteps_idx);
     strmap_deinit(&r->coll_idx);
     strmap_deinit(&r->occ_idx);
     strmap_deinit(&r->dev_idx);
@@ -282,6 +438,7 @@ void ranks_free(struct ranks *r)
     free(r->islot);
     free(r->iq);
     free(r->ops);
+    free(r->dsteps);
     free(r->steps);
     free(r->coll);
     free(r->occ);
@@ -455,10 +612,10 @@ static struct rk_stepsum *rk_step(struct ranks *r, int64_t process_id, uint64_t 
     return s;
 }
 
-static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint64_t step,
-                                 uint32_t device_id, uint32_t op_id)
+static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint32_t device_id,
+                                 uint32_t op_id)
 {
-    uint64_t key[3] = {(uint64_t)process_id, step, (uint64_t)device_id << 32 | op_id};
+    uint64_t key[2] = {(uint64_t)process_id, (uint64_t)device_id << 32 | op_id};
     bool fresh;
     ssize_t i = rk_slot(&r->ops_idx, key, sizeof(key), (void **)&r->ops, &r->n_ops, &r->cap_ops,
                         sizeof(*r->ops), &fresh);
@@ -469,12 +626,34 @@ static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint64_t s
     o = &r->ops[i];
     if (fresh) {
         o->process_id = process_id;
-        o->step = step;
         o->device_id = device_id;
         o->op_id = op_id;
         o->begin = UINT64_MAX;
     }
     return o;
+}
+
+static struct rk_devstep *rk_devstep(struct ranks *r, int64_t process_id, uint64_t step,
+                                     uint32_t device_id)
+{
+    uint64_t key[3] = {(uint64_t)process_id, step, device_id};
+    bool fresh;
+    ssize_t i = rk_slot(&r->dsteps_idx, key, sizeof(key), (void **)&r->dsteps, &r->n_dsteps,
+                        &r->cap_dsteps, sizeof(*r->dsteps), &fresh);
+    struct rk_devstep *d;
+
+    if (i < 0)
+        return NULL;
+    d = &r->dsteps[i];
+    if (fresh) {
+        d->process_id = process_id;
+        d->step = step;
+        d->device_id = device_id;
+        d->begin = UINT64_MAX;
+        d->first_row = INT64_MAX;
+        d->last_row = -1;
+    }
+    return d;
 }
 
 static struct rk_collsum *rk_collsum(struct ranks *r, uint32_t op_id, int64_t process_id,
@@ -577,11 +756,13 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
         struct rk_pend *p = &d->pc[i];
         if (p->e <= w) {
             uint64_t exp = (p->e - p->b) - rk_cu_overlap(d, p->b, p->e);
-            struct rk_opsum *o = rk_opsum(r, d->process_id, p->step, d->device_id, p->op_id);
+            struct rk_opsum *o = rk_opsum(r, d->process_id, d->device_id, p->op_id);
+            struct rk_devstep *ds = rk_devstep(r, d->process_id, p->step, d->device_id);
             struct rk_stepsum *s = rk_step(r, d->process_id, p->step);
-            if (o == NULL || s == NULL)
+            if (o == NULL || ds == NULL || s == NULL)
                 return SQLITE_NOMEM;
             o->exposed = rk_sat(o->exposed, exp);
+            ds->exposed = rk_sat(ds->exposed, exp);
             s->exposed = rk_sat(s->exposed, exp);
             if (p->e > d->fin_end)
                 d->fin_end = p->e;
@@ -832,15 +1013,16 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
 }
 
 static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
-                          uint32_t dev_id, const struct proto_ext *x)
+                          uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
-    struct rk_opsum *o = rk_opsum(r, process_id, e->step, dev_id, e->op_id);
+    struct rk_opsum *o = rk_opsum(r, process_id, dev_id, e->op_id);
+    struct rk_devstep *ds = rk_devstep(r, process_id, e->step, dev_id);
     struct rk_stepsum *s = rk_step(r, process_id, e->step);
     uint64_t end = e->start_ns + e->dur_ns;
     int rc;
 
-    if (o == NULL || s == NULL || rk_proc(r, process_id) == NULL)
+    if (o == NULL || ds == NULL || s == NULL || rk_proc(r, process_id) == NULL)
         return SQLITE_NOMEM;
     o->calls++;
     o->total = rk_sat(o->total, e->dur_ns);
@@ -849,6 +1031,15 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
         o->begin = e->start_ns;
     if (end > o->end)
         o->end = end;
+    ds->cat[cat] = rk_sat(ds->cat[cat], e->dur_ns);
+    if (e->start_ns < ds->begin)
+        ds->begin = e->start_ns;
+    if (end > ds->end)
+        ds->end = end;
+    if (rowid < ds->first_row)
+        ds->first_row = rowid;
+    if (rowid > ds->last_row)
+        ds->last_row = rowid;
     s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
     if (e->start_ns < s->begin)
         s->begin = e->start_ns;
@@ -899,6 +1090,44 @@ static int rk_run(sqlite3_stmt *st, const int64_t *v, int n)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
+/* Writes the rk_ops and rk_devsteps deltas. */
+static int rk_write_ops(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const struct rk_opsum *o = &r->ops[i];
+        int64_t v[9] = {o->process_id,       o->device_id,      o->op_id,
+                        (int64_t)o->calls,   (int64_t)o->total, (int64_t)o->elements,
+                        (int64_t)o->exposed, (int64_t)o->begin, (int64_t)o->end};
+        if (o->calls == 0) { /* only exposure: begin/end must not move */
+            v[7] = INT64_MAX;
+            v[8] = 0;
+        }
+        if ((rc = rk_run(r->up_ops, v, 9)) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < r->n_dsteps; i++) {
+        const struct rk_devstep *d = &r->dsteps[i];
+        int64_t v[13] = {d->process_id,
+                         (int64_t)d->step,
+                         d->device_id,
+                         d->begin == UINT64_MAX ? INT64_MAX : (int64_t)d->begin,
+                         (int64_t)d->end,
+                         (int64_t)d->cat[RANKS_COMPUTE],
+                         (int64_t)d->cat[RANKS_COMM],
+                         (int64_t)d->cat[RANKS_MEMORY],
+                         (int64_t)d->cat[RANKS_WAIT],
+                         (int64_t)d->cat[RANKS_OTHER],
+                         (int64_t)d->exposed,
+                         d->first_row,
+                         d->last_row};
+        if ((rc = rk_run(r->up_dsteps, v, 13)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int ranks_flush_rc(struct ranks *r)
 {
     int rc;
@@ -906,19 +1135,8 @@ static int ranks_flush_rc(struct ranks *r)
     for (size_t i = 0; i < r->n_devs; i++)
         if ((rc = rk_dev_settle_live(r, &r->devs[i])) != 0)
             return rc;
-    for (size_t i = 0; i < r->n_ops; i++) {
-        const struct rk_opsum *o = &r->ops[i];
-        int64_t v[10] = {
-            o->process_id,     (int64_t)o->step,  o->device_id,         o->op_id,
-            (int64_t)o->calls, (int64_t)o->total, (int64_t)o->elements, (int64_t)o->exposed,
-            (int64_t)o->begin, (int64_t)o->end};
-        if (o->calls == 0) { /* only exposure: begin/end must not move */
-            v[8] = INT64_MAX;
-            v[9] = 0;
-        }
-        if ((rc = rk_run(r->up_ops, v, 10)) != 0)
-            return rc;
-    }
+    if ((rc = rk_write_ops(r)) != 0)
+        return rc;
     for (size_t i = 0; i < r->n_steps; i++) {
         const struct rk_stepsum *s = &r->steps[i];
         int64_t v[14] = {s->process_id,
@@ -1039,30 +1257,16 @@ static int ranks_load_rc(struct ranks *r)
     return 0;
 }
 
-static bool rk_has_table(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st;
-    bool found = false;
-
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 static int rk_rebuild_entries(struct ranks *r)
 {
     static const char with_ext[] =
         "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq FROM entries e"
+        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid FROM entries e"
         " LEFT JOIN shapes s ON s.id = e.shape_id LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
         " ORDER BY e.rowid";
     static const char without[] =
         "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL FROM entries e"
+        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid FROM entries e"
         " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
     sqlite3_stmt *st;
     uint64_t n = 0;
@@ -1091,7 +1295,8 @@ static int rk_rebuild_entries(struct ranks *r)
             x.seq = (uint64_t)sqlite3_column_int64(st, 9);
         }
         if ((rc = ranks_entry_rc(r, sqlite3_column_int64(st, 0), &e,
-                                 (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL)) != 0)
+                                 (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL,
+                                 sqlite3_column_int64(st, 10))) != 0)
             break;
         /* count the exposure now and then, as the writer does at its commits */
         if (++n % 65536 == 0) {
@@ -1107,18 +1312,22 @@ out:
 
 static int ranks_rebuild_rc(sqlite3 *db)
 {
-    struct ranks *r;
+    struct ranks *r = NULL;
     int rc;
 
     if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
         return rc;
+    /* an rk_ops keyed by step (rk_schema) is rebuilt, not folded */
+    if (rk_has_column(db, "rk_ops", "step") &&
+        (rc = sqlite3_exec(db, "DROP TABLE rk_ops", NULL, NULL, NULL)) != SQLITE_OK)
+        goto rollback;
     if ((r = ranks_new(db)) == NULL) {
         rc = SQLITE_NOMEM;
         goto rollback;
     }
     if ((rc = sqlite3_exec(db,
-                           "DELETE FROM rk_ops; DELETE FROM rk_steps; DELETE FROM rk_coll;"
-                           " DELETE FROM rk_coll_ranks;",
+                           "DELETE FROM rk_ops; DELETE FROM rk_devsteps; DELETE FROM rk_steps;"
+                           " DELETE FROM rk_coll; DELETE FROM rk_coll_ranks;",
                            NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0 ||
         (rc = rk_rebuild_entries(r)) != 0 || (rc = ranks_finish_rc(r)) != 0 ||
@@ -1167,9 +1376,9 @@ int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char 
 }
 
 int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
-                const struct proto_ext *x)
+                const struct proto_ext *x, int64_t rowid)
 {
-    return rk_errno(ranks_entry_rc(r, process_id, e, dev_id, x));
+    return rk_errno(ranks_entry_rc(r, process_id, e, dev_id, x, rowid));
 }
 
 int ranks_finish(struct ranks *r)

@@ -58,7 +58,12 @@ enum ranks_cat ranks_cat_code(const char *category);
 /* The name of a code. */
 const char *ranks_cat_name(enum ranks_cat c);
 
-/* Creates the tables if needed and prepares the statements. NULL on failure. */
+/*
+ * Creates the tables if needed and prepares the statements; a file whose
+ * rk_ops is keyed by step (written before rk_devsteps) has it folded into
+ * the per (process, device, op) rk_ops and rk_devsteps first, exactly. NULL
+ * on failure.
+ */
 struct ranks *ranks_new(sqlite3 *db);
 /* NULL is a no-op. */
 void ranks_free(struct ranks *r);
@@ -76,9 +81,9 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world);
 /* Metadata of a process: `process_group` (a string or an integer) names its group. */
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str);
-/* One stored entry; x NULL: no ext map. 0 or a negative errno. */
+/* One stored entry (its rowid); x NULL: no ext map. 0 or a negative errno. */
 int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
-                const struct proto_ext *x);
+                const struct proto_ext *x, int64_t rowid);
 /* True when open instances or pending comm entries wait for ranks_finish. */
 bool ranks_pending(const struct ranks *r);
 /* The session ends (or its file closes): finalizes every open instance and pending entry. */

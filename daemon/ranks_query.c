@@ -1,10 +1,13 @@
 /*
  * ranks_query.c — the analysis sections of a report; see ranks_query.h.
  *
- * Reads rk_steps (or rk_ops with a device filter), rk_coll, rk_coll_ranks,
- * processes and agg_ops: tables whose size grows with ranks x steps, never
- * with entries. Sums saturate like every report sum; shares and ratios are
- * doubles.
+ * Reads rk_steps (or rk_devsteps with a device filter), rk_coll,
+ * rk_coll_ranks, processes, rk_ops and agg_ops: tables whose size grows with
+ * ranks x steps (x devices), never with entries. One figure reads entries:
+ * the throughput per op with a step filter (rk_ops has no steps), only those
+ * between the first and last rowid of those steps (rk_devsteps). Files
+ * written before rk_devsteps, with rk_ops keyed by step, are read as they
+ * are. Sums saturate like every report sum; shares and ratios are doubles.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,7 +38,8 @@ struct rq {
     const struct ranks_filter *f;
     char *err;
     size_t errlen;
-    int state; /* info.ranks: 0 absent, 1 exact, 2 inexact */
+    int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
+    bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
     uint64_t late_entries, world, n_steps;
     struct rq_rank *ranks;
     size_t n_ranks;
@@ -88,6 +92,17 @@ static int64_t rq_info(struct rq *q, const char *key)
         v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
+}
+
+/* True when the file's rk_ops is keyed by step (written before rk_devsteps, not reopened). */
+static bool rq_legacy(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+
+    if (sqlite3_prepare_v2(db, "SELECT step FROM rk_ops LIMIT 0", -1, &st, NULL) != SQLITE_OK)
+        return false;
+    sqlite3_finalize(st);
+    return true;
 }
 
 /* The ranks of the session (distinct ranks of its processes), sorted, and the process map. */
@@ -222,11 +237,20 @@ static int rq_read_steps(struct rq *q)
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2";
     static const char by_dev[] =
+        "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
+        " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
+        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3";
+    static const char by_dev_legacy[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, o.category, r.total_ns, r.exposed_ns"
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
         " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0";
+    bool per_op = q->f->device != NULL && q->legacy;
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(q->db, q->f->device ? by_dev : all, -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(q->db,
+                                q->f->device == NULL ? all
+                                : per_op             ? by_dev_legacy
+                                                     : by_dev,
+                                -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_steps");
@@ -247,7 +271,7 @@ static int rq_read_steps(struct rq *q)
         w->step = (uint64_t)sqlite3_column_int64(st, 1);
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
-        if (q->f->device != NULL) {
+        if (per_op) { /* one row per op: merged by rq_merge_rows */
             enum ranks_cat c = ranks_cat_code((const char *)sqlite3_column_text(st, 4));
             if (rq_cat_wanted(q, c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 5);
@@ -258,6 +282,8 @@ static int rq_read_steps(struct rq *q)
             if (rq_cat_wanted(q, (enum ranks_cat)c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
         w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
+        if (q->f->device != NULL)
+            continue; /* collectives are per rank, not per device */
         w->coll = (uint64_t)sqlite3_column_int64(st, 10);
         w->waited = (uint64_t)sqlite3_column_int64(st, 11);
         w->last = (uint64_t)sqlite3_column_int64(st, 12);
@@ -719,27 +745,51 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     return 0;
 }
 
+/*
+ * The ops' sums: without a filter the session's agg_ops rows; with one, rk_ops
+ * folded per op and process (rank, device and category filters), except with
+ * a step filter: rk_ops has no steps, so the entries of those steps are read,
+ * between the first and the last rowid rk_devsteps holds for them per process.
+ * A file that still has its rk_ops keyed by step (legacy) folds that.
+ */
 static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
 {
-    /* Without a filter the session's op sums are the agg_ops row; else fold rk_ops. */
     static const char all[] =
         "SELECT o.name, a.calls, a.total_ns, a.elements FROM agg_ops a JOIN ops o ON o.id = a.op_id"
         " ORDER BY a.total_ns DESC, o.name";
-    static const char filtered[] =
-        "SELECT o.name, r.process_id, satsum(r.calls), satsum(r.total_ns), satsum(r.elements), "
-        "o.category"
+    static const char by_op[] =
+        "SELECT o.name, r.process_id, satsum(r.calls), satsum(r.total_ns), satsum(r.elements),"
+        " o.category"
+        " FROM rk_ops r JOIN ops o ON o.id = r.op_id LEFT JOIN devices d ON d.id = r.device_id"
+        " WHERE ?3 IS NULL OR d.name = ?3"
+        " GROUP BY r.op_id, r.process_id ORDER BY o.name";
+    static const char by_entries[] =
+        "WITH b AS (SELECT process_id, min(first_row) AS lo, max(last_row) AS hi"
+        " FROM rk_devsteps WHERE step BETWEEN ?1 AND ?2 GROUP BY process_id)"
+        " SELECT o.name, e.process_id, count(*), satsum(e.dur_ns),"
+        " satsum(coalesce(e.elements, s.elements, 0)), o.category"
+        " FROM b CROSS JOIN entries e ON e.process_id = b.process_id"
+        " AND e.rowid BETWEEN b.lo AND b.hi"
+        " JOIN ops o ON o.id = e.op_id LEFT JOIN shapes s ON s.id = e.shape_id"
+        " LEFT JOIN devices d ON d.id = e.device_id"
+        " WHERE e.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
+        " GROUP BY e.op_id, e.process_id ORDER BY o.name";
+    static const char legacy[] =
+        "SELECT o.name, r.process_id, satsum(r.calls), satsum(r.total_ns), satsum(r.elements),"
+        " o.category"
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id LEFT JOIN devices d ON d.id = r.device_id"
         " WHERE r.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
         " GROUP BY r.op_id, r.process_id ORDER BY o.name";
     bool filter = q->f->ranks != NULL || q->f->steps || q->f->device || q->f->category ||
                   q->state != 1 || rq_info(q, "aggregates") != 1;
+    const char *sql = !filter ? all : q->legacy ? legacy : q->f->steps ? by_entries : by_op;
     sqlite3_stmt *st;
     struct row {
         char *op;
         uint64_t calls, total, elements;
     } *rows = NULL;
     size_t n = 0;
-    int rc = sqlite3_prepare_v2(q->db, filter ? filtered : all, -1, &st, NULL), err = 0;
+    int rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL), err = 0;
 
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "throughput");
@@ -978,6 +1028,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     msgpack_sbuffer_init(&tail);
     msgpack_packer_init(&tp, &tail, msgpack_sbuffer_write);
     q.state = (int)rq_info(&q, "ranks");
+    q.legacy = rq_legacy(db);
     q.late_entries = (uint64_t)rq_info(&q, "ranks_late");
     if ((rc = rq_processes(&q)) < 0)
         goto out;

@@ -963,7 +963,7 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
         rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], w->next_id);
         if (rc == 0)
             rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i],
-                             has_ext ? &x : NULL);
+                             has_ext ? &x : NULL, w->next_id);
         if (rc < 0)
             return store_check_errno(s, w->db, rc, "update aggregates");
         if (has_ext && (rc = store_ext_rows(s, w, &x, w->next_id)) < 0)
@@ -1012,7 +1012,7 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
             if (rc == 0)
                 rc = ranks_entry(w->ranks, job->u.batch.process_id, &b->entries[i + k],
-                                 job->u.batch.dev_ids[i + k], has_ext ? &x : NULL);
+                                 job->u.batch.dev_ids[i + k], has_ext ? &x : NULL, rowid);
             if (rc < 0)
                 return store_check_errno(s, w->db, rc, "update aggregates");
             if (has_ext && (rc = store_ext_rows(s, w, &x, rowid)) < 0)

@@ -5,10 +5,12 @@
 -- files get them empty, with info.ranks absent: `tracectl classify` builds
 -- them from the entries). Categories are folded in as the entries arrive
 -- (cat: 0 compute, 1 comm, 2 memory, 3 wait, 4 other), which is why
--- re-classifying a session rebuilds these tables.
-CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, step, device, op
+-- re-classifying a session rebuilds these tables. Files written before
+-- rk_devsteps have an rk_ops keyed by (process, step, device, op): the writer
+-- folds it into these two when it opens such a file (ranks_new), and the
+-- report reads it as it is otherwise.
+CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, device and op (every step)
     process_id  INTEGER NOT NULL,
-    step        INTEGER NOT NULL,
     device_id   INTEGER NOT NULL,         -- 0: no device
     op_id       INTEGER NOT NULL,
     calls       INTEGER NOT NULL,
@@ -17,7 +19,26 @@ CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, step, device, op
     exposed_ns  INTEGER NOT NULL,         -- comm time not overlapped by compute on the device
     begin_ns    INTEGER NOT NULL,
     end_ns      INTEGER NOT NULL,
-    PRIMARY KEY (process_id, step, device_id, op_id)
+    PRIMARY KEY (process_id, device_id, op_id)
+) WITHOUT ROWID;
+-- Per process, step and device: what `report --device D` needs per step, and
+-- the rowids of the first and last entry there, which bound the entries a
+-- figure per op restricted to steps has to read (ranks_query.c).
+CREATE TABLE IF NOT EXISTS rk_devsteps (
+    process_id  INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,
+    begin_ns    INTEGER NOT NULL,
+    end_ns      INTEGER NOT NULL,
+    compute_ns  INTEGER NOT NULL,
+    comm_ns     INTEGER NOT NULL,
+    memory_ns   INTEGER NOT NULL,
+    wait_ns     INTEGER NOT NULL,
+    other_ns    INTEGER NOT NULL,
+    exposed_ns  INTEGER NOT NULL,
+    first_row   INTEGER NOT NULL,
+    last_row    INTEGER NOT NULL,
+    PRIMARY KEY (process_id, step, device_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     process_id  INTEGER NOT NULL,
