@@ -31,7 +31,9 @@ struct ent {
     uint64_t start, dur;
     bool ext; /* send comm + seq */
     uint64_t comm, seq;
-    int inst; /* the collective instance it belongs to, NO_INST: none */
+    int inst;          /* the collective instance it belongs to, NO_INST: none */
+    const char *dev;   /* NULL: the producer's device (gpu:RANK) */
+    uint64_t elements; /* 0: none given */
 };
 
 static struct ent script[MAXE];
@@ -53,7 +55,7 @@ static struct ent *add(int rank, uint64_t step, const char *op, const char *cat,
     struct ent *e = &script[n_script++];
 
     cr_assert_lt(n_script, MAXE);
-    *e = (struct ent){rank, step, op, cat, start, dur, false, 0, 0, NO_INST};
+    *e = (struct ent){rank, step, op, cat, start, dur, false, 0, 0, NO_INST, NULL, 0};
     return e;
 }
 
@@ -96,7 +98,12 @@ static void child(const char *session, int rank, int world)
             names[n_names] = e->op;
             ids[n_names++] = e->cat ? tc_op_cat(c, e->op, e->cat) : tc_op(c, e->op);
         }
-        if (e->ext) {
+        if (e->dev != NULL || e->elements != 0) {
+            tc_ext x = {
+                .has = e->ext ? TC_EXT_COMM | TC_EXT_SEQ : 0, .comm = e->comm, .seq = e->seq};
+            tc_record_ext(c, ids[k], e->start, e->dur, 0,
+                          e->elements ? e->elements : TC_ELEMENTS_NONE, NULL, NULL, 0, e->dev, &x);
+        } else if (e->ext) {
             tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = e->comm, .seq = e->seq};
             tc_record_ext(c, ids[k], e->start, e->dur, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
                           &x);
@@ -817,5 +824,404 @@ Test(ranks, rebuild_equals_the_live_aggregates)
     cr_expect(live.size == rebuilt.size && memcmp(live.data, rebuilt.data, live.size) == 0,
               "the rebuilt sections differ from the live ones");
     msgpack_sbuffer_destroy(&live);
+    msgpack_sbuffer_destroy(&rebuilt);
+}
+
+/* ---- filter combinations: every figure computed here from the script ---------- */
+
+#define SIDE "nvlink:side" /* a second device every rank uses, besides gpu:RANK */
+
+static void filters_script(void)
+{
+    int inst = 0;
+
+    n_script = 0;
+    for (uint64_t s = 0; s < 5; s++) {
+        uint64_t base = T0 + s * 1000000;
+        for (int r = 0; r < 3; r++) {
+            struct ent *e;
+
+            if (r == 1 && s == 2)
+                continue; /* rank 1 has no step 2 */
+            add(r, s, "matmul", NULL, base + 1000 * (uint64_t)r,
+                100000 + 7000 * (uint64_t)r + 3000 * s)
+                ->elements = 1000 * (uint64_t)(r + 1);
+            e = add(r, s, "conv", "compute", base + 20000, 50000 + 1000 * (uint64_t)r * s);
+            e->dev = SIDE, e->elements = 77 + s;
+            e = add(r, s, "alltoall", "comm", base + 40000 + 5000 * s, 80000 + 11 * (uint64_t)r);
+            e->dev = SIDE;
+            e = add(r, s, "allreduce", "comm", base + 150000 + 10000 * (uint64_t)r, 60000);
+            e->ext = true, e->comm = 5, e->seq = s, e->inst = inst;
+            add(r, s, "memcpy_h2d", NULL, base + 300000, 15000 + (uint64_t)r)->dev = SIDE;
+            if (s == 4 && r == 2) /* a device only rank 2 has, in its last step */
+                add(r, s, "matmul", NULL, base + 400000, 9000)->dev = "gpu:extra";
+        }
+        inst++;
+    }
+}
+
+struct tfilter {
+    const int64_t *ranks; /* NULL: all */
+    size_t n_ranks;
+    bool steps;
+    uint64_t lo, hi;
+    const char *dev, *cat;
+};
+
+static const char *ent_dev(const struct ent *e)
+{
+    static char b[3][16];
+
+    if (e->dev != NULL)
+        return e->dev;
+    snprintf(b[e->rank], sizeof(b[0]), "gpu:%d", e->rank);
+    return b[e->rank];
+}
+
+static const char *ent_cat(const struct ent *e)
+{
+    if (is_comm(e))
+        return "comm";
+    if (e->cat != NULL && strcmp(e->cat, "wait") == 0)
+        return "wait";
+    return is_compute(e) ? "compute" : "memory";
+}
+
+/* Selected by the filter's ranks, steps and device (not its category). */
+static bool sel(const struct tfilter *f, const struct ent *e)
+{
+    bool rank_ok = f->ranks == NULL;
+
+    for (size_t i = 0; i < f->n_ranks; i++)
+        rank_ok |= f->ranks[i] == e->rank;
+    return rank_ok && (!f->steps || (e->step >= f->lo && e->step <= f->hi)) &&
+           (f->dev == NULL || strcmp(f->dev, ent_dev(e)) == 0);
+}
+
+static bool cat_ok(const struct tfilter *f, const struct ent *e)
+{
+    return f->cat == NULL || strcmp(f->cat, ent_cat(e)) == 0;
+}
+
+/* The part of [b, e) covered by the compute entries of (rank, dev). */
+static uint64_t covered_dev(int rank, const char *dev, uint64_t b, uint64_t e)
+{
+    uint64_t sum = 0;
+
+    for (uint64_t t = b; t < e;) { /* walk the covered stretches */
+        uint64_t next = e, cov_end = t;
+        for (size_t i = 0; i < n_script; i++) {
+            const struct ent *x = &script[i];
+            if (x->rank != rank || !is_compute(x) || is_comm(x) || strcmp(ent_dev(x), dev) != 0)
+                continue;
+            if (x->start <= t && x->start + x->dur > cov_end)
+                cov_end = x->start + x->dur;
+            else if (x->start > t && x->start < next)
+                next = x->start;
+        }
+        if (cov_end > t) {
+            cov_end = cov_end < e ? cov_end : e;
+            sum += cov_end - t;
+            t = cov_end;
+        } else {
+            t = next;
+        }
+    }
+    return sum;
+}
+
+static void check_filter(long long id, const struct tfilter *f, const char *what)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *rep, *list;
+    static const char *const cats[] = {"compute", "comm", "memory", "wait"};
+    uint64_t cat_total[4] = {0};
+
+    proto_request_init(&req);
+    for (size_t i = 0; i < f->n_ranks; i++)
+        req.analysis.ranks[req.analysis.n_ranks++] = f->ranks[i];
+    req.analysis.steps = f->steps;
+    req.analysis.step_min = f->lo;
+    req.analysis.step_max = f->hi;
+    req.analysis.device = (char *)f->dev;
+    req.analysis.category = (char *)f->cat;
+    rep = analysis(id, &req, &r);
+    cr_assert(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"), "%s", what);
+
+    /* ranks: the sums per category, the steps and their spans */
+    list = obj_get(rep, "ranks");
+    for (int k = 0; k < 3; k++) {
+        uint64_t sum[4] = {0}, exposed = 0, steps = 0, step_ns = 0;
+        const msgpack_object *row;
+        bool wanted = sel(f, &(struct ent){.rank = k, .step = f->lo, .dev = f->dev ? f->dev : ""});
+
+        if (f->ranks != NULL && !wanted)
+            continue;
+        for (size_t i = 0; i < n_script; i++) {
+            const struct ent *e = &script[i];
+            if (e->rank != k || !sel(f, e) || !cat_ok(f, e))
+                continue;
+            for (int c = 0; c < 4; c++)
+                if (strcmp(ent_cat(e), cats[c]) == 0)
+                    sum[c] += e->dur;
+            if (is_comm(e))
+                exposed += e->dur - covered_dev(k, ent_dev(e), e->start, e->start + e->dur);
+        }
+        for (uint64_t s = 0; s < 5; s++) {
+            uint64_t b = UINT64_MAX, e = 0;
+            for (size_t i = 0; i < n_script; i++) {
+                const struct ent *x = &script[i];
+                if (x->rank != k || x->step != s || !sel(f, x))
+                    continue;
+                b = x->start < b ? x->start : b;
+                e = x->start + x->dur > e ? x->start + x->dur : e;
+            }
+            if (e > 0) {
+                steps++;
+                step_ns += e - b;
+            }
+        }
+        for (int c = 0; c < 4; c++)
+            cat_total[c] += sum[c];
+        row = row_of(list, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "compute_ns")), sum[0], "%s: rank %d compute", what, k);
+        cr_expect_eq(obj_u64(obj_get(row, "comm_ns")), sum[1], "%s: rank %d comm", what, k);
+        cr_expect_eq(obj_u64(obj_get(row, "memory_ns")), sum[2], "%s: rank %d memory", what, k);
+        cr_expect_eq(obj_u64(obj_get(row, "wait_ns")), sum[3], "%s: rank %d wait", what, k);
+        cr_expect_eq(obj_u64(obj_get(row, "exposed_comm_ns")), exposed, "%s: rank %d exposed", what,
+                     k);
+        cr_expect_eq(obj_u64(obj_get(row, "steps")), steps, "%s: rank %d steps", what, k);
+        cr_expect_eq(obj_u64(obj_get(row, "step_ns")), step_ns, "%s: rank %d step_ns", what, k);
+    }
+
+    /* categories: the session-wide sums */
+    list = obj_get(rep, "categories");
+    for (int c = 0; c < 4; c++) {
+        const msgpack_object *row = NULL;
+        for (uint32_t i = 0; i < list->via.array.size; i++)
+            if (obj_str_eq(obj_get(&list->via.array.ptr[i], "category"), cats[c]))
+                row = &list->via.array.ptr[i];
+        cr_assert_not_null(row);
+        cr_expect_eq(obj_u64(obj_get(row, "total_ns")), cat_total[c], "%s: %s", what, cats[c]);
+    }
+
+    /* steps: each step's time per rank */
+    list = obj_get(rep, "steps");
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i], *times = obj_get(row, "times_ns");
+        uint64_t s = obj_u64(obj_get(row, "step"));
+        cr_expect(!f->steps || (s >= f->lo && s <= f->hi), "%s: step %llu listed", what,
+                  (unsigned long long)s);
+        for (uint32_t j = 0; j < times->via.array.size; j++) {
+            int k = (int)times->via.array.ptr[j].via.array.ptr[0].via.u64;
+            uint64_t b = UINT64_MAX, e = 0;
+            for (size_t n = 0; n < n_script; n++) {
+                const struct ent *x = &script[n];
+                if (x->rank != k || x->step != s || !sel(f, x))
+                    continue;
+                b = x->start < b ? x->start : b;
+                e = x->start + x->dur > e ? x->start + x->dur : e;
+            }
+            cr_expect_eq(times->via.array.ptr[j].via.array.ptr[1].via.u64, e - b,
+                         "%s: step %llu rank %d", what, (unsigned long long)s, k);
+        }
+    }
+
+    /* throughput: calls, time and elements per op */
+    list = obj_get(rep, "throughput");
+    {
+        static const char *const ops[] = {"matmul", "conv", "alltoall", "allreduce", "memcpy_h2d"};
+        uint32_t listed = 0;
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+            uint64_t calls = 0, total = 0, elements = 0;
+            const msgpack_object *row = NULL;
+            for (size_t i = 0; i < n_script; i++) {
+                const struct ent *e = &script[i];
+                if (strcmp(e->op, ops[o]) != 0 || !sel(f, e) || !cat_ok(f, e))
+                    continue;
+                calls++;
+                total += e->dur;
+                elements += e->elements;
+            }
+            for (uint32_t i = 0; i < list->via.array.size; i++)
+                if (obj_str_eq(obj_get(&list->via.array.ptr[i], "op"), ops[o]))
+                    row = &list->via.array.ptr[i];
+            if (calls == 0) {
+                cr_expect(row == NULL || obj_u64(obj_get(row, "calls")) == 0, "%s: %s listed", what,
+                          ops[o]);
+                continue;
+            }
+            listed++;
+            cr_assert_not_null(row, "%s: %s missing", what, ops[o]);
+            cr_expect_eq(obj_u64(obj_get(row, "calls")), calls, "%s: %s calls", what, ops[o]);
+            cr_expect_eq(obj_u64(obj_get(row, "total_ns")), total, "%s: %s total", what, ops[o]);
+            cr_expect_eq(obj_u64(obj_get(row, "elements")), elements, "%s: %s elements", what,
+                         ops[o]);
+        }
+        cr_expect_geq(list->via.array.size, listed, "%s", what);
+    }
+    proto_reader_deinit(&r);
+}
+
+static const int64_t rank1[] = {1}, ranks02[] = {0, 2};
+static const struct tfilter filters[] = {
+    {NULL, 0, false, 0, 0, NULL, NULL},        {NULL, 0, true, 1, 2, NULL, NULL},
+    {NULL, 0, false, 0, 0, SIDE, NULL},        {NULL, 0, true, 1, 3, SIDE, NULL},
+    {NULL, 0, true, 2, 4, "gpu:2", NULL},      {NULL, 0, true, 4, 4, "gpu:extra", NULL},
+    {rank1, 1, true, 1, 3, NULL, NULL},        {rank1, 1, true, 0, 2, SIDE, "comm"},
+    {ranks02, 2, true, 3, 4, NULL, "compute"}, {ranks02, 2, false, 0, 0, SIDE, "memory"},
+    {NULL, 0, true, 3, 3, NULL, "comm"},       {NULL, 0, true, 7, 9, NULL, NULL},
+};
+
+static void check_filters(long long id, const char *what)
+{
+    char b[128];
+
+    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+        snprintf(b, sizeof(b), "%s, filter %zu", what, i);
+        check_filter(id, &filters[i], b);
+    }
+}
+
+Test(ranks, step_device_rank_category_filters_are_exact)
+{
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    filters_script();
+    id = run_producers("filters", 3, 3);
+    check_filters(id, "live");
+}
+
+/* Every filter's whole analysis map, packed, one after the other. */
+static void filters_bytes(long long id, msgpack_sbuffer *out)
+{
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(out);
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+        const struct tfilter *f = &filters[i];
+        struct proto_request req;
+        struct proto_reader r;
+
+        proto_request_init(&req);
+        for (size_t k = 0; k < f->n_ranks; k++)
+            req.analysis.ranks[req.analysis.n_ranks++] = f->ranks[k];
+        req.analysis.steps = f->steps;
+        req.analysis.step_min = f->lo;
+        req.analysis.step_max = f->hi;
+        req.analysis.device = (char *)f->dev;
+        req.analysis.category = (char *)f->cat;
+        msgpack_pack_object(&pk, *analysis(id, &req, &r));
+        proto_reader_deinit(&r);
+    }
+}
+
+static int64_t lookup_id(sqlite3 *db, const char *sql, const char *s, int64_t i)
+{
+    sqlite3_stmt *st;
+    int64_t v;
+
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (s != NULL)
+        sqlite3_bind_text(st, 1, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_int64(st, 1, i);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
+    v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/*
+ * Rewrites the file's rank aggregates as main wrote them before rk_devsteps
+ * (3414df7): rk_ops per (process, step, device, op), from the script; each
+ * (process, step, device)'s exposed communication on one of its rows.
+ */
+static void make_legacy(long long id)
+{
+    char path[PATH_MAX + 64];
+    sqlite3 *db;
+    sqlite3_stmt *ins;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(sqlite3_exec(db,
+                              "BEGIN IMMEDIATE;"
+                              " CREATE TABLE rk_ops_old (process_id INTEGER NOT NULL,"
+                              " step INTEGER NOT NULL, device_id INTEGER NOT NULL,"
+                              " op_id INTEGER NOT NULL, calls INTEGER NOT NULL,"
+                              " total_ns INTEGER NOT NULL, elements INTEGER NOT NULL,"
+                              " exposed_ns INTEGER NOT NULL, begin_ns INTEGER NOT NULL,"
+                              " end_ns INTEGER NOT NULL,"
+                              " PRIMARY KEY (process_id, step, device_id, op_id)) WITHOUT ROWID",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "INSERT INTO rk_ops_old VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, 0,"
+                                    " ?7, ?8) ON CONFLICT DO UPDATE SET calls = calls + 1,"
+                                    " total_ns = total_ns + ?5, elements = elements + ?6,"
+                                    " begin_ns = min(begin_ns, ?7), end_ns = max(end_ns, ?8)",
+                                    -1, &ins, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    for (size_t i = 0; i < n_script; i++) {
+        const struct ent *e = &script[i];
+        sqlite3_bind_int64(ins, 1,
+                           lookup_id(db, "SELECT id FROM processes WHERE rank = ?", NULL, e->rank));
+        sqlite3_bind_int64(ins, 2, (int64_t)e->step);
+        sqlite3_bind_int64(ins, 3,
+                           lookup_id(db, "SELECT id FROM devices WHERE name = ?", ent_dev(e), 0));
+        sqlite3_bind_int64(ins, 4, lookup_id(db, "SELECT id FROM ops WHERE name = ?", e->op, 0));
+        sqlite3_bind_int64(ins, 5, (int64_t)e->dur);
+        sqlite3_bind_int64(ins, 6, (int64_t)e->elements);
+        sqlite3_bind_int64(ins, 7, (int64_t)e->start);
+        sqlite3_bind_int64(ins, 8, (int64_t)(e->start + e->dur));
+        cr_assert_eq(sqlite3_step(ins), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+        sqlite3_reset(ins);
+    }
+    sqlite3_finalize(ins);
+    cr_assert_eq(
+        sqlite3_exec(db,
+                     "UPDATE rk_ops_old SET exposed_ns = (SELECT x.exposed_ns"
+                     " FROM rk_devsteps x WHERE x.process_id = rk_ops_old.process_id"
+                     " AND x.step = rk_ops_old.step AND x.device_id = rk_ops_old.device_id)"
+                     " WHERE op_id = (SELECT min(o.op_id) FROM rk_ops_old o"
+                     " WHERE o.process_id = rk_ops_old.process_id"
+                     " AND o.step = rk_ops_old.step AND o.device_id = rk_ops_old.device_id);"
+                     " DROP TABLE rk_ops; DROP TABLE rk_devsteps;"
+                     " ALTER TABLE rk_ops_old RENAME TO rk_ops; COMMIT",
+                     NULL, NULL, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+Test(ranks, files_with_rk_ops_by_step_report_the_same)
+{
+    msgpack_sbuffer now, legacy, rebuilt;
+    long long id;
+    char ids[32], *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    filters_script();
+    id = run_producers("legacy", 3, 3);
+    filters_bytes(id, &now);
+    make_legacy(id);
+    check_filters(id, "legacy");
+    filters_bytes(id, &legacy);
+    cr_expect(now.size == legacy.size && memcmp(now.data, legacy.data, now.size) == 0,
+              "a file with rk_ops by step reports otherwise");
+    /* classify rebuilds it in the new layout */
+    snprintf(ids, sizeof(ids), "%lld", id);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    check_filters(id, "rebuilt");
+    filters_bytes(id, &rebuilt);
+    cr_expect(now.size == rebuilt.size && memcmp(now.data, rebuilt.data, now.size) == 0,
+              "the rebuilt file reports otherwise");
+    msgpack_sbuffer_destroy(&now);
+    msgpack_sbuffer_destroy(&legacy);
     msgpack_sbuffer_destroy(&rebuilt);
 }
