@@ -1,0 +1,216 @@
+/*
+ * test_rkmigrate.c — ranks.c's fold of an rk_ops keyed by step (files written
+ * before rk_devsteps) into the per (process, device, op) rk_ops and the per
+ * (process, step, device) rk_devsteps when a writer opens such a file: every
+ * row against sums computed here from the old rows.
+ */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto.h"
+#include "ranks.h"
+#include "schema.h"
+
+TestSuite(ranks_migrate, .timeout = 60);
+
+#define NP 2 /* processes 1..NP */
+#define NS 4 /* steps */
+#define ND 2 /* devices 0 (none), 1 */
+#define NO 4 /* ops 1..NO: compute, comm, memory, wait */
+
+struct old {
+    bool set;
+    int64_t calls, total, elements, exposed, begin, end;
+};
+
+static struct old rows[NP][NS][ND][NO];
+
+static void exec_ok(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+static int64_t one(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* A legacy file: session schema, ops, and an rk_ops by step with pseudo-random rows. */
+static sqlite3 *legacy_db(void)
+{
+    sqlite3 *db;
+    uint64_t seed = 12345;
+    char sql[512];
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    exec_ok(db, schema_session_sql);
+    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm'),"
+                " (3, 'memcpy', 'memory'), (4, 'MPI_Wait', 'wait');"
+                "INSERT INTO devices VALUES (1, 'gpu:0');"
+                "CREATE TABLE rk_ops (process_id INTEGER NOT NULL, step INTEGER NOT NULL,"
+                " device_id INTEGER NOT NULL, op_id INTEGER NOT NULL, calls INTEGER NOT NULL,"
+                " total_ns INTEGER NOT NULL, elements INTEGER NOT NULL,"
+                " exposed_ns INTEGER NOT NULL, begin_ns INTEGER NOT NULL,"
+                " end_ns INTEGER NOT NULL, PRIMARY KEY (process_id, step, device_id, op_id))"
+                " WITHOUT ROWID");
+    memset(rows, 0, sizeof(rows));
+    for (int p = 0; p < NP; p++)
+        for (int s = 0; s < NS; s++)
+            for (int dv = 0; dv < ND; dv++)
+                for (int o = 0; o < NO; o++) {
+                    struct old *x = &rows[p][s][dv][o];
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    if ((seed >> 60) < 4)
+                        continue; /* a quarter of the keys have no row */
+                    x->set = true;
+                    x->calls = 1 + (int64_t)(seed >> 58);
+                    x->total = 1000 + (int64_t)((seed >> 20) & 0xffff);
+                    x->elements = (int64_t)((seed >> 8) & 0xfff);
+                    x->exposed = o == 1 ? (int64_t)((seed >> 30) & 0x3ff) : 0;
+                    x->begin = 1000000 * (int64_t)s + (int64_t)((seed >> 40) & 0xffff);
+                    x->end = x->begin + x->total + (int64_t)((seed >> 12) & 0xff);
+                    snprintf(sql, sizeof(sql),
+                             "INSERT INTO rk_ops VALUES (%d, %d, %d, %d, %lld, %lld, %lld, %lld,"
+                             " %lld, %lld)",
+                             p + 1, s, dv, o + 1, (long long)x->calls, (long long)x->total,
+                             (long long)x->elements, (long long)x->exposed, (long long)x->begin,
+                             (long long)x->end);
+                    exec_ok(db, sql);
+                }
+    return db;
+}
+
+Test(ranks_migrate, rk_ops_by_step_is_folded_exactly)
+{
+    sqlite3 *db = legacy_db();
+    struct ranks *r = ranks_new(db);
+    sqlite3_stmt *st;
+    int n = 0;
+
+    cr_assert_not_null(r, "%s", sqlite3_errmsg(db));
+    cr_expect_eq(one(db, "SELECT count(*) FROM sqlite_master WHERE name = 'rk_ops_v1'"), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM pragma_table_info('rk_ops') WHERE name = 'step'"),
+                 0);
+    /* rk_ops: per process, device and op, over every step */
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT process_id, device_id, op_id, calls, total_ns,"
+                                    " elements, exposed_ns, begin_ns, end_ns FROM rk_ops",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int p = sqlite3_column_int(st, 0) - 1, dv = sqlite3_column_int(st, 1);
+        int o = sqlite3_column_int(st, 2) - 1;
+        struct old sum = {.begin = INT64_MAX};
+        for (int s = 0; s < NS; s++) {
+            const struct old *x = &rows[p][s][dv][o];
+            if (!x->set)
+                continue;
+            sum.calls += x->calls, sum.total += x->total, sum.elements += x->elements;
+            sum.exposed += x->exposed;
+            sum.begin = x->begin < sum.begin ? x->begin : sum.begin;
+            sum.end = x->end > sum.end ? x->end : sum.end;
+        }
+        cr_expect_eq(sqlite3_column_int64(st, 3), sum.calls);
+        cr_expect_eq(sqlite3_column_int64(st, 4), sum.total);
+        cr_expect_eq(sqlite3_column_int64(st, 5), sum.elements);
+        cr_expect_eq(sqlite3_column_int64(st, 6), sum.exposed);
+        cr_expect_eq(sqlite3_column_int64(st, 7), sum.begin);
+        cr_expect_eq(sqlite3_column_int64(st, 8), sum.end);
+        n++;
+    }
+    sqlite3_finalize(st);
+    {
+        int want = 0;
+        for (int p = 0; p < NP; p++)
+            for (int dv = 0; dv < ND; dv++)
+                for (int o = 0; o < NO; o++)
+                    for (int s = 0; s < NS; s++)
+                        if (rows[p][s][dv][o].set) {
+                            want++;
+                            break;
+                        }
+        cr_expect_eq(n, want);
+    }
+    /* rk_devsteps: per process, step and device, by category; every rowid may hold them */
+    n = 0;
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT process_id, step, device_id, begin_ns, end_ns,"
+                                    " compute_ns, comm_ns, memory_ns, wait_ns, other_ns,"
+                                    " exposed_ns, first_row, last_row FROM rk_devsteps",
+                                    -1, &st, NULL),
+                 SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int p = sqlite3_column_int(st, 0) - 1, s = sqlite3_column_int(st, 1);
+        int dv = sqlite3_column_int(st, 2);
+        int64_t cat[NO] = {0}, exposed = 0, begin = INT64_MAX, end = 0;
+        for (int o = 0; o < NO; o++) {
+            const struct old *x = &rows[p][s][dv][o];
+            if (!x->set)
+                continue;
+            cat[o] += x->total;
+            exposed += x->exposed;
+            begin = x->begin < begin ? x->begin : begin;
+            end = x->end > end ? x->end : end;
+        }
+        cr_expect_eq(sqlite3_column_int64(st, 3), begin);
+        cr_expect_eq(sqlite3_column_int64(st, 4), end);
+        for (int o = 0; o < NO; o++)
+            cr_expect_eq(sqlite3_column_int64(st, 5 + o), cat[o], "p %d s %d d %d cat %d", p, s, dv,
+                         o);
+        cr_expect_eq(sqlite3_column_int64(st, 9), 0);
+        cr_expect_eq(sqlite3_column_int64(st, 10), exposed);
+        cr_expect_eq(sqlite3_column_int64(st, 11), 0);
+        cr_expect_eq(sqlite3_column_int64(st, 12), INT64_MAX);
+        n++;
+    }
+    sqlite3_finalize(st);
+    {
+        int want = 0;
+        for (int p = 0; p < NP; p++)
+            for (int s = 0; s < NS; s++)
+                for (int dv = 0; dv < ND; dv++)
+                    for (int o = 0; o < NO; o++)
+                        if (rows[p][s][dv][o].set) {
+                            want++;
+                            break;
+                        }
+        cr_expect_eq(n, want);
+    }
+
+    /* later entries add to the folded rows */
+    {
+        struct proto_entry e = {.op_id = 1, .step = 3, .start_ns = 5, .dur_ns = 7, .elements = 2};
+        int64_t calls = one(db, "SELECT calls FROM rk_ops WHERE process_id = 1 AND device_id = 1"
+                                " AND op_id = 1");
+        cr_assert_eq(ranks_op(r, 1, "matmul", "compute"), 0);
+        cr_assert_eq(ranks_process(r, 1, 2), 0);
+        exec_ok(db, "BEGIN");
+        cr_assert_eq(ranks_entry(r, 1, &e, 1, NULL, 99), 0);
+        cr_assert_eq(ranks_flush(r), 0);
+        exec_ok(db, "COMMIT");
+        cr_expect_eq(one(db, "SELECT calls FROM rk_ops WHERE process_id = 1 AND device_id = 1"
+                             " AND op_id = 1"),
+                     (calls < 0 ? 0 : calls) + 1);
+        cr_expect_eq(one(db, "SELECT begin_ns FROM rk_devsteps WHERE process_id = 1 AND step = 3"
+                             " AND device_id = 1"),
+                     5);
+    }
+    ranks_free(r);
+    /* a second writer opens the file as it is now: nothing to fold */
+    r = ranks_new(db);
+    cr_assert_not_null(r);
+    ranks_free(r);
+    sqlite3_close(db);
+}
