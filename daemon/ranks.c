@@ -109,6 +109,29 @@ struct rk_dev {
     uint64_t drop_end; /* latest end of a compute interval already dropped */
 };
 
+/*
+ * Where the sums of the last entry's (process, step, device) are: the next
+ * entry of a batch has the same nearly always, and finds them without a hash
+ * of its key. Indexes, not pointers (the arrays grow); dev_i SIZE_MAX until
+ * the exposure needs it. Reset with the deltas.
+ */
+struct rk_hot {
+    bool ok;
+    int64_t process_id;
+    uint64_t step;
+    uint32_t device_id;
+    size_t step_i, dstep_i, dev_i;
+};
+
+/* A direct-mapped cache of ops_idx: RK_OPC slots of (process, device, op) and index + 1. */
+#define RK_OPC 512
+
+struct rk_opc {
+    int64_t process_id;
+    uint32_t device_id, op_id;
+    uint32_t i1; /* 0: empty */
+};
+
 struct ranks {
     sqlite3 *db;
     uint8_t *cat;     /* by op id: enum ranks_cat, 0xff unknown */
@@ -135,8 +158,10 @@ struct ranks {
     size_t n_devs, cap_devs;
     struct rk_inst *inst;
     size_t n_inst, cap_inst;
-    uint32_t *islot;  /* RK_ISLOTS */
-    struct rk_iq *iq; /* RK_IQUEUE, a ring */
+    struct rk_hot hot;
+    struct rk_opc *opc; /* RK_OPC */
+    uint32_t *islot;    /* RK_ISLOTS */
+    struct rk_iq *iq;   /* RK_IQUEUE, a ring */
     size_t iq_head, iq_len;
 
     sqlite3_stmt *up_ops, *up_dsteps, *up_steps, *up_coll, *up_collr;
@@ -250,6 +275,8 @@ static void rk_reset_deltas(struct ranks *r)
     strmap_init(&r->dsteps_idx);
     strmap_init(&r->coll_idx);
     r->n_ops = r->n_steps = r->n_dsteps = r->n_coll = 0;
+    r->hot.ok = false;
+    memset(r->opc, 0, RK_OPC * sizeof(*r->opc));
 }
 
 static bool rk_has_table(sqlite3 *db, const char *name)
@@ -392,7 +419,9 @@ struct ranks *ranks_new(sqlite3 *db)
     strmap_init(&r->dev_idx);
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    if (r->islot != NULL && r->iq != NULL && (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
+    r->opc = calloc(RK_OPC, sizeof(*r->opc));
+    if (r->islot != NULL && r->iq != NULL && r->opc != NULL &&
+        (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
         (rc = sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops,
                                  NULL)) == SQLITE_OK &&
         (rc = sqlite3_prepare_v3(db, rk_up_dsteps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_dsteps,
@@ -437,6 +466,7 @@ void ranks_free(struct ranks *r)
     free(r->inst);
     free(r->islot);
     free(r->iq);
+    free(r->opc);
     free(r->ops);
     free(r->dsteps);
     free(r->steps);
@@ -690,6 +720,54 @@ static struct rk_dev *rk_dev(struct ranks *r, int64_t process_id, uint32_t devic
     return &r->devs[i];
 }
 
+/* rk_opsum through r->opc. */
+static struct rk_opsum *rk_opsum_hot(struct ranks *r, int64_t process_id, uint32_t device_id,
+                                     uint32_t op_id)
+{
+    uint32_t h =
+        (op_id * 0x9e3779b1u) ^ (device_id * 0x85ebca6bu) ^ ((uint32_t)process_id * 0xc2b2ae35u);
+    struct rk_opc *c = &r->opc[(h ^ h >> 16) & (RK_OPC - 1)];
+    struct rk_opsum *o;
+
+    if (c->i1 != 0 && c->process_id == process_id && c->device_id == device_id && c->op_id == op_id)
+        return &r->ops[c->i1 - 1];
+    if ((o = rk_opsum(r, process_id, device_id, op_id)) != NULL)
+        *c = (struct rk_opc){process_id, device_id, op_id, (uint32_t)(o - r->ops) + 1};
+    return o;
+}
+
+/* Points r->hot at (process, step, device): 0, or SQLITE_NOMEM. */
+static int rk_hot(struct ranks *r, int64_t process_id, uint64_t step, uint32_t device_id)
+{
+    struct rk_hot *h = &r->hot;
+    struct rk_stepsum *s;
+    struct rk_devstep *ds;
+
+    if (h->ok && h->process_id == process_id && h->step == step && h->device_id == device_id)
+        return 0;
+    h->ok = false;
+    if ((s = rk_step(r, process_id, step)) == NULL ||
+        (ds = rk_devstep(r, process_id, step, device_id)) == NULL)
+        return SQLITE_NOMEM;
+    *h = (struct rk_hot){
+        true,    process_id, step, device_id, (size_t)(s - r->steps), (size_t)(ds - r->dsteps),
+        SIZE_MAX};
+    return 0;
+}
+
+/* rk_dev of the entry r->hot points at. */
+static struct rk_dev *rk_dev_hot(struct ranks *r)
+{
+    struct rk_hot *h = &r->hot;
+    struct rk_dev *d;
+
+    if (h->dev_i != SIZE_MAX)
+        return &r->devs[h->dev_i];
+    if ((d = rk_dev(r, h->process_id, h->device_id)) != NULL)
+        h->dev_i = (size_t)(d - r->devs);
+    return d;
+}
+
 /* Adds [b, e) to the merged, sorted compute intervals of d. */
 static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
 {
@@ -810,7 +888,7 @@ static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_e
 
     if ((cat != RANKS_COMPUTE && cat != RANKS_COMM) || e->dur_ns == 0)
         return 0;
-    if ((d = rk_dev(r, process_id, dev_id)) == NULL)
+    if ((d = rk_dev_hot(r)) == NULL) /* r->hot is (process_id, e->step, dev_id) */
         return SQLITE_NOMEM;
     /* too late to be counted exactly: a compute entry over a comm entry already counted,
      * a comm entry over compute intervals already dropped */
@@ -1016,14 +1094,16 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
-    struct rk_opsum *o = rk_opsum(r, process_id, dev_id, e->op_id);
-    struct rk_devstep *ds = rk_devstep(r, process_id, e->step, dev_id);
-    struct rk_stepsum *s = rk_step(r, process_id, e->step);
+    struct rk_opsum *o = rk_opsum_hot(r, process_id, dev_id, e->op_id);
+    struct rk_devstep *ds;
+    struct rk_stepsum *s;
     uint64_t end = e->start_ns + e->dur_ns;
     int rc;
 
-    if (o == NULL || ds == NULL || s == NULL || rk_proc(r, process_id) == NULL)
+    if (o == NULL || rk_hot(r, process_id, e->step, dev_id) != 0 || rk_proc(r, process_id) == NULL)
         return SQLITE_NOMEM;
+    ds = &r->dsteps[r->hot.dstep_i];
+    s = &r->steps[r->hot.step_i];
     o->calls++;
     o->total = rk_sat(o->total, e->dur_ns);
     o->elements = rk_sat(o->elements, e->elements);
