@@ -1,9 +1,10 @@
 /*
  * ranks_query — the report's analysis sections (PROTOCOL.md Part 3, "report
  * analysis"): verdict, completeness, ranks, steps, collectives, categories and
- * throughput, computed from the rank aggregates of ranks.h (never from the
- * entries) on the report's worker thread, inside the report's read
- * transaction, and encoded straight into msgpack.
+ * throughput, computed from the rank aggregates of ranks.h (from the entries
+ * only for the throughput restricted to steps: those steps' entries) on the
+ * report's worker thread, inside the report's read transaction, and encoded
+ * straight into msgpack.
  */
 #ifndef TRACECTLD_RANKS_QUERY_H
 #define TRACECTLD_RANKS_QUERY_H
