@@ -1225,3 +1225,13 @@ Test(ranks, files_with_rk_ops_by_step_report_the_same)
     msgpack_sbuffer_destroy(&legacy);
     msgpack_sbuffer_destroy(&rebuilt);
 }
+
+Test(ranks, step_device_rank_category_filters_are_exact_in_blocks)
+{
+    long long id;
+
+    harness_daemon_start(&d, "--storage-format", "blocks", NULL);
+    filters_script();
+    id = run_producers("filters", 3, 3);
+    check_filters(id, "blocks");
+}
