@@ -63,6 +63,15 @@ struct rk_inst {
     uint64_t opened; /* order of opening, for finalizing the oldest */
     struct rk_arrival *a;
     size_t n, cap;
+    size_t n_saved; /* arrivals in rk_open */
+};
+
+/* Occurrence count of a collective op per (process, process group). */
+struct rk_occ {
+    int64_t process_id;
+    uint32_t op_id;
+    uint64_t group, count;
+    bool dirty; /* changed since the last commit */
 };
 
 /*
@@ -107,6 +116,7 @@ struct rk_dev {
     uint64_t disorder; /* the most an entry started before the latest start seen before it */
     uint64_t fin_end;  /* latest end of a comm entry already counted */
     uint64_t drop_end; /* latest end of a compute interval already dropped */
+    bool dirty;        /* changed since the last commit: rk_pend and rk_devstate to write */
 };
 
 /*
@@ -152,7 +162,7 @@ struct ranks {
     size_t n_steps, cap_steps;
     struct rk_collsum *coll;
     size_t n_coll, cap_coll;
-    uint64_t *occ;
+    struct rk_occ *occ;
     size_t n_occ, cap_occ;
     struct rk_dev *devs;
     size_t n_devs, cap_devs;
@@ -165,6 +175,13 @@ struct ranks {
     size_t iq_head, iq_len;
 
     sqlite3_stmt *up_ops, *up_dsteps, *up_steps, *up_coll, *up_collr;
+
+    /* the state saved at each commit (rk_open, rk_occ, rk_devstate, rk_pend) */
+    struct rk_ikey *gone; /* instances closed since the last commit with arrivals in rk_open */
+    size_t n_gone, cap_gone;
+    bool resync; /* a rollback: rewrite it all */
+    uint64_t opened_written, iq_first_written;
+    sqlite3_stmt *ins_open, *del_open, *up_occ, *del_pend, *ins_pend, *up_devstate;
 };
 
 enum ranks_cat ranks_cat_code(const char *c)
@@ -208,60 +225,58 @@ static int rk_grow(void **arr, size_t *cap, size_t n, size_t sz)
     col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807"              \
         " ELSE " col " + " p " END"
 
-/* clang-format off: one SQL clause a line */
+/* The upserts, one SQL clause a line. */
+/* clang-format off */
 static const char rk_up_ops_sql[] =
     "INSERT INTO rk_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-    " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET " SAT_SET("calls", "?4") ", " SAT_SET(
-        "total_ns", "?5") ", " SAT_SET("elements",
-                                       "?6") ", " SAT_SET("exposed_ns",
-                                                          "?7") ", "
-                                                                "begin_ns = min(begin_ns, ?8), "
-                                                                "end_ns = max(end_ns, ?9)";
+    " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET "
+    SAT_SET("calls", "?4") ", "
+    SAT_SET("total_ns", "?5") ", "
+    SAT_SET("elements", "?6") ", "
+    SAT_SET("exposed_ns", "?7") ", "
+    "begin_ns = min(begin_ns, ?8), end_ns = max(end_ns, ?9)";
 
-static const char
-    rk_up_dsteps_sql
-        [] =
-            "INSERT INTO rk_devsteps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-            "?13)"
-            " ON CONFLICT(process_id, step, device_id) DO UPDATE SET "
-            "begin_ns = min(begin_ns, ?4), end_ns = max(end_ns, ?5), " SAT_SET("compute_ns", "?6") ", " SAT_SET(
-                "comm_ns",
-                "?7") ", " SAT_SET("memory_ns",
-                                   "?8") ", " SAT_SET("wait_ns",
-                                                      "?9") ", " SAT_SET("other_ns",
-                                                                         "?10") ", " SAT_SET("expos"
-                                                                                             "ed_"
-                                                                                             "ns",
-                                                                                             "?11") ", "
-                                                                                                    "first_row = min(first_row, ?12), last_row = max(last_row, ?13)";
+static const char rk_up_dsteps_sql[] =
+    "INSERT INTO rk_devsteps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+    " ON CONFLICT(process_id, step, device_id) DO UPDATE SET "
+    "begin_ns = min(begin_ns, ?4), end_ns = max(end_ns, ?5), "
+    SAT_SET("compute_ns", "?6") ", "
+    SAT_SET("comm_ns", "?7") ", "
+    SAT_SET("memory_ns", "?8") ", "
+    SAT_SET("wait_ns", "?9") ", "
+    SAT_SET("other_ns", "?10") ", "
+    SAT_SET("exposed_ns", "?11") ", "
+    "first_row = min(first_row, ?12), last_row = max(last_row, ?13)";
 
-static const char
-    rk_up_steps_sql
-        [] =
-            "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-            "?14)"
-            " ON CONFLICT(process_id, step) DO UPDATE SET "
-            "begin_ns = min(begin_ns, ?3), end_ns = max(end_ns, ?4), " SAT_SET("compute_ns", "?5") ", " SAT_SET("comm_ns", "?6") ", " SAT_SET(
-                "memory_ns",
-                "?7") ", " SAT_SET("wait_ns",
-                                   "?8") ", " SAT_SET("other_ns",
-                                                      "?9") ", " SAT_SET("exposed_ns",
-                                                                         "?10") ", " SAT_SET("coll",
-                                                                                             "?11") ", " SAT_SET("waited_ns",
-                                                                                                                 "?12") ", " SAT_SET("last_count",
-                                                                                                                                     "?13") ", " SAT_SET("caused_ns",
-                                                                                                                                                         "?14");
+static const char rk_up_steps_sql[] =
+    "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+    " ON CONFLICT(process_id, step) DO UPDATE SET "
+    "begin_ns = min(begin_ns, ?3), end_ns = max(end_ns, ?4), "
+    SAT_SET("compute_ns", "?5") ", "
+    SAT_SET("comm_ns", "?6") ", "
+    SAT_SET("memory_ns", "?7") ", "
+    SAT_SET("wait_ns", "?8") ", "
+    SAT_SET("other_ns", "?9") ", "
+    SAT_SET("exposed_ns", "?10") ", "
+    SAT_SET("coll", "?11") ", "
+    SAT_SET("waited_ns", "?12") ", "
+    SAT_SET("last_count", "?13") ", "
+    SAT_SET("caused_ns", "?14");
 
 static const char rk_up_coll_sql[] =
     "INSERT INTO rk_coll VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-    " ON CONFLICT(op_id, step) DO UPDATE SET " SAT_SET("instances", "?3") ", " SAT_SET(
-        "partial", "?4") ", " SAT_SET("skew_ns", "?5") ", "
-                                                       "skew_max_ns = max(skew_max_ns, ?6)";
+    " ON CONFLICT(op_id, step) DO UPDATE SET "
+    SAT_SET("instances", "?3") ", "
+    SAT_SET("partial", "?4") ", "
+    SAT_SET("skew_ns", "?5") ", "
+    "skew_max_ns = max(skew_max_ns, ?6)";
 
 static const char rk_up_collr_sql[] =
     "INSERT INTO rk_coll_ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-    " ON CONFLICT(op_id, process_id, step) DO UPDATE SET " SAT_SET("instances", "?4") ", " SAT_SET(
-        "waited_ns", "?5") ", " SAT_SET("last_count", "?6");
+    " ON CONFLICT(op_id, process_id, step) DO UPDATE SET "
+    SAT_SET("instances", "?4") ", "
+    SAT_SET("waited_ns", "?5") ", "
+    SAT_SET("last_count", "?6");
 /* clang-format on */
 
 static void rk_reset_deltas(struct ranks *r)
@@ -402,6 +417,24 @@ static int rk_schema_end(struct ranks *r, int rc)
     return rc != 0 ? rc : SQLITE_ERROR;
 }
 
+static int rk_prepare_state(struct ranks *r)
+{
+    static const char *const sql[6] = {
+        "INSERT OR REPLACE INTO rk_open VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "DELETE FROM rk_open WHERE kind = ?1 AND k1 = ?2 AND k2 = ?3 AND k3 = ?4",
+        "INSERT OR REPLACE INTO rk_occ VALUES (?1, ?2, ?3, ?4)",
+        "DELETE FROM rk_pend WHERE process_id = ?1 AND device_id = ?2",
+        "INSERT INTO rk_pend VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
+    sqlite3_stmt **st[6] = {&r->ins_open, &r->del_open, &r->up_occ,
+                            &r->del_pend, &r->ins_pend, &r->up_devstate};
+    int rc = SQLITE_OK;
+
+    for (int i = 0; i < 6 && rc == SQLITE_OK; i++)
+        rc = sqlite3_prepare_v3(r->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL);
+    return rc;
+}
+
 struct ranks *ranks_new(sqlite3 *db)
 {
     struct ranks *r = calloc(1, sizeof(*r));
@@ -429,9 +462,10 @@ struct ranks *ranks_new(sqlite3 *db)
         (rc = sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
                                  NULL)) == SQLITE_OK &&
         (rc = sqlite3_prepare_v3(db, rk_up_coll_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_coll,
+                                 NULL)) == SQLITE_OK &&
+        (rc = sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
                                  NULL)) == SQLITE_OK)
-        rc = sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
-                                NULL);
+        rc = rk_prepare_state(r);
     if (legacy)
         rc = rk_schema_end(r, rc);
     if (rc != SQLITE_OK) {
@@ -450,6 +484,13 @@ void ranks_free(struct ranks *r)
     sqlite3_finalize(r->up_steps);
     sqlite3_finalize(r->up_coll);
     sqlite3_finalize(r->up_collr);
+    sqlite3_finalize(r->ins_open);
+    sqlite3_finalize(r->del_open);
+    sqlite3_finalize(r->up_occ);
+    sqlite3_finalize(r->del_pend);
+    sqlite3_finalize(r->ins_pend);
+    sqlite3_finalize(r->up_devstate);
+    free(r->gone);
     strmap_deinit(&r->ops_idx);
     strmap_deinit(&r->steps_idx);
     strmap_deinit(&r->dsteps_idx);
@@ -494,8 +535,12 @@ static int rk_info(struct ranks *r, const char *key, int64_t v)
 
 static int ranks_init_file_rc(struct ranks *r)
 {
+    int rc;
+
     r->inexact_written = false;
-    return rk_info(r, "ranks", 1);
+    if ((rc = rk_info(r, "ranks", 1)) != 0)
+        return rc;
+    return rk_info(r, "ranks_state", 1);
 }
 
 /* ---- ops and processes --------------------------------------------------- */
@@ -850,6 +895,8 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
             d->pc[keep++] = *p;
         }
     }
+    if (keep != d->n_pc)
+        d->dirty = true;
     d->n_pc = keep;
     /* compute intervals that end before every pending and future comm entry */
     while (drop < d->n_cu && d->cu[drop].e <= low) {
@@ -858,6 +905,7 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
         drop++;
     }
     if (drop > 0) {
+        d->dirty = true;
         memmove(d->cu, d->cu + drop, (d->n_cu - drop) * sizeof(*d->cu));
         d->n_cu -= drop;
     }
@@ -890,6 +938,7 @@ static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_e
         return 0;
     if ((d = rk_dev_hot(r)) == NULL) /* r->hot is (process_id, e->step, dev_id) */
         return SQLITE_NOMEM;
+    d->dirty = true;
     /* too late to be counted exactly: a compute entry over a comm entry already counted,
      * a comm entry over compute intervals already dropped */
     if (e->start_ns < (cat == RANKS_COMPUTE ? d->fin_end : d->drop_end))
@@ -1011,6 +1060,12 @@ static int rk_inst_finalize(struct ranks *r, size_t idx)
     if (last - first > c->skew_max)
         c->skew_max = last - first;
 done:
+    if (in->n_saved > 0 && rc == 0) {
+        if (rk_grow((void **)&r->gone, &r->cap_gone, r->n_gone, sizeof(*r->gone)) < 0)
+            rc = SQLITE_NOMEM;
+        else
+            r->gone[r->n_gone++] = in->key;
+    }
     free(in->a);
     rk_idel(r, &in->key);
     if (idx != --r->n_inst) {
@@ -1056,7 +1111,11 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
                             &r->cap_occ, sizeof(*r->occ), &fresh);
         if (p == NULL || i < 0)
             return SQLITE_NOMEM;
-        key.kind = 2, key.k1 = e->op_id, key.k2 = okey[2], key.k3 = r->occ[i]++;
+        r->occ[i].process_id = process_id;
+        r->occ[i].op_id = e->op_id;
+        r->occ[i].group = okey[2];
+        r->occ[i].dirty = true;
+        key.kind = 2, key.k1 = e->op_id, key.k2 = okey[2], key.k3 = r->occ[i].count++;
     }
     pos = rk_ifind(r, &key);
     if (r->islot[pos] != 0) {
@@ -1208,6 +1267,129 @@ static int rk_write_ops(struct ranks *r)
     return 0;
 }
 
+/* ---- the state saved at each commit -------------------------------------- */
+
+static int rk_save_open(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_gone; i++) {
+        const struct rk_ikey *k = &r->gone[i];
+        int64_t v[4] = {(int64_t)k->kind, (int64_t)k->k1, (int64_t)k->k2, (int64_t)k->k3};
+        if ((rc = rk_run(r->del_open, v, 4)) != 0)
+            return rc;
+    }
+    r->n_gone = 0;
+    for (size_t i = 0; i < r->n_inst; i++) {
+        struct rk_inst *in = &r->inst[i];
+        for (; in->n_saved < in->n; in->n_saved++) {
+            const struct rk_arrival *a = &in->a[in->n_saved];
+            int64_t v[11] = {(int64_t)in->key.kind,
+                             (int64_t)in->key.k1,
+                             (int64_t)in->key.k2,
+                             (int64_t)in->key.k3,
+                             a->process_id,
+                             (int64_t)in->n_saved,
+                             in->op_id,
+                             (int64_t)in->opened,
+                             (int64_t)a->step,
+                             (int64_t)a->start,
+                             (int64_t)a->dur};
+            if ((rc = rk_run(r->ins_open, v, 11)) != 0)
+                return rc;
+        }
+    }
+    for (size_t i = 0; i < r->n_occ; i++) {
+        struct rk_occ *o = &r->occ[i];
+        int64_t v[4] = {o->process_id, o->op_id, (int64_t)o->group, (int64_t)o->count};
+        if (!o->dirty)
+            continue;
+        if ((rc = rk_run(r->up_occ, v, 4)) != 0)
+            return rc;
+        o->dirty = false;
+    }
+    return 0;
+}
+
+/* The intervals of the devices that changed. Not those of imported files (entries in file
+ * order keep every interval until the end: rewriting them at each commit would cost more
+ * than the import); ranks_load marks those inexact. */
+static int rk_save_devs(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_devs; i++) {
+        struct rk_dev *d = &r->devs[i];
+        const struct rk_proc *p =
+            (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+        int64_t key[2] = {d->process_id, d->device_id};
+        int64_t st[6] = {d->process_id,        d->device_id,        (int64_t)d->max_start,
+                         (int64_t)d->disorder, (int64_t)d->fin_end, (int64_t)d->drop_end};
+
+        if (!d->dirty || p == NULL || p->replay)
+            continue;
+        if ((rc = rk_run(r->del_pend, key, 2)) != 0 || (rc = rk_run(r->up_devstate, st, 6)) != 0)
+            return rc;
+        for (size_t k = 0; k < d->n_cu; k++) {
+            int64_t v[8] = {d->process_id,       d->device_id,        0, (int64_t)k,
+                            (int64_t)d->cu[k].b, (int64_t)d->cu[k].e, 0, 0};
+            if ((rc = rk_run(r->ins_pend, v, 8)) != 0)
+                return rc;
+        }
+        for (size_t k = 0; k < d->n_pc; k++) {
+            const struct rk_pend *c = &d->pc[k];
+            int64_t v[8] = {d->process_id, d->device_id,     1,       (int64_t)k, (int64_t)c->b,
+                            (int64_t)c->e, (int64_t)c->step, c->op_id};
+            if ((rc = rk_run(r->ins_pend, v, 8)) != 0)
+                return rc;
+        }
+        d->dirty = false;
+    }
+    return 0;
+}
+
+/*
+ * Saves what the next commit's writer needs to go on: the arrivals at open
+ * instances (those added since the last commit; the closed ones deleted),
+ * the occurrence counts that changed, the exposure intervals of the devices
+ * that changed, and where the queue of open instances stands.
+ */
+static int rk_save_state(struct ranks *r)
+{
+    uint64_t iq_first = r->opened - r->iq_len;
+    int rc;
+
+    if (r->resync) {
+        if ((rc = sqlite3_exec(r->db,
+                               "DELETE FROM rk_open; DELETE FROM rk_occ; DELETE FROM rk_pend;"
+                               " DELETE FROM rk_devstate",
+                               NULL, NULL, NULL)) != SQLITE_OK)
+            return rc;
+        r->n_gone = 0;
+        for (size_t i = 0; i < r->n_inst; i++)
+            r->inst[i].n_saved = 0;
+        for (size_t i = 0; i < r->n_occ; i++)
+            r->occ[i].dirty = true;
+        for (size_t i = 0; i < r->n_devs; i++)
+            r->devs[i].dirty = true;
+        r->opened_written = r->iq_first_written = UINT64_MAX;
+        r->resync = false;
+    }
+    if ((rc = rk_save_open(r)) != 0 || (rc = rk_save_devs(r)) != 0)
+        return rc;
+    if (r->opened != r->opened_written) {
+        if ((rc = rk_info(r, "ranks_opened", (int64_t)r->opened)) != 0)
+            return rc;
+        r->opened_written = r->opened;
+    }
+    if (iq_first != r->iq_first_written) {
+        if ((rc = rk_info(r, "ranks_iq_first", (int64_t)iq_first)) != 0)
+            return rc;
+        r->iq_first_written = iq_first;
+    }
+    return 0;
+}
+
 static int ranks_flush_rc(struct ranks *r)
 {
     int rc;
@@ -1262,6 +1444,8 @@ static int ranks_flush_rc(struct ranks *r)
             return rc;
         r->inexact_written = true;
     }
+    if ((rc = rk_save_state(r)) != 0)
+        return rc;
     rk_reset_deltas(r);
     return 0;
 }
@@ -1270,6 +1454,7 @@ void ranks_discard(struct ranks *r)
 {
     rk_reset_deltas(r);
     r->inexact = true;
+    r->resync = true; /* what the rolled back commit wrote of the state is not there */
 }
 
 /* ---- reload and rebuild -------------------------------------------------- */
@@ -1327,13 +1512,188 @@ static int rk_load_procs(struct ranks *r)
     return rc == SQLITE_DONE ? 0 : rc;
 }
 
+static int64_t rk_info_get(struct ranks *r, const char *key, int64_t dflt)
+{
+    sqlite3_stmt *st;
+    int64_t v = dflt;
+
+    if (sqlite3_prepare_v2(r->db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        return dflt;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* Reopens the instances of rk_open, in the order they opened, and the queue they were in. */
+static int rk_load_open(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    uint64_t first = (uint64_t)rk_info_get(r, "ranks_iq_first", 0);
+    int rc;
+
+    r->opened = (uint64_t)rk_info_get(r, "ranks_opened", 0);
+    if (first > r->opened || r->opened - first > RK_IQUEUE)
+        return SQLITE_CORRUPT;
+    /* the queue holds every instance opened since `first`: the closed ones are skipped when
+     * they reach its front (no open instance has kind 0) */
+    r->iq_head = 0;
+    r->iq_len = (size_t)(r->opened - first);
+    for (size_t i = 0; i < r->iq_len; i++)
+        r->iq[i] = (struct rk_iq){{0, 0, 0, 0}, first + i};
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
+                            " dur_ns FROM rk_open ORDER BY opened, arrival",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_ikey key = {
+            (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+            (uint64_t)sqlite3_column_int64(st, 2), (uint64_t)sqlite3_column_int64(st, 3)};
+        uint64_t opened = (uint64_t)sqlite3_column_int64(st, 6);
+        size_t pos = rk_ifind(r, &key);
+        struct rk_inst *in;
+
+        if (r->islot[pos] != 0) {
+            in = &r->inst[r->islot[pos] - 1];
+        } else {
+            if (r->n_inst >= RANKS_OPEN || opened < first || opened >= r->opened) {
+                rc = SQLITE_CORRUPT;
+                break;
+            }
+            if (rk_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            in = &r->inst[r->n_inst++];
+            memset(in, 0, sizeof(*in));
+            in->key = key;
+            in->op_id = (uint32_t)sqlite3_column_int64(st, 5);
+            in->opened = opened;
+            r->islot[pos] = (uint32_t)r->n_inst;
+            r->iq[opened - first].key = key;
+        }
+        if (rk_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        in->a[in->n++] = (struct rk_arrival){
+            sqlite3_column_int64(st, 4), (uint64_t)sqlite3_column_int64(st, 7),
+            (uint64_t)sqlite3_column_int64(st, 8), (uint64_t)sqlite3_column_int64(st, 9)};
+        in->n_saved = in->n;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int rk_load_occ(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ", -1, &st,
+                                NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t okey[3] = {(uint64_t)sqlite3_column_int64(st, 0),
+                            (uint64_t)sqlite3_column_int64(st, 1),
+                            (uint64_t)sqlite3_column_int64(st, 2)};
+        bool fresh;
+        ssize_t i = rk_slot(&r->occ_idx, okey, sizeof(okey), (void **)&r->occ, &r->n_occ,
+                            &r->cap_occ, sizeof(*r->occ), &fresh);
+        if (i < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        r->occ[i] = (struct rk_occ){(int64_t)okey[0], (uint32_t)okey[1], okey[2],
+                                    (uint64_t)sqlite3_column_int64(st, 3), false};
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+static int rk_load_devs(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT process_id, device_id, max_start, disorder, fin_end,"
+                                " drop_end FROM rk_devstate",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_dev *d =
+            rk_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+        if (d == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        d->max_start = (uint64_t)sqlite3_column_int64(st, 2);
+        d->disorder = (uint64_t)sqlite3_column_int64(st, 3);
+        d->fin_end = (uint64_t)sqlite3_column_int64(st, 4);
+        d->drop_end = (uint64_t)sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return rc;
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
+                            " FROM rk_pend ORDER BY process_id, device_id, comm, i",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_dev *d =
+            rk_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+        uint64_t b = (uint64_t)sqlite3_column_int64(st, 3),
+                 e = (uint64_t)sqlite3_column_int64(st, 4);
+        if (d == NULL) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        if (sqlite3_column_int64(st, 2) == 0) {
+            if (rk_cu_add(d, b, e) < 0) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            continue;
+        }
+        if (rk_grow((void **)&d->pc, &d->cap_pc, d->n_pc, sizeof(*d->pc)) < 0) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        d->pc[d->n_pc++] = (struct rk_pend){b, e, (uint64_t)sqlite3_column_int64(st, 5),
+                                            (uint32_t)sqlite3_column_int64(st, 6)};
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
 static int ranks_load_rc(struct ranks *r)
 {
+    bool replay = false;
     int rc;
 
     if ((rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0)
         return rc;
-    r->inexact = true; /* open instances and occurrence counts were lost with the close */
+    r->late = r->late_written = (uint64_t)rk_info_get(r, "ranks_late", 0);
+    r->inexact = r->inexact_written = rk_info_get(r, "ranks", 0) == 2;
+    for (size_t i = 0; i < r->n_procs; i++)
+        replay |= r->procs[i].seen && r->procs[i].replay;
+    if (rk_info_get(r, "ranks_state", 0) != 1 || replay) {
+        /* a file that did not save the state, or an import's (its intervals are not saved):
+         * open instances, occurrence counts and pending intervals were lost with the close */
+        r->inexact = true;
+        return 0;
+    }
+    if ((rc = rk_load_open(r)) != 0 || (rc = rk_load_occ(r)) != 0 || (rc = rk_load_devs(r)) != 0)
+        return rc;
+    r->opened_written = r->opened;
+    r->iq_first_written = r->opened - r->iq_len;
     return 0;
 }
 
@@ -1407,7 +1767,8 @@ static int ranks_rebuild_rc(sqlite3 *db)
     }
     if ((rc = sqlite3_exec(db,
                            "DELETE FROM rk_ops; DELETE FROM rk_devsteps; DELETE FROM rk_steps;"
-                           " DELETE FROM rk_coll; DELETE FROM rk_coll_ranks;",
+                           " DELETE FROM rk_coll; DELETE FROM rk_coll_ranks; DELETE FROM rk_open;"
+                           " DELETE FROM rk_occ; DELETE FROM rk_pend; DELETE FROM rk_devstate;",
                            NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = rk_load_ops(r)) != 0 || (rc = rk_load_procs(r)) != 0 ||
         (rc = rk_rebuild_entries(r)) != 0 || (rc = ranks_finish_rc(r)) != 0 ||
@@ -1420,6 +1781,26 @@ rollback:
     ranks_free(r);
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return rc;
+}
+
+static int ranks_recover_rc(sqlite3 *db)
+{
+    struct ranks *r;
+    int rc;
+
+    if ((rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    if ((r = ranks_new(db)) == NULL) {
+        rc = SQLITE_NOMEM;
+    } else if ((rc = ranks_load_rc(r)) == 0 && ranks_pending(r) && (rc = ranks_finish_rc(r)) == 0) {
+        rc = ranks_flush_rc(r);
+    }
+    ranks_free(r);
+    if (rc != 0) {
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return rc;
+    }
+    return sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
 }
 
 /* ---- the API: 0 or a negative errno (SQLite codes through store_errno) ---- */
@@ -1469,6 +1850,11 @@ int ranks_finish(struct ranks *r)
 int ranks_flush(struct ranks *r)
 {
     return rk_errno(ranks_flush_rc(r));
+}
+
+int ranks_recover(sqlite3 *db)
+{
+    return rk_errno(ranks_recover_rc(db));
 }
 
 int ranks_rebuild(sqlite3 *db)

@@ -7,7 +7,9 @@
  * each op's category (ranks_op), each process's world and process group
  * (ranks_process, ranks_meta), and each stored entry with its ext map
  * (ranks_entry); ranks_flush() writes the deltas inside the transaction that
- * commits the entries.
+ * commits the entries, and saves what it holds in memory between entries
+ * (open instances, occurrence counts, pending intervals: the rows that
+ * changed), so that closing the file mid-session, or a crash, loses nothing.
  *
  * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
  *
@@ -71,9 +73,10 @@ void ranks_free(struct ranks *r);
 int ranks_init_file(struct ranks *r);
 /*
  * A file reopened mid-session: reloads the op categories, processes and
- * process groups; the open instances and occurrence counts were lost with
- * the close, so the file's collective figures are marked inexact. 0 or a negative
- * errno.
+ * process groups, and the state the last commit saved (open instances,
+ * occurrence counts, the exposure's pending intervals), so the aggregates go
+ * on exactly. A file that did not save it (written before, or an import's
+ * intervals) is marked inexact. 0 or a negative errno.
  */
 int ranks_load(struct ranks *r);
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category);
@@ -92,6 +95,13 @@ int ranks_finish(struct ranks *r);
 int ranks_flush(struct ranks *r);
 /* The transaction was rolled back: drops the deltas and marks the aggregates inexact. */
 void ranks_discard(struct ranks *r);
+/*
+ * A session the last run left live (the daemon crashed or was killed): on
+ * db (read-write, no transaction open), reloads the state its last commit
+ * saved and finishes it as ranks_finish would have, in its own transaction.
+ * 0 or a negative errno.
+ */
+int ranks_recover(sqlite3 *db);
 /*
  * Rebuilds the rank aggregates of a whole file from its entries (ops'
  * current categories): `tracectl classify`, and files written before them.

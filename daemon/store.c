@@ -609,8 +609,7 @@ static bool store_evict(struct store *s, const struct wsess *keep)
             victim = w; /* the list is most recently used first */
     if (victim == NULL)
         return false;
-    wsess_finish_ranks(s, victim);
-    wsess_commit(s, victim);
+    wsess_commit(s, victim); /* the rank aggregates save what reopening needs (ranks_load) */
     wsess_file_close(s, victim);
     return true;
 }
@@ -1372,10 +1371,15 @@ static void wsess_commit(struct store *s, struct wsess *w)
     wsess_settle(s, w, true);
 }
 
-/* The file closes or the session ends: the open collectives and pending comm entries count. */
+/*
+ * The session ends: the open collectives and pending comm entries count. A
+ * file closed mid-session (store_evict) is opened again for them: it saved
+ * them at its last commit.
+ */
 static void wsess_finish_ranks(struct store *s, struct wsess *w)
 {
-    if (w->db == NULL || !ranks_pending(w->ranks) || wsess_begin(s, w) < 0)
+    if ((w->db == NULL && (w->broken || wsess_begin(s, w) < 0)) || !ranks_pending(w->ranks) ||
+        wsess_begin(s, w) < 0)
         return;
     if (store_check_errno(s, w->db, ranks_finish(w->ranks), "finish rank aggregates") < 0)
         wsess_abort(s, w);
@@ -1820,6 +1824,10 @@ static void store_reconcile(struct store *s, int64_t id)
         sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
         vtab_register(db); /* entries of a blocks file */
         sqlite3_busy_timeout(db, 5000);
+        /* the collectives still open and the comm entries pending at its last commit */
+        if (ranks_recover(db) < 0)
+            log_error("session %lld: cannot finish its rank aggregates: %s", (long long)id,
+                      sqlite3_errmsg(db));
         args[0] = file_int(db, "SELECT count(*) FROM processes", 0);
         if (file_int(db, "SELECT value FROM info WHERE key = 'aggregates'", 0) == 1)
             args[1] = file_int(db, "SELECT coalesce((SELECT entries FROM agg_session), 0)", -1);

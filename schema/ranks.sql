@@ -75,3 +75,48 @@ CREATE TABLE IF NOT EXISTS rk_coll_ranks ( -- per collective op, process and ste
     last_count  INTEGER NOT NULL,
     PRIMARY KEY (op_id, process_id, step)
 ) WITHOUT ROWID;
+-- What the writer holds in memory between entries, saved at each commit, so
+-- that a writer opening the file again mid-session (the daemon restarted
+-- after a crash, or closed the file to open others) goes on exactly where
+-- the last commit left off (info.ranks_state = 1 in files that save it).
+CREATE TABLE IF NOT EXISTS rk_open (      -- arrivals at the collective instances still open
+    kind        INTEGER NOT NULL,         -- the instance's key (ranks.c, struct rk_ikey)
+    k1          INTEGER NOT NULL,
+    k2          INTEGER NOT NULL,
+    k3          INTEGER NOT NULL,
+    process_id  INTEGER NOT NULL,
+    arrival     INTEGER NOT NULL,         -- its order among the instance's arrivals
+    op_id       INTEGER NOT NULL,
+    opened      INTEGER NOT NULL,         -- order of opening
+    step        INTEGER NOT NULL,
+    start_ns    INTEGER NOT NULL,
+    dur_ns      INTEGER NOT NULL,
+    PRIMARY KEY (kind, k1, k2, k3, process_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_occ (       -- collectives matched by occurrence: count so far
+    process_id  INTEGER NOT NULL,
+    op_id       INTEGER NOT NULL,
+    grp         INTEGER NOT NULL,         -- hash of the process_group metadata, 0 none
+    count       INTEGER NOT NULL,
+    PRIMARY KEY (process_id, op_id, grp)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_devstate (  -- exposure bookkeeping per process and device
+    process_id  INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,
+    max_start   INTEGER NOT NULL,
+    disorder    INTEGER NOT NULL,
+    fin_end     INTEGER NOT NULL,
+    drop_end    INTEGER NOT NULL,
+    PRIMARY KEY (process_id, device_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rk_pend (      -- intervals the exposure still needs
+    process_id  INTEGER NOT NULL,
+    device_id   INTEGER NOT NULL,
+    comm        INTEGER NOT NULL,         -- 0: a merged compute interval; 1: a comm entry
+    i           INTEGER NOT NULL,
+    begin_ns    INTEGER NOT NULL,
+    end_ns      INTEGER NOT NULL,
+    step        INTEGER NOT NULL,
+    op_id       INTEGER NOT NULL,
+    PRIMARY KEY (process_id, device_id, comm, i)
+) WITHOUT ROWID;

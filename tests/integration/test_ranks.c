@@ -1235,3 +1235,54 @@ Test(ranks, step_device_rank_category_filters_are_exact_in_blocks)
     id = run_producers("filters", 3, 3);
     check_filters(id, "blocks");
 }
+
+/*
+ * The daemon is killed (SIGKILL) after two of three ranks arrived at four
+ * collectives: the restart finishes them from what the last commit saved,
+ * as the session's end would have, so the report equals the one classify
+ * rebuilds from the entries.
+ */
+Test(ranks, a_crash_between_the_ranks_arrivals_keeps_the_aggregates_exact)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *v;
+    msgpack_sbuffer after, rebuilt;
+    long long id = -1;
+    char ids[32], *out = NULL;
+    int fd[2];
+
+    harness_daemon_start(&d, NULL);
+    for (int k = 0; k < 2; k++) {
+        char dev[16];
+        snprintf(dev, sizeof(dev), "gpu:%d", k);
+        fd[k] = raw_producer(d.sock, "crash", k, 3, dev, &id);
+        raw_send_ops(fd[k], 1, "allreduce");
+        raw_send_batch(fd[k], 1, 4, T0 + 500 * (uint64_t)k, 1000);
+        cr_assert_eq(raw_flush(fd[k], 1), 4);
+    }
+    cr_assert_eq(harness_daemon_stop(&d, SIGKILL), 128 + SIGKILL);
+    close(fd[0]);
+    close(fd[1]);
+    harness_daemon_restart(&d, NULL);
+    raw_wait_state(d.sock, id, "ended", 30);
+    rep = analysis(id, NULL, &r);
+    cr_expect(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"));
+    v = obj_get(rep, "collectives");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "instances")), 4);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "partial")), 4);
+    /* rank 0 starts 500 ns before rank 1 each time and lasts longer: it waits 500 ns */
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "waited_ns")), 4 * 500);
+    v = row_of(obj_get(rep, "ranks"), "rank", 0);
+    cr_expect_eq(obj_u64(obj_get(v, "exposed_comm_ns")), 4 * 1000 + 0 + 1 + 2 + 3);
+    proto_reader_deinit(&r);
+    analysis_bytes(id, &after);
+    snprintf(ids, sizeof(ids), "%lld", id);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    analysis_bytes(id, &rebuilt);
+    cr_expect(after.size == rebuilt.size && memcmp(after.data, rebuilt.data, after.size) == 0,
+              "the sections after the restart differ from the ones rebuilt from the entries");
+    msgpack_sbuffer_destroy(&after);
+    msgpack_sbuffer_destroy(&rebuilt);
+}
