@@ -1001,7 +1001,7 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         }
         if (q->state == 2 && len < sizeof(v))
             len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                    "; collective figures inexact (the daemon closed the file "
+                                    "; collective figures inexact (the daemon lost their state "
                                     "mid-session: tracectl classify rebuilds them)");
     }
     if (len < sizeof(v))
