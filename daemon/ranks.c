@@ -1792,8 +1792,9 @@ static int ranks_recover_rc(sqlite3 *db)
         return rc;
     if ((r = ranks_new(db)) == NULL) {
         rc = SQLITE_NOMEM;
-    } else if ((rc = ranks_load_rc(r)) == 0 && ranks_pending(r) && (rc = ranks_finish_rc(r)) == 0) {
-        rc = ranks_flush_rc(r);
+    } else if ((rc = ranks_load_rc(r)) == 0 && rk_info_get(r, "ranks", 0) != 0 &&
+               (ranks_pending(r) || r->inexact) && (rc = ranks_finish_rc(r)) == 0) {
+        rc = ranks_flush_rc(r); /* a file that saved no state says it lost some */
     }
     ranks_free(r);
     if (rc != 0) {
