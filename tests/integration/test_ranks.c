@@ -1286,3 +1286,69 @@ Test(ranks, a_crash_between_the_ranks_arrivals_keeps_the_aggregates_exact)
     msgpack_sbuffer_destroy(&after);
     msgpack_sbuffer_destroy(&rebuilt);
 }
+
+/*
+ * With 4 files open at most (RLIMIT_NOFILE 64), five other sessions close
+ * the file of one whose collectives two of three ranks arrived at; the third
+ * rank's arrivals after it reopened complete the same instances.
+ */
+Test(ranks, a_file_closed_between_the_ranks_arrivals_keeps_the_aggregates_exact)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *v;
+    msgpack_sbuffer live, rebuilt;
+    long long id = -1, other = -1;
+    char ids[32], *out = NULL;
+    int fd[3], ofd[5];
+
+    harness_daemon_start(&d, NULL);
+    harness_daemon_stop(&d, SIGTERM);
+    d.nofile = 64;
+    harness_daemon_restart(&d, NULL);
+    for (int k = 0; k < 3; k++) {
+        char dev[16];
+        snprintf(dev, sizeof(dev), "gpu:%d", k);
+        fd[k] = raw_producer(d.sock, "evicted", k, 3, dev, &id);
+        raw_send_ops(fd[k], 1, "allreduce");
+    }
+    for (int k = 0; k < 2; k++) {
+        raw_send_batch(fd[k], 1, 4, T0 + 500 * (uint64_t)k, 1000);
+        cr_assert_eq(raw_flush(fd[k], 1), 4);
+    }
+    for (int k = 0; k < 5; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "other%d", k);
+        ofd[k] = raw_producer(d.sock, name, 0, 1, "cpu", &other);
+        raw_send_ops(ofd[k], 1, "matmul");
+        raw_send_batch(ofd[k], 1, 1, T0, 10);
+        cr_assert_eq(raw_flush(ofd[k], 1), 1);
+    }
+    raw_send_batch(fd[2], 1, 4, T0 + 1500, 1000);
+    cr_assert_eq(raw_flush(fd[2], 1), 4);
+    for (int k = 0; k < 3; k++)
+        raw_bye(fd[k], 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    rep = analysis(id, NULL, &r);
+    cr_expect(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"));
+    v = obj_get(rep, "collectives");
+    cr_assert_eq(v->via.array.size, 1);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "instances")), 4);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "partial")), 0);
+    /* rank 2 arrives last, 1500 and 1000 ns after ranks 0 and 1, which wait at most their
+     * durations (1000 + i ns in step i) */
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "waited_ns")),
+                 4 * 1000 + (0 + 1 + 2 + 3) + 4 * 1000);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[0], "last_rank")), 2);
+    proto_reader_deinit(&r);
+    analysis_bytes(id, &live);
+    snprintf(ids, sizeof(ids), "%lld", id);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    analysis_bytes(id, &rebuilt);
+    cr_expect(live.size == rebuilt.size && memcmp(live.data, rebuilt.data, live.size) == 0,
+              "the sections differ from the ones rebuilt from the entries");
+    msgpack_sbuffer_destroy(&live);
+    msgpack_sbuffer_destroy(&rebuilt);
+    for (int k = 0; k < 5; k++)
+        close(ofd[k]);
+}
