@@ -117,7 +117,13 @@ struct rk_dev {
     uint64_t fin_end;  /* latest end of a comm entry already counted */
     uint64_t drop_end; /* latest end of a compute interval already dropped */
     bool dirty;        /* changed since the last commit: rk_pend and rk_devstate to write */
+    bool unsaved;      /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
 };
+
+/* Intervals of one device saved at a commit at most: past that (a comm entry spanning many
+ * others, far apart in time), rewriting them at each commit would cost more than the entries;
+ * info.ranks_state says 2 while any is unsaved, and a reopen marks the aggregates inexact. */
+#define RK_SAVE_PEND 4096
 
 /*
  * Where the sums of the last entry's (process, step, device) are: the next
@@ -181,6 +187,7 @@ struct ranks {
     size_t n_gone, cap_gone;
     bool resync; /* a rollback: rewrite it all */
     uint64_t opened_written, iq_first_written;
+    int64_t state_written; /* info.ranks_state: 1 saved, 2 some intervals unsaved, 0 absent */
     sqlite3_stmt *ins_open, *del_open, *up_occ, *del_pend, *ins_pend, *up_devstate;
 };
 
@@ -540,6 +547,7 @@ static int ranks_init_file_rc(struct ranks *r)
     r->inexact_written = false;
     if ((rc = rk_info(r, "ranks", 1)) != 0)
         return rc;
+    r->state_written = 1;
     return rk_info(r, "ranks_state", 1);
 }
 
@@ -928,15 +936,15 @@ static int rk_dev_settle_live(struct ranks *r, struct rk_dev *d)
     return rk_dev_settle(r, d, d->max_start > margin ? d->max_start - margin : 0);
 }
 
-static int rk_exposure(struct ranks *r, int64_t process_id, const struct proto_entry *e,
-                       uint32_t dev_id, enum ranks_cat cat)
+/* The entry e of r->hot's (process, device). */
+static int rk_exposure(struct ranks *r, const struct proto_entry *e, enum ranks_cat cat)
 {
     struct rk_dev *d;
     uint64_t end = e->start_ns + e->dur_ns;
 
     if ((cat != RANKS_COMPUTE && cat != RANKS_COMM) || e->dur_ns == 0)
         return 0;
-    if ((d = rk_dev_hot(r)) == NULL) /* r->hot is (process_id, e->step, dev_id) */
+    if ((d = rk_dev_hot(r)) == NULL)
         return SQLITE_NOMEM;
     d->dirty = true;
     /* too late to be counted exactly: a compute entry over a comm entry already counted,
@@ -1184,7 +1192,7 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
         s->begin = e->start_ns;
     if (end > s->end)
         s->end = end;
-    if ((rc = rk_exposure(r, process_id, e, dev_id, cat)) != 0)
+    if ((rc = rk_exposure(r, e, cat)) != 0)
         return rc;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
         return rk_collective(r, process_id, e, x);
@@ -1328,6 +1336,9 @@ static int rk_save_devs(struct ranks *r)
 
         if (!d->dirty || p == NULL || p->replay)
             continue;
+        d->dirty = false;
+        if ((d->unsaved = d->n_cu + d->n_pc > RK_SAVE_PEND))
+            continue;
         if ((rc = rk_run(r->del_pend, key, 2)) != 0 || (rc = rk_run(r->up_devstate, st, 6)) != 0)
             return rc;
         for (size_t k = 0; k < d->n_cu; k++) {
@@ -1343,7 +1354,6 @@ static int rk_save_devs(struct ranks *r)
             if ((rc = rk_run(r->ins_pend, v, 8)) != 0)
                 return rc;
         }
-        d->dirty = false;
     }
     return 0;
 }
@@ -1377,6 +1387,16 @@ static int rk_save_state(struct ranks *r)
     }
     if ((rc = rk_save_open(r)) != 0 || (rc = rk_save_devs(r)) != 0)
         return rc;
+    if (r->state_written != 0) {
+        int64_t want = 1;
+        for (size_t i = 0; i < r->n_devs && want == 1; i++)
+            want = r->devs[i].unsaved ? 2 : 1;
+        if (want != r->state_written) {
+            if ((rc = rk_info(r, "ranks_state", want)) != 0)
+                return rc;
+            r->state_written = want;
+        }
+    }
     if (r->opened != r->opened_written) {
         if ((rc = rk_info(r, "ranks_opened", (int64_t)r->opened)) != 0)
             return rc;
@@ -1684,7 +1704,8 @@ static int ranks_load_rc(struct ranks *r)
     r->inexact = r->inexact_written = rk_info_get(r, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
         replay |= r->procs[i].seen && r->procs[i].replay;
-    if (rk_info_get(r, "ranks_state", 0) != 1 || replay) {
+    r->state_written = rk_info_get(r, "ranks_state", 0);
+    if (r->state_written != 1 || replay) {
         /* a file that did not save the state, or an import's (its intervals are not saved):
          * open instances, occurrence counts and pending intervals were lost with the close */
         r->inexact = true;

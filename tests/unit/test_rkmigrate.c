@@ -2,7 +2,8 @@
  * test_rkmigrate.c — ranks.c's fold of an rk_ops keyed by step (files written
  * before rk_devsteps) into the per (process, device, op) rk_ops and the per
  * (process, step, device) rk_devsteps when a writer opens such a file: every
- * row against sums computed here from the old rows.
+ * row against sums computed here from the old rows. And the state saved at
+ * each commit, which stops at RK_SAVE_PEND intervals per device and says so.
  */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
@@ -211,6 +212,48 @@ Test(ranks_migrate, rk_ops_by_step_is_folded_exactly)
     /* a second writer opens the file as it is now: nothing to fold */
     r = ranks_new(db);
     cr_assert_not_null(r);
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/*
+ * The pending intervals are saved at each commit up to RK_SAVE_PEND per
+ * device: a comm entry over 5,000 compute entries is not (info.ranks_state
+ * 2: a reopen would mark the aggregates inexact) until it is counted.
+ */
+Test(ranks_migrate, too_many_pending_intervals_are_not_saved_and_say_so)
+{
+    sqlite3 *db;
+    struct ranks *r;
+    struct proto_entry e = {.op_id = 2, .step = 0, .start_ns = 0, .dur_ns = 10000000};
+    int64_t row = 1;
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    exec_ok(db, schema_session_sql);
+    cr_assert_not_null(r = ranks_new(db));
+    exec_ok(db, "BEGIN");
+    cr_assert_eq(ranks_init_file(r), 0);
+    cr_assert_eq(ranks_op(r, 1, "matmul", "compute"), 0);
+    cr_assert_eq(ranks_op(r, 2, "send", "comm"), 0); /* point-to-point: no collective */
+    cr_assert_eq(ranks_process(r, 1, 1), 0);
+    cr_assert_eq(ranks_entry(r, 1, &e, 1, NULL, row++), 0);
+    for (uint64_t i = 1; i <= 5000; i++) {
+        struct proto_entry c = {.op_id = 1, .start_ns = 1000 * i + 10, .dur_ns = 500};
+        cr_assert_eq(ranks_entry(r, 1, &c, 1, NULL, row++), 0);
+    }
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 2);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_pend"), 0);
+    /* an entry after the comm entry's end: it is counted, the intervals dropped */
+    exec_ok(db, "BEGIN");
+    e = (struct proto_entry){.op_id = 1, .start_ns = 20000000, .dur_ns = 500};
+    cr_assert_eq(ranks_entry(r, 1, &e, 1, NULL, row++), 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 1);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_pend"), 1);
+    cr_expect_eq(one(db, "SELECT exposed_ns FROM rk_ops WHERE op_id = 2"), 10000000 - 5000 * 500);
     ranks_free(r);
     sqlite3_close(db);
 }
