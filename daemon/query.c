@@ -703,7 +703,7 @@ static int query_filter_begin(struct query *q)
     const struct proto_analysis *f = q->p->analysis;
     sqlite3_str *s = sqlite3_str_new(q->db);
     char *sql;
-    int err;
+    int rc;
 
     q->agg = false; /* the aggregates count every entry */
     sqlite3_str_appendall(s, "CREATE TEMP VIEW entries AS SELECT rowid AS rowid, process_id, step,"
@@ -719,9 +719,9 @@ static int query_filter_begin(struct query *q)
     }
     if ((sql = sqlite3_str_finish(s)) == NULL)
         return query_oom(q, "filter");
-    err = query_exec(q, sql);
+    rc = sqlite3_exec(q->db, sql, NULL, NULL, NULL);
     sqlite3_free(sql);
-    return err;
+    return rc == SQLITE_OK ? 0 : query_fail(q, rc, "filter");
 }
 
 /* Drops the views: the analysis sections filter on their own, from their tables. */

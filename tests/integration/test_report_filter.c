@@ -701,8 +701,11 @@ Test(report_filter, cli_header_and_wide)
         char *argv[] = {TRACECTL_BIN, "report", ids, "--wide", "--socket", d.sock, NULL};
         cr_assert_eq(harness_run(&out, argv), 0);
         cr_assert_null(strstr(out, "Filter:"), "a filter line without filters:\n%s", out);
-        /* The ops table, the slowest calls (maybe), the throughput table: every one in full. */
+        /* The ops table and the analysis's throughput table: both in full. */
+        const char *tp = strstr(out, "\nThroughput\n");
         cr_assert_not_null(strstr(out, LONGOP), "--wide cut the name:\n%s", out);
+        cr_assert_not_null(tp, "no throughput table:\n%s", out);
+        cr_assert_not_null(strstr(tp, LONGOP), "--wide cut the throughput table's name:\n%s", out);
         free(out);
     }
 }
