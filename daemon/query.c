@@ -681,9 +681,14 @@ static void query_filter_terms(sqlite3_str *s, const struct proto_analysis *f)
     if (f->device != NULL)
         sqlite3_str_appendf(s, " AND device_id = (SELECT id FROM main.devices WHERE name = %Q)",
                             f->device);
+    /*
+     * The unary + keeps op_id from the blocks format's virtual table: with an op_id = constraint
+     * per op of the category it would scan the blocks once per op (most blocks hold most ops),
+     * 0.6 s instead of 0.24 s for 8 ops of 1,000,000 entries.
+     */
     if (f->category != NULL)
         sqlite3_str_appendf(s,
-                            " AND op_id IN (SELECT id FROM main.ops WHERE category_code(category)"
+                            " AND +op_id IN (SELECT id FROM main.ops WHERE category_code(category)"
                             " = %d)",
                             (int)ranks_cat_code(f->category));
 }

@@ -882,8 +882,11 @@ static int fifo_waiters(pid_t pid)
     return n;
 }
 
-/* Sends a report request for session id on a new connection, without reading the reply. */
-static int send_report(long long id)
+/*
+ * Sends a report request for session id on a new connection, without reading the reply;
+ * filtered (a filter every entry matches: rank 0), as a report that reads the entries.
+ */
+static int send_report(long long id, bool filtered)
 {
     struct proto_request req;
     msgpack_sbuffer sb;
@@ -893,6 +896,8 @@ static int send_report(long long id)
     pack_init(&sb, &pk);
     proto_request_init(&req);
     req.session.id = id;
+    req.analysis.n_ranks = filtered;
+    req.analysis.ranks[0] = 0;
     proto_pack_request(&pk, PROTO_REPORT, &req);
     raw_send(fd, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -927,7 +932,7 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
         cr_assert_eq(mkfifo(path[i], 0600), 0);
     }
     for (int i = 0; i < 4; i++)
-        req[i] = send_report(ids[i]);
+        req[i] = send_report(ids[i], i % 2 == 1); /* filtered reports are heavy too */
     /* wait (on the event: daemon threads blocked opening a FIFO) until two heavy reports run */
     for (int tries = 0; (running = fifo_waiters(d.pid)) < 2 && tries < 1000; tries++)
         usleep(10000);
@@ -938,6 +943,8 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
     struct proto_request q;
     proto_request_init(&q);
     q.session.id = small;
+    q.analysis.n_ranks = 1; /* a filtered report on a small session is not heavy */
+    q.analysis.ranks[0] = 0;
     const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &q, &r, &fd);
     cr_assert_not_null(o, "the small session's report was not answered while heavy ones run");
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
