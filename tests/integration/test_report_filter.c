@@ -651,6 +651,9 @@ Test(report_filter, nothing_matches)
         {"rank 9", {9}, 1, false, 0, 0, NULL, NULL},
         {"step 99", {0}, 0, true, 99, 99, NULL, NULL},
         {"device tpu:0", {0}, 0, false, 0, 0, "tpu:0", NULL},
+        /* a name is a value, never SQL */
+        {"device x' OR '1'='1", {0}, 0, false, 0, 0, "x' OR '1'='1", NULL},
+        {"device cpu') OR (1=1", {0}, 0, false, 0, 0, "cpu') OR (1=1", NULL},
     };
     struct proto_request req;
     struct proto_reader r;
