@@ -68,6 +68,26 @@ struct top_op {
     uint64_t calls, total_ns;
 };
 
+/* A rank's collective figures in the report's analysis, since the start. */
+struct top_an_rank {
+    int64_t rank;
+    uint64_t last, caused_ns; /* arrived_last, caused_ns */
+};
+
+/* The collective part of a report's analysis (PROTOCOL.md Part 3). */
+struct top_an {
+    bool on;            /* the daemon answered with the analysis keys */
+    uint64_t instances; /* collective instances of every op, since the start */
+    struct top_an_rank *ranks;
+    size_t n_ranks;
+};
+
+/* The late-arriving rank over some span: the one that arrived last most often. */
+struct top_late {
+    int64_t rank;
+    uint64_t last, instances, caused_ns; /* arrived last at `last` of `instances` */
+};
+
 /* One `live` answer, owned. */
 struct top_snap {
     int64_t id;
@@ -77,6 +97,7 @@ struct top_snap {
     struct top_proc *procs;
     struct top_op *ops; /* by name */
     size_t n_procs, n_ops;
+    struct top_an an;
 };
 
 /* A row of an op table: one op's calls and time, over the interval or overall. */
@@ -99,6 +120,7 @@ static void top_snap_free(struct top_snap *s)
         free(s->ops[i].name);
     free(s->ops);
     free(s->procs);
+    free(s->an.ranks);
     memset(s, 0, sizeof(*s));
 }
 
@@ -205,7 +227,71 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
     return rc;
 }
 
-/* One `live` request. Returns an exit code (an error is printed). */
+/*
+ * Copies the collective figures of a report's analysis into an: ranks[]
+ * (rank, arrived_last, caused_ns; processes without a rank are left out:
+ * they cannot be named) and the instances of collectives[]. A reply without
+ * them (a daemon before the analysis) leaves an->on false. 0 or -ENOMEM.
+ */
+static int top_copy_an(struct top_an *an, const msgpack_object *res)
+{
+    const msgpack_object *ranks = cli_obj_get(res, "ranks");
+    const msgpack_object *coll = cli_obj_get(res, "collectives");
+
+    memset(an, 0, sizeof(*an));
+    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY || coll == NULL ||
+        coll->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    if ((an->ranks = calloc(ranks->via.array.size + 1, sizeof(*an->ranks))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ranks->via.array.size; i++) {
+        const msgpack_object *r = &ranks->via.array.ptr[i];
+        struct top_an_rank *t = &an->ranks[an->n_ranks];
+
+        if ((t->rank = top_i64(r, "rank", -1)) < 0)
+            continue;
+        t->last = top_u64(r, "arrived_last");
+        t->caused_ns = top_u64(r, "caused_ns");
+        an->n_ranks++;
+    }
+    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+        uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
+        an->instances = an->instances > UINT64_MAX - n ? UINT64_MAX : an->instances + n;
+    }
+    an->on = true;
+    return 0;
+}
+
+/*
+ * The report's analysis of the session, for the late rank: a `report` with
+ * "analysis" on, its v1 part kept to one op and one entry per list. The
+ * analysis reads the rank aggregates the writer keeps (never the entries),
+ * so its cost grows with ranks x steps, not with entries; it is current to
+ * the last commit. Unfiltered on purpose: a filter makes the daemon fold
+ * rk_ops for the throughput section. A failure (an old daemon, a session
+ * gone) only leaves the view without the late rank: nothing is printed,
+ * which would tear the frame. Returns 0 or -ENOMEM.
+ */
+static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, struct top_an *an)
+{
+    char buf[PATH_MAX];
+    struct proto_request r = *req;
+    struct cli_conn conn;
+    struct cli_conn_reply rep;
+    int rc = 0;
+
+    memset(an, 0, sizeof(*an));
+    r.analysis.on = true;
+    r.top = 1;
+    r.ops_limit = 1;
+    if (cli_conn_open(&conn, cli_conn_path(ctx->socket, buf, sizeof(buf))) == 0 &&
+        cli_conn_call(&conn, PROTO_REPORT, &r, &rep) == 0 && rep.ok)
+        rc = top_copy_an(an, rep.result);
+    cli_conn_close(&conn);
+    return rc;
+}
+
+/* One `live` request and the analysis. Returns an exit code (an error is printed). */
 static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, struct top_snap *s)
 {
     struct cli_conn conn;
@@ -216,6 +302,8 @@ static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, stru
         return rc;
     rc = top_copy(s, res);
     cli_conn_close(&conn);
+    if (rc == 0 && (rc = top_analysis(ctx, req, &s->an)) != 0)
+        top_snap_free(s);
     if (rc == -ENOMEM) {
         cli_error("top: out of memory");
         return CLI_EXIT_ERROR;
@@ -318,17 +406,69 @@ static long top_rows(const struct top_snap *prev, const struct top_snap *cur, st
     return (long)n;
 }
 
-/*
- * HOOK(ranks, issue 14): the late-arriving rank, once the per-rank analysis
- * (report sections Ranks / Collectives) exists: ask for it here and return
- * its rank and how often it arrived last. Until then there is none to show.
- */
-static bool top_late_rank(const struct top_snap *cur, int64_t *rank, double *share)
+/* The rank's figures in an, or NULL. */
+static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t rank)
 {
-    (void)cur;
-    (void)rank;
-    (void)share;
-    return false;
+    for (size_t i = 0; i < an->n_ranks; i++)
+        if (an->ranks[i].rank == rank)
+            return &an->ranks[i];
+    return NULL;
+}
+
+/*
+ * The late-arriving rank as the report's verdict names it: the rank that
+ * arrived last at the most collective instances (ties: the lowest rank), and
+ * its share of all instances. Since the start (prev NULL), or over the
+ * interval since prev: the difference of the two counts. False when there
+ * is none: no analysis, no collective instance in the span, or none a rank
+ * arrived last at.
+ */
+static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cur,
+                          struct top_late *l)
+{
+    const struct top_an *a = &cur->an, *p = prev != NULL ? &prev->an : NULL;
+    bool found = false;
+
+    memset(l, 0, sizeof(*l));
+    if (!a->on || (p != NULL && (!p->on || p->instances > a->instances)))
+        return false;
+    l->instances = a->instances - (p != NULL ? p->instances : 0);
+    for (size_t i = 0; l->instances > 0 && i < a->n_ranks; i++) {
+        const struct top_an_rank *r = &a->ranks[i], *q = p ? top_an_find(p, r->rank) : NULL;
+        uint64_t last = r->last - (q != NULL && q->last <= r->last ? q->last : 0);
+        uint64_t caused =
+            r->caused_ns - (q != NULL && q->caused_ns <= r->caused_ns ? q->caused_ns : 0);
+
+        if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
+            l->rank = r->rank, l->last = last, l->caused_ns = caused;
+            found = true;
+        }
+    }
+    return found;
+}
+
+/*
+ * The late-rank line: the rank since the start, and over the last interval
+ * when collectives completed in it (naming the rank when it is another).
+ */
+static void top_print_late(FILE *f, const struct top_snap *prev, const struct top_snap *cur)
+{
+    struct top_late all, last;
+    char caused[CLI_FMT_LEN];
+
+    if (!top_late_rank(NULL, cur, &all))
+        return;
+    cli_fmt_duration(caused, sizeof(caused), all.caused_ns);
+    fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64 " collectives", all.rank,
+            100.0 * (double)all.last / (double)all.instances, all.instances);
+    if (prev != NULL && top_late_rank(prev, cur, &last)) {
+        fputs("; last interval: ", f);
+        if (last.rank != all.rank)
+            fprintf(f, "rank %" PRId64 " at ", last.rank);
+        fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
+                last.instances);
+    }
+    fprintf(f, "), held the others up %s\n", caused);
 }
 
 /* ---- text ----------------------------------------------------------------- */
@@ -390,11 +530,10 @@ static void top_print_ops(FILE *f, const char *title, const struct top_row *r, l
 static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap *cur, size_t ops,
                      const struct top_opts *o)
 {
-    double dt = top_dt(prev, cur), share;
+    double dt = top_dt(prev, cur);
     struct top_row *last = NULL, *all = NULL;
     long n_last = 0, n_all;
     char erate[24];
-    int64_t late;
 
     if (prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0)
         return -ENOMEM;
@@ -410,9 +549,7 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
             o->once ? "" : "; q quits");
     fprintf(f, "entries %" PRIu64 " (%s/s)  dropped %" PRIu64 "  interval %.1f s\n", cur->entries,
             erate, cur->dropped, dt > 0 ? dt : o->interval);
-    if (top_late_rank(cur, &late, &share))
-        fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of collectives)\n", late,
-                100.0 * share);
+    top_print_late(f, prev, cur);
     fputc('\n', f);
     top_print_procs(f, prev, cur, dt);
     fputc('\n', f);
@@ -488,20 +625,68 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
     }
 }
 
+/* {rank, arrived_last, collectives, share[, caused_ns]} */
+static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, bool caused)
+{
+    msgpack_pack_map(pk, caused ? 5 : 4);
+    top_pack_key(pk, "rank");
+    msgpack_pack_int64(pk, l->rank);
+    top_pack_key(pk, "arrived_last");
+    msgpack_pack_uint64(pk, l->last);
+    top_pack_key(pk, "collectives");
+    msgpack_pack_uint64(pk, l->instances);
+    top_pack_key(pk, "share");
+    msgpack_pack_double(pk, (double)l->last / (double)l->instances);
+    if (caused) {
+        top_pack_key(pk, "caused_ns");
+        msgpack_pack_uint64(pk, l->caused_ns);
+    }
+}
+
+/*
+ * "late_rank": the rank or null; "late": null, or its figures since the
+ * start with "interval": the late rank over the last interval (null when no
+ * collective completed in it).
+ */
+static void top_pack_late(msgpack_packer *pk, const struct top_snap *prev,
+                          const struct top_snap *cur)
+{
+    struct top_late all, last;
+    bool has = top_late_rank(NULL, cur, &all);
+
+    top_pack_key(pk, "late_rank");
+    if (has)
+        msgpack_pack_int64(pk, all.rank);
+    else
+        msgpack_pack_nil(pk);
+    top_pack_key(pk, "late");
+    if (!has) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    msgpack_pack_map(pk, 2);
+    top_pack_key(pk, "total");
+    top_pack_late_span(pk, &all, true);
+    top_pack_key(pk, "interval");
+    if (prev != NULL && top_late_rank(prev, cur, &last))
+        top_pack_late_span(pk, &last, true);
+    else
+        msgpack_pack_nil(pk);
+}
+
 /*
  * {"session": {id, name, state, processes, connected}, "interval_s",
- *  "entries", "entries_per_s", "dropped", "late_rank", "ranks": [...],
+ *  "entries", "entries_per_s", "dropped", "late_rank", "late", "ranks": [...],
  *  "ops_interval": [...], "ops_total": [...]}; rates null without two samples.
  */
 static int top_json(const struct top_snap *prev, const struct top_snap *cur)
 {
-    double dt = top_dt(prev, cur), share;
+    double dt = top_dt(prev, cur);
     struct top_row *last = NULL, *all = NULL;
     long n_last = 0, n_all;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_unpacked u;
-    int64_t late;
     int rc;
 
     if ((prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0) ||
@@ -512,7 +697,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     }
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 9);
+    msgpack_pack_map(&pk, 10);
     top_pack_key(&pk, "session");
     msgpack_pack_map(&pk, 5);
     top_pack_key(&pk, "id");
@@ -531,11 +716,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     top_pack_rate(&pk, "entries_per_s", top_rate(prev ? prev->entries : 0, cur->entries, dt));
     top_pack_key(&pk, "dropped");
     msgpack_pack_uint64(&pk, cur->dropped);
-    top_pack_key(&pk, "late_rank");
-    if (top_late_rank(cur, &late, &share))
-        msgpack_pack_int64(&pk, late);
-    else
-        msgpack_pack_nil(&pk);
+    top_pack_late(&pk, prev, cur);
     top_pack_procs(&pk, prev, cur, dt);
     top_pack_rows(&pk, "ops_interval", last, n_last);
     top_pack_rows(&pk, "ops_total", all, n_all);
@@ -638,10 +819,12 @@ static int top_draw(const struct top_term *t, const struct top_snap *prev,
     size_t len = 0, flen = 0, fixed = 10 + cur->n_procs, ops;
     FILE *f = open_memstream(&text, &len);
     FILE *out;
+    struct top_late late;
     int rc;
 
     if (f == NULL)
         return -ENOMEM;
+    fixed += top_late_rank(NULL, cur, &late); /* its line */
     /* what is left below the header and the ranks goes to the two op tables */
     ops = o->top ? o->top : t->rows > fixed + 2 ? (t->rows - fixed) / 2 : 1;
     rc = top_print(f, prev, cur, ops, o);

@@ -7,12 +7,21 @@
  * increase while the producers run, the view follows a resize, and q and
  * Ctrl-C quit with exit 0 and the terminal's modes restored.
  *
+ * The late rank: the producers' allreduces carry ext comm + seq, as the MPI
+ * interposer sends them, and before each one the test's schedule makes one
+ * known rank start it later than the others (late_rank_of, late_ns). The
+ * share of collectives it arrived last at and the time it held the others
+ * up are counted here from that schedule; --once --json and the pane must
+ * show the same, then the running phase (where only LATE is ever late) must
+ * show it at 100 % over the last interval.
+ *
  * Synchronisation is by events: the producers say on a pipe when they have
  * flushed (the daemon has them), and the tmux pane is polled until it shows
  * what the test waits for (with a deadline), never by sleeping a fixed time.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,7 +38,11 @@
 #define NPROC      3
 #define STEPS      4   /* steps of the exact phase */
 #define GEMMS      25  /* gemm entries per step and rank */
+#define COLLS      2   /* allreduces per step and rank in the exact phase */
 #define COMM_NS    500 /* each allreduce's duration */
+#define COMM_ID    7   /* the allreduces' ext comm */
+#define LATE       2   /* the rank made late at most collectives */
+#define OTHER_LATE 1   /* the rank made late at the others */
 #define DEADLINE_S 60  /* how long the pane may take to show what is awaited */
 
 static struct tdaemon d;
@@ -54,6 +67,26 @@ static uint64_t gemm_ns(int r, int s, int i)
     return 1000u * (uint64_t)(r + 1) + 100u * (uint64_t)s + (uint64_t)i;
 }
 
+/* Collective seq k: the rank that starts it late, and how much after the others. */
+static int late_rank_of(uint64_t k)
+{
+    return k < STEPS * COLLS && k % 4 == 3 ? OTHER_LATE : LATE;
+}
+
+static uint64_t late_ns(uint64_t k)
+{
+    return 2000u + 100u * k;
+}
+
+/* Rank r's allreduce seq k, starting at t unless r is the late one. */
+static void allreduce(tc_client *c, uint32_t op, int r, uint64_t k, uint64_t t)
+{
+    tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = COMM_ID, .seq = k};
+
+    tc_record_ext(c, op, t + (r == late_rank_of(k) ? late_ns(k) : 0), COMM_NS, 0, TC_ELEMENTS_NONE,
+                  NULL, NULL, 0, NULL, &x);
+}
+
 struct pipes {
     int ready[2]; /* children → parent: one byte each once the exact phase is flushed */
     int go[2];    /* parent → children: closed to start the running phase */
@@ -73,7 +106,7 @@ static void producer(int rank, const struct pipes *p)
     tc_options o = {0};
     tc_client *c;
     uint32_t gemm, comm;
-    uint64_t t = 1000000, step;
+    uint64_t t = 1000000, step, k = 0;
     char byte = 'r';
     int err;
 
@@ -90,18 +123,19 @@ static void producer(int rank, const struct pipes *p)
         tc_set_step(c, (uint64_t)s);
         for (int i = 0; i < GEMMS; i++, t += 100000)
             tc_record(c, gemm, t, gemm_ns(rank, s, i), 0, NULL, NULL, 0, NULL);
-        tc_record(c, comm, t, COMM_NS, 0, NULL, NULL, 0, NULL);
-        t += 100000;
+        for (int i = 0; i < COLLS; i++, t += 100000)
+            allreduce(c, comm, rank, k++, t);
     }
     if (tc_flush(c, -1) != 0 || write(p->ready[1], &byte, 1) != 1)
         _exit(11);
     while (read(p->go[0], &byte, 1) > 0) /* until the parent closes it */
         ;
-    /* The running phase: a step every 5 ms until told to stop. */
+    /* The running phase: a step every 5 ms until told to stop, LATE always late. */
     for (step = STEPS; !readable(p->stop[0], 0); step++) {
         struct timespec ts = {0, 5000000};
         tc_set_step(c, step);
         tc_record(c, gemm, t, 1000, 0, NULL, NULL, 0, NULL);
+        allreduce(c, comm, rank, k++, t + 1000000);
         t += 10000000;
         nanosleep(&ts, NULL);
     }
@@ -141,15 +175,15 @@ static void check_once(void)
     char *out = NULL, err[256];
     char *argv[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "top-live",
                     "--once",     "--json",   "--interval", "0.2", NULL};
-    yajl_val v, ranks, gemm, comm;
-    long long gemm_total = 0;
+    yajl_val v, ranks, gemm, comm, late;
+    long long gemm_total = 0, last = 0, caused = 0;
 
     cr_assert_eq(harness_run(&out, argv), 0);
     v = yajl_tree_parse(out, err, sizeof(err));
     cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
     cr_assert_str_eq(YAJL_GET_STRING(jget(v, "session", "state")), "live");
     cr_assert_eq(jint(jget(v, "session", "connected")), NPROC);
-    cr_assert_eq(jint(jget(v, "entries", NULL)), NPROC * STEPS * (GEMMS + 1));
+    cr_assert_eq(jint(jget(v, "entries", NULL)), NPROC * STEPS * (GEMMS + COLLS));
     cr_assert_eq(jint(jget(v, "dropped", NULL)), 0);
     /* nothing arrived between the two samples */
     cr_assert(YAJL_IS_NUMBER(jget(v, "entries_per_s", NULL)));
@@ -161,7 +195,7 @@ static void check_once(void)
         yajl_val row = ranks->u.array.values[r];
         cr_assert_eq(jint(jget(row, "rank", NULL)), r);
         cr_assert_eq(jint(jget(row, "step", NULL)), STEPS - 1);
-        cr_assert_eq(jint(jget(row, "entries", NULL)), STEPS * (GEMMS + 1));
+        cr_assert_eq(jint(jget(row, "entries", NULL)), STEPS * (GEMMS + COLLS));
         for (int s = 0; s < STEPS; s++)
             for (int i = 0; i < GEMMS; i++)
                 gemm_total += (long long)gemm_ns(r, s, i);
@@ -171,8 +205,22 @@ static void check_once(void)
     cr_assert(gemm != NULL && comm != NULL);
     cr_assert_eq(jint(jget(gemm, "calls", NULL)), NPROC * STEPS * GEMMS);
     cr_assert_eq(jint(jget(gemm, "total_ns", NULL)), gemm_total);
-    cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS);
-    cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COMM_NS);
+    cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS * COLLS);
+    cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COLLS * COMM_NS);
+    /* the late rank, from the schedule: every allreduce of the exact phase completed */
+    for (uint64_t k = 0; k < STEPS * COLLS; k++)
+        if (late_rank_of(k) == LATE)
+            last++, caused += (long long)late_ns(k);
+    cr_assert_eq(jint(jget(v, "late_rank", NULL)), LATE);
+    late = jget(v, "late", NULL);
+    cr_assert(late != NULL && YAJL_IS_OBJECT(late), "no late rank:\n%s", out);
+    cr_assert_eq(jint(jget(late, "total", "rank")), LATE);
+    cr_assert_eq(jint(jget(late, "total", "arrived_last")), last);
+    cr_assert_eq(jint(jget(late, "total", "collectives")), STEPS * COLLS);
+    cr_assert_eq(YAJL_GET_DOUBLE(jget(late, "total", "share")), (double)last / (STEPS * COLLS));
+    cr_assert_eq(jint(jget(late, "total", "caused_ns")), caused);
+    /* no collective completed between the two samples */
+    cr_assert(YAJL_IS_NULL(jget(late, "interval", NULL)), "%s", out);
     yajl_tree_free(v);
     free(out);
 }
@@ -217,6 +265,24 @@ static long long await_step(long long above)
     }
     cr_assert_fail("the pane never showed rank 0 past step %lld (last %lld)", above, step);
     return -1;
+}
+
+/* Polls the pane until it shows needle. */
+static void await_text(const char *needle)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char *text = NULL;
+
+    while (time(NULL) < end) {
+        free(text);
+        text = pane();
+        if (strstr(text, needle) != NULL) {
+            free(text);
+            return;
+        }
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("the pane never showed \"%s\":\n%s", needle, text);
 }
 
 /*
@@ -299,14 +365,26 @@ static void check_done(const char *done)
     free(text);
 }
 
-static void live_view(void)
+/*
+ * The view, started before the running phase: the late rank of the exact
+ * phase with its share, then (go closed) the steps moving on and LATE late
+ * at every collective of the last interval.
+ */
+static void live_view(int go)
 {
-    char done[PATH_MAX + 16];
-    long long first, later;
+    char done[PATH_MAX + 16], line[128];
+    long long first, later, last = 0;
 
+    for (uint64_t k = 0; k < STEPS * COLLS; k++)
+        last += late_rank_of(k) == LATE;
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
     start_top(done);
+    snprintf(line, sizeof(line), "\nlate rank %d (arrived last at %lld%% of %d collectives), held",
+             LATE, 100 * last / (STEPS * COLLS), STEPS * COLLS);
+    await_text(line);
+    close(go); /* the running phase */
+    await_text("; last interval: 100% of ");
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
@@ -333,6 +411,10 @@ Test(top, once_json_and_live_view_in_tmux)
 
     harness_daemon_start(&d, NULL);
     cr_assert(pipe(p.ready) == 0 && pipe(p.go) == 0 && pipe(p.stop) == 0);
+    /* close-on-exec: tmux, started while they are open, must not hold go or stop open */
+    for (int i = 0; i < 2; i++)
+        cr_assert(fcntl(p.go[i], F_SETFD, FD_CLOEXEC) == 0 &&
+                  fcntl(p.stop[i], F_SETFD, FD_CLOEXEC) == 0);
     for (int r = 0; r < NPROC; r++) {
         kids[r] = fork();
         cr_assert(kids[r] >= 0);
@@ -345,8 +427,7 @@ Test(top, once_json_and_live_view_in_tmux)
     for (int r = 0; r < NPROC; r++)
         cr_assert_eq(read(p.ready[0], &byte, 1), 1, "a producer failed before its flush");
     check_once();
-    close(p.go[1]); /* the running phase */
-    live_view();
+    live_view(p.go[1]);
     close(p.stop[1]);
     for (int r = 0; r < NPROC; r++) {
         cr_assert_eq(waitpid(kids[r], &status, 0), kids[r]);
