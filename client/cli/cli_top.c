@@ -71,7 +71,7 @@ struct top_op {
 /* A rank's collective figures in the report's analysis, since the start. */
 struct top_an_rank {
     int64_t rank;
-    uint64_t last, caused_ns; /* arrived_last, caused_ns */
+    uint64_t last, caused_ns, waited_ns; /* arrived_last, caused_ns, waited_ns */
 };
 
 /* The collective part of a report's analysis (PROTOCOL.md Part 3). */
@@ -85,7 +85,9 @@ struct top_an {
 /* The late-arriving rank over some span: the one that arrived last most often. */
 struct top_late {
     int64_t rank;
-    uint64_t last, instances, caused_ns; /* arrived last at `last` of `instances` */
+    uint64_t last, instances; /* arrived last at `last` of `instances` */
+    uint64_t caused_ns;       /* the skews of those instances (the report's caused_ns) */
+    uint64_t others_ns;       /* the other ranks' time lost waiting in collectives */
 };
 
 /* One `live` answer, owned. */
@@ -229,7 +231,7 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
 
 /*
  * Copies the collective figures of a report's analysis into an: ranks[]
- * (rank, arrived_last, caused_ns; processes without a rank are left out:
+ * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are left out:
  * they cannot be named) and the instances of collectives[]. A reply without
  * them (a daemon before the analysis) leaves an->on false. 0 or -ENOMEM.
  */
@@ -252,6 +254,7 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
             continue;
         t->last = top_u64(r, "arrived_last");
         t->caused_ns = top_u64(r, "caused_ns");
+        t->waited_ns = top_u64(r, "waited_ns");
         an->n_ranks++;
     }
     for (uint32_t i = 0; i < coll->via.array.size; i++) {
@@ -423,10 +426,17 @@ static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t ra
  * is none: no analysis, no collective instance in the span, or none a rank
  * arrived last at.
  */
+/* now - was, or 0 when it went down (aggregates rebuilt). */
+static uint64_t top_delta(uint64_t now, uint64_t was)
+{
+    return now >= was ? now - was : 0;
+}
+
 static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cur,
                           struct top_late *l)
 {
     const struct top_an *a = &cur->an, *p = prev != NULL ? &prev->an : NULL;
+    uint64_t waited = 0;
     bool found = false;
 
     memset(l, 0, sizeof(*l));
@@ -435,15 +445,17 @@ static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cu
     l->instances = a->instances - (p != NULL ? p->instances : 0);
     for (size_t i = 0; l->instances > 0 && i < a->n_ranks; i++) {
         const struct top_an_rank *r = &a->ranks[i], *q = p ? top_an_find(p, r->rank) : NULL;
-        uint64_t last = r->last - (q != NULL && q->last <= r->last ? q->last : 0);
-        uint64_t caused =
-            r->caused_ns - (q != NULL && q->caused_ns <= r->caused_ns ? q->caused_ns : 0);
+        uint64_t last = top_delta(r->last, q ? q->last : 0);
+        uint64_t w = top_delta(r->waited_ns, q ? q->waited_ns : 0);
 
+        waited = waited > UINT64_MAX - w ? UINT64_MAX : waited + w;
         if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
-            l->rank = r->rank, l->last = last, l->caused_ns = caused;
+            l->rank = r->rank, l->last = last, l->others_ns = w; /* its own, for now */
+            l->caused_ns = top_delta(r->caused_ns, q ? q->caused_ns : 0);
             found = true;
         }
     }
+    l->others_ns = waited - l->others_ns;
     return found;
 }
 
@@ -454,21 +466,21 @@ static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cu
 static void top_print_late(FILE *f, const struct top_snap *prev, const struct top_snap *cur)
 {
     struct top_late all, last;
-    char caused[CLI_FMT_LEN];
+    char others[CLI_FMT_LEN];
 
     if (!top_late_rank(NULL, cur, &all))
         return;
-    cli_fmt_duration(caused, sizeof(caused), all.caused_ns);
+    cli_fmt_duration(others, sizeof(others), all.others_ns);
     fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64 " collectives", all.rank,
             100.0 * (double)all.last / (double)all.instances, all.instances);
     if (prev != NULL && top_late_rank(prev, cur, &last)) {
-        fputs("; last interval: ", f);
+        fputs("; last interval ", f);
         if (last.rank != all.rank)
             fprintf(f, "rank %" PRId64 " at ", last.rank);
         fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
                 last.instances);
     }
-    fprintf(f, "), held the others up %s\n", caused);
+    fprintf(f, "), the others waited %s\n", others);
 }
 
 /* ---- text ----------------------------------------------------------------- */
@@ -625,10 +637,10 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
     }
 }
 
-/* {rank, arrived_last, collectives, share[, caused_ns]} */
-static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, bool caused)
+/* {rank, arrived_last, collectives, share, caused_ns, others_waited_ns} */
+static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l)
 {
-    msgpack_pack_map(pk, caused ? 5 : 4);
+    msgpack_pack_map(pk, 6);
     top_pack_key(pk, "rank");
     msgpack_pack_int64(pk, l->rank);
     top_pack_key(pk, "arrived_last");
@@ -637,10 +649,10 @@ static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, boo
     msgpack_pack_uint64(pk, l->instances);
     top_pack_key(pk, "share");
     msgpack_pack_double(pk, (double)l->last / (double)l->instances);
-    if (caused) {
-        top_pack_key(pk, "caused_ns");
-        msgpack_pack_uint64(pk, l->caused_ns);
-    }
+    top_pack_key(pk, "caused_ns");
+    msgpack_pack_uint64(pk, l->caused_ns);
+    top_pack_key(pk, "others_waited_ns");
+    msgpack_pack_uint64(pk, l->others_ns);
 }
 
 /*
@@ -666,10 +678,10 @@ static void top_pack_late(msgpack_packer *pk, const struct top_snap *prev,
     }
     msgpack_pack_map(pk, 2);
     top_pack_key(pk, "total");
-    top_pack_late_span(pk, &all, true);
+    top_pack_late_span(pk, &all);
     top_pack_key(pk, "interval");
     if (prev != NULL && top_late_rank(prev, cur, &last))
-        top_pack_late_span(pk, &last, true);
+        top_pack_late_span(pk, &last);
     else
         msgpack_pack_nil(pk);
 }

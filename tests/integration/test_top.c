@@ -176,7 +176,7 @@ static void check_once(void)
     char *argv[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "top-live",
                     "--once",     "--json",   "--interval", "0.2", NULL};
     yajl_val v, ranks, gemm, comm, late;
-    long long gemm_total = 0, last = 0, caused = 0;
+    long long gemm_total = 0, last = 0, caused = 0, others = 0;
 
     cr_assert_eq(harness_run(&out, argv), 0);
     v = yajl_tree_parse(out, err, sizeof(err));
@@ -208,9 +208,14 @@ static void check_once(void)
     cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS * COLLS);
     cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COLLS * COMM_NS);
     /* the late rank, from the schedule: every allreduce of the exact phase completed */
-    for (uint64_t k = 0; k < STEPS * COLLS; k++)
+    for (uint64_t k = 0; k < STEPS * COLLS; k++) {
         if (late_rank_of(k) == LATE)
             last++, caused += (long long)late_ns(k);
+        /* a rank's wait: min(last arrival - its start, its duration) */
+        for (int r = 0; r < NPROC; r++)
+            if (r != LATE && r != late_rank_of(k))
+                others += (long long)(late_ns(k) < COMM_NS ? late_ns(k) : COMM_NS);
+    }
     cr_assert_eq(jint(jget(v, "late_rank", NULL)), LATE);
     late = jget(v, "late", NULL);
     cr_assert(late != NULL && YAJL_IS_OBJECT(late), "no late rank:\n%s", out);
@@ -219,6 +224,7 @@ static void check_once(void)
     cr_assert_eq(jint(jget(late, "total", "collectives")), STEPS * COLLS);
     cr_assert_eq(YAJL_GET_DOUBLE(jget(late, "total", "share")), (double)last / (STEPS * COLLS));
     cr_assert_eq(jint(jget(late, "total", "caused_ns")), caused);
+    cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
     /* no collective completed between the two samples */
     cr_assert(YAJL_IS_NULL(jget(late, "interval", NULL)), "%s", out);
     yajl_tree_free(v);
@@ -380,11 +386,12 @@ static void live_view(int go)
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
     start_top(done);
-    snprintf(line, sizeof(line), "\nlate rank %d (arrived last at %lld%% of %d collectives), held",
-             LATE, 100 * last / (STEPS * COLLS), STEPS * COLLS);
+    snprintf(line, sizeof(line),
+             "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
+             100 * last / (STEPS * COLLS), STEPS * COLLS);
     await_text(line);
     close(go); /* the running phase */
-    await_text("; last interval: 100% of ");
+    await_text("; last interval 100% of ");
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
