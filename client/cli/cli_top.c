@@ -23,6 +23,7 @@
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
+#define TOP_AN_SHARE     10 /* the analysis is asked at most every 10 times what it took */
 
 const char cli_top_usage[] =
     "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
@@ -99,7 +100,8 @@ struct top_snap {
     struct top_proc *procs;
     struct top_op *ops; /* by name */
     size_t n_procs, n_ops;
-    struct top_an an;
+    struct top_an an, an_was;  /* the latest analysis asked, and the one asked before it */
+    uint64_t an_ns, an_was_ns; /* now_ns of the samples they were asked with */
 };
 
 /* A row of an op table: one op's calls and time, over the interval or overall. */
@@ -116,13 +118,33 @@ struct top_opts {
 
 static volatile sig_atomic_t top_quit, top_resized;
 
+static void top_an_free(struct top_an *an)
+{
+    free(an->ranks);
+    memset(an, 0, sizeof(*an));
+}
+
+/* A copy of src into dst (cleared first). 0 or -ENOMEM. */
+static int top_an_copy(struct top_an *dst, const struct top_an *src)
+{
+    *dst = *src;
+    if ((dst->ranks = calloc(src->n_ranks + 1, sizeof(*dst->ranks))) == NULL) {
+        memset(dst, 0, sizeof(*dst));
+        return -ENOMEM;
+    }
+    if (src->n_ranks > 0)
+        memcpy(dst->ranks, src->ranks, src->n_ranks * sizeof(*dst->ranks));
+    return 0;
+}
+
 static void top_snap_free(struct top_snap *s)
 {
     for (size_t i = 0; i < s->n_ops; i++)
         free(s->ops[i].name);
     free(s->ops);
     free(s->procs);
-    free(s->an.ranks);
+    top_an_free(&s->an);
+    top_an_free(&s->an_was);
     memset(s, 0, sizeof(*s));
 }
 
@@ -294,8 +316,37 @@ static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, st
     return rc;
 }
 
-/* One `live` request and the analysis. Returns an exit code (an error is printed). */
-static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, struct top_snap *s)
+/*
+ * The analyses of sample s: asked now (ask), the one before it being prev's
+ * latest; or both carried over from prev. 0 or -ENOMEM.
+ */
+static int top_sample_an(struct cli_ctx *ctx, const struct proto_request *req,
+                         const struct top_snap *prev, struct top_snap *s, bool ask)
+{
+    int rc = 0;
+
+    if (ask) {
+        rc = top_analysis(ctx, req, &s->an);
+        s->an_ns = s->now_ns;
+        if (rc == 0 && prev != NULL && prev->an.on) {
+            rc = top_an_copy(&s->an_was, &prev->an);
+            s->an_was_ns = prev->an_ns;
+        }
+    } else if (prev != NULL) {
+        if ((rc = top_an_copy(&s->an, &prev->an)) == 0)
+            rc = top_an_copy(&s->an_was, &prev->an_was);
+        s->an_ns = prev->an_ns;
+        s->an_was_ns = prev->an_was_ns;
+    }
+    return rc;
+}
+
+/*
+ * One `live` request into s, and the analysis if ask (see top_sample_an).
+ * Returns an exit code (an error is printed).
+ */
+static int top_sample(struct cli_ctx *ctx, const struct proto_request *req,
+                      const struct top_snap *prev, struct top_snap *s, bool ask)
 {
     struct cli_conn conn;
     const msgpack_object *res;
@@ -305,7 +356,7 @@ static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, stru
         return rc;
     rc = top_copy(s, res);
     cli_conn_close(&conn);
-    if (rc == 0 && (rc = top_analysis(ctx, req, &s->an)) != 0)
+    if (rc == 0 && (rc = top_sample_an(ctx, req, prev, s, ask)) != 0)
         top_snap_free(s);
     if (rc == -ENOMEM) {
         cli_error("top: out of memory");
@@ -421,8 +472,8 @@ static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t ra
 /*
  * The late-arriving rank as the report's verdict names it: the rank that
  * arrived last at the most collective instances (ties: the lowest rank), and
- * its share of all instances. Since the start (prev NULL), or over the
- * interval since prev: the difference of the two counts. False when there
+ * its share of all instances. Since the start (was NULL), or between two
+ * analyses: the difference of their counts. False when there
  * is none: no analysis, no collective instance in the span, or none a rank
  * arrived last at.
  */
@@ -432,10 +483,8 @@ static uint64_t top_delta(uint64_t now, uint64_t was)
     return now >= was ? now - was : 0;
 }
 
-static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cur,
-                          struct top_late *l)
+static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct top_late *l)
 {
-    const struct top_an *a = &cur->an, *p = prev != NULL ? &prev->an : NULL;
     uint64_t waited = 0;
     bool found = false;
 
@@ -459,26 +508,35 @@ static bool top_late_rank(const struct top_snap *prev, const struct top_snap *cu
     return found;
 }
 
+/* The late rank between the two latest analyses of cur, and their distance in seconds. */
+static bool top_late_last(const struct top_snap *cur, struct top_late *l, double *span)
+{
+    *span = cur->an_ns > cur->an_was_ns ? (double)(cur->an_ns - cur->an_was_ns) / 1e9 : 0.0;
+    return cur->an_was.on && top_late_rank(&cur->an_was, &cur->an, l);
+}
+
 /*
- * The late-rank line: the rank since the start, and over the last interval
- * when collectives completed in it (naming the rank when it is another).
+ * The late-rank line: the rank since the start, and between the two latest
+ * analyses when collectives completed in that time (naming the rank when it
+ * is another).
  */
-static void top_print_late(FILE *f, const struct top_snap *prev, const struct top_snap *cur)
+static void top_print_late(FILE *f, const struct top_snap *cur)
 {
     struct top_late all, last;
     char others[CLI_FMT_LEN];
+    double span;
 
-    if (!top_late_rank(NULL, cur, &all))
+    if (!top_late_rank(NULL, &cur->an, &all))
         return;
     cli_fmt_duration(others, sizeof(others), all.others_ns);
     fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64 " collectives", all.rank,
             100.0 * (double)all.last / (double)all.instances, all.instances);
-    if (prev != NULL && top_late_rank(prev, cur, &last)) {
-        fputs("; last interval ", f);
+    if (top_late_last(cur, &last, &span)) {
+        fputs("; ", f);
         if (last.rank != all.rank)
             fprintf(f, "rank %" PRId64 " at ", last.rank);
-        fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
-                last.instances);
+        fprintf(f, "%.0f%% of %" PRIu64 " in the last %.1f s",
+                100.0 * (double)last.last / (double)last.instances, last.instances, span);
     }
     fprintf(f, "), the others waited %s\n", others);
 }
@@ -561,7 +619,7 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
             o->once ? "" : "; q quits");
     fprintf(f, "entries %" PRIu64 " (%s/s)  dropped %" PRIu64 "  interval %.1f s\n", cur->entries,
             erate, cur->dropped, dt > 0 ? dt : o->interval);
-    top_print_late(f, prev, cur);
+    top_print_late(f, cur);
     fputc('\n', f);
     top_print_procs(f, prev, cur, dt);
     fputc('\n', f);
@@ -637,10 +695,10 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
     }
 }
 
-/* {rank, arrived_last, collectives, share, caused_ns, others_waited_ns} */
-static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l)
+/* {rank, arrived_last, collectives, share, caused_ns, others_waited_ns[, seconds]} */
+static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, double span)
 {
-    msgpack_pack_map(pk, 6);
+    msgpack_pack_map(pk, span > 0 ? 7 : 6);
     top_pack_key(pk, "rank");
     msgpack_pack_int64(pk, l->rank);
     top_pack_key(pk, "arrived_last");
@@ -653,6 +711,10 @@ static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l)
     msgpack_pack_uint64(pk, l->caused_ns);
     top_pack_key(pk, "others_waited_ns");
     msgpack_pack_uint64(pk, l->others_ns);
+    if (span > 0) {
+        top_pack_key(pk, "seconds");
+        msgpack_pack_double(pk, span);
+    }
 }
 
 /*
@@ -660,11 +722,11 @@ static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l)
  * start with "interval": the late rank over the last interval (null when no
  * collective completed in it).
  */
-static void top_pack_late(msgpack_packer *pk, const struct top_snap *prev,
-                          const struct top_snap *cur)
+static void top_pack_late(msgpack_packer *pk, const struct top_snap *cur)
 {
     struct top_late all, last;
-    bool has = top_late_rank(NULL, cur, &all);
+    bool has = top_late_rank(NULL, &cur->an, &all);
+    double span;
 
     top_pack_key(pk, "late_rank");
     if (has)
@@ -678,10 +740,10 @@ static void top_pack_late(msgpack_packer *pk, const struct top_snap *prev,
     }
     msgpack_pack_map(pk, 2);
     top_pack_key(pk, "total");
-    top_pack_late_span(pk, &all);
+    top_pack_late_span(pk, &all, 0.0);
     top_pack_key(pk, "interval");
-    if (prev != NULL && top_late_rank(prev, cur, &last))
-        top_pack_late_span(pk, &last);
+    if (top_late_last(cur, &last, &span))
+        top_pack_late_span(pk, &last, span);
     else
         msgpack_pack_nil(pk);
 }
@@ -728,7 +790,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     top_pack_rate(&pk, "entries_per_s", top_rate(prev ? prev->entries : 0, cur->entries, dt));
     top_pack_key(&pk, "dropped");
     msgpack_pack_uint64(&pk, cur->dropped);
-    top_pack_late(&pk, prev, cur);
+    top_pack_late(&pk, cur);
     top_pack_procs(&pk, prev, cur, dt);
     top_pack_rows(&pk, "ops_interval", last, n_last);
     top_pack_rows(&pk, "ops_total", all, n_all);
@@ -836,7 +898,7 @@ static int top_draw(const struct top_term *t, const struct top_snap *prev,
 
     if (f == NULL)
         return -ENOMEM;
-    fixed += top_late_rank(NULL, cur, &late); /* its line */
+    fixed += top_late_rank(NULL, &cur->an, &late); /* its line */
     /* what is left below the header and the ranks goes to the two op tables */
     ops = o->top ? o->top : t->rows > fixed + 2 ? (t->rows - fixed) / 2 : 1;
     rc = top_print(f, prev, cur, ops, o);
@@ -905,15 +967,43 @@ static bool top_wait(int ms)
     }
 }
 
+static double top_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * A sample of the live view. The analysis is asked again only once
+ * TOP_AN_SHARE times what the last one took has passed since it was asked:
+ * on a small session that is every refresh, on a big one (0.1-0.3 s on
+ * 10 M entries) every few seconds, so a top left open keeps the daemon's
+ * workers busy a tenth of the time at most.
+ */
+static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
+                           const struct top_snap *prev, struct top_snap *s, double *next)
+{
+    double start = top_clock();
+    bool ask = prev == NULL || start >= *next;
+    int rc = top_sample(ctx, req, prev, s, ask);
+
+    if (ask)
+        *next = start + TOP_AN_SHARE * (top_clock() - start);
+    return rc;
+}
+
 /* The live view until q. Returns an exit code. */
 static int top_loop(struct cli_ctx *ctx, const struct proto_request *req, const struct top_opts *o)
 {
     struct top_snap snaps[2] = {0};
     struct top_snap *prev = NULL, *cur = &snaps[0];
     struct top_term t = {0};
+    double next = 0.0;
     int rc;
 
-    if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK)
+    if ((rc = top_live_sample(ctx, req, NULL, cur, &next)) != CLI_EXIT_OK)
         return rc;
     top_term_start(&t);
     for (;;) {
@@ -932,7 +1022,7 @@ static int top_loop(struct cli_ctx *ctx, const struct proto_request *req, const 
         prev = cur;
         cur = cur == &snaps[0] ? &snaps[1] : &snaps[0];
         top_snap_free(cur);
-        if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK) {
+        if ((rc = top_live_sample(ctx, req, prev, cur, &next)) != CLI_EXIT_OK) {
             cur = prev; /* the error is on stderr; keep the last frame */
             break;
         }
@@ -948,14 +1038,14 @@ static int top_once(struct cli_ctx *ctx, const struct proto_request *req, const 
 {
     struct top_snap a = {0}, b = {0};
     struct timespec ts;
-    int rc = top_sample(ctx, req, &a);
+    int rc = top_sample(ctx, req, NULL, &a, true);
 
     if (rc == CLI_EXIT_OK && o->interval > 0) {
         ts.tv_sec = (time_t)o->interval;
         ts.tv_nsec = (long)((o->interval - (double)ts.tv_sec) * 1e9);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
-        rc = top_sample(ctx, req, &b);
+        rc = top_sample(ctx, req, &a, &b, true);
     }
     if (rc == CLI_EXIT_OK) {
         const struct top_snap *prev = o->interval > 0 ? &a : NULL;

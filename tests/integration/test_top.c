@@ -390,8 +390,8 @@ static void live_view(int go)
              "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
              100 * last / (STEPS * COLLS), STEPS * COLLS);
     await_text(line);
-    close(go); /* the running phase */
-    await_text("; last interval 100% of ");
+    close(go);                /* the running phase */
+    await_text("; 100% of "); /* "... in the last 0.2 s": LATE at each one since the last frame */
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
