@@ -36,6 +36,16 @@ const char cli_top_usage[] =
     "live session. The figures are the daemon's counters of what it has\n"
     "received, current to the last batch (a report shows what is stored).\n"
     "\n"
+    "Once collectives have completed, a line names the late rank: the rank that\n"
+    "arrived last at the most of them (as the report's verdict does), with its\n"
+    "share of them since the start and since the previous analysis, and the\n"
+    "time the other ranks lost waiting in collectives:\n"
+    "  late rank 2 (arrived last at 75% of 80 collectives), the others waited\n"
+    "  70.0 us; last 1.0 s: 100% of 12\n"
+    "It comes from the report's analysis (what is committed), asked at most\n"
+    "every ten times what it takes the daemon (every refresh on a small\n"
+    "session, every few seconds on one of millions of entries).\n"
+    "\n"
     "Keys: q quits (so do Ctrl-C and SIGTERM); the view follows the terminal's\n"
     "size.\n"
     "\n"
@@ -516,9 +526,10 @@ static bool top_late_last(const struct top_snap *cur, struct top_late *l, double
 }
 
 /*
- * The late-rank line: the rank since the start, and between the two latest
- * analyses when collectives completed in that time (naming the rank when it
- * is another).
+ * The late-rank line: the rank since the start and the other ranks' wait,
+ * then (last: it is what a narrow terminal cuts) the late rank between the
+ * two latest analyses when collectives completed in that time, named when
+ * it is another rank.
  */
 static void top_print_late(FILE *f, const struct top_snap *cur)
 {
@@ -529,16 +540,18 @@ static void top_print_late(FILE *f, const struct top_snap *cur)
     if (!top_late_rank(NULL, &cur->an, &all))
         return;
     cli_fmt_duration(others, sizeof(others), all.others_ns);
-    fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64 " collectives", all.rank,
-            100.0 * (double)all.last / (double)all.instances, all.instances);
+    fprintf(f,
+            "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64
+            " collectives), the others waited %s",
+            all.rank, 100.0 * (double)all.last / (double)all.instances, all.instances, others);
     if (top_late_last(cur, &last, &span)) {
-        fputs("; ", f);
+        fprintf(f, "; last %.1f s: ", span);
         if (last.rank != all.rank)
             fprintf(f, "rank %" PRId64 " at ", last.rank);
-        fprintf(f, "%.0f%% of %" PRIu64 " in the last %.1f s",
-                100.0 * (double)last.last / (double)last.instances, last.instances, span);
+        fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
+                last.instances);
     }
-    fprintf(f, "), the others waited %s\n", others);
+    fputc('\n', f);
 }
 
 /* ---- text ----------------------------------------------------------------- */

@@ -343,14 +343,14 @@ static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
 }
 
 /*
- * Runs top in a new tmux session "top", 100×30, in a shell that writes top's
- * exit status and `stty -a` to done (after top returned).
+ * Runs top in a new tmux session "top", 120×30 (the late-rank line is about 100 columns), in a
+ * shell that writes top's exit status and `stty -a` to done (after top returned).
  */
 static void start_top(const char *done)
 {
     char cmd[6 * PATH_MAX];
     char *argv[] = {"tmux", "-L",  tmux_sock, "new-session", "-d", "-s", "top",
-                    "-x",   "100", "-y",      "30",          cmd,  NULL};
+                    "-x",   "120", "-y",      "30",          cmd,  NULL};
 
     snprintf(cmd, sizeof(cmd),
              "%s --socket %s top top-live --interval 0.2; s=$?; "
@@ -390,8 +390,8 @@ static void live_view(int go)
              "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
              100 * last / (STEPS * COLLS), STEPS * COLLS);
     await_text(line);
-    close(go);                /* the running phase */
-    await_text("; 100% of "); /* "... in the last 0.2 s": LATE at each one since the last frame */
+    close(go);                  /* the running phase */
+    await_text(" s: 100% of "); /* "; last 0.2 s: ...": LATE at each one since the last frame */
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
