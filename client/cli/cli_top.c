@@ -895,6 +895,28 @@ static size_t top_cut(const char *s, size_t n, unsigned cols)
 }
 
 /*
+ * All of buf to the terminal, through signals: a resize (SIGWINCH, no
+ * SA_RESTART) while a frame is written interrupts write(2), which stdio
+ * would report as an error and end the view. 0 or -EIO.
+ */
+static int top_write(const char *buf, size_t len)
+{
+    if (fflush(stdout) != 0)
+        return -EIO;
+    while (len > 0) {
+        ssize_t n = write(STDOUT_FILENO, buf, len);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -EIO;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*
  * One frame: the view's text cut to the terminal, written at once from the
  * top-left corner, each line cleared to its end and the rest of the screen
  * cleared, so nothing flickers and nothing of a longer frame stays.
@@ -936,17 +958,18 @@ static int top_draw(const struct top_term *t, const struct top_snap *prev,
             fputs("\r\n", out);
     }
     fputs("\033[J", out);
-    fclose(out);
-    fwrite(frame, 1, flen, stdout);
-    fflush(stdout);
+    rc = fclose(out) != 0 ? -ENOMEM : top_write(frame, flen);
     free(frame);
     free(text);
-    return ferror(stdout) ? -EIO : 0;
+    return rc;
 }
 
 /*
  * Waits up to ms for a key or a signal. Returns true to go on, false to
  * quit (q, Ctrl-C, SIGTERM, or the end of input). A resize returns early.
+ * The end of input is a hangup, a read of 0 bytes (stdin a file or a pipe
+ * at its end: poll says readable at once, forever) or of an error, or stdin
+ * closed (POLLNVAL): waiting on such a stdin would spin.
  */
 static bool top_wait(int ms)
 {
@@ -960,6 +983,7 @@ static bool top_wait(int ms)
     for (;;) {
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int left, n;
+        ssize_t got;
         char key;
 
         if (top_quit)
@@ -973,9 +997,16 @@ static bool top_wait(int ms)
         n = poll(&p, 1, left);
         if (n < 0 && errno != EINTR)
             return false;
-        if (n > 0 && (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+        if (n <= 0)
+            continue;
+        if (p.revents & POLLNVAL)
             return false;
-        if (n > 0 && read(STDIN_FILENO, &key, 1) == 1 && (key == 'q' || key == 'Q' || key == 3))
+        if ((p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+            return false;
+        if ((got = read(STDIN_FILENO, &key, 1)) == 0 ||
+            (got < 0 && errno != EINTR && errno != EAGAIN))
+            return false;
+        if (got == 1 && (key == 'q' || key == 'Q' || key == 3))
             return false;
     }
 }

@@ -344,18 +344,19 @@ static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
 
 /*
  * Runs top in a new tmux session "top", 120×30 (the late-rank line is about 100 columns), in a
- * shell that writes top's exit status and `stty -a` to done (after top returned).
+ * shell that writes top's exit status and `stty -a` to done (after top returned); redirect
+ * follows top's arguments.
  */
-static void start_top(const char *done)
+static void start_top(const char *done, const char *redirect)
 {
     char cmd[6 * PATH_MAX];
     char *argv[] = {"tmux", "-L",  tmux_sock, "new-session", "-d", "-s", "top",
                     "-x",   "120", "-y",      "30",          cmd,  NULL};
 
     snprintf(cmd, sizeof(cmd),
-             "%s --socket %s top top-live --interval 0.2; s=$?; "
+             "%s --socket %s top top-live --interval 0.2%s; s=$?; "
              "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
-             TRACECTL_BIN, d.sock, done, done, done);
+             TRACECTL_BIN, d.sock, redirect, done, done, done);
     cr_assert_eq(harness_run(NULL, argv), 0, "tmux new-session failed");
 }
 
@@ -385,7 +386,7 @@ static void live_view(int go)
         last += late_rank_of(k) == LATE;
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
-    start_top(done);
+    start_top(done, "");
     snprintf(line, sizeof(line),
              "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
              100 * last / (STEPS * COLLS), STEPS * COLLS);
@@ -395,7 +396,10 @@ static void live_view(int go)
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
-    /* a smaller terminal: the frame is redrawn from the top, lines cut, not wrapped */
+    /* resizes in a burst (signals while it samples and draws), then a smaller terminal: the
+     * frame is redrawn from the top, lines cut, not wrapped */
+    for (int i = 0; i < 20; i++)
+        tmux("resize-window", "-t", "top", "-x", i % 2 ? "60" : "110", "-y", i % 2 ? "12" : "28");
     tmux("resize-window", "-t", "top", "-x", "50", "-y", "14");
     await_frame_top();
     tmux("send-keys", "-t", "top", "q", NULL, NULL, NULL);
@@ -403,9 +407,14 @@ static void live_view(int go)
     tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
     /* Ctrl-C quits the same way */
     unlink(done);
-    start_top(done);
+    start_top(done, "");
     await_step(STEPS - 1);
     tmux("send-keys", "-t", "top", "C-c", NULL, NULL, NULL);
+    check_done(done);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
+    /* input at its end (< /dev/null): top quits after its first frame, as on q */
+    unlink(done);
+    start_top(done, " </dev/null");
     check_done(done);
 }
 
