@@ -484,8 +484,8 @@ static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t ra
  * arrived last at the most collective instances (ties: the lowest rank), and
  * its share of all instances. Since the start (was NULL), or between two
  * analyses: the difference of their counts. False when there
- * is none: no analysis, no collective instance in the span, or none a rank
- * arrived last at.
+ * is none: no analysis, fewer than two ranks (as for the verdict), no
+ * collective instance in the span, or none a rank arrived last at.
  */
 /* now - was, or 0 when it went down (aggregates rebuilt). */
 static uint64_t top_delta(uint64_t now, uint64_t was)
@@ -499,7 +499,7 @@ static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct
     bool found = false;
 
     memset(l, 0, sizeof(*l));
-    if (!a->on || (p != NULL && (!p->on || p->instances > a->instances)))
+    if (!a->on || a->n_ranks < 2 || (p != NULL && (!p->on || p->instances > a->instances)))
         return false;
     l->instances = a->instances - (p != NULL ? p->instances : 0);
     for (size_t i = 0; l->instances > 0 && i < a->n_ranks; i++) {

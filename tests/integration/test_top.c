@@ -468,3 +468,44 @@ Test(top, usage_and_no_live_session)
     free(out);
     cr_assert_eq(harness_run(NULL, none), 4); /* no live session */
 }
+
+/* Two ranks, compute only: no collective, so no late-rank line and null in --json. */
+Test(top, no_collective_no_late_rank)
+{
+    char *out = NULL, err[256];
+    char *json[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "plain",
+                    "--once",     "--json",   "--interval", "0",   NULL};
+    char *text[] = {TRACECTL_BIN, "--socket",   d.sock, "top", "plain",
+                    "--once",     "--interval", "0",    NULL};
+    tc_client *c[2];
+    yajl_val v;
+    int e;
+
+    harness_daemon_start(&d, NULL);
+    for (int r = 0; r < 2; r++) {
+        tc_options o = {0};
+        o.socket_path = d.sock;
+        o.session = "plain";
+        o.rank = r;
+        o.world = 2;
+        o.blocking = 1;
+        cr_assert((c[r] = tc_open(&o, &e)) != NULL);
+        tc_set_step(c[r], 0);
+        tc_record(c[r], tc_op(c[r], "gemm"), 1000, 500, 0, NULL, NULL, 0, NULL);
+        cr_assert_eq(tc_flush(c[r], -1), 0);
+    }
+    cr_assert_eq(harness_run(&out, json), 0);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
+    cr_assert_eq(jint(jget(v, "entries", NULL)), 2);
+    cr_assert(YAJL_IS_NULL(jget(v, "late_rank", NULL)), "%s", out);
+    cr_assert(YAJL_IS_NULL(jget(v, "late", NULL)), "%s", out);
+    yajl_tree_free(v);
+    free(out);
+    cr_assert_eq(harness_run(&out, text), 0);
+    cr_assert(strstr(out, "\nentries 2 ") != NULL, "%s", out);
+    cr_assert(strstr(out, "late rank") == NULL, "%s", out);
+    free(out);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(tc_close(c[r]), 0);
+}
