@@ -263,9 +263,10 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
 
 /*
  * Copies the collective figures of a report's analysis into an: ranks[]
- * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are left out:
- * they cannot be named) and the instances of collectives[]. A reply without
- * them (a daemon before the analysis) leaves an->on false. 0 or -ENOMEM.
+ * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are
+ * left out: they cannot be named) and the instances of collectives[]. A
+ * reply without them (a daemon before the analysis) leaves an->on false.
+ * 0 or -ENOMEM.
  */
 static int top_copy_an(struct top_an *an, const msgpack_object *res)
 {
@@ -479,23 +480,24 @@ static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t ra
     return NULL;
 }
 
-/*
- * The late-arriving rank as the report's verdict names it: the rank that
- * arrived last at the most collective instances (ties: the lowest rank), and
- * its share of all instances. Since the start (was NULL), or between two
- * analyses: the difference of their counts. False when there
- * is none: no analysis, fewer than two ranks (as for the verdict), no
- * collective instance in the span, or none a rank arrived last at.
- */
 /* now - was, or 0 when it went down (aggregates rebuilt). */
 static uint64_t top_delta(uint64_t now, uint64_t was)
 {
     return now >= was ? now - was : 0;
 }
 
+/*
+ * The late-arriving rank as the report's verdict names it: the rank that
+ * arrived last at the most collective instances (ties: the lowest rank), its
+ * share of all instances, and the other ranks' waited_ns. Since the start
+ * (p NULL), or between analyses p and a: the difference of their counts.
+ * False when there is none: no analysis, fewer than two ranks (as for the
+ * verdict), no collective instance in the span, or none a rank arrived last
+ * at.
+ */
 static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct top_late *l)
 {
-    uint64_t waited = 0;
+    uint64_t waited = 0, own = 0;
     bool found = false;
 
     memset(l, 0, sizeof(*l));
@@ -509,12 +511,12 @@ static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct
 
         waited = waited > UINT64_MAX - w ? UINT64_MAX : waited + w;
         if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
-            l->rank = r->rank, l->last = last, l->others_ns = w; /* its own, for now */
+            l->rank = r->rank, l->last = last, own = w;
             l->caused_ns = top_delta(r->caused_ns, q ? q->caused_ns : 0);
             found = true;
         }
     }
-    l->others_ns = waited - l->others_ns;
+    l->others_ns = waited - own;
     return found;
 }
 
@@ -731,9 +733,9 @@ static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, dou
 }
 
 /*
- * "late_rank": the rank or null; "late": null, or its figures since the
- * start with "interval": the late rank over the last interval (null when no
- * collective completed in it).
+ * "late_rank": the rank or null; "late": null, or {"total": its figures since
+ * the start, "interval": the late rank between the two latest analyses, with
+ * their distance in "seconds" (null when no collective completed between)}.
  */
 static void top_pack_late(msgpack_packer *pk, const struct top_snap *cur)
 {
