@@ -855,7 +855,13 @@ static void top_term_start(struct top_term *t)
     struct sigaction sa;
 
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = top_on_signal; /* no SA_RESTART: poll() returns EINTR at once */
+    /*
+     * SA_RESTART: a resize while a request is under way (connect, read,
+     * write) must not fail it; poll(), never restarted, still returns EINTR
+     * at once, so top_wait() sees the flags without delay.
+     */
+    sa.sa_handler = top_on_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -897,9 +903,9 @@ static size_t top_cut(const char *s, size_t n, unsigned cols)
 }
 
 /*
- * All of buf to the terminal, through signals: a resize (SIGWINCH, no
- * SA_RESTART) while a frame is written interrupts write(2), which stdio
- * would report as an error and end the view. 0 or -EIO.
+ * All of buf to the terminal, through signals: a write(2) cut short by a
+ * resize (a partial write, or EINTR) goes on where it stopped, where stdio
+ * would report an error and end the view. 0 or -EIO.
  */
 static int top_write(const char *buf, size_t len)
 {
