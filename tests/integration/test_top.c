@@ -236,7 +236,7 @@ static void check_once(void)
 static char *pane(void)
 {
     char *out = NULL;
-    char *argv[] = {"tmux", "-L", tmux_sock, "capture-pane", "-p", "-t", "top", NULL};
+    char *argv[] = {"tmux", "-L", tmux_sock, "capture-pane", "-p", "-t", "top:", NULL};
 
     cr_assert_eq(harness_run(&out, argv), 0, "capture-pane failed");
     return out;
@@ -345,19 +345,84 @@ static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
 /*
  * Runs top in a new tmux session "top", 120×30 (the late-rank line is about 100 columns), in a
  * shell that writes top's exit status and `stty -a` to done (after top returned); redirect
- * follows top's arguments.
+ * follows top's arguments; pidfile (when not NULL) gets top's pid.
  */
-static void start_top(const char *done, const char *redirect)
+static void start_top_pid(const char *done, const char *redirect, const char *pidfile)
 {
-    char cmd[6 * PATH_MAX];
+    char cmd[8 * PATH_MAX];
     char *argv[] = {"tmux", "-L",  tmux_sock, "new-session", "-d", "-s", "top",
                     "-x",   "120", "-y",      "30",          cmd,  NULL};
 
-    snprintf(cmd, sizeof(cmd),
-             "%s --socket %s top top-live --interval 0.2%s; s=$?; "
-             "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
-             TRACECTL_BIN, d.sock, redirect, done, done, done);
+    if (pidfile != NULL)
+        snprintf(cmd, sizeof(cmd),
+                 "sh -c 'echo $$ > %s.tmp; mv %s.tmp %s; exec %s --socket %s top top-live "
+                 "--interval 0.1%s'; s=$?; "
+                 "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
+                 pidfile, pidfile, pidfile, TRACECTL_BIN, d.sock, redirect, done, done, done);
+    else
+        snprintf(cmd, sizeof(cmd),
+                 "%s --socket %s top top-live --interval 0.2%s; s=$?; "
+                 "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
+                 TRACECTL_BIN, d.sock, redirect, done, done, done);
     cr_assert_eq(harness_run(NULL, argv), 0, "tmux new-session failed");
+}
+
+/* start_top_pid without a pid file. */
+static void start_top(const char *done, const char *redirect)
+{
+    start_top_pid(done, redirect, NULL);
+}
+
+/* The pid in the file (what the pane's shell wrote before it exec'd top). */
+static pid_t await_pid(const char *path)
+{
+    char *text = await_file(path);
+    pid_t pid = (pid_t)atol(text);
+
+    free(text);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+/* The tmux server's pid. */
+static pid_t tmux_server_pid(void)
+{
+    char *out = NULL;
+    char *argv[] = {"tmux", "-L", tmux_sock, "display-message", "-p", "#{pid}", NULL};
+    pid_t pid;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    pid = (pid_t)atol(out);
+    free(out);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+/*
+ * Polls until pid is blocked in write(2) (/proc/PID/syscall starts with the
+ * syscall number: 1 on x86-64). False when that file cannot be read (not
+ * x86-64, or no permission to look): the caller skips its check.
+ */
+static bool await_in_write(pid_t pid)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char path[64], buf[64];
+
+    snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+    while (time(NULL) < end) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (n == 0)
+            return false;
+        buf[n] = '\0';
+        if (strncmp(buf, "1 ", 2) == 0)
+            return true;
+        poll(NULL, 0, 20);
+    }
+    cr_assert_fail("top never blocked in write(2) with the terminal's reader stopped");
+    return false;
 }
 
 /* What top left behind: exit 0 and the terminal's canonical mode and echo back on. */
@@ -370,6 +435,35 @@ static void check_done(const char *done)
               "canonical mode was not restored:\n%s", text);
     cr_assert(strstr(text, " echo ") != NULL, "echo was not restored:\n%s", text);
     free(text);
+}
+
+/*
+ * A resize while a frame is being written: the tmux server is stopped, so
+ * the pane's terminal fills up and top blocks in write(2); a SIGWINCH then
+ * interrupts that write. top must go on (and quit on q with exit 0), not
+ * take the interrupted write for an error.
+ */
+static void resize_while_blocked(const char *done)
+{
+    char pidfile[PATH_MAX + 16];
+    pid_t top, server;
+    bool looked = true;
+
+    snprintf(pidfile, sizeof(pidfile), "%s/top-pid", d.dir);
+    unlink(done);
+    start_top_pid(done, "", pidfile);
+    top = await_pid(pidfile);
+    await_step(STEPS - 1);
+    server = tmux_server_pid();
+    cr_assert_eq(kill(server, SIGSTOP), 0);
+    for (int i = 0; i < 3 && looked; i++)
+        if ((looked = await_in_write(top)))
+            cr_assert_eq(kill(top, SIGWINCH), 0);
+    cr_assert_eq(kill(server, SIGCONT), 0);
+    if (!looked)
+        cr_log_warn("/proc/%d/syscall unreadable: the resize was not sent mid-write", (int)top);
+    tmux("send-keys", "-t", "top:", "q", NULL, NULL, NULL);
+    check_done(done);
 }
 
 /*
@@ -387,6 +481,10 @@ static void live_view(int go)
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
     start_top(done, "");
+    /* a second session keeps the server up when "top" is killed between the runs below: a
+     * server left with no session exits, and a new-session racing that exit fails (panes
+     * and windows are named "top:" from here on: "top" alone is ambiguous with two) */
+    tmux("new-session", "-d", "-s", "keep", "sleep 3600", NULL, NULL);
     snprintf(line, sizeof(line),
              "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
              100 * last / (STEPS * COLLS), STEPS * COLLS);
@@ -399,23 +497,25 @@ static void live_view(int go)
     /* resizes in a burst (signals while it samples and draws), then a smaller terminal: the
      * frame is redrawn from the top, lines cut, not wrapped */
     for (int i = 0; i < 20; i++)
-        tmux("resize-window", "-t", "top", "-x", i % 2 ? "60" : "110", "-y", i % 2 ? "12" : "28");
-    tmux("resize-window", "-t", "top", "-x", "50", "-y", "14");
+        tmux("resize-window", "-t", "top:", "-x", i % 2 ? "60" : "110", "-y", i % 2 ? "12" : "28");
+    tmux("resize-window", "-t", "top:", "-x", "50", "-y", "14");
     await_frame_top();
-    tmux("send-keys", "-t", "top", "q", NULL, NULL, NULL);
+    tmux("send-keys", "-t", "top:", "q", NULL, NULL, NULL);
     check_done(done);
     tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
     /* Ctrl-C quits the same way */
     unlink(done);
     start_top(done, "");
     await_step(STEPS - 1);
-    tmux("send-keys", "-t", "top", "C-c", NULL, NULL, NULL);
+    tmux("send-keys", "-t", "top:", "C-c", NULL, NULL, NULL);
     check_done(done);
     tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
     /* input at its end (< /dev/null): top quits after its first frame, as on q */
     unlink(done);
     start_top(done, " </dev/null");
     check_done(done);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
+    resize_while_blocked(done);
 }
 
 Test(top, once_json_and_live_view_in_tmux)
