@@ -4,16 +4,18 @@
  * producers sent (entries per rank, steps, calls and time per op, computed
  * here from the recording loop, not by the code under test), then the live
  * view in a real terminal, tmux, read back with capture-pane: the steps shown
- * increase while the producers run, the view follows a resize, and q and
- * Ctrl-C quit with exit 0 and the terminal's modes restored.
+ * increase while the producers run, the view follows resizes (a burst, and
+ * one while top is blocked writing a frame), and q, Ctrl-C and the end of
+ * input quit with exit 0 and the terminal's modes restored.
  *
  * The late rank: the producers' allreduces carry ext comm + seq, as the MPI
  * interposer sends them, and before each one the test's schedule makes one
  * known rank start it later than the others (late_rank_of, late_ns). The
- * share of collectives it arrived last at and the time it held the others
- * up are counted here from that schedule; --once --json and the pane must
- * show the same, then the running phase (where only LATE is ever late) must
- * show it at 100 % over the last interval.
+ * share of collectives it arrived last at, the skews it caused and the
+ * other ranks' waits are counted here from that schedule; --once --json and
+ * the pane must show the same, then the running phase (where only LATE is
+ * ever late) must show it at 100 % since the previous analysis. Ranks
+ * without collectives show no late rank.
  *
  * Synchronisation is by events: the producers say on a pipe when they have
  * flushed (the daemon has them), and the tmux pane is polled until it shows
