@@ -29,7 +29,7 @@
 const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
-    "                       [--by launcher] [--json]\n"
+    "                       [--by launcher|module] [--json]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -71,6 +71,12 @@ const char cli_report_usage[] =
     "                              by the CPU op that launched them (the kernels\n"
     "                              of an imported Kineto trace), and by (launcher,\n"
     "                              op) pair, the first --top N pairs (default 10)\n"
+    "      --by module             instead of the report: the time of the entries\n"
+    "                              by the region around them (the nn.Module of the\n"
+    "                              torch bridge's profiler mode, a Python `with`\n"
+    "                              block, tc_push): calls, self and total time,\n"
+    "                              share; and by (module, op), the first --top N\n"
+    "                              rows of each (default 10)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -79,7 +85,8 @@ const char cli_report_usage[] =
     "  tracectl report job-42 --top 5 --comm-min-ratio 0.01 --mem-threshold 64MiB\n"
     "  tracectl report 7 --json | jq '.ops[0]'\n"
     "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
-    "  tracectl report nccl --by launcher --top 5\n";
+    "  tracectl report nccl --by launcher --top 5\n"
+    "  tracectl report train --by module --top 20\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -162,18 +169,18 @@ static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tab
 
 /* Where the report comes from: a session of the daemon, or trace files (--offline). */
 struct cli_report_src {
-    bool offline;     /* --offline */
-    bool cpu_ops;     /* --cpu-ops */
-    bool by_launcher; /* --by launcher */
+    bool offline;   /* --offline */
+    bool cpu_ops;   /* --cpu-ops */
+    const char *by; /* --by launcher|module, NULL: none */
 };
 
-static int cli_report_by(const char *arg, bool *by_launcher)
+static int cli_report_by(const char *arg, const char **by)
 {
-    if (strcmp(arg, "launcher") != 0) {
-        cli_error("report: --by wants launcher, not '%s'", arg);
+    if (strcmp(arg, "launcher") != 0 && strcmp(arg, "module") != 0) {
+        cli_error("report: --by wants launcher or module, not '%s'", arg);
         return CLI_EXIT_USAGE;
     }
-    *by_launcher = true;
+    *by = arg;
     return CLI_CONTINUE;
 }
 
@@ -223,7 +230,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         else if (c == 'P')
             src->cpu_ops = true, rc = CLI_CONTINUE;
         else if (c == 'B')
-            rc = cli_report_by(optarg, &src->by_launcher);
+            rc = cli_report_by(optarg, &src->by);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -545,8 +552,9 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
-    if (src->by_launcher)
-        return cli_report_by_launcher(ctx, arg, req.top);
+    if (src->by != NULL)
+        return strcmp(src->by, "module") == 0 ? cli_report_by_module(ctx, arg, req.top)
+                                              : cli_report_by_launcher(ctx, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);
