@@ -15,10 +15,11 @@
 #include "cli_obj.h"
 #include "cli_view.h"
 
-#define BY_NCOLS(a)   (sizeof(a) / sizeof((a)[0]))
-#define BY_INDENT     "  "
-#define MOD_MAX_DEPTH 256 /* --by module: regions followed up from an entry; deeper ones are cut   \
-                           */
+#define BY_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define BY_INDENT   "  "
+#define MOD_MAX_DEPTH                                                                              \
+    256 /* --by module: regions followed up from an entry; deeper ones are cut                     \
+         */
 
 /* One (launcher, op) pair, or one launcher (op unused). */
 struct by_row {

@@ -17,6 +17,10 @@
  * tc_record_ext (PROTOCOL.md "Links between entries"); a region with neither
  * is a plain tc_record, as before. Regions left in another order than they
  * were entered (coroutines) are unlinked wherever they are in the chain.
+ * Client.record() takes the ext keys as keywords (stream, peer, comm, seq,
+ * id, parent, and checksum): with any of them it is a tc_record_ext, else a
+ * plain tc_record; region_id() hands out tc_region_id()s for bindings above
+ * this one (the torch bridge's profiler mode links its module ranges so).
  *
  * op() is the hot path (see docs/BENCHMARKS.md): its keywords are matched by
  * pointer to interned names, a Region embeds its shapes and freed Regions

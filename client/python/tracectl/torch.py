@@ -34,10 +34,22 @@ What is recorded:
   ``comm``. Collectives carry **no device**: the report's Devices and Load
   imbalance sections then compare the ranks' compute, and a rank that waits
   for a slow one shows it as longer collectives, not as a slower device.
+  Each collective carries its process group's ``comm`` (comm_id()) and
+  ``seq`` (the group's count of collectives before it on this rank) in its
+  ext map: the daemon matches the ranks' arrivals by them.
 
 Profiler mode: ``on_trace_ready=tct.profiler_handler()`` streams every
 operator ``torch.profiler.profile`` recorded to the daemon at each profiler
-cycle (see profiler_handler()).
+cycle (see profiler_handler()); with ``tct.instrument(model, optimizer,
+profiler=True)`` each module call is a region around its operators
+(``tracectl report --by module``):
+
+    tct.instrument(model, optimizer, profiler=True)
+    with torch.profiler.profile(..., on_trace_ready=tct.profiler_handler()) as prof:
+        for batch in data:
+            ...
+            prof.step()
+            tct.step()
 """
 
 from __future__ import annotations
@@ -48,7 +60,8 @@ import itertools
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
+                    Tuple)
 
 import torch
 import torch.distributed as dist
@@ -194,7 +207,7 @@ def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer
 # Profiler ranges (torch's RecordFunction): the C++ binding when this torch has
 # it (a few µs), else the record_function context manager.
 _profiling: Callable[[], bool] = getattr(torch._C._autograd, "_profiler_enabled", lambda: True)
-_regions: set = set()  # names of the ranges instrument(profiler=True) opens: regions
+_regions: Set[str] = set()  # names of the ranges instrument(profiler=True) opens: regions
 
 
 def _range_enter(name: str) -> Any:
@@ -323,7 +336,7 @@ def _wrap_optimizer(opt: torch.optim.Optimizer, profiler: bool = False) -> Calla
 
 # Communicators: one (comm id, sequence counter) per process group, None
 # standing for the default group.
-_groups: Dict[Any, Tuple[int, Iterable[int]]] = {}
+_groups: Dict[Any, Tuple[int, Iterator[int]]] = {}
 
 
 def _comm_name(group: Any) -> str:
@@ -336,7 +349,7 @@ def _comm_name(group: Any) -> str:
     return "%s:%s" % (names.get(group, ""), ",".join(str(r) for r in ranks))
 
 
-def _comm(group: Any) -> Tuple[int, Iterable[int]]:
+def _comm(group: Any) -> Tuple[int, Iterator[int]]:
     if group is dist.GroupMember.WORLD:
         group = None
     g = _groups.get(group)
@@ -374,7 +387,7 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
     def hook(state, bucket):  # no annotations: DDP checks them against its own types
         buf = bucket.buffer()
         comm, counter = _comm(state)
-        seq = next(counter)  # type: ignore[call-overload]
+        seq = next(counter)
         t0 = _now()
         _tls.inside = True
         try:
@@ -456,7 +469,7 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
             return f(*args, **kwargs)
         comm, counter = _comm(group)
         if peer_arg is None:
-            ext = {"comm": comm, "seq": next(counter)}  # type: ignore[call-overload]
+            ext = {"comm": comm, "seq": next(counter)}
         else:
             peer = arg(args, kwargs, pi, peer_arg)
             ext = {"comm": comm} if peer is None else {"comm": comm, "peer": int(peer)}
