@@ -17,9 +17,9 @@
 
 #define BY_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 #define BY_INDENT   "  "
-#define MOD_MAX_DEPTH                                                                              \
-    256 /* --by module: regions followed up from an entry; deeper ones are cut                     \
-         */
+/* --by module: the leaf key of entries without a parent; regions followed up from an entry */
+#define MOD_NONE      (1ull << 63)
+#define MOD_MAX_DEPTH 256
 
 /* One (launcher, op) pair, or one launcher (op unused). */
 struct by_row {
@@ -318,7 +318,7 @@ struct mod_row {
 
 struct mod_state {
     struct pairmap regions; /* (process, id) → index into region */
-    struct pairmap leaves;  /* (process << 32 | op, parent) → index into leaf; no parent: ~0 */
+    struct pairmap leaves;  /* (process << 32 | op, parent) → index into leaf (MOD_NONE: none) */
     struct mod_region *region;
     struct mod_leaf *leaf;
     size_t n_region, cap_region, n_leaf, cap_leaf;
@@ -359,7 +359,7 @@ static int mod_row_in(struct cli_export *x, const struct cli_export_row *r)
     bool created;
     uint64_t *i;
 
-    if (r->op_index > UINT32_MAX || r->proc_index > UINT32_MAX)
+    if (r->op_index > UINT32_MAX || r->proc_index > INT32_MAX)
         return -E2BIG;
     if (r->has_id) {
         if ((i = pairmap_upsert(&s->regions, r->proc_index, r->id, &created)) == NULL ||
@@ -373,8 +373,9 @@ static int mod_row_in(struct cli_export *x, const struct cli_export_row *r)
                                                        .parent = r->parent};
         return 0;
     }
-    i = pairmap_upsert(&s->leaves, (uint64_t)r->proc_index << 32 | r->op_index,
-                       r->has_parent ? r->parent : UINT64_MAX, &created);
+    i = pairmap_upsert(&s->leaves,
+                       (uint64_t)r->proc_index << 32 | r->op_index | (r->has_parent ? 0 : MOD_NONE),
+                       r->has_parent ? r->parent : 0, &created);
     if (i == NULL)
         return -ENOMEM;
     if (created) {
@@ -447,7 +448,7 @@ static int mod_sum(const struct mod_state *s, struct mod_row *mods, struct mod_r
     for (size_t i = 0; i < s->n_leaf && rc == 0; i++) {
         const struct mod_leaf *l = &s->leaf[i];
         const struct mod_region *in = mod_parent(s, l->proc, l->has_parent, l->parent);
-        size_t mod = in != NULL ? in->op : none, seen[MOD_MAX_DEPTH], n_seen = 0;
+        size_t mod = in != NULL ? in->op : none, seen[MOD_MAX_DEPTH], n_seen = 0, depth = 0;
         bool created;
         uint64_t *j;
 
@@ -455,9 +456,9 @@ static int mod_sum(const struct mod_state *s, struct mod_row *mods, struct mod_r
         mods[mod].self_ns = by_add(mods[mod].self_ns, l->ns);
         if (in == NULL)
             mods[none].total_ns = by_add(mods[none].total_ns, l->ns);
-        /* every module around it, once per name (a loop of parents ends the walk) */
-        for (const struct mod_region *p = in; p != NULL && n_seen < MOD_MAX_DEPTH;
-             p = mod_parent(s, p->proc, p->has_parent, p->parent)) {
+        /* every module around it, once per name (a loop of parents is cut at the depth) */
+        for (const struct mod_region *p = in; p != NULL && depth < MOD_MAX_DEPTH;
+             p = mod_parent(s, p->proc, p->has_parent, p->parent), depth++) {
             size_t k = 0;
             while (k < n_seen && seen[k] != p->op)
                 k++;

@@ -8,6 +8,8 @@ ids the file holds), not with the exporter's code.
 """
 
 import collections
+import json
+import subprocess
 import threading
 import unittest
 
@@ -115,6 +117,36 @@ class Links(unittest.TestCase):
                                 ("kernel", 2, None, None, None, None, ids[0]),
                                 ("block", None, None, None, None, ids[0], ids[1]),
                                 ("plain", None, None, None, None, None, None)])
+
+    def test_report_by_module_survives_any_links(self):
+        """report --by module on links no producer of ours makes: a loop of parents, a region
+        that is its own parent, a parent no entry has, and an id of 2**64-1 beside entries
+        without a parent. The sums are the test's own, by the rules of the README."""
+        tc = tracectl.open(session="py-loops", rank=0, world=1, socket=self.d.sock,
+                           blocking=True)
+        t, top = tracectl.now_ns(), 2 ** 64 - 1
+        tc.record("A", t, 1000, id=1, parent=2)
+        tc.record("B", t, 1000, id=2, parent=1)
+        tc.record("C", t, 1000, id=3, parent=3)
+        tc.record("D", t, 1000, id=top)
+        for op, dur, parent in (("x", 10, 1), ("y", 20, 3), ("z", 40, 99), ("w", 80, None),
+                                ("v", 5, top), ("v", 7, None)):
+            tc.record(op, t, dur, parent=parent)
+        tc.close()
+        r = subprocess.run([harness.TRACECTL, "--socket", self.d.sock, "report", "py-loops",
+                            "--by", "module", "--json"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rep = json.loads(r.stdout)
+        self.assertEqual(rep["total_ns"], 162)
+        self.assertEqual({m["module"]: (m["calls"], m["entries"], m["self_ns"], m["total_ns"])
+                          for m in rep["modules"]},
+                         {"A": (1, 1, 10, 10), "B": (1, 0, 0, 10), "C": (1, 1, 20, 20),
+                          "D": (1, 1, 5, 5), None: (0, 3, 127, 127)})
+        self.assertEqual({(p["module"], p["op"]): (p["calls"], p["total_ns"])
+                          for p in rep["pairs"]},
+                         {("A", "x"): (1, 10), ("C", "y"): (1, 20), ("D", "v"): (1, 5),
+                          (None, "z"): (1, 40), (None, "w"): (1, 80), (None, "v"): (1, 7)})
 
 
 if __name__ == "__main__":
