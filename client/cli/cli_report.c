@@ -76,7 +76,8 @@ const char cli_report_usage[] =
     "                              torch bridge's profiler mode, a Python `with`\n"
     "                              block, tc_push): calls, self and total time,\n"
     "                              share; and by (module, op), the first --top N\n"
-    "                              rows of each (default 10)\n"
+    "                              rows of each (default 10). Both --by apply to\n"
+    "                              trace files too\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -173,6 +174,13 @@ struct cli_report_src {
     bool cpu_ops;   /* --cpu-ops */
     const char *by; /* --by launcher|module, NULL: none */
 };
+
+/* report --by: the grouping by (launcher or module) of session (an id or name). */
+static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session, uint32_t top)
+{
+    return strcmp(by, "module") == 0 ? cli_report_by_module(ctx, session, top)
+                                     : cli_report_by_launcher(ctx, session, top);
+}
 
 static int cli_report_by(const char *arg, const char **by)
 {
@@ -498,11 +506,13 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
         if (rc == CLI_EXIT_NO_DAEMON)
             cli_offline_show_log(&off);
         if (rc == CLI_EXIT_OK) {
+            char one[] = "1";
             sub.json = ctx->json;
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
-            rc = cli_report_call(&sub, req);
+            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req->top)
+                                 : cli_report_call(&sub, req);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -517,7 +527,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, false};
+    struct cli_report_src src = {false, false, NULL};
     struct proto_request req;
     int rc;
 
@@ -553,8 +563,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
     if (src->by != NULL)
-        return strcmp(src->by, "module") == 0 ? cli_report_by_module(ctx, arg, req.top)
-                                              : cli_report_by_launcher(ctx, arg, req.top);
+        return cli_report_by_run(ctx, src->by, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);

@@ -9,6 +9,7 @@ ids the file holds), not with the exporter's code.
 
 import collections
 import json
+import os
 import subprocess
 import threading
 import unittest
@@ -147,6 +148,23 @@ class Links(unittest.TestCase):
                           for p in rep["pairs"]},
                          {("A", "x"): (1, 10), ("C", "y"): (1, 20), ("D", "v"): (1, 5),
                           (None, "z"): (1, 40), (None, "w"): (1, 80), (None, "v"): (1, 7)})
+
+    def test_report_by_on_a_trace_file_without_a_daemon(self):
+        """report FILE --by launcher|module: the same grouping as after an import into a daemon
+        (the session's id and name aside)."""
+        trace = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "kineto",
+                             "hta", "sampled_rank-0.json.gz")
+        self.d.cli("import", trace, "--session", "hta", "--quiet")
+        for by in ("launcher", "module"):
+            online = json.loads(self.d.cli("report", "hta", "--by", by, "--json"))
+            r = subprocess.run([harness.TRACECTL, "report", trace, "--by", by, "--json"],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            offline = json.loads(r.stdout)
+            self.assertEqual((offline["by"], offline["session"]["id"]), (by, 1))
+            del online["session"], offline["session"]
+            self.assertEqual(offline, online)
+        self.assertGreater(len(online["pairs"]), 0)
 
 
 if __name__ == "__main__":
