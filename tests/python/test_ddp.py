@@ -5,7 +5,7 @@ The job runs against a real daemon; the test knows what each rank records
 plus one barrier at the end) and checks the session holds exactly that, that a
 report taken while the job is paused shows the steps done so far, that the
 report names the slowed rank's device as the slowest, and that the other
-ranks' collectives take longer (they wait for it). Collectives carry the
+ranks lose more time waiting at the collectives. Collectives carry the
 communicator and sequence number the daemon matches them by (ext comm + seq):
 the test computes the ids itself and checks the analysis names the slowed rank
 as the one arriving last; with two subgroups, instances are told apart by
@@ -123,14 +123,6 @@ class Ddp(unittest.TestCase):
                      "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
         self.assertEqual(calls, want)
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
-        # The others wait for the slowed rank in every allreduce.
-        comm = dict(self.d.rows(self.d.session("ddp-light")["id"],
-                                "SELECT rank, sum(dur_ns) FROM trace WHERE op = 'allreduce' "
-                                "GROUP BY rank"))
-        self.assertEqual(sorted(comm), list(range(RANKS)))
-        for r in range(RANKS):
-            if r != SLOW:
-                self.assertGreater(comm[r], comm[SLOW], "rank %d waited less: %s" % (r, comm))
         # Every rank's collectives carry the world's comm id and the same sequence numbers:
         # the allreduce of step k is seq k, the barrier after them seq STEPS.
         world = fnv1a(b"world")
@@ -150,6 +142,13 @@ class Ddp(unittest.TestCase):
         ranks = {r["rank"]: r for r in rep["ranks"]}
         self.assertEqual(sum(r["arrived_last"] for r in ranks.values()), STEPS + 1)
         self.assertEqual(max(ranks, key=lambda r: ranks[r]["arrived_last"]), SLOW)
+        # The others wait for it: each loses more time waiting than the slowed rank does (the
+        # analysis' wait, from the arrivals; the allreduces' durations also hold gloo's own
+        # work, which a loaded machine stretches on any rank).
+        for r in range(RANKS):
+            if r != SLOW:
+                self.assertGreater(ranks[r]["waited_ns"], ranks[SLOW]["waited_ns"],
+                                   "rank %d waited less: %s" % (r, rep["ranks"]))
         self.assertEqual(ranks[SLOW]["collectives"], STEPS + 1)
 
     def test_profiler_mode_streams_every_operator(self):
