@@ -30,7 +30,7 @@ const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
     "                       [--rank R[,R...]] [--step A[..B]] [--device D]\n"
-    "                       [--category C] [--wide] [--by launcher] [--json]\n"
+    "                       [--category C] [--wide] [--by launcher|module] [--json]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -80,6 +80,13 @@ const char cli_report_usage[] =
     "                              by the CPU op that launched them (the kernels\n"
     "                              of an imported Kineto trace), and by (launcher,\n"
     "                              op) pair, the first --top N pairs (default 10)\n"
+    "      --by module             instead of the report: the time of the entries\n"
+    "                              by the region around them (the nn.Module of the\n"
+    "                              torch bridge's profiler mode, a Python `with`\n"
+    "                              block, tc_push): calls, self and total time,\n"
+    "                              share; and by (module, op), the first --top N\n"
+    "                              rows of each (default 10). Both --by apply to\n"
+    "                              trace files too\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -89,7 +96,8 @@ const char cli_report_usage[] =
     "  tracectl report 7 --json | jq '.ops[0]'\n"
     "  tracectl report job-42 --rank 3 --step 100..199 --category comm --ops 5\n"
     "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
-    "  tracectl report nccl --by launcher --top 5\n";
+    "  tracectl report nccl --by launcher --top 5\n"
+    "  tracectl report train --by module --top 20\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -171,18 +179,25 @@ static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tab
 
 /* Where the report comes from: a session of the daemon, or trace files (--offline). */
 struct cli_report_src {
-    bool offline;     /* --offline */
-    bool cpu_ops;     /* --cpu-ops */
-    bool by_launcher; /* --by launcher */
+    bool offline;   /* --offline */
+    bool cpu_ops;   /* --cpu-ops */
+    const char *by; /* --by launcher|module, NULL: none */
 };
 
-static int cli_report_by(const char *arg, bool *by_launcher)
+/* report --by: the grouping by (launcher or module) of session (an id or name). */
+static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session, uint32_t top)
 {
-    if (strcmp(arg, "launcher") != 0) {
-        cli_error("report: --by wants launcher, not '%s'", arg);
+    return strcmp(by, "module") == 0 ? cli_report_by_module(ctx, session, top)
+                                     : cli_report_by_launcher(ctx, session, top);
+}
+
+static int cli_report_by(const char *arg, const char **by)
+{
+    if (strcmp(arg, "launcher") != 0 && strcmp(arg, "module") != 0) {
+        cli_error("report: --by wants launcher or module, not '%s'", arg);
         return CLI_EXIT_USAGE;
     }
-    *by_launcher = true;
+    *by = arg;
     return CLI_CONTINUE;
 }
 
@@ -232,7 +247,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         else if (c == 'P')
             src->cpu_ops = true, rc = CLI_CONTINUE;
         else if (c == 'B')
-            rc = cli_report_by(optarg, &src->by_launcher);
+            rc = cli_report_by(optarg, &src->by);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -541,11 +556,13 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
         if (rc == CLI_EXIT_NO_DAEMON)
             cli_offline_show_log(&off);
         if (rc == CLI_EXIT_OK) {
+            char one[] = "1";
             sub.json = ctx->json;
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
-            rc = cli_report_call(&sub, req);
+            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req->top)
+                                 : cli_report_call(&sub, req);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -560,7 +577,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, false};
+    struct cli_report_src src = {false, false, NULL};
     struct proto_request req;
     int rc;
 
@@ -595,8 +612,8 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
-    if (src->by_launcher)
-        return cli_report_by_launcher(ctx, arg, req.top);
+    if (src->by != NULL)
+        return cli_report_by_run(ctx, src->by, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);
