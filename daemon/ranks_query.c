@@ -282,8 +282,8 @@ static int rq_read_steps(struct rq *q)
             if (rq_cat_wanted(q, (enum ranks_cat)c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
         w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
-        if (q->f->device != NULL)
-            continue; /* collectives are per rank, not per device */
+        if (q->f->device != NULL || !rq_cat_wanted(q, RANKS_COMM))
+            continue; /* collectives are per rank, not per device, and comm */
         w->coll = (uint64_t)sqlite3_column_int64(st, 10);
         w->waited = (uint64_t)sqlite3_column_int64(st, 11);
         w->last = (uint64_t)sqlite3_column_int64(st, 12);
@@ -661,7 +661,13 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     sqlite3_stmt *st;
     struct rq_coll *cs = NULL;
     size_t n = 0;
-    int rc = sqlite3_prepare_v2(
+    int rc;
+
+    *out = NULL;
+    *n_out = 0;
+    if (!rq_cat_wanted(q, RANKS_COMM)) /* collectives are comm: none in another category */
+        return pk_str(pk, "collectives") || msgpack_pack_array(pk, 0) ? -ENOMEM : 0;
+    rc = sqlite3_prepare_v2(
         q->db,
         "SELECT c.op_id, o.name, satsum(instances), satsum(partial), satsum(skew_ns),"
         " max(skew_max_ns) FROM rk_coll c JOIN ops o ON o.id = c.op_id"
@@ -981,7 +987,7 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
             bool found = false;
             for (size_t i = 0; i < q->n_ranks && !found; i++)
                 found = q->ranks[i].rank == (int64_t)r;
-            missing += !found;
+            missing += !found && rq_rank_wanted(q, (int64_t)r);
         }
         memset(pick, 0, (q->n_ranks + 1) * sizeof(*pick));
         for (size_t i = 0; i < q->n_ranks; i++)

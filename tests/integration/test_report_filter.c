@@ -535,6 +535,30 @@ static void to_request(const struct filter *f, long long id, struct proto_reques
     req->analysis.category = (char *)f->category;
 }
 
+/*
+ * The analysis keys stay within the filter too: every rank of the world (0..2)
+ * sent entries, so none is missing, whichever ranks are asked for; and
+ * collectives are comm: another category has none.
+ */
+static void check_analysis_scope(const msgpack_object *rep, const struct filter *f)
+{
+    const msgpack_object *c = obj_get(rep, "completeness"), *m, *v, *coll;
+
+    cr_assert(c != NULL && (m = obj_get(c, "missing_ranks")) != NULL, "%s: completeness", f->what);
+    cr_assert_eq(m->via.array.size, 0, "%s: %u ranks said missing", f->what, m->via.array.size);
+    v = obj_get(rep, "verdict");
+    cr_assert(v->type == MSGPACK_OBJECT_STR, "%s: verdict", f->what);
+    cr_assert(memmem(v->via.str.ptr, v->via.str.size, "missing", 7) == NULL,
+              "%s: the verdict says %.*s", f->what, (int)v->via.str.size, v->via.str.ptr);
+    coll = obj_get(rep, "collectives");
+    cr_assert(coll != NULL && coll->type == MSGPACK_OBJECT_ARRAY, "%s: collectives", f->what);
+    if (f->category != NULL && strcmp(f->category, "comm") != 0)
+        cr_assert_eq(coll->via.array.size, 0, "%s: %u collectives listed", f->what,
+                     coll->via.array.size);
+    else if (f->category != NULL)
+        cr_assert_gt(coll->via.array.size, 0, "%s: no collective", f->what);
+}
+
 /* Asks for the report of f (v1 keys only, or with the analysis) and checks every v1 number. */
 static void check_report(long long id, const struct filter *f, bool with_analysis)
 {
@@ -562,6 +586,8 @@ static void check_report(long long id, const struct filter *f, bool with_analysi
     check_devices(rep, f, e, n);
     check_comm(rep, f, e, n, total);
     cr_assert_eq(obj_get(rep, "verdict") != NULL, with_analysis, "%s: analysis keys", f->what);
+    if (with_analysis)
+        check_analysis_scope(rep, f);
     check_filter_key(rep, f);
     proto_reader_deinit(&r);
     close(fd);
