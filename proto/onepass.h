@@ -52,7 +52,8 @@ size_t onepass_skip(const uint8_t *p, size_t n);
 /* ---- shared with proto.c (defined there): one copy of each rule ---------- */
 
 /* Fills *err (when not NULL) with code and message; returns the code's negative errno. */
-int proto_vfail(struct proto_error *err, const char *code, const char *fmt, va_list ap);
+int proto_vfail(struct proto_error *err, const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 struct proto_ext_key {
     const char *key;

@@ -934,7 +934,7 @@ static int decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct
     scan_bytes(&sc, (const uint8_t *)buf, len, PROTO_MAX_MSG);
     if (sc.error != NULL)
         return fail(err, sc.error, "%s", sc.message);
-    if (!tree && onepass_kind((const uint8_t *)buf, len) == ONEPASS_BATCH)
+    if (!tree && sc.deep_msg != 1 && onepass_kind((const uint8_t *)buf, len) == ONEPASS_BATCH)
         return decode_bytes_batch(buf, len, &sc, m, err);
     msgpack_unpacked_init(&res);
     switch (msgpack_unpack_next(&res, buf, len, &off)) {
@@ -1062,6 +1062,7 @@ static void scan_element_done(struct proto_scan *sc)
         if (sc->depth == 0) {
             sc->msg_bytes = 0; /* a whole top-level message */
             sc->ready++;
+            sc->seen++;
             return;
         }
         if (--sc->stack[sc->depth - 1] > 0)
@@ -1073,6 +1074,8 @@ static void scan_element_done(struct proto_scan *sc)
 static void scan_container(struct proto_scan *sc, uint64_t n, uint64_t max_msg)
 {
     if (n == 0) {
+        if (sc->depth == PROTO_SCAN_DEPTH && sc->deep_msg == 0)
+            sc->deep_msg = sc->seen + 1; /* msgpack-c's stack is full even for an empty one */
         scan_element_done(sc);
         return;
     }
@@ -1202,6 +1205,7 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
     switch (msgpack_unpacker_next(&r->unp, &r->res)) {
     case MSGPACK_UNPACK_SUCCESS:
         r->scan.ready--; /* the scanner saw it end too */
+        r->taken++;
         size = before + (r->unp.off - off0);
         if (size > r->max_msg)
             return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
@@ -1243,7 +1247,7 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
     if (rc < 0 && n > r->max_msg)
         size = onepass_skip(p, n);
     if (size > r->max_msg) {
-        proto_msg_free(m);
+        proto_batch_free(&m->u.batch);
         return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
                     size, r->max_msg);
     }
@@ -1252,6 +1256,7 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
     m->type = PROTO_BATCH;
     r->unp.off += size; /* msgpack-c's parser resumes after it */
     r->scan.ready--;
+    r->taken++;
     return 1;
 }
 
@@ -1260,7 +1265,8 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_
     const msgpack_object *o = NULL;
     int rc;
 
-    if (r->scan.error == NULL && !r->tree && r->unp.parsed == 0) {
+    if (r->scan.error == NULL && !r->tree && r->unp.parsed == 0 &&
+        r->scan.deep_msg != r->taken + 1) {
         switch (
             onepass_kind((const uint8_t *)r->unp.buffer + r->unp.off, r->unp.used - r->unp.off)) {
         case ONEPASS_BATCH:

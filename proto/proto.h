@@ -253,8 +253,13 @@ const char *proto_type_name(enum proto_type t);
  * header announces.
  */
 struct proto_scan {
-    uint64_t msg_bytes;               /* bytes of the current message so far */
-    uint64_t ready;                   /* whole messages scanned and not yet taken */
+    uint64_t msg_bytes; /* bytes of the current message so far */
+    uint64_t ready;     /* whole messages scanned and not yet taken */
+    uint64_t seen;      /* whole messages scanned */
+    /* 1 + the number of the first message with an empty container nested
+     * PROTO_SCAN_DEPTH deep (0: none): msgpack-c refuses it, so it takes the
+     * object-tree path, which says so as the bytes arrive */
+    uint64_t deep_msg;
     uint64_t pending;                 /* elements announced by open containers, not started */
     uint64_t skip;                    /* body bytes (str, bin, ext) still to skip */
     uint32_t stack[PROTO_SCAN_DEPTH]; /* remaining elements per open container */
@@ -277,6 +282,7 @@ struct proto_reader {
     msgpack_unpacked res;
     size_t max_msg;
     struct proto_scan scan;
+    uint64_t taken; /* messages returned */
     bool tree;
 };
 
