@@ -467,7 +467,7 @@ static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, stru
 {
     uint32_t bit = proto_ext_keys[k].bit;
     char what[32];
-    uint64_t op;
+    uint64_t op = 0;
     int rc;
 
     if ((x->has & bit) == 0 && v->kind == MSGPACK_OBJECT_POSITIVE_INTEGER && bit != PROTO_EXT_TAG &&

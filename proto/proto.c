@@ -440,7 +440,7 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
         if ((rc = get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err)) < 0)
             return rc;
     } else if (bit == PROTO_EXT_LAUNCHER) {
-        uint64_t op;
+        uint64_t op = 0;
         if ((rc = get_uint(v, UINT32_MAX, &op, what, err)) < 0)
             return rc;
         x->launcher = (uint32_t)op;
