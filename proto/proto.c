@@ -1152,11 +1152,51 @@ static int scan_head_need(uint8_t t)
     return extra[t - 0xc0];
 }
 
+/* The size of a scalar's whole encoding (an int, a float, nil, a bool), or 0: not a scalar. */
+static inline int scan_scalar(uint8_t t)
+{
+    if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3)
+        return 1;
+    if (t >= 0xca && t <= 0xd3)
+        return 1 + scan_head_need(t);
+    return 0;
+}
+
+/*
+ * The common case of a batch, in a tight loop: scalars whose whole encoding is
+ * in p[0..end), inside a container that they do not complete. Does what
+ * scan_bytes() does for each of them (the room check of scan_header()
+ * included); returns where it stopped.
+ */
+static const uint8_t *scan_scalars(struct proto_scan *sc, const uint8_t *p, const uint8_t *end,
+                                   uint64_t max_msg)
+{
+    uint32_t *left = &sc->stack[sc->depth - 1];
+    int k;
+
+    while (*left > 1 && p < end && (k = scan_scalar(*p)) > 0 && end - p >= k) {
+        p += k, sc->msg_bytes += (uint64_t)k;
+        sc->pending--, (*left)--;
+        uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
+        if (sc->pending > room) {
+            scan_fail(sc, PROTO_E_TOO_LARGE,
+                      "a string announces more bytes than a message can hold");
+            break;
+        }
+    }
+    return p;
+}
+
 static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg)
 {
     const uint8_t *end = p + n;
 
     while (p < end && sc->error == NULL) {
+        if (sc->skip == 0 && sc->head_need == 0 && sc->depth > 0) {
+            p = scan_scalars(sc, p, end, max_msg);
+            if (p == end || sc->error != NULL)
+                break;
+        }
         if (sc->skip > 0) {
             uint64_t k = sc->skip < (uint64_t)(end - p) ? sc->skip : (uint64_t)(end - p);
             p += k, sc->skip -= k, sc->msg_bytes += k;
