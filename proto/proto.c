@@ -1163,26 +1163,32 @@ static inline int scan_scalar(uint8_t t)
 }
 
 /*
- * The common case of a batch, in a tight loop: scalars whose whole encoding is
- * in p[0..end), inside a container that they do not complete. Does what
- * scan_bytes() does for each of them (the room check of scan_header()
- * included); returns where it stopped.
+ * The common case of a batch, in a tight loop: scalars and fixarray headers
+ * whose whole encoding is in p[0..end), inside a message. Does for each what
+ * the general path below does (scan_header()'s checks, in its order); stops
+ * at anything else (strings, maps, wider headers, a header cut by the end of
+ * the bytes, the end of the message) and returns where.
  */
-static const uint8_t *scan_scalars(struct proto_scan *sc, const uint8_t *p, const uint8_t *end,
-                                   uint64_t max_msg)
+static const uint8_t *scan_fast(struct proto_scan *sc, const uint8_t *p, const uint8_t *end,
+                                uint64_t max_msg)
 {
-    uint32_t *left = &sc->stack[sc->depth - 1];
-    int k;
+    while (p < end && sc->depth > 0 && sc->error == NULL) {
+        uint8_t t = *p;
+        int k = scan_scalar(t);
 
-    while (*left > 1 && p < end && (k = scan_scalar(*p)) > 0 && end - p >= k) {
-        p += k, sc->msg_bytes += (uint64_t)k;
-        sc->pending--, (*left)--;
-        uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
-        if (sc->pending > room) {
-            scan_fail(sc, PROTO_E_TOO_LARGE,
-                      "a string announces more bytes than a message can hold");
+        if (k > 0 && end - p >= k) {
+            p += k, sc->msg_bytes += (uint64_t)k, sc->pending--;
+            scan_element_done(sc);
+        } else if (t >= 0x90 && t <= 0x9f) {
+            p++, sc->msg_bytes++, sc->pending--;
+            scan_container(sc, t & 0x0f, max_msg);
+        } else {
             break;
         }
+        uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
+        if (sc->pending > room)
+            scan_fail(sc, PROTO_E_TOO_LARGE,
+                      "a string announces more bytes than a message can hold");
     }
     return p;
 }
@@ -1193,7 +1199,7 @@ static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64
 
     while (p < end && sc->error == NULL) {
         if (sc->skip == 0 && sc->head_need == 0 && sc->depth > 0) {
-            p = scan_scalars(sc, p, end, max_msg);
+            p = scan_fast(sc, p, end, max_msg);
             if (p == end || sc->error != NULL)
                 break;
         }
