@@ -3,7 +3,10 @@
  *
  * Decoding copies everything it keeps out of the unpacker's zone into owned
  * memory before returning, so no msgpack_object outlives a call (except the
- * one proto_reader_next_object() lends, until the next call). Validation is
+ * one proto_reader_next_object() lends, until the next call). A batch skips
+ * the zone altogether: once the byte scanner has seen the whole message,
+ * onepass.c decodes it from the reader's buffer with the same rules as
+ * decode_batch() below, which stays the reference (proto_decode_bytes_tree()). Validation is
  * strict about what v1 defines and lenient about what it leaves open: unknown
  * map keys are skipped and fields after an entry's `ext` map (position 9,
  * the extension of proto/PROTOCOL.md Part 3) are ignored.
@@ -490,6 +493,11 @@ bool proto_entry_ext(const struct proto_entry *e, const char *blob, struct proto
     return true;
 }
 
+/*
+ * The rules of an entry. onepass.c applies the same ones to the bytes (the
+ * path batches take): a change here is made there too, and test_proto's
+ * onepass_same_as_object_tree and fuzz_decode fail until both agree.
+ */
 static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_packer *pk,
                         msgpack_sbuffer *sb, struct proto_error *err)
 {

@@ -9,7 +9,9 @@
  * Reading: a struct proto_reader wraps a msgpack_unpacker and bounds each
  * message as bytes arrive. proto_reader_next() yields one owned struct
  * proto_msg at a time (or "need more bytes", or an error with a code and a
- * message). Nothing returned borrows from the unpacker's zone.
+ * message). Nothing returned borrows from the unpacker's zone. A batch is
+ * decoded in one pass over its bytes (proto/onepass.h); every other message
+ * through msgpack-c's object tree.
  *
  * Writing: proto_pack_*() append one whole message to a msgpack_packer.
  *
