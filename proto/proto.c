@@ -3,7 +3,10 @@
  *
  * Decoding copies everything it keeps out of the unpacker's zone into owned
  * memory before returning, so no msgpack_object outlives a call (except the
- * one proto_reader_next_object() lends, until the next call). Validation is
+ * one proto_reader_next_object() lends, until the next call). A batch skips
+ * the zone altogether: once the byte scanner has seen the whole message,
+ * onepass.c decodes it from the reader's buffer with the same rules as
+ * decode_batch() below, which stays the reference (proto_decode_bytes_tree()). Validation is
  * strict about what v1 defines and lenient about what it leaves open: unknown
  * map keys are skipped and fields after an entry's `ext` map (position 9,
  * the extension of proto/PROTOCOL.md Part 3) are ignored.
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "onepass.h"
 #include "proto.h"
 #include "utf8.h"
 
@@ -34,18 +38,25 @@ static int code_errno(const char *code)
     return -EPROTO;
 }
 
+int proto_vfail(struct proto_error *err, const char *code, const char *fmt, va_list ap)
+{
+    if (err != NULL) {
+        err->code = code;
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    }
+    return code_errno(code);
+}
+
 /* Fills *err (when not NULL) and returns the code's negative errno. */
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 {
     va_list ap;
+    int rc;
 
-    if (err != NULL) {
-        err->code = code;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-    }
-    return code_errno(code);
+    va_start(ap, fmt);
+    rc = proto_vfail(err, code, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static const char *const type_names[] = {
@@ -390,17 +401,13 @@ static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack
     return 0;
 }
 
-static const struct {
-    const char *key;
-    uint32_t bit;
-} ext_keys[] = {
+const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS] = {
     {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER},     {"tag", PROTO_EXT_TAG},
     {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},       {"checksum", PROTO_EXT_CHECKSUM},
     {"id", PROTO_EXT_ID},         {"parent", PROTO_EXT_PARENT}, {"launcher", PROTO_EXT_LAUNCHER},
 };
 
-/* Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are handled apart). */
-static uint64_t *ext_slot(struct proto_ext *x, uint32_t bit)
+uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit)
 {
     switch (bit) {
     case PROTO_EXT_STREAM:
@@ -436,11 +443,11 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
         if ((rc = get_int(v, INT64_MIN, INT64_MAX, &x->tag, what, err)) < 0)
             return rc;
     } else if (bit == PROTO_EXT_LAUNCHER) {
-        uint64_t op;
+        uint64_t op = 0;
         if ((rc = get_uint(v, UINT32_MAX, &op, what, err)) < 0)
             return rc;
         x->launcher = (uint32_t)op;
-    } else if ((rc = get_uint(v, UINT64_MAX, ext_slot(x, bit), what, err)) < 0) {
+    } else if ((rc = get_uint(v, UINT64_MAX, proto_ext_slot(x, bit), what, err)) < 0) {
         return rc;
     }
     x->has |= bit;
@@ -461,9 +468,10 @@ static int blob_ext(msgpack_sbuffer *sb, const msgpack_object *o, struct proto_e
     memset(&x, 0, sizeof(x));
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object_kv *kv = &o->via.map.ptr[i];
-        for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++)
-            if (key_is(&kv->key, ext_keys[k].key) &&
-                (rc = decode_ext_value(&kv->val, ext_keys[k].bit, ext_keys[k].key, &x, err)) < 0)
+        for (size_t k = 0; k < PROTO_N_EXT_KEYS; k++)
+            if (key_is(&kv->key, proto_ext_keys[k].key) &&
+                (rc = decode_ext_value(&kv->val, proto_ext_keys[k].bit, proto_ext_keys[k].key, &x,
+                                       err)) < 0)
                 return rc;
     }
     if (x.has == 0)
@@ -485,6 +493,11 @@ bool proto_entry_ext(const struct proto_entry *e, const char *blob, struct proto
     return true;
 }
 
+/*
+ * The rules of an entry. onepass.c applies the same ones to the bytes (the
+ * path batches take): a change here is made there too, and test_proto's
+ * onepass_same_as_object_tree and fuzz_decode fail until both agree.
+ */
 static int decode_entry(const msgpack_object *o, struct proto_entry *e, msgpack_packer *pk,
                         msgpack_sbuffer *sb, struct proto_error *err)
 {
@@ -898,7 +911,26 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
 
 static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg);
 
-int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err)
+/* A batch message, one pass over the bytes the scanner took whole (ready). */
+static int decode_bytes_batch(const char *buf, size_t len, const struct proto_scan *sc,
+                              struct proto_msg *m, struct proto_error *err)
+{
+    size_t used = 0;
+    int rc;
+
+    /* as msgpack_unpack_next() and the check after it below */
+    if (sc->ready == 0)
+        return fail(err, PROTO_E_MSGPACK, "the message is cut short");
+    if (sc->ready > 1 || sc->msg_bytes > 0)
+        return fail(err, PROTO_E_MESSAGE, "trailing bytes after the message");
+    rc = onepass_batch((const uint8_t *)buf, len, &m->u.batch, &used, err);
+    if (rc == 0)
+        m->type = PROTO_BATCH;
+    return rc;
+}
+
+static int decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err,
+                        bool tree)
 {
     msgpack_unpacked res;
     size_t off = 0;
@@ -911,6 +943,8 @@ int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct 
     scan_bytes(&sc, (const uint8_t *)buf, len, PROTO_MAX_MSG);
     if (sc.error != NULL)
         return fail(err, sc.error, "%s", sc.message);
+    if (!tree && sc.deep_msg != 1 && onepass_kind((const uint8_t *)buf, len) == ONEPASS_BATCH)
+        return decode_bytes_batch(buf, len, &sc, m, err);
     msgpack_unpacked_init(&res);
     switch (msgpack_unpack_next(&res, buf, len, &off)) {
     case MSGPACK_UNPACK_SUCCESS:
@@ -926,6 +960,17 @@ int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct 
     }
     msgpack_unpacked_destroy(&res);
     return rc;
+}
+
+int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err)
+{
+    return decode_bytes(buf, len, m, err, false);
+}
+
+int proto_decode_bytes_tree(const char *buf, size_t len, struct proto_msg *m,
+                            struct proto_error *err)
+{
+    return decode_bytes(buf, len, m, err, true);
 }
 
 void proto_batch_free(struct proto_batch *b)
@@ -1025,6 +1070,8 @@ static void scan_element_done(struct proto_scan *sc)
     for (;;) {
         if (sc->depth == 0) {
             sc->msg_bytes = 0; /* a whole top-level message */
+            sc->ready++;
+            sc->seen++;
             return;
         }
         if (--sc->stack[sc->depth - 1] > 0)
@@ -1036,6 +1083,8 @@ static void scan_element_done(struct proto_scan *sc)
 static void scan_container(struct proto_scan *sc, uint64_t n, uint64_t max_msg)
 {
     if (n == 0) {
+        if (sc->depth == PROTO_SCAN_DEPTH && sc->deep_msg == 0)
+            sc->deep_msg = sc->seen + 1; /* msgpack-c's stack is full even for an empty one */
         scan_element_done(sc);
         return;
     }
@@ -1112,11 +1161,57 @@ static int scan_head_need(uint8_t t)
     return extra[t - 0xc0];
 }
 
+/* The size of a scalar's whole encoding (an int, a float, nil, a bool), or 0: not a scalar. */
+static inline int scan_scalar(uint8_t t)
+{
+    if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3)
+        return 1;
+    if (t >= 0xca && t <= 0xd3)
+        return 1 + scan_head_need(t);
+    return 0;
+}
+
+/*
+ * The common case of a batch, in a tight loop: scalars and fixarray headers
+ * whose whole encoding is in p[0..end), inside a message. Does for each what
+ * the general path below does (scan_header()'s checks, in its order); stops
+ * at anything else (strings, maps, wider headers, a header cut by the end of
+ * the bytes, the end of the message) and returns where.
+ */
+static const uint8_t *scan_fast(struct proto_scan *sc, const uint8_t *p, const uint8_t *end,
+                                uint64_t max_msg)
+{
+    while (p < end && sc->depth > 0 && sc->error == NULL) {
+        uint8_t t = *p;
+        int k = scan_scalar(t);
+
+        if (k > 0 && end - p >= k) {
+            p += k, sc->msg_bytes += (uint64_t)k, sc->pending--;
+            scan_element_done(sc);
+        } else if (t >= 0x90 && t <= 0x9f) {
+            p++, sc->msg_bytes++, sc->pending--;
+            scan_container(sc, t & 0x0f, max_msg);
+        } else {
+            break;
+        }
+        uint64_t room = sc->msg_bytes < max_msg ? max_msg - sc->msg_bytes : 0;
+        if (sc->pending > room)
+            scan_fail(sc, PROTO_E_TOO_LARGE,
+                      "a string announces more bytes than a message can hold");
+    }
+    return p;
+}
+
 static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg)
 {
     const uint8_t *end = p + n;
 
     while (p < end && sc->error == NULL) {
+        if (sc->skip == 0 && sc->head_need == 0 && sc->depth > 0) {
+            p = scan_fast(sc, p, end, max_msg);
+            if (p == end || sc->error != NULL)
+                break;
+        }
         if (sc->skip > 0) {
             uint64_t k = sc->skip < (uint64_t)(end - p) ? sc->skip : (uint64_t)(end - p);
             p += k, sc->skip -= k, sc->msg_bytes += k;
@@ -1164,6 +1259,8 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
 
     switch (msgpack_unpacker_next(&r->unp, &r->res)) {
     case MSGPACK_UNPACK_SUCCESS:
+        r->scan.ready--; /* the scanner saw it end too */
+        r->taken++;
         size = before + (r->unp.off - off0);
         if (size > r->max_msg)
             return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
@@ -1182,10 +1279,65 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
     }
 }
 
+/*
+ * A batch at the front of the buffer: decoded in one pass from the bytes once
+ * the scanner has seen the whole message, and stepped over in the unpacker's
+ * buffer (whose parser has not started on it: parsed is 0). The same returns
+ * and the same checks, in the same order, as the object-tree path.
+ */
+static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    const uint8_t *p = (const uint8_t *)r->unp.buffer + r->unp.off;
+    size_t n = r->unp.used - r->unp.off, size = 0;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (r->scan.ready == 0) {
+        if (n > r->max_msg)
+            return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit", r->max_msg);
+        return 0;
+    }
+    rc = onepass_batch(p, n, &m->u.batch, &size, err);
+    /* Only a message that has more bytes buffered than the limit can be over it. */
+    if (rc < 0 && n > r->max_msg)
+        size = onepass_skip(p, n);
+    if (size > r->max_msg) {
+        proto_batch_free(&m->u.batch);
+        return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
+                    size, r->max_msg);
+    }
+    if (rc < 0)
+        return rc;
+    m->type = PROTO_BATCH;
+    r->unp.off += size; /* msgpack-c's parser resumes after it */
+    r->scan.ready--;
+    r->taken++;
+    return 1;
+}
+
 int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *o = NULL;
-    int rc = proto_reader_next_object(r, &o, err);
+    int rc;
+
+    if (r->scan.error == NULL && !r->tree && r->unp.parsed == 0 &&
+        r->scan.deep_msg != r->taken + 1) {
+        switch (
+            onepass_kind((const uint8_t *)r->unp.buffer + r->unp.off, r->unp.used - r->unp.off)) {
+        case ONEPASS_BATCH:
+            return reader_next_batch(r, m, err);
+        case ONEPASS_MORE:
+            /* A few bytes that may start a batch: msgpack-c may not start on them. */
+            memset(m, 0, sizeof(*m));
+            if (r->unp.used - r->unp.off > r->max_msg)
+                return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit",
+                            r->max_msg);
+            return 0;
+        default:
+            break;
+        }
+    }
+    rc = proto_reader_next_object(r, &o, err);
 
     if (rc <= 0)
         return rc;
@@ -1318,22 +1470,22 @@ static int pack_raw(msgpack_packer *pk, const char *blob, uint32_t off, uint32_t
 
 int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext)
 {
-    struct proto_ext x = *ext; /* ext_slot() hands out writable slots */
+    struct proto_ext x = *ext; /* proto_ext_slot() hands out writable slots */
     size_t n = 0;
 
-    for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++)
-        n += (ext->has & ext_keys[k].bit) != 0;
+    for (size_t k = 0; k < PROTO_N_EXT_KEYS; k++)
+        n += (ext->has & proto_ext_keys[k].bit) != 0;
     if (msgpack_pack_map(pk, n) < 0)
         return -ENOMEM;
-    for (size_t k = 0; k < sizeof(ext_keys) / sizeof(ext_keys[0]); k++) {
-        uint32_t bit = ext_keys[k].bit;
+    for (size_t k = 0; k < PROTO_N_EXT_KEYS; k++) {
+        uint32_t bit = proto_ext_keys[k].bit;
         if ((ext->has & bit) == 0)
             continue;
-        if (proto_pack_str(pk, ext_keys[k].key) < 0)
+        if (proto_pack_str(pk, proto_ext_keys[k].key) < 0)
             return -ENOMEM;
         if (bit == PROTO_EXT_TAG        ? msgpack_pack_int64(pk, x.tag) < 0
             : bit == PROTO_EXT_LAUNCHER ? msgpack_pack_uint32(pk, x.launcher) < 0
-                                        : msgpack_pack_uint64(pk, *ext_slot(&x, bit)) < 0)
+                                        : msgpack_pack_uint64(pk, *proto_ext_slot(&x, bit)) < 0)
             return -ENOMEM;
     }
     return 0;

@@ -9,7 +9,9 @@
  * Reading: a struct proto_reader wraps a msgpack_unpacker and bounds each
  * message as bytes arrive. proto_reader_next() yields one owned struct
  * proto_msg at a time (or "need more bytes", or an error with a code and a
- * message). Nothing returned borrows from the unpacker's zone.
+ * message). Nothing returned borrows from the unpacker's zone. A batch is
+ * decoded in one pass over its bytes (proto/onepass.h); every other message
+ * through msgpack-c's object tree.
  *
  * Writing: proto_pack_*() append one whole message to a msgpack_packer.
  *
@@ -256,7 +258,13 @@ const char *proto_type_name(enum proto_type t);
  * header announces.
  */
 struct proto_scan {
-    uint64_t msg_bytes;               /* bytes of the current message so far */
+    uint64_t msg_bytes; /* bytes of the current message so far */
+    uint64_t ready;     /* whole messages scanned and not yet taken */
+    uint64_t seen;      /* whole messages scanned */
+    /* 1 + the number of the first message with an empty container nested
+     * PROTO_SCAN_DEPTH deep (0: none): msgpack-c refuses it, so it takes the
+     * object-tree path, which says so as the bytes arrive */
+    uint64_t deep_msg;
     uint64_t pending;                 /* elements announced by open containers, not started */
     uint64_t skip;                    /* body bytes (str, bin, ext) still to skip */
     uint32_t stack[PROTO_SCAN_DEPTH]; /* remaining elements per open container */
@@ -267,11 +275,20 @@ struct proto_scan {
     char message[96];
 };
 
+/*
+ * A batch (the message producers send at rate) is decoded from the buffered
+ * bytes in one pass (proto/onepass.h) once the scanner has seen all of it;
+ * every other message goes through msgpack-c's object tree. tree, false
+ * after init, sends batches that way too: the reference the tests and the
+ * fuzzer compare the one-pass decoder against.
+ */
 struct proto_reader {
     msgpack_unpacker unp;
     msgpack_unpacked res;
     size_t max_msg;
     struct proto_scan scan;
+    uint64_t taken; /* messages returned */
+    bool tree;
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
@@ -308,8 +325,14 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
  */
 int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_error *err);
 
-/* Decodes one message from a byte buffer holding exactly one message; as proto_decode. */
+/*
+ * Decodes one message from a byte buffer holding exactly one message; as proto_decode.
+ * A batch is decoded in one pass (proto/onepass.h); proto_decode_bytes_tree() takes
+ * msgpack-c's object tree for every message, with the same results and errors.
+ */
 int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct proto_error *err);
+int proto_decode_bytes_tree(const char *buf, size_t len, struct proto_msg *m,
+                            struct proto_error *err);
 
 /* ---- writing ---------------------------------------------------------- */
 

@@ -10,6 +10,13 @@
  * exact). The whole input also goes through proto_decode_bytes(). Crashes,
  * sanitizer reports and failed invariants abort.
  *
+ * Two decoders, one answer: batches are decoded in one pass over the bytes
+ * (proto/onepass.c) and every message can also go through msgpack-c's object
+ * tree (proto_decode_bytes_tree(), a reader with .tree set). The input is fed
+ * to a reader of each kind, split alike, and decoded whole both ways; the two
+ * must give the same return, the same error code and message, and the same
+ * message (a batch's entries and blob byte for byte), or the target aborts.
+ *
  *   scripts/fuzz.sh [SECONDS]    builds with clang -fsanitize=fuzzer and runs it
  */
 #include <errno.h>
@@ -128,6 +135,96 @@ static bool msg_eq(const struct proto_msg *a, const struct proto_msg *b)
     default:
         return true;
     }
+}
+
+/* A batch the same byte for byte: entries (offsets included) and blob. */
+static bool batch_same(const struct proto_batch *a, const struct proto_batch *b)
+{
+    if (a->n != b->n || a->blob_len != b->blob_len ||
+        (a->blob_len > 0 && memcmp(a->blob, b->blob, a->blob_len) != 0))
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        const struct proto_entry *x = &a->entries[i], *y = &b->entries[i];
+        if (x->step != y->step || x->op_id != y->op_id || x->start_ns != y->start_ns ||
+            x->dur_ns != y->dur_ns || x->elements != y->elements || x->mem_bytes != y->mem_bytes ||
+            x->out_off != y->out_off || x->out_len != y->out_len || x->in_off != y->in_off ||
+            x->in_len != y->in_len || x->dev_off != y->dev_off || x->dev_len != y->dev_len ||
+            x->ext_off != y->ext_off || x->ext_len != y->ext_len)
+            return false;
+    }
+    return true;
+}
+
+/* The one-pass decoder (a) and the object tree (b) gave the same answer. */
+static void same_answer(int ra, const struct proto_msg *a, const struct proto_error *ea, int rb,
+                        const struct proto_msg *b, const struct proto_error *eb)
+{
+    if (ra != rb ||
+        (ra < 0 && (strcmp(ea->code, eb->code) != 0 || strcmp(ea->message, eb->message) != 0))) {
+        fprintf(stderr, "fuzz_decode: one pass: %d %s: %s\nfuzz_decode: object tree: %d %s: %s\n",
+                ra, ra < 0 ? ea->code : "", ra < 0 ? ea->message : "", rb, rb < 0 ? eb->code : "",
+                rb < 0 ? eb->message : "");
+        abort();
+    }
+    if (ra >= 0) { /* a message (PROTO_NONE when a reader needs more bytes) */
+        CHECK(msg_eq(a, b));
+        CHECK(a->type != PROTO_BATCH || batch_same(&a->u.batch, &b->u.batch));
+    }
+}
+
+/*
+ * The input through a one-pass reader and a tree reader in two reads split at
+ * `split`: each step's answer the same, up to the first error.
+ */
+static void differential_reader(const uint8_t *data, size_t size, size_t split)
+{
+    struct proto_reader r[2];
+    struct proto_error err[2];
+    struct proto_msg m[2];
+    int rc[2] = {0, 0};
+
+    if (proto_reader_init(&r[0], 1 << 16) < 0)
+        return;
+    if (proto_reader_init(&r[1], 1 << 16) < 0) {
+        proto_reader_deinit(&r[0]);
+        return;
+    }
+    r[1].tree = true;
+    for (int part = 0; part < 2 && rc[0] >= 0; part++) {
+        const uint8_t *p = part ? data + split : data;
+        size_t n = part ? size - split : split;
+        for (int k = 0; k < 2; k++) {
+            char *buf = proto_reader_buffer(&r[k], n ? n : 1);
+            CHECK(buf != NULL);
+            memcpy(buf, p, n);
+            proto_reader_commit(&r[k], n);
+        }
+        do {
+            memset(m, 0, sizeof(m));
+            for (int k = 0; k < 2; k++)
+                rc[k] = proto_reader_next(&r[k], &m[k], &err[k]);
+            same_answer(rc[0], &m[0], &err[0], rc[1], &m[1], &err[1]);
+            if (rc[0] == 1) {
+                proto_msg_free(&m[0]);
+                proto_msg_free(&m[1]);
+            }
+        } while (rc[0] == 1);
+    }
+    proto_reader_deinit(&r[0]);
+    proto_reader_deinit(&r[1]);
+}
+
+static void differential_bytes(const uint8_t *data, size_t size)
+{
+    struct proto_error err[2];
+    struct proto_msg m[2];
+    int rc[2];
+
+    rc[0] = proto_decode_bytes((const char *)data, size, &m[0], &err[0]);
+    rc[1] = proto_decode_bytes_tree((const char *)data, size, &m[1], &err[1]);
+    same_answer(rc[0], &m[0], &err[0], rc[1], &m[1], &err[1]);
+    proto_msg_free(&m[0]);
+    proto_msg_free(&m[1]);
 }
 
 /* Re-encodes m; false for the types whose payload is not decoded (ok, rows, end). */
@@ -260,6 +357,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     proto_reader_deinit(&r);
+    differential_reader(data, size, split);
+    differential_bytes(data, size);
     if (proto_decode_bytes((const char *)data, size, &m, &err) == 0) {
         round_trip(&m, split);
         proto_msg_free(&m);

@@ -1300,3 +1300,415 @@ Test(proto, scanner_exact_limit)
     }
     msgpack_sbuffer_destroy(&b.sb);
 }
+
+/* ---- one pass vs object tree: the same answer for every input ------------ */
+
+/*
+ * Batches are decoded in one pass over their bytes (proto/onepass.c); the
+ * object-tree path (proto_decode_bytes_tree(), a reader with .tree set) is
+ * the reference. Many generated batches, valid and not, in every encoding
+ * msgpack allows (non-canonical integers and headers too), and mutations of
+ * each (a byte changed, cut, inserted), must get the same return, error code
+ * and message, and the same batch byte for byte, both ways, whole and through
+ * readers fed in random pieces.
+ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static uint64_t below(uint64_t n)
+{
+    return rnd() % n;
+}
+
+/* Half the messages are made to be valid: no field gets a value out of its rules. */
+static bool clean;
+
+/* True once in n draws, never for a clean message. */
+static bool oops(uint64_t n)
+{
+    return !clean && below(n) == 0;
+}
+
+static void raw(struct buf *b, const void *p, size_t n)
+{
+    msgpack_sbuffer_write(&b->sb, p, n);
+}
+
+/* An array header, canonical or not. */
+static void g_array(struct buf *b, uint32_t n)
+{
+    uint8_t h[5];
+
+    switch (below(8)) {
+    case 0:
+        h[0] = 0xdc, h[1] = (uint8_t)(n >> 8), h[2] = (uint8_t)n;
+        raw(b, h, n > 0xffff ? 0 : 3);
+        if (n > 0xffff)
+            msgpack_pack_array(&b->pk, n);
+        return;
+    case 1:
+        h[0] = 0xdd, h[1] = (uint8_t)(n >> 24), h[2] = (uint8_t)(n >> 16);
+        h[3] = (uint8_t)(n >> 8), h[4] = (uint8_t)n;
+        raw(b, h, 5);
+        return;
+    default:
+        msgpack_pack_array(&b->pk, n);
+    }
+}
+
+/* An integer in some encoding: unsigned or signed widths, any magnitude, or negative. */
+static void g_int(struct buf *b)
+{
+    static const uint64_t tops[] = {1, 0x80, 0x100, 0x10000, 0x100000000u, 0};
+    uint64_t v = rnd(), top = tops[below(6)];
+    uint8_t h[9];
+
+    if (top != 0)
+        v %= top;
+    switch (below(10)) {
+    case 0: /* a wider unsigned encoding than needed */
+        h[0] = 0xcf;
+        for (int i = 0; i < 8; i++)
+            h[1 + i] = (uint8_t)(v >> (56 - 8 * i));
+        raw(b, h, 9);
+        return;
+    case 1: /* int8/int16/int32/int64 of a non-negative value */
+        h[0] = (uint8_t)(0xd0 + below(4));
+        for (int i = 0, k = 1 << (h[0] - 0xd0); i < k; i++)
+            h[1 + i] = (uint8_t)((v & (UINT64_MAX >> (65 - 8 * k))) >> (8 * (k - 1 - i)));
+        raw(b, h, 1 + (1u << (h[0] - 0xd0)));
+        return;
+    case 2:
+        msgpack_pack_int64(&b->pk, -(int64_t)(v % 1000) - 1);
+        return;
+    case 3:
+        msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX + below(3) - 1);
+        return;
+    case 4:
+        msgpack_pack_uint64(&b->pk, UINT32_MAX + below(3) - 1);
+        return;
+    default:
+        msgpack_pack_uint64(&b->pk, v);
+    }
+}
+
+/* Any value at all, nested up to depth. */
+static void g_any(struct buf *b, int depth)
+{
+    switch (below(depth > 0 ? 10 : 7)) {
+    case 0:
+        msgpack_pack_nil(&b->pk);
+        return;
+    case 1:
+        msgpack_pack_true(&b->pk);
+        return;
+    case 2:
+        msgpack_pack_double(&b->pk, 1.5);
+        return;
+    case 3:
+        msgpack_pack_float(&b->pk, 2.5f);
+        return;
+    case 4:
+        sn(b, "gpu:0\xff", below(7));
+        return;
+    case 5:
+        msgpack_pack_bin(&b->pk, 3);
+        msgpack_pack_bin_body(&b->pk, "abc", 3);
+        return;
+    case 6:
+        if (below(2))
+            raw(b, "\xd4\x01\x02", 3); /* fixext 1 */
+        else
+            g_int(b);
+        return;
+    case 7:
+    case 8: {
+        uint32_t n = (uint32_t)below(4);
+        g_array(b, n);
+        for (uint32_t i = 0; i < n; i++)
+            g_any(b, depth - 1);
+        return;
+    }
+    default: {
+        uint32_t n = (uint32_t)below(3);
+        msgpack_pack_map(&b->pk, n);
+        for (uint32_t i = 0; i < 2 * n; i++)
+            g_any(b, depth - 1);
+        return;
+    }
+    }
+}
+
+/* A field that is mostly an unsigned integer, sometimes nil or anything. */
+static void g_field(struct buf *b)
+{
+    uint64_t k = below(20);
+
+    if (k == 0)
+        msgpack_pack_nil(&b->pk);
+    else if (k == 1 && !clean)
+        g_any(b, 2);
+    else if (k < 8 && !clean)
+        g_int(b);
+    else
+        msgpack_pack_uint64(&b->pk, below(1000));
+}
+
+static void g_shape(struct buf *b)
+{
+    uint32_t n = oops(8) ? (uint32_t)below(18) : (uint32_t)below(4);
+
+    if (oops(30)) {
+        g_any(b, 1);
+        return;
+    }
+    g_array(b, n);
+    for (uint32_t i = 0; i < n; i++)
+        g_field(b);
+}
+
+static void g_device(struct buf *b)
+{
+    static char name[1100];
+    size_t n;
+
+    switch (clean ? 4 + below(8) : below(12)) {
+    case 0:
+        g_any(b, 1);
+        return;
+    case 1:
+        n = PROTO_MAX_NAME - 1 + below(3);
+        memset(name, 'd', n);
+        sn(b, name, n);
+        return;
+    case 2:
+        sn(b, "gpu\0", 4); /* NUL */
+        return;
+    case 3:
+        sn(b, "", 0);
+        return;
+    default:
+        s(b, below(2) ? "gpu:0" : "gpu:1");
+    }
+}
+
+static void g_ext(struct buf *b)
+{
+    static const char *const keys[] = {"stream", "peer",   "tag",      "comm",     "seq",
+                                       "id",     "parent", "launcher", "checksum", "x-future"};
+    uint32_t n = (uint32_t)below(5);
+
+    if (oops(20)) {
+        g_any(b, 1);
+        return;
+    }
+    msgpack_pack_map(&b->pk, n);
+    for (uint32_t i = 0; i < n; i++) {
+        size_t k = below(10);
+        if (oops(25))
+            g_any(b, 1); /* a key that is (likely) not a string */
+        else
+            s(b, clean && i > 0 ? keys[9] : keys[k]); /* clean: no key twice */
+        if (oops(6) || (clean && k == 9))
+            g_any(b, 1);
+        else
+            g_field(b);
+    }
+}
+
+static void g_entry(struct buf *b)
+{
+    static const uint32_t widths[] = {4, 5, 6, 7, 8, 9, 10, 10, 10, 11, 12, 3};
+    uint32_t n = widths[below(12)];
+
+    if (clean && n < 4)
+        n = 10;
+    if (oops(40)) {
+        g_any(b, 2);
+        return;
+    }
+    g_array(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (i < 4)
+            oops(12) ? g_field(b) : (void)msgpack_pack_uint64(&b->pk, below(1u << 20));
+        else if (below(5) == 0)
+            msgpack_pack_nil(&b->pk);
+        else if (i < 6)
+            g_field(b);
+        else if (i == 6)
+            g_shape(b);
+        else if (i == 7) {
+            uint32_t k = oops(10) ? (uint32_t)below(10) : (uint32_t)below(3);
+            if (oops(30)) {
+                g_any(b, 1);
+                continue;
+            }
+            g_array(b, k);
+            for (uint32_t j = 0; j < k; j++)
+                g_shape(b);
+        } else if (i == 8)
+            g_device(b);
+        else if (i == 9)
+            g_ext(b);
+        else
+            g_any(b, 3);
+    }
+}
+
+static void g_batch(struct buf *b)
+{
+    uint32_t top = oops(10) ? 1 + (uint32_t)below(4) : 2;
+    uint32_t n = (uint32_t)below(12);
+
+    g_array(b, top);
+    if (below(10) == 0)
+        raw(b,
+            "\xd9\x05"
+            "batch",
+            7);
+    else
+        s(b, "batch");
+    if (top < 2)
+        return;
+    if (oops(40))
+        g_any(b, 1);
+    else {
+        g_array(b, n);
+        for (uint32_t i = 0; i < n; i++)
+            g_entry(b);
+    }
+    for (uint32_t i = 2; i < top; i++)
+        g_any(b, 2);
+}
+
+static bool batch_same(const struct proto_batch *a, const struct proto_batch *b)
+{
+    return a->n == b->n && a->blob_len == b->blob_len &&
+           (a->blob_len == 0 || memcmp(a->blob, b->blob, a->blob_len) == 0) &&
+           (a->n == 0 || memcmp(a->entries, b->entries, a->n * sizeof(*a->entries)) == 0);
+}
+
+struct answers {
+    size_t decoded, failed;
+};
+
+static void same_answer(const char *what, size_t idx, int ra, const struct proto_msg *a,
+                        const struct proto_error *ea, int rb, const struct proto_msg *b,
+                        const struct proto_error *eb)
+{
+    cr_assert_eq(ra, rb, "%s %zu: one pass %d (%s), object tree %d (%s)", what, idx, ra,
+                 ra < 0 ? ea->message : "", rb, rb < 0 ? eb->message : "");
+    if (ra < 0) {
+        cr_assert_str_eq(ea->code, eb->code, "%s %zu", what, idx);
+        cr_assert_str_eq(ea->message, eb->message, "%s %zu", what, idx);
+        return;
+    }
+    cr_assert_eq(a->type, b->type, "%s %zu", what, idx);
+    if (a->type == PROTO_BATCH)
+        cr_assert(batch_same(&a->u.batch, &b->u.batch), "%s %zu: batches differ", what, idx);
+}
+
+static void differ_whole(const char *p, size_t n, size_t idx, struct answers *ans)
+{
+    struct proto_error ea = {0}, eb = {0};
+    struct proto_msg a, b;
+    int ra = proto_decode_bytes(p, n, &a, &ea), rb = proto_decode_bytes_tree(p, n, &b, &eb);
+
+    same_answer("message", idx, ra, &a, &ea, rb, &b, &eb);
+    if (ra == 0)
+        ans->decoded++;
+    else
+        ans->failed++;
+    proto_msg_free(&a);
+    proto_msg_free(&b);
+}
+
+/* p[0..n) through both kinds of reader in pieces of random sizes, a flush after it. */
+static void differ_reader(const char *p, size_t n, size_t idx)
+{
+    static const char flush[] = "\x92\xa5"
+                                "flush\x07";
+    struct proto_reader r[2];
+    struct proto_error e[2] = {0};
+    struct proto_msg m[2];
+    size_t off = 0, total = n + sizeof(flush) - 1;
+    char *all = malloc(total);
+    int rc[2] = {0, 0};
+
+    cr_assert_not_null(all);
+    memcpy(all, p, n);
+    memcpy(all + n, flush, sizeof(flush) - 1);
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(proto_reader_init(&r[k], 0), 0);
+    r[1].tree = true;
+    while (off < total && rc[0] >= 0) {
+        size_t piece = 1 + below(below(2) ? 8 : total);
+        if (piece > total - off)
+            piece = total - off;
+        for (int k = 0; k < 2; k++)
+            feed(&r[k], all + off, piece);
+        off += piece;
+        do {
+            for (int k = 0; k < 2; k++) {
+                memset(&m[k], 0, sizeof(m[k]));
+                rc[k] = proto_reader_next(&r[k], &m[k], &e[k]);
+            }
+            same_answer("reader", idx, rc[0], &m[0], &e[0], rc[1], &m[1], &e[1]);
+            proto_msg_free(&m[0]);
+            proto_msg_free(&m[1]);
+        } while (rc[0] == 1);
+    }
+    for (int k = 0; k < 2; k++)
+        proto_reader_deinit(&r[k]);
+    free(all);
+}
+
+Test(proto, onepass_same_as_object_tree)
+{
+    struct answers ans = {0};
+    char *mut = malloc(64 << 10);
+
+    cr_assert_not_null(mut);
+    for (size_t i = 0; i < 3000; i++) {
+        struct buf b;
+
+        buf_init(&b);
+        clean = i % 2 == 0;
+        g_batch(&b);
+        differ_whole(b.sb.data, b.sb.size, i, &ans);
+        if (i % 4 == 0)
+            differ_reader(b.sb.data, b.sb.size, i);
+        /* mutations: a byte changed, the message cut, a byte inserted */
+        for (int k = 0; k < 4 && b.sb.size > 0 && b.sb.size < (64 << 10) - 1; k++) {
+            size_t n = b.sb.size, at = below(n);
+            memcpy(mut, b.sb.data, n);
+            if (k == 0) {
+                mut[at] = (char)rnd();
+            } else if (k == 1) {
+                n = at;
+            } else if (k == 2) {
+                memmove(mut + at + 1, mut + at, n - at);
+                mut[at] = (char)rnd();
+                n++;
+            } else {
+                mut[at] = (char)(0x90 + below(16)); /* an array header in the middle */
+            }
+            differ_whole(mut, n, i, &ans);
+            if (k == 0)
+                differ_reader(mut, n, i);
+        }
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+    free(mut);
+    /* both outcomes well represented: the generator reaches the decoders' paths */
+    cr_assert_gt(ans.decoded, 1500, "%zu decoded", ans.decoded);
+    cr_assert_gt(ans.failed, 5000, "%zu failed", ans.failed);
+}

@@ -1,0 +1,670 @@
+/*
+ * onepass.c — a batch message decoded in one pass over its bytes; see onepass.h.
+ *
+ * The reader below knows the msgpack format and classifies each value the way
+ * msgpack-c does (a signed encoding of a value >= 0 is a positive integer, as
+ * in msgpack-c's object tree), so that every check of proto.c's decode_entry()
+ * can be made here on the same terms and fail with the same words. Where
+ * proto.c checks a whole object before its parts (an ext map's keys before
+ * its values), the note at that function says how the one pass keeps the
+ * order.
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onepass.h"
+
+#define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
+
+static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = proto_vfail(err, code, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int cut_short(struct proto_error *err)
+{
+    return fail(err, PROTO_E_MSGPACK, "the message is cut short");
+}
+
+/* ---- the msgpack reader --------------------------------------------------- */
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+/*
+ * One value's header. kind is msgpack-c's object type; u is an unsigned
+ * value, or a negative one as int64 bits; n a str/bin/ext length (s its
+ * body, already stepped over) or an array/map count (the elements follow).
+ */
+struct val {
+    msgpack_object_type kind;
+    uint32_t n;
+    uint64_t u;
+    const uint8_t *s;
+};
+
+static uint64_t be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The header of a type byte other than the fix* ranges: its size and what it is. */
+static int rd_wide(struct rd *r, uint8_t t, struct val *v)
+{
+    /* bytes after t: the value or length field */
+    static const uint8_t field[32] = {
+        /* c0 */ 0, 0, 0, 0, 1, 2, 4, 1, 2, 4, 4, 8, 1, 2, 4, 8,
+        /* d0 */ 1, 2, 4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4,
+    };
+    size_t left = (size_t)(r->end - r->p), k;
+    uint64_t x;
+
+    if (t == 0xc1)
+        return -1;
+    k = field[t - 0xc0];
+    if (left < 1 + k)
+        return -1;
+    x = be(r->p + 1, (int)k);
+    r->p += 1 + k;
+    switch (t) {
+    case 0xc0:
+        v->kind = MSGPACK_OBJECT_NIL;
+        return 0;
+    case 0xc2:
+    case 0xc3:
+        v->kind = MSGPACK_OBJECT_BOOLEAN;
+        v->u = t == 0xc3;
+        return 0;
+    case 0xca:
+        v->kind = MSGPACK_OBJECT_FLOAT32;
+        return 0;
+    case 0xcb:
+        v->kind = MSGPACK_OBJECT_FLOAT64;
+        return 0;
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf:
+        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        v->u = x;
+        return 0;
+    case 0xd0:
+    case 0xd1:
+    case 0xd2:
+    case 0xd3: {
+        /* sign-extend the k-byte value */
+        int64_t i = k == 8 ? (int64_t)x : (int64_t)(x << (64 - 8 * k)) >> (64 - 8 * k);
+        v->kind = i < 0 ? MSGPACK_OBJECT_NEGATIVE_INTEGER : MSGPACK_OBJECT_POSITIVE_INTEGER;
+        v->u = (uint64_t)i;
+        return 0;
+    }
+    case 0xdc:
+    case 0xdd:
+        v->kind = MSGPACK_OBJECT_ARRAY;
+        v->n = (uint32_t)x;
+        return 0;
+    case 0xde:
+    case 0xdf:
+        v->kind = MSGPACK_OBJECT_MAP;
+        v->n = (uint32_t)x;
+        return 0;
+    case 0xd9:
+    case 0xda:
+    case 0xdb:
+        v->kind = MSGPACK_OBJECT_STR;
+        break;
+    case 0xc4:
+    case 0xc5:
+    case 0xc6:
+        v->kind = MSGPACK_OBJECT_BIN;
+        break;
+    case 0xc7:
+    case 0xc8:
+    case 0xc9:
+        v->kind = MSGPACK_OBJECT_EXT;
+        x += 1; /* the ext type byte */
+        break;
+    default: /* 0xd4..0xd8: fixext, a type byte and 1..16 bytes */
+        v->kind = MSGPACK_OBJECT_EXT;
+        r->p -= 1; /* field[] counted the type byte: it is part of the body */
+        x = 1 + (1u << (t - 0xd4));
+        break;
+    }
+    if (x > (uint64_t)(r->end - r->p))
+        return -1;
+    v->n = (uint32_t)x;
+    v->s = r->p;
+    r->p += x;
+    return 0;
+}
+
+/* Reads the next value's header into *v. Returns 0, or -1 when the bytes end first. */
+static inline int rd_next(struct rd *r, struct val *v)
+{
+    uint8_t t;
+
+    if (r->p == r->end)
+        return -1;
+    t = *r->p;
+    if (t <= 0x7f) {
+        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        v->u = t;
+        r->p++;
+        return 0;
+    }
+    if (t >= 0xe0) {
+        v->kind = MSGPACK_OBJECT_NEGATIVE_INTEGER;
+        v->u = (uint64_t)(int64_t)(int8_t)t;
+        r->p++;
+        return 0;
+    }
+    if (t <= 0x9f) {
+        v->kind = t <= 0x8f ? MSGPACK_OBJECT_MAP : MSGPACK_OBJECT_ARRAY;
+        v->n = t & 0x0f;
+        r->p++;
+        return 0;
+    }
+    if (t <= 0xbf) {
+        v->kind = MSGPACK_OBJECT_STR;
+        v->n = t & 0x1f;
+        if (v->n >= (size_t)(r->end - r->p))
+            return -1;
+        v->s = r->p + 1;
+        r->p += 1 + v->n;
+        return 0;
+    }
+    return rd_wide(r, t, v);
+}
+
+/* Steps over the elements of the container whose header *v is (nothing for a scalar). */
+static int rd_skip_body(struct rd *r, const struct val *v)
+{
+    uint64_t pending = v->kind == MSGPACK_OBJECT_ARRAY ? v->n
+                       : v->kind == MSGPACK_OBJECT_MAP ? 2 * (uint64_t)v->n
+                                                       : 0;
+    struct val x;
+
+    for (; pending > 0; pending--) {
+        if (rd_next(r, &x) < 0)
+            return -1;
+        if (x.kind == MSGPACK_OBJECT_ARRAY)
+            pending += x.n;
+        else if (x.kind == MSGPACK_OBJECT_MAP)
+            pending += 2 * (uint64_t)x.n;
+    }
+    return 0;
+}
+
+size_t onepass_skip(const uint8_t *p, size_t n)
+{
+    struct rd r = {p, p + n};
+    struct val v;
+
+    if (rd_next(&r, &v) < 0 || rd_skip_body(&r, &v) < 0)
+        return 0;
+    return (size_t)(r.p - p);
+}
+
+enum onepass_kind onepass_kind(const uint8_t *p, size_t n)
+{
+    size_t i, k;
+
+    /* the array header: at least one element */
+    if (n == 0)
+        return ONEPASS_MORE;
+    if (p[0] >= 0x91 && p[0] <= 0x9f)
+        i = 1;
+    else if (p[0] == 0xdc || p[0] == 0xdd)
+        i = p[0] == 0xdc ? 3 : 5;
+    else
+        return ONEPASS_OTHER;
+    if (n < i)
+        return ONEPASS_MORE;
+    if (i > 1 && be(p + 1, (int)i - 1) == 0)
+        return ONEPASS_OTHER;
+    /* the type: a string of 5 bytes, "batch" */
+    if (n == i)
+        return ONEPASS_MORE;
+    if (p[i] == 0xa5)
+        k = 1;
+    else if (p[i] == 0xd9 || p[i] == 0xda || p[i] == 0xdb)
+        k = p[i] == 0xd9 ? 2 : p[i] == 0xda ? 3 : 5;
+    else
+        return ONEPASS_OTHER;
+    if (n < i + k)
+        return ONEPASS_MORE;
+    if (k > 1 && be(p + i + 1, (int)k - 1) != 5)
+        return ONEPASS_OTHER;
+    i += k;
+    if (memcmp(p + i, "batch", n - i < 5 ? n - i : 5) != 0)
+        return ONEPASS_OTHER;
+    return n - i < 5 ? ONEPASS_MORE : ONEPASS_BATCH;
+}
+
+/* ---- typed fields, as proto.c's get_uint/get_int ---------------------------- */
+
+static int val_uint(const struct val *v, uint64_t max, uint64_t *out, const char *what,
+                    struct proto_error *err)
+{
+    if (v->kind == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        return fail(err, PROTO_E_MESSAGE, "%s must not be negative", what);
+    if (v->kind != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return fail(err, PROTO_E_MESSAGE, "%s must be an unsigned integer", what);
+    if (v->u > max)
+        return fail(err, PROTO_E_MESSAGE, "%s is out of range (max %llu)", what,
+                    (unsigned long long)max);
+    *out = v->u;
+    return 0;
+}
+
+static int rd_uint(struct rd *r, uint64_t max, uint64_t *out, const char *what,
+                   struct proto_error *err)
+{
+    struct val v;
+
+    if (rd_next(r, &v) < 0)
+        return cut_short(err);
+    /* the common case first: a fixint is in every range checked here */
+    if (v.kind == MSGPACK_OBJECT_POSITIVE_INTEGER && v.u <= max) {
+        *out = v.u;
+        return 0;
+    }
+    return val_uint(&v, max, out, what, err);
+}
+
+/* A signed integer over the whole int64 range (ext.tag). */
+static int val_int64(const struct val *v, int64_t *out, const char *what, struct proto_error *err)
+{
+    if (v->kind == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        if (v->u > (uint64_t)INT64_MAX)
+            return fail(err, PROTO_E_MESSAGE, "%s is out of range", what);
+    } else if (v->kind != MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        return fail(err, PROTO_E_MESSAGE, "%s must be an integer", what);
+    }
+    *out = (int64_t)v->u;
+    return 0;
+}
+
+/* ---- the blob: what msgpack_sbuffer + proto_pack_shape would have built ---- */
+
+struct blob {
+    char *data;
+    size_t size, alloc;
+};
+
+static int blob_grow(struct blob *b, size_t n)
+{
+    size_t nsize = b->alloc ? b->alloc * 2 : BLOB_INIT;
+    char *p;
+
+    while (nsize < b->size + n) {
+        if (nsize * 2 <= nsize)
+            return -1;
+        nsize *= 2;
+    }
+    if ((p = realloc(b->data, nsize)) == NULL)
+        return -1;
+    b->data = p;
+    b->alloc = nsize;
+    return 0;
+}
+
+/* Room for n more bytes; returns where they go, or NULL (out of memory). */
+static inline uint8_t *blob_room(struct blob *b, size_t n)
+{
+    if (b->alloc - b->size < n && blob_grow(b, n) < 0)
+        return NULL;
+    return (uint8_t *)b->data + b->size;
+}
+
+/* msgpack's smallest encoding of an unsigned integer, as msgpack_pack_uint64() writes it. */
+static size_t put_uint(uint8_t *q, uint64_t v)
+{
+    int k;
+
+    if (v < 0x80) {
+        q[0] = (uint8_t)v;
+        return 1;
+    }
+    q[0] = v < 0x100 ? 0xcc : v < 0x10000 ? 0xcd : v < 0x100000000u ? 0xce : 0xcf;
+    k = 1 << (q[0] - 0xcc);
+    for (int i = 0; i < k; i++)
+        q[1 + i] = (uint8_t)(v >> (8 * (k - 1 - i)));
+    return 1 + (size_t)k;
+}
+
+static size_t uint_size(uint64_t v)
+{
+    return v < 0x80 ? 1 : v < 0x100 ? 2 : v < 0x10000 ? 3 : v < 0x100000000u ? 5 : 9;
+}
+
+/* ---- entry fields --------------------------------------------------------- */
+
+/*
+ * A shape whose header *h was read from `at`: validated as blob_shape() does,
+ * then into the blob canonical. Bytes that are canonical already (what every
+ * msgpack packer writes) are copied as they are.
+ */
+static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b,
+                    uint32_t *off, uint32_t *len, uint64_t *product, struct proto_error *err)
+{
+    uint64_t dims[PROTO_MAX_DIMS];
+    bool canonical;
+    uint8_t *q;
+    int rc;
+
+    if (h->kind != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "a shape must be an array of unsigned integers");
+    if (h->n > PROTO_MAX_DIMS)
+        return fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d", h->n,
+                    PROTO_MAX_DIMS);
+    canonical = r->p - at == (h->n < 16 ? 1 : 3);
+    for (uint32_t i = 0; i < h->n; i++) {
+        const uint8_t *d = r->p;
+        if ((rc = rd_uint(r, INT64_MAX, &dims[i], "a shape dimension", err)) < 0)
+            return rc;
+        canonical = canonical && (size_t)(r->p - d) == uint_size(dims[i]) &&
+                    (*d < 0x80 || (*d >= 0xcc && *d <= 0xcf));
+    }
+    if (product != NULL) {
+        uint64_t p = 1;
+        for (uint32_t i = 0; i < h->n; i++)
+            p = (dims[i] != 0 && p > (uint64_t)INT64_MAX / dims[i]) ? (uint64_t)INT64_MAX
+                                                                    : p * dims[i];
+        *product = h->n ? p : 0;
+    }
+    /* at most a 3-byte header and 9 bytes a dimension, whatever the input's encoding */
+    if ((q = blob_room(b, 3 + 9 * (size_t)h->n)) == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    if (off != NULL)
+        *off = (uint32_t)b->size;
+    if (canonical) {
+        memcpy(q, at, (size_t)(r->p - at));
+        b->size += (size_t)(r->p - at);
+    } else {
+        size_t k = 0;
+        if (h->n < 16) {
+            q[k++] = (uint8_t)(0x90 | h->n);
+        } else {
+            q[k++] = 0xdc;
+            q[k++] = 0;
+            q[k++] = (uint8_t)h->n;
+        }
+        for (uint32_t i = 0; i < h->n; i++)
+            k += put_uint(q + k, dims[i]);
+        b->size += k;
+    }
+    if (len != NULL)
+        *len = (uint32_t)(b->size - *off);
+    return 0;
+}
+
+static int op_in_shapes(struct rd *r, const struct val *h, struct blob *b, struct proto_entry *e,
+                        struct proto_error *err)
+{
+    struct val v;
+    uint8_t *q;
+    int rc;
+
+    if (h->kind != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "in_shapes must be an array of shapes");
+    if (h->n > PROTO_MAX_INPUTS)
+        return fail(err, PROTO_E_TOO_LARGE, "%u input shapes, over the limit of %d", h->n,
+                    PROTO_MAX_INPUTS);
+    if ((q = blob_room(b, 1)) == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    e->in_off = (uint32_t)b->size;
+    *q = (uint8_t)(0x90 | h->n); /* n <= PROTO_MAX_INPUTS: a fixarray */
+    b->size++;
+    for (uint32_t i = 0; i < h->n; i++) {
+        const uint8_t *at = r->p;
+        if (rd_next(r, &v) < 0)
+            return cut_short(err);
+        if ((rc = op_shape(r, at, &v, b, NULL, NULL, NULL, err)) < 0)
+            return rc;
+    }
+    e->in_len = (uint32_t)(b->size - e->in_off);
+    return 0;
+}
+
+static int op_device(const struct val *v, struct blob *b, struct proto_entry *e,
+                     struct proto_error *err)
+{
+    uint8_t *q;
+
+    if (v->kind != MSGPACK_OBJECT_STR || v->n == 0)
+        return fail(err, PROTO_E_MESSAGE, "entry device must be a non-empty string or nil");
+    if (v->n > PROTO_MAX_NAME)
+        return fail(err, PROTO_E_TOO_LARGE, "entry device is over %d bytes", PROTO_MAX_NAME);
+    if (!proto_utf8_valid((const char *)v->s, v->n))
+        return fail(err, PROTO_E_MESSAGE, "entry device is not valid UTF-8");
+    if ((q = blob_room(b, v->n)) == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    e->dev_off = (uint32_t)b->size;
+    e->dev_len = v->n;
+    memcpy(q, v->s, v->n);
+    b->size += v->n;
+    return 0;
+}
+
+/* One known key of an ext map, as proto.c's decode_ext_value(); nil is the same as absent. */
+static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, struct proto_error *err)
+{
+    uint32_t bit = proto_ext_keys[k].bit;
+    char what[32];
+    uint64_t op = 0;
+    int rc;
+
+    if ((x->has & bit) == 0 && v->kind == MSGPACK_OBJECT_POSITIVE_INTEGER && bit != PROTO_EXT_TAG &&
+        bit != PROTO_EXT_LAUNCHER) {
+        *proto_ext_slot(x, bit) = v->u; /* the common case: no message to format */
+        x->has |= bit;
+        return 0;
+    }
+    snprintf(what, sizeof(what), "entry ext.%s", proto_ext_keys[k].key);
+    if (x->has & bit)
+        return fail(err, PROTO_E_MESSAGE, "%s given twice", what);
+    if (v->kind == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (bit == PROTO_EXT_TAG) {
+        if ((rc = val_int64(v, &x->tag, what, err)) < 0)
+            return rc;
+    } else if (bit == PROTO_EXT_LAUNCHER) {
+        if ((rc = val_uint(v, UINT32_MAX, &op, what, err)) < 0)
+            return rc;
+        x->launcher = (uint32_t)op;
+    } else if ((rc = val_uint(v, UINT64_MAX, proto_ext_slot(x, bit), what, err)) < 0) {
+        return rc;
+    }
+    x->has |= bit;
+    return 0;
+}
+
+static size_t ext_key(const struct val *key)
+{
+    for (size_t k = 0; k < PROTO_N_EXT_KEYS; k++) {
+        const char *name = proto_ext_keys[k].key;
+        if (strlen(name) == key->n && memcmp(name, key->s, key->n) == 0)
+            return k;
+    }
+    return PROTO_N_EXT_KEYS;
+}
+
+/*
+ * Position 9: an ext map, as proto.c's blob_ext(). That one checks every key
+ * is a string before it reads any value, so here a value's error waits (in
+ * *err) until the map's last key is seen: a key that is not a string, even
+ * after it, is the error.
+ */
+static int op_ext(struct rd *r, const struct val *h, struct blob *b, struct proto_entry *e,
+                  struct proto_error *err)
+{
+    struct proto_ext x;
+    struct val key, v;
+    int first = 0, rc;
+    uint8_t *q;
+
+    if (h->kind != MSGPACK_OBJECT_MAP)
+        return fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
+    memset(&x, 0, sizeof(x));
+    for (uint32_t i = 0; i < h->n; i++) {
+        if (rd_next(r, &key) < 0 || rd_skip_body(r, &key) < 0)
+            return cut_short(err);
+        if (key.kind != MSGPACK_OBJECT_STR)
+            return fail(err, PROTO_E_MESSAGE, "entry ext has a key that is not a string");
+        if (rd_next(r, &v) < 0 || rd_skip_body(r, &v) < 0)
+            return cut_short(err);
+        size_t k = first < 0 ? PROTO_N_EXT_KEYS : ext_key(&key);
+        if (k < PROTO_N_EXT_KEYS && (rc = op_ext_value(&v, k, &x, err)) < 0)
+            first = rc;
+    }
+    if (first < 0)
+        return first;
+    if (x.has == 0)
+        return 0; /* an empty map (or only unknown keys): nothing to keep */
+    if ((q = blob_room(b, sizeof(x))) == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    e->ext_off = (uint32_t)b->size;
+    e->ext_len = (uint32_t)sizeof(x);
+    memcpy(q, &x, sizeof(x));
+    b->size += sizeof(x);
+    return 0;
+}
+
+/* Fields 4..: each nil is the same as absent; those after position 9 are stepped over. */
+static int op_rest(struct rd *r, uint32_t n, struct blob *b, struct proto_entry *e,
+                   struct proto_error *err)
+{
+    uint64_t product = 0;
+    bool elements_nil = true;
+    struct val v;
+    int rc = 0;
+
+    for (uint32_t i = 4; i < n && rc == 0; i++) {
+        const uint8_t *at = r->p;
+
+        if (rd_next(r, &v) < 0)
+            return cut_short(err);
+        if (i > 9) {
+            if (rd_skip_body(r, &v) < 0)
+                return cut_short(err);
+            continue;
+        }
+        if (v.kind == MSGPACK_OBJECT_NIL)
+            continue;
+        switch (i) {
+        case 4:
+            rc = val_uint(&v, INT64_MAX, &e->elements, "entry elements", err);
+            elements_nil = false;
+            break;
+        case 5:
+            rc = val_uint(&v, INT64_MAX, &e->mem_bytes, "entry mem_bytes", err);
+            break;
+        case 6:
+            rc = op_shape(r, at, &v, b, &e->out_off, &e->out_len, &product, err);
+            break;
+        case 7:
+            rc = op_in_shapes(r, &v, b, e, err);
+            break;
+        case 8:
+            rc = op_device(&v, b, e, err);
+            break;
+        default:
+            rc = op_ext(r, &v, b, e, err);
+            break;
+        }
+    }
+    if (rc == 0 && elements_nil)
+        e->elements = product;
+    return rc;
+}
+
+static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct proto_error *err)
+{
+    uint64_t op = 0;
+    struct val v;
+    int rc;
+
+    if (rd_next(r, &v) < 0)
+        return cut_short(err);
+    if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
+        return fail(err, PROTO_E_MESSAGE,
+                    "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    memset(e, 0, sizeof(*e));
+    if ((rc = rd_uint(r, INT64_MAX, &e->step, "entry step", err)) < 0 ||
+        (rc = rd_uint(r, UINT32_MAX, &op, "entry op_id", err)) < 0 ||
+        (rc = rd_uint(r, INT64_MAX, &e->start_ns, "entry start_ns", err)) < 0 ||
+        (rc = rd_uint(r, INT64_MAX, &e->dur_ns, "entry dur_ns", err)) < 0)
+        return rc;
+    if (e->dur_ns > (uint64_t)INT64_MAX - e->start_ns)
+        return fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
+    e->op_id = (uint32_t)op;
+    return op_rest(r, v.n, b, e, err);
+}
+
+int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *len,
+                  struct proto_error *err)
+{
+    struct rd r = {p, p + n};
+    struct blob b = {0};
+    struct val top, type, l;
+    uint32_t count;
+    int rc = 0;
+
+    memset(out, 0, sizeof(*out));
+    /* onepass_kind() saw the array header and the type "batch" */
+    if (rd_next(&r, &top) < 0 || rd_next(&r, &type) < 0)
+        return cut_short(err);
+    if (top.n < 2)
+        return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
+    if (rd_next(&r, &l) < 0)
+        return cut_short(err);
+    if (l.kind != MSGPACK_OBJECT_ARRAY)
+        return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
+    /* Every entry takes a byte at least: the count is bounded before it is allocated. */
+    if (l.n > (size_t)(r.end - r.p))
+        return cut_short(err);
+    count = l.n;
+    out->entries = malloc((count ? count : 1) * sizeof(*out->entries));
+    if (out->entries == NULL)
+        return fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < count; i++) {
+        if ((rc = op_entry(&r, &b, &out->entries[i], err)) < 0) {
+            size_t k = err ? strlen(err->message) : 0;
+            if (err != NULL)
+                snprintf(err->message + k, sizeof(err->message) - k, " (entry %u)", i);
+            goto fail;
+        }
+    }
+    /* elements after the entries are not v1's: stepped over */
+    for (uint32_t i = 2; i < top.n; i++) {
+        if (rd_next(&r, &l) < 0 || rd_skip_body(&r, &l) < 0) {
+            rc = cut_short(err);
+            goto fail;
+        }
+    }
+    out->n = count;
+    *len = (size_t)(r.p - p);
+    out->blob = b.data;
+    out->blob_len = b.size;
+    return 0;
+fail:
+    free(b.data);
+    proto_batch_free(out);
+    return rc;
+}

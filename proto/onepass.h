@@ -1,0 +1,67 @@
+/*
+ * onepass — the batch message decoded straight from its msgpack bytes.
+ *
+ * A batch is the one message a producer sends at rate, so the reader
+ * (proto.c) hands it here instead of building msgpack-c's object tree and
+ * walking that: one pass over the bytes fills the same struct proto_batch
+ * (entries, and the blob of canonical shapes, device names and ext maps, byte
+ * for byte what proto_decode() builds), with the same checks in the same
+ * order, hence the same error codes and messages. Other messages keep the
+ * object-tree path.
+ *
+ * The bytes come after the byte scanner (proto.c): they hold one complete
+ * message whose headers were bounded before anything was allocated, so a
+ * count read here is already known to fit in the message. The reader is
+ * still bounds-checked: bytes that end early give bad_msgpack, never a read
+ * past them.
+ *
+ * Internal to proto/ (proto.c, the unit tests and the fuzzer include it);
+ * pure functions over bytes, reentrant.
+ */
+#ifndef TRACECTL_ONEPASS_H
+#define TRACECTL_ONEPASS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+enum onepass_kind {
+    ONEPASS_OTHER, /* not a batch: the object-tree path */
+    ONEPASS_BATCH, /* an array whose first element is the string "batch" */
+    ONEPASS_MORE,  /* too few bytes to tell */
+};
+
+/* What the message starting at p[0..n) is, from its first few bytes (at most 11). */
+enum onepass_kind onepass_kind(const uint8_t *p, size_t n);
+
+/*
+ * Decodes the batch message at the start of p[0..n) (onepass_kind() said
+ * ONEPASS_BATCH and the message is complete within n bytes) into *b.
+ * Returns 0 and sets *len to the message's size in bytes, or a negative
+ * errno with *err filled as proto_decode() would (err may be NULL) and *b
+ * left empty. On success the caller frees b with proto_batch_free().
+ */
+int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *b, size_t *len,
+                  struct proto_error *err);
+
+/* The size of the msgpack object at p[0..n), or 0 when it does not end within n bytes. */
+size_t onepass_skip(const uint8_t *p, size_t n);
+
+/* ---- shared with proto.c (defined there): one copy of each rule ---------- */
+
+/* Fills *err (when not NULL) with code and message; returns the code's negative errno. */
+int proto_vfail(struct proto_error *err, const char *code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
+struct proto_ext_key {
+    const char *key;
+    uint32_t bit;
+};
+#define PROTO_N_EXT_KEYS 9
+extern const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS];
+/* Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are handled apart). */
+uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit);
+
+#endif
