@@ -80,10 +80,11 @@ static void usage(FILE *f)
         "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
         "                        2 at once, so small ones never wait behind them\n"
         "                        (default 1000000)\n"
-        "  --storage-format F    how new session files store entries: rows (default),\n"
-        "                        one SQLite row each, or blocks of up to 1024, compact\n"
-        "                        and faster to write, read through a virtual table\n"
-        "                        (the sqlite3 shell needs `.load tracectl_blocks`)\n"
+        "  --storage-format F    how new session files store entries: blocks (default)\n"
+        "                        of up to 1024, compact and faster to write, read\n"
+        "                        through a virtual table (the sqlite3 shell needs\n"
+        "                        `.load tracectl_blocks`), or rows, one SQLite row\n"
+        "                        each. Existing files keep theirs\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -571,7 +572,7 @@ int main(int argc, char **argv)
     d.opt.request_ms = DEFAULT_REQUEST_MS;
     d.opt.idle_ms = DEFAULT_IDLE_MS;
     d.opt.heavy_entries = DEFAULT_HEAVY;
-    d.opt.format = STORE_FORMAT_ROWS;
+    d.opt.format = STORE_FORMAT_BLOCKS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

@@ -183,12 +183,12 @@ static uint64_t feed(struct tdaemon *d, long long ids[NPROD])
 /* Both daemons, with two session files open at once (the fd limit sets it). */
 static void start_both(void)
 {
-    harness_daemon_start(&dr, NULL);
+    harness_daemon_start(&dr, "--storage-format", "rows", NULL);
     harness_daemon_start(&db, "--storage-format", "blocks", NULL);
     harness_daemon_stop(&dr, SIGTERM);
     harness_daemon_stop(&db, SIGTERM);
     dr.nofile = db.nofile = 40;
-    harness_daemon_restart(&dr, NULL);
+    harness_daemon_restart(&dr, "--storage-format", "rows", NULL);
     harness_daemon_restart(&db, "--storage-format", "blocks", NULL);
 }
 
@@ -426,13 +426,13 @@ Test(blocks, row_files_stay_readable)
     char *r, *b;
     sqlite3 *h;
 
-    harness_daemon_start(&dr, NULL);
+    harness_daemon_start(&dr, "--storage-format", "rows", NULL);
     feed(&dr, ir);
     snprintf(pr, sizeof(pr), "%s/before.csv", dr.dir);
     snprintf(pb, sizeof(pb), "%s/after.csv", dr.dir);
     export_to(&dr, "same", "csv", pr);
     harness_daemon_stop(&dr, SIGTERM);
-    harness_daemon_restart(&dr, "--storage-format", "blocks", NULL);
+    harness_daemon_restart(&dr, NULL); /* the default: blocks */
     export_to(&dr, "same", "csv", pb);
     r = slurp(pr, &lr);
     b = slurp(pb, &lb);
