@@ -446,3 +446,85 @@ Test(blocks, row_files_stay_readable)
     free(r);
     sqlite3_close(h);
 }
+
+/*
+ * tests/data/rows-format/data.tar.gz: a data dir written by the previous
+ * default (tracectld at commit 3414df7, which wrote rows unless told
+ * otherwise): session 1 `demo` (tc_demo, 4 ranks, 160 entries) and session 2
+ * `streams` (an import). A daemon writing blocks by default exports both as
+ * that daemon did (its exports are beside the archive), keeps them rows, and
+ * writes a new session in blocks beside them.
+ */
+Test(blocks, files_of_the_previous_default_read_the_same)
+{
+    char arch[PATH_MAX], path[PATH_MAX + 32], want[PATH_MAX];
+    static const char *const sessions[] = {"demo", "streams"};
+    size_t lw, lg, n;
+    long long id;
+    char *w, *g, *t;
+    sqlite3 *h;
+    int fd;
+
+    harness_daemon_start(&db, NULL);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
+    snprintf(arch, sizeof(arch), "%s/rows-format/data.tar.gz", TEST_DATA_DIR);
+    {
+        char *rm[] = {"rm", "-rf", db.data, NULL};
+        char *mk[] = {"mkdir", "-m", "700", db.data, NULL};
+        char *tar[] = {"tar", "-xzf", arch, "-C", db.data, NULL};
+        cr_assert_eq(harness_run(NULL, rm), 0);
+        cr_assert_eq(harness_run(NULL, mk), 0);
+        cr_assert_eq(harness_run(NULL, tar), 0);
+    }
+    harness_daemon_restart(&db, NULL);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.csv", db.dir, sessions[i]);
+        snprintf(want, sizeof(want), "%s/rows-format/%s.csv", TEST_DATA_DIR, sessions[i]);
+        export_to(&db, sessions[i], "csv", path);
+        w = slurp(want, &lw);
+        g = slurp(path, &lg);
+        cr_assert_gt(lw, 100);
+        cr_assert_eq(lg, lw, "%s: %zu bytes, %zu before", sessions[i], lg, lw);
+        cr_assert_eq(memcmp(w, g, lw), 0, "%s differs from the previous daemon's export",
+                     sessions[i]);
+        free(w);
+        free(g);
+    }
+    {
+        char *argv[] = {TRACECTL_BIN, "--socket", db.sock, "report", "demo", "--json", NULL};
+        cr_assert_eq(harness_run(&t, argv), 0);
+        cr_assert_not_null(strstr(t, "\"entries\":160"), "%s", t);
+        free(t);
+    }
+    fd = raw_producer(db.sock, "new", 0, 1, "gpu:0", &id);
+    cr_assert_eq(id, 3);
+    send_ops(fd);
+    send_entries(fd, 0, 0, 10);
+    cr_assert_eq(raw_flush(fd, 1), 10);
+    raw_bye(fd, 0);
+    raw_wait_state(db.sock, id, "ended", 30);
+
+    /* What a plain sqlite3 sees, without the module (no `.load`). */
+    sqlite3_reset_auto_extension();
+    for (long long k = 1; k <= 3; k++) {
+        snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, k);
+        cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        t = query_text(h, "SELECT value FROM info WHERE key = 'format'", &n);
+        cr_assert_str_eq(t, k < 3 ? "1\n" : "2\n", "session %lld", k);
+        free(t);
+        if (k < 3) {
+            t = query_text(h, "SELECT count(*) FROM trace", &n);
+            cr_assert_str_eq(t, k == 1 ? "160\n" : "6\n");
+            free(t);
+        } else {
+            sqlite3_stmt *st = NULL;
+            cr_assert_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM trace", -1, &st, NULL),
+                         SQLITE_ERROR);
+            cr_assert_str_eq(sqlite3_errmsg(h), "no such module: tracectl_blocks");
+            t = query_text(h, "SELECT name FROM ops ORDER BY id", &n);
+            cr_assert_str_eq(t, "matmul\nallreduce\ncopy\nrelu\n");
+            free(t);
+        }
+        sqlite3_close(h);
+    }
+}
