@@ -2,7 +2,8 @@
 # Runs every test: installs what it needs, checks formatting, builds with
 # warnings as errors under ASan+UBSan, and runs the Criterion suites (unit and
 # integration, the latter against a real daemon) through ctest, seven
-# integration suites once more with the row format; then the writer-thread
+# integration suites twice: with the default storage format (blocks) and with
+# rows (integ_rows_*, TRACECTL_TEST_STORAGE=rows); then the writer-thread
 # stress program under TSan (scripts/tsan.sh) and the decoder's fuzzer for
 # FUZZ_SECONDS (default 60; scripts/fuzz.sh).
 #   scripts/test.sh            all of it
@@ -41,13 +42,6 @@ echo "== tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j2
-
-echo "== the row format (--storage-format rows) through the integration suites"
-# The suites above write the default, blocks; session files in the row format
-# stay supported (--storage-format rows, and every file written before blocks):
-# TRACECTL_TEST_STORAGE makes every daemon the harness starts write rows.
-TRACECTL_TEST_STORAGE=rows ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 \
-    -R '^integ_test_(daemon|pipeline|export|import|ranks|links|faults)$'
 
 echo "== TSan (the writer thread)"
 bash scripts/tsan.sh
