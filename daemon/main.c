@@ -529,14 +529,12 @@ static int daemon_start(struct daemon *d)
         store_free(d->store);
         return -1;
     }
-    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
-        (rc = store_start(d->store)) < 0) {
-        fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
-        session_registry_deinit(&d->reg);
-        store_free(d->store);
-        return -1;
-    }
-    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
+    /*
+     * The handlers come before the socket listens: a client may connect as
+     * soon as it does (the backlog), and a SIGTERM sent once one could (a
+     * test, a service manager) must stop the daemon cleanly, not kill it.
+     * One that comes before the loop runs is handled once it does.
+     */
     uv_signal_init(d->loop, &d->sigint);
     uv_signal_init(d->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;
@@ -547,6 +545,18 @@ static int daemon_start(struct daemon *d)
         d->sigother[i].data = d;
         uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
     }
+    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
+        (rc = store_start(d->store)) < 0) {
+        fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        for (size_t i = 0; i < 3; i++)
+            uv_close((uv_handle_t *)&d->sigother[i], NULL);
+        session_registry_deinit(&d->reg);
+        store_free(d->store);
+        return -1;
+    }
+    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
     uv_timer_init(d->loop, &d->tick);
     d->tick.data = d;
     uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);
