@@ -24,7 +24,10 @@ struct report_params {
     uint64_t mem_threshold; /* hotspots need mem_bytes > this */
     uint32_t ops_limit;     /* extension: a page of ops (and the first comm rows); 0 = all */
     uint32_t ops_offset;    /* extension: ops rows before the page */
-    /* extension: the analysis sections and their filters (ranks_query.h); NULL or !on: none */
+    /*
+     * extension: the analysis sections (when on) and the filters, which restrict every
+     * section (ranks_query.h, query.c); NULL: neither
+     */
     const struct proto_analysis *analysis;
 };
 
@@ -91,6 +94,9 @@ struct report {
     /* extension: RANKS_QUERY_KEYS packed key/value pairs of the analysis; NULL: none */
     char *analysis;
     size_t analysis_len;
+    /* extension: the packed "filter" key and map (filters given); NULL: no filter */
+    char *filter;
+    size_t filter_len;
 };
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */

@@ -10,8 +10,10 @@ and train a small MLP on synthetic data for --steps steps. The rank named by
 or shared device would), so the other ranks wait for it in every gradient
 allreduce. With --mode light (the default) each rank records through
 tracectl.torch: per leaf module .forward/.backward, optimizer.step, DDP's
-allreduce per bucket and the final barrier (comm); --mode profiler streams
-torch.profiler's operators instead; --mode off traces nothing (the baseline);
+allreduce per bucket and the final barrier (comm), the collectives with their
+communicator and sequence number; --mode profiler streams torch.profiler's
+operators instead, under the model's modules (tct.instrument(...,
+profiler=True): `tracectl report SESSION --by module`); --mode off traces nothing (the baseline);
 --mode chrome runs plain torch.profiler writing Chrome traces to --chrome-dir
 (the profiler-mode baseline).
 
@@ -75,6 +77,8 @@ def train(rank: int, a: argparse.Namespace, store: str) -> None:
         tct.instrument_ddp(model)
         tct.instrument_distributed()
     elif a.mode in ("profiler", "chrome"):
+        if a.mode == "profiler":
+            tct.instrument(net, opt, profiler=True)
         cycles = [0]
 
         def chrome(p):  # --chrome-dir: also each cycle's Chrome trace, as plain torch.profiler

@@ -680,7 +680,8 @@ static int decode_classify(const msgpack_object *args, struct proto_request *req
     return 0;
 }
 
-/* The report's analysis options (PROTOCOL.md Part 3, "report analysis"). */
+/* The report's analysis option and its filters (PROTOCOL.md Part 3, "report analysis" and
+ * "report filters"). */
 static int decode_analysis(const msgpack_object *args, struct proto_analysis *an,
                            struct proto_error *err)
 {

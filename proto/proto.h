@@ -191,7 +191,10 @@ struct proto_request {
     uint32_t ops_limit;           /* report extension: rows of `ops` (and `comm`); 0 = all */
     uint32_t ops_offset;          /* report extension: ops rows skipped first */
     bool by_start; /* export: "order": "start" (by start_ns) instead of storage order */
-    /* report extension (PROTOCOL.md Part 3, "report analysis"): the analysis sections */
+    /*
+     * report extensions (PROTOCOL.md Part 3): the analysis sections ("report analysis"), and
+     * the filters, which restrict every section of the report ("report filters")
+     */
     struct proto_analysis {
         bool on;                              /* "analysis": true */
         int64_t ranks[PROTO_MAX_RANK_FILTER]; /* "ranks": [R, ...]; n_ranks 0: every rank */

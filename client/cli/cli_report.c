@@ -29,7 +29,8 @@
 const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
-    "                       [--by launcher] [--json]\n"
+    "                       [--rank R[,R...]] [--step A[..B]] [--device D]\n"
+    "                       [--category C] [--wide] [--by launcher|module] [--json]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -54,16 +55,24 @@ const char cli_report_usage[] =
     "  -m, --mem-threshold BYTES   list as hotspots only entries larger than this;\n"
     "                              plain bytes or with a suffix K, KiB, M, MiB, G,\n"
     "                              GiB (all 1024-based; default 0)\n"
-    "      --ops N|all             operations to list, by total time (default: 1000\n"
-    "                              in the table, all with --json); the communication\n"
-    "                              list stops at N too\n"
+    "      --ops N|all             the top N operations of the ops table, by total\n"
+    "                              time (default: 1000 in the table, all with\n"
+    "                              --json); the communication list stops at N too\n"
+    "                              (--top is the slowest calls and hotspots)\n"
     "      --ops-offset K          skip the first K operations (with --ops N)\n"
-    "      --rank R[,R...]         the analysis sections for these ranks only\n"
-    "      --step A[..B]           ... for steps A to B only\n"
-    "      --device D              ... for the entries of device D only\n"
-    "      --category C            ... for category C only (compute, comm, memory,\n"
-    "                              wait, other)\n"
-    "      --wide                  never cut op names in the tables\n"
+    "      --wide                  never cut op names, devices or shapes in the\n"
+    "                              tables\n"
+    "\n"
+    "  Filters: every section (the totals, operations with their percentiles,\n"
+    "  slowest calls, memory, devices, imbalance, communication and the analysis)\n"
+    "  counts only the entries that match all the filters given; the report\n"
+    "  starts with a line naming them (--json: the \"filter\" key).\n"
+    "      --rank R[,R...]         the entries of the processes of these ranks\n"
+    "      --step A[..B]           the entries of steps A to B\n"
+    "      --device D              the entries of device D\n"
+    "      --category C            the entries of ops of category C (compute, comm,\n"
+    "                              memory, wait; any other word: other)\n"
+    "\n"
     "      --offline               the arguments are trace files (see above)\n"
     "      --cpu-ops               trace files: import CPU ops and annotations too\n"
     "                              (as tracectl import --cpu-ops)\n"
@@ -71,6 +80,13 @@ const char cli_report_usage[] =
     "                              by the CPU op that launched them (the kernels\n"
     "                              of an imported Kineto trace), and by (launcher,\n"
     "                              op) pair, the first --top N pairs (default 10)\n"
+    "      --by module             instead of the report: the time of the entries\n"
+    "                              by the region around them (the nn.Module of the\n"
+    "                              torch bridge's profiler mode, a Python `with`\n"
+    "                              block, tc_push): calls, self and total time,\n"
+    "                              share; and by (module, op), the first --top N\n"
+    "                              rows of each (default 10). Both --by apply to\n"
+    "                              trace files too\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -78,8 +94,10 @@ const char cli_report_usage[] =
     "Example:\n"
     "  tracectl report job-42 --top 5 --comm-min-ratio 0.01 --mem-threshold 64MiB\n"
     "  tracectl report 7 --json | jq '.ops[0]'\n"
+    "  tracectl report job-42 --rank 3 --step 100..199 --category comm --ops 5\n"
     "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
-    "  tracectl report nccl --by launcher --top 5\n";
+    "  tracectl report nccl --by launcher --top 5\n"
+    "  tracectl report train --by module --top 20\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -157,23 +175,29 @@ static int cli_report_page(int c, const char *arg, struct proto_request *req, bo
     return CLI_CONTINUE;
 }
 
-static bool cli_report_wide;      /* --wide: op names are never cut */
 static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tables */
 
 /* Where the report comes from: a session of the daemon, or trace files (--offline). */
 struct cli_report_src {
-    bool offline;     /* --offline */
-    bool cpu_ops;     /* --cpu-ops */
-    bool by_launcher; /* --by launcher */
+    bool offline;   /* --offline */
+    bool cpu_ops;   /* --cpu-ops */
+    const char *by; /* --by launcher|module, NULL: none */
 };
 
-static int cli_report_by(const char *arg, bool *by_launcher)
+/* report --by: the grouping by (launcher or module) of session (an id or name). */
+static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session, uint32_t top)
 {
-    if (strcmp(arg, "launcher") != 0) {
-        cli_error("report: --by wants launcher, not '%s'", arg);
+    return strcmp(by, "module") == 0 ? cli_report_by_module(ctx, session, top)
+                                     : cli_report_by_launcher(ctx, session, top);
+}
+
+static int cli_report_by(const char *arg, const char **by)
+{
+    if (strcmp(arg, "launcher") != 0 && strcmp(arg, "module") != 0) {
+        cli_error("report: --by wants launcher or module, not '%s'", arg);
         return CLI_EXIT_USAGE;
     }
-    *by_launcher = true;
+    *by = arg;
     return CLI_CONTINUE;
 }
 
@@ -217,13 +241,13 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                      ? CLI_CONTINUE
                      : CLI_EXIT_USAGE;
         else if (c == 'W')
-            rc = (cli_report_wide = true, CLI_CONTINUE);
+            cli_view_set_wide(true), rc = CLI_CONTINUE;
         else if (c == 'F')
             src->offline = true, rc = CLI_CONTINUE;
         else if (c == 'P')
             src->cpu_ops = true, rc = CLI_CONTINUE;
         else if (c == 'B')
-            rc = cli_report_by(optarg, &src->by_launcher);
+            rc = cli_report_by(optarg, &src->by);
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -331,13 +355,9 @@ static int cli_report_session(FILE *f, const msgpack_object *s)
 
 static int cli_report_ops(FILE *f, const msgpack_object *ops)
 {
-    struct cli_view_col cols[CLI_REPORT_NCOLS(cli_report_ops_cols)];
-
-    memcpy(cols, cli_report_ops_cols, sizeof(cols));
-    if (cli_report_wide)
-        cols[0].max = 0;
     fputs("Operations (by total time)\n", f);
-    return cli_view_table(f, CLI_REPORT_INDENT, cols, CLI_REPORT_NCOLS(cols), ops);
+    return cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
+                          CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
 }
 
 static int cli_report_slowest(FILE *f, const msgpack_object *rows)
@@ -393,12 +413,57 @@ static const struct {
     {"comm", cli_report_comm},
 };
 
+/*
+ * "Filter: ranks 0,2; steps 1..2; device gpu:0; category comm", from the
+ * reply's "filter" map (a daemon before filters sends none: nothing printed).
+ */
+static int cli_report_filter(FILE *f, const msgpack_object *report)
+{
+    const msgpack_object *m = cli_obj_get(report, "filter"), *v;
+    const char *sep = "Filter: ";
+    char buf[4096 + 1], last[32];
+
+    if (m == NULL || m->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    if ((v = cli_obj_get(m, "ranks")) != NULL && v->type == MSGPACK_OBJECT_ARRAY) {
+        fprintf(f, "%s%s ", sep, v->via.array.size == 1 ? "rank" : "ranks");
+        for (uint32_t i = 0; i < v->via.array.size; i++) {
+            cli_obj_text(&v->via.array.ptr[i], last, sizeof(last));
+            fprintf(f, "%s%s", i > 0 ? "," : "", last);
+        }
+        sep = "; ";
+    }
+    if ((v = cli_obj_get(m, "steps")) != NULL && v->type == MSGPACK_OBJECT_ARRAY &&
+        v->via.array.size == 2) {
+        cli_obj_text(&v->via.array.ptr[0], buf, sizeof(buf));
+        cli_obj_text(&v->via.array.ptr[1], last, sizeof(last));
+        if (strcmp(buf, last) == 0)
+            fprintf(f, "%sstep %s", sep, buf);
+        else
+            fprintf(f, "%ssteps %s..%s", sep, buf, last);
+        sep = "; ";
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *key = i == 0 ? "device" : "category";
+
+        if ((v = cli_obj_get(m, key)) == NULL)
+            continue;
+        cli_obj_text(v, buf, sizeof(buf));
+        fprintf(f, "%s%s %s", sep, key, buf);
+        sep = "; ";
+    }
+    fputs(" (every section counts only these entries)\n\n", f);
+    return ferror(f) ? -EIO : 0;
+}
+
 int cli_report_print(FILE *f, const msgpack_object *report)
 {
     int rc = 0;
 
     if (report->type != MSGPACK_OBJECT_MAP)
         return -EINVAL;
+    if ((rc = cli_report_filter(f, report)) != 0)
+        return rc;
     if ((rc = cli_report_ranks_verdict(f, report)) != 0)
         return rc;
     for (size_t i = 0; i < CLI_REPORT_NCOLS(cli_report_sections) && rc == 0; i++) {
@@ -491,11 +556,13 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
         if (rc == CLI_EXIT_NO_DAEMON)
             cli_offline_show_log(&off);
         if (rc == CLI_EXIT_OK) {
+            char one[] = "1";
             sub.json = ctx->json;
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
-            rc = cli_report_call(&sub, req);
+            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req->top)
+                                 : cli_report_call(&sub, req);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -510,7 +577,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, false};
+    struct cli_report_src src = {false, false, NULL};
     struct proto_request req;
     int rc;
 
@@ -545,8 +612,8 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
-    if (src->by_launcher)
-        return cli_report_by_launcher(ctx, arg, req.top);
+    if (src->by != NULL)
+        return cli_report_by_run(ctx, src->by, arg, req.top);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);

@@ -1,5 +1,6 @@
 /*
- * cli_report_by — `tracectl report --by launcher` (see cli_report_by.h).
+ * cli_report_by — `tracectl report --by launcher` and `--by module` (see
+ * cli_report_by.h).
  */
 #include "cli_report_by.h"
 
@@ -16,6 +17,9 @@
 
 #define BY_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
 #define BY_INDENT   "  "
+/* --by module: the leaf key of entries without a parent; regions followed up from an entry */
+#define MOD_NONE      (1ull << 63)
+#define MOD_MAX_DEPTH 256
 
 /* One (launcher, op) pair, or one launcher (op unused). */
 struct by_row {
@@ -253,24 +257,379 @@ static int by_print(const msgpack_object *res, uint32_t top)
     return cli_view_table(stdout, BY_INDENT, by_pair_cols, BY_NCOLS(by_pair_cols), &cut);
 }
 
-int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top)
+/* Streams session through fmt and prints the map it packed into *out with print. */
+static int by_run(struct cli_ctx *ctx, char *session, const struct cli_export_format *fmt,
+                  void *state, msgpack_sbuffer *out, int (*print)(const msgpack_object *, uint32_t),
+                  uint32_t top)
 {
-    struct by_state s = {0};
     msgpack_unpacked u;
     int rc;
 
-    msgpack_sbuffer_init(&s.out);
-    rc = cli_export_each(ctx, session, &by_launcher_format, &s);
+    rc = cli_export_each(ctx, session, fmt, state);
     if (rc == CLI_EXIT_OK) {
         msgpack_unpacked_init(&u);
-        if (msgpack_unpack_next(&u, s.out.data, s.out.size, NULL) != MSGPACK_UNPACK_SUCCESS) {
+        if (msgpack_unpack_next(&u, out->data, out->size, NULL) != MSGPACK_UNPACK_SUCCESS) {
             cli_error("report: out of memory");
             rc = CLI_EXIT_ERROR;
         } else {
-            rc = ctx->json ? cli_print_json(&u.data) : cli_print_status(by_print(&u.data, top));
+            rc = ctx->json ? cli_print_json(&u.data) : cli_print_status(print(&u.data, top));
         }
         msgpack_unpacked_destroy(&u);
     }
+    return rc;
+}
+
+int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top)
+{
+    struct by_state s = {0};
+    int rc;
+
+    msgpack_sbuffer_init(&s.out);
+    rc = by_run(ctx, session, &by_launcher_format, &s, &s.out, by_print, top);
+    msgpack_sbuffer_destroy(&s.out);
+    return rc;
+}
+
+/* ---- --by module ---------------------------------------------------------- */
+
+/*
+ * A region: an entry with an `id`. Its own duration is not counted (the
+ * entries inside it are); its name groups them.
+ */
+struct mod_region {
+    size_t op;
+    bool has_parent;
+    uint64_t proc, parent;
+};
+
+/* The entries of one op with one parent id in one process (or with none). */
+struct mod_leaf {
+    uint64_t proc, parent;
+    size_t op;
+    bool has_parent;
+    uint64_t calls, ns;
+};
+
+/* One row of the result: a module (op index; n_ops: none), or a (module, op) pair. */
+struct mod_row {
+    size_t mod, op;
+    uint64_t calls, entries, self_ns, total_ns;
+};
+
+struct mod_state {
+    struct pairmap regions; /* (process, id) → index into region */
+    struct pairmap leaves;  /* (process << 32 | op, parent) → index into leaf (MOD_NONE: none) */
+    struct mod_region *region;
+    struct mod_leaf *leaf;
+    size_t n_region, cap_region, n_leaf, cap_leaf;
+    uint64_t total_ns;
+    const struct cli_export_dict *dict;
+    msgpack_sbuffer out;
+};
+
+/* Makes room for one more element of size sz in *a (n used of *cap). 0 or -ENOMEM. */
+static int mod_grow(void **a, size_t *cap, size_t n, size_t sz)
+{
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p;
+
+    if (n < *cap)
+        return 0;
+    if ((p = realloc(*a, c * sz)) == NULL)
+        return -ENOMEM;
+    *a = p;
+    *cap = c;
+    return 0;
+}
+
+static int mod_begin(struct cli_export *x)
+{
+    struct mod_state *s = x->arg;
+
+    pairmap_init(&s->regions);
+    pairmap_init(&s->leaves);
+    s->dict = &x->dict;
+    x->state = s;
+    return 0;
+}
+
+static int mod_row_in(struct cli_export *x, const struct cli_export_row *r)
+{
+    struct mod_state *s = x->state;
+    bool created;
+    uint64_t *i;
+
+    if (r->op_index > UINT32_MAX || r->proc_index > INT32_MAX)
+        return -E2BIG;
+    if (r->has_id) {
+        if ((i = pairmap_upsert(&s->regions, r->proc_index, r->id, &created)) == NULL ||
+            mod_grow((void **)&s->region, &s->cap_region, s->n_region, sizeof(*s->region)) < 0)
+            return -ENOMEM;
+        /* an id given twice in a process names the later entry */
+        *i = s->n_region;
+        s->region[s->n_region++] = (struct mod_region){.op = r->op_index,
+                                                       .has_parent = r->has_parent,
+                                                       .proc = r->proc_index,
+                                                       .parent = r->parent};
+        return 0;
+    }
+    i = pairmap_upsert(&s->leaves,
+                       (uint64_t)r->proc_index << 32 | r->op_index | (r->has_parent ? 0 : MOD_NONE),
+                       r->has_parent ? r->parent : 0, &created);
+    if (i == NULL)
+        return -ENOMEM;
+    if (created) {
+        if (mod_grow((void **)&s->leaf, &s->cap_leaf, s->n_leaf, sizeof(*s->leaf)) < 0)
+            return -ENOMEM;
+        *i = s->n_leaf;
+        s->leaf[s->n_leaf++] = (struct mod_leaf){.proc = r->proc_index,
+                                                 .parent = r->parent,
+                                                 .op = r->op_index,
+                                                 .has_parent = r->has_parent};
+    }
+    s->leaf[*i].calls++;
+    s->leaf[*i].ns = by_add(s->leaf[*i].ns, r->dur_ns);
+    s->total_ns = by_add(s->total_ns, r->dur_ns);
+    return 0;
+}
+
+/* The region a leaf or region with that parent is in, or NULL. */
+static const struct mod_region *mod_parent(const struct mod_state *s, uint64_t proc,
+                                           bool has_parent, uint64_t parent)
+{
+    const uint64_t *i;
+
+    if (!has_parent || (i = pairmap_get(&s->regions, proc, parent)) == NULL)
+        return NULL;
+    return &s->region[*i];
+}
+
+static const struct cli_export_dict *mod_sort_dict;
+
+static const char *mod_name(const struct cli_export_dict *d, size_t mod)
+{
+    return mod < d->n_ops ? d->ops[mod].name : NULL;
+}
+
+/* By self time (pairs: time) descending, then module name (none last), then op name. */
+static int mod_cmp(const void *a, const void *b)
+{
+    const struct mod_row *x = a, *y = b;
+    const char *mx = mod_name(mod_sort_dict, x->mod), *my = mod_name(mod_sort_dict, y->mod);
+    int c;
+
+    if (x->self_ns != y->self_ns)
+        return x->self_ns > y->self_ns ? -1 : 1;
+    if (mx == NULL || my == NULL) {
+        if ((c = (mx == NULL) - (my == NULL)) != 0)
+            return c;
+    } else if ((c = strcmp(mx, my)) != 0) {
+        return c;
+    }
+    return strcmp(mod_sort_dict->ops[x->op].name, mod_sort_dict->ops[y->op].name);
+}
+
+/*
+ * Sums the leaves per module (mods, n_ops + 1 of them, the last for none)
+ * and per (module, op) pair (appended to *pairs). 0 or -ENOMEM.
+ */
+static int mod_sum(const struct mod_state *s, struct mod_row *mods, struct mod_row **pairs,
+                   size_t *n_pairs)
+{
+    size_t none = s->dict->n_ops, cap = 0;
+    struct pairmap idx;
+    int rc = 0;
+
+    for (size_t i = 0; i <= none; i++)
+        mods[i] = (struct mod_row){.mod = i, .op = 0};
+    for (size_t i = 0; i < s->n_region; i++)
+        mods[s->region[i].op].calls++;
+    pairmap_init(&idx);
+    for (size_t i = 0; i < s->n_leaf && rc == 0; i++) {
+        const struct mod_leaf *l = &s->leaf[i];
+        const struct mod_region *in = mod_parent(s, l->proc, l->has_parent, l->parent);
+        size_t mod = in != NULL ? in->op : none, seen[MOD_MAX_DEPTH], n_seen = 0, depth = 0;
+        bool created;
+        uint64_t *j;
+
+        mods[mod].entries += l->calls;
+        mods[mod].self_ns = by_add(mods[mod].self_ns, l->ns);
+        if (in == NULL)
+            mods[none].total_ns = by_add(mods[none].total_ns, l->ns);
+        /* every module around it, once per name (a loop of parents is cut at the depth) */
+        for (const struct mod_region *p = in; p != NULL && depth < MOD_MAX_DEPTH;
+             p = mod_parent(s, p->proc, p->has_parent, p->parent), depth++) {
+            size_t k = 0;
+            while (k < n_seen && seen[k] != p->op)
+                k++;
+            if (k < n_seen)
+                continue;
+            seen[n_seen++] = p->op;
+            mods[p->op].total_ns = by_add(mods[p->op].total_ns, l->ns);
+        }
+        if ((j = pairmap_upsert(&idx, mod, l->op, &created)) == NULL) {
+            rc = -ENOMEM;
+        } else if (created) {
+            if (mod_grow((void **)pairs, &cap, *n_pairs, sizeof(**pairs)) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            *j = (*n_pairs)++;
+            (*pairs)[*j] = (struct mod_row){.mod = mod, .op = l->op};
+        }
+        if (rc == 0) {
+            (*pairs)[*j].calls += l->calls;
+            (*pairs)[*j].self_ns = by_add((*pairs)[*j].self_ns, l->ns);
+        }
+    }
+    pairmap_deinit(&idx);
+    return rc;
+}
+
+static void mod_pack_row(const struct mod_state *s, msgpack_packer *pk, const struct mod_row *r,
+                         bool pair)
+{
+    msgpack_pack_map(pk, pair ? 5 : 6);
+    by_pack_str(pk, "module", mod_name(s->dict, r->mod));
+    if (pair) {
+        by_pack_str(pk, "op", s->dict->ops[r->op].name);
+        by_pack_u64(pk, "calls", r->calls);
+        by_pack_u64(pk, "total_ns", r->self_ns);
+    } else {
+        by_pack_u64(pk, "calls", r->calls);
+        by_pack_u64(pk, "entries", r->entries);
+        by_pack_u64(pk, "self_ns", r->self_ns);
+        by_pack_u64(pk, "total_ns", r->total_ns);
+    }
+    proto_pack_str(pk, "share");
+    msgpack_pack_double(pk, s->total_ns ? (double)r->self_ns / (double)s->total_ns : 0.0);
+}
+
+static int mod_end(struct cli_export *x)
+{
+    struct mod_state *s = x->state;
+    size_t n_ops = x->dict.n_ops, n_mods = 0, n_pairs = 0;
+    struct mod_row *mods = calloc(n_ops + 1, sizeof(*mods)), *pairs = NULL;
+    msgpack_packer pk;
+    int rc;
+
+    if (mods == NULL)
+        return -ENOMEM;
+    if ((rc = mod_sum(s, mods, &pairs, &n_pairs)) != 0) {
+        free(mods);
+        free(pairs);
+        return rc;
+    }
+    for (size_t i = 0; i <= n_ops; i++) /* the modules, and none when something is outside */
+        if (mods[i].calls > 0 || mods[i].entries > 0)
+            mods[n_mods++] = mods[i];
+    mod_sort_dict = &x->dict;
+    qsort(mods, n_mods, sizeof(*mods), mod_cmp);
+    qsort(pairs, n_pairs, sizeof(*pairs), mod_cmp);
+    msgpack_packer_init(&pk, &s->out, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 5);
+    proto_pack_str(&pk, "session");
+    msgpack_pack_map(&pk, 2);
+    proto_pack_str(&pk, "id");
+    msgpack_pack_int64(&pk, x->dict.session_id);
+    by_pack_str(&pk, "name", x->dict.session_name);
+    by_pack_str(&pk, "by", "module");
+    by_pack_u64(&pk, "total_ns", s->total_ns);
+    proto_pack_str(&pk, "modules");
+    msgpack_pack_array(&pk, n_mods);
+    for (size_t i = 0; i < n_mods; i++)
+        mod_pack_row(s, &pk, &mods[i], false);
+    proto_pack_str(&pk, "pairs");
+    msgpack_pack_array(&pk, n_pairs);
+    for (size_t i = 0; i < n_pairs; i++)
+        mod_pack_row(s, &pk, &pairs[i], true);
+    free(mods);
+    free(pairs);
+    return 0;
+}
+
+static void mod_free(struct cli_export *x)
+{
+    struct mod_state *s = x->arg;
+
+    pairmap_deinit(&s->regions);
+    pairmap_deinit(&s->leaves);
+    free(s->region);
+    free(s->leaf);
+    s->region = NULL;
+    s->leaf = NULL;
+    x->state = NULL;
+}
+
+static const struct cli_export_format by_module_format = {
+    .name = "by module",
+    .begin = mod_begin,
+    .row = mod_row_in,
+    .end = mod_end,
+    .free = mod_free,
+};
+
+static const struct cli_view_col by_module_cols[] = {
+    {"MODULE", "module", CLI_VIEW_TEXT, 40, NULL},
+    {"CALLS", "calls", CLI_VIEW_COUNT, 0, NULL},
+    {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
+    {"SELF", "self_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"TOTAL", "total_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
+};
+
+static const struct cli_view_col by_module_pair_cols[] = {
+    {"MODULE", "module", CLI_VIEW_TEXT, 32, NULL},
+    {"OP", "op", CLI_VIEW_TEXT, 40, NULL},
+    {"CALLS", "calls", CLI_VIEW_COUNT, 0, NULL},
+    {"TOTAL", "total_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
+};
+
+/* A list cut to its first top rows. */
+static msgpack_object mod_cut(const msgpack_object *list, uint32_t top)
+{
+    msgpack_object cut = *list;
+
+    if (cut.via.array.size > top)
+        cut.via.array.size = top;
+    return cut;
+}
+
+static int mod_print(const msgpack_object *res, uint32_t top)
+{
+    const msgpack_object *session = cli_obj_get(res, "session");
+    const msgpack_object *mods = cli_obj_get(res, "modules"), *pairs = cli_obj_get(res, "pairs");
+    msgpack_object cut;
+    char id[32], name[300], total[CLI_FMT_LEN];
+    int rc;
+
+    if (mods == NULL || mods->type != MSGPACK_OBJECT_ARRAY || pairs == NULL ||
+        pairs->type != MSGPACK_OBJECT_ARRAY)
+        return -EPROTO;
+    cli_obj_text(cli_obj_get(session, "id"), id, sizeof(id));
+    cli_obj_text(cli_obj_get(session, "name"), name, sizeof(name));
+    cli_view_format(cli_obj_get(res, "total_ns"), CLI_VIEW_DURATION, total, sizeof(total));
+    cut = mod_cut(mods, top);
+    printf("session  %s (%s)\ntotal    %s\n\nTime by enclosing module (- : none; first %u of "
+           "%u)\n",
+           id, name, total, cut.via.array.size, mods->via.array.size);
+    rc = cli_view_table(stdout, BY_INDENT, by_module_cols, BY_NCOLS(by_module_cols), &cut);
+    if (rc != 0)
+        return rc;
+    cut = mod_cut(pairs, top);
+    printf("\nBy module and op (first %u of %u)\n", cut.via.array.size, pairs->via.array.size);
+    return cli_view_table(stdout, BY_INDENT, by_module_pair_cols, BY_NCOLS(by_module_pair_cols),
+                          &cut);
+}
+
+int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top)
+{
+    struct mod_state s = {0};
+    int rc;
+
+    msgpack_sbuffer_init(&s.out);
+    rc = by_run(ctx, session, &by_module_format, &s, &s.out, mod_print, top);
     msgpack_sbuffer_destroy(&s.out);
     return rc;
 }

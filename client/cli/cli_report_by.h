@@ -1,5 +1,7 @@
 /*
- * cli_report_by — `tracectl report <id|name> --by launcher`: the time of a
+ * cli_report_by — `tracectl report <id|name> --by launcher|module`.
+ *
+ * --by launcher: the time of a
  * session's entries grouped by the CPU op that launched them (the
  * `launcher` link of an entry's ext map, proto/PROTOCOL.md "Links between
  * entries", which `tracectl import` gives every kernel of a Kineto trace
@@ -18,7 +20,30 @@
  * `launcher` nil groups the entries without one; `share` is of the
  * session's total_ns (every entry's duration, saturating); rows by
  * total_ns descending, then by name. The table lists the first `top` pairs;
- * --json all of them. Runs on the CLI's only thread.
+ * --json all of them.
+ *
+ * --by module: the time of the entries grouped by the region they are
+ * nested in (the `id`/`parent` links, PROTOCOL.md "Links between entries"):
+ * for the torch bridge's profiler mode the nn.Module forward or backward
+ * around each operator, for the Python package and tc_push/tc_pop the
+ * enclosing `with` block or region. An entry with an `id` is a region: its
+ * own duration is not counted, the entries in it are. Every other entry
+ * counts once: in its parent region's `self_ns` (none: the row with module
+ * nil), and in the `total_ns` of each distinct region name on the chain of
+ * parents above it. `calls` counts a module's regions, `entries` the
+ * entries directly in it; `share` is self_ns of the session's total_ns (the
+ * entries that are not regions), so the shares add up to 1. Regions are
+ * kept until the end (a parent is sent after its children) and the other
+ * entries summed per (process, op, parent): memory follows the number of
+ * regions, not of entries. The map:
+ *
+ *   {"session": {"id", "name"}, "by": "module", "total_ns",
+ *    "modules": [{"module", "calls", "entries", "self_ns", "total_ns", "share"}],
+ *    "pairs": [{"module", "op", "calls", "total_ns", "share"}]}
+ *
+ * rows by self time (pairs: time) descending, then by name; the tables list
+ * the first `top` rows of each, --json all of them. Runs on the CLI's only
+ * thread.
  */
 #ifndef TRACECTL_CLI_REPORT_BY_H
 #define TRACECTL_CLI_REPORT_BY_H
@@ -29,5 +54,6 @@
 
 /* Prints the grouping of session (an id or name, as typed). Returns an exit code. */
 int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top);
+int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top);
 
 #endif

@@ -23,6 +23,7 @@
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
+#define TOP_AN_SHARE     10 /* the analysis is asked at most every 10 times what it took */
 
 const char cli_top_usage[] =
     "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
@@ -35,8 +36,18 @@ const char cli_top_usage[] =
     "live session. The figures are the daemon's counters of what it has\n"
     "received, current to the last batch (a report shows what is stored).\n"
     "\n"
-    "Keys: q quits (so do Ctrl-C and SIGTERM); the view follows the terminal's\n"
-    "size.\n"
+    "Once collectives have completed, a line names the late rank: the rank that\n"
+    "arrived last at the most of them (as the report's verdict does), with its\n"
+    "share of them since the start and since the previous analysis, and the\n"
+    "time the other ranks lost waiting in collectives:\n"
+    "  late rank 2 (arrived last at 75% of 80 collectives), the others waited\n"
+    "  70.0 us; last 1.0 s: 100% of 12\n"
+    "It comes from the report's analysis (what is committed), asked at most\n"
+    "every ten times what it takes the daemon (every refresh on a small\n"
+    "session, every few seconds on one of millions of entries).\n"
+    "\n"
+    "Keys: q quits (so do Ctrl-C, SIGTERM and the end of input: top </dev/null\n"
+    "draws one frame); the view follows the terminal's size.\n"
     "\n"
     "Options:\n"
     "  -i, --interval SECONDS  time between two refreshes (default 1; a decimal\n"
@@ -68,6 +79,28 @@ struct top_op {
     uint64_t calls, total_ns;
 };
 
+/* A rank's collective figures in the report's analysis, since the start. */
+struct top_an_rank {
+    int64_t rank;
+    uint64_t last, caused_ns, waited_ns; /* arrived_last, caused_ns, waited_ns */
+};
+
+/* The collective part of a report's analysis (PROTOCOL.md Part 3). */
+struct top_an {
+    bool on;            /* the daemon answered with the analysis keys */
+    uint64_t instances; /* collective instances of every op, since the start */
+    struct top_an_rank *ranks;
+    size_t n_ranks;
+};
+
+/* The late-arriving rank over some span: the one that arrived last most often. */
+struct top_late {
+    int64_t rank;
+    uint64_t last, instances; /* arrived last at `last` of `instances` */
+    uint64_t caused_ns;       /* the skews of those instances (the report's caused_ns) */
+    uint64_t others_ns;       /* the other ranks' time lost waiting in collectives */
+};
+
 /* One `live` answer, owned. */
 struct top_snap {
     int64_t id;
@@ -77,6 +110,8 @@ struct top_snap {
     struct top_proc *procs;
     struct top_op *ops; /* by name */
     size_t n_procs, n_ops;
+    struct top_an an, an_was;  /* the latest analysis asked, and the one asked before it */
+    uint64_t an_ns, an_was_ns; /* now_ns of the samples they were asked with */
 };
 
 /* A row of an op table: one op's calls and time, over the interval or overall. */
@@ -93,12 +128,33 @@ struct top_opts {
 
 static volatile sig_atomic_t top_quit, top_resized;
 
+static void top_an_free(struct top_an *an)
+{
+    free(an->ranks);
+    memset(an, 0, sizeof(*an));
+}
+
+/* A copy of src into dst (cleared first). 0 or -ENOMEM. */
+static int top_an_copy(struct top_an *dst, const struct top_an *src)
+{
+    *dst = *src;
+    if ((dst->ranks = calloc(src->n_ranks + 1, sizeof(*dst->ranks))) == NULL) {
+        memset(dst, 0, sizeof(*dst));
+        return -ENOMEM;
+    }
+    if (src->n_ranks > 0)
+        memcpy(dst->ranks, src->ranks, src->n_ranks * sizeof(*dst->ranks));
+    return 0;
+}
+
 static void top_snap_free(struct top_snap *s)
 {
     for (size_t i = 0; i < s->n_ops; i++)
         free(s->ops[i].name);
     free(s->ops);
     free(s->procs);
+    top_an_free(&s->an);
+    top_an_free(&s->an_was);
     memset(s, 0, sizeof(*s));
 }
 
@@ -205,8 +261,103 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
     return rc;
 }
 
-/* One `live` request. Returns an exit code (an error is printed). */
-static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, struct top_snap *s)
+/*
+ * Copies the collective figures of a report's analysis into an: ranks[]
+ * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are
+ * left out: they cannot be named) and the instances of collectives[]. A
+ * reply without them (a daemon before the analysis) leaves an->on false.
+ * 0 or -ENOMEM.
+ */
+static int top_copy_an(struct top_an *an, const msgpack_object *res)
+{
+    const msgpack_object *ranks = cli_obj_get(res, "ranks");
+    const msgpack_object *coll = cli_obj_get(res, "collectives");
+
+    memset(an, 0, sizeof(*an));
+    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY || coll == NULL ||
+        coll->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    if ((an->ranks = calloc(ranks->via.array.size + 1, sizeof(*an->ranks))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < ranks->via.array.size; i++) {
+        const msgpack_object *r = &ranks->via.array.ptr[i];
+        struct top_an_rank *t = &an->ranks[an->n_ranks];
+
+        if ((t->rank = top_i64(r, "rank", -1)) < 0)
+            continue;
+        t->last = top_u64(r, "arrived_last");
+        t->caused_ns = top_u64(r, "caused_ns");
+        t->waited_ns = top_u64(r, "waited_ns");
+        an->n_ranks++;
+    }
+    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+        uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
+        an->instances = an->instances > UINT64_MAX - n ? UINT64_MAX : an->instances + n;
+    }
+    an->on = true;
+    return 0;
+}
+
+/*
+ * The report's analysis of the session, for the late rank: a `report` with
+ * "analysis" on, its v1 part kept to one op and one entry per list. The
+ * analysis reads the rank aggregates the writer keeps (never the entries),
+ * so its cost grows with ranks x steps, not with entries; it is current to
+ * the last commit. Unfiltered on purpose: a filter makes the daemon fold
+ * rk_ops for the throughput section. A failure (an old daemon, a session
+ * gone) only leaves the view without the late rank: nothing is printed,
+ * which would tear the frame. Returns 0 or -ENOMEM.
+ */
+static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, struct top_an *an)
+{
+    char buf[PATH_MAX];
+    struct proto_request r = *req;
+    struct cli_conn conn;
+    struct cli_conn_reply rep;
+    int rc = 0;
+
+    memset(an, 0, sizeof(*an));
+    r.analysis.on = true;
+    r.top = 1;
+    r.ops_limit = 1;
+    if (cli_conn_open(&conn, cli_conn_path(ctx->socket, buf, sizeof(buf))) == 0 &&
+        cli_conn_call(&conn, PROTO_REPORT, &r, &rep) == 0 && rep.ok)
+        rc = top_copy_an(an, rep.result);
+    cli_conn_close(&conn);
+    return rc;
+}
+
+/*
+ * The analyses of sample s: asked now (ask), the one before it being prev's
+ * latest; or both carried over from prev. 0 or -ENOMEM.
+ */
+static int top_sample_an(struct cli_ctx *ctx, const struct proto_request *req,
+                         const struct top_snap *prev, struct top_snap *s, bool ask)
+{
+    int rc = 0;
+
+    if (ask) {
+        rc = top_analysis(ctx, req, &s->an);
+        s->an_ns = s->now_ns;
+        if (rc == 0 && prev != NULL && prev->an.on) {
+            rc = top_an_copy(&s->an_was, &prev->an);
+            s->an_was_ns = prev->an_ns;
+        }
+    } else if (prev != NULL) {
+        if ((rc = top_an_copy(&s->an, &prev->an)) == 0)
+            rc = top_an_copy(&s->an_was, &prev->an_was);
+        s->an_ns = prev->an_ns;
+        s->an_was_ns = prev->an_was_ns;
+    }
+    return rc;
+}
+
+/*
+ * One `live` request into s, and the analysis if ask (see top_sample_an).
+ * Returns an exit code (an error is printed).
+ */
+static int top_sample(struct cli_ctx *ctx, const struct proto_request *req,
+                      const struct top_snap *prev, struct top_snap *s, bool ask)
 {
     struct cli_conn conn;
     const msgpack_object *res;
@@ -216,6 +367,8 @@ static int top_sample(struct cli_ctx *ctx, const struct proto_request *req, stru
         return rc;
     rc = top_copy(s, res);
     cli_conn_close(&conn);
+    if (rc == 0 && (rc = top_sample_an(ctx, req, prev, s, ask)) != 0)
+        top_snap_free(s);
     if (rc == -ENOMEM) {
         cli_error("top: out of memory");
         return CLI_EXIT_ERROR;
@@ -318,17 +471,89 @@ static long top_rows(const struct top_snap *prev, const struct top_snap *cur, st
     return (long)n;
 }
 
-/*
- * HOOK(ranks, issue 14): the late-arriving rank, once the per-rank analysis
- * (report sections Ranks / Collectives) exists: ask for it here and return
- * its rank and how often it arrived last. Until then there is none to show.
- */
-static bool top_late_rank(const struct top_snap *cur, int64_t *rank, double *share)
+/* The rank's figures in an, or NULL. */
+static const struct top_an_rank *top_an_find(const struct top_an *an, int64_t rank)
 {
-    (void)cur;
-    (void)rank;
-    (void)share;
-    return false;
+    for (size_t i = 0; i < an->n_ranks; i++)
+        if (an->ranks[i].rank == rank)
+            return &an->ranks[i];
+    return NULL;
+}
+
+/* now - was, or 0 when it went down (aggregates rebuilt). */
+static uint64_t top_delta(uint64_t now, uint64_t was)
+{
+    return now >= was ? now - was : 0;
+}
+
+/*
+ * The late-arriving rank as the report's verdict names it: the rank that
+ * arrived last at the most collective instances (ties: the lowest rank), its
+ * share of all instances, and the other ranks' waited_ns. Since the start
+ * (p NULL), or between analyses p and a: the difference of their counts.
+ * False when there is none: no analysis, fewer than two ranks (as for the
+ * verdict), no collective instance in the span, or none a rank arrived last
+ * at.
+ */
+static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct top_late *l)
+{
+    uint64_t waited = 0, own = 0;
+    bool found = false;
+
+    memset(l, 0, sizeof(*l));
+    if (!a->on || a->n_ranks < 2 || (p != NULL && (!p->on || p->instances > a->instances)))
+        return false;
+    l->instances = a->instances - (p != NULL ? p->instances : 0);
+    for (size_t i = 0; l->instances > 0 && i < a->n_ranks; i++) {
+        const struct top_an_rank *r = &a->ranks[i], *q = p ? top_an_find(p, r->rank) : NULL;
+        uint64_t last = top_delta(r->last, q ? q->last : 0);
+        uint64_t w = top_delta(r->waited_ns, q ? q->waited_ns : 0);
+
+        waited = waited > UINT64_MAX - w ? UINT64_MAX : waited + w;
+        if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
+            l->rank = r->rank, l->last = last, own = w;
+            l->caused_ns = top_delta(r->caused_ns, q ? q->caused_ns : 0);
+            found = true;
+        }
+    }
+    l->others_ns = waited - own;
+    return found;
+}
+
+/* The late rank between the two latest analyses of cur, and their distance in seconds. */
+static bool top_late_last(const struct top_snap *cur, struct top_late *l, double *span)
+{
+    *span = cur->an_ns > cur->an_was_ns ? (double)(cur->an_ns - cur->an_was_ns) / 1e9 : 0.0;
+    return cur->an_was.on && top_late_rank(&cur->an_was, &cur->an, l);
+}
+
+/*
+ * The late-rank line: the rank since the start and the other ranks' wait,
+ * then (last: it is what a narrow terminal cuts) the late rank between the
+ * two latest analyses when collectives completed in that time, named when
+ * it is another rank.
+ */
+static void top_print_late(FILE *f, const struct top_snap *cur)
+{
+    struct top_late all, last;
+    char others[CLI_FMT_LEN];
+    double span;
+
+    if (!top_late_rank(NULL, &cur->an, &all))
+        return;
+    cli_fmt_duration(others, sizeof(others), all.others_ns);
+    fprintf(f,
+            "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64
+            " collectives), the others waited %s",
+            all.rank, 100.0 * (double)all.last / (double)all.instances, all.instances, others);
+    if (top_late_last(cur, &last, &span)) {
+        fprintf(f, "; last %.1f s: ", span);
+        if (last.rank != all.rank)
+            fprintf(f, "rank %" PRId64 " at ", last.rank);
+        fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
+                last.instances);
+    }
+    fputc('\n', f);
 }
 
 /* ---- text ----------------------------------------------------------------- */
@@ -390,11 +615,10 @@ static void top_print_ops(FILE *f, const char *title, const struct top_row *r, l
 static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap *cur, size_t ops,
                      const struct top_opts *o)
 {
-    double dt = top_dt(prev, cur), share;
+    double dt = top_dt(prev, cur);
     struct top_row *last = NULL, *all = NULL;
     long n_last = 0, n_all;
     char erate[24];
-    int64_t late;
 
     if (prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0)
         return -ENOMEM;
@@ -410,9 +634,7 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
             o->once ? "" : "; q quits");
     fprintf(f, "entries %" PRIu64 " (%s/s)  dropped %" PRIu64 "  interval %.1f s\n", cur->entries,
             erate, cur->dropped, dt > 0 ? dt : o->interval);
-    if (top_late_rank(cur, &late, &share))
-        fprintf(f, "late rank %" PRId64 " (arrived last at %.0f%% of collectives)\n", late,
-                100.0 * share);
+    top_print_late(f, cur);
     fputc('\n', f);
     top_print_procs(f, prev, cur, dt);
     fputc('\n', f);
@@ -488,20 +710,72 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
     }
 }
 
+/* {rank, arrived_last, collectives, share, caused_ns, others_waited_ns[, seconds]} */
+static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, double span)
+{
+    msgpack_pack_map(pk, span > 0 ? 7 : 6);
+    top_pack_key(pk, "rank");
+    msgpack_pack_int64(pk, l->rank);
+    top_pack_key(pk, "arrived_last");
+    msgpack_pack_uint64(pk, l->last);
+    top_pack_key(pk, "collectives");
+    msgpack_pack_uint64(pk, l->instances);
+    top_pack_key(pk, "share");
+    msgpack_pack_double(pk, (double)l->last / (double)l->instances);
+    top_pack_key(pk, "caused_ns");
+    msgpack_pack_uint64(pk, l->caused_ns);
+    top_pack_key(pk, "others_waited_ns");
+    msgpack_pack_uint64(pk, l->others_ns);
+    if (span > 0) {
+        top_pack_key(pk, "seconds");
+        msgpack_pack_double(pk, span);
+    }
+}
+
+/*
+ * "late_rank": the rank or null; "late": null, or {"total": its figures since
+ * the start, "interval": the late rank between the two latest analyses, with
+ * their distance in "seconds" (null when no collective completed between)}.
+ */
+static void top_pack_late(msgpack_packer *pk, const struct top_snap *cur)
+{
+    struct top_late all, last;
+    bool has = top_late_rank(NULL, &cur->an, &all);
+    double span;
+
+    top_pack_key(pk, "late_rank");
+    if (has)
+        msgpack_pack_int64(pk, all.rank);
+    else
+        msgpack_pack_nil(pk);
+    top_pack_key(pk, "late");
+    if (!has) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    msgpack_pack_map(pk, 2);
+    top_pack_key(pk, "total");
+    top_pack_late_span(pk, &all, 0.0);
+    top_pack_key(pk, "interval");
+    if (top_late_last(cur, &last, &span))
+        top_pack_late_span(pk, &last, span);
+    else
+        msgpack_pack_nil(pk);
+}
+
 /*
  * {"session": {id, name, state, processes, connected}, "interval_s",
- *  "entries", "entries_per_s", "dropped", "late_rank", "ranks": [...],
+ *  "entries", "entries_per_s", "dropped", "late_rank", "late", "ranks": [...],
  *  "ops_interval": [...], "ops_total": [...]}; rates null without two samples.
  */
 static int top_json(const struct top_snap *prev, const struct top_snap *cur)
 {
-    double dt = top_dt(prev, cur), share;
+    double dt = top_dt(prev, cur);
     struct top_row *last = NULL, *all = NULL;
     long n_last = 0, n_all;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_unpacked u;
-    int64_t late;
     int rc;
 
     if ((prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0) ||
@@ -512,7 +786,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     }
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 9);
+    msgpack_pack_map(&pk, 10);
     top_pack_key(&pk, "session");
     msgpack_pack_map(&pk, 5);
     top_pack_key(&pk, "id");
@@ -531,11 +805,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     top_pack_rate(&pk, "entries_per_s", top_rate(prev ? prev->entries : 0, cur->entries, dt));
     top_pack_key(&pk, "dropped");
     msgpack_pack_uint64(&pk, cur->dropped);
-    top_pack_key(&pk, "late_rank");
-    if (top_late_rank(cur, &late, &share))
-        msgpack_pack_int64(&pk, late);
-    else
-        msgpack_pack_nil(&pk);
+    top_pack_late(&pk, cur);
     top_pack_procs(&pk, prev, cur, dt);
     top_pack_rows(&pk, "ops_interval", last, n_last);
     top_pack_rows(&pk, "ops_total", all, n_all);
@@ -585,7 +855,13 @@ static void top_term_start(struct top_term *t)
     struct sigaction sa;
 
     memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = top_on_signal; /* no SA_RESTART: poll() returns EINTR at once */
+    /*
+     * SA_RESTART: a resize while a request is under way (connect, read,
+     * write) must not fail it; poll(), never restarted, still returns EINTR
+     * at once, so top_wait() sees the flags without delay.
+     */
+    sa.sa_handler = top_on_signal;
+    sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
@@ -627,6 +903,28 @@ static size_t top_cut(const char *s, size_t n, unsigned cols)
 }
 
 /*
+ * All of buf to the terminal, through signals: a write(2) cut short by a
+ * resize (a partial write, or EINTR) goes on where it stopped, where stdio
+ * would report an error and end the view. 0 or -EIO.
+ */
+static int top_write(const char *buf, size_t len)
+{
+    if (fflush(stdout) != 0)
+        return -EIO;
+    while (len > 0) {
+        ssize_t n = write(STDOUT_FILENO, buf, len);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -EIO;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*
  * One frame: the view's text cut to the terminal, written at once from the
  * top-left corner, each line cleared to its end and the rest of the screen
  * cleared, so nothing flickers and nothing of a longer frame stays.
@@ -638,10 +936,12 @@ static int top_draw(const struct top_term *t, const struct top_snap *prev,
     size_t len = 0, flen = 0, fixed = 10 + cur->n_procs, ops;
     FILE *f = open_memstream(&text, &len);
     FILE *out;
+    struct top_late late;
     int rc;
 
     if (f == NULL)
         return -ENOMEM;
+    fixed += top_late_rank(NULL, &cur->an, &late); /* its line */
     /* what is left below the header and the ranks goes to the two op tables */
     ops = o->top ? o->top : t->rows > fixed + 2 ? (t->rows - fixed) / 2 : 1;
     rc = top_print(f, prev, cur, ops, o);
@@ -666,17 +966,18 @@ static int top_draw(const struct top_term *t, const struct top_snap *prev,
             fputs("\r\n", out);
     }
     fputs("\033[J", out);
-    fclose(out);
-    fwrite(frame, 1, flen, stdout);
-    fflush(stdout);
+    rc = fclose(out) != 0 ? -ENOMEM : top_write(frame, flen);
     free(frame);
     free(text);
-    return ferror(stdout) ? -EIO : 0;
+    return rc;
 }
 
 /*
  * Waits up to ms for a key or a signal. Returns true to go on, false to
  * quit (q, Ctrl-C, SIGTERM, or the end of input). A resize returns early.
+ * The end of input is a hangup, a read of 0 bytes (stdin a file or a pipe
+ * at its end: poll says readable at once, forever) or of an error, or stdin
+ * closed (POLLNVAL): waiting on such a stdin would spin.
  */
 static bool top_wait(int ms)
 {
@@ -690,6 +991,7 @@ static bool top_wait(int ms)
     for (;;) {
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int left, n;
+        ssize_t got;
         char key;
 
         if (top_quit)
@@ -703,11 +1005,45 @@ static bool top_wait(int ms)
         n = poll(&p, 1, left);
         if (n < 0 && errno != EINTR)
             return false;
-        if (n > 0 && (p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+        if (n <= 0)
+            continue;
+        if (p.revents & POLLNVAL)
             return false;
-        if (n > 0 && read(STDIN_FILENO, &key, 1) == 1 && (key == 'q' || key == 'Q' || key == 3))
+        if ((p.revents & (POLLHUP | POLLERR)) && !(p.revents & POLLIN))
+            return false;
+        if ((got = read(STDIN_FILENO, &key, 1)) == 0 ||
+            (got < 0 && errno != EINTR && errno != EAGAIN))
+            return false;
+        if (got == 1 && (key == 'q' || key == 'Q' || key == 3))
             return false;
     }
+}
+
+static double top_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * A sample of the live view. The analysis is asked again only once
+ * TOP_AN_SHARE times what the last one took has passed since it was asked:
+ * on a small session that is every refresh, on a big one (0.1-0.3 s on
+ * 10 M entries) every few seconds, so a top left open keeps the daemon's
+ * workers busy a tenth of the time at most.
+ */
+static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
+                           const struct top_snap *prev, struct top_snap *s, double *next)
+{
+    double start = top_clock();
+    bool ask = prev == NULL || start >= *next;
+    int rc = top_sample(ctx, req, prev, s, ask);
+
+    if (ask)
+        *next = start + TOP_AN_SHARE * (top_clock() - start);
+    return rc;
 }
 
 /* The live view until q. Returns an exit code. */
@@ -716,9 +1052,10 @@ static int top_loop(struct cli_ctx *ctx, const struct proto_request *req, const 
     struct top_snap snaps[2] = {0};
     struct top_snap *prev = NULL, *cur = &snaps[0];
     struct top_term t = {0};
+    double next = 0.0;
     int rc;
 
-    if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK)
+    if ((rc = top_live_sample(ctx, req, NULL, cur, &next)) != CLI_EXIT_OK)
         return rc;
     top_term_start(&t);
     for (;;) {
@@ -737,7 +1074,7 @@ static int top_loop(struct cli_ctx *ctx, const struct proto_request *req, const 
         prev = cur;
         cur = cur == &snaps[0] ? &snaps[1] : &snaps[0];
         top_snap_free(cur);
-        if ((rc = top_sample(ctx, req, cur)) != CLI_EXIT_OK) {
+        if ((rc = top_live_sample(ctx, req, prev, cur, &next)) != CLI_EXIT_OK) {
             cur = prev; /* the error is on stderr; keep the last frame */
             break;
         }
@@ -753,14 +1090,14 @@ static int top_once(struct cli_ctx *ctx, const struct proto_request *req, const 
 {
     struct top_snap a = {0}, b = {0};
     struct timespec ts;
-    int rc = top_sample(ctx, req, &a);
+    int rc = top_sample(ctx, req, NULL, &a, true);
 
     if (rc == CLI_EXIT_OK && o->interval > 0) {
         ts.tv_sec = (time_t)o->interval;
         ts.tv_nsec = (long)((o->interval - (double)ts.tv_sec) * 1e9);
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
-        rc = top_sample(ctx, req, &b);
+        rc = top_sample(ctx, req, &a, &b, true);
     }
     if (rc == CLI_EXIT_OK) {
         const struct top_snap *prev = o->interval > 0 ? &a : NULL;

@@ -2,8 +2,8 @@
  * cli_top — `tracectl top [<id|name>]`: a live view of a running session,
  * redrawn every --interval seconds (default 1): its processes (ranks) with
  * their current step, steps per second and entries per second, the entries
- * per second coming in and dropped, and the hottest ops over the last
- * interval and since the start.
+ * per second coming in and dropped, the hottest ops over the last
+ * interval and since the start, and the late-arriving rank.
  *
  * DESIGN. Each refresh sends one ["live", {"session": S}] request
  * (proto/PROTOCOL.md Part 3), which the daemon answers from counters it keeps
@@ -12,6 +12,17 @@
  * "last interval" figures are the difference of two snapshots divided by the
  * daemon's monotonic time between them. Without a session argument, the
  * newest live session (by `sessions`) is shown.
+ *
+ * The late rank is not in the live counters: the collective matching is the
+ * storage writer's (daemon/ranks.c), so it comes from a `report` with
+ * "analysis" on (its v1 part cut to one row), read by the daemon from the
+ * rank aggregates on a worker thread: the rank that arrived last at the most
+ * collective instances, as the verdict names it, with its share since the
+ * start and between the two latest analyses, and the other ranks' waited_ns.
+ * That costs the daemon 0.1-0.3 s and 250 KB on a 10 M-entry session (it
+ * grows with ranks x steps), so the live view asks it again only once ten
+ * times what the last one took has passed; --once asks it with both samples.
+ * A failed analysis (an old daemon) leaves the line out, silently.
  *
  * The terminal: plain ANSI escapes, no curses. Input is read unbuffered and
  * unechoed (termios, ISIG kept); `q` quits, Ctrl-C (SIGINT) and SIGTERM quit

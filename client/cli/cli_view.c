@@ -11,7 +11,15 @@
 #include "cli_obj.h"
 #include "cli_table.h"
 
-#define CLI_VIEW_CELL 512
+/* A cell holds a 4 KiB string (the protocol's longest, PROTOCOL.md Part 1) whole. */
+#define CLI_VIEW_CELL (4096 + 1)
+
+static bool cli_view_wide; /* cli_view_set_wide() */
+
+void cli_view_set_wide(bool wide)
+{
+    cli_view_wide = wide;
+}
 
 static void cli_view_number(const msgpack_object *v, enum cli_view_kind kind, char *buf,
                             size_t size)
@@ -68,7 +76,7 @@ static void cli_view_columns(struct cli_table_col *tc, const struct cli_view_col
     for (size_t i = 0; i < ncols; i++) {
         tc[i].name = header ? cols[i].name : NULL;
         tc[i].right = cols[i].kind != CLI_VIEW_TEXT;
-        tc[i].max = cols[i].max;
+        tc[i].max = cli_view_wide ? 0 : cols[i].max;
     }
 }
 

@@ -12,6 +12,7 @@
 #ifndef TRACECTL_CLI_VIEW_H
 #define TRACECTL_CLI_VIEW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -37,6 +38,12 @@ struct cli_view_col {
     /* Optional: formats a cell from the whole row (e.g. a value computed from two keys). */
     void (*custom)(const msgpack_object *row, char *buf, size_t size);
 };
+
+/*
+ * With wide true (`--wide`), tables ignore every column's max from then on:
+ * no cell is cut (names, devices, shapes). Off at start.
+ */
+void cli_view_set_wide(bool wide);
 
 /* Formats value v (may be NULL: "-") as kind into buf. */
 void cli_view_format(const msgpack_object *v, enum cli_view_kind kind, char *buf, size_t size);

@@ -17,6 +17,10 @@
  * tc_record_ext (PROTOCOL.md "Links between entries"); a region with neither
  * is a plain tc_record, as before. Regions left in another order than they
  * were entered (coroutines) are unlinked wherever they are in the chain.
+ * Client.record() takes the ext keys as keywords (stream, peer, comm, seq,
+ * id, parent, and checksum): with any of them it is a tc_record_ext, else a
+ * plain tc_record; region_id() hands out tc_region_id()s for bindings above
+ * this one (the torch bridge's profiler mode links its module ranges so).
  *
  * op() is the hot path (see docs/BENCHMARKS.md): its keywords are matched by
  * pointer to interned names, a Region embeds its shapes and freed Regions
@@ -40,6 +44,7 @@
 #include <stdbool.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -548,28 +553,60 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong(op);
 }
 
+/* The ext keywords of record(), in the order of names[] from index RECORD_EXT on. */
+#define RECORD_EXT 9
+static const struct {
+    uint32_t bit;
+    size_t off; /* of the field in tc_ext */
+} record_ext[] = {
+    {TC_EXT_STREAM, offsetof(tc_ext, stream)}, {TC_EXT_PEER, offsetof(tc_ext, peer)},
+    {TC_EXT_COMM, offsetof(tc_ext, comm)},     {TC_EXT_SEQ, offsetof(tc_ext, seq)},
+    {TC_EXT_ID, offsetof(tc_ext, id)},         {TC_EXT_PARENT, offsetof(tc_ext, parent)},
+};
+#define RECORD_NEXT (sizeof(record_ext) / sizeof(record_ext[0]))
+
+/*
+ * record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None,
+ * device=None, category=None, checksum=None, *, stream=None, peer=None,
+ * comm=None, seq=None, id=None, parent=None): one complete entry; the ext
+ * keywords that are not None go in its ext map (tc_record_ext), and with none
+ * of them (nor a checksum) it is a plain tc_record.
+ */
 static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames)
 {
-    static const char *const names[] = {"op",        "start_ns",  "dur_ns", "mem",
-                                        "out_shape", "in_shapes", "device", "category",
-                                        "checksum",  NULL};
-    static PyObject *interned[9];
-    PyObject *v[9];
+    static const char *const names[] = {
+        "op",       "start_ns", "dur_ns", "mem",  "out_shape", "in_shapes", "device", "category",
+        "checksum", "stream",   "peer",   "comm", "seq",       "id",        "parent", NULL};
+    static PyObject *interned[RECORD_EXT + RECORD_NEXT];
+    PyObject *v[RECORD_EXT + RECORD_NEXT];
     const char *device, *category;
-    uint64_t start, dur, mem, sum;
+    uint64_t start, dur, mem;
     int64_t op;
     struct shapes sh;
+    tc_ext x = {0};
 
-    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v, 9) < 0)
+    if (parse_args("record", args, nargs, kwnames, names, interned, 8, v,
+                   RECORD_EXT + RECORD_NEXT) < 0)
         return NULL;
     if (v[0] == NULL || v[1] == NULL || v[2] == NULL) {
         PyErr_SetString(PyExc_TypeError, "record() needs op, start_ns and dur_ns");
         return NULL;
     }
     if (opt_u64(v[1], &start) < 0 || opt_u64(v[2], &dur) < 0 || opt_u64(v[3], &mem) < 0 ||
-        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0 || opt_u64(v[8], &sum) < 0)
+        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0 ||
+        opt_u64(v[8], &x.checksum) < 0)
         return NULL;
+    if (v[8] != NULL && v[8] != Py_None)
+        x.has |= TC_EXT_CHECKSUM;
+    for (size_t i = 0; i < RECORD_NEXT; i++) {
+        PyObject *o = v[RECORD_EXT + i];
+        if (o == NULL || o == Py_None)
+            continue;
+        if (opt_u64(o, (uint64_t *)((char *)&x + record_ext[i].off)) < 0)
+            return NULL;
+        x.has |= record_ext[i].bit;
+    }
     if (PyLong_Check(v[0])) {
         op = (int64_t)PyLong_AsUnsignedLong(v[0]);
         if (op == -1 && PyErr_Occurred())
@@ -579,13 +616,19 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
     }
     if (shapes_from(v[4], v[5], &sh) < 0)
         return NULL;
-    if (v[8] != NULL && v[8] != Py_None)
-        tc_record_checksum(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
-                           sh.n_in > 0 ? sh.in : NULL, sh.n_in, device, sum);
+    if (x.has != 0)
+        tc_record_ext(cl->c, (uint32_t)op, start, dur, mem, TC_ELEMENTS_NONE,
+                      sh.has_out ? &sh.out : NULL, sh.n_in > 0 ? sh.in : NULL, sh.n_in, device, &x);
     else
         tc_record(cl->c, (uint32_t)op, start, dur, mem, sh.has_out ? &sh.out : NULL,
                   sh.n_in > 0 ? sh.in : NULL, sh.n_in, device);
     Py_RETURN_NONE;
+}
+
+/* region_id(): a new entry id for record(id=..., parent=...) (tc_region_id); 0 when off. */
+static PyObject *client_region_id(Client *cl, PyObject *unused)
+{
+    return PyLong_FromUnsignedLongLong(cl->c != NULL ? tc_region_id(cl->c) : 0);
 }
 
 static PyObject *client_step(Client *cl, PyObject *unused)
@@ -733,9 +776,14 @@ static PyMethodDef client_methods[] = {
      "op_id(name, category=None) -> int\n\nThe id of an op name (0 when nothing is recorded)."},
     {"record", (PyCFunction)(void (*)(void))client_record, METH_FASTCALL | METH_KEYWORDS,
      "record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None, "
-     "category=None, checksum=None)\n\nRecords one complete entry (start_ns on "
+     "category=None, checksum=None, *, stream=None, peer=None, comm=None, seq=None, id=None, "
+     "parent=None)\n\nRecords one complete entry (start_ns on "
      "time.monotonic_ns()'s clock); checksum: a 64-bit checksum of its output "
-     "(tracectl.checksum())."},
+     "(tracectl.checksum()). Keywords stream, peer, comm, seq, id, parent (ints, None: "
+     "absent) go in the entry's ext map (PROTOCOL.md Part 3)."},
+    {"region_id", (PyCFunction)client_region_id, METH_NOARGS,
+     "region_id() -> int\n\nA new entry id, unique in this process, for record(id=...) and "
+     "the parent= of the entries nested in it (0 when nothing is recorded)."},
     {"step", (PyCFunction)client_step, METH_NOARGS, "step()\n\nAdvances the step counter."},
     {"set_step", (PyCFunction)client_set_step, METH_O, "set_step(n)\n\nSets the step counter."},
     {"meta", (PyCFunction)client_meta, METH_VARARGS,

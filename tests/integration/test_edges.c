@@ -882,8 +882,11 @@ static int fifo_waiters(pid_t pid)
     return n;
 }
 
-/* Sends a report request for session id on a new connection, without reading the reply. */
-static int send_report(long long id)
+/*
+ * Sends a report request for session id on a new connection, without reading the reply;
+ * filtered (a filter every entry matches: rank 0), as a report that reads the entries.
+ */
+static int send_report(long long id, bool filtered)
 {
     struct proto_request req;
     msgpack_sbuffer sb;
@@ -893,6 +896,8 @@ static int send_report(long long id)
     pack_init(&sb, &pk);
     proto_request_init(&req);
     req.session.id = id;
+    req.analysis.n_ranks = filtered;
+    req.analysis.ranks[0] = 0;
     proto_pack_request(&pk, PROTO_REPORT, &req);
     raw_send(fd, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -927,7 +932,7 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
         cr_assert_eq(mkfifo(path[i], 0600), 0);
     }
     for (int i = 0; i < 4; i++)
-        req[i] = send_report(ids[i]);
+        req[i] = send_report(ids[i], i % 2 == 1); /* filtered reports are heavy too */
     /* wait (on the event: daemon threads blocked opening a FIFO) until two heavy reports run */
     for (int tries = 0; (running = fifo_waiters(d.pid)) < 2 && tries < 1000; tries++)
         usleep(10000);
@@ -938,6 +943,8 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
     struct proto_request q;
     proto_request_init(&q);
     q.session.id = small;
+    q.analysis.n_ranks = 1; /* a filtered report on a small session is not heavy */
+    q.analysis.ranks[0] = 0;
     const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &q, &r, &fd);
     cr_assert_not_null(o, "the small session's report was not answered while heavy ones run");
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
@@ -1124,6 +1131,20 @@ static uint64_t paged_expected(struct xop *x)
     return all;
 }
 
+/*
+ * The reports of the paging tests ask for a filter every entry matches (steps 0 ..
+ * INT64_MAX) when this is set: a filtered report pages the scan of the matching entries
+ * (PROTOCOL.md Part 3, "report filters"), with the same rows and the same bounds.
+ */
+static bool page_filtered;
+
+static void page_filter(struct proto_request *req)
+{
+    req->analysis.steps = page_filtered;
+    req->analysis.step_min = 0;
+    req->analysis.step_max = page_filtered ? INT64_MAX : 0;
+}
+
 /* One report (limit 0: not paged) checked row by row against x. */
 static void check_page(long long id, uint32_t limit, uint32_t offset, double ratio,
                        const struct xop *x, uint64_t all, const char *how)
@@ -1140,9 +1161,11 @@ static void check_page(long long id, uint32_t limit, uint32_t offset, double rat
     req.ops_limit = limit;
     req.ops_offset = offset;
     req.comm_min_ratio = ratio;
+    page_filter(&req);
     const msgpack_object *o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
     const msgpack_object *rep = &o->via.array.ptr[1];
+    cr_assert_eq(obj_get(rep, "filter") != NULL, page_filtered, "%s: filter key", how);
     if (limit > 0)
         cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), PAGED_OPS, "%s", how);
     else
@@ -1186,9 +1209,10 @@ Test(edges, a_page_of_ops_is_the_pages_rows_of_the_whole_sort, .timeout = 120)
     uint64_t all = paged_expected(x);
     long long id = many_ops_session(&m);
 
-    for (int pass = 0; pass < 2; pass++) {
-        const char *how = pass == 0 ? "aggregates" : "scan";
-        if (pass == 1)
+    for (int pass = 0; pass < 3; pass++) {
+        const char *how = pass == 0 ? "aggregates" : pass == 1 ? "filtered" : "scan";
+        page_filtered = pass == 1;
+        if (pass == 2)
             drop_aggregates(id);
         check_page(id, 0, 0, 0.0, x, all, how); /* v1: every op */
         check_page(id, 7, 0, 0.0, x, all, how);
@@ -1269,6 +1293,7 @@ static long page_peak_kib(long long id, uint32_t limit, uint32_t offset, const c
     req.session.id = id;
     req.ops_limit = limit;
     req.ops_offset = offset;
+    page_filter(&req);
     fd = raw_connect(d.sock);
     cr_assert_geq(fd, 0);
     pack_init(&sb, &pk);
@@ -1307,9 +1332,10 @@ Test(edges, a_page_of_ops_does_not_hold_every_op_name, .timeout = 600)
 
     harness_asan_small_quarantine();
     long long id = many_ops_session(&m);
-    for (int pass = 0; pass < 2; pass++) {
-        const char *how = pass == 0 ? "aggregates" : "scan";
-        if (pass == 1)
+    for (int pass = 0; pass < 3; pass++) {
+        const char *how = pass == 0 ? "aggregates" : pass == 1 ? "filtered" : "scan";
+        page_filtered = pass == 1;
+        if (pass == 2)
             drop_aggregates(id);
         cr_assert_lt(page_peak_kib(id, 100, 0, how), bound, "%s: the first page", how);
         cr_assert_lt(page_peak_kib(id, 100, BIG_OPS - 100, how), bound, "%s: the last page", how);

@@ -4,8 +4,18 @@
  * producers sent (entries per rank, steps, calls and time per op, computed
  * here from the recording loop, not by the code under test), then the live
  * view in a real terminal, tmux, read back with capture-pane: the steps shown
- * increase while the producers run, the view follows a resize, and q and
- * Ctrl-C quit with exit 0 and the terminal's modes restored.
+ * increase while the producers run, the view follows resizes (a burst, and
+ * one while top is blocked writing a frame), and q, Ctrl-C and the end of
+ * input quit with exit 0 and the terminal's modes restored.
+ *
+ * The late rank: the producers' allreduces carry ext comm + seq, as the MPI
+ * interposer sends them, and before each one the test's schedule makes one
+ * known rank start it later than the others (late_rank_of, late_ns). The
+ * share of collectives it arrived last at, the skews it caused and the
+ * other ranks' waits are counted here from that schedule; --once --json and
+ * the pane must show the same, then the running phase (where only LATE is
+ * ever late) must show it at 100 % since the previous analysis. Ranks
+ * without collectives show no late rank.
  *
  * Synchronisation is by events: the producers say on a pipe when they have
  * flushed (the daemon has them), and the tmux pane is polled until it shows
@@ -13,6 +23,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,7 +40,11 @@
 #define NPROC      3
 #define STEPS      4   /* steps of the exact phase */
 #define GEMMS      25  /* gemm entries per step and rank */
+#define COLLS      2   /* allreduces per step and rank in the exact phase */
 #define COMM_NS    500 /* each allreduce's duration */
+#define COMM_ID    7   /* the allreduces' ext comm */
+#define LATE       2   /* the rank made late at most collectives */
+#define OTHER_LATE 1   /* the rank made late at the others */
 #define DEADLINE_S 60  /* how long the pane may take to show what is awaited */
 
 static struct tdaemon d;
@@ -54,6 +69,26 @@ static uint64_t gemm_ns(int r, int s, int i)
     return 1000u * (uint64_t)(r + 1) + 100u * (uint64_t)s + (uint64_t)i;
 }
 
+/* Collective seq k: the rank that starts it late, and how much after the others. */
+static int late_rank_of(uint64_t k)
+{
+    return k < STEPS * COLLS && k % 4 == 3 ? OTHER_LATE : LATE;
+}
+
+static uint64_t late_ns(uint64_t k)
+{
+    return 2000u + 100u * k;
+}
+
+/* Rank r's allreduce seq k, starting at t unless r is the late one. */
+static void allreduce(tc_client *c, uint32_t op, int r, uint64_t k, uint64_t t)
+{
+    tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = COMM_ID, .seq = k};
+
+    tc_record_ext(c, op, t + (r == late_rank_of(k) ? late_ns(k) : 0), COMM_NS, 0, TC_ELEMENTS_NONE,
+                  NULL, NULL, 0, NULL, &x);
+}
+
 struct pipes {
     int ready[2]; /* children → parent: one byte each once the exact phase is flushed */
     int go[2];    /* parent → children: closed to start the running phase */
@@ -73,7 +108,7 @@ static void producer(int rank, const struct pipes *p)
     tc_options o = {0};
     tc_client *c;
     uint32_t gemm, comm;
-    uint64_t t = 1000000, step;
+    uint64_t t = 1000000, step, k = 0;
     char byte = 'r';
     int err;
 
@@ -90,18 +125,19 @@ static void producer(int rank, const struct pipes *p)
         tc_set_step(c, (uint64_t)s);
         for (int i = 0; i < GEMMS; i++, t += 100000)
             tc_record(c, gemm, t, gemm_ns(rank, s, i), 0, NULL, NULL, 0, NULL);
-        tc_record(c, comm, t, COMM_NS, 0, NULL, NULL, 0, NULL);
-        t += 100000;
+        for (int i = 0; i < COLLS; i++, t += 100000)
+            allreduce(c, comm, rank, k++, t);
     }
     if (tc_flush(c, -1) != 0 || write(p->ready[1], &byte, 1) != 1)
         _exit(11);
     while (read(p->go[0], &byte, 1) > 0) /* until the parent closes it */
         ;
-    /* The running phase: a step every 5 ms until told to stop. */
+    /* The running phase: a step every 5 ms until told to stop, LATE always late. */
     for (step = STEPS; !readable(p->stop[0], 0); step++) {
         struct timespec ts = {0, 5000000};
         tc_set_step(c, step);
         tc_record(c, gemm, t, 1000, 0, NULL, NULL, 0, NULL);
+        allreduce(c, comm, rank, k++, t + 1000000);
         t += 10000000;
         nanosleep(&ts, NULL);
     }
@@ -141,15 +177,15 @@ static void check_once(void)
     char *out = NULL, err[256];
     char *argv[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "top-live",
                     "--once",     "--json",   "--interval", "0.2", NULL};
-    yajl_val v, ranks, gemm, comm;
-    long long gemm_total = 0;
+    yajl_val v, ranks, gemm, comm, late;
+    long long gemm_total = 0, last = 0, caused = 0, others = 0;
 
     cr_assert_eq(harness_run(&out, argv), 0);
     v = yajl_tree_parse(out, err, sizeof(err));
     cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
     cr_assert_str_eq(YAJL_GET_STRING(jget(v, "session", "state")), "live");
     cr_assert_eq(jint(jget(v, "session", "connected")), NPROC);
-    cr_assert_eq(jint(jget(v, "entries", NULL)), NPROC * STEPS * (GEMMS + 1));
+    cr_assert_eq(jint(jget(v, "entries", NULL)), NPROC * STEPS * (GEMMS + COLLS));
     cr_assert_eq(jint(jget(v, "dropped", NULL)), 0);
     /* nothing arrived between the two samples */
     cr_assert(YAJL_IS_NUMBER(jget(v, "entries_per_s", NULL)));
@@ -161,7 +197,7 @@ static void check_once(void)
         yajl_val row = ranks->u.array.values[r];
         cr_assert_eq(jint(jget(row, "rank", NULL)), r);
         cr_assert_eq(jint(jget(row, "step", NULL)), STEPS - 1);
-        cr_assert_eq(jint(jget(row, "entries", NULL)), STEPS * (GEMMS + 1));
+        cr_assert_eq(jint(jget(row, "entries", NULL)), STEPS * (GEMMS + COLLS));
         for (int s = 0; s < STEPS; s++)
             for (int i = 0; i < GEMMS; i++)
                 gemm_total += (long long)gemm_ns(r, s, i);
@@ -171,8 +207,28 @@ static void check_once(void)
     cr_assert(gemm != NULL && comm != NULL);
     cr_assert_eq(jint(jget(gemm, "calls", NULL)), NPROC * STEPS * GEMMS);
     cr_assert_eq(jint(jget(gemm, "total_ns", NULL)), gemm_total);
-    cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS);
-    cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COMM_NS);
+    cr_assert_eq(jint(jget(comm, "calls", NULL)), NPROC * STEPS * COLLS);
+    cr_assert_eq(jint(jget(comm, "total_ns", NULL)), NPROC * STEPS * COLLS * COMM_NS);
+    /* the late rank, from the schedule: every allreduce of the exact phase completed */
+    for (uint64_t k = 0; k < STEPS * COLLS; k++) {
+        if (late_rank_of(k) == LATE)
+            last++, caused += (long long)late_ns(k);
+        /* a rank's wait: min(last arrival - its start, its duration) */
+        for (int r = 0; r < NPROC; r++)
+            if (r != LATE && r != late_rank_of(k))
+                others += (long long)(late_ns(k) < COMM_NS ? late_ns(k) : COMM_NS);
+    }
+    cr_assert_eq(jint(jget(v, "late_rank", NULL)), LATE);
+    late = jget(v, "late", NULL);
+    cr_assert(late != NULL && YAJL_IS_OBJECT(late), "no late rank:\n%s", out);
+    cr_assert_eq(jint(jget(late, "total", "rank")), LATE);
+    cr_assert_eq(jint(jget(late, "total", "arrived_last")), last);
+    cr_assert_eq(jint(jget(late, "total", "collectives")), STEPS * COLLS);
+    cr_assert_eq(YAJL_GET_DOUBLE(jget(late, "total", "share")), (double)last / (STEPS * COLLS));
+    cr_assert_eq(jint(jget(late, "total", "caused_ns")), caused);
+    cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
+    /* no collective completed between the two samples */
+    cr_assert(YAJL_IS_NULL(jget(late, "interval", NULL)), "%s", out);
     yajl_tree_free(v);
     free(out);
 }
@@ -182,7 +238,7 @@ static void check_once(void)
 static char *pane(void)
 {
     char *out = NULL;
-    char *argv[] = {"tmux", "-L", tmux_sock, "capture-pane", "-p", "-t", "top", NULL};
+    char *argv[] = {"tmux", "-L", tmux_sock, "capture-pane", "-p", "-t", "top:", NULL};
 
     cr_assert_eq(harness_run(&out, argv), 0, "capture-pane failed");
     return out;
@@ -217,6 +273,24 @@ static long long await_step(long long above)
     }
     cr_assert_fail("the pane never showed rank 0 past step %lld (last %lld)", above, step);
     return -1;
+}
+
+/* Polls the pane until it shows needle. */
+static void await_text(const char *needle)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char *text = NULL;
+
+    while (time(NULL) < end) {
+        free(text);
+        text = pane();
+        if (strstr(text, needle) != NULL) {
+            free(text);
+            return;
+        }
+        poll(NULL, 0, 50);
+    }
+    cr_assert_fail("the pane never showed \"%s\":\n%s", needle, text);
 }
 
 /*
@@ -271,20 +345,86 @@ static void tmux(char *a, char *b, char *c, char *e, char *f, char *g, char *h)
 }
 
 /*
- * Runs top in a new tmux session "top", 100×30, in a shell that writes top's
- * exit status and `stty -a` to done (after top returned).
+ * Runs top in a new tmux session "top", 120×30 (the late-rank line is about 100 columns), in a
+ * shell that writes top's exit status and `stty -a` to done (after top returned); redirect
+ * follows top's arguments; pidfile (when not NULL) gets top's pid.
  */
-static void start_top(const char *done)
+static void start_top_pid(const char *done, const char *redirect, const char *pidfile)
 {
-    char cmd[6 * PATH_MAX];
+    char cmd[8 * PATH_MAX];
     char *argv[] = {"tmux", "-L",  tmux_sock, "new-session", "-d", "-s", "top",
-                    "-x",   "100", "-y",      "30",          cmd,  NULL};
+                    "-x",   "120", "-y",      "30",          cmd,  NULL};
 
-    snprintf(cmd, sizeof(cmd),
-             "%s --socket %s top top-live --interval 0.2; s=$?; "
-             "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
-             TRACECTL_BIN, d.sock, done, done, done);
+    if (pidfile != NULL)
+        snprintf(cmd, sizeof(cmd),
+                 "sh -c 'echo $$ > %s.tmp; mv %s.tmp %s; exec %s --socket %s top top-live "
+                 "--interval 0.1%s'; s=$?; "
+                 "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
+                 pidfile, pidfile, pidfile, TRACECTL_BIN, d.sock, redirect, done, done, done);
+    else
+        snprintf(cmd, sizeof(cmd),
+                 "%s --socket %s top top-live --interval 0.2%s; s=$?; "
+                 "{ echo \"exit=$s\"; stty -a; } > %s.tmp; mv %s.tmp %s; sleep 60",
+                 TRACECTL_BIN, d.sock, redirect, done, done, done);
     cr_assert_eq(harness_run(NULL, argv), 0, "tmux new-session failed");
+}
+
+/* start_top_pid without a pid file. */
+static void start_top(const char *done, const char *redirect)
+{
+    start_top_pid(done, redirect, NULL);
+}
+
+/* The pid in the file (what the pane's shell wrote before it exec'd top). */
+static pid_t await_pid(const char *path)
+{
+    char *text = await_file(path);
+    pid_t pid = (pid_t)atol(text);
+
+    free(text);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+/* The tmux server's pid. */
+static pid_t tmux_server_pid(void)
+{
+    char *out = NULL;
+    char *argv[] = {"tmux", "-L", tmux_sock, "display-message", "-p", "#{pid}", NULL};
+    pid_t pid;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    pid = (pid_t)atol(out);
+    free(out);
+    cr_assert_gt(pid, 0);
+    return pid;
+}
+
+/*
+ * Polls until pid is blocked in write(2) (/proc/PID/syscall starts with the
+ * syscall number: 1 on x86-64). False when that file cannot be read (not
+ * x86-64, or no permission to look): the caller skips its check.
+ */
+static bool await_in_write(pid_t pid)
+{
+    time_t end = time(NULL) + DEADLINE_S;
+    char path[64], buf[64];
+
+    snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+    while (time(NULL) < end) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        if (n == 0)
+            return false;
+        buf[n] = '\0';
+        if (strncmp(buf, "1 ", 2) == 0)
+            return true;
+        poll(NULL, 0, 20);
+    }
+    cr_assert_fail("top never blocked in write(2) with the terminal's reader stopped");
+    return false;
 }
 
 /* What top left behind: exit 0 and the terminal's canonical mode and echo back on. */
@@ -299,29 +439,85 @@ static void check_done(const char *done)
     free(text);
 }
 
-static void live_view(void)
+/*
+ * A resize while a frame is being written: the tmux server is stopped, so
+ * the pane's terminal fills up and top blocks in write(2); a SIGWINCH then
+ * interrupts that write. top must go on (and quit on q with exit 0), not
+ * take the interrupted write for an error.
+ */
+static void resize_while_blocked(const char *done)
 {
-    char done[PATH_MAX + 16];
-    long long first, later;
+    char pidfile[PATH_MAX + 16];
+    pid_t top, server;
+    bool looked = true;
 
+    snprintf(pidfile, sizeof(pidfile), "%s/top-pid", d.dir);
+    unlink(done);
+    start_top_pid(done, "", pidfile);
+    top = await_pid(pidfile);
+    await_step(STEPS - 1);
+    server = tmux_server_pid();
+    cr_assert_eq(kill(server, SIGSTOP), 0);
+    for (int i = 0; i < 3 && looked; i++)
+        if ((looked = await_in_write(top)))
+            cr_assert_eq(kill(top, SIGWINCH), 0);
+    cr_assert_eq(kill(server, SIGCONT), 0);
+    if (!looked)
+        cr_log_warn("/proc/%d/syscall unreadable: the resize was not sent mid-write", (int)top);
+    tmux("send-keys", "-t", "top:", "q", NULL, NULL, NULL);
+    check_done(done);
+}
+
+/*
+ * The view, started before the running phase: the late rank of the exact
+ * phase with its share, then (go closed) the steps moving on and LATE late
+ * at every collective of the last interval.
+ */
+static void live_view(int go)
+{
+    char done[PATH_MAX + 16], line[128];
+    long long first, later, last = 0;
+
+    for (uint64_t k = 0; k < STEPS * COLLS; k++)
+        last += late_rank_of(k) == LATE;
     snprintf(tmux_sock, sizeof(tmux_sock), "tctop-%d", (int)getpid());
     snprintf(done, sizeof(done), "%s/top-done", d.dir);
-    start_top(done);
+    start_top(done, "");
+    /* a second session keeps the server up when "top" is killed between the runs below: a
+     * server left with no session exits, and a new-session racing that exit fails (panes
+     * and windows are named "top:" from here on: "top" alone is ambiguous with two) */
+    tmux("new-session", "-d", "-s", "keep", "sleep 3600", NULL, NULL);
+    snprintf(line, sizeof(line),
+             "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
+             100 * last / (STEPS * COLLS), STEPS * COLLS);
+    await_text(line);
+    close(go);                  /* the running phase */
+    await_text(" s: 100% of "); /* "; last 0.2 s: ...": LATE at each one since the last frame */
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);
-    /* a smaller terminal: the frame is redrawn from the top, lines cut, not wrapped */
-    tmux("resize-window", "-t", "top", "-x", "50", "-y", "14");
+    /* resizes in a burst (signals while it samples and draws), then a smaller terminal: the
+     * frame is redrawn from the top, lines cut, not wrapped */
+    for (int i = 0; i < 20; i++)
+        tmux("resize-window", "-t", "top:", "-x", i % 2 ? "60" : "110", "-y", i % 2 ? "12" : "28");
+    tmux("resize-window", "-t", "top:", "-x", "50", "-y", "14");
     await_frame_top();
-    tmux("send-keys", "-t", "top", "q", NULL, NULL, NULL);
+    tmux("send-keys", "-t", "top:", "q", NULL, NULL, NULL);
     check_done(done);
     tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
     /* Ctrl-C quits the same way */
     unlink(done);
-    start_top(done);
+    start_top(done, "");
     await_step(STEPS - 1);
-    tmux("send-keys", "-t", "top", "C-c", NULL, NULL, NULL);
+    tmux("send-keys", "-t", "top:", "C-c", NULL, NULL, NULL);
     check_done(done);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
+    /* input at its end (< /dev/null): top quits after its first frame, as on q */
+    unlink(done);
+    start_top(done, " </dev/null");
+    check_done(done);
+    tmux("kill-session", "-t", "top", NULL, NULL, NULL, NULL);
+    resize_while_blocked(done);
 }
 
 Test(top, once_json_and_live_view_in_tmux)
@@ -333,6 +529,10 @@ Test(top, once_json_and_live_view_in_tmux)
 
     harness_daemon_start(&d, NULL);
     cr_assert(pipe(p.ready) == 0 && pipe(p.go) == 0 && pipe(p.stop) == 0);
+    /* close-on-exec: tmux, started while they are open, must not hold go or stop open */
+    for (int i = 0; i < 2; i++)
+        cr_assert(fcntl(p.go[i], F_SETFD, FD_CLOEXEC) == 0 &&
+                  fcntl(p.stop[i], F_SETFD, FD_CLOEXEC) == 0);
     for (int r = 0; r < NPROC; r++) {
         kids[r] = fork();
         cr_assert(kids[r] >= 0);
@@ -345,8 +545,7 @@ Test(top, once_json_and_live_view_in_tmux)
     for (int r = 0; r < NPROC; r++)
         cr_assert_eq(read(p.ready[0], &byte, 1), 1, "a producer failed before its flush");
     check_once();
-    close(p.go[1]); /* the running phase */
-    live_view();
+    live_view(p.go[1]);
     close(p.stop[1]);
     for (int r = 0; r < NPROC; r++) {
         cr_assert_eq(waitpid(kids[r], &status, 0), kids[r]);
@@ -370,4 +569,45 @@ Test(top, usage_and_no_live_session)
     cr_assert(strstr(out, "Usage: tracectl top") != NULL);
     free(out);
     cr_assert_eq(harness_run(NULL, none), 4); /* no live session */
+}
+
+/* Two ranks, compute only: no collective, so no late-rank line and null in --json. */
+Test(top, no_collective_no_late_rank)
+{
+    char *out = NULL, err[256];
+    char *json[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "plain",
+                    "--once",     "--json",   "--interval", "0",   NULL};
+    char *text[] = {TRACECTL_BIN, "--socket",   d.sock, "top", "plain",
+                    "--once",     "--interval", "0",    NULL};
+    tc_client *c[2];
+    yajl_val v;
+    int e;
+
+    harness_daemon_start(&d, NULL);
+    for (int r = 0; r < 2; r++) {
+        tc_options o = {0};
+        o.socket_path = d.sock;
+        o.session = "plain";
+        o.rank = r;
+        o.world = 2;
+        o.blocking = 1;
+        cr_assert((c[r] = tc_open(&o, &e)) != NULL);
+        tc_set_step(c[r], 0);
+        tc_record(c[r], tc_op(c[r], "gemm"), 1000, 500, 0, NULL, NULL, 0, NULL);
+        cr_assert_eq(tc_flush(c[r], -1), 0);
+    }
+    cr_assert_eq(harness_run(&out, json), 0);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
+    cr_assert_eq(jint(jget(v, "entries", NULL)), 2);
+    cr_assert(YAJL_IS_NULL(jget(v, "late_rank", NULL)), "%s", out);
+    cr_assert(YAJL_IS_NULL(jget(v, "late", NULL)), "%s", out);
+    yajl_tree_free(v);
+    free(out);
+    cr_assert_eq(harness_run(&out, text), 0);
+    cr_assert(strstr(out, "\nentries 2 ") != NULL, "%s", out);
+    cr_assert(strstr(out, "late rank") == NULL, "%s", out);
+    free(out);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(tc_close(c[r]), 0);
 }

@@ -5,9 +5,14 @@ The job runs against a real daemon; the test knows what each rank records
 plus one barrier at the end) and checks the session holds exactly that, that a
 report taken while the job is paused shows the steps done so far, that the
 report names the slowed rank's device as the slowest, and that the other
-ranks' collectives take longer (they wait for it).
+ranks lose more time waiting at the collectives. Collectives carry the
+communicator and sequence number the daemon matches them by (ext comm + seq):
+the test computes the ids itself and checks the analysis names the slowed rank
+as the one arriving last; with two subgroups, instances are told apart by
+communicator where matching by op and occurrence would merge them.
 """
 
+import collections
 import json
 import os
 import re
@@ -16,6 +21,7 @@ import sys
 import unittest
 
 import harness
+import test_torch_modules
 
 try:
     import torch  # noqa: F401
@@ -27,6 +33,31 @@ EXAMPLE = os.path.join(os.environ.get("TRACECTL_EXAMPLES", "../../examples"), "d
 RANKS, STEPS, PAUSE, SLOW = 4, 6, 3, 2
 MODULES = ("0:Linear", "1:ReLU", "2:Throttle", "3:Linear")
 PER_STEP = 2 * len(MODULES) + 2  # forward and backward per module, optimizer.step, allreduce
+
+
+def fnv1a(data):
+    """FNV-1a 64, written out here: the comm id of a process group is that of its name."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def u64(v):
+    """A uint64 the session file stores as the int64 of the same bits, back as unsigned."""
+    return v & 0xFFFFFFFFFFFFFFFF
+
+
+def collectives(d, sid):
+    """Per rank, the comm entries in the order of their start: (op, comm, seq, peer)."""
+    rows = d.rows(sid, "SELECT p.rank, o.name, x.comm, x.seq, x.peer FROM entries e "
+                  "JOIN ops o ON o.id = e.op_id JOIN processes p ON p.id = e.process_id "
+                  "LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid "
+                  "WHERE o.category = 'comm' ORDER BY p.rank, e.start_ns, e.rowid")
+    per = {}
+    for r, op, comm, seq, peer in rows:
+        per.setdefault(r, []).append((op, None if comm is None else u64(comm), seq, peer))
+    return per
 
 
 @unittest.skipUnless(HAVE_TORCH, "skipped: no torch (python3-torch is not installed)")
@@ -92,14 +123,33 @@ class Ddp(unittest.TestCase):
                      "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
         self.assertEqual(calls, want)
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
-        # The others wait for the slowed rank in every allreduce.
-        comm = dict(self.d.rows(self.d.session("ddp-light")["id"],
-                                "SELECT rank, sum(dur_ns) FROM trace WHERE op = 'allreduce' "
-                                "GROUP BY rank"))
-        self.assertEqual(sorted(comm), list(range(RANKS)))
+        # Every rank's collectives carry the world's comm id and the same sequence numbers:
+        # the allreduce of step k is seq k, the barrier after them seq STEPS.
+        world = fnv1a(b"world")
+        want = [("allreduce", world, k, None) for k in range(STEPS)] + [("barrier", world, STEPS,
+                                                                         None)]
+        self.assertEqual(collectives(self.d, self.d.session("ddp-light")["id"]),
+                         {r: want for r in range(RANKS)})
+        # The analysis matched them by (comm, seq): one complete instance per allreduce, the
+        # slowed rank arriving last (it sleeps 50 ms in its forward; the first step, where every
+        # rank warms up, may go to another on a loaded machine).
+        self.assertEqual(rep["completeness"]["collectives_matched_by"][:13], "ext comm+seq,")
+        ar = [c for c in rep["collectives"] if c["op"] == "allreduce"]
+        self.assertEqual(len(ar), 1)
+        self.assertEqual((ar[0]["instances"], ar[0]["partial"], ar[0]["last_rank"]),
+                         (STEPS, 0, SLOW))
+        self.assertGreaterEqual(ar[0]["last_rank_count"], STEPS - 1)
+        ranks = {r["rank"]: r for r in rep["ranks"]}
+        self.assertEqual(sum(r["arrived_last"] for r in ranks.values()), STEPS + 1)
+        self.assertEqual(max(ranks, key=lambda r: ranks[r]["arrived_last"]), SLOW)
+        # The others wait for it: each loses more time waiting than the slowed rank does (the
+        # analysis' wait, from the arrivals; the allreduces' durations also hold gloo's own
+        # work, which a loaded machine stretches on any rank).
         for r in range(RANKS):
             if r != SLOW:
-                self.assertGreater(comm[r], comm[SLOW], "rank %d waited less: %s" % (r, comm))
+                self.assertGreater(ranks[r]["waited_ns"], ranks[SLOW]["waited_ns"],
+                                   "rank %d waited less: %s" % (r, rep["ranks"]))
+        self.assertEqual(ranks[SLOW]["collectives"], STEPS + 1)
 
     def test_profiler_mode_streams_every_operator(self):
         chrome = os.path.join(self.d.dir, "chrome")
@@ -126,6 +176,34 @@ class Ddp(unittest.TestCase):
         self.assertEqual((cats["c10d::allreduce_"], cats["gloo:all_reduce"], cats["aten::mm"]),
                          ("comm", "comm", "compute"))
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
+        # The model's modules are regions around their operators, on every rank: the
+        # operators' innermost module as the Chrome traces of each rank say, and report
+        # --by module as summed from the file.
+        rows = test_torch_modules.read_entries(self.d, sid)
+        proc = dict(self.d.rows(sid, "SELECT id, rank FROM processes"))
+        names = {m + "." + k for m in ("Sequential",) + MODULES for k in ("forward", "backward")}
+        names = (names - {"Sequential.backward"}) | {"optimizer.step"}
+        for r in range(RANKS):
+            mine = [x for x in rows if proc[x[1]] == r]
+            by_id = {x[5]: x[2] for x in mine if x[5] is not None}
+            self.assertEqual(set(by_id.values()), names)
+            stored = collections.Counter((x[2], by_id.get(x[6])) for x in mine if x[5] is None)
+            want = collections.Counter()
+            for f in os.listdir(chrome):
+                if f.startswith("rank%d." % r):
+                    want += test_torch_modules.chrome_parents(os.path.join(chrome, f), names)
+            self.assertEqual(stored, want, "rank %d" % r)
+            self.assertEqual(stored[("aten::linear", "0:Linear.forward")], STEPS)
+            self.assertEqual(stored[("throttle", "2:Throttle.forward")], STEPS if r == SLOW else 0)
+        mods, pairs, total = test_torch_modules.module_sums(rows)
+        by = json.loads(self.d.cli("report", "ddp-prof", "--by", "module", "--json"))
+        self.assertEqual(by["total_ns"], total)
+        self.assertEqual({m["module"]: [m["calls"], m["entries"], m["self_ns"], m["total_ns"]]
+                          for m in by["modules"]}, dict(mods))
+        self.assertEqual([(p["calls"], p["total_ns"]) for p in by["pairs"]
+                          if (p["module"], p["op"]) == ("2:Throttle.forward", "throttle")],
+                         [tuple(pairs[("2:Throttle.forward", "throttle")])])
+        self.assertEqual(pairs[("2:Throttle.forward", "throttle")][0], STEPS)
 
     def test_distributed_calls_and_one_session_from_torch(self):
         """tct.open() without a session name: rank 0 names one and broadcasts it; every
@@ -163,6 +241,61 @@ class Ddp(unittest.TestCase):
             want += [(r, "all_reduce", "comm", 2, 32, 0), (r, "barrier", "comm", 1, 0, 0),
                      (r, "broadcast", "comm", 1, 64, 0)]
         self.assertEqual(rows, want)
+
+    def test_subgroups_are_matched_by_communicator(self):
+        """Ranks {0, 1} and {2, 3} all_reduce on their own subgroup three times, then all of
+        them on the world once, then 0 sends to 1. By (comm, seq) that is 3 + 3 instances of
+        two arrivals (partial: the world is 4) and one of four; matched by (op, occurrence)
+        the subgroups' calls would merge into 3 instances of four."""
+        script = """if True:
+            import os, sys, tempfile, torch, torch.distributed as dist, torch.multiprocessing as mp
+            import tracectl.torch as tct
+            def run(rank, store):
+                dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
+                                        world_size=4)
+                g01, g23 = dist.new_group([0, 1]), dist.new_group([2, 3])
+                tct.open(session="groups")
+                tct.instrument_distributed()
+                mine = g01 if rank < 2 else g23
+                t = torch.ones(4)
+                for _ in range(3):
+                    dist.all_reduce(t, group=mine)
+                dist.all_reduce(t, op=dist.ReduceOp.SUM)
+                dist.all_reduce(t, group=g23 if rank < 2 else g01)  # not a member: nothing
+                if rank == 0:
+                    dist.send(t, 1)
+                elif rank == 1:
+                    dist.recv(t, src=0)
+                with open(sys.argv[1] + "/comm%d" % rank, "w") as f:
+                    f.write("%d %d" % (tct.comm_id(mine), tct.comm_id()))
+                tct.close()
+            with tempfile.TemporaryDirectory() as d:
+                mp.start_processes(run, args=(os.path.join(d, "s"),), nprocs=4,
+                                   start_method="fork")
+        """
+        subprocess.run([sys.executable, "-c", script, self.d.dir], env=self.d.env(), check=True,
+                       timeout=240)
+        # torch names the subgroups "1" and "2" (the world is "0"), in creation order
+        g01, g23, world = fnv1a(b"1:0,1"), fnv1a(b"2:2,3"), fnv1a(b"world")
+        ids = []
+        for rank in range(4):
+            with open(os.path.join(self.d.dir, "comm%d" % rank)) as f:
+                ids.append(tuple(map(int, f.read().split())))
+        self.assertEqual(ids, [(g01, world), (g01, world), (g23, world), (g23, world)])
+        rep = self.d.report("groups")
+        ar = [c for c in rep["collectives"] if c["op"] == "all_reduce"]
+        self.assertEqual([(c["instances"], c["partial"]) for c in ar], [(7, 6)])
+        self.assertEqual([c["op"] for c in rep["collectives"]], ["all_reduce"])  # no p2p
+        self.assertEqual(sorted((x["rank"], x["collectives"]) for x in rep["ranks"]),
+                         [(r, 4) for r in range(4)])
+        sid = self.d.session("groups")["id"]
+        per = collectives(self.d, sid)
+        for rank in range(4):
+            g = g01 if rank < 2 else g23
+            want = [("all_reduce", g, k, None) for k in range(3)] + [
+                ("all_reduce", world, 0, None)]
+            want += {0: [("send", world, None, 1)], 1: [("recv", world, None, 0)]}.get(rank, [])
+            self.assertEqual(per[rank], want, "rank %d" % rank)
 
 
 if __name__ == "__main__":

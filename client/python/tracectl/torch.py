@@ -34,19 +34,34 @@ What is recorded:
   ``comm``. Collectives carry **no device**: the report's Devices and Load
   imbalance sections then compare the ranks' compute, and a rank that waits
   for a slow one shows it as longer collectives, not as a slower device.
+  Each collective carries its process group's ``comm`` (comm_id()) and
+  ``seq`` (the group's count of collectives before it on this rank) in its
+  ext map: the daemon matches the ranks' arrivals by them.
 
 Profiler mode: ``on_trace_ready=tct.profiler_handler()`` streams every
 operator ``torch.profiler.profile`` recorded to the daemon at each profiler
-cycle (see profiler_handler()).
+cycle (see profiler_handler()); with ``tct.instrument(model, optimizer,
+profiler=True)`` each module call is a region around its operators
+(``tracectl report --by module``):
+
+    tct.instrument(model, optimizer, profiler=True)
+    with torch.profiler.profile(..., on_trace_ready=tct.profiler_handler()) as prof:
+        for batch in data:
+            ...
+            prof.step()
+            tct.step()
 """
 
 from __future__ import annotations
 
 import bisect
+import inspect
+import itertools
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
+                    Tuple)
 
 import torch
 import torch.distributed as dist
@@ -54,7 +69,8 @@ import torch.distributed as dist
 import tracectl
 
 __all__ = ["open", "close", "client", "step", "instrument", "instrument_ddp",
-           "instrument_distributed", "profiler_handler", "Instrumented"]
+           "instrument_distributed", "uninstrument_distributed", "comm_id", "profiler_handler",
+           "Instrumented"]
 
 _client: Optional[tracectl.Client] = None
 _device: Optional[str] = None
@@ -147,26 +163,106 @@ class Instrumented:
 
 
 def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer] = None, *,
-               modules: str = "leaf", backward: bool = True, shapes: bool = True,
-               prefix: str = "") -> Instrumented:
-    """Light mode: hooks on model's modules (and optimizer.step) that record into the client.
+               modules: Optional[str] = None, backward: bool = True, shapes: bool = True,
+               prefix: str = "", profiler: bool = False) -> Instrumented:
+    """Hooks on model's modules (and optimizer.step) that record into the client.
 
-    ``modules`` is "leaf" (modules without children, so that no time is
-    counted twice) or "all". Entries are named ``<prefix><module path>.forward``
-    and ``.backward``, the path being ``<path in model>:<class>``, e.g.
-    ``fc1:Linear.forward`` (the root module: its class alone). With
-    ``shapes`` the output's and tensor inputs' shapes go with each forward
-    entry. Call open() first; the hooks record nothing while no client is open.
+    Light mode (``profiler=False``): ``modules`` is "leaf" (the default:
+    modules without children, so that no time is counted twice) or "all".
+    Entries are named ``<prefix><module path>.forward`` and ``.backward``, the
+    path being ``<path in model>:<class>``, e.g. ``fc1:Linear.forward`` (the
+    root module: its class alone). With ``shapes`` the output's and tensor
+    inputs' shapes go with each forward entry. Call open() first; the hooks
+    record nothing while no client is open.
+
+    Profiler mode (``profiler=True``, with profiler_handler()): the hooks
+    record nothing themselves; while torch.profiler records, each module's
+    forward (``modules`` "all", the default here, or "leaf"), each leaf
+    module's backward (as light mode times it) and ``optimizer.step`` become
+    profiler ranges of those names, which profiler_handler() sends as
+    regions: entries with an ext ``id``, category ``module``, spanning the
+    call, and every operator inside one (on the same thread, by time) with
+    the innermost one's id as its ``parent``. ``tracectl report --by module``
+    and the collapsed export then show the time per module and the
+    module;op stacks. Outside a profiler's active steps a hook costs one
+    check.
     """
     ins = Instrumented()
+    if modules is None:
+        modules = "all" if profiler else "leaf"
     for path, m in model.named_modules():
-        if modules == "leaf" and next(m.children(), None) is not None:
+        leaf = next(m.children(), None) is None
+        if modules == "leaf" and not leaf:
             continue
         name = prefix + (path + ":" if path else "") + type(m).__name__
-        ins.handles.extend(_hook_module(m, name, backward, shapes))
+        if profiler:
+            ins.handles.extend(_range_module(m, name, backward and leaf))
+        else:
+            ins.handles.extend(_hook_module(m, name, backward, shapes))
     if optimizer is not None:
-        ins.undo.append(_wrap_optimizer(optimizer))
+        ins.undo.append(_wrap_optimizer(optimizer, profiler))
     return ins
+
+
+# Profiler ranges (torch's RecordFunction): the C++ binding when this torch has
+# it (a few µs), else the record_function context manager.
+_profiling: Callable[[], bool] = getattr(torch._C._autograd, "_profiler_enabled", lambda: True)
+_regions: Set[str] = set()  # names of the ranges instrument(profiler=True) opens: regions
+
+
+def _range_enter(name: str) -> Any:
+    f = getattr(torch._C._autograd, "_record_function_with_args_enter", None)
+    if f is not None:
+        return f(name)
+    r = torch.autograd.profiler.record_function(name)
+    r.__enter__()
+    return r
+
+
+def _range_exit(h: Any) -> None:
+    if isinstance(h, torch.autograd.profiler.record_function):
+        h.__exit__(None, None, None)
+    else:
+        torch._C._autograd._record_function_with_args_exit(h)
+
+
+def _range_module(m: torch.nn.Module, name: str, backward: bool) -> List[Any]:
+    fwd, bwd = name + ".forward", name + ".backward"
+    _regions.add(fwd)
+    if backward:
+        _regions.add(bwd)
+    open_: List[Any] = []  # a module called inside itself: one range per call
+
+    def pre(mod: Any, inputs: Any) -> None:
+        open_.append(_range_enter(fwd) if _profiling() else None)
+
+    def post(mod: Any, inputs: Any, out: Any) -> None:
+        if not open_:
+            return
+        h = open_.pop()
+        if h is not None:
+            _range_exit(h)
+        o = out[0] if isinstance(out, (tuple, list)) and out else out
+        if backward and h is not None and isinstance(o, torch.Tensor) and o.grad_fn is not None:
+            _range_backward(o, bwd)
+
+    return [m.register_forward_pre_hook(pre), m.register_forward_hook(post)]
+
+
+def _range_backward(out: torch.Tensor, name: str) -> None:
+    h: List[Any] = [None]
+
+    def grad_arrives(grad: torch.Tensor) -> None:
+        if _profiling():
+            h[0] = _range_enter(name)
+
+    def node_done(grad_inputs: Any, grad_outputs: Any) -> None:
+        if h[0] is not None:
+            _range_exit(h[0])
+            h[0] = None
+
+    out.register_hook(grad_arrives)
+    out.grad_fn.register_hook(node_done)
 
 
 def _hook_module(m: torch.nn.Module, name: str, backward: bool, shapes: bool) -> List[Any]:
@@ -211,10 +307,19 @@ def _hook_backward(out: torch.Tensor, name: str) -> None:
     out.grad_fn.register_hook(node_done)
 
 
-def _wrap_optimizer(opt: torch.optim.Optimizer) -> Callable[[], None]:
+def _wrap_optimizer(opt: torch.optim.Optimizer, profiler: bool = False) -> Callable[[], None]:
     orig = opt.step
+    if profiler:
+        _regions.add("optimizer.step")
 
     def step(*args: Any, **kwargs: Any) -> Any:
+        if profiler:
+            h = _range_enter("optimizer.step") if _profiling() else None
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                if h is not None:
+                    _range_exit(h)
         t0 = _now()
         r = orig(*args, **kwargs)
         c = _client
@@ -229,19 +334,60 @@ def _wrap_optimizer(opt: torch.optim.Optimizer) -> Callable[[], None]:
     return undo
 
 
+# Communicators: one (comm id, sequence counter) per process group, None
+# standing for the default group.
+_groups: Dict[Any, Tuple[int, Iterator[int]]] = {}
+
+
+def _comm_name(group: Any) -> str:
+    if group is None or group is dist.GroupMember.WORLD:
+        return "world"
+    from torch.distributed import distributed_c10d as c10d
+    names = getattr(c10d, "_pg_names", {})
+    ranks = dist.get_process_group_ranks(group) if hasattr(dist, "get_process_group_ranks") \
+        else list(c10d._pg_group_ranks[group].keys())
+    return "%s:%s" % (names.get(group, ""), ",".join(str(r) for r in ranks))
+
+
+def _comm(group: Any) -> Tuple[int, Iterator[int]]:
+    if group is dist.GroupMember.WORLD:
+        group = None
+    g = _groups.get(group)
+    if g is None:
+        g = _groups[group] = (tracectl.checksum(_comm_name(group).encode()), itertools.count())
+    return g
+
+
+def comm_id(group: Any = None) -> int:
+    """The ext ``comm`` the bridge sends with the collectives of a process group.
+
+    It is the same on every member rank: FNV-1a 64 (tracectl.checksum) of
+    ``"world"`` for the default group (None), else of ``"<name>:<ranks>"``,
+    torch's name of the group (new_group() numbers groups in the order they
+    are created, which every rank shares: two groups of the same ranks
+    differ) and its global ranks in group-rank order, e.g. ``"1:0,1"``.
+    """
+    return _comm(group)[0]
+
+
 def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
                    process_group: Any = None) -> None:
     """Records DDP's gradient allreduce: one ``allreduce`` entry (category comm) per bucket.
 
     Registers a DDP communication hook that does what DDP does by default (an
     allreduce of the bucket, divided by the world size) and records it from
-    issue to completion with the bucket's bytes. DDP takes one comm hook:
+    issue to completion with the bucket's bytes, and the group's ``comm``
+    (comm_id()) and ``seq`` (the group's count of collectives this rank issued
+    before it, shared with instrument_distributed()'s calls) in its ext map,
+    which the daemon matches the ranks' arrivals by. DDP takes one comm hook:
     call it before the first backward, instead of another register_comm_hook.
     """
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     def hook(state, bucket):  # no annotations: DDP checks them against its own types
         buf = bucket.buffer()
+        comm, counter = _comm(state)
+        seq = next(counter)
         t0 = _now()
         _tls.inside = True
         try:
@@ -253,7 +399,7 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
             c = _client
             if c is not None:
                 c.record("allreduce", t0, _now() - t0, buf.numel() * buf.element_size(),
-                         tuple(buf.shape), None, None, "comm")
+                         tuple(buf.shape), None, None, "comm", comm=comm, seq=seq)
             return f.value()
         return fut.then(done)
 
@@ -263,6 +409,7 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_object", "reduce_scatter",
                "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier",
                "send", "recv", "isend", "irecv", "broadcast_object_list")
+P2P = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}  # → the peer's argument
 _originals: Dict[str, Callable[..., Any]] = {}
 
 
@@ -272,8 +419,14 @@ def instrument_distributed(names: Iterable[str] = COLLECTIVES) -> None:
     A blocking call is recorded from call to return; an asynchronous one
     (async_op=True, isend, irecv) from call to the completion of its future
     when the backend gives one, else to the return of the call. The entry's
-    bytes are those of its tensors. Idempotent; ``uninstrument_distributed()``
-    restores the originals.
+    bytes are those of its tensors. Its ext map carries the group's ``comm``
+    (comm_id()) and, for a collective, ``seq``: how many collectives this
+    rank issued on that group before it (the wrapped calls and
+    instrument_ddp()'s buckets), which torch makes the same on every member;
+    a point-to-point call carries its ``peer`` instead (no seq). A call on a
+    group this rank is not a member of does nothing in torch and records
+    nothing. Idempotent; ``uninstrument_distributed()`` restores the
+    originals.
     """
     for n in names:
         f = getattr(dist, n, None)
@@ -292,10 +445,36 @@ def uninstrument_distributed() -> None:
 
 def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     is_async = name in ("isend", "irecv")
+    peer_arg = P2P.get(name)
+    try:
+        params = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        params = []
+
+    def at(key: Optional[str]) -> int:
+        return params.index(key) if key in params else -1
+    gi, ai, pi = at("group"), at("async_op"), at(peer_arg)
+    non_member = getattr(dist.GroupMember, "NON_GROUP_MEMBER", object())
+
+    def arg(args: Sequence[Any], kwargs: Dict[str, Any], i: int, key: Optional[str]) -> Any:
+        if key in kwargs:
+            return kwargs[key]
+        return args[i] if 0 <= i < len(args) else None
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_tls, "inside", False):
+            return f(*args, **kwargs)
+        group = arg(args, kwargs, gi, "group")
+        if group is non_member:
+            return f(*args, **kwargs)
+        comm, counter = _comm(group)
+        if peer_arg is None:
+            ext = {"comm": comm, "seq": next(counter)}
+        else:
+            peer = arg(args, kwargs, pi, peer_arg)
+            ext = {"comm": comm} if peer is None else {"comm": comm, "peer": int(peer)}
         c = _client
-        if c is None or getattr(_tls, "inside", False):
+        if c is None:
             return f(*args, **kwargs)
         nbytes = _nbytes(args[0]) if args else _nbytes(kwargs.get("tensor"))
         t0 = _now()
@@ -304,16 +483,16 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
             work = f(*args, **kwargs)
         finally:
             _tls.inside = False
-        if (is_async or kwargs.get("async_op")) and work is not None:
+        if (is_async or arg(args, kwargs, ai, "async_op")) and work is not None:
             try:
                 def done(fut: Any) -> Any:
-                    c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm")
+                    c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm", **ext)
                     return fut.value()
                 work.get_future().then(done)
                 return work
             except (RuntimeError, AttributeError):
                 pass  # this backend gives no future for it: record the call itself
-        c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm")
+        c.record(name, t0, _now() - t0, nbytes, None, None, None, "comm", **ext)
         return work
 
     wrapped.__wrapped__ = f  # type: ignore[attr-defined]
@@ -332,7 +511,7 @@ def _category(name: str) -> str:
 
 
 def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
-                     self_time: bool = True) -> Callable[[Any], None]:
+                     self_time: bool = True, links: bool = True) -> Callable[[Any], None]:
     """Profiler mode: an ``on_trace_ready`` handler that streams each cycle's operators.
 
     Use it as ``torch.profiler.profile(..., on_trace_ready=tct.profiler_handler())``.
@@ -344,17 +523,50 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
+
+    With ``instrument(model, profiler=True)``, the module ranges are sent as
+    regions (category ``module``, their whole span, an ext ``id``) and, with
+    ``links``, each event with the id of the innermost module range around it
+    on its thread as its ``parent`` (by the profiler's times: a range
+    encloses an event that starts and ends within it; at equal times the
+    range is the outer one).
     """
     def handler(prof: Any) -> None:
         c = _client
         if c is not None:
-            _stream_events(c, prof, self_time)
+            _stream_events(c, prof, self_time, links)
         if then is not None:
             then(prof)
     return handler
 
 
-def _stream_events(c: tracectl.Client, prof: Any, self_time: bool) -> int:
+def _link(c: tracectl.Client, events: Sequence[Any]) -> Tuple[Dict[int, int], Dict[int, int]]:
+    """(ids, parents) by index into events: a new id for each module range, and for each
+    event inside one the id of the innermost one around it on its thread."""
+    ids: Dict[int, int] = {}
+    parents: Dict[int, int] = {}
+    key = [(e.thread, e.time_range.start, -e.time_range.end, e.name not in _regions, i)
+           for i, e in enumerate(events)]
+    key.sort()
+    stack: List[Tuple[int, int, int]] = []  # open ranges of the thread: (start, end, id)
+    thread = None
+    for th, start, nend, plain, i in key:
+        end = -nend
+        if th != thread:
+            stack, thread = [], th
+        while stack and stack[-1][1] < start:
+            stack.pop()
+        for s0, e0, rid in reversed(stack):  # ranges that cross another one are skipped
+            if s0 <= start and end <= e0:
+                parents[i] = rid
+                break
+        if not plain:
+            rid = ids[i] = c.region_id()
+            stack.append((start, end, rid))
+    return ids, parents
+
+
+def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool = True) -> int:
     """Records prof's CPU operator events; returns how many."""
     # Event times are µs after the trace's start, which is µs since the epoch:
     # move them onto CLOCK_MONOTONIC through the current offset of the two clocks.
@@ -362,7 +574,8 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool) -> int:
     start_us = kr.trace_start_us() if kr is not None else 0
     offset_ns = time.monotonic_ns() - time.time_ns()
     events = [e for e in prof.events() if str(getattr(e, "device_type", "DeviceType.CPU"))
-              == "DeviceType.CPU" and not e.name.startswith("[memory]")]
+              == "DeviceType.CPU" and not e.name.startswith("[memory]")
+              and not e.name.startswith("ProfilerStep")]
     # The profiler's ProfilerStep spans (its numbers are not reliable in 1.13)
     # mark where each step of the cycle began: the cycle's last span is the
     # step the bridge is on (tct.step() is called after prof.step()), the ones
@@ -370,20 +583,30 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool) -> int:
     starts = sorted(k.start_us() - start_us for k in (kr.events() if kr is not None else [])
                     if k.name().startswith("ProfilerStep#"))
     first = _step - len(starts) + 1
+    ids: Dict[int, int] = {}
+    parents: Dict[int, int] = {}
+    if _regions:
+        if links:
+            ids, parents = _link(c, events)
+        else:
+            ids = {i: c.region_id() for i, e in enumerate(events) if e.name in _regions}
     n, cur = 0, None
-    for e in events:
-        if e.name.startswith("ProfilerStep"):
-            continue
+    for i, e in enumerate(events):
         s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
         if s != cur:
             c.set_step(s)
             cur = s
         t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
-        dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+        rid = ids.get(i)
+        if rid is not None:
+            dur, cat = int(e.cpu_time_total * 1000), "module"
+        else:
+            dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+            cat = _category(e.name)
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
-        cat = _category(e.name)
         c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
-                 shapes or None, _device if cat != "comm" else None, cat)
+                 shapes or None, _device if cat != "comm" else None, cat,
+                 id=rid, parent=parents.get(i))
         n += 1
     c.set_step(_step)
     return n
