@@ -80,10 +80,11 @@ static void usage(FILE *f)
         "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
         "                        2 at once, so small ones never wait behind them\n"
         "                        (default 1000000)\n"
-        "  --storage-format F    how new session files store entries: rows (default),\n"
-        "                        one SQLite row each, or blocks of up to 1024, compact\n"
-        "                        and faster to write, read through a virtual table\n"
-        "                        (the sqlite3 shell needs `.load tracectl_blocks`)\n"
+        "  --storage-format F    how new session files store entries: blocks (default)\n"
+        "                        of up to 1024, compact and faster to write, read\n"
+        "                        through a virtual table (the sqlite3 shell needs\n"
+        "                        `.load tracectl_blocks`), or rows, one SQLite row\n"
+        "                        each. Existing files keep theirs\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -528,14 +529,12 @@ static int daemon_start(struct daemon *d)
         store_free(d->store);
         return -1;
     }
-    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
-        (rc = store_start(d->store)) < 0) {
-        fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
-        session_registry_deinit(&d->reg);
-        store_free(d->store);
-        return -1;
-    }
-    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
+    /*
+     * The handlers come before the socket listens: a client may connect as
+     * soon as it does (the backlog), and a SIGTERM sent once one could (a
+     * test, a service manager) must stop the daemon cleanly, not kill it.
+     * One that comes before the loop runs is handled once it does.
+     */
     uv_signal_init(d->loop, &d->sigint);
     uv_signal_init(d->loop, &d->sigterm);
     d->sigint.data = d->sigterm.data = d;
@@ -546,6 +545,18 @@ static int daemon_start(struct daemon *d)
         d->sigother[i].data = d;
         uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
     }
+    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
+        (rc = store_start(d->store)) < 0) {
+        fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
+        uv_close((uv_handle_t *)&d->sigint, NULL);
+        uv_close((uv_handle_t *)&d->sigterm, NULL);
+        for (size_t i = 0; i < 3; i++)
+            uv_close((uv_handle_t *)&d->sigother[i], NULL);
+        session_registry_deinit(&d->reg);
+        store_free(d->store);
+        return -1;
+    }
+    session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
     uv_timer_init(d->loop, &d->tick);
     d->tick.data = d;
     uv_timer_start(&d->tick, daemon_tick_cb, 1000, 1000);
@@ -571,7 +582,7 @@ int main(int argc, char **argv)
     d.opt.request_ms = DEFAULT_REQUEST_MS;
     d.opt.idle_ms = DEFAULT_IDLE_MS;
     d.opt.heavy_entries = DEFAULT_HEAVY;
-    d.opt.format = STORE_FORMAT_ROWS;
+    d.opt.format = STORE_FORMAT_BLOCKS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
         free(d.opt.socket_path);

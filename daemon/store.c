@@ -1919,7 +1919,7 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     s->finished_tail = &s->finished;
     s->max_open = STORE_DEFAULT_MAX_OPEN;
     s->commit_ms = STORE_DEFAULT_COMMIT_MS;
-    s->format = STORE_FORMAT_ROWS;
+    s->format = STORE_FORMAT_BLOCKS;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->sizes_mu, NULL);
     pairmap_init(&s->sizes);

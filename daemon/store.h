@@ -217,7 +217,7 @@ enum store_format {
     STORE_FORMAT_ROWS = 1,
     STORE_FORMAT_BLOCKS = 2,
 };
-/* Before store_start(): the format of new session files (default rows); opened files keep theirs.
+/* Before store_start(): the format of new session files (default blocks); opened files keep theirs.
  */
 void store_set_format(struct store *s, enum store_format format);
 /* Starts the writer thread. Returns 0 or a negative errno. */

@@ -43,8 +43,10 @@ struct vfilter {
 
 struct vcursor {
     sqlite3_vtab_cursor base;
-    sqlite3_stmt *st; /* the blocks that may hold matches, by id */
-    bool scanning;    /* st is stepping */
+    sqlite3_stmt *st;   /* the blocks that may hold matches, by id */
+    sqlite3_stmt *pt;   /* a lookup by rowid: the block holding it, without its data */
+    sqlite3_blob *blob; /* a lookup by rowid reads only the restart interval it needs */
+    bool scanning;      /* st is stepping */
     bool eof;
     struct vfilter f;
     /*
@@ -59,6 +61,12 @@ struct vcursor {
     size_t data_cap;
     uint32_t restart[BLOCK_RESTARTS];
     bool has_restarts; /* the block's restarts column is well formed */
+    /*
+     * A lookup by rowid read one restart interval, entries seg * BLOCK_RESTART
+     * onwards, of the block's bytes (at their offsets in data): only those may
+     * be decoded. -1: the whole block is in data.
+     */
+    int seg;
     struct block_dec dec;
     uint32_t lo, decoded;
     int64_t first;
@@ -228,6 +236,13 @@ static int vtab_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
     }
     rc = sqlite3_prepare_v2(t->db, sql, -1, &c->st, NULL);
     sqlite3_free(sql);
+    /* length(data) reads the size from the row's header, not the blob. */
+    sql = sqlite3_mprintf("SELECT id, n, restarts, length(data) FROM \"%w\".\"%w\""
+                          " WHERE id <= ?1 ORDER BY id DESC LIMIT 1",
+                          t->schema, t->blocks);
+    if (rc == SQLITE_OK)
+        rc = sql == NULL ? SQLITE_NOMEM : sqlite3_prepare_v2(t->db, sql, -1, &c->pt, NULL);
+    sqlite3_free(sql);
     sql = NULL;
     if (rc != SQLITE_OK) {
         sqlite3_free(base->zErrMsg);
@@ -235,9 +250,11 @@ static int vtab_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
         goto fail;
     }
     c->first = -1;
+    c->seg = -1;
     *out = &c->base;
     return SQLITE_OK;
 fail:
+    sqlite3_finalize(c->st);
     sqlite3_free(sql);
     sqlite3_free(c->ents);
     sqlite3_free(c);
@@ -249,6 +266,8 @@ static int vtab_close(sqlite3_vtab_cursor *base)
     struct vcursor *c = (struct vcursor *)base;
 
     sqlite3_finalize(c->st);
+    sqlite3_finalize(c->pt);
+    sqlite3_blob_close(c->blob);
     sqlite3_free(c->ents);
     sqlite3_free(c->data);
     sqlite3_free(c);
@@ -343,6 +362,36 @@ static int vcursor_corrupt(struct vcursor *c)
     return SQLITE_CORRUPT;
 }
 
+/* Room for a block of len bytes in c->data. */
+static int vcursor_reserve(struct vcursor *c, size_t len)
+{
+    if (len > c->data_cap) {
+        uint8_t *p = sqlite3_realloc64(c->data, len);
+        if (p == NULL)
+            return SQLITE_NOMEM;
+        c->data = p;
+        c->data_cap = len;
+    }
+    return SQLITE_OK;
+}
+
+/*
+ * The restarts column of the current block (of c->n entries, len bytes).
+ * Without it well formed (a damaged row: the wrong length, a first offset
+ * not 0, offsets not increasing or past the data), the block is read from
+ * its start.
+ */
+static void vcursor_restarts(struct vcursor *c, const uint8_t *r, size_t rlen, size_t len)
+{
+    c->has_restarts = r != NULL && rlen == 4 * (size_t)block_restarts(c->n);
+    for (uint32_t k = 0; c->has_restarts && k < rlen / 4; k++) {
+        c->restart[k] = (uint32_t)r[4 * k] | (uint32_t)r[4 * k + 1] << 8 |
+                        (uint32_t)r[4 * k + 2] << 16 | (uint32_t)r[4 * k + 3] << 24;
+        c->has_restarts =
+            k == 0 ? c->restart[0] == 0 : c->restart[k] > c->restart[k - 1] && c->restart[k] < len;
+    }
+}
+
 /* Takes the block on the statement's row as the current one (a copy of its bytes). */
 static int vcursor_load(struct vcursor *c)
 {
@@ -351,27 +400,82 @@ static int vcursor_load(struct vcursor *c)
     size_t len = (size_t)sqlite3_column_bytes(c->st, 2);
     const uint8_t *r = sqlite3_column_blob(c->st, 3);
     size_t rlen = (size_t)sqlite3_column_bytes(c->st, 3);
+    int rc;
 
     c->first = id;
+    c->seg = -1;
     if (n < 1 || n > BLOCK_ENTRIES || id < 1 || id > INT64_MAX - n)
         return vcursor_corrupt(c);
-    if (len > c->data_cap) {
-        uint8_t *p = sqlite3_realloc64(c->data, len);
-        if (p == NULL)
-            return SQLITE_NOMEM;
-        c->data = p;
-        c->data_cap = len;
-    }
+    if ((rc = vcursor_reserve(c, len)) != SQLITE_OK)
+        return rc;
     if (len > 0)
         memcpy(c->data, data, len);
     block_dec_init(&c->dec, c->data, len, (uint32_t)n);
     c->lo = c->decoded = 0;
     c->n = (uint32_t)n;
-    /* Without well-formed restarts (a damaged row) the block is read from its start. */
-    c->has_restarts = r != NULL && rlen == 4 * (size_t)block_restarts(c->n);
-    for (uint32_t k = 0; c->has_restarts && k < rlen / 4; k++)
-        c->restart[k] = (uint32_t)r[4 * k] | (uint32_t)r[4 * k + 1] << 8 |
-                        (uint32_t)r[4 * k + 2] << 16 | (uint32_t)r[4 * k + 3] << 24;
+    vcursor_restarts(c, r, rlen, len);
+    return SQLITE_OK;
+}
+
+/*
+ * A lookup of one rowid: the block that holds it, and of its bytes only the
+ * restart interval before the entry, read from the blob (the rest of it,
+ * which may span several overflow pages, is neither read nor copied).
+ * Returns SQLITE_OK with c->n == 0 when no block holds id, and
+ * SQLITE_NOTFOUND when the block's row is not as written (damaged
+ * restarts): the caller then reads it whole, as a scan does.
+ */
+static int vcursor_point(struct vcursor *c, int64_t id)
+{
+    struct vtab *t = (struct vtab *)c->base.pVtab;
+    int64_t first, n, len;
+    uint32_t k, off, end;
+    int rc;
+
+    c->n = 0;
+    c->first = -1;
+    c->seg = -1;
+    sqlite3_reset(c->pt);
+    sqlite3_bind_int64(c->pt, 1, id);
+    if ((rc = sqlite3_step(c->pt)) == SQLITE_DONE)
+        return SQLITE_OK;
+    if (rc != SQLITE_ROW)
+        return SQLITE_NOTFOUND;
+    first = sqlite3_column_int64(c->pt, 0);
+    n = sqlite3_column_int64(c->pt, 1);
+    len = sqlite3_column_int64(c->pt, 3);
+    if (n < 1 || n > BLOCK_ENTRIES || first < 1 || first > INT64_MAX - n || len < 1 ||
+        len > INT32_MAX)
+        return SQLITE_NOTFOUND;
+    if (id >= first + n)
+        return SQLITE_OK; /* between blocks: no such rowid */
+    c->n = (uint32_t)n;
+    vcursor_restarts(c, sqlite3_column_blob(c->pt, 2), (size_t)sqlite3_column_bytes(c->pt, 2),
+                     (size_t)len);
+    k = (uint32_t)(id - first) / BLOCK_RESTART;
+    off = c->has_restarts ? c->restart[k] : 0;
+    end = c->has_restarts && k + 1 < block_restarts(c->n) ? c->restart[k + 1] : (uint32_t)len;
+    c->n = 0;
+    if (!c->has_restarts || off >= end || end > (uint64_t)len ||
+        vcursor_reserve(c, (size_t)len) != SQLITE_OK)
+        return SQLITE_NOTFOUND;
+    rc = c->blob != NULL
+             ? sqlite3_blob_reopen(c->blob, first)
+             : sqlite3_blob_open(t->db, t->schema, t->blocks, "data", first, 0, &c->blob);
+    if (rc != SQLITE_OK || sqlite3_blob_bytes(c->blob) != len ||
+        sqlite3_blob_read(c->blob, c->data + off, (int)(end - off), (int)off) != SQLITE_OK) {
+        sqlite3_blob_close(c->blob); /* a failed reopen leaves it unusable */
+        c->blob = NULL;
+        return SQLITE_NOTFOUND;
+    }
+    /* The decoder sees the block as ending where the interval does. */
+    block_dec_init(&c->dec, c->data, end, (uint32_t)n);
+    if (block_dec_seek(&c->dec, k, off) < 0)
+        return SQLITE_NOTFOUND;
+    c->first = first;
+    c->n = (uint32_t)n;
+    c->seg = (int)k;
+    c->lo = c->decoded = k * BLOCK_RESTART;
     return SQLITE_OK;
 }
 
@@ -471,11 +575,26 @@ static int vtab_filter(sqlite3_vtab_cursor *base, int idx, const char *codes, in
         return SQLITE_OK;
     }
     /* The block decoded last holds the rowids asked for: no need to read it again. */
-    if (c->n > 0 && f->id_lo >= c->first && f->id_hi < c->first + c->n) {
+    if (c->n > 0 && f->id_lo >= c->first && f->id_hi < c->first + c->n &&
+        (c->seg < 0 ||
+         (f->id_lo == f->id_hi && (f->id_lo - c->first) / BLOCK_RESTART == (int64_t)c->seg))) {
         c->i = (uint32_t)(f->id_lo - c->first);
         return vcursor_seek(c);
     }
+    /* One rowid (a join on rowid, as the reports' top lists do): its restart interval only. */
+    if (f->id_lo == f->id_hi) {
+        int rc = vcursor_point(c, f->id_lo);
+        if (rc == SQLITE_OK) {
+            if (c->n == 0) {
+                c->eof = true;
+                return SQLITE_OK;
+            }
+            c->i = (uint32_t)(f->id_lo - c->first);
+            return vcursor_seek(c);
+        }
+    }
     c->n = c->i = 0;
+    c->seg = -1;
     /* A block holds at most BLOCK_ENTRIES rowids from its id on. */
     sqlite3_bind_int64(st, 1, f->id_lo > INT64_MIN + BLOCK_ENTRIES ? f->id_lo - BLOCK_ENTRIES : 0);
     sqlite3_bind_int64(st, 2, f->id_hi);

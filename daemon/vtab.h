@@ -12,8 +12,9 @@
  * process_id and op_id are pushed down (xBestIndex): a block whose row says
  * it cannot hold a match (its rowid range, its min/max start, its processes,
  * its ops) is skipped without being decoded. Rows come out in rowid order,
- * so ORDER BY rowid costs no sort; a lookup by rowid decodes one block, and
- * consecutive lookups in the same block decode it once.
+ * so ORDER BY rowid costs no sort; a lookup by rowid reads and decodes one
+ * restart interval of one block (block.h), and consecutive lookups in the
+ * same interval decode it once.
  *
  * The daemon registers the module on each connection to a session file.
  * Built on its own (CMake target tracectl_sqlite, TRACECTL_SQLITE_EXTENSION)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: installs what it needs, checks formatting, builds with
 # warnings as errors under ASan+UBSan, and runs the Criterion suites (unit and
-# integration, the latter against a real daemon) through ctest; then the
-# writer-thread stress program under TSan (scripts/tsan.sh) and the decoder's
-# fuzzer for FUZZ_SECONDS (default 60; scripts/fuzz.sh).
+# integration, the latter against a real daemon) through ctest, seven
+# integration suites twice: with the default storage format (blocks) and with
+# rows (integ_rows_*, TRACECTL_TEST_STORAGE=rows); then the writer-thread
+# stress program under TSan (scripts/tsan.sh) and the decoder's fuzzer for
+# FUZZ_SECONDS (default 60; scripts/fuzz.sh).
 #   scripts/test.sh            all of it
 #   BUILD_DIR=... scripts/test.sh
 set -euo pipefail

@@ -1,5 +1,6 @@
 /* harness.c — see harness.h. */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -24,6 +26,24 @@
 static pid_t children[MAX_CHILDREN];
 static int n_children;
 static bool in_child; /* this process is a harness_fork_as() child */
+
+/*
+ * Every SQLite connection of a test process gets the module tracectl_blocks,
+ * as the sqlite3 shell gets it from `.load tracectl_blocks` (README): a
+ * session file in the blocks format (the default) reads through it, one in
+ * the row format needs nothing. A test that wants a connection without it
+ * calls sqlite3_reset_auto_extension().
+ */
+__attribute__((constructor)) static void load_blocks_module(void)
+{
+    void *so = dlopen(TRACECTL_BLOCKS_SO, RTLD_NOW | RTLD_LOCAL);
+    void (*init)(void) = NULL;
+
+    if (so != NULL)
+        *(void **)&init = dlsym(so, "sqlite3_tracectlblocks_init"); /* POSIX's idiom */
+    if (init != NULL)
+        sqlite3_auto_extension(init);
+}
 
 /* A child whose assertion failed runs the suite's fini: it ends there, touching nothing. */
 static void child_exit_in_fini(void)
@@ -42,7 +62,7 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
 {
     char *argv[MAX_ARGS];
     int n = 0;
-    const char *a;
+    const char *a, *storage;
 
     argv[n++] = TRACECTLD_BIN;
     argv[n++] = "--socket";
@@ -51,6 +71,11 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
     argv[n++] = d->data;
     argv[n++] = "--log-level";
     argv[n++] = "warn";
+    /* The row-format lane (scripts/test.sh): before the test's own arguments, which win. */
+    if ((storage = getenv("TRACECTL_TEST_STORAGE")) != NULL && storage[0] != '\0') {
+        argv[n++] = "--storage-format";
+        argv[n++] = (char *)storage;
+    }
     while ((a = va_arg(ap, const char *)) != NULL && n < MAX_ARGS - 1)
         argv[n++] = (char *)a;
     argv[n] = NULL;

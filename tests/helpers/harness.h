@@ -26,7 +26,11 @@ struct tdaemon {
     unsigned nofile;     /* RLIMIT_NOFILE (soft and hard) the daemon runs with; 0: inherited */
 };
 
-/* Makes a temp dir and starts tracectld there; extra args end with NULL. */
+/*
+ * Makes a temp dir and starts tracectld there; extra args end with NULL.
+ * TRACECTL_TEST_STORAGE=rows (or blocks) in the environment adds
+ * --storage-format rows before them (the row format's lane of scripts/test.sh).
+ */
 void harness_daemon_start(struct tdaemon *d, ...);
 /* Starts it again on the same dir (after a stop or a crash). */
 void harness_daemon_restart(struct tdaemon *d, ...);

@@ -183,12 +183,12 @@ static uint64_t feed(struct tdaemon *d, long long ids[NPROD])
 /* Both daemons, with two session files open at once (the fd limit sets it). */
 static void start_both(void)
 {
-    harness_daemon_start(&dr, NULL);
+    harness_daemon_start(&dr, "--storage-format", "rows", NULL);
     harness_daemon_start(&db, "--storage-format", "blocks", NULL);
     harness_daemon_stop(&dr, SIGTERM);
     harness_daemon_stop(&db, SIGTERM);
     dr.nofile = db.nofile = 40;
-    harness_daemon_restart(&dr, NULL);
+    harness_daemon_restart(&dr, "--storage-format", "rows", NULL);
     harness_daemon_restart(&db, "--storage-format", "blocks", NULL);
 }
 
@@ -327,6 +327,13 @@ static void assert_same_sql(long long id, uint64_t entries)
         " ORDER BY rowid",
         "SELECT e.rowid, x.* FROM entries e JOIN entry_ext x ON x.entry_rowid = e.rowid",
         "SELECT t.entry, e.dur_ns FROM top_slow t CROSS JOIN entries e ON e.rowid = t.entry",
+        /* lookups by rowid (one restart interval each), forwards, backwards, past the end */
+        "WITH RECURSIVE s(r) AS (SELECT 0 UNION ALL SELECT r + 37 FROM s WHERE r < 25000)"
+        " SELECT s.r, e.* FROM s CROSS JOIN entries e ON e.rowid = s.r",
+        "WITH RECURSIVE s(r) AS (SELECT 25000 UNION ALL SELECT r - 61 FROM s WHERE r > 0)"
+        " SELECT s.r, e.* FROM s CROSS JOIN entries e ON e.rowid = s.r",
+        "WITH RECURSIVE s(r) AS (SELECT 1 UNION ALL SELECT r + 1 FROM s WHERE r < 300)"
+        " SELECT s.r, e.start_ns FROM s CROSS JOIN entries e ON e.rowid = 4096 + s.r * 3 % 400",
         "SELECT count(*), sum(dur_ns), min(start_ns), max(start_ns), sum(elements IS NULL),"
         " sum(device_id IS NULL), sum(shape_id IS NULL) FROM entries",
     };
@@ -426,13 +433,13 @@ Test(blocks, row_files_stay_readable)
     char *r, *b;
     sqlite3 *h;
 
-    harness_daemon_start(&dr, NULL);
+    harness_daemon_start(&dr, "--storage-format", "rows", NULL);
     feed(&dr, ir);
     snprintf(pr, sizeof(pr), "%s/before.csv", dr.dir);
     snprintf(pb, sizeof(pb), "%s/after.csv", dr.dir);
     export_to(&dr, "same", "csv", pr);
     harness_daemon_stop(&dr, SIGTERM);
-    harness_daemon_restart(&dr, "--storage-format", "blocks", NULL);
+    harness_daemon_restart(&dr, NULL); /* the default: blocks */
     export_to(&dr, "same", "csv", pb);
     r = slurp(pr, &lr);
     b = slurp(pb, &lb);
@@ -444,5 +451,137 @@ Test(blocks, row_files_stay_readable)
     r = query_text(h, "SELECT value FROM info WHERE key = 'format'", &n);
     cr_assert_str_eq(r, "1\n");
     free(r);
+    sqlite3_close(h);
+}
+
+/*
+ * tests/data/rows-format/data.tar.gz: a data dir written by the previous
+ * default (tracectld at commit 3414df7, which wrote rows unless told
+ * otherwise): session 1 `demo` (tc_demo, 4 ranks, 160 entries) and session 2
+ * `streams` (an import). A daemon writing blocks by default exports both as
+ * that daemon did (its exports are beside the archive), keeps them rows, and
+ * writes a new session in blocks beside them.
+ */
+Test(blocks, files_of_the_previous_default_read_the_same)
+{
+    char arch[PATH_MAX], path[PATH_MAX + 32], want[PATH_MAX];
+    static const char *const sessions[] = {"demo", "streams"};
+    size_t lw, lg, n;
+    long long id;
+    char *w, *g, *t;
+    sqlite3 *h;
+    int fd;
+
+    harness_daemon_start(&db, NULL);
+    {
+        int st = harness_daemon_stop(&db, SIGTERM);
+        cr_assert_eq(st, 0, "status %d", st);
+    }
+    snprintf(arch, sizeof(arch), "%s/rows-format/data.tar.gz", TEST_DATA_DIR);
+    {
+        char *rm[] = {"rm", "-rf", db.data, NULL};
+        char *mk[] = {"mkdir", "-m", "700", db.data, NULL};
+        char *tar[] = {"tar", "-xzf", arch, "-C", db.data, NULL};
+        cr_assert_eq(harness_run(NULL, rm), 0);
+        cr_assert_eq(harness_run(NULL, mk), 0);
+        cr_assert_eq(harness_run(NULL, tar), 0);
+    }
+    harness_daemon_restart(&db, NULL);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.csv", db.dir, sessions[i]);
+        snprintf(want, sizeof(want), "%s/rows-format/%s.csv", TEST_DATA_DIR, sessions[i]);
+        export_to(&db, sessions[i], "csv", path);
+        w = slurp(want, &lw);
+        g = slurp(path, &lg);
+        cr_assert_gt(lw, 100);
+        cr_assert_eq(lg, lw, "%s: %zu bytes, %zu before", sessions[i], lg, lw);
+        cr_assert_eq(memcmp(w, g, lw), 0, "%s differs from the previous daemon's export",
+                     sessions[i]);
+        free(w);
+        free(g);
+    }
+    {
+        char *argv[] = {TRACECTL_BIN, "--socket", db.sock, "report", "demo", "--json", NULL};
+        cr_assert_eq(harness_run(&t, argv), 0);
+        cr_assert_not_null(strstr(t, "\"entries\":160"), "%s", t);
+        free(t);
+    }
+    fd = raw_producer(db.sock, "new", 0, 1, "gpu:0", &id);
+    cr_assert_eq(id, 3);
+    send_ops(fd);
+    send_entries(fd, 0, 0, 10);
+    cr_assert_eq(raw_flush(fd, 1), 10);
+    raw_bye(fd, 0);
+    raw_wait_state(db.sock, id, "ended", 30);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
+
+    /* What a plain sqlite3 sees, without the module (no `.load`). */
+    sqlite3_reset_auto_extension();
+    for (long long k = 1; k <= 3; k++) {
+        snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, k);
+        cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        t = query_text(h, "SELECT value FROM info WHERE key = 'format'", &n);
+        cr_assert_str_eq(t, k < 3 ? "1\n" : "2\n", "session %lld", k);
+        free(t);
+        if (k < 3) {
+            t = query_text(h, "SELECT count(*) FROM trace", &n);
+            cr_assert_str_eq(t, k == 1 ? "160\n" : "6\n");
+            free(t);
+        } else {
+            sqlite3_stmt *st = NULL;
+            cr_assert_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM trace", -1, &st, NULL),
+                         SQLITE_ERROR);
+            cr_assert_str_eq(sqlite3_errmsg(h), "no such module: tracectl_blocks");
+            t = query_text(h, "SELECT name FROM ops ORDER BY id", &n);
+            cr_assert_str_eq(t, "matmul\nallreduce\ncopy\nrelu\n");
+            free(t);
+        }
+        sqlite3_close(h);
+    }
+}
+
+/*
+ * A lookup by rowid reads one restart interval of a block, found through its
+ * restarts column: where that column is damaged, the block is read whole
+ * from its start instead, and the answers stay those of the intact file.
+ */
+Test(blocks, lookups_by_rowid_survive_damaged_restarts)
+{
+    static const char *const q =
+        "WITH RECURSIVE s(r) AS (SELECT 1 UNION ALL SELECT r + 97 FROM s WHERE r < 5003)"
+        " SELECT s.r, e.* FROM s CROSS JOIN entries e ON e.rowid = s.r";
+    char path[PATH_MAX + 32];
+    long long id;
+    size_t n1, n2;
+    char *before, *after;
+    sqlite3 *h;
+    int fd;
+
+    harness_daemon_start(&db, "--storage-format", "blocks", NULL);
+    fd = raw_producer(db.sock, "damaged", 0, 1, "gpu:0", &id);
+    send_ops(fd);
+    send_entries(fd, 0, 0, 5003);
+    cr_assert_eq(raw_flush(fd, 1), 5003);
+    raw_bye(fd, 0);
+    raw_wait_state(db.sock, id, "ended", 30);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, id);
+    cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+    before = query_text(h, q, &n1);
+    cr_assert_eq(n1, 52);
+    /* a restarts column of the wrong length, and one whose offsets are out of order */
+    cr_assert_eq(sqlite3_exec(h,
+                              "UPDATE blocks SET restarts = x'00' WHERE id = 1025;"
+                              "UPDATE blocks SET restarts = zeroblob(length(restarts))"
+                              " WHERE id = 3073",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+    cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    after = query_text(h, q, &n2);
+    cr_assert_eq(n2, n1);
+    cr_assert_str_eq(after, before);
+    free(before);
+    free(after);
     sqlite3_close(h);
 }

@@ -999,7 +999,8 @@ static long long many_ops_session(const struct many_ops *m)
     sqlite3 *db;
     long long id;
 
-    harness_daemon_start(&d, NULL);
+    /* The entries are written below as rows of the table `entries`: the row format's layout. */
+    harness_daemon_start(&d, "--storage-format", "rows", NULL);
     int fd = raw_producer(d.sock, "old", 0, 1, NULL, &id);
     raw_bye(fd, 0);
     raw_wait_state(d.sock, id, "ended", 10);

@@ -18,6 +18,10 @@ import time
 
 TRACECTLD = os.environ.get("TRACECTLD_BIN", "build/tracectld")
 TRACECTL = os.environ.get("TRACECTL_BIN", "build/tracectl")
+# The blocks format's SQLite module, built next to the daemon.
+BLOCKS_SO = os.path.join(os.path.dirname(TRACECTLD), "tracectl_blocks.so")
+# TRACECTL_TEST_STORAGE=rows: every daemon writes the row format (as harness.c).
+STORAGE = os.environ.get("TRACECTL_TEST_STORAGE", "")
 
 
 class Daemon:
@@ -31,8 +35,9 @@ class Daemon:
 
     def start(self):
         """Starts the daemon and returns once it answers on its socket (5 s at most)."""
+        storage = ["--storage-format", STORAGE] if STORAGE else []
         self.proc = subprocess.Popen([TRACECTLD, "--socket", self.sock, "--data-dir", self.data,
-                                      "--log-level", "warn", *self.extra])
+                                      "--log-level", "warn", *storage, *self.extra])
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -90,6 +95,11 @@ class Daemon:
         path = os.path.join(self.data, "sessions", "%d.db" % session_id)
         db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
         try:
+            # A blocks file (the default format) reads through the module the README
+            # loads; a row file needs nothing.
+            if os.path.exists(BLOCKS_SO):
+                db.enable_load_extension(True)
+                db.load_extension(BLOCKS_SO)
             return db.execute(sql, args).fetchall()
         finally:
             db.close()

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "store.h"
+#include "vtab.h"
 
 #define SESSIONS    4
 #define PROCS       2  /* per session */
@@ -255,7 +256,9 @@ static long long query_int(const char *path, const char *sql)
     sqlite3_stmt *stmt;
     long long n = -1;
 
+    /* vtab_register: a file in the blocks format (the default) reads through the module. */
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        vtab_register(db) == SQLITE_OK &&
         sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK) {
         if (sqlite3_step(stmt) == SQLITE_ROW)
             n = sqlite3_column_int64(stmt, 0);
