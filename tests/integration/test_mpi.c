@@ -383,7 +383,7 @@ static void write_file(const char *name, const char *text)
 
 Test(mpi, hpcc_four_ranks)
 {
-    char *out, cmd[PATH_MAX + 64], *comm;
+    char *out, cmd[2 * PATH_MAX + 64], *comm;
     long long id;
     sqlite3 *db;
 
