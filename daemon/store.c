@@ -35,9 +35,12 @@
  * In the blocks format a transaction may hold more: an entry costs a few
  * bytes of a block, and what a commit costs beyond the entries (the
  * aggregates' histogram rows, one per op and bucket touched, up to one per
- * entry in small transactions) is then paid for that many entries.
+ * entry in small transactions) is then paid for that many entries. 256 Ki,
+ * not more: 1 Mi kept the daemon's peak RSS at 80-83 MiB in the 16 x 1 M
+ * ingest benchmark (61-65 MiB at 256 Ki, for ~7 % more CPU per entry;
+ * docs/BENCHMARKS.md, 2026-11-24 11:31).
  */
-#define COMMIT_ENTRIES_BLOCKS (1u << 20)
+#define COMMIT_ENTRIES_BLOCKS (1u << 18)
 #define ENTRY_ROWS            32 /* rows per multi-row INSERT */
 
 /*
