@@ -340,6 +340,23 @@ int cli_print_json(const msgpack_object *o)
     return cli_print_status(rc);
 }
 
+int cli_print_json_packed(const msgpack_sbuffer *sb, const char *cmd)
+{
+    msgpack_unpacked u;
+    int rc;
+
+    msgpack_unpacked_init(&u);
+    if (sb->data == NULL ||
+        msgpack_unpack_next(&u, sb->data, sb->size, NULL) != MSGPACK_UNPACK_SUCCESS) {
+        cli_error("%s: out of memory", cmd);
+        rc = CLI_EXIT_ERROR;
+    } else {
+        rc = cli_print_json(&u.data);
+    }
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
 /* Parses the options before the command. Returns CLI_CONTINUE or an exit code. */
 static int cli_global_opts(struct cli_ctx *ctx, int argc, char **argv)
 {

@@ -95,6 +95,13 @@ int cli_call(struct cli_ctx *ctx, enum proto_type type, const struct proto_reque
 int cli_print_json(const msgpack_object *o);
 
 /*
+ * Prints the one msgpack object packed in sb (a command's own result) on
+ * stdout as one JSON document; cmd names the command in the error. Returns an
+ * exit code.
+ */
+int cli_print_json_packed(const msgpack_sbuffer *sb, const char *cmd);
+
+/*
  * A command without operands or options of its own: sends `type` with the
  * default request and prints the result with print (or as JSON with --json).
  * Returns an exit code.

@@ -463,23 +463,14 @@ static int cli_diverge_output(const struct cli_ctx *ctx, const struct cli_diverg
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_unpacked u;
     int rc;
 
     if (!ctx->json)
         return cli_print_status(cli_diverge_print(stdout, d));
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_unpacked_init(&u);
     cli_diverge_pack(&pk, d);
-    if (sb.data == NULL ||
-        msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) {
-        cli_error("diff: out of memory");
-        rc = CLI_EXIT_ERROR;
-    } else {
-        rc = cli_print_json(&u.data);
-    }
-    msgpack_unpacked_destroy(&u);
+    rc = cli_print_json_packed(&sb, "diff");
     msgpack_sbuffer_destroy(&sb);
     return rc;
 }

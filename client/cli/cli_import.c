@@ -545,9 +545,8 @@ static int import_print_json(const struct import_run *run)
     const struct import_opts *o = run->o;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_unpacked u;
     uint64_t total = 0;
-    int rc = CLI_EXIT_ERROR;
+    int rc;
 
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
@@ -571,11 +570,7 @@ static int import_print_json(const struct import_run *run)
     msgpack_pack_uint64(&pk, total);
     proto_pack_str(&pk, "error");
     import_pack_str(&pk, run->error[0] ? run->error : NULL);
-    msgpack_unpacked_init(&u);
-    if (sb.data != NULL &&
-        msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS)
-        rc = cli_print_json(&u.data);
-    msgpack_unpacked_destroy(&u);
+    rc = cli_print_json_packed(&sb, "import");
     msgpack_sbuffer_destroy(&sb);
     return rc;
 }

@@ -650,14 +650,9 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
 
 /* ---- JSON ------------------------------------------------------------------ */
 
-static void top_pack_key(msgpack_packer *pk, const char *key)
-{
-    proto_pack_str(pk, key);
-}
-
 static void top_pack_rate(msgpack_packer *pk, const char *key, double r)
 {
-    top_pack_key(pk, key);
+    proto_pack_str(pk, key);
     if (isnan(r))
         msgpack_pack_nil(pk);
     else
@@ -666,15 +661,15 @@ static void top_pack_rate(msgpack_packer *pk, const char *key, double r)
 
 static void top_pack_rows(msgpack_packer *pk, const char *key, const struct top_row *r, long n)
 {
-    top_pack_key(pk, key);
+    proto_pack_str(pk, key);
     msgpack_pack_array(pk, n > 0 ? (size_t)n : 0);
     for (long i = 0; i < n; i++) {
         msgpack_pack_map(pk, 3);
-        top_pack_key(pk, "op");
+        proto_pack_str(pk, "op");
         proto_pack_str(pk, r[i].name);
-        top_pack_key(pk, "calls");
+        proto_pack_str(pk, "calls");
         msgpack_pack_uint64(pk, r[i].calls);
-        top_pack_key(pk, "total_ns");
+        proto_pack_str(pk, "total_ns");
         msgpack_pack_uint64(pk, r[i].total_ns);
     }
 }
@@ -682,29 +677,29 @@ static void top_pack_rows(msgpack_packer *pk, const char *key, const struct top_
 static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
                            const struct top_snap *cur, double dt)
 {
-    top_pack_key(pk, "ranks");
+    proto_pack_str(pk, "ranks");
     msgpack_pack_array(pk, cur->n_procs);
     for (size_t i = 0; i < cur->n_procs; i++) {
         const struct top_proc *p = &cur->procs[i], *q = top_prev_proc(prev, p->process_id);
 
         msgpack_pack_map(pk, 7);
-        top_pack_key(pk, "rank");
+        proto_pack_str(pk, "rank");
         if (p->rank >= 0)
             msgpack_pack_int64(pk, p->rank);
         else
             msgpack_pack_nil(pk);
-        top_pack_key(pk, "process_id");
+        proto_pack_str(pk, "process_id");
         msgpack_pack_int64(pk, p->process_id);
-        top_pack_key(pk, "pid");
+        proto_pack_str(pk, "pid");
         msgpack_pack_int64(pk, p->pid);
-        top_pack_key(pk, "step");
+        proto_pack_str(pk, "step");
         if (p->has_step)
             msgpack_pack_uint64(pk, p->step);
         else
             msgpack_pack_nil(pk);
         top_pack_rate(pk, "steps_per_s",
                       q && q->has_step && p->has_step ? top_rate(q->step, p->step, dt) : NAN);
-        top_pack_key(pk, "entries");
+        proto_pack_str(pk, "entries");
         msgpack_pack_uint64(pk, p->entries);
         top_pack_rate(pk, "entries_per_s", q ? top_rate(q->entries, p->entries, dt) : NAN);
     }
@@ -714,20 +709,20 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
 static void top_pack_late_span(msgpack_packer *pk, const struct top_late *l, double span)
 {
     msgpack_pack_map(pk, span > 0 ? 7 : 6);
-    top_pack_key(pk, "rank");
+    proto_pack_str(pk, "rank");
     msgpack_pack_int64(pk, l->rank);
-    top_pack_key(pk, "arrived_last");
+    proto_pack_str(pk, "arrived_last");
     msgpack_pack_uint64(pk, l->last);
-    top_pack_key(pk, "collectives");
+    proto_pack_str(pk, "collectives");
     msgpack_pack_uint64(pk, l->instances);
-    top_pack_key(pk, "share");
+    proto_pack_str(pk, "share");
     msgpack_pack_double(pk, (double)l->last / (double)l->instances);
-    top_pack_key(pk, "caused_ns");
+    proto_pack_str(pk, "caused_ns");
     msgpack_pack_uint64(pk, l->caused_ns);
-    top_pack_key(pk, "others_waited_ns");
+    proto_pack_str(pk, "others_waited_ns");
     msgpack_pack_uint64(pk, l->others_ns);
     if (span > 0) {
-        top_pack_key(pk, "seconds");
+        proto_pack_str(pk, "seconds");
         msgpack_pack_double(pk, span);
     }
 }
@@ -743,20 +738,20 @@ static void top_pack_late(msgpack_packer *pk, const struct top_snap *cur)
     bool has = top_late_rank(NULL, &cur->an, &all);
     double span;
 
-    top_pack_key(pk, "late_rank");
+    proto_pack_str(pk, "late_rank");
     if (has)
         msgpack_pack_int64(pk, all.rank);
     else
         msgpack_pack_nil(pk);
-    top_pack_key(pk, "late");
+    proto_pack_str(pk, "late");
     if (!has) {
         msgpack_pack_nil(pk);
         return;
     }
     msgpack_pack_map(pk, 2);
-    top_pack_key(pk, "total");
+    proto_pack_str(pk, "total");
     top_pack_late_span(pk, &all, 0.0);
-    top_pack_key(pk, "interval");
+    proto_pack_str(pk, "interval");
     if (top_late_last(cur, &last, &span))
         top_pack_late_span(pk, &last, span);
     else
@@ -775,7 +770,6 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     long n_last = 0, n_all;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_unpacked u;
     int rc;
 
     if ((prev != NULL && (n_last = top_rows(prev, cur, &last)) < 0) ||
@@ -787,23 +781,23 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 10);
-    top_pack_key(&pk, "session");
+    proto_pack_str(&pk, "session");
     msgpack_pack_map(&pk, 5);
-    top_pack_key(&pk, "id");
+    proto_pack_str(&pk, "id");
     msgpack_pack_int64(&pk, cur->id);
-    top_pack_key(&pk, "name");
+    proto_pack_str(&pk, "name");
     proto_pack_str(&pk, cur->name);
-    top_pack_key(&pk, "state");
+    proto_pack_str(&pk, "state");
     proto_pack_str(&pk, cur->live ? "live" : "ended");
-    top_pack_key(&pk, "processes");
+    proto_pack_str(&pk, "processes");
     msgpack_pack_uint64(&pk, cur->processes);
-    top_pack_key(&pk, "connected");
+    proto_pack_str(&pk, "connected");
     msgpack_pack_uint64(&pk, cur->connected);
     top_pack_rate(&pk, "interval_s", dt > 0 ? dt : NAN);
-    top_pack_key(&pk, "entries");
+    proto_pack_str(&pk, "entries");
     msgpack_pack_uint64(&pk, cur->entries);
     top_pack_rate(&pk, "entries_per_s", top_rate(prev ? prev->entries : 0, cur->entries, dt));
-    top_pack_key(&pk, "dropped");
+    proto_pack_str(&pk, "dropped");
     msgpack_pack_uint64(&pk, cur->dropped);
     top_pack_late(&pk, cur);
     top_pack_procs(&pk, prev, cur, dt);
@@ -811,14 +805,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     top_pack_rows(&pk, "ops_total", all, n_all);
     free(last);
     free(all);
-    msgpack_unpacked_init(&u);
-    if (msgpack_unpack_next(&u, sb.data, sb.size, NULL) != MSGPACK_UNPACK_SUCCESS) {
-        cli_error("top: out of memory");
-        rc = CLI_EXIT_ERROR;
-    } else {
-        rc = cli_print_json(&u.data);
-    }
-    msgpack_unpacked_destroy(&u);
+    rc = cli_print_json_packed(&sb, "top");
     msgpack_sbuffer_destroy(&sb);
     return rc;
 }
