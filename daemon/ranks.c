@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "map.h"
 #include "ranks.h"
 #include "schema.h"
 #include "store.h"
@@ -66,6 +65,15 @@ struct rk_inst {
     size_t n_saved; /* arrivals in rk_open */
 };
 
+/* An arrival array kept for the next instance: one per instance would be an allocation
+ * per collective. */
+#define RK_APOOL 64
+
+struct rk_abuf {
+    struct rk_arrival *a;
+    size_t cap;
+};
+
 /* Occurrence count of a collective op per (process, process group). */
 struct rk_occ {
     int64_t process_id;
@@ -89,10 +97,40 @@ struct rk_iq {
     uint64_t opened;
 };
 
+/*
+ * The lookup caches. A delta's index in its array, valid in the transaction
+ * (epoch) that made it: the deltas reset at each commit, and so do the
+ * caches, by the epoch moving on. key is what the index is for besides the
+ * owner (a step); i1 is index + 1.
+ */
+struct rk_ref {
+    uint32_t epoch, i1;
+    uint64_t key;
+};
+
+/* The last steps' deltas, by step % RK_WAYS: a collective closes, and a comm entry's
+ * exposure is counted, a step or two after the process's current one. */
+#define RK_WAYS 4
+
+struct rk_refs {
+    struct rk_ref w[RK_WAYS];
+};
+
+/* Per process and op: its occurrence count (r->occ index + 1, for its group) and the
+ * rk_coll_ranks delta of its last step. */
+struct rk_pop {
+    uint32_t occ1;
+    struct rk_refs coll;
+};
+
 struct rk_proc {
     uint64_t group; /* hash of its process_group metadata, 0 none */
     bool seen;
-    bool replay; /* an imported file (metadata import.file): entries in file order */
+    bool replay;         /* an imported file (metadata import.file): entries in file order */
+    uint32_t dev1;       /* r->devs index + 1 of its last device */
+    struct rk_refs step; /* the rk_steps deltas of its last steps */
+    struct rk_pop *pop;  /* by op id */
+    size_t n_pop;
 };
 
 struct rk_iv {
@@ -113,11 +151,14 @@ struct rk_dev {
     struct rk_pend *pc; /* comm entries not yet counted */
     size_t n_pc, cap_pc;
     uint64_t max_start;
-    uint64_t disorder; /* the most an entry started before the latest start seen before it */
-    uint64_t fin_end;  /* latest end of a comm entry already counted */
-    uint64_t drop_end; /* latest end of a compute interval already dropped */
-    bool dirty;        /* changed since the last commit: rk_pend and rk_devstate to write */
-    bool unsaved;      /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
+    uint64_t disorder;  /* the most an entry started before the latest start seen before it */
+    uint64_t fin_end;   /* latest end of a comm entry already counted */
+    uint64_t drop_end;  /* latest end of a compute interval already dropped */
+    bool dirty;         /* changed since the last commit: rk_pend and rk_devstate to write */
+    bool unsaved;       /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
+    struct rk_ref *ops; /* by op id: its rk_ops delta here */
+    size_t n_ops;
+    struct rk_refs dstep; /* the rk_devsteps deltas of the last steps seen here */
 };
 
 /* Intervals of one device saved at a commit at most: past that (a comm entry spanning many
@@ -126,26 +167,17 @@ struct rk_dev {
 #define RK_SAVE_PEND 4096
 
 /*
- * Where the sums of the last entry's (process, step, device) are: the next
- * entry of a batch has the same nearly always, and finds them without a hash
- * of its key. Indexes, not pointers (the arrays grow); dev_i SIZE_MAX until
- * the exposure needs it. Reset with the deltas.
+ * The deltas' indexes: open addressing with linear probing, keys of three
+ * integers stored in the slots (no allocation per key), emptied at each commit.
  */
-struct rk_hot {
-    bool ok;
-    int64_t process_id;
-    uint64_t step;
-    uint32_t device_id;
-    size_t step_i, dstep_i, dev_i;
+struct rk_mslot {
+    uint64_t a, b, c;
+    uint32_t v1; /* value + 1; 0 empty */
 };
 
-/* A direct-mapped cache of ops_idx: RK_OPC slots of (process, device, op) and index + 1. */
-#define RK_OPC 512
-
-struct rk_opc {
-    int64_t process_id;
-    uint32_t device_id, op_id;
-    uint32_t i1; /* 0: empty */
+struct rk_map {
+    struct rk_mslot *s;
+    size_t cap, len; /* cap 0 or a power of two */
 };
 
 struct ranks {
@@ -159,7 +191,10 @@ struct ranks {
     uint64_t late, late_written, opened;
     bool inexact, inexact_written;
 
-    struct strmap ops_idx, steps_idx, dsteps_idx, coll_idx, occ_idx, dev_idx;
+    struct rk_map ops_idx, steps_idx, dsteps_idx, coll_idx, occ_idx, dev_idx;
+    uint32_t epoch;        /* of the deltas, for struct rk_ref; never 0 */
+    struct rk_refs *collc; /* by op id: the rk_coll deltas of its last steps */
+    size_t n_collc;
     struct rk_opsum *ops;
     size_t n_ops, cap_ops;
     struct rk_devstep *dsteps;
@@ -174,10 +209,10 @@ struct ranks {
     size_t n_devs, cap_devs;
     struct rk_inst *inst;
     size_t n_inst, cap_inst;
-    struct rk_hot hot;
-    struct rk_opc *opc; /* RK_OPC */
-    uint32_t *islot;    /* RK_ISLOTS */
-    struct rk_iq *iq;   /* RK_IQUEUE, a ring */
+    struct rk_abuf *apool; /* arrival arrays of closed instances, for reuse (RK_APOOL) */
+    size_t n_apool, cap_apool;
+    uint32_t *islot;  /* RK_ISLOTS */
+    struct rk_iq *iq; /* RK_IQUEUE, a ring */
     size_t iq_head, iq_len;
 
     sqlite3_stmt *up_ops, *up_dsteps, *up_steps, *up_coll, *up_collr;
@@ -286,19 +321,101 @@ static const char rk_up_collr_sql[] =
     SAT_SET("last_count", "?6");
 /* clang-format on */
 
+/* ---- the deltas' indexes ------------------------------------------------- */
+
+static size_t rk_mhome(const struct rk_map *m, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t h = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full ^ c * 0x165667b19e3779f9ull;
+
+    h ^= h >> 32;
+    h *= 0xd6e8feb86659fd93ull;
+    h ^= h >> 32;
+    return (size_t)h & (m->cap - 1);
+}
+
+/* The value of (a, b, c), or -1 when absent. */
+static ssize_t rk_map_get(const struct rk_map *m, uint64_t a, uint64_t b, uint64_t c)
+{
+    if (m->cap == 0)
+        return -1;
+    for (size_t i = rk_mhome(m, a, b, c);; i = (i + 1) & (m->cap - 1)) {
+        const struct rk_mslot *sl = &m->s[i];
+        if (sl->v1 == 0)
+            return -1;
+        if (sl->a == a && sl->b == b && sl->c == c)
+            return (ssize_t)sl->v1 - 1;
+    }
+}
+
+static void rk_map_place(struct rk_map *m, uint64_t a, uint64_t b, uint64_t c, uint32_t v1)
+{
+    size_t i = rk_mhome(m, a, b, c);
+
+    while (m->s[i].v1 != 0)
+        i = (i + 1) & (m->cap - 1);
+    m->s[i] = (struct rk_mslot){a, b, c, v1};
+    m->len++;
+}
+
+/* Adds (a, b, c) -> v, absent. 0 or -ENOMEM. */
+static int rk_map_put(struct rk_map *m, uint64_t a, uint64_t b, uint64_t c, uint32_t v)
+{
+    if ((m->len + 1) * 2 > m->cap) {
+        struct rk_map g = {calloc(m->cap ? m->cap * 2 : 64, sizeof(*m->s)),
+                           m->cap ? m->cap * 2 : 64, 0};
+        if (g.s == NULL)
+            return -ENOMEM;
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->s[i].v1 != 0)
+                rk_map_place(&g, m->s[i].a, m->s[i].b, m->s[i].c, m->s[i].v1);
+        free(m->s);
+        *m = g;
+    }
+    rk_map_place(m, a, b, c, v + 1);
+    return 0;
+}
+
+static void rk_map_clear(struct rk_map *m)
+{
+    if (m->len > 0)
+        memset(m->s, 0, m->cap * sizeof(*m->s));
+    m->len = 0;
+}
+
+static void rk_map_free(struct rk_map *m)
+{
+    free(m->s);
+    *m = (struct rk_map){NULL, 0, 0};
+}
+
+/* A cache entry, valid when it was made in this transaction (and for key). */
+static bool rk_ref_ok(const struct ranks *r, const struct rk_ref *c, uint64_t key)
+{
+    return c->epoch == r->epoch && c->i1 != 0 && c->key == key;
+}
+
 static void rk_reset_deltas(struct ranks *r)
 {
-    strmap_deinit(&r->ops_idx);
-    strmap_deinit(&r->steps_idx);
-    strmap_deinit(&r->dsteps_idx);
-    strmap_deinit(&r->coll_idx);
-    strmap_init(&r->ops_idx);
-    strmap_init(&r->steps_idx);
-    strmap_init(&r->dsteps_idx);
-    strmap_init(&r->coll_idx);
+    rk_map_clear(&r->ops_idx);
+    rk_map_clear(&r->steps_idx);
+    rk_map_clear(&r->dsteps_idx);
+    rk_map_clear(&r->coll_idx);
     r->n_ops = r->n_steps = r->n_dsteps = r->n_coll = 0;
-    r->hot.ok = false;
-    memset(r->opc, 0, RK_OPC * sizeof(*r->opc));
+    if (++r->epoch == 0) { /* once in 2^32 commits: every cache entry might look valid */
+        for (size_t i = 0; i < r->n_procs; i++) {
+            memset(&r->procs[i].step, 0, sizeof(r->procs[i].step));
+            for (size_t k = 0; k < r->procs[i].n_pop; k++)
+                memset(&r->procs[i].pop[k].coll, 0, sizeof(r->procs[i].pop[k].coll));
+        }
+        for (size_t i = 0; i < r->n_devs; i++) {
+            memset(&r->devs[i].dstep, 0, sizeof(r->devs[i].dstep));
+            for (size_t k = 0; k < r->devs[i].n_ops; k++)
+                r->devs[i].ops[k].epoch = 0;
+        }
+        for (size_t i = 0; i < r->n_collc; i++)
+            memset(&r->collc[i], 0, sizeof(r->collc[i]));
+        r->epoch = 1;
+    }
 }
 
 static bool rk_has_table(sqlite3 *db, const char *name)
@@ -451,17 +568,10 @@ struct ranks *ranks_new(sqlite3 *db)
     if (r == NULL)
         return NULL;
     r->db = db;
-    strmap_init(&r->ops_idx);
-    strmap_init(&r->steps_idx);
-    strmap_init(&r->dsteps_idx);
-    strmap_init(&r->coll_idx);
-    strmap_init(&r->occ_idx);
-    strmap_init(&r->dev_idx);
+    r->epoch = 1;
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    r->opc = calloc(RK_OPC, sizeof(*r->opc));
-    if (r->islot != NULL && r->iq != NULL && r->opc != NULL &&
-        (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
+    if (r->islot != NULL && r->iq != NULL && (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
         (rc = sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops,
                                  NULL)) == SQLITE_OK &&
         (rc = sqlite3_prepare_v3(db, rk_up_dsteps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_dsteps,
@@ -498,23 +608,29 @@ void ranks_free(struct ranks *r)
     sqlite3_finalize(r->ins_pend);
     sqlite3_finalize(r->up_devstate);
     free(r->gone);
-    strmap_deinit(&r->ops_idx);
-    strmap_deinit(&r->steps_idx);
-    strmap_deinit(&r->dsteps_idx);
-    strmap_deinit(&r->coll_idx);
-    strmap_deinit(&r->occ_idx);
-    strmap_deinit(&r->dev_idx);
+    rk_map_free(&r->ops_idx);
+    rk_map_free(&r->steps_idx);
+    rk_map_free(&r->dsteps_idx);
+    rk_map_free(&r->coll_idx);
+    rk_map_free(&r->occ_idx);
+    rk_map_free(&r->dev_idx);
     for (size_t i = 0; i < r->n_devs; i++) {
         free(r->devs[i].cu);
         free(r->devs[i].pc);
+        free(r->devs[i].ops);
     }
+    for (size_t i = 0; i < r->n_procs; i++)
+        free(r->procs[i].pop);
     for (size_t i = 0; i < r->n_inst; i++)
         free(r->inst[i].a);
+    for (size_t i = 0; i < r->n_apool; i++)
+        free(r->apool[i].a);
+    free(r->apool);
+    free(r->collc);
     free(r->devs);
     free(r->inst);
     free(r->islot);
     free(r->iq);
-    free(r->opc);
     free(r->ops);
     free(r->dsteps);
     free(r->steps);
@@ -660,17 +776,18 @@ static int ranks_meta_rc(struct ranks *r, int64_t process_id, const char *key, c
 
 /* ---- deltas -------------------------------------------------------------- */
 
-/* The index of key in idx, appending a zeroed element to *arr when new; -1 on ENOMEM. */
-static ssize_t rk_slot(struct strmap *idx, const void *key, size_t klen, void **arr, size_t *n,
-                       size_t *cap, size_t sz, bool *fresh)
+/* The index of (a, b, c) in idx, appending a zeroed element to *arr when new; -1 on ENOMEM. */
+static ssize_t rk_slot(struct rk_map *idx, uint64_t a, uint64_t b, uint64_t c, void **arr,
+                       size_t *n, size_t *cap, size_t sz, bool *fresh)
 {
-    uint32_t i;
+    ssize_t i = rk_map_get(idx, a, b, c);
 
     *fresh = false;
-    if (strmap_get(idx, key, klen, &i))
-        return (ssize_t)i;
+    if (i >= 0)
+        return i;
     *fresh = true;
-    if (rk_grow(arr, cap, *n, sz) < 0 || strmap_put(idx, key, klen, (uint32_t)*n) < 0)
+    if (*n >= UINT32_MAX || rk_grow(arr, cap, *n, sz) < 0 ||
+        rk_map_put(idx, a, b, c, (uint32_t)*n) < 0)
         return -1;
     memset((char *)*arr + *n * sz, 0, sz);
     return (ssize_t)(*n)++;
@@ -678,10 +795,9 @@ static ssize_t rk_slot(struct strmap *idx, const void *key, size_t klen, void **
 
 static struct rk_stepsum *rk_step(struct ranks *r, int64_t process_id, uint64_t step)
 {
-    uint64_t key[2] = {(uint64_t)process_id, step};
     bool fresh;
-    ssize_t i = rk_slot(&r->steps_idx, key, sizeof(key), (void **)&r->steps, &r->n_steps,
-                        &r->cap_steps, sizeof(*r->steps), &fresh);
+    ssize_t i = rk_slot(&r->steps_idx, (uint64_t)process_id, step, 0, (void **)&r->steps,
+                        &r->n_steps, &r->cap_steps, sizeof(*r->steps), &fresh);
     struct rk_stepsum *s;
 
     if (i < 0)
@@ -698,10 +814,9 @@ static struct rk_stepsum *rk_step(struct ranks *r, int64_t process_id, uint64_t 
 static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint32_t device_id,
                                  uint32_t op_id)
 {
-    uint64_t key[2] = {(uint64_t)process_id, (uint64_t)device_id << 32 | op_id};
     bool fresh;
-    ssize_t i = rk_slot(&r->ops_idx, key, sizeof(key), (void **)&r->ops, &r->n_ops, &r->cap_ops,
-                        sizeof(*r->ops), &fresh);
+    ssize_t i = rk_slot(&r->ops_idx, (uint64_t)process_id, device_id, op_id, (void **)&r->ops,
+                        &r->n_ops, &r->cap_ops, sizeof(*r->ops), &fresh);
     struct rk_opsum *o;
 
     if (i < 0)
@@ -719,10 +834,9 @@ static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint32_t d
 static struct rk_devstep *rk_devstep(struct ranks *r, int64_t process_id, uint64_t step,
                                      uint32_t device_id)
 {
-    uint64_t key[3] = {(uint64_t)process_id, step, device_id};
     bool fresh;
-    ssize_t i = rk_slot(&r->dsteps_idx, key, sizeof(key), (void **)&r->dsteps, &r->n_dsteps,
-                        &r->cap_dsteps, sizeof(*r->dsteps), &fresh);
+    ssize_t i = rk_slot(&r->dsteps_idx, (uint64_t)process_id, step, device_id, (void **)&r->dsteps,
+                        &r->n_dsteps, &r->cap_dsteps, sizeof(*r->dsteps), &fresh);
     struct rk_devstep *d;
 
     if (i < 0)
@@ -742,10 +856,9 @@ static struct rk_devstep *rk_devstep(struct ranks *r, int64_t process_id, uint64
 static struct rk_collsum *rk_collsum(struct ranks *r, uint32_t op_id, int64_t process_id,
                                      uint64_t step)
 {
-    uint64_t key[3] = {op_id, (uint64_t)process_id, step};
     bool fresh;
-    ssize_t i = rk_slot(&r->coll_idx, key, sizeof(key), (void **)&r->coll, &r->n_coll, &r->cap_coll,
-                        sizeof(*r->coll), &fresh);
+    ssize_t i = rk_slot(&r->coll_idx, op_id, (uint64_t)process_id, step, (void **)&r->coll,
+                        &r->n_coll, &r->cap_coll, sizeof(*r->coll), &fresh);
     struct rk_collsum *c;
 
     if (i < 0)
@@ -757,14 +870,11 @@ static struct rk_collsum *rk_collsum(struct ranks *r, uint32_t op_id, int64_t pr
     return c;
 }
 
-/* ---- exposed communication ----------------------------------------------- */
-
 static struct rk_dev *rk_dev(struct ranks *r, int64_t process_id, uint32_t device_id)
 {
-    uint64_t key[2] = {(uint64_t)process_id, device_id};
     bool fresh;
-    ssize_t i = rk_slot(&r->dev_idx, key, sizeof(key), (void **)&r->devs, &r->n_devs, &r->cap_devs,
-                        sizeof(*r->devs), &fresh);
+    ssize_t i = rk_slot(&r->dev_idx, (uint64_t)process_id, device_id, 0, (void **)&r->devs,
+                        &r->n_devs, &r->cap_devs, sizeof(*r->devs), &fresh);
 
     if (i < 0)
         return NULL;
@@ -773,58 +883,132 @@ static struct rk_dev *rk_dev(struct ranks *r, int64_t process_id, uint32_t devic
     return &r->devs[i];
 }
 
-/* rk_opsum through r->opc. */
-static struct rk_opsum *rk_opsum_hot(struct ranks *r, int64_t process_id, uint32_t device_id,
-                                     uint32_t op_id)
-{
-    uint32_t h =
-        (op_id * 0x9e3779b1u) ^ (device_id * 0x85ebca6bu) ^ ((uint32_t)process_id * 0xc2b2ae35u);
-    struct rk_opc *c = &r->opc[(h ^ h >> 16) & (RK_OPC - 1)];
-    struct rk_opsum *o;
+/*
+ * The cached look-ups of the entries' path. Process, device and op ids are
+ * dense small ids and a process's steps go up: the deltas of its last step
+ * and of each (device, op) are found by indexing, the maps only when a step
+ * begins or a commit reset the deltas.
+ */
 
-    if (c->i1 != 0 && c->process_id == process_id && c->device_id == device_id && c->op_id == op_id)
-        return &r->ops[c->i1 - 1];
-    if ((o = rk_opsum(r, process_id, device_id, op_id)) != NULL)
-        *c = (struct rk_opc){process_id, device_id, op_id, (uint32_t)(o - r->ops) + 1};
-    return o;
+/* The known process of id, or NULL (not rk_proc(): that would count it as seen). */
+static struct rk_proc *rk_proc_known(struct ranks *r, int64_t process_id)
+{
+    return process_id >= 0 && (uint64_t)process_id < r->n_procs ? &r->procs[process_id] : NULL;
 }
 
-/* Points r->hot at (process, step, device): 0, or SQLITE_NOMEM. */
-static int rk_hot(struct ranks *r, int64_t process_id, uint64_t step, uint32_t device_id)
+/* Grows *arr (of *n elements of size sz) to hold index id, zeroing the new ones. 0 or -ENOMEM. */
+static int rk_grow_to(void **arr, size_t *n, size_t id, size_t sz)
 {
-    struct rk_hot *h = &r->hot;
-    struct rk_stepsum *s;
-    struct rk_devstep *ds;
+    size_t c = *n ? *n : 16;
+    void *p;
 
-    if (h->ok && h->process_id == process_id && h->step == step && h->device_id == device_id)
+    if (id < *n)
         return 0;
-    h->ok = false;
-    if ((s = rk_step(r, process_id, step)) == NULL ||
-        (ds = rk_devstep(r, process_id, step, device_id)) == NULL)
-        return SQLITE_NOMEM;
-    *h = (struct rk_hot){
-        true,    process_id, step, device_id, (size_t)(s - r->steps), (size_t)(ds - r->dsteps),
-        SIZE_MAX};
+    if (id >= (1u << 24))
+        return -ENOMEM;
+    while (c <= id)
+        c *= 2;
+    if ((p = realloc(*arr, c * sz)) == NULL)
+        return -ENOMEM;
+    memset((char *)p + *n * sz, 0, (c - *n) * sz);
+    *arr = p;
+    *n = c;
     return 0;
 }
 
-/* rk_dev of the entry r->hot points at. */
-static struct rk_dev *rk_dev_hot(struct ranks *r)
+static struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
 {
-    struct rk_hot *h = &r->hot;
+    struct rk_proc *p = rk_proc_known(r, process_id);
+    struct rk_stepsum *s;
+    struct rk_ref *c = p != NULL ? &p->step.w[step % RK_WAYS] : NULL;
+
+    if (c != NULL && rk_ref_ok(r, c, step))
+        return &r->steps[c->i1 - 1];
+    if ((s = rk_step(r, process_id, step)) != NULL && c != NULL)
+        *c = (struct rk_ref){r->epoch, (uint32_t)(s - r->steps) + 1, step};
+    return s;
+}
+
+static struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64_t step)
+{
+    struct rk_ref *c = &d->dstep.w[step % RK_WAYS];
+    struct rk_devstep *ds;
+
+    if (rk_ref_ok(r, c, step))
+        return &r->dsteps[c->i1 - 1];
+    if ((ds = rk_devstep(r, d->process_id, step, d->device_id)) != NULL)
+        *c = (struct rk_ref){r->epoch, (uint32_t)(ds - r->dsteps) + 1, step};
+    return ds;
+}
+
+static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
+{
+    struct rk_opsum *o;
+
+    if (op_id < d->n_ops && rk_ref_ok(r, &d->ops[op_id], 0))
+        return &r->ops[d->ops[op_id].i1 - 1];
+    if ((o = rk_opsum(r, d->process_id, d->device_id, op_id)) == NULL)
+        return NULL;
+    if (op_id < r->n_cat && rk_grow_to((void **)&d->ops, &d->n_ops, op_id, sizeof(*d->ops)) == 0)
+        d->ops[op_id] = (struct rk_ref){r->epoch, (uint32_t)(o - r->ops) + 1, 0};
+    return o;
+}
+
+/* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
+static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t process_id,
+                                       uint64_t step)
+{
+    struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
+    struct rk_ref *c = NULL;
+    struct rk_collsum *cs;
+
+    if (op_id < r->n_cat) {
+        if (p != NULL && rk_grow_to((void **)&p->pop, &p->n_pop, op_id, sizeof(*p->pop)) == 0)
+            c = &p->pop[op_id].coll.w[step % RK_WAYS];
+        else if (process_id < 0 &&
+                 rk_grow_to((void **)&r->collc, &r->n_collc, op_id, sizeof(*r->collc)) == 0)
+            c = &r->collc[op_id].w[step % RK_WAYS];
+    }
+    if (c != NULL && rk_ref_ok(r, c, step))
+        return &r->coll[c->i1 - 1];
+    if ((cs = rk_collsum(r, op_id, process_id, step)) != NULL && c != NULL)
+        *c = (struct rk_ref){r->epoch, (uint32_t)(cs - r->coll) + 1, step};
+    return cs;
+}
+
+/* The (process, device) of an entry; p is its process. */
+static struct rk_dev *rk_dev_c(struct ranks *r, struct rk_proc *p, int64_t process_id,
+                               uint32_t device_id)
+{
     struct rk_dev *d;
 
-    if (h->dev_i != SIZE_MAX)
-        return &r->devs[h->dev_i];
-    if ((d = rk_dev(r, h->process_id, h->device_id)) != NULL)
-        h->dev_i = (size_t)(d - r->devs);
+    if (p->dev1 != 0 && r->devs[p->dev1 - 1].device_id == device_id)
+        return &r->devs[p->dev1 - 1];
+    if ((d = rk_dev(r, process_id, device_id)) != NULL)
+        p->dev1 = (uint32_t)(d - r->devs) + 1;
     return d;
 }
+
+/* ---- exposed communication ----------------------------------------------- */
 
 /* Adds [b, e) to the merged, sorted compute intervals of d. */
 static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
 {
     size_t lo = 0, hi = d->n_cu, j;
+    struct rk_iv *last = d->n_cu > 0 ? &d->cu[d->n_cu - 1] : NULL;
+
+    /* entries come nearly in time order: most start after the last interval, or in it */
+    if (last != NULL && b >= last->b && b <= last->e) {
+        if (e > last->e)
+            last->e = e;
+        return 0;
+    }
+    if (last == NULL || b > last->e) {
+        if (rk_grow((void **)&d->cu, &d->cap_cu, d->n_cu, sizeof(*d->cu)) < 0)
+            return -ENOMEM;
+        d->cu[d->n_cu++] = (struct rk_iv){b, e};
+        return 0;
+    }
 
     /* the first interval that ends at or after b */
     while (lo < hi) {
@@ -887,9 +1071,9 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
         struct rk_pend *p = &d->pc[i];
         if (p->e <= w) {
             uint64_t exp = (p->e - p->b) - rk_cu_overlap(d, p->b, p->e);
-            struct rk_opsum *o = rk_opsum(r, d->process_id, d->device_id, p->op_id);
-            struct rk_devstep *ds = rk_devstep(r, d->process_id, p->step, d->device_id);
-            struct rk_stepsum *s = rk_step(r, d->process_id, p->step);
+            struct rk_opsum *o = rk_opsum_c(r, d, p->op_id);
+            struct rk_devstep *ds = rk_devstep_c(r, d, p->step);
+            struct rk_stepsum *s = rk_step_c(r, d->process_id, p->step);
             if (o == NULL || ds == NULL || s == NULL)
                 return SQLITE_NOMEM;
             o->exposed = rk_sat(o->exposed, exp);
@@ -936,16 +1120,14 @@ static int rk_dev_settle_live(struct ranks *r, struct rk_dev *d)
     return rk_dev_settle(r, d, d->max_start > margin ? d->max_start - margin : 0);
 }
 
-/* The entry e of r->hot's (process, device). */
-static int rk_exposure(struct ranks *r, const struct proto_entry *e, enum ranks_cat cat)
+/* The entry e of (process, device) d. */
+static int rk_exposure(struct ranks *r, struct rk_dev *d, const struct proto_entry *e,
+                       enum ranks_cat cat)
 {
-    struct rk_dev *d;
     uint64_t end = e->start_ns + e->dur_ns;
 
     if ((cat != RANKS_COMPUTE && cat != RANKS_COMM) || e->dur_ns == 0)
         return 0;
-    if ((d = rk_dev_hot(r)) == NULL)
-        return SQLITE_NOMEM;
     d->dirty = true;
     /* too late to be counted exactly: a compute entry over a comm entry already counted,
      * a comm entry over compute intervals already dropped */
@@ -1038,8 +1220,8 @@ static int rk_inst_finalize(struct ranks *r, size_t idx)
     for (size_t i = 0; i < in->n; i++) {
         const struct rk_arrival *a = &in->a[i];
         uint64_t wait = last - a->start;
-        struct rk_stepsum *s = rk_step(r, a->process_id, a->step);
-        struct rk_collsum *cr = rk_collsum(r, in->op_id, a->process_id, a->step);
+        struct rk_stepsum *s = rk_step_c(r, a->process_id, a->step);
+        struct rk_collsum *cr = rk_collsum_c(r, in->op_id, a->process_id, a->step);
 
         if (s == NULL || cr == NULL) {
             rc = SQLITE_NOMEM;
@@ -1058,7 +1240,7 @@ static int rk_inst_finalize(struct ranks *r, size_t idx)
         }
     }
     expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
-    if ((c = rk_collsum(r, in->op_id, -1, in->a[li].step)) == NULL) {
+    if ((c = rk_collsum_c(r, in->op_id, -1, in->a[li].step)) == NULL) {
         rc = SQLITE_NOMEM;
         goto done;
     }
@@ -1074,7 +1256,11 @@ done:
         else
             r->gone[r->n_gone++] = in->key;
     }
-    free(in->a);
+    if (r->n_apool < RK_APOOL && in->cap > 0 &&
+        rk_grow((void **)&r->apool, &r->cap_apool, r->n_apool, sizeof(*r->apool)) == 0)
+        r->apool[r->n_apool++] = (struct rk_abuf){in->a, in->cap};
+    else
+        free(in->a);
     rk_idel(r, &in->key);
     if (idx != --r->n_inst) {
         r->inst[idx] = r->inst[r->n_inst];
@@ -1098,6 +1284,33 @@ static int rk_inst_oldest(struct ranks *r)
     return 0;
 }
 
+/* The occurrence count of op on process (seen) in its current group. */
+static struct rk_occ *rk_occ(struct ranks *r, int64_t process_id, uint32_t op_id)
+{
+    struct rk_proc *p = rk_proc_known(r, process_id);
+    struct rk_pop *pop = NULL;
+    bool fresh;
+    ssize_t i;
+
+    if (p == NULL)
+        return NULL;
+    if (op_id < r->n_cat && rk_grow_to((void **)&p->pop, &p->n_pop, op_id, sizeof(*p->pop)) == 0) {
+        pop = &p->pop[op_id];
+        if (pop->occ1 != 0 && r->occ[pop->occ1 - 1].group == p->group)
+            return &r->occ[pop->occ1 - 1];
+    }
+    i = rk_slot(&r->occ_idx, (uint64_t)process_id, op_id, p->group, (void **)&r->occ, &r->n_occ,
+                &r->cap_occ, sizeof(*r->occ), &fresh);
+    if (i < 0)
+        return NULL;
+    r->occ[i].process_id = process_id;
+    r->occ[i].op_id = op_id;
+    r->occ[i].group = p->group;
+    if (pop != NULL)
+        pop->occ1 = (uint32_t)i + 1;
+    return &r->occ[i];
+}
+
 static int rk_collective(struct ranks *r, int64_t process_id, const struct proto_entry *e,
                          const struct proto_ext *x)
 {
@@ -1112,18 +1325,11 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     if (x != NULL && (x->has & PROTO_EXT_COMM) && (x->has & PROTO_EXT_SEQ)) {
         key.kind = 1, key.k1 = x->comm, key.k2 = x->seq;
     } else {
-        struct rk_proc *p = rk_proc(r, process_id);
-        uint64_t okey[3] = {(uint64_t)process_id, e->op_id, p != NULL ? p->group : 0};
-        bool fresh;
-        ssize_t i = rk_slot(&r->occ_idx, okey, sizeof(okey), (void **)&r->occ, &r->n_occ,
-                            &r->cap_occ, sizeof(*r->occ), &fresh);
-        if (p == NULL || i < 0)
+        struct rk_occ *o = rk_occ(r, process_id, e->op_id);
+        if (o == NULL)
             return SQLITE_NOMEM;
-        r->occ[i].process_id = process_id;
-        r->occ[i].op_id = e->op_id;
-        r->occ[i].group = okey[2];
-        r->occ[i].dirty = true;
-        key.kind = 2, key.k1 = e->op_id, key.k2 = okey[2], key.k3 = r->occ[i].count++;
+        o->dirty = true;
+        key.kind = 2, key.k1 = e->op_id, key.k2 = o->group, key.k3 = o->count++;
     }
     pos = rk_ifind(r, &key);
     if (r->islot[pos] != 0) {
@@ -1142,6 +1348,10 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
         pos = rk_ifind(r, &key); /* closing may have moved the slots */
         in = &r->inst[r->n_inst++];
         memset(in, 0, sizeof(*in));
+        if (r->n_apool > 0) {
+            in->a = r->apool[--r->n_apool].a;
+            in->cap = r->apool[r->n_apool].cap;
+        }
         in->key = key;
         in->op_id = e->op_id;
         in->opened = r->opened++;
@@ -1161,16 +1371,16 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
-    struct rk_opsum *o = rk_opsum_hot(r, process_id, dev_id, e->op_id);
-    struct rk_devstep *ds;
-    struct rk_stepsum *s;
+    struct rk_proc *p = rk_proc(r, process_id);
+    struct rk_dev *d = p != NULL ? rk_dev_c(r, p, process_id, dev_id) : NULL;
+    struct rk_opsum *o = d != NULL ? rk_opsum_c(r, d, e->op_id) : NULL;
+    struct rk_devstep *ds = o != NULL ? rk_devstep_c(r, d, e->step) : NULL;
+    struct rk_stepsum *s = ds != NULL ? rk_step_c(r, process_id, e->step) : NULL;
     uint64_t end = e->start_ns + e->dur_ns;
     int rc;
 
-    if (o == NULL || rk_hot(r, process_id, e->step, dev_id) != 0 || rk_proc(r, process_id) == NULL)
+    if (s == NULL)
         return SQLITE_NOMEM;
-    ds = &r->dsteps[r->hot.dstep_i];
-    s = &r->steps[r->hot.step_i];
     o->calls++;
     o->total = rk_sat(o->total, e->dur_ns);
     o->elements = rk_sat(o->elements, e->elements);
@@ -1192,7 +1402,7 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
         s->begin = e->start_ns;
     if (end > s->end)
         s->end = end;
-    if ((rc = rk_exposure(r, e, cat)) != 0)
+    if ((rc = rk_exposure(r, d, e, cat)) != 0)
         return rc;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
         return rk_collective(r, process_id, e, x);
@@ -1622,7 +1832,7 @@ static int rk_load_occ(struct ranks *r)
                             (uint64_t)sqlite3_column_int64(st, 1),
                             (uint64_t)sqlite3_column_int64(st, 2)};
         bool fresh;
-        ssize_t i = rk_slot(&r->occ_idx, okey, sizeof(okey), (void **)&r->occ, &r->n_occ,
+        ssize_t i = rk_slot(&r->occ_idx, okey[0], okey[1], okey[2], (void **)&r->occ, &r->n_occ,
                             &r->cap_occ, sizeof(*r->occ), &fresh);
         if (i < 0) {
             rc = SQLITE_NOMEM;

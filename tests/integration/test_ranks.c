@@ -38,6 +38,7 @@ struct ent {
 
 static struct ent script[MAXE];
 static size_t n_script;
+static bool flush_each; /* the producers flush after each entry: a commit between any two */
 static struct tdaemon d;
 
 static void fini(void)
@@ -110,6 +111,8 @@ static void child(const char *session, int rank, int world)
         } else {
             tc_record(c, ids[k], e->start, e->dur, 0, NULL, NULL, 0, NULL);
         }
+        if (flush_each && tc_flush(c, -1) != 0)
+            _exit(4);
     }
     _exit(tc_close(c) == 0 ? 0 : 3);
 }
@@ -342,17 +345,14 @@ static void hand_script(void)
     }
 }
 
-Test(ranks, hand_built_session_every_figure)
+/* Every figure of the hand-built session id, from the script. */
+static void check_hand(long long id)
 {
     struct expect ex[3];
     struct proto_reader r;
     const msgpack_object *rep, *ranks, *steps, *coll, *cats;
-    long long id;
     uint64_t cat_total[5] = {0}, total = 0;
 
-    harness_daemon_start(&d, NULL);
-    hand_script();
-    id = run_producers("hand", 3, 3);
     expect_all(3, ex);
     rep = analysis(id, NULL, &r);
 
@@ -480,6 +480,28 @@ Test(ranks, hand_built_session_every_figure)
         cr_expect_eq(obj_u64(obj_get(comp, "late_entries")), 0);
     }
     proto_reader_deinit(&r);
+}
+
+Test(ranks, hand_built_session_every_figure)
+{
+    harness_daemon_start(&d, NULL);
+    hand_script();
+    check_hand(run_producers("hand", 3, 3));
+}
+
+/*
+ * The same session with a commit after each entry of each rank: the sums of
+ * a step, an op and a collective instance grow across commits (the writer
+ * resets its deltas at each), and the instances close in a later commit than
+ * most of their arrivals.
+ */
+Test(ranks, hand_built_session_committed_entry_by_entry)
+{
+    harness_daemon_start(&d, NULL);
+    hand_script();
+    flush_each = true;
+    check_hand(run_producers("hand1", 3, 3));
+    flush_each = false;
 }
 
 /* ---- eight ranks, rank 5 late before each collective in steps 3-7 only ------------ */
