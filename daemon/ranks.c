@@ -63,6 +63,7 @@ struct rk_inst {
     struct rk_arrival *a;
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
+    uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
 };
 
 /* An arrival array kept for the next instance: one per instance would be an allocation
@@ -180,6 +181,16 @@ struct rk_map {
     size_t cap, len; /* cap 0 or a power of two */
 };
 
+/* A table's upsert of RK_BATCH rows and of one (rk_up_prepare), and the rows buffered. */
+#define RK_BATCH   32
+#define RK_MAXCOLS 14
+
+struct rk_up {
+    sqlite3_stmt *one, *many;
+    int ncols, n;
+    int64_t v[RK_BATCH * RK_MAXCOLS];
+};
+
 struct ranks {
     sqlite3 *db;
     uint8_t *cat;     /* by op id: enum ranks_cat, 0xff unknown */
@@ -215,7 +226,7 @@ struct ranks {
     struct rk_iq *iq; /* RK_IQUEUE, a ring */
     size_t iq_head, iq_len;
 
-    sqlite3_stmt *up_ops, *up_dsteps, *up_steps, *up_coll, *up_collr;
+    struct rk_up up_ops, up_dsteps, up_steps, up_coll, up_collr;
 
     /* the state saved at each commit (rk_open, rk_occ, rk_devstate, rk_pend) */
     struct rk_ikey *gone; /* instances closed since the last commit with arrivals in rk_open */
@@ -223,7 +234,8 @@ struct ranks {
     bool resync; /* a rollback: rewrite it all */
     uint64_t opened_written, iq_first_written;
     int64_t state_written; /* info.ranks_state: 1 saved, 2 some intervals unsaved, 0 absent */
-    sqlite3_stmt *ins_open, *del_open, *up_occ, *del_pend, *ins_pend, *up_devstate;
+    struct rk_up ins_open, del_open, up_occ, ins_pend;
+    sqlite3_stmt *del_pend, *up_devstate;
 };
 
 enum ranks_cat ranks_cat_code(const char *c)
@@ -267,59 +279,202 @@ static int rk_grow(void **arr, size_t *cap, size_t n, size_t sz)
     col " = CASE WHEN " col " > 9223372036854775807 - " p " THEN 9223372036854775807"              \
         " ELSE " col " + " p " END"
 
-/* The upserts, one SQL clause a line. */
+/*
+ * The upserts: what follows "INSERT INTO table VALUES (...), ..." (rk_up),
+ * one SQL clause a line. The new values are excluded.*, so that one
+ * statement writes up to RK_BATCH rows.
+ */
+#define X(col) "excluded." col
 /* clang-format off */
 static const char rk_up_ops_sql[] =
-    "INSERT INTO rk_ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
     " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET "
-    SAT_SET("calls", "?4") ", "
-    SAT_SET("total_ns", "?5") ", "
-    SAT_SET("elements", "?6") ", "
-    SAT_SET("exposed_ns", "?7") ", "
-    "begin_ns = min(begin_ns, ?8), end_ns = max(end_ns, ?9)";
+    SAT_SET("calls", X("calls")) ", "
+    SAT_SET("total_ns", X("total_ns")) ", "
+    SAT_SET("elements", X("elements")) ", "
+    SAT_SET("exposed_ns", X("exposed_ns")) ", "
+    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") ")";
 
 static const char rk_up_dsteps_sql[] =
-    "INSERT INTO rk_devsteps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
     " ON CONFLICT(process_id, step, device_id) DO UPDATE SET "
-    "begin_ns = min(begin_ns, ?4), end_ns = max(end_ns, ?5), "
-    SAT_SET("compute_ns", "?6") ", "
-    SAT_SET("comm_ns", "?7") ", "
-    SAT_SET("memory_ns", "?8") ", "
-    SAT_SET("wait_ns", "?9") ", "
-    SAT_SET("other_ns", "?10") ", "
-    SAT_SET("exposed_ns", "?11") ", "
-    "first_row = min(first_row, ?12), last_row = max(last_row, ?13)";
+    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
+    SAT_SET("compute_ns", X("compute_ns")) ", "
+    SAT_SET("comm_ns", X("comm_ns")) ", "
+    SAT_SET("memory_ns", X("memory_ns")) ", "
+    SAT_SET("wait_ns", X("wait_ns")) ", "
+    SAT_SET("other_ns", X("other_ns")) ", "
+    SAT_SET("exposed_ns", X("exposed_ns")) ", "
+    "first_row = min(first_row, " X("first_row") "), last_row = max(last_row, " X("last_row") ")";
 
 static const char rk_up_steps_sql[] =
-    "INSERT INTO rk_steps VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
     " ON CONFLICT(process_id, step) DO UPDATE SET "
-    "begin_ns = min(begin_ns, ?3), end_ns = max(end_ns, ?4), "
-    SAT_SET("compute_ns", "?5") ", "
-    SAT_SET("comm_ns", "?6") ", "
-    SAT_SET("memory_ns", "?7") ", "
-    SAT_SET("wait_ns", "?8") ", "
-    SAT_SET("other_ns", "?9") ", "
-    SAT_SET("exposed_ns", "?10") ", "
-    SAT_SET("coll", "?11") ", "
-    SAT_SET("waited_ns", "?12") ", "
-    SAT_SET("last_count", "?13") ", "
-    SAT_SET("caused_ns", "?14");
+    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
+    SAT_SET("compute_ns", X("compute_ns")) ", "
+    SAT_SET("comm_ns", X("comm_ns")) ", "
+    SAT_SET("memory_ns", X("memory_ns")) ", "
+    SAT_SET("wait_ns", X("wait_ns")) ", "
+    SAT_SET("other_ns", X("other_ns")) ", "
+    SAT_SET("exposed_ns", X("exposed_ns")) ", "
+    SAT_SET("coll", X("coll")) ", "
+    SAT_SET("waited_ns", X("waited_ns")) ", "
+    SAT_SET("last_count", X("last_count")) ", "
+    SAT_SET("caused_ns", X("caused_ns"));
 
 static const char rk_up_coll_sql[] =
-    "INSERT INTO rk_coll VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     " ON CONFLICT(op_id, step) DO UPDATE SET "
-    SAT_SET("instances", "?3") ", "
-    SAT_SET("partial", "?4") ", "
-    SAT_SET("skew_ns", "?5") ", "
-    "skew_max_ns = max(skew_max_ns, ?6)";
+    SAT_SET("instances", X("instances")) ", "
+    SAT_SET("partial", X("partial")) ", "
+    SAT_SET("skew_ns", X("skew_ns")) ", "
+    "skew_max_ns = max(skew_max_ns, " X("skew_max_ns") ")";
 
 static const char rk_up_collr_sql[] =
-    "INSERT INTO rk_coll_ranks VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     " ON CONFLICT(op_id, process_id, step) DO UPDATE SET "
-    SAT_SET("instances", "?4") ", "
-    SAT_SET("waited_ns", "?5") ", "
-    SAT_SET("last_count", "?6");
+    SAT_SET("instances", X("instances")) ", "
+    SAT_SET("waited_ns", X("waited_ns")) ", "
+    SAT_SET("last_count", X("last_count"));
 /* clang-format on */
+#undef X
+
+/*
+ * Writing the deltas and the state: rows are buffered and written RK_BATCH
+ * to a statement (the rest one by one), which saves SQLite's cost per
+ * statement; the deltas are sorted by key first, so that consecutive rows
+ * land on the same pages. A statement is head, the rows' "(?, ...)" list,
+ * then tail.
+ */
+static int rk_up_prepare_rows(sqlite3 *db, struct rk_up *u, int ncols, const char *head,
+                              const char *row, const char *sep, const char *tail)
+{
+    size_t cap = strlen(head) + RK_BATCH * (strlen(row) + strlen(sep)) + strlen(tail) + 1;
+    char *sql = malloc(cap);
+    int rc = SQLITE_OK;
+
+    if (sql == NULL)
+        return SQLITE_NOMEM;
+    u->ncols = ncols;
+    for (int pass = 0; pass < 2 && rc == SQLITE_OK; pass++) {
+        int rows = pass == 0 ? 1 : RK_BATCH;
+
+        strcpy(sql, head);
+        for (int i = 0; i < rows; i++) {
+            if (i > 0)
+                strcat(sql, sep);
+            strcat(sql, row);
+        }
+        strcat(sql, tail);
+        rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+                                pass == 0 ? &u->one : &u->many, NULL);
+    }
+    free(sql);
+    return rc;
+}
+
+/* Rows of ncols values: "head (?, ...), ... tail". */
+static int rk_up_prepare(sqlite3 *db, struct rk_up *u, const char *head, int ncols,
+                         const char *tail)
+{
+    char row[2 + 3 * RK_MAXCOLS] = "(";
+
+    for (int k = 0; k < ncols; k++)
+        strcat(row, k + 1 < ncols ? "?, " : "?)");
+    return rk_up_prepare_rows(db, u, ncols, head, row, ", ", tail);
+}
+
+static void rk_up_free(struct rk_up *u)
+{
+    sqlite3_finalize(u->one);
+    sqlite3_finalize(u->many);
+}
+
+/* One statement with the values v[0..n). */
+static int rk_run(sqlite3_stmt *st, const int64_t *v, int n)
+{
+    int rc;
+
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(st, i + 1, v[i]);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : rc;
+}
+
+/* Buffers one row of u->ncols values; writes RK_BATCH of them at once. */
+static int rk_up_add(struct rk_up *u, const int64_t *v)
+{
+    memcpy(u->v + (size_t)u->n * (size_t)u->ncols, v, (size_t)u->ncols * sizeof(*v));
+    if (++u->n < RK_BATCH)
+        return 0;
+    u->n = 0;
+    return rk_run(u->many, u->v, RK_BATCH * u->ncols);
+}
+
+/* Writes the rows still buffered. */
+static int rk_up_end(struct rk_up *u)
+{
+    int n = u->n, rc = 0;
+
+    u->n = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = rk_run(u->one, u->v + (size_t)i * (size_t)u->ncols, u->ncols);
+    return rc;
+}
+
+/* qsort, which must not be given NULL (an empty array never allocated) */
+static void rk_sort(void *a, size_t n, size_t sz, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(a, n, sz, cmp);
+}
+
+static int rk_cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static int rk_cmp_i64(int64_t a, int64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+static int rk_ops_cmp(const void *x, const void *y)
+{
+    const struct rk_opsum *a = x, *b = y;
+    int c = rk_cmp_i64(a->process_id, b->process_id);
+
+    if (c == 0)
+        c = rk_cmp_u64(a->device_id, b->device_id);
+    return c != 0 ? c : rk_cmp_u64(a->op_id, b->op_id);
+}
+
+static int rk_dsteps_cmp(const void *x, const void *y)
+{
+    const struct rk_devstep *a = x, *b = y;
+    int c = rk_cmp_i64(a->process_id, b->process_id);
+
+    if (c == 0)
+        c = rk_cmp_u64(a->step, b->step);
+    return c != 0 ? c : rk_cmp_u64(a->device_id, b->device_id);
+}
+
+static int rk_steps_cmp(const void *x, const void *y)
+{
+    const struct rk_stepsum *a = x, *b = y;
+    int c = rk_cmp_i64(a->process_id, b->process_id);
+
+    return c != 0 ? c : rk_cmp_u64(a->step, b->step);
+}
+
+/* rk_coll's (process -1) first, each table's rows in its key's order */
+static int rk_coll_cmp(const void *x, const void *y)
+{
+    const struct rk_collsum *a = x, *b = y;
+    int c = rk_cmp_i64(b->process_id < 0, a->process_id < 0);
+
+    if (c == 0)
+        c = rk_cmp_u64(a->op_id, b->op_id);
+    if (c == 0)
+        c = rk_cmp_i64(a->process_id, b->process_id);
+    return c != 0 ? c : rk_cmp_u64(a->step, b->step);
+}
 
 /* ---- the deltas' indexes ------------------------------------------------- */
 
@@ -401,6 +556,9 @@ static void rk_reset_deltas(struct ranks *r)
     rk_map_clear(&r->dsteps_idx);
     rk_map_clear(&r->coll_idx);
     r->n_ops = r->n_steps = r->n_dsteps = r->n_coll = 0;
+    /* rows a failed flush left buffered */
+    r->up_ops.n = r->up_dsteps.n = r->up_steps.n = r->up_coll.n = r->up_collr.n = 0;
+    r->ins_open.n = r->del_open.n = r->up_occ.n = r->ins_pend.n = 0;
     if (++r->epoch == 0) { /* once in 2^32 commits: every cache entry might look valid */
         for (size_t i = 0; i < r->n_procs; i++) {
             memset(&r->procs[i].step, 0, sizeof(r->procs[i].step));
@@ -543,20 +701,25 @@ static int rk_schema_end(struct ranks *r, int rc)
 
 static int rk_prepare_state(struct ranks *r)
 {
-    static const char *const sql[6] = {
-        "INSERT OR REPLACE INTO rk_open VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        "DELETE FROM rk_open WHERE kind = ?1 AND k1 = ?2 AND k2 = ?3 AND k3 = ?4",
-        "INSERT OR REPLACE INTO rk_occ VALUES (?1, ?2, ?3, ?4)",
-        "DELETE FROM rk_pend WHERE process_id = ?1 AND device_id = ?2",
-        "INSERT INTO rk_pend VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)"};
-    sqlite3_stmt **st[6] = {&r->ins_open, &r->del_open, &r->up_occ,
-                            &r->del_pend, &r->ins_pend, &r->up_devstate};
-    int rc = SQLITE_OK;
+    int rc;
 
-    for (int i = 0; i < 6 && rc == SQLITE_OK; i++)
-        rc = sqlite3_prepare_v3(r->db, sql[i], -1, SQLITE_PREPARE_PERSISTENT, st[i], NULL);
-    return rc;
+    if ((rc = rk_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 11,
+                            "")) != SQLITE_OK ||
+        /* not (kind, k1, k2, k3) IN (VALUES ...): SQLite would scan the table */
+        (rc = rk_up_prepare_rows(r->db, &r->del_open, 4, "DELETE FROM rk_open WHERE ",
+                                 "(kind = ? AND k1 = ? AND k2 = ? AND k3 = ?)", " OR ", "")) !=
+            SQLITE_OK ||
+        (rc = rk_up_prepare(r->db, &r->up_occ, "INSERT OR REPLACE INTO rk_occ VALUES", 4, "")) !=
+            SQLITE_OK ||
+        (rc = rk_up_prepare(r->db, &r->ins_pend, "INSERT INTO rk_pend VALUES", 8, "")) !=
+            SQLITE_OK ||
+        (rc = sqlite3_prepare_v3(r->db,
+                                 "DELETE FROM rk_pend WHERE process_id = ?1 AND device_id = ?2", -1,
+                                 SQLITE_PREPARE_PERSISTENT, &r->del_pend, NULL)) != SQLITE_OK)
+        return rc;
+    return sqlite3_prepare_v3(r->db,
+                              "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                              -1, SQLITE_PREPARE_PERSISTENT, &r->up_devstate, NULL);
 }
 
 struct ranks *ranks_new(sqlite3 *db)
@@ -572,16 +735,16 @@ struct ranks *ranks_new(sqlite3 *db)
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
     if (r->islot != NULL && r->iq != NULL && (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
-        (rc = sqlite3_prepare_v3(db, rk_up_ops_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_ops,
-                                 NULL)) == SQLITE_OK &&
-        (rc = sqlite3_prepare_v3(db, rk_up_dsteps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_dsteps,
-                                 NULL)) == SQLITE_OK &&
-        (rc = sqlite3_prepare_v3(db, rk_up_steps_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_steps,
-                                 NULL)) == SQLITE_OK &&
-        (rc = sqlite3_prepare_v3(db, rk_up_coll_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_coll,
-                                 NULL)) == SQLITE_OK &&
-        (rc = sqlite3_prepare_v3(db, rk_up_collr_sql, -1, SQLITE_PREPARE_PERSISTENT, &r->up_collr,
-                                 NULL)) == SQLITE_OK)
+        (rc = rk_up_prepare(db, &r->up_ops, "INSERT INTO rk_ops VALUES", 9, rk_up_ops_sql)) ==
+            SQLITE_OK &&
+        (rc = rk_up_prepare(db, &r->up_dsteps, "INSERT INTO rk_devsteps VALUES", 13,
+                            rk_up_dsteps_sql)) == SQLITE_OK &&
+        (rc = rk_up_prepare(db, &r->up_steps, "INSERT INTO rk_steps VALUES", 14,
+                            rk_up_steps_sql)) == SQLITE_OK &&
+        (rc = rk_up_prepare(db, &r->up_coll, "INSERT INTO rk_coll VALUES", 6, rk_up_coll_sql)) ==
+            SQLITE_OK &&
+        (rc = rk_up_prepare(db, &r->up_collr, "INSERT INTO rk_coll_ranks VALUES", 6,
+                            rk_up_collr_sql)) == SQLITE_OK)
         rc = rk_prepare_state(r);
     if (legacy)
         rc = rk_schema_end(r, rc);
@@ -596,16 +759,16 @@ void ranks_free(struct ranks *r)
 {
     if (r == NULL)
         return;
-    sqlite3_finalize(r->up_ops);
-    sqlite3_finalize(r->up_dsteps);
-    sqlite3_finalize(r->up_steps);
-    sqlite3_finalize(r->up_coll);
-    sqlite3_finalize(r->up_collr);
-    sqlite3_finalize(r->ins_open);
-    sqlite3_finalize(r->del_open);
-    sqlite3_finalize(r->up_occ);
+    rk_up_free(&r->up_ops);
+    rk_up_free(&r->up_dsteps);
+    rk_up_free(&r->up_steps);
+    rk_up_free(&r->up_coll);
+    rk_up_free(&r->up_collr);
+    rk_up_free(&r->ins_open);
+    rk_up_free(&r->del_open);
+    rk_up_free(&r->up_occ);
+    rk_up_free(&r->ins_pend);
     sqlite3_finalize(r->del_pend);
-    sqlite3_finalize(r->ins_pend);
     sqlite3_finalize(r->up_devstate);
     free(r->gone);
     rk_map_free(&r->ops_idx);
@@ -1041,11 +1204,17 @@ static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
 }
 
 /* The length of [b, e) covered by the compute intervals of d. */
-static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e)
+static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e, size_t *hint)
 {
     size_t lo = 0, hi = d->n_cu;
     uint64_t sum = 0;
 
+    /* the comm entries come nearly in time order: the previous one's place, a few further */
+    if (*hint <= d->n_cu && (*hint == 0 || d->cu[*hint - 1].e <= b)) {
+        lo = *hint;
+        for (int k = 0; k < 8 && lo < hi && d->cu[lo].e <= b; k++)
+            lo++;
+    }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
         if (d->cu[mid].e <= b)
@@ -1058,19 +1227,20 @@ static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e)
         if (y > x)
             sum += y - x;
     }
+    *hint = lo;
     return sum;
 }
 
 /* Counts the pending comm entries of d that end at or before w; drops what no longer matters. */
 static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
 {
-    size_t keep = 0, drop = 0;
+    size_t keep = 0, drop = 0, hint = 0;
     uint64_t low = w;
 
     for (size_t i = 0; i < d->n_pc; i++) {
         struct rk_pend *p = &d->pc[i];
         if (p->e <= w) {
-            uint64_t exp = (p->e - p->b) - rk_cu_overlap(d, p->b, p->e);
+            uint64_t exp = (p->e - p->b) - rk_cu_overlap(d, p->b, p->e, &hint);
             struct rk_opsum *o = rk_opsum_c(r, d, p->op_id);
             struct rk_devstep *ds = rk_devstep_c(r, d, p->step);
             struct rk_stepsum *s = rk_step_c(r, d->process_id, p->step);
@@ -1334,7 +1504,7 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     pos = rk_ifind(r, &key);
     if (r->islot[pos] != 0) {
         in = &r->inst[r->islot[pos] - 1];
-        for (size_t i = 0; i < in->n; i++)
+        for (size_t i = 0; (in->procs >> (process_id & 63) & 1) && i < in->n; i++)
             if (in->a[i].process_id == process_id)
                 return 0; /* the same (comm, seq) twice from one process: not an arrival */
     } else {
@@ -1361,6 +1531,7 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     if (rk_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0)
         return SQLITE_NOMEM;
     in->a[in->n++] = (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns};
+    in->procs |= 1ull << (process_id & 63);
     expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
     if (in->n >= expected)
         return rk_inst_finalize(r, (size_t)(in - r->inst));
@@ -1436,22 +1607,13 @@ static int ranks_finish_rc(struct ranks *r)
 
 /* ---- flush --------------------------------------------------------------- */
 
-static int rk_run(sqlite3_stmt *st, const int64_t *v, int n)
-{
-    int rc;
-
-    for (int i = 0; i < n; i++)
-        sqlite3_bind_int64(st, i + 1, v[i]);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : rc;
-}
-
-/* Writes the rk_ops and rk_devsteps deltas. */
+/* Writes the rk_ops and rk_devsteps deltas (sorted: the deltas are reset next). */
 static int rk_write_ops(struct ranks *r)
 {
     int rc;
 
+    rk_sort(r->ops, r->n_ops, sizeof(*r->ops), rk_ops_cmp);
+    rk_sort(r->dsteps, r->n_dsteps, sizeof(*r->dsteps), rk_dsteps_cmp);
     for (size_t i = 0; i < r->n_ops; i++) {
         const struct rk_opsum *o = &r->ops[i];
         int64_t v[9] = {o->process_id,       o->device_id,      o->op_id,
@@ -1461,9 +1623,11 @@ static int rk_write_ops(struct ranks *r)
             v[7] = INT64_MAX;
             v[8] = 0;
         }
-        if ((rc = rk_run(r->up_ops, v, 9)) != 0)
+        if ((rc = rk_up_add(&r->up_ops, v)) != 0)
             return rc;
     }
+    if ((rc = rk_up_end(&r->up_ops)) != 0)
+        return rc;
     for (size_t i = 0; i < r->n_dsteps; i++) {
         const struct rk_devstep *d = &r->dsteps[i];
         int64_t v[13] = {d->process_id,
@@ -1479,10 +1643,10 @@ static int rk_write_ops(struct ranks *r)
                          (int64_t)d->exposed,
                          d->first_row,
                          d->last_row};
-        if ((rc = rk_run(r->up_dsteps, v, 13)) != 0)
+        if ((rc = rk_up_add(&r->up_dsteps, v)) != 0)
             return rc;
     }
-    return 0;
+    return rk_up_end(&r->up_dsteps);
 }
 
 /* ---- the state saved at each commit -------------------------------------- */
@@ -1494,10 +1658,13 @@ static int rk_save_open(struct ranks *r)
     for (size_t i = 0; i < r->n_gone; i++) {
         const struct rk_ikey *k = &r->gone[i];
         int64_t v[4] = {(int64_t)k->kind, (int64_t)k->k1, (int64_t)k->k2, (int64_t)k->k3};
-        if ((rc = rk_run(r->del_open, v, 4)) != 0)
+        if ((rc = rk_up_add(&r->del_open, v)) != 0)
             return rc;
     }
     r->n_gone = 0;
+    /* before the arrivals: an instance may have closed and opened again under its key */
+    if ((rc = rk_up_end(&r->del_open)) != 0)
+        return rc;
     for (size_t i = 0; i < r->n_inst; i++) {
         struct rk_inst *in = &r->inst[i];
         for (; in->n_saved < in->n; in->n_saved++) {
@@ -1513,20 +1680,22 @@ static int rk_save_open(struct ranks *r)
                              (int64_t)a->step,
                              (int64_t)a->start,
                              (int64_t)a->dur};
-            if ((rc = rk_run(r->ins_open, v, 11)) != 0)
+            if ((rc = rk_up_add(&r->ins_open, v)) != 0)
                 return rc;
         }
     }
+    if ((rc = rk_up_end(&r->ins_open)) != 0)
+        return rc;
     for (size_t i = 0; i < r->n_occ; i++) {
         struct rk_occ *o = &r->occ[i];
         int64_t v[4] = {o->process_id, o->op_id, (int64_t)o->group, (int64_t)o->count};
         if (!o->dirty)
             continue;
-        if ((rc = rk_run(r->up_occ, v, 4)) != 0)
+        if ((rc = rk_up_add(&r->up_occ, v)) != 0)
             return rc;
         o->dirty = false;
     }
-    return 0;
+    return rk_up_end(&r->up_occ);
 }
 
 /* The intervals of the devices that changed. Not those of imported files (entries in file
@@ -1554,18 +1723,18 @@ static int rk_save_devs(struct ranks *r)
         for (size_t k = 0; k < d->n_cu; k++) {
             int64_t v[8] = {d->process_id,       d->device_id,        0, (int64_t)k,
                             (int64_t)d->cu[k].b, (int64_t)d->cu[k].e, 0, 0};
-            if ((rc = rk_run(r->ins_pend, v, 8)) != 0)
+            if ((rc = rk_up_add(&r->ins_pend, v)) != 0)
                 return rc;
         }
         for (size_t k = 0; k < d->n_pc; k++) {
             const struct rk_pend *c = &d->pc[k];
             int64_t v[8] = {d->process_id, d->device_id,     1,       (int64_t)k, (int64_t)c->b,
                             (int64_t)c->e, (int64_t)c->step, c->op_id};
-            if ((rc = rk_run(r->ins_pend, v, 8)) != 0)
+            if ((rc = rk_up_add(&r->ins_pend, v)) != 0)
                 return rc;
         }
     }
-    return 0;
+    return rk_up_end(&r->ins_pend);
 }
 
 /*
@@ -1629,6 +1798,8 @@ static int ranks_flush_rc(struct ranks *r)
             return rc;
     if ((rc = rk_write_ops(r)) != 0)
         return rc;
+    rk_sort(r->steps, r->n_steps, sizeof(*r->steps), rk_steps_cmp);
+    rk_sort(r->coll, r->n_coll, sizeof(*r->coll), rk_coll_cmp);
     for (size_t i = 0; i < r->n_steps; i++) {
         const struct rk_stepsum *s = &r->steps[i];
         int64_t v[14] = {s->process_id,
@@ -1645,25 +1816,29 @@ static int ranks_flush_rc(struct ranks *r)
                          (int64_t)s->waited,
                          (int64_t)s->last_count,
                          (int64_t)s->caused};
-        if ((rc = rk_run(r->up_steps, v, 14)) != 0)
+        if ((rc = rk_up_add(&r->up_steps, v)) != 0)
             return rc;
     }
+    if ((rc = rk_up_end(&r->up_steps)) != 0)
+        return rc;
     for (size_t i = 0; i < r->n_coll; i++) {
         const struct rk_collsum *c = &r->coll[i];
         if (c->process_id < 0) {
             int64_t v[6] = {
                 c->op_id,         (int64_t)c->step,    (int64_t)c->instances, (int64_t)c->partial,
                 (int64_t)c->skew, (int64_t)c->skew_max};
-            rc = rk_run(r->up_coll, v, 6);
+            rc = rk_up_add(&r->up_coll, v);
         } else {
             int64_t v[6] = {c->op_id,           c->process_id,
                             (int64_t)c->step,   (int64_t)c->instances,
                             (int64_t)c->waited, (int64_t)c->last_count};
-            rc = rk_run(r->up_collr, v, 6);
+            rc = rk_up_add(&r->up_collr, v);
         }
         if (rc != 0)
             return rc;
     }
+    if ((rc = rk_up_end(&r->up_coll)) != 0 || (rc = rk_up_end(&r->up_collr)) != 0)
+        return rc;
     if (r->late != r->late_written) {
         if ((rc = rk_info(r, "ranks_late", (int64_t)r->late)) != 0)
             return rc;
@@ -1813,6 +1988,7 @@ static int rk_load_open(struct ranks *r)
         in->a[in->n++] = (struct rk_arrival){
             sqlite3_column_int64(st, 4), (uint64_t)sqlite3_column_int64(st, 7),
             (uint64_t)sqlite3_column_int64(st, 8), (uint64_t)sqlite3_column_int64(st, 9)};
+        in->procs |= 1ull << (in->a[in->n - 1].process_id & 63);
         in->n_saved = in->n;
     }
     sqlite3_finalize(st);

@@ -1374,3 +1374,91 @@ Test(ranks, a_file_closed_between_the_ranks_arrivals_keeps_the_aggregates_exact)
     for (int k = 0; k < 5; k++)
         close(ofd[k]);
 }
+
+/* One entry of op 1 with ext comm 9 and seq, in step 0. */
+static void send_coll(int fd, uint64_t seq, uint64_t start, uint64_t dur)
+{
+    struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ, .comm = 9, .seq = seq};
+    struct proto_entry e = {.start_ns = start, .dur_ns = dur, .op_id = 1};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    e.ext_len = sizeof(x);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    cr_assert_eq(proto_pack_batch_header(&pk, 1), 0);
+    cr_assert_eq(proto_pack_entry(&pk, &e, (const char *)&x), 0);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/*
+ * A rank that sends the same (comm, seq) twice arrives once: the second
+ * entry counts as communication, not as an arrival at the instance. Checked
+ * for an instance in memory (seq 1) and for one the writer reloaded after
+ * its file was closed (seq 0: five other sessions close it, 4 files open at
+ * most).
+ */
+Test(ranks, a_repeated_comm_seq_is_one_arrival_also_after_a_reopen)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *v;
+    long long id = -1, other = -1;
+    int fd[2], ofd[5];
+
+    harness_daemon_start(&d, NULL);
+    harness_daemon_stop(&d, SIGTERM);
+    d.nofile = 64;
+    harness_daemon_restart(&d, NULL);
+    for (int k = 0; k < 2; k++) {
+        char dev[16];
+        snprintf(dev, sizeof(dev), "gpu:%d", k);
+        fd[k] = raw_producer(d.sock, "repeat", k, 2, dev, &id);
+        raw_send_ops(fd[k], 1, "allreduce");
+    }
+    send_coll(fd[0], 0, T0, 1000);
+    cr_assert_eq(raw_flush(fd[0], 1), 1);
+    for (int k = 0; k < 5; k++) {
+        char name[16];
+        snprintf(name, sizeof(name), "other%d", k);
+        ofd[k] = raw_producer(d.sock, name, 0, 1, "cpu", &other);
+        raw_send_ops(ofd[k], 1, "matmul");
+        raw_send_batch(ofd[k], 1, 1, T0, 10);
+        cr_assert_eq(raw_flush(ofd[k], 1), 1);
+    }
+    send_coll(fd[0], 0, T0 + 5000, 1000); /* again, after the reopen */
+    send_coll(fd[0], 1, T0 + 10000, 3000);
+    send_coll(fd[0], 1, T0 + 11000, 500); /* again, in memory */
+    cr_assert_eq(raw_flush(fd[0], 2), 4);
+    send_coll(fd[1], 0, T0 + 2000, 4000);
+    send_coll(fd[1], 1, T0 + 10500, 2000);
+    cr_assert_eq(raw_flush(fd[1], 1), 2);
+    for (int k = 0; k < 2; k++)
+        raw_bye(fd[k], 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    rep = analysis(id, NULL, &r);
+    cr_expect(obj_str_eq(obj_get(obj_get(rep, "completeness"), "aggregates"), "exact"));
+    v = obj_get(rep, "collectives");
+    cr_assert_eq(v->via.array.size, 1);
+    v = &v->via.array.ptr[0];
+    /* seq 0: rank 1 last, 2000 ns after rank 0, which waits its 1000 ns; seq 1: 500 ns
+     * after rank 0's 3000 ns entry */
+    cr_expect_eq(obj_u64(obj_get(v, "instances")), 2);
+    cr_expect_eq(obj_u64(obj_get(v, "partial")), 0);
+    cr_expect_eq(obj_u64(obj_get(v, "waited_ns")), 1000 + 500);
+    cr_expect_eq(obj_u64(obj_get(v, "skew_max_ns")), 2000);
+    cr_expect_eq(obj_u64(obj_get(v, "skew_mean_ns")), (2000 + 500) / 2);
+    cr_expect_eq(obj_u64(obj_get(v, "last_rank")), 1);
+    cr_expect_eq(obj_u64(obj_get(v, "last_rank_count")), 2);
+    v = row_of(obj_get(rep, "ranks"), "rank", 0);
+    cr_expect_eq(obj_u64(obj_get(v, "collectives")), 2);
+    cr_expect_eq(obj_u64(obj_get(v, "waited_ns")), 1000 + 500);
+    cr_expect_eq(obj_u64(obj_get(v, "comm_ns")), 1000 + 1000 + 3000 + 500);
+    v = row_of(obj_get(rep, "ranks"), "rank", 1);
+    cr_expect_eq(obj_u64(obj_get(v, "collectives")), 2);
+    cr_expect_eq(obj_u64(obj_get(v, "arrived_last")), 2);
+    cr_expect_eq(obj_u64(obj_get(v, "waited_ns")), 0);
+    proto_reader_deinit(&r);
+    for (int k = 0; k < 5; k++)
+        close(ofd[k]);
+}
