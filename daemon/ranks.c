@@ -117,12 +117,21 @@ struct rk_refs {
     struct rk_ref w[RK_WAYS];
 };
 
-/* Per process and op: its occurrence count (r->occ index + 1, for its group) and the
- * rk_coll_ranks delta of its last step. */
+/*
+ * Per process and collective op: its occurrence count (r->occ index + 1, for
+ * its group) and the rk_coll_ranks deltas of its last steps; per op for
+ * rk_coll. RK_POPS slots by op id % RK_POPS (few ops are collectives), one op
+ * at a time (op1: op id + 1).
+ */
+#define RK_POPS 16
+
 struct rk_pop {
-    uint32_t occ1;
+    uint32_t op1, occ1;
     struct rk_refs coll;
 };
+
+/* The rk_ops deltas of a (process, device): RK_DOPS slots by op id % RK_DOPS. */
+#define RK_DOPS 256
 
 struct rk_proc {
     uint64_t group; /* hash of its process_group metadata, 0 none */
@@ -130,8 +139,7 @@ struct rk_proc {
     bool replay;         /* an imported file (metadata import.file): entries in file order */
     uint32_t dev1;       /* r->devs index + 1 of its last device */
     struct rk_refs step; /* the rk_steps deltas of its last steps */
-    struct rk_pop *pop;  /* by op id */
-    size_t n_pop;
+    struct rk_pop *pop;  /* RK_POPS, or NULL until its first collective */
 };
 
 struct rk_iv {
@@ -152,13 +160,12 @@ struct rk_dev {
     struct rk_pend *pc; /* comm entries not yet counted */
     size_t n_pc, cap_pc;
     uint64_t max_start;
-    uint64_t disorder;  /* the most an entry started before the latest start seen before it */
-    uint64_t fin_end;   /* latest end of a comm entry already counted */
-    uint64_t drop_end;  /* latest end of a compute interval already dropped */
-    bool dirty;         /* changed since the last commit: rk_pend and rk_devstate to write */
-    bool unsaved;       /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
-    struct rk_ref *ops; /* by op id: its rk_ops delta here */
-    size_t n_ops;
+    uint64_t disorder;    /* the most an entry started before the latest start seen before it */
+    uint64_t fin_end;     /* latest end of a comm entry already counted */
+    uint64_t drop_end;    /* latest end of a compute interval already dropped */
+    bool dirty;           /* changed since the last commit: rk_pend and rk_devstate to write */
+    bool unsaved;         /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
+    struct rk_ref *ops;   /* RK_DOPS (key: the op id), or NULL until its first entry */
     struct rk_refs dstep; /* the rk_devsteps deltas of the last steps seen here */
 };
 
@@ -186,7 +193,9 @@ struct rk_map {
 #define RK_MAXCOLS 14
 
 struct rk_up {
-    sqlite3_stmt *one, *many;
+    sqlite3_stmt *one, *many; /* many prepared when first needed (from many_sql) */
+    sqlite3 *db;
+    char *many_sql;
     int ncols, n;
     int64_t v[RK_BATCH * RK_MAXCOLS];
 };
@@ -203,9 +212,8 @@ struct ranks {
     bool inexact, inexact_written;
 
     struct rk_map ops_idx, steps_idx, dsteps_idx, coll_idx, occ_idx, dev_idx;
-    uint32_t epoch;        /* of the deltas, for struct rk_ref; never 0 */
-    struct rk_refs *collc; /* by op id: the rk_coll deltas of its last steps */
-    size_t n_collc;
+    uint32_t epoch;       /* of the deltas, for struct rk_ref; never 0 */
+    struct rk_pop *collc; /* RK_POPS: the rk_coll deltas of each op's last steps */
     struct rk_opsum *ops;
     size_t n_ops, cap_ops;
     struct rk_devstep *dsteps;
@@ -346,24 +354,26 @@ static int rk_up_prepare_rows(sqlite3 *db, struct rk_up *u, int ncols, const cha
 {
     size_t cap = strlen(head) + RK_BATCH * (strlen(row) + strlen(sep)) + strlen(tail) + 1;
     char *sql = malloc(cap);
-    int rc = SQLITE_OK;
+    int rc;
 
     if (sql == NULL)
         return SQLITE_NOMEM;
+    u->db = db;
     u->ncols = ncols;
-    for (int pass = 0; pass < 2 && rc == SQLITE_OK; pass++) {
-        int rows = pass == 0 ? 1 : RK_BATCH;
-
-        strcpy(sql, head);
-        for (int i = 0; i < rows; i++) {
-            if (i > 0)
-                strcat(sql, sep);
-            strcat(sql, row);
-        }
-        strcat(sql, tail);
-        rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                                pass == 0 ? &u->one : &u->many, NULL);
+    u->many_sql = sql;
+    strcpy(sql, head);
+    for (int i = 0; i < RK_BATCH; i++) {
+        if (i > 0)
+            strcat(sql, sep);
+        strcat(sql, row);
     }
+    strcat(sql, tail);
+    /* the same with one row: head, row, tail */
+    sql = malloc(strlen(head) + strlen(row) + strlen(tail) + 1);
+    if (sql == NULL)
+        return SQLITE_NOMEM;
+    strcat(strcat(strcpy(sql, head), row), tail);
+    rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &u->one, NULL);
     free(sql);
     return rc;
 }
@@ -383,6 +393,7 @@ static void rk_up_free(struct rk_up *u)
 {
     sqlite3_finalize(u->one);
     sqlite3_finalize(u->many);
+    free(u->many_sql);
 }
 
 /* One statement with the values v[0..n). */
@@ -404,6 +415,12 @@ static int rk_up_add(struct rk_up *u, const int64_t *v)
     if (++u->n < RK_BATCH)
         return 0;
     u->n = 0;
+    if (u->many == NULL) {
+        int rc =
+            sqlite3_prepare_v3(u->db, u->many_sql, -1, SQLITE_PREPARE_PERSISTENT, &u->many, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
     return rk_run(u->many, u->v, RK_BATCH * u->ncols);
 }
 
@@ -562,16 +579,16 @@ static void rk_reset_deltas(struct ranks *r)
     if (++r->epoch == 0) { /* once in 2^32 commits: every cache entry might look valid */
         for (size_t i = 0; i < r->n_procs; i++) {
             memset(&r->procs[i].step, 0, sizeof(r->procs[i].step));
-            for (size_t k = 0; k < r->procs[i].n_pop; k++)
+            for (size_t k = 0; r->procs[i].pop != NULL && k < RK_POPS; k++)
                 memset(&r->procs[i].pop[k].coll, 0, sizeof(r->procs[i].pop[k].coll));
         }
         for (size_t i = 0; i < r->n_devs; i++) {
             memset(&r->devs[i].dstep, 0, sizeof(r->devs[i].dstep));
-            for (size_t k = 0; k < r->devs[i].n_ops; k++)
+            for (size_t k = 0; r->devs[i].ops != NULL && k < RK_DOPS; k++)
                 r->devs[i].ops[k].epoch = 0;
         }
-        for (size_t i = 0; i < r->n_collc; i++)
-            memset(&r->collc[i], 0, sizeof(r->collc[i]));
+        for (size_t k = 0; r->collc != NULL && k < RK_POPS; k++)
+            memset(&r->collc[k].coll, 0, sizeof(r->collc[k].coll));
         r->epoch = 1;
     }
 }
@@ -1059,26 +1076,6 @@ static struct rk_proc *rk_proc_known(struct ranks *r, int64_t process_id)
     return process_id >= 0 && (uint64_t)process_id < r->n_procs ? &r->procs[process_id] : NULL;
 }
 
-/* Grows *arr (of *n elements of size sz) to hold index id, zeroing the new ones. 0 or -ENOMEM. */
-static int rk_grow_to(void **arr, size_t *n, size_t id, size_t sz)
-{
-    size_t c = *n ? *n : 16;
-    void *p;
-
-    if (id < *n)
-        return 0;
-    if (id >= (1u << 24))
-        return -ENOMEM;
-    while (c <= id)
-        c *= 2;
-    if ((p = realloc(*arr, c * sz)) == NULL)
-        return -ENOMEM;
-    memset((char *)p + *n * sz, 0, (c - *n) * sz);
-    *arr = p;
-    *n = c;
-    return 0;
-}
-
 static struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
 {
     struct rk_proc *p = rk_proc_known(r, process_id);
@@ -1106,15 +1103,33 @@ static struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64
 
 static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
 {
+    struct rk_ref *c;
     struct rk_opsum *o;
 
-    if (op_id < d->n_ops && rk_ref_ok(r, &d->ops[op_id], 0))
-        return &r->ops[d->ops[op_id].i1 - 1];
-    if ((o = rk_opsum(r, d->process_id, d->device_id, op_id)) == NULL)
-        return NULL;
-    if (op_id < r->n_cat && rk_grow_to((void **)&d->ops, &d->n_ops, op_id, sizeof(*d->ops)) == 0)
-        d->ops[op_id] = (struct rk_ref){r->epoch, (uint32_t)(o - r->ops) + 1, 0};
+    if (d->ops == NULL)
+        d->ops = calloc(RK_DOPS, sizeof(*d->ops));
+    c = d->ops != NULL ? &d->ops[op_id % RK_DOPS] : NULL;
+    if (c != NULL && rk_ref_ok(r, c, op_id))
+        return &r->ops[c->i1 - 1];
+    if ((o = rk_opsum(r, d->process_id, d->device_id, op_id)) != NULL && c != NULL)
+        *c = (struct rk_ref){r->epoch, (uint32_t)(o - r->ops) + 1, op_id};
     return o;
+}
+
+/* The slot of op in a table of RK_POPS (allocated on first use), taken over when another
+ * op had it. NULL when out of memory. */
+static struct rk_pop *rk_pop(struct rk_pop **tab, uint32_t op_id)
+{
+    struct rk_pop *p;
+
+    if (*tab == NULL && (*tab = calloc(RK_POPS, sizeof(**tab))) == NULL)
+        return NULL;
+    p = &(*tab)[op_id % RK_POPS];
+    if (p->op1 != op_id + 1) {
+        memset(p, 0, sizeof(*p));
+        p->op1 = op_id + 1;
+    }
+    return p;
 }
 
 /* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
@@ -1122,16 +1137,12 @@ static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t 
                                        uint64_t step)
 {
     struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
-    struct rk_ref *c = NULL;
+    struct rk_pop *pop = p != NULL        ? rk_pop(&p->pop, op_id)
+                         : process_id < 0 ? rk_pop(&r->collc, op_id)
+                                          : NULL;
+    struct rk_ref *c = pop != NULL ? &pop->coll.w[step % RK_WAYS] : NULL;
     struct rk_collsum *cs;
 
-    if (op_id < r->n_cat) {
-        if (p != NULL && rk_grow_to((void **)&p->pop, &p->n_pop, op_id, sizeof(*p->pop)) == 0)
-            c = &p->pop[op_id].coll.w[step % RK_WAYS];
-        else if (process_id < 0 &&
-                 rk_grow_to((void **)&r->collc, &r->n_collc, op_id, sizeof(*r->collc)) == 0)
-            c = &r->collc[op_id].w[step % RK_WAYS];
-    }
     if (c != NULL && rk_ref_ok(r, c, step))
         return &r->coll[c->i1 - 1];
     if ((cs = rk_collsum(r, op_id, process_id, step)) != NULL && c != NULL)
@@ -1458,17 +1469,14 @@ static int rk_inst_oldest(struct ranks *r)
 static struct rk_occ *rk_occ(struct ranks *r, int64_t process_id, uint32_t op_id)
 {
     struct rk_proc *p = rk_proc_known(r, process_id);
-    struct rk_pop *pop = NULL;
+    struct rk_pop *pop = p != NULL ? rk_pop(&p->pop, op_id) : NULL;
     bool fresh;
     ssize_t i;
 
     if (p == NULL)
         return NULL;
-    if (op_id < r->n_cat && rk_grow_to((void **)&p->pop, &p->n_pop, op_id, sizeof(*p->pop)) == 0) {
-        pop = &p->pop[op_id];
-        if (pop->occ1 != 0 && r->occ[pop->occ1 - 1].group == p->group)
-            return &r->occ[pop->occ1 - 1];
-    }
+    if (pop != NULL && pop->occ1 != 0 && r->occ[pop->occ1 - 1].group == p->group)
+        return &r->occ[pop->occ1 - 1];
     i = rk_slot(&r->occ_idx, (uint64_t)process_id, op_id, p->group, (void **)&r->occ, &r->n_occ,
                 &r->cap_occ, sizeof(*r->occ), &fresh);
     if (i < 0)
