@@ -59,6 +59,10 @@ struct query {
     size_t op_index, op_seen;
     /* The file's aggregates are exact: read them instead of scanning entries (agg.h). */
     bool agg;
+    /* Its histogram is in chunks (info.histogram = 2), not in an older file's agg_hist rows. */
+    bool hist_chunks;
+    /* The durations pass: what each run of equal durations (or histogram bucket) goes to. */
+    int (*duration)(struct query *q, int64_t op_id, uint64_t dur, uint64_t count);
     int64_t op_id;
     /* A page of ops (ops_limit): each row's op id and calls seen, by id. */
     struct query_page_op *page;
@@ -298,12 +302,10 @@ static int query_inconsistent(struct query *q)
  * one snapshot) and ascending within an op, so the value at a percentile's
  * nearest rank is the percentile: no op's durations are ever held in memory.
  */
-static int query_durations_row(struct query *q, sqlite3_stmt *st)
+static int query_duration(struct query *q, int64_t id, uint64_t dur, uint64_t count)
 {
     struct report *r = q->r;
     struct report_op *op;
-    int64_t id = sqlite3_column_int64(st, 0);
-    uint64_t dur = query_u64(st, 1), count = query_u64(st, 2);
 
     if (count == 0)
         return query_inconsistent(q);
@@ -324,6 +326,45 @@ static int query_durations_row(struct query *q, sqlite3_stmt *st)
     if (q->op_seen > op->calls)
         return query_inconsistent(q);
     return 0;
+}
+
+/* A row of report_durations*.sql: op_id, dur_ns, count. */
+static int query_durations_row(struct query *q, sqlite3_stmt *st)
+{
+    return q->duration(q, sqlite3_column_int64(st, 0), query_u64(st, 1), query_u64(st, 2));
+}
+
+/* A row of report_durations_agg.sql: op_id, chunk, data: each bucket of the chunk in order. */
+static int query_chunk_row(struct query *q, sqlite3_stmt *st)
+{
+    struct agg_hist_bucket b[AGG_CHUNK];
+    int64_t id = sqlite3_column_int64(st, 0);
+    int n = agg_chunk_decode(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                             (uint32_t)sqlite3_column_int64(st, 1), b);
+    int err = 0;
+
+    if (n < 0) {
+        query_msg(q, "durations", "a histogram chunk is malformed");
+        return -EIO;
+    }
+    for (int i = 0; err == 0 && i < n; i++)
+        err = q->duration(q, id, b[i].min_ns, b[i].count);
+    return err;
+}
+
+/*
+ * The durations pass: every op's durations (or histogram buckets) ascending
+ * within the op, ops by id, a run of equal values at a time to fn.
+ */
+static int query_durations(struct query *q, int (*fn)(struct query *, int64_t, uint64_t, uint64_t))
+{
+    q->duration = fn;
+    if (!q->agg)
+        return query_run(q, schema_report_durations_sql, "durations", 0, 0, query_durations_row);
+    if (!q->hist_chunks)
+        return query_run(q, schema_report_durations_agg_rows_sql, "durations", 0, 0,
+                         query_durations_row);
+    return query_run(q, schema_report_durations_agg_sql, "durations", 0, 0, query_chunk_row);
 }
 
 /* avg_ns and share of every row of r->ops. */
@@ -354,8 +395,7 @@ static int query_ops(struct query *q)
         return err;
     q->op_index = 0;
     q->op_seen = 0;
-    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
-                    "durations", 0, 0, query_durations_row);
+    err = query_durations(q, query_duration);
     if (err < 0)
         return err;
     if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
@@ -570,10 +610,9 @@ static int query_page_id_cmp(const void *pa, const void *pb)
 
 /* One duration of the durations pass (ascending within an op): counted when its op is on the page.
  */
-static int query_page_durations_row(struct query *q, sqlite3_stmt *st)
+static int query_page_duration(struct query *q, int64_t id, uint64_t dur, uint64_t count)
 {
-    struct query_page_op key = {.id = sqlite3_column_int64(st, 0)}, *p;
-    uint64_t count = query_u64(st, 2);
+    struct query_page_op key = {.id = id}, *p;
     struct report_op *op;
 
     p = bsearch(&key, q->page, q->r->n_ops, sizeof(*p), query_page_id_cmp);
@@ -582,7 +621,7 @@ static int query_page_durations_row(struct query *q, sqlite3_stmt *st)
     op = &q->r->ops[p->index];
     if (count == 0 || count > op->calls - p->seen)
         return query_inconsistent(q);
-    query_percentiles(op, p->seen, query_u64(st, 1), count);
+    query_percentiles(op, p->seen, dur, count);
     p->seen += count;
     return 0;
 }
@@ -603,8 +642,7 @@ static int query_ops_page(struct query *q)
     if (err < 0 || r->n_ops == 0)
         return err;
     qsort(q->page, r->n_ops, sizeof(*q->page), query_page_id_cmp);
-    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
-                    "durations", 0, 0, query_page_durations_row);
+    err = query_durations(q, query_page_duration);
     if (err < 0)
         return err;
     for (size_t i = 0; i < r->n_ops; i++) {
@@ -811,12 +849,17 @@ static int query_analysis(struct query *q)
     return 0;
 }
 
-/* Whether the file's aggregates are exact (info.aggregates = 1). */
+/*
+ * Whether the file's aggregates are exact (info.aggregates = 1), and which
+ * layout its histogram has (info.histogram = 2: chunks; absent: agg_hist).
+ */
 static int query_aggregates(struct query *q)
 {
     sqlite3_stmt *st = NULL;
-    int rc =
-        sqlite3_prepare_v2(q->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(q->db,
+                                "SELECT (SELECT value FROM info WHERE key = 'aggregates'),"
+                                " (SELECT value FROM info WHERE key = 'histogram')",
+                                -1, &st, NULL);
 
     if (rc != SQLITE_OK) {
         /* A file without the info table (older or hand-made) has no aggregates. */
@@ -825,6 +868,7 @@ static int query_aggregates(struct query *q)
     }
     rc = sqlite3_step(st);
     q->agg = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
+    q->hist_chunks = rc == SQLITE_ROW && sqlite3_column_int64(st, 1) == 2;
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
 }

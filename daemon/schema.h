@@ -21,6 +21,7 @@ extern const char schema_report_devices_sql[];
 extern const char schema_report_totals_agg_sql[];
 extern const char schema_report_ops_agg_sql[];
 extern const char schema_report_durations_agg_sql[];
+extern const char schema_report_durations_agg_rows_sql[];
 extern const char schema_report_slowest_agg_sql[];
 extern const char schema_report_hotspots_agg_sql[];
 extern const char schema_report_devices_agg_sql[];
