@@ -649,6 +649,21 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     return store_errno(rc);
 }
 
+/* What the file's last commit left of the histograms and heaps, into memory. 0 or -errno. */
+static int agg_reload(struct agg *a)
+{
+    int rc;
+
+    if ((rc = agg_hist_load(a)) != 0 ||
+        (rc = agg_heap_load(&a->slow, a->db,
+                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
+                            " JOIN entries e ON e.rowid = t.entry")) != 0)
+        return rc;
+    return agg_heap_load(&a->mem, a->db,
+                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
+                         " JOIN entries e ON e.rowid = t.entry");
+}
+
 int agg_load(struct agg *a)
 {
     int64_t exact;
@@ -660,14 +675,7 @@ int agg_load(struct agg *a)
         a->inexact = a->broken_written = true;
         return 0;
     }
-    if ((rc = agg_hist_load(a)) != 0 ||
-        (rc = agg_heap_load(&a->slow, a->db,
-                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
-                            " JOIN entries e ON e.rowid = t.entry")) != 0)
-        return rc;
-    return agg_heap_load(&a->mem, a->db,
-                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
-                         " JOIN entries e ON e.rowid = t.entry");
+    return agg_reload(a);
 }
 
 /* ---- flush --------------------------------------------------------------- */
@@ -729,6 +737,12 @@ int agg_flush(struct agg *a)
 void agg_discard(struct agg *a)
 {
     agg_reset_deltas(a);
-    agg_hist_free(a); /* holds what was rolled back; the aggregates are inexact from now on */
-    a->inexact = true;
+    /*
+     * The histograms and heaps hold what was rolled back: they are read back
+     * from the file, unless the transaction is still open (ROLLBACK failed).
+     */
+    if (a->inexact || !sqlite3_get_autocommit(a->db) || agg_reload(a) != 0) {
+        agg_hist_free(a);
+        a->inexact = true;
+    }
 }

@@ -25,9 +25,11 @@
  * query engine reads either, and the writer converts such a file when it
  * reopens it (agg_load: in its next transaction).
  *
- * When a commit fails (disk full) the in-memory heaps no longer match the
- * file: agg_discard() marks the aggregates inexact, and the next successful
- * flush sets info.aggregates = 0, after which reports scan the entries again.
+ * When a commit fails (disk full) the in-memory histograms and heaps no
+ * longer match the file: agg_discard() reads them back from it (what the
+ * last commit left), and the aggregates stay exact. Only if that fails does
+ * it mark them inexact: the next successful flush sets info.aggregates = 0,
+ * after which reports scan the entries again.
  *
  * Errors: 0 or a negative errno (SQLite codes mapped by store_errno(),
  * -ENOMEM when a delta cannot grow); the caller logs them.
@@ -64,8 +66,8 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
 /* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
 int agg_flush(struct agg *a);
 /*
- * The transaction was rolled back: drop the deltas and the histograms, mark
- * the aggregates inexact (they stay so: nothing reads them again).
+ * The transaction was rolled back: drops the deltas, reloads the histograms
+ * and heaps from the file; marks the aggregates inexact when that fails.
  */
 void agg_discard(struct agg *a);
 /* The histogram bucket of a duration (exposed for the tests). */
