@@ -32,11 +32,20 @@ struct agg_sum {
 struct agg_top {
     uint64_t key, start;
     int64_t rowid;
+    bool saved; /* in the table since the last flush */
 };
 
+/*
+ * The table changes at the flush, not at each offer: while a heap fills (a
+ * new session's first AGG_TOP entries) every offer is kept, and a statement
+ * per offer was most of agg_entry's SQL.
+ */
 struct agg_heap {
     struct agg_top *v; /* a min-heap of the kept entries: v[0] is the first to evict */
     size_t n;
+    int64_t *gone; /* saved entries evicted since the last flush: to delete */
+    size_t n_gone;
+    bool changed;
     sqlite3_stmt *ins, *del;
 };
 
@@ -461,7 +470,10 @@ struct agg *agg_new(sqlite3 *db)
     a->db = db;
     a->slow.v = malloc(AGG_TOP * sizeof(struct agg_top));
     a->mem.v = malloc(AGG_TOP * sizeof(struct agg_top));
-    if (a->slow.v == NULL || a->mem.v == NULL || agg_prepare(a) < 0) {
+    a->slow.gone = malloc(AGG_TOP * sizeof(int64_t));
+    a->mem.gone = malloc(AGG_TOP * sizeof(int64_t));
+    if (a->slow.v == NULL || a->mem.v == NULL || a->slow.gone == NULL || a->mem.gone == NULL ||
+        agg_prepare(a) < 0) {
         agg_free(a);
         return NULL;
     }
@@ -484,6 +496,8 @@ void agg_free(struct agg *a)
     free(a->devs);
     free(a->slow.v);
     free(a->mem.v);
+    free(a->slow.gone);
+    free(a->mem.gone);
     free(a);
 }
 
@@ -556,20 +570,9 @@ static void agg_sift_down(struct agg_heap *h, size_t i)
     }
 }
 
-static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
+/* Keeps t when it ranks among the AGG_TOP first; the table follows at the flush. */
+static void agg_top_offer(struct agg_heap *h, const struct agg_top *t)
 {
-    int rc;
-
-    sqlite3_bind_int64(st, 1, rowid);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return store_errno(rc);
-}
-
-static int agg_top_offer(struct agg_heap *h, const struct agg_top *t)
-{
-    int rc;
-
     if (h->n < AGG_TOP) {
         size_t i = h->n++;
         h->v[i] = *t;
@@ -579,22 +582,22 @@ static int agg_top_offer(struct agg_heap *h, const struct agg_top *t)
             h->v[(i - 1) / 2] = x;
             i = (i - 1) / 2;
         }
-        return agg_step_id(h->ins, t->rowid);
+        h->changed = true;
+        return;
     }
     if (!agg_worse(&h->v[0], t))
-        return 0; /* not among the top: the common case once the session is warm */
-    if ((rc = agg_step_id(h->del, h->v[0].rowid)) != 0)
-        return rc;
+        return;        /* not among the top: the common case once the session is warm */
+    if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
+        h->gone[h->n_gone++] = h->v[0].rowid;
     h->v[0] = *t;
     agg_sift_down(h, 0);
-    return agg_step_id(h->ins, t->rowid);
+    h->changed = true;
 }
 
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid)
 {
     struct agg_sum *op = agg_slot(&a->ops, &a->n_ops, e->op_id);
     struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid};
-    int rc;
 
     if (op == NULL ||
         (!a->inexact && agg_hist_put(a, e->op_id, agg_bucket(e->dur_ns), e->dur_ns, 1) < 0))
@@ -616,12 +619,12 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
         a->end = agg_sat(e->start_ns, e->dur_ns);
     if (e->mem_bytes > a->peak)
         a->peak = e->mem_bytes;
-    if ((rc = agg_top_offer(&a->slow, &t)) != 0)
-        return rc;
+    agg_top_offer(&a->slow, &t);
     if (e->mem_bytes == 0)
         return 0;
     t.key = e->mem_bytes;
-    return agg_top_offer(&a->mem, &t);
+    agg_top_offer(&a->mem, &t);
+    return 0;
 }
 
 /* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
@@ -632,12 +635,14 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
 
     if (rc != SQLITE_OK)
         return store_errno(rc);
-    h->n = 0;
+    h->n = h->n_gone = 0;
+    h->changed = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
         size_t i = h->n++;
         h->v[i] = (struct agg_top){.rowid = sqlite3_column_int64(st, 0),
                                    .key = (uint64_t)sqlite3_column_int64(st, 1),
-                                   .start = (uint64_t)sqlite3_column_int64(st, 2)};
+                                   .start = (uint64_t)sqlite3_column_int64(st, 2),
+                                   .saved = true};
         while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
             struct agg_top x = h->v[i];
             h->v[i] = h->v[(i - 1) / 2];
@@ -691,6 +696,38 @@ static int agg_run(sqlite3_stmt *st, const int64_t *v, int n)
     return store_errno(rc);
 }
 
+static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
+{
+    int rc;
+
+    sqlite3_bind_int64(st, 1, rowid);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return store_errno(rc);
+}
+
+/* Deletes the saved entries evicted since the last flush, inserts those kept since. */
+static int agg_heap_flush(struct agg_heap *h)
+{
+    int rc;
+
+    if (!h->changed)
+        return 0;
+    for (size_t i = 0; i < h->n_gone; i++) {
+        if ((rc = agg_step_id(h->del, h->gone[i])) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (!h->v[i].saved && (rc = agg_step_id(h->ins, h->v[i].rowid)) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < h->n; i++)
+        h->v[i].saved = true;
+    h->n_gone = 0;
+    h->changed = false;
+    return 0;
+}
+
 static int agg_flush_sums(struct agg *a)
 {
     int rc;
@@ -728,7 +765,8 @@ int agg_flush(struct agg *a)
         return rc;
     if (a->entries == 0)
         return 0;
-    if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0)
+    if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
+        (rc = agg_heap_flush(&a->slow)) != 0 || (rc = agg_heap_flush(&a->mem)) != 0)
         return rc;
     agg_reset_deltas(a);
     return 0;

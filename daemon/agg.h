@@ -61,7 +61,7 @@ void agg_free(struct agg *a);
 int agg_load(struct agg *a);
 /* Marks the file's aggregates exact (a new session); inside the open transaction. 0 or -errno. */
 int agg_init_file(struct agg *a);
-/* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). 0 or a negative errno. */
+/* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). 0 or -ENOMEM. */
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid);
 /* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
 int agg_flush(struct agg *a);
