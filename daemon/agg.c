@@ -49,23 +49,27 @@ struct agg_heap {
     sqlite3_stmt *ins, *del;
 };
 
+struct agg_bkt {
+    uint64_t count, min;
+};
+
 /*
  * One chunk of an op's histogram in memory: the buckets that have a count,
  * in bucket order (bucket i of the chunk is b[popcount(mask below bit i)]).
+ * The mask sits in the op's array of chunks, not with the buckets: an entry
+ * then costs one cache miss (its bucket), not two.
  */
 struct agg_chunk {
-    uint64_t mask;  /* bit i: bucket i of the chunk has a count */
-    uint8_t n, cap; /* buckets in b, room for */
-    bool dirty;     /* changed since the last flush: listed in agg.dirty */
-    struct agg_bkt {
-        uint64_t count, min;
-    } b[];
+    uint64_t mask;     /* bit i: bucket i of the chunk has a count */
+    struct agg_bkt *b; /* NULL while the mask is 0 */
+    uint8_t n, cap;    /* buckets in b, room for */
+    bool dirty;        /* changed since the last flush: listed in agg.dirty */
 };
 
-/* An op's histogram: its chunks first .. first + n - 1 (NULL: none has a count yet). */
+/* An op's histogram: its chunks first .. first + n - 1. */
 struct agg_hops {
     uint32_t first, n;
-    struct agg_chunk **c;
+    struct agg_chunk *c;
 };
 
 struct agg {
@@ -82,6 +86,10 @@ struct agg {
     size_t n_hist;
     int64_t *dirty; /* agg_hist_chunks ids */
     size_t n_dirty, cap_dirty;
+    /* the last entry's duration, counted at the next entry or flush (agg_hist_prefetch) */
+    bool pending;
+    uint32_t pend_op, pend_bucket;
+    uint64_t pend_dur;
     struct agg_heap slow, mem;
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
 };
@@ -115,7 +123,7 @@ static void agg_hist_free(struct agg *a)
 {
     for (size_t i = 0; i < a->n_hist; i++) {
         for (uint32_t k = 0; k < a->hist[i].n; k++)
-            free(a->hist[i].c[k]);
+            free(a->hist[i].c[k].b);
         free(a->hist[i].c);
     }
     free(a->hist);
@@ -123,7 +131,7 @@ static void agg_hist_free(struct agg *a)
     a->hist = NULL;
     a->dirty = NULL;
     a->n_hist = a->n_dirty = a->cap_dirty = 0;
-    a->convert = false;
+    a->convert = a->pending = false;
 }
 
 /* The chunks written (or loaded): none is dirty any more. */
@@ -132,17 +140,17 @@ static void agg_hist_clean(struct agg *a)
     for (size_t k = 0; k < a->n_dirty; k++) {
         const struct agg_hops *h = &a->hist[a->dirty[k] >> AGG_CHUNK_SHIFT];
         uint32_t ci = (uint32_t)(a->dirty[k] & ((1 << AGG_CHUNK_SHIFT) - 1));
-        h->c[ci - h->first]->dirty = false;
+        h->c[ci - h->first].dirty = false;
     }
     a->n_dirty = 0;
     a->convert = false;
 }
 
 /* The slot of chunk ci of op's histogram, widening its range; NULL on out of memory. */
-static struct agg_chunk **agg_chunk_slot(struct agg *a, uint32_t op, uint32_t ci)
+static struct agg_chunk *agg_chunk_slot(struct agg *a, uint32_t op, uint32_t ci)
 {
     struct agg_hops *h;
-    struct agg_chunk **c;
+    struct agg_chunk *c;
     uint32_t first, last;
 
     if (op >= a->n_hist) {
@@ -172,27 +180,29 @@ static struct agg_chunk **agg_chunk_slot(struct agg *a, uint32_t op, uint32_t ci
     return &h->c[ci - first];
 }
 
-/* Makes room for a bucket at b[i] of *cp (allocated when NULL); NULL on out of memory. */
-static struct agg_chunk *agg_chunk_grow(struct agg_chunk **cp, unsigned i)
+/* Makes room for a bucket at b[i] of c. 0 or -ENOMEM. */
+static int agg_chunk_grow(struct agg_chunk *c, unsigned i)
 {
-    struct agg_chunk *c = *cp;
-
-    if (c == NULL || c->n == c->cap) {
-        unsigned cap = c != NULL ? c->cap * 2u : 2u; /* at most AGG_CHUNK: n < AGG_CHUNK here */
-        struct agg_chunk *p = realloc(c, sizeof(*p) + cap * sizeof(p->b[0]));
-        if (p == NULL)
-            return NULL;
-        if (c == NULL) {
-            p->mask = 0;
-            p->n = 0;
-            p->dirty = false;
-        }
-        p->cap = (uint8_t)cap;
-        *cp = c = p;
+    if (c->n == c->cap) {
+        unsigned cap = c->cap ? c->cap * 2u : 2u; /* at most AGG_CHUNK: n < AGG_CHUNK here */
+        struct agg_bkt *b = realloc(c->b, cap * sizeof(*b));
+        if (b == NULL)
+            return -ENOMEM;
+        c->b = b;
+        c->cap = (uint8_t)cap;
     }
     memmove(&c->b[i + 1], &c->b[i], (c->n - i) * sizeof(c->b[0]));
     c->n++;
-    return c;
+    return 0;
+}
+
+/* The bits set in m (__builtin_popcountll is a libgcc call without -mpopcnt). */
+static unsigned agg_popcount(uint64_t m)
+{
+    m = m - (m >> 1 & UINT64_C(0x5555555555555555));
+    m = (m & UINT64_C(0x3333333333333333)) + (m >> 2 & UINT64_C(0x3333333333333333));
+    m = (m + (m >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    return (unsigned)((m * UINT64_C(0x0101010101010101)) >> 56);
 }
 
 /*
@@ -203,17 +213,16 @@ static struct agg_chunk *agg_chunk_grow(struct agg_chunk **cp, unsigned i)
 static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, uint64_t count)
 {
     uint32_t ci = b / AGG_CHUNK, bit = b % AGG_CHUNK;
-    struct agg_chunk **cp, *c;
+    struct agg_chunk *c;
     unsigned i;
 
     if (op < a->n_hist && ci - a->hist[op].first < a->hist[op].n)
-        cp = &a->hist[op].c[ci - a->hist[op].first];
-    else if ((cp = agg_chunk_slot(a, op, ci)) == NULL)
+        c = &a->hist[op].c[ci - a->hist[op].first];
+    else if ((c = agg_chunk_slot(a, op, ci)) == NULL)
         return -ENOMEM;
-    c = *cp;
-    i = c != NULL ? (unsigned)__builtin_popcountll(c->mask & ((UINT64_C(1) << bit) - 1)) : 0;
-    if (c == NULL || !(c->mask >> bit & 1)) {
-        if ((c = agg_chunk_grow(cp, i)) == NULL)
+    i = agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1));
+    if (!(c->mask >> bit & 1)) {
+        if (agg_chunk_grow(c, i) < 0)
             return -ENOMEM;
         c->mask |= UINT64_C(1) << bit;
         c->b[i].count = 0;
@@ -235,6 +244,33 @@ static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, ui
         c->dirty = true;
     }
     return 0;
+}
+
+/*
+ * With tens of thousands of buckets touched at random, an entry's bucket is
+ * most often a cache miss. agg_entry() asks for it here and counts the entry
+ * at its next call (or at the flush): the writer's other work on the entry
+ * (its block, the rank aggregates) runs while the line arrives.
+ */
+static void agg_hist_prefetch(const struct agg *a, uint32_t op, uint32_t b)
+{
+    uint32_t ci = b / AGG_CHUNK, bit = b % AGG_CHUNK;
+    const struct agg_chunk *c;
+
+    if (op >= a->n_hist || ci - a->hist[op].first >= a->hist[op].n)
+        return;
+    c = &a->hist[op].c[ci - a->hist[op].first];
+    if (c->b != NULL) /* a prefetch never faults, even one past the buckets */
+        __builtin_prefetch(&c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))], 1);
+}
+
+/* Counts the entry agg_entry() left pending. 0 or -ENOMEM. */
+static int agg_hist_settle(struct agg *a)
+{
+    if (!a->pending)
+        return 0;
+    a->pending = false;
+    return agg_hist_put(a, a->pend_op, a->pend_bucket, a->pend_dur, 1);
 }
 
 static size_t agg_varint_put(uint8_t *p, uint64_t v)
@@ -324,7 +360,7 @@ static int agg_hist_flush(struct agg *a)
         int64_t id = a->dirty[k];
         const struct agg_hops *h = &a->hist[id >> AGG_CHUNK_SHIFT];
         uint32_t ci = (uint32_t)(id & ((1 << AGG_CHUNK_SHIFT) - 1));
-        size_t len = agg_chunk_encode(h->c[ci - h->first], ci, buf);
+        size_t len = agg_chunk_encode(&h->c[ci - h->first], ci, buf);
 
         sqlite3_bind_int64(a->up_hist, 1, id);
         sqlite3_bind_blob(a->up_hist, 2, buf, (int)len, SQLITE_STATIC);
@@ -599,9 +635,18 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
     struct agg_sum *op = agg_slot(&a->ops, &a->n_ops, e->op_id);
     struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid};
 
-    if (op == NULL ||
-        (!a->inexact && agg_hist_put(a, e->op_id, agg_bucket(e->dur_ns), e->dur_ns, 1) < 0))
+    if (op == NULL)
         return -ENOMEM;
+    if (!a->inexact) {
+        uint32_t b = agg_bucket(e->dur_ns);
+        agg_hist_prefetch(a, e->op_id, b);
+        if (agg_hist_settle(a) < 0)
+            return -ENOMEM;
+        a->pending = true;
+        a->pend_op = e->op_id;
+        a->pend_bucket = b;
+        a->pend_dur = e->dur_ns;
+    }
     agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
     if (dev_id != 0) {
         struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_id);
@@ -761,7 +806,7 @@ int agg_flush(struct agg *a)
             return store_errno(rc);
         a->broken_written = true;
     }
-    if (!a->inexact && (rc = agg_hist_flush(a)) != 0)
+    if (!a->inexact && ((rc = agg_hist_settle(a)) != 0 || (rc = agg_hist_flush(a)) != 0))
         return rc;
     if (a->entries == 0)
         return 0;
