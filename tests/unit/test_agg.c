@@ -701,3 +701,146 @@ Test(agg, the_previous_defaults_files_report_their_histogram)
         sqlite3_close(db);
     }
 }
+
+/*
+ * Rewrites a closed session file's histogram as an older daemon stored it
+ * (agg_hist rows, no info.histogram), from its chunks.
+ */
+static void make_older_from_chunks(const char *path)
+{
+    struct agg_hist_bucket b[AGG_CHUNK];
+    sqlite3_stmt *st, *ins;
+    sqlite3 *db;
+
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    hist_exec(db, "BEGIN; CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+                  " min_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+                  " PRIMARY KEY (op_id, bucket)) WITHOUT ROWID");
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO agg_hist VALUES (?, ?, ?, ?)", -1, &ins, NULL),
+                 SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        int n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+                                 (uint32_t)(id & 127), b);
+        cr_assert_gt(n, 0);
+        for (int i = 0; i < n; i++) {
+            sqlite3_bind_int64(ins, 1, id >> 7);
+            sqlite3_bind_int64(ins, 2, b[i].bucket);
+            sqlite3_bind_int64(ins, 3, (int64_t)b[i].min_ns);
+            sqlite3_bind_int64(ins, 4, (int64_t)b[i].count);
+            cr_assert_eq(sqlite3_step(ins), SQLITE_DONE);
+            sqlite3_reset(ins);
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(ins);
+    hist_exec(db, "DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram'; COMMIT");
+    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
+}
+
+/*
+ * The real writer (blocks, two files open at most, three sessions written in
+ * turn, so that each file is closed while the others are written) reopens a
+ * file an older daemon
+ * left with agg_hist: its next commit converts it, and the report's
+ * percentiles are the ones computed from the file's entries by sorting.
+ */
+Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
+{
+    uv_loop_t loop;
+    struct store *s;
+    char err[256], path[PATH_MAX];
+    uint64_t seed = 5;
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    flushes_done = 0;
+    s = store_new(&loop, dir, done_cb, NULL, NULL, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    store_set_limits(s, 2, 0);
+    cr_assert_eq(store_start(s), 0);
+    for (int64_t sid = 1; sid <= 3; sid++) {
+        struct store_job *j = store_job_new(STORE_OPEN, sid);
+        j->u.open.name = strdup(sid == 1 ? "old" : "other");
+        store_enqueue(s, j);
+        j = store_job_new(STORE_PROCESS, sid);
+        j->u.process.id = 1;
+        j->u.process.rank = 0;
+        j->u.process.world = j->u.process.pid = j->u.process.uid = -1;
+        store_enqueue(s, j);
+        for (uint32_t i = 0; i < 5; i++) {
+            char name[16];
+            snprintf(name, sizeof(name), "op%u", i + 1);
+            j = name_job(STORE_OP, i + 1, name, "compute");
+            j->session_id = sid;
+            store_enqueue(s, j);
+        }
+        for (uint32_t i = 1; i <= 3; i++) {
+            char dev[16];
+            snprintf(dev, sizeof(dev), "gpu:%u", i);
+            j = name_job(STORE_DEVICE, i, dev, NULL);
+            j->session_id = sid;
+            store_enqueue(s, j);
+        }
+    }
+    snprintf(path, sizeof(path), "%s/sessions/1.db", dir);
+    for (int round = 0; round < 3; round++) {
+        for (int64_t sid = 1; sid <= 3; sid++) {
+            struct store_job *j = batch_job(2000, &seed, 1);
+            j->session_id = sid;
+            store_enqueue(s, j);
+            j = store_job_new(STORE_FLUSH, sid);
+            j->cookie = &loop;
+            j->u.flush.process_id = 1;
+            store_enqueue(s, j);
+        }
+        while (flushes_done < 3 * (round + 1))
+            uv_run(&loop, UV_RUN_ONCE);
+        /* two files open at most, sessions 2 and 3 written last: session 1's file is closed */
+        if (round == 0)
+            make_older_from_chunks(path);
+    }
+    cr_assert_eq(store_failed(s), 0);
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+
+    struct hist_file h = {.db = NULL};
+    snprintf(h.path, sizeof(h.path), "%s", path);
+    cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'format'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
+                 0);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM entries"), 6000);
+    cr_assert_eq(sqlite3_close(h.db), SQLITE_OK);
+
+    struct report r;
+    cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(r.n_ops, 5);
+    for (size_t k = 0; k < r.n_ops; k++) {
+        static uint64_t d[6000];
+        size_t n = 0;
+        sqlite3_stmt *st;
+        cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        cr_assert_eq(sqlite3_prepare_v2(h.db,
+                                        "SELECT e.dur_ns FROM entries e JOIN ops o"
+                                        " ON o.id = e.op_id WHERE o.name = ? ORDER BY e.dur_ns",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        sqlite3_bind_text(st, 1, r.ops[k].op, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && n < 6000)
+            d[n++] = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(h.db);
+        cr_assert_eq(r.ops[k].calls, n, "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p50_ns, hist_expected(d, n, 50), "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p95_ns, hist_expected(d, n, 95), "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p99_ns, hist_expected(d, n, 99), "%s", r.ops[k].op);
+    }
+    report_free(&r);
+}
