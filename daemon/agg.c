@@ -1,10 +1,12 @@
 /* agg.c — incremental report aggregates; see agg.h. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg.h"
+#include "schema.h"
 #include "store.h"
 
 /*
@@ -75,7 +77,8 @@ struct agg_hops {
 struct agg {
     sqlite3 *db;
     bool inexact, broken_written;
-    bool convert; /* the histograms came from an older file's agg_hist: rewrite it all */
+    bool convert;     /* the histograms came from an older file's agg_hist: rewrite it all */
+    bool convert_top; /* the top tables are an older file's (rowids alone): rewrite them */
     /* session deltas */
     uint64_t entries, total, begin, end, peak, bytes;
     /* op and device deltas, indexed by id (ids are dense from 1) */
@@ -472,9 +475,7 @@ static int agg_prepare(struct agg *a)
          "INSERT INTO agg_devices VALUES (?1, ?2, ?3, ?4) ON CONFLICT(device_id) DO UPDATE"
          " SET calls = " SAT_ADD("calls", "?2") ", total_ns = " SAT_ADD(
              "total_ns", "?3") ", mem_bytes = " SAT_ADD("mem_bytes", "?4")},
-        {offsetof(struct agg, slow.ins), "INSERT OR IGNORE INTO top_slow VALUES (?)"},
         {offsetof(struct agg, slow.del), "DELETE FROM top_slow WHERE entry = ?"},
-        {offsetof(struct agg, mem.ins), "INSERT OR IGNORE INTO top_mem VALUES (?)"},
         {offsetof(struct agg, mem.del), "DELETE FROM top_mem WHERE entry = ?"},
     };
 
@@ -541,7 +542,8 @@ int agg_init_file(struct agg *a)
 {
     int rc = sqlite3_exec(a->db,
                           "INSERT OR REPLACE INTO info VALUES ('aggregates', 1);"
-                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2)",
+                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2);"
+                          " INSERT OR REPLACE INTO info VALUES ('top', 2)",
                           NULL, NULL, NULL);
 
     return store_errno(rc);
@@ -702,16 +704,22 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
 /* What the file's last commit left of the histograms and heaps, into memory. 0 or -errno. */
 static int agg_reload(struct agg *a)
 {
+    int64_t top;
     int rc;
 
-    if ((rc = agg_hist_load(a)) != 0 ||
-        (rc = agg_heap_load(&a->slow, a->db,
-                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
-                            " JOIN entries e ON e.rowid = t.entry")) != 0)
+    if ((rc = agg_hist_load(a)) != 0 || (rc = agg_info(a, "top", 1, &top)) != 0)
+        return rc;
+    /* an older file's tables hold rowids alone: the keys come from the entries */
+    a->convert_top = top != 2;
+    if ((rc = agg_heap_load(&a->slow, a->db,
+                            top == 2 ? "SELECT entry, dur_ns, start_ns FROM top_slow"
+                                     : "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
+                                       " JOIN entries e ON e.rowid = t.entry")) != 0)
         return rc;
     return agg_heap_load(&a->mem, a->db,
-                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
-                         " JOIN entries e ON e.rowid = t.entry");
+                         top == 2 ? "SELECT entry, mem_bytes, start_ns FROM top_mem"
+                                  : "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
+                                    " JOIN entries e ON e.rowid = t.entry");
 }
 
 int agg_load(struct agg *a)
@@ -751,25 +759,93 @@ static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
     return store_errno(rc);
 }
 
-/* Deletes the saved entries evicted since the last flush, inserts those kept since. */
-static int agg_heap_flush(struct agg_heap *h)
+static int agg_rowid_cmp(const void *pa, const void *pb)
 {
+    int64_t x = *(const int64_t *)pa, y = *(const int64_t *)pb;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Deletes the saved entries evicted since the last flush, inserts those kept
+ * since with their fields copied from their rows (the transaction's entries
+ * are all in the file by now, the blocks format's last block included). One
+ * statement for all of them, their rowids a JSON array in ascending order:
+ * the blocks format's table then opens one cursor and decodes each block
+ * once, where a statement per entry cost a cursor (and a block) each.
+ */
+static int agg_heap_flush(struct agg *a, struct agg_heap *h, const char *table)
+{
+    int64_t add[AGG_TOP];
+    char json[AGG_TOP * 21 + 3];
+    size_t n_add = 0, len = 0;
     int rc;
 
     if (!h->changed)
         return 0;
+    if (h->ins == NULL) {
+        char sql[320];
+        snprintf(sql, sizeof(sql),
+                 "INSERT OR IGNORE INTO %s SELECT e.rowid, e.process_id, e.step, e.op_id,"
+                 " e.device_id, e.start_ns, e.dur_ns, e.mem_bytes, e.shape_id"
+                 " FROM json_each(?1) j CROSS JOIN entries e ON e.rowid = j.value",
+                 table);
+        rc = sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &h->ins, NULL);
+        if (rc != SQLITE_OK)
+            return store_errno(rc);
+    }
     for (size_t i = 0; i < h->n_gone; i++) {
         if ((rc = agg_step_id(h->del, h->gone[i])) != 0)
             return rc;
     }
     for (size_t i = 0; i < h->n; i++) {
-        if (!h->v[i].saved && (rc = agg_step_id(h->ins, h->v[i].rowid)) != 0)
-            return rc;
+        if (!h->v[i].saved)
+            add[n_add++] = h->v[i].rowid;
     }
+    qsort(add, n_add, sizeof(add[0]), agg_rowid_cmp);
+    json[len++] = '[';
+    for (size_t i = 0; i < n_add; i++)
+        len += (size_t)snprintf(json + len, sizeof(json) - len, "%s%lld", i ? "," : "",
+                                (long long)add[i]);
+    json[len++] = ']';
+    sqlite3_bind_text(h->ins, 1, json, (int)len, SQLITE_STATIC);
+    rc = sqlite3_step(h->ins);
+    sqlite3_reset(h->ins);
+    if ((rc = store_errno(rc)) != 0)
+        return rc;
     for (size_t i = 0; i < h->n; i++)
         h->v[i].saved = true;
     h->n_gone = 0;
     h->changed = false;
+    return 0;
+}
+
+/*
+ * An older file's top tables (rowids alone, read through the entries) are
+ * made again with the fields a report needs, and the heaps written in full.
+ */
+static int agg_top_convert(struct agg *a)
+{
+    struct agg_heap *heaps[2] = {&a->slow, &a->mem};
+    int rc = sqlite3_exec(a->db, "DROP TABLE IF EXISTS top_slow; DROP TABLE IF EXISTS top_mem",
+                          NULL, NULL, NULL);
+
+    if (rc == SQLITE_OK) /* every statement of the schema is IF NOT EXISTS */
+        rc = sqlite3_exec(a->db, schema_session_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('top', 2)", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    for (size_t k = 0; k < 2; k++) {
+        struct agg_heap *h = heaps[k];
+        sqlite3_finalize(h->ins);
+        h->ins = NULL;
+        for (size_t i = 0; i < h->n; i++)
+            h->v[i].saved = false;
+        h->n_gone = 0;
+        h->changed = true;
+    }
+    a->convert_top = false;
     return 0;
 }
 
@@ -811,7 +887,9 @@ int agg_flush(struct agg *a)
     if (a->entries == 0)
         return 0;
     if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
-        (rc = agg_heap_flush(&a->slow)) != 0 || (rc = agg_heap_flush(&a->mem)) != 0)
+        (a->convert_top && (rc = agg_top_convert(a)) != 0) ||
+        (rc = agg_heap_flush(a, &a->slow, "top_slow")) != 0 ||
+        (rc = agg_heap_flush(a, &a->mem, "top_mem")) != 0)
         return rc;
     agg_reset_deltas(a);
     return 0;

@@ -61,6 +61,8 @@ struct query {
     bool agg;
     /* Its histogram is in chunks (info.histogram = 2), not in an older file's agg_hist rows. */
     bool hist_chunks;
+    /* Its top tables hold the entries' fields (info.top = 2), not an older file's rowids. */
+    bool top_fields;
     /* The durations pass: what each run of equal durations (or histogram bucket) goes to. */
     int (*duration)(struct query *q, int64_t op_id, uint64_t dur, uint64_t count);
     int64_t op_id;
@@ -432,10 +434,11 @@ static int query_slowest(struct query *q)
     q->cap = 0;
     q->list = &q->r->slowest;
     q->n_list = &q->r->n_slowest;
-    return query_run(q,
-                     q->agg && q->p->top <= AGG_TOP ? schema_report_slowest_agg_sql
-                                                    : schema_report_slowest_sql,
-                     "slowest", q->p->top, 0, query_entry_row);
+    if (!q->agg || q->p->top > AGG_TOP)
+        return query_run(q, schema_report_slowest_sql, "slowest", q->p->top, 0, query_entry_row);
+    return query_run(
+        q, q->top_fields ? schema_report_slowest_agg_sql : schema_report_slowest_agg_rowids_sql,
+        "slowest", q->p->top, 0, query_entry_row);
 }
 
 static int query_hotspots(struct query *q)
@@ -446,10 +449,12 @@ static int query_hotspots(struct query *q)
     q->cap = 0;
     q->list = &q->r->hotspots;
     q->n_list = &q->r->n_hotspots;
-    return query_run(q,
-                     q->agg && q->p->top <= AGG_TOP ? schema_report_hotspots_agg_sql
-                                                    : schema_report_hotspots_sql,
-                     "hotspots", q->p->top, threshold, query_entry_row);
+    if (!q->agg || q->p->top > AGG_TOP)
+        return query_run(q, schema_report_hotspots_sql, "hotspots", q->p->top, threshold,
+                         query_entry_row);
+    return query_run(
+        q, q->top_fields ? schema_report_hotspots_agg_sql : schema_report_hotspots_agg_rowids_sql,
+        "hotspots", q->p->top, threshold, query_entry_row);
 }
 
 /* ---- devices, imbalance, communication ----------------------------------- */
@@ -851,14 +856,16 @@ static int query_analysis(struct query *q)
 
 /*
  * Whether the file's aggregates are exact (info.aggregates = 1), and which
- * layout its histogram has (info.histogram = 2: chunks; absent: agg_hist).
+ * layouts its histogram (info.histogram = 2: chunks; absent: agg_hist) and
+ * its top tables have (info.top = 2: the entries' fields; absent: rowids).
  */
 static int query_aggregates(struct query *q)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(q->db,
                                 "SELECT (SELECT value FROM info WHERE key = 'aggregates'),"
-                                " (SELECT value FROM info WHERE key = 'histogram')",
+                                " (SELECT value FROM info WHERE key = 'histogram'),"
+                                " (SELECT value FROM info WHERE key = 'top')",
                                 -1, &st, NULL);
 
     if (rc != SQLITE_OK) {
@@ -869,6 +876,7 @@ static int query_aggregates(struct query *q)
     rc = sqlite3_step(st);
     q->agg = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
     q->hist_chunks = rc == SQLITE_ROW && sqlite3_column_int64(st, 1) == 2;
+    q->top_fields = rc == SQLITE_ROW && sqlite3_column_int64(st, 2) == 2;
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
 }

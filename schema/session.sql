@@ -107,6 +107,29 @@ CREATE TABLE IF NOT EXISTS agg_devices (
     total_ns    INTEGER NOT NULL,
     mem_bytes   INTEGER NOT NULL
 );
--- The 1000 slowest entries and the 1000 with the most memory (rowids).
-CREATE TABLE IF NOT EXISTS top_slow (entry INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS top_mem (entry INTEGER PRIMARY KEY);
+-- The 1000 slowest entries and the 1000 with the most memory: entry is the
+-- entry's rowid, the other columns are the entry's own (as in `entries`),
+-- so that a report reads them without reading the entries. info.top = 2
+-- marks this layout; files without it hold the rowid alone.
+CREATE TABLE IF NOT EXISTS top_slow (
+    entry       INTEGER PRIMARY KEY,
+    process_id  INTEGER,
+    step        INTEGER,
+    op_id       INTEGER,
+    device_id   INTEGER,
+    start_ns    INTEGER,
+    dur_ns      INTEGER,
+    mem_bytes   INTEGER,
+    shape_id    INTEGER
+);
+CREATE TABLE IF NOT EXISTS top_mem (
+    entry       INTEGER PRIMARY KEY,
+    process_id  INTEGER,
+    step        INTEGER,
+    op_id       INTEGER,
+    device_id   INTEGER,
+    start_ns    INTEGER,
+    dur_ns      INTEGER,
+    mem_bytes   INTEGER,
+    shape_id    INTEGER
+);

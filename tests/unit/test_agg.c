@@ -582,10 +582,21 @@ Test(agg, histogram_chunks_survive_commits_a_rollback_and_reopens)
     hist_free(&h);
 }
 
+/* The top tables as daemons before info.top had them: the rowids alone. */
+static void make_older_tops(sqlite3 *db)
+{
+    hist_exec(db, "CREATE TABLE old_slow (entry INTEGER PRIMARY KEY);"
+                  " INSERT INTO old_slow SELECT entry FROM top_slow; DROP TABLE top_slow;"
+                  " ALTER TABLE old_slow RENAME TO top_slow;"
+                  " CREATE TABLE old_mem (entry INTEGER PRIMARY KEY);"
+                  " INSERT INTO old_mem SELECT entry FROM top_mem; DROP TABLE top_mem;"
+                  " ALTER TABLE old_mem RENAME TO top_mem; DELETE FROM info WHERE key = 'top'");
+}
+
 /*
  * Rewrites the file's histogram as daemons before info.histogram stored it:
  * agg_hist, one row per (op, bucket) with its smallest duration and count,
- * computed here from the durations recorded.
+ * computed here from the durations recorded; and its top tables.
  */
 static void hist_make_older(struct hist_file *h)
 {
@@ -613,6 +624,7 @@ static void hist_make_older(struct hist_file *h)
         }
     }
     sqlite3_finalize(st);
+    make_older_tops(h->db);
     hist_exec(h->db, "COMMIT");
 }
 
@@ -637,11 +649,16 @@ Test(agg, an_older_files_histogram_rows_read_the_same_and_convert_on_reopen)
     hist_txn(&h, 50, false);
     cr_assert_gt(hist_file_int(&h, "SELECT count(*) FROM agg_hist"), 0, "still the older rows");
     cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'histogram'"), 0);
-    hist_txn(&h, 0, true); /* no entries: converted all the same */
+    hist_txn(&h, 0, true); /* no entries: the histogram is converted all the same */
     cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'top'"), 0);
     cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
                  0);
     hist_check(&h, "converted");
+    hist_txn(&h, 1, true); /* the top tables with the first entries */
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM top_slow WHERE dur_ns IS NULL"), 0);
+    hist_check(&h, "top tables converted");
     hist_txn(&h, 3000, true);
     hist_close(&h);
     hist_check(&h, "converted, then written");
@@ -679,6 +696,18 @@ Test(agg, the_previous_defaults_files_report_their_histogram)
         sqlite3_finalize(st);
         cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "%s", err);
         cr_assert_gt(r.n_ops, 0);
+        /* the slowest entries through the older top table (rowids) */
+        cr_assert_eq(sqlite3_prepare_v2(db,
+                                        "SELECT dur_ns, start_ns FROM entries"
+                                        " ORDER BY dur_ns DESC, start_ns, rowid LIMIT 10",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        for (size_t k = 0; sqlite3_step(st) == SQLITE_ROW; k++) {
+            cr_assert_lt(k, r.n_slowest);
+            cr_assert_eq(r.slowest[k].dur_ns, (uint64_t)sqlite3_column_int64(st, 0));
+            cr_assert_eq(r.slowest[k].start_ns, (uint64_t)sqlite3_column_int64(st, 1));
+        }
+        sqlite3_finalize(st);
         for (size_t k = 0; k < r.n_ops; k++) {
             uint64_t d[4096];
             size_t n = 0;
@@ -704,7 +733,7 @@ Test(agg, the_previous_defaults_files_report_their_histogram)
 
 /*
  * Rewrites a closed session file's histogram as an older daemon stored it
- * (agg_hist rows, no info.histogram), from its chunks.
+ * (agg_hist rows, no info.histogram), from its chunks; and its top tables.
  */
 static void make_older_from_chunks(const char *path)
 {
@@ -736,6 +765,7 @@ static void make_older_from_chunks(const char *path)
     }
     sqlite3_finalize(st);
     sqlite3_finalize(ins);
+    make_older_tops(db);
     hist_exec(db, "DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram'; COMMIT");
     cr_assert_eq(sqlite3_close(db), SQLITE_OK);
 }
@@ -814,6 +844,7 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
     cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
     cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'format'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
     cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
                  0);
     cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM entries"), 6000);
@@ -843,4 +874,26 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
         cr_assert_eq(r.ops[k].p99_ns, hist_expected(d, n, 99), "%s", r.ops[k].op);
     }
     report_free(&r);
+
+    /* the top lists, from the converted tables, as a scan of the entries gives them */
+    struct report_params p = {.top = AGG_TOP, .mem_threshold = 1000000};
+    struct report fast, slow;
+    cr_assert_eq(query_report(path, &p, &fast, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(sqlite3_open(path, &h.db), SQLITE_OK);
+    hist_exec(h.db, "UPDATE info SET value = 0 WHERE key = 'aggregates'");
+    sqlite3_close(h.db);
+    cr_assert_eq(query_report(path, &p, &slow, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(fast.n_slowest, AGG_TOP);
+    cr_assert_eq(fast.n_slowest, slow.n_slowest);
+    same_entries(fast.slowest, slow.slowest, slow.n_slowest, "slowest");
+    cr_assert_gt(fast.n_hotspots, 0);
+    cr_assert_eq(fast.n_hotspots, slow.n_hotspots);
+    same_entries(fast.hotspots, slow.hotspots, slow.n_hotspots, "hotspots");
+    for (size_t k = 0; k < fast.n_slowest; k++) {
+        cr_assert_eq(fast.slowest[k].rank, slow.slowest[k].rank);
+        cr_assert_str_eq(fast.slowest[k].device ? fast.slowest[k].device : "-",
+                         slow.slowest[k].device ? slow.slowest[k].device : "-");
+    }
+    report_free(&fast);
+    report_free(&slow);
 }
