@@ -262,20 +262,25 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
 }
 
 /*
- * Copies the collective figures of a report's analysis into an: ranks[]
- * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are
- * left out: they cannot be named) and the instances of collectives[]. A
- * reply without them (a daemon before the analysis) leaves an->on false.
+ * Copies the collective figures into an: ranks[] (rank, arrived_last,
+ * caused_ns, waited_ns; processes without a rank are left out: they cannot
+ * be named) and the instances, from the reply's "late" map, or, from a
+ * daemon before "late" (which answers with the whole report), from the
+ * analysis' ranks[] and the sum of its collectives[].instances. A reply
+ * with neither (a daemon before the analysis) leaves an->on false.
  * 0 or -ENOMEM.
  */
 static int top_copy_an(struct top_an *an, const msgpack_object *res)
 {
-    const msgpack_object *ranks = cli_obj_get(res, "ranks");
-    const msgpack_object *coll = cli_obj_get(res, "collectives");
+    const msgpack_object *late = cli_obj_get(res, "late");
+    const msgpack_object *ranks, *coll = NULL;
 
     memset(an, 0, sizeof(*an));
-    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY || coll == NULL ||
-        coll->type != MSGPACK_OBJECT_ARRAY)
+    if (late != NULL && late->type == MSGPACK_OBJECT_MAP) /* a daemon with "late" */
+        res = late;
+    else if ((coll = cli_obj_get(res, "collectives")) == NULL || coll->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    if ((ranks = cli_obj_get(res, "ranks")) == NULL || ranks->type != MSGPACK_OBJECT_ARRAY)
         return 0;
     if ((an->ranks = calloc(ranks->via.array.size + 1, sizeof(*an->ranks))) == NULL)
         return -ENOMEM;
@@ -290,7 +295,9 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
         t->waited_ns = top_u64(r, "waited_ns");
         an->n_ranks++;
     }
-    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+    if (coll == NULL)
+        an->instances = top_u64(res, "instances");
+    for (uint32_t i = 0; coll != NULL && i < coll->via.array.size; i++) {
         uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
         an->instances = an->instances > UINT64_MAX - n ? UINT64_MAX : an->instances + n;
     }
@@ -299,14 +306,16 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
 }
 
 /*
- * The report's analysis of the session, for the late rank: a `report` with
- * "analysis" on, its v1 part kept to one op and one entry per list. The
- * analysis reads the rank aggregates the writer keeps (never the entries),
- * so its cost grows with ranks x steps, not with entries; it is current to
- * the last commit. Unfiltered on purpose: a filter makes the daemon fold
- * rk_ops for the throughput section. A failure (an old daemon, a session
- * gone) only leaves the view without the late rank: nothing is printed,
- * which would tear the frame. Returns 0 or -ENOMEM.
+ * The late figures of the session: a `report` with "late" on (PROTOCOL.md
+ * Part 3, "report option late"), which a daemon answers with only what the
+ * late-rank line needs, read from its per-(process, step) rank aggregates
+ * (never the entries), current to the last commit. A daemon before that
+ * option ignores the key and answers as before: with "analysis" on and the
+ * v1 part kept to one op and one entry per list, the whole report, from
+ * which the same figures are read (top_copy_an). A failure (a daemon
+ * without the analysis, a session gone) only leaves the view without the
+ * late rank: nothing is printed, which would tear the frame. Returns 0 or
+ * -ENOMEM.
  */
 static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, struct top_an *an)
 {
@@ -317,7 +326,8 @@ static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, st
     int rc = 0;
 
     memset(an, 0, sizeof(*an));
-    r.analysis.on = true;
+    r.late = true;
+    r.analysis.on = true; /* for a daemon before "late" */
     r.top = 1;
     r.ops_limit = 1;
     if (cli_conn_open(&conn, cli_conn_path(ctx->socket, buf, sizeof(buf))) == 0 &&

@@ -171,6 +171,45 @@ static yajl_val op_row(yajl_val rows, const char *op)
     return NULL;
 }
 
+/*
+ * top's late figures (asked with "late": PROTOCOL.md Part 3, "report option
+ * late") against those of `report --json` on the same session, read from
+ * its analysis: the late rank's arrived_last and caused_ns from its `ranks`
+ * row, the collectives from the sum of `collectives[].instances` (the
+ * verdict's "of M"), the others' wait from the other ranks' waited_ns.
+ */
+static void same_as_report(yajl_val late)
+{
+    char *out = NULL, err[256];
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", "top-live", "--json", NULL};
+    yajl_val v, ranks, coll;
+    long long instances = 0, others = 0, last = -1, caused = -1;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert(v != NULL, "report --json is not JSON: %s", err);
+    ranks = jget(v, "ranks", NULL);
+    coll = jget(v, "collectives", NULL);
+    cr_assert(ranks != NULL && YAJL_IS_ARRAY(ranks) && coll != NULL && YAJL_IS_ARRAY(coll));
+    for (size_t i = 0; i < coll->u.array.len; i++)
+        instances += jint(jget(coll->u.array.values[i], "instances", NULL));
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i];
+        if (jint(jget(r, "rank", NULL)) == LATE) {
+            last = jint(jget(r, "arrived_last", NULL));
+            caused = jint(jget(r, "caused_ns", NULL));
+        } else {
+            others += jint(jget(r, "waited_ns", NULL));
+        }
+    }
+    cr_assert_eq(jint(jget(late, "total", "collectives")), instances);
+    cr_assert_eq(jint(jget(late, "total", "arrived_last")), last);
+    cr_assert_eq(jint(jget(late, "total", "caused_ns")), caused);
+    cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
+    yajl_tree_free(v);
+    free(out);
+}
+
 /* `top --once --json` against the sums of what the producers recorded. */
 static void check_once(void)
 {
@@ -229,6 +268,7 @@ static void check_once(void)
     cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
     /* no collective completed between the two samples */
     cr_assert(YAJL_IS_NULL(jget(late, "interval", NULL)), "%s", out);
+    same_as_report(late);
     yajl_tree_free(v);
     free(out);
 }
