@@ -23,7 +23,7 @@
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
-#define TOP_AN_SHARE     10 /* the analysis is asked at most every 10 times what it took */
+#define TOP_AN_SHARE     10 /* the late figures are asked at most every 10 times what they took */
 
 const char cli_top_usage[] =
     "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
@@ -42,9 +42,10 @@ const char cli_top_usage[] =
     "time the other ranks lost waiting in collectives:\n"
     "  late rank 2 (arrived last at 75% of 80 collectives), the others waited\n"
     "  70.0 us; last 1.0 s: 100% of 12\n"
-    "It comes from the report's analysis (what is committed), asked at most\n"
-    "every ten times what it takes the daemon (every refresh on a small\n"
-    "session, every few seconds on one of millions of entries).\n"
+    "It comes from the report's late figures (the rank aggregates: what is\n"
+    "committed), asked at most every ten times what that takes: every\n"
+    "refresh (a daemon before them answers with its whole analysis, asked\n"
+    "every few seconds on a session of millions of entries).\n"
     "\n"
     "Keys: q quits (so do Ctrl-C, SIGTERM and the end of input: top </dev/null\n"
     "draws one frame); the view follows the terminal's size.\n"
@@ -112,6 +113,7 @@ struct top_snap {
     size_t n_procs, n_ops;
     struct top_an an, an_was;  /* the latest analysis asked, and the one asked before it */
     uint64_t an_ns, an_was_ns; /* now_ns of the samples they were asked with */
+    double an_took;            /* seconds the ask of an took (0: carried over) */
 };
 
 /* A row of an op table: one op's calls and time, over the interval or overall. */
@@ -127,6 +129,14 @@ struct top_opts {
 };
 
 static volatile sig_atomic_t top_quit, top_resized;
+
+static double top_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void top_an_free(struct top_an *an)
 {
@@ -347,7 +357,9 @@ static int top_sample_an(struct cli_ctx *ctx, const struct proto_request *req,
     int rc = 0;
 
     if (ask) {
+        double t0 = top_clock();
         rc = top_analysis(ctx, req, &s->an);
+        s->an_took = top_clock() - t0;
         s->an_ns = s->now_ns;
         if (rc == 0 && prev != NULL && prev->an.on) {
             rc = top_an_copy(&s->an_was, &prev->an);
@@ -1016,20 +1028,15 @@ static bool top_wait(int ms)
     }
 }
 
-static double top_clock(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /*
- * A sample of the live view. The analysis is asked again only once
- * TOP_AN_SHARE times what the last one took has passed since it was asked:
- * on a small session that is every refresh, on a big one (0.1-0.3 s on
- * 10 M entries) every few seconds, so a top left open keeps the daemon's
- * workers busy a tenth of the time at most.
+ * A sample of the live view. The late figures are asked again only once
+ * TOP_AN_SHARE times what their last ask took has passed since it was
+ * asked, so a top left open keeps the daemon's workers busy a tenth of the
+ * time at most. With "late" that is every refresh: the ask reads two rank
+ * aggregate tables, 14-20 ms of daemon CPU on 16 ranks x 2,500 steps
+ * (docs/BENCHMARKS.md, "top's late figures"); a daemon before "late"
+ * answers with the whole analysis (0.1-0.3 s on 10 M entries), asked every
+ * few seconds.
  */
 static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
                            const struct top_snap *prev, struct top_snap *s, double *next)
@@ -1038,8 +1045,8 @@ static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
     bool ask = prev == NULL || start >= *next;
     int rc = top_sample(ctx, req, prev, s, ask);
 
-    if (ask)
-        *next = start + TOP_AN_SHARE * (top_clock() - start);
+    if (ask && rc == CLI_EXIT_OK)
+        *next = start + TOP_AN_SHARE * s->an_took;
     return rc;
 }
 
