@@ -3,10 +3,11 @@
  * export (export.c) and live (live.c).
  *
  * `sessions` and `status` are answered on the loop thread from memory (file
- * sizes included: the store's writer publishes them, store_session_bytes). `report` runs
- * query_report() (with "late": query_late()) on libuv's thread pool and packs the reply there
- * too; `delete` goes through the store, which owns the files. While a request is in flight its connection reads no further
- * requests, so replies come back in request order.
+ * sizes included: the store's writer publishes them, store_session_bytes).
+ * `report` runs query_report() (with "late": query_late()) on libuv's thread
+ * pool and packs the reply there too; `delete` goes through the store, which
+ * owns the files. While a request is in flight its connection reads no
+ * further requests, so replies come back in request order.
  */
 #include <errno.h>
 #include <limits.h>
