@@ -520,16 +520,15 @@ Test(report_by, filters_blocks)
 
 /* ---- report FILE --by: the same filters through a private daemon ----------------------- */
 
-#define NCCL TEST_DATA_DIR "/kineto/hta/nccl_data.json.gz"
+#define TRACE TEST_DATA_DIR "/kineto/hta/sampled_rank-0.json.gz"
 
-/* argv's stdout from its `"by":` on (the session's id and name before it differ). */
-static char *run_from_by(char *const argv[])
+/* argv's stdout; *by points at its `"by":` (the session's id and name before it differ). */
+static char *run_text(char *const argv[], const char **by)
 {
-    char *out = NULL, *by;
+    char *out = NULL;
 
     cr_assert_eq(harness_run(&out, argv), 0, "%s %s failed", argv[1], argv[2]);
-    cr_assert_not_null(by = strstr(out, "\"by\":"), "%s", out);
-    memmove(out, by, strlen(by) + 1);
+    cr_assert_not_null(*by = strstr(out, "\"by\":"), "%s", out);
     return out;
 }
 
@@ -573,7 +572,7 @@ static bool is_comm_name(const char *name)
 static unsigned long long comm_ns_of_trace(size_t *n)
 {
     char *text = NULL, err[256];
-    char *sh[] = {"sh", "-c", "zcat '" NCCL "'", NULL};
+    char *sh[] = {"sh", "-c", "zcat '" TRACE "'", NULL};
     const char *evp[] = {"traceEvents", NULL}, *kp[] = {"cat", NULL}, *np[] = {"name", NULL},
                *pp[] = {"ph", NULL}, *dp[] = {"dur", NULL};
     unsigned long long sum = 0;
@@ -609,44 +608,44 @@ static unsigned long long comm_ns_of_trace(size_t *n)
 
 Test(report_by, trace_file_offline)
 {
-    static const struct filter comm = {"category comm", {0}, 0, false, 0, 0, NULL, "comm", "comm"};
     static const struct filter none = {"no filter", {0}, 0, false, 0, 0, NULL, NULL, NULL};
-    char *import[] = {TRACECTL_BIN, "--socket", NULL,      "import", NCCL,
-                      "--session",  "nccl",     "--quiet", NULL};
+    static const struct filter comm = {"category comm", {0}, 0, false, 0, 0, NULL, "comm", "comm"};
+    char *import[] = {TRACECTL_BIN, "--socket", NULL,      "import", TRACE,
+                      "--session",  "trace",    "--quiet", NULL};
     size_t n_comm;
-    unsigned long long want = comm_ns_of_trace(&n_comm);
-    yajl_val v, all;
+    unsigned long long want = comm_ns_of_trace(&n_comm), calls = 0;
+    yajl_val v = NULL, all, pairs;
+    char err[256];
 
     cr_assert_gt(n_comm, 0, "the trace has no communication kernel");
     harness_daemon_start(&d, NULL);
     import[2] = d.sock;
     cr_assert_eq(harness_run(NULL, import), 0);
     for (int k = 0; k < 2; k++) {
-        const char *by = k == 0 ? "launcher" : "module";
-        char *online[] = {TRACECTL_BIN, "--socket", d.sock,       "report", "nccl", "--by",
+        const char *by = k == 0 ? "launcher" : "module", *a, *b;
+        char *online[] = {TRACECTL_BIN, "--socket", d.sock,       "report", "trace", "--by",
                           (char *)by,   "--json",   "--category", "comm",   NULL};
-        char *offline[] = {TRACECTL_BIN, "report",     NCCL,   "--by", (char *)by,
+        char *offline[] = {TRACECTL_BIN, "report",     TRACE,  "--by", (char *)by,
                            "--json",     "--category", "comm", NULL};
-        char *a = run_from_by(online), *b = run_from_by(offline);
+        char *on = run_text(online, &a), *off = run_text(offline, &b);
 
         cr_expect_str_eq(b, a, "report FILE --by %s --category comm differs from the daemon's", by);
-        free(a);
-        free(b);
+        if (k == 0)
+            cr_assert_not_null(v = yajl_tree_parse(off, err, sizeof(err)), "%s", err);
+        free(on);
+        free(off);
     }
     /* the numbers: the trace's own communication kernels, a part of the whole */
-    v = by_json(NULL, NCCL, "launcher", &comm);
-    all = by_json(NULL, NCCL, "launcher", &none);
+    all = by_json(d.sock, "trace", "launcher", &none);
     cr_expect_eq(ju(v, "total_ns"), want);
     cr_expect_lt(ju(v, "total_ns"), ju(all, "total_ns"));
-    {
-        yajl_val pairs = jget(v, "pairs");
-        unsigned long long calls = 0;
-        for (size_t i = 0; i < pairs->u.array.len; i++) {
-            cr_expect(is_comm_name(js(pairs->u.array.values[i], "op")));
-            calls += ju(pairs->u.array.values[i], "calls");
-        }
-        cr_expect_eq(calls, n_comm);
+    pairs = jget(v, "pairs");
+    cr_assert(pairs != NULL && YAJL_IS_ARRAY(pairs));
+    for (size_t i = 0; i < pairs->u.array.len; i++) {
+        cr_expect(is_comm_name(js(pairs->u.array.values[i], "op")));
+        calls += ju(pairs->u.array.values[i], "calls");
     }
+    cr_expect_eq(calls, n_comm);
     check_filter_key(v, &comm);
     yajl_tree_free(v);
     yajl_tree_free(all);
