@@ -180,9 +180,11 @@ static struct store_job *shaped_batch(int64_t sid, size_t n, uint64_t base)
     j->u.batch.b.blob_len = sizeof(shapes);
     j->u.batch.b.n = n;
     j->u.batch.dev_ids = calloc(n, sizeof(uint32_t));
+    j->u.batch.shape_ids = calloc(n, sizeof(uint32_t));
     j->u.batch.process_id = 1;
     for (size_t i = 0; i < n; i++) {
         struct proto_entry *e = &j->u.batch.b.entries[i];
+        j->u.batch.shape_ids[i] = (uint32_t)(i % 3) + 1; /* the loop's ids (session_shape) */
         e->op_id = 1;
         e->start_ns = base + i;
         e->dur_ns = 100 + base + i;
