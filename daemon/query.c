@@ -776,6 +776,21 @@ static int query_filter_pack(struct query *q)
 
 /* ---- the report ---------------------------------------------------------- */
 
+/* The analysis' filter (ranks_query.h) from the request's. */
+static void query_ranks_filter(const struct proto_analysis *an, uint32_t top,
+                               struct ranks_filter *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->ranks = an->n_ranks > 0 ? an->ranks : NULL;
+    f->n_ranks = an->n_ranks;
+    f->steps = an->steps;
+    f->step_min = an->step_min;
+    f->step_max = an->step_max;
+    f->device = an->device;
+    f->category = an->category;
+    f->top = top;
+}
+
 /* Extension: the analysis sections (ranks_query.h), packed here, appended by report_pack. */
 static int query_analysis(struct query *q)
 {
@@ -787,14 +802,7 @@ static int query_analysis(struct query *q)
 
     if (an == NULL || !an->on)
         return 0;
-    f.ranks = an->n_ranks > 0 ? an->ranks : NULL;
-    f.n_ranks = an->n_ranks;
-    f.steps = an->steps;
-    f.step_min = an->step_min;
-    f.step_max = an->step_max;
-    f.device = an->device;
-    f.category = an->category;
-    f.top = q->p->top;
+    query_ranks_filter(an, q->p->top, &f);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     rc = ranks_query(q->db, &f, &pk, q->errbuf, q->errlen);
@@ -927,5 +935,28 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
     free(q.page);
     if (err < 0)
         report_free(out);
+    return err;
+}
+
+/* See query.h. */
+int query_late(const char *db_path, const struct proto_analysis *an, msgpack_packer *pk,
+               char *errbuf, size_t errlen)
+{
+    static const struct report_params defaults = {.top = 10};
+    struct report unused = {0};
+    struct query q = {
+        .p = &defaults, .r = &unused, .errbuf = errbuf, .errlen = errbuf != NULL ? errlen : 0};
+    struct ranks_filter f;
+    int err;
+
+    if (q.errlen > 0)
+        errbuf[0] = '\0';
+    query_ranks_filter(an, 0, &f);
+    err = query_open(&q, db_path);
+    if (err == 0)
+        err = ranks_late(q.db, &f, pk, q.errbuf, q.errlen);
+    if (err == 0)
+        err = query_exec(&q, "COMMIT");
+    sqlite3_close_v2(q.db);
     return err;
 }
