@@ -1555,3 +1555,54 @@ Test(ranks, a_file_closed_between_the_ranks_arrivals_keeps_the_aggregates_exact)
     for (int k = 0; k < 5; k++)
         close(ofd[k]);
 }
+
+/*
+ * classify rebuilds the sub-communicator instances from the stored comm_size
+ * exactly as the writer built them; a file whose entry_ext has no comm_size
+ * column (written before the key) still exports and classifies, its halves'
+ * instances then expecting the world (partial), as before the key.
+ */
+Test(ranks, sub_communicator_rebuild_and_files_without_comm_size)
+{
+    msgpack_sbuffer live, rebuilt;
+    struct proto_reader r;
+    const msgpack_object *rep, *coll;
+    char ids[32], path[PATH_MAX + 64], *out = NULL;
+    long long id;
+    sqlite3 *db;
+
+    harness_daemon_start(&d, NULL);
+    subcomm_script();
+    id = run_producers("halves2", 4, 4);
+    snprintf(ids, sizeof(ids), "%lld", id);
+    analysis_bytes(id, &live);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    analysis_bytes(id, &rebuilt);
+    cr_expect(live.size == rebuilt.size && memcmp(live.data, rebuilt.data, live.size) == 0,
+              "the sections rebuilt from the entries differ from the writer's");
+    msgpack_sbuffer_destroy(&live);
+    msgpack_sbuffer_destroy(&rebuilt);
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(sqlite3_exec(db, "ALTER TABLE entry_ext DROP COLUMN comm_size", NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    cr_assert_eq(run_cli(&out, "export", ids, "--format", "csv", NULL), 0, "%s", out);
+    cr_expect(strstr(out, "allreduce") != NULL);
+    free(out);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    rep = analysis(id, NULL, &r);
+    coll = obj_get(rep, "collectives");
+    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+        const msgpack_object *row = &coll->via.array.ptr[i];
+        bool halves = obj_str_eq(obj_get(row, "op"), "allreduce");
+        cr_expect_eq(obj_u64(obj_get(row, "instances")), halves ? 2 * SUB_STEPS : SUB_STEPS);
+        cr_expect_eq(obj_u64(obj_get(row, "partial")), halves ? 2 * SUB_STEPS : 0);
+    }
+    cr_expect_eq(coll->via.array.size, 2);
+    proto_reader_deinit(&r);
+}
