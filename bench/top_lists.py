@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """top_lists.py — what the report's two top-entry lists cost in each storage format (not a test).
 
-The report's `slowest` and `hotspots` sections (schema/report_slowest_agg.sql,
-schema/report_hotspots_agg.sql) join the 1000 kept rowids of top_slow and
-top_mem with `entries`: a B-tree lookup each in the row format, a block's
+The report's `slowest` and `hotspots` sections on files without info.top
+(schema/report_slowest_agg_rowids.sql, schema/report_hotspots_agg_rowids.sql;
+files with it read the fields from top_slow and top_mem alone) join the 1000
+kept rowids of top_slow and top_mem with `entries`: a B-tree lookup each in the row format, a block's
 restart interval each in the blocks format. This runs both on a new connection
 each time (as the daemon's report does), interleaved, for a session file of
 each format built from the same workload, and, for the blocks file, once per
@@ -35,8 +36,8 @@ def main():
     ap.add_argument("so", nargs="+", help="tracectl_blocks.so builds to compare")
     ap.add_argument("--runs", type=int, default=31)
     a = ap.parse_args()
-    slowest = open(os.path.join(HERE, "..", "schema", "report_slowest_agg.sql")).read()
-    hotspots = open(os.path.join(HERE, "..", "schema", "report_hotspots_agg.sql")).read()
+    slowest = open(os.path.join(HERE, "..", "schema", "report_slowest_agg_rowids.sql")).read()
+    hotspots = open(os.path.join(HERE, "..", "schema", "report_hotspots_agg_rowids.sql")).read()
     cases = [("rows", a.rows_db, None)] + [("blocks %s" % so, a.blocks_db, so) for so in a.so]
     res = {name: [] for name, _, _ in cases}
     answers = {}

@@ -1,11 +1,12 @@
 /* agg.c — incremental report aggregates; see agg.h. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agg.h"
-#include "map.h"
+#include "schema.h"
 #include "store.h"
 
 /*
@@ -33,27 +34,65 @@ struct agg_sum {
 struct agg_top {
     uint64_t key, start;
     int64_t rowid;
+    bool saved; /* in the table since the last flush */
 };
 
+/*
+ * The table changes at the flush, not at each offer: while a heap fills (a
+ * new session's first AGG_TOP entries) every offer is kept, and a statement
+ * per offer was most of agg_entry's SQL.
+ */
 struct agg_heap {
     struct agg_top *v; /* a min-heap of the kept entries: v[0] is the first to evict */
     size_t n;
+    int64_t *gone; /* saved entries evicted since the last flush: to delete */
+    size_t n_gone;
+    bool changed;
     sqlite3_stmt *ins, *del;
+};
+
+struct agg_bkt {
+    uint64_t count, min;
+};
+
+/*
+ * One chunk of an op's histogram in memory: the buckets that have a count,
+ * in bucket order (bucket i of the chunk is b[popcount(mask below bit i)]).
+ * The mask sits in the op's array of chunks, not with the buckets: an entry
+ * then costs one cache miss (its bucket), not two.
+ */
+struct agg_chunk {
+    uint64_t mask;     /* bit i: bucket i of the chunk has a count */
+    struct agg_bkt *b; /* NULL while the mask is 0 */
+    uint8_t n, cap;    /* buckets in b, room for */
+    bool dirty;        /* changed since the last flush: listed in agg.dirty */
+};
+
+/* An op's histogram: its chunks first .. first + n - 1. */
+struct agg_hops {
+    uint32_t first, n;
+    struct agg_chunk *c;
 };
 
 struct agg {
     sqlite3 *db;
     bool inexact, broken_written;
+    bool convert;     /* the histograms came from an older file's agg_hist: rewrite it all */
+    bool convert_top; /* the top tables are an older file's (rowids alone): rewrite them */
     /* session deltas */
     uint64_t entries, total, begin, end, peak, bytes;
     /* op and device deltas, indexed by id (ids are dense from 1) */
     struct agg_sum *ops, *devs;
     size_t n_ops, n_devs;
-    /* histogram deltas: key (op << 13 | bucket) → index into hist_* */
-    struct u32map hist_index;
-    uint32_t *hist_key;
-    uint64_t *hist_count, *hist_min;
-    size_t n_hist, cap_hist;
+    /* the histograms, indexed by op id, and the chunks touched since the last flush */
+    struct agg_hops *hist;
+    size_t n_hist;
+    int64_t *dirty; /* agg_hist_chunks ids */
+    size_t n_dirty, cap_dirty;
+    /* the last entry's duration, counted at the next entry or flush (agg_hist_prefetch) */
+    bool pending;
+    uint32_t pend_op, pend_bucket;
+    uint64_t pend_dur;
     struct agg_heap slow, mem;
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
 };
@@ -67,6 +106,350 @@ uint32_t agg_bucket(uint64_t v)
     e = 63 - __builtin_clzll(v); /* 8..63 */
     /* the top 8 bits of v, 128..255: 128 buckets per power of two */
     return 256 + (uint32_t)(e - 8) * 128 + (uint32_t)((v >> (e - 7)) - 128);
+}
+
+/* ---- histograms ---------------------------------------------------------- */
+
+#define AGG_BUCKETS (256 + 56 * 128) /* agg_bucket(UINT64_MAX) + 1 */
+
+/* The smallest duration of bucket b: the inverse of agg_bucket. */
+static uint64_t agg_bucket_lo(uint32_t b)
+{
+    uint32_t k = b - 256;
+
+    if (b < 256)
+        return b;
+    return (uint64_t)(128 + k % 128) << (k / 128 + 1);
+}
+
+static void agg_hist_free(struct agg *a)
+{
+    for (size_t i = 0; i < a->n_hist; i++) {
+        for (uint32_t k = 0; k < a->hist[i].n; k++)
+            free(a->hist[i].c[k].b);
+        free(a->hist[i].c);
+    }
+    free(a->hist);
+    free(a->dirty);
+    a->hist = NULL;
+    a->dirty = NULL;
+    a->n_hist = a->n_dirty = a->cap_dirty = 0;
+    a->convert = a->pending = false;
+}
+
+/* The chunks written (or loaded): none is dirty any more. */
+static void agg_hist_clean(struct agg *a)
+{
+    for (size_t k = 0; k < a->n_dirty; k++) {
+        const struct agg_hops *h = &a->hist[a->dirty[k] >> AGG_CHUNK_SHIFT];
+        uint32_t ci = (uint32_t)(a->dirty[k] & ((1 << AGG_CHUNK_SHIFT) - 1));
+        h->c[ci - h->first].dirty = false;
+    }
+    a->n_dirty = 0;
+    a->convert = false;
+}
+
+/* The slot of chunk ci of op's histogram, widening its range; NULL on out of memory. */
+static struct agg_chunk *agg_chunk_slot(struct agg *a, uint32_t op, uint32_t ci)
+{
+    struct agg_hops *h;
+    struct agg_chunk *c;
+    uint32_t first, last;
+
+    if (op >= a->n_hist) {
+        size_t cap = a->n_hist ? a->n_hist : 16;
+        while (cap <= op)
+            cap *= 2;
+        struct agg_hops *p = realloc(a->hist, cap * sizeof(*p));
+        if (p == NULL)
+            return NULL;
+        memset(p + a->n_hist, 0, (cap - a->n_hist) * sizeof(*p));
+        a->hist = p;
+        a->n_hist = cap;
+    }
+    h = &a->hist[op];
+    if (ci - h->first < h->n)
+        return &h->c[ci - h->first];
+    first = h->n == 0 || ci < h->first ? ci : h->first;
+    last = h->n == 0 || ci >= h->first + h->n ? ci : h->first + h->n - 1;
+    if ((c = calloc(last - first + 1, sizeof(*c))) == NULL)
+        return NULL;
+    if (h->n > 0)
+        memcpy(c + (h->first - first), h->c, h->n * sizeof(*c));
+    free(h->c);
+    h->c = c;
+    h->first = first;
+    h->n = last - first + 1;
+    return &h->c[ci - first];
+}
+
+/* Makes room for a bucket at b[i] of c. 0 or -ENOMEM. */
+static int agg_chunk_grow(struct agg_chunk *c, unsigned i)
+{
+    if (c->n == c->cap) {
+        unsigned cap = c->cap ? c->cap * 2u : 2u; /* at most AGG_CHUNK: n < AGG_CHUNK here */
+        struct agg_bkt *b = realloc(c->b, cap * sizeof(*b));
+        if (b == NULL)
+            return -ENOMEM;
+        c->b = b;
+        c->cap = (uint8_t)cap;
+    }
+    memmove(&c->b[i + 1], &c->b[i], (c->n - i) * sizeof(c->b[0]));
+    c->n++;
+    return 0;
+}
+
+/* The bits set in m (__builtin_popcountll is a libgcc call without -mpopcnt). */
+static unsigned agg_popcount(uint64_t m)
+{
+    m = m - (m >> 1 & UINT64_C(0x5555555555555555));
+    m = (m & UINT64_C(0x3333333333333333)) + (m >> 2 & UINT64_C(0x3333333333333333));
+    m = (m + (m >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    return (unsigned)((m * UINT64_C(0x0101010101010101)) >> 56);
+}
+
+/*
+ * Adds `count` durations of bucket b, the smallest of them min, to op's
+ * histogram, and lists the chunk for the next flush. 0 or -ENOMEM. The
+ * common case (the bucket has a count) is two array lookups and a popcount.
+ */
+static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, uint64_t count)
+{
+    uint32_t ci = b / AGG_CHUNK, bit = b % AGG_CHUNK;
+    struct agg_chunk *c;
+    unsigned i;
+
+    if (op < a->n_hist && ci - a->hist[op].first < a->hist[op].n)
+        c = &a->hist[op].c[ci - a->hist[op].first];
+    else if ((c = agg_chunk_slot(a, op, ci)) == NULL)
+        return -ENOMEM;
+    i = agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1));
+    if (!(c->mask >> bit & 1)) {
+        if (agg_chunk_grow(c, i) < 0)
+            return -ENOMEM;
+        c->mask |= UINT64_C(1) << bit;
+        c->b[i].count = 0;
+        c->b[i].min = min;
+    }
+    c->b[i].count = agg_sat(c->b[i].count, count);
+    if (min < c->b[i].min)
+        c->b[i].min = min;
+    if (!c->dirty) {
+        if (a->n_dirty == a->cap_dirty) {
+            size_t cap = a->cap_dirty ? a->cap_dirty * 2 : 64;
+            int64_t *d = realloc(a->dirty, cap * sizeof(*d));
+            if (d == NULL)
+                return -ENOMEM;
+            a->dirty = d;
+            a->cap_dirty = cap;
+        }
+        a->dirty[a->n_dirty++] = (int64_t)op << AGG_CHUNK_SHIFT | ci;
+        c->dirty = true;
+    }
+    return 0;
+}
+
+/*
+ * With tens of thousands of buckets touched at random, an entry's bucket is
+ * most often a cache miss. agg_entry() asks for it here and counts the entry
+ * at its next call (or at the flush): the writer's other work on the entry
+ * (its block, the rank aggregates) runs while the line arrives.
+ */
+static void agg_hist_prefetch(const struct agg *a, uint32_t op, uint32_t b)
+{
+    uint32_t ci = b / AGG_CHUNK, bit = b % AGG_CHUNK;
+    const struct agg_chunk *c;
+
+    if (op >= a->n_hist || ci - a->hist[op].first >= a->hist[op].n)
+        return;
+    c = &a->hist[op].c[ci - a->hist[op].first];
+    if (c->b != NULL) /* a prefetch never faults, even one past the buckets */
+        __builtin_prefetch(&c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))], 1);
+}
+
+/* Counts the entry agg_entry() left pending. 0 or -ENOMEM. */
+static int agg_hist_settle(struct agg *a)
+{
+    if (!a->pending)
+        return 0;
+    a->pending = false;
+    return agg_hist_put(a, a->pend_op, a->pend_bucket, a->pend_dur, 1);
+}
+
+static size_t agg_varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+
+    for (; v >= 0x80; v >>= 7)
+        p[n++] = (uint8_t)(v | 0x80);
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static int agg_varint_get(const uint8_t *p, size_t len, size_t *pos, uint64_t *v)
+{
+    uint64_t x = 0;
+
+    for (unsigned shift = 0; shift < 64 && *pos < len; shift += 7) {
+        uint8_t byte = p[(*pos)++];
+        if (shift == 63 && byte > 1)
+            return -EINVAL; /* past 64 bits */
+        x |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+/* The blob of chunk ci (agg_chunk_decode's format) into out[AGG_CHUNK_MAX_LEN]; its length. */
+static size_t agg_chunk_encode(const struct agg_chunk *c, uint32_t ci, uint8_t *out)
+{
+    size_t len = 0;
+    uint64_t m = c->mask;
+
+    for (int j = 0; j < 8; j++)
+        out[len++] = (uint8_t)(c->mask >> (8 * j));
+    for (unsigned i = 0; m != 0; i++, m &= m - 1) {
+        uint32_t b = ci * AGG_CHUNK + (uint32_t)__builtin_ctzll(m);
+        len += agg_varint_put(out + len, c->b[i].count);
+        len += agg_varint_put(out + len, c->b[i].min - agg_bucket_lo(b));
+    }
+    return len;
+}
+
+int agg_chunk_decode(const void *data, size_t len, uint32_t chunk,
+                     struct agg_hist_bucket out[AGG_CHUNK])
+{
+    const uint8_t *p = data;
+    uint64_t mask = 0, off, lo;
+    size_t pos = 8;
+    int n = 0;
+
+    if (len < 8 || chunk >= AGG_BUCKETS / AGG_CHUNK)
+        return -EINVAL;
+    for (int j = 0; j < 8; j++)
+        mask |= (uint64_t)p[j] << (8 * j);
+    for (; mask != 0; mask &= mask - 1, n++) {
+        struct agg_hist_bucket *o = &out[n];
+        o->bucket = chunk * AGG_CHUNK + (uint32_t)__builtin_ctzll(mask);
+        if (agg_varint_get(p, len, &pos, &o->count) < 0 || o->count == 0 ||
+            agg_varint_get(p, len, &pos, &off) < 0)
+            return -EINVAL;
+        lo = agg_bucket_lo(o->bucket);
+        if (off > UINT64_MAX - lo || agg_bucket(lo + off) != o->bucket)
+            return -EINVAL; /* min_ns outside its bucket */
+        o->min_ns = lo + off;
+    }
+    return pos == len ? n : -EINVAL;
+}
+
+/* Writes the chunks touched since the last flush (an older file: all of them, once). */
+static int agg_hist_flush(struct agg *a)
+{
+    uint8_t buf[AGG_CHUNK_MAX_LEN];
+    int rc;
+
+    if (a->convert) {
+        rc = sqlite3_exec(a->db,
+                          "DROP TABLE IF EXISTS agg_hist;"
+                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2)",
+                          NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+            return store_errno(rc);
+    }
+    for (size_t k = 0; k < a->n_dirty; k++) {
+        int64_t id = a->dirty[k];
+        const struct agg_hops *h = &a->hist[id >> AGG_CHUNK_SHIFT];
+        uint32_t ci = (uint32_t)(id & ((1 << AGG_CHUNK_SHIFT) - 1));
+        size_t len = agg_chunk_encode(&h->c[ci - h->first], ci, buf);
+
+        sqlite3_bind_int64(a->up_hist, 1, id);
+        sqlite3_bind_blob(a->up_hist, 2, buf, (int)len, SQLITE_STATIC);
+        rc = sqlite3_step(a->up_hist);
+        sqlite3_reset(a->up_hist);
+        if ((rc = store_errno(rc)) != 0)
+            return rc;
+    }
+    agg_hist_clean(a);
+    return 0;
+}
+
+/* One value of the info table, or def when the key is absent. */
+static int agg_info(struct agg *a, const char *key, int64_t def, int64_t *out)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    *out = (rc = sqlite3_step(st)) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : def;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : store_errno(rc);
+}
+
+/* One stored row into the histograms: a chunk, or an older file's bucket. 0 or -errno. */
+static int agg_hist_load_row(struct agg *a, sqlite3_stmt *st, bool old)
+{
+    struct agg_hist_bucket b[AGG_CHUNK];
+    int64_t id = sqlite3_column_int64(st, 0), min, count;
+    int n, rc;
+
+    if (old) {
+        min = sqlite3_column_int64(st, 2);
+        count = sqlite3_column_int64(st, 3);
+        if (id < 0 || id > UINT32_MAX || min < 0 || count <= 0)
+            return -EINVAL;
+        /* the bucket its smallest duration falls in: the same bucket in every older file */
+        return agg_hist_put(a, (uint32_t)id, agg_bucket((uint64_t)min), (uint64_t)min,
+                            (uint64_t)count);
+    }
+    if (id < 0 || id >> AGG_CHUNK_SHIFT > UINT32_MAX)
+        return -EINVAL;
+    n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+                         (uint32_t)(id & ((1 << AGG_CHUNK_SHIFT) - 1)), b);
+    for (int i = 0; i < n; i++) {
+        if ((rc = agg_hist_put(a, (uint32_t)(id >> AGG_CHUNK_SHIFT), b[i].bucket, b[i].min_ns,
+                               b[i].count)) != 0)
+            return rc;
+    }
+    return n < 0 ? n : 0;
+}
+
+/* Loads every op's histogram; an older file's (agg_hist) is rewritten at the next flush. */
+static int agg_hist_load(struct agg *a)
+{
+    sqlite3_stmt *st;
+    int64_t format;
+    int rc, err = 0;
+    bool old;
+
+    agg_hist_free(a);
+    if ((rc = agg_info(a, "histogram", 1, &format)) != 0)
+        return rc;
+    old = format != 2;
+    rc = sqlite3_prepare_v2(a->db,
+                            old ? "SELECT op_id, bucket, min_ns, count FROM agg_hist"
+                                : "SELECT id, data FROM agg_hist_chunks",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        err = agg_hist_load_row(a, st, old);
+    sqlite3_finalize(st);
+    if (err == 0 && rc != SQLITE_DONE)
+        err = store_errno(rc);
+    if (err != 0) {
+        agg_hist_free(a);
+        return err;
+    }
+    if (old)
+        a->convert = true; /* every chunk is dirty: the next flush writes them all */
+    else
+        agg_hist_clean(a);
+    return 0;
 }
 
 static int agg_prepare(struct agg *a)
@@ -87,16 +470,12 @@ static int agg_prepare(struct agg *a)
              "total_ns", "?3") ", min_ns = min(min_ns, ?4), max_ns = max(max_ns, ?5),"
                                " mem_bytes = " SAT_ADD("mem_bytes", "?6") ", elements = " SAT_ADD(
                                    "elements", "?7")},
-        {offsetof(struct agg, up_hist),
-         "INSERT INTO agg_hist VALUES (?1, ?2, ?3, ?4) ON CONFLICT(op_id, bucket) DO UPDATE"
-         " SET min_ns = min(min_ns, ?3), count = " SAT_ADD("count", "?4")},
+        {offsetof(struct agg, up_hist), "INSERT OR REPLACE INTO agg_hist_chunks VALUES (?1, ?2)"},
         {offsetof(struct agg, up_dev),
          "INSERT INTO agg_devices VALUES (?1, ?2, ?3, ?4) ON CONFLICT(device_id) DO UPDATE"
          " SET calls = " SAT_ADD("calls", "?2") ", total_ns = " SAT_ADD(
              "total_ns", "?3") ", mem_bytes = " SAT_ADD("mem_bytes", "?4")},
-        {offsetof(struct agg, slow.ins), "INSERT OR IGNORE INTO top_slow VALUES (?)"},
         {offsetof(struct agg, slow.del), "DELETE FROM top_slow WHERE entry = ?"},
-        {offsetof(struct agg, mem.ins), "INSERT OR IGNORE INTO top_mem VALUES (?)"},
         {offsetof(struct agg, mem.del), "DELETE FROM top_mem WHERE entry = ?"},
     };
 
@@ -117,9 +496,6 @@ static void agg_reset_deltas(struct agg *a)
         memset(a->ops, 0, a->n_ops * sizeof(*a->ops));
     if (a->n_devs > 0)
         memset(a->devs, 0, a->n_devs * sizeof(*a->devs));
-    u32map_deinit(&a->hist_index);
-    u32map_init(&a->hist_index);
-    a->n_hist = 0;
 }
 
 struct agg *agg_new(sqlite3 *db)
@@ -129,10 +505,12 @@ struct agg *agg_new(sqlite3 *db)
     if (a == NULL)
         return NULL;
     a->db = db;
-    u32map_init(&a->hist_index);
     a->slow.v = malloc(AGG_TOP * sizeof(struct agg_top));
     a->mem.v = malloc(AGG_TOP * sizeof(struct agg_top));
-    if (a->slow.v == NULL || a->mem.v == NULL || agg_prepare(a) < 0) {
+    a->slow.gone = malloc(AGG_TOP * sizeof(int64_t));
+    a->mem.gone = malloc(AGG_TOP * sizeof(int64_t));
+    if (a->slow.v == NULL || a->mem.v == NULL || a->slow.gone == NULL || a->mem.gone == NULL ||
+        agg_prepare(a) < 0) {
         agg_free(a);
         return NULL;
     }
@@ -150,21 +528,23 @@ void agg_free(struct agg *a)
     stmts[4] = a->slow.ins, stmts[5] = a->slow.del, stmts[6] = a->mem.ins, stmts[7] = a->mem.del;
     for (size_t i = 0; i < 8; i++)
         sqlite3_finalize(stmts[i]);
-    u32map_deinit(&a->hist_index);
-    free(a->hist_key);
-    free(a->hist_count);
-    free(a->hist_min);
+    agg_hist_free(a);
     free(a->ops);
     free(a->devs);
     free(a->slow.v);
     free(a->mem.v);
+    free(a->slow.gone);
+    free(a->mem.gone);
     free(a);
 }
 
 int agg_init_file(struct agg *a)
 {
-    int rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 1)", NULL, NULL,
-                          NULL);
+    int rc = sqlite3_exec(a->db,
+                          "INSERT OR REPLACE INTO info VALUES ('aggregates', 1);"
+                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2);"
+                          " INSERT OR REPLACE INTO info VALUES ('top', 2)",
+                          NULL, NULL, NULL);
 
     return store_errno(rc);
 }
@@ -199,42 +579,6 @@ static void agg_add(struct agg_sum *s, uint64_t dur, uint64_t mem, uint64_t elem
     s->elements = agg_sat(s->elements, elements);
 }
 
-static int agg_hist_add(struct agg *a, uint32_t op, uint64_t dur)
-{
-    uint32_t key = op << 13 | agg_bucket(dur), i;
-
-    if (op >= 1u << 19) {
-        a->inexact = true; /* beyond the key space: reports scan the entries instead */
-        return 0;
-    }
-    if (!u32map_get(&a->hist_index, key, &i)) {
-        if (a->n_hist == a->cap_hist) {
-            size_t cap = a->cap_hist ? a->cap_hist * 2 : 256;
-            uint32_t *k = realloc(a->hist_key, cap * sizeof(*k));
-            uint64_t *c = k ? realloc(a->hist_count, cap * sizeof(*c)) : NULL;
-            uint64_t *m = c ? realloc(a->hist_min, cap * sizeof(*m)) : NULL;
-            if (k != NULL)
-                a->hist_key = k;
-            if (c != NULL)
-                a->hist_count = c;
-            if (m == NULL)
-                return -ENOMEM;
-            a->hist_min = m;
-            a->cap_hist = cap;
-        }
-        i = (uint32_t)a->n_hist++;
-        a->hist_key[i] = key;
-        a->hist_count[i] = 0;
-        a->hist_min[i] = dur;
-        if (u32map_put(&a->hist_index, key, i) < 0)
-            return -ENOMEM;
-    }
-    a->hist_count[i]++;
-    if (dur < a->hist_min[i])
-        a->hist_min[i] = dur;
-    return 0;
-}
-
 /* ---- top-K heaps --------------------------------------------------------- */
 
 /* True when x should be evicted before y (x ranks lower). */
@@ -264,20 +608,9 @@ static void agg_sift_down(struct agg_heap *h, size_t i)
     }
 }
 
-static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
+/* Keeps t when it ranks among the AGG_TOP first; the table follows at the flush. */
+static void agg_top_offer(struct agg_heap *h, const struct agg_top *t)
 {
-    int rc;
-
-    sqlite3_bind_int64(st, 1, rowid);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return store_errno(rc);
-}
-
-static int agg_top_offer(struct agg_heap *h, const struct agg_top *t)
-{
-    int rc;
-
     if (h->n < AGG_TOP) {
         size_t i = h->n++;
         h->v[i] = *t;
@@ -287,25 +620,35 @@ static int agg_top_offer(struct agg_heap *h, const struct agg_top *t)
             h->v[(i - 1) / 2] = x;
             i = (i - 1) / 2;
         }
-        return agg_step_id(h->ins, t->rowid);
+        h->changed = true;
+        return;
     }
     if (!agg_worse(&h->v[0], t))
-        return 0; /* not among the top: the common case once the session is warm */
-    if ((rc = agg_step_id(h->del, h->v[0].rowid)) != 0)
-        return rc;
+        return;        /* not among the top: the common case once the session is warm */
+    if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
+        h->gone[h->n_gone++] = h->v[0].rowid;
     h->v[0] = *t;
     agg_sift_down(h, 0);
-    return agg_step_id(h->ins, t->rowid);
+    h->changed = true;
 }
 
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid)
 {
     struct agg_sum *op = agg_slot(&a->ops, &a->n_ops, e->op_id);
     struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid};
-    int rc;
 
-    if (op == NULL || agg_hist_add(a, e->op_id, e->dur_ns) < 0)
+    if (op == NULL)
         return -ENOMEM;
+    if (!a->inexact) {
+        uint32_t b = agg_bucket(e->dur_ns);
+        agg_hist_prefetch(a, e->op_id, b);
+        if (agg_hist_settle(a) < 0)
+            return -ENOMEM;
+        a->pending = true;
+        a->pend_op = e->op_id;
+        a->pend_bucket = b;
+        a->pend_dur = e->dur_ns;
+    }
     agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
     if (dev_id != 0) {
         struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_id);
@@ -323,12 +666,12 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
         a->end = agg_sat(e->start_ns, e->dur_ns);
     if (e->mem_bytes > a->peak)
         a->peak = e->mem_bytes;
-    if ((rc = agg_top_offer(&a->slow, &t)) != 0)
-        return rc;
+    agg_top_offer(&a->slow, &t);
     if (e->mem_bytes == 0)
         return 0;
     t.key = e->mem_bytes;
-    return agg_top_offer(&a->mem, &t);
+    agg_top_offer(&a->mem, &t);
+    return 0;
 }
 
 /* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
@@ -339,12 +682,14 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
 
     if (rc != SQLITE_OK)
         return store_errno(rc);
-    h->n = 0;
+    h->n = h->n_gone = 0;
+    h->changed = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
         size_t i = h->n++;
         h->v[i] = (struct agg_top){.rowid = sqlite3_column_int64(st, 0),
                                    .key = (uint64_t)sqlite3_column_int64(st, 1),
-                                   .start = (uint64_t)sqlite3_column_int64(st, 2)};
+                                   .start = (uint64_t)sqlite3_column_int64(st, 2),
+                                   .saved = true};
         while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
             struct agg_top x = h->v[i];
             h->v[i] = h->v[(i - 1) / 2];
@@ -356,29 +701,39 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     return store_errno(rc);
 }
 
+/* What the file's last commit left of the histograms and heaps, into memory. 0 or -errno. */
+static int agg_reload(struct agg *a)
+{
+    int64_t top;
+    int rc;
+
+    if ((rc = agg_hist_load(a)) != 0 || (rc = agg_info(a, "top", 1, &top)) != 0)
+        return rc;
+    /* an older file's tables hold rowids alone: the keys come from the entries */
+    a->convert_top = top != 2;
+    if ((rc = agg_heap_load(&a->slow, a->db,
+                            top == 2 ? "SELECT entry, dur_ns, start_ns FROM top_slow"
+                                     : "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
+                                       " JOIN entries e ON e.rowid = t.entry")) != 0)
+        return rc;
+    return agg_heap_load(&a->mem, a->db,
+                         top == 2 ? "SELECT entry, mem_bytes, start_ns FROM top_mem"
+                                  : "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
+                                    " JOIN entries e ON e.rowid = t.entry");
+}
+
 int agg_load(struct agg *a)
 {
-    sqlite3_stmt *st;
-    int rc, exact = 0;
+    int64_t exact;
+    int rc;
 
-    rc =
-        sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        exact = sqlite3_column_int(st, 0) == 1;
-    sqlite3_finalize(st);
-    if (!exact) {
+    if ((rc = agg_info(a, "aggregates", 0, &exact)) != 0)
+        return rc;
+    if (exact != 1) {
         a->inexact = a->broken_written = true;
         return 0;
     }
-    if ((rc = agg_heap_load(&a->slow, a->db,
-                            "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
-                            " JOIN entries e ON e.rowid = t.entry")) != 0)
-        return rc;
-    return agg_heap_load(&a->mem, a->db,
-                         "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
-                         " JOIN entries e ON e.rowid = t.entry");
+    return agg_reload(a);
 }
 
 /* ---- flush --------------------------------------------------------------- */
@@ -392,6 +747,106 @@ static int agg_run(sqlite3_stmt *st, const int64_t *v, int n)
     rc = sqlite3_step(st);
     sqlite3_reset(st);
     return store_errno(rc);
+}
+
+static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
+{
+    int rc;
+
+    sqlite3_bind_int64(st, 1, rowid);
+    rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return store_errno(rc);
+}
+
+static int agg_rowid_cmp(const void *pa, const void *pb)
+{
+    int64_t x = *(const int64_t *)pa, y = *(const int64_t *)pb;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Deletes the saved entries evicted since the last flush, inserts those kept
+ * since with their fields copied from their rows (the transaction's entries
+ * are all in the file by now, the blocks format's last block included). One
+ * statement for all of them, their rowids a JSON array in ascending order:
+ * the blocks format's table then opens one cursor and decodes each block
+ * once, where a statement per entry cost a cursor (and a block) each.
+ */
+static int agg_heap_flush(struct agg *a, struct agg_heap *h, const char *table)
+{
+    int64_t add[AGG_TOP];
+    char json[AGG_TOP * 21 + 3];
+    size_t n_add = 0, len = 0;
+    int rc;
+
+    if (!h->changed)
+        return 0;
+    if (h->ins == NULL) {
+        char sql[320];
+        snprintf(sql, sizeof(sql),
+                 "INSERT OR IGNORE INTO %s SELECT e.rowid, e.process_id, e.step, e.op_id,"
+                 " e.device_id, e.start_ns, e.dur_ns, e.mem_bytes, e.shape_id"
+                 " FROM json_each(?1) j CROSS JOIN entries e ON e.rowid = j.value",
+                 table);
+        rc = sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &h->ins, NULL);
+        if (rc != SQLITE_OK)
+            return store_errno(rc);
+    }
+    for (size_t i = 0; i < h->n_gone; i++) {
+        if ((rc = agg_step_id(h->del, h->gone[i])) != 0)
+            return rc;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        if (!h->v[i].saved)
+            add[n_add++] = h->v[i].rowid;
+    }
+    qsort(add, n_add, sizeof(add[0]), agg_rowid_cmp);
+    json[len++] = '[';
+    for (size_t i = 0; i < n_add; i++)
+        len += (size_t)snprintf(json + len, sizeof(json) - len, "%s%lld", i ? "," : "",
+                                (long long)add[i]);
+    json[len++] = ']';
+    sqlite3_bind_text(h->ins, 1, json, (int)len, SQLITE_STATIC);
+    rc = sqlite3_step(h->ins);
+    sqlite3_reset(h->ins);
+    if ((rc = store_errno(rc)) != 0)
+        return rc;
+    for (size_t i = 0; i < h->n; i++)
+        h->v[i].saved = true;
+    h->n_gone = 0;
+    h->changed = false;
+    return 0;
+}
+
+/*
+ * An older file's top tables (rowids alone, read through the entries) are
+ * made again with the fields a report needs, and the heaps written in full.
+ */
+static int agg_top_convert(struct agg *a)
+{
+    struct agg_heap *heaps[2] = {&a->slow, &a->mem};
+    int rc = sqlite3_exec(a->db, "DROP TABLE IF EXISTS top_slow; DROP TABLE IF EXISTS top_mem",
+                          NULL, NULL, NULL);
+
+    if (rc == SQLITE_OK) /* every statement of the schema is IF NOT EXISTS */
+        rc = sqlite3_exec(a->db, schema_session_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('top', 2)", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    for (size_t k = 0; k < 2; k++) {
+        struct agg_heap *h = heaps[k];
+        sqlite3_finalize(h->ins);
+        h->ins = NULL;
+        for (size_t i = 0; i < h->n; i++)
+            h->v[i].saved = false;
+        h->n_gone = 0;
+        h->changed = true;
+    }
+    a->convert_top = false;
+    return 0;
 }
 
 static int agg_flush_sums(struct agg *a)
@@ -411,12 +866,6 @@ static int agg_flush_sums(struct agg *a)
         if (s->calls && (rc = agg_run(a->up_dev, v, 4)) != 0)
             return rc;
     }
-    for (size_t i = 0; i < a->n_hist; i++) {
-        int64_t v[4] = {a->hist_key[i] >> 13, a->hist_key[i] & 8191, (int64_t)a->hist_min[i],
-                        (int64_t)a->hist_count[i]};
-        if ((rc = agg_run(a->up_hist, v, 4)) != 0)
-            return rc;
-    }
     return 0;
 }
 
@@ -433,9 +882,14 @@ int agg_flush(struct agg *a)
             return store_errno(rc);
         a->broken_written = true;
     }
+    if (!a->inexact && ((rc = agg_hist_settle(a)) != 0 || (rc = agg_hist_flush(a)) != 0))
+        return rc;
     if (a->entries == 0)
         return 0;
-    if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0)
+    if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
+        (a->convert_top && (rc = agg_top_convert(a)) != 0) ||
+        (rc = agg_heap_flush(a, &a->slow, "top_slow")) != 0 ||
+        (rc = agg_heap_flush(a, &a->mem, "top_mem")) != 0)
         return rc;
     agg_reset_deltas(a);
     return 0;
@@ -444,5 +898,12 @@ int agg_flush(struct agg *a)
 void agg_discard(struct agg *a)
 {
     agg_reset_deltas(a);
-    a->inexact = true;
+    /*
+     * The histograms and heaps hold what was rolled back: they are read back
+     * from the file, unless the transaction is still open (ROLLBACK failed).
+     */
+    if (a->inexact || !sqlite3_get_autocommit(a->db) || agg_reload(a) != 0) {
+        agg_hist_free(a);
+        a->inexact = true;
+    }
 }

@@ -488,11 +488,13 @@ static int conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct p
 }
 
 /*
- * Maps op ids to session ids and device names to device ids, in place. Returns 0, or a
- * negative errno once the connection has failed (an undefined op id: -EPROTO; a table's
- * limit or memory: session_device()'s or session_shape()'s error).
+ * Maps op ids to session ids in place, device names to device ids and shape
+ * pairs to shape ids (0: none) into the arrays. Returns 0, or a negative
+ * errno once the connection has failed (an undefined op id: -EPROTO; a
+ * table's limit or memory: session_device()'s or session_shape()'s error).
  */
-static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids)
+static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids,
+                              uint32_t *shape_ids)
 {
     char msg[160];
     int rc;
@@ -516,7 +518,7 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             return rc;
         }
         if ((rc = session_shape(c->session, b->blob + e->out_off, e->out_len, b->blob + e->in_off,
-                                e->in_len)) < 0) {
+                                e->in_len, &shape_ids[i])) < 0) {
             conn_table_fail(c, rc, TABLE_SHAPES);
             return rc;
         }
@@ -583,20 +585,23 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 {
     struct proto_batch *b = &m->u.batch;
     struct store_job *job;
-    uint32_t *dev_ids;
+    uint32_t *dev_ids, *shape_ids;
 
     if (b->n == 0 || conn_cap_batch(c, b) == 0)
         return;
     dev_ids = malloc(b->n * sizeof(*dev_ids));
+    shape_ids = malloc(b->n * sizeof(*shape_ids));
     job = store_job_new(STORE_BATCH, c->session->id);
-    if (dev_ids == NULL || job == NULL) {
+    if (dev_ids == NULL || shape_ids == NULL || job == NULL) {
         free(dev_ids);
+        free(shape_ids);
         free(job);
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         return;
     }
-    if (conn_resolve_batch(c, b, dev_ids) < 0) {
+    if (conn_resolve_batch(c, b, dev_ids, shape_ids) < 0) {
         free(dev_ids);
+        free(shape_ids);
         free(job);
         return;
     }
@@ -605,6 +610,7 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
     job->u.batch.b = *b; /* a move: the message no longer owns the batch */
     memset(b, 0, sizeof(*b));
     job->u.batch.dev_ids = dev_ids;
+    job->u.batch.shape_ids = shape_ids;
     c->enqueued += job->u.batch.b.n;
     c->session->entries += job->u.batch.b.n;
     store_job_charge(job, c->budget);

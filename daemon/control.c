@@ -3,10 +3,11 @@
  * export (export.c) and live (live.c).
  *
  * `sessions` and `status` are answered on the loop thread from memory (file
- * sizes included: the store's writer publishes them, store_session_bytes). `report` runs
- * query_report() on libuv's thread pool and packs the reply there too; `delete` goes through the
- * store, which owns the files. While a request is in flight its connection reads no further
- * requests, so replies come back in request order.
+ * sizes included: the store's writer publishes them, store_session_bytes).
+ * `report` runs query_report() (with "late": query_late()) on libuv's thread
+ * pool and packs the reply there too; `delete` goes through the store, which
+ * owns the files. While a request is in flight its connection reads no
+ * further requests, so replies come back in request order.
  */
 #include <errno.h>
 #include <limits.h>
@@ -33,6 +34,7 @@ struct report_work {
     char path[PATH_MAX];
     int rc;
     bool heavy; /* counted in d->n_heavy */
+    bool late;  /* "late": true, only the late figures (query_late) */
     char err[256];
     msgpack_sbuffer out;
 };
@@ -222,6 +224,26 @@ static void control_status(struct conn *c)
 
 /* ---- report -------------------------------------------------------------- */
 
+/*
+ * The reply to a report with "late": true: {"session": {id, name, state},
+ * "late": {...}} (PROTOCOL.md Part 3, "report option late").
+ */
+static void report_late_cb(struct report_work *w)
+{
+    msgpack_packer pk;
+
+    msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
+    proto_pack_ok_header(&pk);
+    msgpack_pack_map(&pk, 2);
+    pack_key(&pk, "session");
+    msgpack_pack_map(&pk, 3);
+    pack_kv_i64(&pk, "id", w->id);
+    pack_kv_str(&pk, "name", w->name);
+    pack_kv_str(&pk, "state", w->state);
+    pack_key(&pk, "late");
+    w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
+}
+
 static void report_work_cb(uv_work_t *req)
 {
     struct report_work *w = (struct report_work *)req;
@@ -229,6 +251,10 @@ static void report_work_cb(uv_work_t *req)
     msgpack_packer pk;
 
     msgpack_sbuffer_init(&w->out);
+    if (w->late) {
+        report_late_cb(w);
+        return;
+    }
     w->rc = query_report(w->path, &w->params, &r, w->err, sizeof(w->err));
     if (w->rc == 0) {
         r.id = w->id;
@@ -299,7 +325,8 @@ bool control_report_heavy(struct conn *c, const struct proto_request *req)
         s = session_find(&c->d->reg, &req->session, c->uid);
     if (s == NULL)
         s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
-    return s != NULL && s->entries >= c->d->opt.heavy_entries;
+    /* The late figures read the rank aggregates only: never heavy, whatever the entries. */
+    return s != NULL && !req->late && s->entries >= c->d->opt.heavy_entries;
 }
 
 static void control_report(struct conn *c, const struct proto_request *req)
@@ -343,7 +370,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
     c->refs++;
     c->busy = true;
     c->d->n_reports++;
-    w->heavy = s->entries >= c->d->opt.heavy_entries;
+    w->late = req->late;
+    w->heavy = !w->late && s->entries >= c->d->opt.heavy_entries;
     c->d->n_heavy += w->heavy;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, report_work_cb, report_after_cb) < 0) {

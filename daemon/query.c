@@ -59,6 +59,12 @@ struct query {
     size_t op_index, op_seen;
     /* The file's aggregates are exact: read them instead of scanning entries (agg.h). */
     bool agg;
+    /* Its histogram is in chunks (info.histogram = 2), not in an older file's agg_hist rows. */
+    bool hist_chunks;
+    /* Its top tables hold the entries' fields (info.top = 2), not an older file's rowids. */
+    bool top_fields;
+    /* The durations pass: what each run of equal durations (or histogram bucket) goes to. */
+    int (*duration)(struct query *q, int64_t op_id, uint64_t dur, uint64_t count);
     int64_t op_id;
     /* A page of ops (ops_limit): each row's op id and calls seen, by id. */
     struct query_page_op *page;
@@ -298,12 +304,10 @@ static int query_inconsistent(struct query *q)
  * one snapshot) and ascending within an op, so the value at a percentile's
  * nearest rank is the percentile: no op's durations are ever held in memory.
  */
-static int query_durations_row(struct query *q, sqlite3_stmt *st)
+static int query_duration(struct query *q, int64_t id, uint64_t dur, uint64_t count)
 {
     struct report *r = q->r;
     struct report_op *op;
-    int64_t id = sqlite3_column_int64(st, 0);
-    uint64_t dur = query_u64(st, 1), count = query_u64(st, 2);
 
     if (count == 0)
         return query_inconsistent(q);
@@ -324,6 +328,45 @@ static int query_durations_row(struct query *q, sqlite3_stmt *st)
     if (q->op_seen > op->calls)
         return query_inconsistent(q);
     return 0;
+}
+
+/* A row of report_durations*.sql: op_id, dur_ns, count. */
+static int query_durations_row(struct query *q, sqlite3_stmt *st)
+{
+    return q->duration(q, sqlite3_column_int64(st, 0), query_u64(st, 1), query_u64(st, 2));
+}
+
+/* A row of report_durations_agg.sql: op_id, chunk, data: each bucket of the chunk in order. */
+static int query_chunk_row(struct query *q, sqlite3_stmt *st)
+{
+    struct agg_hist_bucket b[AGG_CHUNK];
+    int64_t id = sqlite3_column_int64(st, 0);
+    int n = agg_chunk_decode(sqlite3_column_blob(st, 2), (size_t)sqlite3_column_bytes(st, 2),
+                             (uint32_t)sqlite3_column_int64(st, 1), b);
+    int err = 0;
+
+    if (n < 0) {
+        query_msg(q, "durations", "a histogram chunk is malformed");
+        return -EIO;
+    }
+    for (int i = 0; err == 0 && i < n; i++)
+        err = q->duration(q, id, b[i].min_ns, b[i].count);
+    return err;
+}
+
+/*
+ * The durations pass: every op's durations (or histogram buckets) ascending
+ * within the op, ops by id, a run of equal values at a time to fn.
+ */
+static int query_durations(struct query *q, int (*fn)(struct query *, int64_t, uint64_t, uint64_t))
+{
+    q->duration = fn;
+    if (!q->agg)
+        return query_run(q, schema_report_durations_sql, "durations", 0, 0, query_durations_row);
+    if (!q->hist_chunks)
+        return query_run(q, schema_report_durations_agg_rows_sql, "durations", 0, 0,
+                         query_durations_row);
+    return query_run(q, schema_report_durations_agg_sql, "durations", 0, 0, query_chunk_row);
 }
 
 /* avg_ns and share of every row of r->ops. */
@@ -354,8 +397,7 @@ static int query_ops(struct query *q)
         return err;
     q->op_index = 0;
     q->op_seen = 0;
-    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
-                    "durations", 0, 0, query_durations_row);
+    err = query_durations(q, query_duration);
     if (err < 0)
         return err;
     if (r->n_ops > 0 && (q->op_index != r->n_ops - 1 || q->op_seen != r->ops[q->op_index].calls))
@@ -392,10 +434,11 @@ static int query_slowest(struct query *q)
     q->cap = 0;
     q->list = &q->r->slowest;
     q->n_list = &q->r->n_slowest;
-    return query_run(q,
-                     q->agg && q->p->top <= AGG_TOP ? schema_report_slowest_agg_sql
-                                                    : schema_report_slowest_sql,
-                     "slowest", q->p->top, 0, query_entry_row);
+    if (!q->agg || q->p->top > AGG_TOP)
+        return query_run(q, schema_report_slowest_sql, "slowest", q->p->top, 0, query_entry_row);
+    return query_run(
+        q, q->top_fields ? schema_report_slowest_agg_sql : schema_report_slowest_agg_rowids_sql,
+        "slowest", q->p->top, 0, query_entry_row);
 }
 
 static int query_hotspots(struct query *q)
@@ -406,10 +449,12 @@ static int query_hotspots(struct query *q)
     q->cap = 0;
     q->list = &q->r->hotspots;
     q->n_list = &q->r->n_hotspots;
-    return query_run(q,
-                     q->agg && q->p->top <= AGG_TOP ? schema_report_hotspots_agg_sql
-                                                    : schema_report_hotspots_sql,
-                     "hotspots", q->p->top, threshold, query_entry_row);
+    if (!q->agg || q->p->top > AGG_TOP)
+        return query_run(q, schema_report_hotspots_sql, "hotspots", q->p->top, threshold,
+                         query_entry_row);
+    return query_run(
+        q, q->top_fields ? schema_report_hotspots_agg_sql : schema_report_hotspots_agg_rowids_sql,
+        "hotspots", q->p->top, threshold, query_entry_row);
 }
 
 /* ---- devices, imbalance, communication ----------------------------------- */
@@ -570,10 +615,9 @@ static int query_page_id_cmp(const void *pa, const void *pb)
 
 /* One duration of the durations pass (ascending within an op): counted when its op is on the page.
  */
-static int query_page_durations_row(struct query *q, sqlite3_stmt *st)
+static int query_page_duration(struct query *q, int64_t id, uint64_t dur, uint64_t count)
 {
-    struct query_page_op key = {.id = sqlite3_column_int64(st, 0)}, *p;
-    uint64_t count = query_u64(st, 2);
+    struct query_page_op key = {.id = id}, *p;
     struct report_op *op;
 
     p = bsearch(&key, q->page, q->r->n_ops, sizeof(*p), query_page_id_cmp);
@@ -582,7 +626,7 @@ static int query_page_durations_row(struct query *q, sqlite3_stmt *st)
     op = &q->r->ops[p->index];
     if (count == 0 || count > op->calls - p->seen)
         return query_inconsistent(q);
-    query_percentiles(op, p->seen, query_u64(st, 1), count);
+    query_percentiles(op, p->seen, dur, count);
     p->seen += count;
     return 0;
 }
@@ -603,8 +647,7 @@ static int query_ops_page(struct query *q)
     if (err < 0 || r->n_ops == 0)
         return err;
     qsort(q->page, r->n_ops, sizeof(*q->page), query_page_id_cmp);
-    err = query_run(q, q->agg ? schema_report_durations_agg_sql : schema_report_durations_sql,
-                    "durations", 0, 0, query_page_durations_row);
+    err = query_durations(q, query_page_duration);
     if (err < 0)
         return err;
     for (size_t i = 0; i < r->n_ops; i++) {
@@ -776,6 +819,21 @@ static int query_filter_pack(struct query *q)
 
 /* ---- the report ---------------------------------------------------------- */
 
+/* The analysis' filter (ranks_query.h) from the request's. */
+static void query_ranks_filter(const struct proto_analysis *an, uint32_t top,
+                               struct ranks_filter *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->ranks = an->n_ranks > 0 ? an->ranks : NULL;
+    f->n_ranks = an->n_ranks;
+    f->steps = an->steps;
+    f->step_min = an->step_min;
+    f->step_max = an->step_max;
+    f->device = an->device;
+    f->category = an->category;
+    f->top = top;
+}
+
 /* Extension: the analysis sections (ranks_query.h), packed here, appended by report_pack. */
 static int query_analysis(struct query *q)
 {
@@ -787,14 +845,7 @@ static int query_analysis(struct query *q)
 
     if (an == NULL || !an->on)
         return 0;
-    f.ranks = an->n_ranks > 0 ? an->ranks : NULL;
-    f.n_ranks = an->n_ranks;
-    f.steps = an->steps;
-    f.step_min = an->step_min;
-    f.step_max = an->step_max;
-    f.device = an->device;
-    f.category = an->category;
-    f.top = q->p->top;
+    query_ranks_filter(an, q->p->top, &f);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     rc = ranks_query(q->db, &f, &pk, q->errbuf, q->errlen);
@@ -811,12 +862,19 @@ static int query_analysis(struct query *q)
     return 0;
 }
 
-/* Whether the file's aggregates are exact (info.aggregates = 1). */
+/*
+ * Whether the file's aggregates are exact (info.aggregates = 1), and which
+ * layouts its histogram (info.histogram = 2: chunks; absent: agg_hist) and
+ * its top tables have (info.top = 2: the entries' fields; absent: rowids).
+ */
 static int query_aggregates(struct query *q)
 {
     sqlite3_stmt *st = NULL;
-    int rc =
-        sqlite3_prepare_v2(q->db, "SELECT value FROM info WHERE key = 'aggregates'", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(q->db,
+                                "SELECT (SELECT value FROM info WHERE key = 'aggregates'),"
+                                " (SELECT value FROM info WHERE key = 'histogram'),"
+                                " (SELECT value FROM info WHERE key = 'top')",
+                                -1, &st, NULL);
 
     if (rc != SQLITE_OK) {
         /* A file without the info table (older or hand-made) has no aggregates. */
@@ -825,6 +883,8 @@ static int query_aggregates(struct query *q)
     }
     rc = sqlite3_step(st);
     q->agg = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
+    q->hist_chunks = rc == SQLITE_ROW && sqlite3_column_int64(st, 1) == 2;
+    q->top_fields = rc == SQLITE_ROW && sqlite3_column_int64(st, 2) == 2;
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
 }
@@ -927,5 +987,28 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
     free(q.page);
     if (err < 0)
         report_free(out);
+    return err;
+}
+
+/* See query.h. */
+int query_late(const char *db_path, const struct proto_analysis *an, msgpack_packer *pk,
+               char *errbuf, size_t errlen)
+{
+    static const struct report_params defaults = {.top = 10};
+    struct report unused = {0};
+    struct query q = {
+        .p = &defaults, .r = &unused, .errbuf = errbuf, .errlen = errbuf != NULL ? errlen : 0};
+    struct ranks_filter f;
+    int err;
+
+    if (q.errlen > 0)
+        errbuf[0] = '\0';
+    query_ranks_filter(an, 0, &f);
+    err = query_open(&q, db_path);
+    if (err == 0)
+        err = ranks_late(q.db, &f, pk, q.errbuf, q.errlen);
+    if (err == 0)
+        err = query_exec(&q, "COMMIT");
+    sqlite3_close_v2(q.db);
     return err;
 }

@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include <msgpack.h>
+
 #include "report.h"
 
 /*
@@ -27,5 +29,16 @@
  */
 int query_report(const char *db_path, const struct report_params *p, struct report *out,
                  char *errbuf, size_t errlen);
+
+/*
+ * Extension (PROTOCOL.md Part 3, "report option late"): packs the late
+ * figures of the session file at db_path, restricted by an's filters, as
+ * one map into pk, read in one read transaction from the rank aggregates
+ * (ranks_late() in ranks_query.h), on a worker thread like query_report().
+ * Returns 0, or a negative errno with a message in errbuf (pk may then hold
+ * part of the map: the caller drops it).
+ */
+int query_late(const char *db_path, const struct proto_analysis *an, msgpack_packer *pk,
+               char *errbuf, size_t errlen);
 
 #endif

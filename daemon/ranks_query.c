@@ -1021,6 +1021,93 @@ out:
     return rc;
 }
 
+/*
+ * The late figures' per-rank sums, from rk_steps alone (one row per process
+ * and step: what the report's rq_read_steps reads for them), summed per
+ * process by SQLite and folded per rank as the report folds them.
+ */
+static int rq_late_ranks(struct rq *q)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(q->db,
+                                "SELECT process_id, satsum(waited_ns), satsum(last_count),"
+                                " satsum(caused_ns) FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
+                                " GROUP BY process_id",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "rk_steps");
+    rq_bind_steps(q, st);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t pid = sqlite3_column_int64(st, 0);
+        struct rq_rank *r;
+
+        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+            continue;
+        r = &q->ranks[q->proc_rank[pid]];
+        r->waited = rq_sat(r->waited, (uint64_t)sqlite3_column_int64(st, 1));
+        r->last += (uint64_t)sqlite3_column_int64(st, 2);
+        r->caused = rq_sat(r->caused, (uint64_t)sqlite3_column_int64(st, 3));
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
+}
+
+/* The collective instances of every op in the steps asked (the verdict's "of M"). */
+static int rq_late_instances(struct rq *q, uint64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        q->db, "SELECT satsum(instances) FROM rk_coll WHERE step BETWEEN ?1 AND ?2", -1, &st, NULL);
+
+    *n = 0;
+    if (rc != SQLITE_OK)
+        return rq_fail(q, rc, "rk_coll");
+    rq_bind_steps(q, st);
+    if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *n = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_DONE;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_coll");
+}
+
+int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
+               size_t errlen)
+{
+    struct rq q = {.db = db, .f = f, .err = err, .errlen = errlen};
+    uint64_t instances = 0;
+    int rc;
+
+    q.state = (int)rq_info(&q, "ranks");
+    if ((rc = rq_processes(&q)) < 0)
+        goto out;
+    /* As in the analysis: collectives are comm, and kept per rank, not per device. */
+    if (q.state != 0 && rq_cat_wanted(&q, RANKS_COMM)) {
+        if ((rc = rq_late_instances(&q, &instances)) < 0 ||
+            (f->device == NULL && (rc = rq_late_ranks(&q)) < 0))
+            goto out;
+    }
+    rc = -ENOMEM;
+    if (msgpack_pack_map(pk, 2) || pk_u64(pk, "instances", instances) || pk_str(pk, "ranks") ||
+        msgpack_pack_array(pk, q.n_ranks))
+        goto out;
+    for (size_t i = 0; i < q.n_ranks; i++) {
+        const struct rq_rank *r = &q.ranks[i];
+        if (msgpack_pack_map(pk, 4) || pk_rank(pk, "rank", r->rank) ||
+            pk_u64(pk, "arrived_last", r->last) || pk_u64(pk, "caused_ns", r->caused) ||
+            pk_u64(pk, "waited_ns", r->waited))
+            goto out;
+    }
+    rc = 0;
+out:
+    if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
+        snprintf(q.err, q.errlen, "report: late: out of memory");
+    free(q.ranks);
+    free(q.proc_rank);
+    return rc;
+}
+
 int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                 size_t errlen)
 {

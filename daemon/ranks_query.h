@@ -4,7 +4,8 @@
  * throughput, computed from the rank aggregates of ranks.h (from the entries
  * only for the throughput restricted to steps: those steps' entries) on the
  * report's worker thread, inside the report's read transaction, and encoded
- * straight into msgpack.
+ * straight into msgpack; and the late figures alone (report option "late",
+ * for `tracectl top`), from two of those tables.
  */
 #ifndef TRACECTLD_RANKS_QUERY_H
 #define TRACECTLD_RANKS_QUERY_H
@@ -35,5 +36,16 @@ struct ranks_filter {
  */
 int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                 size_t errlen);
+
+/*
+ * Packs the late-arrival figures (PROTOCOL.md Part 3, "report option late")
+ * as one map, {"instances": N, "ranks": [{rank, arrived_last, caused_ns,
+ * waited_ns}, ...]}: the same numbers as ranks_query()'s verdict and `ranks`
+ * rows under the same filter, read from rk_steps and rk_coll only (no
+ * rk_coll_ranks, rk_ops or entries). 0, or a negative errno with a message
+ * in err.
+ */
+int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
+               size_t errlen);
 
 #endif

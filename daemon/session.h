@@ -18,8 +18,13 @@
  * Every table a peer can grow is bounded per session (README "Limits"),
  * so that one producer cannot grow the daemon's memory (or the writer's
  * tables of the same names) without bound: op names, devices and distinct
- * (out_shape, in_shapes) pairs, by count and by bytes. Shapes are interned by
- * the writer; the loop only counts distinct pairs by a 64-bit hash.
+ * (out_shape, in_shapes) pairs, by count and by bytes.
+ *
+ * Shapes are interned here too, by their bytes (a hash finds the slot, the
+ * bytes decide: two distinct pairs never share an id): each batch job carries
+ * the session-wide shape id of every entry (store_job.u.batch.shape_ids), so
+ * the writer never hashes shapes again; it writes a shapes row the first time
+ * it meets an id (the entry's bytes are in the batch).
  */
 #ifndef TRACECTLD_SESSION_H
 #define TRACECTLD_SESSION_H
@@ -39,6 +44,8 @@
 #define SESSION_MAX_SHAPES      65536       /* distinct (out_shape, in_shapes) pairs */
 #define SESSION_MAX_SHAPE_BYTES (16u << 20) /* their msgpack bytes */
 #define SESSION_MAX_OPENING     4           /* new sessions whose files are still being made */
+
+struct session_shape; /* a slot of a session's shapes table (session.c) */
 
 struct session {
     struct session *next; /* registry list, newest first */
@@ -60,7 +67,8 @@ struct session {
     uint64_t linger_until; /* uv_now() ms when it ends if nobody joins; 0 none */
     uint32_t next_op, next_dev;
     struct strmap ops, devices;
-    struct strmap shapes; /* 64-bit hashes of the pairs seen */
+    struct session_shape *shapes; /* open addressing, shape_cap slots (a power of two) */
+    uint32_t shape_cap, n_shapes; /* ids 1 .. n_shapes are given */
     uint64_t op_bytes, shape_bytes;
     /* Calls and time per op id, counted as entries are accepted: what `live` shows. */
     struct session_op_count {
@@ -125,12 +133,14 @@ void session_count_entry(struct session *s, uint32_t op, uint64_t dur_ns);
 int session_device(struct registry *reg, struct session *s, const char *name, size_t len,
                    struct store_budget *budget, uint32_t *id);
 /*
- * Counts the (out_shape, in_shapes) pair of one entry (blob bytes; both
- * lengths 0: no shapes, always fine). Returns 0, -ENOMEM, or -ENOSPC when a
- * new pair would pass SESSION_MAX_SHAPES or SESSION_MAX_SHAPE_BYTES.
+ * The session-wide id of the (out_shape, in_shapes) pair of one entry (blob
+ * bytes) into *id, interning a new pair (ids from 1, in order of first use;
+ * both lengths 0: no shapes, id 0, always fine). Returns 0, -ENOMEM, or
+ * -ENOSPC when a new pair would pass SESSION_MAX_SHAPES or
+ * SESSION_MAX_SHAPE_BYTES.
  */
 int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
-                  uint32_t in_len);
+                  uint32_t in_len, uint32_t *id);
 
 /*
  * A session by id, or the newest of that name, among those uid may see (uid

@@ -41,7 +41,8 @@
  * docs/BENCHMARKS.md, 2026-11-24 11:31).
  */
 #define COMMIT_ENTRIES_BLOCKS (1u << 18)
-#define ENTRY_ROWS            32 /* rows per multi-row INSERT */
+#define ENTRY_ROWS            32         /* rows per multi-row INSERT */
+#define SHAPE_NONE            UINT64_MAX /* no shapes row (shape_product never gives it) */
 
 /*
  * What the writer holds for one session it has jobs for: its queue, the jobs
@@ -68,10 +69,12 @@ struct wsess {
     /* the open file: db NULL while closed */
     sqlite3 *db;
     bool in_txn;
-    struct agg *agg;          /* report aggregates, updated with every insert */
-    struct strmap shapes;     /* (out_shape, in_shapes) bytes → shapes.id */
-    uint64_t *shape_elements; /* shapes.elements by id */
-    uint32_t n_shapes;
+    struct agg *agg; /* report aggregates, updated with every insert */
+    /*
+     * shapes.elements by shapes.id (ids are the loop's, session_shape);
+     * SHAPE_NONE for an id the file has no row of yet.
+     */
+    uint64_t *shape_elements;
     size_t shape_cap; /* ids shape_elements has room for: 0 .. shape_cap - 1 */
     sqlite3_stmt *ins_shape;
     sqlite3_stmt *ins_entries; /* ENTRY_ROWS rows at once */
@@ -311,7 +314,7 @@ static uint64_t job_cost(const struct store_job *job)
         }
         return n;
     case STORE_BATCH:
-        return n + job->u.batch.b.n * (sizeof(struct proto_entry) + sizeof(uint32_t)) +
+        return n + job->u.batch.b.n * (sizeof(struct proto_entry) + 2 * sizeof(uint32_t)) +
                job->u.batch.b.blob_len;
     default:
         return n;
@@ -354,6 +357,7 @@ void store_job_free(struct store_job *job)
     case STORE_BATCH:
         proto_batch_free(&job->u.batch.b);
         free(job->u.batch.dev_ids);
+        free(job->u.batch.shape_ids);
         break;
     default:
         break;
@@ -375,10 +379,8 @@ static void wsess_file_close(struct store *s, struct wsess *w)
 {
     if (w->db == NULL)
         return;
-    strmap_deinit(&w->shapes);
     free(w->shape_elements);
     w->shape_elements = NULL;
-    w->n_shapes = 0;
     w->shape_cap = 0;
     agg_free(w->agg);
     w->agg = NULL;
@@ -469,40 +471,50 @@ static int db_open(struct store *s, const char *path, sqlite3 **db)
                       "set pragmas");
 }
 
-/* A reopened file: its shapes back into the map, so that pairs keep their ids. */
+/* Room for shape ids up to id (grown by doubling), new ones SHAPE_NONE. 0 or -ENOMEM. */
+static int wsess_shapes_room(struct wsess *w, size_t id)
+{
+    size_t cap = w->shape_cap ? w->shape_cap : 64;
+    uint64_t *p;
+
+    if (id < w->shape_cap)
+        return 0;
+    while (cap <= id)
+        cap *= 2;
+    if ((p = realloc(w->shape_elements, cap * sizeof(*p))) == NULL)
+        return -ENOMEM;
+    for (size_t i = w->shape_cap; i < cap; i++)
+        p[i] = SHAPE_NONE;
+    w->shape_elements = p;
+    w->shape_cap = cap;
+    return 0;
+}
+
+/*
+ * The shape ids the file holds rows of, with their elements: on opening a
+ * file, and after a rollback (which took back the rows it had added).
+ */
 static int wsess_load_shapes(struct store *s, struct wsess *w)
 {
     sqlite3_stmt *st;
-    char key[8 + 2 * 1024 + 2048];
-    int rc = sqlite3_prepare_v2(
-        w->db, "SELECT id, out_shape, in_shapes, elements FROM shapes ORDER BY id", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(w->db, "SELECT id, elements FROM shapes", -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return store_check(s, w->db, rc, "load shapes");
+    for (size_t i = 0; i < w->shape_cap; i++)
+        w->shape_elements[i] = SHAPE_NONE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint32_t id = (uint32_t)sqlite3_column_int64(st, 0);
-        uint32_t olen = (uint32_t)sqlite3_column_bytes(st, 1);
-        uint32_t ilen = (uint32_t)sqlite3_column_bytes(st, 2);
-        uint64_t *p;
+        int64_t id = sqlite3_column_int64(st, 0);
 
-        if (4 + (size_t)olen + ilen > sizeof(key) ||
-            (p = realloc(w->shape_elements, (id + 1) * sizeof(*p))) == NULL) {
+        if (id <= 0 || id > UINT32_MAX) {
+            rc = SQLITE_CORRUPT;
+            break;
+        }
+        if (wsess_shapes_room(w, (size_t)id) < 0) {
             rc = SQLITE_NOMEM;
             break;
         }
-        w->shape_elements = p;
-        w->shape_cap = (size_t)id + 1;
-        p[id] = (uint64_t)sqlite3_column_int64(st, 3);
-        memcpy(key, &olen, 4);
-        if (olen)
-            memcpy(key + 4, sqlite3_column_blob(st, 1), olen);
-        if (ilen)
-            memcpy(key + 4 + olen, sqlite3_column_blob(st, 2), ilen);
-        if (strmap_put(&w->shapes, key, 4 + olen + ilen, id) < 0) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        w->n_shapes = id;
+        w->shape_elements[id] = (uint64_t)sqlite3_column_int64(st, 1);
     }
     sqlite3_finalize(st);
     return store_check(s, w->db, rc, "load shapes");
@@ -629,7 +641,6 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
         return store_check(s, NULL, SQLITE_CANTOPEN, "session file is missing");
     while (s->n_open >= s->max_open && store_evict(s, w))
         ;
-    strmap_init(&w->shapes);
     s->n_open++;
     if (db_open(s, path, &w->db) < 0 ||
         (create && s->format == STORE_FORMAT_BLOCKS &&
@@ -749,48 +760,31 @@ static uint64_t shape_product(const char *blob, uint32_t len)
 }
 
 /*
- * The shapes.id of an entry's (out_shape, in_shapes), interning a new pair;
- * 0 for an entry without shapes, -1 on error.
+ * Entry i's shapes.id (0: none), writing the shapes row from the entry's
+ * bytes when the file has none of that id yet. -1 on error.
  */
-static int64_t shape_id(struct store *s, struct wsess *w, const struct proto_batch *b,
-                        const struct proto_entry *e)
+static int64_t shape_id(struct store *s, struct wsess *w, const struct store_job *job, size_t i)
 {
-    char key[8 + 2 * 1024 + 2048];
-    uint32_t id, klen = 4 + e->out_len + e->in_len;
+    const struct proto_batch *b = &job->u.batch.b;
+    const struct proto_entry *e = &b->entries[i];
+    uint32_t id = job->u.batch.shape_ids != NULL ? job->u.batch.shape_ids[i] : 0;
     sqlite3_stmt *st = w->ins_shape;
-    uint64_t *p;
+    uint64_t elements;
 
-    if (e->out_len == 0 && e->in_len == 0)
-        return 0;
-    if (klen > sizeof(key))
-        return -1;
-    memcpy(key, &e->out_len, 4); /* the split between the two */
-    memcpy(key + 4, b->blob + e->out_off, e->out_len);
-    memcpy(key + 4 + e->out_len, b->blob + e->in_off, e->in_len);
-    if (strmap_get(&w->shapes, key, klen, &id))
+    if (id == 0 || (id < w->shape_cap && w->shape_elements[id] != SHAPE_NONE))
         return id;
-    id = w->n_shapes + 1;
-    /*
-     * Grown by doubling (room for ids up to 2 * id), not once per shape; a
-     * reopened file's array has room for its shapes only (wsess_load_shapes).
-     */
-    if (id >= w->shape_cap) {
-        if ((p = realloc(w->shape_elements, (2 * (size_t)id + 1) * sizeof(*p))) == NULL)
-            return -1;
-        w->shape_elements = p;
-        w->shape_cap = 2 * (size_t)id + 1;
-    }
-    p = w->shape_elements;
-    p[id] = shape_product(b->blob + e->out_off, e->out_len);
+    if (wsess_shapes_room(w, id) < 0)
+        return -1;
+    elements = shape_product(b->blob + e->out_off, e->out_len);
     sqlite3_bind_int64(st, 1, id);
     if (e->out_len)
         sqlite3_bind_blob(st, 2, b->blob + e->out_off, (int)e->out_len, SQLITE_STATIC);
     if (e->in_len)
         sqlite3_bind_blob(st, 3, b->blob + e->in_off, (int)e->in_len, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, (int64_t)p[id]);
-    if (step_reset(s, w->db, st, "insert shape") < 0 || strmap_put(&w->shapes, key, klen, id) < 0)
+    sqlite3_bind_int64(st, 4, (int64_t)elements);
+    if (step_reset(s, w->db, st, "insert shape") < 0)
         return -1;
-    w->n_shapes = id;
+    w->shape_elements[id] = elements;
     return id;
 }
 
@@ -800,7 +794,7 @@ static int bind_entry(struct store *s, struct wsess *w, sqlite3_stmt *st, int ba
 {
     const struct proto_batch *b = &job->u.batch.b;
     const struct proto_entry *e = &b->entries[i];
-    int64_t shape = shape_id(s, w, b, e);
+    int64_t shape = shape_id(s, w, job, i);
 
     if (shape < 0)
         return SQLITE_NOMEM;
@@ -956,7 +950,7 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
 
     for (size_t i = 0; i < b->n; i++) {
         const struct proto_entry *e = &b->entries[i];
-        int64_t shape = shape_id(s, w, b, e);
+        int64_t shape = shape_id(s, w, job, i);
         struct block_entry be;
         struct proto_ext x;
 
@@ -1370,10 +1364,11 @@ static void wsess_abort(struct store *s, struct wsess *w)
         agg_discard(w->agg);
         ranks_discard(w->ranks);
         w->in_txn = false;
-        /* The block in memory goes back to what the file holds. */
-        if (w->blocks && wsess_blocks_resume(s, w) < 0 && !w->broken) {
-            log_error("storage: session %lld cannot read its last block back: it stores"
-                      " nothing more",
+        /* The block in memory and the shape ids with rows go back to what the file holds. */
+        if (((w->blocks && wsess_blocks_resume(s, w) < 0) || wsess_load_shapes(s, w) < 0) &&
+            !w->broken) {
+            log_error("storage: session %lld cannot read its last block or its shapes back:"
+                      " it stores nothing more",
                       (long long)w->id);
             w->broken = true;
         }
@@ -1462,9 +1457,11 @@ static void store_apply(struct store *s, struct wsess *w, struct store_job *job)
             free(job->u.batch.b.entries);
             free(job->u.batch.b.blob);
             free(job->u.batch.dev_ids);
+            free(job->u.batch.shape_ids);
             job->u.batch.b.entries = NULL;
             job->u.batch.b.blob = NULL;
             job->u.batch.dev_ids = NULL;
+            job->u.batch.shape_ids = NULL;
             job->u.batch.b.blob_len = 0;
         }
         break;

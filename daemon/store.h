@@ -135,6 +135,12 @@ struct store_job {
             int64_t process_id;
             struct proto_batch b; /* entries[i].op_id is the session-wide op id */
             uint32_t *dev_ids;    /* per entry; 0 = no device */
+            /*
+             * Per entry: the session-wide id of its (out_shape, in_shapes)
+             * pair (session_shape); 0 = none. The writer writes a shapes row
+             * the first time it meets an id, from that entry's bytes.
+             */
+            uint32_t *shape_ids;
         } batch;
         struct {
             int64_t process_id, ended_ns;

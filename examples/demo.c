@@ -8,8 +8,8 @@
  * with its shapes and output bytes, then an "allreduce" that adds its
  * gradient row into memory shared by all ranks and waits for the others to
  * arrive, as a collective does. One rank (--slow-rank) runs on a "throttled
- * device": each of its compute ops takes 2 ms longer (a sleep, so it holds on
- * however the ranks share the CPU). The fast ranks wait for it in their
+ * device": each of its compute ops takes 2 ms longer (--slow-ms; a sleep, so
+ * it holds on however the ranks share the CPU). The fast ranks wait for it in their
  * allreduce, but at most ALLREDUCE_WAIT_US per step: a full barrier would
  * fill every fast rank's step with waiting and even out the devices' totals,
  * while this keeps the slow device the one carrying the most time, so the
@@ -33,7 +33,7 @@
 
 struct opts {
     const char *socket, *session;
-    int ranks, steps, slow;
+    int ranks, steps, slow, slow_ms;
 };
 
 struct shared {
@@ -44,9 +44,10 @@ struct shared {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tc_demo [--socket PATH] [--session NAME] [--ranks N] [--steps S]\n"
-               "               [--slow-rank R]\n\n"
+               "               [--slow-rank R] [--slow-ms MS]\n\n"
                "Runs a small multi-process training job (default 8 ranks, 20 steps, rank 3\n"
-               "slow) that reports to tracectld through libtracectl.\n");
+               "slow: each of its compute ops takes MS longer, default 2) that reports to\n"
+               "tracectld through libtracectl.\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -56,11 +57,12 @@ static int parse(int argc, char **argv, struct opts *o)
                                              {"ranks", required_argument, NULL, 'r'},
                                              {"steps", required_argument, NULL, 't'},
                                              {"slow-rank", required_argument, NULL, 'w'},
+                                             {"slow-ms", required_argument, NULL, 'm'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int ch;
 
-    *o = (struct opts){.session = "demo", .ranks = 8, .steps = 20, .slow = 3};
+    *o = (struct opts){.session = "demo", .ranks = 8, .steps = 20, .slow = 3, .slow_ms = 2};
     while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (ch) {
         case 's':
@@ -78,6 +80,9 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'w':
             o->slow = atoi(optarg);
             break;
+        case 'm':
+            o->slow_ms = atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -86,8 +91,9 @@ static int parse(int argc, char **argv, struct opts *o)
             return -1;
         }
     }
-    if (o->ranks < 1 || o->ranks > 256 || o->steps < 1 || o->steps > MAX_STEPS) {
-        fprintf(stderr, "tc_demo: --ranks must be 1..256 and --steps 1..1024\n");
+    if (o->ranks < 1 || o->ranks > 256 || o->steps < 1 || o->steps > MAX_STEPS || o->slow_ms < 0 ||
+        o->slow_ms > 1000) {
+        fprintf(stderr, "tc_demo: --ranks must be 1..256, --steps 1..1024 and --slow-ms 0..1000\n");
         return -1;
     }
     return 0;
@@ -147,7 +153,7 @@ static int run_rank(const struct opts *o, int rank, struct shared *sh)
     tc_options opt;
     tc_client *cl;
     int err;
-    useconds_t throttle = rank == o->slow ? 2000 : 0;
+    useconds_t throttle = rank == o->slow ? (useconds_t)o->slow_ms * 1000 : 0;
     const tc_shape mat = {2, {N, N}}, in2[2] = {{2, {N, N}}, {2, {N, N}}};
     const tc_shape img = {4, {1, 1, N, N}};
 

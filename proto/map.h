@@ -2,9 +2,8 @@
  * map — the hash tables of tracectl, and its hashes, in one place (the daemon
  * and the CLI link it; libtracectl does not):
  * - strmap (owned byte-string key of any bytes, NUL included → uint32) for
- *   interning op and device names per session (the daemon's loop thread),
- *   shapes per session file (its writer thread) and names and shape lists in
- *   `tracectl import`;
+ *   interning op and device names per session (the daemon's loop thread)
+ *   and names and shape lists in `tracectl import`;
  * - u32map (uint32 → uint32) for a connection's op ids;
  * - pairmap ((uint64, uint64) → uint64, updated in place) for the CLI's
  *   exports: op and device look-ups by id, the tracks already described, the

@@ -794,6 +794,12 @@ static int decode_request(const msgpack_object *a, struct proto_msg *m, struct p
             return rc;
         req->ops_offset = (uint32_t)u;
     }
+    /* Extension: only the late-arrival figures (PROTOCOL.md Part 3, "report option late"). */
+    if ((v = map_get(args, "late")) != NULL && v->type != MSGPACK_OBJECT_NIL) {
+        if (v->type != MSGPACK_OBJECT_BOOLEAN)
+            return fail(err, PROTO_E_MESSAGE, "late must be a boolean");
+        req->late = v->via.boolean;
+    }
     return decode_analysis(args, &req->analysis, err);
 }
 
@@ -1632,8 +1638,10 @@ int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct pr
         return -ENOMEM;
     switch (type) {
     case PROTO_REPORT:
-        if (msgpack_pack_map(pk, 4 + (req->ops_limit > 0 ? 2 : 0) + pack_analysis_keys(req)) < 0 ||
-            pack_analysis(pk, &req->analysis) < 0)
+        if (msgpack_pack_map(pk, 4 + (req->ops_limit > 0 ? 2 : 0) + req->late +
+                                     pack_analysis_keys(req)) < 0 ||
+            pack_analysis(pk, &req->analysis) < 0 ||
+            (req->late && (proto_pack_str(pk, "late") < 0 || msgpack_pack_true(pk) < 0)))
             return -ENOMEM;
         if (req->ops_limit > 0 &&
             (proto_pack_str(pk, "ops_limit") < 0 || msgpack_pack_uint32(pk, req->ops_limit) < 0 ||

@@ -213,6 +213,7 @@ struct proto_request {
     /* classify (extension): POSIX extended regexes, matched without case; NULL: not given */
     char *re_comm, *re_compute, *re_memory;
     bool by_rank; /* export: "order": "rank" (by rank, then as "start"); by_start is false */
+    bool late;    /* report extension: "late": true, only the late-arrival figures (top) */
 };
 
 struct proto_msg {

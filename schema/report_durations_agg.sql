@@ -1,6 +1,8 @@
--- Report (aggregates): as report_durations.sql, from the histogram: each
--- bucket's smallest duration with its count, ascending within an op.
-SELECT h.op_id, h.min_ns, h.count
-FROM agg_hist h
-JOIN ops o ON o.id = h.op_id
-ORDER BY h.op_id, h.bucket;
+-- Report (aggregates): as report_durations.sql, from the histogram chunks
+-- (info.histogram = 2), ascending within an op: query.c decodes each chunk
+-- into its buckets' smallest durations with their counts (agg_chunk_decode).
+-- Columns: op_id, chunk, data.
+SELECT h.id >> 7, h.id & 127, h.data
+FROM agg_hist_chunks h
+JOIN ops o ON o.id = h.id >> 7
+ORDER BY h.id;

@@ -1,11 +1,11 @@
--- Report (aggregates): as report_slowest.sql, among the kept top entries.
-SELECT o.name, p.rank, d.name, e.step, e.start_ns, e.dur_ns, e.mem_bytes,
+-- Report (aggregates): as report_slowest.sql, among the kept top entries,
+-- whose fields top_slow holds (info.top = 2): the entries are not read.
+SELECT o.name, p.rank, d.name, t.step, t.start_ns, t.dur_ns, t.mem_bytes,
        s.out_shape, s.in_shapes
-FROM top_slow t  -- CROSS JOIN: the kept rows drive the join, never a scan of entries
-CROSS JOIN entries e ON e.rowid = t.entry
-JOIN ops o ON o.id = e.op_id
-LEFT JOIN processes p ON p.id = e.process_id
-LEFT JOIN devices d ON d.id = e.device_id
-LEFT JOIN shapes s ON s.id = e.shape_id
-ORDER BY e.dur_ns DESC, e.start_ns ASC, e.rowid ASC
+FROM top_slow t
+JOIN ops o ON o.id = t.op_id
+LEFT JOIN processes p ON p.id = t.process_id
+LEFT JOIN devices d ON d.id = t.device_id
+LEFT JOIN shapes s ON s.id = t.shape_id
+ORDER BY t.dur_ns DESC, t.start_ns ASC, t.entry ASC
 LIMIT ?1;

@@ -88,21 +88,48 @@ CREATE TABLE IF NOT EXISTS agg_ops (
     elements    INTEGER NOT NULL
 );
 -- Per-op duration histogram: values under 256 ns exactly, above that 128
--- buckets per power of two (relative width 1/128 < 1 %); min_ns is the
--- smallest duration seen in the bucket, the value percentiles report.
-CREATE TABLE IF NOT EXISTS agg_hist (
-    op_id       INTEGER NOT NULL,
-    bucket      INTEGER NOT NULL,
-    min_ns      INTEGER NOT NULL,
-    count       INTEGER NOT NULL,
-    PRIMARY KEY (op_id, bucket)
-) WITHOUT ROWID;
+-- buckets per power of two (relative width 1/128 < 1 %); each bucket keeps
+-- its count and the smallest duration seen in it, the value percentiles
+-- report. One row per op and chunk of 64 buckets (bucket / 64) that has a
+-- count, id = op_id << 7 | chunk; data: a little-endian uint64 whose bit i
+-- says bucket chunk * 64 + i has a count, then for each such bucket two
+-- LEB128 varints, the count and the smallest duration minus the bucket's
+-- lowest value (agg.h, agg_chunk_decode). info.histogram = 2 marks this
+-- layout; files without it have agg_hist (op_id, bucket, min_ns, count)
+-- instead, one row per op and bucket.
+CREATE TABLE IF NOT EXISTS agg_hist_chunks (
+    id          INTEGER PRIMARY KEY,
+    data        BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS agg_devices (
     device_id   INTEGER PRIMARY KEY,
     calls       INTEGER NOT NULL,
     total_ns    INTEGER NOT NULL,
     mem_bytes   INTEGER NOT NULL
 );
--- The 1000 slowest entries and the 1000 with the most memory (rowids).
-CREATE TABLE IF NOT EXISTS top_slow (entry INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS top_mem (entry INTEGER PRIMARY KEY);
+-- The 1000 slowest entries and the 1000 with the most memory: entry is the
+-- entry's rowid, the other columns are the entry's own (as in `entries`),
+-- so that a report reads them without reading the entries. info.top = 2
+-- marks this layout; files without it hold the rowid alone.
+CREATE TABLE IF NOT EXISTS top_slow (
+    entry       INTEGER PRIMARY KEY,
+    process_id  INTEGER,
+    step        INTEGER,
+    op_id       INTEGER,
+    device_id   INTEGER,
+    start_ns    INTEGER,
+    dur_ns      INTEGER,
+    mem_bytes   INTEGER,
+    shape_id    INTEGER
+);
+CREATE TABLE IF NOT EXISTS top_mem (
+    entry       INTEGER PRIMARY KEY,
+    process_id  INTEGER,
+    step        INTEGER,
+    op_id       INTEGER,
+    device_id   INTEGER,
+    start_ns    INTEGER,
+    dur_ns      INTEGER,
+    mem_bytes   INTEGER,
+    shape_id    INTEGER
+);

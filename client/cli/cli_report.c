@@ -86,7 +86,11 @@ const char cli_report_usage[] =
     "                              block, tc_push): calls, self and total time,\n"
     "                              share; and by (module, op), the first --top N\n"
     "                              rows of each (default 10). Both --by apply to\n"
-    "                              trace files too\n"
+    "                              trace files too, and count only the entries the\n"
+    "                              filters above select (a module's calls: its\n"
+    "                              regions that match; nesting is not filtered);\n"
+    "                              --ops, --ops-offset, --comm-min-ratio and\n"
+    "                              --mem-threshold do not apply to them\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
@@ -96,7 +100,7 @@ const char cli_report_usage[] =
     "  tracectl report 7 --json | jq '.ops[0]'\n"
     "  tracectl report job-42 --rank 3 --step 100..199 --category comm --ops 5\n"
     "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
-    "  tracectl report nccl --by launcher --top 5\n"
+    "  tracectl report nccl --by launcher --top 5 --category comm\n"
     "  tracectl report train --by module --top 20\n";
 
 /* ---- options ------------------------------------------------------------- */
@@ -179,16 +183,22 @@ static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tab
 
 /* Where the report comes from: a session of the daemon, or trace files (--offline). */
 struct cli_report_src {
-    bool offline;   /* --offline */
-    bool cpu_ops;   /* --cpu-ops */
-    const char *by; /* --by launcher|module, NULL: none */
+    bool offline;       /* --offline */
+    bool cpu_ops;       /* --cpu-ops */
+    const char *by;     /* --by launcher|module, NULL: none */
+    const char *not_by; /* an option given that --by has no use for, NULL: none */
 };
 
-/* report --by: the grouping by (launcher or module) of session (an id or name). */
-static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session, uint32_t top)
+/*
+ * report --by: the grouping by (launcher or module) of session (an id or
+ * name), of the entries that match req's filters.
+ */
+static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session,
+                             const struct proto_request *req)
 {
-    return strcmp(by, "module") == 0 ? cli_report_by_module(ctx, session, top)
-                                     : cli_report_by_launcher(ctx, session, top);
+    return strcmp(by, "module") == 0
+               ? cli_report_by_module(ctx, session, req->top, &req->analysis)
+               : cli_report_by_launcher(ctx, session, req->top, &req->analysis);
 }
 
 static int cli_report_by(const char *arg, const char **by)
@@ -224,6 +234,11 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "n:r:m:", opts, NULL)) != -1) {
         rc = CLI_CONTINUE;
+        if (c == 'r' || c == 'm' || c == 'O' || c == 'K')
+            src->not_by = c == 'r'   ? "--comm-min-ratio"
+                          : c == 'm' ? "--mem-threshold"
+                          : c == 'O' ? "--ops"
+                                     : "--ops-offset";
         if (c == 'n')
             rc = cli_report_top(optarg, req);
         else if (c == 'r')
@@ -252,6 +267,13 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
             return rc;
+    }
+    if (src->by != NULL && src->not_by != NULL) {
+        /* the groupings have no ops table, no comm section and no hotspots */
+        cli_error("report: %s does not apply to --by %s (its tables take --top N and the "
+                  "filters --rank, --step, --device, --category)",
+                  src->not_by, src->by);
+        return CLI_EXIT_USAGE;
     }
     if (req->ops_offset > 0 && req->ops_limit == 0) {
         cli_error("report: --ops-offset needs --ops N");
@@ -413,11 +435,8 @@ static const struct {
     {"comm", cli_report_comm},
 };
 
-/*
- * "Filter: ranks 0,2; steps 1..2; device gpu:0; category comm", from the
- * reply's "filter" map (a daemon before filters sends none: nothing printed).
- */
-static int cli_report_filter(FILE *f, const msgpack_object *report)
+/* See cli_report.h. */
+int cli_report_filter(FILE *f, const msgpack_object *report)
 {
     const msgpack_object *m = cli_obj_get(report, "filter"), *v;
     const char *sep = "Filter: ";
@@ -561,7 +580,7 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
-            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req->top)
+            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req)
                                  : cli_report_call(&sub, req);
         }
         int stop = cli_offline_stop(&off);
@@ -577,7 +596,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, NULL};
+    struct cli_report_src src = {false, false, NULL, NULL};
     struct proto_request req;
     int rc;
 
@@ -613,7 +632,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
     if (src->by != NULL)
-        return cli_report_by_run(ctx, src->by, arg, req.top);
+        return cli_report_by_run(ctx, src->by, arg, &req);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     return cli_report_call(ctx, &req);

@@ -25,4 +25,11 @@ int cli_report_run(struct cli_ctx *ctx, int argc, char **argv);
  */
 int cli_report_print(FILE *f, const msgpack_object *report);
 
+/*
+ * "Filter: ranks 0,2; steps 1..2; device gpu:0; category comm" and a blank
+ * line on f, from the map's "filter" key (a report's, or report --by's);
+ * nothing without one (a daemon before filters sends none). 0 or -EIO.
+ */
+int cli_report_filter(FILE *f, const msgpack_object *report);
+
 #endif

@@ -13,6 +13,7 @@
 #include "map.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
+#include "cli_report.h"
 #include "cli_view.h"
 
 #define BY_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
@@ -34,12 +35,77 @@ struct by_state {
     size_t n, cap;
     uint64_t total_ns;
     const struct cli_export_dict *dict; /* for sorting by name */
+    const struct proto_analysis *f;     /* the report filters: the entries counted */
     msgpack_sbuffer out;                /* the result map, packed at the end */
 };
 
 static uint64_t by_add(uint64_t a, uint64_t b)
 {
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* ---- the report filters ------------------------------------------------------ */
+
+static const char *const by_cat_names[] = {"compute", "comm", "memory", "wait", "other"};
+
+/*
+ * The category an op counts in, as the daemon's report filter applies it
+ * (PROTOCOL.md Part 3, "report filters"): compute, comm, memory and wait
+ * are themselves, none ("" in the export dictionary) is compute, any other
+ * word other. An index into by_cat_names.
+ */
+static size_t by_cat_code(const char *c)
+{
+    for (size_t i = 0; i < 4; i++)
+        if (c != NULL && strcmp(c, by_cat_names[i]) == 0)
+            return i;
+    return c == NULL || c[0] == '\0' ? 0 : 4;
+}
+
+static bool by_filtered(const struct proto_analysis *f)
+{
+    return f->n_ranks > 0 || f->steps || f->device != NULL || f->category != NULL;
+}
+
+/* Whether entry r matches every filter of f, as the report's filters match entries. */
+static bool by_match(const struct proto_analysis *f, const struct cli_export_row *r)
+{
+    bool rank = f->n_ranks == 0;
+
+    for (uint32_t i = 0; !rank && i < f->n_ranks; i++)
+        rank = r->proc->has_rank && r->proc->rank == f->ranks[i];
+    return rank && (!f->steps || (r->step >= f->step_min && r->step <= f->step_max)) &&
+           (f->device == NULL || (r->dev != NULL && strcmp(r->dev->name, f->device) == 0)) &&
+           (f->category == NULL || by_cat_code(r->op->category) == by_cat_code(f->category));
+}
+
+/* The "filter" key and map, as the report's (the category as applied); nothing without one. */
+static void by_pack_filter(msgpack_packer *pk, const struct proto_analysis *f)
+{
+    if (!by_filtered(f))
+        return;
+    proto_pack_str(pk, "filter");
+    msgpack_pack_map(pk, (f->n_ranks > 0) + f->steps + (f->device != NULL) + (f->category != NULL));
+    if (f->n_ranks > 0) {
+        proto_pack_str(pk, "ranks");
+        msgpack_pack_array(pk, f->n_ranks);
+        for (uint32_t i = 0; i < f->n_ranks; i++)
+            msgpack_pack_int64(pk, f->ranks[i]);
+    }
+    if (f->steps) {
+        proto_pack_str(pk, "steps");
+        msgpack_pack_array(pk, 2);
+        msgpack_pack_uint64(pk, f->step_min);
+        msgpack_pack_uint64(pk, f->step_max);
+    }
+    if (f->device != NULL) {
+        proto_pack_str(pk, "device");
+        proto_pack_str(pk, f->device);
+    }
+    if (f->category != NULL) {
+        proto_pack_str(pk, "category");
+        proto_pack_str(pk, by_cat_names[by_cat_code(f->category)]);
+    }
 }
 
 static int by_begin(struct cli_export *x)
@@ -57,9 +123,11 @@ static int by_row(struct cli_export *x, const struct cli_export_row *r)
     struct by_state *s = x->state;
     uint64_t launcher = r->launcher ? r->launcher_index + 1 : 0;
     bool created;
-    uint64_t *i = pairmap_upsert(&s->idx, launcher, r->op_index, &created);
+    uint64_t *i;
 
-    if (i == NULL)
+    if (!by_match(s->f, r))
+        return 0;
+    if ((i = pairmap_upsert(&s->idx, launcher, r->op_index, &created)) == NULL)
         return -ENOMEM;
     if (created) {
         if (s->n == s->cap) {
@@ -174,11 +242,12 @@ static int by_end(struct cli_export *x)
     long n;
 
     by_sort_dict = &x->dict;
-    qsort(s->pairs, s->n, sizeof(*s->pairs), by_cmp);
+    if (s->n > 0) /* none: a filter no entry matches, or an empty session (pairs NULL) */
+        qsort(s->pairs, s->n, sizeof(*s->pairs), by_cmp);
     if ((n = by_launchers(s, &l)) < 0)
         return (int)n;
     msgpack_packer_init(&pk, &s->out, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 5);
+    msgpack_pack_map(&pk, 5 + by_filtered(s->f));
     proto_pack_str(&pk, "session");
     msgpack_pack_map(&pk, 2);
     proto_pack_str(&pk, "id");
@@ -194,6 +263,7 @@ static int by_end(struct cli_export *x)
     msgpack_pack_array(&pk, s->n);
     for (size_t i = 0; i < s->n; i++)
         by_pack_row(s, &pk, &s->pairs[i], true);
+    by_pack_filter(&pk, s->f);
     free(l);
     return 0;
 }
@@ -244,6 +314,8 @@ static int by_print(const msgpack_object *res, uint32_t top)
     cli_obj_text(cli_obj_get(session, "id"), id, sizeof(id));
     cli_obj_text(cli_obj_get(session, "name"), name, sizeof(name));
     cli_view_format(cli_obj_get(res, "total_ns"), CLI_VIEW_DURATION, total, sizeof(total));
+    if ((rc = cli_report_filter(stdout, res)) != 0)
+        return rc;
     printf("session  %s (%s)\ntotal    %s\n\nTime by launching CPU op (- : none)\n", id, name,
            total);
     rc = cli_view_table(stdout, BY_INDENT, by_launcher_cols, BY_NCOLS(by_launcher_cols),
@@ -279,9 +351,10 @@ static int by_run(struct cli_ctx *ctx, char *session, const struct cli_export_fo
     return rc;
 }
 
-int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top)
+int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top,
+                           const struct proto_analysis *f)
 {
-    struct by_state s = {0};
+    struct by_state s = {.f = f};
     int rc;
 
     msgpack_sbuffer_init(&s.out);
@@ -299,6 +372,7 @@ int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top)
 struct mod_region {
     size_t op;
     bool has_parent;
+    bool counted; /* it matches the filters: one of its module's calls */
     uint64_t proc, parent;
 };
 
@@ -324,6 +398,7 @@ struct mod_state {
     size_t n_region, cap_region, n_leaf, cap_leaf;
     uint64_t total_ns;
     const struct cli_export_dict *dict;
+    const struct proto_analysis *f; /* the report filters: the entries counted */
     msgpack_sbuffer out;
 };
 
@@ -369,10 +444,13 @@ static int mod_row_in(struct cli_export *x, const struct cli_export_row *r)
         *i = s->n_region;
         s->region[s->n_region++] = (struct mod_region){.op = r->op_index,
                                                        .has_parent = r->has_parent,
+                                                       .counted = by_match(s->f, r),
                                                        .proc = r->proc_index,
                                                        .parent = r->parent};
         return 0;
     }
+    if (!by_match(s->f, r))
+        return 0;
     i = pairmap_upsert(&s->leaves,
                        (uint64_t)r->proc_index << 32 | r->op_index | (r->has_parent ? 0 : MOD_NONE),
                        r->has_parent ? r->parent : 0, &created);
@@ -443,7 +521,7 @@ static int mod_sum(const struct mod_state *s, struct mod_row *mods, struct mod_r
     for (size_t i = 0; i <= none; i++)
         mods[i] = (struct mod_row){.mod = i, .op = 0};
     for (size_t i = 0; i < s->n_region; i++)
-        mods[s->region[i].op].calls++;
+        mods[s->region[i].op].calls += s->region[i].counted;
     pairmap_init(&idx);
     for (size_t i = 0; i < s->n_leaf && rc == 0; i++) {
         const struct mod_leaf *l = &s->leaf[i];
@@ -525,9 +603,10 @@ static int mod_end(struct cli_export *x)
             mods[n_mods++] = mods[i];
     mod_sort_dict = &x->dict;
     qsort(mods, n_mods, sizeof(*mods), mod_cmp);
-    qsort(pairs, n_pairs, sizeof(*pairs), mod_cmp);
+    if (n_pairs > 0) /* pairs NULL without one */
+        qsort(pairs, n_pairs, sizeof(*pairs), mod_cmp);
     msgpack_packer_init(&pk, &s->out, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 5);
+    msgpack_pack_map(&pk, 5 + by_filtered(s->f));
     proto_pack_str(&pk, "session");
     msgpack_pack_map(&pk, 2);
     proto_pack_str(&pk, "id");
@@ -543,6 +622,7 @@ static int mod_end(struct cli_export *x)
     msgpack_pack_array(&pk, n_pairs);
     for (size_t i = 0; i < n_pairs; i++)
         mod_pack_row(s, &pk, &pairs[i], true);
+    by_pack_filter(&pk, s->f);
     free(mods);
     free(pairs);
     return 0;
@@ -610,6 +690,8 @@ static int mod_print(const msgpack_object *res, uint32_t top)
     cli_obj_text(cli_obj_get(session, "id"), id, sizeof(id));
     cli_obj_text(cli_obj_get(session, "name"), name, sizeof(name));
     cli_view_format(cli_obj_get(res, "total_ns"), CLI_VIEW_DURATION, total, sizeof(total));
+    if ((rc = cli_report_filter(stdout, res)) != 0)
+        return rc;
     cut = mod_cut(mods, top);
     printf("session  %s (%s)\ntotal    %s\n\nTime by enclosing module (- : none; first %u of "
            "%u)\n",
@@ -623,9 +705,10 @@ static int mod_print(const msgpack_object *res, uint32_t top)
                           &cut);
 }
 
-int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top)
+int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top,
+                         const struct proto_analysis *f)
 {
-    struct mod_state s = {0};
+    struct mod_state s = {.f = f};
     int rc;
 
     msgpack_sbuffer_init(&s.out);

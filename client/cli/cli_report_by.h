@@ -42,8 +42,18 @@
  *    "pairs": [{"module", "op", "calls", "total_ns", "share"}]}
  *
  * rows by self time (pairs: time) descending, then by name; the tables list
- * the first `top` rows of each, --json all of them. Runs on the CLI's only
- * thread.
+ * the first `top` rows of each, --json all of them.
+ *
+ * Filters: the report's --rank, --step, --device and --category
+ * (PROTOCOL.md Part 3, "report filters", with the same semantics) select
+ * the entries counted, as the stream passes: a process's rank, the entry's
+ * step, its device (its own, else its process's), its op's category mapped
+ * to compute, comm, memory, wait or other. By module, a region is one of
+ * its module's calls when it matches; the nesting is not filtered (an entry
+ * that matches is in the region around it whether that region matches or
+ * not). total_ns and the shares are of the matching entries. With a filter
+ * the map ends with the report's "filter" key (the category as applied).
+ * Runs on the CLI's only thread.
  */
 #ifndef TRACECTL_CLI_REPORT_BY_H
 #define TRACECTL_CLI_REPORT_BY_H
@@ -52,8 +62,14 @@
 
 #include "cli.h"
 
-/* Prints the grouping of session (an id or name, as typed). Returns an exit code. */
-int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top);
-int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top);
+/*
+ * Prints the grouping of session (an id or name, as typed), counting only
+ * the entries that match the report filters in f (its ranks, steps, device
+ * and category; none given: every entry). Returns an exit code.
+ */
+int cli_report_by_launcher(struct cli_ctx *ctx, char *session, uint32_t top,
+                           const struct proto_analysis *f);
+int cli_report_by_module(struct cli_ctx *ctx, char *session, uint32_t top,
+                         const struct proto_analysis *f);
 
 #endif

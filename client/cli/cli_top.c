@@ -23,7 +23,7 @@
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
-#define TOP_AN_SHARE     10 /* the analysis is asked at most every 10 times what it took */
+#define TOP_AN_SHARE     10 /* the late figures are asked at most every 10 times what they took */
 
 const char cli_top_usage[] =
     "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
@@ -42,9 +42,10 @@ const char cli_top_usage[] =
     "time the other ranks lost waiting in collectives:\n"
     "  late rank 2 (arrived last at 75% of 80 collectives), the others waited\n"
     "  70.0 us; last 1.0 s: 100% of 12\n"
-    "It comes from the report's analysis (what is committed), asked at most\n"
-    "every ten times what it takes the daemon (every refresh on a small\n"
-    "session, every few seconds on one of millions of entries).\n"
+    "It comes from the report's late figures (the rank aggregates: what is\n"
+    "committed), asked at most every ten times what that takes: every\n"
+    "refresh (a daemon before them answers with its whole analysis, asked\n"
+    "every few seconds on a session of millions of entries).\n"
     "\n"
     "Keys: q quits (so do Ctrl-C, SIGTERM and the end of input: top </dev/null\n"
     "draws one frame); the view follows the terminal's size.\n"
@@ -112,6 +113,7 @@ struct top_snap {
     size_t n_procs, n_ops;
     struct top_an an, an_was;  /* the latest analysis asked, and the one asked before it */
     uint64_t an_ns, an_was_ns; /* now_ns of the samples they were asked with */
+    double an_took;            /* seconds the ask of an took (0: carried over) */
 };
 
 /* A row of an op table: one op's calls and time, over the interval or overall. */
@@ -127,6 +129,14 @@ struct top_opts {
 };
 
 static volatile sig_atomic_t top_quit, top_resized;
+
+static double top_clock(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void top_an_free(struct top_an *an)
 {
@@ -262,20 +272,25 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
 }
 
 /*
- * Copies the collective figures of a report's analysis into an: ranks[]
- * (rank, arrived_last, caused_ns, waited_ns; processes without a rank are
- * left out: they cannot be named) and the instances of collectives[]. A
- * reply without them (a daemon before the analysis) leaves an->on false.
+ * Copies the collective figures into an: ranks[] (rank, arrived_last,
+ * caused_ns, waited_ns; processes without a rank are left out: they cannot
+ * be named) and the instances, from the reply's "late" map, or, from a
+ * daemon before "late" (which answers with the whole report), from the
+ * analysis' ranks[] and the sum of its collectives[].instances. A reply
+ * with neither (a daemon before the analysis) leaves an->on false.
  * 0 or -ENOMEM.
  */
 static int top_copy_an(struct top_an *an, const msgpack_object *res)
 {
-    const msgpack_object *ranks = cli_obj_get(res, "ranks");
-    const msgpack_object *coll = cli_obj_get(res, "collectives");
+    const msgpack_object *late = cli_obj_get(res, "late");
+    const msgpack_object *ranks, *coll = NULL;
 
     memset(an, 0, sizeof(*an));
-    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY || coll == NULL ||
-        coll->type != MSGPACK_OBJECT_ARRAY)
+    if (late != NULL && late->type == MSGPACK_OBJECT_MAP) /* a daemon with "late" */
+        res = late;
+    else if ((coll = cli_obj_get(res, "collectives")) == NULL || coll->type != MSGPACK_OBJECT_ARRAY)
+        return 0;
+    if ((ranks = cli_obj_get(res, "ranks")) == NULL || ranks->type != MSGPACK_OBJECT_ARRAY)
         return 0;
     if ((an->ranks = calloc(ranks->via.array.size + 1, sizeof(*an->ranks))) == NULL)
         return -ENOMEM;
@@ -290,7 +305,9 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
         t->waited_ns = top_u64(r, "waited_ns");
         an->n_ranks++;
     }
-    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+    if (coll == NULL)
+        an->instances = top_u64(res, "instances");
+    for (uint32_t i = 0; coll != NULL && i < coll->via.array.size; i++) {
         uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
         an->instances = an->instances > UINT64_MAX - n ? UINT64_MAX : an->instances + n;
     }
@@ -299,14 +316,16 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
 }
 
 /*
- * The report's analysis of the session, for the late rank: a `report` with
- * "analysis" on, its v1 part kept to one op and one entry per list. The
- * analysis reads the rank aggregates the writer keeps (never the entries),
- * so its cost grows with ranks x steps, not with entries; it is current to
- * the last commit. Unfiltered on purpose: a filter makes the daemon fold
- * rk_ops for the throughput section. A failure (an old daemon, a session
- * gone) only leaves the view without the late rank: nothing is printed,
- * which would tear the frame. Returns 0 or -ENOMEM.
+ * The late figures of the session: a `report` with "late" on (PROTOCOL.md
+ * Part 3, "report option late"), which a daemon answers with only what the
+ * late-rank line needs, read from its per-(process, step) rank aggregates
+ * (never the entries), current to the last commit. A daemon before that
+ * option ignores the key and answers as before: with "analysis" on and the
+ * v1 part kept to one op and one entry per list, the whole report, from
+ * which the same figures are read (top_copy_an). A failure (a daemon
+ * without the analysis, a session gone) only leaves the view without the
+ * late rank: nothing is printed, which would tear the frame. Returns 0 or
+ * -ENOMEM.
  */
 static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, struct top_an *an)
 {
@@ -317,7 +336,8 @@ static int top_analysis(struct cli_ctx *ctx, const struct proto_request *req, st
     int rc = 0;
 
     memset(an, 0, sizeof(*an));
-    r.analysis.on = true;
+    r.late = true;
+    r.analysis.on = true; /* for a daemon before "late" */
     r.top = 1;
     r.ops_limit = 1;
     if (cli_conn_open(&conn, cli_conn_path(ctx->socket, buf, sizeof(buf))) == 0 &&
@@ -337,7 +357,9 @@ static int top_sample_an(struct cli_ctx *ctx, const struct proto_request *req,
     int rc = 0;
 
     if (ask) {
+        double t0 = top_clock();
         rc = top_analysis(ctx, req, &s->an);
+        s->an_took = top_clock() - t0;
         s->an_ns = s->now_ns;
         if (rc == 0 && prev != NULL && prev->an.on) {
             rc = top_an_copy(&s->an_was, &prev->an);
@@ -1006,20 +1028,15 @@ static bool top_wait(int ms)
     }
 }
 
-static double top_clock(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /*
- * A sample of the live view. The analysis is asked again only once
- * TOP_AN_SHARE times what the last one took has passed since it was asked:
- * on a small session that is every refresh, on a big one (0.1-0.3 s on
- * 10 M entries) every few seconds, so a top left open keeps the daemon's
- * workers busy a tenth of the time at most.
+ * A sample of the live view. The late figures are asked again only once
+ * TOP_AN_SHARE times what their last ask took has passed since it was
+ * asked, so a top left open keeps the daemon's workers busy a tenth of the
+ * time at most. With "late" that is every refresh: the ask reads two rank
+ * aggregate tables, 14-20 ms of daemon CPU on 16 ranks x 2,500 steps
+ * (docs/BENCHMARKS.md, "top's late figures"); a daemon before "late"
+ * answers with the whole analysis (0.1-0.3 s on 10 M entries), asked every
+ * few seconds.
  */
 static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
                            const struct top_snap *prev, struct top_snap *s, double *next)
@@ -1028,8 +1045,8 @@ static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
     bool ask = prev == NULL || start >= *next;
     int rc = top_sample(ctx, req, prev, s, ask);
 
-    if (ask)
-        *next = start + TOP_AN_SHARE * (top_clock() - start);
+    if (ask && rc == CLI_EXIT_OK)
+        *next = start + TOP_AN_SHARE * s->an_took;
     return rc;
 }
 

@@ -15,14 +15,19 @@
  *
  * The late rank is not in the live counters: the collective matching is the
  * storage writer's (daemon/ranks.c), so it comes from a `report` with
- * "analysis" on (its v1 part cut to one row), read by the daemon from the
- * rank aggregates on a worker thread: the rank that arrived last at the most
- * collective instances, as the verdict names it, with its share since the
- * start and between the two latest analyses, and the other ranks' waited_ns.
- * That costs the daemon 0.1-0.3 s and 250 KB on a 10 M-entry session (it
- * grows with ranks x steps), so the live view asks it again only once ten
- * times what the last one took has passed; --once asks it with both samples.
- * A failed analysis (an old daemon) leaves the line out, silently.
+ * "late" on (PROTOCOL.md Part 3, "report option late"), read by the daemon
+ * from two rank aggregate tables on a worker thread: the rank that arrived
+ * last at the most collective instances, as the verdict names it, with its
+ * share since the start and between the two latest asks, and the other
+ * ranks' waited_ns. That costs the daemon 14-20 ms of CPU and under 1 KB on
+ * 16 ranks x 2,500 steps (it grows with ranks x steps, not entries). A
+ * daemon before "late" ignores the key and answers with the whole report
+ * and its analysis (top asks with "analysis" on and the v1 part cut to one
+ * row), 0.1-0.3 s and 250 KB on a 10 M-entry session, from which the same
+ * figures are read. So the live view asks again only once ten times what
+ * the last ask took has passed (every refresh with "late"); --once asks
+ * with both samples. A failed ask (a daemon without the analysis) leaves
+ * the line out, silently.
  *
  * The terminal: plain ANSI escapes, no curses. Input is read unbuffered and
  * unechoed (termios, ISIG kept); `q` quits, Ctrl-C (SIGINT) and SIGTERM quit

@@ -121,6 +121,7 @@ static bool msg_eq(const struct proto_msg *a, const struct proto_msg *b)
         return a->u.req.session.id == b->u.req.session.id &&
                str_eq(a->u.req.session.name, b->u.req.session.name) &&
                a->u.req.by_start == b->u.req.by_start && a->u.req.by_rank == b->u.req.by_rank &&
+               a->u.req.late == b->u.req.late &&
                (a->type != PROTO_REPORT ||
                 (a->u.req.top == b->u.req.top && a->u.req.mem_threshold == b->u.req.mem_threshold &&
                  a->u.req.comm_min_ratio == b->u.req.comm_min_ratio));

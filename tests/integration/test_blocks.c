@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -584,4 +585,155 @@ Test(blocks, lookups_by_rowid_survive_damaged_restarts)
     free(before);
     free(after);
     sqlite3_close(h);
+}
+
+/* ---- shape ids across a closed and reopened file -------------------------- */
+
+/* Shapes as the wire carries them (NULL: nil), and as CSV prints them. */
+struct tshape {
+    const uint64_t *out, (*in)[2];
+    size_t nout, nin;
+    const char *hex_out, *hex_in; /* the file's blobs, hex() ("" for NULL) */
+    const char *csv_out, *csv_in; /* the export's fields, quoted when they hold a comma */
+    uint64_t elements;            /* the product of out (0 without one) */
+};
+
+static const uint64_t out12[] = {1, 2}, out56[] = {5, 6};
+static const uint64_t in34[][2] = {{3, 4}}, in78_910[][2] = {{7, 8}, {9, 10}};
+static const struct tshape tshapes[] = {
+    {out12, in34, 2, 1, "920102", "91920304", "\"[1,2]\"", "\"[[3,4]]\"", 2},
+    {out56, NULL, 2, 0, "920506", "", "\"[5,6]\"", "", 30},
+    {NULL, in78_910, 0, 2, "", "9292070892090A", "", "\"[[7,8],[9,10]]\"", 0},
+    {out12, NULL, 2, 0, "920102", "", "\"[1,2]\"", "", 2}, /* S1's out, no in: another pair */
+    {out56, in34, 2, 1, "920506", "91920304", "\"[5,6]\"", "\"[[3,4]]\"", 30},
+};
+
+/* Entries of op 1 with the shapes tshapes[k] for k in ks (-1: none), start at base + i. */
+static void send_shaped(int fd, const int *ks, size_t n, uint64_t base)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_batch_header(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct tshape *t = ks[i] >= 0 ? &tshapes[ks[i]] : NULL;
+
+        msgpack_pack_array(&pk, 9);
+        msgpack_pack_uint64(&pk, 0);
+        msgpack_pack_uint32(&pk, 1);
+        msgpack_pack_uint64(&pk, base + i);
+        msgpack_pack_uint64(&pk, 10);
+        msgpack_pack_nil(&pk); /* elements: the product of out_shape */
+        msgpack_pack_nil(&pk);
+        if (t != NULL && t->nout > 0) {
+            msgpack_pack_array(&pk, t->nout);
+            for (size_t j = 0; j < t->nout; j++)
+                msgpack_pack_uint64(&pk, t->out[j]);
+        } else {
+            msgpack_pack_nil(&pk);
+        }
+        if (t != NULL && t->nin > 0) {
+            msgpack_pack_array(&pk, t->nin);
+            for (size_t j = 0; j < t->nin; j++) {
+                msgpack_pack_array(&pk, 2);
+                msgpack_pack_uint64(&pk, t->in[j][0]);
+                msgpack_pack_uint64(&pk, t->in[j][1]);
+            }
+        } else {
+            msgpack_pack_nil(&pk);
+        }
+        msgpack_pack_nil(&pk);
+    }
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/*
+ * A session's file is closed mid-session (two files open at once, two other
+ * sessions take them) and reopened: its new entries reuse the shapes it
+ * already wrote and add new ones. Shape ids are the order of first use, in
+ * the file and in the export, whichever the storage format: the reopened
+ * file's pairs keep their ids and are not written twice.
+ */
+static void check_resumed_shapes(struct tdaemon *d, bool blocks)
+{
+    static const int first[] = {0, 1, 0, 2, -1, 1}, second[] = {1, 3, 0, 4, 3, -1, 2};
+    char path[PATH_MAX + 32], want[2048], *csv, *t;
+    long long id, other;
+    size_t n, len = 0, len_csv;
+    struct stat sb;
+    int fd, ofd[2];
+    sqlite3 *h;
+
+    fd = raw_producer(d->sock, "resumed", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    send_shaped(fd, first, 6, 1000);
+    cr_assert_eq(raw_flush(fd, 1), 6);
+    for (int k = 0; k < 2; k++) { /* the two files open at most: the first one closes */
+        ofd[k] = raw_producer(d->sock, k ? "bystander1" : "bystander0", 0, 1, NULL, &other);
+        raw_send_ops(ofd[k], 1, "copy");
+        send_shaped(ofd[k], second, 7, 0); /* their own ids, from 1 again */
+        cr_assert_eq(raw_flush(ofd[k], 1), 7);
+    }
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db-wal", d->data, id);
+    cr_assert_neq(stat(path, &sb), 0, "session %lld's file is still open (its WAL is there)", id);
+    send_shaped(fd, second, 7, 2000);
+    cr_assert_eq(raw_flush(fd, 2), 13);
+    raw_bye(fd, 0);
+    for (int k = 0; k < 2; k++)
+        raw_bye(ofd[k], 0);
+    raw_wait_state(d->sock, id, "ended", 30);
+
+    h = open_file(d, id, blocks);
+    sqlite3_busy_timeout(h, 10000); /* the writer may still be closing the file */
+    t = query_text(h,
+                   "SELECT id, hex(out_shape), hex(in_shapes), elements"
+                   " FROM shapes ORDER BY id",
+                   &n);
+    for (size_t k = 0; k < 5; k++) {
+        const struct tshape *s = &tshapes[k];
+        len += (size_t)snprintf(want + len, sizeof(want) - len, "%zu|%s|%s|%llu\n", k + 1,
+                                s->hex_out, s->hex_in, (unsigned long long)s->elements);
+    }
+    cr_assert_str_eq(t, want, "shapes of session %lld:\n%s\nwant\n%s", id, t, want);
+    free(t);
+    t = query_text(h, "SELECT ifnull(shape_id, 0) FROM entries ORDER BY rowid", &n);
+    cr_assert_str_eq(t, "1\n2\n1\n3\n0\n2\n2\n4\n1\n5\n4\n0\n3\n");
+    free(t);
+    sqlite3_close(h);
+
+    /* The export: elements, out_shape and in_shapes of each entry, in order. */
+    snprintf(path, sizeof(path), "%s/resumed.csv", d->dir);
+    export_to(d, "resumed", "csv", path);
+    csv = slurp(path, &len_csv);
+    csv = realloc(csv, len_csv + 1);
+    csv[len_csv] = '\0';
+    t = strstr(csv, "\r\n");
+    cr_assert_not_null(t);
+    t += 2;
+    for (size_t i = 0; i < 13; i++) {
+        int k = i < 6 ? first[i] : second[i - 6];
+        const struct tshape *s = k >= 0 ? &tshapes[k] : NULL;
+        char tail[128];
+        char *end = strstr(t, "\r\n");
+
+        cr_assert_not_null(end, "entry %zu is missing from the export", i);
+        *end = '\0';
+        snprintf(tail, sizeof(tail), ",%llu,0,%s,%s", s ? (unsigned long long)s->elements : 0ull,
+                 s ? s->csv_out : "", s ? s->csv_in : "");
+        cr_assert(strlen(t) > strlen(tail) && strcmp(t + strlen(t) - strlen(tail), tail) == 0,
+                  "entry %zu: \"%s\" does not end with \"%s\"", i, t, tail);
+        t = end + 2;
+    }
+    cr_assert_str_eq(t, "", "more entries than sent");
+    free(csv);
+}
+
+Test(blocks, shapes_keep_their_ids_when_a_file_is_reopened)
+{
+    start_both();
+    check_resumed_shapes(&dr, false);
+    check_resumed_shapes(&db, true);
 }

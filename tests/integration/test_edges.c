@@ -1034,7 +1034,12 @@ static long long many_ops_session(const struct many_ops *m)
     }
     sqlite3_finalize(op);
     sqlite3_finalize(en);
-    exec_sql(db, "DELETE FROM agg_ops; DELETE FROM agg_hist;"
+    /* the histogram as older daemons stored it (one row per op and bucket, no info.histogram) */
+    exec_sql(db, "DELETE FROM agg_ops; DELETE FROM agg_hist_chunks;"
+                 "DELETE FROM info WHERE key = 'histogram';"
+                 "CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+                 " min_ns INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (op_id, bucket))"
+                 " WITHOUT ROWID;"
                  "INSERT INTO agg_ops SELECT op_id, count(*), sum(dur_ns), min(dur_ns), "
                  "max(dur_ns), 0, 0 FROM entries GROUP BY op_id;"
                  "INSERT INTO agg_hist SELECT op_id, dur_ns, dur_ns, count(*) FROM entries "

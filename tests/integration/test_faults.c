@@ -199,6 +199,88 @@ Test(faults, disk_full_is_reported_and_recovers)
     cr_assert(integrity_ok(path));
 }
 
+/* n entries of op 1, each with out_shape [k, 3] (elements nil: 3k), from start. */
+static void send_shaped_batch(int fd, size_t n, uint64_t k, uint64_t start)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_batch_header(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&pk, 7);
+        msgpack_pack_uint64(&pk, 0);
+        msgpack_pack_uint32(&pk, 1);
+        msgpack_pack_uint64(&pk, start + i);
+        msgpack_pack_uint64(&pk, 5);
+        msgpack_pack_nil(&pk);
+        msgpack_pack_nil(&pk);
+        msgpack_pack_array(&pk, 2);
+        msgpack_pack_uint64(&pk, k);
+        msgpack_pack_uint64(&pk, 3);
+    }
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/*
+ * A full disk rolls back the transaction that wrote a new shape's row; the
+ * pair keeps its session id (the loop gave it), so the next entries with it
+ * must write the row again: no entry may point at a shape the file lacks.
+ */
+Test(faults, shapes_of_a_rolled_back_transaction_are_written_again)
+{
+    char data[PATH_MAX];
+    long long id, seq;
+    int fd;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to mount a tmpfs");
+    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(data, sizeof(data), "%s/data", d.dir);
+    mkdir(data, 0700);
+    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
+        cr_skip_test("cannot mount a tmpfs here");
+    snprintf(mounted, sizeof(mounted), "%s", data);
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s", data);
+    harness_daemon_restart(&d, "--storage-format", "rows", NULL);
+
+    fd = raw_producer(d.sock, "shaped", 0, 1, NULL, &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (seq = 1; seq < 400; seq++) { /* a new shape in each batch, until a batch is lost */
+        send_shaped_batch(fd, 2000, (uint64_t)seq, (uint64_t)seq * 10000);
+        if (raw_flush(fd, (uint64_t)seq) < 0)
+            break;
+    }
+    cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
+    cr_assert_eq(mount("tmpfs", data, "tmpfs", MS_REMOUNT, "size=64m"), 0);
+    /* the lost batch's shape again, and the one before it (its row was committed) */
+    send_shaped_batch(fd, 1, (uint64_t)seq, 10000000);
+    send_shaped_batch(fd, 1, (uint64_t)seq - 1, 10000001);
+    raw_flush(fd, (uint64_t)seq + 1); /* an error: the process lost entries; these are stored */
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(file_count(id, "SELECT count(*) FROM entries WHERE start_ns >= 10000000"), 2,
+                 "the entries after the disk was grown were not stored");
+    cr_assert_eq(file_count(id, "SELECT count(*) FROM entries e LEFT JOIN shapes s"
+                                " ON s.id = e.shape_id WHERE s.id IS NULL"),
+                 0, "entries point at shapes the file does not hold");
+    /* and each has its own shape, [k, 3] (a fixint k: msgpack 92 k 03) */
+    cr_assert_lt(seq, 128);
+    for (long long k = seq; k >= seq - 1; k--) {
+        char sql[256];
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM entries e JOIN shapes s ON s.id = e.shape_id"
+                 " WHERE e.start_ns = %lld AND hex(s.out_shape) = '92%02llX03'"
+                 " AND s.elements = %lld",
+                 10000000 + (seq - k), k, 3 * k);
+        cr_assert_eq(file_count(id, sql), 1, "the entry of shape [%lld, 3]", k);
+    }
+}
+
 /* In a child: become uid, make a session `name` with n entries, list what it sees. */
 static void as_user(uid_t uid, const char *name, int n, int *seen, long long *id_out)
 {

@@ -220,6 +220,55 @@ static const msgpack_object *analysis(long long id, struct proto_request *req,
     return &o->via.array.ptr[1];
 }
 
+/*
+ * The report with "late" (PROTOCOL.md Part 3, "report option late") under
+ * req's filters, against the same report's analysis: instances the sum of
+ * collectives[].instances, and each ranks row's arrived_last, caused_ns and
+ * waited_ns, rank by rank in the same order. Returns the late map's ranks
+ * (in *r, deinit it), to check against the test's own figures.
+ */
+static const msgpack_object *check_late(long long id, const struct proto_request *filter,
+                                        struct proto_reader *r, const char *what)
+{
+    struct proto_request req = *filter;
+    struct proto_reader ar;
+    const msgpack_object *rep, *o, *late, *ranks, *coll, *lr;
+    uint64_t instances = 0;
+    int fd;
+
+    rep = analysis(id, &req, &ar);
+    req.late = true;
+    o = raw_control(d.sock, PROTO_REPORT, &req, r, &fd);
+    close(fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: late failed", what);
+    o = &o->via.array.ptr[1];
+    cr_assert_eq(o->via.map.size, 2, "%s: late is not {session, late}", what);
+    cr_assert_eq(obj_u64(obj_get(obj_get(o, "session"), "id")), (uint64_t)id);
+    late = obj_get(o, "late");
+    cr_assert(late != NULL && late->type == MSGPACK_OBJECT_MAP, "%s", what);
+    coll = obj_get(rep, "collectives");
+    for (uint32_t i = 0; i < coll->via.array.size; i++)
+        instances += obj_u64(obj_get(&coll->via.array.ptr[i], "instances"));
+    cr_expect_eq(obj_u64(obj_get(late, "instances")), instances, "%s: instances", what);
+    ranks = obj_get(rep, "ranks");
+    lr = obj_get(late, "ranks");
+    cr_assert(lr != NULL && lr->type == MSGPACK_OBJECT_ARRAY, "%s", what);
+    cr_assert_eq(lr->via.array.size, ranks->via.array.size, "%s: ranks", what);
+    for (uint32_t i = 0; i < lr->via.array.size; i++) {
+        const msgpack_object *a = &ranks->via.array.ptr[i], *b = &lr->via.array.ptr[i];
+        const char *keys[] = {"arrived_last", "caused_ns", "waited_ns"};
+        const msgpack_object *ra = obj_get(a, "rank"), *rb = obj_get(b, "rank");
+
+        cr_assert_eq(ra->type, rb->type, "%s: rank %u", what, i);
+        cr_assert(ra->type == MSGPACK_OBJECT_NIL || ra->via.u64 == rb->via.u64, "%s", what);
+        for (size_t k = 0; k < 3; k++)
+            cr_expect_eq(obj_u64(obj_get(b, keys[k])), obj_u64(obj_get(a, keys[k])),
+                         "%s: rank row %u: %s", what, i, keys[k]);
+    }
+    proto_reader_deinit(&ar);
+    return lr;
+}
+
 static const msgpack_object *row_of(const msgpack_object *list, const char *key, uint64_t v)
 {
     for (uint32_t i = 0; i < list->via.array.size; i++) {
@@ -622,6 +671,22 @@ Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
     }
     proto_reader_deinit(&r);
 
+    /* "late" gives the same figures, the waits those the test computed */
+    {
+        struct proto_request req;
+        const msgpack_object *lr;
+
+        proto_request_init(&req);
+        lr = check_late(id, &req, &r, "straggler");
+        cr_assert_eq(lr->via.array.size, 8);
+        for (int k = 0; k < 8; k++) {
+            const msgpack_object *row = row_of(lr, "rank", (uint64_t)k);
+            cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), ex[k].waited, "late: rank %d", k);
+            cr_expect_eq(obj_u64(obj_get(row, "arrived_last")), ex[k].last, "late: rank %d", k);
+            cr_expect_eq(obj_u64(obj_get(row, "caused_ns")), ex[k].caused, "late: rank %d", k);
+        }
+        proto_reader_deinit(&r);
+    }
     /* the CLI names the same steps */
     {
         char ids[32];
@@ -640,6 +705,8 @@ Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
         req.analysis.steps = true;
         req.analysis.step_min = 3;
         req.analysis.step_max = 4;
+        check_late(id, &req, &r, "straggler, rank 5, steps 3..4");
+        proto_reader_deinit(&r);
         rep = analysis(id, &req, &r);
         ranks = obj_get(rep, "ranks");
         cr_assert_eq(ranks->via.array.size, 1);
@@ -1282,8 +1349,22 @@ static void check_filters(long long id, const char *what)
     char b[128];
 
     for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
+        const struct tfilter *f = &filters[i];
+        struct proto_request req;
+        struct proto_reader r;
+
         snprintf(b, sizeof(b), "%s, filter %zu", what, i);
-        check_filter(id, &filters[i], b);
+        check_filter(id, f, b);
+        proto_request_init(&req);
+        for (size_t k = 0; k < f->n_ranks; k++)
+            req.analysis.ranks[req.analysis.n_ranks++] = f->ranks[k];
+        req.analysis.steps = f->steps;
+        req.analysis.step_min = f->lo;
+        req.analysis.step_max = f->hi;
+        req.analysis.device = (char *)f->dev;
+        req.analysis.category = (char *)f->cat;
+        check_late(id, &req, &r, b);
+        proto_reader_deinit(&r);
     }
 }
 

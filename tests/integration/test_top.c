@@ -15,7 +15,10 @@
  * other ranks' waits are counted here from that schedule; --once --json and
  * the pane must show the same, then the running phase (where only LATE is
  * ever late) must show it at 100 % since the previous analysis. Ranks
- * without collectives show no late rank.
+ * without collectives show no late rank. top asks for them with the report
+ * option "late"; --once --json gives the same numbers as report --json, and
+ * the same through a proxy that plays a daemon before that option (it takes
+ * the key out: such a daemon ignores it and answers with the whole report).
  *
  * Synchronisation is by events: the producers say on a pipe when they have
  * flushed (the daemon has them), and the tmux pane is polled until it shows
@@ -29,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -171,6 +176,45 @@ static yajl_val op_row(yajl_val rows, const char *op)
     return NULL;
 }
 
+/*
+ * top's late figures (asked with "late": PROTOCOL.md Part 3, "report option
+ * late") against those of `report --json` on the same session, read from
+ * its analysis: the late rank's arrived_last and caused_ns from its `ranks`
+ * row, the collectives from the sum of `collectives[].instances` (the
+ * verdict's "of M"), the others' wait from the other ranks' waited_ns.
+ */
+static void same_as_report(yajl_val late)
+{
+    char *out = NULL, err[256];
+    char *argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", "top-live", "--json", NULL};
+    yajl_val v, ranks, coll;
+    long long instances = 0, others = 0, last = -1, caused = -1;
+
+    cr_assert_eq(harness_run(&out, argv), 0);
+    v = yajl_tree_parse(out, err, sizeof(err));
+    cr_assert(v != NULL, "report --json is not JSON: %s", err);
+    ranks = jget(v, "ranks", NULL);
+    coll = jget(v, "collectives", NULL);
+    cr_assert(ranks != NULL && YAJL_IS_ARRAY(ranks) && coll != NULL && YAJL_IS_ARRAY(coll));
+    for (size_t i = 0; i < coll->u.array.len; i++)
+        instances += jint(jget(coll->u.array.values[i], "instances", NULL));
+    for (size_t i = 0; i < ranks->u.array.len; i++) {
+        yajl_val r = ranks->u.array.values[i];
+        if (jint(jget(r, "rank", NULL)) == LATE) {
+            last = jint(jget(r, "arrived_last", NULL));
+            caused = jint(jget(r, "caused_ns", NULL));
+        } else {
+            others += jint(jget(r, "waited_ns", NULL));
+        }
+    }
+    cr_assert_eq(jint(jget(late, "total", "collectives")), instances);
+    cr_assert_eq(jint(jget(late, "total", "arrived_last")), last);
+    cr_assert_eq(jint(jget(late, "total", "caused_ns")), caused);
+    cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
+    yajl_tree_free(v);
+    free(out);
+}
+
 /* `top --once --json` against the sums of what the producers recorded. */
 static void check_once(void)
 {
@@ -229,8 +273,140 @@ static void check_once(void)
     cr_assert_eq(jint(jget(late, "total", "others_waited_ns")), others);
     /* no collective completed between the two samples */
     cr_assert(YAJL_IS_NULL(jget(late, "interval", NULL)), "%s", out);
+    same_as_report(late);
     yajl_tree_free(v);
     free(out);
+}
+
+/* ---- a daemon before "late" ------------------------------------------------ */
+
+/* Writes all of buf to fd; false when the peer is gone. */
+static bool write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        buf += n, len -= (size_t)n;
+    }
+    return true;
+}
+
+/*
+ * One connection of the proxy: the request, re-packed without "late" (what
+ * a daemon that does not know the key makes of it: PROTOCOL.md Part 1,
+ * unknown keys are ignored), goes to the real daemon; its replies come back
+ * as they are until the client closes. Returns 1 when "late" was taken out.
+ */
+static int proxy_one(int c)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+    struct pollfd p[2];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char buf[65536];
+    int up, late = 0;
+
+    proto_reader_init(&r, 0);
+    if (raw_recv(c, &r, &m) != 0)
+        _exit(90);
+    late = m.type == PROTO_REPORT && m.u.req.late;
+    m.u.req.late = false;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if (proto_pack_request(&pk, m.type, &m.u.req) != 0 || (up = raw_connect(d.sock)) < 0 ||
+        !write_all(up, sb.data, sb.size))
+        _exit(91);
+    proto_msg_free(&m);
+    for (;;) {
+        ssize_t n;
+
+        p[0] = (struct pollfd){.fd = c, .events = POLLIN};
+        p[1] = (struct pollfd){.fd = up, .events = POLLIN};
+        if (poll(p, 2, 30000) <= 0)
+            _exit(92);
+        if (p[0].revents) /* the client sends nothing more: it closed */
+            break;
+        if ((n = read(up, buf, sizeof(buf))) <= 0 || !write_all(c, buf, (size_t)n))
+            _exit(93);
+    }
+    close(up);
+    msgpack_sbuffer_destroy(&sb);
+    proto_reader_deinit(&r);
+    return late;
+}
+
+/*
+ * A process serving `conns` connections on path as a daemon before the
+ * report option "late" would, then exiting with how many reports asked for
+ * "late" (all answered with the whole report instead).
+ */
+static pid_t old_daemon(const char *path, int conns)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    pid_t pid;
+
+    cr_assert_geq(lfd, 0);
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    cr_assert(bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 8) == 0,
+              "bind %s: %s", path, strerror(errno));
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        int stripped = 0;
+        for (int i = 0; i < conns; i++) {
+            int c = accept(lfd, NULL, NULL);
+            if (c < 0)
+                _exit(94);
+            stripped += proxy_one(c);
+            close(c);
+        }
+        _exit(stripped);
+    }
+    close(lfd);
+    return pid;
+}
+
+/*
+ * A new top against a daemon before "late": the same late figures, read
+ * from the whole report the old daemon answers with. --once --interval 0
+ * makes two connections: `live` and the report asking for "late".
+ */
+static void check_old_daemon(void)
+{
+    char path[300], *out[2] = {NULL, NULL}, err[256];
+    yajl_val v[2];
+    pid_t old;
+    int status;
+    const char *keys[] = {"rank", "arrived_last", "collectives", "caused_ns", "others_waited_ns"};
+
+    snprintf(path, sizeof(path), "%s/old.sock", d.dir);
+    old = old_daemon(path, 2);
+    for (int k = 0; k < 2; k++) {
+        char *argv[] = {TRACECTL_BIN, "--socket", k ? path : d.sock, "top", "top-live",
+                        "--once",     "--json",   "--interval",      "0",   NULL};
+        cr_assert_eq(harness_run(&out[k], argv), 0);
+        v[k] = yajl_tree_parse(out[k], err, sizeof(err));
+        cr_assert(v[k] != NULL, "top --json is not JSON: %s\n%s", err, out[k]);
+    }
+    cr_assert_eq(waitpid(old, &status, 0), old);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+              "the old daemon did not get the one report with late: status %d", status);
+    cr_assert_eq(jint(jget(v[1], "late_rank", NULL)), LATE, "%s", out[1]);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *path2[] = {"late", "total", keys[i], NULL};
+        cr_assert_eq(jint(yajl_tree_get(v[1], path2, yajl_t_any)),
+                     jint(yajl_tree_get(v[0], path2, yajl_t_any)), "late.total.%s", keys[i]);
+    }
+    for (int k = 0; k < 2; k++) {
+        yajl_tree_free(v[k]);
+        free(out[k]);
+    }
+    unlink(path);
 }
 
 /* ---- tmux ------------------------------------------------------------------ */
@@ -545,6 +721,7 @@ Test(top, once_json_and_live_view_in_tmux)
     for (int r = 0; r < NPROC; r++)
         cr_assert_eq(read(p.ready[0], &byte, 1), 1, "a producer failed before its flush");
     check_once();
+    check_old_daemon();
     live_view(p.go[1]);
     close(p.stop[1]);
     for (int r = 0; r < NPROC; r++) {

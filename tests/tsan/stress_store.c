@@ -156,7 +156,9 @@ static void enqueue_session(struct stress *st, int s)
     enqueue_name(st, STORE_DEVICE, s, 2, "gpu:1", NULL);
 }
 
-/* A batch of PER_BATCH entries; every other entry has out_shape [2, 3], which the writer interns.
+/*
+ * A batch of PER_BATCH entries; every other entry has out_shape [2, 3], shape id 1 (the loop's
+ * session_shape gives ids; the writer writes the row).
  */
 static void enqueue_batch(struct stress *st, int s, int p)
 {
@@ -172,6 +174,7 @@ static void enqueue_batch(struct stress *st, int s, int p)
     memcpy(b->blob, shape, sizeof(shape));
     b->blob_len = sizeof(shape);
     j->u.batch.dev_ids = calloc(PER_BATCH, sizeof(uint32_t));
+    j->u.batch.shape_ids = calloc(PER_BATCH, sizeof(uint32_t));
     for (size_t i = 0; i < PER_BATCH; i++) {
         struct proto_entry *e = &b->entries[i];
         e->step = pr->sent / 100;
@@ -181,6 +184,7 @@ static void enqueue_batch(struct stress *st, int s, int p)
         e->elements = i % 2 ? 6 : 0;
         e->mem_bytes = 4 * i;
         e->out_len = i % 2 ? sizeof(shape) : 0;
+        j->u.batch.shape_ids[i] = i % 2 ? 1 : 0;
         j->u.batch.dev_ids[i] = 1 + (uint32_t)p;
     }
     pr->sent += PER_BATCH;

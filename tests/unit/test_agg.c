@@ -335,9 +335,565 @@ Test(agg, errors_are_negative_errno)
     cr_assert_not_null(a = agg_new(db));
     cr_assert_eq(agg_init_file(a), 0);
     cr_assert_eq(sqlite3_exec(db, "DROP TABLE top_slow", NULL, NULL, NULL), SQLITE_OK);
-    cr_assert_eq(agg_entry(a, &e, 0, 1), -EIO); /* the slowest-entries heap writes top_slow */
+    cr_assert_eq(agg_entry(a, &e, 0, 1), 0);
+    cr_assert_eq(agg_flush(a), -EIO); /* the slowest-entries heap writes top_slow */
     cr_assert_eq(sqlite3_exec(db, "DROP TABLE agg_session", NULL, NULL, NULL), SQLITE_OK);
     cr_assert_eq(agg_flush(a), -EIO);
     agg_free(a);
     sqlite3_close(db);
+}
+
+/* ---- the histogram store (agg_hist_chunks) on its own ---------------------- */
+
+/*
+ * A session file in the row format written through agg.h alone, as the
+ * writer does: entries inserted by hand, agg_entry() for each, agg_flush()
+ * before each COMMIT. hist_rec keeps, per op, the durations committed, from
+ * which the test computes the percentiles itself.
+ */
+#define H_OPS 40
+
+struct hist_rec {
+    uint64_t *d;
+    size_t n, cap;
+};
+
+struct hist_file {
+    char path[PATH_MAX];
+    sqlite3 *db;
+    struct agg *a;
+    sqlite3_stmt *ins;
+    uint64_t seed;
+    struct hist_rec rec[H_OPS + 1];
+};
+
+static void hist_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s", sql, msg);
+}
+
+/* Opens (and with create, makes) the file; the aggregates loaded as the writer loads them. */
+static void hist_open(struct hist_file *h, bool create)
+{
+    cr_assert_eq(sqlite3_open(h->path, &h->db), SQLITE_OK);
+    hist_exec(h->db, schema_session_sql);
+    cr_assert_eq(sqlite3_prepare_v2(h->db,
+                                    "INSERT INTO entries (process_id, step, op_id, start_ns,"
+                                    " dur_ns, mem_bytes) VALUES (1, 0, ?, ?, ?, ?)",
+                                    -1, &h->ins, NULL),
+                 SQLITE_OK);
+    cr_assert_not_null(h->a = agg_new(h->db));
+    if (create) {
+        hist_exec(h->db, "BEGIN; INSERT INTO processes (id, rank, started_ns) VALUES (1, 0, 0)");
+        for (int i = 1; i <= H_OPS; i++) {
+            char sql[128];
+            snprintf(sql, sizeof(sql), "INSERT INTO ops VALUES (%d, 'op%02d', 'compute')", i, i);
+            hist_exec(h->db, sql);
+        }
+        cr_assert_eq(agg_init_file(h->a), 0);
+        hist_exec(h->db, "COMMIT");
+    } else {
+        cr_assert_eq(agg_load(h->a), 0);
+    }
+}
+
+static void hist_close(struct hist_file *h)
+{
+    agg_free(h->a);
+    sqlite3_finalize(h->ins);
+    cr_assert_eq(sqlite3_close(h->db), SQLITE_OK);
+}
+
+/*
+ * One transaction of n entries of random ops and durations (each op its own
+ * range, from a few ns to 2^62, so ops have from one chunk to dozens);
+ * committed and recorded, or rolled back (after its aggregates were written).
+ */
+static void hist_txn(struct hist_file *h, size_t n, bool commit)
+{
+    hist_exec(h->db, "BEGIN");
+    for (size_t i = 0; i < n; i++) {
+        h->seed = h->seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t r = h->seed >> 11;
+        uint32_t op = 1 + (uint32_t)(r % H_OPS);
+        unsigned bits = 1 + (op * 7 + (unsigned)(r >> 8) % 5) % 62;
+        h->seed = h->seed * 6364136223846793005ull + 1442695040888963407ull;
+        struct proto_entry e = {.op_id = op,
+                                .start_ns = r % 1000000,
+                                .dur_ns = (h->seed >> 1) & ((UINT64_C(1) << bits) - 1),
+                                .mem_bytes = r % 3 == 0 ? r % 100000 : 0};
+        sqlite3_bind_int64(h->ins, 1, op);
+        sqlite3_bind_int64(h->ins, 2, (int64_t)e.start_ns);
+        sqlite3_bind_int64(h->ins, 3, (int64_t)e.dur_ns);
+        sqlite3_bind_int64(h->ins, 4, (int64_t)e.mem_bytes);
+        cr_assert_eq(sqlite3_step(h->ins), SQLITE_DONE);
+        sqlite3_reset(h->ins);
+        cr_assert_eq(agg_entry(h->a, &e, 0, sqlite3_last_insert_rowid(h->db)), 0);
+        if (commit) {
+            struct hist_rec *rc = &h->rec[op];
+            if (rc->n == rc->cap) {
+                rc->cap = rc->cap ? rc->cap * 2 : 64;
+                cr_assert_not_null(rc->d = realloc(rc->d, rc->cap * sizeof(*rc->d)));
+            }
+            rc->d[rc->n++] = e.dur_ns;
+        }
+    }
+    cr_assert_eq(agg_flush(h->a), 0);
+    if (commit) {
+        hist_exec(h->db, "COMMIT");
+    } else {
+        hist_exec(h->db, "ROLLBACK");
+        agg_discard(h->a);
+    }
+}
+
+static int hist_u64_cmp(const void *pa, const void *pb)
+{
+    uint64_t a = *(const uint64_t *)pa, b = *(const uint64_t *)pb;
+
+    return a < b ? -1 : a > b;
+}
+
+/*
+ * The value the aggregates report for percentile p of sorted[0..n): the
+ * nearest rank's duration's bucket, and the smallest duration in it.
+ */
+static uint64_t hist_expected(const uint64_t *sorted, size_t n, unsigned p)
+{
+    size_t i = (p * n + 99) / 100 - 1; /* nearest rank ceil(p n / 100), from 0 */
+    uint32_t b = agg_bucket(sorted[i]);
+
+    while (i > 0 && agg_bucket(sorted[i - 1]) == b)
+        i--;
+    return sorted[i];
+}
+
+/* The file's report (from its aggregates) against the durations recorded. */
+static void hist_check(struct hist_file *h, const char *what)
+{
+    struct report_params p = {.top = AGG_TOP};
+    struct report r;
+    char err[256];
+    size_t total = 0;
+
+    cr_assert_eq(query_report(h->path, &p, &r, err, sizeof(err)), 0, "%s: %s", what, err);
+    cr_assert_eq(r.n_ops, H_OPS, "%s", what);
+    for (size_t k = 0; k < r.n_ops; k++) {
+        const struct report_op *o = &r.ops[k];
+        struct hist_rec *rc = &h->rec[atoi(o->op + 2)];
+        qsort(rc->d, rc->n, sizeof(*rc->d), hist_u64_cmp);
+        cr_assert_eq(o->calls, rc->n, "%s %s", what, o->op);
+        cr_assert_eq(o->min_ns, rc->d[0], "%s %s", what, o->op);
+        cr_assert_eq(o->p50_ns, hist_expected(rc->d, rc->n, 50), "%s %s p50", what, o->op);
+        cr_assert_eq(o->p95_ns, hist_expected(rc->d, rc->n, 95), "%s %s p95", what, o->op);
+        cr_assert_eq(o->p99_ns, hist_expected(rc->d, rc->n, 99), "%s %s p99", what, o->op);
+        total += rc->n;
+    }
+    cr_assert_eq(r.entries, total, "%s", what);
+    cr_assert_eq(r.n_slowest, total < AGG_TOP ? total : AGG_TOP, "%s", what);
+    {
+        /* the kept slowest entries (heap and table): the file's, to the last of AGG_TOP */
+        sqlite3 *db;
+        sqlite3_stmt *st;
+        size_t k = 0;
+        cr_assert_eq(sqlite3_open_v2(h->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        cr_assert_eq(sqlite3_prepare_v2(db,
+                                        "SELECT dur_ns, start_ns FROM entries"
+                                        " ORDER BY dur_ns DESC, start_ns, rowid LIMIT 1000",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        for (; sqlite3_step(st) == SQLITE_ROW; k++) {
+            cr_assert_eq(r.slowest[k].dur_ns, (uint64_t)sqlite3_column_int64(st, 0), "%s [%zu]",
+                         what, k);
+            cr_assert_eq(r.slowest[k].start_ns, (uint64_t)sqlite3_column_int64(st, 1), "%s", what);
+        }
+        cr_assert_eq(k, r.n_slowest);
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+    }
+    report_free(&r);
+    /* a page of ops: the same durations pass, the other ops' buckets skipped */
+    p.ops_limit = 7;
+    p.ops_offset = 5;
+    cr_assert_eq(query_report(h->path, &p, &r, err, sizeof(err)), 0, "%s: %s", what, err);
+    cr_assert_eq(r.n_ops, 7, "%s", what);
+    for (size_t k = 0; k < r.n_ops; k++) {
+        const struct report_op *o = &r.ops[k];
+        struct hist_rec *rc = &h->rec[atoi(o->op + 2)];
+        cr_assert_eq(o->calls, rc->n, "%s %s", what, o->op);
+        cr_assert_eq(o->p50_ns, hist_expected(rc->d, rc->n, 50), "%s %s p50", what, o->op);
+        cr_assert_eq(o->p99_ns, hist_expected(rc->d, rc->n, 99), "%s %s p99", what, o->op);
+    }
+    report_free(&r);
+}
+
+static long long hist_file_int(struct hist_file *h, const char *sql)
+{
+    sqlite3_stmt *st;
+    long long v = -1;
+
+    cr_assert_eq(sqlite3_prepare_v2(h->db, sql, -1, &st, NULL), SQLITE_OK, "%s", sql);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void hist_free(struct hist_file *h)
+{
+    for (int i = 0; i <= H_OPS; i++)
+        free(h->rec[i].d);
+}
+
+Test(agg, histogram_chunks_survive_commits_a_rollback_and_reopens)
+{
+    static struct hist_file h = {.seed = 7};
+    size_t sizes[] = {1, 2, 3000, 17, 500, 1, 4000, 64, 250, 1000};
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(h.path, sizeof(h.path), "%s/h.db", dir);
+    hist_open(&h, true);
+    for (size_t i = 0; i < 10; i++)
+        hist_txn(&h, sizes[i], true);
+    hist_check(&h, "commits");
+    /* rolled back after its chunks were written: neither the file nor memory keeps them */
+    hist_txn(&h, 3000, false);
+    hist_txn(&h, 200, true);
+    hist_check(&h, "after a rollback");
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'aggregates'"), 1);
+    /* reopened: the writer's state comes back from the file */
+    hist_close(&h);
+    hist_open(&h, false);
+    hist_txn(&h, 2000, true);
+    hist_txn(&h, 1, true);
+    hist_check(&h, "after a reopen");
+    hist_txn(&h, 1000, false); /* a rollback right after a reopen */
+    hist_close(&h);
+    hist_open(&h, false);
+    hist_txn(&h, 3, true);
+    hist_check(&h, "after a second reopen");
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
+    /* chunks of 64 buckets: far fewer rows than buckets */
+    cr_assert_lt(hist_file_int(&h, "SELECT count(*) FROM agg_hist_chunks"), 40 * 120);
+    hist_close(&h);
+    hist_free(&h);
+}
+
+/* The top tables as daemons before info.top had them: the rowids alone. */
+static void make_older_tops(sqlite3 *db)
+{
+    hist_exec(db, "CREATE TABLE old_slow (entry INTEGER PRIMARY KEY);"
+                  " INSERT INTO old_slow SELECT entry FROM top_slow; DROP TABLE top_slow;"
+                  " ALTER TABLE old_slow RENAME TO top_slow;"
+                  " CREATE TABLE old_mem (entry INTEGER PRIMARY KEY);"
+                  " INSERT INTO old_mem SELECT entry FROM top_mem; DROP TABLE top_mem;"
+                  " ALTER TABLE old_mem RENAME TO top_mem; DELETE FROM info WHERE key = 'top'");
+}
+
+/*
+ * Rewrites the file's histogram as daemons before info.histogram stored it:
+ * agg_hist, one row per (op, bucket) with its smallest duration and count,
+ * computed here from the durations recorded; and its top tables.
+ */
+static void hist_make_older(struct hist_file *h)
+{
+    sqlite3_stmt *st;
+
+    hist_exec(h->db, "BEGIN; DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram';"
+                     " CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+                     " min_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+                     " PRIMARY KEY (op_id, bucket)) WITHOUT ROWID");
+    cr_assert_eq(
+        sqlite3_prepare_v2(h->db, "INSERT INTO agg_hist VALUES (?, ?, ?, ?)", -1, &st, NULL),
+        SQLITE_OK);
+    for (int op = 1; op <= H_OPS; op++) {
+        struct hist_rec *rc = &h->rec[op];
+        qsort(rc->d, rc->n, sizeof(*rc->d), hist_u64_cmp);
+        for (size_t i = 0, j; i < rc->n; i = j) {
+            for (j = i; j < rc->n && agg_bucket(rc->d[j]) == agg_bucket(rc->d[i]); j++)
+                ;
+            sqlite3_bind_int64(st, 1, op);
+            sqlite3_bind_int64(st, 2, agg_bucket(rc->d[i]));
+            sqlite3_bind_int64(st, 3, (int64_t)rc->d[i]);
+            sqlite3_bind_int64(st, 4, (int64_t)(j - i));
+            cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
+            sqlite3_reset(st);
+        }
+    }
+    sqlite3_finalize(st);
+    make_older_tops(h->db);
+    hist_exec(h->db, "COMMIT");
+}
+
+Test(agg, an_older_files_histogram_rows_read_the_same_and_convert_on_reopen)
+{
+    static struct hist_file h = {.seed = 99};
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(h.path, sizeof(h.path), "%s/h.db", dir);
+    hist_open(&h, true);
+    for (size_t i = 0; i < 6; i++)
+        hist_txn(&h, 1 + i * 700, true);
+    hist_close(&h);
+    cr_assert_eq(sqlite3_open(h.path, &h.db), SQLITE_OK);
+    hist_make_older(&h);
+    cr_assert_eq(sqlite3_close(h.db), SQLITE_OK);
+    hist_check(&h, "older layout"); /* the query engine reads agg_hist */
+
+    /* the writer reopens it: a rolled back conversion, then one that commits */
+    hist_open(&h, false);
+    hist_txn(&h, 50, false);
+    cr_assert_gt(hist_file_int(&h, "SELECT count(*) FROM agg_hist"), 0, "still the older rows");
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'histogram'"), 0);
+    hist_txn(&h, 0, true); /* no entries: the histogram is converted all the same */
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'top'"), 0);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
+                 0);
+    hist_check(&h, "converted");
+    hist_txn(&h, 1, true); /* the top tables with the first entries */
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM top_slow WHERE dur_ns IS NULL"), 0);
+    hist_check(&h, "top tables converted");
+    hist_txn(&h, 3000, true);
+    hist_close(&h);
+    hist_check(&h, "converted, then written");
+    hist_free(&h);
+}
+
+/*
+ * tests/data/rows-format: session files of an older daemon (agg_hist rows,
+ * no info.histogram). Their percentiles are the ones the test computes from
+ * their entries: each nearest rank's bucket's smallest duration.
+ */
+Test(agg, the_previous_defaults_files_report_their_histogram)
+{
+    char cmd[PATH_MAX * 2 + 64], path[PATH_MAX + 32], err[256];
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cmd, sizeof(cmd), "tar -xzf %s/rows-format/data.tar.gz -C %s", TEST_DATA_DIR, dir);
+    cr_assert_eq(system(cmd), 0);
+    for (int sid = 1; sid <= 2; sid++) {
+        struct report r;
+        sqlite3 *db;
+        sqlite3_stmt *st;
+
+        snprintf(path, sizeof(path), "%s/sessions/%d.db", dir, sid);
+        cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        cr_assert_eq(sqlite3_prepare_v2(db,
+                                        "SELECT (SELECT count(*) FROM agg_hist),"
+                                        " (SELECT count(*) FROM info WHERE key = 'histogram')",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+        cr_assert_gt(sqlite3_column_int64(st, 0), 0, "an older file: agg_hist rows");
+        cr_assert_eq(sqlite3_column_int64(st, 1), 0, "an older file: no info.histogram");
+        sqlite3_finalize(st);
+        cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "%s", err);
+        cr_assert_gt(r.n_ops, 0);
+        /* the slowest entries through the older top table (rowids) */
+        cr_assert_eq(sqlite3_prepare_v2(db,
+                                        "SELECT dur_ns, start_ns FROM entries"
+                                        " ORDER BY dur_ns DESC, start_ns, rowid LIMIT 10",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        for (size_t k = 0; sqlite3_step(st) == SQLITE_ROW; k++) {
+            cr_assert_lt(k, r.n_slowest);
+            cr_assert_eq(r.slowest[k].dur_ns, (uint64_t)sqlite3_column_int64(st, 0));
+            cr_assert_eq(r.slowest[k].start_ns, (uint64_t)sqlite3_column_int64(st, 1));
+        }
+        sqlite3_finalize(st);
+        for (size_t k = 0; k < r.n_ops; k++) {
+            uint64_t d[4096];
+            size_t n = 0;
+            cr_assert_eq(sqlite3_prepare_v2(db,
+                                            "SELECT e.dur_ns FROM entries e JOIN ops o"
+                                            " ON o.id = e.op_id WHERE o.name = ?"
+                                            " ORDER BY e.dur_ns",
+                                            -1, &st, NULL),
+                         SQLITE_OK);
+            sqlite3_bind_text(st, 1, r.ops[k].op, -1, SQLITE_STATIC);
+            while (sqlite3_step(st) == SQLITE_ROW && n < 4096)
+                d[n++] = (uint64_t)sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+            cr_assert_eq(r.ops[k].calls, n, "%s", r.ops[k].op);
+            cr_assert_eq(r.ops[k].p50_ns, hist_expected(d, n, 50), "%s", r.ops[k].op);
+            cr_assert_eq(r.ops[k].p95_ns, hist_expected(d, n, 95), "%s", r.ops[k].op);
+            cr_assert_eq(r.ops[k].p99_ns, hist_expected(d, n, 99), "%s", r.ops[k].op);
+        }
+        report_free(&r);
+        sqlite3_close(db);
+    }
+}
+
+/*
+ * Rewrites a closed session file's histogram as an older daemon stored it
+ * (agg_hist rows, no info.histogram), from its chunks; and its top tables.
+ */
+static void make_older_from_chunks(const char *path)
+{
+    struct agg_hist_bucket b[AGG_CHUNK];
+    sqlite3_stmt *st, *ins;
+    sqlite3 *db;
+
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    hist_exec(db, "BEGIN; CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
+                  " min_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
+                  " PRIMARY KEY (op_id, bucket)) WITHOUT ROWID");
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL),
+                 SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO agg_hist VALUES (?, ?, ?, ?)", -1, &ins, NULL),
+                 SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        int n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+                                 (uint32_t)(id & 127), b);
+        cr_assert_gt(n, 0);
+        for (int i = 0; i < n; i++) {
+            sqlite3_bind_int64(ins, 1, id >> 7);
+            sqlite3_bind_int64(ins, 2, b[i].bucket);
+            sqlite3_bind_int64(ins, 3, (int64_t)b[i].min_ns);
+            sqlite3_bind_int64(ins, 4, (int64_t)b[i].count);
+            cr_assert_eq(sqlite3_step(ins), SQLITE_DONE);
+            sqlite3_reset(ins);
+        }
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(ins);
+    make_older_tops(db);
+    hist_exec(db, "DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram'; COMMIT");
+    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
+}
+
+/*
+ * The real writer (blocks, two files open at most, three sessions written in
+ * turn, so that each file is closed while the others are written) reopens a
+ * file an older daemon
+ * left with agg_hist: its next commit converts it, and the report's
+ * percentiles are the ones computed from the file's entries by sorting.
+ */
+Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
+{
+    uv_loop_t loop;
+    struct store *s;
+    char err[256], path[PATH_MAX];
+    uint64_t seed = 5;
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    flushes_done = 0;
+    s = store_new(&loop, dir, done_cb, NULL, NULL, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    store_set_limits(s, 2, 0);
+    cr_assert_eq(store_start(s), 0);
+    for (int64_t sid = 1; sid <= 3; sid++) {
+        struct store_job *j = store_job_new(STORE_OPEN, sid);
+        j->u.open.name = strdup(sid == 1 ? "old" : "other");
+        store_enqueue(s, j);
+        j = store_job_new(STORE_PROCESS, sid);
+        j->u.process.id = 1;
+        j->u.process.rank = 0;
+        j->u.process.world = j->u.process.pid = j->u.process.uid = -1;
+        store_enqueue(s, j);
+        for (uint32_t i = 0; i < 5; i++) {
+            char name[16];
+            snprintf(name, sizeof(name), "op%u", i + 1);
+            j = name_job(STORE_OP, i + 1, name, "compute");
+            j->session_id = sid;
+            store_enqueue(s, j);
+        }
+        for (uint32_t i = 1; i <= 3; i++) {
+            char dev[16];
+            snprintf(dev, sizeof(dev), "gpu:%u", i);
+            j = name_job(STORE_DEVICE, i, dev, NULL);
+            j->session_id = sid;
+            store_enqueue(s, j);
+        }
+    }
+    snprintf(path, sizeof(path), "%s/sessions/1.db", dir);
+    for (int round = 0; round < 3; round++) {
+        for (int64_t sid = 1; sid <= 3; sid++) {
+            struct store_job *j = batch_job(2000, &seed, 1);
+            j->session_id = sid;
+            store_enqueue(s, j);
+            j = store_job_new(STORE_FLUSH, sid);
+            j->cookie = &loop;
+            j->u.flush.process_id = 1;
+            store_enqueue(s, j);
+        }
+        while (flushes_done < 3 * (round + 1))
+            uv_run(&loop, UV_RUN_ONCE);
+        /* two files open at most, sessions 2 and 3 written last: session 1's file is closed */
+        if (round == 0)
+            make_older_from_chunks(path);
+    }
+    cr_assert_eq(store_failed(s), 0);
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+
+    struct hist_file h = {.db = NULL};
+    snprintf(h.path, sizeof(h.path), "%s", path);
+    cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'format'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
+                 0);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM entries"), 6000);
+    cr_assert_eq(sqlite3_close(h.db), SQLITE_OK);
+
+    struct report r;
+    cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(r.n_ops, 5);
+    for (size_t k = 0; k < r.n_ops; k++) {
+        static uint64_t d[6000];
+        size_t n = 0;
+        sqlite3_stmt *st;
+        cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        cr_assert_eq(sqlite3_prepare_v2(h.db,
+                                        "SELECT e.dur_ns FROM entries e JOIN ops o"
+                                        " ON o.id = e.op_id WHERE o.name = ? ORDER BY e.dur_ns",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+        sqlite3_bind_text(st, 1, r.ops[k].op, -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && n < 6000)
+            d[n++] = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_close(h.db);
+        cr_assert_eq(r.ops[k].calls, n, "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p50_ns, hist_expected(d, n, 50), "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p95_ns, hist_expected(d, n, 95), "%s", r.ops[k].op);
+        cr_assert_eq(r.ops[k].p99_ns, hist_expected(d, n, 99), "%s", r.ops[k].op);
+    }
+    report_free(&r);
+
+    /* the top lists, from the converted tables, as a scan of the entries gives them */
+    struct report_params p = {.top = AGG_TOP, .mem_threshold = 1000000};
+    struct report fast, slow;
+    cr_assert_eq(query_report(path, &p, &fast, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(sqlite3_open(path, &h.db), SQLITE_OK);
+    hist_exec(h.db, "UPDATE info SET value = 0 WHERE key = 'aggregates'");
+    sqlite3_close(h.db);
+    cr_assert_eq(query_report(path, &p, &slow, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(fast.n_slowest, AGG_TOP);
+    cr_assert_eq(fast.n_slowest, slow.n_slowest);
+    same_entries(fast.slowest, slow.slowest, slow.n_slowest, "slowest");
+    cr_assert_gt(fast.n_hotspots, 0);
+    cr_assert_eq(fast.n_hotspots, slow.n_hotspots);
+    same_entries(fast.hotspots, slow.hotspots, slow.n_hotspots, "hotspots");
+    for (size_t k = 0; k < fast.n_slowest; k++) {
+        cr_assert_eq(fast.slowest[k].rank, slow.slowest[k].rank);
+        cr_assert_str_eq(fast.slowest[k].device ? fast.slowest[k].device : "-",
+                         slow.slowest[k].device ? slow.slowest[k].device : "-");
+    }
+    report_free(&fast);
+    report_free(&slow);
 }

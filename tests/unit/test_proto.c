@@ -972,6 +972,55 @@ Test(proto, export_order)
     }
 }
 
+/* report's "late" (Part 3, "report option late"): a boolean, nil is false; the packer says it. */
+Test(proto, report_late)
+{
+    struct proto_request req;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    for (int k = 0; k < 5; k++) { /* absent, true, false, nil, a string */
+        buf_init(&b);
+        msgpack_pack_array(&b.pk, 2);
+        s(&b, "report");
+        msgpack_pack_map(&b.pk, k ? 2 : 1);
+        s(&b, "session");
+        msgpack_pack_uint64(&b.pk, 3);
+        if (k) {
+            s(&b, "late");
+            if (k == 1)
+                msgpack_pack_true(&b.pk);
+            else if (k == 2)
+                msgpack_pack_false(&b.pk);
+            else if (k == 3)
+                msgpack_pack_nil(&b.pk);
+            else
+                s(&b, "yes");
+        }
+        if (k == 4) {
+            cr_assert_lt(decode(&b, &m, &err), 0);
+            cr_assert_str_eq(err.code, PROTO_E_MESSAGE);
+        } else {
+            cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+            cr_assert_eq(m.u.req.late, k == 1);
+        }
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+    for (int k = 0; k < 2; k++) {
+        proto_request_init(&req);
+        req.session.id = 3;
+        req.late = k == 1;
+        req.analysis.on = true;
+        buf_init(&b);
+        cr_assert_eq(proto_pack_request(&b.pk, PROTO_REPORT, &req), 0);
+        cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+        cr_assert_eq(m.u.req.late, k == 1);
+        cr_assert(m.u.req.analysis.on);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+}
+
 Test(proto, request_defaults_and_refs)
 {
     struct proto_request req, *r;
