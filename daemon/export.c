@@ -25,7 +25,7 @@ struct export_work {
     sqlite3_stmt *rows;
     bool by_start; /* the request's "order": "start" */
     bool by_rank;  /* the request's "order": "rank" */
-    bool ext;      /* the file has an entry_ext table: rows carry its 7 columns after the 10 */
+    bool ext;      /* the file has an entry_ext table: rows carry its 8 columns after the 10 */
     bool link;     /* the file has an entry_link table: rows carry its 4 columns after those */
     uint64_t n_rows;
     bool started, exhausted, done;
@@ -91,9 +91,12 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
     "SELECT e.process_id, e.step, e.op_id, e.device_id, e.start_ns, e.dur_ns,"                     \
     " coalesce(e.elements, s.elements, 0), e.mem_bytes, s.out_shape, s.in_shapes"
 #define ROW_EXT_COLUMNS ", x.entry_rowid, x.stream, x.peer, x.tag, x.comm, x.seq, x.checksum"
-#define ROW_FROM        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-#define ROW_EXT_FROM    " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
-#define ROW_ORDER       " ORDER BY e.rowid"
+/* entry_ext.comm_size: NULL in a file written before that key */
+#define ROW_EXT_COMM_SIZE ", x.comm_size"
+#define ROW_EXT_NO_SIZE   ", NULL"
+#define ROW_FROM          " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
+#define ROW_EXT_FROM      " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
+#define ROW_ORDER         " ORDER BY e.rowid"
 /* "order": "start": by start, longer first (a slice before those it contains), then arrival. */
 #define ROW_ORDER_START " ORDER BY e.start_ns, e.dur_ns DESC, e.rowid"
 /* "order": "rank": each rank's entries together (no rank first), each rank's as by "start". */
@@ -121,6 +124,23 @@ static int export_has_table(struct export_work *w, const char *name)
     return rc == SQLITE_ROW;
 }
 
+/* Whether entry_ext has the column comm_size (files before that key have not): 1, 0, or -EIO. */
+static int export_has_comm_size(struct export_work *w)
+{
+    sqlite3_stmt *st;
+    int rc;
+
+    if (sqlite3_prepare_v2(w->db,
+                           "SELECT 1 FROM pragma_table_info('entry_ext') WHERE name = 'comm_size'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -EIO;
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return -EIO;
+    return rc == SQLITE_ROW;
+}
+
 /*
  * Prepares the rows query; the entry_ext and entry_link tables exist only in
  * files that got an ext map (a link).
@@ -129,11 +149,15 @@ static int export_prepare_rows(struct export_work *w)
 {
     char sql[1024];
     int ext = export_has_table(w, "entry_ext"), link = export_has_table(w, "entry_link");
+    int size = ext > 0 ? export_has_comm_size(w) : 0;
 
-    if (ext < 0 || link < 0)
+    if (ext < 0 || link < 0 || size < 0)
         return -EIO;
     w->ext = ext, w->link = link;
-    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
+    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
+             !w->ext ? ""
+             : size  ? ROW_EXT_COMM_SIZE
+                     : ROW_EXT_NO_SIZE,
              w->link ? ROW_LINK_COLUMNS : "", ROW_FROM, w->ext ? ROW_EXT_FROM : "",
              w->link ? ROW_LINK_FROM : "",
              w->by_rank    ? ROW_ORDER_RANK
@@ -168,7 +192,7 @@ static uint32_t link_columns(sqlite3_stmt *st, int i, struct proto_ext *x)
     return has;
 }
 
-/* The 11th element of a row: the entry's ext map (columns 10..16, then its links), or nil. */
+/* The 11th element of a row: the entry's ext map (columns 10..17, then its links), or nil. */
 static void pack_ext(struct export_work *w, msgpack_packer *pk)
 {
     sqlite3_stmt *st = w->rows;
@@ -181,11 +205,12 @@ static void pack_ext(struct export_work *w, msgpack_packer *pk)
                 ext_column(st, 13, PROTO_EXT_TAG, &tag) |
                 ext_column(st, 14, PROTO_EXT_COMM, &x.comm) |
                 ext_column(st, 15, PROTO_EXT_SEQ, &x.seq) |
-                ext_column(st, 16, PROTO_EXT_CHECKSUM, &x.checksum);
+                ext_column(st, 16, PROTO_EXT_CHECKSUM, &x.checksum) |
+                ext_column(st, 17, PROTO_EXT_COMM_SIZE, &x.comm_size);
         x.tag = (int64_t)tag;
     }
     if (w->link)
-        x.has |= link_columns(st, w->ext ? 17 : 10, &x);
+        x.has |= link_columns(st, w->ext ? 18 : 10, &x);
     if (x.has == 0)
         msgpack_pack_nil(pk);
     else

@@ -60,6 +60,7 @@ struct rk_inst {
     struct rk_ikey key;
     uint32_t op_id;
     uint64_t opened; /* order of opening, for finalizing the oldest */
+    uint64_t size;   /* ranks of its communicator: the largest ext comm_size given; 0 the world */
     struct rk_arrival *a;
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
@@ -702,7 +703,13 @@ static int rk_schema(struct ranks *r, bool *legacy)
                                       " ALTER TABLE rk_ops RENAME TO rk_ops_v1",
                                       NULL, NULL, NULL)) != SQLITE_OK)
         return rc;
-    return sqlite3_exec(r->db, schema_ranks_sql, NULL, NULL, NULL);
+    if ((rc = sqlite3_exec(r->db, schema_ranks_sql, NULL, NULL, NULL)) != SQLITE_OK)
+        return rc;
+    /* an rk_open saved before ext comm_size: its instances expect the world, as they did */
+    if (!rk_has_column(r->db, "rk_open", "comm_size"))
+        rc = sqlite3_exec(r->db, "ALTER TABLE rk_open ADD COLUMN comm_size INTEGER", NULL, NULL,
+                          NULL);
+    return rc;
 }
 
 /* Ends what rk_schema began: folds rk_ops_v1 and drops it, or rolls it all back. */
@@ -720,7 +727,7 @@ static int rk_prepare_state(struct ranks *r)
 {
     int rc;
 
-    if ((rc = rk_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 11,
+    if ((rc = rk_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 12,
                             "")) != SQLITE_OK ||
         /* not (kind, k1, k2, k3) IN (VALUES ...): SQLite would scan the table */
         (rc = rk_up_prepare_rows(r->db, &r->del_open, 4, "DELETE FROM rk_open WHERE ",
@@ -1382,10 +1389,18 @@ static void rk_idel(struct ranks *r, const struct rk_ikey *key)
     }
 }
 
+/* The arrivals that complete an instance: its communicator's size when given, else the world. */
+static uint64_t rk_expected(const struct ranks *r, const struct rk_inst *in)
+{
+    if (in->size != 0)
+        return in->size;
+    return r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
+}
+
 static int rk_inst_finalize(struct ranks *r, size_t idx)
 {
     struct rk_inst *in = &r->inst[idx];
-    uint64_t first = UINT64_MAX, last = 0, expected;
+    uint64_t first = UINT64_MAX, last = 0, expected = rk_expected(r, in);
     size_t li = 0;
     struct rk_collsum *c;
     int rc = 0;
@@ -1420,7 +1435,6 @@ static int rk_inst_finalize(struct ranks *r, size_t idx)
             cr->last_count++;
         }
     }
-    expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
     if ((c = rk_collsum_c(r, in->op_id, -1, in->a[li].step)) == NULL) {
         rc = SQLITE_NOMEM;
         goto done;
@@ -1494,7 +1508,6 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
 {
     struct rk_ikey key = {0};
     struct rk_inst *in;
-    uint64_t expected;
     size_t pos;
     int rc;
 
@@ -1540,8 +1553,9 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
         return SQLITE_NOMEM;
     in->a[in->n++] = (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns};
     in->procs |= 1ull << (process_id & 63);
-    expected = r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
-    if (in->n >= expected)
+    if (key.kind == 1 && (x->has & PROTO_EXT_COMM_SIZE) && x->comm_size > in->size)
+        in->size = x->comm_size;
+    if (in->n >= rk_expected(r, in))
         return rk_inst_finalize(r, (size_t)(in - r->inst));
     return 0;
 }
@@ -1677,7 +1691,7 @@ static int rk_save_open(struct ranks *r)
         struct rk_inst *in = &r->inst[i];
         for (; in->n_saved < in->n; in->n_saved++) {
             const struct rk_arrival *a = &in->a[in->n_saved];
-            int64_t v[11] = {(int64_t)in->key.kind,
+            int64_t v[12] = {(int64_t)in->key.kind,
                              (int64_t)in->key.k1,
                              (int64_t)in->key.k2,
                              (int64_t)in->key.k3,
@@ -1687,7 +1701,8 @@ static int rk_save_open(struct ranks *r)
                              (int64_t)in->opened,
                              (int64_t)a->step,
                              (int64_t)a->start,
-                             (int64_t)a->dur};
+                             (int64_t)a->dur,
+                             (int64_t)in->size};
             if ((rc = rk_up_add(&r->ins_open, v)) != 0)
                 return rc;
         }
@@ -1958,7 +1973,7 @@ static int rk_load_open(struct ranks *r)
         r->iq[i] = (struct rk_iq){{0, 0, 0, 0}, first + i};
     rc = sqlite3_prepare_v2(r->db,
                             "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
-                            " dur_ns FROM rk_open ORDER BY opened, arrival",
+                            " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rc;
@@ -1998,6 +2013,8 @@ static int rk_load_open(struct ranks *r)
             (uint64_t)sqlite3_column_int64(st, 8), (uint64_t)sqlite3_column_int64(st, 9)};
         in->procs |= 1ull << (in->a[in->n - 1].process_id & 63);
         in->n_saved = in->n;
+        if ((uint64_t)sqlite3_column_int64(st, 10) > in->size) /* each row: the size then */
+            in->size = (uint64_t)sqlite3_column_int64(st, 10);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : rc;
@@ -2116,17 +2133,25 @@ static int rk_rebuild_entries(struct ranks *r)
 {
     static const char with_ext[] =
         "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid FROM entries e"
-        " LEFT JOIN shapes s ON s.id = e.shape_id LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
-        " ORDER BY e.rowid";
+        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, x.comm_size"
+        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
+        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
+    /* an entry_ext written before ext comm_size has no such column */
+    static const char with_ext_v1[] =
+        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
+        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, NULL"
+        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
+        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
     static const char without[] =
         "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid FROM entries e"
+        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid, NULL FROM entries e"
         " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
+    const char *sql = !rk_has_table(r->db, "entry_ext")                ? without
+                      : rk_has_column(r->db, "entry_ext", "comm_size") ? with_ext
+                                                                       : with_ext_v1;
     sqlite3_stmt *st;
     uint64_t n = 0;
-    int rc = sqlite3_prepare_v2(r->db, rk_has_table(r->db, "entry_ext") ? with_ext : without, -1,
-                                &st, NULL);
+    int rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rc;
@@ -2148,6 +2173,10 @@ static int rk_rebuild_entries(struct ranks *r)
         if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
             x.has |= PROTO_EXT_SEQ;
             x.seq = (uint64_t)sqlite3_column_int64(st, 9);
+        }
+        if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
+            x.has |= PROTO_EXT_COMM_SIZE;
+            x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
         }
         if ((rc = ranks_entry_rc(r, sqlite3_column_int64(st, 0), &e,
                                  (uint32_t)sqlite3_column_int64(st, 3), x.has ? &x : NULL,

@@ -17,13 +17,15 @@
  * `peer`, no send/recv in its name) is one rank's arrival at a collective
  * instance, keyed by its ext `comm` + `seq` when it has both, else by (op,
  * the process's `process_group` metadata, its occurrence count on that
- * process). An instance stays open in memory until every rank of the world
- * arrived, then it is finalized: the last arrival is the latest start, each
- * rank's wait is last - own start capped at its own duration, the skew last -
- * first. Instances are also finalized when more than RANKS_OPEN are open (the
- * oldest first: a rank that never comes), when 4,096 newer ones have opened
- * since, and all of them when the session ends (ranks_finish); those with
- * fewer arrivals than the world count as partial. Finding an instance is a
+ * process). An instance stays open in memory until every rank of its
+ * communicator arrived (ext `comm_size`, the largest its arrivals gave, for
+ * one keyed by comm + seq; else the world), then it is finalized: the last
+ * arrival is the latest start, each rank's wait is last - own start capped at
+ * its own duration, the skew last - first. Instances are also finalized when
+ * more than RANKS_OPEN are open (the oldest first: a rank that never comes),
+ * when 4,096 newer ones have opened since, and all of them when the session
+ * ends (ranks_finish); those with fewer arrivals than they expect count as
+ * partial. Finding an instance is a
  * hash lookup: the cost per entry does not grow with the instances open.
  *
  * Exposed communication: per (process, device), the part of each comm entry

@@ -441,7 +441,8 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
                       : q->state == 2 ? "inexact"
                                       : "absent") ||
            pk_u64(pk, "late_entries", q->late_entries) || pk_str(pk, "collectives_matched_by") ||
-           pk_str(pk, "ext comm+seq, else (op, process_group metadata, occurrence per rank)");
+           pk_str(pk, "ext comm+seq (complete at ext comm_size arrivals, else at world), else "
+                      "(op, process_group metadata, occurrence per rank)");
 }
 
 /* Folds the step rows into the per-rank sums and packs `steps`. */

@@ -829,6 +829,28 @@ static void bind_ext(sqlite3_stmt *st, int i, bool has, int64_t v)
 }
 
 /*
+ * The entry_ext of a file written before the ext key comm_size (a session
+ * reopened mid-session by this daemon) gets the column, NULL in its rows.
+ */
+static int store_ext_comm_size(struct store *s, sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT 1 FROM pragma_table_info('entry_ext') WHERE name = 'comm_size'", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_check(s, db, rc, "prepare");
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW)
+        return 0;
+    if (rc != SQLITE_DONE)
+        return store_check(s, db, rc, "entry_ext columns");
+    return store_exec(s, db, "ALTER TABLE entry_ext ADD COLUMN comm_size INTEGER",
+                      "add entry_ext.comm_size");
+}
+
+/*
  * Stores the ext map of the entry at rowid in the entry_ext side table,
  * creating the table with the session's first ext map: files without ext
  * maps never have it. Unsigned values keep their 64 bits in SQLite's int64.
@@ -841,11 +863,12 @@ static int store_ext_row(struct store *s, struct wsess *w, const struct proto_ex
     int rc;
 
     if (w->ins_ext == NULL) {
-        if (store_exec(s, w->db, schema_entry_ext_sql, "create entry_ext") < 0)
+        if (store_exec(s, w->db, schema_entry_ext_sql, "create entry_ext") < 0 ||
+            store_ext_comm_size(s, w->db) < 0)
             return -EIO;
         rc = sqlite3_prepare_v3(w->db,
                                 "INSERT INTO entry_ext(entry_rowid, stream, peer, tag, comm, seq,"
-                                " checksum) VALUES (?,?,?,?,?,?,?)",
+                                " checksum, comm_size) VALUES (?,?,?,?,?,?,?,?)",
                                 -1, SQLITE_PREPARE_PERSISTENT, &w->ins_ext, NULL);
         if (rc != SQLITE_OK)
             return store_check(s, w->db, rc, "prepare");
@@ -858,6 +881,7 @@ static int store_ext_row(struct store *s, struct wsess *w, const struct proto_ex
     bind_ext(st, 5, x->has & PROTO_EXT_COMM, (int64_t)x->comm);
     bind_ext(st, 6, x->has & PROTO_EXT_SEQ, (int64_t)x->seq);
     bind_ext(st, 7, x->has & PROTO_EXT_CHECKSUM, (int64_t)x->checksum);
+    bind_ext(st, 8, x->has & PROTO_EXT_COMM_SIZE, (int64_t)x->comm_size);
     if ((rc = step_reset(s, w->db, st, "insert entry ext")) < 0) {
         sqlite3_finalize(w->ins_ext);
         w->ins_ext = NULL;

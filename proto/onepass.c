@@ -471,7 +471,7 @@ static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, stru
     int rc;
 
     if ((x->has & bit) == 0 && v->kind == MSGPACK_OBJECT_POSITIVE_INTEGER && bit != PROTO_EXT_TAG &&
-        bit != PROTO_EXT_LAUNCHER) {
+        bit != PROTO_EXT_LAUNCHER && bit != PROTO_EXT_COMM_SIZE) {
         *proto_ext_slot(x, bit) = v->u; /* the common case: no message to format */
         x->has |= bit;
         return 0;
@@ -488,6 +488,11 @@ static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, stru
         if ((rc = val_uint(v, UINT32_MAX, &op, what, err)) < 0)
             return rc;
         x->launcher = (uint32_t)op;
+    } else if (bit == PROTO_EXT_COMM_SIZE) {
+        if ((rc = val_uint(v, PROTO_MAX_COMM_SIZE, &x->comm_size, what, err)) < 0)
+            return rc;
+        if (x->comm_size == 0)
+            return fail(err, PROTO_E_MESSAGE, "%s must be at least 1", what);
     } else if ((rc = val_uint(v, UINT64_MAX, proto_ext_slot(x, bit), what, err)) < 0) {
         return rc;
     }

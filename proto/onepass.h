@@ -59,9 +59,12 @@ struct proto_ext_key {
     const char *key;
     uint32_t bit;
 };
-#define PROTO_N_EXT_KEYS 9
+#define PROTO_N_EXT_KEYS 10
 extern const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS];
-/* Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are handled apart). */
+/*
+ * Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are
+ * handled apart; comm_size is range-checked apart, then goes here).
+ */
 uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit);
 
 #endif

@@ -402,9 +402,16 @@ static int blob_in_shapes(msgpack_packer *pk, msgpack_sbuffer *sb, const msgpack
 }
 
 const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS] = {
-    {"stream", PROTO_EXT_STREAM}, {"peer", PROTO_EXT_PEER},     {"tag", PROTO_EXT_TAG},
-    {"comm", PROTO_EXT_COMM},     {"seq", PROTO_EXT_SEQ},       {"checksum", PROTO_EXT_CHECKSUM},
-    {"id", PROTO_EXT_ID},         {"parent", PROTO_EXT_PARENT}, {"launcher", PROTO_EXT_LAUNCHER},
+    {"stream", PROTO_EXT_STREAM},
+    {"peer", PROTO_EXT_PEER},
+    {"tag", PROTO_EXT_TAG},
+    {"comm", PROTO_EXT_COMM},
+    {"seq", PROTO_EXT_SEQ},
+    {"checksum", PROTO_EXT_CHECKSUM},
+    {"id", PROTO_EXT_ID},
+    {"parent", PROTO_EXT_PARENT},
+    {"launcher", PROTO_EXT_LAUNCHER},
+    {"comm_size", PROTO_EXT_COMM_SIZE},
 };
 
 uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit)
@@ -422,6 +429,8 @@ uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit)
         return &x->id;
     case PROTO_EXT_PARENT:
         return &x->parent;
+    case PROTO_EXT_COMM_SIZE:
+        return &x->comm_size;
     default:
         return &x->checksum;
     }
@@ -447,6 +456,11 @@ static int decode_ext_value(const msgpack_object *v, uint32_t bit, const char *k
         if ((rc = get_uint(v, UINT32_MAX, &op, what, err)) < 0)
             return rc;
         x->launcher = (uint32_t)op;
+    } else if (bit == PROTO_EXT_COMM_SIZE) {
+        if ((rc = get_uint(v, PROTO_MAX_COMM_SIZE, &x->comm_size, what, err)) < 0)
+            return rc;
+        if (x->comm_size == 0)
+            return fail(err, PROTO_E_MESSAGE, "%s must be at least 1", what);
     } else if ((rc = get_uint(v, UINT64_MAX, proto_ext_slot(x, bit), what, err)) < 0) {
         return rc;
     }

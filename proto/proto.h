@@ -136,13 +136,17 @@ struct proto_opdef {
 #define PROTO_EXT_ID       (1u << 6) /* this entry's id in its process, for children's parent */
 #define PROTO_EXT_PARENT   (1u << 7) /* the id of the entry this one is nested in */
 #define PROTO_EXT_LAUNCHER (1u << 8) /* op id of the CPU op that launched it (a kernel) */
+/* The ranks of the communicator (proto/PROTOCOL.md Part 3, "ext key comm_size"). */
+#define PROTO_EXT_COMM_SIZE (1u << 9) /* 1 .. PROTO_MAX_COMM_SIZE */
+#define PROTO_MAX_COMM_SIZE INT32_MAX /* as hello's world */
 
 struct proto_ext {
     uint32_t has; /* PROTO_EXT_* bits; 0: no ext (absent, nil or an empty map) */
     int64_t tag;
     uint64_t stream, peer, comm, seq, checksum;
     uint64_t id, parent;
-    uint32_t launcher; /* an op id: the connection's on the wire, the session's once stored */
+    uint64_t comm_size; /* 1 .. PROTO_MAX_COMM_SIZE */
+    uint32_t launcher;  /* an op id: the connection's on the wire, the session's once stored */
 };
 
 /*

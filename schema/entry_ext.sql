@@ -12,5 +12,7 @@ CREATE TABLE IF NOT EXISTS entry_ext (
     tag         INTEGER,               -- MPI tag (may be negative)
     comm        INTEGER,               -- communicator / process-group id
     seq         INTEGER,               -- per-communicator collective sequence number
-    checksum    INTEGER                -- 64-bit checksum of the op's output
+    checksum    INTEGER,               -- 64-bit checksum of the op's output
+    comm_size   INTEGER                -- ranks in the communicator (files before it: added by
+                                       -- the writer that reopens one, else absent)
 );

@@ -61,7 +61,7 @@ CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the 
     op_id       INTEGER NOT NULL,
     step        INTEGER NOT NULL,
     instances   INTEGER NOT NULL,
-    partial     INTEGER NOT NULL,         -- instances some rank of the world never reached
+    partial     INTEGER NOT NULL,         -- instances some rank of their communicator never reached
     skew_ns     INTEGER NOT NULL,         -- sum of (last arrival - first arrival)
     skew_max_ns INTEGER NOT NULL,
     PRIMARY KEY (op_id, step)
@@ -91,6 +91,8 @@ CREATE TABLE IF NOT EXISTS rk_open (      -- arrivals at the collective instance
     step        INTEGER NOT NULL,
     start_ns    INTEGER NOT NULL,
     dur_ns      INTEGER NOT NULL,
+    comm_size   INTEGER,                  -- the instance's expected arrivals when saved (ext
+                                          -- comm_size), 0 the world; files before: added NULL
     PRIMARY KEY (kind, k1, k2, k3, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_occ (       -- collectives matched by occurrence: count so far

@@ -102,16 +102,17 @@ struct rec {
  * elements (UINT64_MAX: nil), stream, peer, comm; of the second seq,
  * checksum, tag (as two's complement) and the TC_EXT_* bits given. Two
  * slots, not one 64-byte struct: the second may wrap to the ring's start.
- * An entry with links (TC_EXT_ID or TC_EXT_PARENT) has a third slot: id,
- * parent (rec_ext_slots).
+ * An entry with links (TC_EXT_ID or TC_EXT_PARENT) or a communicator size
+ * (TC_EXT_COMM_SIZE) has a third slot: id, parent, comm_size (rec_ext_slots).
  */
 struct rec_ext {
     uint64_t w[4];
 };
 
 #define REC_EXT      0x8000u
-#define TC_EXT_KNOWN 0xffu                       /* the TC_EXT_* bits this library packs */
-#define TC_EXT_LINKS (TC_EXT_ID | TC_EXT_PARENT) /* need the third ext slot */
+#define TC_EXT_KNOWN 0x1ffu                            /* the TC_EXT_* bits this library packs */
+#define TC_EXT_LINKS (TC_EXT_ID | TC_EXT_PARENT)       /* links */
+#define TC_EXT_THIRD (TC_EXT_LINKS | TC_EXT_COMM_SIZE) /* need the third ext slot */
 _Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
 
 struct pending {
@@ -643,17 +644,17 @@ static char *put_key(char *p, const char *k)
     return p + n;
 }
 
-/* How many ext slots follow the REC_EXT record at ring index i: 2, or 3 with links. */
+/* How many ext slots follow the REC_EXT record at ring index i: 2, or 3 with a third. */
 static unsigned rec_ext_slots(const struct ring *ring, uint64_t i)
 {
     const struct rec_ext *x1 =
         (const struct rec_ext *)(const void *)&ring->buf[(i + 2) & ring->mask];
 
-    return (x1->w[3] & TC_EXT_LINKS) ? 3 : 2;
+    return (x1->w[3] & TC_EXT_THIRD) ? 3 : 2;
 }
 
-/* The links of an entry's ext map (id, parent), from its third ext slot. */
-static char *put_links(char *p, const struct ring *ring, uint64_t i, uint32_t has)
+/* The links of an entry's ext map (id, parent) and comm_size, from its third ext slot. */
+static char *put_third(char *p, const struct ring *ring, uint64_t i, uint32_t has)
 {
     const struct rec_ext *x2 =
         (const struct rec_ext *)(const void *)&ring->buf[(i + 3) & ring->mask];
@@ -665,6 +666,10 @@ static char *put_links(char *p, const struct ring *ring, uint64_t i, uint32_t ha
     if (has & TC_EXT_PARENT) {
         p = put_key(p, "parent");
         p = put_uint(p, x2->w[1]);
+    }
+    if (has & TC_EXT_COMM_SIZE) {
+        p = put_key(p, "comm_size");
+        p = put_uint(p, x2->w[2]);
     }
     return p;
 }
@@ -724,8 +729,8 @@ static void pack_rec_ext(tc_client *c, msgpack_packer *pk, const struct rec *r,
         p = put_key(p, "tag");
         p = put_int(p, (int64_t)x1->w[2]);
     }
-    if (has & TC_EXT_LINKS)
-        p = put_links(p, ring, i, has);
+    if (has & TC_EXT_THIRD)
+        p = put_third(p, ring, i, has);
     msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
 }
 
@@ -1985,7 +1990,7 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
                        const tc_ext *x)
 {
     uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed), head, marks;
-    unsigned slots = x != NULL && (x->has & TC_EXT_LINKS) ? 4 : 3;
+    unsigned slots = x != NULL && (x->has & TC_EXT_THIRD) ? 4 : 3;
     struct rec_ext *x0, *x1;
     struct rec *rec;
 
@@ -2021,8 +2026,9 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
     x1->w[3] = x != NULL ? (x->has & TC_EXT_KNOWN) : 0;
     if (slots == 4) {
         struct rec_ext *x2 = (struct rec_ext *)(void *)&r->buf[(head + 3) & r->mask];
-        x2->w[0] = x->id;
-        x2->w[1] = x->parent;
+        x2->w[0] = (x->has & TC_EXT_ID) ? x->id : 0;
+        x2->w[1] = (x->has & TC_EXT_PARENT) ? x->parent : 0;
+        x2->w[2] = (x->has & TC_EXT_COMM_SIZE) ? x->comm_size : 0;
     }
     /* tc_recorded counts head minus marks: the step marker and the ext slots are not
      * entries. */
@@ -2047,8 +2053,10 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
-    if (elements > INT64_MAX && elements != TC_ELEMENTS_NONE) {
-        /* The daemon refuses it (PROTOCOL.md Part 2) and would close the connection. */
+    if ((elements > INT64_MAX && elements != TC_ELEMENTS_NONE) ||
+        (ext != NULL && (ext->has & TC_EXT_COMM_SIZE) &&
+         (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
+        /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
         atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
         return;

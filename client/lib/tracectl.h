@@ -232,20 +232,34 @@ static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint6
  * fields an entry may carry beyond v1's. `has` says which are given; the
  * others are not sent.
  */
-#define TC_EXT_STREAM   (1u << 0) /* the producer's track within (process, device) */
-#define TC_EXT_PEER     (1u << 1) /* peer rank of a point-to-point call */
-#define TC_EXT_TAG      (1u << 2) /* MPI tag (may be negative) */
-#define TC_EXT_COMM     (1u << 3) /* communicator / process-group id, unique within the job */
-#define TC_EXT_SEQ      (1u << 4) /* per-communicator collective sequence number */
-#define TC_EXT_CHECKSUM (1u << 5) /* 64-bit checksum of the op's output */
-#define TC_EXT_ID       (1u << 6) /* this entry's id, unique within the process (tc_region_id) */
-#define TC_EXT_PARENT   (1u << 7) /* the id of the entry this one is nested in */
+#define TC_EXT_STREAM    (1u << 0) /* the producer's track within (process, device) */
+#define TC_EXT_PEER      (1u << 1) /* peer rank of a point-to-point call */
+#define TC_EXT_TAG       (1u << 2) /* MPI tag (may be negative) */
+#define TC_EXT_COMM      (1u << 3) /* communicator / process-group id, unique within the job */
+#define TC_EXT_SEQ       (1u << 4) /* per-communicator collective sequence number */
+#define TC_EXT_CHECKSUM  (1u << 5) /* 64-bit checksum of the op's output */
+#define TC_EXT_ID        (1u << 6) /* this entry's id, unique within the process (tc_region_id) */
+#define TC_EXT_PARENT    (1u << 7) /* the id of the entry this one is nested in */
+#define TC_EXT_COMM_SIZE (1u << 8) /* ranks in the communicator (comm), 1 .. 2^31 - 1 */
 
+/*
+ * Fields are only ever added at the end, each with its bit, and the library
+ * reads a field only when its bit is set: a program built against an older
+ * header (a shorter struct, never that bit) works with a newer library.
+ */
 typedef struct tc_ext {
     uint32_t has; /* TC_EXT_* bits */
     uint64_t stream, peer, comm, seq, checksum;
     int64_t tag;
     uint64_t id, parent; /* read only with TC_EXT_ID / TC_EXT_PARENT */
+    /*
+     * The number of ranks in the communicator `comm` (TC_EXT_COMM_SIZE): the
+     * daemon then counts a collective matched by comm + seq complete once
+     * that many ranks arrived, not the whole job's world (a sub-communicator,
+     * a process subgroup). Read only with TC_EXT_COMM_SIZE; outside 1 ..
+     * 2^31 - 1 the entry is dropped and counted (the daemon would refuse it).
+     */
+    uint64_t comm_size;
 } tc_ext;
 
 /* elements argument of tc_record_ext(): none given (the daemon takes out's product). */

@@ -17,7 +17,10 @@
  * how many communicators of those members this process registered before it
  * (MPI_COMM_WORLD is 0). MPI makes ranks create communicators, and call
  * collectives on each, in the same order, so the k-th collective on a
- * communicator has sequence number k on every member. The table is a fixed
+ * communicator has sequence number k on every member. A collective also
+ * carries the communicator's size (comm_size: both groups of an
+ * intercommunicator), so that the daemon counts an instance on a
+ * sub-communicator complete once its members arrived. The table is a fixed
  * open-addressing array keyed by the handle's bits: lookups are lock-free
  * atomic loads; registration (first use: a few local PMPI calls and one
  * malloc) and MPI_Comm_free take a mutex.
@@ -349,8 +352,10 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
     tc_ext x = {0};
 
     if (k != NULL) {
-        x.has = TC_EXT_COMM | TC_EXT_SEQ;
+        x.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE;
         x.comm = k->id;
+        /* every member arrives: both groups of an intercommunicator */
+        x.comm_size = (uint64_t)(k->inter ? k->size + k->peers : k->size);
         /* No read-modify-write: MPI makes the caller order collectives on one communicator
          * across threads, so no two threads are here for the same k at once. */
         x.seq = atomic_load_explicit(&k->seq, memory_order_relaxed);

@@ -10,7 +10,9 @@
  *   made, counted by a run under mpi_callcount (a PMPI counter of its own);
  * - mpi_threads: 4 threads per rank under MPI_THREAD_MULTIPLE, each on its own
  *   communicator;
- * - an mpi4py program under LD_PRELOAD.
+ * - an mpi4py program under LD_PRELOAD;
+ * - mpi_halves: two halves from MPI_Comm_split, one rank late in its half:
+ *   every collective instance complete at its communicator's size.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
  * when mpirun returns was ended by its world's byes, not by the linger.
@@ -566,6 +568,152 @@ Test(mpi, mpi4py_under_preload)
     }
     cr_assert_eq(seq_mismatches(db), 0);
     sqlite3_close(db);
+}
+
+/* ---- two halves from MPI_Comm_split, rank 3 late in its half (issue 14) --------- */
+
+#define HALF_ROUNDS 4 /* mpi_halves.c's ROUNDS */
+#define MAX_ARR     64
+
+struct arrival {
+    int rank;
+    long long comm, seq, size, start, dur;
+    char op[32];
+};
+
+/* The report's analysis map on session id; the reply stays in *r (deinit it). */
+static const msgpack_object *mpi_analysis(long long id, struct proto_reader *r)
+{
+    struct proto_request req;
+    const msgpack_object *o;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    req.analysis.on = true;
+    o = raw_control(d.sock, PROTO_REPORT, &req, r, &fd);
+    close(fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
+    return &o->via.array.ptr[1];
+}
+
+static const msgpack_object *mpi_row(const msgpack_object *list, const char *key, const char *s,
+                                     long long v)
+{
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *x = obj_get(&list->via.array.ptr[i], key);
+        if (x != NULL &&
+            (s != NULL ? obj_str_eq(x, s)
+                       : x->type == MSGPACK_OBJECT_POSITIVE_INTEGER && x->via.u64 == (uint64_t)v))
+            return &list->via.array.ptr[i];
+    }
+    cr_assert_fail("no row with %s = %s %lld", key, s ? s : "", v);
+    return NULL;
+}
+
+/*
+ * Four ranks split into {0, 1} and {2, 3}, each half running 4 MPI_Allreduce
+ * (comm_size 2), rank 3 sleeping before each, then an MPI_Barrier on the
+ * world (comm_size 4). Each collective instance is complete: none is
+ * partial, and the waits, last arrivals, skews and late rank are those the
+ * entries the session stored give by PROTOCOL.md Part 3's definitions,
+ * worked out here. Without comm_size the halves' 8 instances were partial.
+ */
+Test(mpi, comm_split_halves_are_complete_with_their_late_rank)
+{
+    static struct arrival a[MAX_ARR];
+    long long waited[4] = {0}, last[4] = {0}, caused[4] = {0}, ar_waited = 0, ar_skew_max = 0;
+    long long span_sum = 0, top = 0;
+    size_t n = 0;
+    struct proto_reader r;
+    const msgpack_object *rep, *row, *late;
+    sqlite3_stmt *st;
+    long long id;
+    sqlite3 *db;
+
+    free(sh("'%s' --oversubscribe -np 4 '%s'", MPIEXEC_BIN, MPI_HALVES_BIN));
+    id = the_session(4);
+    db = open_session(id);
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT t.rank, x.comm, x.seq, x.comm_size, t.start_ns,"
+                                    " t.dur_ns, t.op FROM " TX " WHERE x.seq IS NOT NULL"
+                                    " ORDER BY x.comm, x.seq, t.id",
+                                    -1, &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        cr_assert_lt(n, MAX_ARR);
+        a[n] = (struct arrival){sqlite3_column_int(st, 0),
+                                sqlite3_column_int64(st, 1),
+                                sqlite3_column_int64(st, 2),
+                                sqlite3_column_int64(st, 3),
+                                sqlite3_column_int64(st, 4),
+                                sqlite3_column_int64(st, 5),
+                                ""};
+        snprintf(a[n].op, sizeof(a[n].op), "%s", (const char *)sqlite3_column_text(st, 6));
+        n++;
+    }
+    sqlite3_finalize(st);
+    cr_assert_eq(n, 4 * HALF_ROUNDS + 4, "every rank's allreduces and the barrier");
+    /* one instance per run of equal (comm, seq) */
+    for (size_t i = 0, j; i < n; i = j) {
+        long long first = a[i].start, lst = a[i].start;
+        int lr = a[i].rank;
+        bool allreduce = strcmp(a[i].op, "MPI_Allreduce") == 0;
+
+        for (j = i; j < n && a[j].comm == a[i].comm && a[j].seq == a[i].seq; j++) {
+            cr_assert_eq(a[j].size, allreduce ? 2 : 4, "rank %d %s comm_size", a[j].rank, a[j].op);
+            first = a[j].start < first ? a[j].start : first;
+            if (a[j].start > lst)
+                lst = a[j].start, lr = a[j].rank;
+        }
+        cr_assert_eq(j - i, allreduce ? 2 : 4, "arrivals at (%lld, %lld)", a[i].comm, a[i].seq);
+        if (allreduce && (a[i].rank == 2 || a[i].rank == 3))
+            cr_assert_eq(lr, 3, "rank 3 slept before each of its half's allreduces");
+        last[lr]++;
+        caused[lr] += lst - first;
+        for (size_t k = i; k < j; k++) {
+            long long w = lst - a[k].start < a[k].dur ? lst - a[k].start : a[k].dur;
+            waited[a[k].rank] += w;
+            if (allreduce)
+                ar_waited += w;
+        }
+        if (allreduce && lst - first > ar_skew_max)
+            ar_skew_max = lst - first;
+    }
+    for (int k = 0; k < 4; k++) {
+        span_sum +=
+            q(db, "SELECT max(start_ns + dur_ns) - min(start_ns) FROM trace WHERE rank = %d", k);
+        if (caused[k] > caused[top])
+            top = k;
+    }
+    sqlite3_close(db);
+
+    rep = mpi_analysis(id, &r);
+    row = mpi_row(obj_get(rep, "collectives"), "op", "MPI_Allreduce", 0);
+    cr_expect_eq(obj_u64(obj_get(row, "instances")), 2 * HALF_ROUNDS);
+    cr_expect_eq(obj_u64(obj_get(row, "partial")), 0);
+    cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), (uint64_t)ar_waited);
+    cr_expect_eq(obj_u64(obj_get(row, "skew_max_ns")), (uint64_t)ar_skew_max);
+    row = mpi_row(obj_get(rep, "collectives"), "op", "MPI_Barrier", 0);
+    cr_expect_eq(obj_u64(obj_get(row, "instances")), 1);
+    cr_expect_eq(obj_u64(obj_get(row, "partial")), 0);
+    for (int k = 0; k < 4; k++) {
+        row = mpi_row(obj_get(rep, "ranks"), "rank", NULL, k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), HALF_ROUNDS + 1, "rank %d", k);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), (uint64_t)waited[k], "rank %d", k);
+        cr_expect_eq(obj_u64(obj_get(row, "arrived_last")), (uint64_t)last[k], "rank %d", k);
+        cr_expect_eq(obj_u64(obj_get(row, "caused_ns")), (uint64_t)caused[k], "rank %d", k);
+    }
+    /* one step (the interposer counts none): its late rank, by the 10 % rule */
+    cr_assert_eq(obj_get(rep, "steps")->via.array.size, 1);
+    late = obj_get(&obj_get(rep, "steps")->via.array.ptr[0], "late_rank");
+    if ((double)caused[top] >= 0.10 * (double)(span_sum / 4))
+        cr_expect(late->type == MSGPACK_OBJECT_POSITIVE_INTEGER && late->via.u64 == (uint64_t)top,
+                  "late rank: want %lld", top);
+    else
+        cr_expect(late->type == MSGPACK_OBJECT_NIL, "no late rank");
+    cr_expect_eq(obj_get(obj_get(rep, "completeness"), "missing_ranks")->via.array.size, 0);
+    proto_reader_deinit(&r);
 }
 
 #else

@@ -31,15 +31,19 @@ struct ent {
     uint64_t start, dur;
     bool ext; /* send comm + seq */
     uint64_t comm, seq;
-    int inst;          /* the collective instance it belongs to, NO_INST: none */
-    const char *dev;   /* NULL: the producer's device (gpu:RANK) */
-    uint64_t elements; /* 0: none given */
+    int inst;           /* the collective instance it belongs to, NO_INST: none */
+    const char *dev;    /* NULL: the producer's device (gpu:RANK) */
+    uint64_t elements;  /* 0: none given */
+    uint64_t comm_size; /* with ext: sent as ext comm_size when not 0 */
 };
 
 static struct ent script[MAXE];
 static size_t n_script;
 static bool flush_each; /* the producers flush after each entry: a commit between any two */
 static struct tdaemon d;
+/* When open, each producer flushes, writes a byte to pause_ready and waits for one from
+ * pause_go before it closes: the parent reports on the live session meanwhile. */
+static int pause_ready[2] = {-1, -1}, pause_go[2] = {-1, -1};
 
 static void fini(void)
 {
@@ -56,7 +60,7 @@ static struct ent *add(int rank, uint64_t step, const char *op, const char *cat,
     struct ent *e = &script[n_script++];
 
     cr_assert_lt(n_script, MAXE);
-    *e = (struct ent){rank, step, op, cat, start, dur, false, 0, 0, NO_INST, NULL, 0};
+    *e = (struct ent){rank, step, op, cat, start, dur, false, 0, 0, NO_INST, NULL, 0, 0};
     return e;
 }
 
@@ -74,6 +78,10 @@ static void child(const char *session, int rank, int world)
     int err = 0;
 
     snprintf(dev, sizeof(dev), "gpu:%d", rank);
+    if (pause_ready[1] >= 0) { /* only the parent keeps these ends: its exit ends the wait */
+        close(pause_ready[0]);
+        close(pause_go[1]);
+    }
     tc_options_init(&o);
     o.socket_path = d.sock;
     o.session = session;
@@ -105,7 +113,10 @@ static void child(const char *session, int rank, int world)
             tc_record_ext(c, ids[k], e->start, e->dur, 0,
                           e->elements ? e->elements : TC_ELEMENTS_NONE, NULL, NULL, 0, e->dev, &x);
         } else if (e->ext) {
-            tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ, .comm = e->comm, .seq = e->seq};
+            tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | (e->comm_size ? TC_EXT_COMM_SIZE : 0),
+                        .comm = e->comm,
+                        .seq = e->seq,
+                        .comm_size = e->comm_size};
             tc_record_ext(c, ids[k], e->start, e->dur, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
                           &x);
         } else {
@@ -114,29 +125,72 @@ static void child(const char *session, int rank, int world)
         if (flush_each && tc_flush(c, -1) != 0)
             _exit(4);
     }
+    if (pause_ready[1] >= 0) {
+        char b = 0;
+        if (tc_flush(c, -1) != 0 || write(pause_ready[1], &b, 1) != 1 ||
+            read(pause_go[0], &b, 1) != 1)
+            _exit(4);
+    }
     _exit(tc_close(c) == 0 ? 0 : 3);
 }
 
-/* Runs one producer process per rank 0..ranks-1 and waits for the session to end. */
-static long long run_producers(const char *session, int ranks, int world)
+static long long session_id(const char *session);
+
+/*
+ * Runs one producer process per rank 0..ranks-1 and waits for the session to
+ * end; with live (not NULL), calls it on the live session once every producer
+ * stored all its entries, before they close.
+ */
+static long long run_producers_live(const char *session, int ranks, int world,
+                                    void (*live)(long long id))
 {
     pid_t pids[MAXR];
-    struct proto_reader r;
-    const msgpack_object *o;
-    long long id = -1;
-    int fd;
+    long long id;
 
+    if (live != NULL)
+        cr_assert(pipe(pause_ready) == 0 && pipe(pause_go) == 0);
     for (int k = 0; k < ranks; k++) {
         pids[k] = fork();
         cr_assert_geq(pids[k], 0);
         if (pids[k] == 0)
             child(session, k, world);
     }
+    if (live != NULL) {
+        char b[MAXR] = {0};
+        for (int k = 0; k < ranks; k++)
+            cr_assert_eq(read(pause_ready[0], b, 1), 1, "a producer failed before pausing");
+        live(session_id(session));
+        cr_assert_eq(write(pause_go[1], b, (size_t)ranks), ranks);
+    }
     for (int k = 0; k < ranks; k++) {
         int st;
         cr_assert_eq(waitpid(pids[k], &st, 0), pids[k]);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer %d failed", k);
     }
+    if (live != NULL) {
+        for (int i = 0; i < 2; i++) {
+            close(pause_ready[i]), close(pause_go[i]);
+            pause_ready[i] = pause_go[i] = -1;
+        }
+    }
+    id = session_id(session);
+    raw_wait_state(d.sock, id, "ended", 30);
+    return id;
+}
+
+static long long run_producers(const char *session, int ranks, int world)
+{
+    return run_producers_live(session, ranks, world, NULL);
+}
+
+/* The id of the session named session. */
+static long long session_id(const char *session)
+{
+    struct proto_reader r;
+    const msgpack_object *o;
+    long long id = -1;
+    int fd;
+
     o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
     for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
         const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
@@ -146,7 +200,6 @@ static long long run_producers(const char *session, int ranks, int world)
     proto_reader_deinit(&r);
     close(fd);
     cr_assert_geq(id, 0, "no session %s", session);
-    raw_wait_state(d.sock, id, "ended", 30);
     return id;
 }
 
@@ -685,6 +738,156 @@ Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
         cr_expect_eq(obj_get(rep, "steps")->via.array.size, 2);
         proto_reader_deinit(&r);
     }
+}
+
+/* ---- sub-communicators: each half of the ranks has its own collectives (issue 14) ------ */
+
+#define SUB_STEPS 4
+#define SUB_DELAY 2000000ull /* rank 3 arrives 2 ms late at its half's allreduce in steps 1-3 */
+
+/*
+ * Four ranks, a world of 4. Per step: ranks {0, 1} allreduce on comm 11 and
+ * {2, 3} on comm 22 (comm_size 2; rank 3 late in steps 1-3), then all four
+ * all_gather on comm 1 (comm_size 4 in odd steps, none in even ones: the
+ * world's count either way), rank 0 last there by 1.5 µs.
+ */
+static void subcomm_script(void)
+{
+    int inst = 0;
+
+    n_script = 0;
+    for (uint64_t s = 0; s < SUB_STEPS; s++) {
+        uint64_t base = T0 + s * 10000000, last[2] = {0, 0}, wlast = 0, a[4], w[4];
+        for (int r = 0; r < 4; r++) {
+            a[r] = base + 1000000 + (uint64_t)r * 1000 + (r == 3 && s >= 1 ? SUB_DELAY : 0);
+            w[r] = base + 5000000 + (uint64_t)(3 - r) * 500;
+            last[r / 2] = a[r] > last[r / 2] ? a[r] : last[r / 2];
+            wlast = w[r] > wlast ? w[r] : wlast;
+        }
+        for (int r = 0; r < 4; r++) {
+            struct ent *e;
+            add(r, s, "matmul", NULL, base, 500000 + (uint64_t)r * 10000);
+            e = add(r, s, "allreduce", "comm", a[r], last[r / 2] + 100000 - a[r]);
+            e->ext = true, e->comm = r < 2 ? 11 : 22, e->seq = s, e->comm_size = 2;
+            e->inst = inst + r / 2;
+            e = add(r, s, "all_gather", "comm", w[r], wlast + 100000 - w[r]);
+            e->ext = true, e->comm = 1, e->seq = s, e->comm_size = s % 2 ? 4 : 0;
+            e->inst = inst + 2;
+        }
+        inst += 3;
+    }
+}
+
+/* Every collective figure of the report on session id against the script's (live or ended). */
+static void check_subcomm(long long id)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *coll, *ranks, *steps;
+    struct expect ex[4];
+
+    expect_all(4, ex);
+    rep = analysis(id, NULL, &r);
+    coll = obj_get(rep, "collectives");
+    /* expectations, not assertions: on the live session the producers wait for the parent */
+    cr_expect_eq(coll->via.array.size, 2, "collectives: %u ops", coll->via.array.size);
+    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+        const msgpack_object *row = &coll->via.array.ptr[i];
+        uint64_t n = 0, skew = 0, skew_max = 0, lastn[4] = {0}, waited = 0;
+        int top = 0;
+
+        for (int k = 0; k < n_inst; k++) {
+            if (!obj_str_eq(obj_get(row, "op"), insts[k].op))
+                continue;
+            n++;
+            skew += insts[k].last - insts[k].first;
+            if (insts[k].last - insts[k].first > skew_max)
+                skew_max = insts[k].last - insts[k].first;
+            lastn[insts[k].last_rank]++;
+        }
+        for (size_t k = 0; k < n_script; k++)
+            if (obj_str_eq(obj_get(row, "op"), script[k].op)) {
+                uint64_t wt = insts[script[k].inst].last - script[k].start;
+                waited += wt < script[k].dur ? wt : script[k].dur;
+            }
+        for (int k = 1; k < 4; k++)
+            if (lastn[k] > lastn[top])
+                top = k;
+        cr_expect_eq(n, obj_str_eq(obj_get(row, "op"), "allreduce") ? 2 * SUB_STEPS : SUB_STEPS);
+        cr_expect_eq(obj_u64(obj_get(row, "instances")), n, "instances");
+        cr_expect_eq(obj_u64(obj_get(row, "partial")), 0, "partial");
+        cr_expect_eq(obj_u64(obj_get(row, "skew_mean_ns")), skew / n);
+        cr_expect_eq(obj_u64(obj_get(row, "skew_max_ns")), skew_max);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), waited);
+        cr_expect_eq(obj_u64(obj_get(row, "last_rank")), (uint64_t)top);
+        cr_expect_eq(obj_u64(obj_get(row, "last_rank_count")), lastn[top]);
+    }
+    ranks = obj_get(rep, "ranks");
+    cr_expect_eq(ranks->via.array.size, 4);
+    for (int k = 0; k < 4 && ranks->via.array.size == 4; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "collectives")), ex[k].coll, "rank %d coll", k);
+        cr_expect_eq(ex[k].coll, 2 * SUB_STEPS);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), ex[k].waited, "rank %d waited", k);
+        cr_expect_eq(obj_u64(obj_get(row, "arrived_last")), ex[k].last, "rank %d last", k);
+        cr_expect_eq(obj_u64(obj_get(row, "caused_ns")), ex[k].caused, "rank %d caused", k);
+        cr_expect_eq(obj_u64(obj_get(row, "late_steps")), k == 3 ? SUB_STEPS - 1 : 0,
+                     "rank %d late steps", k);
+    }
+    steps = obj_get(rep, "steps");
+    cr_expect_eq(steps->via.array.size, SUB_STEPS);
+    for (uint64_t s = 0; s < SUB_STEPS && steps->via.array.size == SUB_STEPS; s++) {
+        const msgpack_object *row = row_of(steps, "step", s), *late;
+        uint64_t sum = 0, caused[4] = {0}, waited = 0;
+        int top = 0;
+
+        for (int k = 0; k < 4; k++)
+            sum += span(k, s);
+        for (int i = 0; i < n_inst; i++)
+            if (insts[i].step == s)
+                caused[insts[i].last_rank] += insts[i].last - insts[i].first;
+        for (size_t i = 0; i < n_script; i++)
+            if (script[i].inst != NO_INST && script[i].step == s) {
+                uint64_t wt = insts[script[i].inst].last - script[i].start;
+                waited += wt < script[i].dur ? wt : script[i].dur;
+            }
+        for (int k = 1; k < 4; k++)
+            if (caused[k] > caused[top])
+                top = k;
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), waited, "step %llu waited",
+                     (unsigned long long)s);
+        late = obj_get(row, "late_rank");
+        if ((double)caused[top] >= 0.10 * (double)(sum / 4)) {
+            cr_expect_eq(top, 3);
+            cr_expect(late->type == MSGPACK_OBJECT_POSITIVE_INTEGER && late->via.u64 == 3,
+                      "step %llu: rank 3 is not named late", (unsigned long long)s);
+        } else {
+            cr_expect_eq(s, 0);
+            cr_expect(late->type == MSGPACK_OBJECT_NIL, "step %llu: a late rank is named",
+                      (unsigned long long)s);
+        }
+    }
+    {
+        const msgpack_object *comp = obj_get(rep, "completeness"), *v = obj_get(rep, "verdict");
+        cr_expect_eq(obj_u64(obj_get(comp, "world")), 4);
+        cr_expect_eq(obj_get(comp, "missing_ranks")->via.array.size, 0);
+        cr_expect(v != NULL && v->type == MSGPACK_OBJECT_STR &&
+                      memmem(v->via.str.ptr, v->via.str.size, "rank 3 ×3", strlen("rank 3 ×3")),
+                  "verdict: %.*s", (int)v->via.str.size, v->via.str.ptr);
+    }
+    proto_reader_deinit(&r);
+}
+
+/*
+ * Collectives on a sub-communicator (ext comm_size 2 of a world of 4) are
+ * complete when their two ranks arrived: while the session is live (before
+ * it, they stayed open until the session ended and were missing from the
+ * figures) and once it ended (before: partial).
+ */
+Test(ranks, sub_communicator_collectives_complete_at_comm_size)
+{
+    harness_daemon_start(&d, NULL);
+    subcomm_script();
+    check_subcomm(run_producers_live("halves", 4, 4, check_subcomm));
 }
 
 /* ---- classification, classify, filters, completeness -------------------------------- */
@@ -1542,4 +1745,55 @@ Test(ranks, a_repeated_comm_seq_is_one_arrival_also_after_a_reopen)
     proto_reader_deinit(&r);
     for (int k = 0; k < 5; k++)
         close(ofd[k]);
+}
+
+/*
+ * classify rebuilds the sub-communicator instances from the stored comm_size
+ * exactly as the writer built them; a file whose entry_ext has no comm_size
+ * column (written before the key) still exports and classifies, its halves'
+ * instances then expecting the world (partial), as before the key.
+ */
+Test(ranks, sub_communicator_rebuild_and_files_without_comm_size)
+{
+    msgpack_sbuffer live, rebuilt;
+    struct proto_reader r;
+    const msgpack_object *rep, *coll;
+    char ids[32], path[PATH_MAX + 64], *out = NULL;
+    long long id;
+    sqlite3 *db;
+
+    harness_daemon_start(&d, NULL);
+    subcomm_script();
+    id = run_producers("halves2", 4, 4);
+    snprintf(ids, sizeof(ids), "%lld", id);
+    analysis_bytes(id, &live);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    analysis_bytes(id, &rebuilt);
+    cr_expect(live.size == rebuilt.size && memcmp(live.data, rebuilt.data, live.size) == 0,
+              "the sections rebuilt from the entries differ from the writer's");
+    msgpack_sbuffer_destroy(&live);
+    msgpack_sbuffer_destroy(&rebuilt);
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(sqlite3_exec(db, "ALTER TABLE entry_ext DROP COLUMN comm_size", NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_close(db);
+    cr_assert_eq(run_cli(&out, "export", ids, "--format", "csv", NULL), 0, "%s", out);
+    cr_expect(strstr(out, "allreduce") != NULL);
+    free(out);
+    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
+    free(out);
+    rep = analysis(id, NULL, &r);
+    coll = obj_get(rep, "collectives");
+    for (uint32_t i = 0; i < coll->via.array.size; i++) {
+        const msgpack_object *row = &coll->via.array.ptr[i];
+        bool halves = obj_str_eq(obj_get(row, "op"), "allreduce");
+        cr_expect_eq(obj_u64(obj_get(row, "instances")), halves ? 2 * SUB_STEPS : SUB_STEPS);
+        cr_expect_eq(obj_u64(obj_get(row, "partial")), halves ? 2 * SUB_STEPS : 0);
+    }
+    cr_expect_eq(coll->via.array.size, 2);
+    proto_reader_deinit(&r);
 }

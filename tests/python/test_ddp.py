@@ -243,12 +243,15 @@ class Ddp(unittest.TestCase):
         self.assertEqual(rows, want)
 
     def test_subgroups_are_matched_by_communicator(self):
-        """Ranks {0, 1} and {2, 3} all_reduce on their own subgroup three times, then all of
-        them on the world once, then 0 sends to 1. By (comm, seq) that is 3 + 3 instances of
-        two arrivals (partial: the world is 4) and one of four; matched by (op, occurrence)
-        the subgroups' calls would merge into 3 instances of four."""
+        """Ranks {0, 1} and {2, 3} all_reduce on their own subgroup three times (rank 3 sleeps
+        50 ms before each: it arrives last), then all of them on the world once, then 0 sends
+        to 1. By (comm, seq) that is 3 + 3 instances of two arrivals and one of four, each
+        complete (its comm_size: 2, 2 and 4), none partial; matched by (op, occurrence) the
+        subgroups' calls would merge into 3 instances of four. Waits, last arrivals and the
+        late rank are computed here from the entries the session stored."""
         script = """if True:
-            import os, sys, tempfile, torch, torch.distributed as dist, torch.multiprocessing as mp
+            import os, sys, tempfile, time, torch, torch.distributed as dist
+            import torch.multiprocessing as mp
             import tracectl.torch as tct
             def run(rank, store):
                 dist.init_process_group("gloo", init_method="file://" + store, rank=rank,
@@ -259,6 +262,8 @@ class Ddp(unittest.TestCase):
                 mine = g01 if rank < 2 else g23
                 t = torch.ones(4)
                 for _ in range(3):
+                    if rank == 3:
+                        time.sleep(0.05)
                     dist.all_reduce(t, group=mine)
                 dist.all_reduce(t, op=dist.ReduceOp.SUM)
                 dist.all_reduce(t, group=g23 if rank < 2 else g01)  # not a member: nothing
@@ -284,11 +289,12 @@ class Ddp(unittest.TestCase):
         self.assertEqual(ids, [(g01, world), (g01, world), (g23, world), (g23, world)])
         rep = self.d.report("groups")
         ar = [c for c in rep["collectives"] if c["op"] == "all_reduce"]
-        self.assertEqual([(c["instances"], c["partial"]) for c in ar], [(7, 6)])
+        self.assertEqual([(c["instances"], c["partial"]) for c in ar], [(7, 0)])
         self.assertEqual([c["op"] for c in rep["collectives"]], ["all_reduce"])  # no p2p
         self.assertEqual(sorted((x["rank"], x["collectives"]) for x in rep["ranks"]),
                          [(r, 4) for r in range(4)])
         sid = self.d.session("groups")["id"]
+        self.check_figures(rep, sid, g01, g23, world)
         per = collectives(self.d, sid)
         for rank in range(4):
             g = g01 if rank < 2 else g23
@@ -296,6 +302,47 @@ class Ddp(unittest.TestCase):
                 ("all_reduce", world, 0, None)]
             want += {0: [("send", world, None, 1)], 1: [("recv", world, None, 0)]}.get(rank, [])
             self.assertEqual(per[rank], want, "rank %d" % rank)
+
+    def check_figures(self, rep, sid, g01, g23, world):
+        """The analysis against what the stored entries give by PROTOCOL.md Part 3's
+        definitions: per instance (comm, seq) the last arrival (latest start), the skew, each
+        arrival's wait = min(last - start, dur); per rank the sums; the step's late rank."""
+        rows = self.d.rows(sid, "SELECT p.rank, x.comm, x.seq, x.comm_size, e.start_ns, e.dur_ns"
+                           " FROM entries e JOIN ops o ON o.id = e.op_id"
+                           " JOIN processes p ON p.id = e.process_id"
+                           " JOIN entry_ext x ON x.entry_rowid = e.rowid"
+                           " WHERE o.name = 'all_reduce' ORDER BY e.rowid")
+        inst = collections.defaultdict(list)
+        for rank, comm, seq, size, start, dur in rows:
+            self.assertEqual(size, {g01: 2, g23: 2, world: 4}[u64(comm)])
+            inst[(u64(comm), seq)].append((rank, start, dur))
+        self.assertEqual(sorted(len(a) for a in inst.values()), [2] * 6 + [4])
+        waited, last, caused = [0] * 4, [0] * 4, [0] * 4
+        skews = []
+        for (comm, _), arr in inst.items():
+            lr, ls = max(((r, s) for r, s, _ in arr), key=lambda x: x[1])
+            first = min(s for _, s, _ in arr)
+            last[lr] += 1
+            caused[lr] += ls - first
+            skews.append(ls - first)
+            for r, s, dur in arr:
+                waited[r] += min(ls - s, dur)
+            if comm == g23:
+                self.assertEqual(lr, 3)  # rank 3 slept before each of them
+        self.assertEqual(sum(waited), rep["collectives"][0]["waited_ns"])
+        self.assertEqual(max(skews), rep["collectives"][0]["skew_max_ns"])
+        for x in rep["ranks"]:
+            r = x["rank"]
+            self.assertEqual((x["waited_ns"], x["arrived_last"], x["caused_ns"]),
+                             (waited[r], last[r], caused[r]), "rank %d" % r)
+        spans = self.d.rows(sid, "SELECT p.rank, max(e.start_ns + e.dur_ns) - min(e.start_ns)"
+                            " FROM entries e JOIN processes p ON p.id = e.process_id"
+                            " GROUP BY p.rank ORDER BY p.rank")
+        mean = sum(t for _, t in spans) // len(spans)
+        top = max(range(4), key=lambda r: (caused[r], -r))
+        late = top if caused[top] >= 0.10 * mean else None
+        self.assertEqual([(st["step"], st["late_rank"]) for st in rep["steps"]], [(0, late)])
+        self.assertGreaterEqual(caused[3], 3 * 50 * 10**6 * 0.9)  # the sleeps it caused
 
 
 if __name__ == "__main__":

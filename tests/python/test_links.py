@@ -89,14 +89,15 @@ class Links(unittest.TestCase):
         self.assertEqual(self.collapsed("py-self", "time"), dict(want))
 
     def test_record_sends_the_ext_keys_it_is_given(self):
-        """record(comm=, seq=, peer=, stream=, id=, parent=) reaches the file's entry_ext and
-        entry_link tables as given, None keys absent; region_id() hands out distinct ids."""
+        """record(comm=, seq=, comm_size=, peer=, stream=, id=, parent=) reaches the file's
+        entry_ext and entry_link tables as given, None keys absent; region_id() hands out
+        distinct ids; a comm_size out of 1 .. 2**31 - 1 is a ValueError."""
         tc = tracectl.open(session="py-ext", rank=0, world=1, socket=self.d.sock, blocking=True)
         ids = [tc.region_id() for _ in range(3)]
         self.assertEqual(len(set(ids)), 3)
         self.assertNotIn(0, ids)
         t = tracectl.now_ns()
-        tc.record("all_reduce", t, 10, comm=2 ** 64 - 1, seq=7, category="comm")
+        tc.record("all_reduce", t, 10, comm=2 ** 64 - 1, seq=7, comm_size=2, category="comm")
         tc.record("send", t, 20, comm=5, peer=3, seq=None, category="comm")
         tc.record("kernel", t, 30, stream=2, parent=ids[0])
         tc.record("block", t, 40, id=ids[0], parent=ids[1])
@@ -107,17 +108,21 @@ class Links(unittest.TestCase):
             tc.record("bad", t, 1, comm="world")
         with self.assertRaises(TypeError):
             tc.record("bad", t, 1, nothing=1)
+        for bad in (0, 2 ** 31):
+            with self.assertRaises(ValueError):
+                tc.record("bad", t, 1, comm=1, seq=0, comm_size=bad)
         tc.close()
         sid = self.d.session("py-ext")["id"]
-        rows = self.d.rows(sid, "SELECT o.name, x.stream, x.peer, x.comm, x.seq, l.id, l.parent "
+        rows = self.d.rows(sid, "SELECT o.name, x.stream, x.peer, x.comm, x.seq, l.id, l.parent, "
+                           "x.comm_size "
                            "FROM entries e JOIN ops o ON o.id = e.op_id "
                            "LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid "
                            "LEFT JOIN entry_link l ON l.entry_rowid = e.rowid ORDER BY e.dur_ns")
-        self.assertEqual(rows, [("all_reduce", None, None, -1, 7, None, None),
-                                ("send", None, 3, 5, None, None, None),
-                                ("kernel", 2, None, None, None, None, ids[0]),
-                                ("block", None, None, None, None, ids[0], ids[1]),
-                                ("plain", None, None, None, None, None, None)])
+        self.assertEqual(rows, [("all_reduce", None, None, -1, 7, None, None, 2),
+                                ("send", None, 3, 5, None, None, None, None),
+                                ("kernel", 2, None, None, None, None, ids[0], None),
+                                ("block", None, None, None, None, ids[0], ids[1], None),
+                                ("plain", None, None, None, None, None, None, None)])
 
     def test_report_by_module_survives_any_links(self):
         """report --by module on links no producer of ours makes: a loop of parents, a region

@@ -49,7 +49,7 @@ struct raw_entry {
     uint32_t fields;
     bool elements_nil, device_nil, ext_map;
     uint32_t has; /* TC_EXT_* bits of the keys present */
-    uint64_t stream, peer, comm, seq, checksum;
+    uint64_t stream, peer, comm, seq, checksum, comm_size;
     int64_t tag;
 };
 
@@ -177,9 +177,10 @@ static void peer_batch(struct peer *p, const struct proto_batch *b)
 
 static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
 {
-    static const char *const keys[] = {"stream", "peer", "tag", "comm", "seq", "checksum"};
-    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER, TC_EXT_TAG,
-                                    TC_EXT_COMM,   TC_EXT_SEQ,  TC_EXT_CHECKSUM};
+    static const char *const keys[] = {"stream", "peer",     "tag",      "comm",
+                                       "seq",    "checksum", "comm_size"};
+    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER,     TC_EXT_TAG,      TC_EXT_COMM,
+                                    TC_EXT_SEQ,    TC_EXT_CHECKSUM, TC_EXT_COMM_SIZE};
 
     x->ext_map = true;
     for (uint32_t i = 0; i < m->via.map.size; i++) {
@@ -187,10 +188,10 @@ static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
         size_t j = 0;
 
         cr_assert_eq(k->type, MSGPACK_OBJECT_STR);
-        while (j < 6 && (strlen(keys[j]) != k->via.str.size ||
+        while (j < 7 && (strlen(keys[j]) != k->via.str.size ||
                          memcmp(keys[j], k->via.str.ptr, k->via.str.size) != 0))
             j++;
-        cr_assert_lt(j, 6, "unknown ext key %.*s", (int)k->via.str.size, k->via.str.ptr);
+        cr_assert_lt(j, 7, "unknown ext key %.*s", (int)k->via.str.size, k->via.str.ptr);
         cr_assert_eq(x->has & bits[j], 0, "ext key given twice");
         x->has |= bits[j];
         if (bits[j] == TC_EXT_TAG) {
@@ -200,11 +201,12 @@ static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
             continue;
         }
         cr_assert_eq(v->type, MSGPACK_OBJECT_POSITIVE_INTEGER);
-        *(bits[j] == TC_EXT_STREAM ? &x->stream
-          : bits[j] == TC_EXT_PEER ? &x->peer
-          : bits[j] == TC_EXT_COMM ? &x->comm
-          : bits[j] == TC_EXT_SEQ  ? &x->seq
-                                   : &x->checksum) = v->via.u64;
+        *(bits[j] == TC_EXT_STREAM     ? &x->stream
+          : bits[j] == TC_EXT_PEER     ? &x->peer
+          : bits[j] == TC_EXT_COMM     ? &x->comm
+          : bits[j] == TC_EXT_SEQ      ? &x->seq
+          : bits[j] == TC_EXT_CHECKSUM ? &x->checksum
+                                       : &x->comm_size) = v->via.u64;
     }
 }
 
@@ -1025,6 +1027,48 @@ Test(client, ext_elements_over_int64_dropped_and_counted)
     cr_assert_eq(P.n_total, 1);
     cr_assert_eq(P.got[0].start, 3);
     cr_assert_eq(P.got[0].elements, INT64_MAX);
+    cr_assert_eq(P.bye_dropped, 2);
+    peer_stop(&P);
+}
+
+/*
+ * comm_size goes in the third ext slot, alone or beside the others, through
+ * ring wraps; 0 and 2^31 (the daemon would refuse them) are dropped and
+ * counted, the connection stays up.
+ */
+Test(client, ext_comm_size_sent_and_out_of_range_dropped)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 8, 0);
+    uint32_t op = tc_op(c, "MPI_Allreduce");
+    tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE, .comm = 7};
+
+    for (uint64_t i = 0; i < 10; i++) { /* 4 slots each in a ring of 8: wraps */
+        x.seq = i, x.comm_size = 1 + i;
+        tc_record_ext(c, op, 10 + i, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+        cr_assert_eq(tc_flush(c, 5000), 0);
+    }
+    x.comm_size = 0;
+    tc_record_ext(c, op, 1, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+    x.comm_size = (uint64_t)INT32_MAX + 1;
+    tc_record_ext(c, op, 2, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+    x = (tc_ext){.has = TC_EXT_COMM_SIZE, .comm_size = INT32_MAX};
+    tc_record_ext(c, op, 3, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+    cr_assert_eq(tc_flush(c, 5000), 0, "the connection stays up");
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_rx, 11);
+    for (size_t k = 0; k < 10; k++) {
+        cr_assert_eq(P.got[k].start, 10 + k);
+        cr_assert_eq(P.rx[k].has, TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE);
+        cr_assert_eq(P.rx[k].comm, 7);
+        cr_assert_eq(P.rx[k].seq, k);
+        cr_assert_eq(P.rx[k].comm_size, 1 + k);
+    }
+    cr_assert_eq(P.got[10].start, 3);
+    cr_assert_eq(P.rx[10].has, TC_EXT_COMM_SIZE);
+    cr_assert_eq(P.rx[10].comm_size, INT32_MAX);
     cr_assert_eq(P.bye_dropped, 2);
     peer_stop(&P);
 }

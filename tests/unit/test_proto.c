@@ -456,6 +456,42 @@ static void c_ext_checksum_bin(struct buf *b)
     msgpack_pack_bin(&b->pk, 8);
     msgpack_pack_bin_body(&b->pk, "\1\2\3\4\5\6\7\10", 8);
 }
+static void c_ext_comm_size_zero(struct buf *b)
+{
+    ext_head(b, "comm_size");
+    msgpack_pack_uint64(&b->pk, 0);
+}
+static void c_ext_comm_size_over(struct buf *b)
+{
+    ext_head(b, "comm_size");
+    msgpack_pack_uint64(&b->pk, (uint64_t)INT32_MAX + 1);
+}
+static void c_ext_comm_size_negative(struct buf *b)
+{
+    ext_head(b, "comm_size");
+    msgpack_pack_int64(&b->pk, -2);
+}
+static void c_ext_comm_size_str(struct buf *b)
+{
+    ext_head(b, "comm_size");
+    s(b, "4");
+}
+static void c_ext_comm_size_float(struct buf *b)
+{
+    ext_head(b, "comm_size");
+    msgpack_pack_double(&b->pk, 2.0);
+}
+static void c_ext_comm_size_twice(struct buf *b)
+{
+    batch_head(b, 10);
+    for (int i = 0; i < 5; i++)
+        msgpack_pack_nil(&b->pk);
+    msgpack_pack_map(&b->pk, 2);
+    s(b, "comm_size");
+    msgpack_pack_uint64(&b->pk, 2);
+    s(b, "comm_size");
+    msgpack_pack_uint64(&b->pk, 2);
+}
 static void c_ext_stream_twice(struct buf *b)
 {
     batch_head(b, 10);
@@ -574,6 +610,12 @@ static struct bad_case bad_cases[] = {
     {"ext.seq map", c_ext_seq_map, PROTO_E_MESSAGE},
     {"ext.checksum bin", c_ext_checksum_bin, PROTO_E_MESSAGE},
     {"ext.stream given twice", c_ext_stream_twice, PROTO_E_MESSAGE},
+    {"ext.comm_size 0", c_ext_comm_size_zero, PROTO_E_MESSAGE},
+    {"ext.comm_size 2^31", c_ext_comm_size_over, PROTO_E_MESSAGE},
+    {"ext.comm_size negative", c_ext_comm_size_negative, PROTO_E_MESSAGE},
+    {"ext.comm_size string", c_ext_comm_size_str, PROTO_E_MESSAGE},
+    {"ext.comm_size float", c_ext_comm_size_float, PROTO_E_MESSAGE},
+    {"ext.comm_size given twice", c_ext_comm_size_twice, PROTO_E_MESSAGE},
     {"ext map header of 2^31 pairs", c_ext_huge_map_header, PROTO_E_TOO_LARGE},
     {"export order \"time\"", c_export_order_bad, PROTO_E_MESSAGE},
     {"meta value array", c_meta_array_value, PROTO_E_MESSAGE},
@@ -762,6 +804,57 @@ Test(proto, batch_round_trip)
     proto_msg_free(&m2);
     msgpack_sbuffer_destroy(&b.sb);
     msgpack_sbuffer_destroy(&b2.sb);
+}
+
+/*
+ * ext comm_size: 1 and 2^31 - 1 are taken by both decoders alike and round
+ * trip; 0, 2^31, a negative, a string, a float, a key given twice are refused
+ * by both with the same bad_message.
+ */
+Test(proto, entry_ext_comm_size)
+{
+    static const uint64_t ok[] = {1, 2, (uint64_t)INT32_MAX};
+    static void (*const bad[])(struct buf *) = {c_ext_comm_size_zero,     c_ext_comm_size_over,
+                                                c_ext_comm_size_negative, c_ext_comm_size_str,
+                                                c_ext_comm_size_float,    c_ext_comm_size_twice};
+    struct proto_error ea, eb;
+    struct proto_msg ma, mb, mc;
+    struct proto_ext x, y;
+    struct buf b, b2;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        buf_init(&b);
+        ext_head(&b, "comm_size");
+        msgpack_pack_uint64(&b.pk, ok[i]);
+        cr_assert_eq(proto_decode_bytes(b.sb.data, b.sb.size, &ma, &ea), 0, "%s", ea.message);
+        cr_assert_eq(proto_decode_bytes_tree(b.sb.data, b.sb.size, &mb, &eb), 0, "%s", eb.message);
+        cr_assert(proto_entry_ext(&ma.u.batch.entries[0], ma.u.batch.blob, &x));
+        cr_assert(proto_entry_ext(&mb.u.batch.entries[0], mb.u.batch.blob, &y));
+        cr_assert_eq(x.has, PROTO_EXT_COMM_SIZE);
+        cr_assert_eq(x.comm_size, ok[i]);
+        cr_assert_eq(memcmp(&x, &y, sizeof(x)), 0);
+        buf_init(&b2);
+        cr_assert_eq(proto_pack_batch(&b2.pk, &ma.u.batch), 0);
+        cr_assert_eq(proto_decode_bytes(b2.sb.data, b2.sb.size, &mc, &ea), 0, "%s", ea.message);
+        cr_assert(proto_entry_ext(&mc.u.batch.entries[0], mc.u.batch.blob, &y));
+        cr_assert_eq(memcmp(&x, &y, sizeof(x)), 0);
+        proto_msg_free(&ma);
+        proto_msg_free(&mb);
+        proto_msg_free(&mc);
+        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&b2.sb);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        buf_init(&b);
+        bad[i](&b);
+        cr_assert_eq(proto_decode_bytes(b.sb.data, b.sb.size, &ma, &ea), -EPROTO, "case %zu", i);
+        cr_assert_eq(proto_decode_bytes_tree(b.sb.data, b.sb.size, &mb, &eb), -EPROTO, "case %zu",
+                     i);
+        cr_assert_str_eq(ea.code, PROTO_E_MESSAGE);
+        cr_assert_str_eq(ea.message, eb.message);
+        cr_assert(strstr(ea.message, "entry ext.comm_size") != NULL, "%s", ea.message);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
 }
 
 /* The ext map: every key, nil and unknown keys, the full uint64 range; and its round trip. */
@@ -1551,8 +1644,9 @@ static void g_device(struct buf *b)
 
 static void g_ext(struct buf *b)
 {
-    static const char *const keys[] = {"stream", "peer",   "tag",      "comm",     "seq",
-                                       "id",     "parent", "launcher", "checksum", "x-future"};
+    static const char *const keys[] = {"stream",   "peer",     "tag",      "comm",
+                                       "seq",      "id",       "parent",   "launcher",
+                                       "checksum", "x-future", "comm_size"};
     uint32_t n = (uint32_t)below(5);
 
     if (oops(20)) {
@@ -1561,13 +1655,17 @@ static void g_ext(struct buf *b)
     }
     msgpack_pack_map(&b->pk, n);
     for (uint32_t i = 0; i < n; i++) {
-        size_t k = below(10);
+        size_t k = below(11);
         if (oops(25))
             g_any(b, 1); /* a key that is (likely) not a string */
         else
             s(b, clean && i > 0 ? keys[9] : keys[k]); /* clean: no key twice */
         if (oops(6) || (clean && k == 9))
             g_any(b, 1);
+        else if (k == 10 && clean) /* comm_size: 1 .. 2^31 - 1 */
+            msgpack_pack_uint64(&b->pk, 1 + below(64));
+        else if (k == 10 && oops(4)) /* its range's edges */
+            msgpack_pack_uint64(&b->pk, below(2) ? 0 : (uint64_t)INT32_MAX + below(2));
         else
             g_field(b);
     }

@@ -257,3 +257,116 @@ Test(ranks_migrate, too_many_pending_intervals_are_not_saved_and_say_so)
     ranks_free(r);
     sqlite3_close(db);
 }
+
+/* One arrival of process pid at the collective (comm 9, seq 0); comm_size 0: not given. */
+static void arrive(struct ranks *r, int64_t pid, uint64_t start, uint64_t comm_size, int64_t row)
+{
+    struct proto_entry e = {.op_id = 2, .step = 0, .start_ns = start, .dur_ns = 1000};
+    struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ, .comm = 9, .seq = 0};
+
+    if (comm_size != 0) {
+        x.has |= PROTO_EXT_COMM_SIZE;
+        x.comm_size = comm_size;
+    }
+    cr_assert_eq(ranks_entry(r, pid, &e, 1, &x, row), 0);
+}
+
+/* A file of three processes of a world of 3 and the ops matmul, allreduce. */
+static sqlite3 *three_procs_db(void)
+{
+    sqlite3 *db;
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    exec_ok(db, schema_session_sql);
+    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm');"
+                "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
+                " (2, 1, 3, 0), (3, 2, 3, 0)");
+    return db;
+}
+
+/*
+ * An instance of a communicator of 2 (ext comm_size) in a world of 3: one
+ * arrival saved at a commit, the file reopened, the second arrival completes
+ * it (not partial) because rk_open kept the size it expects.
+ */
+Test(ranks_migrate, an_open_instance_keeps_its_comm_size_across_a_reopen)
+{
+    sqlite3 *db = three_procs_db();
+    struct ranks *r;
+
+    cr_assert_not_null(r = ranks_new(db));
+    exec_ok(db, "BEGIN");
+    cr_assert_eq(ranks_init_file(r), 0);
+    cr_assert_eq(ranks_load(r), 0);
+    arrive(r, 1, 1000, 2, 1);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT comm_size FROM rk_open"), 2);
+    ranks_free(r);
+
+    cr_assert_not_null(r = ranks_new(db));
+    cr_assert_eq(ranks_load(r), 0);
+    exec_ok(db, "BEGIN");
+    arrive(r, 2, 1500, 2, 2);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    /* process 1 started 500 ns before process 2 and lasted longer: it waited 500 ns */
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"), 500);
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/*
+ * An rk_open saved before ext comm_size (no such column) loads: the column
+ * is added, its instances expect the world as they did, and a later arrival
+ * that gives comm_size completes one at that many arrivals.
+ */
+Test(ranks_migrate, an_rk_open_without_comm_size_loads)
+{
+    sqlite3 *db = three_procs_db();
+    struct ranks *r;
+
+    exec_ok(db, "CREATE TABLE rk_open (kind INTEGER NOT NULL, k1 INTEGER NOT NULL,"
+                " k2 INTEGER NOT NULL, k3 INTEGER NOT NULL, process_id INTEGER NOT NULL,"
+                " arrival INTEGER NOT NULL, op_id INTEGER NOT NULL, opened INTEGER NOT NULL,"
+                " step INTEGER NOT NULL, start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"
+                " PRIMARY KEY (kind, k1, k2, k3, process_id)) WITHOUT ROWID;"
+                /* (comm 9, seq 0) with process 1's arrival; (comm 9, seq 1) likewise */
+                "INSERT INTO rk_open VALUES (1, 9, 0, 0, 1, 0, 2, 0, 0, 1000, 1000),"
+                " (1, 9, 1, 0, 1, 0, 2, 1, 0, 5000, 1000);"
+                "CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value);"
+                "INSERT OR REPLACE INTO info VALUES ('ranks', 1), ('ranks_state', 1),"
+                " ('ranks_opened', 2), ('ranks_iq_first', 0)");
+    cr_assert_not_null(r = ranks_new(db));
+    cr_assert_eq(ranks_load(r), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM pragma_table_info('rk_open')"
+                         " WHERE name = 'comm_size'"),
+                 1);
+    exec_ok(db, "BEGIN");
+    arrive(r, 2, 1500, 0, 2); /* seq 0, no comm_size: 2 of the world's 3, still open */
+    {
+        struct proto_entry e = {.op_id = 2, .step = 0, .start_ns = 5200, .dur_ns = 1000};
+        struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ | PROTO_EXT_COMM_SIZE,
+                              .comm = 9,
+                              .seq = 1,
+                              .comm_size = 2};
+        cr_assert_eq(ranks_entry(r, 2, &e, 1, &x, 3), 0); /* seq 1: complete at 2 */
+    }
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 0"), 2);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 1"), 0);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    exec_ok(db, "BEGIN");
+    cr_assert_eq(ranks_finish(r), 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 2);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 1);
+    ranks_free(r);
+    sqlite3_close(db);
+}

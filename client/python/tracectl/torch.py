@@ -34,9 +34,11 @@ What is recorded:
   ``comm``. Collectives carry **no device**: the report's Devices and Load
   imbalance sections then compare the ranks' compute, and a rank that waits
   for a slow one shows it as longer collectives, not as a slower device.
-  Each collective carries its process group's ``comm`` (comm_id()) and
-  ``seq`` (the group's count of collectives before it on this rank) in its
-  ext map: the daemon matches the ranks' arrivals by them.
+  Each collective carries its process group's ``comm`` (comm_id()),
+  ``seq`` (the group's count of collectives before it on this rank) and
+  ``comm_size`` (the group's number of ranks) in its ext map: the daemon
+  matches the ranks' arrivals by comm and seq, and counts a collective of a
+  subgroup complete once its members arrived.
 
 Profiler mode: ``on_trace_ready=tct.profiler_handler()`` streams every
 operator ``torch.profiler.profile`` recorded to the daemon at each profiler
@@ -334,9 +336,10 @@ def _wrap_optimizer(opt: torch.optim.Optimizer, profiler: bool = False) -> Calla
     return undo
 
 
-# Communicators: one (comm id, sequence counter) per process group, None
-# standing for the default group.
-_groups: Dict[Any, Tuple[int, Iterator[int]]] = {}
+# Communicators: one (comm id, size, sequence counter) per process group, None
+# standing for the default group; size None when torch does not give it (a
+# group this rank is not a member of).
+_groups: Dict[Any, Tuple[int, Optional[int], Iterator[int]]] = {}
 
 
 def _comm_name(group: Any) -> str:
@@ -349,12 +352,21 @@ def _comm_name(group: Any) -> str:
     return "%s:%s" % (names.get(group, ""), ",".join(str(r) for r in ranks))
 
 
-def _comm(group: Any) -> Tuple[int, Iterator[int]]:
+def _comm_size(group: Any) -> Optional[int]:
+    try:
+        n = dist.get_world_size(group)
+    except (RuntimeError, ValueError):
+        return None
+    return n if n >= 1 else None  # -1: not a member
+
+
+def _comm(group: Any) -> Tuple[int, Optional[int], Iterator[int]]:
     if group is dist.GroupMember.WORLD:
         group = None
     g = _groups.get(group)
     if g is None:
-        g = _groups[group] = (tracectl.checksum(_comm_name(group).encode()), itertools.count())
+        g = _groups[group] = (tracectl.checksum(_comm_name(group).encode()), _comm_size(group),
+                              itertools.count())
     return g
 
 
@@ -377,16 +389,17 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
     Registers a DDP communication hook that does what DDP does by default (an
     allreduce of the bucket, divided by the world size) and records it from
     issue to completion with the bucket's bytes, and the group's ``comm``
-    (comm_id()) and ``seq`` (the group's count of collectives this rank issued
-    before it, shared with instrument_distributed()'s calls) in its ext map,
-    which the daemon matches the ranks' arrivals by. DDP takes one comm hook:
+    (comm_id()), ``seq`` (the group's count of collectives this rank issued
+    before it, shared with instrument_distributed()'s calls) and
+    ``comm_size`` (the group's ranks) in its ext map, which the daemon matches
+    the ranks' arrivals by. DDP takes one comm hook:
     call it before the first backward, instead of another register_comm_hook.
     """
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     def hook(state, bucket):  # no annotations: DDP checks them against its own types
         buf = bucket.buffer()
-        comm, counter = _comm(state)
+        comm, size, counter = _comm(state)
         seq = next(counter)
         t0 = _now()
         _tls.inside = True
@@ -399,7 +412,8 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
             c = _client
             if c is not None:
                 c.record("allreduce", t0, _now() - t0, buf.numel() * buf.element_size(),
-                         tuple(buf.shape), None, None, "comm", comm=comm, seq=seq)
+                         tuple(buf.shape), None, None, "comm", comm=comm, seq=seq,
+                         comm_size=size)
             return f.value()
         return fut.then(done)
 
@@ -422,8 +436,11 @@ def instrument_distributed(names: Iterable[str] = COLLECTIVES) -> None:
     bytes are those of its tensors. Its ext map carries the group's ``comm``
     (comm_id()) and, for a collective, ``seq``: how many collectives this
     rank issued on that group before it (the wrapped calls and
-    instrument_ddp()'s buckets), which torch makes the same on every member;
-    a point-to-point call carries its ``peer`` instead (no seq). A call on a
+    instrument_ddp()'s buckets), which torch makes the same on every member,
+    and ``comm_size``: the group's number of ranks
+    (torch.distributed.get_world_size(group)), so that the daemon counts an
+    instance of a subgroup complete once its members arrived; a
+    point-to-point call carries its ``peer`` instead (no seq). A call on a
     group this rank is not a member of does nothing in torch and records
     nothing. Idempotent; ``uninstrument_distributed()`` restores the
     originals.
@@ -467,9 +484,9 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
         group = arg(args, kwargs, gi, "group")
         if group is non_member:
             return f(*args, **kwargs)
-        comm, counter = _comm(group)
+        comm, size, counter = _comm(group)
         if peer_arg is None:
-            ext = {"comm": comm, "seq": next(counter)}
+            ext = {"comm": comm, "seq": next(counter), "comm_size": size}
         else:
             peer = arg(args, kwargs, pi, peer_arg)
             ext = {"comm": comm} if peer is None else {"comm": comm, "peer": int(peer)}
