@@ -133,7 +133,7 @@ class Ddp(unittest.TestCase):
         # The analysis matched them by (comm, seq): one complete instance per allreduce, the
         # slowed rank arriving last (it sleeps 50 ms in its forward; the first step, where every
         # rank warms up, may go to another on a loaded machine).
-        self.assertEqual(rep["completeness"]["collectives_matched_by"][:13], "ext comm+seq,")
+        self.assertTrue(rep["completeness"]["collectives_matched_by"].startswith("ext comm+seq "))
         ar = [c for c in rep["collectives"] if c["op"] == "allreduce"]
         self.assertEqual(len(ar), 1)
         self.assertEqual((ar[0]["instances"], ar[0]["partial"], ar[0]["last_rank"]),
