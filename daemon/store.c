@@ -34,13 +34,13 @@
 /*
  * In the blocks format a transaction may hold more: an entry costs a few
  * bytes of a block, and what a commit costs beyond the entries (the
- * aggregates' histogram rows, one per op and bucket touched, up to one per
- * entry in small transactions) is then paid for that many entries. 256 Ki,
- * not more: 1 Mi kept the daemon's peak RSS at 80-83 MiB in the 16 x 1 M
- * ingest benchmark (61-65 MiB at 256 Ki, for ~7 % more CPU per entry;
- * docs/BENCHMARKS.md, 2026-11-24 11:31).
+ * aggregates' touched histogram chunks and rank rows) is then paid for that
+ * many entries. 128 Ki: in the 16 x 1 M ingest benchmark the daemon's peak
+ * RSS was 80-83 MiB at 1 Mi, 63-67 MiB at 256 Ki and 57-59 MiB at 128 Ki
+ * (issue 17's 64 MiB), for 0.42-0.54 against 0.36-0.38 us of writer CPU per
+ * entry (docs/BENCHMARKS.md, 2026-11-24 14:28).
  */
-#define COMMIT_ENTRIES_BLOCKS (1u << 18)
+#define COMMIT_ENTRIES_BLOCKS (1u << 17)
 #define ENTRY_ROWS            32         /* rows per multi-row INSERT */
 #define SHAPE_NONE            UINT64_MAX /* no shapes row (shape_product never gives it) */
 
