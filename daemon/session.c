@@ -108,28 +108,12 @@ bool session_opening_full(const struct registry *reg)
     return atomic_load(&reg->opening->bytes) >= (uint64_t)SESSION_MAX_OPENING * STORE_OPEN_COST;
 }
 
-/* A distinct (out_shape, in_shapes) pair: its bytes, out's then in's; id 0 marks a free slot. */
-struct session_shape {
-    uint64_t hash;
-    char *bytes;
-    uint32_t out_len, in_len, id;
-};
-
-static void session_shapes_free(struct session *s)
-{
-    for (uint32_t i = 0; i < s->shape_cap; i++)
-        free(s->shapes[i].bytes);
-    free(s->shapes);
-    s->shapes = NULL;
-    s->shape_cap = 0;
-}
-
 static void session_free(struct session *s)
 {
     free(s->op_counts);
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
-    session_shapes_free(s);
+    strmap_deinit(&s->shapes);
     free(s->name);
     free(s);
 }
@@ -146,6 +130,7 @@ static struct session *session_new(const char *name)
     s->world = -1;
     strmap_init(&s->ops);
     strmap_init(&s->devices);
+    strmap_init(&s->shapes);
     return s;
 }
 
@@ -184,7 +169,7 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     s->n_op_counts = 0;
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
-    session_shapes_free(s);
+    strmap_deinit(&s->shapes);
     log_info("session %lld (%s) ended%s: %llu processes, %llu entries, %llu dropped",
              (long long)s->id, s->name, interrupted ? " (interrupted)" : "",
              (unsigned long long)s->processes, (unsigned long long)s->entries,
@@ -401,87 +386,35 @@ int session_device(struct registry *reg, struct session *s, const char *name, si
     return intern(reg, s, &s->devices, &s->next_dev, STORE_DEVICE, name, len, NULL, budget, id);
 }
 
-/* FNV-1a, 64 bits. */
-static uint64_t fnv64(uint64_t h, const void *p, size_t len)
-{
-    const unsigned char *b = p;
-
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* The slot of the pair (hash, bytes): where it is, or the free slot where it would go. */
-static struct session_shape *session_shape_slot(const struct session *s, uint64_t h,
-                                                const char *out, uint32_t out_len, const char *in,
-                                                uint32_t in_len)
-{
-    uint32_t mask = s->shape_cap - 1;
-    struct session_shape *p;
-
-    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        p = &s->shapes[i];
-        if (p->id == 0 ||
-            (p->hash == h && p->out_len == out_len && p->in_len == in_len &&
-             memcmp(p->bytes, out, out_len) == 0 && memcmp(p->bytes + out_len, in, in_len) == 0))
-            return p;
-    }
-}
-
-/* Doubles the table (from 64 slots): it stays at most half full. */
-static int session_shapes_grow(struct session *s)
-{
-    uint32_t cap = s->shape_cap ? 2 * s->shape_cap : 64;
-    struct session_shape *old = s->shapes, *p;
-    uint32_t old_cap = s->shape_cap;
-
-    if ((p = calloc(cap, sizeof(*p))) == NULL)
-        return -ENOMEM;
-    s->shapes = p;
-    s->shape_cap = cap;
-    for (uint32_t i = 0; i < old_cap; i++) {
-        const struct session_shape *o = &old[i];
-        uint32_t j = (uint32_t)o->hash & (cap - 1);
-
-        if (o->id == 0)
-            continue;
-        while (p[j].id != 0)
-            j = (j + 1) & (cap - 1);
-        p[j] = *o;
-    }
-    free(old);
-    return 0;
-}
+/*
+ * The most bytes of one entry's canonical shapes (the decoder writes them):
+ * PROTO_MAX_INPUTS + 1 arrays of PROTO_MAX_DIMS uints of at most 9 bytes,
+ * each array and the input list with a header of at most 3.
+ */
+#define SHAPES_MAX_BYTES ((PROTO_MAX_INPUTS + 1) * (3 + 9 * PROTO_MAX_DIMS) + 3)
 
 int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
                   uint32_t in_len, uint32_t *id)
 {
-    uint64_t h = 0xcbf29ce484222325ull, bytes = (uint64_t)out_len + in_len;
-    struct session_shape *p;
+    /* the key: out's length (where the two split), then both */
+    char key[4 + SHAPES_MAX_BYTES];
+    uint64_t bytes = (uint64_t)out_len + in_len;
 
     *id = 0;
     if (bytes == 0)
         return 0;
-    h = fnv64(h, &out_len, sizeof(out_len));
-    h = fnv64(h, out, out_len);
-    h = fnv64(h, in, in_len);
-    if (s->shape_cap > 0 && (p = session_shape_slot(s, h, out, out_len, in, in_len))->id != 0) {
-        *id = p->id;
+    if (bytes > SHAPES_MAX_BYTES)
+        return -ENOSPC; /* cannot happen: the decoder re-encodes within the limits above */
+    memcpy(key, &out_len, 4);
+    memcpy(key + 4, out, out_len);
+    memcpy(key + 4 + out_len, in, in_len);
+    if (strmap_get(&s->shapes, key, 4 + bytes, id))
         return 0;
-    }
-    if (s->n_shapes >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
+    if (s->shapes.len >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
         return -ENOSPC;
-    if (2 * ((uint64_t)s->n_shapes + 1) > s->shape_cap && session_shapes_grow(s) < 0)
+    if (strmap_put(&s->shapes, key, 4 + bytes, (uint32_t)s->shapes.len + 1) < 0)
         return -ENOMEM;
-    p = session_shape_slot(s, h, out, out_len, in, in_len);
-    if ((p->bytes = malloc(bytes)) == NULL)
-        return -ENOMEM;
-    memcpy(p->bytes, out, out_len);
-    memcpy(p->bytes + out_len, in, in_len);
-    p->hash = h;
-    p->out_len = out_len;
-    p->in_len = in_len;
-    p->id = *id = ++s->n_shapes;
+    *id = (uint32_t)s->shapes.len;
     s->shape_bytes += bytes;
     return 0;
 }

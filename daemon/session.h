@@ -20,8 +20,8 @@
  * tables of the same names) without bound: op names, devices and distinct
  * (out_shape, in_shapes) pairs, by count and by bytes.
  *
- * Shapes are interned here too, by their bytes (a hash finds the slot, the
- * bytes decide: two distinct pairs never share an id): each batch job carries
+ * Shapes are interned here too, by their bytes (a strmap: two distinct pairs
+ * never share an id): each batch job carries
  * the session-wide shape id of every entry (store_job.u.batch.shape_ids), so
  * the writer never hashes shapes again; it writes a shapes row the first time
  * it meets an id (the entry's bytes are in the batch).
@@ -45,8 +45,6 @@
 #define SESSION_MAX_SHAPE_BYTES (16u << 20) /* their msgpack bytes */
 #define SESSION_MAX_OPENING     4           /* new sessions whose files are still being made */
 
-struct session_shape; /* a slot of a session's shapes table (session.c) */
-
 struct session {
     struct session *next; /* registry list, newest first */
     int64_t id;
@@ -67,8 +65,7 @@ struct session {
     uint64_t linger_until; /* uv_now() ms when it ends if nobody joins; 0 none */
     uint32_t next_op, next_dev;
     struct strmap ops, devices;
-    struct session_shape *shapes; /* open addressing, shape_cap slots (a power of two) */
-    uint32_t shape_cap, n_shapes; /* ids 1 .. n_shapes are given */
+    struct strmap shapes; /* (out_shape, in_shapes) bytes -> id; ids 1 .. shapes.len */
     uint64_t op_bytes, shape_bytes;
     /* Calls and time per op id, counted as entries are accepted: what `live` shows. */
     struct session_op_count {
