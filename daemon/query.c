@@ -705,7 +705,7 @@ static bool query_filtered(const struct report_params *p)
 static void query_category_code(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
-    sqlite3_result_int(ctx, (int)ranks_cat_code((const char *)sqlite3_value_text(argv[0])));
+    sqlite3_result_int(ctx, (int)proto_cat_code((const char *)sqlite3_value_text(argv[0])));
 }
 
 /* Appends " AND <term>" for each filter given to s (an sqlite3_str). */
@@ -733,7 +733,7 @@ static void query_filter_terms(sqlite3_str *s, const struct proto_analysis *f)
         sqlite3_str_appendf(s,
                             " AND +op_id IN (SELECT id FROM main.ops WHERE category_code(category)"
                             " = %d)",
-                            (int)ranks_cat_code(f->category));
+                            (int)proto_cat_code(f->category));
 }
 
 /*
@@ -807,7 +807,7 @@ static int query_filter_pack(struct query *q)
         nomem = proto_pack_str(&pk, "device") < 0 || proto_pack_str(&pk, f->device) < 0;
     if (!nomem && f->category != NULL)
         nomem = proto_pack_str(&pk, "category") < 0 ||
-                proto_pack_str(&pk, ranks_cat_name(ranks_cat_code(f->category))) < 0;
+                proto_pack_str(&pk, proto_cat_name(proto_cat_code(f->category))) < 0;
     if (nomem) {
         msgpack_sbuffer_destroy(&sb);
         return query_oom(q, "filter");

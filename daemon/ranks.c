@@ -28,7 +28,7 @@ struct rk_devstep {
     int64_t process_id;
     uint64_t step;
     uint32_t device_id;
-    uint64_t begin, end, cat[RANKS_NCAT], exposed;
+    uint64_t begin, end, cat[PROTO_NCAT], exposed;
     int64_t first_row, last_row;
 };
 
@@ -36,7 +36,7 @@ struct rk_devstep {
 struct rk_stepsum {
     int64_t process_id;
     uint64_t step, begin, end;
-    uint64_t cat[RANKS_NCAT];
+    uint64_t cat[PROTO_NCAT];
     uint64_t exposed, coll, waited, last_count, caused;
 };
 
@@ -203,7 +203,7 @@ struct rk_up {
 
 struct ranks {
     sqlite3 *db;
-    uint8_t *cat;     /* by op id: enum ranks_cat, 0xff unknown */
+    uint8_t *cat;     /* by op id: enum proto_cat, 0xff unknown */
     uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point) */
     size_t n_cat;
     struct rk_proc *procs;
@@ -246,26 +246,6 @@ struct ranks {
     struct rk_up ins_open, del_open, up_occ, ins_pend;
     sqlite3_stmt *del_pend, *up_devstate;
 };
-
-enum ranks_cat ranks_cat_code(const char *c)
-{
-    if (c == NULL || strcmp(c, "compute") == 0)
-        return RANKS_COMPUTE;
-    if (strcmp(c, "comm") == 0)
-        return RANKS_COMM;
-    if (strcmp(c, "memory") == 0)
-        return RANKS_MEMORY;
-    if (strcmp(c, "wait") == 0)
-        return RANKS_WAIT;
-    return RANKS_OTHER;
-}
-
-const char *ranks_cat_name(enum ranks_cat c)
-{
-    static const char *const names[RANKS_NCAT] = {"compute", "comm", "memory", "wait", "other"};
-
-    return (unsigned)c < RANKS_NCAT ? names[c] : "other";
-}
 
 /* Grows *arr (of *cap elements of size sz) to hold n + 1. 0 or -ENOMEM. */
 static int rk_grow(void **arr, size_t *cap, size_t n, size_t sz)
@@ -657,7 +637,7 @@ static int rk_migrate(struct ranks *r)
         uint64_t exposed = (uint64_t)sqlite3_column_int64(st, 7);
         uint64_t begin = (uint64_t)sqlite3_column_int64(st, 8);
         uint64_t end = (uint64_t)sqlite3_column_int64(st, 9);
-        enum ranks_cat cat = ranks_cat_code((const char *)sqlite3_column_text(st, 10));
+        enum proto_cat cat = proto_cat_code((const char *)sqlite3_column_text(st, 10));
         struct rk_opsum *o = rk_opsum(r, pid, dev, op);
         struct rk_devstep *d = rk_devstep(r, pid, step, dev);
 
@@ -891,12 +871,12 @@ static int ranks_op_rc(struct ranks *r, uint32_t op_id, const char *name, const 
         if ((k = realloc(r->coll_ok, n)) == NULL)
             return SQLITE_NOMEM;
         r->coll_ok = k;
-        memset(r->cat + r->n_cat, RANKS_COMPUTE, n - r->n_cat);
+        memset(r->cat + r->n_cat, PROTO_CAT_COMPUTE, n - r->n_cat);
         memset(r->coll_ok + r->n_cat, 0, n - r->n_cat);
         r->n_cat = n;
     }
-    r->cat[op_id] = (uint8_t)ranks_cat_code(category);
-    r->coll_ok[op_id] = r->cat[op_id] == RANKS_COMM && !rk_is_p2p(name);
+    r->cat[op_id] = (uint8_t)proto_cat_code(category);
+    r->coll_ok[op_id] = r->cat[op_id] == PROTO_CAT_COMM && !rk_is_p2p(name);
     return 0;
 }
 
@@ -1310,16 +1290,16 @@ static int rk_dev_settle_live(struct ranks *r, struct rk_dev *d)
 
 /* The entry e of (process, device) d. */
 static int rk_exposure(struct ranks *r, struct rk_dev *d, const struct proto_entry *e,
-                       enum ranks_cat cat)
+                       enum proto_cat cat)
 {
     uint64_t end = e->start_ns + e->dur_ns;
 
-    if ((cat != RANKS_COMPUTE && cat != RANKS_COMM) || e->dur_ns == 0)
+    if ((cat != PROTO_CAT_COMPUTE && cat != PROTO_CAT_COMM) || e->dur_ns == 0)
         return 0;
     d->dirty = true;
     /* too late to be counted exactly: a compute entry over a comm entry already counted,
      * a comm entry over compute intervals already dropped */
-    if (e->start_ns < (cat == RANKS_COMPUTE ? d->fin_end : d->drop_end))
+    if (e->start_ns < (cat == PROTO_CAT_COMPUTE ? d->fin_end : d->drop_end))
         r->late++;
     if (e->start_ns > d->max_start)
         d->max_start = e->start_ns;
@@ -1333,7 +1313,7 @@ static int rk_exposure(struct ranks *r, struct rk_dev *d, const struct proto_ent
         if (rc != 0)
             return rc;
     }
-    if (cat == RANKS_COMPUTE)
+    if (cat == PROTO_CAT_COMPUTE)
         return rk_cu_add(d, e->start_ns, end) < 0 ? SQLITE_NOMEM : 0;
     if (rk_grow((void **)&d->pc, &d->cap_pc, d->n_pc, sizeof(*d->pc)) < 0)
         return SQLITE_NOMEM;
@@ -1563,7 +1543,7 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
 static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
-    enum ranks_cat cat = e->op_id < r->n_cat ? (enum ranks_cat)r->cat[e->op_id] : RANKS_COMPUTE;
+    enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
     struct rk_proc *p = rk_proc(r, process_id);
     struct rk_dev *d = p != NULL ? rk_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rk_opsum_c(r, d, e->op_id) : NULL;
@@ -1657,11 +1637,11 @@ static int rk_write_ops(struct ranks *r)
                          d->device_id,
                          d->begin == UINT64_MAX ? INT64_MAX : (int64_t)d->begin,
                          (int64_t)d->end,
-                         (int64_t)d->cat[RANKS_COMPUTE],
-                         (int64_t)d->cat[RANKS_COMM],
-                         (int64_t)d->cat[RANKS_MEMORY],
-                         (int64_t)d->cat[RANKS_WAIT],
-                         (int64_t)d->cat[RANKS_OTHER],
+                         (int64_t)d->cat[PROTO_CAT_COMPUTE],
+                         (int64_t)d->cat[PROTO_CAT_COMM],
+                         (int64_t)d->cat[PROTO_CAT_MEMORY],
+                         (int64_t)d->cat[PROTO_CAT_WAIT],
+                         (int64_t)d->cat[PROTO_CAT_OTHER],
                          (int64_t)d->exposed,
                          d->first_row,
                          d->last_row};
@@ -1829,11 +1809,11 @@ static int ranks_flush_rc(struct ranks *r)
                          (int64_t)s->step,
                          s->begin == UINT64_MAX ? INT64_MAX : (int64_t)s->begin,
                          (int64_t)s->end,
-                         (int64_t)s->cat[RANKS_COMPUTE],
-                         (int64_t)s->cat[RANKS_COMM],
-                         (int64_t)s->cat[RANKS_MEMORY],
-                         (int64_t)s->cat[RANKS_WAIT],
-                         (int64_t)s->cat[RANKS_OTHER],
+                         (int64_t)s->cat[PROTO_CAT_COMPUTE],
+                         (int64_t)s->cat[PROTO_CAT_COMM],
+                         (int64_t)s->cat[PROTO_CAT_MEMORY],
+                         (int64_t)s->cat[PROTO_CAT_WAIT],
+                         (int64_t)s->cat[PROTO_CAT_OTHER],
                          (int64_t)s->exposed,
                          (int64_t)s->coll,
                          (int64_t)s->waited,

@@ -53,14 +53,7 @@
 #define RANKS_OPEN    1024  /* collective instances kept open at most */
 #define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
 
-enum ranks_cat { RANKS_COMPUTE, RANKS_COMM, RANKS_MEMORY, RANKS_WAIT, RANKS_OTHER, RANKS_NCAT };
-
 struct ranks;
-
-/* The code of a category name: compute, comm, memory, wait, anything else other. */
-enum ranks_cat ranks_cat_code(const char *category);
-/* The name of a code. */
-const char *ranks_cat_name(enum ranks_cat c);
 
 /*
  * Creates the tables if needed and prepares the statements; a file whose

@@ -25,11 +25,11 @@
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
     uint64_t dropped, processes;
-    uint64_t steps, step_ns, cat[RANKS_NCAT], exposed, coll, waited, last, caused, slowest, late;
+    uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
 };
 
 struct rq_row {
-    uint64_t step, begin, end, cat[RANKS_NCAT], exposed, coll, waited, last, caused;
+    uint64_t step, begin, end, cat[PROTO_NCAT], exposed, coll, waited, last, caused;
     size_t ri; /* index into ranks */
 };
 
@@ -225,9 +225,9 @@ static void rq_bind_steps(const struct rq *q, sqlite3_stmt *st)
     sqlite3_bind_int64(st, 2, q->f->steps ? (int64_t)q->f->step_max : INT64_MAX);
 }
 
-static bool rq_cat_wanted(const struct rq *q, enum ranks_cat c)
+static bool rq_cat_wanted(const struct rq *q, enum proto_cat c)
 {
-    return q->f->category == NULL || ranks_cat_code(q->f->category) == c;
+    return q->f->category == NULL || proto_cat_code(q->f->category) == c;
 }
 
 static int rq_read_steps(struct rq *q)
@@ -272,17 +272,18 @@ static int rq_read_steps(struct rq *q)
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
         if (per_op) { /* one row per op: merged by rq_merge_rows */
-            enum ranks_cat c = ranks_cat_code((const char *)sqlite3_column_text(st, 4));
+            enum proto_cat c = proto_cat_code((const char *)sqlite3_column_text(st, 4));
             if (rq_cat_wanted(q, c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 5);
-            w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 6) : 0;
+            w->exposed =
+                rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 6) : 0;
             continue;
         }
-        for (int c = 0; c < RANKS_NCAT; c++)
-            if (rq_cat_wanted(q, (enum ranks_cat)c))
+        for (int c = 0; c < PROTO_NCAT; c++)
+            if (rq_cat_wanted(q, (enum proto_cat)c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
-        w->exposed = rq_cat_wanted(q, RANKS_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
-        if (q->f->device != NULL || !rq_cat_wanted(q, RANKS_COMM))
+        w->exposed = rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
+        if (q->f->device != NULL || !rq_cat_wanted(q, PROTO_CAT_COMM))
             continue; /* collectives are per rank, not per device, and comm */
         w->coll = (uint64_t)sqlite3_column_int64(st, 10);
         w->waited = (uint64_t)sqlite3_column_int64(st, 11);
@@ -318,7 +319,7 @@ static void rq_merge_rows(struct rq *q)
                 m->begin = a->begin;
             if (a->end > m->end)
                 m->end = a->end;
-            for (int c = 0; c < RANKS_NCAT; c++)
+            for (int c = 0; c < PROTO_NCAT; c++)
                 m->cat[c] = rq_sat(m->cat[c], a->cat[c]);
             m->exposed = rq_sat(m->exposed, a->exposed);
             m->coll += a->coll;
@@ -519,7 +520,7 @@ static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out
 
             r->steps++;
             r->step_ns = rq_sat(r->step_ns, t);
-            for (int c = 0; c < RANKS_NCAT; c++)
+            for (int c = 0; c < PROTO_NCAT; c++)
                 r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
             r->exposed = rq_sat(r->exposed, w->exposed);
             r->coll += w->coll;
@@ -581,7 +582,7 @@ static uint64_t rq_total(const struct rq_rank *r)
 {
     uint64_t t = 0;
 
-    for (int c = 0; c < RANKS_NCAT; c++)
+    for (int c = 0; c < PROTO_NCAT; c++)
         t = rq_sat(t, r->cat[c]);
     return t;
 }
@@ -597,11 +598,11 @@ static int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
             pk_u64(pk, "steps", r->steps) || pk_u64(pk, "step_ns", r->step_ns) ||
             pk_u64(pk, "step_mean_ns", r->steps ? r->step_ns / r->steps : 0) ||
             pk_u64(pk, "total_ns", rq_total(r)) ||
-            pk_u64(pk, "compute_ns", r->cat[RANKS_COMPUTE]) ||
-            pk_u64(pk, "comm_ns", r->cat[RANKS_COMM]) ||
-            pk_u64(pk, "memory_ns", r->cat[RANKS_MEMORY]) ||
-            pk_u64(pk, "wait_ns", r->cat[RANKS_WAIT]) ||
-            pk_u64(pk, "other_ns", r->cat[RANKS_OTHER]) ||
+            pk_u64(pk, "compute_ns", r->cat[PROTO_CAT_COMPUTE]) ||
+            pk_u64(pk, "comm_ns", r->cat[PROTO_CAT_COMM]) ||
+            pk_u64(pk, "memory_ns", r->cat[PROTO_CAT_MEMORY]) ||
+            pk_u64(pk, "wait_ns", r->cat[PROTO_CAT_WAIT]) ||
+            pk_u64(pk, "other_ns", r->cat[PROTO_CAT_OTHER]) ||
             pk_u64(pk, "exposed_comm_ns", r->exposed) || pk_u64(pk, "collectives", r->coll) ||
             pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "arrived_last", r->last) ||
             pk_u64(pk, "caused_ns", r->caused) || pk_u64(pk, "slowest_steps", r->slowest) ||
@@ -614,25 +615,25 @@ static int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
 /* `imbalance_by_category` goes in `categories`: per category over ranks. */
 static int rq_pack_categories(struct rq *q, msgpack_packer *pk)
 {
-    uint64_t *v = calloc(2 * (q->n_ranks + 1), sizeof(*v)), total = 0, sums[RANKS_NCAT] = {0};
+    uint64_t *v = calloc(2 * (q->n_ranks + 1), sizeof(*v)), total = 0, sums[PROTO_NCAT] = {0};
     int rc = -1;
 
     if (v == NULL)
         return -1;
     for (size_t i = 0; i < q->n_ranks; i++)
-        for (int c = 0; c < RANKS_NCAT; c++)
+        for (int c = 0; c < PROTO_NCAT; c++)
             sums[c] = rq_sat(sums[c], q->ranks[i].cat[c]);
-    for (int c = 0; c < RANKS_NCAT; c++)
+    for (int c = 0; c < PROTO_NCAT; c++)
         total = rq_sat(total, sums[c]);
-    if (pk_str(pk, "categories") || msgpack_pack_array(pk, RANKS_NCAT))
+    if (pk_str(pk, "categories") || msgpack_pack_array(pk, PROTO_NCAT))
         goto out;
-    for (int c = 0; c < RANKS_NCAT; c++) {
+    for (int c = 0; c < PROTO_NCAT; c++) {
         struct rq_imb im;
         for (size_t i = 0; i < q->n_ranks; i++)
             v[i] = q->ranks[i].cat[c];
         rq_imbalance(v, q->n_ranks, v + q->n_ranks + 1, &im);
         if (msgpack_pack_map(pk, 7) || pk_str(pk, "category") ||
-            pk_str(pk, ranks_cat_name((enum ranks_cat)c)) || pk_u64(pk, "total_ns", sums[c]) ||
+            pk_str(pk, proto_cat_name((enum proto_cat)c)) || pk_u64(pk, "total_ns", sums[c]) ||
             pk_f64(pk, "share", total ? (double)sums[c] / (double)total : 0.0) ||
             pk_f64(pk, "imbalance", im.max_vs_mean) ||
             pk_f64(pk, "max_vs_median", im.max_vs_median) ||
@@ -666,7 +667,7 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
 
     *out = NULL;
     *n_out = 0;
-    if (!rq_cat_wanted(q, RANKS_COMM)) /* collectives are comm: none in another category */
+    if (!rq_cat_wanted(q, PROTO_CAT_COMM)) /* collectives are comm: none in another category */
         return pk_str(pk, "collectives") || msgpack_pack_array(pk, 0) ? -ENOMEM : 0;
     rc = sqlite3_prepare_v2(
         q->db,
@@ -811,7 +812,7 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         if (filter) {
             int64_t pid = sqlite3_column_int64(st, 1);
             if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX ||
-                !rq_cat_wanted(q, ranks_cat_code((const char *)sqlite3_column_text(st, 5))))
+                !rq_cat_wanted(q, proto_cat_code((const char *)sqlite3_column_text(st, 5))))
                 continue;
         }
         if (n == 0 || strcmp(rows[n - 1].op, name) != 0) {
@@ -909,10 +910,10 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         goto pack;
     }
     for (size_t i = 0; i < q->n_ranks; i++)
-        vals[i] = q->ranks[i].cat[RANKS_COMPUTE];
+        vals[i] = q->ranks[i].cat[PROTO_CAT_COMPUTE];
     rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comp);
     for (size_t i = 0; i < q->n_ranks; i++)
-        vals[i] = q->ranks[i].cat[RANKS_COMM];
+        vals[i] = q->ranks[i].cat[PROTO_CAT_COMM];
     rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comm);
     len = (size_t)snprintf(v, sizeof(v), "%zu rank%s", q->n_ranks, q->n_ranks == 1 ? "" : "s");
     if (q->n_ranks > 1)
@@ -1083,7 +1084,7 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
     if ((rc = rq_processes(&q)) < 0)
         goto out;
     /* As in the analysis: collectives are comm, and kept per rank, not per device. */
-    if (q.state != 0 && rq_cat_wanted(&q, RANKS_COMM)) {
+    if (q.state != 0 && rq_cat_wanted(&q, PROTO_CAT_COMM)) {
         if ((rc = rq_late_instances(&q, &instances)) < 0 ||
             (f->device == NULL && (rc = rq_late_ranks(&q)) < 0))
             goto out;

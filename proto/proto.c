@@ -79,6 +79,26 @@ const char *proto_type_name(enum proto_type t)
     return type_names[t];
 }
 
+enum proto_cat proto_cat_code(const char *c)
+{
+    if (c == NULL || strcmp(c, "compute") == 0)
+        return PROTO_CAT_COMPUTE;
+    if (strcmp(c, "comm") == 0)
+        return PROTO_CAT_COMM;
+    if (strcmp(c, "memory") == 0)
+        return PROTO_CAT_MEMORY;
+    if (strcmp(c, "wait") == 0)
+        return PROTO_CAT_WAIT;
+    return PROTO_CAT_OTHER;
+}
+
+const char *proto_cat_name(enum proto_cat c)
+{
+    static const char *const names[PROTO_NCAT] = {"compute", "comm", "memory", "wait", "other"};
+
+    return (unsigned)c < PROTO_NCAT ? names[c] : "other";
+}
+
 bool proto_utf8_valid(const char *s, size_t len)
 {
     size_t i = 0;

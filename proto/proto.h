@@ -253,6 +253,25 @@ void proto_kv_free(struct proto_kv *kv, size_t n);
 /* Name of a message type as on the wire ("hello", ...), or "?" */
 const char *proto_type_name(enum proto_type t);
 
+/*
+ * The categories an op counts in (the report's Ranks and Categories sections,
+ * and its category filter): compute, comm, memory and wait are themselves,
+ * none (NULL) is compute, any other word is other.
+ */
+enum proto_cat {
+    PROTO_CAT_COMPUTE,
+    PROTO_CAT_COMM,
+    PROTO_CAT_MEMORY,
+    PROTO_CAT_WAIT,
+    PROTO_CAT_OTHER,
+    PROTO_NCAT
+};
+
+/* The code of a category name (NULL: none). */
+enum proto_cat proto_cat_code(const char *category);
+/* The name of a code. */
+const char *proto_cat_name(enum proto_cat c);
+
 /* ---- reading ---------------------------------------------------------- */
 
 #define PROTO_SCAN_DEPTH 32 /* nesting the byte scanner allows (unknown map values included) */

@@ -46,20 +46,10 @@ static uint64_t by_add(uint64_t a, uint64_t b)
 
 /* ---- the report filters ------------------------------------------------------ */
 
-static const char *const by_cat_names[] = {"compute", "comm", "memory", "wait", "other"};
-
-/*
- * The category an op counts in, as the daemon's report filter applies it
- * (PROTOCOL.md Part 3, "report filters"): compute, comm, memory and wait
- * are themselves, none ("" in the export dictionary) is compute, any other
- * word other. An index into by_cat_names.
- */
-static size_t by_cat_code(const char *c)
+/* The category an op counts in: the export dictionary says none as "". */
+static enum proto_cat by_cat_code(const char *c)
 {
-    for (size_t i = 0; i < 4; i++)
-        if (c != NULL && strcmp(c, by_cat_names[i]) == 0)
-            return i;
-    return c == NULL || c[0] == '\0' ? 0 : 4;
+    return proto_cat_code(c != NULL && c[0] == '\0' ? NULL : c);
 }
 
 static bool by_filtered(const struct proto_analysis *f)
@@ -104,7 +94,7 @@ static void by_pack_filter(msgpack_packer *pk, const struct proto_analysis *f)
     }
     if (f->category != NULL) {
         proto_pack_str(pk, "category");
-        proto_pack_str(pk, by_cat_names[by_cat_code(f->category)]);
+        proto_pack_str(pk, proto_cat_name(by_cat_code(f->category)));
     }
 }
 
