@@ -16,9 +16,11 @@
  * blocking-mode producer that found its ring full), packs
  * the records as ["batch", ...] messages (at most 4096 entries each) into an
  * output buffer and writes it with poll(); while the buffer still holds
- * unsent bytes (the daemon is slow or stopped) it drains nothing more, the
- * rings fill, and recording threads drop and count (default) or wait
- * (blocking mode). Op definitions and metadata are queued under the mutex
+ * unsent bytes (the daemon is slow or stopped) it drains nothing more and
+ * sleeps until the socket takes more, the rings fill, and recording threads
+ * drop and count (default) or wait (blocking mode: asleep until a drain has
+ * freed a quarter of their ring, woken by the writer; see ring_room). Op
+ * definitions and metadata are queued under the mutex
  * and sent before the batch drained after them, so a batch never names an op
  * the daemon has not been told of. The writer also reads the daemon's
  * replies (ack, error) and wakes tc_flush() callers.
@@ -49,6 +51,10 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 
 #include "proto.h"
 #include "sock.h"
@@ -159,6 +165,8 @@ struct ring {
     uint64_t wend_tsc, wend_ns; /* the end of the last REC_TICKS record it converted */
     /* The recording thread's, off the begin/end path. */
     _Alignas(64) _Atomic uint64_t marks; /* step markers among the records (tc_recorded) */
+    _Atomic uint64_t wait_for; /* blocking mode: the tail this thread sleeps for; 0: none */
+    _Atomic uint32_t wake_seq; /* bumped (and the thread woken) when tail passes wait_for */
     struct pending *deferred;
     size_t n_deferred;
     struct region *regions; /* tc_push's stack, allocated at the first push */
@@ -748,6 +756,23 @@ static bool rec_valid(const struct rec *r, uint64_t step)
            r->mem <= max && (r->shapes & ~REC_EXT) != SHAPES_BAD && r->dev != DEV_BAD;
 }
 
+static void ring_wakeup(struct ring *r);
+
+/*
+ * Publishes the drain of r up to tail, and wakes its recording thread if it
+ * sleeps for a tail this reaches (ring_room: the seq_cst store and load pair
+ * with its own, so one of the two sees the other's).
+ */
+static void ring_drained(struct ring *r, uint64_t tail)
+{
+    uint64_t w;
+
+    atomic_store_explicit(&r->tail, tail, memory_order_seq_cst);
+    w = atomic_load_explicit(&r->wait_for, memory_order_seq_cst);
+    if (w != 0 && (int64_t)(tail - w) >= 0 && atomic_compare_exchange_strong(&r->wait_for, &w, 0))
+        ring_wakeup(r);
+}
+
 /*
  * Moves up to `room` entries from the rings into batches in out. Returns how
  * many; entries the daemon would refuse are dropped and counted instead.
@@ -789,7 +814,7 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
             pack_rec(c, &pk, rec, r->wstep);
             n++;
         }
-        atomic_store_explicit(&r->tail, tail, memory_order_release);
+        ring_drained(r, tail);
     }
     pthread_mutex_unlock(&c->mu);
     if (bad > 0)
@@ -1004,7 +1029,10 @@ static void *writer_thread(void *arg)
         }
         if (closing && c->out_off == c->out.size && c->flush_sent == req && rings_empty(c))
             break;
-        if ((rc = writer_io(c, c->out_off < c->out.size ? 1 : (int)c->interval_ms)) < 0)
+        /* With output pending nothing is due before the socket takes more (or
+         * a wake-up: a flush, tc_close); else the rings are drained each
+         * interval. */
+        if ((rc = writer_io(c, c->out_off < c->out.size ? -1 : (int)c->interval_ms)) < 0)
             writer_break(c, rc);
     }
     return NULL;
@@ -1570,6 +1598,81 @@ static inline struct ring *my_ring(tc_client *c)
 }
 
 /*
+ * Blocking mode's wait: the recording thread sleeps on its ring's wake_seq
+ * until the writer thread has drained the ring down to the tail it asked for
+ * in wait_for (ring_drained), not in a sleep loop that wakes to look. It
+ * asks for a quarter of the ring more than it needs, so that it wakes once
+ * per batch of records, not once per record. The writer is woken through its
+ * pipe the first time, in case it sleeps for its interval with nothing to
+ * send. The timed wait is a backstop only: every drain past wait_for wakes.
+ */
+#if defined(__linux__)
+static void ring_sleep(struct ring *r, uint32_t seq)
+{
+    struct timespec ts = {0, 100000000};
+
+    syscall(SYS_futex, (uint32_t *)&r->wake_seq, FUTEX_WAIT_PRIVATE, seq, &ts, NULL, 0);
+}
+
+static void ring_wakeup(struct ring *r)
+{
+    atomic_fetch_add_explicit(&r->wake_seq, 1, memory_order_release);
+    syscall(SYS_futex, (uint32_t *)&r->wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+#else
+static void ring_sleep(struct ring *r, uint32_t seq)
+{
+    struct timespec ts = {0, 200000};
+
+    (void)r, (void)seq;
+    nanosleep(&ts, NULL);
+}
+
+static void ring_wakeup(struct ring *r)
+{
+    atomic_fetch_add_explicit(&r->wake_seq, 1, memory_order_release);
+}
+#endif
+
+/*
+ * Whether r has room for what leaves it filled to at most `most` slots past
+ * tail (waiting for it in blocking mode), else false with the entry counted
+ * as dropped. tail is the writer thread's cache line: read only here, when
+ * the ring looks full by the last value seen.
+ */
+static __attribute__((noinline)) bool ring_room(tc_client *c, struct ring *r, uint64_t head,
+                                                uint64_t most)
+{
+    uint64_t slack = (r->mask + 1) / 4;
+    /* The tail that leaves room, and slack more (at most an empty ring: head). */
+    uint64_t need = head - most + (most < slack ? most : slack);
+    bool woke = false;
+
+    while (head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > most) {
+        uint32_t seq;
+
+        if (!c->blocking || c->broken) {
+            atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+            return false;
+        }
+        /* Announce the wait, then look at tail again: either this thread sees
+         * the writer's new tail, or the writer sees wait_for (both seq_cst). */
+        seq = atomic_load_explicit(&r->wake_seq, memory_order_acquire);
+        atomic_store_explicit(&r->wait_for, need, memory_order_seq_cst);
+        if ((int64_t)(atomic_load_explicit(&r->tail, memory_order_seq_cst) - need) < 0 &&
+            !c->broken) {
+            if (!woke)
+                writer_wake(c);
+            woke = true;
+            ring_sleep(r, seq);
+        }
+        atomic_store_explicit(&r->wait_for, 0, memory_order_relaxed);
+    }
+    return true;
+}
+
+/*
  * The slot for this thread's next record, or NULL when the record is dropped
  * (a full ring in the default mode, or a broken connection). The caller fills
  * the slot field by field, in place — a record built on the stack and copied
@@ -1578,26 +1681,7 @@ static inline struct ring *my_ring(tc_client *c)
  */
 static __attribute__((noinline)) bool ring_wait(tc_client *c, struct ring *r, uint64_t head)
 {
-    uint64_t wait_ns = 50000;
-
-    /* Reading tail means fetching the writer's cache line: only when the ring
-     * looks full by the last value seen. */
-    while (head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > r->mask) {
-        if (!c->blocking || c->broken) {
-            atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            return false;
-        }
-        /* Blocking mode: wake the writer thread rather than leave it asleep
-         * for its interval, then wait for it, backing off from 50 µs to 2 ms
-         * so that many blocked producers do not eat the CPU it needs. */
-        if (wait_ns == 50000)
-            writer_wake(c);
-        struct timespec ts = {0, (long)wait_ns};
-        nanosleep(&ts, NULL);
-        wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
-    }
-    return true;
+    return ring_room(c, r, head, r->mask);
 }
 
 static inline struct rec *ring_slot(tc_client *c, struct ring *r)
@@ -1961,24 +2045,15 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
  */
 static bool ring_reserve(tc_client *c, struct ring *r, uint64_t n)
 {
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed), wait_ns = 50000;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t most = r->mask + 1 - n; /* the fill level that leaves n free */
 
-    while (n > r->mask + 1 ||
-           (head - r->tail_seen > most &&
-            head - (r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) > most)) {
-        if (!c->blocking || c->broken || n > r->mask + 1) {
-            atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
-            atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
-            return false;
-        }
-        if (wait_ns == 50000)
-            writer_wake(c);
-        struct timespec ts = {0, (long)wait_ns};
-        nanosleep(&ts, NULL);
-        wait_ns = wait_ns < 2000000 ? wait_ns * 2 : 2000000;
+    if (n > r->mask + 1) {
+        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        return false;
     }
-    return true;
+    return head - r->tail_seen <= most || ring_room(c, r, head, most);
 }
 
 /*
