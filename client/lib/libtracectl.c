@@ -34,8 +34,8 @@
  * are indexes into the client's tables, which only grow until tc_close.
  *
  * Memory: ring_entries × 32 bytes per recording thread (2 MiB by default),
- * plus the interned shapes (at most SHAPES_MAX pairs), plus an output buffer
- * of about 1 MiB.
+ * plus the interned shapes (at most SHAPES_MAX pairs, and their 64 KiB
+ * index), plus an output buffer of about 1 MiB.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -69,8 +69,8 @@
 #define OPEN_TIMEOUT_MS  5000
 #define CLOSE_TIMEOUT_MS 5000
 #define SHAPE_MAX        1400 /* bytes of a packed (out, in) pair: 145 + 8 × 145 + nil */
-#define SHAPE_CACHE      256  /* per thread */
 #define SHAPES_MAX       4096 /* distinct pairs per client; more are left out */
+#define SHAPE_INDEX      (2 * SHAPES_MAX) /* slots of the pairs' hash index: at most half used */
 
 /*
  * One entry as recorded: 32 bytes, half a cache line, no pointers. op 0 is a
@@ -134,11 +134,13 @@ struct region {
     uint64_t start, id, parent;
 };
 
-/* A slot of a thread's shape cache. */
-struct shape_slot {
+/* An interned (out, in) pair: never changes once its index is handed out. */
+struct shape_pair {
     uint64_t hash;
-    uint32_t id;    /* index+1 into the client's shape pairs; 0: empty */
-    uint32_t words; /* the length of its key */
+    uint64_t *key;  /* the words recording threads compare (see shape_key_make) */
+    char *bytes;    /* the pair packed as msgpack, for the writer */
+    uint32_t words; /* the length of key */
+    uint32_t len;   /* of bytes */
 };
 
 /*
@@ -173,7 +175,6 @@ struct ring {
     size_t n_regions;       /* its depth, counting those past REGION_MAX (dropped) */
     const char *dev_str;    /* the last device this thread named: the client's copy */
     uint32_t dev_id;        /* and its index+1 */
-    struct shape_slot shape_cache[SHAPE_CACHE];
 };
 
 struct tc_client {
@@ -221,14 +222,14 @@ struct tc_client {
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
-    /* Interned shape pairs: packed as msgpack for the writer, and as the
-     * key the recording threads compare (see shape_key). Appended under
-     * shape_mu; an entry never changes once its index is handed out. */
-    char *shapes[SHAPES_MAX];
-    uint64_t *shape_key[SHAPES_MAX];
-    uint32_t shape_len[SHAPES_MAX], shape_words[SHAPES_MAX];
-    uint64_t shape_hash[SHAPES_MAX];
+    /* Interned shape pairs, appended under shape_mu, and their hash index
+     * (open addressing), which recording threads read without the lock: a
+     * slot holds the pair's hash's top 32 bits and its index+1 (0: empty),
+     * stored (release) once the pair is complete, and never changed after. */
+    struct shape_pair shapes[SHAPES_MAX];
     size_t n_shapes;
+    _Atomic bool shapes_full; /* n_shapes == SHAPES_MAX: new pairs go without the lock */
+    _Atomic uint64_t shape_index[SHAPE_INDEX];
     msgpack_sbuffer control;         /* ops and meta messages not yet sent; guarded by mu */
     uint64_t flush_req, flush_acked; /* guarded by mu */
     uint64_t flush_counted; /* broken: flushes whose entries are all counted as dropped; mu */
@@ -614,7 +615,8 @@ static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint
     }
     msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
     if (r->shapes != 0)
-        msgpack_sbuffer_write(pk->data, c->shapes[r->shapes - 1], c->shape_len[r->shapes - 1]);
+        msgpack_sbuffer_write(pk->data, c->shapes[r->shapes - 1].bytes,
+                              c->shapes[r->shapes - 1].len);
     if (r->dev)
         proto_pack_str(pk, c->devs[r->dev - 1]);
 }
@@ -718,7 +720,7 @@ static void pack_rec_ext(tc_client *c, msgpack_packer *pk, const struct rec *r,
     }
     msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
     if (shapes != 0)
-        msgpack_sbuffer_write(pk->data, c->shapes[shapes - 1], c->shape_len[shapes - 1]);
+        msgpack_sbuffer_write(pk->data, c->shapes[shapes - 1].bytes, c->shapes[shapes - 1].len);
     if (r->dev)
         proto_pack_str(pk, c->devs[r->dev - 1]);
     else
@@ -1102,8 +1104,8 @@ static void client_free(tc_client *c)
     for (size_t i = 0; i < c->n_devs; i++)
         free(c->devs[i]);
     for (size_t i = 0; i < c->n_shapes; i++) {
-        free(c->shapes[i]);
-        free(c->shape_key[i]);
+        free(c->shapes[i].bytes);
+        free(c->shapes[i].key);
     }
     free(c->ops);
     free(c->cats);
@@ -1831,61 +1833,88 @@ static bool shapes_valid(const tc_shape *out, const tc_shape *in, size_t n_in)
     return true;
 }
 
-/*
- * Index+1 of the pair in the client's table, added under the lock when new;
- * 0 when full or on ENOMEM; SHAPES_BAD (never cached) for a dimension the
- * daemon would refuse.
- */
-static uint32_t shape_intern_slow(tc_client *c, const tc_shape *out, const tc_shape *in,
-                                  size_t n_in, uint64_t h, uint32_t words)
+/* The pair's slot in the index, or the empty slot where it would go. */
+static inline uint32_t shape_find(tc_client *c, const tc_shape *out, const tc_shape *in,
+                                  size_t n_in, uint64_t h, uint32_t words, size_t *slot)
 {
+    size_t i = h & (SHAPE_INDEX - 1);
+
+    for (;; i = (i + 1) & (SHAPE_INDEX - 1)) {
+        uint64_t v = atomic_load_explicit(&c->shape_index[i], memory_order_acquire);
+        const struct shape_pair *p;
+
+        if (v == 0)
+            break;
+        p = &c->shapes[(uint32_t)v - 1];
+        if ((v >> 32) == (h >> 32) && p->hash == h && p->words == words &&
+            shape_key_eq(p->key, out, in, n_in))
+            return (uint32_t)v;
+    }
+    *slot = i;
+    return 0;
+}
+
+/*
+ * A pair not in the index yet: added under the lock (unless another thread
+ * added it meanwhile). Its index+1; 0 when the table is full or on ENOMEM;
+ * SHAPES_BAD for a dimension the daemon would refuse (never added).
+ */
+static __attribute__((noinline)) uint32_t shape_intern_slow(tc_client *c, const tc_shape *out,
+                                                            const tc_shape *in, size_t n_in,
+                                                            uint64_t h, uint32_t words)
+{
+    struct shape_pair *p;
+    struct shape_buf *b;
     uint32_t id = 0;
+    size_t slot = 0;
 
     if (!shapes_valid(out, in, n_in))
         return SHAPES_BAD;
+    if (atomic_load_explicit(&c->shapes_full, memory_order_relaxed))
+        return 0;
     pthread_mutex_lock(&c->shape_mu);
-    for (size_t i = 0; i < c->n_shapes && id == 0; i++)
-        if (c->shape_hash[i] == h && c->shape_words[i] == words &&
-            shape_key_eq(c->shape_key[i], out, in, n_in))
-            id = (uint32_t)i + 1;
-    if (id == 0 && c->n_shapes < SHAPES_MAX) {
-        struct shape_buf *b = malloc(sizeof(*b));
-        uint64_t *key = malloc(words * sizeof(*key));
-        char *bytes = NULL;
-
-        if (b != NULL && key != NULL) {
-            shape_pack(b, out, in, n_in);
-            if ((bytes = malloc(b->len)) != NULL)
-                memcpy(bytes, b->data, b->len);
-        }
-        if (bytes != NULL) {
-            shape_key_make(key, out, in, n_in);
-            c->shapes[c->n_shapes] = bytes;
-            c->shape_key[c->n_shapes] = key;
-            c->shape_len[c->n_shapes] = (uint32_t)b->len;
-            c->shape_words[c->n_shapes] = words;
-            c->shape_hash[c->n_shapes] = h;
-            id = (uint32_t)++c->n_shapes;
-        } else {
-            free(key);
-        }
-        free(b);
+    if ((id = shape_find(c, out, in, n_in, h, words, &slot)) != 0 || c->n_shapes == SHAPES_MAX)
+        goto out;
+    p = &c->shapes[c->n_shapes];
+    b = malloc(sizeof(*b));
+    p->key = malloc(words * sizeof(*p->key));
+    if (b != NULL && p->key != NULL) {
+        shape_pack(b, out, in, n_in);
+        if ((p->bytes = malloc(b->len)) != NULL)
+            memcpy(p->bytes, b->data, b->len);
+        p->len = (uint32_t)b->len;
     }
+    free(b);
+    if (p->key == NULL || p->bytes == NULL) {
+        free(p->key);
+        free(p->bytes);
+        p->key = NULL;
+        p->bytes = NULL;
+        goto out;
+    }
+    shape_key_make(p->key, out, in, n_in);
+    p->hash = h;
+    p->words = words;
+    id = (uint32_t)++c->n_shapes;
+    atomic_store_explicit(&c->shape_index[slot], (h & ~0xffffffffull) | id, memory_order_release);
+    if (c->n_shapes == SHAPES_MAX)
+        atomic_store_explicit(&c->shapes_full, true, memory_order_relaxed);
+out:
     pthread_mutex_unlock(&c->shape_mu);
     return id;
 }
 
 /*
  * The index+1 of the (out, in) pair in the client's interned pairs, found
- * through this thread's small cache: shapes repeat every step, so the lock
- * is taken only for a pair this thread has not seen lately. 0 when no shapes
- * are given (or when the table is full or on ENOMEM: they are left out).
+ * in the index without a lock: shapes repeat every step, so the lock is
+ * taken only for a pair the client has not seen yet. 0 when no shapes are
+ * given (or when the table is full or on ENOMEM: they are left out).
  */
-static __attribute__((noinline)) uint32_t
-shape_lookup(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *in, size_t n_in)
+static __attribute__((noinline)) uint32_t shape_lookup(tc_client *c, const tc_shape *out,
+                                                       const tc_shape *in, size_t n_in)
 {
-    struct shape_slot *slot;
-    uint32_t words;
+    uint32_t words, id;
+    size_t slot = 0;
     uint64_t h;
 
     if (in == NULL)
@@ -1895,24 +1924,18 @@ shape_lookup(tc_client *c, struct ring *r, const tc_shape *out, const tc_shape *
     if (out == NULL && n_in == 0)
         return 0;
     h = shape_hash(out, in, n_in, &words);
-    slot = &r->shape_cache[h % SHAPE_CACHE];
-    if (slot->id == 0 || slot->hash != h || slot->words != words ||
-        !shape_key_eq(c->shape_key[slot->id - 1], out, in, n_in)) {
-        uint32_t id = shape_intern_slow(c, out, in, n_in, h, words);
-        if (id == 0 || id == SHAPES_BAD)
-            return id;
-        *slot = (struct shape_slot){.hash = h, .id = id, .words = words};
-    }
-    return slot->id;
+    if ((id = shape_find(c, out, in, n_in, h, words, &slot)) != 0)
+        return id;
+    return shape_intern_slow(c, out, in, n_in, h, words);
 }
 
 /* shape_lookup(), inlined for an entry without shapes. */
-static inline uint32_t shape_intern(tc_client *c, struct ring *r, const tc_shape *out,
-                                    const tc_shape *in, size_t n_in)
+static inline uint32_t shape_intern(tc_client *c, const tc_shape *out, const tc_shape *in,
+                                    size_t n_in)
 {
     if (out == NULL && (in == NULL || n_in == 0))
         return 0;
-    return shape_lookup(c, r, out, in, n_in);
+    return shape_lookup(c, out, in, n_in);
 }
 
 /*
@@ -2018,7 +2041,7 @@ void tc_end_(tc_client *c, uint64_t mem_bytes, const tc_shape *out, const tc_sha
     if ((r = my_ring(c)) == NULL || !r->open)
         return;
     now = rec_now(c);
-    shapes = shape_intern(c, r, out, in, n_in);
+    shapes = shape_intern(c, out, in, n_in);
     record(c, r, r->cur_op, r->cur_start, now - r->cur_start, mem_bytes, shapes | c->clock, 0);
     r->open = false;
 }
@@ -2035,7 +2058,7 @@ void tc_record_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns, u
         return;
     if (device != NULL && *device)
         dev = device_id(c, r, device);
-    shapes = shape_intern(c, r, out, in, n_in);
+    shapes = shape_intern(c, out, in, n_in);
     record(c, r, op, start_ns, dur_ns, mem_bytes, shapes, dev);
 }
 
@@ -2142,7 +2165,7 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
             return;
         e.dev = (uint16_t)dev;
     }
-    e.shapes = (uint16_t)shape_intern(c, r, out, in, n_in);
+    e.shapes = (uint16_t)shape_intern(c, out, in, n_in);
     record_ext(c, r, &e, elements, ext);
 }
 
