@@ -63,7 +63,7 @@
 
 #define DEFAULT_RING     65536
 #define DEFAULT_INTERVAL 5
-#define BATCH_MAX        4096
+#define BATCH_MAX        4096 /* drain() writes its array header as array16 */
 #define OUT_HIGH         (1u << 20)
 #define DEFER_MAX        1024
 #define OPEN_TIMEOUT_MS  5000
@@ -594,13 +594,37 @@ static char *put_uint(char *p, uint64_t v)
 }
 
 /*
- * One entry as msgpack, [step, op, start, dur, nil, mem, out, in(, device)],
- * encoded into a local buffer and appended with one write: field-by-field
- * packer calls cost the writer thread more than the recording threads pay.
+ * The most one entry takes as msgpack: the numbers and the ext map (under
+ * 256), a shape pair, a device name with its header.
  */
-static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint64_t step)
+#define ENTRY_MAX (256 + SHAPE_MAX + 5 + PROTO_MAX_NAME)
+
+/* Room for n more bytes at the end of sb: where they go, or NULL (ENOMEM). */
+static char *sb_room(msgpack_sbuffer *sb, size_t n)
 {
-    char buf[64], *p = buf;
+    size_t cap = sb->alloc ? sb->alloc : 65536;
+    char *data;
+
+    if (sb->alloc - sb->size >= n)
+        return sb->data + sb->size;
+    while (cap - sb->size < n)
+        cap *= 2;
+    if ((data = realloc(sb->data, cap)) == NULL)
+        return NULL;
+    sb->data = data;
+    sb->alloc = cap;
+    return data + sb->size;
+}
+
+/*
+ * One entry as msgpack, [step, op, start, dur, nil, mem, out, in(, device)],
+ * written in place at the end of the output (which has room for ENTRY_MAX
+ * bytes): field-by-field packer calls cost the writer thread more than the
+ * recording threads pay.
+ */
+static void pack_rec(tc_client *c, msgpack_sbuffer *sb, const struct rec *r, uint64_t step)
+{
+    char *p = sb->data + sb->size;
 
     *p++ = (char)(0x90 | (r->dev ? 9 : 8));
     p = put_uint(p, step);
@@ -612,13 +636,26 @@ static void pack_rec(tc_client *c, msgpack_packer *pk, const struct rec *r, uint
     if (r->shapes == 0) {
         *p++ = (char)0xc0;
         *p++ = (char)0xc0;
+    } else {
+        const struct shape_pair *sp = &c->shapes[r->shapes - 1];
+        memcpy(p, sp->bytes, sp->len);
+        p += sp->len;
     }
-    msgpack_sbuffer_write(pk->data, buf, (size_t)(p - buf));
-    if (r->shapes != 0)
-        msgpack_sbuffer_write(pk->data, c->shapes[r->shapes - 1].bytes,
-                              c->shapes[r->shapes - 1].len);
-    if (r->dev)
-        proto_pack_str(pk, c->devs[r->dev - 1]);
+    if (r->dev) {
+        const char *d = c->devs[r->dev - 1];
+        size_t n = strlen(d); /* at most PROTO_MAX_NAME: the header as msgpack_pack_str's */
+
+        if (n < 32) {
+            *p++ = (char)(0xa0 | n);
+        } else if (n < 256) {
+            *p++ = (char)0xd9, *p++ = (char)n;
+        } else {
+            *p++ = (char)0xda, *p++ = (char)(n >> 8), *p++ = (char)n;
+        }
+        memcpy(p, d, n);
+        p += n;
+    }
+    sb->size = (size_t)(p - sb->data);
 }
 
 /* Appends v as the shortest msgpack integer. */
@@ -776,19 +813,35 @@ static void ring_drained(struct ring *r, uint64_t tail)
 }
 
 /*
- * Moves up to `room` entries from the rings into batches in out. Returns how
- * many; entries the daemon would refuse are dropped and counted instead.
+ * Appends to out the control messages queued so far (op definitions, meta),
+ * then a batch of up to `room` entries moved from the rings, packed in place.
+ * Both under the mutex, so that every op an entry names was queued (tc_op
+ * takes it) before the batch. Returns the number of entries in the batch;
+ * entries the daemon would refuse are dropped and counted instead. Stops
+ * early when out cannot grow (ENOMEM): what it took is whole.
  */
-static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
+static size_t drain(tc_client *c, msgpack_sbuffer *out, size_t room)
 {
     msgpack_packer pk;
-    size_t n = 0, bad = 0;
+    size_t n = 0, bad = 0, head_at, body_at;
+    char *h;
 
     clock_reanchor(c);
     /* The lock keeps the ring list and the device table still while packing;
      * recording threads never take it. */
     pthread_mutex_lock(&c->mu);
-    msgpack_packer_init(&pk, batch, msgpack_sbuffer_write);
+    if (c->control.size > 0) {
+        msgpack_sbuffer_write(out, c->control.data, c->control.size);
+        msgpack_sbuffer_clear(&c->control);
+    }
+    /* The batch's head with a 3-byte array header (array16), fixed below. */
+    msgpack_packer_init(&pk, out, msgpack_sbuffer_write);
+    head_at = out->size;
+    if (proto_pack_batch_header(&pk, BATCH_MAX) < 0) {
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    body_at = out->size;
     for (struct ring *r = c->rings; r != NULL && n < room; r = r->next) {
         uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
         uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
@@ -798,6 +851,10 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
             if (rec->op == 0) {
                 r->wstep = rec->start;
                 continue;
+            }
+            if (sb_room(out, ENTRY_MAX) == NULL) {
+                room = n; /* out of memory: the rest stays in the rings */
+                break;
             }
             if (rec->shapes & REC_TICKS)
                 rec = rec_convert(c, r, rec, &conv);
@@ -813,7 +870,7 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
                 n++;
                 continue;
             }
-            pack_rec(c, &pk, rec, r->wstep);
+            pack_rec(c, out, rec, r->wstep);
             n++;
         }
         ring_drained(r, tail);
@@ -821,32 +878,34 @@ static size_t drain(tc_client *c, msgpack_sbuffer *batch, size_t room)
     pthread_mutex_unlock(&c->mu);
     if (bad > 0)
         atomic_fetch_add(&c->dropped, bad);
+    /* The array header as msgpack_pack_array(n) writes it: fixarray below 16. */
+    h = out->data + body_at - 3;
+    if (n == 0) {
+        out->size = head_at;
+    } else if (n >= 16) {
+        h[1] = (char)(n >> 8);
+        h[2] = (char)n;
+    } else {
+        h[0] = (char)(0x90 | n);
+        memmove(h + 1, h + 3, out->size - body_at);
+        out->size -= 2;
+    }
     return n;
 }
+
+_Static_assert(BATCH_MAX >= 16 && BATCH_MAX < 65536, "a batch's array header is an array16");
 
 /* Fills the output buffer: control messages first, then batches of what was drained. */
 static void fill(tc_client *c)
 {
-    msgpack_sbuffer body;
-    msgpack_packer pk;
     size_t n;
 
-    msgpack_sbuffer_init(&body);
     while (c->out.size - c->out_off < OUT_HIGH) {
-        msgpack_sbuffer_clear(&body);
-        n = drain(c, &body, BATCH_MAX);
-        pthread_mutex_lock(&c->mu); /* after the drain: every op it uses is queued by now */
-        msgpack_sbuffer_write(&c->out, c->control.data, c->control.size);
-        msgpack_sbuffer_clear(&c->control);
-        pthread_mutex_unlock(&c->mu);
+        n = drain(c, &c->out, BATCH_MAX);
         if (n == 0)
             break;
         c->packed += n;
-        msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
-        proto_pack_batch_header(&pk, n);
-        msgpack_sbuffer_write(&c->out, body.data, body.size);
     }
-    msgpack_sbuffer_destroy(&body);
 }
 
 static bool rings_empty(tc_client *c)
