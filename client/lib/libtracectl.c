@@ -1134,6 +1134,7 @@ static tc_client *client_new(const tc_options *o)
 
     if (c == NULL)
         return NULL;
+    populate(c, size); /* its ~200 KiB of shape tables: one call, not a trap per page */
     memset(c, 0, size);
     c->fd = -1;
     c->wake[0] = c->wake[1] = -1;
