@@ -1191,6 +1191,49 @@ Test(client, shape_table_full_leaves_shapes_out)
     peer_stop(&P);
 }
 
+/* Thread t's entries: 2 rounds of 1000 pairs, out [i, t % 2], in [[i]]: threads t and t + 2 share
+ * theirs, so that two threads meet each new pair at about the same time. */
+static void *produce_pairs(void *arg)
+{
+    struct producer *pr = arg;
+    uint64_t t = pr->base / 1000000;
+
+    for (uint64_t round = 0; round < 2; round++)
+        for (uint64_t i = 0; i < 1000; i++) {
+            tc_shape out = {2, {i, t % 2}}, in = {1, {i}};
+            tc_record(pr->c, pr->op, pr->base + round * 1000 + i, 1, 0, &out, &in, 1, NULL);
+        }
+    return NULL;
+}
+
+/* Pairs interned by several threads at once, more than fit any small cache, each sent right. */
+Test(client, shape_pairs_from_threads_at_once)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 4096, 1);
+    uint32_t op = tc_op(c, "s");
+    struct producer pr[4];
+    pthread_t th[4];
+
+    for (int t = 0; t < 4; t++) {
+        pr[t] = (struct producer){c, op, (uint64_t)t * 1000000, NULL};
+        cr_assert_eq(pthread_create(&th[t], NULL, produce_pairs, &pr[t]), 0);
+    }
+    for (int t = 0; t < 4; t++)
+        pthread_join(th[t], NULL);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 8000);
+    for (size_t k = 0; k < 8000; k++) {
+        const struct got_entry *g = &P.got[k];
+        uint64_t t = g->start / 1000000, i = g->start % 1000;
+        cr_assert(g->has_out && g->out.ndim == 2 && g->out.dims[0] == i && g->out.dims[1] == t % 2,
+                  "entry %zu", k);
+        cr_assert(g->n_in == 1 && g->in[0].ndim == 1 && g->in[0].dims[0] == i, "entry %zu", k);
+    }
+    peer_stop(&P);
+}
+
 static void *produce_blocking(void *arg)
 {
     struct producer *pr = arg;
