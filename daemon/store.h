@@ -267,6 +267,8 @@ uint64_t store_failed(const struct store *s);     /* entries lost to storage err
 uint64_t store_orphans(const struct store *s);    /* session files in sessions/orphans/ */
 /* What every waiting job costs (struct store_budget): what backpressure counts. */
 uint64_t store_queued_bytes(const struct store *s);
+/* WAL checkpoints the checkpointer thread did (store.c), not the writer. */
+uint64_t store_checkpoints(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
 
