@@ -35,12 +35,16 @@
  * In the blocks format a transaction may hold more: an entry costs a few
  * bytes of a block, and what a commit costs beyond the entries (the
  * aggregates' touched histogram chunks and rank rows) is then paid for that
- * many entries. 128 Ki: in the 16 x 1 M ingest benchmark the daemon's peak
- * RSS was 80-83 MiB at 1 Mi, 63-67 MiB at 256 Ki and 57-59 MiB at 128 Ki
- * (issue 17's 64 MiB), for 0.42-0.54 against 0.36-0.38 us of writer CPU per
- * entry (docs/BENCHMARKS.md, 2026-11-24 14:28).
+ * many entries. What the daemon holds grows with it: the rank aggregates
+ * keep each compute interval of the open transaction until its commit
+ * (ranks.h, exposed communication), ~40 bytes per entry, beside the queue
+ * (~100 bytes per queued entry, bounded by main.c's DEFAULT_QUEUE_HIGH).
+ * 256 Ki with a queue of 128 Ki entries: in the 16 x 1 M ingest benchmark
+ * the daemon's peak RSS was 49 MiB, for 0.36 us of writer CPU per entry;
+ * 128 Ki with a queue of 256 Ki took 57 MiB and 0.42 us, 512 Ki 60 MiB and
+ * no less CPU, 1 Mi 76 MiB (docs/BENCHMARKS.md, "Writer storage and stalls").
  */
-#define COMMIT_ENTRIES_BLOCKS (1u << 17)
+#define COMMIT_ENTRIES_BLOCKS (1u << 18)
 /*
  * Checkpoints (copying a session's WAL back into its file) run on a thread of
  * their own, so the writer never stalls on them: it asks for one after a
