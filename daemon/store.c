@@ -35,14 +35,29 @@
  * In the blocks format a transaction may hold more: an entry costs a few
  * bytes of a block, and what a commit costs beyond the entries (the
  * aggregates' touched histogram chunks and rank rows) is then paid for that
- * many entries. 128 Ki: in the 16 x 1 M ingest benchmark the daemon's peak
- * RSS was 80-83 MiB at 1 Mi, 63-67 MiB at 256 Ki and 57-59 MiB at 128 Ki
- * (issue 17's 64 MiB), for 0.42-0.54 against 0.36-0.38 us of writer CPU per
- * entry (docs/BENCHMARKS.md, 2026-11-24 14:28).
+ * many entries. What the daemon holds grows with it: the rank aggregates
+ * keep each compute interval of the open transaction until its commit
+ * (ranks.h, exposed communication), ~40 bytes per entry, beside the queue
+ * (~100 bytes per queued entry, bounded by main.c's DEFAULT_QUEUE_HIGH).
+ * 256 Ki with a queue of 128 Ki entries: in the 16 x 1 M ingest benchmark
+ * the daemon's peak RSS was 49 MiB, for 0.36 us of writer CPU per entry;
+ * 128 Ki with a queue of 256 Ki took 57 MiB and 0.42 us, 512 Ki 60 MiB and
+ * no less CPU, 1 Mi 76 MiB (docs/BENCHMARKS.md, "Writer storage and stalls").
  */
-#define COMMIT_ENTRIES_BLOCKS (1u << 17)
-#define ENTRY_ROWS            32         /* rows per multi-row INSERT */
-#define SHAPE_NONE            UINT64_MAX /* no shapes row (shape_product never gives it) */
+#define COMMIT_ENTRIES_BLOCKS (1u << 18)
+/*
+ * Checkpoints (copying a session's WAL back into its file) run on a thread of
+ * their own, so the writer never stalls on them: it asks for one after a
+ * commit that leaves CKPT_FRAMES more pages in the WAL than its last request
+ * saw. A WAL only starts over when a transaction begins with every page of it
+ * copied, which a writer that never pauses rarely sees: at CKPT_SYNC_FRAMES
+ * the writer copies what is left itself (little, the checkpointer having done
+ * the rest), so the WAL stays under ~CKPT_SYNC_FRAMES pages.
+ */
+#define CKPT_FRAMES      1000
+#define CKPT_SYNC_FRAMES 8000
+#define ENTRY_ROWS       32         /* rows per multi-row INSERT */
+#define SHAPE_NONE       UINT64_MAX /* no shapes row (shape_product never gives it) */
 
 /*
  * What the writer holds for one session it has jobs for: its queue, the jobs
@@ -52,6 +67,7 @@
  * ends or is deleted.
  */
 struct wsess {
+    struct store *store;
     struct wsess *next;       /* s->sess, most recently used first */
     struct wsess *ready_next; /* s->ready: sessions with queued jobs, in turn */
     bool ready, ended;
@@ -69,6 +85,7 @@ struct wsess {
     /* the open file: db NULL while closed */
     sqlite3 *db;
     bool in_txn;
+    int ckpt_asked;  /* WAL pages when a checkpoint was last asked for */
     struct agg *agg; /* report aggregates, updated with every insert */
     /*
      * shapes.elements by shapes.id (ids are the loop's, session_shape);
@@ -109,6 +126,17 @@ struct store {
 
     pthread_t thread;
     bool started;
+
+    /* the checkpointer thread (ckpt_thread): sessions whose WAL to copy back */
+    pthread_t ckpt_thread;
+    bool ckpt_started, ckpt_stopping;
+    pthread_mutex_t ckpt_mu;
+    pthread_cond_t ckpt_cv;      /* a request came, or stopping */
+    pthread_cond_t ckpt_idle_cv; /* a checkpoint ended */
+    int64_t *ckpt_want;          /* session ids asked for, in order; room for max_open */
+    size_t ckpt_n;
+    int64_t ckpt_busy; /* the session being checkpointed now, 0: none */
+    _Atomic uint64_t checkpoints;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct store_job *head, *tail; /* the queue, guarded by mu */
@@ -375,6 +403,120 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* ---- the checkpointer ---------------------------------------------------- */
+
+/*
+ * Copies a session's WAL back into its file on a connection of its own
+ * (PASSIVE: never blocks the writer, copies what no reader still needs). The
+ * file is opened for each checkpoint and closed after, never past
+ * ckpt_forget(): the writer's connection stays open meanwhile (WAL mode holds
+ * a shared lock on the file), so this close never removes the WAL.
+ */
+static void ckpt_run(struct store *s, int64_t id)
+{
+    char path[PATH_MAX];
+    sqlite3 *db = NULL;
+    int rc;
+
+    store_session_path(s, id, path, sizeof(path));
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    /* a read opens the WAL: a connection that has read nothing has none to checkpoint */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc == SQLITE_OK)
+        atomic_fetch_add(&s->checkpoints, 1);
+    else if (rc != SQLITE_BUSY) /* BUSY: the writer checkpoints itself, or later */
+        log_warn("storage: checkpoint of session %lld: %s", (long long)id,
+                 db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+}
+
+static void *ckpt_thread(void *arg)
+{
+    struct store *s = arg;
+
+    pthread_mutex_lock(&s->ckpt_mu);
+    for (;;) {
+        int64_t id;
+
+        while (s->ckpt_n == 0 && !s->ckpt_stopping)
+            pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
+        if (s->ckpt_n == 0)
+            break;
+        id = s->ckpt_want[0];
+        memmove(s->ckpt_want, s->ckpt_want + 1, --s->ckpt_n * sizeof(*s->ckpt_want));
+        s->ckpt_busy = id;
+        pthread_mutex_unlock(&s->ckpt_mu);
+        ckpt_run(s, id);
+        pthread_mutex_lock(&s->ckpt_mu);
+        s->ckpt_busy = 0;
+        pthread_cond_broadcast(&s->ckpt_idle_cv);
+    }
+    pthread_mutex_unlock(&s->ckpt_mu);
+    return NULL;
+}
+
+/* Writer: asks for a checkpoint of session id (once while it waits). */
+static void ckpt_ask(struct store *s, int64_t id)
+{
+    size_t i;
+
+    if (!s->ckpt_started)
+        return;
+    pthread_mutex_lock(&s->ckpt_mu);
+    for (i = 0; i < s->ckpt_n && s->ckpt_want[i] != id; i++)
+        ;
+    if (i == s->ckpt_n && s->ckpt_n < s->max_open) { /* an open file is asked for once */
+        s->ckpt_want[s->ckpt_n++] = id;
+        pthread_cond_signal(&s->ckpt_cv);
+    }
+    pthread_mutex_unlock(&s->ckpt_mu);
+}
+
+/* Writer: no checkpoint of session id is asked for or running when this returns. */
+static void ckpt_forget(struct store *s, int64_t id)
+{
+    if (!s->ckpt_started)
+        return;
+    pthread_mutex_lock(&s->ckpt_mu);
+    for (size_t i = 0; i < s->ckpt_n; i++) {
+        if (s->ckpt_want[i] == id) {
+            memmove(s->ckpt_want + i, s->ckpt_want + i + 1,
+                    (--s->ckpt_n - i) * sizeof(*s->ckpt_want));
+            break;
+        }
+    }
+    while (s->ckpt_busy == id)
+        pthread_cond_wait(&s->ckpt_idle_cv, &s->ckpt_mu);
+    pthread_mutex_unlock(&s->ckpt_mu);
+}
+
+/*
+ * After each commit on a session file (sqlite3_wal_hook; it replaces SQLite's
+ * own checkpoint every 1000 pages): asks the checkpointer to copy the WAL
+ * back every CKPT_FRAMES pages; past CKPT_SYNC_FRAMES copies what is left
+ * here, so that the next transaction starts the WAL over.
+ */
+static int wsess_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    struct wsess *w = arg;
+    struct store *s = w->store;
+
+    if (frames < w->ckpt_asked) /* the WAL started over */
+        w->ckpt_asked = 0;
+    if (frames >= CKPT_SYNC_FRAMES || (!s->ckpt_started && frames >= CKPT_FRAMES)) {
+        ckpt_forget(s, w->id);
+        if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK)
+            w->ckpt_asked = 0;
+    } else if (frames - w->ckpt_asked >= CKPT_FRAMES) {
+        ckpt_ask(s, w->id);
+        w->ckpt_asked = frames;
+    }
+    return SQLITE_OK;
+}
+
 static void wsess_file_close(struct store *s, struct wsess *w)
 {
     if (w->db == NULL)
@@ -403,6 +545,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     w->blocks = false;
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
     w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
+    ckpt_forget(s, w->id); /* the last connection's close checkpoints, and removes the WAL */
     sqlite3_close(w->db);
     w->db = NULL;
     w->in_txn = false;
@@ -629,6 +772,14 @@ static bool store_evict(struct store *s, const struct wsess *keep)
     return true;
 }
 
+/* Checkpoints go through wsess_wal_hook. True. */
+static bool wsess_hook(struct wsess *w)
+{
+    w->ckpt_asked = 0;
+    sqlite3_wal_hook(w->db, wsess_wal_hook, w);
+    return true;
+}
+
 /* Opens a session's file (creating the schema); an existing one only unless create. */
 static int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
@@ -642,7 +793,7 @@ static int wsess_file_open(struct store *s, struct wsess *w, bool create)
     while (s->n_open >= s->max_open && store_evict(s, w))
         ;
     s->n_open++;
-    if (db_open(s, path, &w->db) < 0 ||
+    if (db_open(s, path, &w->db) < 0 || !wsess_hook(w) ||
         (create && s->format == STORE_FORMAT_BLOCKS &&
          store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
@@ -678,6 +829,7 @@ static struct wsess *wsess_get(struct store *s, int64_t id)
     if ((w = calloc(1, sizeof(*w))) == NULL)
         return NULL;
     w->id = id;
+    w->store = s;
     w->q_tail = &w->q;
     w->applied_tail = &w->applied;
     u32map_init(&w->lost);
@@ -1946,6 +2098,9 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     s->format = STORE_FORMAT_BLOCKS;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->sizes_mu, NULL);
+    pthread_mutex_init(&s->ckpt_mu, NULL);
+    pthread_cond_init(&s->ckpt_cv, NULL);
+    pthread_cond_init(&s->ckpt_idle_cv, NULL);
     pairmap_init(&s->sizes);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -2031,14 +2186,38 @@ int64_t store_last_session_id(struct store *s)
     return id > s->max_file_id ? id : s->max_file_id;
 }
 
+static void store_ckpt_stop(struct store *s);
+
 int store_start(struct store *s)
 {
-    int rc = pthread_create(&s->thread, NULL, store_thread, s);
+    int rc;
 
-    if (rc != 0)
+    /* Without the checkpointer (no memory, no thread), the writer checkpoints itself. */
+    if ((s->ckpt_want = calloc(s->max_open, sizeof(*s->ckpt_want))) != NULL &&
+        pthread_create(&s->ckpt_thread, NULL, ckpt_thread, s) == 0)
+        s->ckpt_started = true;
+    if ((rc = pthread_create(&s->thread, NULL, store_thread, s)) != 0) {
+        store_ckpt_stop(s);
         return -rc;
+    }
     s->started = true;
     return 0;
+}
+
+/* Stops the checkpointer (after the writer: its files are closed). */
+static void store_ckpt_stop(struct store *s)
+{
+    if (s->ckpt_started) {
+        pthread_mutex_lock(&s->ckpt_mu);
+        s->ckpt_stopping = true;
+        s->ckpt_n = 0;
+        pthread_cond_signal(&s->ckpt_cv);
+        pthread_mutex_unlock(&s->ckpt_mu);
+        pthread_join(s->ckpt_thread, NULL);
+        s->ckpt_started = false;
+    }
+    free(s->ckpt_want);
+    s->ckpt_want = NULL;
 }
 
 void store_stop(struct store *s)
@@ -2051,6 +2230,7 @@ void store_stop(struct store *s)
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
     s->started = false;
+    store_ckpt_stop(s);
     /* Hand back what completed during the drain (acks of the last flushes). */
     store_async_cb(&s->async);
 }
@@ -2061,6 +2241,9 @@ static void store_close_cb(uv_handle_t *handle)
 
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->sizes_mu);
+    pthread_mutex_destroy(&s->ckpt_mu);
+    pthread_cond_destroy(&s->ckpt_cv);
+    pthread_cond_destroy(&s->ckpt_idle_cv);
     pthread_cond_destroy(&s->cv);
     pairmap_deinit(&s->sizes);
     free(s->data_dir);
@@ -2124,4 +2307,9 @@ void store_last_error(struct store *s, char *buf, size_t len)
 uint64_t store_orphans(const struct store *s)
 {
     return atomic_load(&s->orphans);
+}
+
+uint64_t store_checkpoints(const struct store *s)
+{
+    return atomic_load(&s->checkpoints);
 }

@@ -545,3 +545,82 @@ Test(store, a_large_session_ends_with_its_wal_checkpointed_away)
                             " = 'ok'"),
                  1);
 }
+
+/* Session 1 in the row format: its file, a process, an op and a device. */
+static void open_session_rows(struct store *s)
+{
+    struct store_job *j = store_job_new(STORE_OPEN, 1);
+
+    j->u.open.name = strdup("ckpt");
+    store_enqueue(s, j);
+    j = store_job_new(STORE_PROCESS, 1);
+    j->u.process.id = 1;
+    j->u.process.rank = j->u.process.world = j->u.process.pid = j->u.process.uid = -1;
+    store_enqueue(s, j);
+    j = store_job_new(STORE_OP, 1);
+    j->u.name.id = 1;
+    j->u.name.name = strdup("op");
+    j->u.name.category = strdup("compute");
+    store_enqueue(s, j);
+    j = store_job_new(STORE_DEVICE, 1);
+    j->u.name.id = 1;
+    j->u.name.name = strdup("gpu:0");
+    store_enqueue(s, j);
+}
+
+static void j_end(struct store *s, uint64_t entries)
+{
+    struct store_job *j = store_job_new(STORE_SESSION_END, 1);
+
+    j->u.session_end.entries = entries;
+    store_enqueue(s, j);
+}
+
+/*
+ * The WAL of a busy session is copied back into its file by the
+ * checkpointer thread while the writer goes on (store.c, CKPT_FRAMES): a
+ * session writing several thousand pages of WAL has checkpoints done off the
+ * writer, every ack still finds its entries committed, and the ended file
+ * holds every entry, passes integrity_check, and has no WAL left behind.
+ */
+Test(store, the_wal_is_checkpointed_off_the_writer_thread)
+{
+    enum { BATCHES = 64, N = 4000 };
+    struct seen seen = {0};
+    char err[256], path[PATH_MAX + 8];
+    struct stat st;
+    uv_loop_t loop;
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcstore.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    struct store *s = store_new(&loop, dir, done_cb, NULL, &seen, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    store_set_format(s, STORE_FORMAT_ROWS);
+    cr_assert_eq(store_start(s), 0);
+    open_session_rows(s);
+    for (int b = 0; b < BATCHES; b++) {
+        store_enqueue(s, batch(N, (uint64_t)b * N));
+        if (b % 8 == 7) {
+            store_enqueue(s, flush(&seen));
+            while (seen.flushes < (b + 1) / 8)
+                uv_run(&loop, UV_RUN_ONCE);
+            cr_assert_eq(seen.rows_at_ack[seen.flushes - 1], (long long)(b + 1) * N);
+        }
+    }
+    j_end(s, BATCHES * N);
+    store_stop(s);
+    cr_assert_gt(store_checkpoints(s), 0, "no checkpoint was done off the writer thread");
+    snprintf(path, sizeof(path), "%s/sessions/1.db-wal", dir);
+    cr_assert_neq(stat(path, &st), 0, "the ended session left its WAL behind");
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    cr_assert_eq(count_rows("SELECT count(*) FROM entries"), BATCHES * N);
+    cr_assert_eq(count_rows("SELECT sum(dur_ns) FROM entries"),
+                 (long long)BATCHES * (10LL * N + (long long)N * (N - 1) / 2));
+    cr_assert_eq(count_rows("SELECT count(*) FROM pragma_integrity_check WHERE integrity_check"
+                            " = 'ok'"),
+                 1);
+}
