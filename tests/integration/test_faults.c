@@ -103,11 +103,20 @@ Test(faults, kill9_keeps_every_acked_entry)
                 long long stored = raw_flush(fd, seq);
                 if (stored < 0)
                     _exit(0);
-                acked[k] = stored; /* only what the daemon acked counts */
+                /* only what the daemon acked counts */
+                __atomic_store_n(&acked[k], stored, __ATOMIC_RELEASE);
             }
         }
     }
-    usleep(700000);
+    /* Kill once every producer has had a flush acked (an event, not a time:
+     * a loaded machine may take seconds), with their next batches in flight. */
+    for (int k = 0, waited = 0; k < PRODUCERS; k++) {
+        while (__atomic_load_n(&acked[k], __ATOMIC_ACQUIRE) == 0 && waited < 60000) {
+            usleep(10000);
+            waited += 10;
+        }
+    }
+    usleep(100000);
     harness_daemon_stop(&d, SIGKILL);
     for (int k = 0; k < PRODUCERS; k++) {
         waitpid(kids[k], NULL, 0);
