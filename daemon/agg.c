@@ -680,7 +680,8 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
             const struct agg_pend *p = &a->pend[0];
             if (agg_hist_put(a, p->op, p->bucket, p->dur, 1) < 0)
                 return -ENOMEM;
-            memmove(&a->pend[0], &a->pend[1], (AGG_LAG - 1) * sizeof(a->pend[0]));
+            for (unsigned i = 1; i < AGG_LAG; i++)
+                a->pend[i - 1] = a->pend[i];
             a->n_pend--;
         }
         if (a->n_pend > 0) {
