@@ -74,6 +74,18 @@ struct agg_hops {
     struct agg_chunk *c;
 };
 
+/*
+ * An entry's duration not yet counted in its op's histogram: its chunk is
+ * asked for when it comes, its bucket at the next entry, and it is counted
+ * at the one after, so that neither miss stalls the writer.
+ */
+#define AGG_LAG 2
+
+struct agg_pend {
+    uint32_t op, bucket;
+    uint64_t dur;
+};
+
 struct agg {
     sqlite3 *db;
     bool inexact, broken_written;
@@ -89,6 +101,9 @@ struct agg {
     size_t n_hist;
     int64_t *dirty; /* agg_hist_chunks ids */
     size_t n_dirty, cap_dirty;
+    /* the last entries' durations, oldest first, counted AGG_LAG entries later (agg_entry) */
+    struct agg_pend pend[AGG_LAG];
+    unsigned n_pend;
     struct agg_heap slow, mem;
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
 };
@@ -131,6 +146,7 @@ static void agg_hist_free(struct agg *a)
     a->dirty = NULL;
     a->n_hist = a->n_dirty = a->cap_dirty = 0;
     a->convert = false;
+    a->n_pend = 0;
 }
 
 /* The chunks written (or loaded): none is dirty any more. */
@@ -242,6 +258,48 @@ static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, ui
         a->dirty[a->n_dirty++] = (int64_t)op << AGG_CHUNK_SHIFT | ci;
         c->dirty = true;
     }
+    return 0;
+}
+
+/*
+ * Where the chunk of bucket b of op's histogram is, or NULL: what
+ * agg_entry() prefetches for an entry. With tens of thousands of buckets
+ * touched at random, an entry's bucket is most often a cache miss (a miss
+ * to memory: the writer's blocks and pages evict them between two entries
+ * of one bucket), and its chunk often one. The caller issues the prefetch
+ * itself: a function whose only effect is a prefetch is "pure" to GCC, and
+ * a call to it is dropped.
+ */
+static const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32_t op, uint32_t b)
+{
+    uint32_t ci = b / AGG_CHUNK;
+
+    if (op >= a->n_hist || ci - a->hist[op].first >= a->hist[op].n)
+        return NULL;
+    return &a->hist[op].c[ci - a->hist[op].first];
+}
+
+/* Where bucket b is in its chunk c (NULL: none), when it has a count, else NULL. */
+static const void *agg_hist_where(const struct agg_chunk *c, uint32_t b)
+{
+    uint32_t bit = b % AGG_CHUNK;
+
+    if (c == NULL || !(c->mask >> bit & 1))
+        return NULL;
+    return &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
+}
+
+/* Counts the durations agg_entry() left pending, oldest first. 0 or -ENOMEM. */
+static int agg_hist_settle(struct agg *a)
+{
+    for (unsigned i = 0; i < a->n_pend; i++) {
+        const struct agg_pend *p = &a->pend[i];
+        if (agg_hist_put(a, p->op, p->bucket, p->dur, 1) < 0) {
+            a->n_pend = 0;
+            return -ENOMEM;
+        }
+    }
+    a->n_pend = 0;
     return 0;
 }
 
@@ -608,8 +666,33 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
 
     if (op == NULL)
         return -ENOMEM;
-    if (!a->inexact && agg_hist_put(a, e->op_id, agg_bucket(e->dur_ns), e->dur_ns, 1) < 0)
-        return -ENOMEM;
+    /*
+     * The entry's chunk is asked for now, its bucket at the next entry, and
+     * it is counted at the one after (or at the flush): the writer's other
+     * work on the entries (their blocks, the rank aggregates) runs while the
+     * lines arrive.
+     */
+    if (!a->inexact) {
+        uint32_t b = agg_bucket(e->dur_ns);
+        const struct agg_chunk *c;
+        const void *where;
+        if (a->n_pend == AGG_LAG) {
+            const struct agg_pend *p = &a->pend[0];
+            if (agg_hist_put(a, p->op, p->bucket, p->dur, 1) < 0)
+                return -ENOMEM;
+            for (unsigned i = 1; i < AGG_LAG; i++)
+                a->pend[i - 1] = a->pend[i];
+            a->n_pend--;
+        }
+        if (a->n_pend > 0) {
+            const struct agg_pend *p = &a->pend[a->n_pend - 1];
+            if ((where = agg_hist_where(agg_hist_chunk(a, p->op, p->bucket), p->bucket)) != NULL)
+                __builtin_prefetch(where, 1);
+        }
+        if ((c = agg_hist_chunk(a, e->op_id, b)) != NULL)
+            __builtin_prefetch(c, 1);
+        a->pend[a->n_pend++] = (struct agg_pend){e->op_id, b, e->dur_ns};
+    }
     agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
     if (dev_id != 0) {
         struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_id);
@@ -843,7 +926,7 @@ int agg_flush(struct agg *a)
             return store_errno(rc);
         a->broken_written = true;
     }
-    if (!a->inexact && (rc = agg_hist_flush(a)) != 0)
+    if (!a->inexact && ((rc = agg_hist_settle(a)) != 0 || (rc = agg_hist_flush(a)) != 0))
         return rc;
     if (a->entries == 0)
         return 0;

@@ -67,6 +67,12 @@ struct rk_inst {
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
 };
 
+/* An rk_open row to write: its key, then arrival `arrival` of r->inst[inst]. */
+struct rk_orow {
+    int64_t key[5]; /* kind, k1, k2, k3, process_id: as SQLite orders them */
+    uint32_t inst, arrival;
+};
+
 /* An arrival array kept for the next instance: one per instance would be an allocation
  * per collective. */
 #define RK_APOOL 64
@@ -240,11 +246,13 @@ struct ranks {
     /* the state saved at each commit (rk_open, rk_occ, rk_devstate, rk_pend) */
     struct rk_ikey *gone; /* instances closed since the last commit with arrivals in rk_open */
     size_t n_gone, cap_gone;
+    struct rk_orow *orow; /* the rk_open rows to write, sorted */
+    size_t n_orow, cap_orow;
     bool resync; /* a rollback: rewrite it all */
     uint64_t opened_written, iq_first_written;
     int64_t state_written; /* info.ranks_state: 1 saved, 2 some intervals unsaved, 0 absent */
     struct rk_up ins_open, del_open, up_occ, ins_pend;
-    sqlite3_stmt *del_pend, *up_devstate;
+    sqlite3_stmt *del_pend, *up_devstate, *clear_open;
 };
 
 /* Grows *arr (of *cap elements of size sz) to hold n + 1. 0 or -ENOMEM. */
@@ -459,6 +467,16 @@ static int rk_steps_cmp(const void *x, const void *y)
     int c = rk_cmp_i64(a->process_id, b->process_id);
 
     return c != 0 ? c : rk_cmp_u64(a->step, b->step);
+}
+
+static int rk_orow_cmp(const void *x, const void *y)
+{
+    const struct rk_orow *a = x, *b = y;
+    int c = 0;
+
+    for (int i = 0; i < 5 && c == 0; i++)
+        c = rk_cmp_i64(a->key[i], b->key[i]);
+    return c;
 }
 
 /* rk_coll's (process -1) first, each table's rows in its key's order */
@@ -719,7 +737,9 @@ static int rk_prepare_state(struct ranks *r)
             SQLITE_OK ||
         (rc = sqlite3_prepare_v3(r->db,
                                  "DELETE FROM rk_pend WHERE process_id = ?1 AND device_id = ?2", -1,
-                                 SQLITE_PREPARE_PERSISTENT, &r->del_pend, NULL)) != SQLITE_OK)
+                                 SQLITE_PREPARE_PERSISTENT, &r->del_pend, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v3(r->db, "DELETE FROM rk_open", -1, SQLITE_PREPARE_PERSISTENT,
+                                 &r->clear_open, NULL)) != SQLITE_OK)
         return rc;
     return sqlite3_prepare_v3(r->db,
                               "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -774,7 +794,9 @@ void ranks_free(struct ranks *r)
     rk_up_free(&r->ins_pend);
     sqlite3_finalize(r->del_pend);
     sqlite3_finalize(r->up_devstate);
+    sqlite3_finalize(r->clear_open);
     free(r->gone);
+    free(r->orow);
     rk_map_free(&r->ops_idx);
     rk_map_free(&r->steps_idx);
     rk_map_free(&r->dsteps_idx);
@@ -1653,9 +1675,36 @@ static int rk_write_ops(struct ranks *r)
 
 /* ---- the state saved at each commit -------------------------------------- */
 
+/*
+ * The arrivals at open instances in rk_open: those added since the last
+ * commit inserted, the closed instances' deleted; or, when that is more
+ * work, the table emptied and every open arrival written again. An insert
+ * among the table's rows costs about twice one into an emptied table, and
+ * deleting an instance's rows three times (callgrind, SQLite 3.40): a busy
+ * session (many instances open and closed between two commits) rewrites
+ * the table, a light one (an arrival or two per commit) does not. The rows
+ * are the same either way, but for comm_size: a rewritten arrival carries
+ * the instance's size now, the largest its rows had (what rk_load_open
+ * reads back).
+ */
 static int rk_save_open(struct ranks *r)
 {
+    size_t open = 0, fresh = 0;
     int rc;
+
+    for (size_t i = 0; i < r->n_inst; i++) {
+        open += r->inst[i].n;
+        fresh += r->inst[i].n - r->inst[i].n_saved;
+    }
+    if (open < 2 * fresh + 3 * r->n_gone) {
+        rc = sqlite3_step(r->clear_open);
+        sqlite3_reset(r->clear_open);
+        if (rc != SQLITE_DONE)
+            return rc;
+        r->n_gone = 0;
+        for (size_t i = 0; i < r->n_inst; i++)
+            r->inst[i].n_saved = 0;
+    }
 
     for (size_t i = 0; i < r->n_gone; i++) {
         const struct rk_ikey *k = &r->gone[i];
@@ -1667,28 +1716,39 @@ static int rk_save_open(struct ranks *r)
     /* before the arrivals: an instance may have closed and opened again under its key */
     if ((rc = rk_up_end(&r->del_open)) != 0)
         return rc;
+    /* in the table's key order: each row lands beside the last */
+    r->n_orow = 0;
     for (size_t i = 0; i < r->n_inst; i++) {
-        struct rk_inst *in = &r->inst[i];
-        for (; in->n_saved < in->n; in->n_saved++) {
-            const struct rk_arrival *a = &in->a[in->n_saved];
-            int64_t v[12] = {(int64_t)in->key.kind,
-                             (int64_t)in->key.k1,
-                             (int64_t)in->key.k2,
-                             (int64_t)in->key.k3,
-                             a->process_id,
-                             (int64_t)in->n_saved,
-                             in->op_id,
-                             (int64_t)in->opened,
-                             (int64_t)a->step,
-                             (int64_t)a->start,
-                             (int64_t)a->dur,
-                             (int64_t)in->size};
-            if ((rc = rk_up_add(&r->ins_open, v)) != 0)
-                return rc;
+        const struct rk_inst *in = &r->inst[i];
+        for (size_t j = in->n_saved; j < in->n; j++) {
+            struct rk_orow *o;
+            if (rk_grow((void **)&r->orow, &r->cap_orow, r->n_orow, sizeof(*r->orow)) < 0)
+                return SQLITE_NOMEM;
+            o = &r->orow[r->n_orow++];
+            o->key[0] = (int64_t)in->key.kind;
+            o->key[1] = (int64_t)in->key.k1;
+            o->key[2] = (int64_t)in->key.k2;
+            o->key[3] = (int64_t)in->key.k3;
+            o->key[4] = in->a[j].process_id;
+            o->inst = (uint32_t)i;
+            o->arrival = (uint32_t)j;
         }
+    }
+    rk_sort(r->orow, r->n_orow, sizeof(*r->orow), rk_orow_cmp);
+    for (size_t k = 0; k < r->n_orow; k++) {
+        const struct rk_inst *in = &r->inst[r->orow[k].inst];
+        const struct rk_arrival *a = &in->a[r->orow[k].arrival];
+        int64_t v[12] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
+                         r->orow[k].key[3], a->process_id,       (int64_t)r->orow[k].arrival,
+                         in->op_id,         (int64_t)in->opened, (int64_t)a->step,
+                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size};
+        if ((rc = rk_up_add(&r->ins_open, v)) != 0)
+            return rc;
     }
     if ((rc = rk_up_end(&r->ins_open)) != 0)
         return rc;
+    for (size_t i = 0; i < r->n_inst; i++)
+        r->inst[i].n_saved = r->inst[i].n;
     for (size_t i = 0; i < r->n_occ; i++) {
         struct rk_occ *o = &r->occ[i];
         int64_t v[4] = {o->process_id, o->op_id, (int64_t)o->group, (int64_t)o->count};

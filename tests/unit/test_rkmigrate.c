@@ -370,3 +370,99 @@ Test(ranks_migrate, an_rk_open_without_comm_size_loads)
     ranks_free(r);
     sqlite3_close(db);
 }
+
+/* Process pid's arrival at (comm 9, seq) of op 2, its entry lasting 1,000 ns. */
+static void arrive_seq(struct ranks *r, int64_t pid, uint64_t seq, uint64_t start)
+{
+    struct proto_entry e = {.op_id = 2, .step = 0, .start_ns = start, .dur_ns = 1000};
+    struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ, .comm = 9, .seq = seq};
+
+    cr_assert_eq(ranks_entry(r, pid, &e, 1, &x, (int64_t)start), 0);
+}
+
+static void commit_ranks(sqlite3 *db, struct ranks *r)
+{
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+}
+
+/*
+ * rk_open across commits that insert among its rows and delete closed
+ * instances' (light ones) and commits that rewrite it (busy ones: more new
+ * arrivals and closed instances than open ones): the same rows either way,
+ * and a reopened file completes every instance exactly. World of 3, no
+ * comm_size: each (comm 9, seq) completes at its third arrival.
+ */
+Test(ranks_migrate, rk_open_rewritten_or_updated_holds_the_open_arrivals)
+{
+    sqlite3 *db = three_procs_db();
+    struct ranks *r;
+
+    cr_assert_not_null(r = ranks_new(db));
+    exec_ok(db, "BEGIN");
+    cr_assert_eq(ranks_init_file(r), 0);
+    cr_assert_eq(ranks_load(r), 0);
+    for (uint64_t s = 0; s < 5; s++) /* process 1 opens seq 0..4 at 1000, 1100, ... */
+        arrive_seq(r, 1, s, 1000 + 100 * s);
+    commit_ranks(db, r);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 5);
+    cr_expect_eq(one(db, "SELECT sum(start_ns) FROM rk_open"), 6000);
+    cr_expect_eq(one(db, "SELECT sum(arrival) FROM rk_open"), 0);
+
+    /* light: one arrival more */
+    exec_ok(db, "BEGIN");
+    arrive_seq(r, 2, 0, 1050);
+    commit_ranks(db, r);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 6);
+    cr_expect_eq(one(db, "SELECT arrival FROM rk_open WHERE k2 = 0 AND process_id = 2"), 1);
+
+    /* busy: seq 0 and 1 close, process 2 opens seq 5..9 at 2000, 2100, ... */
+    exec_ok(db, "BEGIN");
+    arrive_seq(r, 3, 0, 1080);
+    arrive_seq(r, 2, 1, 1150);
+    arrive_seq(r, 3, 1, 1160);
+    for (uint64_t s = 5; s < 10; s++)
+        arrive_seq(r, 2, s, 2000 + 100 * (s - 5));
+    commit_ranks(db, r);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 8);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 < 2"), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE process_id = 1"), 3);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE process_id = 2"), 5);
+    cr_expect_eq(one(db, "SELECT sum(start_ns) FROM rk_open"), 1200 + 1300 + 1400 + 11000);
+    cr_expect_eq(one(db, "SELECT sum(arrival) FROM rk_open"), 0);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 2);
+
+    /* light: seq 2 closes (its row deleted), nothing new */
+    exec_ok(db, "BEGIN");
+    arrive_seq(r, 2, 2, 1250);
+    arrive_seq(r, 3, 2, 1260);
+    commit_ranks(db, r);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 7);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 2"), 0);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 3);
+    ranks_free(r);
+
+    /* reopened: the rest complete from what rk_open kept */
+    cr_assert_not_null(r = ranks_new(db));
+    cr_assert_eq(ranks_load(r), 0);
+    exec_ok(db, "BEGIN");
+    for (uint64_t s = 3; s < 5; s++) {
+        arrive_seq(r, 2, s, 1050 + 100 * s);
+        arrive_seq(r, 3, s, 1060 + 100 * s);
+    }
+    for (uint64_t s = 5; s < 10; s++) {
+        arrive_seq(r, 1, s, 2030 + 100 * (s - 5));
+        arrive_seq(r, 3, s, 2060 + 100 * (s - 5));
+    }
+    commit_ranks(db, r);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 10);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    /* waits: seq 0 80 + 30, seq 1..4 60 + 10 each, seq 5..9 60 + 30 each */
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"), 110 + 4 * 70 + 5 * 90);
+    /* skew: seq 0 80, the others 60 */
+    cr_expect_eq(one(db, "SELECT sum(skew_ns) FROM rk_coll"), 80 + 9 * 60);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll_ranks WHERE process_id = 3"), 10);
+    ranks_free(r);
+    sqlite3_close(db);
+}
