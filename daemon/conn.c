@@ -517,8 +517,8 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             conn_table_fail(c, rc, TABLE_DEVICES);
             return rc;
         }
-        if ((rc = session_shape(c->session, b->blob + e->out_off, e->out_len, b->blob + e->in_off,
-                                e->in_len, &shape_ids[i])) < 0) {
+        if ((rc = session_shape(c->session, gid, b->blob + e->out_off, e->out_len,
+                                b->blob + e->in_off, e->in_len, &shape_ids[i])) < 0) {
             conn_table_fail(c, rc, TABLE_SHAPES);
             return rc;
         }
