@@ -415,8 +415,9 @@ static size_t uint_size(uint64_t v)
  * then into the blob canonical. Bytes that are canonical already (what every
  * msgpack packer writes) are copied as they are.
  */
-static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b,
-                    uint32_t *off, uint32_t *len, uint64_t *product, struct proto_error *err)
+static inline __attribute__((always_inline)) int
+op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b, uint32_t *off,
+         uint32_t *len, uint64_t *product, struct proto_error *err)
 {
     uint64_t dims[PROTO_MAX_DIMS];
     bool canonical;
