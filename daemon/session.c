@@ -398,11 +398,12 @@ int session_device(struct registry *reg, struct session *s, const char *name, si
 
 /*
  * The shape cache, in front of the strmap: a pair's id by a cheap hash of
- * its bytes (eight at a time, with the op), direct-mapped, so that the pairs
- * a session repeats cost a hash and one compare instead of FNV-1a over each
- * byte, a key built and a probe. Pairs over SHAPE_SLOT_BYTES skip it.
+ * its bytes (eight at a time, with the op), in sets of two slots (the newer
+ * first), so that the pairs a session repeats cost a hash and one compare
+ * instead of FNV-1a over each byte, a key built and a probe. Pairs over
+ * SHAPE_SLOT_BYTES skip it.
  */
-#define SHAPE_SLOTS      512
+#define SHAPE_SETS       512
 #define SHAPE_SLOT_BYTES 48
 
 struct session_shape_slot {
@@ -431,13 +432,14 @@ static uint64_t shape_mix(uint64_t h, const char *p, size_t n)
     return h;
 }
 
-static struct session_shape_slot *shape_slot(struct session *s, uint32_t op, const char *out,
-                                             uint32_t out_len, const char *in, uint32_t in_len)
+/* The set a pair hashes to (two slots), or NULL (no memory for the cache). */
+static struct session_shape_slot *shape_set(struct session *s, uint32_t op, const char *out,
+                                            uint32_t out_len, const char *in, uint32_t in_len)
 {
     uint64_t h = ((uint64_t)op << 32 | out_len << 16 | in_len) * 0xff51afd7ed558ccdu;
 
     if (s->shape_cache == NULL &&
-        (s->shape_cache = calloc(SHAPE_SLOTS, sizeof(*s->shape_cache))) == NULL)
+        (s->shape_cache = calloc(2 * SHAPE_SETS, sizeof(*s->shape_cache))) == NULL)
         return NULL; /* no cache: the strmap answers alone */
     if (in == out + out_len) {
         h = shape_mix(h, out, (size_t)out_len + in_len); /* one run (the decoder's blob) */
@@ -445,7 +447,16 @@ static struct session_shape_slot *shape_slot(struct session *s, uint32_t op, con
         h = shape_mix(h, out, out_len);
         h = shape_mix(h, in, in_len);
     }
-    return &s->shape_cache[(h >> 32) & (SHAPE_SLOTS - 1)];
+    return &s->shape_cache[2 * ((h >> 32) & (SHAPE_SETS - 1))];
+}
+
+static bool shape_slot_is(const struct session_shape_slot *slot, uint32_t op, const char *out,
+                          uint32_t out_len, const char *in, uint32_t in_len)
+{
+    return slot->id != 0 && slot->op == op && slot->out_len == out_len && slot->in_len == in_len &&
+           (in == out + out_len ? memcmp(slot->bytes, out, (size_t)out_len + in_len) == 0
+                                : memcmp(slot->bytes, out, out_len) == 0 &&
+                                      memcmp(slot->bytes + out_len, in, in_len) == 0);
 }
 
 int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_len, const char *in,
@@ -454,20 +465,20 @@ int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_
     /* the key: out's length (where the two split), then both */
     char key[4 + SHAPES_MAX_BYTES];
     uint64_t bytes = (uint64_t)out_len + in_len;
-    struct session_shape_slot *slot = NULL;
+    struct session_shape_slot *set = NULL;
 
     *id = 0;
     if (bytes == 0)
         return 0;
     if (bytes > SHAPES_MAX_BYTES)
         return -ENOSPC; /* cannot happen: the decoder re-encodes within the limits above */
-    if (bytes <= SHAPE_SLOT_BYTES && (slot = shape_slot(s, op, out, out_len, in, in_len)) != NULL &&
-        slot->id != 0 && slot->op == op && slot->out_len == out_len && slot->in_len == in_len &&
-        (in == out + out_len ? memcmp(slot->bytes, out, bytes) == 0
-                             : memcmp(slot->bytes, out, out_len) == 0 &&
-                                   memcmp(slot->bytes + out_len, in, in_len) == 0)) {
-        *id = slot->id;
-        return 0;
+    if (bytes <= SHAPE_SLOT_BYTES && (set = shape_set(s, op, out, out_len, in, in_len)) != NULL) {
+        for (int k = 0; k < 2; k++) {
+            if (shape_slot_is(&set[k], op, out, out_len, in, in_len)) {
+                *id = set[k].id;
+                return 0;
+            }
+        }
     }
     memcpy(key, &out_len, 4);
     memcpy(key + 4, out, out_len);
@@ -480,12 +491,13 @@ int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_
         *id = (uint32_t)s->shapes.len;
         s->shape_bytes += bytes;
     }
-    if (slot != NULL) {
-        slot->id = *id;
-        slot->op = op;
-        slot->out_len = (uint16_t)out_len;
-        slot->in_len = (uint16_t)in_len;
-        memcpy(slot->bytes, key + 4, bytes);
+    if (set != NULL) {
+        set[1] = set[0]; /* the newer first */
+        set[0].id = *id;
+        set[0].op = op;
+        set[0].out_len = (uint16_t)out_len;
+        set[0].in_len = (uint16_t)in_len;
+        memcpy(set[0].bytes, key + 4, bytes);
     }
     return 0;
 }
