@@ -762,10 +762,12 @@ fail:
 int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
 {
     struct rd r = {p, p + avail, false};
+    size_t k, last_n = s->last_n, last_blob = s->last_blob;
     struct val top, type, l;
-    size_t k;
 
     memset(s, 0, sizeof(*s));
+    s->last_n = last_n;
+    s->last_blob = last_blob;
     /* onepass_kind() saw the array header and the type "batch" whole */
     if (rd_next(&r, &top) < 0 || rd_next(&r, &type) < 0)
         return 0;
@@ -794,8 +796,9 @@ int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
 /*
  * Room for entry s->b.n and more: first for as many as the bytes buffered
  * after it can hold (an entry takes five at least: its array header and four
- * values), then twice as many each time, never more than decoded + bytes
- * buffered, nor than announced.
+ * values) or as the last batch taken whole had, then twice as many each time,
+ * never more than decoded + bytes buffered (or the last batch's), nor than
+ * announced. A peer's batches are mostly alike: most need no realloc.
  */
 static int inc_grow(struct onepass_inc *s, size_t avail)
 {
@@ -804,6 +807,10 @@ static int inc_grow(struct onepass_inc *s, size_t avail)
 
     if (ncap < 64)
         ncap = 64;
+    if (s->cap == 0 && ncap < s->last_n)
+        ncap = s->last_n;
+    if (want < s->last_n)
+        want = s->last_n;
     if (want > s->n)
         want = s->n;
     if (ncap > want)
@@ -820,6 +827,10 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
 {
     struct rd r = {p + s->pos, p + avail, strict};
     struct blob b = {s->b.blob, s->b.blob_len, s->blob_alloc};
+
+    /* room for as many bytes as the last batch's blob took (a peer's batches are alike) */
+    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob)) != NULL)
+        b.alloc = s->last_blob;
     /* what the message needs at least after entry i: a byte for each element not started */
     uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
     int rc = ONEPASS_DONE;
@@ -875,6 +886,8 @@ int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,
     *out = s->b;
     *len = (size_t)(r.p - p);
     memset(s, 0, sizeof(*s));
+    s->last_n = out->n;
+    s->last_blob = out->blob_len;
     return 0;
 }
 

@@ -63,6 +63,8 @@ struct onepass_inc {
     size_t blob_alloc;
     uint32_t top_n, n; /* elements of the message; entries announced */
     size_t pos;        /* where entry b.n starts (after the last: where the list ends) */
+    /* the last batch this reader took whole: what the next one starts with room for */
+    size_t last_n, last_blob;
 };
 
 /*
