@@ -496,14 +496,25 @@ static int conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct p
 static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids,
                               uint32_t *shape_ids)
 {
+    /* the ops this batch met, by the low bits of their ids: most entries skip the u32map */
+    struct {
+        uint32_t op, gid;
+    } seen[64];
     char msg[160];
     int rc;
 
+    for (size_t k = 0; k < 64; k++)
+        seen[k].op = k == 0 ? 1 : 0; /* an id that slot k never holds: empty */
     for (size_t i = 0; i < b->n; i++) {
         struct proto_entry *e = &b->entries[i];
-        uint32_t gid;
+        uint32_t gid, k = e->op_id & 63;
 
-        if (!u32map_get(&c->ops, e->op_id, &gid)) {
+        if (seen[k].op == e->op_id) {
+            gid = seen[k].gid;
+        } else if (u32map_get(&c->ops, e->op_id, &gid)) {
+            seen[k].op = e->op_id;
+            seen[k].gid = gid;
+        } else {
             snprintf(msg, sizeof(msg), "op id %u is not defined by ops (entry %zu)", e->op_id, i);
             conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
             return -EPROTO;
@@ -517,8 +528,8 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
             conn_table_fail(c, rc, TABLE_DEVICES);
             return rc;
         }
-        if ((rc = session_shape(c->session, b->blob + e->out_off, e->out_len, b->blob + e->in_off,
-                                e->in_len, &shape_ids[i])) < 0) {
+        if ((rc = session_shape(c->session, gid, b->blob + e->out_off, e->out_len,
+                                b->blob + e->in_off, e->in_len, &shape_ids[i])) < 0) {
             conn_table_fail(c, rc, TABLE_SHAPES);
             return rc;
         }

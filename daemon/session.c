@@ -110,6 +110,7 @@ bool session_opening_full(const struct registry *reg)
 
 static void session_free(struct session *s)
 {
+    free(s->shape_cache);
     free(s->op_counts);
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
@@ -170,6 +171,8 @@ static void session_end(struct registry *reg, struct session *s, bool interrupte
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
     strmap_deinit(&s->shapes);
+    free(s->shape_cache);
+    s->shape_cache = NULL;
     log_info("session %lld (%s) ended%s: %llu processes, %llu entries, %llu dropped",
              (long long)s->id, s->name, interrupted ? " (interrupted)" : "",
              (unsigned long long)s->processes, (unsigned long long)s->entries,
@@ -393,29 +396,109 @@ int session_device(struct registry *reg, struct session *s, const char *name, si
  */
 #define SHAPES_MAX_BYTES ((PROTO_MAX_INPUTS + 1) * (3 + 9 * PROTO_MAX_DIMS) + 3)
 
-int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+/*
+ * The shape cache, in front of the strmap: a pair's id by a cheap hash of
+ * its bytes (eight at a time, with the op), in sets of two slots (the newer
+ * first), so that the pairs a session repeats cost a hash and one compare
+ * instead of FNV-1a over each byte, a key built and a probe. Pairs over
+ * SHAPE_SLOT_BYTES skip it.
+ */
+#define SHAPE_SETS       512
+#define SHAPE_SLOT_BYTES 48
+
+struct session_shape_slot {
+    uint32_t id; /* 0: empty */
+    uint32_t op;
+    uint16_t out_len, in_len;
+    char bytes[SHAPE_SLOT_BYTES]; /* out, then in */
+};
+
+static uint64_t shape_mix(uint64_t h, const char *p, size_t n)
+{
+    uint64_t w;
+
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15u;
+        h ^= h >> 29;
+    }
+    if (n > 0) {
+        w = 0;
+        for (size_t i = 0; i < n; i++)
+            w = w << 8 | (unsigned char)p[i];
+        h = (h ^ w) * 0x9e3779b97f4a7c15u;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* The set a pair hashes to (two slots), or NULL (no memory for the cache). */
+static struct session_shape_slot *shape_set(struct session *s, uint32_t op, const char *out,
+                                            uint32_t out_len, const char *in, uint32_t in_len)
+{
+    uint64_t h = ((uint64_t)op << 32 | out_len << 16 | in_len) * 0xff51afd7ed558ccdu;
+
+    if (s->shape_cache == NULL &&
+        (s->shape_cache = calloc(2 * SHAPE_SETS, sizeof(*s->shape_cache))) == NULL)
+        return NULL; /* no cache: the strmap answers alone */
+    if (in == out + out_len) {
+        h = shape_mix(h, out, (size_t)out_len + in_len); /* one run (the decoder's blob) */
+    } else {
+        h = shape_mix(h, out, out_len);
+        h = shape_mix(h, in, in_len);
+    }
+    return &s->shape_cache[2 * ((h >> 32) & (SHAPE_SETS - 1))];
+}
+
+static bool shape_slot_is(const struct session_shape_slot *slot, uint32_t op, const char *out,
+                          uint32_t out_len, const char *in, uint32_t in_len)
+{
+    return slot->id != 0 && slot->op == op && slot->out_len == out_len && slot->in_len == in_len &&
+           (in == out + out_len ? memcmp(slot->bytes, out, (size_t)out_len + in_len) == 0
+                                : memcmp(slot->bytes, out, out_len) == 0 &&
+                                      memcmp(slot->bytes + out_len, in, in_len) == 0);
+}
+
+int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_len, const char *in,
                   uint32_t in_len, uint32_t *id)
 {
     /* the key: out's length (where the two split), then both */
     char key[4 + SHAPES_MAX_BYTES];
     uint64_t bytes = (uint64_t)out_len + in_len;
+    struct session_shape_slot *set = NULL;
 
     *id = 0;
     if (bytes == 0)
         return 0;
     if (bytes > SHAPES_MAX_BYTES)
         return -ENOSPC; /* cannot happen: the decoder re-encodes within the limits above */
+    if (bytes <= SHAPE_SLOT_BYTES && (set = shape_set(s, op, out, out_len, in, in_len)) != NULL) {
+        for (int k = 0; k < 2; k++) {
+            if (shape_slot_is(&set[k], op, out, out_len, in, in_len)) {
+                *id = set[k].id;
+                return 0;
+            }
+        }
+    }
     memcpy(key, &out_len, 4);
     memcpy(key + 4, out, out_len);
     memcpy(key + 4 + out_len, in, in_len);
-    if (strmap_get(&s->shapes, key, 4 + bytes, id))
-        return 0;
-    if (s->shapes.len >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
-        return -ENOSPC;
-    if (strmap_put(&s->shapes, key, 4 + bytes, (uint32_t)s->shapes.len + 1) < 0)
-        return -ENOMEM;
-    *id = (uint32_t)s->shapes.len;
-    s->shape_bytes += bytes;
+    if (!strmap_get(&s->shapes, key, 4 + bytes, id)) {
+        if (s->shapes.len >= SESSION_MAX_SHAPES || s->shape_bytes + bytes > SESSION_MAX_SHAPE_BYTES)
+            return -ENOSPC;
+        if (strmap_put(&s->shapes, key, 4 + bytes, (uint32_t)s->shapes.len + 1) < 0)
+            return -ENOMEM;
+        *id = (uint32_t)s->shapes.len;
+        s->shape_bytes += bytes;
+    }
+    if (set != NULL) {
+        set[1] = set[0]; /* the newer first */
+        set[0].id = *id;
+        set[0].op = op;
+        set[0].out_len = (uint16_t)out_len;
+        set[0].in_len = (uint16_t)in_len;
+        memcpy(set[0].bytes, key + 4, bytes);
+    }
     return 0;
 }
 

@@ -67,6 +67,8 @@ struct session {
     struct strmap ops, devices;
     struct strmap shapes; /* (out_shape, in_shapes) bytes -> id; ids 1 .. shapes.len */
     uint64_t op_bytes, shape_bytes;
+    /* in front of shapes: the last pair each op had (session.c), NULL until the first */
+    struct session_shape_slot *shape_cache;
     /* Calls and time per op id, counted as entries are accepted: what `live` shows. */
     struct session_op_count {
         uint64_t calls, total_ns;
@@ -132,11 +134,13 @@ int session_device(struct registry *reg, struct session *s, const char *name, si
 /*
  * The session-wide id of the (out_shape, in_shapes) pair of one entry (blob
  * bytes) into *id, interning a new pair (ids from 1, in order of first use;
- * both lengths 0: no shapes, id 0, always fine). Returns 0, -ENOMEM, or
+ * both lengths 0: no shapes, id 0, always fine). op, the entry's session op
+ * id, only finds the pair sooner (the entries of an op mostly repeat its
+ * shapes): the id is the same whatever op says. Returns 0, -ENOMEM, or
  * -ENOSPC when a new pair would pass SESSION_MAX_SHAPES or
  * SESSION_MAX_SHAPE_BYTES.
  */
-int session_shape(struct session *s, const char *out, uint32_t out_len, const char *in,
+int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_len, const char *in,
                   uint32_t in_len, uint32_t *id);
 
 /*

@@ -18,7 +18,7 @@
 #define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4), cold));
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
 {
@@ -31,7 +31,7 @@ static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
     return rc;
 }
 
-static int cut_short(struct proto_error *err)
+__attribute__((cold)) static int cut_short(struct proto_error *err)
 {
     return fail(err, PROTO_E_MSGPACK, "the message is cut short");
 }
@@ -40,6 +40,7 @@ static int cut_short(struct proto_error *err)
 
 struct rd {
     const uint8_t *p, *end;
+    bool strict; /* bytes the scanner has not seen: step over no container (see rd_skip_body) */
 };
 
 /*
@@ -153,6 +154,18 @@ static int rd_wide(struct rd *r, uint8_t t, struct val *v)
     return 0;
 }
 
+/*
+ * uint8..uint64 (t 0xcc..0xcf) at p, with 9 bytes readable after p whatever
+ * the width: the 8 bytes after the type, big-endian, shifted down to it.
+ */
+static inline uint64_t rd_uint_wide(const uint8_t *p, uint8_t t)
+{
+    uint64_t x;
+
+    memcpy(&x, p + 1, 8);
+    return __builtin_bswap64(x) >> (64 - (8u << (t - 0xcc)));
+}
+
 /* Reads the next value's header into *v. Returns 0, or -1 when the bytes end first. */
 static inline int rd_next(struct rd *r, struct val *v)
 {
@@ -165,6 +178,17 @@ static inline int rd_next(struct rd *r, struct val *v)
         v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
         v->u = t;
         r->p++;
+        return 0;
+    }
+    if (t == 0xc0) {
+        v->kind = MSGPACK_OBJECT_NIL;
+        r->p++;
+        return 0;
+    }
+    if (t >= 0xcc && t <= 0xcf && r->end - r->p >= 9) { /* the common wide case, inline */
+        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
+        v->u = rd_uint_wide(r->p, t);
+        r->p += 1 + (1u << (t - 0xcc));
         return 0;
     }
     if (t >= 0xe0) {
@@ -191,13 +215,20 @@ static inline int rd_next(struct rd *r, struct val *v)
     return rd_wide(r, t, v);
 }
 
-/* Steps over the elements of the container whose header *v is (nothing for a scalar). */
+/*
+ * Steps over the elements of the container whose header *v is (nothing for a
+ * scalar). Strict, it refuses a container that is not empty: how deep such
+ * a value nests is the scanner's to judge (PROTO_SCAN_DEPTH).
+ */
 static int rd_skip_body(struct rd *r, const struct val *v)
 {
     uint64_t pending = v->kind == MSGPACK_OBJECT_ARRAY ? v->n
                        : v->kind == MSGPACK_OBJECT_MAP ? 2 * (uint64_t)v->n
                                                        : 0;
     struct val x;
+
+    if (pending > 0 && r->strict)
+        return -1;
 
     for (; pending > 0; pending--) {
         if (rd_next(r, &x) < 0)
@@ -212,7 +243,7 @@ static int rd_skip_body(struct rd *r, const struct val *v)
 
 size_t onepass_skip(const uint8_t *p, size_t n)
 {
-    struct rd r = {p, p + n};
+    struct rd r = {p, p + n, false};
     struct val v;
 
     if (rd_next(&r, &v) < 0 || rd_skip_body(&r, &v) < 0)
@@ -272,19 +303,43 @@ static int val_uint(const struct val *v, uint64_t max, uint64_t *out, const char
     return 0;
 }
 
-static int rd_uint(struct rd *r, uint64_t max, uint64_t *out, const char *what,
-                   struct proto_error *err)
+static int rd_uint_any(struct rd *r, uint64_t max, uint64_t *out, const char *what,
+                       struct proto_error *err)
 {
     struct val v;
 
     if (rd_next(r, &v) < 0)
         return cut_short(err);
-    /* the common case first: a fixint is in every range checked here */
     if (v.kind == MSGPACK_OBJECT_POSITIVE_INTEGER && v.u <= max) {
         *out = v.u;
         return 0;
     }
     return val_uint(&v, max, out, what, err);
+}
+
+/* An unsigned integer <= max, the common encodings inline (a fixint is in every range here). */
+static inline int rd_uint(struct rd *r, uint64_t max, uint64_t *out, const char *what,
+                          struct proto_error *err)
+{
+    const uint8_t *p = r->p;
+
+    if (r->end - p >= 9) {
+        uint8_t t = *p;
+        if (t < 0x80) {
+            *out = t;
+            r->p = p + 1;
+            return 0;
+        }
+        if (t >= 0xcc && t <= 0xcf) {
+            uint64_t v = rd_uint_wide(p, t);
+            if (v <= max) {
+                *out = v;
+                r->p = p + 1 + (1u << (t - 0xcc));
+                return 0;
+            }
+        }
+    }
+    return rd_uint_any(r, max, out, what, err);
 }
 
 /* A signed integer over the whole int64 range (ext.tag). */
@@ -360,11 +415,13 @@ static size_t uint_size(uint64_t v)
  * then into the blob canonical. Bytes that are canonical already (what every
  * msgpack packer writes) are copied as they are.
  */
-static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b,
-                    uint32_t *off, uint32_t *len, uint64_t *product, struct proto_error *err)
+static inline __attribute__((always_inline)) int
+op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b, uint32_t *off,
+         uint32_t *len, uint64_t *product, struct proto_error *err)
 {
     uint64_t dims[PROTO_MAX_DIMS];
     bool canonical;
+    uint32_t i;
     uint8_t *q;
     int rc;
 
@@ -374,7 +431,26 @@ static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct
         return fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d", h->n,
                     PROTO_MAX_DIMS);
     canonical = r->p - at == (h->n < 16 ? 1 : 3);
-    for (uint32_t i = 0; i < h->n; i++) {
+    i = 0;
+    if (r->end - r->p >= 9 * (ptrdiff_t)h->n) {
+        /* the common encodings, every dimension's 9 bytes readable: no bounds to check */
+        static const uint64_t least[4] = {0x80, 0x100, 0x10000, 0x100000000u};
+        const uint8_t *d = r->p;
+        for (; i < h->n; i++) {
+            uint8_t t = *d;
+            if (t < 0x80) {
+                dims[i] = t;
+                d++;
+            } else if (t >= 0xcc && t <= 0xcf && (dims[i] = rd_uint_wide(d, t)) <= INT64_MAX) {
+                canonical = canonical && dims[i] >= least[t - 0xcc];
+                d += 1 + (1u << (t - 0xcc));
+            } else {
+                break;
+            }
+        }
+        r->p = d;
+    }
+    for (; i < h->n; i++) {
         const uint8_t *d = r->p;
         if ((rc = rd_uint(r, INT64_MAX, &dims[i], "a shape dimension", err)) < 0)
             return rc;
@@ -382,20 +458,27 @@ static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct
                     (*d < 0x80 || (*d >= 0xcc && *d <= 0xcf));
     }
     if (product != NULL) {
-        uint64_t p = 1;
-        for (uint32_t i = 0; i < h->n; i++)
-            p = (dims[i] != 0 && p > (uint64_t)INT64_MAX / dims[i]) ? (uint64_t)INT64_MAX
-                                                                    : p * dims[i];
+        uint64_t p = 1, x;
+        /* saturated at INT64_MAX; a 0 after that makes it 0 */
+        for (uint32_t j = 0; j < h->n; j++)
+            p = __builtin_mul_overflow(p, dims[j], &x) || x > (uint64_t)INT64_MAX
+                    ? (uint64_t)INT64_MAX
+                    : x;
         *product = h->n ? p : 0;
     }
-    /* at most a 3-byte header and 9 bytes a dimension, whatever the input's encoding */
-    if ((q = blob_room(b, 3 + 9 * (size_t)h->n)) == NULL)
+    /* at most a 3-byte header and 9 bytes a dimension, whatever the input's encoding, and 16
+     * more for the copy below */
+    if ((q = blob_room(b, 3 + 9 * (size_t)h->n + 16)) == NULL)
         return fail(err, PROTO_E_INTERNAL, "out of memory");
     if (off != NULL)
         *off = (uint32_t)b->size;
     if (canonical) {
-        memcpy(q, at, (size_t)(r->p - at));
-        b->size += (size_t)(r->p - at);
+        size_t k = (size_t)(r->p - at);
+        if (k <= 16 && r->end - at >= 16)
+            memcpy(q, at, 16); /* most shapes: one fixed copy, the bytes after it overwritten */
+        else
+            memcpy(q, at, k);
+        b->size += k;
     } else {
         size_t k = 0;
         if (h->n < 16) {
@@ -405,8 +488,8 @@ static int op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct
             q[k++] = 0;
             q[k++] = (uint8_t)h->n;
         }
-        for (uint32_t i = 0; i < h->n; i++)
-            k += put_uint(q + k, dims[i]);
+        for (uint32_t j = 0; j < h->n; j++)
+            k += put_uint(q + k, dims[j]);
         b->size += k;
     }
     if (len != NULL)
@@ -625,7 +708,7 @@ static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct 
 int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *len,
                   struct proto_error *err)
 {
-    struct rd r = {p, p + n};
+    struct rd r = {p, p + n, false};
     struct blob b = {0};
     struct val top, type, l;
     uint32_t count;
@@ -672,4 +755,144 @@ fail:
     free(b.data);
     proto_batch_free(out);
     return rc;
+}
+
+/* ---- a batch as its bytes arrive ------------------------------------------ */
+
+int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
+{
+    struct rd r = {p, p + avail, false};
+    size_t k, last_n = s->last_n, last_blob = s->last_blob;
+    struct val top, type, l;
+
+    memset(s, 0, sizeof(*s));
+    s->last_n = last_n;
+    s->last_blob = last_blob;
+    /* onepass_kind() saw the array header and the type "batch" whole */
+    if (rd_next(&r, &top) < 0 || rd_next(&r, &type) < 0)
+        return 0;
+    if (top.n < 2)
+        return -1;
+    if (r.p == r.end)
+        return 0;
+    if (*r.p >= 0x90 && *r.p <= 0x9f)
+        k = 1;
+    else if (*r.p == 0xdc || *r.p == 0xdd)
+        k = *r.p == 0xdc ? 3 : 5;
+    else
+        return -1; /* not an array: the scanner and onepass_batch() say what it is */
+    if ((size_t)(r.end - r.p) < k)
+        return 0;
+    if (rd_next(&r, &l) < 0)
+        return 0;
+    if (l.n == 0)
+        return -1;
+    s->top_n = top.n;
+    s->n = l.n;
+    s->pos = (size_t)(r.p - p);
+    return (int)s->pos;
+}
+
+/*
+ * Room for entry s->b.n and more: first for as many as the bytes buffered
+ * after it can hold (an entry takes five at least: its array header and four
+ * values) or as the last batch taken whole had, then twice as many each time,
+ * never more than decoded + bytes buffered (or the last batch's), nor than
+ * announced. A peer's batches are mostly alike: most need no realloc.
+ */
+static int inc_grow(struct onepass_inc *s, size_t avail)
+{
+    size_t want = s->b.n + (avail - s->pos), ncap = s->cap ? 2 * s->cap : (avail - s->pos) / 5;
+    struct proto_entry *e;
+
+    if (ncap < 64)
+        ncap = 64;
+    if (s->cap == 0 && ncap < s->last_n)
+        ncap = s->last_n;
+    if (want < s->last_n)
+        want = s->last_n;
+    if (want > s->n)
+        want = s->n;
+    if (ncap > want)
+        ncap = want;
+    if ((e = realloc(s->b.entries, ncap * sizeof(*e))) == NULL)
+        return -1;
+    s->b.entries = e;
+    s->cap = ncap;
+    return 0;
+}
+
+int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size_t max_msg,
+                     bool strict, struct proto_error *err)
+{
+    struct rd r = {p + s->pos, p + avail, strict};
+    struct blob b = {s->b.blob, s->b.blob_len, s->blob_alloc};
+
+    /* room for as many bytes as the last batch's blob took (a peer's batches are alike) */
+    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob)) != NULL)
+        b.alloc = s->last_blob;
+    /* what the message needs at least after entry i: a byte for each element not started */
+    uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
+    int rc = ONEPASS_DONE;
+
+    while (s->b.n < s->n) {
+        uint32_t i = (uint32_t)s->b.n;
+        size_t mark = b.size;
+
+        if (s->pos == avail) {
+            rc = strict ? ONEPASS_STOP : cut_short(err);
+            break;
+        }
+        if (i == s->cap && inc_grow(s, avail) < 0) {
+            rc = strict ? ONEPASS_STOP : fail(err, PROTO_E_INTERNAL, "out of memory");
+            break;
+        }
+        rc = op_entry(&r, &b, &s->b.entries[i], err);
+        if (rc == 0 && strict && (size_t)(r.p - p) + after - i > max_msg)
+            rc = -1; /* the scanner finds where it no longer fits */
+        if (rc < 0) {
+            if (strict) {
+                b.size = mark;
+                rc = ONEPASS_STOP;
+            } else if (err != NULL) {
+                size_t k = strlen(err->message);
+                snprintf(err->message + k, sizeof(err->message) - k, " (entry %u)", i);
+            }
+            break;
+        }
+        s->b.n++;
+        s->pos = (size_t)(r.p - p);
+        rc = ONEPASS_DONE;
+    }
+    s->b.blob = b.data;
+    s->b.blob_len = b.size;
+    s->blob_alloc = b.alloc;
+    return rc;
+}
+
+int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,
+                       struct proto_batch *out, size_t *len, struct proto_error *err)
+{
+    struct rd r = {p + s->pos, p + avail, false};
+    struct val l;
+
+    /* elements after the entries are not v1's: stepped over */
+    for (uint32_t i = 2; i < s->top_n; i++) {
+        if (rd_next(&r, &l) < 0 || rd_skip_body(&r, &l) < 0) {
+            onepass_inc_free(s);
+            return cut_short(err);
+        }
+    }
+    *out = s->b;
+    *len = (size_t)(r.p - p);
+    memset(s, 0, sizeof(*s));
+    s->last_n = out->n;
+    s->last_blob = out->blob_len;
+    return 0;
+}
+
+void onepass_inc_free(struct onepass_inc *s)
+{
+    proto_batch_free(&s->b);
+    memset(s, 0, sizeof(*s));
 }

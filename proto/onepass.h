@@ -22,6 +22,7 @@
 #define TRACECTL_ONEPASS_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,59 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *b, size_t *len
 
 /* The size of the msgpack object at p[0..n), or 0 when it does not end within n bytes. */
 size_t onepass_skip(const uint8_t *p, size_t n);
+
+/*
+ * A batch decoded entry by entry as its bytes arrive (the reader's, proto.c):
+ * the byte scanner checks the message's header, then the entries that are
+ * whole are decoded straight from the buffer and the scanner steps over
+ * them (see proto_reader_next). Positions are offsets from the message's
+ * first byte.
+ */
+struct onepass_inc {
+    struct proto_batch b; /* b.n: the entries decoded so far */
+    size_t cap;           /* entries allocated: never more than decoded + bytes buffered */
+    size_t blob_alloc;
+    uint32_t top_n, n; /* elements of the message; entries announced */
+    size_t pos;        /* where entry b.n starts (after the last: where the list ends) */
+    /* the last batch this reader took whole: what the next one starts with room for */
+    size_t last_n, last_blob;
+};
+
+/*
+ * The header of the batch at p[0..avail) (onepass_kind() said ONEPASS_BATCH):
+ * starts *s on it and returns the header's size when it is whole, of at least
+ * two elements, and its entries are a non-empty array; 0 when the header is
+ * not whole yet; -1 when the batch is not one for this path (onepass_batch()
+ * decides it whole).
+ */
+int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail);
+
+enum onepass_step {
+    ONEPASS_DONE, /* every entry decoded */
+    ONEPASS_STOP, /* entry b.n is not whole in the bytes, or not for the fast path: see below */
+};
+
+/*
+ * Decodes the entries from s->b.n on, whole in p[0..avail). strict (bytes
+ * the scanner has not seen): stops (ONEPASS_STOP) at the first entry that
+ * is not whole, that is wrong in any way, that holds a container where the
+ * decoder only steps over values (the scanner's nesting rules), or past
+ * which the message could no longer fit in max_msg; such an entry leaves no
+ * trace in *s. Not strict (the scanner saw the whole message): the answer
+ * of onepass_batch(), a negative errno and *err on an error.
+ */
+int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size_t max_msg,
+                     bool strict, struct proto_error *err);
+
+/*
+ * After ONEPASS_DONE on a message the scanner saw whole (or of two elements):
+ * steps over the elements after the entries and moves the batch to *out.
+ * Returns 0 and the message's size in *len, or a negative errno and *err.
+ */
+int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,
+                       struct proto_batch *out, size_t *len, struct proto_error *err);
+
+void onepass_inc_free(struct onepass_inc *s);
 
 /* ---- shared with proto.c (defined there): one copy of each rule ---------- */
 

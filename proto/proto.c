@@ -949,7 +949,9 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
     return rc;
 }
 
-static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg);
+struct scan_stop;
+static size_t scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg,
+                         const struct scan_stop *st);
 
 /* A batch message, one pass over the bytes the scanner took whole (ready). */
 static int decode_bytes_batch(const char *buf, size_t len, const struct proto_scan *sc,
@@ -980,7 +982,7 @@ static int decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct
     if (len > PROTO_MAX_MSG)
         return fail(err, PROTO_E_TOO_LARGE, "message of %zu bytes is over the limit", len);
     struct proto_scan sc = {0};
-    scan_bytes(&sc, (const uint8_t *)buf, len, PROTO_MAX_MSG);
+    scan_bytes(&sc, (const uint8_t *)buf, len, PROTO_MAX_MSG, NULL);
     if (sc.error != NULL)
         return fail(err, sc.error, "%s", sc.message);
     if (!tree && sc.deep_msg != 1 && onepass_kind((const uint8_t *)buf, len) == ONEPASS_BATCH)
@@ -1082,6 +1084,10 @@ int proto_reader_init(struct proto_reader *r, size_t max_msg)
 
 void proto_reader_deinit(struct proto_reader *r)
 {
+    if (r->inc != NULL) {
+        onepass_inc_free(r->inc);
+        free(r->inc);
+    }
     msgpack_unpacked_destroy(&r->res);
     msgpack_unpacker_destroy(&r->unp);
 }
@@ -1212,6 +1218,27 @@ static inline int scan_scalar(uint8_t t)
 }
 
 /*
+ * Where a scan stops before the end of the bytes (and an error): once a
+ * message is whole (ready), or once the element that the container at depth
+ * `level` counts down from `count` is whole (level > 0).
+ */
+struct scan_stop {
+    bool ready;
+    int level;
+    uint32_t count;
+};
+
+static inline bool scan_stopped(const struct proto_scan *sc, const struct scan_stop *st)
+{
+    if (st == NULL)
+        return false;
+    if (st->ready && sc->ready > 0)
+        return true;
+    return st->level > 0 && (sc->depth < st->level ||
+                             (sc->depth == st->level && sc->stack[st->level - 1] < st->count));
+}
+
+/*
  * The common case of a batch, in a tight loop: scalars and fixarray headers
  * whose whole encoding is in p[0..end), inside a message. Does for each what
  * the general path below does (scan_header()'s checks, in its order); stops
@@ -1219,9 +1246,9 @@ static inline int scan_scalar(uint8_t t)
  * the bytes, the end of the message) and returns where.
  */
 static const uint8_t *scan_fast(struct proto_scan *sc, const uint8_t *p, const uint8_t *end,
-                                uint64_t max_msg)
+                                uint64_t max_msg, const struct scan_stop *st)
 {
-    while (p < end && sc->depth > 0 && sc->error == NULL) {
+    while (p < end && sc->depth > 0 && sc->error == NULL && !scan_stopped(sc, st)) {
         uint8_t t = *p;
         int k = scan_scalar(t);
 
@@ -1242,14 +1269,16 @@ static const uint8_t *scan_fast(struct proto_scan *sc, const uint8_t *p, const u
     return p;
 }
 
-static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg)
+/* Scans p[0..n) on from sc's state, up to where st says (NULL: all). Returns the bytes read. */
+static size_t scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64_t max_msg,
+                         const struct scan_stop *st)
 {
-    const uint8_t *end = p + n;
+    const uint8_t *start = p, *end = p + n;
 
-    while (p < end && sc->error == NULL) {
+    while (p < end && sc->error == NULL && !scan_stopped(sc, st)) {
         if (sc->skip == 0 && sc->head_need == 0 && sc->depth > 0) {
-            p = scan_fast(sc, p, end, max_msg);
-            if (p == end || sc->error != NULL)
+            p = scan_fast(sc, p, end, max_msg, st);
+            if (p == end || sc->error != NULL || scan_stopped(sc, st))
                 break;
         }
         if (sc->skip > 0) {
@@ -1279,13 +1308,37 @@ static void scan_bytes(struct proto_scan *sc, const uint8_t *p, size_t n, uint64
             scan_header(sc, max_msg);
         }
     }
+    return (size_t)(p - start);
 }
 
 void proto_reader_commit(struct proto_reader *r, size_t n)
 {
-    /* The new bytes are the last n of the buffer: check them before the unpacker parses. */
-    scan_bytes(&r->scan, (const uint8_t *)msgpack_unpacker_buffer(&r->unp), n, r->max_msg);
+    /* The new bytes are the last n of the buffer: scanned (or decoded) when asked for. */
     msgpack_unpacker_buffer_consumed(&r->unp, n);
+    r->unscanned += n;
+}
+
+static const struct scan_stop stop_ready = {true, 0, 0};
+
+/* The scanner reads the bytes no one saw yet, up to where st says. */
+static void reader_scan(struct proto_reader *r, const struct scan_stop *st)
+{
+    const uint8_t *p = (const uint8_t *)r->unp.buffer + r->unp.used - r->unscanned;
+
+    r->unscanned -= scan_bytes(&r->scan, p, r->unscanned, r->max_msg, st);
+}
+
+static int reader_scan_fail(struct proto_reader *r, struct proto_error *err)
+{
+    return fail(err, r->scan.error, "%s", r->scan.message);
+}
+
+/* No whole message yet: 0, or an error when the bytes buffered are over the limit already. */
+static int reader_more(struct proto_reader *r, struct proto_error *err)
+{
+    if (msgpack_unpacker_message_size(&r->unp) > r->max_msg)
+        return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit", r->max_msg);
+    return 0;
 }
 
 int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
@@ -1294,8 +1347,11 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
     /* parsed + (off delta) is the size of the message just completed. */
     size_t before = r->unp.parsed, off0 = r->unp.off, size;
 
+    /* the scanner sees the bytes first, up to the end of the message */
+    if (r->scan.error == NULL)
+        reader_scan(r, &stop_ready);
     if (r->scan.error != NULL)
-        return fail(err, r->scan.error, "%s", r->scan.message);
+        return reader_scan_fail(r, err);
 
     switch (msgpack_unpacker_next(&r->unp, &r->res)) {
     case MSGPACK_UNPACK_SUCCESS:
@@ -1355,29 +1411,197 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
     return 1;
 }
 
-int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+/* ---- a batch decoded as it arrives ------------------------------------------ */
+
+/*
+ * The batch at the front of the buffer is decoded entry by entry as its
+ * bytes arrive, and the scanner steps over what the decoder took (the
+ * decoder makes the scanner's checks on them: see onepass_inc_step), so the
+ * bytes of a batch are read once. inc_mode says who is at the message:
+ */
+enum {
+    INC_NONE, /* no batch under way (scanner and msgpack-c, or onepass_batch() whole) */
+    INC_FAST, /* the decoder is at entry inc->b.n; the scanner's state is behind */
+    INC_TAIL, /* the scanner reads entry inc->b.n (not whole when the decoder met it) */
+    INC_SCAN, /* the scanner reads the message to its end, then the decoder finishes it */
+};
+
+static const uint8_t *reader_front(const struct proto_reader *r)
 {
-    const msgpack_object *o = NULL;
+    return (const uint8_t *)r->unp.buffer + r->unp.off;
+}
+
+static size_t reader_avail(const struct proto_reader *r)
+{
+    return r->unp.used - r->unp.off;
+}
+
+/*
+ * The scanner's state at the start of entry inc->b.n (after the list when
+ * every entry is decoded), as if it had read every byte of the message before:
+ * the decoder took them whole, with the scanner's checks.
+ */
+static void reader_scan_at_entry(struct proto_reader *r)
+{
+    const struct onepass_inc *s = r->inc;
+    struct proto_scan *sc = &r->scan;
+    uint64_t left = s->n - s->b.n; /* entries not started */
+
+    sc->msg_bytes = s->pos;
+    if (left > 0) {
+        sc->depth = 2;
+        sc->stack[0] = s->top_n - 1; /* "batch" is whole, the list is under way */
+        sc->stack[1] = (uint32_t)left;
+    } else {
+        sc->depth = 1;
+        sc->stack[0] = s->top_n - 2;
+    }
+    sc->pending = left + (s->top_n - 2);
+    sc->skip = 0;
+    sc->head_len = sc->head_need = 0;
+    r->unscanned = reader_avail(r) - s->pos;
+}
+
+/* The batch is whole and decoded: moves it to *m and steps over it. */
+static int reader_inc_take(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    size_t avail = reader_avail(r), len = 0;
     int rc;
 
-    if (r->scan.error == NULL && !r->tree && r->unp.parsed == 0 &&
-        r->scan.deep_msg != r->taken + 1) {
-        switch (
-            onepass_kind((const uint8_t *)r->unp.buffer + r->unp.off, r->unp.used - r->unp.off)) {
-        case ONEPASS_BATCH:
-            return reader_next_batch(r, m, err);
-        case ONEPASS_MORE:
-            /* A few bytes that may start a batch: msgpack-c may not start on them. */
-            memset(m, 0, sizeof(*m));
-            if (r->unp.used - r->unp.off > r->max_msg)
-                return fail(err, PROTO_E_TOO_LARGE, "a message is over the %zu-byte limit",
-                            r->max_msg);
-            return 0;
-        default:
-            break;
-        }
+    r->inc_mode = INC_NONE;
+    if ((rc = onepass_inc_finish(r->inc, reader_front(r), avail, &m->u.batch, &len, err)) < 0)
+        return rc;
+    if (len > r->max_msg) { /* the scanner's bounds make it impossible: checked all the same */
+        proto_batch_free(&m->u.batch);
+        return fail(err, PROTO_E_TOO_LARGE, "a message of %zu bytes is over the %zu-byte limit",
+                    len, r->max_msg);
     }
-    rc = proto_reader_next_object(r, &o, err);
+    m->type = PROTO_BATCH;
+    r->unp.off += len; /* msgpack-c's parser resumes after it */
+    if (r->scan.ready > 0) {
+        r->scan.ready--; /* the scanner read it to its end */
+    } else {
+        /* the decoder read it to its end: the scanner is at the next message */
+        r->scan.msg_bytes = r->scan.pending = r->scan.skip = 0;
+        r->scan.depth = r->scan.head_len = r->scan.head_need = 0;
+        r->scan.seen++;
+        r->unscanned = avail - len;
+    }
+    r->taken++;
+    return 1;
+}
+
+/*
+ * A batch starts at the front of the buffer and no byte of it was read: the
+ * scanner reads its header, then the decoder takes over. Returns 1 (INC_FAST
+ * from now), 0 (bytes are missing, or nothing for this path: *path 0) or a
+ * negative errno.
+ */
+static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_error *err)
+{
+    const uint8_t *p = reader_front(r);
+    size_t avail = reader_avail(r);
+    int hl = 0;
+
+    *path = false;
+    switch (onepass_kind(p, avail)) {
+    case ONEPASS_BATCH:
+        if (r->inc == NULL && (r->inc = calloc(1, sizeof(*r->inc))) == NULL)
+            return 0; /* the whole-message path needs none */
+        if ((hl = onepass_inc_begin(r->inc, p, avail)) < 0)
+            return 0;
+        break;
+    case ONEPASS_MORE:
+        break;
+    default:
+        return 0;
+    }
+    *path = true;
+    if (hl == 0) {
+        /* the first few bytes of a batch: what the scanner says of them, without keeping it */
+        struct proto_scan save = r->scan;
+        size_t k = scan_bytes(&r->scan, p, avail, r->max_msg, &stop_ready);
+        if (r->scan.error != NULL)
+            return reader_scan_fail(r, err);
+        if (r->scan.ready > 0) { /* whole after all: the usual path takes it (cannot happen) */
+            r->unscanned -= k;
+            *path = false;
+            return 0;
+        }
+        r->scan = save;
+        return reader_more(r, err);
+    }
+    r->unscanned -= scan_bytes(&r->scan, p, (size_t)hl, r->max_msg, NULL);
+    if (r->scan.error != NULL)
+        return reader_scan_fail(r, err);
+    r->inc_mode = INC_FAST;
+    return 1;
+}
+
+static int reader_tree_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
+
+/* The batch under way (inc_mode not INC_NONE), as far as the bytes go. proto_reader_next's returns.
+ */
+static int reader_inc_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    struct onepass_inc *s = r->inc;
+    const uint8_t *p = reader_front(r);
+    size_t avail = reader_avail(r), whole = SIZE_MAX, stopped = SIZE_MAX;
+    int rc;
+
+    for (;;) {
+        if (r->inc_mode == INC_TAIL) {
+            struct scan_stop st = {false, 2, (uint32_t)(s->n - s->b.n)};
+            reader_scan(r, &st);
+            if (r->scan.error != NULL)
+                return reader_scan_fail(r, err);
+            if (!scan_stopped(&r->scan, &st))
+                return reader_more(r, err);
+            /* the entry is whole: wrong when the decoder stopped at it with these bytes */
+            whole = s->b.n;
+            r->inc_mode = whole == stopped ? INC_SCAN : INC_FAST;
+        }
+        if (r->inc_mode == INC_FAST) {
+            if (onepass_inc_step(s, p, avail, r->max_msg, true, NULL) == ONEPASS_DONE) {
+                if (s->top_n == 2)
+                    return reader_inc_take(r, m, err);
+                reader_scan_at_entry(r); /* elements after the list: the scanner reads them */
+                r->inc_mode = INC_SCAN;
+            } else if (s->b.n == whole) {
+                r->inc_mode = INC_SCAN; /* the scanner is past that entry already */
+            } else {
+                reader_scan_at_entry(r);
+                stopped = s->b.n;
+                r->inc_mode = INC_TAIL;
+                continue;
+            }
+        }
+        /* INC_SCAN: the scanner reads to the message's end, then the decoder finishes */
+        reader_scan(r, &stop_ready);
+        if (r->scan.error != NULL)
+            return reader_scan_fail(r, err);
+        if (r->scan.ready == 0)
+            return reader_more(r, err);
+        if (r->scan.deep_msg == r->taken + 1) {
+            /* msgpack-c refuses it: its words, as for every such message */
+            onepass_inc_free(s);
+            r->inc_mode = INC_NONE;
+            return reader_tree_next(r, m, err);
+        }
+        if ((rc = onepass_inc_step(s, p, avail, r->max_msg, false, err)) < 0) {
+            onepass_inc_free(s);
+            r->inc_mode = INC_NONE;
+            return rc;
+        }
+        return reader_inc_take(r, m, err);
+    }
+}
+
+/* A message through msgpack-c's object tree. */
+static int reader_tree_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    const msgpack_object *o = NULL;
+    int rc = proto_reader_next_object(r, &o, err);
 
     if (rc <= 0)
         return rc;
@@ -1387,6 +1611,42 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_
     msgpack_unpacked_destroy(&r->res);
     msgpack_unpacked_init(&r->res);
     return rc;
+}
+
+int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    const struct proto_scan *sc = &r->scan;
+    bool path;
+    int rc;
+
+    memset(m, 0, sizeof(*m));
+    if (sc->error != NULL)
+        return reader_scan_fail(r, err);
+    if (r->inc_mode != INC_NONE)
+        return reader_inc_next(r, m, err);
+    /* a message starts at the front, and no byte of it was read */
+    if (!r->tree && r->unp.parsed == 0 && sc->ready == 0 && sc->depth == 0 && sc->head_need == 0 &&
+        sc->skip == 0 && r->unscanned == reader_avail(r) && r->unscanned > 0) {
+        rc = reader_inc_start(r, &path, err);
+        if (rc == 1)
+            return reader_inc_next(r, m, err);
+        if (path || rc < 0)
+            return rc;
+    }
+    /* every other message: the scanner reads it to its end first */
+    reader_scan(r, &stop_ready);
+    if (sc->error == NULL && !r->tree && r->unp.parsed == 0 && sc->deep_msg != r->taken + 1) {
+        switch (onepass_kind(reader_front(r), reader_avail(r))) {
+        case ONEPASS_BATCH:
+            return reader_next_batch(r, m, err);
+        case ONEPASS_MORE:
+            /* A few bytes that may start a batch: msgpack-c may not start on them. */
+            return reader_more(r, err);
+        default:
+            break;
+        }
+    }
+    return reader_tree_next(r, m, err);
 }
 
 /* ---- writing ------------------------------------------------------------- */

@@ -277,9 +277,9 @@ const char *proto_cat_name(enum proto_cat c);
 #define PROTO_SCAN_DEPTH 32 /* nesting the byte scanner allows (unknown map values included) */
 
 /*
- * The byte scanner's state (see proto_reader_commit): msgpack headers are
- * checked as bytes arrive, before msgpack-c's unpacker allocates what a
- * header announces.
+ * The byte scanner's state (see proto_reader_next): msgpack headers are
+ * checked as bytes are read, before msgpack-c's unpacker (or the batch
+ * decoder) allocates what a header announces.
  */
 struct proto_scan {
     uint64_t msg_bytes; /* bytes of the current message so far */
@@ -300,11 +300,16 @@ struct proto_scan {
 };
 
 /*
- * A batch (the message producers send at rate) is decoded from the buffered
- * bytes in one pass (proto/onepass.h) once the scanner has seen all of it;
- * every other message goes through msgpack-c's object tree. tree, false
- * after init, sends batches that way too: the reference the tests and the
- * fuzzer compare the one-pass decoder against.
+ * Bytes are read when a message is asked for (proto_reader_next), up to the
+ * end of the first whole message: a message is taken as soon as it is whole,
+ * whatever bytes came after it. A batch (the message producers send at rate)
+ * is decoded from the buffered bytes in one pass (proto/onepass.h), entry by
+ * entry as its bytes arrive: the scanner reads its header and whatever the
+ * decoder cannot take (an entry cut by the end of the bytes, a wrong one),
+ * and steps over the entries the decoder took, so that each byte is read
+ * once; every other message goes through the scanner, then msgpack-c's
+ * object tree. tree, false after init, sends batches that way too: the
+ * reference the tests and the fuzzer compare the one-pass decoder against.
  */
 struct proto_reader {
     msgpack_unpacker unp;
@@ -313,6 +318,9 @@ struct proto_reader {
     struct proto_scan scan;
     uint64_t taken; /* messages returned */
     bool tree;
+    size_t unscanned; /* bytes at the buffer's end that neither the scanner nor the decoder saw */
+    struct onepass_inc *inc; /* the batch at the front, decoded as it arrives (NULL: none yet) */
+    int inc_mode;            /* what inc is at (proto.c) */
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */

@@ -1859,3 +1859,126 @@ Test(proto, onepass_same_as_object_tree)
     cr_assert_gt(ans.decoded, 1500, "%zu decoded", ans.decoded);
     cr_assert_gt(ans.failed, 5000, "%zu failed", ans.failed);
 }
+
+/* ---- a batch decoded as its bytes arrive (proto_reader_next, onepass_inc) ---- */
+
+/*
+ * A message is taken as soon as it is whole: bad bytes that arrive with it
+ * (in the same read) fail the stream after it, not before it, so what a
+ * peer sent before its bad message is kept (PROTOCOL.md).
+ */
+Test(proto, reader_takes_messages_before_bad_bytes)
+{
+    struct proto_reader r[2];
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    batch_head(&b, 4);
+    msgpack_pack_array(&b.pk, 2);
+    s(&b, "flush");
+    msgpack_pack_uint64(&b.pk, 9);
+    msgpack_sbuffer_write(&b.sb, "\xc1", 1);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(proto_reader_init(&r[k], 0), 0);
+        r[k].tree = k == 1;
+        feed(&r[k], b.sb.data, b.sb.size);
+        cr_assert_eq(proto_reader_next(&r[k], &m, &err), 1, "%s", err.message);
+        cr_assert_eq(m.type, PROTO_BATCH);
+        cr_assert_eq(m.u.batch.n, 1);
+        proto_msg_free(&m);
+        cr_assert_eq(proto_reader_next(&r[k], &m, &err), 1, "%s", err.message);
+        cr_assert_eq(m.type, PROTO_FLUSH);
+        cr_assert_eq(proto_reader_next(&r[k], &m, &err), -EBADMSG);
+        cr_assert_str_eq(err.code, PROTO_E_MSGPACK);
+        proto_reader_deinit(&r[k]);
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/* 40 entries (shapes, a device, an ext map, a nested unknown field) with entry `bad` wrong. */
+static void batch_of_40(struct buf *b, int bad)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, 40);
+    for (int i = 0; i < 40; i++) {
+        msgpack_pack_array(&b->pk, i % 7 == 3 ? 11 : 10);
+        msgpack_pack_uint64(&b->pk, (uint64_t)i);
+        msgpack_pack_uint64(&b->pk, 1);
+        msgpack_pack_uint64(&b->pk, 1700000000000000000ull + (uint64_t)i * 1000);
+        if (i == bad)
+            msgpack_pack_int64(&b->pk, -5);
+        else
+            msgpack_pack_uint64(&b->pk, 300 + (uint64_t)i);
+        msgpack_pack_nil(&b->pk);
+        msgpack_pack_uint64(&b->pk, (uint64_t)i << 20);
+        msgpack_pack_array(&b->pk, 2); /* out_shape */
+        msgpack_pack_uint64(&b->pk, 64);
+        msgpack_pack_uint64(&b->pk, 1024 + (uint64_t)(i % 3));
+        msgpack_pack_array(&b->pk, 1); /* in_shapes */
+        msgpack_pack_array(&b->pk, 1);
+        msgpack_pack_uint64(&b->pk, 70000);
+        if (i % 5 == 0)
+            s(b, "gpu:1");
+        else
+            msgpack_pack_nil(&b->pk);
+        if (i % 4 == 0) {
+            msgpack_pack_map(&b->pk, 1);
+            s(b, "bytes");
+            msgpack_pack_uint64(&b->pk, 4096);
+        } else {
+            msgpack_pack_nil(&b->pk);
+        }
+        if (i % 7 == 3) { /* an unknown field: the scanner judges its nesting */
+            msgpack_pack_array(&b->pk, 1);
+            msgpack_pack_array(&b->pk, 0);
+        }
+    }
+}
+
+/*
+ * Fed in pieces of every size from 1 to 40 bytes, a batch gives what it gives
+ * whole, byte for byte, and nothing before its last byte; with a wrong entry,
+ * the same error, once the message is whole.
+ */
+Test(proto, reader_batch_in_pieces)
+{
+    for (int bad = -1; bad < 40; bad += 13) {
+        struct proto_error ew = {0}, err = {0};
+        struct proto_msg whole, m;
+        struct proto_reader r;
+        struct buf b;
+        int rw;
+
+        buf_init(&b);
+        batch_of_40(&b, bad);
+        rw = proto_decode_bytes(b.sb.data, b.sb.size, &whole, &ew);
+        cr_assert_eq(rw < 0, bad >= 0, "%s", ew.message);
+        for (size_t piece = 1; piece <= 40; piece++) {
+            size_t off = 0;
+            int rc = 0;
+            cr_assert_eq(proto_reader_init(&r, 0), 0);
+            while (off < b.sb.size && rc == 0) {
+                size_t n = b.sb.size - off < piece ? b.sb.size - off : piece;
+                feed(&r, b.sb.data + off, n);
+                off += n;
+                rc = proto_reader_next(&r, &m, &err);
+            }
+            cr_assert_eq(off, b.sb.size, "piece %zu: an answer after %zu bytes", piece, off);
+            if (bad >= 0) {
+                cr_assert_eq(rc, rw, "piece %zu: %s", piece, err.message);
+                cr_assert_str_eq(err.message, ew.message);
+            } else {
+                cr_assert_eq(rc, 1, "piece %zu: %s", piece, err.message);
+                cr_assert(batch_same(&m.u.batch, &whole.u.batch), "piece %zu", piece);
+                proto_msg_free(&m);
+            }
+            proto_reader_deinit(&r);
+        }
+        if (rw == 0)
+            proto_msg_free(&whole);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+}
