@@ -74,18 +74,6 @@ struct agg_hops {
     struct agg_chunk *c;
 };
 
-/*
- * An entry's duration not yet counted in its op's histogram: its chunk is
- * asked for when it comes, its bucket at the next entry, and it is counted
- * at the one after, so that neither miss stalls the writer.
- */
-#define AGG_LAG 2
-
-struct agg_pend {
-    uint32_t op, bucket;
-    uint64_t dur;
-};
-
 struct agg {
     sqlite3 *db;
     bool inexact, broken_written;
@@ -101,14 +89,11 @@ struct agg {
     size_t n_hist;
     int64_t *dirty; /* agg_hist_chunks ids */
     size_t n_dirty, cap_dirty;
-    /* the last entries' durations, oldest first, counted AGG_LAG entries later (agg_entry) */
-    struct agg_pend pend[AGG_LAG];
-    unsigned n_pend;
     struct agg_heap slow, mem;
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
 };
 
-uint32_t agg_bucket(uint64_t v)
+static inline uint32_t agg_bucket_of(uint64_t v)
 {
     int e;
 
@@ -117,6 +102,11 @@ uint32_t agg_bucket(uint64_t v)
     e = 63 - __builtin_clzll(v); /* 8..63 */
     /* the top 8 bits of v, 128..255: 128 buckets per power of two */
     return 256 + (uint32_t)(e - 8) * 128 + (uint32_t)((v >> (e - 7)) - 128);
+}
+
+uint32_t agg_bucket(uint64_t v)
+{
+    return agg_bucket_of(v);
 }
 
 /* ---- histograms ---------------------------------------------------------- */
@@ -146,7 +136,6 @@ static void agg_hist_free(struct agg *a)
     a->dirty = NULL;
     a->n_hist = a->n_dirty = a->cap_dirty = 0;
     a->convert = false;
-    a->n_pend = 0;
 }
 
 /* The chunks written (or loaded): none is dirty any more. */
@@ -258,48 +247,6 @@ static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, ui
         a->dirty[a->n_dirty++] = (int64_t)op << AGG_CHUNK_SHIFT | ci;
         c->dirty = true;
     }
-    return 0;
-}
-
-/*
- * Where the chunk of bucket b of op's histogram is, or NULL: what
- * agg_entry() prefetches for an entry. With tens of thousands of buckets
- * touched at random, an entry's bucket is most often a cache miss (a miss
- * to memory: the writer's blocks and pages evict them between two entries
- * of one bucket), and its chunk often one. The caller issues the prefetch
- * itself: a function whose only effect is a prefetch is "pure" to GCC, and
- * a call to it is dropped.
- */
-static const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32_t op, uint32_t b)
-{
-    uint32_t ci = b / AGG_CHUNK;
-
-    if (op >= a->n_hist || ci - a->hist[op].first >= a->hist[op].n)
-        return NULL;
-    return &a->hist[op].c[ci - a->hist[op].first];
-}
-
-/* Where bucket b is in its chunk c (NULL: none), when it has a count, else NULL. */
-static const void *agg_hist_where(const struct agg_chunk *c, uint32_t b)
-{
-    uint32_t bit = b % AGG_CHUNK;
-
-    if (c == NULL || !(c->mask >> bit & 1))
-        return NULL;
-    return &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
-}
-
-/* Counts the durations agg_entry() left pending, oldest first. 0 or -ENOMEM. */
-static int agg_hist_settle(struct agg *a)
-{
-    for (unsigned i = 0; i < a->n_pend; i++) {
-        const struct agg_pend *p = &a->pend[i];
-        if (agg_hist_put(a, p->op, p->bucket, p->dur, 1) < 0) {
-            a->n_pend = 0;
-            return -ENOMEM;
-        }
-    }
-    a->n_pend = 0;
     return 0;
 }
 
@@ -659,63 +606,140 @@ static void agg_top_offer(struct agg_heap *h, const struct agg_top *t)
     h->changed = true;
 }
 
+/* Offers t to h: the common case, below the full heap's minimum, costs one comparison. */
+static inline void agg_top_check(struct agg_heap *h, const struct agg_top *t)
+{
+    if (h->n < AGG_TOP || t->key >= h->v[0].key)
+        agg_top_offer(h, t);
+}
+
+/*
+ * Counts a duration in bucket b of op's histogram. The common case, a
+ * bucket that has a count in a chunk already listed for the flush, is
+ * inline; the rest is agg_hist_put(). 0 or -ENOMEM.
+ */
+static inline int agg_hist_add(struct agg *a, uint32_t op, uint32_t b, uint64_t dur)
+{
+    uint32_t bit = b % AGG_CHUNK, ci = b / AGG_CHUNK;
+
+    if (op < a->n_hist && ci - a->hist[op].first < a->hist[op].n) {
+        struct agg_chunk *c = &a->hist[op].c[ci - a->hist[op].first];
+        if ((c->mask >> bit & 1) && c->dirty) {
+            struct agg_bkt *k = &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
+            k->count = agg_sat(k->count, 1);
+            if (dur < k->min)
+                k->min = dur;
+            return 0;
+        }
+    }
+    return agg_hist_put(a, op, b, dur, 1);
+}
+
+/*
+ * Where the chunk of bucket b of op's histogram is, or NULL; and where bucket
+ * b is in chunk c, when it has a count, else NULL: what agg_entries() asks
+ * the cache for ahead of counting. The caller issues the prefetch itself (a
+ * function whose only effect is a prefetch is "pure" to GCC: dropped).
+ */
+static inline const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32_t op, uint32_t b)
+{
+    uint32_t ci = b / AGG_CHUNK;
+
+    if (op >= a->n_hist || ci - a->hist[op].first >= a->hist[op].n)
+        return NULL;
+    return &a->hist[op].c[ci - a->hist[op].first];
+}
+
+static inline const void *agg_hist_where(const struct agg_chunk *c, uint32_t b)
+{
+    uint32_t bit = b % AGG_CHUNK;
+
+    if (c == NULL || !(c->mask >> bit & 1))
+        return NULL;
+    return &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
+}
+
+/*
+ * With tens of thousands of buckets touched at random, an entry's bucket is
+ * most often a cache miss, and its chunk often one. agg_entries() asks for
+ * entry i + 2 * AGG_AHEAD's chunk and for entry i + AGG_AHEAD's bucket (its
+ * place needs the chunk's mask) while it counts entry i. The buckets of the
+ * entries in between wait in a ring of AGG_RING.
+ */
+#define AGG_AHEAD 2
+#define AGG_RING  16 /* a power of two > 2 * AGG_AHEAD */
+
+int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
+                int64_t rowid)
+{
+    /* the session's deltas, in registers for the batch */
+    uint64_t total = a->total, bytes = a->bytes, begin = a->begin, end = a->end, peak = a->peak;
+    uint32_t ring[AGG_RING];
+    int rc = 0;
+
+    for (size_t j = 0; j < 2 * AGG_AHEAD && j < n; j++)
+        ring[j % AGG_RING] = agg_bucket_of(e[j].dur_ns);
+    for (size_t i = 0; i < n; i++, e++) {
+        struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid + (int64_t)i};
+        struct agg_sum *op =
+            e->op_id < a->n_ops ? &a->ops[e->op_id] : agg_slot(&a->ops, &a->n_ops, e->op_id);
+        uint64_t stop;
+
+        if (AGG_AHEAD > 0 && !a->inexact) {
+            const struct agg_chunk *c;
+            const void *where;
+            if (i + 2 * AGG_AHEAD < n) {
+                const struct proto_entry *x = &e[2 * AGG_AHEAD];
+                uint32_t b = ring[(i + 2 * AGG_AHEAD) % AGG_RING] = agg_bucket_of(x->dur_ns);
+                if ((c = agg_hist_chunk(a, x->op_id, b)) != NULL)
+                    __builtin_prefetch(c, 1);
+            }
+            if (i + AGG_AHEAD < n) {
+                uint32_t b = ring[(i + AGG_AHEAD) % AGG_RING];
+                c = agg_hist_chunk(a, e[AGG_AHEAD].op_id, b);
+                if ((where = agg_hist_where(c, b)) != NULL)
+                    __builtin_prefetch(where, 1);
+            }
+        }
+        if (op == NULL || (!a->inexact && agg_hist_add(a, e->op_id,
+                                                       AGG_AHEAD > 0 ? ring[i % AGG_RING]
+                                                                     : agg_bucket_of(e->dur_ns),
+                                                       e->dur_ns) < 0)) {
+            rc = -ENOMEM;
+            break;
+        }
+        agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
+        if (dev_ids[i] != 0) {
+            struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_ids[i]);
+            if (dev == NULL) {
+                rc = -ENOMEM;
+                break;
+            }
+            agg_add(dev, e->dur_ns, e->mem_bytes, 0);
+        }
+        total = agg_sat(total, e->dur_ns);
+        bytes = agg_sat(bytes, e->mem_bytes);
+        if (e->start_ns < begin)
+            begin = e->start_ns;
+        /* start + dur cannot wrap (both <= INT64_MAX); past the cap it is capped */
+        if ((stop = agg_sat(e->start_ns, e->dur_ns)) > end)
+            end = stop;
+        if (e->mem_bytes > peak)
+            peak = e->mem_bytes;
+        agg_top_check(&a->slow, &t);
+        if (e->mem_bytes != 0) {
+            t.key = e->mem_bytes;
+            agg_top_check(&a->mem, &t);
+        }
+        a->entries++;
+    }
+    a->total = total, a->bytes = bytes, a->begin = begin, a->end = end, a->peak = peak;
+    return rc;
+}
+
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid)
 {
-    struct agg_sum *op = agg_slot(&a->ops, &a->n_ops, e->op_id);
-    struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid};
-
-    if (op == NULL)
-        return -ENOMEM;
-    /*
-     * The entry's chunk is asked for now, its bucket at the next entry, and
-     * it is counted at the one after (or at the flush): the writer's other
-     * work on the entries (their blocks, the rank aggregates) runs while the
-     * lines arrive.
-     */
-    if (!a->inexact) {
-        uint32_t b = agg_bucket(e->dur_ns);
-        const struct agg_chunk *c;
-        const void *where;
-        if (a->n_pend == AGG_LAG) {
-            const struct agg_pend *p = &a->pend[0];
-            if (agg_hist_put(a, p->op, p->bucket, p->dur, 1) < 0)
-                return -ENOMEM;
-            for (unsigned i = 1; i < AGG_LAG; i++)
-                a->pend[i - 1] = a->pend[i];
-            a->n_pend--;
-        }
-        if (a->n_pend > 0) {
-            const struct agg_pend *p = &a->pend[a->n_pend - 1];
-            if ((where = agg_hist_where(agg_hist_chunk(a, p->op, p->bucket), p->bucket)) != NULL)
-                __builtin_prefetch(where, 1);
-        }
-        if ((c = agg_hist_chunk(a, e->op_id, b)) != NULL)
-            __builtin_prefetch(c, 1);
-        a->pend[a->n_pend++] = (struct agg_pend){e->op_id, b, e->dur_ns};
-    }
-    agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
-    if (dev_id != 0) {
-        struct agg_sum *dev = agg_slot(&a->devs, &a->n_devs, dev_id);
-        if (dev == NULL)
-            return -ENOMEM;
-        agg_add(dev, e->dur_ns, e->mem_bytes, 0);
-    }
-    a->entries++;
-    a->total = agg_sat(a->total, e->dur_ns);
-    a->bytes = agg_sat(a->bytes, e->mem_bytes);
-    if (e->start_ns < a->begin)
-        a->begin = e->start_ns;
-    /* start + dur cannot wrap (both <= INT64_MAX); past the cap it is capped */
-    if (agg_sat(e->start_ns, e->dur_ns) > a->end)
-        a->end = agg_sat(e->start_ns, e->dur_ns);
-    if (e->mem_bytes > a->peak)
-        a->peak = e->mem_bytes;
-    agg_top_offer(&a->slow, &t);
-    if (e->mem_bytes == 0)
-        return 0;
-    t.key = e->mem_bytes;
-    agg_top_offer(&a->mem, &t);
-    return 0;
+    return agg_entries(a, e, 1, &dev_id, rowid);
 }
 
 /* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
@@ -926,7 +950,7 @@ int agg_flush(struct agg *a)
             return store_errno(rc);
         a->broken_written = true;
     }
-    if (!a->inexact && ((rc = agg_hist_settle(a)) != 0 || (rc = agg_hist_flush(a)) != 0))
+    if (!a->inexact && (rc = agg_hist_flush(a)) != 0)
         return rc;
     if (a->entries == 0)
         return 0;

@@ -4,7 +4,8 @@
  * agg_session, agg_ops, agg_hist_chunks, agg_devices, top_slow, top_mem).
  *
  * Owned by the storage writer thread, one per open session file. The writer
- * calls agg_entry() for each entry it inserts, and agg_flush() just before
+ * calls agg_entries() for the entries of each batch it inserts (or of each
+ * statement: any run of consecutive rowids), and agg_flush() just before
  * COMMIT, so the aggregates are committed in the same transaction as the
  * entries they summarise: a crash can never leave them out of step. Sums
  * since the last flush are kept in memory (bounded by the ops and devices of
@@ -37,6 +38,7 @@
 #ifndef TRACECTLD_AGG_H
 #define TRACECTLD_AGG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -61,7 +63,14 @@ void agg_free(struct agg *a);
 int agg_load(struct agg *a);
 /* Marks the file's aggregates exact (a new session); inside the open transaction. 0 or -errno. */
 int agg_init_file(struct agg *a);
-/* Counts one stored entry (dev_id 0: none; rowid: its entries.rowid). 0 or -ENOMEM. */
+/*
+ * Counts the n stored entries e[0..n): e[i] has device dev_ids[i] (0: none)
+ * and entries.rowid rowid + i. 0 or -ENOMEM (the transaction is then rolled
+ * back: agg_discard).
+ */
+int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
+                int64_t rowid);
+/* agg_entries() for one entry (dev_id 0: none; rowid: its entries.rowid). */
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid);
 /* Writes the deltas since the last flush; inside the open transaction. 0 or a negative errno. */
 int agg_flush(struct agg *a);

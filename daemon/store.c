@@ -915,16 +915,14 @@ static uint64_t shape_product(const char *blob, uint32_t len)
  * Entry i's shapes.id (0: none), writing the shapes row from the entry's
  * bytes when the file has none of that id yet. -1 on error.
  */
-static int64_t shape_id(struct store *s, struct wsess *w, const struct store_job *job, size_t i)
+static int64_t shape_new(struct store *s, struct wsess *w, const struct store_job *job, size_t i)
 {
     const struct proto_batch *b = &job->u.batch.b;
     const struct proto_entry *e = &b->entries[i];
-    uint32_t id = job->u.batch.shape_ids != NULL ? job->u.batch.shape_ids[i] : 0;
+    uint32_t id = job->u.batch.shape_ids[i];
     sqlite3_stmt *st = w->ins_shape;
     uint64_t elements;
 
-    if (id == 0 || (id < w->shape_cap && w->shape_elements[id] != SHAPE_NONE))
-        return id;
     if (wsess_shapes_room(w, id) < 0)
         return -1;
     elements = shape_product(b->blob + e->out_off, e->out_len);
@@ -938,6 +936,17 @@ static int64_t shape_id(struct store *s, struct wsess *w, const struct store_job
         return -1;
     w->shape_elements[id] = elements;
     return id;
+}
+
+/* shape_new() for a shape the file has no row of yet; the common case inline. */
+static inline int64_t shape_id(struct store *s, struct wsess *w, const struct store_job *job,
+                               size_t i)
+{
+    uint32_t id = job->u.batch.shape_ids != NULL ? job->u.batch.shape_ids[i] : 0;
+
+    if (id == 0 || (id < w->shape_cap && w->shape_elements[id] != SHAPE_NONE))
+        return id;
+    return shape_new(s, w, job, i);
 }
 
 /* Binds entry i of a batch as the 9 parameters from base+1 on. 0, or an SQLite code. */
@@ -1100,6 +1109,8 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
     const struct proto_batch *b = &job->u.batch.b;
     int rc;
 
+    if ((rc = agg_entries(w->agg, b->entries, b->n, job->u.batch.dev_ids, w->next_id)) < 0)
+        return store_check_errno(s, w->db, rc, "update aggregates");
     for (size_t i = 0; i < b->n; i++) {
         const struct proto_entry *e = &b->entries[i];
         int64_t shape = shape_id(s, w, job, i);
@@ -1130,12 +1141,11 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
             w->blk_first = w->next_id + 1;
             w->blk_written = 0;
         }
-        bool has_ext = proto_entry_ext(e, b->blob, &x);
+        /* x is read only when there is one */
+        bool has_ext = e->ext_len != 0 && proto_entry_ext(e, b->blob, &x);
 
-        rc = agg_entry(w->agg, e, job->u.batch.dev_ids[i], w->next_id);
-        if (rc == 0)
-            rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i],
-                             has_ext ? &x : NULL, w->next_id);
+        rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i],
+                         has_ext ? &x : NULL, w->next_id);
         if (rc < 0)
             return store_check_errno(s, w->db, rc, "update aggregates");
         if (has_ext && (rc = store_ext_rows(s, w, &x, w->next_id)) < 0)
@@ -1175,16 +1185,17 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
         if (rc != 0)
             return store_check(s, w->db, rc, "insert entries");
         last = sqlite3_last_insert_rowid(w->db);
+        if ((rc = agg_entries(w->agg, &b->entries[i], rows, &job->u.batch.dev_ids[i],
+                              last - (int64_t)(rows - 1))) < 0)
+            return store_check_errno(s, w->db, rc, "update aggregates");
         for (size_t k = 0; k < rows; k++) {
             int64_t rowid = last - (int64_t)(rows - 1 - k);
+            const struct proto_entry *e = &b->entries[i + k];
             struct proto_ext x;
+            bool has_ext = e->ext_len != 0 && proto_entry_ext(e, b->blob, &x);
 
-            bool has_ext = proto_entry_ext(&b->entries[i + k], b->blob, &x);
-
-            rc = agg_entry(w->agg, &b->entries[i + k], job->u.batch.dev_ids[i + k], rowid);
-            if (rc == 0)
-                rc = ranks_entry(w->ranks, job->u.batch.process_id, &b->entries[i + k],
-                                 job->u.batch.dev_ids[i + k], has_ext ? &x : NULL, rowid);
+            rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i + k],
+                             has_ext ? &x : NULL, rowid);
             if (rc < 0)
                 return store_check_errno(s, w->db, rc, "update aggregates");
             if (has_ext && (rc = store_ext_rows(s, w, &x, rowid)) < 0)

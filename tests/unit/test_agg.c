@@ -940,3 +940,78 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
     report_free(&fast);
     report_free(&slow);
 }
+
+/*
+ * A full top heap skips an entry below its minimum with one comparison; an
+ * entry whose key equals the minimum still competes on its start (earlier
+ * ranks first) and rowid. 1500 entries of one duration and one size, each
+ * starting earlier than the one before, in one agg_entries() call: the
+ * kept ones are the 1000 that start first (starts 1 .. 1000), in both
+ * tables. Then, one at a time: an equal key starting at 0 takes the place of
+ * the one starting at 1000; a key one below the minimum is not kept.
+ */
+Test(agg, a_full_heaps_minimum_is_compared_with_ties_broken_by_start)
+{
+    static struct hist_file h = {.seed = 3};
+    static struct proto_entry e[1500];
+    static uint32_t dev[1500];
+    struct proto_entry one;
+    int64_t first = 0;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(h.path, sizeof(h.path), "%s/h.db", dir);
+    hist_open(&h, true);
+    hist_exec(h.db, "BEGIN");
+    for (size_t i = 0; i < 1500; i++) {
+        e[i] = (struct proto_entry){
+            .op_id = 1, .start_ns = 1500 - i, .dur_ns = 7777, .mem_bytes = 4096};
+        sqlite3_bind_int64(h.ins, 1, 1);
+        sqlite3_bind_int64(h.ins, 2, (int64_t)e[i].start_ns);
+        sqlite3_bind_int64(h.ins, 3, 7777);
+        sqlite3_bind_int64(h.ins, 4, 4096);
+        cr_assert_eq(sqlite3_step(h.ins), SQLITE_DONE);
+        sqlite3_reset(h.ins);
+        if (i == 0)
+            first = sqlite3_last_insert_rowid(h.db);
+    }
+    cr_assert_eq(agg_entries(h.a, e, 1500, dev, first), 0);
+    cr_assert_eq(agg_flush(h.a), 0);
+    hist_exec(h.db, "COMMIT");
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM top_slow"), AGG_TOP);
+    cr_assert_eq(hist_file_int(&h, "SELECT min(start_ns) FROM top_slow"), 1);
+    cr_assert_eq(hist_file_int(&h, "SELECT max(start_ns) FROM top_slow"), 1000);
+    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM top_mem"), AGG_TOP);
+    cr_assert_eq(hist_file_int(&h, "SELECT max(start_ns) FROM top_mem"), 1000);
+
+    hist_exec(h.db, "BEGIN");
+    const uint64_t starts[2] = {0, 0}, durs[2] = {7777, 7776}, mems[2] = {4096, 4095};
+    for (int k = 0; k < 2; k++) {
+        one = (struct proto_entry){
+            .op_id = 1, .start_ns = starts[k], .dur_ns = durs[k], .mem_bytes = mems[k]};
+        sqlite3_bind_int64(h.ins, 1, 1);
+        sqlite3_bind_int64(h.ins, 2, (int64_t)starts[k]);
+        sqlite3_bind_int64(h.ins, 3, (int64_t)durs[k]);
+        sqlite3_bind_int64(h.ins, 4, (int64_t)mems[k]);
+        cr_assert_eq(sqlite3_step(h.ins), SQLITE_DONE);
+        sqlite3_reset(h.ins);
+        cr_assert_eq(agg_entry(h.a, &one, 0, sqlite3_last_insert_rowid(h.db)), 0);
+    }
+    cr_assert_eq(agg_flush(h.a), 0);
+    hist_exec(h.db, "COMMIT");
+    const char *tables[2] = {"top_slow", "top_mem"};
+    for (int k = 0; k < 2; k++) {
+        char sql[128];
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", tables[k]);
+        cr_assert_eq(hist_file_int(&h, sql), AGG_TOP, "%s", tables[k]);
+        snprintf(sql, sizeof(sql), "SELECT min(start_ns) FROM %s", tables[k]);
+        cr_assert_eq(hist_file_int(&h, sql), 0, "%s", tables[k]);
+        snprintf(sql, sizeof(sql), "SELECT max(start_ns) FROM %s", tables[k]);
+        cr_assert_eq(hist_file_int(&h, sql), 999, "%s", tables[k]);
+        snprintf(sql, sizeof(sql), "SELECT min(%s) FROM %s", k == 0 ? "dur_ns" : "mem_bytes",
+                 tables[k]);
+        cr_assert_eq(hist_file_int(&h, sql), k == 0 ? 7777 : 4096, "%s", tables[k]);
+    }
+    hist_close(&h);
+    hist_free(&h);
+}

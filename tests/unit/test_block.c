@@ -268,3 +268,58 @@ Test(block, restarts_seek)
     cr_assert_eq(block_dec_seek(&d, 1, (uint32_t)b.len), -1); /* past the bytes */
     block_enc_deinit(&b);
 }
+
+/* LEB128 by the book, one byte at a time: what every varint of a block must read. */
+static size_t ref_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+
+    do {
+        p[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v != 0)
+            p[n] |= 0x80;
+        n++;
+    } while (v != 0);
+    return n;
+}
+
+/*
+ * Varints of every length, 1 to 10 bytes, on both sides of each boundary,
+ * back to back in one block (an entry's varint may be stored as a whole
+ * word: the bytes past it are the next entry's): the block's bytes are
+ * exactly the format's, computed here byte by byte, and decode back.
+ */
+Test(block, varints_of_every_length_are_leb128)
+{
+    static struct block_entry in[3 * 64 + 2];
+    static uint8_t want[sizeof(in) / sizeof(in[0]) * 23];
+    struct block_enc b;
+    size_t n = 0, len = 0;
+
+    for (unsigned k = 0; k < 64; k++) {
+        uint64_t v = UINT64_C(1) << k;
+        uint64_t vals[3] = {v - 1, v, v | (v - 1)}; /* k bits, k + 1 bits, k + 1 bits all set */
+        for (int j = 0; j < 3; j++)
+            in[n++] =
+                (struct block_entry){.dur_ns = (int64_t)vals[j], .mem_bytes = (int64_t)vals[j]};
+    }
+    in[n++] = (struct block_entry){.dur_ns = -1, .mem_bytes = INT64_MIN}; /* 10 bytes each */
+    in[n++] = (struct block_entry){.dur_ns = 0x7f, .mem_bytes = 0x80};
+    /* all fields but dur and mem are 0, as after a restart: flags, start's delta 0, dur, mem */
+    for (size_t i = 0; i < n; i++) {
+        want[len++] = in[i].mem_bytes != 0 ? 0x20 : 0; /* F_MEM */
+        want[len++] = 0;
+        len += ref_varint(want + len, (uint64_t)in[i].dur_ns);
+        if (in[i].mem_bytes != 0)
+            len += ref_varint(want + len, (uint64_t)in[i].mem_bytes);
+    }
+    block_enc_init(&b);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(block_enc_add(&b, &in[i]), 0);
+    cr_assert_eq(b.len, len);
+    for (size_t i = 0; i < len; i++)
+        cr_assert_eq(b.buf[i], want[i], "byte %zu: %#x, not %#x", i, b.buf[i], want[i]);
+    block_enc_deinit(&b);
+    round_trip(in, n);
+}
