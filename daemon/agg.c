@@ -87,7 +87,8 @@ struct agg {
     /* the histograms, indexed by op id, and the chunks touched since the last flush */
     struct agg_hops *hist;
     size_t n_hist;
-    int64_t *dirty; /* agg_hist_chunks ids */
+    uint64_t hist_gen; /* moves when a bucket moves (agg_entries' noted places) */
+    int64_t *dirty;    /* agg_hist_chunks ids */
     size_t n_dirty, cap_dirty;
     struct agg_heap slow, mem;
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
@@ -132,6 +133,7 @@ static void agg_hist_free(struct agg *a)
     }
     free(a->hist);
     free(a->dirty);
+    a->hist_gen++;
     a->hist = NULL;
     a->dirty = NULL;
     a->n_hist = a->n_dirty = a->cap_dirty = 0;
@@ -185,8 +187,9 @@ static struct agg_chunk *agg_chunk_slot(struct agg *a, uint32_t op, uint32_t ci)
 }
 
 /* Makes room for a bucket at b[i] of c. 0 or -ENOMEM. */
-static int agg_chunk_grow(struct agg_chunk *c, unsigned i)
+static int agg_chunk_grow(struct agg *a, struct agg_chunk *c, unsigned i)
 {
+    a->hist_gen++;
     if (c->n == c->cap) {
         unsigned cap = c->cap ? c->cap * 2u : 2u; /* at most AGG_CHUNK: n < AGG_CHUNK here */
         struct agg_bkt *b = realloc(c->b, cap * sizeof(*b));
@@ -226,7 +229,7 @@ static int agg_hist_put(struct agg *a, uint32_t op, uint32_t b, uint64_t min, ui
         return -ENOMEM;
     i = agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1));
     if (!(c->mask >> bit & 1)) {
-        if (agg_chunk_grow(c, i) < 0)
+        if (agg_chunk_grow(a, c, i) < 0)
             return -ENOMEM;
         c->mask |= UINT64_C(1) << bit;
         c->b[i].count = 0;
@@ -636,10 +639,10 @@ static inline int agg_hist_add(struct agg *a, uint32_t op, uint32_t b, uint64_t 
 }
 
 /*
- * Where the chunk of bucket b of op's histogram is, or NULL; and where bucket
- * b is in chunk c, when it has a count, else NULL: what agg_entries() asks
- * the cache for ahead of counting. The caller issues the prefetch itself (a
- * function whose only effect is a prefetch is "pure" to GCC: dropped).
+ * Where the chunk of bucket b of op's histogram is, or NULL: what
+ * agg_entries() asks the cache for ahead of counting. The caller issues the
+ * prefetch itself (a function whose only effect is a prefetch is "pure" to
+ * GCC: its call is dropped).
  */
 static inline const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32_t op, uint32_t b)
 {
@@ -650,63 +653,82 @@ static inline const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32
     return &a->hist[op].c[ci - a->hist[op].first];
 }
 
-static inline const void *agg_hist_where(const struct agg_chunk *c, uint32_t b)
-{
-    uint32_t bit = b % AGG_CHUNK;
-
-    if (c == NULL || !(c->mask >> bit & 1))
-        return NULL;
-    return &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
-}
-
 /*
  * With tens of thousands of buckets touched at random, an entry's bucket is
- * most often a cache miss, and its chunk often one. agg_entries() asks for
- * entry i + 2 * AGG_AHEAD's chunk and for entry i + AGG_AHEAD's bucket (its
- * place needs the chunk's mask) while it counts entry i. The buckets of the
- * entries in between wait in a ring of AGG_RING.
+ * most often a cache miss, and its chunk often one. While agg_entries()
+ * counts entry i, it asks for entry i + 2 * AGG_AHEAD's chunk, and for entry
+ * i + AGG_AHEAD's bucket (its place needs the chunk's mask), noting where
+ * that is: entry i then counts at the place noted, unless a bucket was
+ * inserted since (hist_gen moved) or it had none (agg_hist_add). A ring
+ * holds what is noted for the entries in between.
  */
-#define AGG_AHEAD 2
+#define AGG_AHEAD 4
 #define AGG_RING  16 /* a power of two > 2 * AGG_AHEAD */
+
+struct agg_ahead {
+    uint32_t bucket;
+    struct agg_bkt *where; /* NULL: count through agg_hist_add */
+    uint64_t gen;          /* hist_gen when where was noted */
+};
+
+/* Notes where entry x's bucket (in r) is, and asks for its line. */
+static inline void agg_ahead_note(struct agg *a, const struct proto_entry *x, struct agg_ahead *r)
+{
+    uint32_t bit = r->bucket % AGG_CHUNK, ci = r->bucket / AGG_CHUNK;
+    const struct agg_chunk *c;
+
+    r->where = NULL;
+    if (x->op_id >= a->n_hist || ci - a->hist[x->op_id].first >= a->hist[x->op_id].n)
+        return;
+    c = &a->hist[x->op_id].c[ci - a->hist[x->op_id].first];
+    if (!(c->mask >> bit & 1) || !c->dirty)
+        return;
+    r->where = &c->b[agg_popcount(c->mask & ((UINT64_C(1) << bit) - 1))];
+    r->gen = a->hist_gen;
+    __builtin_prefetch(r->where, 1);
+}
 
 int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
                 int64_t rowid)
 {
     /* the session's deltas, in registers for the batch */
     uint64_t total = a->total, bytes = a->bytes, begin = a->begin, end = a->end, peak = a->peak;
-    uint32_t ring[AGG_RING];
+    struct agg_ahead ring[AGG_RING];
     int rc = 0;
 
     for (size_t j = 0; j < 2 * AGG_AHEAD && j < n; j++)
-        ring[j % AGG_RING] = agg_bucket_of(e[j].dur_ns);
+        ring[j % AGG_RING] = (struct agg_ahead){.bucket = agg_bucket_of(e[j].dur_ns)};
     for (size_t i = 0; i < n; i++, e++) {
         struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid + (int64_t)i};
         struct agg_sum *op =
             e->op_id < a->n_ops ? &a->ops[e->op_id] : agg_slot(&a->ops, &a->n_ops, e->op_id);
         uint64_t stop;
 
-        if (AGG_AHEAD > 0 && !a->inexact) {
-            const struct agg_chunk *c;
-            const void *where;
-            if (i + 2 * AGG_AHEAD < n) {
-                const struct proto_entry *x = &e[2 * AGG_AHEAD];
-                uint32_t b = ring[(i + 2 * AGG_AHEAD) % AGG_RING] = agg_bucket_of(x->dur_ns);
-                if ((c = agg_hist_chunk(a, x->op_id, b)) != NULL)
-                    __builtin_prefetch(c, 1);
-            }
-            if (i + AGG_AHEAD < n) {
-                uint32_t b = ring[(i + AGG_AHEAD) % AGG_RING];
-                c = agg_hist_chunk(a, e[AGG_AHEAD].op_id, b);
-                if ((where = agg_hist_where(c, b)) != NULL)
-                    __builtin_prefetch(where, 1);
-            }
-        }
-        if (op == NULL || (!a->inexact && agg_hist_add(a, e->op_id,
-                                                       AGG_AHEAD > 0 ? ring[i % AGG_RING]
-                                                                     : agg_bucket_of(e->dur_ns),
-                                                       e->dur_ns) < 0)) {
+        if (op == NULL) {
             rc = -ENOMEM;
             break;
+        }
+        if (!a->inexact) {
+            const struct agg_ahead *r = &ring[i % AGG_RING];
+            if (i + 2 * AGG_AHEAD < n) {
+                const struct proto_entry *x = &e[2 * AGG_AHEAD];
+                struct agg_ahead *q = &ring[(i + 2 * AGG_AHEAD) % AGG_RING];
+                const struct agg_chunk *c;
+                q->bucket = agg_bucket_of(x->dur_ns);
+                q->where = NULL;
+                if ((c = agg_hist_chunk(a, x->op_id, q->bucket)) != NULL)
+                    __builtin_prefetch(c, 1);
+            }
+            if (i + AGG_AHEAD < n)
+                agg_ahead_note(a, &e[AGG_AHEAD], &ring[(i + AGG_AHEAD) % AGG_RING]);
+            if (r->where != NULL && r->gen == a->hist_gen) {
+                r->where->count = agg_sat(r->where->count, 1);
+                if (e->dur_ns < r->where->min)
+                    r->where->min = e->dur_ns;
+            } else if (agg_hist_add(a, e->op_id, r->bucket, e->dur_ns) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
         }
         agg_add(op, e->dur_ns, e->mem_bytes, e->elements);
         if (dev_ids[i] != 0) {

@@ -40,6 +40,15 @@ static uint8_t *put_varint_long(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* Bytes of a varint whose highest set bit is bit h (h / 7 + 1), and their continuation bits. */
+static const uint8_t varint_len[64] = {
+    1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
+    5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 10,
+};
+static const uint64_t varint_cont[9] = {
+    0, 0, 0x80, 0x8080, 0x808080, 0x80808080, 0x8080808080, 0x808080808080, 0x80808080808080,
+};
+
 /*
  * Writes v as a LEB128 varint at p; returns the byte after it. Below 2^56
  * (2 to 8 bytes) without a loop: the 7-bit groups are spread into the bytes
@@ -59,11 +68,13 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
     }
     if (v >= UINT64_C(1) << 56)
         return put_varint_long(p, v);
-    n = (unsigned)(63 - __builtin_clzll(v)) / 7 + 1; /* 2 .. 8 bytes */
-    x = (v & 0x000000000fffffff) | (v & 0x00fffffff0000000) << 4;
+    n = varint_len[63 - __builtin_clzll(v)]; /* 2 .. 8 */
+    x = v;
+    if (v >= UINT64_C(1) << 28) /* 5 bytes or more: rare */
+        x = (x & 0x000000000fffffff) | (x & 0x00fffffff0000000) << 4;
     x = (x & 0x00003fff00003fff) | (x & 0x0fffc0000fffc000) << 2;
     x = (x & 0x007f007f007f007f) | (x & 0x3f803f803f803f80) << 1;
-    x |= UINT64_C(0x8080808080808080) & ((UINT64_C(1) << (8 * (n - 1))) - 1);
+    x |= varint_cont[n];
     for (unsigned k = 0; k < 8; k++) /* little-endian, whatever the host: one store */
         p[k] = (uint8_t)(x >> (8 * k));
     return p + n;
