@@ -1015,3 +1015,89 @@ Test(agg, a_full_heaps_minimum_is_compared_with_ties_broken_by_start)
     hist_close(&h);
     hist_free(&h);
 }
+
+/*
+ * Batches through agg_entries(), which counts each entry at the place in its
+ * chunk it noted a few entries earlier: buckets inserted in between (every
+ * op here keeps getting new ones) move the others, and every count must
+ * still land in its own bucket. The stored chunks are compared bucket by
+ * bucket, count and smallest duration, with what the test counts itself.
+ */
+Test(agg, batches_count_every_bucket_exactly)
+{
+    static struct hist_file h = {.seed = 5};
+    static const size_t txns[] = {5000, 1, 3000, 9, 2000, 700};
+    const size_t nb = (size_t)(H_OPS + 1) * (256 + 56 * 128);
+    uint64_t *count = calloc(nb, sizeof(*count)), *min = calloc(nb, sizeof(*min));
+    struct proto_entry *e = calloc(5000, sizeof(*e));
+    uint32_t *dev = calloc(5000, sizeof(*dev));
+    size_t want = 0, got = 0;
+    sqlite3_stmt *st;
+
+    cr_assert(count != NULL && min != NULL && e != NULL && dev != NULL);
+    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(h.path, sizeof(h.path), "%s/h.db", dir);
+    hist_open(&h, true);
+    for (size_t t = 0; t < sizeof(txns) / sizeof(txns[0]); t++) {
+        int64_t first = 0;
+        hist_exec(h.db, "BEGIN");
+        for (size_t i = 0; i < txns[t]; i++) {
+            h.seed = h.seed * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = h.seed >> 11;
+            uint32_t op = 1 + (uint32_t)(r % H_OPS);
+            unsigned bits = 1 + (op * 7 + (unsigned)(r >> 8) % 5) % 62;
+            h.seed = h.seed * 6364136223846793005ull + 1442695040888963407ull;
+            e[i] = (struct proto_entry){.op_id = op,
+                                        .start_ns = r % 1000000,
+                                        .dur_ns = (h.seed >> 1) & ((UINT64_C(1) << bits) - 1)};
+            sqlite3_bind_int64(h.ins, 1, op);
+            sqlite3_bind_int64(h.ins, 2, (int64_t)e[i].start_ns);
+            sqlite3_bind_int64(h.ins, 3, (int64_t)e[i].dur_ns);
+            sqlite3_bind_int64(h.ins, 4, 0);
+            cr_assert_eq(sqlite3_step(h.ins), SQLITE_DONE);
+            sqlite3_reset(h.ins);
+            if (i == 0)
+                first = sqlite3_last_insert_rowid(h.db);
+            size_t k = (size_t)op * (256 + 56 * 128) + agg_bucket(e[i].dur_ns);
+            if (count[k] == 0 || e[i].dur_ns < min[k])
+                min[k] = e[i].dur_ns;
+            want += count[k]++ == 0;
+        }
+        /* batches of 1 to 300 entries: the look-ahead crosses no batch's end */
+        for (size_t i = 0, n; i < txns[t]; i += n) {
+            n = 1 + (size_t)(h.seed >> 40) % 300;
+            h.seed = h.seed * 6364136223846793005ull + 1442695040888963407ull;
+            if (n > txns[t] - i)
+                n = txns[t] - i;
+            cr_assert_eq(agg_entries(h.a, e + i, n, dev, first + (int64_t)i), 0);
+        }
+        cr_assert_eq(agg_flush(h.a), 0);
+        hist_exec(h.db, "COMMIT");
+    }
+    cr_assert_eq(sqlite3_prepare_v2(h.db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL),
+                 SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        struct agg_hist_bucket b[AGG_CHUNK];
+        int64_t id = sqlite3_column_int64(st, 0);
+        int n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
+                                 (uint32_t)(id & ((1 << AGG_CHUNK_SHIFT) - 1)), b);
+        cr_assert_gt(n, 0);
+        for (int i = 0; i < n; i++) {
+            size_t k = (size_t)(id >> AGG_CHUNK_SHIFT) * (256 + 56 * 128) + b[i].bucket;
+            cr_assert_eq(b[i].count, count[k], "op %lld bucket %u", (long long)(id >> 7),
+                         b[i].bucket);
+            cr_assert_eq(b[i].min_ns, min[k], "op %lld bucket %u", (long long)(id >> 7),
+                         b[i].bucket);
+            got++;
+        }
+    }
+    sqlite3_finalize(st);
+    cr_assert_eq(got, want);
+    hist_close(&h);
+    hist_free(&h);
+    free(count);
+    free(min);
+    free(e);
+    free(dev);
+}
