@@ -5,9 +5,6 @@
 
 #include "block.h"
 
-/* Room past an entry's bytes that put_varint() may write (and the next entry overwrites). */
-#define BLOCK_SLACK 8
-
 enum {
     F_PROC = 0x01,  /* process_id differs from the previous entry's */
     F_STEP = 0x02,  /* step differs */
@@ -29,8 +26,7 @@ static uint64_t unzigzag(uint64_t v)
     return (v >> 1) ^ (uint64_t) - (int64_t)(v & 1);
 }
 
-/* put_varint() of a value of 2^56 or more, 9 or 10 bytes: a byte at a time. */
-static uint8_t *put_varint_long(uint8_t *p, uint64_t v)
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
@@ -38,46 +34,6 @@ static uint8_t *put_varint_long(uint8_t *p, uint64_t v)
     }
     *p++ = (uint8_t)v;
     return p;
-}
-
-/* Bytes of a varint whose highest set bit is bit h (h / 7 + 1), and their continuation bits. */
-static const uint8_t varint_len[64] = {
-    1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5,
-    5, 5, 5, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 10,
-};
-static const uint64_t varint_cont[9] = {
-    0, 0, 0x80, 0x8080, 0x808080, 0x80808080, 0x8080808080, 0x808080808080, 0x80808080808080,
-};
-
-/*
- * Writes v as a LEB128 varint at p; returns the byte after it. Below 2^56
- * (2 to 8 bytes) without a loop: the 7-bit groups are spread into the bytes
- * of a word, the continuation bits or-ed in, and the word stored whole. The
- * length varies from entry to entry (durations of many sizes), and a loop's
- * exit was mispredicted about as often. The store may write up to 7 bytes
- * past the varint's end: block_enc_add keeps BLOCK_SLACK bytes of room.
- */
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-    unsigned n;
-    uint64_t x;
-
-    if (v < 0x80) {
-        *p = (uint8_t)v;
-        return p + 1;
-    }
-    if (v >= UINT64_C(1) << 56)
-        return put_varint_long(p, v);
-    n = varint_len[63 - __builtin_clzll(v)]; /* 2 .. 8 */
-    x = v;
-    if (v >= UINT64_C(1) << 28) /* 5 bytes or more: rare */
-        x = (x & 0x000000000fffffff) | (x & 0x00fffffff0000000) << 4;
-    x = (x & 0x00003fff00003fff) | (x & 0x0fffc0000fffc000) << 2;
-    x = (x & 0x007f007f007f007f) | (x & 0x3f803f803f803f80) << 1;
-    x |= varint_cont[n];
-    for (unsigned k = 0; k < 8; k++) /* little-endian, whatever the host: one store */
-        p[k] = (uint8_t)(x >> (8 * k));
-    return p + n;
 }
 
 /* The difference cur - prev of two int64, wrapping, zigzagged. */
@@ -136,7 +92,7 @@ int block_enc_add(struct block_enc *b, const struct block_entry *e)
 
     if (b->n >= BLOCK_ENTRIES)
         return -ENOSPC;
-    if (b->cap - b->len < BLOCK_ENTRY_MAX + BLOCK_SLACK) {
+    if (b->cap - b->len < BLOCK_ENTRY_MAX) {
         size_t cap = b->cap ? 2 * b->cap : 4096;
         uint8_t *buf = realloc(b->buf, cap);
         if (buf == NULL)
