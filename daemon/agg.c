@@ -662,8 +662,8 @@ static inline const struct agg_chunk *agg_hist_chunk(const struct agg *a, uint32
  * inserted since (hist_gen moved) or it had none (agg_hist_add). A ring
  * holds what is noted for the entries in between.
  */
-#define AGG_AHEAD 4
-#define AGG_RING  16 /* a power of two > 2 * AGG_AHEAD */
+#define AGG_AHEAD 8
+#define AGG_RING  32 /* a power of two > 2 * AGG_AHEAD */
 
 struct agg_ahead {
     uint32_t bucket;
