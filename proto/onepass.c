@@ -16,6 +16,12 @@
 #include "onepass.h"
 
 #define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
+/*
+ * More than the last batch's blob: the readers ask room for a few bytes past
+ * what they write (fast_copy's 32, op_shape's 16 and its worst case): without
+ * it the last entry of a batch like the last one grew the blob, a copy of it.
+ */
+#define BLOB_SLACK 256
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), cold));
@@ -1037,9 +1043,10 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
     struct rd r = {p + s->pos, p + avail, strict};
     struct blob b = {s->b.blob, s->b.blob_len, s->blob_alloc};
 
-    /* room for as many bytes as the last batch's blob took (a peer's batches are alike) */
-    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob)) != NULL)
-        b.alloc = s->last_blob;
+    /* room for as many bytes as the last batch's blob took (a peer's batches are alike), and
+     * BLOB_SLACK */
+    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob + BLOB_SLACK)) != NULL)
+        b.alloc = s->last_blob + BLOB_SLACK;
     /* what the message needs at least after entry i: a byte for each element not started */
     uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
     int rc = ONEPASS_DONE;
