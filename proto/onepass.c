@@ -903,11 +903,15 @@ static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct 
     struct val v;
     int rc;
 
-    if (rd_next(r, &v) < 0)
-        return cut_short(err);
-    if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
-        return fail(err, PROTO_E_MESSAGE,
-                    "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    if (r->p < r->end && *r->p >= 0x94 && *r->p <= 0x9f) { /* a fixarray of 4..15: most */
+        v.n = *r->p++ & 0x0f;
+    } else {
+        if (rd_next(r, &v) < 0)
+            return cut_short(err);
+        if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
+            return fail(err, PROTO_E_MESSAGE,
+                        "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    }
     memset(e, 0, sizeof(*e));
     if ((rc = rd_uint(r, INT64_MAX, &e->step, "entry step", err)) < 0 ||
         (rc = rd_uint(r, UINT32_MAX, &op, "entry op_id", err)) < 0 ||
