@@ -174,6 +174,10 @@ struct rk_dev {
     bool unsaved;         /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
     struct rk_ref *ops;   /* RK_DOPS (key: the op id), or NULL until its first entry */
     struct rk_refs dstep; /* the rk_devsteps deltas of the last steps seen here */
+    /* the step of its last entry in this transaction (epoch): its rk_devsteps and rk_steps
+     * deltas' indexes + 1, found without a look-up while the step goes on */
+    uint32_t cur_epoch, cur_ds1, cur_s1;
+    uint64_t cur_step;
 };
 
 /* Intervals of one device saved at a commit at most: past that (a comm entry spanning many
@@ -583,6 +587,7 @@ static void rk_reset_deltas(struct ranks *r)
         }
         for (size_t i = 0; i < r->n_devs; i++) {
             memset(&r->devs[i].dstep, 0, sizeof(r->devs[i].dstep));
+            r->devs[i].cur_epoch = 0;
             for (size_t k = 0; r->devs[i].ops != NULL && k < RK_DOPS; k++)
                 r->devs[i].ops[k].epoch = 0;
         }
@@ -1085,32 +1090,52 @@ static struct rk_proc *rk_proc_known(struct ranks *r, int64_t process_id)
     return process_id >= 0 && (uint64_t)process_id < r->n_procs ? &r->procs[process_id] : NULL;
 }
 
-static struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
+/* rk_step_c's look-up when the cache has not the step (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_stepsum *rk_step_miss(struct ranks *r,
+                                                                 int64_t process_id, uint64_t step)
 {
     struct rk_proc *p = rk_proc_known(r, process_id);
     struct rk_stepsum *s;
     struct rk_ref *c = p != NULL ? &p->step.w[step % RK_WAYS] : NULL;
 
-    if (c != NULL && rk_ref_ok(r, c, step))
-        return &r->steps[c->i1 - 1];
     if ((s = rk_step(r, process_id, step)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(s - r->steps) + 1, step};
     return s;
 }
 
-static struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64_t step)
+static inline struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
+{
+    const struct rk_proc *p = rk_proc_known(r, process_id);
+    const struct rk_ref *c = p != NULL ? &p->step.w[step % RK_WAYS] : NULL;
+
+    if (c != NULL && rk_ref_ok(r, c, step))
+        return &r->steps[c->i1 - 1];
+    return rk_step_miss(r, process_id, step);
+}
+
+static __attribute__((noinline)) struct rk_devstep *rk_devstep_miss(struct ranks *r,
+                                                                    struct rk_dev *d, uint64_t step)
 {
     struct rk_ref *c = &d->dstep.w[step % RK_WAYS];
     struct rk_devstep *ds;
 
-    if (rk_ref_ok(r, c, step))
-        return &r->dsteps[c->i1 - 1];
     if ((ds = rk_devstep(r, d->process_id, step, d->device_id)) != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(ds - r->dsteps) + 1, step};
     return ds;
 }
 
-static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
+static inline struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64_t step)
+{
+    const struct rk_ref *c = &d->dstep.w[step % RK_WAYS];
+
+    if (rk_ref_ok(r, c, step))
+        return &r->dsteps[c->i1 - 1];
+    return rk_devstep_miss(r, d, step);
+}
+
+/* rk_opsum_c's look-up when the cache has not the op (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_opsum *rk_opsum_miss(struct ranks *r, struct rk_dev *d,
+                                                                uint32_t op_id)
 {
     struct rk_ref *c;
     struct rk_opsum *o;
@@ -1118,11 +1143,18 @@ static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t o
     if (d->ops == NULL)
         d->ops = calloc(RK_DOPS, sizeof(*d->ops));
     c = d->ops != NULL ? &d->ops[op_id % RK_DOPS] : NULL;
-    if (c != NULL && rk_ref_ok(r, c, op_id))
-        return &r->ops[c->i1 - 1];
     if ((o = rk_opsum(r, d->process_id, d->device_id, op_id)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(o - r->ops) + 1, op_id};
     return o;
+}
+
+static inline struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
+{
+    const struct rk_ref *c = d->ops != NULL ? &d->ops[op_id % RK_DOPS] : NULL;
+
+    if (c != NULL && rk_ref_ok(r, c, op_id))
+        return &r->ops[c->i1 - 1];
+    return rk_opsum_miss(r, d, op_id);
 }
 
 /* The slot of op in a table of RK_POPS (allocated on first use), taken over when another
@@ -1141,9 +1173,9 @@ static struct rk_pop *rk_pop(struct rk_pop **tab, uint32_t op_id)
     return p;
 }
 
-/* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
-static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t process_id,
-                                       uint64_t step)
+/* rk_collsum_c's look-up when the cache has not the (op, step) (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_collsum *
+rk_collsum_miss(struct ranks *r, uint32_t op_id, int64_t process_id, uint64_t step)
 {
     struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
     struct rk_pop *pop = p != NULL        ? rk_pop(&p->pop, op_id)
@@ -1157,6 +1189,20 @@ static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t 
     if ((cs = rk_collsum(r, op_id, process_id, step)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(cs - r->coll) + 1, step};
     return cs;
+}
+
+/* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
+static inline struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t process_id,
+                                              uint64_t step)
+{
+    const struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
+    const struct rk_pop *tab = p != NULL ? p->pop : process_id < 0 ? r->collc : NULL;
+    const struct rk_pop *pop = tab != NULL ? &tab[op_id % RK_POPS] : NULL;
+    const struct rk_ref *c = pop != NULL ? &pop->coll.w[step % RK_WAYS] : NULL;
+
+    if (pop != NULL && pop->op1 == op_id + 1 && rk_ref_ok(r, c, step))
+        return &r->coll[c->i1 - 1];
+    return rk_collsum_miss(r, op_id, process_id, step);
 }
 
 /* The (process, device) of an entry; p is its process. */
@@ -1174,10 +1220,11 @@ static struct rk_dev *rk_dev_c(struct ranks *r, struct rk_proc *p, int64_t proce
 
 /* ---- exposed communication ----------------------------------------------- */
 
+static int rk_cu_insert(struct rk_dev *d, uint64_t b, uint64_t e);
+
 /* Adds [b, e) to the merged, sorted compute intervals of d. */
-static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
+static inline int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
 {
-    size_t lo = 0, hi = d->n_cu, j;
     struct rk_iv *last = d->n_cu > 0 ? &d->cu[d->n_cu - 1] : NULL;
 
     /* entries come nearly in time order: most start after the last interval, or in it */
@@ -1186,6 +1233,19 @@ static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
             last->e = e;
         return 0;
     }
+    if (last != NULL && b > last->e && d->n_cu < d->cap_cu) {
+        d->cu[d->n_cu++] = (struct rk_iv){b, e};
+        return 0;
+    }
+    return rk_cu_insert(d, b, e);
+}
+
+/* rk_cu_add's other cases (apart: the common ones are inlined). */
+static __attribute__((noinline)) int rk_cu_insert(struct rk_dev *d, uint64_t b, uint64_t e)
+{
+    size_t lo = 0, hi = d->n_cu, j;
+    struct rk_iv *last = d->n_cu > 0 ? &d->cu[d->n_cu - 1] : NULL;
+
     if (last == NULL || b > last->e) {
         if (rk_grow((void **)&d->cu, &d->cap_cu, d->n_cu, sizeof(*d->cu)) < 0)
             return -ENOMEM;
@@ -1229,11 +1289,14 @@ static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e, si
     size_t lo = 0, hi = d->n_cu;
     uint64_t sum = 0;
 
-    /* the comm entries come nearly in time order: the previous one's place, a few further */
+    /* the comm entries come nearly in time order: the previous one's place, a few further
+     * (found there, no search) */
     if (*hint <= d->n_cu && (*hint == 0 || d->cu[*hint - 1].e <= b)) {
         lo = *hint;
         for (int k = 0; k < 8 && lo < hi && d->cu[lo].e <= b; k++)
             lo++;
+        if (lo == hi || d->cu[lo].e > b)
+            hi = lo;
     }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1562,19 +1625,41 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     return 0;
 }
 
+/* The rk_devsteps and rk_steps deltas of an entry of d at step: d's current step's, else
+ * looked up (and made current). False when out of memory. */
+static bool rk_cur_step(struct ranks *r, struct rk_dev *d, uint64_t step, struct rk_devstep **ds,
+                        struct rk_stepsum **s)
+{
+    if (d->cur_epoch == r->epoch && d->cur_step == step) {
+        *ds = &r->dsteps[d->cur_ds1 - 1];
+        *s = &r->steps[d->cur_s1 - 1];
+        return true;
+    }
+    if ((*ds = rk_devstep_c(r, d, step)) == NULL || (*s = rk_step_c(r, d->process_id, step)) == NULL)
+        return false;
+    d->cur_epoch = r->epoch;
+    d->cur_step = step;
+    d->cur_ds1 = (uint32_t)(*ds - r->dsteps) + 1;
+    d->cur_s1 = (uint32_t)(*s - r->steps) + 1;
+    return true;
+}
+
 static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
-    struct rk_proc *p = rk_proc(r, process_id);
+    struct rk_proc *p = process_id >= 0 && (uint64_t)process_id < r->n_procs &&
+                                r->procs[process_id].seen
+                            ? &r->procs[process_id]
+                            : rk_proc(r, process_id);
     struct rk_dev *d = p != NULL ? rk_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rk_opsum_c(r, d, e->op_id) : NULL;
-    struct rk_devstep *ds = o != NULL ? rk_devstep_c(r, d, e->step) : NULL;
-    struct rk_stepsum *s = ds != NULL ? rk_step_c(r, process_id, e->step) : NULL;
+    struct rk_devstep *ds;
+    struct rk_stepsum *s;
     uint64_t end = e->start_ns + e->dur_ns;
     int rc;
 
-    if (s == NULL)
+    if (o == NULL || !rk_cur_step(r, d, e->step, &ds, &s))
         return SQLITE_NOMEM;
     o->calls++;
     o->total = rk_sat(o->total, e->dur_ns);
