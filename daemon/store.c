@@ -85,8 +85,12 @@ struct wsess {
     /* the open file: db NULL while closed */
     sqlite3 *db;
     bool in_txn;
-    int ckpt_asked;  /* WAL pages when a checkpoint was last asked for */
-    struct agg *agg; /* report aggregates, updated with every insert */
+    int ckpt_asked; /* WAL pages when a checkpoint was last asked for */
+    /* the checkpointer's: guarded by store.ckpt_mu, ckpt_db used only while ckpt_busy */
+    struct wsess *ckpt_next; /* store.ckpt_want, while ckpt_queued */
+    bool ckpt_queued;
+    sqlite3 *ckpt_db; /* its own connection to the file, opened at the first checkpoint */
+    struct agg *agg;  /* report aggregates, updated with every insert */
     /*
      * shapes.elements by shapes.id (ids are the loop's, session_shape);
      * SHAPE_NONE for an id the file has no row of yet.
@@ -131,11 +135,10 @@ struct store {
     pthread_t ckpt_thread;
     bool ckpt_started, ckpt_stopping;
     pthread_mutex_t ckpt_mu;
-    pthread_cond_t ckpt_cv;      /* a request came, or stopping */
-    pthread_cond_t ckpt_idle_cv; /* a checkpoint ended */
-    int64_t *ckpt_want;          /* session ids asked for, in order; room for max_open */
-    size_t ckpt_n;
-    int64_t ckpt_busy; /* the session being checkpointed now, 0: none */
+    pthread_cond_t ckpt_cv;                    /* a request came, or stopping */
+    pthread_cond_t ckpt_idle_cv;               /* a checkpoint ended */
+    struct wsess *ckpt_want, **ckpt_want_tail; /* sessions asked for, in order */
+    struct wsess *ckpt_busy;                   /* the session being checkpointed now, NULL: none */
     _Atomic uint64_t checkpoints;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -407,30 +410,34 @@ static uint64_t now_ms(void)
 
 /*
  * Copies a session's WAL back into its file on a connection of its own
- * (PASSIVE: never blocks the writer, copies what no reader still needs). The
- * file is opened for each checkpoint and closed after, never past
- * ckpt_forget(): the writer's connection stays open meanwhile (WAL mode holds
- * a shared lock on the file), so this close never removes the WAL.
+ * (PASSIVE: never blocks the writer, copies what no reader still needs),
+ * opened at the session's first checkpoint and kept until ckpt_close(),
+ * which the writer calls before it closes its own connection: the last
+ * connection's close checkpoints and removes the WAL, and that must be the
+ * writer's.
  */
-static void ckpt_run(struct store *s, int64_t id)
+static void ckpt_run(struct store *s, struct wsess *w)
 {
     char path[PATH_MAX];
-    sqlite3 *db = NULL;
-    int rc;
+    int rc = SQLITE_OK;
 
-    store_session_path(s, id, path, sizeof(path));
-    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
-    /* a read opens the WAL: a connection that has read nothing has none to checkpoint */
+    if (w->ckpt_db == NULL) {
+        store_session_path(s, w->id, path, sizeof(path));
+        rc = sqlite3_open_v2(path, &w->ckpt_db, SQLITE_OPEN_READWRITE, NULL);
+        /* a read opens the WAL: a connection that has read nothing has none to checkpoint */
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(w->ckpt_db, "PRAGMA schema_version", NULL, NULL, NULL);
+    }
     if (rc == SQLITE_OK)
-        rc = sqlite3_exec(db, "PRAGMA schema_version", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-    if (rc == SQLITE_OK)
+        rc = sqlite3_wal_checkpoint_v2(w->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc == SQLITE_OK) {
         atomic_fetch_add(&s->checkpoints, 1);
-    else if (rc != SQLITE_BUSY) /* BUSY: the writer checkpoints itself, or later */
-        log_warn("storage: checkpoint of session %lld: %s", (long long)id,
-                 db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    sqlite3_close(db);
+    } else if (rc != SQLITE_BUSY) { /* BUSY: the writer checkpoints itself, or later */
+        log_warn("storage: checkpoint of session %lld: %s", (long long)w->id,
+                 w->ckpt_db != NULL ? sqlite3_errmsg(w->ckpt_db) : sqlite3_errstr(rc));
+        sqlite3_close(w->ckpt_db); /* opened again next time */
+        w->ckpt_db = NULL;
+    }
 }
 
 static void *ckpt_thread(void *arg)
@@ -439,58 +446,68 @@ static void *ckpt_thread(void *arg)
 
     pthread_mutex_lock(&s->ckpt_mu);
     for (;;) {
-        int64_t id;
+        struct wsess *w;
 
-        while (s->ckpt_n == 0 && !s->ckpt_stopping)
+        while (s->ckpt_want == NULL && !s->ckpt_stopping)
             pthread_cond_wait(&s->ckpt_cv, &s->ckpt_mu);
-        if (s->ckpt_n == 0)
+        if ((w = s->ckpt_want) == NULL)
             break;
-        id = s->ckpt_want[0];
-        memmove(s->ckpt_want, s->ckpt_want + 1, --s->ckpt_n * sizeof(*s->ckpt_want));
-        s->ckpt_busy = id;
+        if ((s->ckpt_want = w->ckpt_next) == NULL)
+            s->ckpt_want_tail = &s->ckpt_want;
+        w->ckpt_queued = false;
+        s->ckpt_busy = w;
         pthread_mutex_unlock(&s->ckpt_mu);
-        ckpt_run(s, id);
+        ckpt_run(s, w);
         pthread_mutex_lock(&s->ckpt_mu);
-        s->ckpt_busy = 0;
+        s->ckpt_busy = NULL;
         pthread_cond_broadcast(&s->ckpt_idle_cv);
     }
     pthread_mutex_unlock(&s->ckpt_mu);
     return NULL;
 }
 
-/* Writer: asks for a checkpoint of session id (once while it waits). */
-static void ckpt_ask(struct store *s, int64_t id)
+/* Writer: asks for a checkpoint of w's file (once while it waits). */
+static void ckpt_ask(struct store *s, struct wsess *w)
 {
-    size_t i;
-
     if (!s->ckpt_started)
         return;
     pthread_mutex_lock(&s->ckpt_mu);
-    for (i = 0; i < s->ckpt_n && s->ckpt_want[i] != id; i++)
-        ;
-    if (i == s->ckpt_n && s->ckpt_n < s->max_open) { /* an open file is asked for once */
-        s->ckpt_want[s->ckpt_n++] = id;
+    if (!w->ckpt_queued && !s->ckpt_stopping) {
+        w->ckpt_queued = true;
+        w->ckpt_next = NULL;
+        *s->ckpt_want_tail = w;
+        s->ckpt_want_tail = &w->ckpt_next;
         pthread_cond_signal(&s->ckpt_cv);
     }
     pthread_mutex_unlock(&s->ckpt_mu);
 }
 
-/* Writer: no checkpoint of session id is asked for or running when this returns. */
-static void ckpt_forget(struct store *s, int64_t id)
+/* Writer: no checkpoint of w's file is asked for or running when this returns. */
+static void ckpt_forget(struct store *s, struct wsess *w)
 {
     if (!s->ckpt_started)
         return;
     pthread_mutex_lock(&s->ckpt_mu);
-    for (size_t i = 0; i < s->ckpt_n; i++) {
-        if (s->ckpt_want[i] == id) {
-            memmove(s->ckpt_want + i, s->ckpt_want + i + 1,
-                    (--s->ckpt_n - i) * sizeof(*s->ckpt_want));
-            break;
-        }
+    if (w->ckpt_queued) {
+        struct wsess **pp = &s->ckpt_want;
+
+        while (*pp != w)
+            pp = &(*pp)->ckpt_next;
+        if ((*pp = w->ckpt_next) == NULL)
+            s->ckpt_want_tail = pp;
+        w->ckpt_queued = false;
     }
-    while (s->ckpt_busy == id)
+    while (s->ckpt_busy == w)
         pthread_cond_wait(&s->ckpt_idle_cv, &s->ckpt_mu);
     pthread_mutex_unlock(&s->ckpt_mu);
+}
+
+/* Writer, before closing w's file: ckpt_forget(), and the checkpointer's connection closed. */
+static void ckpt_close(struct store *s, struct wsess *w)
+{
+    ckpt_forget(s, w);
+    sqlite3_close(w->ckpt_db); /* the checkpointer no longer touches it */
+    w->ckpt_db = NULL;
 }
 
 /*
@@ -507,11 +524,11 @@ static int wsess_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     if (frames < w->ckpt_asked) /* the WAL started over */
         w->ckpt_asked = 0;
     if (frames >= CKPT_SYNC_FRAMES || (!s->ckpt_started && frames >= CKPT_FRAMES)) {
-        ckpt_forget(s, w->id);
+        ckpt_forget(s, w);
         if (sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) == SQLITE_OK)
             w->ckpt_asked = 0;
     } else if (frames - w->ckpt_asked >= CKPT_FRAMES) {
-        ckpt_ask(s, w->id);
+        ckpt_ask(s, w);
         w->ckpt_asked = frames;
     }
     return SQLITE_OK;
@@ -545,7 +562,7 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     w->blocks = false;
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
     w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
-    ckpt_forget(s, w->id); /* the last connection's close checkpoints, and removes the WAL */
+    ckpt_close(s, w); /* the last connection's close checkpoints, and removes the WAL */
     sqlite3_close(w->db);
     w->db = NULL;
     w->in_txn = false;
@@ -601,6 +618,16 @@ static int wsess_prepare(struct store *s, struct wsess *w)
     return 0;
 }
 
+/*
+ * The writer's connections. temp_store=MEMORY keeps the statement journals
+ * of the aggregate flushes (multi-row statements inside a transaction) in
+ * memory: in files they were a third of the writer's system calls, a 4 KiB
+ * page and a 4-byte record each. An 8 MiB page cache (SQLite's default is
+ * 2 MiB) holds a whole blocks transaction (COMMIT_ENTRIES_BLOCKS entries,
+ * ~3.4 MiB of blocks) with the aggregate tables' pages: with 2 MiB the cache
+ * spilled and read its own pages back from the WAL. SQLite grows the cache
+ * as pages are used, so a light session stays small.
+ */
 static int db_open(struct store *s, const char *path, sqlite3 **db)
 {
     int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -610,7 +637,8 @@ static int db_open(struct store *s, const char *path, sqlite3 **db)
     sqlite3_busy_timeout(*db, 5000);
     return store_exec(s, *db,
                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                      " PRAGMA foreign_keys=OFF;",
+                      " PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;"
+                      " PRAGMA cache_size=-8192;",
                       "set pragmas");
 }
 
@@ -2193,8 +2221,9 @@ int store_start(struct store *s)
     int rc;
 
     /* Without the checkpointer (no memory, no thread), the writer checkpoints itself. */
-    if ((s->ckpt_want = calloc(s->max_open, sizeof(*s->ckpt_want))) != NULL &&
-        pthread_create(&s->ckpt_thread, NULL, ckpt_thread, s) == 0)
+    s->ckpt_want = NULL;
+    s->ckpt_want_tail = &s->ckpt_want;
+    if (pthread_create(&s->ckpt_thread, NULL, ckpt_thread, s) == 0)
         s->ckpt_started = true;
     if ((rc = pthread_create(&s->thread, NULL, store_thread, s)) != 0) {
         store_ckpt_stop(s);
@@ -2210,14 +2239,11 @@ static void store_ckpt_stop(struct store *s)
     if (s->ckpt_started) {
         pthread_mutex_lock(&s->ckpt_mu);
         s->ckpt_stopping = true;
-        s->ckpt_n = 0;
         pthread_cond_signal(&s->ckpt_cv);
         pthread_mutex_unlock(&s->ckpt_mu);
         pthread_join(s->ckpt_thread, NULL);
         s->ckpt_started = false;
     }
-    free(s->ckpt_want);
-    s->ckpt_want = NULL;
 }
 
 void store_stop(struct store *s)
