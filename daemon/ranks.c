@@ -65,6 +65,7 @@ struct rk_inst {
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
+    uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
 };
 
 /* An rk_open row to write: its key, then arrival `arrival` of r->inst[inst]. */
@@ -1433,10 +1434,10 @@ static size_t rk_ifind(const struct ranks *r, const struct rk_ikey *key)
     return i;
 }
 
-/* Removes key (present) from the hash, shifting back the entries after it. */
-static void rk_idel(struct ranks *r, const struct rk_ikey *key)
+/* Removes instance in from the hash, shifting back the entries after it. */
+static void rk_idel(struct ranks *r, const struct rk_inst *in)
 {
-    size_t i = rk_ifind(r, key), j = i;
+    size_t i = in->slot, j = i;
 
     r->islot[i] = 0;
     for (;;) {
@@ -1449,6 +1450,7 @@ static void rk_idel(struct ranks *r, const struct rk_ikey *key)
         if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
             r->islot[i] = r->islot[j];
             r->islot[j] = 0;
+            r->inst[r->islot[i] - 1].slot = (uint32_t)i;
             i = j;
         }
     }
@@ -1521,10 +1523,10 @@ done:
         r->apool[r->n_apool++] = (struct rk_abuf){in->a, in->cap};
     else
         free(in->a);
-    rk_idel(r, &in->key);
+    rk_idel(r, in);
     if (idx != --r->n_inst) {
         r->inst[idx] = r->inst[r->n_inst];
-        r->islot[rk_ifind(r, &r->inst[idx].key)] = (uint32_t)idx + 1;
+        r->islot[r->inst[idx].slot] = (uint32_t)idx + 1;
     }
     return rc;
 }
@@ -1611,6 +1613,7 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
         in->key = key;
         in->op_id = e->op_id;
         in->opened = r->opened++;
+        in->slot = (uint32_t)pos;
         r->islot[pos] = (uint32_t)r->n_inst;
         r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
     }
@@ -1635,7 +1638,8 @@ static bool rk_cur_step(struct ranks *r, struct rk_dev *d, uint64_t step, struct
         *s = &r->steps[d->cur_s1 - 1];
         return true;
     }
-    if ((*ds = rk_devstep_c(r, d, step)) == NULL || (*s = rk_step_c(r, d->process_id, step)) == NULL)
+    if ((*ds = rk_devstep_c(r, d, step)) == NULL ||
+        (*s = rk_step_c(r, d->process_id, step)) == NULL)
         return false;
     d->cur_epoch = r->epoch;
     d->cur_step = step;
@@ -1648,10 +1652,10 @@ static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct prot
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
-    struct rk_proc *p = process_id >= 0 && (uint64_t)process_id < r->n_procs &&
-                                r->procs[process_id].seen
-                            ? &r->procs[process_id]
-                            : rk_proc(r, process_id);
+    struct rk_proc *p =
+        process_id >= 0 && (uint64_t)process_id < r->n_procs && r->procs[process_id].seen
+            ? &r->procs[process_id]
+            : rk_proc(r, process_id);
     struct rk_dev *d = p != NULL ? rk_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rk_opsum_c(r, d, e->op_id) : NULL;
     struct rk_devstep *ds;
@@ -2126,6 +2130,7 @@ static int rk_load_open(struct ranks *r)
             in->key = key;
             in->op_id = (uint32_t)sqlite3_column_int64(st, 5);
             in->opened = opened;
+            in->slot = (uint32_t)pos;
             r->islot[pos] = (uint32_t)r->n_inst;
             r->iq[opened - first].key = key;
         }
