@@ -1344,13 +1344,18 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
     if (keep != d->n_pc)
         d->dirty = true;
     d->n_pc = keep;
-    /* compute intervals that end before every pending and future comm entry */
-    while (drop < d->n_cu && d->cu[drop].e <= low) {
-        if (d->cu[drop].e > d->drop_end)
-            d->drop_end = d->cu[drop].e;
-        drop++;
+    /* compute intervals that end before every pending and future comm entry (they are
+     * disjoint and sorted: their ends go up, the last dropped ends latest) */
+    for (size_t hi = d->n_cu; drop < hi;) {
+        size_t mid = (drop + hi) / 2;
+        if (d->cu[mid].e <= low)
+            drop = mid + 1;
+        else
+            hi = mid;
     }
     if (drop > 0) {
+        if (d->cu[drop - 1].e > d->drop_end)
+            d->drop_end = d->cu[drop - 1].e;
         d->dirty = true;
         memmove(d->cu, d->cu + drop, (d->n_cu - drop) * sizeof(*d->cu));
         d->n_cu -= drop;
