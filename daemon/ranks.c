@@ -247,6 +247,10 @@ struct ranks {
     size_t iq_head, iq_len;
 
     struct rk_up up_ops, up_dsteps, up_steps, up_coll, up_collr;
+    struct rk_kv *kv; /* rk_sort_keyed's keys: 2 x cap_kv */
+    size_t cap_kv;
+    void *sorted; /* and its rows in order, cap_sorted bytes */
+    size_t cap_sorted;
 
     /* the state saved at each commit (rk_open, rk_occ, rk_devstate, rk_pend) */
     struct rk_ikey *gone; /* instances closed since the last commit with arrivals in rk_open */
@@ -495,6 +499,123 @@ static int rk_coll_cmp(const void *x, const void *y)
     if (c == 0)
         c = rk_cmp_i64(a->process_id, b->process_id);
     return c != 0 ? c : rk_cmp_u64(a->step, b->step);
+}
+
+/*
+ * The deltas in their table's key order, sorted by a radix sort when every
+ * key packs into 64 bits in that order (key() says false when one does
+ * not: qsort with cmp then): a few passes over the rows, where qsort
+ * calls cmp ~n log n times. The keys are unique (the maps' keys).
+ */
+struct rk_kv {
+    uint64_t k;
+    size_t i;
+};
+
+/* p's bits at shift, when p < 2^bits; false otherwise */
+static bool rk_pack(uint64_t *k, uint64_t p, int bits, int shift)
+{
+    if (p >> bits != 0)
+        return false;
+    *k |= p << shift;
+    return true;
+}
+
+static bool rk_ops_key(const void *x, uint64_t *k)
+{
+    const struct rk_opsum *o = x;
+
+    *k = 0; /* process ids are < 2^25 (rk_proc) */
+    return rk_pack(k, (uint64_t)o->process_id, 25, 39) && rk_pack(k, o->device_id, 19, 20) &&
+           rk_pack(k, o->op_id, 20, 0);
+}
+
+static bool rk_dsteps_key(const void *x, uint64_t *k)
+{
+    const struct rk_devstep *d = x;
+
+    *k = 0;
+    return rk_pack(k, (uint64_t)d->process_id, 25, 39) && rk_pack(k, d->step, 27, 12) &&
+           rk_pack(k, d->device_id, 12, 0);
+}
+
+static bool rk_steps_key(const void *x, uint64_t *k)
+{
+    const struct rk_stepsum *s = x;
+
+    *k = 0;
+    return rk_pack(k, (uint64_t)s->process_id, 25, 39) && rk_pack(k, s->step, 39, 0);
+}
+
+/* rk_coll's rows (process -1: 0 here) before rk_coll_ranks' (bit 63) */
+static bool rk_coll_key(const void *x, uint64_t *k)
+{
+    const struct rk_collsum *c = x;
+
+    *k = c->process_id >= 0 ? 1ull << 63 : 0;
+    return rk_pack(k, c->op_id, 16, 47) &&
+           rk_pack(k, c->process_id >= 0 ? (uint64_t)c->process_id : 0, 25, 22) &&
+           rk_pack(k, c->step, 22, 0);
+}
+
+static void rk_sort_keyed(struct ranks *r, void *a, size_t n, size_t sz,
+                          bool (*key)(const void *, uint64_t *),
+                          int (*cmp)(const void *, const void *))
+{
+    struct rk_kv *kv, *tmp;
+    uint64_t any = 0, all = UINT64_MAX;
+    char *out;
+
+    if (n < 2)
+        return;
+    if (n > r->cap_kv) {
+        void *p = realloc(r->kv, 2 * n * sizeof(*r->kv));
+        if (p == NULL)
+            goto fallback;
+        r->kv = p;
+        r->cap_kv = n;
+    }
+    if (n * sz > r->cap_sorted) {
+        void *p = realloc(r->sorted, n * sz);
+        if (p == NULL)
+            goto fallback;
+        r->sorted = p;
+        r->cap_sorted = n * sz;
+    }
+    kv = r->kv;
+    tmp = r->kv + n;
+    for (size_t i = 0; i < n; i++) {
+        if (!key((const char *)a + i * sz, &kv[i].k))
+            goto fallback;
+        kv[i].i = i;
+        any |= kv[i].k;
+        all &= kv[i].k;
+    }
+    /* least significant byte first, skipping the bytes every key has the same */
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t pos[256] = {0}, sum = 0;
+        if (((any ^ all) >> shift & 0xff) == 0)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            pos[kv[i].k >> shift & 0xff]++;
+        for (int d = 0; d < 256; d++) {
+            size_t c = pos[d];
+            pos[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            tmp[pos[kv[i].k >> shift & 0xff]++] = kv[i];
+        struct rk_kv *t = kv;
+        kv = tmp;
+        tmp = t;
+    }
+    out = r->sorted;
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * sz, (const char *)a + kv[i].i * sz, sz);
+    memcpy(a, out, n * sz);
+    return;
+fallback:
+    qsort(a, n, sz, cmp);
 }
 
 /* ---- the deltas' indexes ------------------------------------------------- */
@@ -803,6 +924,8 @@ void ranks_free(struct ranks *r)
     sqlite3_finalize(r->clear_open);
     free(r->gone);
     free(r->orow);
+    free(r->kv);
+    free(r->sorted);
     rk_map_free(&r->ops_idx);
     rk_map_free(&r->steps_idx);
     rk_map_free(&r->dsteps_idx);
@@ -1730,8 +1853,8 @@ static int rk_write_ops(struct ranks *r)
 {
     int rc;
 
-    rk_sort(r->ops, r->n_ops, sizeof(*r->ops), rk_ops_cmp);
-    rk_sort(r->dsteps, r->n_dsteps, sizeof(*r->dsteps), rk_dsteps_cmp);
+    rk_sort_keyed(r, r->ops, r->n_ops, sizeof(*r->ops), rk_ops_key, rk_ops_cmp);
+    rk_sort_keyed(r, r->dsteps, r->n_dsteps, sizeof(*r->dsteps), rk_dsteps_key, rk_dsteps_cmp);
     for (size_t i = 0; i < r->n_ops; i++) {
         const struct rk_opsum *o = &r->ops[i];
         int64_t v[9] = {o->process_id,       o->device_id,      o->op_id,
@@ -1955,8 +2078,8 @@ static int ranks_flush_rc(struct ranks *r)
             return rc;
     if ((rc = rk_write_ops(r)) != 0)
         return rc;
-    rk_sort(r->steps, r->n_steps, sizeof(*r->steps), rk_steps_cmp);
-    rk_sort(r->coll, r->n_coll, sizeof(*r->coll), rk_coll_cmp);
+    rk_sort_keyed(r, r->steps, r->n_steps, sizeof(*r->steps), rk_steps_key, rk_steps_cmp);
+    rk_sort_keyed(r, r->coll, r->n_coll, sizeof(*r->coll), rk_coll_key, rk_coll_cmp);
     for (size_t i = 0; i < r->n_steps; i++) {
         const struct rk_stepsum *s = &r->steps[i];
         int64_t v[14] = {s->process_id,

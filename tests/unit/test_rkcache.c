@@ -360,3 +360,54 @@ Test(ranks_cache, many_ranks_devices_steps_a_rollback_and_a_reopen)
     ranks_free(r);
     sqlite3_close(db);
 }
+
+/*
+ * Keys too wide for the flush's radix sort (steps past 2^40, op ids past
+ * 2^16, a device id past 2^20: qsort then): every row still written once,
+ * with its sums. Three processes, ten steps, a compute entry and a
+ * collective per step each.
+ */
+Test(ranks_cache, wide_keys_are_sorted_too)
+{
+    sqlite3 *db;
+    struct ranks *r;
+    const uint64_t s0 = 1ull << 40;
+    const uint32_t dev = 1u << 21;
+    int64_t row = 0;
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    exec_ok(db, schema_session_sql);
+    exec_ok(db, "INSERT INTO ops VALUES (70001, 'matmul', 'compute'), (70002, 'allreduce', 'comm');"
+                "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
+                " (2, 1, 3, 0), (3, 2, 3, 0)");
+    cr_assert_not_null(r = ranks_new(db));
+    exec_ok(db, "BEGIN");
+    cr_assert_eq(ranks_init_file(r), 0);
+    cr_assert_eq(ranks_load(r), 0);
+    for (uint64_t s = 0; s < 10; s++)
+        for (int64_t p = 1; p <= 3; p++) {
+            struct proto_entry c = {
+                .op_id = 70001, .step = s0 + s, .start_ns = T0 + 1000 * s, .dur_ns = 100};
+            struct proto_entry a = {
+                .op_id = 70002, .step = s0 + s, .start_ns = T0 + 1000 * s + 500, .dur_ns = 100};
+            cr_assert_eq(ranks_entry(r, p, &c, dev, NULL, ++row), 0);
+            cr_assert_eq(ranks_entry(r, p, &a, dev, NULL, ++row), 0);
+        }
+    cr_assert_eq(ranks_finish(r), 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_ops"), 6);
+    cr_expect_eq(one(db, "SELECT sum(calls) FROM rk_ops"), 60);
+    cr_expect_eq(one(db, "SELECT sum(exposed_ns) FROM rk_ops"), 3000);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_steps"), 30);
+    cr_expect_eq(one(db, "SELECT sum(compute_ns + comm_ns) FROM rk_steps"), 6000);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_devsteps"), 30);
+    cr_expect_eq(one(db, "SELECT min(step) FROM rk_devsteps"), (int64_t)s0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll"), 10);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 10);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll_ranks"), 30);
+    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_coll_ranks"), 10);
+    ranks_free(r);
+    sqlite3_close(db);
+}
