@@ -1,6 +1,7 @@
 /* conn.c — one client connection; see conn.h. */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -864,13 +865,19 @@ static bool conn_partial(struct conn *c)
     return msgpack_unpacker_message_size(&c->reader.unp) > 0;
 }
 
+/*
+ * Reads READ_SIZE bytes at least, and as many as the reader's buffer has room
+ * for (it is sized for the last batch, proto_reader_buffer): fewer reads,
+ * each a costly syscall here, and fewer passes of the decoder.
+ */
 static void conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = (struct conn *)handle;
     char *p = proto_reader_buffer(&c->reader, READ_SIZE);
+    size_t room = p != NULL ? msgpack_unpacker_buffer_capacity(&c->reader.unp) : 0;
 
     (void)suggested;
-    *buf = uv_buf_init(p, p != NULL ? READ_SIZE : 0);
+    *buf = uv_buf_init(p, (unsigned int)(room < UINT_MAX ? room : UINT_MAX));
 }
 
 static void conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)

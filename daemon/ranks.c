@@ -65,6 +65,7 @@ struct rk_inst {
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
+    uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
 };
 
 /* An rk_open row to write: its key, then arrival `arrival` of r->inst[inst]. */
@@ -174,6 +175,10 @@ struct rk_dev {
     bool unsaved;         /* more than RK_SAVE_PEND intervals at the last commit: not in rk_pend */
     struct rk_ref *ops;   /* RK_DOPS (key: the op id), or NULL until its first entry */
     struct rk_refs dstep; /* the rk_devsteps deltas of the last steps seen here */
+    /* the step of its last entry in this transaction (epoch): its rk_devsteps and rk_steps
+     * deltas' indexes + 1, found without a look-up while the step goes on */
+    uint32_t cur_epoch, cur_ds1, cur_s1;
+    uint64_t cur_step;
 };
 
 /* Intervals of one device saved at a commit at most: past that (a comm entry spanning many
@@ -242,6 +247,10 @@ struct ranks {
     size_t iq_head, iq_len;
 
     struct rk_up up_ops, up_dsteps, up_steps, up_coll, up_collr;
+    struct rk_kv *kv; /* rk_sort_keyed's keys: 2 x cap_kv */
+    size_t cap_kv;
+    void *sorted; /* and its rows in order, cap_sorted bytes */
+    size_t cap_sorted;
 
     /* the state saved at each commit (rk_open, rk_occ, rk_devstate, rk_pend) */
     struct rk_ikey *gone; /* instances closed since the last commit with arrivals in rk_open */
@@ -492,6 +501,123 @@ static int rk_coll_cmp(const void *x, const void *y)
     return c != 0 ? c : rk_cmp_u64(a->step, b->step);
 }
 
+/*
+ * The deltas in their table's key order, sorted by a radix sort when every
+ * key packs into 64 bits in that order (key() says false when one does
+ * not: qsort with cmp then): a few passes over the rows, where qsort
+ * calls cmp ~n log n times. The keys are unique (the maps' keys).
+ */
+struct rk_kv {
+    uint64_t k;
+    size_t i;
+};
+
+/* p's bits at shift, when p < 2^bits; false otherwise */
+static bool rk_pack(uint64_t *k, uint64_t p, int bits, int shift)
+{
+    if (p >> bits != 0)
+        return false;
+    *k |= p << shift;
+    return true;
+}
+
+static bool rk_ops_key(const void *x, uint64_t *k)
+{
+    const struct rk_opsum *o = x;
+
+    *k = 0; /* process ids are < 2^25 (rk_proc) */
+    return rk_pack(k, (uint64_t)o->process_id, 25, 39) && rk_pack(k, o->device_id, 19, 20) &&
+           rk_pack(k, o->op_id, 20, 0);
+}
+
+static bool rk_dsteps_key(const void *x, uint64_t *k)
+{
+    const struct rk_devstep *d = x;
+
+    *k = 0;
+    return rk_pack(k, (uint64_t)d->process_id, 25, 39) && rk_pack(k, d->step, 27, 12) &&
+           rk_pack(k, d->device_id, 12, 0);
+}
+
+static bool rk_steps_key(const void *x, uint64_t *k)
+{
+    const struct rk_stepsum *s = x;
+
+    *k = 0;
+    return rk_pack(k, (uint64_t)s->process_id, 25, 39) && rk_pack(k, s->step, 39, 0);
+}
+
+/* rk_coll's rows (process -1: 0 here) before rk_coll_ranks' (bit 63) */
+static bool rk_coll_key(const void *x, uint64_t *k)
+{
+    const struct rk_collsum *c = x;
+
+    *k = c->process_id >= 0 ? 1ull << 63 : 0;
+    return rk_pack(k, c->op_id, 16, 47) &&
+           rk_pack(k, c->process_id >= 0 ? (uint64_t)c->process_id : 0, 25, 22) &&
+           rk_pack(k, c->step, 22, 0);
+}
+
+static void rk_sort_keyed(struct ranks *r, void *a, size_t n, size_t sz,
+                          bool (*key)(const void *, uint64_t *),
+                          int (*cmp)(const void *, const void *))
+{
+    struct rk_kv *kv, *tmp;
+    uint64_t any = 0, all = UINT64_MAX;
+    char *out;
+
+    if (n < 2)
+        return;
+    if (n > r->cap_kv) {
+        void *p = realloc(r->kv, 2 * n * sizeof(*r->kv));
+        if (p == NULL)
+            goto fallback;
+        r->kv = p;
+        r->cap_kv = n;
+    }
+    if (n * sz > r->cap_sorted) {
+        void *p = realloc(r->sorted, n * sz);
+        if (p == NULL)
+            goto fallback;
+        r->sorted = p;
+        r->cap_sorted = n * sz;
+    }
+    kv = r->kv;
+    tmp = r->kv + n;
+    for (size_t i = 0; i < n; i++) {
+        if (!key((const char *)a + i * sz, &kv[i].k))
+            goto fallback;
+        kv[i].i = i;
+        any |= kv[i].k;
+        all &= kv[i].k;
+    }
+    /* least significant byte first, skipping the bytes every key has the same */
+    for (int shift = 0; shift < 64; shift += 8) {
+        size_t pos[256] = {0}, sum = 0;
+        if (((any ^ all) >> shift & 0xff) == 0)
+            continue;
+        for (size_t i = 0; i < n; i++)
+            pos[kv[i].k >> shift & 0xff]++;
+        for (int d = 0; d < 256; d++) {
+            size_t c = pos[d];
+            pos[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            tmp[pos[kv[i].k >> shift & 0xff]++] = kv[i];
+        struct rk_kv *t = kv;
+        kv = tmp;
+        tmp = t;
+    }
+    out = r->sorted;
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * sz, (const char *)a + kv[i].i * sz, sz);
+    memcpy(a, out, n * sz);
+    return;
+fallback:
+    qsort(a, n, sz, cmp);
+}
+
 /* ---- the deltas' indexes ------------------------------------------------- */
 
 static size_t rk_mhome(const struct rk_map *m, uint64_t a, uint64_t b, uint64_t c)
@@ -583,6 +709,7 @@ static void rk_reset_deltas(struct ranks *r)
         }
         for (size_t i = 0; i < r->n_devs; i++) {
             memset(&r->devs[i].dstep, 0, sizeof(r->devs[i].dstep));
+            r->devs[i].cur_epoch = 0;
             for (size_t k = 0; r->devs[i].ops != NULL && k < RK_DOPS; k++)
                 r->devs[i].ops[k].epoch = 0;
         }
@@ -797,6 +924,8 @@ void ranks_free(struct ranks *r)
     sqlite3_finalize(r->clear_open);
     free(r->gone);
     free(r->orow);
+    free(r->kv);
+    free(r->sorted);
     rk_map_free(&r->ops_idx);
     rk_map_free(&r->steps_idx);
     rk_map_free(&r->dsteps_idx);
@@ -1085,32 +1214,52 @@ static struct rk_proc *rk_proc_known(struct ranks *r, int64_t process_id)
     return process_id >= 0 && (uint64_t)process_id < r->n_procs ? &r->procs[process_id] : NULL;
 }
 
-static struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
+/* rk_step_c's look-up when the cache has not the step (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_stepsum *rk_step_miss(struct ranks *r,
+                                                                 int64_t process_id, uint64_t step)
 {
     struct rk_proc *p = rk_proc_known(r, process_id);
     struct rk_stepsum *s;
     struct rk_ref *c = p != NULL ? &p->step.w[step % RK_WAYS] : NULL;
 
-    if (c != NULL && rk_ref_ok(r, c, step))
-        return &r->steps[c->i1 - 1];
     if ((s = rk_step(r, process_id, step)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(s - r->steps) + 1, step};
     return s;
 }
 
-static struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64_t step)
+static inline struct rk_stepsum *rk_step_c(struct ranks *r, int64_t process_id, uint64_t step)
+{
+    const struct rk_proc *p = rk_proc_known(r, process_id);
+    const struct rk_ref *c = p != NULL ? &p->step.w[step % RK_WAYS] : NULL;
+
+    if (c != NULL && rk_ref_ok(r, c, step))
+        return &r->steps[c->i1 - 1];
+    return rk_step_miss(r, process_id, step);
+}
+
+static __attribute__((noinline)) struct rk_devstep *rk_devstep_miss(struct ranks *r,
+                                                                    struct rk_dev *d, uint64_t step)
 {
     struct rk_ref *c = &d->dstep.w[step % RK_WAYS];
     struct rk_devstep *ds;
 
-    if (rk_ref_ok(r, c, step))
-        return &r->dsteps[c->i1 - 1];
     if ((ds = rk_devstep(r, d->process_id, step, d->device_id)) != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(ds - r->dsteps) + 1, step};
     return ds;
 }
 
-static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
+static inline struct rk_devstep *rk_devstep_c(struct ranks *r, struct rk_dev *d, uint64_t step)
+{
+    const struct rk_ref *c = &d->dstep.w[step % RK_WAYS];
+
+    if (rk_ref_ok(r, c, step))
+        return &r->dsteps[c->i1 - 1];
+    return rk_devstep_miss(r, d, step);
+}
+
+/* rk_opsum_c's look-up when the cache has not the op (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_opsum *rk_opsum_miss(struct ranks *r, struct rk_dev *d,
+                                                                uint32_t op_id)
 {
     struct rk_ref *c;
     struct rk_opsum *o;
@@ -1118,11 +1267,18 @@ static struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t o
     if (d->ops == NULL)
         d->ops = calloc(RK_DOPS, sizeof(*d->ops));
     c = d->ops != NULL ? &d->ops[op_id % RK_DOPS] : NULL;
-    if (c != NULL && rk_ref_ok(r, c, op_id))
-        return &r->ops[c->i1 - 1];
     if ((o = rk_opsum(r, d->process_id, d->device_id, op_id)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(o - r->ops) + 1, op_id};
     return o;
+}
+
+static inline struct rk_opsum *rk_opsum_c(struct ranks *r, struct rk_dev *d, uint32_t op_id)
+{
+    const struct rk_ref *c = d->ops != NULL ? &d->ops[op_id % RK_DOPS] : NULL;
+
+    if (c != NULL && rk_ref_ok(r, c, op_id))
+        return &r->ops[c->i1 - 1];
+    return rk_opsum_miss(r, d, op_id);
 }
 
 /* The slot of op in a table of RK_POPS (allocated on first use), taken over when another
@@ -1141,9 +1297,9 @@ static struct rk_pop *rk_pop(struct rk_pop **tab, uint32_t op_id)
     return p;
 }
 
-/* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
-static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t process_id,
-                                       uint64_t step)
+/* rk_collsum_c's look-up when the cache has not the (op, step) (apart: the hit is inlined). */
+static __attribute__((noinline)) struct rk_collsum *
+rk_collsum_miss(struct ranks *r, uint32_t op_id, int64_t process_id, uint64_t step)
 {
     struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
     struct rk_pop *pop = p != NULL        ? rk_pop(&p->pop, op_id)
@@ -1157,6 +1313,20 @@ static struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t 
     if ((cs = rk_collsum(r, op_id, process_id, step)) != NULL && c != NULL)
         *c = (struct rk_ref){r->epoch, (uint32_t)(cs - r->coll) + 1, step};
     return cs;
+}
+
+/* The rk_coll_ranks delta (process_id >= 0) or the rk_coll delta (-1) of op at step. */
+static inline struct rk_collsum *rk_collsum_c(struct ranks *r, uint32_t op_id, int64_t process_id,
+                                              uint64_t step)
+{
+    const struct rk_proc *p = process_id >= 0 ? rk_proc_known(r, process_id) : NULL;
+    const struct rk_pop *tab = p != NULL ? p->pop : process_id < 0 ? r->collc : NULL;
+    const struct rk_pop *pop = tab != NULL ? &tab[op_id % RK_POPS] : NULL;
+    const struct rk_ref *c = pop != NULL ? &pop->coll.w[step % RK_WAYS] : NULL;
+
+    if (pop != NULL && pop->op1 == op_id + 1 && rk_ref_ok(r, c, step))
+        return &r->coll[c->i1 - 1];
+    return rk_collsum_miss(r, op_id, process_id, step);
 }
 
 /* The (process, device) of an entry; p is its process. */
@@ -1174,10 +1344,11 @@ static struct rk_dev *rk_dev_c(struct ranks *r, struct rk_proc *p, int64_t proce
 
 /* ---- exposed communication ----------------------------------------------- */
 
+static int rk_cu_insert(struct rk_dev *d, uint64_t b, uint64_t e);
+
 /* Adds [b, e) to the merged, sorted compute intervals of d. */
-static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
+static inline int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
 {
-    size_t lo = 0, hi = d->n_cu, j;
     struct rk_iv *last = d->n_cu > 0 ? &d->cu[d->n_cu - 1] : NULL;
 
     /* entries come nearly in time order: most start after the last interval, or in it */
@@ -1186,6 +1357,19 @@ static int rk_cu_add(struct rk_dev *d, uint64_t b, uint64_t e)
             last->e = e;
         return 0;
     }
+    if (last != NULL && b > last->e && d->n_cu < d->cap_cu) {
+        d->cu[d->n_cu++] = (struct rk_iv){b, e};
+        return 0;
+    }
+    return rk_cu_insert(d, b, e);
+}
+
+/* rk_cu_add's other cases (apart: the common ones are inlined). */
+static __attribute__((noinline)) int rk_cu_insert(struct rk_dev *d, uint64_t b, uint64_t e)
+{
+    size_t lo = 0, hi = d->n_cu, j;
+    struct rk_iv *last = d->n_cu > 0 ? &d->cu[d->n_cu - 1] : NULL;
+
     if (last == NULL || b > last->e) {
         if (rk_grow((void **)&d->cu, &d->cap_cu, d->n_cu, sizeof(*d->cu)) < 0)
             return -ENOMEM;
@@ -1229,11 +1413,14 @@ static uint64_t rk_cu_overlap(const struct rk_dev *d, uint64_t b, uint64_t e, si
     size_t lo = 0, hi = d->n_cu;
     uint64_t sum = 0;
 
-    /* the comm entries come nearly in time order: the previous one's place, a few further */
+    /* the comm entries come nearly in time order: the previous one's place, a few further
+     * (found there, no search) */
     if (*hint <= d->n_cu && (*hint == 0 || d->cu[*hint - 1].e <= b)) {
         lo = *hint;
         for (int k = 0; k < 8 && lo < hi && d->cu[lo].e <= b; k++)
             lo++;
+        if (lo == hi || d->cu[lo].e > b)
+            hi = lo;
     }
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -1280,13 +1467,18 @@ static int rk_dev_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
     if (keep != d->n_pc)
         d->dirty = true;
     d->n_pc = keep;
-    /* compute intervals that end before every pending and future comm entry */
-    while (drop < d->n_cu && d->cu[drop].e <= low) {
-        if (d->cu[drop].e > d->drop_end)
-            d->drop_end = d->cu[drop].e;
-        drop++;
+    /* compute intervals that end before every pending and future comm entry (they are
+     * disjoint and sorted: their ends go up, the last dropped ends latest) */
+    for (size_t hi = d->n_cu; drop < hi;) {
+        size_t mid = (drop + hi) / 2;
+        if (d->cu[mid].e <= low)
+            drop = mid + 1;
+        else
+            hi = mid;
     }
     if (drop > 0) {
+        if (d->cu[drop - 1].e > d->drop_end)
+            d->drop_end = d->cu[drop - 1].e;
         d->dirty = true;
         memmove(d->cu, d->cu + drop, (d->n_cu - drop) * sizeof(*d->cu));
         d->n_cu -= drop;
@@ -1370,10 +1562,10 @@ static size_t rk_ifind(const struct ranks *r, const struct rk_ikey *key)
     return i;
 }
 
-/* Removes key (present) from the hash, shifting back the entries after it. */
-static void rk_idel(struct ranks *r, const struct rk_ikey *key)
+/* Removes instance in from the hash, shifting back the entries after it. */
+static void rk_idel(struct ranks *r, const struct rk_inst *in)
 {
-    size_t i = rk_ifind(r, key), j = i;
+    size_t i = in->slot, j = i;
 
     r->islot[i] = 0;
     for (;;) {
@@ -1386,6 +1578,7 @@ static void rk_idel(struct ranks *r, const struct rk_ikey *key)
         if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
             r->islot[i] = r->islot[j];
             r->islot[j] = 0;
+            r->inst[r->islot[i] - 1].slot = (uint32_t)i;
             i = j;
         }
     }
@@ -1458,10 +1651,10 @@ done:
         r->apool[r->n_apool++] = (struct rk_abuf){in->a, in->cap};
     else
         free(in->a);
-    rk_idel(r, &in->key);
+    rk_idel(r, in);
     if (idx != --r->n_inst) {
         r->inst[idx] = r->inst[r->n_inst];
-        r->islot[rk_ifind(r, &r->inst[idx].key)] = (uint32_t)idx + 1;
+        r->islot[r->inst[idx].slot] = (uint32_t)idx + 1;
     }
     return rc;
 }
@@ -1548,6 +1741,7 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
         in->key = key;
         in->op_id = e->op_id;
         in->opened = r->opened++;
+        in->slot = (uint32_t)pos;
         r->islot[pos] = (uint32_t)r->n_inst;
         r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
     }
@@ -1562,19 +1756,42 @@ static int rk_collective(struct ranks *r, int64_t process_id, const struct proto
     return 0;
 }
 
+/* The rk_devsteps and rk_steps deltas of an entry of d at step: d's current step's, else
+ * looked up (and made current). False when out of memory. */
+static bool rk_cur_step(struct ranks *r, struct rk_dev *d, uint64_t step, struct rk_devstep **ds,
+                        struct rk_stepsum **s)
+{
+    if (d->cur_epoch == r->epoch && d->cur_step == step) {
+        *ds = &r->dsteps[d->cur_ds1 - 1];
+        *s = &r->steps[d->cur_s1 - 1];
+        return true;
+    }
+    if ((*ds = rk_devstep_c(r, d, step)) == NULL ||
+        (*s = rk_step_c(r, d->process_id, step)) == NULL)
+        return false;
+    d->cur_epoch = r->epoch;
+    d->cur_step = step;
+    d->cur_ds1 = (uint32_t)(*ds - r->dsteps) + 1;
+    d->cur_s1 = (uint32_t)(*s - r->steps) + 1;
+    return true;
+}
+
 static int ranks_entry_rc(struct ranks *r, int64_t process_id, const struct proto_entry *e,
                           uint32_t dev_id, const struct proto_ext *x, int64_t rowid)
 {
     enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
-    struct rk_proc *p = rk_proc(r, process_id);
+    struct rk_proc *p =
+        process_id >= 0 && (uint64_t)process_id < r->n_procs && r->procs[process_id].seen
+            ? &r->procs[process_id]
+            : rk_proc(r, process_id);
     struct rk_dev *d = p != NULL ? rk_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rk_opsum_c(r, d, e->op_id) : NULL;
-    struct rk_devstep *ds = o != NULL ? rk_devstep_c(r, d, e->step) : NULL;
-    struct rk_stepsum *s = ds != NULL ? rk_step_c(r, process_id, e->step) : NULL;
+    struct rk_devstep *ds;
+    struct rk_stepsum *s;
     uint64_t end = e->start_ns + e->dur_ns;
     int rc;
 
-    if (s == NULL)
+    if (o == NULL || !rk_cur_step(r, d, e->step, &ds, &s))
         return SQLITE_NOMEM;
     o->calls++;
     o->total = rk_sat(o->total, e->dur_ns);
@@ -1636,8 +1853,8 @@ static int rk_write_ops(struct ranks *r)
 {
     int rc;
 
-    rk_sort(r->ops, r->n_ops, sizeof(*r->ops), rk_ops_cmp);
-    rk_sort(r->dsteps, r->n_dsteps, sizeof(*r->dsteps), rk_dsteps_cmp);
+    rk_sort_keyed(r, r->ops, r->n_ops, sizeof(*r->ops), rk_ops_key, rk_ops_cmp);
+    rk_sort_keyed(r, r->dsteps, r->n_dsteps, sizeof(*r->dsteps), rk_dsteps_key, rk_dsteps_cmp);
     for (size_t i = 0; i < r->n_ops; i++) {
         const struct rk_opsum *o = &r->ops[i];
         int64_t v[9] = {o->process_id,       o->device_id,      o->op_id,
@@ -1861,8 +2078,8 @@ static int ranks_flush_rc(struct ranks *r)
             return rc;
     if ((rc = rk_write_ops(r)) != 0)
         return rc;
-    rk_sort(r->steps, r->n_steps, sizeof(*r->steps), rk_steps_cmp);
-    rk_sort(r->coll, r->n_coll, sizeof(*r->coll), rk_coll_cmp);
+    rk_sort_keyed(r, r->steps, r->n_steps, sizeof(*r->steps), rk_steps_key, rk_steps_cmp);
+    rk_sort_keyed(r, r->coll, r->n_coll, sizeof(*r->coll), rk_coll_key, rk_coll_cmp);
     for (size_t i = 0; i < r->n_steps; i++) {
         const struct rk_stepsum *s = &r->steps[i];
         int64_t v[14] = {s->process_id,
@@ -2041,6 +2258,7 @@ static int rk_load_open(struct ranks *r)
             in->key = key;
             in->op_id = (uint32_t)sqlite3_column_int64(st, 5);
             in->opened = opened;
+            in->slot = (uint32_t)pos;
             r->islot[pos] = (uint32_t)r->n_inst;
             r->iq[opened - first].key = key;
         }

@@ -413,36 +413,105 @@ struct session_shape_slot {
     char bytes[SHAPE_SLOT_BYTES]; /* out, then in */
 };
 
-static uint64_t shape_mix(uint64_t h, const char *p, size_t n)
+static uint64_t shape_word(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15u;
+    return h ^ h >> 29;
+}
+
+/*
+ * The n bytes at p into h, eight at a time: the last eight overlapping the
+ * word before them when n is not a multiple of 8, two overlapping halves
+ * for 4..7 bytes (a few loads, no loop over bytes).
+ */
+static inline uint64_t shape_mix(uint64_t h, const char *p, size_t n)
 {
     uint64_t w;
+    uint32_t a, b;
+    size_t i;
 
-    for (; n >= 8; p += 8, n -= 8) {
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0x9e3779b97f4a7c15u;
-        h ^= h >> 29;
+    if (n >= 8) {
+        for (i = 0; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            h = shape_word(h, w);
+        }
+        if (i < n) {
+            memcpy(&w, p + n - 8, 8);
+            h = shape_word(h, w);
+        }
+        return h;
     }
-    if (n > 0) {
-        w = 0;
-        for (size_t i = 0; i < n; i++)
-            w = w << 8 | (unsigned char)p[i];
-        h = (h ^ w) * 0x9e3779b97f4a7c15u;
-        h ^= h >> 29;
+    if (n >= 4) {
+        memcpy(&a, p, 4);
+        memcpy(&b, p + n - 4, 4);
+        return shape_word(h, (uint64_t)a << 32 | b);
     }
-    return h;
+    w = 0;
+    for (i = 0; i < n; i++)
+        w = w << 8 | (unsigned char)p[i];
+    return n > 0 ? shape_word(h, w) : h;
+}
+
+/* Whether the n bytes at a and b are the same, by words as shape_mix() reads them. */
+static inline bool shape_bytes_eq(const char *a, const char *b, size_t n)
+{
+    uint64_t x, y;
+    uint32_t u, v;
+    size_t i;
+
+    if (n >= 8) {
+        for (i = 0; i + 8 <= n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y)
+                return false;
+        }
+        if (i < n) {
+            memcpy(&x, a + n - 8, 8);
+            memcpy(&y, b + n - 8, 8);
+            return x == y;
+        }
+        return true;
+    }
+    if (n >= 4) {
+        memcpy(&u, a, 4);
+        memcpy(&v, b, 4);
+        if (u != v)
+            return false;
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return u == v;
+    }
+    for (i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
+/*
+ * A pair's bytes as one run, when they are one: out and in adjacent (the
+ * decoder's blob), or one of them empty. NULL otherwise.
+ */
+static inline const char *shape_run(const char *out, uint32_t out_len, const char *in,
+                                    uint32_t in_len)
+{
+    if (in_len == 0 || in == out + out_len)
+        return out;
+    return out_len == 0 ? in : NULL;
 }
 
 /* The set a pair hashes to (two slots), or NULL (no memory for the cache). */
-static struct session_shape_slot *shape_set(struct session *s, uint32_t op, const char *out,
-                                            uint32_t out_len, const char *in, uint32_t in_len)
+static inline struct session_shape_slot *shape_set(struct session *s, uint32_t op, const char *out,
+                                                   uint32_t out_len, const char *in,
+                                                   uint32_t in_len, const char *run)
 {
     uint64_t h = ((uint64_t)op << 32 | out_len << 16 | in_len) * 0xff51afd7ed558ccdu;
 
     if (s->shape_cache == NULL &&
         (s->shape_cache = calloc(2 * SHAPE_SETS, sizeof(*s->shape_cache))) == NULL)
         return NULL; /* no cache: the strmap answers alone */
-    if (in == out + out_len) {
-        h = shape_mix(h, out, (size_t)out_len + in_len); /* one run (the decoder's blob) */
+    if (run != NULL) {
+        h = shape_mix(h, run, (size_t)out_len + in_len);
     } else {
         h = shape_mix(h, out, out_len);
         h = shape_mix(h, in, in_len);
@@ -450,36 +519,25 @@ static struct session_shape_slot *shape_set(struct session *s, uint32_t op, cons
     return &s->shape_cache[2 * ((h >> 32) & (SHAPE_SETS - 1))];
 }
 
-static bool shape_slot_is(const struct session_shape_slot *slot, uint32_t op, const char *out,
-                          uint32_t out_len, const char *in, uint32_t in_len)
+static inline bool shape_slot_is(const struct session_shape_slot *slot, uint32_t op,
+                                 const char *out, uint32_t out_len, const char *in, uint32_t in_len,
+                                 const char *run)
 {
     return slot->id != 0 && slot->op == op && slot->out_len == out_len && slot->in_len == in_len &&
-           (in == out + out_len ? memcmp(slot->bytes, out, (size_t)out_len + in_len) == 0
-                                : memcmp(slot->bytes, out, out_len) == 0 &&
-                                      memcmp(slot->bytes + out_len, in, in_len) == 0);
+           (run != NULL ? shape_bytes_eq(slot->bytes, run, (size_t)out_len + in_len)
+                        : shape_bytes_eq(slot->bytes, out, out_len) &&
+                              shape_bytes_eq(slot->bytes + out_len, in, in_len));
 }
 
-int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_len, const char *in,
-                  uint32_t in_len, uint32_t *id)
+/* A pair the cache does not hold: the strmap's id, or a new one; then into the cache's set. */
+static __attribute__((noinline)) int shape_intern(struct session *s, uint32_t op, const char *out,
+                                                  uint32_t out_len, const char *in, uint32_t in_len,
+                                                  struct session_shape_slot *set, uint32_t *id)
 {
     /* the key: out's length (where the two split), then both */
     char key[4 + SHAPES_MAX_BYTES];
     uint64_t bytes = (uint64_t)out_len + in_len;
-    struct session_shape_slot *set = NULL;
 
-    *id = 0;
-    if (bytes == 0)
-        return 0;
-    if (bytes > SHAPES_MAX_BYTES)
-        return -ENOSPC; /* cannot happen: the decoder re-encodes within the limits above */
-    if (bytes <= SHAPE_SLOT_BYTES && (set = shape_set(s, op, out, out_len, in, in_len)) != NULL) {
-        for (int k = 0; k < 2; k++) {
-            if (shape_slot_is(&set[k], op, out, out_len, in, in_len)) {
-                *id = set[k].id;
-                return 0;
-            }
-        }
-    }
     memcpy(key, &out_len, 4);
     memcpy(key + 4, out, out_len);
     memcpy(key + 4 + out_len, in, in_len);
@@ -500,6 +558,31 @@ int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_
         memcpy(set[0].bytes, key + 4, bytes);
     }
     return 0;
+}
+
+int session_shape(struct session *s, uint32_t op, const char *out, uint32_t out_len, const char *in,
+                  uint32_t in_len, uint32_t *id)
+{
+    uint64_t bytes = (uint64_t)out_len + in_len;
+    struct session_shape_slot *set = NULL;
+
+    *id = 0;
+    if (bytes == 0)
+        return 0;
+    if (bytes > SHAPES_MAX_BYTES)
+        return -ENOSPC; /* cannot happen: the decoder re-encodes within the limits above */
+    if (bytes <= SHAPE_SLOT_BYTES) {
+        const char *run = shape_run(out, out_len, in, in_len);
+        if ((set = shape_set(s, op, out, out_len, in, in_len, run)) != NULL) {
+            for (int k = 0; k < 2; k++) {
+                if (shape_slot_is(&set[k], op, out, out_len, in, in_len, run)) {
+                    *id = set[k].id;
+                    return 0;
+                }
+            }
+        }
+    }
+    return shape_intern(s, op, out, out_len, in, in_len, set, id);
 }
 
 struct session *session_find(struct registry *reg, const struct proto_sessref *ref, int64_t uid)

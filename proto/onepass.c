@@ -16,6 +16,12 @@
 #include "onepass.h"
 
 #define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
+/*
+ * More than the last batch's blob: the readers ask room for a few bytes past
+ * what they write (fast_copy's 32, op_shape's 16 and its worst case): without
+ * it the last entry of a batch like the last one grew the blob, a copy of it.
+ */
+#define BLOB_SLACK 256
 
 static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), cold));
@@ -380,7 +386,7 @@ static int blob_grow(struct blob *b, size_t n)
 }
 
 /* Room for n more bytes; returns where they go, or NULL (out of memory). */
-static inline uint8_t *blob_room(struct blob *b, size_t n)
+static inline __attribute__((always_inline)) uint8_t *blob_room(struct blob *b, size_t n)
 {
     if (b->alloc - b->size < n && blob_grow(b, n) < 0)
         return NULL;
@@ -634,16 +640,23 @@ static int op_ext(struct rd *r, const struct val *h, struct blob *b, struct prot
     return 0;
 }
 
-/* Fields 4..: each nil is the same as absent; those after position 9 are stepped over. */
-static int op_rest(struct rd *r, uint32_t n, struct blob *b, struct proto_entry *e,
-                   struct proto_error *err)
+/*
+ * What the fields after dur_ns left for the ones after them: the product of
+ * out_shape's dimensions, and whether elements was nil (or absent).
+ */
+struct rest {
+    uint64_t product;
+    bool elements_nil;
+};
+
+/* Fields i.. of n: each nil is the same as absent; those after position 9 are stepped over. */
+static int op_rest(struct rd *r, uint32_t i, uint32_t n, struct blob *b, struct proto_entry *e,
+                   struct rest *st, struct proto_error *err)
 {
-    uint64_t product = 0;
-    bool elements_nil = true;
     struct val v;
     int rc = 0;
 
-    for (uint32_t i = 4; i < n && rc == 0; i++) {
+    for (; i < n && rc == 0; i++) {
         const uint8_t *at = r->p;
 
         if (rd_next(r, &v) < 0)
@@ -658,13 +671,13 @@ static int op_rest(struct rd *r, uint32_t n, struct blob *b, struct proto_entry 
         switch (i) {
         case 4:
             rc = val_uint(&v, INT64_MAX, &e->elements, "entry elements", err);
-            elements_nil = false;
+            st->elements_nil = false;
             break;
         case 5:
             rc = val_uint(&v, INT64_MAX, &e->mem_bytes, "entry mem_bytes", err);
             break;
         case 6:
-            rc = op_shape(r, at, &v, b, &e->out_off, &e->out_len, &product, err);
+            rc = op_shape(r, at, &v, b, &e->out_off, &e->out_len, &st->product, err);
             break;
         case 7:
             rc = op_in_shapes(r, &v, b, e, err);
@@ -677,22 +690,228 @@ static int op_rest(struct rd *r, uint32_t n, struct blob *b, struct proto_entry 
             break;
         }
     }
-    if (rc == 0 && elements_nil)
-        e->elements = product;
+    if (rc == 0 && st->elements_nil)
+        e->elements = st->product;
     return rc;
+}
+
+/* ---- the common entry, fast ------------------------------------------------- */
+
+/*
+ * The fields a packer writes most (nil, fixints and uint8..64 in their
+ * smallest encoding, canonical shapes in fixarrays, a fixstr device) are
+ * read below with a bounds check per field, not per value, and without
+ * struct val. Each reader only ever accepts: at anything else (another
+ * encoding, a wrong value, bytes that end) it takes nothing, and op_rest()
+ * reads that field and the rest as always, hence with the same results and
+ * the same errors. What a fast reader puts in the entry and the blob is what
+ * op_rest() would have put there.
+ */
+
+/*
+ * An unsigned integer <= INT64_MAX or nil (*nil) at r->p, 9 bytes readable
+ * after it. Returns false (nothing read) for anything else.
+ */
+static inline bool fast_uint_or_nil(struct rd *r, uint64_t *out, bool *nil)
+{
+    const uint8_t *p = r->p;
+    uint8_t t = *p;
+
+    if (t < 0x80) {
+        *out = t;
+        *nil = false;
+        r->p = p + 1;
+        return true;
+    }
+    if (t == 0xc0) {
+        *nil = true;
+        r->p = p + 1;
+        return true;
+    }
+    if (t >= 0xcc && t <= 0xcf) {
+        uint64_t v = rd_uint_wide(p, t);
+        if (v <= (uint64_t)INT64_MAX) {
+            *out = v;
+            *nil = false;
+            r->p = p + 1 + (1u << (t - 0xcc));
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A canonical shape in a fixarray at p (*p is 0x90..0x9f: at most 15
+ * dimensions, within PROTO_MAX_DIMS), each dimension a fixint or the
+ * smallest uint8..64, <= INT64_MAX; 9 bytes a dimension readable after the
+ * header. Returns its size and the product of its dimensions as op_shape()
+ * computes it, or 0 (anything else: op_shape() reads it).
+ */
+static inline size_t fast_shape(const uint8_t *p, const uint8_t *end, uint64_t *product)
+{
+    static const uint64_t least[4] = {0x80, 0x100, 0x10000, 0x100000000u};
+    uint32_t n = *p & 0x0f;
+    const uint8_t *d = p + 1;
+    uint64_t prod = 1, x, v;
+
+    if (end - d < 9 * (ptrdiff_t)n)
+        return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t t = *d;
+        if (t < 0x80) {
+            v = t;
+            d++;
+        } else if (t >= 0xcc && t <= 0xcf) {
+            v = rd_uint_wide(d, t);
+            if (v > (uint64_t)INT64_MAX || v < least[t - 0xcc])
+                return 0;
+            d += 1 + (1u << (t - 0xcc));
+        } else {
+            return 0;
+        }
+        /* saturated at INT64_MAX; a 0 after that makes it 0 */
+        prod = __builtin_mul_overflow(prod, v, &x) || x > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX
+                                                                              : x;
+    }
+    *product = n ? prod : 0;
+    return (size_t)(d - p);
+}
+
+/*
+ * Copies the k bytes at p to q, with 32 bytes of room at q: most shapes in
+ * one fixed copy when 32 bytes are readable at p (the bytes after k are
+ * overwritten later, or are past the blob's size).
+ */
+static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8_t *end)
+{
+    if (k <= 32 && end - p >= 32)
+        memcpy(q, p, 32);
+    else
+        memcpy(q, p, k);
+}
+
+/*
+ * Fields 4.. of n, as far as the fast readers go: returns the position of the
+ * first field they did not take (n when they took all), r->p at its start.
+ * Positions 9 (ext) and later are op_rest()'s but for a nil ext.
+ */
+static uint32_t rest_fast(struct rd *r, uint32_t n, struct blob *b, struct proto_entry *e,
+                          struct rest *st)
+{
+    const uint8_t *p, *end = r->end;
+    uint64_t v = 0;
+    size_t k, kin;
+    uint8_t *q;
+    bool nil;
+
+    /* 4 and 5: elements and mem_bytes, each within 9 bytes */
+    if (n <= 4 || end - r->p < 18)
+        return 4;
+    if (!fast_uint_or_nil(r, &v, &nil))
+        return 4;
+    if (!nil) {
+        e->elements = v;
+        st->elements_nil = false;
+    }
+    if (n == 5)
+        return 5;
+    if (!fast_uint_or_nil(r, &v, &nil))
+        return 5;
+    if (!nil)
+        e->mem_bytes = v;
+    if (n == 6)
+        return 6;
+
+    /* 6: out_shape */
+    p = r->p;
+    if (p == end)
+        return 6;
+    if (*p == 0xc0) {
+        r->p = ++p;
+    } else {
+        if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, &st->product)) == 0 ||
+            (q = blob_room(b, k + 32)) == NULL)
+            return 6;
+        fast_copy(q, p, k, end);
+        e->out_off = (uint32_t)b->size;
+        e->out_len = (uint32_t)k;
+        b->size += k;
+        r->p = p += k;
+    }
+    if (n == 7)
+        return 7;
+
+    /* 7: in_shapes, a fixarray of at most PROTO_MAX_INPUTS shapes: canonical, their bytes are
+     * the blob's */
+    if (p == end)
+        return 7;
+    if (*p == 0xc0) {
+        r->p = ++p;
+    } else {
+        uint32_t nin = *p & 0x0f;
+        uint64_t unused;
+        if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
+            return 7;
+        kin = 1;
+        for (uint32_t j = 0; j < nin; j++) {
+            if (end - (p + kin) < 1 || (p[kin] & 0xf0) != 0x90 ||
+                (k = fast_shape(p + kin, end, &unused)) == 0)
+                return 7;
+            kin += k;
+        }
+        if ((q = blob_room(b, kin + 32)) == NULL)
+            return 7;
+        fast_copy(q, p, kin, end);
+        e->in_off = (uint32_t)b->size;
+        e->in_len = (uint32_t)kin;
+        b->size += kin;
+        r->p = p += kin;
+    }
+    if (n == 8)
+        return 8;
+
+    /* 8: device, nil or a fixstr */
+    if (p == end)
+        return 8;
+    if (*p == 0xc0) {
+        r->p = ++p;
+    } else {
+        uint32_t len = *p & 0x1f;
+        if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
+            !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
+            return 8;
+        memcpy(q, p + 1, len);
+        e->dev_off = (uint32_t)b->size;
+        e->dev_len = len;
+        b->size += len;
+        r->p = p += 1 + len;
+    }
+    if (n == 9)
+        return 9;
+
+    /* 9: ext, when nil */
+    if (p == end || *p != 0xc0)
+        return 9;
+    r->p = p + 1;
+    return 10;
 }
 
 static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct proto_error *err)
 {
+    struct rest st = {0, true};
     uint64_t op = 0;
     struct val v;
     int rc;
 
-    if (rd_next(r, &v) < 0)
-        return cut_short(err);
-    if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
-        return fail(err, PROTO_E_MESSAGE,
-                    "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    if (r->p < r->end && *r->p >= 0x94 && *r->p <= 0x9f) { /* a fixarray of 4..15: most */
+        v.n = *r->p++ & 0x0f;
+    } else {
+        if (rd_next(r, &v) < 0)
+            return cut_short(err);
+        if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
+            return fail(err, PROTO_E_MESSAGE,
+                        "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+    }
     memset(e, 0, sizeof(*e));
     if ((rc = rd_uint(r, INT64_MAX, &e->step, "entry step", err)) < 0 ||
         (rc = rd_uint(r, UINT32_MAX, &op, "entry op_id", err)) < 0 ||
@@ -702,7 +921,7 @@ static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct 
     if (e->dur_ns > (uint64_t)INT64_MAX - e->start_ns)
         return fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
     e->op_id = (uint32_t)op;
-    return op_rest(r, v.n, b, e, err);
+    return op_rest(r, rest_fast(r, v.n, b, e, &st), v.n, b, e, &st, err);
 }
 
 int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *len,
@@ -828,9 +1047,10 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
     struct rd r = {p + s->pos, p + avail, strict};
     struct blob b = {s->b.blob, s->b.blob_len, s->blob_alloc};
 
-    /* room for as many bytes as the last batch's blob took (a peer's batches are alike) */
-    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob)) != NULL)
-        b.alloc = s->last_blob;
+    /* room for as many bytes as the last batch's blob took (a peer's batches are alike), and
+     * BLOB_SLACK */
+    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob + BLOB_SLACK)) != NULL)
+        b.alloc = s->last_blob + BLOB_SLACK;
     /* what the message needs at least after entry i: a byte for each element not started */
     uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
     int rc = ONEPASS_DONE;

@@ -1094,8 +1094,19 @@ void proto_reader_deinit(struct proto_reader *r)
 
 char *proto_reader_buffer(struct proto_reader *r, size_t want)
 {
-    if (msgpack_unpacker_buffer_capacity(&r->unp) < want &&
-        !msgpack_unpacker_reserve_buffer(&r->unp, want))
+    size_t have = r->unp.used - r->unp.off, room = want;
+
+    if (msgpack_unpacker_buffer_capacity(&r->unp) >= want)
+        return msgpack_unpacker_buffer(&r->unp);
+    /*
+     * msgpack-c moves the bytes buffered into a new buffer when it lacks
+     * room, then doubles that one read after read: a 200 KiB batch was
+     * copied about twice over as it arrived. Room at once for the rest of a
+     * message as large as the last batch (a peer's batches are alike).
+     */
+    if (r->last_batch > have && r->last_batch - have > room)
+        room = r->last_batch - have;
+    if (!msgpack_unpacker_reserve_buffer(&r->unp, room))
         return NULL;
     return msgpack_unpacker_buffer(&r->unp);
 }
@@ -1406,6 +1417,7 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
         return rc;
     m->type = PROTO_BATCH;
     r->unp.off += size; /* msgpack-c's parser resumes after it */
+    r->last_batch = size;
     r->scan.ready--;
     r->taken++;
     return 1;
@@ -1478,6 +1490,7 @@ static int reader_inc_take(struct proto_reader *r, struct proto_msg *m, struct p
     }
     m->type = PROTO_BATCH;
     r->unp.off += len; /* msgpack-c's parser resumes after it */
+    r->last_batch = len;
     if (r->scan.ready > 0) {
         r->scan.ready--; /* the scanner read it to its end */
     } else {

@@ -321,6 +321,7 @@ struct proto_reader {
     size_t unscanned; /* bytes at the buffer's end that neither the scanner nor the decoder saw */
     struct onepass_inc *inc; /* the batch at the front, decoded as it arrives (NULL: none yet) */
     int inc_mode;            /* what inc is at (proto.c) */
+    size_t last_batch;       /* bytes of the last batch taken: the buffer's room for the next */
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
@@ -330,7 +331,10 @@ void proto_reader_deinit(struct proto_reader *r);
 /*
  * Where to put up to `want` more bytes: returns a pointer with at least
  * `want` bytes of room, or NULL (out of memory). Follow with
- * proto_reader_commit(r, n) for the n bytes actually written.
+ * proto_reader_commit(r, n) for the n bytes actually written. When the
+ * buffer must grow, it grows at once to hold a message as large as the last
+ * batch (never more than that batch's bytes plus `want`), so that a batch's
+ * bytes are moved at most once as they arrive, not with each doubling.
  */
 char *proto_reader_buffer(struct proto_reader *r, size_t want);
 void proto_reader_commit(struct proto_reader *r, size_t n);

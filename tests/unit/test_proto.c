@@ -1982,3 +1982,268 @@ Test(proto, reader_batch_in_pieces)
         msgpack_sbuffer_destroy(&b.sb);
     }
 }
+
+/* ---- the decoder's fast readers (onepass.c rest_fast) -------------------------- */
+
+/*
+ * p[0..n) fed to the reader in two reads split at byte k, for every k: the
+ * answer is the object tree's for the whole message (an error: the same code
+ * and words), and none comes before the last byte.
+ */
+static void differ_split(const char *p, size_t n, const char *what)
+{
+    struct proto_error et = {0};
+    struct proto_msg tree;
+    int rt = proto_decode_bytes_tree(p, n, &tree, &et);
+
+    for (size_t k = 1; k < n; k++) {
+        struct proto_error err = {0};
+        struct proto_reader r;
+        struct proto_msg m;
+        int rc;
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        feed(&r, p, k);
+        memset(&m, 0, sizeof(m));
+        rc = proto_reader_next(&r, &m, &err);
+        cr_assert_eq(rc, 0, "%s, split at %zu of %zu: an answer (%d, %s) before the last byte",
+                     what, k, n, rc, err.message);
+        feed(&r, p + k, n - k);
+        rc = proto_reader_next(&r, &m, &err);
+        if (rt < 0) {
+            cr_assert_lt(rc, 0, "%s, split at %zu: accepted, the tree says %s", what, k,
+                         et.message);
+            cr_assert_str_eq(err.code, et.code, "%s, split at %zu", what, k);
+            cr_assert_str_eq(err.message, et.message, "%s, split at %zu", what, k);
+        } else {
+            cr_assert_eq(rc, 1, "%s, split at %zu: %s", what, k, err.message);
+            cr_assert(batch_same(&m.u.batch, &tree.u.batch), "%s, split at %zu: batches differ",
+                      what, k);
+            proto_msg_free(&m);
+        }
+        proto_reader_deinit(&r);
+    }
+    if (rt == 0)
+        proto_msg_free(&tree);
+}
+
+struct fast_case {
+    int pos; /* the entry's field it is for: 4 elements .. 9 ext, 10 after them */
+    const char *bytes;
+    size_t len;
+};
+
+#define FC(pos, lit)                                                                               \
+    {                                                                                              \
+        pos, lit, sizeof(lit) - 1                                                                  \
+    }
+
+/*
+ * Each field's encodings: the ones the fast readers take, and at their
+ * edges the ones they leave to op_rest() (other encodings, wrong values).
+ */
+static const struct fast_case fast_cases[] = {
+    FC(4, "\xc0"),
+    FC(4, "\x05"),
+    FC(4, "\x7f"),
+    FC(4, "\xcc\x80"),
+    FC(4, "\xcc\x05"),
+    FC(4, "\xcd\x01\x00"),
+    FC(4, "\xce\x00\x01\x00\x00"),
+    FC(4, "\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"),
+    FC(4, "\xcf\x80\x00\x00\x00\x00\x00\x00\x00"),
+    FC(4, "\xd0\x05"),
+    FC(4, "\xff"),
+    FC(4, "\xa1x"),
+    FC(4, "\x90"),
+    FC(4, "\xca\x00\x00\x00\x00"),
+    FC(5, "\xc0"),
+    FC(5, "\x00"),
+    FC(5, "\xcd\x10\x00"),
+    FC(5, "\xcc\x7f"),
+    FC(5, "\xe0"),
+    FC(5, "\xcf\xff\xff\xff\xff\xff\xff\xff\xff"),
+    FC(5, "\xc3"),
+    FC(6, "\xc0"),
+    FC(6, "\x90"),
+    FC(6, "\x93\x01\x02\x03"),
+    FC(6, "\x92\xcc\x80\xcd\x10\x00"),
+    FC(6, "\x92\xcc\x05\x02"),
+    FC(6, "\x92\xcd\x00\x80\x02"),
+    FC(6, "\x91\xcf\x7f\xff\xff\xff\xff\xff\xff\xff"),
+    FC(6, "\x92\xcf\x7f\xff\xff\xff\xff\xff\xff\xff\x03"),
+    FC(6, "\x93\xcf\x7f\xff\xff\xff\xff\xff\xff\xff\x02\x00"),
+    FC(6, "\x92\xce\xff\xff\xff\xff\xce\xff\xff\xff\xff"),
+    FC(6, "\x91\xcf\x80\x00\x00\x00\x00\x00\x00\x00"),
+    FC(6, "\x9f\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02\x02"),
+    FC(6, "\xdc\x00\x02\x01\x02"),
+    FC(6, "\xdc\x00\x11\x01\x01\x01\x01\x01\x01\x01\x01\x01\x01"
+          "\x01\x01\x01\x01\x01\x01\x01"),
+    FC(6, "\x91\xc0"),
+    FC(6, "\x91\xff"),
+    FC(6, "\x05"),
+    FC(6, "\x92\xd0\x05\x01"),
+    FC(6, "\x91\x91\x01"),
+    FC(6, "\x80"),
+    FC(7, "\xc0"),
+    FC(7, "\x90"),
+    FC(7, "\x91\x92\x01\x02"),
+    FC(7, "\x92\x91\x01\x90"),
+    FC(7, "\x98\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01"),
+    FC(7, "\x99\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01\x91\x01"),
+    FC(7, "\x91\xc0"),
+    FC(7, "\x91\x91\xcc\x05"),
+    FC(7, "\xdc\x00\x01\x91\x01"),
+    FC(7, "\x91\xdc\x00\x01\x01"),
+    FC(7, "\x91\x05"),
+    FC(7, "\x92\x91\x01\x91\xff"),
+    FC(7, "\x91\x92\xcd\x01\x00\xcf\x00\x00\x00\x01\x00\x00\x00\x00"),
+    FC(8, "\xc0"),
+    FC(8, "\xa5gpu:0"),
+    FC(8, "\xa0"),
+    FC(8, "\xa2\xc3\xa9"),
+    FC(8, "\xa2\xc0\xaf"),
+    FC(8, "\xa3g\x00p"),
+    FC(8, "\xd9\x05gpu:1"),
+    FC(8, "\x05"),
+    FC(8, "\xbf"
+          "abcdefghijklmnopqrstuvwxyz01234"),
+    FC(9, "\xc0"),
+    FC(9, "\x80"),
+    FC(9, "\x81\xa6stream\x05"),
+    FC(9, "\x05"),
+    FC(10, "\xc0"),
+    FC(10, "\x91\x01"),
+    FC(10, "\x81\xa1k\x92\x01\x02"),
+};
+
+/* A field's usual value: what the fast readers take. */
+static const struct fast_case fast_usual[] = {
+    FC(4, "\xc0"),
+    FC(5, "\xcd\x10\x00"),
+    FC(6, "\x92\x40\xcd\x04\x00"),
+    FC(7, "\x91\x91\xce\x00\x01\x11\x70"),
+    FC(8, "\xc0"),
+    FC(9, "\xc0"),
+    FC(10, "\xc0"),
+};
+
+/* An entry of `width` fields: the usual ones, c's bytes at its position (c NULL: none). */
+static void fast_entry(struct buf *b, uint32_t width, const struct fast_case *c, uint64_t i)
+{
+    msgpack_pack_array(&b->pk, width);
+    msgpack_pack_uint64(&b->pk, i);
+    msgpack_pack_uint64(&b->pk, 3);
+    msgpack_pack_uint64(&b->pk, 1700000000000000000ull + i);
+    msgpack_pack_uint64(&b->pk, 250 + i);
+    for (uint32_t f = 4; f < width; f++) {
+        const struct fast_case *u = &fast_usual[f < 10 ? f - 4 : 6];
+        if (c != NULL && (uint32_t)c->pos == f)
+            raw(b, c->bytes, c->len);
+        else
+            raw(b, u->bytes, u->len);
+    }
+}
+
+/*
+ * Every encoding of the table, in an entry between two usual ones, in
+ * entries of every width that holds it: decoded in one pass as the object
+ * tree decodes it (the same entries and blob, or the same error), whole and
+ * split across two reads at every byte.
+ */
+Test(proto, onepass_fast_fields_same_as_object_tree)
+{
+    size_t accepted = 0, refused = 0;
+
+    for (size_t k = 0; k < sizeof(fast_cases) / sizeof(fast_cases[0]); k++) {
+        const struct fast_case *c = &fast_cases[k];
+        for (uint32_t width = (uint32_t)c->pos + 1; width <= 12; width++) {
+            struct proto_error ea = {0}, eb = {0};
+            struct proto_msg a, t;
+            char what[64];
+            struct buf b;
+            int ra, rt;
+
+            buf_init(&b);
+            msgpack_pack_array(&b.pk, 2);
+            s(&b, "batch");
+            msgpack_pack_array(&b.pk, 3);
+            fast_entry(&b, 10, NULL, 0);
+            fast_entry(&b, width, c, 1);
+            fast_entry(&b, width, NULL, 2);
+            snprintf(what, sizeof(what), "case %zu (field %d), width %u", k, c->pos, width);
+            ra = proto_decode_bytes(b.sb.data, b.sb.size, &a, &ea);
+            rt = proto_decode_bytes_tree(b.sb.data, b.sb.size, &t, &eb);
+            same_answer(what, k, ra, &a, &ea, rt, &t, &eb);
+            if (ra == 0) {
+                accepted++;
+                proto_msg_free(&a);
+                proto_msg_free(&t);
+            } else {
+                refused++;
+            }
+            differ_split(b.sb.data, b.sb.size, what);
+            msgpack_sbuffer_destroy(&b.sb);
+        }
+    }
+    /* both outcomes: the table reaches the fast readers and their edges */
+    cr_assert_gt(accepted, 100, "%zu accepted", accepted);
+    cr_assert_gt(refused, 50, "%zu refused", refused);
+}
+
+/*
+ * A stream of like batches, read 16000 bytes a time: the reader's buffer
+ * grows (or moves) at most once per batch after the first, room for the
+ * rest of a batch as large as the last made at once, not doubled read
+ * after read (each time a copy of what is buffered). Every batch is taken
+ * whole and as decoded at once.
+ */
+Test(proto, reader_buffer_grows_once_per_batch)
+{
+    enum { BATCHES = 6, ENTRIES = 3000, PIECE = 16000 };
+    struct proto_error err = {0};
+    struct proto_msg whole, m;
+    struct proto_reader r;
+    struct buf one, all;
+    size_t off = 0, taken = 0, moves = 0, size = 0;
+    const char *buf = NULL;
+    int rc;
+
+    buf_init(&one);
+    msgpack_pack_array(&one.pk, 2);
+    s(&one, "batch");
+    msgpack_pack_array(&one.pk, ENTRIES);
+    for (uint64_t i = 0; i < ENTRIES; i++)
+        fast_entry(&one, 10, NULL, i);
+    cr_assert_eq(proto_decode_bytes(one.sb.data, one.sb.size, &whole, &err), 0, "%s", err.message);
+    buf_init(&all);
+    for (int k = 0; k < BATCHES; k++)
+        raw(&all, one.sb.data, one.sb.size);
+    cr_assert_eq(proto_reader_init(&r, 0), 0);
+    while (off < all.sb.size) {
+        size_t n = all.sb.size - off < PIECE ? all.sb.size - off : PIECE;
+        char *dst = proto_reader_buffer(&r, PIECE);
+        cr_assert_not_null(dst);
+        /* after the first batch: a new place or size of the buffer is a move */
+        if (taken >= 1 && (r.unp.buffer != buf || r.unp.used + r.unp.free != size))
+            moves++;
+        buf = r.unp.buffer;
+        size = r.unp.used + r.unp.free;
+        memcpy(dst, all.sb.data + off, n);
+        proto_reader_commit(&r, n);
+        off += n;
+        while ((rc = proto_reader_next(&r, &m, &err)) == 1) {
+            cr_assert(batch_same(&m.u.batch, &whole.u.batch), "batch %zu", taken);
+            proto_msg_free(&m);
+            taken++;
+        }
+        cr_assert_eq(rc, 0, "%s", err.message);
+    }
+    cr_assert_eq(taken, BATCHES);
+    cr_assert_leq(moves, BATCHES - 1, "%zu moves of the buffer for %d batches of %zu bytes", moves,
+                  BATCHES - 1, one.sb.size);
+    proto_reader_deinit(&r);
+    proto_msg_free(&whole);
+    msgpack_sbuffer_destroy(&one.sb);
+    msgpack_sbuffer_destroy(&all.sb);
+}
