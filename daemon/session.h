@@ -67,7 +67,8 @@ struct session {
     struct strmap ops, devices;
     struct strmap shapes; /* (out_shape, in_shapes) bytes -> id; ids 1 .. shapes.len */
     uint64_t op_bytes, shape_bytes;
-    /* in front of shapes: the last pair each op had (session.c), NULL until the first */
+    /* in front of shapes: recent pairs by a hash of op and bytes, two per set (session.c);
+     * NULL until the first */
     struct session_shape_slot *shape_cache;
     /* Calls and time per op id, counted as entries are accepted: what `live` shows. */
     struct session_op_count {

@@ -1169,8 +1169,7 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
             w->blk_first = w->next_id + 1;
             w->blk_written = 0;
         }
-        /* x is read only when there is one */
-        bool has_ext = e->ext_len != 0 && proto_entry_ext(e, b->blob, &x);
+        bool has_ext = proto_entry_ext(e, b->blob, &x);
 
         rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i],
                          has_ext ? &x : NULL, w->next_id);
@@ -1220,7 +1219,7 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
             int64_t rowid = last - (int64_t)(rows - 1 - k);
             const struct proto_entry *e = &b->entries[i + k];
             struct proto_ext x;
-            bool has_ext = e->ext_len != 0 && proto_entry_ext(e, b->blob, &x);
+            bool has_ext = proto_entry_ext(e, b->blob, &x);
 
             rc = ranks_entry(w->ranks, job->u.batch.process_id, e, job->u.batch.dev_ids[i + k],
                              has_ext ? &x : NULL, rowid);

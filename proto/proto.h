@@ -171,7 +171,8 @@ struct proto_entry {
     uint32_t ext_off, ext_len; /* ext_len 0: no ext; else sizeof(struct proto_ext) */
 };
 
-/* Copies e's ext map out of blob into *ext. Returns false (and ext->has 0) when it has none. */
+/* Copies e's ext map out of blob into *ext. Returns false (and sets only ext->has, to 0) when it
+ * has none. */
 bool proto_entry_ext(const struct proto_entry *e, const char *blob, struct proto_ext *ext);
 
 struct proto_batch {
