@@ -604,18 +604,19 @@ static char *put_uint(char *p, uint64_t v)
  * Faults in the whole pages of [p, p + n) with one call, where the kernel
  * can (MADV_POPULATE_WRITE, Linux 5.14): page by page, each first touch is a
  * trap, ~40 µs each on this VM. Only a hint: the memory is ours either way.
+ * False where the kernel could not (the pages are then faulted in as used).
  */
-static void populate(void *p, size_t n)
+static bool populate(void *p, size_t n)
 {
 #if defined(MADV_POPULATE_WRITE)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, z = a + n;
 
     a = (a + page - 1) & ~(page - 1);
     z &= ~(page - 1);
-    if (z > a)
-        madvise((void *)a, z - a, MADV_POPULATE_WRITE);
+    return z <= a || madvise((void *)a, z - a, MADV_POPULATE_WRITE) == 0;
 #else
     (void)p, (void)n;
+    return false;
 #endif
 }
 
@@ -1649,12 +1650,10 @@ static struct rec *ring_map(size_t bytes)
 
     if (p == MAP_FAILED)
         return NULL;
-#if defined(MADV_POPULATE_WRITE)
-    if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0)
-        return p;
-#endif
-    for (size_t off = 0; off < bytes; off += 4096)
-        ((volatile char *)p)[off] = 0;
+    if (!populate(p, bytes)) {
+        for (size_t off = 0; off < bytes; off += 4096)
+            ((volatile char *)p)[off] = 0;
+    }
     return p;
 }
 
