@@ -1553,6 +1553,23 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
 
 static int reader_tree_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
 
+/*
+ * The scanner saw the batch under way fill msgpack-c's stack (deep_msg):
+ * msgpack-c refuses it as soon as it reads that far, whole or not, so it
+ * goes to the object tree at once, for the words every such message gets.
+ */
+static bool reader_inc_deep(const struct proto_reader *r)
+{
+    return r->scan.deep_msg == r->taken + 1;
+}
+
+static int reader_inc_to_tree(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    onepass_inc_free(r->inc);
+    r->inc_mode = INC_NONE;
+    return reader_tree_next(r, m, err);
+}
+
 /* The batch under way (inc_mode not INC_NONE), as far as the bytes go. proto_reader_next's returns.
  */
 static int reader_inc_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
@@ -1568,6 +1585,8 @@ static int reader_inc_next(struct proto_reader *r, struct proto_msg *m, struct p
             reader_scan(r, &st);
             if (r->scan.error != NULL)
                 return reader_scan_fail(r, err);
+            if (reader_inc_deep(r))
+                return reader_inc_to_tree(r, m, err);
             if (!scan_stopped(&r->scan, &st))
                 return reader_more(r, err);
             /* the entry is whole: wrong when the decoder stopped at it with these bytes */
@@ -1593,14 +1612,10 @@ static int reader_inc_next(struct proto_reader *r, struct proto_msg *m, struct p
         reader_scan(r, &stop_ready);
         if (r->scan.error != NULL)
             return reader_scan_fail(r, err);
+        if (reader_inc_deep(r))
+            return reader_inc_to_tree(r, m, err);
         if (r->scan.ready == 0)
             return reader_more(r, err);
-        if (r->scan.deep_msg == r->taken + 1) {
-            /* msgpack-c refuses it: its words, as for every such message */
-            onepass_inc_free(s);
-            r->inc_mode = INC_NONE;
-            return reader_tree_next(r, m, err);
-        }
         if ((rc = onepass_inc_step(s, p, avail, r->max_msg, false, err)) < 0) {
             onepass_inc_free(s);
             r->inc_mode = INC_NONE;
