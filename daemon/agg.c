@@ -30,12 +30,27 @@ struct agg_sum {
     uint64_t calls, total, min, max, mem, elements;
 };
 
-/* One kept top entry: ordered by key (dur or mem) desc, start asc, rowid asc. */
+/*
+ * One kept top entry: ordered by key (dur or mem) desc, start asc, rowid
+ * asc. What the heap compares and moves stays 32 bytes; the rest of the
+ * entry's row waits in the heap's f[slot], which does not move.
+ */
 struct agg_top {
     uint64_t key, start;
     int64_t rowid;
-    bool saved; /* in the table since the last flush */
+    uint32_t slot; /* its fields: agg_heap.f[slot] */
+    bool saved;    /* in the table since the last flush */
 };
+
+/* The columns of a kept entry's row besides entry and start_ns (0 ids: NULL). */
+struct agg_topf {
+    int64_t process_id;
+    uint64_t step, dur, mem;
+    uint32_t op_id, device_id, shape_id;
+    bool known; /* false: read from its entry at the flush (agg_entries) */
+};
+
+#define AGG_INS_ROWS 16 /* rows of the longest INSERT of kept entries; then 4, then 1 */
 
 /*
  * The table changes at the flush, not at each offer: while a heap fills (a
@@ -43,12 +58,16 @@ struct agg_top {
  * per offer was most of agg_entry's SQL.
  */
 struct agg_heap {
-    struct agg_top *v; /* a min-heap of the kept entries: v[0] is the first to evict */
+    struct agg_top *v;  /* a min-heap of the kept entries: v[0] is the first to evict */
+    struct agg_topf *f; /* AGG_TOP: f[v[i].slot] is v[i]'s; slots 0 .. n-1 are in use */
     size_t n;
     int64_t *gone; /* saved entries evicted since the last flush: to delete */
     size_t n_gone;
     bool changed;
-    sqlite3_stmt *ins, *del;
+    const char *table;
+    sqlite3_stmt *ins[3];   /* AGG_INS_ROWS, 4 and 1 rows (agg_heap_insert) */
+    sqlite3_stmt *ins_read; /* the entries of unknown fields, read from `entries` */
+    sqlite3_stmt *del;
 };
 
 struct agg_bkt {
@@ -484,10 +503,14 @@ struct agg *agg_new(sqlite3 *db)
     a->db = db;
     a->slow.v = malloc(AGG_TOP * sizeof(struct agg_top));
     a->mem.v = malloc(AGG_TOP * sizeof(struct agg_top));
+    a->slow.f = malloc(AGG_TOP * sizeof(struct agg_topf));
+    a->mem.f = malloc(AGG_TOP * sizeof(struct agg_topf));
     a->slow.gone = malloc(AGG_TOP * sizeof(int64_t));
     a->mem.gone = malloc(AGG_TOP * sizeof(int64_t));
-    if (a->slow.v == NULL || a->mem.v == NULL || a->slow.gone == NULL || a->mem.gone == NULL ||
-        agg_prepare(a) < 0) {
+    a->slow.table = "top_slow";
+    a->mem.table = "top_mem";
+    if (a->slow.v == NULL || a->mem.v == NULL || a->slow.f == NULL || a->mem.f == NULL ||
+        a->slow.gone == NULL || a->mem.gone == NULL || agg_prepare(a) < 0) {
         agg_free(a);
         return NULL;
     }
@@ -495,21 +518,36 @@ struct agg *agg_new(sqlite3 *db)
     return a;
 }
 
+/* Drops the heap's INSERT statements (prepared again when next needed). */
+static void agg_heap_unprepare(struct agg_heap *h)
+{
+    for (size_t k = 0; k < 3; k++) {
+        sqlite3_finalize(h->ins[k]);
+        h->ins[k] = NULL;
+    }
+    sqlite3_finalize(h->ins_read);
+    h->ins_read = NULL;
+}
+
 void agg_free(struct agg *a)
 {
-    sqlite3_stmt *stmts[8];
+    sqlite3_stmt *stmts[6];
 
     if (a == NULL)
         return;
     stmts[0] = a->up_session, stmts[1] = a->up_op, stmts[2] = a->up_hist, stmts[3] = a->up_dev;
-    stmts[4] = a->slow.ins, stmts[5] = a->slow.del, stmts[6] = a->mem.ins, stmts[7] = a->mem.del;
-    for (size_t i = 0; i < 8; i++)
+    stmts[4] = a->slow.del, stmts[5] = a->mem.del;
+    for (size_t i = 0; i < 6; i++)
         sqlite3_finalize(stmts[i]);
+    agg_heap_unprepare(&a->slow);
+    agg_heap_unprepare(&a->mem);
     agg_hist_free(a);
     free(a->ops);
     free(a->devs);
     free(a->slow.v);
     free(a->mem.v);
+    free(a->slow.f);
+    free(a->mem.f);
     free(a->slow.gone);
     free(a->mem.gone);
     free(a);
@@ -585,35 +623,73 @@ static void agg_sift_down(struct agg_heap *h, size_t i)
     }
 }
 
-/* Keeps t when it ranks among the AGG_TOP first; the table follows at the flush. */
-static void agg_top_offer(struct agg_heap *h, const struct agg_top *t)
+/* Adds t (its slot set) to a heap that has room. */
+static void agg_sift_in(struct agg_heap *h, const struct agg_top *t)
 {
-    if (h->n < AGG_TOP) {
-        size_t i = h->n++;
-        h->v[i] = *t;
-        while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
-            struct agg_top x = h->v[i];
-            h->v[i] = h->v[(i - 1) / 2];
-            h->v[(i - 1) / 2] = x;
-            i = (i - 1) / 2;
-        }
-        h->changed = true;
-        return;
+    size_t i = h->n++;
+
+    h->v[i] = *t;
+    while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
+        struct agg_top x = h->v[i];
+        h->v[i] = h->v[(i - 1) / 2];
+        h->v[(i - 1) / 2] = x;
+        i = (i - 1) / 2;
     }
-    if (!agg_worse(&h->v[0], t))
-        return;        /* not among the top: the common case once the session is warm */
-    if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
-        h->gone[h->n_gone++] = h->v[0].rowid;
-    h->v[0] = *t;
-    agg_sift_down(h, 0);
-    h->changed = true;
 }
 
-/* Offers t to h: the common case, below the full heap's minimum, costs one comparison. */
-static inline void agg_top_check(struct agg_heap *h, const struct agg_top *t)
+/*
+ * Keeps t when it ranks among the AGG_TOP first, in the slot of the entry
+ * it evicts (or the next free one); the table follows at the flush. The
+ * slot whose fields the caller then fills, or -1: not kept.
+ */
+static int agg_top_offer(struct agg_heap *h, struct agg_top t)
 {
-    if (h->n < AGG_TOP || t->key >= h->v[0].key)
-        agg_top_offer(h, t);
+    if (h->n < AGG_TOP) {
+        t.slot = (uint32_t)h->n;
+        agg_sift_in(h, &t);
+        h->changed = true;
+        return (int)t.slot;
+    }
+    if (!agg_worse(&h->v[0], &t))
+        return -1;     /* not among the top: the common case once the session is warm */
+    if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
+        h->gone[h->n_gone++] = h->v[0].rowid;
+    t.slot = h->v[0].slot;
+    h->v[0] = t;
+    agg_sift_down(h, 0);
+    h->changed = true;
+    return (int)t.slot;
+}
+
+/*
+ * Offers entry i of a batch (t its key, start and rowid) to h: the common
+ * case, below the full heap's minimum, costs one comparison; the rest of
+ * its row is copied only when it is kept. src NULL: its fields are not
+ * known here (agg_entries).
+ */
+static inline void agg_top_check(struct agg_heap *h, const struct agg_top *t,
+                                 const struct proto_entry *e, const struct agg_src *src, size_t i)
+{
+    int slot;
+
+    if (h->n == AGG_TOP && t->key < h->v[0].key)
+        return;
+    if ((slot = agg_top_offer(h, *t)) < 0)
+        return;
+    if (src == NULL) {
+        h->f[slot].known = false;
+        return;
+    }
+    h->f[slot] = (struct agg_topf){
+        .process_id = src->process_id,
+        .step = e->step,
+        .dur = e->dur_ns,
+        .mem = e->mem_bytes,
+        .op_id = e->op_id,
+        .device_id = src->dev_ids[i],
+        .shape_id = src->shape_ids != NULL ? src->shape_ids[i] : 0,
+        .known = true,
+    };
 }
 
 /*
@@ -688,8 +764,9 @@ static inline void agg_ahead_note(struct agg *a, const struct proto_entry *x, st
     __builtin_prefetch(r->where, 1);
 }
 
-int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
-                int64_t rowid)
+/* agg_batch(), src NULL for agg_entries(): the kept entries' fields are read back at the flush. */
+static int agg_count(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
+                     const struct agg_src *src, int64_t rowid)
 {
     /* the session's deltas, in registers for the batch */
     uint64_t total = a->total, bytes = a->bytes, begin = a->begin, end = a->end, peak = a->peak;
@@ -748,15 +825,27 @@ int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint
             end = stop;
         if (e->mem_bytes > peak)
             peak = e->mem_bytes;
-        agg_top_check(&a->slow, &t);
+        agg_top_check(&a->slow, &t, e, src, i);
         if (e->mem_bytes != 0) {
             t.key = e->mem_bytes;
-            agg_top_check(&a->mem, &t);
+            agg_top_check(&a->mem, &t, e, src, i);
         }
         a->entries++;
     }
     a->total = total, a->bytes = bytes, a->begin = begin, a->end = end, a->peak = peak;
     return rc;
+}
+
+int agg_batch(struct agg *a, const struct proto_entry *e, size_t n, const struct agg_src *src,
+              int64_t rowid)
+{
+    return agg_count(a, e, n, src->dev_ids, src, rowid);
+}
+
+int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
+                int64_t rowid)
+{
+    return agg_count(a, e, n, dev_ids, NULL, rowid);
 }
 
 int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64_t rowid)
@@ -775,17 +864,13 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     h->n = h->n_gone = 0;
     h->changed = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
-        size_t i = h->n++;
-        h->v[i] = (struct agg_top){.rowid = sqlite3_column_int64(st, 0),
-                                   .key = (uint64_t)sqlite3_column_int64(st, 1),
-                                   .start = (uint64_t)sqlite3_column_int64(st, 2),
-                                   .saved = true};
-        while (i > 0 && agg_worse(&h->v[i], &h->v[(i - 1) / 2])) {
-            struct agg_top x = h->v[i];
-            h->v[i] = h->v[(i - 1) / 2];
-            h->v[(i - 1) / 2] = x;
-            i = (i - 1) / 2;
-        }
+        /* in the table already: its fields are read again only to convert an older table */
+        h->f[h->n].known = false;
+        agg_sift_in(h, &(struct agg_top){.rowid = sqlite3_column_int64(st, 0),
+                                         .key = (uint64_t)sqlite3_column_int64(st, 1),
+                                         .start = (uint64_t)sqlite3_column_int64(st, 2),
+                                         .slot = (uint32_t)h->n,
+                                         .saved = true});
     }
     sqlite3_finalize(st);
     return store_errno(rc);
@@ -856,53 +941,146 @@ static int agg_rowid_cmp(const void *pa, const void *pb)
     return x < y ? -1 : x > y;
 }
 
-/*
- * Deletes the saved entries evicted since the last flush, inserts those kept
- * since with their fields copied from their rows (the transaction's entries
- * are all in the file by now, the blocks format's last block included). One
- * statement for all of them, their rowids a JSON array in ascending order:
- * the blocks format's table then opens one cursor and decodes each block
- * once, where a statement per entry cost a cursor (and a block) each.
- */
-static int agg_heap_flush(struct agg *a, struct agg_heap *h, const char *table)
+static int agg_top_rowid_cmp(const void *pa, const void *pb)
 {
-    int64_t add[AGG_TOP];
+    int64_t x = ((const struct agg_top *)pa)->rowid, y = ((const struct agg_top *)pb)->rowid;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Inserts the kept entries of unknown fields (agg_entries(), or loaded from
+ * an older file's top table: rowids alone), their fields copied from their
+ * rows (the transaction's entries are all in the file by now, the blocks
+ * format's last block included). One statement for all of them, their
+ * rowids a JSON array in ascending order: the blocks format's table then
+ * opens one cursor and decodes each block once.
+ */
+static int agg_heap_read(struct agg *a, struct agg_heap *h, const int64_t *rowid, size_t n)
+{
     char json[AGG_TOP * 21 + 3];
-    size_t n_add = 0, len = 0;
+    size_t len = 0;
     int rc;
 
-    if (!h->changed)
-        return 0;
-    if (h->ins == NULL) {
+    if (h->ins_read == NULL) {
         char sql[320];
         snprintf(sql, sizeof(sql),
                  "INSERT OR IGNORE INTO %s SELECT e.rowid, e.process_id, e.step, e.op_id,"
                  " e.device_id, e.start_ns, e.dur_ns, e.mem_bytes, e.shape_id"
                  " FROM json_each(?1) j CROSS JOIN entries e ON e.rowid = j.value",
-                 table);
-        rc = sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &h->ins, NULL);
+                 h->table);
+        rc = sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &h->ins_read, NULL);
         if (rc != SQLITE_OK)
             return store_errno(rc);
     }
+    json[len++] = '[';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(json + len, sizeof(json) - len, "%s%lld", i ? "," : "",
+                                (long long)rowid[i]);
+    json[len++] = ']';
+    sqlite3_bind_text(h->ins_read, 1, json, (int)len, SQLITE_STATIC);
+    rc = sqlite3_step(h->ins_read);
+    sqlite3_reset(h->ins_read);
+    return store_errno(rc);
+}
+
+/* The INSERT of `rows` kept entries into h's table, nine parameters a row. */
+static int agg_heap_prepare(struct agg *a, struct agg_heap *h, size_t k, size_t rows)
+{
+    char sql[160 + AGG_INS_ROWS * 20];
+    int len = snprintf(sql, sizeof(sql),
+                       "INSERT OR IGNORE INTO %s (entry, process_id, step, op_id, device_id,"
+                       " start_ns, dur_ns, mem_bytes, shape_id) VALUES ",
+                       h->table);
+
+    for (size_t r = 0; r < rows; r++)
+        len +=
+            snprintf(sql + len, sizeof(sql) - (size_t)len, "%s(?,?,?,?,?,?,?,?,?)", r ? "," : "");
+    return store_errno(
+        sqlite3_prepare_v3(a->db, sql, len, SQLITE_PREPARE_PERSISTENT, &h->ins[k], NULL));
+}
+
+/* Binds kept entry t's row as the nine parameters from base + 1 on; as `entries` has it. */
+static void agg_heap_bind(sqlite3_stmt *st, int base, const struct agg_top *t,
+                          const struct agg_topf *f)
+{
+    sqlite3_bind_int64(st, base + 1, t->rowid);
+    sqlite3_bind_int64(st, base + 2, f->process_id);
+    sqlite3_bind_int64(st, base + 3, (int64_t)f->step);
+    sqlite3_bind_int64(st, base + 4, f->op_id);
+    if (f->device_id != 0)
+        sqlite3_bind_int64(st, base + 5, f->device_id);
+    else
+        sqlite3_bind_null(st, base + 5);
+    sqlite3_bind_int64(st, base + 6, (int64_t)t->start);
+    sqlite3_bind_int64(st, base + 7, (int64_t)f->dur);
+    sqlite3_bind_int64(st, base + 8, (int64_t)f->mem);
+    if (f->shape_id != 0)
+        sqlite3_bind_int64(st, base + 9, f->shape_id);
+    else
+        sqlite3_bind_null(st, base + 9);
+}
+
+/*
+ * Inserts the kept entries add[0..n), in ascending rowids, with the fields
+ * they carry: AGG_INS_ROWS rows a statement while there are that many, then
+ * 4, then 1 (a commit of a warm session keeps a few new entries).
+ */
+static int agg_heap_insert(struct agg *a, struct agg_heap *h, const struct agg_top *add, size_t n)
+{
+    static const size_t rows[3] = {AGG_INS_ROWS, 4, 1};
+    size_t i = 0;
+    int rc;
+
+    for (size_t k = 0; k < 3; k++) {
+        for (; n - i >= rows[k]; i += rows[k]) {
+            if (h->ins[k] == NULL && (rc = agg_heap_prepare(a, h, k, rows[k])) != 0)
+                return rc;
+            for (size_t r = 0; r < rows[k]; r++)
+                agg_heap_bind(h->ins[k], (int)(9 * r), &add[i + r], &h->f[add[i + r].slot]);
+            rc = sqlite3_step(h->ins[k]);
+            sqlite3_reset(h->ins[k]);
+            if ((rc = store_errno(rc)) != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/*
+ * Deletes the saved entries evicted since the last flush, inserts those kept
+ * since: from the fields they carry, or, when they carry none, from their
+ * rows (agg_heap_read).
+ */
+static int agg_heap_flush(struct agg *a, struct agg_heap *h)
+{
+    struct agg_top add[AGG_TOP];
+    int64_t unknown[AGG_TOP];
+    size_t n_add = 0, n_unknown = 0;
+    int rc;
+
+    if (!h->changed)
+        return 0;
     for (size_t i = 0; i < h->n_gone; i++) {
         if ((rc = agg_step_id(h->del, h->gone[i])) != 0)
             return rc;
     }
     for (size_t i = 0; i < h->n; i++) {
-        if (!h->v[i].saved)
-            add[n_add++] = h->v[i].rowid;
+        if (h->v[i].saved)
+            continue;
+        if (h->f[h->v[i].slot].known)
+            add[n_add++] = h->v[i];
+        else
+            unknown[n_unknown++] = h->v[i].rowid;
     }
-    qsort(add, n_add, sizeof(add[0]), agg_rowid_cmp);
-    json[len++] = '[';
-    for (size_t i = 0; i < n_add; i++)
-        len += (size_t)snprintf(json + len, sizeof(json) - len, "%s%lld", i ? "," : "",
-                                (long long)add[i]);
-    json[len++] = ']';
-    sqlite3_bind_text(h->ins, 1, json, (int)len, SQLITE_STATIC);
-    rc = sqlite3_step(h->ins);
-    sqlite3_reset(h->ins);
-    if ((rc = store_errno(rc)) != 0)
+    qsort(add, n_add, sizeof(add[0]), agg_top_rowid_cmp);
+    if ((rc = agg_heap_insert(a, h, add, n_add)) != 0)
         return rc;
+    if (n_unknown > 0) {
+        qsort(unknown, n_unknown, sizeof(unknown[0]), agg_rowid_cmp);
+        if ((rc = agg_heap_read(a, h, unknown, n_unknown)) != 0)
+            return rc;
+    }
     for (size_t i = 0; i < h->n; i++)
         h->v[i].saved = true;
     h->n_gone = 0;
@@ -928,8 +1106,7 @@ static int agg_top_convert(struct agg *a)
         return store_errno(rc);
     for (size_t k = 0; k < 2; k++) {
         struct agg_heap *h = heaps[k];
-        sqlite3_finalize(h->ins);
-        h->ins = NULL;
+        agg_heap_unprepare(h);
         for (size_t i = 0; i < h->n; i++)
             h->v[i].saved = false;
         h->n_gone = 0;
@@ -978,8 +1155,7 @@ int agg_flush(struct agg *a)
         return 0;
     if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
         (a->convert_top && (rc = agg_top_convert(a)) != 0) ||
-        (rc = agg_heap_flush(a, &a->slow, "top_slow")) != 0 ||
-        (rc = agg_heap_flush(a, &a->mem, "top_mem")) != 0)
+        (rc = agg_heap_flush(a, &a->slow)) != 0 || (rc = agg_heap_flush(a, &a->mem)) != 0)
         return rc;
     agg_reset_deltas(a);
     return 0;

@@ -4,7 +4,7 @@
  * agg_session, agg_ops, agg_hist_chunks, agg_devices, top_slow, top_mem).
  *
  * Owned by the storage writer thread, one per open session file. The writer
- * calls agg_entries() for the entries of each batch it inserts (or of each
+ * calls agg_batch() for the entries of each batch it inserts (or of each
  * statement: any run of consecutive rowids), and agg_flush() just before
  * COMMIT, so the aggregates are committed in the same transaction as the
  * entries they summarise: a crash can never leave them out of step. Sums
@@ -63,10 +63,26 @@ void agg_free(struct agg *a);
 int agg_load(struct agg *a);
 /* Marks the file's aggregates exact (a new session); inside the open transaction. 0 or -errno. */
 int agg_init_file(struct agg *a);
+/* What a batch's entries are stored with besides their own fields: what the top tables copy. */
+struct agg_src {
+    int64_t process_id;        /* every entry's */
+    const uint32_t *dev_ids;   /* per entry: its device (0: none) */
+    const uint32_t *shape_ids; /* per entry: its shapes.id (0: none); NULL: none has one */
+};
+
 /*
- * Counts the n stored entries e[0..n): e[i] has device dev_ids[i] (0: none)
- * and entries.rowid rowid + i. 0 or -ENOMEM (the transaction is then rolled
- * back: agg_discard).
+ * Counts the n stored entries e[0..n): e[i] is stored with src's process,
+ * src->dev_ids[i] and src->shape_ids[i], as entries.rowid rowid + i. An
+ * entry the top heaps keep carries its row's fields, which the flush
+ * inserts into top_slow / top_mem as they are. 0 or -ENOMEM (the
+ * transaction is then rolled back: agg_discard).
+ */
+int agg_batch(struct agg *a, const struct proto_entry *e, size_t n, const struct agg_src *src,
+              int64_t rowid);
+/*
+ * agg_batch() for entries whose process and shape the caller does not give
+ * (e[i] has device dev_ids[i]): the flush reads the kept ones' rows back
+ * from `entries` (the tests' files).
  */
 int agg_entries(struct agg *a, const struct proto_entry *e, size_t n, const uint32_t *dev_ids,
                 int64_t rowid);

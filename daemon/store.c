@@ -1135,9 +1135,10 @@ static int store_ext_rows(struct store *s, struct wsess *w, const struct proto_e
 static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job *job)
 {
     const struct proto_batch *b = &job->u.batch.b;
+    struct agg_src src = {job->u.batch.process_id, job->u.batch.dev_ids, job->u.batch.shape_ids};
     int rc;
 
-    if ((rc = agg_entries(w->agg, b->entries, b->n, job->u.batch.dev_ids, w->next_id)) < 0)
+    if ((rc = agg_batch(w->agg, b->entries, b->n, &src, w->next_id)) < 0)
         return store_check_errno(s, w->db, rc, "update aggregates");
     for (size_t i = 0; i < b->n; i++) {
         const struct proto_entry *e = &b->entries[i];
@@ -1212,8 +1213,9 @@ static int apply_batch(struct store *s, struct wsess *w, struct store_job *job)
         if (rc != 0)
             return store_check(s, w->db, rc, "insert entries");
         last = sqlite3_last_insert_rowid(w->db);
-        if ((rc = agg_entries(w->agg, &b->entries[i], rows, &job->u.batch.dev_ids[i],
-                              last - (int64_t)(rows - 1))) < 0)
+        struct agg_src src = {job->u.batch.process_id, &job->u.batch.dev_ids[i],
+                              job->u.batch.shape_ids != NULL ? &job->u.batch.shape_ids[i] : NULL};
+        if ((rc = agg_batch(w->agg, &b->entries[i], rows, &src, last - (int64_t)(rows - 1))) < 0)
             return store_check_errno(s, w->db, rc, "update aggregates");
         for (size_t k = 0; k < rows; k++) {
             int64_t rowid = last - (int64_t)(rows - 1 - k);

@@ -384,6 +384,70 @@ Test(blocks, same_as_rows_byte_for_byte)
 }
 
 /*
+ * The top tables hold, column for column (NULLs included), the rows of the
+ * entries that rank first, as the file's own entries say: top_slow by
+ * dur_ns desc, start_ns, rowid; top_mem the same by mem_bytes, among
+ * entries with memory. The writer fills them from the fields the kept
+ * entries carry, over many commits (a flush per batch) that evict entries
+ * kept earlier, some of them loaded again when a file was reopened.
+ */
+static void assert_top_tables(struct tdaemon *d, long long id, bool blocks, int procs)
+{
+    static const char *const cols = "process_id, step, op_id, device_id, start_ns, dur_ns,"
+                                    " mem_bytes, shape_id, typeof(device_id), typeof(shape_id)";
+    static const struct {
+        const char *table, *where, *key;
+    } tops[] = {{"top_slow", "", "dur_ns"}, {"top_mem", "WHERE mem_bytes != 0", "mem_bytes"}};
+    sqlite3 *h = open_file(d, id, blocks);
+
+    for (size_t k = 0; k < 2; k++) {
+        char kept[512], want[512], *t, *w;
+        size_t nt, nw;
+
+        snprintf(kept, sizeof(kept), "SELECT entry, %s FROM %s ORDER BY entry", cols,
+                 tops[k].table);
+        snprintf(want, sizeof(want),
+                 "SELECT r, %s FROM (SELECT rowid AS r, * FROM entries %s"
+                 " ORDER BY %s DESC, start_ns, rowid LIMIT 1000) ORDER BY r",
+                 cols, tops[k].where, tops[k].key);
+        t = query_text(h, kept, &nt);
+        w = query_text(h, want, &nw);
+        cr_assert_eq(nt, 1000, "%s: %zu rows", tops[k].table, nt);
+        cr_assert_eq(nw, 1000);
+        cr_assert_str_eq(t, w, "%s of session %lld", tops[k].table, id);
+        free(t);
+        free(w);
+        /* what the comparison covered: every column with values of each kind */
+        snprintf(
+            kept, sizeof(kept),
+            "SELECT count(DISTINCT process_id), count(DISTINCT op_id) > 1,"
+            " count(device_id) > 0, count(device_id) < 1000, count(shape_id) BETWEEN 1 AND 999,"
+            " max(entry) > 5000, count(DISTINCT step) > 1 FROM %s",
+            tops[k].table);
+        t = query_text(h, kept, &nt);
+        /* a session of two ranks: one has a device, the other none */
+        snprintf(want, sizeof(want), "%d|1|1|%d|1|1|1\n", procs, procs == 2);
+        cr_assert_str_eq(t, want, "%s of session %lld: %s", tops[k].table, id, t);
+        free(t);
+    }
+    sqlite3_close(h);
+}
+
+Test(blocks, top_tables_are_the_first_entries_of_the_file)
+{
+    long long ir[NPROD], ib[NPROD];
+
+    start_both();
+    feed(&dr, ir);
+    feed(&db, ib);
+    for (size_t i = 0; i < 3; i++) {
+        size_t k = (size_t[]){0, 2, 3}[i]; /* each session's first producer */
+        assert_top_tables(&dr, ir[k], false, producers[k].world);
+        assert_top_tables(&db, ib[k], true, producers[k].world);
+    }
+}
+
+/*
  * kill -9 right after an ack: every acked entry is in the file, the partly
  * filled block included, and the restarted daemon reports them.
  */
