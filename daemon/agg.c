@@ -25,7 +25,15 @@ static uint64_t agg_sat(uint64_t a, uint64_t b)
     return a > AGG_CAP - b ? AGG_CAP : a + b;
 }
 
-/* Per-op or per-device sums since the last flush. */
+/* agg_sat() of a and b both at most AGG_CAP (a delta, an entry's field): their sum cannot wrap. */
+static inline uint64_t agg_cap_add(uint64_t a, uint64_t b)
+{
+    uint64_t s = a + b;
+
+    return s > AGG_CAP ? AGG_CAP : s;
+}
+
+/* Per-op or per-device sums since the last flush; min is UINT64_MAX while calls is 0. */
 struct agg_sum {
     uint64_t calls, total, min, max, mem, elements;
 };
@@ -61,7 +69,8 @@ struct agg_heap {
     struct agg_top *v;  /* a min-heap of the kept entries: v[0] is the first to evict */
     struct agg_topf *f; /* AGG_TOP: f[v[i].slot] is v[i]'s; slots 0 .. n-1 are in use */
     size_t n;
-    int64_t *gone; /* saved entries evicted since the last flush: to delete */
+    uint64_t floor; /* no key below it is kept: 0 while the heap fills, then v[0].key */
+    int64_t *gone;  /* saved entries evicted since the last flush: to delete */
     size_t n_gone;
     bool changed;
     const char *table;
@@ -484,14 +493,19 @@ static int agg_prepare(struct agg *a)
     return 0;
 }
 
+/* Empties sums s[0..n). */
+static void agg_sums_clear(struct agg_sum *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        s[i] = (struct agg_sum){.min = UINT64_MAX};
+}
+
 static void agg_reset_deltas(struct agg *a)
 {
     a->entries = a->total = a->peak = a->bytes = a->end = 0;
     a->begin = UINT64_MAX;
-    if (a->n_ops > 0)
-        memset(a->ops, 0, a->n_ops * sizeof(*a->ops));
-    if (a->n_devs > 0)
-        memset(a->devs, 0, a->n_devs * sizeof(*a->devs));
+    agg_sums_clear(a->ops, a->n_ops);
+    agg_sums_clear(a->devs, a->n_devs);
 }
 
 struct agg *agg_new(sqlite3 *db)
@@ -575,7 +589,7 @@ static struct agg_sum *agg_slot(struct agg_sum **arr, size_t *n, uint32_t id)
         struct agg_sum *p = realloc(*arr, cap * sizeof(*p));
         if (p == NULL)
             return NULL;
-        memset(p + *n, 0, (cap - *n) * sizeof(*p));
+        agg_sums_clear(p + *n, cap - *n);
         *arr = p;
         *n = cap;
     }
@@ -584,14 +598,14 @@ static struct agg_sum *agg_slot(struct agg_sum **arr, size_t *n, uint32_t id)
 
 static void agg_add(struct agg_sum *s, uint64_t dur, uint64_t mem, uint64_t elements)
 {
-    if (s->calls == 0 || dur < s->min)
+    if (dur < s->min)
         s->min = dur;
     if (dur > s->max)
         s->max = dur;
     s->calls++;
-    s->total = agg_sat(s->total, dur);
-    s->mem = agg_sat(s->mem, mem);
-    s->elements = agg_sat(s->elements, elements);
+    s->total = agg_cap_add(s->total, dur);
+    s->mem = agg_cap_add(s->mem, mem);
+    s->elements = agg_cap_add(s->elements, elements);
 }
 
 /* ---- top-K heaps --------------------------------------------------------- */
@@ -647,34 +661,35 @@ static int agg_top_offer(struct agg_heap *h, struct agg_top t)
     if (h->n < AGG_TOP) {
         t.slot = (uint32_t)h->n;
         agg_sift_in(h, &t);
-        h->changed = true;
-        return (int)t.slot;
+    } else {
+        if (!agg_worse(&h->v[0], &t))
+            return -1;     /* an equal key that starts later */
+        if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
+            h->gone[h->n_gone++] = h->v[0].rowid;
+        t.slot = h->v[0].slot;
+        h->v[0] = t;
+        agg_sift_down(h, 0);
     }
-    if (!agg_worse(&h->v[0], &t))
-        return -1;     /* not among the top: the common case once the session is warm */
-    if (h->v[0].saved) /* at most AGG_TOP saved entries, each evicted once */
-        h->gone[h->n_gone++] = h->v[0].rowid;
-    t.slot = h->v[0].slot;
-    h->v[0] = t;
-    agg_sift_down(h, 0);
+    h->floor = h->n < AGG_TOP ? 0 : h->v[0].key;
     h->changed = true;
     return (int)t.slot;
 }
 
 /*
- * Offers entry i of a batch (t its key, start and rowid) to h: the common
- * case, below the full heap's minimum, costs one comparison; the rest of
- * its row is copied only when it is kept. src NULL: its fields are not
- * known here (agg_entries).
+ * Offers entry i of a batch, of this key and rowid, to h: the common case,
+ * below the full heap's minimum, costs one comparison; the rest of its row
+ * is copied only when it is kept. src NULL: its fields are not known here
+ * (agg_entries).
  */
-static inline void agg_top_check(struct agg_heap *h, const struct agg_top *t,
-                                 const struct proto_entry *e, const struct agg_src *src, size_t i)
+static inline void agg_top_check(struct agg_heap *h, uint64_t key, const struct proto_entry *e,
+                                 const struct agg_src *src, size_t i, int64_t rowid)
 {
     int slot;
 
-    if (h->n == AGG_TOP && t->key < h->v[0].key)
-        return;
-    if ((slot = agg_top_offer(h, *t)) < 0)
+    if (key < h->floor)
+        return; /* not among the top: the common case once the session is warm */
+    slot = agg_top_offer(h, (struct agg_top){.key = key, .start = e->start_ns, .rowid = rowid});
+    if (slot < 0)
         return;
     if (src == NULL) {
         h->f[slot].known = false;
@@ -776,7 +791,6 @@ static int agg_count(struct agg *a, const struct proto_entry *e, size_t n, const
     for (size_t j = 0; j < 2 * AGG_AHEAD && j < n; j++)
         ring[j % AGG_RING] = (struct agg_ahead){.bucket = agg_bucket_of(e[j].dur_ns)};
     for (size_t i = 0; i < n; i++, e++) {
-        struct agg_top t = {.key = e->dur_ns, .start = e->start_ns, .rowid = rowid + (int64_t)i};
         struct agg_sum *op =
             e->op_id < a->n_ops ? &a->ops[e->op_id] : agg_slot(&a->ops, &a->n_ops, e->op_id);
         uint64_t stop;
@@ -816,20 +830,18 @@ static int agg_count(struct agg *a, const struct proto_entry *e, size_t n, const
             }
             agg_add(dev, e->dur_ns, e->mem_bytes, 0);
         }
-        total = agg_sat(total, e->dur_ns);
-        bytes = agg_sat(bytes, e->mem_bytes);
+        total = agg_cap_add(total, e->dur_ns);
+        bytes = agg_cap_add(bytes, e->mem_bytes);
         if (e->start_ns < begin)
             begin = e->start_ns;
         /* start + dur cannot wrap (both <= INT64_MAX); past the cap it is capped */
-        if ((stop = agg_sat(e->start_ns, e->dur_ns)) > end)
+        if ((stop = agg_cap_add(e->start_ns, e->dur_ns)) > end)
             end = stop;
         if (e->mem_bytes > peak)
             peak = e->mem_bytes;
-        agg_top_check(&a->slow, &t, e, src, i);
-        if (e->mem_bytes != 0) {
-            t.key = e->mem_bytes;
-            agg_top_check(&a->mem, &t, e, src, i);
-        }
+        agg_top_check(&a->slow, e->dur_ns, e, src, i, rowid + (int64_t)i);
+        if (e->mem_bytes != 0)
+            agg_top_check(&a->mem, e->mem_bytes, e, src, i, rowid + (int64_t)i);
         a->entries++;
     }
     a->total = total, a->bytes = bytes, a->begin = begin, a->end = end, a->peak = peak;
@@ -872,6 +884,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
                                          .slot = (uint32_t)h->n,
                                          .saved = true});
     }
+    h->floor = h->n < AGG_TOP ? 0 : h->v[0].key;
     sqlite3_finalize(st);
     return store_errno(rc);
 }
