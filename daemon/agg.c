@@ -33,7 +33,10 @@ static inline uint64_t agg_cap_add(uint64_t a, uint64_t b)
     return s > AGG_CAP ? AGG_CAP : s;
 }
 
-/* Per-op or per-device sums since the last flush; min is UINT64_MAX while calls is 0. */
+/*
+ * Per-op or per-device sums since the last flush; min is UINT64_MAX while
+ * calls is 0. A device's has calls, total and mem alone.
+ */
 struct agg_sum {
     uint64_t calls, total, min, max, mem, elements;
 };
@@ -828,7 +831,10 @@ static int agg_count(struct agg *a, const struct proto_entry *e, size_t n, const
                 rc = -ENOMEM;
                 break;
             }
-            agg_add(dev, e->dur_ns, e->mem_bytes, 0);
+            /* agg_devices keeps these three alone */
+            dev->calls++;
+            dev->total = agg_cap_add(dev->total, e->dur_ns);
+            dev->mem = agg_cap_add(dev->mem, e->mem_bytes);
         }
         total = agg_cap_add(total, e->dur_ns);
         bytes = agg_cap_add(bytes, e->mem_bytes);
