@@ -12,6 +12,13 @@
  * the session); the two top-K heaps (K = AGG_TOP) persist for the life of
  * the session, and so does each op's whole duration histogram.
  *
+ * TOP TABLES. A heap keeps, besides the key, start and rowid it orders its
+ * entries by, the fields of each kept entry's row (from the entry and
+ * agg_src), so that the flush inserts the new ones into top_slow / top_mem
+ * as they are, without reading `entries` (in the blocks format, decoding
+ * their blocks). Entries whose fields it was not given (agg_entries(), an
+ * older file's top tables of rowids alone) are read back from `entries`.
+ *
  * HISTOGRAM. A duration falls in bucket agg_bucket(dur) (exact below 256 ns,
  * then 128 buckets per power of two); a bucket holds its count and the
  * smallest duration seen in it, the value a percentile reports. Buckets are
