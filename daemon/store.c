@@ -28,6 +28,7 @@
 #include "schema.h"
 #include "store.h"
 #include "vtab.h"
+#include "walvfs.h"
 
 #define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
 #define COMMIT_ENTRIES  65536 /* a transaction commits at this many entries */
@@ -626,11 +627,13 @@ static int wsess_prepare(struct store *s, struct wsess *w)
  * 2 MiB) holds a whole blocks transaction (COMMIT_ENTRIES_BLOCKS entries,
  * ~3.4 MiB of blocks) with the aggregate tables' pages: with 2 MiB the cache
  * spilled and read its own pages back from the WAL. SQLite grows the cache
- * as pages are used, so a light session stays small.
+ * as pages are used, so a light session stays small. Opened through walvfs,
+ * which writes a transaction's WAL frames in large writes, not two system
+ * calls a page.
  */
 static int db_open(struct store *s, const char *path, sqlite3 **db)
 {
-    int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, walvfs_name());
 
     if (rc != SQLITE_OK || (rc = vtab_register(*db)) != SQLITE_OK)
         return store_check(s, *db, rc, path);
