@@ -265,6 +265,8 @@ static sqlite3 *open_file(struct tdaemon *d, long long id, bool blocks)
 
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d->data, id);
     cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+    /* the writer may still be closing the file (its checkpoint): wait as its readers do */
+    sqlite3_busy_timeout(h, 5000);
     if (blocks) {
         /* What the sqlite3 shell's `.load tracectl_blocks` does. */
         cr_assert_eq(sqlite3_enable_load_extension(h, 1), SQLITE_OK);
