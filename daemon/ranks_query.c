@@ -224,7 +224,9 @@ static struct rq_row *rq_row_new(struct rq *q)
     return &q->rows[q->n_rows++];
 }
 
-/* The filters every per-step query shares: ?1..?2 the steps. */
+/* The filters every per-step query shares: ?1..?2 the steps. A statement read row by row
+ * has no WHERE on the steps without a step filter: the rows scanned are the same, without
+ * a comparison each. */
 static void rq_bind_steps(const struct rq *q, sqlite3_stmt *st)
 {
     sqlite3_bind_int64(st, 1, q->f->steps ? (int64_t)q->f->step_min : 0);
@@ -242,6 +244,9 @@ static int rq_read_steps(struct rq *q)
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2";
+    static const char all_steps[] =
+        "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
         " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
@@ -253,7 +258,7 @@ static int rq_read_steps(struct rq *q)
     bool per_op = q->f->device != NULL && q->legacy;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
-                                q->f->device == NULL ? all
+                                q->f->device == NULL ? (q->f->steps ? all : all_steps)
                                 : per_op             ? by_dev_legacy
                                                      : by_dev,
                                 -1, &st, NULL);
@@ -715,8 +720,10 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     /* summed here, row by row: rk_coll_ranks is keyed by step first (schema/ranks.sql), and a
      * GROUP BY (op, process) would sort every row of the steps asked */
     rc = sqlite3_prepare_v2(q->db,
-                            "SELECT op_id, process_id, waited_ns, last_count"
-                            " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2",
+                            q->f->steps ? "SELECT op_id, process_id, waited_ns, last_count"
+                                          " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
+                                        : "SELECT op_id, process_id, waited_ns, last_count"
+                                          " FROM rk_coll_ranks",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_coll_ranks");
@@ -1041,8 +1048,10 @@ static int rq_late_ranks(struct rq *q)
 {
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
-                                "SELECT process_id, waited_ns, last_count, caused_ns"
-                                " FROM rk_steps WHERE step BETWEEN ?1 AND ?2",
+                                q->f->steps ? "SELECT process_id, waited_ns, last_count, caused_ns"
+                                              " FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
+                                            : "SELECT process_id, waited_ns, last_count, caused_ns"
+                                              " FROM rk_steps",
                                 -1, &st, NULL);
 
     if (rc != SQLITE_OK)
