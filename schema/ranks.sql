@@ -11,9 +11,10 @@
 -- report reads it as it is otherwise.
 --
 -- Keys: rk_devsteps, rk_steps and rk_coll_ranks start with the step, so that
--- the rows a commit adds (the steps just run, of every process) append at the
--- end of their B-tree instead of landing in one place per process (or per op
--- and process): about half SQLite's cost per row. Files written before
+-- the rows a commit adds (the steps just run, of every process) land near the
+-- end of their B-tree instead of in one place per process (or per op and
+-- process): ~20 % less of SQLite's work per rk_coll_ranks row, ~10 % per
+-- rk_steps and rk_devsteps row (docs/BENCHMARKS.md, rkkey). Files written before
 -- (info.ranks_layout absent; 2 since) had them keyed (process_id, step
 -- [, device_id]) and (op_id, process_id, step): the writer re-keys them when
 -- it opens such a file (ranks_new), and the report reads either, by column.
