@@ -301,7 +301,7 @@ static const char rk_up_ops_sql[] =
     "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") ")";
 
 static const char rk_up_dsteps_sql[] =
-    " ON CONFLICT(process_id, step, device_id) DO UPDATE SET "
+    " ON CONFLICT(step, process_id, device_id) DO UPDATE SET "
     "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
     SAT_SET("compute_ns", X("compute_ns")) ", "
     SAT_SET("comm_ns", X("comm_ns")) ", "
@@ -312,7 +312,7 @@ static const char rk_up_dsteps_sql[] =
     "first_row = min(first_row, " X("first_row") "), last_row = max(last_row, " X("last_row") ")";
 
 static const char rk_up_steps_sql[] =
-    " ON CONFLICT(process_id, step) DO UPDATE SET "
+    " ON CONFLICT(step, process_id) DO UPDATE SET "
     "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
     SAT_SET("compute_ns", X("compute_ns")) ", "
     SAT_SET("comm_ns", X("comm_ns")) ", "
@@ -333,7 +333,7 @@ static const char rk_up_coll_sql[] =
     "skew_max_ns = max(skew_max_ns, " X("skew_max_ns") ")";
 
 static const char rk_up_collr_sql[] =
-    " ON CONFLICT(op_id, process_id, step) DO UPDATE SET "
+    " ON CONFLICT(step, op_id, process_id) DO UPDATE SET "
     SAT_SET("instances", X("instances")) ", "
     SAT_SET("waited_ns", X("waited_ns")) ", "
     SAT_SET("last_count", X("last_count"));
@@ -463,19 +463,19 @@ static int rk_ops_cmp(const void *x, const void *y)
 static int rk_dsteps_cmp(const void *x, const void *y)
 {
     const struct rk_devstep *a = x, *b = y;
-    int c = rk_cmp_i64(a->process_id, b->process_id);
+    int c = rk_cmp_u64(a->step, b->step);
 
     if (c == 0)
-        c = rk_cmp_u64(a->step, b->step);
+        c = rk_cmp_i64(a->process_id, b->process_id);
     return c != 0 ? c : rk_cmp_u64(a->device_id, b->device_id);
 }
 
 static int rk_steps_cmp(const void *x, const void *y)
 {
     const struct rk_stepsum *a = x, *b = y;
-    int c = rk_cmp_i64(a->process_id, b->process_id);
+    int c = rk_cmp_u64(a->step, b->step);
 
-    return c != 0 ? c : rk_cmp_u64(a->step, b->step);
+    return c != 0 ? c : rk_cmp_i64(a->process_id, b->process_id);
 }
 
 static int rk_orow_cmp(const void *x, const void *y)
@@ -488,12 +488,15 @@ static int rk_orow_cmp(const void *x, const void *y)
     return c;
 }
 
-/* rk_coll's (process -1) first, each table's rows in its key's order */
+/* rk_coll's (process -1) first, each table's rows in its key's order: (op, step) for rk_coll,
+ * (step, op, process) for rk_coll_ranks */
 static int rk_coll_cmp(const void *x, const void *y)
 {
     const struct rk_collsum *a = x, *b = y;
     int c = rk_cmp_i64(b->process_id < 0, a->process_id < 0);
 
+    if (c == 0 && a->process_id >= 0)
+        c = rk_cmp_u64(a->step, b->step);
     if (c == 0)
         c = rk_cmp_u64(a->op_id, b->op_id);
     if (c == 0)
@@ -535,7 +538,7 @@ static bool rk_dsteps_key(const void *x, uint64_t *k)
     const struct rk_devstep *d = x;
 
     *k = 0;
-    return rk_pack(k, (uint64_t)d->process_id, 25, 39) && rk_pack(k, d->step, 27, 12) &&
+    return rk_pack(k, d->step, 27, 37) && rk_pack(k, (uint64_t)d->process_id, 25, 12) &&
            rk_pack(k, d->device_id, 12, 0);
 }
 
@@ -544,18 +547,20 @@ static bool rk_steps_key(const void *x, uint64_t *k)
     const struct rk_stepsum *s = x;
 
     *k = 0;
-    return rk_pack(k, (uint64_t)s->process_id, 25, 39) && rk_pack(k, s->step, 39, 0);
+    return rk_pack(k, s->step, 39, 25) && rk_pack(k, (uint64_t)s->process_id, 25, 0);
 }
 
-/* rk_coll's rows (process -1: 0 here) before rk_coll_ranks' (bit 63) */
+/* rk_coll's rows (process -1), (op, step), before rk_coll_ranks' (bit 63), (step, op, process) */
 static bool rk_coll_key(const void *x, uint64_t *k)
 {
     const struct rk_collsum *c = x;
 
-    *k = c->process_id >= 0 ? 1ull << 63 : 0;
-    return rk_pack(k, c->op_id, 16, 47) &&
-           rk_pack(k, c->process_id >= 0 ? (uint64_t)c->process_id : 0, 25, 22) &&
-           rk_pack(k, c->step, 22, 0);
+    *k = 0;
+    if (c->process_id < 0)
+        return rk_pack(k, c->op_id, 16, 47) && rk_pack(k, c->step, 47, 0);
+    *k = 1ull << 63;
+    return rk_pack(k, c->step, 22, 41) && rk_pack(k, c->op_id, 16, 25) &&
+           rk_pack(k, (uint64_t)c->process_id, 25, 0);
 }
 
 static void rk_sort_keyed(struct ranks *r, void *a, size_t n, size_t sz,
@@ -750,6 +755,8 @@ static bool rk_has_column(sqlite3 *db, const char *table, const char *col)
 }
 
 static int rk_write_ops(struct ranks *r);
+static int rk_info(struct ranks *r, const char *key, int64_t v);
+static int64_t rk_info_get(struct ranks *r, const char *key, int64_t dflt);
 static struct rk_opsum *rk_opsum(struct ranks *r, int64_t process_id, uint32_t device_id,
                                  uint32_t op_id);
 static struct rk_devstep *rk_devstep(struct ranks *r, int64_t process_id, uint64_t step,
@@ -814,35 +821,108 @@ static int rk_migrate(struct ranks *r)
 }
 
 /*
- * Creates the tables if needed; in a file whose rk_ops is keyed by step,
- * renames it rk_ops_v1 first (rk_migrate folds it once the statements are
- * prepared).
+ * The tables keyed by step first since info.ranks_layout 2 (schema/ranks.sql), and their
+ * keys. A file written before has them keyed (process_id, step[, device_id]) and
+ * (op_id, process_id, step): rk_schema renames those T_v1 and rk_schema_end copies their
+ * rows into the new tables, in the new key's order.
  */
-static int rk_schema(struct ranks *r, bool *legacy)
+static const struct {
+    const char *table, *key;
+} rk_rekeyed[] = {
+    {"rk_devsteps", "step, process_id, device_id"},
+    {"rk_steps", "step, process_id"},
+    {"rk_coll_ranks", "step, op_id, process_id"},
+};
+
+#define RK_NREKEYED (sizeof(rk_rekeyed) / sizeof(rk_rekeyed[0]))
+#define RK_LAYOUT   2 /* info.ranks_layout */
+
+/* True when table exists and its key does not start with the step. */
+static bool rk_old_key(sqlite3 *db, const char *table)
+{
+    sqlite3_stmt *st;
+    bool old = false;
+
+    if (sqlite3_prepare_v2(db, "SELECT pk FROM pragma_table_info(?1) WHERE name = 'step'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return false;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    old = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != 1;
+    sqlite3_finalize(st);
+    return old;
+}
+
+/* sqlite3_exec of fmt with up to three strings. */
+static int rk_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, const char *c)
+{
+    char *sql = sqlite3_mprintf(fmt, a, b, c);
+    int rc;
+
+    if (sql == NULL)
+        return SQLITE_NOMEM;
+    rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_free(sql);
+    return rc;
+}
+
+/*
+ * Creates the tables if needed. Inside a savepoint (*migrating) when the file
+ * needs more: an rk_ops keyed by step is renamed rk_ops_v1 (*legacy: rk_migrate
+ * folds it once the statements are prepared), and the tables of rk_rekeyed
+ * keyed the old way are renamed T_v1 (rk_schema_end copies them).
+ */
+static int rk_schema(struct ranks *r, bool *legacy, bool *migrating, unsigned *rekey)
 {
     int rc;
 
     *legacy = rk_has_column(r->db, "rk_ops", "step");
-    if (*legacy && (rc = sqlite3_exec(r->db,
-                                      "SAVEPOINT rk_migrate;"
-                                      " ALTER TABLE rk_ops RENAME TO rk_ops_v1",
-                                      NULL, NULL, NULL)) != SQLITE_OK)
+    *rekey = 0;
+    for (size_t i = 0; i < RK_NREKEYED; i++)
+        if (rk_old_key(r->db, rk_rekeyed[i].table))
+            *rekey |= 1u << i;
+    if (!*legacy && *rekey == 0) {
+        *migrating = false;
+    } else {
+        if ((rc = sqlite3_exec(r->db, "SAVEPOINT rk_migrate", NULL, NULL, NULL)) != SQLITE_OK)
+            return rc;
+        *migrating = true;
+    }
+    if (*legacy && (rc = sqlite3_exec(r->db, "ALTER TABLE rk_ops RENAME TO rk_ops_v1", NULL, NULL,
+                                      NULL)) != SQLITE_OK)
         return rc;
+    for (size_t i = 0; i < RK_NREKEYED; i++)
+        if ((*rekey & 1u << i) != 0 &&
+            (rc = rk_execf(r->db, "ALTER TABLE %s RENAME TO %s_v1", rk_rekeyed[i].table,
+                           rk_rekeyed[i].table, "")) != SQLITE_OK)
+            return rc;
     if ((rc = sqlite3_exec(r->db, schema_ranks_sql, NULL, NULL, NULL)) != SQLITE_OK)
         return rc;
+    /* the columns are the same, in the same order: only the key moved */
+    for (size_t i = 0; i < RK_NREKEYED; i++)
+        if ((*rekey & 1u << i) != 0 &&
+            (rc = rk_execf(r->db, "INSERT INTO %s SELECT * FROM %s_v1 ORDER BY %s",
+                           rk_rekeyed[i].table, rk_rekeyed[i].table, rk_rekeyed[i].key)) !=
+                SQLITE_OK)
+            return rc;
+    for (size_t i = 0; i < RK_NREKEYED; i++)
+        if ((*rekey & 1u << i) != 0 &&
+            (rc = rk_execf(r->db, "DROP TABLE %s_v1", rk_rekeyed[i].table, "", "")) != SQLITE_OK)
+            return rc;
     /* an rk_open saved before ext comm_size: its instances expect the world, as they did */
-    if (!rk_has_column(r->db, "rk_open", "comm_size"))
-        rc = sqlite3_exec(r->db, "ALTER TABLE rk_open ADD COLUMN comm_size INTEGER", NULL, NULL,
-                          NULL);
-    return rc;
+    if (!rk_has_column(r->db, "rk_open", "comm_size") &&
+        (rc = sqlite3_exec(r->db, "ALTER TABLE rk_open ADD COLUMN comm_size INTEGER", NULL, NULL,
+                           NULL)) != SQLITE_OK)
+        return rc;
+    return SQLITE_OK;
 }
 
 /* Ends what rk_schema began: folds rk_ops_v1 and drops it, or rolls it all back. */
-static int rk_schema_end(struct ranks *r, int rc)
+static int rk_schema_end(struct ranks *r, bool legacy, int rc)
 {
-    if (rc == 0 && (rc = rk_migrate(r)) == 0 &&
-        (rc = sqlite3_exec(r->db, "DROP TABLE rk_ops_v1; RELEASE rk_migrate", NULL, NULL, NULL)) ==
-            SQLITE_OK)
+    if (rc == 0 && (!legacy || (rc = rk_migrate(r)) == 0) &&
+        (!legacy ||
+         (rc = sqlite3_exec(r->db, "DROP TABLE rk_ops_v1", NULL, NULL, NULL)) == SQLITE_OK) &&
+        (rc = sqlite3_exec(r->db, "RELEASE rk_migrate", NULL, NULL, NULL)) == SQLITE_OK)
         return 0;
     sqlite3_exec(r->db, "ROLLBACK TO rk_migrate; RELEASE rk_migrate", NULL, NULL, NULL);
     return rc != 0 ? rc : SQLITE_ERROR;
@@ -876,7 +956,8 @@ static int rk_prepare_state(struct ranks *r)
 struct ranks *ranks_new(sqlite3 *db)
 {
     struct ranks *r = calloc(1, sizeof(*r));
-    bool legacy = false;
+    bool legacy = false, migrating = false;
+    unsigned rekey = 0;
     int rc = SQLITE_NOMEM;
 
     if (r == NULL)
@@ -885,7 +966,8 @@ struct ranks *ranks_new(sqlite3 *db)
     r->epoch = 1;
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    if (r->islot != NULL && r->iq != NULL && (rc = rk_schema(r, &legacy)) == SQLITE_OK &&
+    if (r->islot != NULL && r->iq != NULL &&
+        (rc = rk_schema(r, &legacy, &migrating, &rekey)) == SQLITE_OK &&
         (rc = rk_up_prepare(db, &r->up_ops, "INSERT INTO rk_ops VALUES", 9, rk_up_ops_sql)) ==
             SQLITE_OK &&
         (rc = rk_up_prepare(db, &r->up_dsteps, "INSERT INTO rk_devsteps VALUES", 13,
@@ -897,8 +979,10 @@ struct ranks *ranks_new(sqlite3 *db)
         (rc = rk_up_prepare(db, &r->up_collr, "INSERT INTO rk_coll_ranks VALUES", 6,
                             rk_up_collr_sql)) == SQLITE_OK)
         rc = rk_prepare_state(r);
-    if (legacy)
-        rc = rk_schema_end(r, rc);
+    if (rc == SQLITE_OK && rk_info_get(r, "ranks_layout", 0) != RK_LAYOUT)
+        rc = rk_info(r, "ranks_layout", RK_LAYOUT);
+    if (migrating)
+        rc = rk_schema_end(r, legacy, rc);
     if (rc != SQLITE_OK) {
         ranks_free(r);
         return NULL;

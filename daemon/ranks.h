@@ -58,8 +58,10 @@ struct ranks;
 /*
  * Creates the tables if needed and prepares the statements; a file whose
  * rk_ops is keyed by step (written before rk_devsteps) has it folded into
- * the per (process, device, op) rk_ops and rk_devsteps first, exactly. NULL
- * on failure.
+ * the per (process, device, op) rk_ops and rk_devsteps first, exactly, and
+ * a file whose rk_steps, rk_devsteps or rk_coll_ranks is keyed the old way
+ * (process or op first) has them re-keyed step first (schema/ranks.sql), the
+ * same rows; info.ranks_layout says 2 after. NULL on failure.
  */
 struct ranks *ranks_new(sqlite3 *db);
 /* NULL is a no-op. */

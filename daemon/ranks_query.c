@@ -54,6 +54,12 @@ static uint64_t rq_sat(uint64_t a, uint64_t b)
     return a > RQ_CAP - b ? RQ_CAP : a + b;
 }
 
+/* A stored sum as satsum() counts it: anything negative as 0. */
+static uint64_t rq_pos(int64_t v)
+{
+    return v > 0 ? (uint64_t)v : 0;
+}
+
 static int rq_fail(struct rq *q, int rc, const char *what)
 {
     if (q->errlen > 0)
@@ -218,7 +224,9 @@ static struct rq_row *rq_row_new(struct rq *q)
     return &q->rows[q->n_rows++];
 }
 
-/* The filters every per-step query shares: ?1..?2 the steps. */
+/* The filters every per-step query shares: ?1..?2 the steps. A statement read row by row
+ * has no WHERE on the steps without a step filter: the rows scanned are the same, without
+ * a comparison each. */
 static void rq_bind_steps(const struct rq *q, sqlite3_stmt *st)
 {
     sqlite3_bind_int64(st, 1, q->f->steps ? (int64_t)q->f->step_min : 0);
@@ -236,6 +244,9 @@ static int rq_read_steps(struct rq *q)
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2";
+    static const char all_steps[] =
+        "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
         " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
@@ -247,7 +258,7 @@ static int rq_read_steps(struct rq *q)
     bool per_op = q->f->device != NULL && q->legacy;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
-                                q->f->device == NULL ? all
+                                q->f->device == NULL ? (q->f->steps ? all : all_steps)
                                 : per_op             ? by_dev_legacy
                                                      : by_dev,
                                 -1, &st, NULL);
@@ -662,7 +673,7 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
 {
     sqlite3_stmt *st;
     struct rq_coll *cs = NULL;
-    size_t n = 0;
+    size_t n = 0, ci = 0;
     int rc;
 
     *out = NULL;
@@ -706,10 +717,13 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
     *n_out = n;
     if (rc != SQLITE_DONE)
         return rq_fail(q, rc, "rk_coll");
+    /* summed here, row by row: rk_coll_ranks is keyed by step first (schema/ranks.sql), and a
+     * GROUP BY (op, process) would sort every row of the steps asked */
     rc = sqlite3_prepare_v2(q->db,
-                            "SELECT op_id, process_id, satsum(waited_ns), satsum(last_count)"
-                            " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
-                            " GROUP BY op_id, process_id",
+                            q->f->steps ? "SELECT op_id, process_id, waited_ns, last_count"
+                                          " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
+                                        : "SELECT op_id, process_id, waited_ns, last_count"
+                                          " FROM rk_coll_ranks",
                             -1, &st, NULL);
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_coll_ranks");
@@ -718,11 +732,13 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
         int64_t op = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1);
         if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
             continue;
-        for (size_t i = 0; i < n; i++)
-            if (cs[i].op_id == op) {
-                cs[i].waited = rq_sat(cs[i].waited, (uint64_t)sqlite3_column_int64(st, 2));
-                cs[i].last[q->proc_rank[pid]] += (uint64_t)sqlite3_column_int64(st, 3);
-            }
+        if (ci >= n || cs[ci].op_id != op)
+            for (ci = 0; ci < n && cs[ci].op_id != op; ci++)
+                ;
+        if (ci < n) {
+            cs[ci].waited = rq_sat(cs[ci].waited, rq_pos(sqlite3_column_int64(st, 2)));
+            cs[ci].last[q->proc_rank[pid]] += rq_pos(sqlite3_column_int64(st, 3));
+        }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -1024,16 +1040,18 @@ out:
 
 /*
  * The late figures' per-rank sums, from rk_steps alone (one row per process
- * and step: what the report's rq_read_steps reads for them), summed per
- * process by SQLite and folded per rank as the report folds them.
+ * and step: what the report's rq_read_steps reads for them), folded per rank
+ * as the report folds them, row by row (rk_steps is keyed by step first: a
+ * GROUP BY process would sort the rows).
  */
 static int rq_late_ranks(struct rq *q)
 {
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
-                                "SELECT process_id, satsum(waited_ns), satsum(last_count),"
-                                " satsum(caused_ns) FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
-                                " GROUP BY process_id",
+                                q->f->steps ? "SELECT process_id, waited_ns, last_count, caused_ns"
+                                              " FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
+                                            : "SELECT process_id, waited_ns, last_count, caused_ns"
+                                              " FROM rk_steps",
                                 -1, &st, NULL);
 
     if (rc != SQLITE_OK)
@@ -1046,9 +1064,9 @@ static int rq_late_ranks(struct rq *q)
         if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
             continue;
         r = &q->ranks[q->proc_rank[pid]];
-        r->waited = rq_sat(r->waited, (uint64_t)sqlite3_column_int64(st, 1));
-        r->last += (uint64_t)sqlite3_column_int64(st, 2);
-        r->caused = rq_sat(r->caused, (uint64_t)sqlite3_column_int64(st, 3));
+        r->waited = rq_sat(r->waited, rq_pos(sqlite3_column_int64(st, 1)));
+        r->last += rq_pos(sqlite3_column_int64(st, 2));
+        r->caused = rq_sat(r->caused, rq_pos(sqlite3_column_int64(st, 3)));
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");

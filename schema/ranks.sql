@@ -9,6 +9,17 @@
 -- rk_devsteps have an rk_ops keyed by (process, step, device, op): the writer
 -- folds it into these two when it opens such a file (ranks_new), and the
 -- report reads it as it is otherwise.
+--
+-- Keys: rk_devsteps, rk_steps and rk_coll_ranks start with the step, so that
+-- the rows a commit adds (the steps just run, of every process) land near the
+-- end of their B-tree instead of in one place per process (or per op and
+-- process): ~20 % less of SQLite's work per rk_coll_ranks row, ~10 % per
+-- rk_steps and rk_devsteps row (docs/BENCHMARKS.md, rkkey). Files written before
+-- (info.ranks_layout absent; 2 since) had them keyed (process_id, step
+-- [, device_id]) and (op_id, process_id, step): the writer re-keys them when
+-- it opens such a file (ranks_new), and the report reads either, by column.
+-- rk_coll stays keyed by op first: a commit's rows go to one place per
+-- collective op (a few), and the report sums it per op.
 CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, device and op (every step)
     process_id  INTEGER NOT NULL,
     device_id   INTEGER NOT NULL,         -- 0: no device
@@ -38,7 +49,7 @@ CREATE TABLE IF NOT EXISTS rk_devsteps (
     exposed_ns  INTEGER NOT NULL,
     first_row   INTEGER NOT NULL,
     last_row    INTEGER NOT NULL,
-    PRIMARY KEY (process_id, step, device_id)
+    PRIMARY KEY (step, process_id, device_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     process_id  INTEGER NOT NULL,
@@ -55,7 +66,7 @@ CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     waited_ns   INTEGER NOT NULL,         -- time lost waiting for the last arrival
     last_count  INTEGER NOT NULL,         -- instances it arrived last at
     caused_ns   INTEGER NOT NULL,         -- skew of the instances it arrived last at
-    PRIMARY KEY (process_id, step)
+    PRIMARY KEY (step, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the last arrival)
     op_id       INTEGER NOT NULL,
@@ -66,14 +77,14 @@ CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the 
     skew_max_ns INTEGER NOT NULL,
     PRIMARY KEY (op_id, step)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS rk_coll_ranks ( -- per collective op, process and step
+CREATE TABLE IF NOT EXISTS rk_coll_ranks ( -- per step, collective op and process
     op_id       INTEGER NOT NULL,
     process_id  INTEGER NOT NULL,
     step        INTEGER NOT NULL,
     instances   INTEGER NOT NULL,
     waited_ns   INTEGER NOT NULL,
     last_count  INTEGER NOT NULL,
-    PRIMARY KEY (op_id, process_id, step)
+    PRIMARY KEY (step, op_id, process_id)
 ) WITHOUT ROWID;
 -- What the writer holds in memory between entries, saved at each commit, so
 -- that a writer opening the file again mid-session (the daemon restarted
