@@ -29,6 +29,7 @@
 #include "schema.h"
 #include "store.h"
 #include "vtab.h"
+#include "walvfs.h"
 
 #define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
 #define COMMIT_ENTRIES  65536 /* a transaction commits at this many entries */
@@ -110,8 +111,17 @@ struct wsess {
     struct block_enc blk; /* the block being filled: rowids blk_first .. */
     int64_t blk_first;
     uint32_t blk_written; /* of its entries, how many its row in the file holds */
-    int64_t next_id;      /* the rowid of the next entry */
+    struct wblock *full;  /* blocks filled in the transaction, rows written at its commit */
+    size_t n_full;        /* full[n_full ..] are spare (reset) encoders, buffers kept */
+    size_t full_cap;
+    int64_t next_id; /* the rowid of the next entry */
     sqlite3_stmt *ins_block;
+};
+
+/* A block filled in the open transaction: its row is written at the commit. */
+struct wblock {
+    struct block_enc enc;
+    int64_t first; /* its first rowid */
 };
 
 struct store {
@@ -559,6 +569,11 @@ static void wsess_file_close(struct store *s, struct wsess *w)
     sqlite3_finalize(w->ins_block);
     w->ins_block = NULL;
     block_enc_deinit(&w->blk);
+    for (size_t i = 0; i < w->full_cap; i++)
+        block_enc_deinit(&w->full[i].enc);
+    free(w->full);
+    w->full = NULL;
+    w->n_full = w->full_cap = 0;
     w->blocks = false;
     w->ins_shape = w->ins_entries = w->ins_entry = w->ins_op = NULL;
     w->ins_dev = w->ins_proc = w->end_proc = w->ins_meta = w->ins_ext = NULL;
@@ -626,11 +641,13 @@ static int wsess_prepare(struct store *s, struct wsess *w)
  * 2 MiB) holds a whole blocks transaction (COMMIT_ENTRIES_BLOCKS entries,
  * ~3.4 MiB of blocks) with the aggregate tables' pages: with 2 MiB the cache
  * spilled and read its own pages back from the WAL. SQLite grows the cache
- * as pages are used, so a light session stays small.
+ * as pages are used, so a light session stays small. Opened through walvfs,
+ * which writes a transaction's WAL frames in large writes, not two system
+ * calls a page.
  */
 static int db_open(struct store *s, const char *path, sqlite3 **db)
 {
-    int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int rc = sqlite3_open_v2(path, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, walvfs_name());
 
     if (rc != SQLITE_OK || (rc = vtab_register(*db)) != SQLITE_OK)
         return store_check(s, *db, rc, path);
@@ -750,21 +767,20 @@ static int wsess_blocks_open(struct store *s, struct wsess *w, bool create)
     return wsess_blocks_resume(s, w);
 }
 
-/* Writes (or rewrites) the row of the block being filled, when it has entries its row lacks. */
-static int wsess_block_write(struct store *s, struct wsess *w)
+/* Writes (or rewrites) the row of block b, whose first rowid is first. */
+static int wsess_block_row(struct store *s, struct wsess *w, const struct block_enc *b,
+                           int64_t first)
 {
-    const struct block_stats *bs = &w->blk.stats;
+    const struct block_stats *bs = &b->stats;
     sqlite3_stmt *st = w->ins_block;
     uint8_t restarts[4 * BLOCK_RESTARTS];
-    uint32_t nr = block_restarts(w->blk.n);
+    uint32_t nr = block_restarts(b->n);
 
-    if (w->blk.n == w->blk_written)
-        return 0;
     for (uint32_t k = 0; k < nr; k++) /* little-endian, whatever the host */
         for (int j = 0; j < 4; j++)
-            restarts[4 * k + (uint32_t)j] = (uint8_t)(w->blk.restart[k] >> (8 * j));
-    sqlite3_bind_int64(st, 1, w->blk_first);
-    sqlite3_bind_int64(st, 2, w->blk.n);
+            restarts[4 * k + (uint32_t)j] = (uint8_t)(b->restart[k] >> (8 * j));
+    sqlite3_bind_int64(st, 1, first);
+    sqlite3_bind_int64(st, 2, b->n);
     sqlite3_bind_int64(st, 3, bs->min_start);
     sqlite3_bind_int64(st, 4, bs->max_start);
     sqlite3_bind_int64(st, 5, bs->min_proc);
@@ -772,10 +788,57 @@ static int wsess_block_write(struct store *s, struct wsess *w)
     sqlite3_bind_int64(st, 7, (int64_t)bs->proc_mask);
     sqlite3_bind_int64(st, 8, (int64_t)bs->op_mask);
     sqlite3_bind_blob(st, 9, restarts, (int)(4 * nr), SQLITE_STATIC);
-    sqlite3_bind_blob(st, 10, w->blk.buf, (int)w->blk.len, SQLITE_STATIC);
-    if (step_reset(s, w->db, st, "write block") < 0)
+    sqlite3_bind_blob(st, 10, b->buf, (int)b->len, SQLITE_STATIC);
+    return step_reset(s, w->db, st, "write block") < 0 ? -EIO : 0;
+}
+
+/*
+ * At the commit: the rows of the blocks filled in the transaction, then the
+ * row of the block being filled when it has entries its row lacks.
+ */
+static int wsess_block_write(struct store *s, struct wsess *w)
+{
+    for (size_t i = 0; i < w->n_full; i++) {
+        if (wsess_block_row(s, w, &w->full[i].enc, w->full[i].first) < 0)
+            return -EIO;
+        block_enc_reset(&w->full[i].enc);
+    }
+    w->n_full = 0;
+    if (w->blk.n == w->blk_written)
+        return 0;
+    if (wsess_block_row(s, w, &w->blk, w->blk_first) < 0)
         return -EIO;
     w->blk_written = w->blk.n;
+    return 0;
+}
+
+/*
+ * The block being filled is full: it waits for the commit with the others
+ * (the transaction reads and writes the file only at its commit, which is
+ * what lets the checkpointer copy the whole WAL back in between, and the WAL
+ * start over), and a spare encoder takes its place. 0 or -ENOMEM.
+ */
+static int wsess_block_full(struct wsess *w)
+{
+    struct block_enc next;
+
+    if (w->n_full == w->full_cap) {
+        size_t cap = w->full_cap ? 2 * w->full_cap : 16;
+        struct wblock *p = realloc(w->full, cap * sizeof(*p));
+
+        if (p == NULL)
+            return -ENOMEM;
+        for (size_t i = w->full_cap; i < cap; i++)
+            block_enc_init(&p[i].enc);
+        w->full = p;
+        w->full_cap = cap;
+    }
+    next = w->full[w->n_full].enc;
+    w->full[w->n_full].enc = w->blk;
+    w->full[w->n_full].first = w->blk_first;
+    w->n_full++;
+    w->blk = next;
+    block_enc_reset(&w->blk);
     return 0;
 }
 
@@ -1129,8 +1192,9 @@ static int store_ext_rows(struct store *s, struct wsess *w, const struct proto_e
 
 /*
  * The blocks format: each entry of the batch goes into the block being
- * filled, with the next rowid; a full block is written out and a new one
- * begun. What is left is written at the commit (wsess_block_write).
+ * filled, with the next rowid; a full block waits for the commit
+ * (wsess_block_full) and a new one is begun. The rows are written at the
+ * commit (wsess_block_write).
  */
 static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job *job)
 {
@@ -1163,9 +1227,8 @@ static int apply_batch_blocks(struct store *s, struct wsess *w, struct store_job
         if (block_enc_add(&w->blk, &be) < 0)
             return store_check(s, w->db, SQLITE_NOMEM, "insert entries");
         if (w->blk.n == BLOCK_ENTRIES) {
-            if ((rc = wsess_block_write(s, w)) < 0)
-                return rc;
-            block_enc_reset(&w->blk);
+            if (wsess_block_full(w) < 0)
+                return store_check(s, w->db, SQLITE_NOMEM, "insert entries");
             w->blk_first = w->next_id + 1;
             w->blk_written = 0;
         }
@@ -1554,6 +1617,9 @@ static void wsess_abort(struct store *s, struct wsess *w)
         agg_discard(w->agg);
         ranks_discard(w->ranks);
         w->in_txn = false;
+        for (size_t i = 0; i < w->n_full; i++)
+            block_enc_reset(&w->full[i].enc);
+        w->n_full = 0;
         /* The block in memory and the shape ids with rows go back to what the file holds. */
         if (((w->blocks && wsess_blocks_resume(s, w) < 0) || wsess_load_shapes(s, w) < 0) &&
             !w->broken) {

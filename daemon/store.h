@@ -50,9 +50,12 @@
  * each new session file and recorded in it: one row per entry, or blocks of
  * up to BLOCK_ENTRIES entries (block.h), one row per block. In the blocks
  * format the writer keeps the block being filled in memory with its rowids
- * (the row format's, 1, 2, 3, ... in the order stored), writes a full block
- * at once and rewrites the partly filled one at each commit, so an ack still
- * means committed; a rollback reloads the last block from the file. Readers
+ * (the row format's, 1, 2, 3, ... in the order stored), keeps the blocks a
+ * transaction fills in memory too and writes their rows at its commit, with
+ * the partly filled one's, so an ack still means committed; a rollback drops
+ * them and reloads the last block from the file. (A transaction that touches
+ * the file only at its commit lets the checkpointer copy the whole WAL back
+ * in between, so that the WAL starts over without the writer waiting.) Readers
  * see `entries` as before, through the virtual table (vtab.h).
  *
  * Errors: functions return 0 or a negative errno; SQLite codes go through

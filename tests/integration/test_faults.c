@@ -290,6 +290,77 @@ Test(faults, shapes_of_a_rolled_back_transaction_are_written_again)
     }
 }
 
+/* Σ start_ns of raw_send_batch(fd, op, n, base, ...) for base = b0 + seq * step, seq in [from, to).
+ */
+static long long batch_starts(long long from, long long to, long long n, long long b0,
+                              long long step)
+{
+    long long sum = 0;
+
+    for (long long seq = from; seq < to; seq++)
+        for (long long i = 0; i < n; i++)
+            sum += b0 + seq * step + i * 1000;
+    return sum;
+}
+
+/*
+ * The blocks format keeps a transaction's full blocks in memory until its
+ * commit: a full disk rolls back a transaction of several full blocks, and
+ * the session goes on. The file then holds exactly the batches committed
+ * before and the batches sent after, each entry once, with rowids 1 .. n.
+ */
+Test(faults, a_rolled_back_transaction_of_full_blocks_leaves_the_file_exact)
+{
+    char data[PATH_MAX], sql[160];
+    const long long n = 3000, after = 5; /* ~3 blocks a batch */
+    long long id, seq;
+    int fd;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to mount a tmpfs");
+    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(data, sizeof(data), "%s/data", d.dir);
+    mkdir(data, 0700);
+    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
+        cr_skip_test("cannot mount a tmpfs here");
+    snprintf(mounted, sizeof(mounted), "%s", data);
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s", data);
+    harness_daemon_restart(&d, "--storage-format", "blocks", NULL);
+
+    fd = raw_producer(d.sock, "blocks", 0, 1, "gpu:0", &id);
+    raw_send_ops(fd, 1, "matmul");
+    for (seq = 1; seq < 400; seq++) {
+        raw_send_batch(fd, 1, (size_t)n, (uint64_t)seq * 10000000, 7);
+        if (raw_flush(fd, (uint64_t)seq) < 0)
+            break;
+    }
+    cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
+    cr_assert_gt(seq, 1, "no batch was stored before the disk filled");
+    cr_assert_eq(mount("tmpfs", data, "tmpfs", MS_REMOUNT, "size=64m"), 0);
+    for (long long k = 0; k < after; k++) {
+        raw_send_batch(fd, 1, (size_t)n, (uint64_t)(1000000000000 + k * 10000000), 7);
+        raw_flush(fd, (uint64_t)(seq + 1 + k)); /* an error (entries were lost); stored */
+    }
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(file_count(id, "SELECT count(*) FROM entries WHERE start_ns < 1000000000000"),
+                 (seq - 1) * n, "the batches acked before the disk filled");
+    cr_assert_eq(file_count(id, "SELECT sum(start_ns) FROM entries WHERE start_ns < 1000000000000"),
+                 batch_starts(1, seq, n, 0, 10000000));
+    cr_assert_eq(file_count(id, "SELECT count(*) FROM entries WHERE start_ns >= 1000000000000"),
+                 after * n, "the batches sent after the disk was grown");
+    cr_assert_eq(
+        file_count(id, "SELECT sum(start_ns) FROM entries WHERE start_ns >= 1000000000000"),
+        batch_starts(0, after, n, 1000000000000, 10000000));
+    snprintf(sql, sizeof(sql), "SELECT count(DISTINCT rowid) FROM entries WHERE rowid <= %lld",
+             (seq - 1 + after) * n);
+    cr_assert_eq(file_count(id, sql), (seq - 1 + after) * n, "rowids are not 1 .. n");
+    cr_assert_eq(file_count(id, "SELECT sum(n) FROM blocks"), (seq - 1 + after) * n);
+    cr_assert_eq(file_count(id, "SELECT entries FROM agg_session"), (seq - 1 + after) * n);
+}
+
 /* In a child: become uid, make a session `name` with n entries, list what it sees. */
 static void as_user(uid_t uid, const char *name, int n, int *seen, long long *id_out)
 {

@@ -624,3 +624,103 @@ Test(store, the_wal_is_checkpointed_off_the_writer_thread)
                             " = 'ok'"),
                  1);
 }
+
+struct outcome {
+    int flushes;
+    int rc[4];
+    long long lost; /* entries of batches that came back not stored */
+};
+
+static void outcome_cb(struct store *s, struct store_job *job, void *data)
+{
+    struct outcome *o = data;
+
+    (void)s;
+    if (job->type == STORE_FLUSH && o->flushes < 4)
+        o->rc[o->flushes++] = job->rc;
+    else if (job->type == STORE_BATCH && job->rc < 0)
+        o->lost += (long long)job->u.batch.b.n;
+    store_job_free(job);
+}
+
+static void file_exec(int64_t sid, const char *sql)
+{
+    char path[PATH_MAX];
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", dir, (long long)sid);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s: %s", sql,
+                 sqlite3_errmsg(db));
+    sqlite3_close(db);
+}
+
+/*
+ * The blocks format keeps a transaction's full blocks in memory until its
+ * commit writes their rows. A commit that fails among them (a trigger the
+ * test puts on the file refuses block rows past rowid 6000) rolls back, and
+ * the blocks it held must go with it: the session goes on, and the file then
+ * holds the first commit's entries and the last one's, each once, with
+ * rowids 1 .. n.
+ */
+Test(store, a_commit_that_fails_among_its_full_blocks_drops_them)
+{
+    struct outcome o = {0};
+    uv_loop_t loop;
+    char err[256];
+    int rc;
+
+    snprintf(dir, sizeof(dir), "/tmp/tcstore.XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    uv_loop_init(&loop);
+    struct store *s = store_new(&loop, dir, outcome_cb, NULL, &o, &rc, err, sizeof(err));
+    cr_assert_not_null(s, "%s", err);
+    store_set_format(s, STORE_FORMAT_BLOCKS);
+    cr_assert_eq(store_start(s), 0);
+    open_session(s, 1);
+    struct store_job *j = store_job_new(STORE_DEVICE, 1);
+    j->u.name.id = 1;
+    j->u.name.name = strdup("gpu:0");
+    store_enqueue(s, j);
+    store_enqueue(s, batch(5000, 0)); /* rowids 1 .. 5000: 4 full blocks and one of 904 */
+    store_enqueue(s, flush(&o));
+    while (o.flushes < 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(o.rc[0], 0);
+
+    file_exec(1, "CREATE TRIGGER refuse BEFORE INSERT ON blocks WHEN NEW.id > 6000"
+                 " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
+    store_enqueue(s, batch(5000, 100000)); /* 5001 .. 10000: 4 blocks fill, rows 4097 .. */
+    store_enqueue(s, flush(&o));
+    while (o.flushes < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_lt(o.rc[1], 0, "the refused commit was acked");
+    cr_assert_eq(o.lost, 5000);
+
+    file_exec(1, "DROP TRIGGER refuse");
+    store_enqueue(s, batch(3000, 1000000)); /* 5001 .. 8000 again */
+    store_enqueue(s, flush(&o));
+    while (o.flushes < 3) /* an error again (the process lost entries), but these are stored */
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(o.lost, 5000);
+    store_free(s);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+
+    /* batch(n, base): start_ns base + i, dur_ns 10 + i */
+    long long starts = 0;
+    for (long long i = 0; i < 5000; i++)
+        starts += i;
+    for (long long i = 0; i < 3000; i++)
+        starts += 1000000 + i;
+    cr_assert_eq(file_query(1, "SELECT count(*) FROM entries"), 8000);
+    cr_assert_eq(file_query(1, "SELECT sum(start_ns) FROM entries"), starts);
+    cr_assert_eq(file_query(1, "SELECT count(*) FROM entries WHERE start_ns >= 100000"
+                               " AND start_ns < 1000000"),
+                 0, "entries of the refused commit are in the file");
+    cr_assert_eq(file_query(1, "SELECT count(DISTINCT rowid) FROM entries WHERE rowid <= 8000"),
+                 8000);
+    cr_assert_eq(file_query(1, "SELECT sum(n) FROM blocks"), 8000);
+    cr_assert_eq(file_query(1, "SELECT entries FROM agg_session"), 8000);
+}
