@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "batchpool.h"
 #include "conn.h"
 #include "control.h"
 #include "log.h"
@@ -593,27 +594,42 @@ static void conn_count_batch(struct conn *c, const struct proto_batch *b)
     }
 }
 
+/* An array of n ids: a spent batch's (batchpool.h) when one is that large. *cap: its room. */
+static uint32_t *conn_ids(size_t n, size_t *cap)
+{
+    size_t bytes;
+    uint32_t *ids = batchpool_take(BATCHPOOL_IDS, n * sizeof(*ids), &bytes);
+
+    if (ids == NULL) {
+        ids = malloc(n * sizeof(*ids));
+        bytes = n * sizeof(*ids);
+    }
+    *cap = bytes / sizeof(*ids);
+    return ids;
+}
+
 static void conn_handle_batch(struct conn *c, struct proto_msg *m)
 {
     struct proto_batch *b = &m->u.batch;
     struct store_job *job;
     uint32_t *dev_ids, *shape_ids;
+    size_t dev_cap, shape_cap;
 
     if (b->n == 0 || conn_cap_batch(c, b) == 0)
         return;
-    dev_ids = malloc(b->n * sizeof(*dev_ids));
-    shape_ids = malloc(b->n * sizeof(*shape_ids));
+    dev_ids = conn_ids(b->n, &dev_cap);
+    shape_ids = conn_ids(b->n, &shape_cap);
     job = store_job_new(STORE_BATCH, c->session->id);
     if (dev_ids == NULL || shape_ids == NULL || job == NULL) {
-        free(dev_ids);
-        free(shape_ids);
+        batchpool_put(BATCHPOOL_IDS, dev_ids, dev_cap * sizeof(*dev_ids));
+        batchpool_put(BATCHPOOL_IDS, shape_ids, shape_cap * sizeof(*shape_ids));
         free(job);
         conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         return;
     }
     if (conn_resolve_batch(c, b, dev_ids, shape_ids) < 0) {
-        free(dev_ids);
-        free(shape_ids);
+        batchpool_put(BATCHPOOL_IDS, dev_ids, dev_cap * sizeof(*dev_ids));
+        batchpool_put(BATCHPOOL_IDS, shape_ids, shape_cap * sizeof(*shape_ids));
         free(job);
         return;
     }
@@ -623,6 +639,7 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
     memset(b, 0, sizeof(*b));
     job->u.batch.dev_ids = dev_ids;
     job->u.batch.shape_ids = shape_ids;
+    job->u.batch.ids_cap = dev_cap < shape_cap ? dev_cap : shape_cap;
     c->enqueued += job->u.batch.b.n;
     c->session->entries += job->u.batch.b.n;
     store_job_charge(job, c->budget);
@@ -1050,6 +1067,7 @@ int conn_accept(struct daemon *d, int fd)
         close(fd);
         return rc;
     }
+    proto_reader_set_take(&c->reader, batchpool_take_batch, NULL);
     u32map_init(&c->ops);
     strmap_init(&c->meta_keys);
     uv_pipe_init(d->loop, &c->pipe, 0);

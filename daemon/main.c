@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "batchpool.h"
 #include "bytesize.h"
 #include "conn.h"
 #include "control.h"
@@ -426,6 +427,7 @@ static void daemon_tick_cb(uv_timer_t *t)
     struct daemon *d = t->data;
 
     session_tick(&d->reg);
+    batchpool_trim();
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
         if (s->live)
             s->bytes = store_session_bytes(d->store, s->id);
@@ -577,6 +579,7 @@ static int daemon_start(struct daemon *d)
 int main(int argc, char **argv)
 {
     struct daemon d = {0};
+    struct batchpool_stats pool;
     uv_loop_t loop;
     int rc;
 
@@ -623,6 +626,11 @@ int main(int argc, char **argv)
         uv_run(&loop, UV_RUN_DEFAULT); /* lets the handles closed on failure finish */
     if (uv_loop_close(&loop) != 0)
         log_warn("the loop still had handles at exit");
+    batchpool_stats(&pool);
+    log_debug("batch arrays: %llu reused, %llu allocated, %llu kept and %llu freed when spent",
+              (unsigned long long)pool.taken, (unsigned long long)pool.missed,
+              (unsigned long long)pool.kept, (unsigned long long)pool.freed);
+    batchpool_drain();
     free(d.opt.socket_path);
     free(d.opt.data_dir);
     free(d.opt.admin_group);

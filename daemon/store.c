@@ -21,6 +21,7 @@
 #include <sqlite3.h>
 
 #include "agg.h"
+#include "batchpool.h"
 #include "block.h"
 #include "log.h"
 #include "map.h"
@@ -396,9 +397,8 @@ void store_job_free(struct store_job *job)
         proto_kv_free(job->u.meta.kv, job->u.meta.n);
         break;
     case STORE_BATCH:
-        proto_batch_free(&job->u.batch.b);
-        free(job->u.batch.dev_ids);
-        free(job->u.batch.shape_ids);
+        batchpool_put_batch(&job->u.batch.b, job->u.batch.dev_ids, job->u.batch.shape_ids,
+                            job->u.batch.ids_cap);
         break;
     default:
         break;
@@ -1710,17 +1710,18 @@ static void store_apply(struct store *s, struct wsess *w, struct store_job *job)
         break;
     default:
         job->rc = apply_in_txn(s, w, job);
-        /* Applied or not, a batch's entries are not needed again: only its count is. */
+        /*
+         * Applied or not, a batch's arrays are not needed again, only its count
+         * is: they go back to the loop for the next batches (batchpool.h).
+         */
         if (job->type == STORE_BATCH) {
-            free(job->u.batch.b.entries);
-            free(job->u.batch.b.blob);
-            free(job->u.batch.dev_ids);
-            free(job->u.batch.shape_ids);
-            job->u.batch.b.entries = NULL;
-            job->u.batch.b.blob = NULL;
+            size_t n = job->u.batch.b.n;
+
+            batchpool_put_batch(&job->u.batch.b, job->u.batch.dev_ids, job->u.batch.shape_ids,
+                                job->u.batch.ids_cap);
+            job->u.batch.b.n = n;
             job->u.batch.dev_ids = NULL;
             job->u.batch.shape_ids = NULL;
-            job->u.batch.b.blob_len = 0;
         }
         break;
     }

@@ -148,6 +148,7 @@ struct store_job {
              * the first time it meets an id, from that entry's bytes.
              */
             uint32_t *shape_ids;
+            size_t ids_cap; /* room in dev_ids and shape_ids (batchpool.h); 0: b.n */
         } batch;
         struct {
             int64_t process_id, ended_ns;

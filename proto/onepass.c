@@ -965,10 +965,11 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *l
             goto fail;
         }
     }
-    out->n = count;
+    out->n = out->cap = count;
     *len = (size_t)(r.p - p);
     out->blob = b.data;
     out->blob_len = b.size;
+    out->blob_cap = b.alloc;
     return 0;
 fail:
     free(b.data);
@@ -1021,12 +1022,12 @@ int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
  */
 static int inc_grow(struct onepass_inc *s, size_t avail)
 {
-    size_t want = s->b.n + (avail - s->pos), ncap = s->cap ? 2 * s->cap : (avail - s->pos) / 5;
+    size_t want = s->b.n + (avail - s->pos), ncap = s->b.cap ? 2 * s->b.cap : (avail - s->pos) / 5;
     struct proto_entry *e;
 
     if (ncap < 64)
         ncap = 64;
-    if (s->cap == 0 && ncap < s->last_n)
+    if (s->b.cap == 0 && ncap < s->last_n)
         ncap = s->last_n;
     if (want < s->last_n)
         want = s->last_n;
@@ -1037,7 +1038,7 @@ static int inc_grow(struct onepass_inc *s, size_t avail)
     if ((e = realloc(s->b.entries, ncap * sizeof(*e))) == NULL)
         return -1;
     s->b.entries = e;
-    s->cap = ncap;
+    s->b.cap = ncap;
     return 0;
 }
 
@@ -1045,7 +1046,7 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
                      bool strict, struct proto_error *err)
 {
     struct rd r = {p + s->pos, p + avail, strict};
-    struct blob b = {s->b.blob, s->b.blob_len, s->blob_alloc};
+    struct blob b = {s->b.blob, s->b.blob_len, s->b.blob_cap};
 
     /* room for as many bytes as the last batch's blob took (a peer's batches are alike), and
      * BLOB_SLACK */
@@ -1063,7 +1064,7 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
             rc = strict ? ONEPASS_STOP : cut_short(err);
             break;
         }
-        if (i == s->cap && inc_grow(s, avail) < 0) {
+        if (i == s->b.cap && inc_grow(s, avail) < 0) {
             rc = strict ? ONEPASS_STOP : fail(err, PROTO_E_INTERNAL, "out of memory");
             break;
         }
@@ -1086,7 +1087,7 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
     }
     s->b.blob = b.data;
     s->b.blob_len = b.size;
-    s->blob_alloc = b.alloc;
+    s->b.blob_cap = b.alloc;
     return rc;
 }
 

@@ -58,9 +58,12 @@ size_t onepass_skip(const uint8_t *p, size_t n);
  * first byte.
  */
 struct onepass_inc {
-    struct proto_batch b; /* b.n: the entries decoded so far */
-    size_t cap;           /* entries allocated: never more than decoded + bytes buffered */
-    size_t blob_alloc;
+    /*
+     * b.n: the entries decoded so far; b.cap: entries allocated here, never
+     * more than decoded + bytes buffered (arrays the batch started in, see
+     * proto_reader_set_take(), may hold more: they were not allocated for it)
+     */
+    struct proto_batch b;
     uint32_t top_n, n; /* elements of the message; entries announced */
     size_t pos;        /* where entry b.n starts (after the last: where the list ends) */
     /* the last batch this reader took whole: what the next one starts with room for */

@@ -613,9 +613,10 @@ static int decode_batch(const msgpack_object *a, struct proto_batch *b, struct p
             goto out;
         }
     }
-    b->n = l->via.array.size;
+    b->n = b->cap = l->via.array.size;
 out:
     b->blob_len = sb.size;
+    b->blob_cap = sb.alloc;
     b->blob = msgpack_sbuffer_release(&sb);
     msgpack_sbuffer_destroy(&sb);
     return rc;
@@ -1092,6 +1093,13 @@ void proto_reader_deinit(struct proto_reader *r)
     msgpack_unpacker_destroy(&r->unp);
 }
 
+void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struct proto_batch *b),
+                           void *ctx)
+{
+    r->take = take;
+    r->take_ctx = ctx;
+}
+
 char *proto_reader_buffer(struct proto_reader *r, size_t want)
 {
     size_t have = r->unp.used - r->unp.off, room = want;
@@ -1547,6 +1555,17 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
     r->unscanned -= scan_bytes(&r->scan, p, (size_t)hl, r->max_msg, NULL);
     if (r->scan.error != NULL)
         return reader_scan_fail(r, err);
+    if (r->take != NULL && r->inc->b.entries == NULL && r->inc->b.blob == NULL) {
+        struct proto_batch *b = &r->inc->b;
+
+        b->cap = r->inc->last_n; /* what the last batch needed: a hint */
+        b->blob_cap = r->inc->last_blob;
+        r->take(r->take_ctx, b);
+        if (b->entries == NULL)
+            b->cap = 0;
+        if (b->blob == NULL)
+            b->blob_cap = 0;
+    }
     r->inc_mode = INC_FAST;
     return 1;
 }

@@ -180,6 +180,9 @@ struct proto_batch {
     size_t n;
     char *blob; /* shapes, device names and ext maps, see struct proto_entry */
     size_t blob_len;
+    /* room in entries (entries) and blob (bytes), so that a pool may reuse them; 0: not known
+     * (n and blob_len are safe to assume) */
+    size_t cap, blob_cap;
 };
 
 /* How a control request names a session: by id, or by name (newest of that name). */
@@ -323,11 +326,28 @@ struct proto_reader {
     struct onepass_inc *inc; /* the batch at the front, decoded as it arrives (NULL: none yet) */
     int inc_mode;            /* what inc is at (proto.c) */
     size_t last_batch;       /* bytes of the last batch taken: the buffer's room for the next */
+    void (*take)(void *ctx, struct proto_batch *b); /* see proto_reader_set_take */
+    void *take_ctx;
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
 int proto_reader_init(struct proto_reader *r, size_t max_msg);
 void proto_reader_deinit(struct proto_reader *r);
+
+/*
+ * Where the arrays of a batch decoded as it arrives start (NULL take: fresh
+ * ones, the default). As a batch begins, take(ctx, b) is called with b's
+ * arrays NULL, b->cap and b->blob_cap what the reader's last batch needed
+ * (0 for the first), and may set b's entries and blob to malloc'd arrays
+ * with room for b->cap entries and b->blob_cap bytes (either may be NULL, its
+ * room then ignored; less room than asked is fine), which the reader then owns: it fills
+ * them, grows them with realloc when the batch needs more, and the batch
+ * returned has them (its cap and blob_cap say how much room they have), so
+ * a caller can hand the arrays of spent batches back for the next ones
+ * instead of faulting fresh pages in. take is called on the reader's thread.
+ */
+void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struct proto_batch *b),
+                           void *ctx);
 
 /*
  * Where to put up to `want` more bytes: returns a pointer with at least

@@ -5,6 +5,7 @@
  * the proto_pack_* functions under test (except in the round-trip tests).
  */
 #include <errno.h>
+#include <malloc.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -1778,6 +1779,60 @@ static void differ_whole(const char *p, size_t n, size_t idx, struct answers *an
     proto_msg_free(&b);
 }
 
+/*
+ * Arrays lent to the one-pass reader (proto_reader_set_take), when `lend`:
+ * those of the batches it returned, scribbled over, else fresh ones of a
+ * random room (1 entry and byte too, which the reader must grow), filled
+ * with garbage. Whatever they held must not show in what it decodes.
+ */
+static bool lend;
+static struct proto_batch lent[8];
+static size_t n_lent;
+
+static void lend_take(void *ctx, struct proto_batch *b)
+{
+    (void)ctx;
+    if (below(4) == 0)
+        return; /* none: the reader allocates */
+    if (n_lent > 0 && below(2) == 0) {
+        *b = lent[--n_lent];
+        if (below(3) == 0) { /* the entries only */
+            free(b->blob);
+            b->blob = NULL;
+            b->blob_cap = 0;
+        }
+        return;
+    }
+    b->cap = below(2) ? 1 + below(100) : b->cap + below(3);
+    b->blob_cap = below(2) ? 1 + below(200) : b->blob_cap + below(3);
+    b->entries = malloc((b->cap ? b->cap : 1) * sizeof(*b->entries));
+    b->blob = malloc(b->blob_cap ? b->blob_cap : 1);
+    cr_assert(b->entries != NULL && b->blob != NULL);
+    memset(b->entries, 0x5a, b->cap * sizeof(*b->entries));
+    memset(b->blob, 0x5a, b->blob_cap);
+}
+
+/* A batch the reader returned: its room is what it says, then it is lent again. */
+static void lend_give(struct proto_batch *b)
+{
+    cr_assert_geq(b->cap, b->n);
+    cr_assert_geq(b->blob_cap, b->blob_len);
+    if (b->entries != NULL)
+        cr_assert_geq(malloc_usable_size(b->entries), b->cap * sizeof(*b->entries));
+    if (b->blob != NULL)
+        cr_assert_geq(malloc_usable_size(b->blob), b->blob_cap);
+    if (n_lent == sizeof(lent) / sizeof(lent[0]) || b->entries == NULL) {
+        proto_batch_free(b);
+        return;
+    }
+    memset(b->entries, 0xa5, b->cap * sizeof(*b->entries));
+    if (b->blob != NULL)
+        memset(b->blob, 0xa5, b->blob_cap);
+    b->n = b->blob_len = 0;
+    lent[n_lent++] = *b;
+    memset(b, 0, sizeof(*b));
+}
+
 /* p[0..n) through both kinds of reader in pieces of random sizes, a flush after it. */
 static void differ_reader(const char *p, size_t n, size_t idx)
 {
@@ -1796,6 +1851,8 @@ static void differ_reader(const char *p, size_t n, size_t idx)
     for (int k = 0; k < 2; k++)
         cr_assert_eq(proto_reader_init(&r[k], 0), 0);
     r[1].tree = true;
+    if (lend)
+        proto_reader_set_take(&r[0], lend_take, NULL);
     while (off < total && rc[0] >= 0) {
         size_t piece = 1 + below(below(2) ? 8 : total);
         if (piece > total - off)
@@ -1809,6 +1866,8 @@ static void differ_reader(const char *p, size_t n, size_t idx)
                 rc[k] = proto_reader_next(&r[k], &m[k], &e[k]);
             }
             same_answer("reader", idx, rc[0], &m[0], &e[0], rc[1], &m[1], &e[1]);
+            if (lend && rc[0] == 1 && m[0].type == PROTO_BATCH)
+                lend_give(&m[0].u.batch);
             proto_msg_free(&m[0]);
             proto_msg_free(&m[1]);
         } while (rc[0] == 1);
@@ -1858,6 +1917,28 @@ Test(proto, onepass_same_as_object_tree)
     /* both outcomes well represented: the generator reaches the decoders' paths */
     cr_assert_gt(ans.decoded, 1500, "%zu decoded", ans.decoded);
     cr_assert_gt(ans.failed, 5000, "%zu failed", ans.failed);
+}
+
+/*
+ * The same with arrays lent to the one-pass reader (proto_reader_set_take, as
+ * the daemon lends those of spent batches): of every room, holding garbage,
+ * they change nothing it decodes, and the batches it returns say their room.
+ */
+Test(proto, reader_lent_arrays_same_as_object_tree)
+{
+    lend = true;
+    for (size_t i = 0; i < 3000; i++) {
+        struct buf b;
+
+        buf_init(&b);
+        clean = i % 2 == 0;
+        g_batch(&b);
+        differ_reader(b.sb.data, b.sb.size, i);
+        msgpack_sbuffer_destroy(&b.sb);
+    }
+    while (n_lent > 0)
+        proto_batch_free(&lent[--n_lent]);
+    lend = false;
 }
 
 /* ---- a batch decoded as its bytes arrive (proto_reader_next, onepass_inc) ---- */
