@@ -144,6 +144,26 @@ Test(faults, kill9_keeps_every_acked_entry)
     munmap(acked, sizeof(long long) * PRODUCERS);
 }
 
+/*
+ * The daemon's data dir on a 3 MiB tmpfs (mode 0700: the daemon refuses a
+ * data dir that others may write, tmpfs's default 1777), its path in data;
+ * skips the test where it cannot be mounted. The daemon is not started.
+ */
+static void small_disk(char *data, size_t len)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to mount a tmpfs");
+    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(data, len, "%s/data", d.dir);
+    mkdir(data, 0700);
+    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
+        cr_skip_test("cannot mount a tmpfs here");
+    snprintf(mounted, sizeof(mounted), "%s", data);
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s", data);
+}
+
 /* A data dir on a 3 MiB tmpfs: fill it, see the error, read on, resume after growing it. */
 Test(faults, disk_full_is_reported_and_recovers)
 {
@@ -151,18 +171,7 @@ Test(faults, disk_full_is_reported_and_recovers)
     long long id, stored = 0, seq;
     int fd;
 
-    if (geteuid() != 0)
-        cr_skip_test("needs root to mount a tmpfs");
-    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
-    cr_assert_not_null(mkdtemp(d.dir));
-    snprintf(data, sizeof(data), "%s/data", d.dir);
-    mkdir(data, 0700);
-    /* mode 0700: the daemon refuses a data dir that others may write (tmpfs's default 1777) */
-    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
-        cr_skip_test("cannot mount a tmpfs here");
-    snprintf(mounted, sizeof(mounted), "%s", data);
-    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
-    snprintf(d.data, sizeof(d.data), "%s", data);
+    small_disk(data, sizeof(data));
     harness_daemon_restart(&d, NULL);
 
     fd = raw_producer(d.sock, "full", 0, 1, "gpu:0", &id);
@@ -244,17 +253,7 @@ Test(faults, shapes_of_a_rolled_back_transaction_are_written_again)
     long long id, seq;
     int fd;
 
-    if (geteuid() != 0)
-        cr_skip_test("needs root to mount a tmpfs");
-    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
-    cr_assert_not_null(mkdtemp(d.dir));
-    snprintf(data, sizeof(data), "%s/data", d.dir);
-    mkdir(data, 0700);
-    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
-        cr_skip_test("cannot mount a tmpfs here");
-    snprintf(mounted, sizeof(mounted), "%s", data);
-    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
-    snprintf(d.data, sizeof(d.data), "%s", data);
+    small_disk(data, sizeof(data));
     harness_daemon_restart(&d, "--storage-format", "rows", NULL);
 
     fd = raw_producer(d.sock, "shaped", 0, 1, NULL, &id);
@@ -316,17 +315,7 @@ Test(faults, a_rolled_back_transaction_of_full_blocks_leaves_the_file_exact)
     long long id, seq;
     int fd;
 
-    if (geteuid() != 0)
-        cr_skip_test("needs root to mount a tmpfs");
-    snprintf(d.dir, sizeof(d.dir), "/tmp/tctest.XXXXXX");
-    cr_assert_not_null(mkdtemp(d.dir));
-    snprintf(data, sizeof(data), "%s/data", d.dir);
-    mkdir(data, 0700);
-    if (mount("tmpfs", data, "tmpfs", 0, "size=3m,mode=0700") != 0)
-        cr_skip_test("cannot mount a tmpfs here");
-    snprintf(mounted, sizeof(mounted), "%s", data);
-    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
-    snprintf(d.data, sizeof(d.data), "%s", data);
+    small_disk(data, sizeof(data));
     harness_daemon_restart(&d, "--storage-format", "blocks", NULL);
 
     fd = raw_producer(d.sock, "blocks", 0, 1, "gpu:0", &id);
