@@ -52,9 +52,12 @@
  * their own, so the writer never stalls on them: it asks for one after a
  * commit that leaves CKPT_FRAMES more pages in the WAL than its last request
  * saw. A WAL only starts over when a transaction begins with every page of it
- * copied, which a writer that never pauses rarely sees: at CKPT_SYNC_FRAMES
- * the writer copies what is left itself (little, the checkpointer having done
- * the rest), so the WAL stays under ~CKPT_SYNC_FRAMES pages.
+ * copied. A blocks transaction touches the file only at its commit
+ * (wsess_block_full), which leaves the checkpointer the time to copy it all;
+ * a row-format writer that never pauses rarely gives it that. At
+ * CKPT_SYNC_FRAMES the writer copies what is left itself (little, the
+ * checkpointer having done the rest), so the WAL stays under
+ * ~CKPT_SYNC_FRAMES pages.
  */
 #define CKPT_FRAMES      1000
 #define CKPT_SYNC_FRAMES 8000
@@ -792,18 +795,25 @@ static int wsess_block_row(struct store *s, struct wsess *w, const struct block_
     return step_reset(s, w->db, st, "write block") < 0 ? -EIO : 0;
 }
 
+/* The blocks filled in the transaction are written, or rolled back: their encoders become spares.
+ */
+static void wsess_blocks_drop(struct wsess *w)
+{
+    for (size_t i = 0; i < w->n_full; i++)
+        block_enc_reset(&w->full[i].enc);
+    w->n_full = 0;
+}
+
 /*
  * At the commit: the rows of the blocks filled in the transaction, then the
  * row of the block being filled when it has entries its row lacks.
  */
 static int wsess_block_write(struct store *s, struct wsess *w)
 {
-    for (size_t i = 0; i < w->n_full; i++) {
+    for (size_t i = 0; i < w->n_full; i++)
         if (wsess_block_row(s, w, &w->full[i].enc, w->full[i].first) < 0)
-            return -EIO;
-        block_enc_reset(&w->full[i].enc);
-    }
-    w->n_full = 0;
+            return -EIO; /* the rollback drops them (wsess_blocks_drop) */
+    wsess_blocks_drop(w);
     if (w->blk.n == w->blk_written)
         return 0;
     if (wsess_block_row(s, w, &w->blk, w->blk_first) < 0)
@@ -1619,9 +1629,7 @@ static void wsess_abort(struct store *s, struct wsess *w)
         agg_discard(w->agg);
         ranks_discard(w->ranks);
         w->in_txn = false;
-        for (size_t i = 0; i < w->n_full; i++)
-            block_enc_reset(&w->full[i].enc);
-        w->n_full = 0;
+        wsess_blocks_drop(w);
         /* The block in memory and the shape ids with rows go back to what the file holds. */
         if (((w->blocks && wsess_blocks_resume(s, w) < 0) || wsess_load_shapes(s, w) < 0) &&
             !w->broken) {

@@ -116,6 +116,8 @@ static int f_read(sqlite3_file *f, void *p, int amt, sqlite3_int64 off)
 
 static int f_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off)
 {
+    if (((struct wfile *)f)->wal)
+        return wal_write(f, p, amt, off);
     return REAL(f)->pMethods->xWrite(REAL(f), p, amt, off);
 }
 
@@ -208,15 +210,9 @@ static int f_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
     return REAL(f)->pMethods->xUnfetch(REAL(f), off, p);
 }
 
-/* The methods of a file whose default methods are of version 3 (the unix VFS's). */
-static const sqlite3_io_methods pass_methods = {
+/* Every file's methods: the default ones are of version 3 (the unix VFS's). */
+static const sqlite3_io_methods methods = {
     3,          f_close,       f_read,      f_write,   f_truncate, f_sync,   f_size,
-    f_lock,     f_unlock,      f_reserved,  f_control, f_sector,   f_device, f_shm_map,
-    f_shm_lock, f_shm_barrier, f_shm_unmap, f_fetch,   f_unfetch,
-};
-
-static const sqlite3_io_methods wal_methods = {
-    3,          f_close,       f_read,      wal_write, f_truncate, f_sync,   f_size,
     f_lock,     f_unlock,      f_reserved,  f_control, f_sector,   f_device, f_shm_map,
     f_shm_lock, f_shm_barrier, f_shm_unmap, f_fetch,   f_unfetch,
 };
@@ -239,7 +235,7 @@ static int v_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int 
         w->real->pMethods->xClose(w->real);
         return SQLITE_CANTOPEN;
     }
-    w->base.pMethods = w->wal ? &wal_methods : &pass_methods;
+    w->base.pMethods = &methods;
     return rc;
 }
 
