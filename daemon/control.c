@@ -31,6 +31,8 @@ struct report_work {
     struct proto_analysis analysis; /* owns its device and category */
     int64_t id;
     char *name, *state;
+    int interrupted;  /* enum store_cut */
+    int64_t ended_ns; /* 0 while live */
     char path[PATH_MAX];
     int rc;
     bool heavy; /* counted in d->n_heavy */
@@ -94,7 +96,9 @@ static void owner_name(int64_t uid, char *buf, size_t size)
 static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s,
                          const char *owner)
 {
-    msgpack_pack_map(pk, owner != NULL ? 14 : 13);
+    const char *why = session_cut_reason(s->interrupted);
+
+    msgpack_pack_map(pk, owner != NULL ? 15 : 14);
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -115,6 +119,11 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
         msgpack_pack_true(pk);
     else
         msgpack_pack_false(pk);
+    pack_key(pk, "interrupted_reason");
+    if (why != NULL)
+        proto_pack_str(pk, why);
+    else
+        msgpack_pack_nil(pk);
     pack_kv_i64(pk, "uid", s->uid);
     pack_kv_u64(pk, "failed", s->failed);
     if (owner != NULL)
@@ -260,6 +269,8 @@ static void report_work_cb(uv_work_t *req)
         r.id = w->id;
         r.name = w->name;
         r.state = w->state;
+        r.interrupted = w->interrupted;
+        r.ended_ns = w->ended_ns;
         msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
         proto_pack_ok_header(&pk);
         w->rc = report_pack(&pk, &r);
@@ -347,6 +358,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
     }
     w->c = c;
     w->id = s->id;
+    w->interrupted = s->interrupted;
+    w->ended_ns = s->live ? 0 : s->ended_ns;
     w->params.top = req->top;
     w->params.comm_min_ratio = req->comm_min_ratio;
     w->params.mem_threshold = req->mem_threshold;

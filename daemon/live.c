@@ -11,7 +11,9 @@ static void live_u64(msgpack_packer *pk, const char *key, uint64_t v)
 
 static void live_session(msgpack_packer *pk, const struct session *s)
 {
-    msgpack_pack_map(pk, 7);
+    const char *why = session_cut_reason(s->interrupted);
+
+    msgpack_pack_map(pk, 9);
     proto_pack_str(pk, "id");
     msgpack_pack_int64(pk, s->id);
     proto_pack_str(pk, "name");
@@ -22,6 +24,16 @@ static void live_session(msgpack_packer *pk, const struct session *s)
     live_u64(pk, "connected", s->live ? s->connected : 0);
     live_u64(pk, "entries", s->entries);
     live_u64(pk, "dropped", s->dropped);
+    proto_pack_str(pk, "interrupted");
+    if (s->interrupted != 0)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    proto_pack_str(pk, "interrupted_reason");
+    if (why != NULL)
+        proto_pack_str(pk, why);
+    else
+        msgpack_pack_nil(pk);
 }
 
 /* Every connected producer of s, by process id (connections are listed newest first). */

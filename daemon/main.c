@@ -446,6 +446,7 @@ static void daemon_stop(struct daemon *d)
     d->stopping = true;
     log_info("stopping: committing what was received");
     listener_stop(d);
+    d->reg.stopping = true; /* the sessions the closes below leave are cut short, not ended */
     while (d->conns != NULL)
         conn_close(d->conns);
     session_registry_deinit(&d->reg);

@@ -173,7 +173,8 @@ static int rq_processes(struct rq *q)
             free(sorted);
             return rq_fail(q, SQLITE_NOMEM, "ranks");
         }
-        memcpy(sorted, q->ranks, q->n_ranks * sizeof(*sorted));
+        if (q->n_ranks > 0) /* a file without processes: q->ranks is NULL */
+            memcpy(sorted, q->ranks, q->n_ranks * sizeof(*sorted));
         qsort(sorted, q->n_ranks, sizeof(*sorted), rq_cmp_i64); /* rank is the first field */
         for (size_t i = 0; i < q->n_ranks; i++)
             for (size_t j = 0; j < q->n_ranks; j++)

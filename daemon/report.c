@@ -11,6 +11,7 @@
  */
 #include "ranks_query.h"
 #include "report.h"
+#include "session.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -65,16 +66,24 @@ static int report_kv_blob(msgpack_packer *pk, const char *key, const struct repo
 
 static int report_pack_session(msgpack_packer *pk, const struct report *r)
 {
-    if (report_key(pk, "session") || msgpack_pack_map(pk, 9) || report_key(pk, "id"))
+    if (report_key(pk, "session") || msgpack_pack_map(pk, 12) || report_key(pk, "id"))
         return -ENOMEM;
     if (r->id >= 0 ? msgpack_pack_uint64(pk, (uint64_t)r->id) : msgpack_pack_nil(pk))
         return -ENOMEM;
-    return report_nomem(
-        report_kv_str(pk, "name", r->name) || report_kv_str(pk, "state", r->state) ||
+    if (report_kv_str(pk, "name", r->name) || report_kv_str(pk, "state", r->state) ||
         report_kv_u64(pk, "processes", r->processes) ||
         report_kv_u64(pk, "devices", r->devices_count) ||
         report_kv_u64(pk, "entries", r->entries) || report_kv_u64(pk, "dropped", r->dropped) ||
-        report_kv_u64(pk, "total_ns", r->total_ns) || report_kv_u64(pk, "span_ns", r->span_ns));
+        report_kv_u64(pk, "total_ns", r->total_ns) || report_kv_u64(pk, "span_ns", r->span_ns))
+        return -ENOMEM;
+    /* Extensions (proto/PROTOCOL.md): whether and why the session was cut short, and when. */
+    if (report_key(pk, "interrupted") ||
+        (r->interrupted != 0 ? msgpack_pack_true(pk) : msgpack_pack_false(pk)) ||
+        report_kv_str(pk, "interrupted_reason", session_cut_reason(r->interrupted)) ||
+        report_key(pk, "interrupted_ns"))
+        return -ENOMEM;
+    return report_nomem(r->interrupted != 0 && r->ended_ns > 0 ? msgpack_pack_int64(pk, r->ended_ns)
+                                                               : msgpack_pack_nil(pk));
 }
 
 static int report_pack_op(msgpack_packer *pk, const struct report_op *o)

@@ -74,7 +74,9 @@ struct report {
     /* session header */
     int64_t id;
     char *name;
-    char *state; /* "live" or "ended" */
+    char *state;      /* "live" or "ended" */
+    int interrupted;  /* enum store_cut (store.h): why the session was cut short, if it was */
+    int64_t ended_ns; /* CLOCK_REALTIME; 0 while live */
     uint64_t processes, devices_count, entries, dropped, total_ns, span_ns;
 
     struct report_op *ops;

@@ -155,7 +155,21 @@ int session_load(struct registry *reg, const struct store_catalog_row *row)
     return 0;
 }
 
-static void session_end(struct registry *reg, struct session *s, bool interrupted)
+const char *session_cut_reason(int cut)
+{
+    switch (cut) {
+    case STORE_CUT_NONE:
+        return NULL;
+    case STORE_CUT_STOP:
+        return "the daemon was stopped while the session was live; what it had received is "
+               "stored";
+    default:
+        return "the daemon died while the session was live (a crash or kill -9) and recovered "
+               "the session at its next start; entries in flight then were lost";
+    }
+}
+
+static void session_end(struct registry *reg, struct session *s, enum store_cut interrupted)
 {
     struct store_job *job = store_job_new(STORE_SESSION_END, s->id);
 
@@ -195,7 +209,7 @@ void session_registry_deinit(struct registry *reg)
 
     for (s = reg->list; s != NULL; s = s->next)
         if (s->live)
-            session_end(reg, s, true);
+            session_end(reg, s, STORE_CUT_STOP);
     for (s = reg->list; s != NULL; s = next) {
         next = s->next;
         session_free(s);
@@ -278,7 +292,8 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
     if (h->device != NULL &&
         (*err = session_device(reg, s, h->device, strlen(h->device), NULL, dev_id)) < 0) {
         if (s->connected == 0 && s->processes == 0)
-            session_end(reg, s, false); /* just started: do not leave it live with nobody */
+            session_end(reg, s,
+                        STORE_CUT_NONE); /* just started: do not leave it live with nobody */
         return NULL;
     }
     *err = -ENOMEM;
@@ -306,12 +321,12 @@ void session_leave(struct registry *reg, struct session *s, int64_t process_id, 
         store_enqueue(reg->store, job);
     }
     s->dropped += dropped;
-    if (--s->connected > 0)
+    if (--s->connected > 0 || reg->stopping)
         return;
     if (s->world > 0 && s->processes < (uint64_t)s->world)
         s->linger_until = uv_now(reg->loop) + reg->linger_ms; /* more processes are expected */
     else
-        session_end(reg, s, false);
+        session_end(reg, s, STORE_CUT_NONE);
 }
 
 static int intern(struct registry *reg, struct session *s, struct strmap *map, uint32_t *next,
@@ -656,5 +671,5 @@ void session_tick(struct registry *reg)
 
     for (struct session *s = reg->list; s != NULL; s = s->next)
         if (s->live && s->connected == 0 && s->linger_until != 0 && now >= s->linger_until)
-            session_end(reg, s, false);
+            session_end(reg, s, STORE_CUT_NONE);
 }

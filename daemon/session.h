@@ -50,7 +50,7 @@ struct session {
     int64_t id;
     char *name;
     bool live;
-    bool interrupted;             /* ended because the daemon stopped */
+    int interrupted;              /* enum session_cut: ended because the daemon stopped */
     int64_t uid;                  /* of the first producer; -1 unknown */
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
     uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
@@ -88,11 +88,19 @@ struct registry {
     int64_t anchor_wall;
     uint64_t anchor_mono;
     struct store_budget *opening; /* STORE_OPEN jobs queued: one STORE_OPEN_COST each */
+    /* The daemon is stopping: producers cut off now leave their sessions live, for
+     * session_registry_deinit() to end as interrupted (STORE_CUT_STOP). */
+    bool stopping;
 };
 
 /* Returns 0 or -ENOMEM. */
 int session_registry_init(struct registry *reg, uv_loop_t *loop, struct store *store,
                           int64_t last_id, uint64_t linger_ms);
+/*
+ * Why a session was cut short (enum store_cut), in one sentence for people: NULL
+ * when it was not (STORE_CUT_NONE). The string is static.
+ */
+const char *session_cut_reason(int cut);
 /* Ends every live session (interrupted) and frees everything. */
 void session_registry_deinit(struct registry *reg);
 /* Adds an ended session read from the catalog. Returns 0 or -ENOMEM. */

@@ -2157,7 +2157,7 @@ static int store_recover(struct store *s)
         store_reconcile(s, ids[i]);
     free(ids);
     return store_exec(s, s->catalog,
-                      "UPDATE sessions SET state = 'ended', interrupted = 1, ended_ns ="
+                      "UPDATE sessions SET state = 'ended', interrupted = 2, ended_ns ="
                       " coalesce(ended_ns, CAST((julianday('now') - 2440587.5) * 86400e9 AS"
                       " INTEGER)) WHERE state = 'live'",
                       "mark interrupted sessions");
@@ -2275,7 +2275,7 @@ int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store
             .processes = (uint64_t)sqlite3_column_int64(st, 6),
             .entries = (uint64_t)sqlite3_column_int64(st, 7),
             .dropped = (uint64_t)sqlite3_column_int64(st, 8),
-            .interrupted = sqlite3_column_int(st, 9) != 0,
+            .interrupted = sqlite3_column_int(st, 9),
         };
         store_publish_size(s, row.id); /* start-up: the loop may wait on disk now */
         if (row_cb(arg, &row) < 0)

@@ -160,8 +160,8 @@ struct store_job {
             uint64_t processes;
             uint64_t entries; /* the loop's count; the catalog gets what was committed */
             uint64_t dropped; /* by clients and refused; the store adds what it lost */
-            bool interrupted;
-        } session_end; /* STORE_SESSION_END */
+            int interrupted;  /* enum session_cut */
+        } session_end;        /* STORE_SESSION_END */
         struct {
             int64_t process_id;
             uint64_t seq, stored; /* the loop's, carried for the ack */
@@ -170,12 +170,19 @@ struct store_job {
     } u;
 };
 
+/* Why a session ended early: the catalog's `interrupted` column (schema/catalog.sql). */
+enum store_cut {
+    STORE_CUT_NONE = 0,  /* it ended normally: every producer left, or `end` was asked */
+    STORE_CUT_STOP = 1,  /* the daemon was stopped (SIGTERM, SIGINT) while it was live */
+    STORE_CUT_CRASH = 2, /* the daemon died while it was live; recovered at the next start */
+};
+
 /* One row of the catalog, as store_catalog_load() reports it. */
 struct store_catalog_row {
     int64_t id, uid, started_ns, ended_ns;
     const char *name, *state;
     uint64_t processes, entries, dropped;
-    bool interrupted;
+    int interrupted; /* the catalog's column: enum session_cut */
 };
 
 struct store;

@@ -11,6 +11,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     processes   INTEGER NOT NULL DEFAULT 0,
     entries     INTEGER NOT NULL DEFAULT 0,
     dropped     INTEGER NOT NULL DEFAULT 0,
-    interrupted INTEGER NOT NULL DEFAULT 0         -- 1: the daemon stopped while it was live
+    interrupted INTEGER NOT NULL DEFAULT 0         -- 1: the daemon was stopped while it was live,
+                                                   -- 2: it died then (recovered at the next start)
 );
 CREATE INDEX IF NOT EXISTS sessions_name ON sessions(name, id);

@@ -483,10 +483,21 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
     cli_diff_pack_key(pk, r->regressed ? "regressed" : r->improved ? "improved" : "same");
 }
 
-/* The session header of one side: {id, name, state, entries, total_ns, span_ns}. */
+/*
+ * The session header of one side: {id, name, state, entries, total_ns, span_ns, interrupted,
+ * interrupted_reason, interrupted_ns} (the last three nil from a daemon that does not send them).
+ */
 static void cli_diff_pack_session(msgpack_packer *pk, const msgpack_object *rep)
 {
-    static const char *const keys[] = {"id", "name", "state", "entries", "total_ns", "span_ns"};
+    static const char *const keys[] = {"id",
+                                       "name",
+                                       "state",
+                                       "entries",
+                                       "total_ns",
+                                       "span_ns",
+                                       "interrupted",
+                                       "interrupted_reason",
+                                       "interrupted_ns"};
     const msgpack_object *s = cli_obj_get(rep, "session");
 
     msgpack_pack_map(pk, CLI_DIFF_NCOLS(keys));
@@ -685,8 +696,11 @@ static int cli_diff_head(FILE *f, const msgpack_object *diff)
     for (size_t i = 0; i < CLI_DIFF_NCOLS(lines); i++) {
         rc |= cli_table_add(t, lines[i].label);
         for (int s = 0; s < 2; s++) {
-            cli_view_format(cli_obj_get(side[s], lines[i].key), lines[i].kind, cell[s],
-                            sizeof(cell[s]));
+            if (strcmp(lines[i].key, "state") == 0)
+                cli_view_state(side[s], cell[s], sizeof(cell[s]));
+            else
+                cli_view_format(cli_obj_get(side[s], lines[i].key), lines[i].kind, cell[s],
+                                sizeof(cell[s]));
             rc |= cli_table_add(t, cell[s]);
         }
         cell[0][0] = cell[1][0] = '\0';
@@ -699,6 +713,10 @@ static int cli_diff_head(FILE *f, const msgpack_object *diff)
     if (rc == 0)
         rc = cli_table_print(t, f, "");
     cli_table_free(t);
+    if (rc == 0) {
+        cli_view_cut_note(f, "A ", side[0]);
+        cli_view_cut_note(f, "B ", side[1]);
+    }
     return rc != 0 && rc != -EIO ? -ENOMEM : rc;
 }
 

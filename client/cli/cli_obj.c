@@ -36,6 +36,11 @@ bool cli_obj_is_nil(const msgpack_object *o)
     return o == NULL || o->type == MSGPACK_OBJECT_NIL;
 }
 
+bool cli_obj_is_true(const msgpack_object *o)
+{
+    return o != NULL && o->type == MSGPACK_OBJECT_BOOLEAN && o->via.boolean;
+}
+
 bool cli_obj_str_eq(const msgpack_object *o, const char *s)
 {
     size_t n = strlen(s);

@@ -23,6 +23,9 @@ const msgpack_object *cli_obj_get(const msgpack_object *map, const char *key);
 /* True when o is NULL or nil. */
 bool cli_obj_is_nil(const msgpack_object *o);
 
+/* True when o is the boolean true. */
+bool cli_obj_is_true(const msgpack_object *o);
+
 /* True when o is a string equal to s. */
 bool cli_obj_str_eq(const msgpack_object *o, const char *s);
 

@@ -299,7 +299,7 @@ static void cli_report_id_name(const msgpack_object *s, char *buf, size_t size)
 
 static const struct cli_view_col cli_report_session_cols[] = {
     {"session", NULL, CLI_VIEW_TEXT, 0, cli_report_id_name},
-    {"state", "state", CLI_VIEW_TEXT, 0, NULL},
+    {"state", NULL, CLI_VIEW_TEXT, 0, cli_view_state},
     {"processes", "processes", CLI_VIEW_TEXT, 0, NULL},
     {"devices", "devices", CLI_VIEW_TEXT, 0, NULL},
     {"entries", "entries", CLI_VIEW_TEXT, 0, NULL},
@@ -371,8 +371,12 @@ static const struct cli_view_col cli_report_comm_cols[] = {
 
 static int cli_report_session(FILE *f, const msgpack_object *s)
 {
-    return cli_view_fields(f, "", cli_report_session_cols,
-                           CLI_REPORT_NCOLS(cli_report_session_cols), s);
+    int rc = cli_view_fields(f, "", cli_report_session_cols,
+                             CLI_REPORT_NCOLS(cli_report_session_cols), s);
+
+    if (rc == 0)
+        cli_view_cut_note(f, "", s);
+    return rc;
 }
 
 static int cli_report_ops(FILE *f, const msgpack_object *ops)

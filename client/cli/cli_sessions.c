@@ -49,7 +49,7 @@ static void cli_sessions_duration(const msgpack_object *row, char *buf, size_t s
 static const struct cli_view_col cli_sessions_cols[] = {
     {"ID", "id", CLI_VIEW_COUNT, 0, NULL},
     {"NAME", "name", CLI_VIEW_TEXT, 32, NULL},
-    {"STATE", "state", CLI_VIEW_TEXT, 8, NULL},
+    {"STATE", NULL, CLI_VIEW_TEXT, 20, cli_view_state},
     {"PROCS", "processes", CLI_VIEW_COUNT, 0, NULL},
     {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
     {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
@@ -63,7 +63,7 @@ static const struct cli_view_col cli_sessions_owner_cols[] = {
     {"ID", "id", CLI_VIEW_COUNT, 0, NULL},
     {"NAME", "name", CLI_VIEW_TEXT, 32, NULL},
     {"OWNER", "owner", CLI_VIEW_TEXT, 16, NULL},
-    {"STATE", "state", CLI_VIEW_TEXT, 8, NULL},
+    {"STATE", NULL, CLI_VIEW_TEXT, 20, cli_view_state},
     {"PROCS", "processes", CLI_VIEW_COUNT, 0, NULL},
     {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
     {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},

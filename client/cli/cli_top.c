@@ -107,6 +107,8 @@ struct top_snap {
     int64_t id;
     char name[PROTO_MAX_SESSION + 1];
     bool live;
+    bool interrupted;     /* the daemon cut the session short */
+    char cut_reason[256]; /* why, when interrupted */
     uint64_t processes, connected, entries, dropped, now_ns;
     struct top_proc *procs;
     struct top_op *ops; /* by name */
@@ -260,6 +262,8 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
     s->id = top_i64(ses, "id", 0);
     cli_obj_text(cli_obj_get(ses, "name"), s->name, sizeof(s->name));
     s->live = cli_obj_str_eq(cli_obj_get(ses, "state"), "live");
+    s->interrupted = cli_obj_is_true(cli_obj_get(ses, "interrupted"));
+    cli_obj_text(cli_obj_get(ses, "interrupted_reason"), s->cut_reason, sizeof(s->cut_reason));
     s->processes = top_u64(ses, "processes");
     s->connected = top_u64(ses, "connected");
     s->entries = top_u64(ses, "entries");
@@ -652,8 +656,13 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
     fprintf(f,
             "tracectl top: session %" PRId64 " (%s) %s, %" PRIu64 " of %" PRIu64
             " processes connected%s\n",
-            cur->id, cur->name, cur->live ? "live" : "ended", cur->connected, cur->processes,
-            o->once ? "" : "; q quits");
+            cur->id, cur->name,
+            cur->live          ? "live"
+            : cur->interrupted ? "ended (interrupted)"
+                               : "ended",
+            cur->connected, cur->processes, o->once ? "" : "; q quits");
+    if (cur->interrupted)
+        fprintf(f, "interrupted: %s.\n", cur->cut_reason);
     fprintf(f, "entries %" PRIu64 " (%s/s)  dropped %" PRIu64 "  interval %.1f s\n", cur->entries,
             erate, cur->dropped, dt > 0 ? dt : o->interval);
     top_print_late(f, cur);
@@ -804,7 +813,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 10);
     proto_pack_str(&pk, "session");
-    msgpack_pack_map(&pk, 5);
+    msgpack_pack_map(&pk, 7);
     proto_pack_str(&pk, "id");
     msgpack_pack_int64(&pk, cur->id);
     proto_pack_str(&pk, "name");
@@ -815,6 +824,16 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     msgpack_pack_uint64(&pk, cur->processes);
     proto_pack_str(&pk, "connected");
     msgpack_pack_uint64(&pk, cur->connected);
+    proto_pack_str(&pk, "interrupted");
+    if (cur->interrupted)
+        msgpack_pack_true(&pk);
+    else
+        msgpack_pack_false(&pk);
+    proto_pack_str(&pk, "interrupted_reason");
+    if (cur->interrupted)
+        proto_pack_str(&pk, cur->cut_reason);
+    else
+        msgpack_pack_nil(&pk);
     top_pack_rate(&pk, "interval_s", dt > 0 ? dt : NAN);
     proto_pack_str(&pk, "entries");
     msgpack_pack_uint64(&pk, cur->entries);

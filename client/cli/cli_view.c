@@ -140,3 +140,33 @@ int cli_view_fields(FILE *f, const char *indent, const struct cli_view_col *cols
     cli_table_free(t);
     return rc;
 }
+
+void cli_view_state(const msgpack_object *session, char *buf, size_t size)
+{
+    char state[32];
+
+    cli_obj_text(cli_obj_get(session, "state"), state, sizeof(state));
+    snprintf(buf, size, "%s%s", state,
+             cli_obj_is_true(cli_obj_get(session, "interrupted")) ? " (interrupted)" : "");
+}
+
+int cli_view_cut_note(FILE *f, const char *indent, const msgpack_object *session)
+{
+    char why[512], when[CLI_FMT_LEN];
+    const msgpack_object *reason = cli_obj_get(session, "interrupted_reason");
+    uint64_t ended;
+
+    if (!cli_obj_is_true(cli_obj_get(session, "interrupted")))
+        return 0;
+    if (cli_obj_is_nil(reason))
+        snprintf(why, sizeof(why), "the daemon stopped while the session was live");
+    else
+        cli_obj_text(reason, why, sizeof(why));
+    fprintf(f, "%sinterrupted: %s", indent, why);
+    if (cli_obj_u64(cli_obj_get(session, "interrupted_ns"), &ended) == 0 && ended > 0) {
+        cli_fmt_time(when, sizeof(when), ended);
+        fprintf(f, "; ended %s", when);
+    }
+    fputs(".\n", f);
+    return 1;
+}

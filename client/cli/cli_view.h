@@ -60,4 +60,17 @@ int cli_view_table(FILE *f, const char *indent, const struct cli_view_col *cols,
 int cli_view_fields(FILE *f, const char *indent, const struct cli_view_col *cols, size_t ncols,
                     const msgpack_object *map);
 
+/*
+ * A session's state for a table cell: its "state", with " (interrupted)" after it when the
+ * daemon cut the session short (the `interrupted` extension of sessions rows and reports).
+ */
+void cli_view_state(const msgpack_object *session, char *buf, size_t size);
+
+/*
+ * When session (a sessions row or a report's session map) was cut short, prints one line
+ * "<indent>interrupted: <reason>; ended <time>." and returns 1; else prints nothing and
+ * returns 0.
+ */
+int cli_view_cut_note(FILE *f, const char *indent, const msgpack_object *session);
+
 #endif
