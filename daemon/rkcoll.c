@@ -1,0 +1,242 @@
+/* rkcoll.c — collective matching; see rkcoll.h. */
+#include "rkcoll.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rkdelta.h"
+
+static size_t rkcoll_home(const struct rk_ikey *k)
+{
+    uint64_t h = k->kind * 0x9e3779b97f4a7c15ull;
+
+    h = (h ^ k->k1) * 0xff51afd7ed558ccdull;
+    h = (h ^ k->k2) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ k->k3) * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 40) & (RK_ISLOTS - 1);
+}
+
+static bool rkcoll_key_eq(const struct rk_ikey *a, const struct rk_ikey *b)
+{
+    return a->kind == b->kind && a->k1 == b->k1 && a->k2 == b->k2 && a->k3 == b->k3;
+}
+
+size_t rkcoll_find(const struct ranks *r, const struct rk_ikey *key)
+{
+    size_t i = rkcoll_home(key);
+
+    while (r->islot[i] != 0 && !rkcoll_key_eq(&r->inst[r->islot[i] - 1].key, key))
+        i = (i + 1) & (RK_ISLOTS - 1);
+    return i;
+}
+
+/* Removes instance in from the hash, shifting back the entries after it. */
+static void rkcoll_del(struct ranks *r, const struct rk_inst *in)
+{
+    size_t i = in->slot, j = i;
+
+    r->islot[i] = 0;
+    for (;;) {
+        size_t k;
+        j = (j + 1) & (RK_ISLOTS - 1);
+        if (r->islot[j] == 0)
+            return;
+        k = rkcoll_home(&r->inst[r->islot[j] - 1].key);
+        /* the entry at j may move to i when its home is not in (i, j] (cyclically) */
+        if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
+            r->islot[i] = r->islot[j];
+            r->islot[j] = 0;
+            r->inst[r->islot[i] - 1].slot = (uint32_t)i;
+            i = j;
+        }
+    }
+}
+
+/* The arrivals that complete an instance: its communicator's size when given, else the world. */
+static uint64_t rkcoll_expected(const struct ranks *r, const struct rk_inst *in)
+{
+    if (in->size != 0)
+        return in->size;
+    return r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
+}
+
+static int rkcoll_close(struct ranks *r, size_t idx)
+{
+    struct rk_inst *in = &r->inst[idx];
+    uint64_t first = UINT64_MAX, last = 0, expected = rkcoll_expected(r, in);
+    size_t li = 0;
+    struct rk_collsum *c;
+    int rc = 0;
+
+    for (size_t i = 0; i < in->n; i++) {
+        if (in->a[i].start < first)
+            first = in->a[i].start;
+        if (i == 0 || in->a[i].start > last) {
+            last = in->a[i].start;
+            li = i;
+        }
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        const struct rk_arrival *a = &in->a[i];
+        uint64_t wait = last - a->start;
+        struct rk_stepsum *s = rkdelta_step_c(r, a->process_id, a->step);
+        struct rk_collsum *cr = rkdelta_collsum_c(r, in->op_id, a->process_id, a->step);
+
+        if (s == NULL || cr == NULL) {
+            rc = -ENOMEM;
+            goto done;
+        }
+        if (wait > a->dur)
+            wait = a->dur;
+        s->coll++;
+        s->waited = rk_sat(s->waited, wait);
+        cr->instances++;
+        cr->waited = rk_sat(cr->waited, wait);
+        if (i == li) {
+            s->last_count++;
+            s->caused = rk_sat(s->caused, last - first);
+            cr->last_count++;
+        }
+    }
+    if ((c = rkdelta_collsum_c(r, in->op_id, -1, in->a[li].step)) == NULL) {
+        rc = -ENOMEM;
+        goto done;
+    }
+    c->instances++;
+    c->partial += in->n < expected;
+    c->skew = rk_sat(c->skew, last - first);
+    if (last - first > c->skew_max)
+        c->skew_max = last - first;
+done:
+    if (in->n_saved > 0 && rc == 0) {
+        if (rkmap_grow((void **)&r->gone, &r->cap_gone, r->n_gone, sizeof(*r->gone)) < 0)
+            rc = -ENOMEM;
+        else
+            r->gone[r->n_gone++] = in->key;
+    }
+    if (r->n_apool < RK_APOOL && in->cap > 0 &&
+        rkmap_grow((void **)&r->apool, &r->cap_apool, r->n_apool, sizeof(*r->apool)) == 0)
+        r->apool[r->n_apool++] = (struct rk_abuf){in->a, in->cap};
+    else
+        free(in->a);
+    rkcoll_del(r, in);
+    if (idx != --r->n_inst) {
+        r->inst[idx] = r->inst[r->n_inst];
+        r->islot[r->inst[idx].slot] = (uint32_t)idx + 1;
+    }
+    return rc;
+}
+
+int rkcoll_close_oldest(struct ranks *r)
+{
+    while (r->iq_len > 0) {
+        struct rk_iq *q = &r->iq[r->iq_head];
+        size_t pos = rkcoll_find(r, &q->key);
+
+        r->iq_head = (r->iq_head + 1) % RK_IQUEUE;
+        r->iq_len--;
+        if (r->islot[pos] != 0 && r->inst[r->islot[pos] - 1].opened == q->opened)
+            return rkcoll_close(r, r->islot[pos] - 1);
+    }
+    return 0;
+}
+
+struct rk_inst *rkcoll_open(struct ranks *r, size_t pos, const struct rk_ikey *key, uint32_t op_id,
+                            uint64_t opened)
+{
+    struct rk_inst *in;
+
+    if (rkmap_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0)
+        return NULL;
+    in = &r->inst[r->n_inst++];
+    memset(in, 0, sizeof(*in));
+    in->key = *key;
+    in->op_id = op_id;
+    in->opened = opened;
+    in->slot = (uint32_t)pos;
+    r->islot[pos] = (uint32_t)r->n_inst;
+    return in;
+}
+
+int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a)
+{
+    if (rkmap_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0)
+        return -ENOMEM;
+    in->a[in->n++] = a;
+    in->procs |= 1ull << (a.process_id & 63);
+    return 0;
+}
+
+/* The occurrence count of op on process (seen) in its current group. */
+static struct rk_occ *rkcoll_occ(struct ranks *r, int64_t process_id, uint32_t op_id)
+{
+    struct rk_proc *p = rkdelta_proc_known(r, process_id);
+    struct rk_pop *pop = p != NULL ? rkdelta_pop(&p->pop, op_id) : NULL;
+    struct rk_occ *o;
+
+    if (p == NULL)
+        return NULL;
+    if (pop != NULL && pop->occ1 != 0 && r->occ[pop->occ1 - 1].group == p->group)
+        return &r->occ[pop->occ1 - 1];
+    o = rkmap_find(&r->occ_idx, (uint64_t)process_id, op_id, p->group, (void **)&r->occ, &r->n_occ,
+                   &r->cap_occ, sizeof(*r->occ),
+                   &(struct rk_occ){.process_id = process_id, .op_id = op_id, .group = p->group});
+    if (o == NULL)
+        return NULL;
+    if (pop != NULL)
+        pop->occ1 = (uint32_t)(o - r->occ) + 1;
+    return o;
+}
+
+int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e,
+                 const struct proto_ext *x)
+{
+    struct rk_ikey key = {0};
+    struct rk_inst *in;
+    size_t pos;
+    int rc;
+
+    if (x != NULL && (x->has & PROTO_EXT_PEER))
+        return 0; /* point-to-point */
+    if (x != NULL && (x->has & PROTO_EXT_COMM) && (x->has & PROTO_EXT_SEQ)) {
+        key.kind = 1, key.k1 = x->comm, key.k2 = x->seq;
+    } else {
+        struct rk_occ *o = rkcoll_occ(r, process_id, e->op_id);
+        if (o == NULL)
+            return -ENOMEM;
+        o->dirty = true;
+        key.kind = 2, key.k1 = e->op_id, key.k2 = o->group, key.k3 = o->count++;
+    }
+    pos = rkcoll_find(r, &key);
+    if (r->islot[pos] != 0) {
+        in = &r->inst[r->islot[pos] - 1];
+        for (size_t i = 0; (in->procs >> (process_id & 63) & 1) && i < in->n; i++)
+            if (in->a[i].process_id == process_id)
+                return 0; /* the same (comm, seq) twice from one process: not an arrival */
+    } else {
+        /* room: at most RANKS_OPEN open, and a queue slot (an instance RK_IQUEUE newer ones
+         * overtook is closed as it is) */
+        while (r->n_inst >= RANKS_OPEN || r->iq_len == RK_IQUEUE) /* each pops the queue */
+            if ((rc = rkcoll_close_oldest(r)) != 0)
+                return rc;
+        pos = rkcoll_find(r, &key); /* closing may have moved the slots */
+        if ((in = rkcoll_open(r, pos, &key, e->op_id, r->opened)) == NULL)
+            return -ENOMEM;
+        r->opened++;
+        if (r->n_apool > 0) {
+            in->a = r->apool[--r->n_apool].a;
+            in->cap = r->apool[r->n_apool].cap;
+        }
+        r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
+    }
+    if (rkcoll_add_arrival(in, (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns}) <
+        0)
+        return -ENOMEM;
+    if (key.kind == 1 && (x->has & PROTO_EXT_COMM_SIZE) && x->comm_size > in->size)
+        in->size = x->comm_size;
+    if (in->n >= rkcoll_expected(r, in))
+        return rkcoll_close(r, (size_t)(in - r->inst));
+    return 0;
+}
+

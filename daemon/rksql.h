@@ -1,0 +1,61 @@
+/*
+ * rksql — how the rank aggregates talk to SQLite: batched upserts, one-off
+ * statements, the `info` keys they keep, and what a file's schema has.
+ *
+ * Writer thread (and `classify`'s worker, on its own connection), through
+ * struct ranks. Every function returns 0 or a negative errno: SQLite's codes
+ * are mapped by store_errno() as they come back, and the caller logs them
+ * once with sqlite3_errmsg() (store.c).
+ *
+ * Batched upserts (struct rksql_up): rows are buffered and written
+ * RKSQL_BATCH to a statement (the rest one by one), which saves SQLite's cost
+ * per statement. A statement is head, the rows' "(?, ...)" list, then tail.
+ */
+#ifndef TRACECTLD_RKSQL_H
+#define TRACECTLD_RKSQL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#define RKSQL_BATCH   32
+#define RKSQL_MAXCOLS 14
+
+struct rksql_up {
+    sqlite3_stmt *one, *many; /* many prepared when first needed (from many_sql) */
+    sqlite3 *db;
+    char *many_sql;
+    int ncols, n;
+    int64_t v[RKSQL_BATCH * RKSQL_MAXCOLS];
+};
+
+/* Rows of ncols values: "head (?, ...), ... tail". u zeroed before; rksql_up_free() after,
+ * also on failure. */
+int rksql_up_prepare(sqlite3 *db, struct rksql_up *u, const char *head, int ncols,
+                     const char *tail);
+/* The same with rows given as row, joined by sep: "head row sep row ... tail". */
+int rksql_up_prepare_rows(sqlite3 *db, struct rksql_up *u, int ncols, const char *head,
+                          const char *row, const char *sep, const char *tail);
+void rksql_up_free(struct rksql_up *u);
+/* Buffers one row of u->ncols values; writes RKSQL_BATCH of them at once. */
+int rksql_up_add(struct rksql_up *u, const int64_t *v);
+/* Writes the rows still buffered. */
+int rksql_up_end(struct rksql_up *u);
+
+/* Runs st once with the values v[0..n) (it must return no row), then resets it. */
+int rksql_run(sqlite3_stmt *st, const int64_t *v, int n);
+/* sqlite3_exec of sql; of fmt with up to three strings (sqlite3_mprintf). */
+int rksql_exec(sqlite3 *db, const char *sql);
+int rksql_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, const char *c);
+
+/* Sets info.key to v. */
+int rksql_info_set(sqlite3 *db, const char *key, int64_t v);
+/* info.key, or dflt when absent or unreadable. */
+int64_t rksql_info_get(sqlite3 *db, const char *key, int64_t dflt);
+
+/* True when the file has that table; that table has a column col. False on error too. */
+bool rksql_has_table(sqlite3 *db, const char *name);
+bool rksql_has_column(sqlite3 *db, const char *table, const char *col);
+
+#endif

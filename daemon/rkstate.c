@@ -1,0 +1,382 @@
+/* rkstate.c — the rank aggregates' state saved between commits; see rkstate.h. */
+#include "rkstate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rkcoll.h"
+#include "rkdelta.h"
+#include "rkexpose.h"
+#include "store.h"
+
+int rkstate_prepare(struct ranks *r)
+{
+    int rc;
+
+    if ((rc = rksql_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 12,
+                               "")) != 0 ||
+        /* not (kind, k1, k2, k3) IN (VALUES ...): SQLite would scan the table */
+        (rc = rksql_up_prepare_rows(r->db, &r->del_open, 4, "DELETE FROM rk_open WHERE ",
+                                    "(kind = ? AND k1 = ? AND k2 = ? AND k3 = ?)", " OR ", "")) !=
+            0 ||
+        (rc = rksql_up_prepare(r->db, &r->up_occ, "INSERT OR REPLACE INTO rk_occ VALUES", 4, "")) !=
+            0 ||
+        (rc = rksql_up_prepare(r->db, &r->ins_pend, "INSERT INTO rk_pend VALUES", 8, "")) != 0)
+        return rc;
+    if ((rc = sqlite3_prepare_v3(r->db,
+                                 "DELETE FROM rk_pend WHERE process_id = ?1 AND device_id = ?2", -1,
+                                 SQLITE_PREPARE_PERSISTENT, &r->del_pend, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_prepare_v3(r->db, "DELETE FROM rk_open", -1, SQLITE_PREPARE_PERSISTENT,
+                                 &r->clear_open, NULL)) != SQLITE_OK)
+        return store_errno(rc);
+    return store_errno(sqlite3_prepare_v3(
+        r->db, "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1,
+        SQLITE_PREPARE_PERSISTENT, &r->up_devstate, NULL));
+}
+
+void rkstate_free(struct ranks *r)
+{
+    rksql_up_free(&r->ins_open);
+    rksql_up_free(&r->del_open);
+    rksql_up_free(&r->up_occ);
+    rksql_up_free(&r->ins_pend);
+    sqlite3_finalize(r->del_pend);
+    sqlite3_finalize(r->up_devstate);
+    sqlite3_finalize(r->clear_open);
+    free(r->gone);
+    free(r->orow);
+}
+
+/* qsort, which must not be given NULL (an empty array never allocated) */
+static void rkstate_sort(void *a, size_t n, size_t sz, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(a, n, sz, cmp);
+}
+
+static int rkstate_orow_cmp(const void *x, const void *y)
+{
+    const struct rk_orow *a = x, *b = y;
+    int c = 0;
+
+    for (int i = 0; i < 5 && c == 0; i++)
+        c = rk_cmp_i64(a->key[i], b->key[i]);
+    return c;
+}
+
+/*
+ * The arrivals at open instances in rk_open: those added since the last
+ * commit inserted, the closed instances' deleted; or, when that is more
+ * work, the table emptied and every open arrival written again. An insert
+ * among the table's rows costs about twice one into an emptied table, and
+ * deleting an instance's rows three times (callgrind, SQLite 3.40): a busy
+ * session (many instances open and closed between two commits) rewrites
+ * the table, a light one (an arrival or two per commit) does not. The rows
+ * are the same either way, but for comm_size: a rewritten arrival carries
+ * the instance's size now, the largest its rows had (what rkstate_load_open
+ * reads back).
+ */
+static int rkstate_save_open(struct ranks *r)
+{
+    size_t open = 0, fresh = 0;
+    int rc;
+
+    for (size_t i = 0; i < r->n_inst; i++) {
+        open += r->inst[i].n;
+        fresh += r->inst[i].n - r->inst[i].n_saved;
+    }
+    if (open < 2 * fresh + 3 * r->n_gone) {
+        if ((rc = rksql_run(r->clear_open, NULL, 0)) != 0)
+            return rc;
+        r->n_gone = 0;
+        for (size_t i = 0; i < r->n_inst; i++)
+            r->inst[i].n_saved = 0;
+    }
+
+    for (size_t i = 0; i < r->n_gone; i++) {
+        const struct rk_ikey *k = &r->gone[i];
+        int64_t v[4] = {(int64_t)k->kind, (int64_t)k->k1, (int64_t)k->k2, (int64_t)k->k3};
+        if ((rc = rksql_up_add(&r->del_open, v)) != 0)
+            return rc;
+    }
+    r->n_gone = 0;
+    /* before the arrivals: an instance may have closed and opened again under its key */
+    if ((rc = rksql_up_end(&r->del_open)) != 0)
+        return rc;
+    /* in the table's key order: each row lands beside the last */
+    r->n_orow = 0;
+    for (size_t i = 0; i < r->n_inst; i++) {
+        const struct rk_inst *in = &r->inst[i];
+        for (size_t j = in->n_saved; j < in->n; j++) {
+            struct rk_orow *o;
+            if (rkmap_grow((void **)&r->orow, &r->cap_orow, r->n_orow, sizeof(*r->orow)) < 0)
+                return -ENOMEM;
+            o = &r->orow[r->n_orow++];
+            o->key[0] = (int64_t)in->key.kind;
+            o->key[1] = (int64_t)in->key.k1;
+            o->key[2] = (int64_t)in->key.k2;
+            o->key[3] = (int64_t)in->key.k3;
+            o->key[4] = in->a[j].process_id;
+            o->inst = (uint32_t)i;
+            o->arrival = (uint32_t)j;
+        }
+    }
+    rkstate_sort(r->orow, r->n_orow, sizeof(*r->orow), rkstate_orow_cmp);
+    for (size_t k = 0; k < r->n_orow; k++) {
+        const struct rk_inst *in = &r->inst[r->orow[k].inst];
+        const struct rk_arrival *a = &in->a[r->orow[k].arrival];
+        int64_t v[12] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
+                         r->orow[k].key[3], a->process_id,       (int64_t)r->orow[k].arrival,
+                         in->op_id,         (int64_t)in->opened, (int64_t)a->step,
+                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size};
+        if ((rc = rksql_up_add(&r->ins_open, v)) != 0)
+            return rc;
+    }
+    if ((rc = rksql_up_end(&r->ins_open)) != 0)
+        return rc;
+    for (size_t i = 0; i < r->n_inst; i++)
+        r->inst[i].n_saved = r->inst[i].n;
+    for (size_t i = 0; i < r->n_occ; i++) {
+        struct rk_occ *o = &r->occ[i];
+        int64_t v[4] = {o->process_id, o->op_id, (int64_t)o->group, (int64_t)o->count};
+        if (!o->dirty)
+            continue;
+        if ((rc = rksql_up_add(&r->up_occ, v)) != 0)
+            return rc;
+        o->dirty = false;
+    }
+    return rksql_up_end(&r->up_occ);
+}
+
+/* The intervals of the devices that changed. Not those of imported files (entries in file
+ * order keep every interval until the end: rewriting them at each commit would cost more
+ * than the import); ranks_load marks those inexact. */
+static int rkstate_save_devs(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_devs; i++) {
+        struct rk_dev *d = &r->devs[i];
+        const struct rk_proc *p =
+            (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+        int64_t key[2] = {d->process_id, d->device_id};
+        int64_t st[6] = {d->process_id,        d->device_id,        (int64_t)d->max_start,
+                         (int64_t)d->disorder, (int64_t)d->fin_end, (int64_t)d->drop_end};
+
+        if (!d->dirty || p == NULL || p->replay)
+            continue;
+        d->dirty = false;
+        if ((d->unsaved = d->n_cu + d->n_pc > RK_SAVE_PEND))
+            continue;
+        if ((rc = rksql_run(r->del_pend, key, 2)) != 0 ||
+            (rc = rksql_run(r->up_devstate, st, 6)) != 0)
+            return rc;
+        for (size_t k = 0; k < d->n_cu; k++) {
+            int64_t v[8] = {d->process_id,       d->device_id,        0, (int64_t)k,
+                            (int64_t)d->cu[k].b, (int64_t)d->cu[k].e, 0, 0};
+            if ((rc = rksql_up_add(&r->ins_pend, v)) != 0)
+                return rc;
+        }
+        for (size_t k = 0; k < d->n_pc; k++) {
+            const struct rk_pend *c = &d->pc[k];
+            int64_t v[8] = {d->process_id, d->device_id,     1,       (int64_t)k, (int64_t)c->b,
+                            (int64_t)c->e, (int64_t)c->step, c->op_id};
+            if ((rc = rksql_up_add(&r->ins_pend, v)) != 0)
+                return rc;
+        }
+    }
+    return rksql_up_end(&r->ins_pend);
+}
+
+/*
+ * Saves what the next commit's writer needs to go on: the arrivals at open
+ * instances (those added since the last commit; the closed ones deleted),
+ * the occurrence counts that changed, the exposure intervals of the devices
+ * that changed, and where the queue of open instances stands.
+ */
+int rkstate_save(struct ranks *r)
+{
+    uint64_t iq_first = r->opened - r->iq_len;
+    int rc;
+
+    if (r->resync) {
+        if ((rc = rksql_exec(r->db, "DELETE FROM rk_open; DELETE FROM rk_occ; DELETE FROM rk_pend;"
+                                    " DELETE FROM rk_devstate")) != 0)
+            return rc;
+        r->n_gone = 0;
+        for (size_t i = 0; i < r->n_inst; i++)
+            r->inst[i].n_saved = 0;
+        for (size_t i = 0; i < r->n_occ; i++)
+            r->occ[i].dirty = true;
+        for (size_t i = 0; i < r->n_devs; i++)
+            r->devs[i].dirty = true;
+        r->opened_written = r->iq_first_written = UINT64_MAX;
+        r->resync = false;
+    }
+    if ((rc = rkstate_save_open(r)) != 0 || (rc = rkstate_save_devs(r)) != 0)
+        return rc;
+    if (r->state_written != 0) {
+        int64_t want = 1;
+        for (size_t i = 0; i < r->n_devs && want == 1; i++)
+            want = r->devs[i].unsaved ? 2 : 1;
+        if (want != r->state_written) {
+            if ((rc = rksql_info_set(r->db, "ranks_state", want)) != 0)
+                return rc;
+            r->state_written = want;
+        }
+    }
+    if (r->opened != r->opened_written) {
+        if ((rc = rksql_info_set(r->db, "ranks_opened", (int64_t)r->opened)) != 0)
+            return rc;
+        r->opened_written = r->opened;
+    }
+    if (iq_first != r->iq_first_written) {
+        if ((rc = rksql_info_set(r->db, "ranks_iq_first", (int64_t)iq_first)) != 0)
+            return rc;
+        r->iq_first_written = iq_first;
+    }
+    return 0;
+}
+
+/* Reopens the instances of rk_open, in the order they opened, and the queue they were in. */
+static int rkstate_load_open(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    uint64_t first = (uint64_t)rksql_info_get(r->db, "ranks_iq_first", 0);
+    int rc, err = 0;
+
+    r->opened = (uint64_t)rksql_info_get(r->db, "ranks_opened", 0);
+    if (first > r->opened || r->opened - first > RK_IQUEUE)
+        return -EIO;
+    /* the queue holds every instance opened since `first`: the closed ones are skipped when
+     * they reach its front (no open instance has kind 0) */
+    r->iq_head = 0;
+    r->iq_len = (size_t)(r->opened - first);
+    for (size_t i = 0; i < r->iq_len; i++)
+        r->iq[i] = (struct rk_iq){{0, 0, 0, 0}, first + i};
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
+                            " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_ikey key = {
+            (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+            (uint64_t)sqlite3_column_int64(st, 2), (uint64_t)sqlite3_column_int64(st, 3)};
+        uint64_t opened = (uint64_t)sqlite3_column_int64(st, 6);
+        uint64_t size = (uint64_t)sqlite3_column_int64(st, 10);
+        size_t pos = rkcoll_find(r, &key);
+        struct rk_inst *in = r->islot[pos] != 0 ? &r->inst[r->islot[pos] - 1] : NULL;
+
+        if (in == NULL) {
+            if (r->n_inst >= RANKS_OPEN || opened < first || opened >= r->opened) {
+                err = -EIO;
+                break;
+            }
+            in = rkcoll_open(r, pos, &key, (uint32_t)sqlite3_column_int64(st, 5), opened);
+            if (in == NULL) {
+                err = -ENOMEM;
+                break;
+            }
+            r->iq[opened - first].key = key;
+        }
+        err = rkcoll_add_arrival(in, (struct rk_arrival){sqlite3_column_int64(st, 4),
+                                                         (uint64_t)sqlite3_column_int64(st, 7),
+                                                         (uint64_t)sqlite3_column_int64(st, 8),
+                                                         (uint64_t)sqlite3_column_int64(st, 9)});
+        in->n_saved = in->n;
+        if (size > in->size) /* each row: the size then */
+            in->size = size;
+    }
+    sqlite3_finalize(st);
+    return err != 0 ? err : store_errno(rc);
+}
+
+static int rkstate_load_occ(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ", -1, &st,
+                                NULL);
+    int err = 0;
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_occ row = {sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
+                             (uint64_t)sqlite3_column_int64(st, 2),
+                             (uint64_t)sqlite3_column_int64(st, 3), false};
+        struct rk_occ *o =
+            rkmap_find(&r->occ_idx, (uint64_t)row.process_id, row.op_id, row.group,
+                       (void **)&r->occ, &r->n_occ, &r->cap_occ, sizeof(*r->occ), &row);
+        if (o == NULL)
+            err = -ENOMEM;
+        else
+            *o = row;
+    }
+    sqlite3_finalize(st);
+    return err != 0 ? err : store_errno(rc);
+}
+
+/* The devices' exposure state, then their pending intervals, in the order they were. */
+static int rkstate_load_devs(struct ranks *r)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT process_id, device_id, max_start, disorder, fin_end,"
+                                " drop_end FROM rk_devstate",
+                                -1, &st, NULL);
+    int err = 0;
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_dev *d =
+            rkdelta_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+        if (d == NULL) {
+            err = -ENOMEM;
+            break;
+        }
+        d->max_start = (uint64_t)sqlite3_column_int64(st, 2);
+        d->disorder = (uint64_t)sqlite3_column_int64(st, 3);
+        d->fin_end = (uint64_t)sqlite3_column_int64(st, 4);
+        d->drop_end = (uint64_t)sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (err != 0 || (err = store_errno(rc)) != 0)
+        return err;
+    rc = sqlite3_prepare_v2(r->db,
+                            "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
+                            " FROM rk_pend ORDER BY process_id, device_id, comm, i",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct rk_dev *d =
+            rkdelta_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+        uint64_t b = (uint64_t)sqlite3_column_int64(st, 3),
+                 e = (uint64_t)sqlite3_column_int64(st, 4);
+        if (d == NULL)
+            err = -ENOMEM;
+        else if (sqlite3_column_int64(st, 2) == 0)
+            err = rkexpose_add_compute(d, b, e);
+        else
+            err = rkexpose_add_comm(d, b, e, (uint64_t)sqlite3_column_int64(st, 5),
+                                    (uint32_t)sqlite3_column_int64(st, 6));
+    }
+    sqlite3_finalize(st);
+    return err != 0 ? err : store_errno(rc);
+}
+
+int rkstate_load(struct ranks *r)
+{
+    int rc;
+
+    if ((rc = rkstate_load_open(r)) != 0 || (rc = rkstate_load_occ(r)) != 0 ||
+        (rc = rkstate_load_devs(r)) != 0)
+        return rc;
+    r->opened_written = r->opened;
+    r->iq_first_written = r->opened - r->iq_len;
+    return 0;
+}
