@@ -892,7 +892,7 @@ static int main_ingest(const struct opts *o, struct shared *sh)
 /* ---- backpressure ------------------------------------------------------------------ */
 
 /*
- * The client's buffer bound as tracectl.h and libtracectl.c describe it: the
+ * The client's buffer bound as tracectl.h and client/lib/tcint.h describe it: the
  * 64 Ki-entry ring of 32-byte records, the interned shape pairs (at most
  * 4096; these entries' pairs pack into at most 64 bytes, with a key of at
  * most 64 bytes), and the output buffers (a 1 MiB high-water mark plus one
