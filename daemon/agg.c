@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "agg.h"
+#include "info.h"
 #include "schema.h"
 #include "store.h"
+#include "util.h"
 
 /*
  * Every sum saturates at INT64_MAX, the largest value a file holds: entry
@@ -384,20 +386,6 @@ static int agg_hist_flush(struct agg *a)
     return 0;
 }
 
-/* One value of the info table, or def when the key is absent. */
-static int agg_info(struct agg *a, const char *key, int64_t def, int64_t *out)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(a->db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    *out = (rc = sqlite3_step(st)) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : def;
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : store_errno(rc);
-}
-
 /* One stored row into the histograms: a chunk, or an older file's bucket. 0 or -errno. */
 static int agg_hist_load_row(struct agg *a, sqlite3_stmt *st, bool old)
 {
@@ -435,7 +423,7 @@ static int agg_hist_load(struct agg *a)
     bool old;
 
     agg_hist_free(a);
-    if ((rc = agg_info(a, "histogram", 1, &format)) != 0)
+    if ((rc = info_get(a->db, "histogram", 1, &format)) != 0)
         return rc;
     old = format != 2;
     rc = sqlite3_prepare_v2(a->db,
@@ -487,7 +475,7 @@ static int agg_prepare(struct agg *a)
         {offsetof(struct agg, mem.del), "DELETE FROM top_mem WHERE entry = ?"},
     };
 
-    for (size_t i = 0; i < sizeof(stmts) / sizeof(stmts[0]); i++) {
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(stmts); i++) {
         sqlite3_stmt **st = (sqlite3_stmt **)((char *)a + stmts[i].off);
         if (sqlite3_prepare_v3(a->db, stmts[i].sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) !=
             SQLITE_OK)
@@ -901,7 +889,7 @@ static int agg_reload(struct agg *a)
     int64_t top;
     int rc;
 
-    if ((rc = agg_hist_load(a)) != 0 || (rc = agg_info(a, "top", 1, &top)) != 0)
+    if ((rc = agg_hist_load(a)) != 0 || (rc = info_get(a->db, "top", 1, &top)) != 0)
         return rc;
     /* an older file's tables hold rowids alone: the keys come from the entries */
     a->convert_top = top != 2;
@@ -921,7 +909,7 @@ int agg_load(struct agg *a)
     int64_t exact;
     int rc;
 
-    if ((rc = agg_info(a, "aggregates", 0, &exact)) != 0)
+    if ((rc = info_get(a->db, "aggregates", 0, &exact)) != 0)
         return rc;
     if (exact != 1) {
         a->inexact = a->broken_written = true;

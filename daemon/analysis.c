@@ -6,6 +6,7 @@
  * and the imbalance ratio, which the report carries as floats.
  */
 #include "analysis.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +104,8 @@ static bool analysis_starts_with(const char *name, const char *prefix)
 
 const char *analysis_classify(const char *name)
 {
-    size_t ncomm = sizeof(analysis_comm_words) / sizeof(analysis_comm_words[0]);
-    size_t nmem = sizeof(analysis_memory_words) / sizeof(analysis_memory_words[0]);
+    size_t ncomm = UTIL_ARRAY_LEN(analysis_comm_words);
+    size_t nmem = UTIL_ARRAY_LEN(analysis_memory_words);
 
     if (name == NULL)
         return "compute";

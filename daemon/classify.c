@@ -8,6 +8,7 @@
 
 #include <sqlite3.h>
 
+#include "info.h"
 #include "ranks.h"
 #include "vtab.h"
 
@@ -55,21 +56,6 @@ const char *classify_rules_match(const struct classify_rules *r, const char *nam
     return NULL;
 }
 
-/* An integer of the info table; -1 when absent. */
-static int64_t classify_info(sqlite3 *db, const char *key)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-
-    if (sqlite3_prepare_v2(db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static int classify_fail(sqlite3 *db, int rc, const char *what, char *err, size_t errlen)
 {
     snprintf(err, errlen, "classify: %s: %s", what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -96,8 +82,8 @@ int classify_session(const char *db_path, const struct classify_rules *r, uint64
     /* The loop marks a session ended before the writer has closed its file: wait for the
      * writer's last transaction (info.ended), on files that have the rank aggregates
      * (up to CLASSIFY_BUSY_MS). */
-    for (int i = 0; i < CLASSIFY_BUSY_MS / 10 && classify_info(db, "ranks") >= 0 &&
-                    classify_info(db, "ended") != 1;
+    for (int i = 0; i < CLASSIFY_BUSY_MS / 10 && info_int(db, "ranks", -1) >= 0 &&
+                    info_int(db, "ended", -1) != 1;
          i++)
         usleep(10000);
     /* (a session interrupted by a daemon stop never gets it: after the wait, go on) */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "info.h"
 #include "ranks.h"
 #include "ranks_query.h"
 
@@ -83,21 +84,6 @@ static bool rq_rank_wanted(const struct rq *q, int64_t rank)
         if (q->f->ranks[i] == rank)
             return true;
     return false;
-}
-
-static int64_t rq_info(struct rq *q, const char *key)
-{
-    sqlite3_stmt *st;
-    int64_t v = 0;
-
-    if (sqlite3_prepare_v2(q->db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL) !=
-        SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
 }
 
 /* True when the file's rk_ops is keyed by step (written before rk_devsteps, not reopened). */
@@ -806,7 +792,7 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         " WHERE r.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
         " GROUP BY r.op_id, r.process_id ORDER BY o.name";
     bool filter = q->f->ranks != NULL || q->f->steps || q->f->device || q->f->category ||
-                  q->state != 1 || rq_info(q, "aggregates") != 1;
+                  q->state != 1 || info_int(q->db, "aggregates", 0) != 1;
     const char *sql = !filter ? all : q->legacy ? legacy : q->f->steps ? by_entries : by_op;
     sqlite3_stmt *st;
     struct row {
@@ -1099,7 +1085,7 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
     uint64_t instances = 0;
     int rc;
 
-    q.state = (int)rq_info(&q, "ranks");
+    q.state = (int)info_int(q.db, "ranks", 0);
     if ((rc = rq_processes(&q)) < 0)
         goto out;
     /* As in the analysis: collectives are comm, and kept per rank, not per device. */
@@ -1141,9 +1127,9 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
 
     msgpack_sbuffer_init(&tail);
     msgpack_packer_init(&tp, &tail, msgpack_sbuffer_write);
-    q.state = (int)rq_info(&q, "ranks");
+    q.state = (int)info_int(q.db, "ranks", 0);
     q.legacy = rq_legacy(db);
-    q.late_entries = (uint64_t)rq_info(&q, "ranks_late");
+    q.late_entries = (uint64_t)info_int(q.db, "ranks_late", 0);
     if ((rc = rq_processes(&q)) < 0)
         goto out;
     if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)

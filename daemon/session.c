@@ -8,6 +8,7 @@
 #include "analysis.h"
 #include "log.h"
 #include "session.h"
+#include "util.h"
 
 #ifdef TRACECTLD_TEST_CLOCK
 /* The test offset in seconds ($TRACECTLD_TEST_CLOCK names a file holding it). */
@@ -391,7 +392,7 @@ void session_count_entry(struct session *s, uint32_t op, uint64_t dur_ns)
         return;
     n = &s->op_counts[op];
     n->calls++;
-    n->total_ns = n->total_ns > UINT64_MAX - dur_ns ? UINT64_MAX : n->total_ns + dur_ns;
+    n->total_ns = util_sat_add(n->total_ns, dur_ns);
 }
 
 int session_device(struct registry *reg, struct session *s, const char *name, size_t len,

@@ -27,7 +27,7 @@
  * Copying a WAL back into its file (a checkpoint, SQLite's own every 1000
  * pages) is done by a second thread on a connection of its own, so the
  * writer never waits on it; the writer only finishes one itself when the
- * WAL has grown past 8000 pages without starting over (store.c, CKPT_*).
+ * WAL has grown past 8000 pages without starting over (store_ckpt.c, CKPT_*).
  *
  * A job that fails rolls back its session's whole open transaction: a file
  * holds exactly the entries counted stored. Lost entries are counted per
@@ -282,7 +282,7 @@ uint64_t store_failed(const struct store *s);     /* entries lost to storage err
 uint64_t store_orphans(const struct store *s);    /* session files in sessions/orphans/ */
 /* What every waiting job costs (struct store_budget): what backpressure counts. */
 uint64_t store_queued_bytes(const struct store *s);
-/* WAL checkpoints the checkpointer thread did (store.c), not the writer. */
+/* WAL checkpoints the checkpointer thread did (store_ckpt.c), not the writer. */
 uint64_t store_checkpoints(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);

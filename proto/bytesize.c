@@ -2,6 +2,7 @@
  * bytesize — a SIZE from the command line (see bytesize.h).
  */
 #include "bytesize.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@ static uint64_t bytesize_unit(const char *u)
 
     if (*u == '\0' || strcasecmp(u, "b") == 0)
         return 1;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+    for (size_t i = 0; i < UTIL_ARRAY_LEN(units); i++) {
         if ((u[0] | 0x20) != units[i].letter)
             continue;
         if (u[1] == '\0' || strcasecmp(u + 1, "b") == 0 || strcasecmp(u + 1, "ib") == 0)

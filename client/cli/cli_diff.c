@@ -15,8 +15,9 @@
 #include "cli_obj.h"
 #include "cli_table.h"
 #include "cli_view.h"
+#include "util.h"
 
-#define CLI_DIFF_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define CLI_DIFF_NCOLS(a) UTIL_ARRAY_LEN(a)
 #define CLI_DIFF_INDENT   "  "
 #define CLI_DIFF_TOP      20 /* rows a table shows unless --top says otherwise */
 

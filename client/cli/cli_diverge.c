@@ -12,8 +12,9 @@
 #include "cli_export_dict.h"
 #include "cli_obj.h"
 #include "cli_table.h"
+#include "util.h"
 
-#define CLI_DIVERGE_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define CLI_DIVERGE_NCOLS(a) UTIL_ARRAY_LEN(a)
 
 /* One session's export stream, read one row at a time. */
 struct cli_diverge_stream {

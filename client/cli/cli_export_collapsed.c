@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "map.h"
+#include "util.h"
 
 #define COLLAPSED_MAX_DEPTH 256 /* frames of nested regions followed up; deeper ones are cut */
 
@@ -43,7 +44,7 @@ uint64_t cli_export_collapsed_time(uint64_t dur_ns)
 
 static uint64_t cli_export_collapsed_add(uint64_t a, uint64_t b)
 {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+    return util_sat_add(a, b);
 }
 
 static uint64_t cli_export_collapsed_weight(const struct cli_export *x, uint64_t dur_ns,

@@ -21,8 +21,9 @@
 #include "cli_offline.h"
 #include "cli_report_by.h"
 #include "cli_view.h"
+#include "util.h"
 
-#define CLI_REPORT_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define CLI_REPORT_NCOLS(a) UTIL_ARRAY_LEN(a)
 #define CLI_REPORT_INDENT   "  "
 #define CLI_REPORT_OPS      1000 /* ops rows a table shows unless --ops says otherwise */
 

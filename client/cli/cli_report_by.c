@@ -15,8 +15,9 @@
 #include "cli_obj.h"
 #include "cli_report.h"
 #include "cli_view.h"
+#include "util.h"
 
-#define BY_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define BY_NCOLS(a) UTIL_ARRAY_LEN(a)
 #define BY_INDENT   "  "
 /* --by module: the leaf key of entries without a parent; regions followed up from an entry */
 #define MOD_NONE      (1ull << 63)
@@ -41,7 +42,7 @@ struct by_state {
 
 static uint64_t by_add(uint64_t a, uint64_t b)
 {
-    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+    return util_sat_add(a, b);
 }
 
 /* ---- the report filters ------------------------------------------------------ */

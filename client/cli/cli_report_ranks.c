@@ -12,8 +12,9 @@
 #include "cli.h"
 #include "cli_obj.h"
 #include "cli_view.h"
+#include "util.h"
 
-#define RR_NCOLS(a) (sizeof(a) / sizeof((a)[0]))
+#define RR_NCOLS(a) UTIL_ARRAY_LEN(a)
 #define RR_INDENT   "  "
 
 static bool rr_uint(const char *s, const char **end, uint64_t *out)

@@ -20,6 +20,7 @@
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "utf8.h"
+#include "util.h"
 
 #define TOP_MAX_INTERVAL 3600.0
 #define TOP_ONCE_OPS     10 /* op rows of each table with --once */
@@ -313,7 +314,7 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
         an->instances = top_u64(res, "instances");
     for (uint32_t i = 0; coll != NULL && i < coll->via.array.size; i++) {
         uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
-        an->instances = an->instances > UINT64_MAX - n ? UINT64_MAX : an->instances + n;
+        an->instances = util_sat_add(an->instances, n);
     }
     an->on = true;
     return 0;
@@ -535,7 +536,7 @@ static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct
         uint64_t last = top_delta(r->last, q ? q->last : 0);
         uint64_t w = top_delta(r->waited_ns, q ? q->waited_ns : 0);
 
-        waited = waited > UINT64_MAX - w ? UINT64_MAX : waited + w;
+        waited = util_sat_add(waited, w);
         if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
             l->rank = r->rank, l->last = last, own = w;
             l->caused_ns = top_delta(r->caused_ns, q ? q->caused_ns : 0);
@@ -621,7 +622,7 @@ static void top_print_ops(FILE *f, const char *title, const struct top_row *r, l
     uint64_t sum = 0;
 
     for (long i = 0; i < n; i++)
-        sum = sum > UINT64_MAX - r[i].total_ns ? UINT64_MAX : sum + r[i].total_ns;
+        sum = util_sat_add(sum, r[i].total_ns);
     fprintf(f, "%s\n  %10s %10s %6s  %s\n", title, "CALLS", "TOTAL", "SHARE", "OP");
     if (n == 0)
         fprintf(f, "  (none)\n");
