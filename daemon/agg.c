@@ -13,7 +13,7 @@
 
 /*
  * Every sum saturates at INT64_MAX, the largest value a file holds: entry
- * fields are at most INT64_MAX each (proto.c), so adding two never wraps a
+ * fields are at most INT64_MAX each (proto_entry.c), so adding two never wraps a
  * uint64_t, and a saturated delta added to a saturated column stays exact
  * up to the cap. SAT_ADD is the same addition in SQL (?N is never negative).
  */

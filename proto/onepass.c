@@ -3,9 +3,9 @@
  *
  * The reader below knows the msgpack format and classifies each value the way
  * msgpack-c does (a signed encoding of a value >= 0 is a positive integer, as
- * in msgpack-c's object tree), so that every check of proto.c's decode_entry()
+ * in msgpack-c's object tree), so that every check of proto_entry.c's decode_entry()
  * can be made here on the same terms and fail with the same words. Where
- * proto.c checks a whole object before its parts (an ext map's keys before
+ * proto_entry.c checks a whole object before its parts (an ext map's keys before
  * its values), the note at that function says how the one pass keeps the
  * order.
  */
@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "onepass.h"
+#include "proto_entry.h"
+#include "proto_field.h"
 
 #define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
 /*
@@ -23,23 +25,9 @@
  */
 #define BLOB_SLACK 256
 
-static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4), cold));
-
-static int fail(struct proto_error *err, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-    int rc;
-
-    va_start(ap, fmt);
-    rc = proto_vfail(err, code, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 __attribute__((cold)) static int cut_short(struct proto_error *err)
 {
-    return fail(err, PROTO_E_MSGPACK, "the message is cut short");
+    return proto_fail(err, PROTO_E_MSGPACK, "the message is cut short");
 }
 
 /* ---- the msgpack reader --------------------------------------------------- */
@@ -293,18 +281,18 @@ enum onepass_kind onepass_kind(const uint8_t *p, size_t n)
     return n - i < 5 ? ONEPASS_MORE : ONEPASS_BATCH;
 }
 
-/* ---- typed fields, as proto.c's get_uint/get_int ---------------------------- */
+/* ---- typed fields, as proto_field_uint/int ---------------------------- */
 
 static int val_uint(const struct val *v, uint64_t max, uint64_t *out, const char *what,
                     struct proto_error *err)
 {
     if (v->kind == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-        return fail(err, PROTO_E_MESSAGE, "%s must not be negative", what);
+        return proto_fail(err, PROTO_E_MESSAGE, "%s must not be negative", what);
     if (v->kind != MSGPACK_OBJECT_POSITIVE_INTEGER)
-        return fail(err, PROTO_E_MESSAGE, "%s must be an unsigned integer", what);
+        return proto_fail(err, PROTO_E_MESSAGE, "%s must be an unsigned integer", what);
     if (v->u > max)
-        return fail(err, PROTO_E_MESSAGE, "%s is out of range (max %llu)", what,
-                    (unsigned long long)max);
+        return proto_fail(err, PROTO_E_MESSAGE, "%s is out of range (max %llu)", what,
+                          (unsigned long long)max);
     *out = v->u;
     return 0;
 }
@@ -353,9 +341,9 @@ static int val_int64(const struct val *v, int64_t *out, const char *what, struct
 {
     if (v->kind == MSGPACK_OBJECT_POSITIVE_INTEGER) {
         if (v->u > (uint64_t)INT64_MAX)
-            return fail(err, PROTO_E_MESSAGE, "%s is out of range", what);
+            return proto_fail(err, PROTO_E_MESSAGE, "%s is out of range", what);
     } else if (v->kind != MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-        return fail(err, PROTO_E_MESSAGE, "%s must be an integer", what);
+        return proto_fail(err, PROTO_E_MESSAGE, "%s must be an integer", what);
     }
     *out = (int64_t)v->u;
     return 0;
@@ -432,10 +420,10 @@ op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b, u
     int rc;
 
     if (h->kind != MSGPACK_OBJECT_ARRAY)
-        return fail(err, PROTO_E_MESSAGE, "a shape must be an array of unsigned integers");
+        return proto_fail(err, PROTO_E_MESSAGE, "a shape must be an array of unsigned integers");
     if (h->n > PROTO_MAX_DIMS)
-        return fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d", h->n,
-                    PROTO_MAX_DIMS);
+        return proto_fail(err, PROTO_E_TOO_LARGE, "a shape has %u dimensions, over the limit of %d",
+                          h->n, PROTO_MAX_DIMS);
     canonical = r->p - at == (h->n < 16 ? 1 : 3);
     i = 0;
     if (r->end - r->p >= 9 * (ptrdiff_t)h->n) {
@@ -475,7 +463,7 @@ op_shape(struct rd *r, const uint8_t *at, const struct val *h, struct blob *b, u
     /* at most a 3-byte header and 9 bytes a dimension, whatever the input's encoding, and 16
      * more for the copy below */
     if ((q = blob_room(b, 3 + 9 * (size_t)h->n + 16)) == NULL)
-        return fail(err, PROTO_E_INTERNAL, "out of memory");
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     if (off != NULL)
         *off = (uint32_t)b->size;
     if (canonical) {
@@ -511,12 +499,12 @@ static int op_in_shapes(struct rd *r, const struct val *h, struct blob *b, struc
     int rc;
 
     if (h->kind != MSGPACK_OBJECT_ARRAY)
-        return fail(err, PROTO_E_MESSAGE, "in_shapes must be an array of shapes");
+        return proto_fail(err, PROTO_E_MESSAGE, "in_shapes must be an array of shapes");
     if (h->n > PROTO_MAX_INPUTS)
-        return fail(err, PROTO_E_TOO_LARGE, "%u input shapes, over the limit of %d", h->n,
-                    PROTO_MAX_INPUTS);
+        return proto_fail(err, PROTO_E_TOO_LARGE, "%u input shapes, over the limit of %d", h->n,
+                          PROTO_MAX_INPUTS);
     if ((q = blob_room(b, 1)) == NULL)
-        return fail(err, PROTO_E_INTERNAL, "out of memory");
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     e->in_off = (uint32_t)b->size;
     *q = (uint8_t)(0x90 | h->n); /* n <= PROTO_MAX_INPUTS: a fixarray */
     b->size++;
@@ -537,13 +525,13 @@ static int op_device(const struct val *v, struct blob *b, struct proto_entry *e,
     uint8_t *q;
 
     if (v->kind != MSGPACK_OBJECT_STR || v->n == 0)
-        return fail(err, PROTO_E_MESSAGE, "entry device must be a non-empty string or nil");
+        return proto_fail(err, PROTO_E_MESSAGE, "entry device must be a non-empty string or nil");
     if (v->n > PROTO_MAX_NAME)
-        return fail(err, PROTO_E_TOO_LARGE, "entry device is over %d bytes", PROTO_MAX_NAME);
+        return proto_fail(err, PROTO_E_TOO_LARGE, "entry device is over %d bytes", PROTO_MAX_NAME);
     if (!proto_utf8_valid((const char *)v->s, v->n))
-        return fail(err, PROTO_E_MESSAGE, "entry device is not valid UTF-8");
+        return proto_fail(err, PROTO_E_MESSAGE, "entry device is not valid UTF-8");
     if ((q = blob_room(b, v->n)) == NULL)
-        return fail(err, PROTO_E_INTERNAL, "out of memory");
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     e->dev_off = (uint32_t)b->size;
     e->dev_len = v->n;
     memcpy(q, v->s, v->n);
@@ -551,7 +539,7 @@ static int op_device(const struct val *v, struct blob *b, struct proto_entry *e,
     return 0;
 }
 
-/* One known key of an ext map, as proto.c's decode_ext_value(); nil is the same as absent. */
+/* One known key of an ext map, as proto_entry.c's decode_ext_value(); nil is the same as absent. */
 static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, struct proto_error *err)
 {
     uint32_t bit = proto_ext_keys[k].bit;
@@ -567,7 +555,7 @@ static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, stru
     }
     snprintf(what, sizeof(what), "entry ext.%s", proto_ext_keys[k].key);
     if (x->has & bit)
-        return fail(err, PROTO_E_MESSAGE, "%s given twice", what);
+        return proto_fail(err, PROTO_E_MESSAGE, "%s given twice", what);
     if (v->kind == MSGPACK_OBJECT_NIL)
         return 0;
     if (bit == PROTO_EXT_TAG) {
@@ -581,7 +569,7 @@ static int op_ext_value(const struct val *v, size_t k, struct proto_ext *x, stru
         if ((rc = val_uint(v, PROTO_MAX_COMM_SIZE, &x->comm_size, what, err)) < 0)
             return rc;
         if (x->comm_size == 0)
-            return fail(err, PROTO_E_MESSAGE, "%s must be at least 1", what);
+            return proto_fail(err, PROTO_E_MESSAGE, "%s must be at least 1", what);
     } else if ((rc = val_uint(v, UINT64_MAX, proto_ext_slot(x, bit), what, err)) < 0) {
         return rc;
     }
@@ -600,7 +588,7 @@ static size_t ext_key(const struct val *key)
 }
 
 /*
- * Position 9: an ext map, as proto.c's blob_ext(). That one checks every key
+ * Position 9: an ext map, as proto_entry.c's blob_ext(). That one checks every key
  * is a string before it reads any value, so here a value's error waits (in
  * *err) until the map's last key is seen: a key that is not a string, even
  * after it, is the error.
@@ -614,13 +602,13 @@ static int op_ext(struct rd *r, const struct val *h, struct blob *b, struct prot
     uint8_t *q;
 
     if (h->kind != MSGPACK_OBJECT_MAP)
-        return fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
+        return proto_fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
     memset(&x, 0, sizeof(x));
     for (uint32_t i = 0; i < h->n; i++) {
         if (rd_next(r, &key) < 0 || rd_skip_body(r, &key) < 0)
             return cut_short(err);
         if (key.kind != MSGPACK_OBJECT_STR)
-            return fail(err, PROTO_E_MESSAGE, "entry ext has a key that is not a string");
+            return proto_fail(err, PROTO_E_MESSAGE, "entry ext has a key that is not a string");
         if (rd_next(r, &v) < 0 || rd_skip_body(r, &v) < 0)
             return cut_short(err);
         size_t k = first < 0 ? PROTO_N_EXT_KEYS : ext_key(&key);
@@ -632,7 +620,7 @@ static int op_ext(struct rd *r, const struct val *h, struct blob *b, struct prot
     if (x.has == 0)
         return 0; /* an empty map (or only unknown keys): nothing to keep */
     if ((q = blob_room(b, sizeof(x))) == NULL)
-        return fail(err, PROTO_E_INTERNAL, "out of memory");
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     e->ext_off = (uint32_t)b->size;
     e->ext_len = (uint32_t)sizeof(x);
     memcpy(q, &x, sizeof(x));
@@ -909,8 +897,8 @@ static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct 
         if (rd_next(r, &v) < 0)
             return cut_short(err);
         if (v.kind != MSGPACK_OBJECT_ARRAY || v.n < 4)
-            return fail(err, PROTO_E_MESSAGE,
-                        "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
+            return proto_fail(err, PROTO_E_MESSAGE,
+                              "an entry must be [step, op_id, start_ns, dur_ns, ...] (at least 4)");
     }
     memset(e, 0, sizeof(*e));
     if ((rc = rd_uint(r, INT64_MAX, &e->step, "entry step", err)) < 0 ||
@@ -919,7 +907,7 @@ static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct 
         (rc = rd_uint(r, INT64_MAX, &e->dur_ns, "entry dur_ns", err)) < 0)
         return rc;
     if (e->dur_ns > (uint64_t)INT64_MAX - e->start_ns)
-        return fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
+        return proto_fail(err, PROTO_E_MESSAGE, "entry start_ns + dur_ns is over INT64_MAX");
     e->op_id = (uint32_t)op;
     return op_rest(r, rest_fast(r, v.n, b, e, &st), v.n, b, e, &st, err);
 }
@@ -938,18 +926,18 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *l
     if (rd_next(&r, &top) < 0 || rd_next(&r, &type) < 0)
         return cut_short(err);
     if (top.n < 2)
-        return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
+        return proto_fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
     if (rd_next(&r, &l) < 0)
         return cut_short(err);
     if (l.kind != MSGPACK_OBJECT_ARRAY)
-        return fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
+        return proto_fail(err, PROTO_E_MESSAGE, "batch needs an array of entries");
     /* Every entry takes a byte at least: the count is bounded before it is allocated. */
     if (l.n > (size_t)(r.end - r.p))
         return cut_short(err);
     count = l.n;
     out->entries = malloc((count ? count : 1) * sizeof(*out->entries));
     if (out->entries == NULL)
-        return fail(err, PROTO_E_INTERNAL, "out of memory");
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     for (uint32_t i = 0; i < count; i++) {
         if ((rc = op_entry(&r, &b, &out->entries[i], err)) < 0) {
             size_t k = err ? strlen(err->message) : 0;
@@ -1065,7 +1053,7 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
             break;
         }
         if (i == s->b.cap && inc_grow(s, avail) < 0) {
-            rc = strict ? ONEPASS_STOP : fail(err, PROTO_E_INTERNAL, "out of memory");
+            rc = strict ? ONEPASS_STOP : proto_fail(err, PROTO_E_INTERNAL, "out of memory");
             break;
         }
         rc = op_entry(&r, &b, &s->b.entries[i], err);

@@ -2,26 +2,25 @@
  * onepass — the batch message decoded straight from its msgpack bytes.
  *
  * A batch is the one message a producer sends at rate, so the reader
- * (proto.c) hands it here instead of building msgpack-c's object tree and
+ * (proto_reader.c) hands it here instead of building msgpack-c's object tree and
  * walking that: one pass over the bytes fills the same struct proto_batch
  * (entries, and the blob of canonical shapes, device names and ext maps, byte
  * for byte what proto_decode() builds), with the same checks in the same
  * order, hence the same error codes and messages. Other messages keep the
  * object-tree path.
  *
- * The bytes come after the byte scanner (proto.c): they hold one complete
+ * The bytes come after the byte scanner (proto_scan.h): they hold one complete
  * message whose headers were bounded before anything was allocated, so a
  * count read here is already known to fit in the message. The reader is
  * still bounds-checked: bytes that end early give bad_msgpack, never a read
  * past them.
  *
- * Internal to proto/ (proto.c, the unit tests and the fuzzer include it);
+ * Internal to proto/ (proto.c, proto_reader.c, the unit tests and the fuzzer include it);
  * pure functions over bytes, reentrant.
  */
 #ifndef TRACECTL_ONEPASS_H
 #define TRACECTL_ONEPASS_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +50,7 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *b, size_t *len
 size_t onepass_skip(const uint8_t *p, size_t n);
 
 /*
- * A batch decoded entry by entry as its bytes arrive (the reader's, proto.c):
+ * A batch decoded entry by entry as its bytes arrive (the reader's, proto_reader.c):
  * the byte scanner checks the message's header, then the entries that are
  * whole are decoded straight from the buffer and the scanner steps over
  * them (see proto_reader_next). Positions are offsets from the message's
@@ -105,23 +104,5 @@ int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,
                        struct proto_batch *out, size_t *len, struct proto_error *err);
 
 void onepass_inc_free(struct onepass_inc *s);
-
-/* ---- shared with proto.c (defined there): one copy of each rule ---------- */
-
-/* Fills *err (when not NULL) with code and message; returns the code's negative errno. */
-int proto_vfail(struct proto_error *err, const char *code, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
-
-struct proto_ext_key {
-    const char *key;
-    uint32_t bit;
-};
-#define PROTO_N_EXT_KEYS 10
-extern const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS];
-/*
- * Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are
- * handled apart; comm_size is range-checked apart, then goes here).
- */
-uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit);
 
 #endif

@@ -3,17 +3,20 @@
  *
  * This module owns framing and validation of the msgpack stream and the
  * owned C structs that a decoded message becomes. It depends on msgpack-c
- * only: no libuv, no SQLite, no globals, so the daemon, the client library,
- * the CLI, the unit tests and the fuzzer all share it.
+ * and util/utf8.h only: no libuv, no SQLite, no globals, so the daemon, the
+ * client library, the CLI, the unit tests and the fuzzer all share it. This
+ * header is the public one (the types, decoding, and proto_reader.h and
+ * proto_pack.h, included below); the decoders of each message family, the
+ * field checks and the byte scanner have internal headers of their own.
  *
- * Reading: a struct proto_reader wraps a msgpack_unpacker and bounds each
+ * Reading (proto_reader.h): a struct proto_reader wraps a msgpack_unpacker and bounds each
  * message as bytes arrive. proto_reader_next() yields one owned struct
  * proto_msg at a time (or "need more bytes", or an error with a code and a
  * message). Nothing returned borrows from the unpacker's zone. A batch is
  * decoded in one pass over its bytes (proto/onepass.h); every other message
  * through msgpack-c's object tree.
  *
- * Writing: proto_pack_*() append one whole message to a msgpack_packer.
+ * Writing (proto_pack.h): proto_pack_*() append one whole message to a msgpack_packer.
  *
  * Errors: every int function returns 0 or a negative errno (the reader's
  * next functions return 1 for "a message" as well, see there). A decoding
@@ -276,105 +279,7 @@ enum proto_cat proto_cat_code(const char *category);
 /* The name of a code. */
 const char *proto_cat_name(enum proto_cat c);
 
-/* ---- reading ---------------------------------------------------------- */
-
-#define PROTO_SCAN_DEPTH 32 /* nesting the byte scanner allows (unknown map values included) */
-
-/*
- * The byte scanner's state (see proto_reader_next): msgpack headers are
- * checked as bytes are read, before msgpack-c's unpacker (or the batch
- * decoder) allocates what a header announces.
- */
-struct proto_scan {
-    uint64_t msg_bytes; /* bytes of the current message so far */
-    uint64_t ready;     /* whole messages scanned and not yet taken */
-    uint64_t seen;      /* whole messages scanned */
-    /* 1 + the number of the first message with an empty container nested
-     * PROTO_SCAN_DEPTH deep (0: none): msgpack-c refuses it, so it takes the
-     * object-tree path, which says so as the bytes arrive */
-    uint64_t deep_msg;
-    uint64_t pending;                 /* elements announced by open containers, not started */
-    uint64_t skip;                    /* body bytes (str, bin, ext) still to skip */
-    uint32_t stack[PROTO_SCAN_DEPTH]; /* remaining elements per open container */
-    int depth;
-    uint8_t head[9]; /* a multi-byte header being read */
-    int head_len, head_need;
-    const char *error; /* set once: the stream is bad */
-    char message[96];
-};
-
-/*
- * Bytes are read when a message is asked for (proto_reader_next), up to the
- * end of the first whole message: a message is taken as soon as it is whole,
- * whatever bytes came after it. A batch (the message producers send at rate)
- * is decoded from the buffered bytes in one pass (proto/onepass.h), entry by
- * entry as its bytes arrive: the scanner reads its header and whatever the
- * decoder cannot take (an entry cut by the end of the bytes, a wrong one),
- * and steps over the entries the decoder took, so that each byte is read
- * once; every other message goes through the scanner, then msgpack-c's
- * object tree. tree, false after init, sends batches that way too: the
- * reference the tests and the fuzzer compare the one-pass decoder against.
- */
-struct proto_reader {
-    msgpack_unpacker unp;
-    msgpack_unpacked res;
-    size_t max_msg;
-    struct proto_scan scan;
-    uint64_t taken; /* messages returned */
-    bool tree;
-    size_t unscanned; /* bytes at the buffer's end that neither the scanner nor the decoder saw */
-    struct onepass_inc *inc; /* the batch at the front, decoded as it arrives (NULL: none yet) */
-    int inc_mode;            /* what inc is at (proto.c) */
-    size_t last_batch;       /* bytes of the last batch taken: the buffer's room for the next */
-    void (*take)(void *ctx, struct proto_batch *b); /* see proto_reader_set_take */
-    void *take_ctx;
-};
-
-/* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
-int proto_reader_init(struct proto_reader *r, size_t max_msg);
-void proto_reader_deinit(struct proto_reader *r);
-
-/*
- * Where the arrays of a batch decoded as it arrives start (NULL take: fresh
- * ones, the default). As a batch begins, take(ctx, b) is called with b's
- * arrays NULL, b->cap and b->blob_cap what the reader's last batch needed
- * (0 for the first), and may set b's entries and blob to malloc'd arrays
- * with room for b->cap entries and b->blob_cap bytes (either may be NULL, its
- * room then ignored; less room than asked is fine), which the reader then owns: it fills
- * them, grows them with realloc when the batch needs more, and the batch
- * returned has them (its cap and blob_cap say how much room they have), so
- * a caller can hand the arrays of spent batches back for the next ones
- * instead of faulting fresh pages in. take is called on the reader's thread.
- */
-void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struct proto_batch *b),
-                           void *ctx);
-
-/*
- * Where to put up to `want` more bytes: returns a pointer with at least
- * `want` bytes of room, or NULL (out of memory). Follow with
- * proto_reader_commit(r, n) for the n bytes actually written. When the
- * buffer must grow, it grows at once to hold a message as large as the last
- * batch (never more than that batch's bytes plus `want`), so that a batch's
- * bytes are moved at most once as they arrive, not with each doubling.
- */
-char *proto_reader_buffer(struct proto_reader *r, size_t want);
-void proto_reader_commit(struct proto_reader *r, size_t n);
-
-/*
- * Decodes the next message that arrived.
- * Returns 1 and fills *m (free with proto_msg_free), 0 when more bytes are
- * needed, or a negative errno and fills *err (the stream is then unusable:
- * reply with the error and close). Producer, control and reply messages are all accepted;
- * the caller checks that the type fits its side of the conversation.
- */
-int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
-
-/*
- * For readers of generic replies (the CLI): the next whole msgpack object,
- * borrowed from the reader and valid until the next call. Same returns.
- */
-int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
-                             struct proto_error *err);
+/* ---- decoding (proto.c) ----------------------------------------------- */
 
 /*
  * Decodes one message from an already unpacked object (used by the above and by the fuzzer).
@@ -391,43 +296,16 @@ int proto_decode_bytes(const char *buf, size_t len, struct proto_msg *m, struct 
 int proto_decode_bytes_tree(const char *buf, size_t len, struct proto_msg *m,
                             struct proto_error *err);
 
-/* ---- writing ---------------------------------------------------------- */
-
-int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h);
-int proto_pack_ops(msgpack_packer *pk, const struct proto_opdef *defs, size_t n);
-/* A whole batch message; shapes/device come from b->blob. */
-int proto_pack_batch(msgpack_packer *pk, const struct proto_batch *b);
-/*
- * Batch header then n proto_pack_entry() calls: for encoders that do not
- * build a proto_batch. An entry with an ext map is packed with 10 fields.
- */
-int proto_pack_batch_header(msgpack_packer *pk, size_t n);
-int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char *blob);
-int proto_pack_meta(msgpack_packer *pk, const struct proto_kv *kv, size_t n);
-int proto_pack_flush(msgpack_packer *pk, uint64_t seq);
-int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
-int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
-int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
-int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);
-/*
- * Control requests: PROTO_SESSIONS, PROTO_REPORT, PROTO_STATUS, PROTO_DELETE, PROTO_EXPORT,
- * PROTO_CLASSIFY or PROTO_LIVE.
- */
-int proto_pack_request(msgpack_packer *pk, enum proto_type type, const struct proto_request *req);
-/* ["ok", <caller packs exactly one object next>] */
-int proto_pack_ok_header(msgpack_packer *pk);
-
-/* Helpers shared by encoders: a string and a uint shape as canonical msgpack. */
-int proto_pack_str(msgpack_packer *pk, const char *s);
-int proto_pack_shape(msgpack_packer *pk, const uint64_t *dims, size_t n);
-/* An ext map with the keys ext->has names (an empty map when none). */
-int proto_pack_ext(msgpack_packer *pk, const struct proto_ext *ext);
-
-/* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session). */
+/* Sets req to the defaults of PROTOCOL.md (top 10, ratio 0, threshold 0, no session);
+ * proto_request.c. */
 void proto_request_init(struct proto_request *req);
 
 /* True when s[0..len) is valid UTF-8 (the rule of utf8.h) with no NUL. s may be NULL when len is 0.
  */
 bool proto_utf8_valid(const char *s, size_t len);
+
+/* The streaming reader and the encoders, each in a header of its own. */
+#include "proto_pack.h"
+#include "proto_reader.h"
 
 #endif

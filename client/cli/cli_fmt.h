@@ -1,7 +1,7 @@
 /*
  * cli_fmt — human units for the tracectl CLI: durations, byte sizes,
  * shares and wall-clock times (a SIZE given on the command line is parsed
- * by proto/bytesize.h).
+ * by util/bytesize.h).
  *
  * Pure functions over numbers and caller-owned buffers; no state. A buffer
  * of CLI_FMT_LEN bytes always holds any result (longer ones are cut).

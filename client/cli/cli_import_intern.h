@@ -1,7 +1,7 @@
 /*
  * cli_import_intern — an interning table for `tracectl import`: each distinct
  * byte string (an op name, a packed shape list) is stored once and named by
- * a dense index (found through proto/map.h's strmap).
+ * a dense index (found through util/map.h's strmap).
  * The importer keeps per-event records small by storing these indexes.
  * Single-threaded; the caller's memory (init by zeroing, _deinit to free).
  */

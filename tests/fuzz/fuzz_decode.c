@@ -1,5 +1,5 @@
 /*
- * fuzz_decode.c — libFuzzer target for the wire-format decoder (proto.c).
+ * fuzz_decode.c — libFuzzer target for the wire-format decoder (proto/).
  *
  * The input is fed to a proto_reader in two reads (split where the first
  * byte says), as a connection would deliver it. Every message that decodes

@@ -1,5 +1,5 @@
 /*
- * test_bytesize — proto/bytesize.c, the one SIZE grammar of the daemon's and
+ * test_bytesize — util/bytesize.c, the one SIZE grammar of the daemon's and
  * the CLI's options. Expected values are powers of two written out by hand.
  */
 #include <errno.h>

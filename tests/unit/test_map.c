@@ -1,5 +1,5 @@
 /*
- * test_map — proto/map.c: strmap, u32map and pairmap against plain arrays
+ * test_map — util/map.c: strmap, u32map and pairmap against plain arrays
  * that hold the same keys (the model), through growth well past the first
  * capacity; and map_hash_bytes against FNV-1a's published test vectors.
  */

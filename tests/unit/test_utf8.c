@@ -1,5 +1,5 @@
 /*
- * test_utf8 — proto/utf8.c, the one UTF-8 decoder (RFC 3629), and the wire's
+ * test_utf8 — util/utf8.c, the one UTF-8 decoder (RFC 3629), and the wire's
  * rule built on it (proto_utf8_valid: valid and no NUL). The sequences and
  * their code points are written out from RFC 3629's table, not produced by
  * the code under test.
