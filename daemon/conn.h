@@ -14,6 +14,11 @@
  * "Limits"): op ids and metadata keys per connection, names and shapes per
  * session (session.h); everything it queued for the store is counted in
  * bytes (its store_budget), and reading stops while that is over its share;
+ * since a batch is counted once decoded, one batch may announce at most
+ * CONN_BATCH_ENTRIES entries (refused with too_large as soon as its header
+ * is read, before any entry is decoded), so that what one batch costs
+ * decoded (an entry: a struct proto_entry and two ids, 88 bytes, against 5
+ * on the wire at the least) stays a third of the producer's CONN_QUEUE_BYTES;
  * replies it has not read stop its requests, and all connections' unread
  * replies together are bounded too. A hello that would create a session
  * waits while SESSION_MAX_OPENING new session files are being made, so
@@ -44,6 +49,7 @@
 #define CONN_MAX_OP_IDS    65536        /* op ids one connection defines */
 #define CONN_MAX_META_KEYS 1024         /* distinct metadata keys of one process */
 #define CONN_QUEUE_BYTES   (8u << 20)   /* queued for the store before reading stops */
+#define CONN_BATCH_ENTRIES 32768        /* entries of one batch: 2.75 MiB decoded */
 #define DAEMON_QUEUE_BYTES (256u << 20) /* all producers: beyond it, each gets a share */
 #define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */

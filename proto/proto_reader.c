@@ -3,6 +3,7 @@
  * owned message out; a batch decoded entry by entry as its bytes arrive.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,11 @@ void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struc
 {
     r->take = take;
     r->take_ctx = ctx;
+}
+
+void proto_reader_set_max_entries(struct proto_reader *r, size_t n)
+{
+    r->max_entries = n;
 }
 
 char *proto_reader_buffer(struct proto_reader *r, size_t want)
@@ -129,6 +135,20 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
 }
 
 /*
+ * A batch at the front whose header announces more entries than the reader
+ * takes (proto_reader_set_max_entries): too_large, before anything is decoded.
+ * n: the entries the header announces (0: not known yet, or not a list).
+ */
+static int reader_entries_over(const struct proto_reader *r, uint32_t n, struct proto_error *err)
+{
+    if (r->max_entries == 0 || n <= r->max_entries)
+        return 0;
+    return proto_fail(err, PROTO_E_TOO_LARGE,
+                      "a batch of %" PRIu32 " entries is over the %zu-entry limit of one batch", n,
+                      r->max_entries);
+}
+
+/*
  * A batch at the front of the buffer: decoded in one pass from the bytes once
  * the scanner has seen the whole message, and stepped over in the unpacker's
  * buffer (whose parser has not started on it: parsed is 0). The same returns
@@ -147,6 +167,9 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
                               r->max_msg);
         return 0;
     }
+    struct onepass_inc head = {0};
+    if (onepass_inc_begin(&head, p, n) > 0 && (rc = reader_entries_over(r, head.n, err)) < 0)
+        return rc;
     rc = onepass_batch(p, n, &m->u.batch, &size, err);
     /* Only a message that has more bytes buffered than the limit can be over it. */
     if (rc < 0 && n > r->max_msg)
@@ -257,7 +280,7 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
 {
     const uint8_t *p = reader_front(r);
     size_t avail = reader_avail(r);
-    int hl = 0;
+    int hl = 0, rc;
 
     *path = false;
     switch (onepass_kind(p, avail)) {
@@ -266,6 +289,10 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
             return 0; /* the whole-message path needs none */
         if ((hl = onepass_inc_begin(r->inc, p, avail)) < 0)
             return 0;
+        if (hl > 0 && (rc = reader_entries_over(r, r->inc->n, err)) < 0) {
+            *path = true;
+            return rc;
+        }
         break;
     case ONEPASS_MORE:
         break;

@@ -1116,6 +1116,80 @@ static void feed(struct proto_reader *r, const char *p, size_t n)
     proto_reader_commit(r, n);
 }
 
+/* A batch of n entries [0, 1, 0, 0] (5 bytes each), then a flush. */
+static void minimal_batch_then_flush(struct buf *b, size_t n)
+{
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "batch");
+    msgpack_pack_array(&b->pk, n);
+    for (size_t i = 0; i < n; i++) {
+        msgpack_pack_array(&b->pk, 4);
+        for (int k = 0; k < 4; k++)
+            msgpack_pack_uint64(&b->pk, k == 1);
+    }
+    msgpack_pack_array(&b->pk, 2);
+    s(b, "flush");
+    msgpack_pack_uint64(&b->pk, 7);
+}
+
+/*
+ * proto_reader_set_max_entries: a batch of more entries is refused with
+ * too_large as soon as its header is read (here: once 7 bytes, the whole
+ * header of a 70,000-entry batch, have arrived, of its 350,000), whole or
+ * byte by byte; one of as many entries passes; 0 bounds nothing.
+ */
+Test(proto, reader_max_entries_refuses_at_the_header)
+{
+    const size_t max = 70000;
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf over, at;
+
+    buf_init(&over);
+    minimal_batch_then_flush(&over, max + 1);
+    buf_init(&at);
+    minimal_batch_then_flush(&at, max);
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        size_t fed = 0;
+        int rc = 0;
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_max_entries(&r, max);
+        if (bytewise) {
+            while (rc == 0 && fed < over.sb.size) {
+                feed(&r, over.sb.data + fed++, 1);
+                rc = proto_reader_next(&r, &m, &err);
+            }
+            /* ["batch" (1 + 6 bytes), array32 header (5 bytes)]: refused at its last byte */
+            cr_assert_eq(fed, 12, "refused after %zu bytes", fed);
+        } else {
+            feed(&r, over.sb.data, over.sb.size);
+            rc = proto_reader_next(&r, &m, &err);
+        }
+        cr_assert_eq(rc, -EMSGSIZE);
+        cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
+        cr_assert_str_eq(err.message,
+                         "a batch of 70001 entries is over the 70000-entry limit of one batch");
+        proto_reader_deinit(&r);
+    }
+    for (size_t limit = 0; limit <= max; limit += max) {
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_max_entries(&r, limit);
+        feed(&r, limit ? at.sb.data : over.sb.data, limit ? at.sb.size : over.sb.size);
+        cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+        cr_assert_eq(m.type, PROTO_BATCH);
+        cr_assert_eq(m.u.batch.n, limit ? max : max + 1);
+        proto_msg_free(&m);
+        cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+        cr_assert_eq(m.type, PROTO_FLUSH);
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+    }
+    msgpack_sbuffer_destroy(&over.sb);
+    msgpack_sbuffer_destroy(&at.sb);
+}
+
 Test(proto, reader_split_and_pipelined)
 {
     struct proto_reader r;
