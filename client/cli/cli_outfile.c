@@ -211,11 +211,15 @@ int cli_outfile_open(struct cli_outfile *o, const char *path, const char *cmd)
         cli_error("%s: cannot open %s: %s", cmd, path, strerror(-rc));
         return CLI_EXIT_ERROR;
     }
-    if (!exists || S_ISREG(st.st_mode))
+    if (exists && S_ISREG(st.st_mode) && faccessat(AT_FDCWD, o->target, W_OK, AT_EACCESS) != 0) {
+        /* `>` would fail on it; a rename in a writable directory would not */
+        cli_error("%s: cannot write %s: %s", cmd, path, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+    } else if (!exists || S_ISREG(st.st_mode)) {
         rc = cli_outfile_open_tmp(o, exists ? &st : NULL, cmd);
-    else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+    } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
         rc = cli_outfile_open_special(o, cmd);
-    else {
+    } else {
         cli_error("%s: not writing to %s: %s", cmd, path,
                   S_ISDIR(st.st_mode) ? "it is a directory"
                                       : "it is not a file, a character device or a FIFO");

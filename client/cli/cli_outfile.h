@@ -17,7 +17,9 @@
  *    difference remains: the new file is a new inode, so other hard links
  *    to the old one keep the old content;
  *  - a directory is refused ("is a directory"), as are block devices and
- *    sockets, before anything is asked of the daemon.
+ *    sockets, and a regular file the caller may not write (`>` would fail
+ *    on it; a rename in a writable directory would not), all before
+ *    anything is asked of the daemon.
  *
  * SIGNALS. While a temporary file exists, SIGINT, SIGTERM and SIGHUP are
  * caught by a handler that unlinks it (unlink() is async-signal-safe),

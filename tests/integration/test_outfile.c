@@ -92,21 +92,26 @@ static char *export_stdout(long long id, size_t n)
     return out;
 }
 
-/* Starts `tracectl export ... -o path` in a child (stdout and stderr to errpath). */
-static pid_t export_start(long long id, const char *path, const char *errpath)
+/* Starts `tracectl export ... -o path` in a child of uid (stdout and stderr to errpath). */
+static pid_t export_start_as(uid_t uid, long long id, const char *path, const char *errpath)
 {
     char ids[32], *argv[10];
     pid_t pid;
     int fd;
 
     export_argv(argv, ids, id, path);
-    if ((pid = harness_fork_as(0, 60)) != 0)
+    if ((pid = harness_fork_as(uid, 60)) != 0)
         return pid;
     fd = open(errpath ? errpath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
         _exit(122);
     execv(argv[0], argv);
     _exit(123);
+}
+
+static pid_t export_start(long long id, const char *path, const char *errpath)
+{
+    return export_start_as(geteuid(), id, path, errpath);
 }
 
 /* Runs the export to path; returns its exit status. */
@@ -348,6 +353,42 @@ Test(outfile, existing_file_keeps_its_mode)
     cr_assert_eq(count_prefixed(d.dir, "kept.csv."), 0, "no temporary file");
     free(got);
     free(want);
+}
+
+/*
+ * A regular file the user may not write, in a directory where anyone may
+ * (so a rename could replace it): refused with exit 1 and EACCES as `>`
+ * refuses it, before the daemon is asked, the file untouched.
+ */
+Test(outfile, unwritable_file_is_refused)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], err[PATH_MAX + 16], *got;
+    long long id;
+    size_t len;
+    FILE *f;
+
+    if (!need_root())
+        return;
+    id = load(10);
+    snprintf(dir, sizeof(dir), "%s/shared", d.dir);
+    snprintf(path, sizeof(path), "%s/ro.csv", dir);
+    snprintf(err, sizeof(err), "%s/stderr", dir); /* written by the CLI, as the other user */
+    cr_assert_eq(chmod(d.dir, 0711), 0);
+    cr_assert_eq(mkdir(dir, 0777), 0);
+    cr_assert_eq(chmod(dir, 0777), 0); /* whatever the umask */
+    cr_assert_not_null(f = fopen(path, "w"));
+    fputs("root's\n", f);
+    fclose(f);
+    cr_assert_eq(chmod(path, 0644), 0);
+    cr_assert_eq(harness_wait_child(export_start_as(65534, id, path, err)), 1);
+    got = slurp(err, &len);
+    cr_assert_not_null(strstr(got, "cannot write"), "stderr: %s", got);
+    cr_assert_not_null(strstr(got, strerror(EACCES)), "stderr: %s", got);
+    free(got);
+    got = slurp(path, &len);
+    cr_assert_str_eq(got, "root's\n", "the file is untouched");
+    free(got);
+    cr_assert_eq(count_prefixed(dir, "ro.csv."), 0, "no temporary file");
 }
 
 /*
