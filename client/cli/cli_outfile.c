@@ -207,6 +207,10 @@ int cli_outfile_open(struct cli_outfile *o, const char *path, const char *cmd)
     if (path == NULL)
         return CLI_EXIT_OK;
     o->f = NULL;
+    if (path[0] == '\0') { /* lstat("") fails with ENOENT: it is no path to create */
+        cli_error("%s: cannot open '': %s", cmd, strerror(ENOENT));
+        return CLI_EXIT_ERROR;
+    }
     if ((rc = cli_outfile_resolve(path, &o->target, &st, &exists)) != 0) {
         cli_error("%s: cannot open %s: %s", cmd, path, strerror(-rc));
         return CLI_EXIT_ERROR;

@@ -424,6 +424,7 @@ Test(outfile, directory_is_refused)
     harness_daemon_stop(&d, SIGTERM);
     d.pid = 0;
     cr_assert_eq(export_to(id, dir), 1, "refused before the daemon is asked");
+    cr_assert_eq(export_to(id, ""), 1, "so is an empty path");
 }
 
 /*

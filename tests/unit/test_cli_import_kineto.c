@@ -88,8 +88,14 @@ static FILE *new_trace(void)
 
 static void put_run(FILE *f, char c, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        fputc(c, f);
+    char buf[65536];
+
+    memset(buf, c, sizeof(buf));
+    for (size_t left = n; left > 0;) {
+        size_t k = left < sizeof(buf) ? left : sizeof(buf);
+        cr_assert_eq(fwrite(buf, 1, k, f), k);
+        left -= k;
+    }
 }
 
 struct got {
