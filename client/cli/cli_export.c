@@ -8,7 +8,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_export_chrome.h"
@@ -16,6 +15,7 @@
 #include "cli_export_csv.h"
 #include "cli_export_perfetto.h"
 #include "cli_obj.h"
+#include "cli_outfile.h"
 
 const char cli_export_usage[] =
     "Usage: tracectl export <id|name> --format FMT [-o FILE]\n"
@@ -51,8 +51,11 @@ const char cli_export_usage[] =
     "\n"
     "Options:\n"
     "  -f, --format FMT        csv, collapsed, chrome or perfetto (required)\n"
-    "  -o, --output FILE       write to FILE instead of standard output; FILE\n"
-    "                          is replaced only once the export is complete\n"
+    "  -o, --output FILE       write to FILE instead of standard output, as a\n"
+    "                          shell's > would: a regular FILE is replaced\n"
+    "                          only once the export is complete (keeping its\n"
+    "                          mode), a device or FIFO is written into, a\n"
+    "                          symbolic link is followed, a directory refused\n"
     "  -w, --weight W          collapsed only: what a stack weighs: time (µs:\n"
     "                          the sum of max(1, round(dur_ns / 1000)); the\n"
     "                          default), memory (the sum of mem_bytes) or calls\n"
@@ -87,13 +90,6 @@ struct cli_export_opts {
     bool weighted; /* --weight was given */
     enum cli_export_stacks stacks;
     bool stacked; /* --stacks was given */
-};
-
-/* Where the output goes: stdout, or tmp (renamed to path once complete). */
-struct cli_export_out {
-    FILE *f;
-    const char *path;
-    char *tmp;
 };
 
 /* ---- options ------------------------------------------------------------- */
@@ -194,65 +190,6 @@ static int cli_export_opts(struct cli_ctx *ctx, int argc, char **argv, struct cl
     return cli_export_check_opts(ctx, o);
 }
 
-/* ---- output -------------------------------------------------------------- */
-
-/* Opens the output: stdout, or a temporary file beside path. Returns an exit code. */
-static int cli_export_out_open(struct cli_export_out *out, const char *path)
-{
-    mode_t mask = umask(0);
-    int fd;
-
-    umask(mask);
-    out->path = path;
-    out->tmp = NULL;
-    out->f = stdout;
-    if (path == NULL)
-        return CLI_EXIT_OK;
-    if ((out->tmp = malloc(strlen(path) + sizeof(".XXXXXX"))) == NULL) {
-        cli_error("export: out of memory");
-        return CLI_EXIT_ERROR;
-    }
-    sprintf(out->tmp, "%s.XXXXXX", path);
-    fd = mkstemp(out->tmp);
-    /* mkstemp makes the file 0600; give it the mode a plain fopen() would. */
-    if (fd < 0 || fchmod(fd, 0666 & ~mask) != 0 || (out->f = fdopen(fd, "wb")) == NULL) {
-        cli_error("export: cannot create %s: %s", fd < 0 ? path : out->tmp, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(out->tmp);
-        }
-        free(out->tmp);
-        out->tmp = NULL;
-        out->f = NULL;
-        return CLI_EXIT_ERROR;
-    }
-    return CLI_EXIT_OK;
-}
-
-/*
- * Closes the output. With ok, a temporary file replaces path; otherwise it
- * is removed. Returns rc, or CLI_EXIT_ERROR when finishing the file failed.
- */
-static int cli_export_out_close(struct cli_export_out *out, int rc)
-{
-    if (out->f == NULL || out->tmp == NULL)
-        return rc; /* stdout: main() flushes and checks it */
-    if (fclose(out->f) != 0 && rc == CLI_EXIT_OK) {
-        cli_error("export: cannot write %s: %s", out->path, strerror(errno));
-        rc = CLI_EXIT_ERROR;
-    }
-    if (rc == CLI_EXIT_OK && rename(out->tmp, out->path) != 0) {
-        cli_error("export: cannot replace %s: %s", out->path, strerror(errno));
-        rc = CLI_EXIT_ERROR;
-    }
-    if (rc != CLI_EXIT_OK)
-        unlink(out->tmp);
-    free(out->tmp);
-    out->tmp = NULL;
-    out->f = NULL;
-    return rc;
-}
-
 /* ---- the stream ---------------------------------------------------------- */
 
 /* Copies a string field of an error map, with control characters made harmless. */
@@ -281,7 +218,7 @@ static int cli_export_daemon_error(const struct cli_ctx *ctx, const msgpack_obje
 }
 
 /* Maps a -errno of the stream or of a format to an exit code, with a message. */
-static int cli_export_failure(const struct cli_export_out *out, int rc, const char *msg)
+static int cli_export_failure(const struct cli_outfile *out, int rc, const char *msg)
 {
     if (rc == -EPROTO)
         cli_error("bad reply from the daemon: %s", msg[0] ? msg : "malformed export stream");
@@ -318,7 +255,7 @@ static int cli_export_rows(struct cli_export *x, const struct cli_export_format 
 
 /* Reads the messages after the header until "end". Returns an exit code. */
 static int cli_export_loop(const struct cli_ctx *ctx, struct cli_conn *conn, struct cli_export *x,
-                           const struct cli_export_format *fmt, const struct cli_export_out *out)
+                           const struct cli_export_format *fmt, const struct cli_outfile *out)
 {
     char msg[256] = "";
     uint64_t count = 0, announced;
@@ -352,7 +289,7 @@ static int cli_export_loop(const struct cli_ctx *ctx, struct cli_conn *conn, str
 /* From the header on: dictionaries, begin, rows, end. Returns an exit code. */
 static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
                              const msgpack_object *header, const struct cli_export_opts *o,
-                             const struct cli_export_out *out, void *arg)
+                             const struct cli_outfile *out, void *arg)
 {
     struct cli_export x = {
         .out = out->f, .weight = o->weight, .stacks = o->stacks, .arg = arg, .state = NULL};
@@ -374,7 +311,7 @@ int cli_export_each(struct cli_ctx *ctx, char *session, const struct cli_export_
                     void *arg)
 {
     struct cli_export_opts o = {.fmt = fmt, .weight = CLI_EXPORT_WEIGHT_TIME};
-    struct cli_export_out out = {.f = stdout};
+    struct cli_outfile out = {.f = stdout, .path = NULL};
     struct proto_request req;
     struct cli_conn conn;
     const msgpack_object *header;
@@ -394,7 +331,7 @@ int cli_export_each(struct cli_ctx *ctx, char *session, const struct cli_export_
 int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
 {
     struct cli_export_opts o = {.fmt = NULL, .weight = CLI_EXPORT_WEIGHT_TIME};
-    struct cli_export_out out;
+    struct cli_outfile out;
     struct proto_request req;
     struct cli_conn conn;
     const msgpack_object *header;
@@ -409,12 +346,12 @@ int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     req.by_start = o.fmt->by_start;
-    if ((rc = cli_export_out_open(&out, o.path)) != CLI_EXIT_OK)
+    if ((rc = cli_outfile_open(&out, o.path, "export")) != CLI_EXIT_OK)
         return rc;
     rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);
     if (rc == CLI_EXIT_OK) {
         rc = cli_export_stream(ctx, &conn, header, &o, &out, NULL);
         cli_conn_close(&conn);
     }
-    return cli_export_out_close(&out, rc);
+    return cli_outfile_close(&out, rc);
 }

@@ -14,9 +14,11 @@
  * whole-session view (collapsed stacks) aggregate as rows pass and write at
  * the end; the others write as they go.
  *
- * With -o FILE the output goes to a temporary file beside FILE, renamed over
- * it only when the whole stream arrived and was written, so a failed export
- * never leaves a truncated file that looks complete.
+ * With -o FILE the output goes through cli_outfile, as a shell redirect
+ * would: into a character device or FIFO, through a symbolic link, and for a
+ * regular file into a temporary file beside it, renamed over it only when
+ * the whole stream arrived and was written, so a failed or interrupted
+ * export never leaves a truncated file that looks complete.
  *
  * Runs on the CLI's only thread; see cli.h for the command conventions.
  */

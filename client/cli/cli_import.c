@@ -114,6 +114,7 @@ struct import_result {
     struct kineto_skipped skipped[KINETO_MAX_SKIPPED];
     size_t n_skipped;
     uint64_t skipped_other;
+    uint64_t out_of_range; /* events skipped for their times (kineto.out_of_range) */
 };
 
 /* The whole command: the files' results, and the first file's connection held open. */
@@ -266,6 +267,7 @@ static void import_send_counts(struct import_job *j)
             import_meta_count(j->s, key, k->skipped[i].n);
     }
     import_meta_count(j->s, "import.skipped_other", k->skipped_other);
+    import_meta_count(j->s, "import.out_of_range", k->out_of_range);
 }
 
 /* ---- one file ------------------------------------------------------------------------ */
@@ -327,6 +329,7 @@ static bool import_nothing(const struct import_job *j, char *buf, size_t len)
 {
     const struct kineto *k = &j->k;
     char skipped[256];
+    size_t off;
 
     if (k->gpu_events > 0 || (j->o->cpu_ops && k->cpu_events > 0))
         return false;
@@ -338,9 +341,15 @@ static bool import_nothing(const struct import_job *j, char *buf, size_t len)
         return true;
     }
     import_skipped_text(k->skipped, k->n_skipped, k->skipped_other, skipped, sizeof(skipped));
-    snprintf(buf, len, "nothing to import: no kernel, memcpy, memset or CPU op events%s%s%s",
-             skipped[0] ? " (skipped, of categories the importer does not know: " : "", skipped,
-             skipped[0] ? ")" : "");
+    off = (size_t)snprintf(
+        buf, len, "nothing to import: no kernel, memcpy, memset or CPU op events%s%s%s",
+        skipped[0] ? " (skipped, of categories the importer does not know: " : "", skipped,
+        skipped[0] ? ")" : "");
+    if (k->out_of_range > 0 && off < len)
+        snprintf(buf + off, len - off,
+                 "; %" PRIu64 " events skipped whose ts or dur is out of range (negative, or past "
+                 "2^63 ns)",
+                 k->out_of_range);
     return true;
 }
 
@@ -356,7 +365,8 @@ static void import_result_fill(struct import_result *r, const struct import_job 
                                 .session_id = j->s->session_id,
                                 .process_id = j->s->process_id,
                                 .n_skipped = k->n_skipped,
-                                .skipped_other = k->skipped_other};
+                                .skipped_other = k->skipped_other,
+                                .out_of_range = k->out_of_range};
     memcpy(r->skipped, k->skipped, sizeof(r->skipped));
 }
 
@@ -370,6 +380,10 @@ static void import_summary(const struct import_result *r, const char *session)
     if (skipped[0] != '\0')
         printf("; skipped %" PRIu64 " events of categories the importer does not know: %s",
                import_skipped_total(r->skipped, r->n_skipped, r->skipped_other), skipped);
+    if (r->out_of_range > 0)
+        printf("; skipped %" PRIu64 " events whose ts or dur is out of range (negative, or past "
+               "2^63 ns)",
+               r->out_of_range);
     putchar('\n');
 }
 
@@ -503,7 +517,7 @@ static void import_pack_str(msgpack_packer *pk, const char *s)
 static void import_pack_result(msgpack_packer *pk, const struct import_result *r,
                                const char *session)
 {
-    msgpack_pack_map(pk, 9);
+    msgpack_pack_map(pk, 10);
     proto_pack_str(pk, "file");
     proto_pack_str(pk, r->path);
     proto_pack_str(pk, "rank");
@@ -533,6 +547,8 @@ static void import_pack_result(msgpack_packer *pk, const struct import_result *r
         proto_pack_str(pk, "others");
         msgpack_pack_uint64(pk, r->skipped_other);
     }
+    proto_pack_str(pk, "out_of_range");
+    msgpack_pack_uint64(pk, r->out_of_range);
 }
 
 /*

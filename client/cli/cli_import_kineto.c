@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +18,11 @@
 #include <yajl/yajl_parse.h>
 #include <zlib.h>
 
+#include "cli_import_cut.h"
+
 #define KINETO_NAME_MAX   PROTO_MAX_NAME /* longer names are cut visibly: see name_cut() */
-#define KINETO_READ_BUF   (256u << 10)
-#define KINETO_DEPTH      64   /* nesting the parser follows; deeper is a parse error */
-#define KINETO_DEVICE_PID 1024 /* a device event's pid below this is its device's index */
+#define KINETO_READ_BUF   (256u << 10)   /* text read at a time (and the first buffer's size) */
+#define KINETO_DEVICE_PID 1024           /* a device event's pid below this is its device's index */
 
 struct kineto_op {
     int64_t ext, ts, dur, tid;
@@ -68,6 +70,7 @@ struct event {
     char name[KINETO_NAME_MAX + 1];
     int64_t ts, dur, tid, pid, device, ext, corr, bytes, stream;
     bool has_ts, has_dur;
+    bool bad_time;     /* a ts or dur that is not a number of ns in int64 */
     uint32_t n_inputs; /* Input Dims: at most PROTO_MAX_INPUTS, each at most PROTO_MAX_DIMS */
     uint64_t dim_v[PROTO_MAX_INPUTS][PROTO_MAX_DIMS];
     uint32_t dim_n[PROTO_MAX_INPUTS];
@@ -80,7 +83,7 @@ struct kineto_parse {
     void *emit_arg;
     int emit_rc; /* the first error emit returned */
     bool oom;    /* a table could not grow */
-    enum frame stack[KINETO_DEPTH];
+    enum frame stack[KINETO_MAX_DEPTH];
     int depth; /* stack[depth - 1] is the current container */
     char key[128];
     int prop_index;
@@ -93,7 +96,9 @@ struct kineto_parse {
     uint64_t maps;          /* ... that are maps (events) */
     uint64_t kineto_events; /* ... of a category of the PyTorch profiler */
     struct event ev;
-    uint64_t bytes; /* compressed bytes read, for progress */
+    bool too_deep;         /* push() refused a container: KINETO_MAX_DEPTH */
+    struct import_cut cut; /* token boundaries of the text read */
+    uint64_t bytes;        /* compressed bytes read, for progress */
     struct timespec last;
 };
 
@@ -431,6 +436,17 @@ static void scan_skipped(struct kineto *k, const char *cat)
         k->skipped_other++;
 }
 
+/*
+ * Whether a complete event's times can be imported: ts and dur (when given)
+ * at least 0 and ts + dur within int64 ns. The others are skipped, counted
+ * in out_of_range by the scan.
+ */
+static bool event_in_range(const struct event *e)
+{
+    return !e->bad_time && e->ts >= 0 &&
+           (!e->has_dur || (e->dur >= 0 && e->dur <= INT64_MAX - e->ts));
+}
+
 static void scan_event(struct kineto_parse *p)
 {
     struct kineto *k = p->k;
@@ -445,6 +461,10 @@ static void scan_event(struct kineto_parse *p)
         k->pid = e->pid;
     if (strcmp(e->ph, "X") != 0 || !e->has_ts)
         return;
+    if (!event_in_range(e)) {
+        k->out_of_range++;
+        return;
+    }
     k->events++;
     if (kind == K_OTHER)
         scan_skipped(k, e->cat[0] ? e->cat : "(none)");
@@ -679,8 +699,8 @@ static void replay_event(struct kineto_parse *p)
     char device[48];
     int64_t step_ts = e->ts;
 
-    if (strcmp(e->ph, "X") != 0 || !e->has_ts || (kind != K_KERNEL && kind != K_MEMORY) ||
-        e->name[0] == '\0' || p->emit_rc != 0)
+    if (strcmp(e->ph, "X") != 0 || !e->has_ts || !event_in_range(e) ||
+        (kind != K_KERNEL && kind != K_MEMORY) || e->name[0] == '\0' || p->emit_rc != 0)
         return;
     if ((op = find_op(k, e->ext)) == NULL && (l = find_launch(k, e->corr)) != NULL) {
         op = l->op ? &k->ops[l->op - 1] : NULL;
@@ -773,8 +793,10 @@ static enum frame top(const struct kineto_parse *p)
 
 static int push(struct kineto_parse *p, enum frame f)
 {
-    if (p->depth >= KINETO_DEPTH)
-        return 0; /* deeper than any Kineto file: stop with a parse error */
+    if (p->depth >= KINETO_MAX_DEPTH) {
+        p->too_deep = true; /* deeper than any Kineto file: stop with a clear error */
+        return 0;
+    }
     p->stack[p->depth++] = f;
     return 1;
 }
@@ -795,9 +817,9 @@ static void event_scalar(struct kineto_parse *p, const unsigned char *s, size_t 
         else if (strcmp(key, "name") == 0 && is_str)
             copy_str(e->name, sizeof(e->name), s, n);
         else if (strcmp(key, "ts") == 0 && !is_str)
-            e->has_ts = us_to_ns(t, n, &e->ts);
+            e->has_ts = true, e->bad_time |= !us_to_ns(t, n, &e->ts);
         else if (strcmp(key, "dur") == 0 && !is_str)
-            e->has_dur = us_to_ns(t, n, &e->dur);
+            e->has_dur = true, e->bad_time |= !us_to_ns(t, n, &e->dur);
         else if (strcmp(key, "tid") == 0) /* "stream 7" or 1234: a key, nothing more */
             e->tid = is_str ? (int64_t)(map_hash_bytes(t, n) >> 1) : int_or(t, n, -1);
         else if (strcmp(key, "pid") == 0 && !is_str)
@@ -889,7 +911,7 @@ static void event_reset(struct event *e)
     e->ph[0] = e->cat[0] = e->name[0] = '\0';
     e->ts = e->dur = 0;
     e->tid = e->pid = e->device = e->ext = e->corr = e->bytes = e->stream = -1;
-    e->has_ts = e->has_dur = false;
+    e->has_ts = e->has_dur = e->bad_time = false;
     e->n_inputs = 0;
 }
 
@@ -984,6 +1006,11 @@ static void progress(struct kineto_parse *p, bool done)
     k->progress(k->progress_arg, p->replay, p->bytes, k->events, done);
 }
 
+static const char *parse_gz_note(const struct kineto *k)
+{
+    return k->path && strstr(k->path, ".gz") ? " of the decompressed text" : "";
+}
+
 /* Why the parse stopped, into k->errmsg. */
 static void parse_error(struct kineto_parse *p, yajl_handle h, uint64_t offset)
 {
@@ -994,25 +1021,103 @@ static void parse_error(struct kineto_parse *p, yajl_handle h, uint64_t offset)
         snprintf(k->errmsg, sizeof(k->errmsg), "out of memory at byte %" PRIu64, offset);
         return;
     }
+    if (p->too_deep) {
+        snprintf(k->errmsg, sizeof(k->errmsg),
+                 "not a Kineto trace: arrays and objects nested more than %d deep at byte %" PRIu64
+                 "%s (the importer follows %d levels; a profiler trace uses about 6)",
+                 KINETO_MAX_DEPTH, offset, parse_gz_note(k), KINETO_MAX_DEPTH);
+        return;
+    }
     msg = yajl_get_error(h, 0, NULL, 0);
     snprintf(k->errmsg, sizeof(k->errmsg), "not valid JSON at byte %" PRIu64 "%s: %s", offset,
-             p->k->path && strstr(p->k->path, ".gz") ? " of the decompressed text" : "",
-             msg ? (const char *)msg : "?");
+             parse_gz_note(k), msg ? (const char *)msg : "?");
     /* yajl's message ends with a newline */
     k->errmsg[strcspn(k->errmsg, "\n")] = '\0';
     yajl_free_error(h, msg);
+}
+
+/* Gives yajl text[0..n), which ends at a token boundary. 0, or -1 with the reason in errmsg. */
+static int parse_feed(struct kineto_parse *p, yajl_handle h, const unsigned char *text, size_t n)
+{
+    if (n > 0 && yajl_parse(h, text, n) != yajl_status_ok) {
+        parse_error(p, h, p->k->work.fed + yajl_get_bytes_consumed(h));
+        return -1;
+    }
+    p->k->work.fed += n;
+    return 0;
+}
+
+/*
+ * Room for more text after an unfinished token of len bytes in *buf (*cap
+ * bytes): doubles the buffer, up to KINETO_MAX_TOKEN. 0, or -1 with the
+ * reason in errmsg.
+ */
+static int parse_room(struct kineto_parse *p, unsigned char **buf, size_t *cap)
+{
+    struct kineto *k = p->k;
+    unsigned char *b;
+
+    if (*cap >= KINETO_MAX_TOKEN) {
+        snprintf(k->errmsg, sizeof(k->errmsg),
+                 "a JSON string, key or number starting at byte %" PRIu64
+                 "%s is longer than %u MiB, the longest the importer reads",
+                 k->work.fed + 1, parse_gz_note(k), KINETO_MAX_TOKEN >> 20);
+        return -1;
+    }
+    if ((b = realloc(*buf, *cap * 2)) == NULL) {
+        p->oom = true;
+        snprintf(k->errmsg, sizeof(k->errmsg), "out of memory at byte %" PRIu64, k->work.fed);
+        return -1;
+    }
+    *buf = b;
+    *cap *= 2;
+    return 0;
+}
+
+/*
+ * Reads the next piece of text after the len bytes held in *buf, and gives
+ * yajl all that ends at a token boundary, keeping the rest (an unfinished
+ * token) at the start of *buf. Returns gzread's count (0 at the end, < 0 on
+ * a read error) or, with the reason in errmsg, INT_MIN.
+ */
+static int parse_step(struct kineto_parse *p, gzFile gz, yajl_handle h, unsigned char **buf,
+                      size_t *cap, size_t *len)
+{
+    size_t want, cut;
+    int n;
+
+    if (*len == *cap && parse_room(p, buf, cap) != 0)
+        return INT_MIN;
+    want = *cap - *len < KINETO_READ_BUF ? *cap - *len : KINETO_READ_BUF;
+    if ((n = gzread(gz, *buf + *len, (unsigned)want)) <= 0)
+        return n;
+    p->bytes = (uint64_t)gzoffset(gz);
+    cut = import_cut_scan(&p->cut, *buf + *len, (size_t)n);
+    p->k->work.scanned += (uint64_t)n;
+    cut = cut > 0 ? *len + cut : 0; /* no boundary in the new bytes: none since the held ones */
+    *len += (size_t)n;
+    if (cut == 0)
+        return n;
+    if (parse_feed(p, h, *buf, cut) != 0)
+        return INT_MIN;
+    memmove(*buf, *buf + cut, *len - cut);
+    *len -= cut;
+    p->k->work.moved += *len;
+    return n;
 }
 
 /* One pass over the file. 0, or -1 with the reason in errmsg (emit's error in emit_rc). */
 static int parse_file(struct kineto_parse *p)
 {
     struct kineto *k = p->k;
-    unsigned char *buf = malloc(KINETO_READ_BUF);
+    size_t cap = KINETO_READ_BUF, len = 0;
+    unsigned char *buf = malloc(cap);
     gzFile gz = buf ? gzopen(k->path, "rb") : NULL;
     yajl_handle h = gz ? yajl_alloc(&kineto_callbacks, NULL, p) : NULL;
-    uint64_t offset = 0; /* bytes of JSON text fed to yajl */
     int n = 0, rc = 0, zerr;
 
+    k->work = (struct kineto_work){0};
+    p->cut = (struct import_cut){0};
     if (h == NULL) {
         snprintf(k->errmsg, sizeof(k->errmsg), "cannot open: %s",
                  buf && gz == NULL && errno ? strerror(errno) : "out of memory");
@@ -1020,21 +1125,18 @@ static int parse_file(struct kineto_parse *p)
         goto out;
     }
     gzbuffer(gz, 128u << 10);
-    while (rc == 0 && (n = gzread(gz, buf, KINETO_READ_BUF)) > 0) {
-        p->bytes = (uint64_t)gzoffset(gz);
-        if (yajl_parse(h, buf, (size_t)n) != yajl_status_ok) {
-            parse_error(p, h, offset + yajl_get_bytes_consumed(h));
-            rc = -1;
-        }
-        offset += (uint64_t)n;
+    while ((n = parse_step(p, gz, h, &buf, &cap, &len)) > 0)
         progress(p, false);
-    }
-    if (rc == 0 && n < 0) {
-        snprintf(k->errmsg, sizeof(k->errmsg), "cannot read after byte %" PRIu64 ": %s", offset,
-                 gzerror(gz, &zerr));
+    if (n == INT_MIN) {
         rc = -1;
-    } else if (rc == 0 && yajl_complete_parse(h) != yajl_status_ok) {
-        parse_error(p, h, offset);
+    } else if (n < 0) {
+        snprintf(k->errmsg, sizeof(k->errmsg), "cannot read after byte %" PRIu64 ": %s",
+                 k->work.fed + len, gzerror(gz, &zerr));
+        rc = -1;
+    } else if (parse_feed(p, h, buf, len) != 0) {
+        rc = -1;
+    } else if (yajl_complete_parse(h) != yajl_status_ok) {
+        parse_error(p, h, k->work.fed);
         rc = -1;
     }
     progress(p, !(p->replay && p->cpu_ops)); /* the CPU ops follow the replay's parse */

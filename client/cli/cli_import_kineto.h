@@ -68,6 +68,26 @@
 #define KINETO_MAX_META    4096 /* metadata pairs kept from one file */
 #define KINETO_CAT_MAX     32   /* an event category kept (longer ones are cut) */
 #define KINETO_MAX_SKIPPED 8    /* unknown categories counted by name; the rest together */
+#define KINETO_MAX_DEPTH   64   /* nesting the parser follows; deeper is refused, naming it */
+/*
+ * The longest JSON token (a string, a key, a number) read: 64 MiB. yajl is
+ * only ever given text that ends at a token boundary (cli_import_cut.h), so
+ * an unfinished token is held here until it ends; a longer one stops the
+ * file with a clear error rather than holding a gigabyte for a string that
+ * no field of a trace needs (names are cut to PROTO_MAX_NAME anyway).
+ */
+#define KINETO_MAX_TOKEN (64u << 20)
+
+/*
+ * The parser's work in the last pass, for the tests: each byte of the
+ * (decompressed) text is scanned for token boundaries once and given to
+ * yajl once (scanned = fed = the text's length), and the bytes moved to
+ * keep an unfinished token whole stay below the text's length: the work is
+ * linear in the text, whatever the length of its tokens.
+ */
+struct kineto_work {
+    uint64_t scanned, fed, moved;
+};
 
 /* One entry for the daemon; everything borrowed until the callback returns. */
 struct kineto_entry {
@@ -116,6 +136,8 @@ struct kineto {
     uint64_t events, gpu_events; /* complete (X) events, and the device events among them */
     uint64_t cpu_events;         /* CPU ops and user annotations, without ProfilerStep#N */
     uint64_t names_cut;          /* events whose name was cut to PROTO_MAX_NAME */
+    uint64_t out_of_range;       /* complete events skipped: ts or dur negative, not a number
+                                    of ns in int64, or ts + dur beyond it */
     struct kineto_skipped skipped[KINETO_MAX_SKIPPED]; /* unknown categories */
     size_t n_skipped;
     uint64_t skipped_other; /* skipped events of categories beyond those */
@@ -136,6 +158,7 @@ struct kineto {
     struct intern dims;  /* packed Input Dims lists */
     /* the parser */
     struct kineto_parse *p;
+    struct kineto_work work;
     char errmsg[512];
 };
 
@@ -146,7 +169,9 @@ struct kineto {
  * the error (the text's length when it ends too early); "not a Kineto
  * trace: <why>" for valid JSON that is not a PyTorch profiler trace (no
  * traceEvents, elements that are not events, no event of a profiler
- * category); "cannot open: ..."; "out of memory".
+ * category, containers nested deeper than the importer follows); "a JSON
+ * string, key or number starting at byte N is longer than 64 MiB"
+ * (KINETO_MAX_TOKEN); "cannot open: ..."; "out of memory".
  * Call kineto_deinit() in every case.
  */
 int kineto_scan(struct kineto *k);

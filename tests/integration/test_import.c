@@ -1010,6 +1010,43 @@ Test(import, mtia_device_events_imported_and_unknown_categories_counted)
     cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.skipped.npu_events'"), 3);
 }
 
+/* Five events whose times cannot be imported, two that can: the five counted, said and stored. */
+Test(import, out_of_range_events_are_counted_and_reported)
+{
+    const char *path = write_file(
+        0, "range.json",
+        "{\"traceEvents\": ["
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 1e30, \"dur\": 1, "
+        "\"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 99999999999999999999, "
+        "\"dur\": 1, \"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": -5, \"dur\": 1, "
+        "\"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 10, \"dur\": -1, "
+        "\"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 9000000000000000, "
+        "\"dur\": 9000000000000000, \"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 20, \"dur\": 4, "
+        "\"args\": {\"device\": 0}},"
+        "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"ts\": 30, \"dur\": 6, "
+        "\"args\": {\"device\": 0}}]}");
+    char *out = NULL;
+
+    harness_daemon_start(&d, NULL);
+    cr_assert_eq(
+        run_sh(&out, "'%s' --socket '%s' import '%s' --session range", TRACECTL_BIN, d.sock, path),
+        0, "%s", out);
+    cr_assert_not_null(strstr(out, "2 entries"), "%s", out);
+    cr_assert_not_null(strstr(out, "skipped 5 events whose ts or dur is out of range"), "%s", out);
+    free(out);
+    cr_assert_eq(run_sh(&out, "'%s' --socket '%s' import '%s' --session range2 --json",
+                        TRACECTL_BIN, d.sock, path),
+                 0, "%s", out);
+    cr_assert_not_null(strstr(out, "\"out_of_range\":5"), "%s", out);
+    free(out);
+    cr_assert_eq(db_int(1, "SELECT value FROM meta WHERE key = 'import.out_of_range'"), 5);
+}
+
 /* FNV-1a, 64 bits (the standard offset basis and prime), written here from its definition. */
 static unsigned long long fnv1a64(const char *s, size_t n)
 {

@@ -50,9 +50,17 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
-from ._tracectl import Client as _CClient
-from ._tracectl import Error, Region, checksum, now_ns
-from ._tracectl import open as _c_open
+try:
+    from ._tracectl import Client as _CClient
+    from ._tracectl import Error, Region, checksum, now_ns
+    from ._tracectl import open as _c_open
+except ImportError as _e:  # a build tree or copy without the C extension (or a broken one)
+    raise ImportError(
+        f"tracectl: cannot load its C extension tracectl._tracectl from {__path__[0]} ({_e}); "
+        "build it with `cmake --build build --target tracectl_python` (or `bash scripts/demo.sh`) "
+        "and use PYTHONPATH=build/python, or install it with `cmake --install build`",
+        name=__name__,
+    ) from _e
 
 __all__ = ["Client", "Error", "Region", "checksum", "current", "now_ns", "open", "trace"]
 
