@@ -24,12 +24,19 @@
 #include "log.h"
 #include "query.h"
 
+/*
+ * How long a report or export of a session that just ended waits for the writer to apply
+ * its end (store_wait_ended) before it reads what is committed anyway.
+ */
+#define CONTROL_END_WAIT_MS 30000
+
 struct report_work {
     uv_work_t req;
     struct conn *c;
     struct report_params params;
     struct proto_analysis analysis; /* owns its device and category */
     int64_t id;
+    struct store *store; /* for store_wait_ended: the worker reads an ended session whole */
     char *name, *state;
     int interrupted;  /* enum store_cut */
     int64_t ended_ns; /* 0 while live */
@@ -260,6 +267,7 @@ static void report_work_cb(uv_work_t *req)
     msgpack_packer pk;
 
     msgpack_sbuffer_init(&w->out);
+    store_wait_ended(w->store, w->id, CONTROL_END_WAIT_MS);
     if (w->late) {
         report_late_cb(w);
         return;
@@ -358,6 +366,7 @@ static void control_report(struct conn *c, const struct proto_request *req)
     }
     w->c = c;
     w->id = s->id;
+    w->store = c->d->store;
     w->interrupted = s->interrupted;
     w->ended_ns = s->live ? 0 : s->ended_ns;
     w->params.top = req->top;

@@ -13,12 +13,16 @@
 
 #define EXPORT_CHUNK 4096
 
+/* As control.c's CONTROL_END_WAIT_MS: a session that just ended is exported whole. */
+#define EXPORT_END_WAIT_MS 30000
+
 struct export_work {
     uv_work_t req;
     uv_write_t write;
     struct conn *c;
     char path[PATH_MAX];
     int64_t id;
+    struct store *store; /* for store_wait_ended */
     char *name;
     const char *state;
     sqlite3 *db;
@@ -295,6 +299,7 @@ static void export_work_cb(uv_work_t *req)
     msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
     if (!w->started) {
         w->started = true;
+        store_wait_ended(w->store, w->id, EXPORT_END_WAIT_MS);
         w->rc = export_open(w, &pk);
     } else {
         w->rc = export_chunk(w, &pk);
@@ -365,6 +370,7 @@ void export_start(struct conn *c, struct session *s, const struct proto_request 
     }
     w->c = c;
     w->id = s->id;
+    w->store = c->d->store;
     w->state = s->live ? "live" : "ended";
     w->by_start = req->by_start;
     w->by_rank = req->by_rank;

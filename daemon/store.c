@@ -344,6 +344,7 @@ struct store *store_new(uv_loop_t *loop, const char *data_dir, store_done_cb don
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->q.cv, &ca);
+    pthread_cond_init(&s->q.ended_cv, &ca);
     pthread_condattr_destroy(&ca);
     if ((rc = store_catalog_open(s, errbuf, errlen)) < 0)
         goto fail;
@@ -408,6 +409,8 @@ static void store_close_cb(uv_handle_t *handle)
     pthread_mutex_destroy(&s->sizes.mu);
     store_ckpt_deinit(s);
     pthread_cond_destroy(&s->q.cv);
+    pthread_cond_destroy(&s->q.ended_cv);
+    free(s->q.ending);
     pairmap_deinit(&s->sizes.map);
     free(s->data_dir);
     free(s);

@@ -264,6 +264,15 @@ void store_job_free(struct store_job *job);
 
 /* Path of a session's file into buf. */
 void store_session_path(const struct store *s, int64_t id, char *buf, size_t len);
+
+/*
+ * Any thread: waits until the writer has applied the end of session id, when it is queued
+ * (its last entries committed, its rank aggregates finished, the file closed), for at most
+ * timeout_ms. A reader of an ended session calls it first, so that what it reads is the
+ * whole session and not what happened to be committed when the loop ended it. Returns 0
+ * (nothing pending, or applied) or -ETIMEDOUT.
+ */
+int store_wait_ended(struct store *s, int64_t id, unsigned timeout_ms);
 /*
  * Bytes a session's file and its WAL take on disk, as the writer last
  * published them (after each commit, close and delete; for existing sessions

@@ -36,6 +36,10 @@ struct store_queue {
     pthread_cond_t cv;             /* a job came, or stopping */
     struct store_job *head, *tail; /* queued by store_enqueue */
     struct store_job *done;        /* completed, for store_writer_async_cb */
+    /* Sessions whose STORE_SESSION_END is queued and not applied yet (store_wait_ended). */
+    int64_t *ending;
+    size_t n_ending, cap_ending;
+    pthread_cond_t ended_cv; /* an end was applied */
     bool stopping;
     char last_error[256];
 };

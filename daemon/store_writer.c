@@ -48,12 +48,15 @@ void store_writer_finish(struct store *s, struct store_job *job)
  * Applies one job of w. A job that fails rolls back w's whole transaction:
  * what a file holds is exactly what was counted stored, never a part of it.
  */
+static void store_writer_ended(struct store *s, int64_t id);
+
 static void writer_apply(struct store *s, struct wsess *w, struct store_job *job)
 {
     job->next = NULL;
     switch (job->type) {
     case STORE_SESSION_END:
         job->rc = store_catalog_session_end(s, w, job);
+        store_writer_ended(s, job->session_id);
         store_writer_finish(s, job);
         return;
     case STORE_DELETE:
@@ -262,6 +265,62 @@ static void *writer_thread(void *arg)
     return NULL;
 }
 
+/* Loop thread, under q.mu: notes that the end of session id is queued. */
+static void store_writer_ending(struct store *s, int64_t id)
+{
+    if (s->q.n_ending == s->q.cap_ending) {
+        size_t cap = s->q.cap_ending ? 2 * s->q.cap_ending : 16;
+        int64_t *p = realloc(s->q.ending, cap * sizeof(*p));
+
+        if (p == NULL)
+            return; /* readers of this session will not wait: they read what is committed */
+        s->q.ending = p;
+        s->q.cap_ending = cap;
+    }
+    s->q.ending[s->q.n_ending++] = id;
+}
+
+/* Writer thread: the end of session id is applied; wakes the readers waiting for it. */
+static void store_writer_ended(struct store *s, int64_t id)
+{
+    pthread_mutex_lock(&s->q.mu);
+    for (size_t i = 0; i < s->q.n_ending; i++) {
+        if (s->q.ending[i] == id) {
+            s->q.ending[i] = s->q.ending[--s->q.n_ending];
+            break;
+        }
+    }
+    pthread_cond_broadcast(&s->q.ended_cv);
+    pthread_mutex_unlock(&s->q.mu);
+}
+
+static bool store_writer_is_ending(const struct store *s, int64_t id)
+{
+    for (size_t i = 0; i < s->q.n_ending; i++)
+        if (s->q.ending[i] == id)
+            return true;
+    return false;
+}
+
+int store_wait_ended(struct store *s, int64_t id, unsigned timeout_ms)
+{
+    struct timespec until;
+    int rc = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&s->q.mu);
+    while (rc == 0 && store_writer_is_ending(s, id))
+        rc = pthread_cond_timedwait(&s->q.ended_cv, &s->q.mu, &until);
+    pthread_mutex_unlock(&s->q.mu);
+    return rc == ETIMEDOUT ? -ETIMEDOUT : 0;
+}
+
 void store_enqueue(struct store *s, struct store_job *job)
 {
     job->next = NULL;
@@ -272,6 +331,8 @@ void store_enqueue(struct store *s, struct store_job *job)
     atomic_fetch_add(&s->queued, store_job_entries(job));
     atomic_fetch_add(&s->jobs, 1);
     pthread_mutex_lock(&s->q.mu);
+    if (job->type == STORE_SESSION_END)
+        store_writer_ending(s, job->session_id);
     if (s->q.tail != NULL)
         s->q.tail->next = job;
     else
