@@ -1086,10 +1086,19 @@ static bool rk_has(const char *name, const char *word)
 
 /*
  * Point-to-point by name: send or recv (isend, MPI_Irecv), but not NCCL's
- * SendRecv kernels, which is how NCCL runs all-to-all on every rank.
+ * SendRecv kernels, which is how NCCL runs all-to-all on every rank; MPI's
+ * Sendrecv(_replace) (a peer MPI_PROC_NULL sends no ext peer); probes
+ * (MPI_Iprobe from MPI_ANY_SOURCE finding nothing has no peer either); and
+ * MPI's completion calls, should a producer call them comm.
  */
 static bool rk_is_p2p(const char *name)
 {
+    bool mpi = (name[0] | 0x20) == 'm' && (name[1] | 0x20) == 'p' && (name[2] | 0x20) == 'i' &&
+               name[3] == '_';
+
+    if (rk_has(name, "probe") ||
+        (mpi && (rk_has(name, "sendrecv") || rk_has(name, "_wait") || rk_has(name, "_test"))))
+        return true;
     return (rk_has(name, "send") || rk_has(name, "recv")) && !rk_has(name, "sendrecv");
 }
 
