@@ -740,6 +740,7 @@ Test(mpi, comm_split_halves_are_complete_with_their_late_rank)
 #define ORDER_B    20
 #define IPROBES    1000
 #define NBC_ROUNDS 5
+#define MAKERS     13
 
 /* The report's collectives rows: each wanted op with its instances, none partial, no other. */
 static void check_instances(long long id, int n, const char *const ops[], const long long want[])
@@ -825,6 +826,43 @@ Test(mpi, dups_first_used_by_threads_in_different_orders)
     free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 2 '%s' threads", MPIEXEC_BIN,
             MPI_COMMS_BIN));
     check_two_dups(the_session(2), 2);
+}
+
+/*
+ * One communicator from each creating call (mpi_comms.c's makers: 13 of 4, 3
+ * or 2 ranks, an intercommunicator among them), first touched in creation
+ * order on even ranks, in reverse on odd ones, then i + 1 MPI_Allreduce on
+ * the i-th call's: 13 ids, 73 instances, each reached by exactly its
+ * communicator's ranks.
+ * Named at first use, the communicators of the same members (Cart_create,
+ * Graph_create, Dist_graph_create_adjacent, Comm_split_type, dup_with_info)
+ * swapped ids between even and odd ranks.
+ */
+Test(mpi, every_creating_call_names_its_communicator_alike_everywhere)
+{
+    static const char *const ops[] = {"MPI_Allreduce"};
+    /* instances: the calls' i + 1 times their communicators (two for split and Cart_sub) */
+    static const long long want[] = {2 * 1 + 2 + 3 + 4 + 5 + 2 * 6 + 7 + 8 + 9 + 10 + 11};
+    long long id;
+    sqlite3 *db;
+
+    free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 4 '%s' makers", MPIEXEC_BIN,
+            MPI_COMMS_BIN));
+    id = the_session(4);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.seq IS NOT NULL"),
+                 MAKERS);
+    /* arrivals: i + 1 times the ranks in the i-th call's communicators */
+    cr_assert_eq(q(db, "SELECT count(*) FROM " TX " WHERE t.op = 'MPI_Allreduce'"),
+                 1 * 4 + 2 * 3 + 3 * 4 + 4 * 4 + 5 * 4 + 6 * 4 + 7 * 4 + 8 * 4 + 9 * 4 + 10 * 3 +
+                     11 * 4);
+    cr_assert_eq(q(db, "SELECT count(*) FROM (SELECT 1 FROM " TX " WHERE x.seq IS NOT NULL GROUP"
+                       " BY x.comm, x.seq HAVING count(*) != max(x.comm_size) OR"
+                       " count(DISTINCT t.rank) != max(x.comm_size) OR min(x.comm_size) !="
+                       " max(x.comm_size))"),
+                 0, "each instance reached by its communicator's ranks, once each");
+    sqlite3_close(db);
+    check_instances(id, 1, ops, want);
 }
 
 /* 1,000 MPI_Iprobe per rank are no collective: the one Barrier is the only instance. */

@@ -24,6 +24,17 @@
  *     MPI_Comm_idup (C) + MPI_Wait, then NBC_ROUNDS MPI_Allreduce on C;
  *     MPI_Iallreduce [4] on MPI_COMM_WORLD and MPI_Iallreduce [NBC_ROUNDS]
  *       on C, completed by MPI_Waitany twice.
+ * - makers (4 ranks): one communicator from each creating call: the two
+ *   halves of MPI_Comm_split (even, odd ranks), MPI_Comm_create_group ({0, 1,
+ *   2}, only they call it), MPI_Intercomm_create (the halves), its
+ *   MPI_Intercomm_merge, MPI_Cart_create (2 × 2), the two rows of
+ *   MPI_Cart_sub, MPI_Graph_create and MPI_Dist_graph_create_adjacent (a
+ *   ring), MPI_Comm_split_type (shared memory: one host), MPI_Comm_create
+ *   ({1, 2, 3}), MPI_Comm_dup_with_info: MAKERS communicators in all. Each
+ *   rank first touches its own (an MPI_Iprobe) in creation order on even
+ *   ranks, in reverse on odd ones; then, in creation order, i + 1
+ *   MPI_Allreduce on the communicator(s) of the i-th call (so a
+ *   communicator named differently on some ranks leaves instances partial).
  * Exits 1 when a result is wrong, 2 on a wrong rank count or mode.
  */
 #include <mpi.h>
@@ -36,6 +47,7 @@
 #define ORDER_B    20
 #define IPROBES    1000
 #define NBC_ROUNDS 5
+#define MAKERS     13
 
 static int rank, size, failed;
 static MPI_Comm a, b;
@@ -189,10 +201,89 @@ static void mode_nbc(void)
     MPI_Comm_free(&c);
 }
 
+/* ---- makers ---- */
+
+static MPI_Group world_group_of(const int *ranks, int n)
+{
+    MPI_Group wg, g;
+
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    MPI_Group_incl(wg, n, ranks, &g);
+    MPI_Group_free(&wg);
+    return g;
+}
+
+/* Makes this rank's communicators into made[] (MPI_COMM_NULL where it is in none); returns
+ * how many slots. */
+static int make_all(MPI_Comm made[MAKERS])
+{
+    static const int g012[] = {0, 1, 2}, g123[] = {1, 2, 3};
+    int n = 0, dims[2] = {2, 2}, periods[2] = {0, 0}, remain[2] = {0, 1};
+    int index[4] = {2, 4, 6, 8}, edges[8] = {1, 3, 0, 2, 1, 3, 2, 0};
+    int src = (rank + 3) % 4, dst = (rank + 1) % 4, one = 1, flag;
+    MPI_Group g;
+    MPI_Comm half, cart;
+
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    made[n++] = half;
+    made[n] = MPI_COMM_NULL;
+    g = world_group_of(g012, 3);
+    if (rank < 3)
+        MPI_Comm_create_group(MPI_COMM_WORLD, g, 5, &made[n]);
+    MPI_Group_free(&g);
+    n++;
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, rank % 2 == 0 ? 1 : 0, 7, &made[n++]);
+    MPI_Intercomm_merge(made[n - 1], rank % 2, &made[n]);
+    n++;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+    made[n++] = cart;
+    MPI_Cart_sub(cart, remain, &made[n++]);
+    MPI_Graph_create(MPI_COMM_WORLD, 4, index, edges, 0, &made[n++]);
+    MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &src, &one, 1, &dst, &one, MPI_INFO_NULL, 0,
+                                   &made[n++]);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &made[n++]);
+    g = world_group_of(g123, 3);
+    MPI_Comm_create(MPI_COMM_WORLD, g, &made[n++]);
+    MPI_Group_free(&g);
+    MPI_Comm_dup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &made[n++]);
+    /* the two halves and the two rows are one slot each: MAKERS counts communicators */
+    check(n == MAKERS - 2, "slots");
+    for (int i = 0; i < n; i++) {
+        int k = rank % 2 == 0 ? i : n - 1 - i;
+        if (made[k] != MPI_COMM_NULL)
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, made[k], &flag, MPI_STATUS_IGNORE);
+    }
+    return n;
+}
+
+static void mode_makers(void)
+{
+    MPI_Comm made[MAKERS];
+    int n = make_all(made);
+
+    for (int i = 0; i < n; i++) {
+        int v = 1, out = 0, want, inter = 0;
+        if (made[i] == MPI_COMM_NULL)
+            continue;
+        MPI_Comm_test_inter(made[i], &inter);
+        if (inter)
+            MPI_Comm_remote_size(made[i], &want);
+        else
+            MPI_Comm_size(made[i], &want);
+        for (int k = 0; k <= i; k++) {
+            MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_SUM, made[i]);
+            check(out == want, "allreduce on a made communicator");
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (made[i] != MPI_COMM_NULL)
+            MPI_Comm_free(&made[i]);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    int provided, want = strcmp(mode, "order") == 0 ? 4 : 2;
+    int provided, want = strcmp(mode, "order") == 0 || strcmp(mode, "makers") == 0 ? 4 : 2;
 
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -214,6 +305,8 @@ int main(int argc, char **argv)
         mode_allreduce(atol(argv[2]));
     else if (strcmp(mode, "nbc") == 0)
         mode_nbc();
+    else if (strcmp(mode, "makers") == 0)
+        mode_makers();
     else
         failed = 2;
     MPI_Comm_free(&a);
