@@ -1096,8 +1096,9 @@ static bool rk_is_p2p(const char *name)
     bool mpi = (name[0] | 0x20) == 'm' && (name[1] | 0x20) == 'p' && (name[2] | 0x20) == 'i' &&
                name[3] == '_';
 
+    /* (rk_has lower-cases with | 0x20, which '_' does not survive: words without one) */
     if (rk_has(name, "probe") ||
-        (mpi && (rk_has(name, "sendrecv") || rk_has(name, "_wait") || rk_has(name, "_test"))))
+        (mpi && (rk_has(name, "sendrecv") || rk_has(name, "wait") || rk_has(name, "test"))))
         return true;
     return (rk_has(name, "send") || rk_has(name, "recv")) && !rk_has(name, "sendrecv");
 }
