@@ -928,8 +928,9 @@ Test(mpi, twenty_thousand_allreduces_are_twenty_thousand_instances)
  * the completion call that completes its request carries the same (comm, seq),
  * a call completing several carries the first and an `id`, and each other one
  * is a zero-length "tcmpi.completed" entry at the call's end whose `parent` is
- * that id (PROTOCOL.md "MPI completion calls"). The idup'ed communicator C is
- * named at its creation: the same id on both ranks.
+ * that id (PROTOCOL.md "MPI completion calls"). The two idup'ed communicators
+ * C and D are named at their creation, not by the order of first use (which
+ * differs between the ranks): each has one id on both ranks.
  */
 Test(mpi, nonblocking_collectives_complete_with_their_comm_and_seq)
 {
@@ -942,8 +943,9 @@ Test(mpi, nonblocking_collectives_complete_with_their_comm_and_seq)
     db = open_session(id);
     cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
     cid = check_one_comm(db, "MPI_Allreduce", 2, NBC_ROUNDS);
+    cr_assert_neq(check_one_comm(db, "MPI_Bcast", 2, NBC_ROUNDS), cid);
     check_every_member_once(db, 2);
-    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.comm != 0"), 1);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.comm) FROM " TX " WHERE x.comm != 0"), 2);
     for (int rank = 0; rank < 2; rank++) {
         /* arrivals: the world's 0..4, C's 0..NBC_ROUNDS */
         qs(db, got, sizeof(got),
@@ -975,7 +977,7 @@ Test(mpi, nonblocking_collectives_complete_with_their_comm_and_seq)
                        rank, rank),
                      1, "rank %d: the Waitall's second collective, linked to it", rank);
         /* the other completion calls carry nothing: the Tests that completed nothing (all
-         * but the last Test) and the idup's Wait */
+         * but the last Test) and the idups' Waitall */
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM trace t LEFT JOIN entry_ext x ON x.entry_rowid ="
                        " t.id WHERE t.rank = %d AND t.category = 'wait' AND x.seq IS NULL",

@@ -21,7 +21,9 @@
  *       completed by one MPI_Waitall;
  *     MPI_Ireduce [3], completed by MPI_Test in a loop (all but the last say
  *       not yet);
- *     MPI_Comm_idup (C) + MPI_Wait, then NBC_ROUNDS MPI_Allreduce on C;
+ *     two MPI_Comm_idup (C, then D), both completed by one MPI_Waitall,
+ *       first touched (an MPI_Iprobe) C then D on rank 0, D then C on rank
+ *       1; then NBC_ROUNDS MPI_Allreduce on C and NBC_ROUNDS MPI_Bcast on D;
  *     MPI_Iallreduce [4] on MPI_COMM_WORLD and MPI_Iallreduce [NBC_ROUNDS]
  *       on C, completed by MPI_Waitany twice.
  * - makers (4 ranks): one communicator from each creating call: the two
@@ -168,7 +170,7 @@ static void mode_nbc(void)
 {
     int v = rank + 1, out = 0, bc = rank == 0 ? 42 : 0, s = rank, r = -1, flag = 0, idx;
     MPI_Request req[4], one;
-    MPI_Comm c;
+    MPI_Comm c, d;
 
     MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &one);
     MPI_Wait(&one, MPI_STATUS_IGNORE);
@@ -186,11 +188,17 @@ static void mode_nbc(void)
         MPI_Test(&one, &flag, MPI_STATUS_IGNORE);
     check(rank != 0 || out == 3, "ireduce");
 
-    MPI_Comm_idup(MPI_COMM_WORLD, &c, &one);
-    MPI_Wait(&one, MPI_STATUS_IGNORE);
+    MPI_Comm_idup(MPI_COMM_WORLD, &c, &req[0]);
+    MPI_Comm_idup(MPI_COMM_WORLD, &d, &req[1]);
+    MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, rank == 0 ? c : d, &flag, MPI_STATUS_IGNORE);
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, rank == 0 ? d : c, &flag, MPI_STATUS_IGNORE);
     for (int i = 0; i < NBC_ROUNDS; i++) {
         MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_SUM, c);
         check(out == 3, "allreduce on the idup");
+        bc = rank == 0 ? i : -1;
+        MPI_Bcast(&bc, 1, MPI_INT, 0, d);
+        check(bc == i, "bcast on the second idup");
     }
 
     MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req[0]);
@@ -199,6 +207,7 @@ static void mode_nbc(void)
     MPI_Waitany(2, req, &idx, MPI_STATUS_IGNORE);
     check(out == 3 && r == 3, "two iallreduce");
     MPI_Comm_free(&c);
+    MPI_Comm_free(&d);
 }
 
 /* ---- makers ---- */
