@@ -180,9 +180,10 @@ uint64_t tcmpi_sum(const int *counts, int n);
 /*
  * Records a call that ran from t0 to t1. k: the communicator (NULL: none
  * known, e.g. the call failed), elements and bytes as README's MPI section
- * defines them. A collective takes k's next sequence number; a point-to-point
- * call's peer is a rank of k's peer group (< 0: none), sent as its rank in
- * MPI_COMM_WORLD.
+ * defines them. A collective takes k's next sequence number (req: a
+ * non-blocking one's request, remembered with it for its completion call;
+ * NULL for a blocking one); a point-to-point call's peer is a rank of k's
+ * peer group (< 0: none), sent as its rank in MPI_COMM_WORLD.
  */
 void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
                 uint64_t elements, uint64_t bytes, const MPI_Request *req);

@@ -8,7 +8,10 @@
  *   (what it sends; what it receives where it sends nothing: Scatter's
  *   non-roots, MPI_IN_PLACE), Alltoall(v/w) everything it sends, Sendrecv
  *   both sides. A v-form sums its counts. Barrier, Probe: 0.
- * - completion calls (Wait*, Test*): elements = the number of requests.
+ * - completion calls (Wait*, Test*): elements = the number of requests; the
+ *   comm and seq of the non-blocking collectives they completed (tcmpi_wait).
+ * The calls that make communicators are not recorded: they name the new
+ * communicator from its parent (tcmpi.c, DESIGN).
  * Arguments MPI calls "not significant" at a rank are never read there, and
  * nothing is derived from a call that failed (the entry then has its time
  * only): the datatype or communicator may not be valid.
