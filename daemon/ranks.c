@@ -113,10 +113,20 @@ static bool ranks_has(const char *name, const char *word)
 
 /*
  * Point-to-point by name: send or recv (isend, MPI_Irecv), but not NCCL's
- * SendRecv kernels, which is how NCCL runs all-to-all on every rank.
+ * SendRecv kernels, which is how NCCL runs all-to-all on every rank; MPI's
+ * Sendrecv(_replace) (a peer MPI_PROC_NULL sends no ext peer); probes
+ * (MPI_Iprobe from MPI_ANY_SOURCE finding nothing has no peer either); and
+ * MPI's completion calls, should a producer call them comm.
  */
 static bool ranks_is_p2p(const char *name)
 {
+    bool mpi = (name[0] | 0x20) == 'm' && (name[1] | 0x20) == 'p' && (name[2] | 0x20) == 'i' &&
+               name[3] == '_';
+
+    /* (ranks_has lower-cases with | 0x20, which '_' does not survive: words without one) */
+    if (ranks_has(name, "probe") || (mpi && (ranks_has(name, "sendrecv") ||
+                                             ranks_has(name, "wait") || ranks_has(name, "test"))))
+        return true;
     return (ranks_has(name, "send") || ranks_has(name, "recv")) && !ranks_has(name, "sendrecv");
 }
 

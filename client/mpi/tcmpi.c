@@ -12,18 +12,40 @@
  * and interns every op name, so that recording never takes a lock:
  * MPI_Finalize, or exit() without it, closes the client.
  *
- * Communicators get an id that is the same on every member: a hash of their
- * members' MPI_COMM_WORLD ranks (both groups of an intercommunicator) and of
- * how many communicators of those members this process registered before it
- * (MPI_COMM_WORLD is 0). MPI makes ranks create communicators, and call
- * collectives on each, in the same order, so the k-th collective on a
- * communicator has sequence number k on every member. A collective also
+ * Communicators get an id that is the same on every member, whatever the
+ * order in which members first use them: it is given when the communicator
+ * is made. MPI makes every member of a parent call a creating collective on
+ * it (dup, idup, split, split_type, create, Cart/Graph/Dist_graph_create,
+ * Cart_sub, Intercomm_merge) in the same order, so the parent's count of
+ * creations so far (`made`) is the same on all of them: the new id hashes
+ * the parent's id, that count and the new communicator's members' ranks in
+ * MPI_COMM_WORLD (both groups of an intercommunicator), so the colours of
+ * one split differ. MPI_COMM_WORLD is 0. MPI_Comm_create_group is collective
+ * over its group only and MPI_Intercomm_create over two local communicators:
+ * their ids hash what their members share (parent and tag, the groups) and
+ * how many such creations this process saw before. A communicator made by a
+ * call that is not intercepted (MPI_Comm_spawn, _connect, _accept, _join,
+ * _get_parent; MPI_COMM_SELF) is named at first use, the fallback: a hash of
+ * its members' ranks and of how many communicators of those members this
+ * process registered before it, right only when members first use such
+ * communicators in the same order.
+ *
+ * MPI makes ranks call collectives on each communicator in the same order,
+ * so the k-th collective on a communicator has sequence number k on every
+ * member; under MPI_THREAD_MULTIPLE the program orders them across threads,
+ * and the number is taken with one atomic fetch-add. A collective also
  * carries the communicator's size (comm_size: both groups of an
  * intercommunicator), so that the daemon counts an instance on a
  * sub-communicator complete once its members arrived. The table is a fixed
  * open-addressing array keyed by the handle's bits: lookups are lock-free
- * atomic loads; registration (first use: a few local PMPI calls and one
- * malloc) and MPI_Comm_free take a mutex.
+ * atomic loads; registration (a few local PMPI calls and one malloc) and
+ * MPI_Comm_free take a mutex.
+ *
+ * A non-blocking collective takes its sequence number at its I* call, and
+ * its request is remembered (a chained hash under a mutex, touched only by
+ * I* collectives, MPI_Comm_idup and completion calls while some request is
+ * remembered) until the Wait/Test call that completes it, whose entry then
+ * carries the same comm and seq (proto/PROTOCOL.md "MPI completion calls").
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -54,7 +76,8 @@ static _Atomic int started; /* 1 once tcmpi_start ran, 2 once tcmpi_stop ran */
 static struct tcmpi_comm world;
 static struct tcmpi_comm table[COMM_SLOTS]; /* guarded by mu for writes */
 static size_t n_used;                       /* slots not empty (live or freed); under mu */
-/* How many communicators of each membership hash were registered: the k of the id. */
+/* How many communicators of each key were registered: the k of a fallback id (the key: the
+ * membership hash) and of tcmpi_comm_base_keyed(). */
 static struct {
     uint64_t hash, count;
 } seen[COMM_SLOTS]; /* under mu */
@@ -172,6 +195,11 @@ static uint64_t fnv(uint64_t h, uint64_t v)
     return h;
 }
 
+uint64_t tcmpi_mix(uint64_t h, uint64_t v)
+{
+    return fnv(h, v);
+}
+
 /*
  * The MPI_COMM_WORLD ranks of group g's members, in rank order (malloc'd,
  * *n of them; MPI_UNDEFINED for a process outside it), and their hash.
@@ -217,11 +245,21 @@ static uint64_t seen_before(uint64_t h)
     return 0; /* full: ids of later communicators may repeat */
 }
 
-/* Fills k for comm (under mu). false when MPI would not describe it. */
-static bool comm_describe(MPI_Comm comm, struct tcmpi_comm *k)
+uint64_t tcmpi_group_hash(MPI_Group g)
+{
+    uint64_t h = 0;
+    int n;
+
+    free(group_world(g, &n, &h));
+    return h;
+}
+
+/* Fills k for comm but its id (under mu); *h: the hash of its members. False when MPI would
+ * not describe it. */
+static bool comm_describe(MPI_Comm comm, struct tcmpi_comm *k, uint64_t *h)
 {
     MPI_Group local, remote;
-    uint64_t hl, hr = 0, h;
+    uint64_t hl, hr = 0;
     int inter = 0, n, *wl = NULL, *wr = NULL;
 
     k->inter = false;
@@ -237,45 +275,61 @@ static bool comm_describe(MPI_Comm comm, struct tcmpi_comm *k)
         PMPI_Group_free(&remote);
         free(wl);
         /* Both sides must agree: combine the two groups' hashes in a fixed order. */
-        h = fnv(fnv(0xcbf29ce484222325ull, hl < hr ? hl : hr), hl < hr ? hr : hl);
+        *h = fnv(fnv(0xcbf29ce484222325ull, hl < hr ? hl : hr), hl < hr ? hr : hl);
         k->world = wr;
         k->inter = true;
     } else {
-        h = hl;
+        *h = hl;
         k->peers = k->size;
         k->world = wl;
     }
-    k->id = fnv(h, seen_before(h));
-    if (k->id == 0)
-        k->id = 1; /* 0 is MPI_COMM_WORLD */
     atomic_store_explicit(&k->seq, 0, memory_order_relaxed);
+    atomic_store_explicit(&k->made, 0, memory_order_relaxed);
     return true;
 }
 
-static struct tcmpi_comm *comm_register(MPI_Comm comm, uintptr_t key)
+/*
+ * Registers comm (handle bits key): with the id hashed from base and its
+ * members when born, else the fallback's. A communicator made again under a
+ * handle still in the table (freed by a call not intercepted) replaces it;
+ * at first use, another thread may have registered it meanwhile: that one
+ * stays. NULL when the table is full or MPI would not describe comm.
+ */
+static struct tcmpi_comm *comm_register(MPI_Comm comm, uintptr_t key, bool born, uint64_t base)
 {
     struct tcmpi_comm *k = NULL, *freed = NULL;
     size_t i = slot_of(key);
+    uint64_t h;
 
     pthread_mutex_lock(&mu);
     for (size_t n = 0; n < COMM_SLOTS; n++, i = (i + 1) & (COMM_SLOTS - 1)) {
         uintptr_t s = atomic_load_explicit(&table[i].key, memory_order_relaxed);
         if (s == key) {
-            k = &table[i]; /* another thread registered it meanwhile */
-            goto out;
+            k = &table[i];
+            if (!born)
+                goto out;
+            atomic_store_explicit(&k->key, KEY_FREED, memory_order_relaxed);
+            free(k->world);
+            k->world = NULL;
+            freed = k;
+            break;
         }
         if (s == KEY_FREED && freed == NULL)
             freed = &table[i];
         if (s == KEY_EMPTY)
             break;
     }
+    k = NULL;
     if (freed == NULL && n_used + 1 > COMM_SLOTS * 3 / 4)
         goto out; /* full: at least a quarter stays empty, so every probe ends */
     k = freed != NULL ? freed : &table[i];
-    if (!comm_describe(comm, k)) {
+    if (!comm_describe(comm, k, &h)) {
         k = NULL;
         goto out;
     }
+    k->id = born ? fnv(base, h) : fnv(h, seen_before(h));
+    if (k->id == 0)
+        k->id = 1; /* 0 is MPI_COMM_WORLD */
     if (freed == NULL)
         n_used++;
     atomic_store_explicit(&k->key, key, memory_order_release); /* readers see it whole */
@@ -302,7 +356,34 @@ struct tcmpi_comm *tcmpi_comm(MPI_Comm comm)
         if (s == KEY_EMPTY)
             break;
     }
-    return comm_register(comm, key);
+    return comm_register(comm, key, false, 0);
+}
+
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base)
+{
+    struct tcmpi_comm *p = tcmpi_comm(parent);
+
+    if (p == NULL)
+        return false;
+    /* The program orders creations on one parent across threads, as it does collectives. */
+    *base = fnv(fnv(0x6d616465ull, p->id), atomic_fetch_add(&p->made, 1));
+    return true;
+}
+
+uint64_t tcmpi_comm_base_keyed(uint64_t key)
+{
+    uint64_t k;
+
+    pthread_mutex_lock(&mu);
+    k = seen_before(fnv(0x6b657965ull, key));
+    pthread_mutex_unlock(&mu);
+    return fnv(fnv(0x6b657965ull, key), k);
+}
+
+void tcmpi_comm_born(MPI_Comm newcomm, uint64_t base)
+{
+    if (newcomm != MPI_COMM_NULL && newcomm != MPI_COMM_WORLD)
+        comm_register(newcomm, comm_key(newcomm), true, base);
 }
 
 void tcmpi_comm_forget(MPI_Comm comm)
@@ -323,6 +404,108 @@ void tcmpi_comm_forget(MPI_Comm comm)
             break;
     }
     pthread_mutex_unlock(&mu);
+}
+
+/* ---- requests of non-blocking collectives ------------------------------------------ */
+
+#define REQ_BUCKETS 1024 /* a power of two */
+
+struct req {
+    uintptr_t key; /* the request handle's bits */
+    bool idup;
+    uint64_t comm, seq, comm_size; /* a collective's */
+    MPI_Comm *newcomm;             /* an idup's: where MPI puts the communicator, and its base */
+    uint64_t base;
+    struct req *next;
+};
+
+static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct req *req_bucket[REQ_BUCKETS]; /* under req_mu */
+static struct req *req_free;                /* unused nodes; under req_mu */
+static _Atomic size_t n_reqs;               /* remembered; written under req_mu */
+
+static uintptr_t req_key(MPI_Request r)
+{
+    uintptr_t k = 0;
+
+    memcpy(&k, &r, sizeof(r) < sizeof(k) ? sizeof(r) : sizeof(k));
+    return k;
+}
+
+bool tcmpi_req_any(void)
+{
+    return atomic_load_explicit(&n_reqs, memory_order_relaxed) != 0;
+}
+
+/* Unlinks and returns key's node, or NULL. Under req_mu. */
+static struct req *req_take(uintptr_t key)
+{
+    for (struct req **p = &req_bucket[slot_of(key) & (REQ_BUCKETS - 1)]; *p != NULL;
+         p = &(*p)->next) {
+        struct req *q = *p;
+        if (q->key == key) {
+            *p = q->next;
+            atomic_store_explicit(&n_reqs, atomic_load(&n_reqs) - 1, memory_order_relaxed);
+            return q;
+        }
+    }
+    return NULL;
+}
+
+static void req_put(struct req *q)
+{
+    q->next = req_free;
+    req_free = q;
+}
+
+/* Remembers *r under its key, replacing what the key was (a handle given again). */
+static void req_add(MPI_Request req, const struct req *r)
+{
+    uintptr_t key = req_key(req);
+    struct req *q;
+    size_t b = slot_of(key) & (REQ_BUCKETS - 1);
+
+    if (req == MPI_REQUEST_NULL)
+        return;
+    pthread_mutex_lock(&req_mu);
+    if ((q = req_take(key)) == NULL && (q = req_free) != NULL)
+        req_free = q->next;
+    else if (q == NULL && atomic_load(&n_reqs) < TCMPI_REQ_MAX)
+        q = malloc(sizeof(*q));
+    if (q != NULL) {
+        *q = *r;
+        q->key = key;
+        q->next = req_bucket[b];
+        req_bucket[b] = q;
+        atomic_store_explicit(&n_reqs, atomic_load(&n_reqs) + 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&req_mu);
+}
+
+void tcmpi_req_coll(MPI_Request req, const tc_ext *x)
+{
+    struct req r = {.comm = x->comm, .seq = x->seq, .comm_size = x->comm_size};
+
+    req_add(req, &r);
+}
+
+void tcmpi_req_idup(MPI_Request req, MPI_Comm *newcomm, uint64_t base)
+{
+    struct req r = {.idup = true, .newcomm = newcomm, .base = base};
+
+    req_add(req, &r);
+}
+
+void tcmpi_req_forget(MPI_Request req)
+{
+    struct req *q;
+
+    if (!tcmpi_req_any() || req == MPI_REQUEST_NULL)
+        return;
+    pthread_mutex_lock(&req_mu);
+    if ((q = req_take(req_key(req))) != NULL)
+        req_put(q);
+    pthread_mutex_unlock(&req_mu);
 }
 
 /* ---- recording -------------------------------------------------------------------- */
@@ -347,7 +530,7 @@ uint64_t tcmpi_sum(const int *counts, int n)
 }
 
 void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
-                uint64_t elements, uint64_t bytes)
+                uint64_t elements, uint64_t bytes, const MPI_Request *req)
 {
     tc_ext x = {0};
 
@@ -356,10 +539,11 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
         x.comm = k->id;
         /* every member arrives: both groups of an intercommunicator */
         x.comm_size = (uint64_t)(k->inter ? k->size + k->peers : k->size);
-        /* No read-modify-write: MPI makes the caller order collectives on one communicator
-         * across threads, so no two threads are here for the same k at once. */
-        x.seq = atomic_load_explicit(&k->seq, memory_order_relaxed);
-        atomic_store_explicit(&k->seq, x.seq + 1, memory_order_relaxed);
+        /* MPI makes the program order collectives on one communicator across threads, but
+         * not with a happens-before this counter could rely on: a read-modify-write. */
+        x.seq = atomic_fetch_add_explicit(&k->seq, 1, memory_order_relaxed);
+        if (req != NULL)
+            tcmpi_req_coll(*req, &x);
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
 }
@@ -380,7 +564,65 @@ void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct 
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
 }
 
-void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, uint64_t n)
+static _Atomic uint64_t next_id = 1; /* ext id of a completion call's entry with companions */
+
+/* The remembered requests the call completed, in order, taken out of the table: the first
+ * max of them into done; returns their number. */
+static size_t wait_completed(int n, const MPI_Request *before, const MPI_Request *after,
+                             struct req *done, size_t max)
 {
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n, NULL, NULL, 0, NULL, NULL);
+    size_t n_done = 0;
+
+    pthread_mutex_lock(&req_mu);
+    for (int i = 0; i < n; i++) {
+        struct req *q;
+        if (before[i] == MPI_REQUEST_NULL || after[i] != MPI_REQUEST_NULL ||
+            (q = req_take(req_key(before[i]))) == NULL)
+            continue;
+        if (n_done < max)
+            done[n_done++] = *q;
+        req_put(q);
+    }
+    pthread_mutex_unlock(&req_mu);
+    return n_done;
+}
+
+#define WAIT_DONE_MAX 64 /* requests one completion call reports; more complete unreported */
+
+void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
+                const MPI_Request *before, const MPI_Request *after)
+{
+    struct req done[WAIT_DONE_MAX];
+    size_t n_done = before != NULL ? wait_completed(n, before, after, done, WAIT_DONE_MAX) : 0;
+    size_t n_coll = 0;
+    tc_ext x = {0};
+
+    for (size_t i = 0; i < n_done; i++) {
+        if (done[i].idup)
+            tcmpi_comm_born(*done[i].newcomm, done[i].base);
+        else
+            done[n_coll++] = done[i];
+    }
+    n_done = n_coll;
+    if (c == NULL)
+        return;
+
+    if (n_done > 0) {
+        x.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE;
+        x.comm = done[0].comm, x.seq = done[0].seq, x.comm_size = done[0].comm_size;
+    }
+    if (n_done > 1) {
+        x.has |= TC_EXT_ID;
+        x.id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+    }
+    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, NULL, NULL, 0, NULL,
+                   n_done > 0 ? &x : NULL);
+    for (size_t i = 1; i < n_done; i++) {
+        tc_ext y = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE | TC_EXT_PARENT,
+                    .comm = done[i].comm,
+                    .seq = done[i].seq,
+                    .comm_size = done[i].comm_size,
+                    .parent = x.id};
+        tc_record_ext_(c, tcmpi_ops[TCMPI_COMPLETED], t1, 0, 0, 0, NULL, NULL, 0, NULL, &y);
+    }
 }

@@ -15,7 +15,8 @@
 
 #include "tracectl.h"
 
-/* Every recorded call: its enum name, MPI name and kind (C: comm, W: wait). */
+/* Every recorded call: its enum name, MPI name and kind (C: comm, W: wait); and the entry for
+ * each further collective a completion call completed (tcmpi_wait). */
 #define TCMPI_OPS(X)                                                                               \
     X(BARRIER, "MPI_Barrier", C)                                                                   \
     X(IBARRIER, "MPI_Ibarrier", C)                                                                 \
@@ -72,7 +73,8 @@
     X(TEST, "MPI_Test", W)                                                                         \
     X(TESTALL, "MPI_Testall", W)                                                                   \
     X(TESTANY, "MPI_Testany", W)                                                                   \
-    X(TESTSOME, "MPI_Testsome", W)
+    X(TESTSOME, "MPI_Testsome", W)                                                                 \
+    X(COMPLETED, "tcmpi.completed", W)
 
 #define TCMPI_ENUM(e, name, kind) TCMPI_##e,
 enum tcmpi_op { TCMPI_OPS(TCMPI_ENUM) TCMPI_N_OPS };
@@ -80,13 +82,15 @@ enum tcmpi_op { TCMPI_OPS(TCMPI_ENUM) TCMPI_N_OPS };
 
 /*
  * A communicator as the recording calls see it: its job-wide id, its
- * collective sequence counter, and its ranks in MPI_COMM_WORLD (for peers:
- * the remote group's of an intercommunicator; NULL: the identity).
+ * collective sequence counter, how many communicators were made on it, and
+ * its ranks in MPI_COMM_WORLD (for peers: the remote group's of an
+ * intercommunicator; NULL: the identity).
  */
 struct tcmpi_comm {
     _Atomic uintptr_t key; /* the handle's bits; 0 empty, 1 a freed slot */
     uint64_t id;
-    _Atomic uint64_t seq;
+    _Atomic uint64_t seq;  /* collectives called on it so far */
+    _Atomic uint64_t made; /* communicators made by collective calls on it so far */
     int rank, size, peers; /* this process's rank, local size, size of the peer group */
     int *world;            /* peers entries, or NULL */
     bool inter;            /* an intercommunicator: peers are the remote group */
@@ -117,14 +121,56 @@ void tcmpi_start(int thread_level);
 /* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
 void tcmpi_stop(void);
 
+/* True when communicators and requests are kept track of: from MPI_Init on, with a client. */
+static inline bool tcmpi_tracking(void)
+{
+    return atomic_load_explicit(&tcmpi_client, memory_order_relaxed) != NULL;
+}
+
 /*
- * The table entry of a communicator the call just used successfully,
- * registering it on first use (the only allocation, once per communicator).
- * NULL when the table is full: the call is then recorded without comm/seq/peer.
+ * The table entry of a communicator the call just used successfully. One made
+ * by a call the interposer does not intercept (MPI_Comm_spawn, _connect,
+ * _accept, _join, _get_parent, MPI_COMM_SELF) is registered here, on first use,
+ * by its members (README "MPI jobs"). NULL when the table is full: the call is
+ * then recorded without comm/seq/peer.
  */
 struct tcmpi_comm *tcmpi_comm(MPI_Comm comm);
 /* Forgets a communicator being freed (its handle may be reused). */
 void tcmpi_comm_forget(MPI_Comm comm);
+
+/*
+ * Naming at creation. A call that makes communicators collectively over all
+ * of parent's members (dup, split, create, cart, graph, merge...) takes the
+ * parent's next creation number: *base is then the same on every member
+ * (false: parent unknown, the table is full). tcmpi_comm_base_keyed() is the
+ * same for a creation not collective over one parent (create_group,
+ * Intercomm_create): key is what its members share (the parent, the tag, the
+ * groups), and the base counts the creations of that key before it.
+ * tcmpi_comm_born() then registers newcomm (MPI_COMM_NULL: nothing) with the
+ * id hashed from base and its members' MPI_COMM_WORLD ranks, so that the
+ * colours of one split get different ids.
+ */
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base);
+uint64_t tcmpi_comm_base_keyed(uint64_t key);
+void tcmpi_comm_born(MPI_Comm newcomm, uint64_t base);
+/* A hash of a group's members' MPI_COMM_WORLD ranks (0 when MPI cannot tell). */
+uint64_t tcmpi_group_hash(MPI_Group g);
+uint64_t tcmpi_mix(uint64_t h, uint64_t v);
+
+/*
+ * Requests of non-blocking collectives (and of MPI_Comm_idup) until a
+ * completion call completes them. tcmpi_req_coll() remembers req's (comm,
+ * seq, comm_size) from x; tcmpi_req_idup() that req makes *newcomm with base;
+ * tcmpi_req_forget() drops what req was (MPI_Request_free, a handle MPI gave
+ * again to a point-to-point request). Up to TCMPI_REQ_MAX at once: past that
+ * a request is not remembered (its completion carries no comm/seq).
+ */
+#define TCMPI_REQ_MAX 65536
+void tcmpi_req_coll(MPI_Request req, const tc_ext *x);
+void tcmpi_req_idup(MPI_Request req, MPI_Comm *newcomm, uint64_t base);
+void tcmpi_req_forget(MPI_Request req);
+/* True when some request is remembered (one atomic load). */
+bool tcmpi_req_any(void);
 
 /* count × the datatype's size; 0 for a negative count or MPI_DATATYPE_NULL. */
 uint64_t tcmpi_bytes(int count, MPI_Datatype type);
@@ -134,15 +180,26 @@ uint64_t tcmpi_sum(const int *counts, int n);
 /*
  * Records a call that ran from t0 to t1. k: the communicator (NULL: none
  * known, e.g. the call failed), elements and bytes as README's MPI section
- * defines them. A collective takes k's next sequence number; a point-to-point
- * call's peer is a rank of k's peer group (< 0: none), sent as its rank in
- * MPI_COMM_WORLD.
+ * defines them. A collective takes k's next sequence number (req: a
+ * non-blocking one's request, remembered with it for its completion call;
+ * NULL for a blocking one); a point-to-point call's peer is a rank of k's
+ * peer group (< 0: none), sent as its rank in MPI_COMM_WORLD.
  */
 void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
-                uint64_t elements, uint64_t bytes);
+                uint64_t elements, uint64_t bytes, const MPI_Request *req);
 void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
                int peer, int tag, uint64_t elements, uint64_t bytes);
-/* A completion call over n requests. */
-void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, uint64_t n);
+/*
+ * A completion call over n requests: before[i] is what reqs[i] was before the
+ * call (NULL: no request was remembered then), after[i] what it is now; a
+ * request that was remembered and is MPI_REQUEST_NULL now was completed by
+ * the call. The entry carries the (comm, seq, comm_size) of the first
+ * non-blocking collective it completed; each further one is a zero-length
+ * "tcmpi.completed" entry at t1 whose parent is the call's entry (its ext
+ * id). An MPI_Comm_idup it completed registers its communicator. c NULL (not
+ * recording): only that, and the completed requests are forgotten.
+ */
+void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
+                const MPI_Request *before, const MPI_Request *after);
 
 #endif

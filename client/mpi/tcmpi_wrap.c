@@ -8,11 +8,17 @@
  *   (what it sends; what it receives where it sends nothing: Scatter's
  *   non-roots, MPI_IN_PLACE), Alltoall(v/w) everything it sends, Sendrecv
  *   both sides. A v-form sums its counts. Barrier, Probe: 0.
- * - completion calls (Wait*, Test*): elements = the number of requests.
+ * - completion calls (Wait*, Test*): elements = the number of requests; the
+ *   comm and seq of the non-blocking collectives they completed (tcmpi_wait).
+ * The calls that make communicators are not recorded: they name the new
+ * communicator from its parent (tcmpi.c, DESIGN).
  * Arguments MPI calls "not significant" at a rank are never read there, and
  * nothing is derived from a call that failed (the entry then has its time
  * only): the datatype or communicator may not be valid.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "tcmpi.h"
 
 /* Elements and bytes of an entry. */
@@ -47,20 +53,20 @@ static struct tcmpi_comm *comm_after(int rc, MPI_Comm comm)
 
 /* A collective whose amount is count × type at every rank. */
 static void coll_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                       int count, MPI_Datatype type)
+                       int count, MPI_Datatype type, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
     struct amount a = k != NULL ? amt(count, type) : (struct amount){0, 0};
 
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* Gather(v): what this rank sends; the root of an intracommunicator with MPI_IN_PLACE, its
  * own block; the root of an intercommunicator (MPI_ROOT), all it receives. */
 static void coll_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
                         const void *sbuf, int scount, MPI_Datatype stype, int rcount,
-                        const int *rcounts, MPI_Datatype rtype, int root)
+                        const int *rcounts, MPI_Datatype rtype, int root, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -75,14 +81,14 @@ static void coll_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI
         a = rcounts != NULL ? amt(rcounts[root], rtype) : amt(rcount, rtype);
     else
         a = amt(scount, stype);
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* Scatter(v): what this rank receives; the root with MPI_IN_PLACE, its own block; the root of
  * an intercommunicator, all it sends. */
 static void coll_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
                          int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
-                         int rcount, MPI_Datatype rtype, int root)
+                         int rcount, MPI_Datatype rtype, int root, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -97,13 +103,13 @@ static void coll_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MP
         a = scounts != NULL ? amt(scounts[root], stype) : amt(scount, stype);
     else
         a = amt(rcount, rtype);
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* Allgather(v): what this rank sends (with MPI_IN_PLACE: its block of the receive buffer). */
 static void coll_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
                            const void *sbuf, int scount, MPI_Datatype stype, int rcount,
-                           const int *rcounts, MPI_Datatype rtype)
+                           const int *rcounts, MPI_Datatype rtype, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -113,13 +119,14 @@ static void coll_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, 
         a = rcounts != NULL ? amt(rcounts[k->rank], rtype) : amt(rcount, rtype);
     else if (k != NULL)
         a = amt(scount, stype);
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* Alltoall(v): everything this rank sends (MPI_IN_PLACE: the receive side, which it sends). */
 static void coll_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
                           const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
-                          int rcount, const int *rcounts, MPI_Datatype rtype)
+                          int rcount, const int *rcounts, MPI_Datatype rtype,
+                          const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -131,12 +138,12 @@ static void coll_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, M
     else if (k != NULL)
         a = scounts != NULL ? amt_sum(scounts, k->peers, stype)
                             : amt_times(amt(scount, stype), k->peers);
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 static void coll_alltoallw(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
                            const void *sbuf, const int *scounts, const MPI_Datatype *stypes,
-                           const int *rcounts, const MPI_Datatype *rtypes)
+                           const int *rcounts, const MPI_Datatype *rtypes, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -148,12 +155,13 @@ static void coll_alltoallw(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, 
         struct amount b = amt(counts[i], types[i]);
         a.n += b.n, a.bytes += b.bytes;
     }
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* Reduce_scatter(_block): the vector reduced, n blocks (MPI_IN_PLACE: the same length). */
 static void coll_reduce_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                                int rcount, const int *rcounts, MPI_Datatype type)
+                                int rcount, const int *rcounts, MPI_Datatype type,
+                                const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -163,7 +171,7 @@ static void coll_reduce_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int
     if (k != NULL)
         a = rcounts != NULL ? amt_sum(rcounts, k->size, type)
                             : amt_times(amt(rcount, type), k->size);
-    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes);
+    tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
 /* A point-to-point call to or from peer (a rank of comm) of count × type (times 1 or 2). */
@@ -177,9 +185,46 @@ static void p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm co
     tcmpi_p2p(c, op, t0, t1, k, peer, tag, a.n, a.bytes);
 }
 
-static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n)
+/*
+ * The requests a completion call was given, as they were before it: a copy
+ * only while some non-blocking collective is remembered (one atomic load
+ * otherwise), on the stack up to BEFORE_STACK.
+ */
+#define BEFORE_STACK 64
+
+struct before {
+    MPI_Request *r; /* NULL: no copy */
+    MPI_Request stack[BEFORE_STACK];
+};
+
+static void before_take(struct before *b, const MPI_Request *reqs, int n)
 {
-    tcmpi_wait(c, op, t0, tcmpi_now(), n > 0 ? (uint64_t)n : 0);
+    b->r = NULL;
+    if (n <= 0 || reqs == NULL || !tcmpi_req_any())
+        return;
+    b->r = n <= BEFORE_STACK ? b->stack : malloc((size_t)n * sizeof(*reqs));
+    if (b->r != NULL)
+        memcpy(b->r, reqs, (size_t)n * sizeof(*reqs));
+}
+
+/* After a completion call over n requests, reqs as they are now. */
+static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct before *b,
+                      const MPI_Request *reqs)
+{
+    if (c != NULL || b->r != NULL)
+        tcmpi_wait(c, op, t0, tcmpi_now(), n, b->r, reqs);
+    if (b->r != b->stack)
+        free(b->r);
+}
+
+/* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
+ * process outside it) and returned rc: names it from parent. */
+static void made(int rc, MPI_Comm parent, MPI_Comm newcomm)
+{
+    uint64_t base;
+
+    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(parent, &base))
+        tcmpi_comm_born(newcomm, base);
 }
 
 /* ---- start and end ----------------------------------------------------------------- */
@@ -209,6 +254,152 @@ int MPI_Finalize(void)
     int rc = PMPI_Finalize();
 
     tcmpi_stop();
+    return rc;
+}
+
+/* ---- communicators: named where they are made ------------------------------------ */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_dup(comm, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+/* The new communicator is there once the request completes: tcmpi_wait names it then. */
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req)
+{
+    int rc = PMPI_Comm_idup(comm, newcomm, req);
+    uint64_t base;
+
+    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(comm, &base))
+        tcmpi_req_idup(*req, newcomm, base);
+    return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+/* Collective over group's members only: named from what they share (parent, tag, group). */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+    struct tcmpi_comm *p;
+
+    if (rc == MPI_SUCCESS && tcmpi_tracking() && (p = tcmpi_comm(comm)) != NULL)
+        tcmpi_comm_born(*newcomm, tcmpi_comm_base_keyed(tcmpi_mix(tcmpi_mix(p->id, (uint64_t)tag),
+                                                                  tcmpi_group_hash(group))));
+    return rc;
+}
+
+/* Collective over two local communicators: named from the two groups and the tag. */
+int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int remote_leader,
+                         int tag, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Intercomm_create(local, local_leader, peer, remote_leader, tag, newcomm);
+    MPI_Group lg, rg;
+    uint64_t hl, hr;
+
+    if (rc != MPI_SUCCESS || !tcmpi_tracking() || *newcomm == MPI_COMM_NULL)
+        return rc;
+    if (PMPI_Comm_group(*newcomm, &lg) != MPI_SUCCESS)
+        return rc;
+    hl = tcmpi_group_hash(lg);
+    PMPI_Group_free(&lg);
+    if (PMPI_Comm_remote_group(*newcomm, &rg) != MPI_SUCCESS)
+        return rc;
+    hr = tcmpi_group_hash(rg);
+    PMPI_Group_free(&rg);
+    /* both sides: the two groups in a fixed order */
+    tcmpi_comm_born(*newcomm, tcmpi_comm_base_keyed(tcmpi_mix(
+                                  tcmpi_mix((uint64_t)tag, hl < hr ? hl : hr), hl < hr ? hr : hl)));
+    return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm comm, int high, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Intercomm_merge(comm, high, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                    MPI_Comm *newcomm)
+{
+    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
+                     MPI_Comm *newcomm)
+{
+    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm *newcomm)
+{
+    int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder,
+                                    newcomm);
+
+    made(rc, comm, *newcomm);
+    return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm *newcomm)
+{
+    int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                             destinations, destweights, info, reorder, newcomm);
+
+    made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -246,7 +437,7 @@ int MPI_Barrier(MPI_Comm comm)
     int rc = PMPI_Barrier(comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL);
+        coll_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, NULL);
     return rc;
 }
 
@@ -256,7 +447,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
     int rc = PMPI_Ibarrier(comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL);
+        coll_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, req);
     return rc;
 }
 
@@ -266,7 +457,7 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
     int rc = PMPI_Bcast(buf, count, type, root, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_BCAST, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_BCAST, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
@@ -276,7 +467,7 @@ int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
     int rc = PMPI_Ibcast(buf, count, type, root, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IBCAST, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_IBCAST, t0, rc, comm, count, type, req);
     return rc;
 }
 
@@ -287,7 +478,7 @@ int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_O
     int rc = PMPI_Reduce(sbuf, rbuf, count, type, o, root, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_REDUCE, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_REDUCE, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
@@ -298,7 +489,7 @@ int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_
     int rc = PMPI_Ireduce(sbuf, rbuf, count, type, o, root, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type, req);
     return rc;
 }
 
@@ -309,7 +500,7 @@ int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MP
     int rc = PMPI_Allreduce(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
@@ -320,7 +511,7 @@ int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, M
     int rc = PMPI_Iallreduce(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type, req);
     return rc;
 }
 
@@ -330,7 +521,7 @@ int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op 
     int rc = PMPI_Scan(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_SCAN, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_SCAN, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
@@ -341,7 +532,7 @@ int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op
     int rc = PMPI_Iscan(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_ISCAN, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_ISCAN, t0, rc, comm, count, type, req);
     return rc;
 }
 
@@ -351,7 +542,7 @@ int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_O
     int rc = PMPI_Exscan(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
@@ -362,7 +553,7 @@ int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_
     int rc = PMPI_Iexscan(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type);
+        coll_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type, req);
     return rc;
 }
 
@@ -373,7 +564,8 @@ int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int
     int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root);
+        coll_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root,
+                    NULL);
     return rc;
 }
 
@@ -384,7 +576,8 @@ int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
     int rc = PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root);
+        coll_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root,
+                    req);
     return rc;
 }
 
@@ -395,7 +588,8 @@ int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, co
     int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root);
+        coll_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
+                    NULL);
     return rc;
 }
 
@@ -406,7 +600,8 @@ int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, c
     int rc = PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root);
+        coll_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
+                    req);
     return rc;
 }
 
@@ -417,8 +612,8 @@ int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, in
     int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                     root);
+        coll_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype, root,
+                     NULL);
     return rc;
 }
 
@@ -430,7 +625,7 @@ int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, i
 
     if (c != NULL)
         coll_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                     root);
+                     root, req);
     return rc;
 }
 
@@ -441,7 +636,8 @@ int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_
     int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root);
+        coll_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root,
+                     NULL);
     return rc;
 }
 
@@ -453,8 +649,8 @@ int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI
     int rc = PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
-                     root);
+        coll_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root,
+                     req);
     return rc;
 }
 
@@ -465,7 +661,8 @@ int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype);
+        coll_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
+                       NULL);
     return rc;
 }
 
@@ -476,7 +673,8 @@ int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
     int rc = PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype);
+        coll_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
+                       req);
     return rc;
 }
 
@@ -487,7 +685,8 @@ int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
     int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype);
+        coll_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
+                       NULL);
     return rc;
 }
 
@@ -499,7 +698,8 @@ int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
     int rc = PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype);
+        coll_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
+                       req);
     return rc;
 }
 
@@ -511,7 +711,7 @@ int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, i
 
     if (c != NULL)
         coll_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                      rtype);
+                      rtype, NULL);
     return rc;
 }
 
@@ -523,7 +723,7 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
 
     if (c != NULL)
         coll_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                      rtype);
+                      rtype, req);
     return rc;
 }
 
@@ -535,7 +735,8 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MP
     int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype);
+        coll_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype,
+                      NULL);
     return rc;
 }
 
@@ -548,8 +749,8 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], M
         PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
-                      rtype);
+        coll_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype,
+                      req);
     return rc;
 }
 
@@ -561,7 +762,8 @@ int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
     int rc = PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
 
     if (c != NULL)
-        coll_alltoallw(c, TCMPI_ALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes);
+        coll_alltoallw(c, TCMPI_ALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes,
+                       NULL);
     return rc;
 }
 
@@ -575,7 +777,8 @@ int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
         PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
 
     if (c != NULL)
-        coll_alltoallw(c, TCMPI_IALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes);
+        coll_alltoallw(c, TCMPI_IALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes,
+                       req);
     return rc;
 }
 
@@ -586,7 +789,7 @@ int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Da
     int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, o, comm);
 
     if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER, t0, rc, comm, 0, rcounts, type);
+        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, NULL);
     return rc;
 }
 
@@ -597,7 +800,7 @@ int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_D
     int rc = PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, o, comm, req);
 
     if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER, t0, rc, comm, 0, rcounts, type);
+        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, req);
     return rc;
 }
 
@@ -608,7 +811,7 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datat
     int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, o, comm);
 
     if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type);
+        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, NULL);
     return rc;
 }
 
@@ -619,7 +822,7 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Data
     int rc = PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, o, comm, req);
 
     if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type);
+        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, req);
     return rc;
 }
 
@@ -673,6 +876,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 
     if (c != NULL)
         p2p(c, TCMPI_ISEND, t0, rc, comm, dest, tag, count, type, 1);
+    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
 
@@ -684,6 +888,7 @@ int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 
     if (c != NULL)
         p2p(c, TCMPI_ISSEND, t0, rc, comm, dest, tag, count, type, 1);
+    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
 
@@ -695,6 +900,7 @@ int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 
     if (c != NULL)
         p2p(c, TCMPI_IBSEND, t0, rc, comm, dest, tag, count, type, 1);
+    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
 
@@ -706,6 +912,7 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 
     if (c != NULL)
         p2p(c, TCMPI_IRSEND, t0, rc, comm, dest, tag, count, type, 1);
+    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
 
@@ -717,6 +924,7 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
 
     if (c != NULL)
         p2p(c, TCMPI_IRECV, t0, rc, comm, source, tag, count, type, 1);
+    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
 
@@ -807,82 +1015,101 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int 
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
+    struct before b;
+    before_take(&b, req, 1);
     BEGIN;
     int rc = PMPI_Wait(req, status);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_WAIT, t0, 1);
+    wait_done(c, TCMPI_WAIT, t0, 1, &b, req);
     return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
+    struct before b;
+    before_take(&b, reqs, count);
     BEGIN;
     int rc = PMPI_Waitall(count, reqs, statuses);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_WAITALL, t0, count);
+    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs);
     return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
 {
+    struct before b;
+    before_take(&b, reqs, count);
     BEGIN;
     int rc = PMPI_Waitany(count, reqs, index, status);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_WAITANY, t0, count);
+    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs);
     return rc;
 }
 
 int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
                  MPI_Status statuses[])
 {
+    struct before b;
+    before_take(&b, reqs, incount);
     BEGIN;
     int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_WAITSOME, t0, incount);
+    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs);
     return rc;
 }
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
+    struct before b;
+    before_take(&b, req, 1);
     BEGIN;
     int rc = PMPI_Test(req, flag, status);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_TEST, t0, 1);
+    wait_done(c, TCMPI_TEST, t0, 1, &b, req);
     return rc;
 }
 
 int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
+    struct before b;
+    before_take(&b, reqs, count);
     BEGIN;
     int rc = PMPI_Testall(count, reqs, flag, statuses);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_TESTALL, t0, count);
+    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs);
     return rc;
 }
 
 int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
+    struct before b;
+    before_take(&b, reqs, count);
     BEGIN;
     int rc = PMPI_Testany(count, reqs, index, flag, status);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_TESTANY, t0, count);
+    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs);
     return rc;
 }
 
 int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
                  MPI_Status statuses[])
 {
+    struct before b;
+    before_take(&b, reqs, incount);
     BEGIN;
     int rc = PMPI_Testsome(incount, reqs, outcount, indices, statuses);
 
-    if (c != NULL)
-        wait_done(c, TCMPI_TESTSOME, t0, incount);
+    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs);
+    return rc;
+}
+
+/* A request freed without completion: it is no collective's any more. */
+int MPI_Request_free(MPI_Request *req)
+{
+    MPI_Request old = *req;
+    int rc = PMPI_Request_free(req);
+
+    if (rc == MPI_SUCCESS)
+        tcmpi_req_forget(old);
     return rc;
 }

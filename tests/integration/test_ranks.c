@@ -890,6 +890,42 @@ Test(ranks, sub_communicator_collectives_complete_at_comm_size)
     check_subcomm(run_producers_live("halves", 4, 4, check_subcomm));
 }
 
+/*
+ * Point to point by name (PROTOCOL.md "Collective instance"): comm entries
+ * with no ext, two ranks calling the same ops in the same order. Probes,
+ * MPI's Sendrecv(_replace) and completion calls were matched as collectives
+ * by occurrence (issue 27: 1,000 MPI_Iprobe per rank gave instances); NCCL's
+ * SendRecv kernel and an allreduce stay collectives.
+ */
+Test(ranks, probes_mpi_sendrecv_and_completions_are_no_collectives)
+{
+    static const char *const p2p[] = {
+        "MPI_Iprobe", "MPI_Probe",   "MPI_Sendrecv", "MPI_Sendrecv_replace",
+        "mpi_wait",   "MPI_Testall", "MPI_Isend",    "probe_peer"};
+    struct proto_reader r;
+    const msgpack_object *coll;
+
+    harness_daemon_start(&d, NULL);
+    n_script = 0;
+    for (int k = 0; k < 2; k++) {
+        uint64_t t = T0;
+        for (size_t i = 0; i < sizeof(p2p) / sizeof(p2p[0]); i++, t += 2000)
+            add(k, 0, p2p[i], "comm", t, 1000);
+        add(k, 0, "allreduce", "comm", t, 1000);
+        add(k, 0, "ncclDevKernel_SendRecv", "comm", t + 2000, 1000);
+    }
+    coll = obj_get(analysis(run_producers("p2pnames", 2, 2), NULL, &r), "collectives");
+    cr_assert_eq(coll->via.array.size, 2, "only the allreduce and NCCL's SendRecv");
+    for (uint32_t i = 0; i < 2; i++) {
+        const msgpack_object *row = &coll->via.array.ptr[i];
+        cr_expect(obj_str_eq(obj_get(row, "op"), "allreduce") ||
+                  obj_str_eq(obj_get(row, "op"), "ncclDevKernel_SendRecv"));
+        cr_expect_eq(obj_u64(obj_get(row, "instances")), 1);
+        cr_expect_eq(obj_u64(obj_get(row, "partial")), 0);
+    }
+    proto_reader_deinit(&r);
+}
+
 /* ---- classification, classify, filters, completeness -------------------------------- */
 
 static int run_cli(char **out, const char *a1, const char *a2, const char *a3, const char *a4,
