@@ -670,3 +670,50 @@ Test(lib, close_within_the_default_timeout_with_the_daemon_stopped)
 
     cr_assert(took >= 4.95 && took <= 5 + CLOSE_MARGIN, "the default 5 s: %.3f s", took);
 }
+
+/*
+ * A child forked after tc_open connects at its first record; with the daemon
+ * stopped its hello is never answered. Its tc_close still returns within the
+ * timeout in all (the writer thread waiting for the welcome gives up at the
+ * close's deadline, not after the hello's own 5 s).
+ */
+Test(lib, forked_child_close_within_its_timeout_with_the_daemon_stopped)
+{
+    tc_options o;
+    double t0, took;
+    int err = 1, st;
+    pid_t pid;
+
+    harness_daemon_start(&d, NULL);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = "stopped-fork";
+    o.rank = 0;
+    o.world = 2;
+    o.blocking = TC_DROP;
+    o.close_timeout_ms = 1000;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert(tc_enabled(c), "tc_open: %d", err);
+    uint32_t op = tc_op(c, "matmul");
+    record_n(c, op, 10, 0);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    harness_sigstop(d.pid, true);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        record_n(c, op, 10, 1000000); /* connects: a hello the stopped daemon never answers */
+        t0 = harness_now();
+        err = tc_close(c);
+        took = harness_now() - t0;
+        _exit(err != -ETIMEDOUT ? 1 : took < 0.95 ? 2 : took > 1 + CLOSE_MARGIN ? 3 : 0);
+    }
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    t0 = harness_now();
+    cr_assert_eq(tc_close(c), -ETIMEDOUT);
+    took = harness_now() - t0;
+    harness_sigstop(d.pid, false);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the child's tc_close: status %d (1: not -ETIMEDOUT, 2: too soon, 3: too late)",
+              WEXITSTATUS(st));
+    cr_assert(took >= 0.95 && took <= 1 + CLOSE_MARGIN, "the parent's tc_close: %.3f s", took);
+}
