@@ -47,6 +47,10 @@
 #define PROTO_MAX_DEPTH    4          /* nesting of arrays/maps in any v1 message */
 #define PROTO_MAX_CATEGORY 32         /* an op category: a short word */
 
+/* Distinct metadata keys of one process: the daemon's CONN_MAX_META_KEYS, which
+ * libtracectl refuses past (tests/unit/test_client.c asserts the two agree). */
+#define PROTO_MAX_META_KEYS 1024
+
 /* Error codes sent in ["error", {"code": ..., "message": ...}]. */
 #define PROTO_E_MSGPACK    "bad_msgpack"  /* bytes are not msgpack */
 #define PROTO_E_MESSAGE    "bad_message"  /* msgpack, but not a v1 message */

@@ -6,6 +6,7 @@
  * design of the whole library.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,12 @@
 #include "tcint.h"
 
 static void client_free(tc_client *c);
+
+/*
+ * Why this thread's last call was refused (tc_last_refusal). Not in the
+ * hot-path cache's TLS model: only refused calls touch it.
+ */
+static _Thread_local char refusal[256];
 
 static _Atomic uint64_t client_gen = 1;
 
@@ -88,6 +95,44 @@ void tcclient_error(tc_client *c, int code, const char *fmt, ...)
     atomic_store_explicit(&c->err_code, code < 0 ? code : -EIO, memory_order_release);
 }
 
+void tcclient_refuse(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(refusal, sizeof(refusal), fmt, ap);
+    va_end(ap);
+}
+
+const char *tc_last_refusal(void)
+{
+    return refusal;
+}
+
+/*
+ * The most tc_close may take, in ms (-1: no limit): the option, else
+ * $TRACECTL_CLOSE_TIMEOUT in seconds (fractional; "inf": no limit; a value
+ * that is not a number >= 0 is ignored), else CLOSE_TIMEOUT_MS, or no limit
+ * in blocking mode (which asked to lose nothing). Past INT_MAX ms (24 days)
+ * is no limit too: the waits take an int.
+ */
+static int64_t close_ms(const tc_options *o, bool blocking)
+{
+    const char *v = getenv("TRACECTL_CLOSE_TIMEOUT");
+    char *end;
+    double s;
+
+    if (o->close_timeout_ms > 0)
+        return o->close_timeout_ms > INT_MAX ? -1 : (int64_t)o->close_timeout_ms;
+    if (v != NULL && *v) {
+        errno = 0;
+        s = strtod(v, &end);
+        if (errno == 0 && *end == '\0' && s >= 0)                       /* NaN is not >= 0 */
+            return s * 1000 > INT_MAX ? -1 : (int64_t)(s * 1000 + 0.5); /* "inf" too */
+    }
+    return blocking ? -1 : CLOSE_TIMEOUT_MS;
+}
+
 static void socket_path(const tc_options *o, char *buf, size_t len)
 {
     if (o->socket_path != NULL)
@@ -122,6 +167,7 @@ static tc_client *client_new(const tc_options *o)
             c->ring_entries *= 2;
     }
     c->interval_ms = o->flush_interval_ms ? o->flush_interval_ms : DEFAULT_INTERVAL;
+    c->close_ms = close_ms(o, c->blocking);
     c->opt_rank = opt_rank(o);
     c->opt_world = opt_world(o);
     pthread_mutex_init(&c->mu, NULL);
@@ -154,6 +200,9 @@ static void client_free(tc_client *c)
     free(c->ops);
     free(c->cats);
     free(c->devs);
+    for (size_t i = 0; i < c->n_meta_alloc; i++)
+        free(c->meta_keys[i]);
+    free(c->meta_keys);
     free(c->device);
     free(c->path);
     free(c->opt_session);
@@ -181,9 +230,9 @@ static int client_connect(tc_client *c, const tc_options *o)
     int rc;
 
     socket_path(o, path, sizeof(path));
-    if ((c->path = strdup(path)) == NULL || tcconn_resolve(c) < 0)
+    if ((c->path = strdup(path)) == NULL)
         return -ENOMEM;
-    if ((rc = tcconn_socket(c)) < 0 || (rc = tcconn_hello(c)) < 0)
+    if ((rc = tcconn_resolve(c)) < 0 || (rc = tcconn_socket(c)) < 0 || (rc = tcconn_hello(c)) < 0)
         return rc;
     clock_choose(c);
     if ((rc = tcwriter_start(c)) < 0)
@@ -239,11 +288,71 @@ out:
     return c;
 }
 
+/* The ms left until a CLOCK_MONOTONIC deadline (0: none, -1 returned), at least 0. */
+static int ms_left(uint64_t deadline)
+{
+    uint64_t now = now_ns();
+
+    if (deadline == 0)
+        return -1;
+    return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* CLOCK_REALTIME ms from now (ms >= 0), as pthread_cond_timedwait takes a deadline. */
+static struct timespec realtime_in(int ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+/* Waits for the writer thread to leave its loop, until deadline (0: none). Whether it did. */
+static bool writer_wait(tc_client *c, uint64_t deadline)
+{
+    int left = ms_left(deadline);
+    struct timespec ts = realtime_in(left < 0 ? 0 : left);
+    bool done;
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->writer_done) {
+        if (left < 0)
+            pthread_cond_wait(&c->cv, &c->mu);
+        else if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    done = c->writer_done;
+    pthread_mutex_unlock(&c->mu);
+    return done;
+}
+
+/* Gives up on what is unsent (it is counted as dropped) and wakes the writer thread. */
+static void writer_abandon(tc_client *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->broken = true;
+    pthread_mutex_unlock(&c->mu);
+    tcwriter_wake(c);
+}
+
+/*
+ * tc_close runs within c->close_ms in all: the flush, the writer thread's
+ * last writes (entries recorded after the flush; a forked child's hello)
+ * and bye. Past it, the rest is abandoned: counted as dropped, the writer
+ * thread leaves at once (a broken connection has no socket to wait on).
+ */
 int tc_close(tc_client *c)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    int rc;
+    uint64_t deadline;
+    int rc, left;
 
     if (c == NULL)
         return 0;
@@ -252,24 +361,33 @@ int tc_close(tc_client *c)
         client_free(c);
         return 0;
     }
-    rc = tc_flush(c, c->blocking ? -1 : CLOSE_TIMEOUT_MS);
+    deadline = c->close_ms < 0 ? 0 : now_ns() + (uint64_t)c->close_ms * 1000000u;
+    atomic_store(&c->close_deadline, deadline);
+    rc = tc_flush(c, ms_left(deadline));
     pthread_mutex_lock(&c->mu);
     c->closing = true;
-    if (rc == -ETIMEDOUT)
-        c->broken = true; /* give up on the rest: it is counted as dropped */
     pthread_mutex_unlock(&c->mu);
+    if (rc == -ETIMEDOUT)
+        writer_abandon(c);
     tcwriter_wake(c);
+    if (!writer_wait(c, deadline)) {
+        writer_abandon(c);
+        writer_wait(c, 0);
+        if (rc == 0)
+            rc = -ETIMEDOUT;
+    }
     pthread_join(c->thread, NULL);
     /*
-     * bye, with the dropped count, only after whole messages. After a flush
-     * that timed out (a stalled daemon) the 5 s are spent: bye goes only if
-     * the socket takes it at once. Without it the daemon ends the process
-     * when it reads the connection's end, at once when it runs again.
+     * bye, with the dropped count, only after whole messages, in what is left
+     * of the time (at most 1 s): after a stalled daemon used it up, bye goes
+     * only if the socket takes it at once. Without it the daemon ends the
+     * process when it reads the connection's end, at once when it runs again.
      */
+    left = rc == -ETIMEDOUT ? 0 : ms_left(deadline);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (c->out_off == c->out.size && !c->torn && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
-        sock_send_all(c->fd, sb.data, sb.size, rc == -ETIMEDOUT ? 0 : 1000);
+        sock_send_all(c->fd, sb.data, sb.size, left < 0 || left > 1000 ? 1000 : left);
     msgpack_sbuffer_destroy(&sb);
     client_free(c);
     return rc;
@@ -283,13 +401,7 @@ int tc_flush(tc_client *c, int timeout_ms)
 
     if (c == NULL || c->disabled)
         return -ENOTCONN;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (deadline.tv_nsec >= 1000000000) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000;
-    }
+    deadline = realtime_in(timeout_ms < 0 ? 0 : timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (c->forked && tcfork_restart(c) < 0) {
         pthread_mutex_unlock(&c->mu);

@@ -41,9 +41,48 @@ static int64_t env_int(const char *const *names)
 }
 
 /*
+ * Whether the daemon would take a hello with these fields (PROTOCOL.md
+ * "hello"): else the reason, naming the limit, is kept for tc_last_error()
+ * and tc_last_refusal(), and -EINVAL is returned, so that tc_open() fails
+ * here with a clear message, not with the daemon's refusal.
+ */
+static int hello_check(tc_client *c)
+{
+    char why[200];
+
+    if (tcnames_check("the session name", c->h_session, 1, PROTO_MAX_SESSION, why, sizeof(why)) <
+            0 ||
+        (c->device != NULL &&
+         tcnames_check("the device name", c->device, 1, PROTO_MAX_NAME, why, sizeof(why)) < 0) ||
+        (c->opt_host != NULL && *c->opt_host &&
+         tcnames_check("the host name", c->opt_host, 1, PROTO_MAX_NAME, why, sizeof(why)) < 0))
+        goto bad;
+    if (c->h_world == 0 || c->h_world > INT32_MAX) {
+        snprintf(why, sizeof(why), "world %lld is outside 1 <= world <= %d", (long long)c->h_world,
+                 INT32_MAX);
+        goto bad;
+    }
+    if (c->h_world > 0 && c->h_rank >= c->h_world) {
+        snprintf(why, sizeof(why), "rank %lld is outside 0 <= rank < world (%lld)",
+                 (long long)c->h_rank, (long long)c->h_world);
+        goto bad;
+    }
+    if (c->h_rank > INT32_MAX) {
+        snprintf(why, sizeof(why), "rank %lld is over %d", (long long)c->h_rank, INT32_MAX);
+        goto bad;
+    }
+    return 0;
+bad:
+    tcclient_error(c, -EINVAL, "tc_open: %s (options or environment)", why);
+    tcclient_refuse("tc_open: %s (options or environment)", why);
+    return -EINVAL;
+}
+
+/*
  * What the next hello says, resolved now from the options and, where they
  * leave it open, the environment (a forked child resolves it again: a
- * launcher may have given it its own RANK). 0 or -ENOMEM.
+ * launcher may have given it its own RANK). 0, -ENOMEM, or -EINVAL for a
+ * hello the daemon would refuse (hello_check).
  */
 int tcconn_resolve(tc_client *c)
 {
@@ -62,7 +101,7 @@ int tcconn_resolve(tc_client *c)
     c->h_session = copy;
     c->h_rank = c->opt_rank >= 0 ? c->opt_rank : env_int(rank_env);
     c->h_world = c->opt_world >= 0 ? c->opt_world : env_int(world_env);
-    return 0;
+    return hello_check(c);
 }
 
 /* ---- socket I/O (the opening thread, then the writer thread only) ------- */
@@ -125,6 +164,14 @@ static int hello_answer(tc_client *c, struct proto_msg *m)
     return -EPROTO;
 }
 
+/* Whether tc_close's time ran out while a forked child's writer waits for the welcome. */
+static bool closed_meanwhile(tc_client *c)
+{
+    uint64_t deadline = atomic_load(&c->close_deadline);
+
+    return deadline != 0 && tc_now_ns() > deadline;
+}
+
 /* hello → welcome on c->fd, as tcconn_resolve() left it. 0 or a negative errno. */
 int tcconn_hello(tc_client *c)
 {
@@ -165,6 +212,11 @@ int tcconn_hello(tc_client *c)
         if (tc_now_ns() > deadline) {
             tcclient_error(c, -ETIMEDOUT, "no answer to the hello from %s within %d ms", c->path,
                            OPEN_TIMEOUT_MS);
+            return -ETIMEDOUT;
+        }
+        if (closed_meanwhile(c)) {
+            tcclient_error(c, -ETIMEDOUT, "no answer to the hello from %s within tc_close's time",
+                           c->path);
             return -ETIMEDOUT;
         }
         rc = tcconn_read(c->fd, &c->reader, 100);

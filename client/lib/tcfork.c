@@ -89,11 +89,14 @@ static void client_forked(tc_client *c)
         c->ops_at_fork = c->n_ops; /* a grandchild: its parent had not sent its own yet */
     c->forked = true;
     msgpack_sbuffer_clear(&c->control); /* the parent's to send */
+    c->n_meta_keys = 0;                 /* metadata is per process */
     msgpack_sbuffer_clear(&c->out);
     c->out_off = 0;
     c->flush_req = c->flush_acked = c->flush_sent = c->flush_counted = 0;
     c->flush_rc = 0;
     c->closing = false;
+    c->writer_done = false;
+    atomic_store(&c->close_deadline, 0);
     c->broken = false;
     c->packed = c->acked_stored = 0;
     c->loss_counted = false;
@@ -143,7 +146,7 @@ int tcfork_restart(tc_client *c)
     c->stale = NULL;
     if (c->reader_ok)
         proto_reader_deinit(&c->reader);
-    if (!(c->reader_ok = proto_reader_init(&c->reader, 0) == 0) || tcconn_resolve(c) < 0)
+    if (!(c->reader_ok = proto_reader_init(&c->reader, 0) == 0) || (rc = tcconn_resolve(c)) < 0)
         goto fail;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);

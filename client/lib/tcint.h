@@ -77,7 +77,7 @@
 #define OUT_HIGH         (1u << 20)
 #define DEFER_MAX        1024
 #define OPEN_TIMEOUT_MS  5000
-#define CLOSE_TIMEOUT_MS 5000
+#define CLOSE_TIMEOUT_MS 5000 /* tc_close in all, unless the options or environment say */
 #define SHAPE_MAX        1400 /* bytes of a packed (out, in) pair: 145 + 8 × 145 + nil */
 #define SHAPES_MAX       4096 /* distinct pairs per client; more are left out */
 #define SHAPE_INDEX      (2 * SHAPES_MAX) /* slots of the pairs' hash index: at most half used */
@@ -197,10 +197,15 @@ struct tc_client {
     bool blocking;
     uint16_t clock; /* REC_TICKS: tc_begin/tc_end read the TSC; 0: clock_gettime */
     uint64_t gen;   /* distinguishes clients for the thread-local cache */
+    /* Ops defined so far (ids 1..n_ops_pub): an entry naming another id is
+     * refused at the call (the daemon would end the connection on it).
+     * Stored by tc_op under mu, loaded without a lock by recording threads. */
+    _Atomic uint32_t n_ops_pub;
     int fd;
     int64_t session_id;
     size_t ring_entries;
     unsigned interval_ms;
+    int64_t close_ms; /* the most tc_close may take, -1: no limit (tc_options.close_timeout_ms) */
     char *device;
 
     /* How the hello is built, kept for a forked child's own hello: what the
@@ -232,6 +237,11 @@ struct tc_client {
     size_t n_ops, cap_ops;
     char **devs; /* interned device names, never freed before close */
     size_t n_devs, cap_devs;
+    /* Metadata keys this process has set (at most PROTO_MAX_META_KEYS), guarded
+     * by mu: n_meta_keys of them count; up to n_meta_alloc are allocated (a
+     * forked child starts counting from 0 again and reuses them). */
+    char **meta_keys;
+    size_t n_meta_keys, n_meta_alloc, cap_meta_keys;
     /* Interned shape pairs, appended under shape_mu, and their hash index
      * (open addressing), which recording threads read without the lock: a
      * slot holds the pair's hash's top 32 bits and its index+1 (0: empty),
@@ -245,7 +255,11 @@ struct tc_client {
     uint64_t flush_counted; /* broken: flushes whose entries are all counted as dropped; mu */
     int flush_rc;           /* the last flush reply: 0 or -EIO; guarded by mu */
     bool closing;           /* guarded by mu */
-    _Atomic bool broken;    /* the connection is gone: what is recorded is dropped */
+    bool writer_done;       /* the writer thread has left its loop; guarded by mu */
+    /* tc_close's deadline (CLOCK_MONOTONIC ns, 0: none), which a writer thread
+     * still saying hello (a forked child's) gives up at. */
+    _Atomic uint64_t close_deadline;
+    _Atomic bool broken; /* the connection is gone: what is recorded is dropped */
 
     /* fork (see client_forked): set in the child, cleared by tcfork_restart under mu. */
     bool forked;
@@ -274,6 +288,8 @@ struct tc_client {
 /* tcclient.c: records why the client sends nothing, once (tc_last_error). */
 void tcclient_error(tc_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* tcclient.c: why this thread's call was refused (tc_last_refusal). */
+void tcclient_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold));
 
 /* tcconn.c */
 int tcconn_resolve(tc_client *c);
@@ -301,6 +317,11 @@ uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, s
 
 /* tcnames.c */
 uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name);
+/*
+ * Whether s (NULL: missing) is min..max bytes of UTF-8, as the daemon takes a
+ * name: 0, else -EINVAL with the reason, naming what and the limit, in why.
+ */
+int tcnames_check(const char *what, const char *s, size_t min, size_t max, char *why, size_t len);
 
 /* tcfork.c */
 void tcfork_init(void);

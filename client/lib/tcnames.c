@@ -5,6 +5,7 @@
  * client's mutex.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,20 +40,46 @@ static int grow_ops(tc_client *c)
     return grow(&c->ops, &c->cap_ops, c->n_ops); /* grows to the same cap as cats */
 }
 
+int tcnames_check(const char *what, const char *s, size_t min, size_t max, char *why, size_t len)
+{
+    size_t n;
+
+    if (s == NULL) {
+        snprintf(why, len, "%s is missing (NULL)", what);
+        return -EINVAL;
+    }
+    if ((n = strlen(s)) < min) {
+        snprintf(why, len, "%s is empty", what);
+        return -EINVAL;
+    }
+    if (n > max) {
+        snprintf(why, len, "%s is %zu bytes, over the limit of %zu", what, n, max);
+        return -EINVAL;
+    }
+    if (!proto_utf8_valid(s, n)) {
+        snprintf(why, len, "%s is not valid UTF-8", what);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 uint32_t tc_op_cat(tc_client *c, const char *name, const char *category)
 {
     struct proto_opdef def;
     msgpack_packer pk;
-    size_t len = name ? strlen(name) : 0, clen = category ? strlen(category) : 0;
     uint32_t id = 0;
+    char why[160];
 
+    if (c == NULL || c->disabled)
+        return 0;
     /* The daemon refuses the whole ops message (and closes the connection) for a bad name or
      * category: those get no id. */
-    if (c == NULL || c->disabled || len == 0 || len > PROTO_MAX_NAME ||
-        !proto_utf8_valid(name, len) ||
+    if (tcnames_check("the op name", name, 1, PROTO_MAX_NAME, why, sizeof(why)) < 0 ||
         (category != NULL &&
-         (clen == 0 || clen > PROTO_MAX_CATEGORY || !proto_utf8_valid(category, clen))))
+         tcnames_check("the category", category, 1, PROTO_MAX_CATEGORY, why, sizeof(why)) < 0)) {
+        tcclient_refuse("tc_op: %s", why);
         return 0;
+    }
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_ops && id == 0; i++)
         if (strcmp(c->ops[i], name) == 0)
@@ -63,8 +90,12 @@ uint32_t tc_op_cat(tc_client *c, const char *name, const char *category)
         def = (struct proto_opdef){.id = id, .name = (char *)name, .category = (char *)category};
         msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
         proto_pack_ops(&pk, &def, 1);
+        /* Recording threads may name it from now on (tcrecord.c op_known). */
+        atomic_store_explicit(&c->n_ops_pub, id, memory_order_release);
     }
     pthread_mutex_unlock(&c->mu);
+    if (id == 0)
+        tcclient_refuse("tc_op: out of memory");
     return id;
 }
 
@@ -84,13 +115,14 @@ uint32_t tc_op(tc_client *c, const char *name)
 uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name)
 {
     uint32_t id = 0;
-    size_t len;
+    char why[160];
 
     if (r->dev_str != NULL && strcmp(r->dev_str, name) == 0)
         return r->dev_id;
-    len = strlen(name);
-    if (len > PROTO_MAX_NAME || !proto_utf8_valid(name, len))
+    if (tcnames_check("the device name", name, 1, PROTO_MAX_NAME, why, sizeof(why)) < 0) {
+        tcclient_refuse("tc_record: %s; the entry is dropped", why);
         return DEV_BAD;
+    }
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->n_devs && id == 0; i++)
         if (strcmp(c->devs[i], name) == 0)
@@ -103,22 +135,65 @@ uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name)
         r->dev_id = id;
     }
     pthread_mutex_unlock(&c->mu);
+    if (id == 0)
+        tcclient_refuse("tc_record: no room for another device name (at most %d per client, or "
+                        "out of memory); the entry is dropped",
+                        DEVS_MAX);
     return id != 0 ? id : DEV_BAD;
+}
+
+/*
+ * Whether key is one this process has set, else takes note of it: 0, or
+ * -ENOSPC past PROTO_MAX_META_KEYS (the daemon would end the connection) or
+ * -ENOMEM. Under c->mu.
+ */
+static int meta_key(tc_client *c, const char *key)
+{
+    char *copy;
+
+    for (size_t i = 0; i < c->n_meta_keys; i++)
+        if (strcmp(c->meta_keys[i], key) == 0)
+            return 0;
+    if (c->n_meta_keys == PROTO_MAX_META_KEYS) {
+        tcclient_refuse("tc_meta: a new key past the limit of %d distinct keys per process; "
+                        "not sent",
+                        PROTO_MAX_META_KEYS);
+        return -ENOSPC;
+    }
+    if ((copy = strdup(key)) == NULL ||
+        (c->n_meta_keys == c->n_meta_alloc &&
+         grow(&c->meta_keys, &c->cap_meta_keys, c->n_meta_alloc) < 0)) {
+        free(copy);
+        tcclient_refuse("tc_meta: out of memory");
+        return -ENOMEM;
+    }
+    if (c->n_meta_keys == c->n_meta_alloc)
+        c->n_meta_alloc++;
+    else
+        free(c->meta_keys[c->n_meta_keys]); /* a forked child's, from its parent */
+    c->meta_keys[c->n_meta_keys++] = copy;
+    return 0;
 }
 
 static int meta(tc_client *c, struct proto_kv *kv)
 {
     msgpack_packer pk;
+    char why[160];
     int rc;
 
     if (c == NULL || c->disabled)
         return -ENOTCONN;
-    if (kv->key == NULL || strlen(kv->key) == 0 || strlen(kv->key) > PROTO_MAX_NAME ||
-        (kv->type == PROTO_V_STR && (kv->v.s == NULL || strlen(kv->v.s) > PROTO_MAX_NAME)))
+    if (tcnames_check("the key", kv->key, 1, PROTO_MAX_NAME, why, sizeof(why)) < 0 ||
+        (kv->type == PROTO_V_STR &&
+         tcnames_check("the value", kv->v.s, 0, PROTO_MAX_NAME, why, sizeof(why)) < 0)) {
+        tcclient_refuse("tc_meta: %s", why);
         return -EINVAL;
+    }
     pthread_mutex_lock(&c->mu);
-    msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
-    rc = proto_pack_meta(&pk, kv, 1);
+    if ((rc = meta_key(c, kv->key)) == 0) {
+        msgpack_packer_init(&pk, &c->control, msgpack_sbuffer_write);
+        rc = proto_pack_meta(&pk, kv, 1);
+    }
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -9,9 +9,35 @@
 #include "tcint.h"
 
 /*
+ * Whether op is one this client defined with tc_op (ids 1..n_ops_pub). The
+ * daemon answers any other (0, what tc_op returns on failure, or an id never
+ * handed out) with unknown_op and ends the connection, losing everything
+ * after it: such an entry is refused at the call (op_refused).
+ */
+static inline bool op_known(tc_client *c, uint32_t op)
+{
+    return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
+}
+
+/* An entry naming an op the client never defined: dropped, counted, and said why. */
+static __attribute__((noinline, cold)) void op_refused(tc_client *c, uint32_t op, const char *call)
+{
+    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+    if (op == 0)
+        tcclient_refuse("%s: op 0 is no op (tc_op's answer for a name it refused); the entry is "
+                        "dropped",
+                        call);
+    else
+        tcclient_refuse("%s: op %u was never defined on this client (it defined %u); the entry "
+                        "is dropped",
+                        call, op, atomic_load(&c->n_ops_pub));
+}
+
+/*
  * Appends an entry, after a step marker when the client's step moved since
- * this thread's last record. op 0 (what tc_op returns on failure) is not an
- * op the daemon knows: the entry is dropped and counted.
+ * this thread's last record. An op the client never defined is refused
+ * (op_known): the entry is dropped and counted.
  */
 static __attribute__((noinline)) bool record_marker(tc_client *c, struct ring *r, uint64_t step)
 {
@@ -36,9 +62,8 @@ static inline __attribute__((always_inline)) void record(tc_client *c, struct ri
     uint64_t step = atomic_load_explicit(&c->step, memory_order_relaxed);
     struct rec *rec;
 
-    if (op == 0) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+    if (!op_known(c, op)) {
+        op_refused(c, op, "tc_record");
         return;
     }
     if (step != r->step && !record_marker(c, r, step))
@@ -90,6 +115,11 @@ void tc_begin_(tc_client *c, uint32_t op)
     now = rec_now(c);
     if (r->open)
         record(c, r, r->cur_op, r->cur_start, now - r->cur_start, 0, c->clock, 0);
+    if (!op_known(c, op)) {
+        op_refused(c, op, "tc_begin");
+        r->open = false; /* the tc_end that follows has nothing to end */
+        return;
+    }
     r->open = true;
     r->cur_op = op;
     r->cur_start = now;
@@ -145,8 +175,8 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
     struct rec_ext *x0, *x1;
     struct rec *rec;
 
-    if (e->op == 0) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+    if (!op_known(c, e->op)) {
+        op_refused(c, e->op, "tc_record_ext");
         return;
     }
     if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots))
@@ -230,6 +260,10 @@ void tc_defer(tc_client *c, uint32_t op)
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
+    if (!op_known(c, op)) {
+        op_refused(c, op, "tc_defer");
+        return;
+    }
     if (r->deferred == NULL && (r->deferred = malloc(DEFER_MAX * sizeof(*r->deferred))) == NULL)
         return;
     if (r->n_deferred == DEFER_MAX) {

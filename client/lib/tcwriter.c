@@ -213,6 +213,10 @@ static void *writer_thread(void *arg)
         if ((rc = writer_io(c, c->out_off < c->out.size ? -1 : (int)c->interval_ms)) < 0)
             writer_break(c, rc);
     }
+    pthread_mutex_lock(&c->mu);
+    c->writer_done = true; /* tc_close waits for this, within its timeout */
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 

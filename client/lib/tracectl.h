@@ -20,15 +20,17 @@
  * returned as negative errno values, and tc_last_error() says why a client
  * sends nothing.
  *
- * Nothing the daemon would refuse is sent: an entry with a time, duration,
- * end (start + duration), memory size, step or shape dimension above
- * INT64_MAX, or a device name over 1024 bytes or not UTF-8, is dropped and
- * counted in tc_dropped() (one bad entry sent would close the connection and
- * lose everything after it). If the connection breaks anyway, every entry
- * the daemon had not acknowledged as stored, and every entry recorded after,
- * counts as dropped: tc_recorded() = stored + tc_dropped(), where entries
- * sent since the last acknowledgement count as dropped even if the daemon
- * stored some of them before the break.
+ * Nothing the daemon would refuse is sent: an entry with an op id this
+ * client never defined (tc_op), a time, duration, end (start + duration),
+ * memory size, step or shape dimension above INT64_MAX, or a device name
+ * over 1024 bytes or not UTF-8, is dropped and counted in tc_dropped() (one
+ * bad entry sent would close the connection and lose everything after it);
+ * a refused name or metadata pair gets 0 / -EINVAL, and an open with a rank
+ * outside 0 <= rank < world or a session name over 256 bytes a disabled
+ * client. tc_last_refusal() says why, naming the limit. If the connection breaks anyway, every
+ * entry the daemon had not acknowledged as stored, and every entry recorded after, counts as
+ * dropped: tc_recorded() = stored + tc_dropped(), where entries sent since the last acknowledgement
+ * count as dropped even if the daemon stored some of them before the break.
  *
  * fork(): a client is per process. A child forked after tc_open() inherits
  * a copy of the client that is not connected; the parent's client is not
@@ -56,7 +58,9 @@
  * PMI_RANK or SLURM_PROCID, world size from WORLD_SIZE, OMPI_COMM_WORLD_SIZE,
  * PMI_SIZE or SLURM_NTASKS, TRACECTL_DEVICE, TRACECTL_DISABLE=1 (a disabled
  * client), TRACECTL_BLOCKING=1 (blocking mode), TRACECTL_CLOCK=monotonic
- * (tc_begin/tc_end read clock_gettime, not the TSC: see tc_clock()).
+ * (tc_begin/tc_end read clock_gettime, not the TSC: see tc_clock()),
+ * TRACECTL_CLOSE_TIMEOUT (seconds, may be fractional: how long tc_close may
+ * take in all; see tc_close()).
  */
 #ifndef TRACECTL_H
 #define TRACECTL_H
@@ -122,6 +126,8 @@ typedef struct tc_options {
                             else drop */
     size_t ring_entries; /* per thread, a power of two; 0: 65536 (2 MiB per thread) */
     unsigned flush_interval_ms; /* how often the writer thread drains; 0: 5 ms */
+    unsigned close_timeout_ms;  /* the most tc_close() takes in all; 0: $TRACECTL_CLOSE_TIMEOUT
+                                   (seconds), else 5 s, or no limit in blocking mode */
 } tc_options;
 
 #define TC_DROP 2 /* tc_options.blocking: the default mode, even with TRACECTL_BLOCKING=1 */
@@ -142,7 +148,12 @@ TC_API void tc_options_init(tc_options *o);
  *   It sends nothing, but counts every entry it would have recorded in
  *   tc_dropped() (one relaxed atomic add per entry; a deferred op counts
  *   when deferred);
- * - the same in blocking mode: NULL, *err set.
+ * - the same in blocking mode: NULL, *err set;
+ * - options or environment the daemon would refuse, checked before
+ *   connecting: *err = -EINVAL and the client as above (a session name empty,
+ *   over 256 bytes or not UTF-8; a rank outside 0 <= rank < world; a rank or
+ *   world over 2^31 - 1; a device or host name over 1024 bytes or not
+ *   UTF-8), the limit named in tc_last_error() and tc_last_refusal().
  * NULL is also returned on out of memory (*err = -ENOMEM). err may be NULL.
  * A connected client has its writer thread running and the calling
  * thread's ring allocated and touched (ring_entries × 32 bytes); another
@@ -173,7 +184,8 @@ TC_API int tc_last_error(const tc_client *c, const char **msg);
  * always gives the same id. category (NULL: the daemon classifies by name)
  * is one short word: compute, comm, memory, io, other. Call it once per name
  * and keep the id; it takes a lock. Returns 0 for a disabled client or a
- * bad name (0 is never a valid id). The daemon takes at most 65,536 op
+ * bad name or category (0 is never a valid id; tc_last_refusal() says why):
+ * a category is 1..32 bytes of UTF-8. The daemon takes at most 65,536 op
  * names per session (8 MiB of them), 4,096 device names and 65,536 distinct
  * shape pairs: past one, it ends the connection with a `limit` error (README
  * "Limits").
@@ -386,9 +398,11 @@ TC_API void tc_defer(tc_client *c, uint32_t op);
 TC_API void tc_finalize(tc_client *c, uint64_t end_ns);
 
 /*
- * Metadata of this process (key and string at most 1024 bytes). 0 or a
- * negative errno. Setting a key again replaces its value; the daemon takes
- * at most 1,024 distinct keys per process (a 1,025th ends the connection).
+ * Metadata of this process (key and string at most 1024 bytes of UTF-8).
+ * Returns 0, -ENOTCONN (a disabled client), -EINVAL (an empty, over-long or
+ * non-UTF-8 key or string: tc_last_refusal() says which) or -ENOSPC (a
+ * 1,025th distinct key: the daemon takes at most 1,024 per process and would
+ * end the connection; it is not sent). Setting a key again replaces its value.
  */
 TC_API int tc_meta_str(tc_client *c, const char *key, const char *value);
 TC_API int tc_meta_int(tc_client *c, const char *key, int64_t value);
@@ -405,16 +419,31 @@ TC_API int tc_meta_bool(tc_client *c, const char *key, int value);
 TC_API int tc_flush(tc_client *c, int timeout_ms);
 
 /*
- * Flushes (up to 5 s, forever in blocking mode), sends bye with the dropped
- * count, stops the background thread and frees the client. Returns what the
- * flush returned (0 when all was acked). NULL is a no-op returning 0.
- * When the flush times out (a stalled daemon), tc_close returns then: bye
- * goes only if the socket takes it at once and only after whole messages;
- * without it the daemon ends the process when it reads the connection's end
- * (as soon as it runs again), and this process's unsent entries are not in
- * the daemon's dropped count.
+ * Flushes, sends bye with the dropped count, stops the background thread and
+ * frees the client, all within the close timeout: tc_options.close_timeout_ms,
+ * else $TRACECTL_CLOSE_TIMEOUT (seconds, e.g. "0.5"), else 5 s; in blocking
+ * mode, without either, it waits as long as the daemon takes. Returns what the
+ * flush returned (0 when all was acked, -ETIMEDOUT when the time ran out).
+ * NULL is a no-op returning 0. When the time runs out (a stalled daemon),
+ * tc_close returns then: bye goes only if the socket takes it at once and
+ * only after whole messages; without it the daemon ends the process when it
+ * reads the connection's end (as soon as it runs again), and this process's
+ * unsent entries are not in the daemon's dropped count.
  */
 TC_API int tc_close(tc_client *c);
+
+/*
+ * Why the last call this thread made was refused by the library itself, so
+ * that nothing the daemon would refuse is sent: a one-line message naming the
+ * limit, e.g. "tc_record: op 9 was never defined on this client (it defined
+ * 3 ops)" or "tc_op: the name is 1500 bytes, over the limit of 1024". Per
+ * thread, like errno; "" when no call was refused yet. Refused calls are: an
+ * entry with an op id never defined (dropped and counted), a bad op name or
+ * category (tc_op returns 0), device name (the entry is dropped and counted),
+ * metadata key or value, or a 1,025th distinct metadata key (-EINVAL,
+ * -ENOSPC), and tc_open's options (a disabled client, as in tc_last_error).
+ */
+TC_API const char *tc_last_refusal(void);
 
 /* Entries dropped so far (full rings, a lost connection). */
 TC_API uint64_t tc_dropped(const tc_client *c);

@@ -10,7 +10,8 @@
  * launcher's job id, so that all ranks of one mpirun meet in one session;
  * rank and world from MPI_COMM_WORLD; device TRACECTL_DEVICE else cpu:<rank>)
  * and interns every op name, so that recording never takes a lock:
- * MPI_Finalize, or exit() without it, closes the client.
+ * MPI_Finalize, or exit() without it, closes the client, within the close
+ * timeout (TRACECTL_CLOSE_TIMEOUT, tracectl.h tc_close).
  *
  * Communicators get an id that is the same on every member, whatever the
  * order in which members first use them: it is given when the communicator
@@ -56,10 +57,9 @@
 
 #include "tcmpi.h"
 
-#define COMM_SLOTS     4096 /* a power of two; communicators alive at once, at most 3/4 of it */
-#define KEY_EMPTY      0
-#define KEY_FREED      1
-#define FINAL_FLUSH_MS 60000
+#define COMM_SLOTS 4096 /* a power of two; communicators alive at once, at most 3/4 of it */
+#define KEY_EMPTY  0
+#define KEY_FREED  1
 
 tc_client *_Atomic tcmpi_client;
 uint32_t tcmpi_ops[TCMPI_N_OPS];
@@ -164,10 +164,9 @@ void tcmpi_stop(void)
     if (!atomic_compare_exchange_strong(&started, &expect, 2))
         return;
     c = atomic_exchange(&tcmpi_client, NULL);
-    /* tc_close waits 5 s for the daemon; past that, what was still unsent is lost without
-     * being counted. A rank at its end has time: give a busy daemon up to a minute (a
-     * daemon that is gone fails the flush at once). */
-    tc_flush(c, FINAL_FLUSH_MS);
+    /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
+     * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
+     * daemon may be slow to take its last entries sets a longer one. */
     tc_close(c);
 }
 

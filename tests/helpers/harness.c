@@ -584,3 +584,38 @@ long long harness_cpu_ticks(pid_t pid)
     fclose(f);
     return ut + st;
 }
+
+/* Whether pid's state in /proc/<pid>/stat is T (stopped by a signal). */
+static bool proc_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    bool stopped = false;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+        char *p = strrchr(buf, ')'); /* the state follows the command's name */
+        stopped = p != NULL && p[1] == ' ' && p[2] == 'T';
+    }
+    fclose(f);
+    return stopped;
+}
+
+void harness_sigstop(pid_t pid, bool stop)
+{
+    kill(pid, stop ? SIGSTOP : SIGCONT);
+    for (int i = 0; i < 1000 && proc_stopped(pid) != stop; i++)
+        usleep(10000);
+    cr_assert_eq(proc_stopped(pid), stop, "process %d did not %s", (int)pid,
+                 stop ? "stop" : "resume");
+}
+
+double harness_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}

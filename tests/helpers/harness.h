@@ -127,5 +127,13 @@ void harness_asan_small_quarantine(void);
 long harness_proc_kib(pid_t pid, const char *field);
 /* utime + stime of a process in clock ticks, or -1. */
 long long harness_cpu_ticks(pid_t pid);
+/*
+ * Sends pid SIGSTOP (stop) or SIGCONT (!stop) and waits, up to 10 s, until
+ * /proc shows it stopped or running again (a signal is delivered a little
+ * after kill() returns). Asserts it did.
+ */
+void harness_sigstop(pid_t pid, bool stop);
+/* CLOCK_MONOTONIC in seconds, for timing what a test runs. */
+double harness_now(void);
 
 #endif

@@ -2,9 +2,10 @@
  * test_lib.c — libtracectl against a real tracectld, where the library's own
  * rules matter: fork() after tc_open (both processes' entries, counted per
  * process in the session file), entries the daemon would refuse (dropped and
- * counted, the stream goes on), a zeroed tc_options, and tc_last_error()
- * for a refused hello. Counts are checked against what the test recorded,
- * in the report and in the session file itself.
+ * counted, the stream goes on), a zeroed tc_options, tc_last_error()
+ * for a refused hello, and tc_close() within its timeout when the daemon is
+ * stopped (SIGSTOP). Counts are checked against what the test recorded, in
+ * the report and in the session file itself.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -43,6 +44,7 @@ static void clear_env(void)
                                        "PMI_SIZE",
                                        "SLURM_NTASKS",
                                        "TRACECTL_DEVICE",
+                                       "TRACECTL_CLOSE_TIMEOUT",
                                        NULL};
     for (int i = 0; vars[i] != NULL; i++)
         unsetenv(vars[i]);
@@ -280,6 +282,30 @@ Test(lib, bad_entry_is_dropped_and_counted_the_stream_goes_on)
     cr_assert_eq(dropped, 5, "the bye carried the count");
 }
 
+/* Issue 26 #3: an op id never defined ended the connection (unknown_op) and lost the rest. */
+Test(lib, undefined_op_is_refused_at_the_call_the_stream_goes_on)
+{
+    unsigned long long entries, dropped;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    tc_client *c = open_lib("undefined-op", 0, 1);
+    id = tc_session_id(c);
+    uint32_t op = tc_op(c, "matmul");
+    record_n(c, op, 100, 0);
+    tc_record(c, 99999, 1, 1, 0, NULL, NULL, 0, NULL);
+    tc_record(c, op + 1, 1, 1, 0, NULL, NULL, 0, NULL); /* "known_id + 1" */
+    cr_assert_not_null(strstr(tc_last_refusal(), "op 2 was never defined"), "%s",
+                       tc_last_refusal());
+    record_n(c, op, 100, 10000000);
+    cr_assert_eq(tc_flush(c, 20000), 0, "the connection survived");
+    cr_assert_eq(tc_dropped(c), 2);
+    cr_assert_eq(tc_close(c), 0);
+    report_counts(id, &entries, &dropped);
+    cr_assert_eq(entries, 200, "the entries before and after it are stored");
+    cr_assert_eq(dropped, 2);
+}
+
 /* ---- options and errors ---------------------------------------------------- */
 
 /* Issue 9 #6: a zeroed tc_options said world 0, which the daemon refuses. */
@@ -337,14 +363,32 @@ Test(lib, refused_hello_says_why)
     o.world = 2;
     tc_client *c = tc_open(&o, &err);
     cr_assert_not_null(c);
-    cr_assert_eq(err, -EPROTO);
+    cr_assert_eq(err, -EINVAL, "refused before the hello: the daemon would refuse it");
     cr_assert_eq(tc_enabled(c), 0);
-    cr_assert_eq(tc_last_error(c, &why), -EPROTO);
-    cr_assert_not_null(strstr(why, "bad_message"), "%s", why);
-    cr_assert_not_null(strstr(why, "hello.rank"), "%s", why);
+    cr_assert_eq(tc_last_error(c, &why), -EINVAL);
+    cr_assert_str_eq(why, "tc_open: rank 1099511627776 is outside 0 <= rank < world (2) (options "
+                          "or environment)");
+    cr_assert_str_eq(tc_last_refusal(), why);
     tc_record(c, 1, 0, 1, 0, NULL, NULL, 0, NULL);
     cr_assert_eq(tc_dropped(c), 1, "offline: counts what it would have sent");
     cr_assert_eq(tc_close(c), 0);
+
+    /* What only the daemon knows: its live-session limit, reached by a first session. */
+    harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+    harness_daemon_start(&d, "--max-live-sessions", "1", NULL);
+    o.socket_path = d.sock;
+    o.rank = 0;
+    o.session = "first";
+    tc_client *first = tc_open(&o, &err);
+    cr_assert(tc_enabled(first));
+    o.session = "refused";
+    c = tc_open(&o, &err);
+    cr_assert_eq(err, -EPROTO);
+    cr_assert_eq(tc_last_error(c, &why), -EPROTO);
+    cr_assert_not_null(strstr(why, "the daemon refused the hello: limit"), "%s", why);
+    cr_assert_eq(tc_close(c), 0);
+    cr_assert_eq(tc_close(first), 0);
 
     o.socket_path = "/nonexistent-dir/tracectl.sock";
     c = tc_open(&o, &err);
@@ -548,4 +592,128 @@ Test(lib, daemon_refuses_another_users_data_dir)
     cr_assert_not_null(strstr(out, "refusing"), "%s", out);
     free(out);
     rm_rf(base);
+}
+
+/* ---- tc_close with the daemon stopped (issue 26 #2) ------------------------ */
+
+/*
+ * A client that recorded 1000 entries (flushed: stored) and 1000 more after
+ * the daemon was stopped; returns how long tc_close took, in seconds, with
+ * close_ms as tc_options.close_timeout_ms and blocking as tc_options.blocking.
+ * The daemon is resumed after, and takes a new client's entries at once.
+ */
+static double close_stopped(const char *session, unsigned close_ms, int blocking)
+{
+    unsigned long long entries, dropped;
+    tc_options o;
+    double t0, took;
+    long long id;
+    int err = 1;
+
+    if (d.pid <= 0)
+        harness_daemon_start(&d, NULL);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = session;
+    o.rank = 0;
+    o.world = 1;
+    o.blocking = blocking;
+    o.close_timeout_ms = close_ms;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert(tc_enabled(c), "tc_open: %d", err);
+    id = tc_session_id(c);
+    uint32_t op = tc_op(c, "matmul");
+    record_n(c, op, 1000, 0);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    harness_sigstop(d.pid, true);
+    record_n(c, op, 1000, 50000000);
+    t0 = harness_now();
+    cr_assert_eq(tc_close(c), -ETIMEDOUT, "the stopped daemon acknowledged nothing");
+    took = harness_now() - t0;
+    harness_sigstop(d.pid, false);
+
+    /* The daemon goes on: a new client is answered and its entries stored. */
+    o.session = "after";
+    o.blocking = TC_DROP;
+    o.close_timeout_ms = 0;
+    c = tc_open(&o, &err);
+    cr_assert(tc_enabled(c), "tc_open after SIGCONT: %d", err);
+    record_n(c, tc_op(c, "after"), 10, 0);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    cr_assert_eq(tc_close(c), 0);
+    report_counts(id, &entries, &dropped);
+    cr_assert(entries >= 1000 && entries <= 2000, "the flushed entries stayed: %llu", entries);
+    return took;
+}
+
+#define CLOSE_MARGIN 1.0 /* seconds past the timeout a loaded, sanitized run may take */
+
+Test(lib, close_within_its_timeout_with_the_daemon_stopped)
+{
+    double took;
+
+    setenv("TRACECTL_CLOSE_TIMEOUT", "1", 1);
+    took = close_stopped("stopped-env", 0, TC_DROP);
+    cr_assert(took >= 0.95 && took <= 1 + CLOSE_MARGIN, "TRACECTL_CLOSE_TIMEOUT=1: %.3f s", took);
+
+    setenv("TRACECTL_CLOSE_TIMEOUT", "0.5", 1);
+    took = close_stopped("stopped-blocking", 0, 1);
+    cr_assert(took >= 0.45 && took <= 0.5 + CLOSE_MARGIN, "blocking, 0.5: %.3f s", took);
+
+    took = close_stopped("stopped-option", 1500, TC_DROP); /* the option wins */
+    cr_assert(took >= 1.45 && took <= 1.5 + CLOSE_MARGIN, "close_timeout_ms 1500: %.3f s", took);
+}
+
+Test(lib, close_within_the_default_timeout_with_the_daemon_stopped)
+{
+    double took = close_stopped("stopped-default", 0, TC_DROP);
+
+    cr_assert(took >= 4.95 && took <= 5 + CLOSE_MARGIN, "the default 5 s: %.3f s", took);
+}
+
+/*
+ * A child forked after tc_open connects at its first record; with the daemon
+ * stopped its hello is never answered. Its tc_close still returns within the
+ * timeout in all (the writer thread waiting for the welcome gives up at the
+ * close's deadline, not after the hello's own 5 s).
+ */
+Test(lib, forked_child_close_within_its_timeout_with_the_daemon_stopped)
+{
+    tc_options o;
+    double t0, took;
+    int err = 1, st;
+    pid_t pid;
+
+    harness_daemon_start(&d, NULL);
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = "stopped-fork";
+    o.rank = 0;
+    o.world = 2;
+    o.blocking = TC_DROP;
+    o.close_timeout_ms = 1000;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert(tc_enabled(c), "tc_open: %d", err);
+    uint32_t op = tc_op(c, "matmul");
+    record_n(c, op, 10, 0);
+    cr_assert_eq(tc_flush(c, 20000), 0);
+    harness_sigstop(d.pid, true);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        record_n(c, op, 10, 1000000); /* connects: a hello the stopped daemon never answers */
+        t0 = harness_now();
+        err = tc_close(c);
+        took = harness_now() - t0;
+        _exit(err != -ETIMEDOUT ? 1 : took < 0.95 ? 2 : took > 1 + CLOSE_MARGIN ? 3 : 0);
+    }
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    t0 = harness_now();
+    cr_assert_eq(tc_close(c), -ETIMEDOUT);
+    took = harness_now() - t0;
+    harness_sigstop(d.pid, false);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the child's tc_close: status %d (1: not -ETIMEDOUT, 2: too soon, 3: too late)",
+              WEXITSTATUS(st));
+    cr_assert(took >= 0.95 && took <= 1 + CLOSE_MARGIN, "the parent's tc_close: %.3f s", took);
 }

@@ -15,7 +15,8 @@
  *   every collective instance complete at its communicator's size;
  * - mpi_comms (issue 27): two MPI_Comm_dup's first used in different orders
  *   on different ranks, by processes and by threads; 1,000 MPI_Iprobe;
- *   20,000 MPI_Allreduce; non-blocking collectives and their completions.
+ *   20,000 MPI_Allreduce; non-blocking collectives and their completions;
+ * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
  * when mpirun returns was ended by its world's byes, not by the linger.
@@ -44,6 +45,7 @@ static void setup(void)
     unsetenv("TRACECTL_DEVICE");
     unsetenv("TRACECTL_DISABLE");
     unsetenv("TRACECTL_BLOCKING");
+    unsetenv("TRACECTL_CLOSE_TIMEOUT");
     harness_daemon_start(&d, "--linger", "600", NULL);
     setenv("TRACECTL_SOCKET", d.sock, 1);
 }
@@ -483,8 +485,9 @@ Test(mpi, netpipe_stored_plus_dropped_is_calls_made)
 
 /*
  * The daemon stops (SIGSTOP) near NetPIPE's end and stays stopped 7 s, longer than
- * tc_close's 5 s: MPI_Finalize must wait for it, so that every call is still either
- * stored or counted as dropped (with 5 s, the unsent tail was neither).
+ * the default close timeout of 5 s: with TRACECTL_CLOSE_TIMEOUT=30, MPI_Finalize waits
+ * for it, so that every call is still either stored or counted as dropped (past the
+ * timeout, the unsent tail is neither).
  */
 Test(mpi, netpipe_daemon_stalled_at_finalize)
 {
@@ -501,8 +504,8 @@ Test(mpi, netpipe_daemon_stalled_at_finalize)
     parse_calls(out, calls);
     free(out);
     snprintf(cmd, sizeof(cmd),
-             "cd '%s' && exec '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -n 200 -u "
-             "1024 -o np1.out >/dev/null 2>np1.err",
+             "cd '%s' && exec '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' -x "
+             "TRACECTL_CLOSE_TIMEOUT=30 NPopenmpi -n 200 -u 1024 -o np1.out >/dev/null 2>np1.err",
              d.dir, MPIEXEC_BIN, TRACECTL_MPI_LIB);
     pid = fork();
     cr_assert_neq(pid, -1);
@@ -539,6 +542,120 @@ Test(mpi, netpipe_daemon_stalled_at_finalize)
                      calls[rank]);
     }
     sqlite3_close(db);
+}
+
+/* ---- MPI_Finalize with the daemon stopped (issue 26 #2) ---------------------------- */
+
+/*
+ * Each rank records 20 barriers, says it is ready (rank 0 writes `ready`),
+ * waits for `go` (written once the test stopped the daemon), records 20 more,
+ * and times MPI_Finalize, which closes the client: "finalize <rank> <seconds>".
+ */
+static const char m4stall[] =
+    "import os, sys, time\n"
+    "from mpi4py import MPI\n"
+    "comm = MPI.COMM_WORLD\n"
+    "rank = comm.Get_rank()\n"
+    "for _ in range(20):\n"
+    "    comm.Barrier()\n"
+    "if rank == 0:\n"
+    "    open('ready', 'w').close()\n"
+    "t = time.monotonic()\n"
+    "while not os.path.exists('go'):\n"
+    "    if time.monotonic() - t > 60:\n"
+    "        sys.exit('no go')\n"
+    "    time.sleep(0.01)\n"
+    "for _ in range(20):\n"
+    "    comm.Barrier()\n"
+    "t = time.monotonic()\n"
+    "MPI.Finalize()\n"
+    "print('finalize %d %.3f' % (rank, time.monotonic() - t), flush=True)\n";
+
+/*
+ * Runs m4stall on 2 ranks (env: "-x TRACECTL_CLOSE_TIMEOUT=..." or ""), the
+ * daemon stopped between `ready` and `go`, resumed once mpirun is done; fills
+ * took[] with each rank's MPI_Finalize time.
+ */
+static void finalize_stopped(const char *env, double took[2])
+{
+    char cmd[PATH_MAX * 3], path[PATH_MAX + 16], *out;
+    int st, n = 0;
+    pid_t pid;
+
+    write_file("m4stall.py", m4stall);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && exec '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' %s /usr/bin/python3 "
+             "m4stall.py >fin.out 2>fin.err",
+             d.dir, MPIEXEC_BIN, TRACECTL_MPI_LIB, env);
+    pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    snprintf(path, sizeof(path), "%s/ready", d.dir);
+    for (int i = 0; i < 6000 && access(path, F_OK) != 0; i++)
+        usleep(10000);
+    cr_assert_eq(access(path, F_OK), 0, "the ranks did not get ready");
+    harness_sigstop(d.pid, true);
+    write_file("go", "");
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    harness_sigstop(d.pid, false);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "mpirun: status %d", st);
+    out = sh("cat fin.out");
+    took[0] = took[1] = -1;
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+        int rank;
+        double s;
+        if (sscanf(line, "finalize %d %lf", &rank, &s) == 2 && rank >= 0 && rank < 2)
+            took[rank] = s, n++;
+    }
+    free(out);
+    cr_assert_eq(n, 2, "both ranks timed MPI_Finalize");
+}
+
+/* The daemon answers after SIGCONT, with the run's one session of 2 processes. */
+static void daemon_fine(void)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    cr_assert_eq(list->via.array.size, 1);
+    cr_assert_eq(obj_u64(obj_get(&list->via.array.ptr[0], "processes")), 2);
+    close(fd);
+    proto_reader_deinit(&r);
+}
+
+#define FINALIZE_MARGIN                                                                            \
+    2.0 /* seconds past the timeout PMPI_Finalize on a loaded machine may add                      \
+         */
+
+/* m4stall with env (see finalize_stopped): each rank's MPI_Finalize within timeout s. */
+static void finalize_within(const char *env, double timeout)
+{
+    double took[2];
+
+    finalize_stopped(env, took);
+    for (int rank = 0; rank < 2; rank++)
+        cr_assert(took[rank] >= timeout - 0.05 && took[rank] <= timeout + FINALIZE_MARGIN,
+                  "rank %d: MPI_Finalize took %.3f s (close timeout %.1f s)", rank, took[rank],
+                  timeout);
+    daemon_fine();
+}
+
+/* Before: 60 s per rank (a flush of up to 60 s, then tc_close's 5 s), not changeable. */
+Test(mpi, finalize_within_close_timeout_with_daemon_stopped)
+{
+    finalize_within("-x TRACECTL_CLOSE_TIMEOUT=1", 1);
+}
+
+Test(mpi, finalize_within_default_close_timeout_with_daemon_stopped)
+{
+    finalize_within("", 5);
 }
 
 /* ---- mpi4py ------------------------------------------------------------------------ */

@@ -23,8 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
 #include "proto.h"
 #include "tracectl.h"
+
+/* The client refuses a metadata key past the daemon's limit: the same limit. */
+_Static_assert(PROTO_MAX_META_KEYS == CONN_MAX_META_KEYS, "libtracectl and the daemon agree");
 
 #define PEER_KEEP 8192 /* entries kept in detail; all are counted */
 #define PEER_OPS  64
@@ -71,7 +75,7 @@ struct peer {
     struct got_entry *got;
     size_t n_got, n_total, n_batches;
     struct proto_kv meta[16];
-    size_t n_meta;
+    size_t n_meta, n_meta_kv; /* the first 16 kept; every pair counted */
     uint64_t flushes, bye_dropped;
     msgpack_unpacker raw; /* the same bytes, for struct raw_entry */
     struct raw_entry *rx;
@@ -276,6 +280,7 @@ static void peer_handle(struct peer *p, struct proto_msg *m, msgpack_packer *pk)
             peer_batch(p, &m->u.batch);
         break;
     case PROTO_META:
+        p->n_meta_kv += m->u.meta.n;
         for (size_t i = 0; i < m->u.meta.n && p->n_meta < 16; i++) {
             p->meta[p->n_meta++] = m->u.meta.kv[i];
             memset(&m->u.meta.kv[i], 0, sizeof(m->u.meta.kv[i])); /* moved */
@@ -1131,6 +1136,209 @@ Test(client, op_zero_is_dropped_and_counted)
     cr_assert_eq(P.got[0].start, 2);
     cr_assert_eq(P.bye_dropped, 2);
     peer_stop(&P);
+}
+
+/* ---- what the daemon would refuse, refused at the call (issue 26 #3) ------- */
+
+/*
+ * An op id the client never defined would end the connection (unknown_op) and
+ * lose what follows: every call that makes an entry refuses it, says why, and
+ * counts it; the entries around it arrive.
+ */
+Test(client, undefined_op_refused_at_the_call_stream_goes_on)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t a = tc_op(c, "a"), b = tc_op(c, "b");
+    tc_ext x = {.has = TC_EXT_STREAM, .stream = 1};
+
+    cr_assert_eq(a, 1);
+    cr_assert_eq(b, 2);
+    cr_assert_str_eq(tc_last_refusal(), "", "nothing refused yet");
+    tc_record(c, a, 1, 1, 0, NULL, NULL, 0, NULL);
+    tc_record(c, b + 1, 2, 1, 0, NULL, NULL, 0, NULL); /* the next id: not handed out */
+    cr_assert_str_eq(tc_last_refusal(), "tc_record: op 3 was never defined on this client (it "
+                                        "defined 2); the entry is dropped");
+    tc_record(c, 99999, 3, 1, 0, NULL, NULL, 0, NULL);
+    tc_begin(c, 77);
+    cr_assert_str_eq(tc_last_refusal(), "tc_begin: op 77 was never defined on this client (it "
+                                        "defined 2); the entry is dropped");
+    tc_end(c, 0, NULL, NULL, 0); /* nothing open: nothing more dropped */
+    tc_record_ext(c, 50, 4, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+    cr_assert_str_eq(tc_last_refusal(), "tc_record_ext: op 50 was never defined on this client "
+                                        "(it defined 2); the entry is dropped");
+    tc_defer(c, 60);
+    cr_assert_str_eq(tc_last_refusal(), "tc_defer: op 60 was never defined on this client (it "
+                                        "defined 2); the entry is dropped");
+    tc_finalize(c, 100);
+    tc_record(c, 0, 5, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_record: op 0 is no op (tc_op's answer for a name it "
+                                        "refused); the entry is dropped");
+    tc_record(c, b, 6, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), 0, "the connection goes on");
+    cr_assert_eq(tc_dropped(c), 6);
+    cr_assert_eq(tc_recorded(c), 8);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_total, 2);
+    cr_assert_eq(P.got[0].start, 1);
+    cr_assert_eq(P.got[1].start, 6);
+    cr_assert(P.got[0].op_known && P.got[1].op_known);
+    cr_assert_eq(P.bye_dropped, 6);
+    peer_stop(&P);
+}
+
+/* A string of n bytes of c (caller frees). */
+static char *str_of(size_t n, char ch)
+{
+    char *s = malloc(n + 1);
+
+    cr_assert_not_null(s);
+    memset(s, ch, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* Names over the protocol's limits, empty or not UTF-8: refused, naming the limit. */
+Test(client, names_over_the_limit_refused_naming_it)
+{
+    char *name = str_of(PROTO_MAX_NAME + 1, 'n'), *cat = str_of(PROTO_MAX_CATEGORY + 1, 'c');
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    uint32_t op;
+
+    cr_assert_eq(tc_op(c, name), 0);
+    cr_assert_str_eq(tc_last_refusal(), "tc_op: the op name is 1025 bytes, over the limit of 1024");
+    cr_assert_eq(tc_op(c, ""), 0);
+    cr_assert_str_eq(tc_last_refusal(), "tc_op: the op name is empty");
+    cr_assert_eq(tc_op(c, "bad\xff"), 0);
+    cr_assert_str_eq(tc_last_refusal(), "tc_op: the op name is not valid UTF-8");
+    cr_assert_eq(tc_op_cat(c, "x", cat), 0);
+    cr_assert_str_eq(tc_last_refusal(), "tc_op: the category is 33 bytes, over the limit of 32");
+    name[PROTO_MAX_NAME] = '\0'; /* 1024 bytes: at the limit */
+    cr_assert_neq(op = tc_op(c, name), 0);
+
+    name[PROTO_MAX_NAME] = 'n';
+    tc_record(c, op, 1, 1, 0, NULL, NULL, 0, name);
+    cr_assert_str_eq(tc_last_refusal(), "tc_record: the device name is 1025 bytes, over the limit "
+                                        "of 1024; the entry is dropped");
+    cr_assert_eq(tc_meta_int(c, name, 1), -EINVAL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: the key is 1025 bytes, over the limit of 1024");
+    cr_assert_eq(tc_meta_str(c, "k", name), -EINVAL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: the value is 1025 bytes, over the limit of 1024");
+    cr_assert_eq(tc_meta_str(c, "k\xff", "v"), -EINVAL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: the key is not valid UTF-8");
+    cr_assert_eq(tc_meta_str(c, "k", "v\xff"), -EINVAL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: the value is not valid UTF-8");
+    cr_assert_eq(tc_meta_str(c, "k", NULL), -EINVAL);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: the value is missing (NULL)");
+    cr_assert_eq(tc_meta_str(c, "k", ""), 0, "an empty value is one");
+    tc_record(c, op, 2, 1, 0, NULL, NULL, 0, NULL);
+    cr_assert_eq(tc_flush(c, 10000), 0, "the connection goes on");
+    cr_assert_eq(tc_dropped(c), 1);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_ops_msgs, 1, "only the name at the limit was sent");
+    cr_assert_eq(strlen(P.ops[op]), PROTO_MAX_NAME);
+    cr_assert_eq(P.n_meta_kv, 1);
+    cr_assert_eq(P.n_total, 1);
+    cr_assert_eq(P.got[0].start, 2);
+    peer_stop(&P);
+    free(name);
+    free(cat);
+}
+
+/* The daemon takes 1,024 distinct metadata keys per process and ends the connection past it. */
+Test(client, metadata_keys_past_the_daemon_limit_refused)
+{
+    char key[32];
+
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 0, 0);
+    for (int i = 0; i < PROTO_MAX_META_KEYS; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        cr_assert_eq(tc_meta_int(c, key, i), 0, "key %d", i);
+    }
+    cr_assert_eq(tc_meta_int(c, "one-more", 1), -ENOSPC);
+    cr_assert_str_eq(tc_last_refusal(), "tc_meta: a new key past the limit of 1024 distinct keys "
+                                        "per process; not sent");
+    cr_assert_eq(tc_meta_int(c, "k5", 7), 0, "a key set before may be set again");
+    cr_assert_eq(tc_flush(c, 10000), 0);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_meta_kv, PROTO_MAX_META_KEYS + 1);
+    peer_stop(&P);
+}
+
+/* What the hello would carry is checked before connecting; only the valid open connects. */
+Test(client, hello_the_daemon_would_refuse_is_refused_at_open)
+{
+    static const char *const env[] = {
+        "RANK",         "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+        "SLURM_PROCID", "WORLD_SIZE",           "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",     "SLURM_NTASKS",         NULL};
+    static const struct {
+        int64_t rank, world;
+        const char *env_rank, *env_world;
+        size_t session, device;
+        const char *why;
+    } cases[] = {
+        {4, 4, NULL, NULL, 4, 0, "rank 4 is outside 0 <= rank < world (4)"},
+        {-1, -1, "5", "2", 4, 0, "rank 5 is outside 0 <= rank < world (2)"},
+        {-1, -1, NULL, "0", 4, 0, "world 0 is outside 1 <= world <= 2147483647"},
+        {(int64_t)1 << 40, -1, NULL, NULL, 4, 0, "rank 1099511627776 is over 2147483647"},
+        {0, 1, NULL, NULL, 257, 0, "the session name is 257 bytes, over the limit of 256"},
+        {0, 1, NULL, NULL, 4, 1025, "the device name is 1025 bytes, over the limit of 1024"},
+    };
+    char want[256], *session, *device;
+    const char *why;
+    tc_options o;
+    int err;
+
+    for (int i = 0; env[i] != NULL; i++)
+        unsetenv(env[i]);
+    peer_start(&P);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        tc_options_init(&o);
+        o.socket_path = P.path;
+        o.rank = cases[i].rank;
+        o.world = cases[i].world;
+        o.session = session = str_of(cases[i].session, 's');
+        o.device = device = cases[i].device ? str_of(cases[i].device, 'd') : NULL;
+        if (cases[i].env_rank)
+            setenv("RANK", cases[i].env_rank, 1);
+        if (cases[i].env_world)
+            setenv("WORLD_SIZE", cases[i].env_world, 1);
+        snprintf(want, sizeof(want), "tc_open: %s (options or environment)", cases[i].why);
+        err = 0;
+        tc_client *c = tc_open(&o, &err);
+        cr_assert_eq(err, -EINVAL, "case %zu", i);
+        cr_assert_eq(tc_enabled(c), 0);
+        cr_assert_eq(tc_last_error(c, &why), -EINVAL);
+        cr_assert_str_eq(why, want);
+        cr_assert_str_eq(tc_last_refusal(), want);
+        cr_assert_eq(tc_close(c), 0);
+        o.blocking = 1;
+        cr_assert_null(tc_open(&o, &err), "blocking mode: no client");
+        cr_assert_eq(err, -EINVAL);
+        unsetenv("RANK");
+        unsetenv("WORLD_SIZE");
+        free(session);
+        free(device);
+    }
+    tc_options_init(&o);
+    o.socket_path = P.path;
+    o.session = session = str_of(PROTO_MAX_SESSION, 's'); /* at the limit */
+    o.rank = 3;
+    o.world = 4;
+    tc_client *c = tc_open(&o, &err);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.accepted, 1, "only the valid hello connected");
+    cr_assert_eq(strlen(P.h.session), PROTO_MAX_SESSION);
+    peer_stop(&P);
+    free(session);
 }
 
 /* Shape pairs that differ only in where a shape is, or past the limits, stay apart. */
