@@ -239,4 +239,3 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
         return rkcoll_close(r, (size_t)(in - r->inst));
     return 0;
 }
-

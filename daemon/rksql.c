@@ -105,6 +105,19 @@ int rksql_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, cons
     return err;
 }
 
+int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL), err = 0;
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        err = row(st, arg);
+    sqlite3_finalize(st);
+    return err != 0 ? err : store_errno(rc);
+}
+
 int rksql_info_set(sqlite3 *db, const char *key, int64_t v)
 {
     sqlite3_stmt *st;
