@@ -145,6 +145,8 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
 {
     if (rkdelta_proc(r, process_id) == NULL)
         return -ENOMEM;
+    if (world > RANKS_MAX_WORLD)
+        world = RANKS_MAX_WORLD;
     if (world > 0 && (uint64_t)world > r->world)
         r->world = (uint64_t)world;
     return 0;

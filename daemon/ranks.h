@@ -52,6 +52,15 @@
 
 #define RANKS_OPEN    1024  /* collective instances kept open at most */
 #define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
+/*
+ * The largest `world` the aggregates and reports use: a hello's larger world
+ * is stored as given but counts as this one (collectives complete at it, a
+ * report's missing ranks are counted up to it). 2^20 ranks is more than one
+ * daemon's sessions hold (their processes are numbered below 2^24, and a
+ * host runs a few hundred ranks), and keeps a report's rank figures exact
+ * and its verdict's counts meaningful however large a peer says the job is.
+ */
+#define RANKS_MAX_WORLD (1u << 20)
 
 struct ranks;
 

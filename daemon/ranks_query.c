@@ -21,6 +21,7 @@
 #define RQ_BALANCED 0.20 /* (max - mean) / mean below this: "balanced" */
 #define RQ_LATE     0.10 /* a step's late rank is named when it cost >= this of the step */
 #define RQ_STEPS    1000 /* steps listed at most: the widest spread */
+#define RQ_MISSING  1000 /* missing ranks listed one by one at most (all in ranges) */
 
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
@@ -40,7 +41,8 @@ struct rq {
     size_t errlen;
     int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
     bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
-    uint64_t late_entries, world, n_steps;
+    uint64_t late_entries, n_steps;
+    uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
     struct rq_rank *ranks;
     size_t n_ranks;
     size_t *proc_rank; /* process_id -> index into ranks, SIZE_MAX: filtered out */
@@ -129,8 +131,9 @@ static int rq_processes(struct rq *q)
         uint64_t world = (uint64_t)sqlite3_column_int64(st, 2);
         size_t i;
 
-        if (world > q->world)
-            q->world = world;
+        if (world > q->world_given)
+            q->world_given = world;
+        q->world = q->world_given < RANKS_MAX_WORLD ? q->world_given : RANKS_MAX_WORLD;
         if (id < 0 || id > (1 << 24))
             continue;
         if ((size_t)id >= q->n_proc) {
@@ -416,29 +419,123 @@ static void rq_imbalance(const uint64_t *v, size_t n, uint64_t *tmp, struct rq_i
 
 /* ---- sections ------------------------------------------------------------- */
 
+/*
+ * The missing ranks: those of 0..world-1 (within the ranks filter) no process
+ * said, as ranges [first, last] ascending, each given to emit (which may be
+ * NULL); returns how many ranks. The cost follows the ranks seen (and the
+ * filter's), never the world: the gaps between the sorted ranks are the ranges.
+ */
+static uint64_t rq_missing(const struct rq *q, int (*emit)(void *, uint64_t, uint64_t), void *arg,
+                           int *err)
+{
+    uint64_t n = 0, next = 0;
+
+    *err = 0;
+    if (q->f->ranks != NULL) { /* the filter's ranks no process gave (q->ranks: the others) */
+        uint64_t first = 0, last = 0;
+        bool open = false;
+        for (uint64_t r = 0; r < q->world && *err == 0; r = next) {
+            bool found = false;
+            next = UINT64_MAX; /* the smallest wanted rank above r */
+            for (size_t i = 0; i < q->f->n_ranks; i++)
+                if ((uint64_t)q->f->ranks[i] > r && (uint64_t)q->f->ranks[i] < next)
+                    next = (uint64_t)q->f->ranks[i];
+            if (!rq_rank_wanted(q, (int64_t)r))
+                continue;
+            for (size_t i = 0; i < q->n_ranks && !found; i++)
+                found = q->ranks[i].rank == (int64_t)r;
+            if (found)
+                continue;
+            n++;
+            if (open && r == last + 1) {
+                last = r;
+                continue;
+            }
+            if (open && emit != NULL)
+                *err = emit(arg, first, last);
+            first = last = r;
+            open = true;
+        }
+        if (open && emit != NULL && *err == 0)
+            *err = emit(arg, first, last);
+        return n;
+    }
+    for (size_t i = 0; i <= q->n_ranks && *err == 0; i++) { /* q->ranks ascending */
+        uint64_t r = i < q->n_ranks ? (uint64_t)q->ranks[i].rank : q->world;
+        if (i < q->n_ranks && (q->ranks[i].rank < 0 || r < next))
+            continue;
+        if (r > q->world)
+            r = q->world;
+        if (r > next) {
+            n += r - next;
+            if (emit != NULL)
+                *err = emit(arg, next, r - 1);
+        }
+        next = r + 1;
+        if (next > q->world)
+            break;
+    }
+    return n;
+}
+
+static int rq_pack_range(void *pk, uint64_t first, uint64_t last)
+{
+    return msgpack_pack_array(pk, 2) || msgpack_pack_uint64(pk, first) ||
+           msgpack_pack_uint64(pk, last);
+}
+
+/* Packs the ranks of a range, RQ_MISSING at most in all (*left counts down). */
+struct rq_list {
+    msgpack_packer *pk;
+    uint64_t left;
+};
+
+static int rq_pack_listed(void *arg, uint64_t first, uint64_t last)
+{
+    struct rq_list *l = arg;
+
+    for (uint64_t r = first; r <= last && l->left > 0; r++, l->left--)
+        if (msgpack_pack_uint64(l->pk, r))
+            return -1;
+    return 0;
+}
+
+static int rq_count_range(void *arg, uint64_t first, uint64_t last)
+{
+    (void)first;
+    (void)last;
+    ++*(size_t *)arg;
+    return 0;
+}
+
+/* `missing_ranks` (the first RQ_MISSING), `missing_rank_count`, `missing_rank_ranges`. */
+static int rq_pack_missing(struct rq *q, msgpack_packer *pk)
+{
+    size_t ranges = 0;
+    int err;
+    uint64_t n = rq_missing(q, rq_count_range, &ranges, &err);
+    struct rq_list l = {pk, n < RQ_MISSING ? n : RQ_MISSING};
+
+    if (pk_str(pk, "missing_ranks") || msgpack_pack_array(pk, (uint32_t)l.left))
+        return -1;
+    rq_missing(q, rq_pack_listed, &l, &err);
+    if (err != 0 || pk_u64(pk, "missing_rank_count", n) || pk_str(pk, "missing_rank_ranges") ||
+        msgpack_pack_array(pk, (uint32_t)ranges))
+        return -1;
+    rq_missing(q, rq_pack_range, pk, &err);
+    return err;
+}
+
 static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 {
-    size_t missing = 0, dropping = 0;
+    size_t dropping = 0;
 
-    for (uint64_t r = 0; r < q->world; r++) {
-        bool found = false;
-        for (size_t i = 0; i < q->n_ranks && !found; i++)
-            found = q->ranks[i].rank == (int64_t)r;
-        missing += !found && rq_rank_wanted(q, (int64_t)r);
-    }
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 7) || pk_u64(pk, "world", q->world) ||
-        pk_u64(pk, "steps", q->n_steps) || pk_str(pk, "missing_ranks") ||
-        msgpack_pack_array(pk, missing))
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 10) || pk_u64(pk, "world", q->world) ||
+        pk_u64(pk, "world_given", q->world_given) || pk_u64(pk, "steps", q->n_steps) ||
+        rq_pack_missing(q, pk) != 0)
         return -1;
-    for (uint64_t r = 0; r < q->world; r++) {
-        bool found = false;
-        for (size_t i = 0; i < q->n_ranks && !found; i++)
-            found = q->ranks[i].rank == (int64_t)r;
-        if (!found && rq_rank_wanted(q, (int64_t)r) && msgpack_pack_uint64(pk, r))
-            return -1;
-    }
     if (pk_str(pk, "dropped") || msgpack_pack_array(pk, dropping))
         return -1;
     for (size_t i = 0; i < q->n_ranks; i++) {
@@ -1000,20 +1097,16 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         }
     }
     if (len < sizeof(v)) {
-        size_t missing = 0, dropping = 0;
-        for (uint64_t r = 0; r < q->world; r++) {
-            bool found = false;
-            for (size_t i = 0; i < q->n_ranks && !found; i++)
-                found = q->ranks[i].rank == (int64_t)r;
-            missing += !found && rq_rank_wanted(q, (int64_t)r);
-        }
+        size_t dropping = 0;
+        int err;
+        uint64_t missing = rq_missing(q, NULL, NULL, &err);
         memset(pick, 0, (q->n_ranks + 1) * sizeof(*pick));
         for (size_t i = 0; i < q->n_ranks; i++)
             if (q->ranks[i].dropped > 0)
                 pick[i] = true, dropping++;
         if (missing > 0)
-            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %zu of %llu ranks missing",
-                                    missing, (unsigned long long)q->world);
+            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %llu of %llu ranks missing",
+                                    (unsigned long long)missing, (unsigned long long)q->world);
         if (dropping > 0 && len < sizeof(v)) {
             len += (size_t)snprintf(v + len, sizeof(v) - len, "; entries dropped on rank%s ",
                                     dropping > 1 ? "s" : "");
