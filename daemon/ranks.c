@@ -7,6 +7,7 @@
 #include "ranks.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,8 @@ void ranks_free(struct ranks *r)
     }
     for (size_t i = 0; i < r->n_procs; i++)
         free(r->procs[i].pop);
+    free(r->pslot);
+    rkmap_free(&r->proc_idx);
     for (size_t i = 0; i < r->n_inst; i++)
         free(r->inst[i].a);
     for (size_t i = 0; i < r->n_apool; i++)
@@ -206,10 +209,7 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
                 const struct proto_ext *x, int64_t rowid)
 {
     enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
-    struct rk_proc *p =
-        process_id >= 0 && (uint64_t)process_id < r->n_procs && r->procs[process_id].seen
-            ? &r->procs[process_id]
-            : rkdelta_proc(r, process_id);
+    struct rk_proc *p = rkdelta_proc_c(r, process_id);
     struct rk_dev *d = p != NULL ? rkdelta_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rkdelta_opsum_c(r, d, e->op_id) : NULL;
     struct rk_devstep *ds;
@@ -357,7 +357,7 @@ int ranks_load(struct ranks *r)
     r->late = r->late_written = (uint64_t)rksql_info_get(r->db, "ranks_late", 0);
     r->inexact = r->inexact_written = rksql_info_get(r->db, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
-        replay |= r->procs[i].seen && r->procs[i].replay;
+        replay |= r->procs[i].replay;
     r->state_written = rksql_info_get(r->db, "ranks_state", 0);
     if (r->state_written != 1 || replay) {
         /* a file that did not save the state, or an import's (its intervals are not saved):
@@ -434,7 +434,7 @@ static int ranks_rebuild_entries(struct ranks *r)
     return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 
-int ranks_rebuild(sqlite3 *db)
+int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
 {
     struct ranks *r = NULL;
     int err;
@@ -458,8 +458,14 @@ int ranks_rebuild(sqlite3 *db)
         (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0)
         goto rollback;
     ranks_free(r);
-    return rksql_exec(db, "COMMIT");
+    r = NULL;
+    if ((err = rksql_exec(db, "COMMIT")) == 0)
+        return 0;
 rollback:
+    /* the failing step's message, which the rollback would replace by "not an error" */
+    if (whylen > 0)
+        snprintf(why, whylen, "%s",
+                 sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db) : strerror(-err));
     ranks_free(r);
     rksql_exec(db, "ROLLBACK");
     return err;

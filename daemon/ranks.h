@@ -44,6 +44,7 @@
 #define TRACECTLD_RANKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -55,10 +56,10 @@
 /*
  * The largest `world` the aggregates and reports use: a hello's larger world
  * is stored as given but counts as this one (collectives complete at it, a
- * report's missing ranks are counted up to it). 2^20 ranks is more than one
- * daemon's sessions hold (their processes are numbered below 2^24, and a
- * host runs a few hundred ranks), and keeps a report's rank figures exact
- * and its verdict's counts meaningful however large a peer says the job is.
+ * report's missing ranks are counted up to it). 2^20 ranks is far more than
+ * one daemon's sessions hold (a host runs a few hundred ranks), and keeps a
+ * report's rank figures and its verdict's counts meaningful however large a
+ * peer says the job is.
  */
 #define RANKS_MAX_WORLD (1u << 20)
 
@@ -112,8 +113,9 @@ int ranks_recover(sqlite3 *db);
  * Rebuilds the rank aggregates of a whole file from its entries (ops'
  * current categories): `tracectl classify`, and files written before them.
  * Runs in its own transaction on db (a read-write connection, the session
- * ended). 0 or a negative errno.
+ * ended). 0, or a negative errno with why in err (SQLite's message of the
+ * step that failed, e.g. a damaged block's, taken before the rollback).
  */
-int ranks_rebuild(sqlite3 *db);
+int ranks_rebuild(sqlite3 *db, char *err, size_t errlen);
 
 #endif

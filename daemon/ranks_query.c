@@ -34,6 +34,12 @@ struct rq_row {
     size_t ri; /* index into ranks */
 };
 
+/* A process and the index of its rank in ranks (SIZE_MAX: filtered out). */
+struct rq_proc {
+    int64_t id;
+    size_t ri;
+};
+
 struct rq {
     sqlite3 *db;
     const struct ranks_filter *f;
@@ -45,8 +51,8 @@ struct rq {
     uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
     struct rq_rank *ranks;
     size_t n_ranks;
-    size_t *proc_rank; /* process_id -> index into ranks, SIZE_MAX: filtered out */
-    size_t n_proc;
+    struct rq_proc *procs; /* by id ascending: a map, never an array indexed by id */
+    size_t n_procs, cap_procs;
     struct rq_row *rows;
     size_t n_rows, cap_rows;
 };
@@ -134,17 +140,15 @@ static int rq_processes(struct rq *q)
         if (world > q->world_given)
             q->world_given = world;
         q->world = q->world_given < RANKS_MAX_WORLD ? q->world_given : RANKS_MAX_WORLD;
-        if (id < 0 || id > (1 << 24))
+        if (id < 0)
             continue;
-        if ((size_t)id >= q->n_proc) {
-            size_t nn = (size_t)id + 64;
-            size_t *p = realloc(q->proc_rank, nn * sizeof(*p));
+        if (q->n_procs == q->cap_procs) {
+            size_t nn = q->cap_procs ? 2 * q->cap_procs : 64;
+            struct rq_proc *p = realloc(q->procs, nn * sizeof(*p));
             if (p == NULL)
                 goto nomem;
-            for (size_t k = q->n_proc; k < nn; k++)
-                p[k] = SIZE_MAX;
-            q->proc_rank = p;
-            q->n_proc = nn;
+            q->procs = p;
+            q->cap_procs = nn;
         }
         for (i = 0; i < q->n_ranks && q->ranks[i].rank != rank; i++)
             ;
@@ -159,7 +163,8 @@ static int rq_processes(struct rq *q)
         }
         q->ranks[i].processes++;
         q->ranks[i].dropped = rq_sat(q->ranks[i].dropped, (uint64_t)sqlite3_column_int64(st, 3));
-        q->proc_rank[id] = i; /* provisional: the index before sorting */
+        /* ascending ids (ORDER BY id); i is provisional: the index before sorting */
+        q->procs[q->n_procs++] = (struct rq_proc){id, i};
         (void)cap;
         (void)rk;
         (void)n;
@@ -182,11 +187,10 @@ static int rq_processes(struct rq *q)
             for (size_t j = 0; j < q->n_ranks; j++)
                 if (sorted[j].rank == q->ranks[i].rank)
                     order[i] = j;
-        for (size_t p = 0; p < q->n_proc; p++)
-            if (q->proc_rank[p] != SIZE_MAX)
-                q->proc_rank[p] = rq_rank_wanted(q, sorted[order[q->proc_rank[p]]].rank)
-                                      ? order[q->proc_rank[p]]
-                                      : SIZE_MAX;
+        for (size_t p = 0; p < q->n_procs; p++)
+            q->procs[p].ri = rq_rank_wanted(q, sorted[order[q->procs[p].ri]].rank)
+                                 ? order[q->procs[p].ri]
+                                 : SIZE_MAX;
         free(q->ranks);
         free(order);
         q->ranks = sorted;
@@ -201,9 +205,9 @@ static int rq_processes(struct rq *q)
             if (to[i] != SIZE_MAX)
                 q->ranks[k++] = q->ranks[i];
         }
-        for (size_t p = 0; p < q->n_proc; p++)
-            if (q->proc_rank[p] != SIZE_MAX)
-                q->proc_rank[p] = to[q->proc_rank[p]];
+        for (size_t p = 0; p < q->n_procs; p++)
+            if (q->procs[p].ri != SIZE_MAX)
+                q->procs[p].ri = to[q->procs[p].ri];
         q->n_ranks = k;
         free(to);
     }
@@ -211,6 +215,21 @@ static int rq_processes(struct rq *q)
 nomem:
     sqlite3_finalize(st);
     return rq_fail(q, SQLITE_NOMEM, "processes");
+}
+
+/* The index in ranks of process pid's rank; SIZE_MAX when unknown or filtered out. */
+static size_t rq_proc_rank(const struct rq *q, int64_t pid)
+{
+    size_t lo = 0, hi = q->n_procs;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (q->procs[mid].id < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < q->n_procs && q->procs[lo].id == pid ? q->procs[lo].ri : SIZE_MAX;
 }
 
 static struct rq_row *rq_row_new(struct rq *q)
@@ -272,16 +291,16 @@ static int rq_read_steps(struct rq *q)
     if (q->f->device != NULL)
         sqlite3_bind_text(st, 3, q->f->device, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t pid = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
         struct rq_row *w;
 
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        if (ri == SIZE_MAX)
             continue;
         if ((w = rq_row_new(q)) == NULL) {
             rc = SQLITE_NOMEM;
             break;
         }
-        w->ri = q->proc_rank[pid];
+        w->ri = ri;
         w->step = (uint64_t)sqlite3_column_int64(st, 1);
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
@@ -826,15 +845,16 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
         return rq_fail(q, rc, "rk_coll_ranks");
     rq_bind_steps(q, st);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t op = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1);
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        int64_t op = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 1));
+        if (ri == SIZE_MAX)
             continue;
         if (ci >= n || cs[ci].op_id != op)
             for (ci = 0; ci < n && cs[ci].op_id != op; ci++)
                 ;
         if (ci < n) {
             cs[ci].waited = rq_sat(cs[ci].waited, rq_pos(sqlite3_column_int64(st, 2)));
-            cs[ci].last[q->proc_rank[pid]] += rq_pos(sqlite3_column_int64(st, 3));
+            cs[ci].last[ri] += rq_pos(sqlite3_column_int64(st, 3));
         }
     }
     sqlite3_finalize(st);
@@ -923,8 +943,7 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         const char *name = (const char *)sqlite3_column_text(st, 0);
         int base = filter ? 2 : 1;
         if (filter) {
-            int64_t pid = sqlite3_column_int64(st, 1);
-            if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX ||
+            if (rq_proc_rank(q, sqlite3_column_int64(st, 1)) == SIZE_MAX ||
                 !rq_cat_wanted(q, proto_cat_code((const char *)sqlite3_column_text(st, 5))))
                 continue;
         }
@@ -1151,12 +1170,12 @@ static int rq_late_ranks(struct rq *q)
         return rq_fail(q, rc, "rk_steps");
     rq_bind_steps(q, st);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t pid = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
         struct rq_rank *r;
 
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        if (ri == SIZE_MAX)
             continue;
-        r = &q->ranks[q->proc_rank[pid]];
+        r = &q->ranks[ri];
         r->waited = rq_sat(r->waited, rq_pos(sqlite3_column_int64(st, 1)));
         r->last += rq_pos(sqlite3_column_int64(st, 2));
         r->caused = rq_sat(r->caused, rq_pos(sqlite3_column_int64(st, 3)));
@@ -1216,7 +1235,7 @@ out:
     if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
         snprintf(q.err, q.errlen, "report: late: out of memory");
     free(q.ranks);
-    free(q.proc_rank);
+    free(q.procs);
     return rc;
 }
 
@@ -1269,7 +1288,7 @@ out:
     free(cs);
     msgpack_sbuffer_destroy(&tail);
     free(q.ranks);
-    free(q.proc_rank);
+    free(q.procs);
     free(q.rows);
     return rc;
 }

@@ -158,8 +158,7 @@ static int rkstate_save_devs(struct ranks *r)
 
     for (size_t i = 0; i < r->n_devs; i++) {
         struct rk_dev *d = &r->devs[i];
-        const struct rk_proc *p =
-            (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+        const struct rk_proc *p = rkdelta_proc_known(r, d->process_id);
         int64_t key[2] = {d->process_id, d->device_id};
         int64_t st[6] = {d->process_id,        d->device_id,        (int64_t)d->max_start,
                          (int64_t)d->disorder, (int64_t)d->fin_end, (int64_t)d->drop_end};

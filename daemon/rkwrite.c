@@ -14,24 +14,15 @@
  * rksql_up). The new values are excluded.*, so that one statement writes up
  * to RKSQL_BATCH rows.
  */
+/* clang-format off */
 #define X(col)   "excluded." col
 #define ADD(col) SAT_SET(col, X(col))
 /* the span and the time per category of rk_devsteps and rk_steps */
-#define STEP_SUMS                                                                                             \
-    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), " ADD("c"            \
-                                                                                               "o"            \
-                                                                                               "m"            \
-                                                                                               "p"            \
-                                                                                               "u"            \
-                                                                                               "t"            \
-                                                                                               "e"            \
-                                                                                               "_"            \
-                                                                                               "n"            \
-                                                                                               "s") ", " ADD( \
-        "comm_ns") ", " ADD("memory_ns") ", " ADD("wait_ns") ", " ADD("other_ns") ", " ADD("expos"            \
-                                                                                           "ed_"              \
-                                                                                           "ns")
-/* clang-format off */
+#define STEP_SUMS \
+    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), " \
+    ADD("compute_ns") ", " ADD("comm_ns") ", " ADD("memory_ns") ", " ADD("wait_ns") ", " \
+    ADD("other_ns") ", " ADD("exposed_ns")
+
 static const char rk_up_ops_sql[] =
     " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET "
     ADD("calls") ", " ADD("total_ns") ", " ADD("elements") ", " ADD("exposed_ns") ", "

@@ -7,7 +7,9 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,5 +179,100 @@ Test(rank_limits, report_cost_does_not_follow_the_world)
     cr_assert_eq(obj_get(comp, "missing_ranks")->via.array.size, 1);
     cr_expect_eq(obj_get(comp, "missing_ranks")->via.array.ptr[0].via.u64, 3);
     expect_ranges(obj_get(comp, "missing_rank_ranges"), want_f, 1);
+    proto_reader_deinit(&r);
+}
+
+/* ---- a session file's process ids, and a damaged one (item 9) ---------------------------- */
+
+/* Runs sql on the file of session id (the daemon stopped), asserting it succeeds. */
+static void edit_file(long long id, const char *sql)
+{
+    char path[PATH_MAX + 32];
+    sqlite3 *h;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_close(h);
+}
+
+/* classify on session id with a --comm rule: the reply, borrowed from r. */
+static const msgpack_object *classify(long long id, struct proto_reader *r)
+{
+    struct proto_request req;
+    const msgpack_object *o;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    req.re_comm = "allreduce";
+    o = raw_control(d.sock, PROTO_CLASSIFY, &req, r, &fd);
+    close(fd);
+    return o;
+}
+
+/*
+ * A process id of 2^24 in a session file (the writer numbers them 1, 2, ...;
+ * a crafted or edited file need not): the report sized an array by the
+ * largest id (128 MiB a report), classify one of ~100 bytes an id (3.3 GiB).
+ * Now both follow the processes: the daemon's peak RSS moves by less than
+ * 16 MiB (x4 under ASan) for a report and a classify.
+ */
+Test(rank_limits, a_large_process_id_costs_no_memory)
+{
+    static const int ranks[2] = {0, 1}, worlds[2] = {2, 2};
+    struct proto_reader r;
+    const msgpack_object *o, *v;
+    long hwm0, hwm1;
+    long long id;
+
+    harness_asan_small_quarantine();
+    harness_daemon_start(&d, NULL);
+    id = producers("bigpid", ranks, worlds, 2);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    edit_file(id, "UPDATE processes SET id = 16777216 WHERE id = 2");
+    harness_daemon_restart(&d, NULL);
+    hwm0 = harness_proc_kib(d.pid, "VmHWM");
+    o = analysis(id, NULL, 0, &r);
+    v = obj_get(o, "ranks");
+    cr_assert_eq(v->via.array.size, 2);
+    cr_expect_eq(obj_u64(obj_get(&v->via.array.ptr[1], "rank")), 1);
+    proto_reader_deinit(&r);
+    hwm1 = harness_proc_kib(d.pid, "VmHWM");
+    cr_log_info("report: peak RSS %ld -> %ld KiB", hwm0, hwm1);
+    cr_assert_lt(hwm1 - hwm0, 16 * 1024 * HARNESS_RSS_SCALE, "report: peak RSS %ld -> %ld KiB",
+                 hwm0, hwm1);
+    o = classify(id, &r);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "classify failed");
+    proto_reader_deinit(&r);
+    hwm1 = harness_proc_kib(d.pid, "VmHWM");
+    cr_log_info("classify: peak RSS %ld -> %ld KiB", hwm0, hwm1);
+    cr_expect_lt(hwm1 - hwm0, 16 * 1024 * HARNESS_RSS_SCALE, "classify: peak RSS %ld -> %ld KiB",
+                 hwm0, hwm1);
+}
+
+/* classify on a file whose block cannot be decoded says why, not "not an error". */
+Test(rank_limits, classify_of_a_damaged_block_says_why)
+{
+    static const int ranks[1] = {0}, worlds[1] = {1};
+    struct proto_reader r;
+    const msgpack_object *o, *msg;
+    long long id;
+
+    harness_daemon_start(&d, "--storage-format", "blocks", NULL);
+    id = producers("damaged", ranks, worlds, 1);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    edit_file(id, "UPDATE blocks SET data = x'0102'");
+    harness_daemon_restart(&d, NULL);
+    o = classify(id, &r);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "error"), "classify succeeded");
+    msg = obj_get(&o->via.array.ptr[1], "message");
+    cr_assert_not_null(msg);
+    cr_expect(memmem(msg->via.str.ptr, msg->via.str.size, "not an error", 12) == NULL, "%.*s",
+              (int)msg->via.str.size, msg->via.str.ptr);
+    cr_expect(memmem(msg->via.str.ptr, msg->via.str.size, "rebuild the rank aggregates: ", 29) !=
+                  NULL,
+              "%.*s", (int)msg->via.str.size, msg->via.str.ptr);
+    cr_log_info("classify said: %.*s", (int)msg->via.str.size, msg->via.str.ptr);
     proto_reader_deinit(&r);
 }
