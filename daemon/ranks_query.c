@@ -34,6 +34,18 @@ struct rq_row {
     size_t ri; /* index into ranks */
 };
 
+/* A step kept for `steps`: its figures, its ranks' times (ri: index into ranks). */
+struct rq_time {
+    size_t ri;
+    uint64_t t;
+};
+
+struct rq_shown {
+    uint64_t step, min, max, mean, waited;
+    size_t n, slow, last, late; /* last, late: SIZE_MAX none */
+    struct rq_time *times;
+};
+
 /* A process and the index of its rank in ranks (SIZE_MAX: filtered out). */
 struct rq_proc {
     int64_t id;
@@ -53,8 +65,12 @@ struct rq {
     size_t n_ranks;
     struct rq_proc *procs; /* by id ascending: a map, never an array indexed by id */
     size_t n_procs, cap_procs;
-    struct rq_row *rows;
+    struct rq_row *rows; /* the rows of the step being read (rq_read_steps) */
     size_t n_rows, cap_rows;
+    struct rq_shown *shown; /* the steps to list: a heap, the least wide at its root */
+    size_t n_shown;
+    unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
+    uint64_t step_cnt;
 };
 
 static uint64_t rq_sat(uint64_t a, uint64_t b)
@@ -260,23 +276,32 @@ static bool rq_cat_wanted(const struct rq *q, enum proto_cat c)
     return q->f->category == NULL || proto_cat_code(q->f->category) == c;
 }
 
+static int rq_step_done(struct rq *q);
+
+/*
+ * Reads the per-step rows, in step order, and folds each step as its rows
+ * end (rq_step_done): the memory a report holds follows the ranks (one
+ * step's rows, and the RQ_STEPS steps it lists), never the steps.
+ */
 static int rq_read_steps(struct rq *q)
 {
     static const char all[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
-        " WHERE step BETWEEN ?1 AND ?2";
+        " WHERE step BETWEEN ?1 AND ?2 ORDER BY step";
     static const char all_steps[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps";
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
+        " ORDER BY step";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
         " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
-        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3";
+        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3"
+        " ORDER BY r.step";
     static const char by_dev_legacy[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, o.category, r.total_ns, r.exposed_ns"
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
-        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0";
+        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0 ORDER BY r.step";
     bool per_op = q->f->device != NULL && q->legacy;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
@@ -292,16 +317,19 @@ static int rq_read_steps(struct rq *q)
         sqlite3_bind_text(st, 3, q->f->device, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
+        uint64_t step = (uint64_t)sqlite3_column_int64(st, 1);
         struct rq_row *w;
 
         if (ri == SIZE_MAX)
             continue;
-        if ((w = rq_row_new(q)) == NULL) {
+        /* the rows come by step: one step's rows in memory at a time */
+        if ((q->n_rows > 0 && q->rows[0].step != step && rq_step_done(q) < 0) ||
+            (w = rq_row_new(q)) == NULL) {
             rc = SQLITE_NOMEM;
             break;
         }
         w->ri = ri;
-        w->step = (uint64_t)sqlite3_column_int64(st, 1);
+        w->step = step;
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
         if (per_op) { /* one row per op: merged by rq_merge_rows */
@@ -324,6 +352,8 @@ static int rq_read_steps(struct rq *q)
         w->caused = (uint64_t)sqlite3_column_int64(st, 13);
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_DONE && q->n_rows > 0 && rq_step_done(q) < 0)
+        rc = SQLITE_NOMEM;
     return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
 }
 
@@ -573,136 +603,170 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
                       "(op, process_group metadata, occurrence per rank)");
 }
 
-/* Folds the step rows into the per-rank sums and packs `steps`. */
-/* One step's summary: rows [i, j) of q->rows. */
-struct rq_step {
-    size_t i, j, slow, lastr, late;
-    uint64_t min, max, mean, waited;
-    bool named;
-};
-
-static int rq_step_spread_cmp(const void *pa, const void *pb)
+/* True when step a is listed after b: a narrower spread, or as wide and later. */
+static bool rq_shown_after(const struct rq_shown *a, const struct rq_shown *b)
 {
-    const struct rq_step *a = pa, *b = pb;
-
     if (a->max - a->min != b->max - b->min)
-        return a->max - a->min > b->max - b->min ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i; /* rows are by step: the earlier step first */
+        return a->max - a->min < b->max - b->min;
+    return a->step > b->step;
 }
 
-static int rq_step_order_cmp(const void *pa, const void *pb)
+static void rq_shown_swap(struct rq_shown *a, struct rq_shown *b)
 {
-    const struct rq_step *a = pa, *b = pb;
+    struct rq_shown t = *a;
 
-    return a->i < b->i ? -1 : a->i > b->i;
+    *a = *b;
+    *b = t;
 }
 
-static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_step *st)
+/* Restores the heap (the step listed last at the root) from node k down. */
+static void rq_shown_down(struct rq *q, size_t k)
 {
-    const struct rq_row *rows = q->rows;
+    for (;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < q->n_shown && rq_shown_after(&q->shown[l], &q->shown[m]))
+            m = l;
+        if (l + 1 < q->n_shown && rq_shown_after(&q->shown[l + 1], &q->shown[m]))
+            m = l + 1;
+        if (m == k)
+            return;
+        rq_shown_swap(&q->shown[k], &q->shown[m]);
+        k = m;
+    }
+}
 
-    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", rows[st->i].step) ||
-        pk_u64(pk, "ranks", st->j - st->i) || pk_u64(pk, "min_ns", st->min) ||
-        pk_u64(pk, "max_ns", st->max) || pk_u64(pk, "mean_ns", st->mean) ||
-        pk_u64(pk, "spread_ns", st->max - st->min) ||
-        pk_rank(pk, "slowest_rank", q->ranks[rows[st->slow].ri].rank) ||
-        pk_rank(pk, "last_rank",
-                rows[st->lastr].last > 0 ? q->ranks[rows[st->lastr].ri].rank : -1) ||
-        pk_rank(pk, "late_rank", st->named ? q->ranks[rows[st->late].ri].rank : -1) ||
-        pk_u64(pk, "waited_ns", st->waited) || pk_str(pk, "times_ns") ||
-        msgpack_pack_array(pk, st->j - st->i))
-        return -1;
-    for (size_t k = st->i; k < st->j; k++)
-        if (msgpack_pack_array(pk, 2) ||
-            (q->ranks[rows[k].ri].rank < 0 ? msgpack_pack_nil(pk)
-                                           : msgpack_pack_int64(pk, q->ranks[rows[k].ri].rank)) ||
-            msgpack_pack_uint64(pk, rq_span(&rows[k])))
-            return -1;
+/* Keeps step st (its rows in q->rows) among the RQ_STEPS widest, if it is one. */
+static int rq_step_keep(struct rq *q, struct rq_shown *st)
+{
+    size_t k;
+
+    if (q->n_shown == RQ_STEPS && !rq_shown_after(&q->shown[0], st))
+        return 0;
+    if ((st->times = malloc(st->n * sizeof(*st->times))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < st->n; i++)
+        st->times[i] = (struct rq_time){q->rows[i].ri, rq_span(&q->rows[i])};
+    if (q->shown == NULL && (q->shown = malloc(RQ_STEPS * sizeof(*q->shown))) == NULL) {
+        free(st->times);
+        return -ENOMEM;
+    }
+    if (q->n_shown == RQ_STEPS) { /* it takes the place of the step listed last */
+        free(q->shown[0].times);
+        q->shown[0] = *st;
+        rq_shown_down(q, 0);
+        return 0;
+    }
+    q->shown[k = q->n_shown++] = *st;
+    for (; k > 0 && rq_shown_after(&q->shown[(k - 1) / 2], &q->shown[k]); k = (k - 1) / 2)
+        rq_shown_swap(&q->shown[k], &q->shown[(k - 1) / 2]);
     return 0;
 }
 
 /*
- * Folds the step rows into the per-rank sums and packs `steps`: every step when there are
- * at most RQ_STEPS, else the RQ_STEPS with the widest spread (by step), so that the reply
- * does not grow with the session's length.
+ * The rows of one step are all read (q->rows): merges those of one rank,
+ * folds them into the per-rank sums, keeps the step's summary if it is to
+ * be listed, and empties q->rows for the next step. 0 or -ENOMEM.
  */
-static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out,
-                         uint64_t *mean_step_out)
+static int rq_step_done(struct rq *q)
 {
-    struct rq_step *steps = NULL;
-    size_t n_steps = 0, cap = 0, shown;
-    unsigned __int128 step_sum = 0;
-    uint64_t step_cnt = 0;
-    int rc = -1;
+    struct rq_shown st = {.step = q->rows[0].step, .min = UINT64_MAX};
+    size_t slow = 0, lastr = 0, late = 0;
+    unsigned __int128 sum = 0;
+    bool named;
 
-    for (size_t i = 0; i < q->n_rows;) {
-        struct rq_step st = {.i = i, .slow = i, .lastr = i, .late = i, .min = UINT64_MAX};
-        unsigned __int128 sum = 0;
-        size_t j = i;
+    rq_merge_rows(q); /* one step: by rank */
+    for (size_t j = 0; j < q->n_rows; j++) {
+        struct rq_row *w = &q->rows[j];
+        struct rq_rank *r = &q->ranks[w->ri];
+        uint64_t t = rq_span(w);
 
-        while (j < q->n_rows && q->rows[j].step == q->rows[i].step) {
-            struct rq_row *w = &q->rows[j];
-            struct rq_rank *r = &q->ranks[w->ri];
-            uint64_t t = rq_span(w);
-
-            r->steps++;
-            r->step_ns = rq_sat(r->step_ns, t);
-            for (int c = 0; c < PROTO_NCAT; c++)
-                r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
-            r->exposed = rq_sat(r->exposed, w->exposed);
-            r->coll += w->coll;
-            r->waited = rq_sat(r->waited, w->waited);
-            r->last += w->last;
-            r->caused = rq_sat(r->caused, w->caused);
-            sum += t;
-            st.waited = rq_sat(st.waited, w->waited);
-            if (t < st.min)
-                st.min = t;
-            if (t > st.max || j == i) {
-                st.max = t;
-                st.slow = j;
-            }
-            if (w->last > q->rows[st.lastr].last)
-                st.lastr = j;
-            if (w->caused > q->rows[st.late].caused)
-                st.late = j;
-            j++;
+        r->steps++;
+        r->step_ns = rq_sat(r->step_ns, t);
+        for (int c = 0; c < PROTO_NCAT; c++)
+            r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+        r->exposed = rq_sat(r->exposed, w->exposed);
+        r->coll += w->coll;
+        r->waited = rq_sat(r->waited, w->waited);
+        r->last += w->last;
+        r->caused = rq_sat(r->caused, w->caused);
+        sum += t;
+        st.waited = rq_sat(st.waited, w->waited);
+        if (t < st.min)
+            st.min = t;
+        if (t > st.max || j == 0) {
+            st.max = t;
+            slow = j;
         }
-        st.j = j;
-        st.mean = (uint64_t)(sum / (j - i));
-        st.named = q->rows[st.late].caused > 0 && j - i > 1 &&
-                   (double)q->rows[st.late].caused >= RQ_LATE * (double)st.mean;
-        q->ranks[q->rows[st.slow].ri].slowest++;
-        if (st.named)
-            q->ranks[q->rows[st.late].ri].late++;
-        step_sum += sum;
-        step_cnt += j - i;
-        if (n_steps == cap) {
-            struct rq_step *p = realloc(steps, (cap = cap ? 2 * cap : 256) * sizeof(*p));
-            if (p == NULL)
-                goto out;
-            steps = p;
-        }
-        steps[n_steps++] = st;
-        i = j;
+        if (w->last > q->rows[lastr].last)
+            lastr = j;
+        if (w->caused > q->rows[late].caused)
+            late = j;
     }
-    shown = n_steps;
-    if (n_steps > RQ_STEPS) {
-        qsort(steps, n_steps, sizeof(*steps), rq_step_spread_cmp);
-        shown = RQ_STEPS;
-        qsort(steps, shown, sizeof(*steps), rq_step_order_cmp);
+    st.n = q->n_rows;
+    st.mean = (uint64_t)(sum / st.n);
+    named = q->rows[late].caused > 0 && st.n > 1 &&
+            (double)q->rows[late].caused >= RQ_LATE * (double)st.mean;
+    st.slow = q->rows[slow].ri;
+    st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
+    st.late = named ? q->rows[late].ri : SIZE_MAX;
+    q->ranks[st.slow].slowest++;
+    if (named)
+        q->ranks[st.late].late++;
+    q->step_sum += sum;
+    q->step_cnt += st.n;
+    q->n_steps++;
+    q->n_rows = 0;
+    return rq_step_keep(q, &st);
+}
+
+static int rq_shown_step_cmp(const void *pa, const void *pb)
+{
+    const struct rq_shown *a = pa, *b = pb;
+
+    return a->step < b->step ? -1 : a->step > b->step;
+}
+
+static int64_t rq_rank_of(const struct rq *q, size_t ri)
+{
+    return ri == SIZE_MAX ? -1 : q->ranks[ri].rank;
+}
+
+static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st)
+{
+    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
+        pk_u64(pk, "min_ns", st->min) || pk_u64(pk, "max_ns", st->max) ||
+        pk_u64(pk, "mean_ns", st->mean) || pk_u64(pk, "spread_ns", st->max - st->min) ||
+        pk_rank(pk, "slowest_rank", rq_rank_of(q, st->slow)) ||
+        pk_rank(pk, "last_rank", rq_rank_of(q, st->last)) ||
+        pk_rank(pk, "late_rank", rq_rank_of(q, st->late)) || pk_u64(pk, "waited_ns", st->waited) ||
+        pk_str(pk, "times_ns") || msgpack_pack_array(pk, st->n))
+        return -1;
+    for (size_t k = 0; k < st->n; k++) {
+        int64_t rank = q->ranks[st->times[k].ri].rank;
+        if (msgpack_pack_array(pk, 2) ||
+            (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank)) ||
+            msgpack_pack_uint64(pk, st->times[k].t))
+            return -1;
     }
-    if (pk_str(pk, "steps") || msgpack_pack_array(pk, shown))
-        goto out;
-    for (size_t k = 0; k < shown; k++)
-        if (rq_pack_step(q, pk, &steps[k]))
-            goto out;
-    *n_steps_out = n_steps;
-    *mean_step_out = step_cnt ? (uint64_t)(step_sum / step_cnt) : 0;
-    rc = 0;
-out:
-    free(steps);
-    return rc;
+    return 0;
+}
+
+/*
+ * Packs `steps`: every step when there are at most RQ_STEPS, else the
+ * RQ_STEPS with the widest spread (ties: the earlier), by step, so that
+ * neither the reply nor the memory grows with the session's length.
+ */
+static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *mean_step_out)
+{
+    if (q->n_shown > 1)
+        qsort(q->shown, q->n_shown, sizeof(*q->shown), rq_shown_step_cmp);
+    if (pk_str(pk, "steps") || msgpack_pack_array(pk, q->n_shown))
+        return -1;
+    for (size_t k = 0; k < q->n_shown; k++)
+        if (rq_pack_step(q, pk, &q->shown[k]))
+            return -1;
+    *mean_step_out = q->step_cnt ? (uint64_t)(q->step_sum / q->step_cnt) : 0;
+    return 0;
 }
 
 static uint64_t rq_total(const struct rq_rank *r)
@@ -1034,7 +1098,7 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
 
     if (vals == NULL || pick == NULL)
         goto out;
-    if (q->n_ranks == 0 || q->n_rows == 0) {
+    if (q->n_ranks == 0 || q->n_steps == 0) {
         snprintf(v, sizeof(v), "no rank aggregates%s.",
                  q->state == 0 ? " (a session file written before them: tracectl classify "
                                  "builds them)"
@@ -1259,11 +1323,9 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
         goto out;
     if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)
         goto out;
-    rq_merge_rows(&q);
     /* The verdict comes first but rests on the sections: pack those aside, then it. */
     rc = -ENOMEM;
-    if (rq_pack_steps(&q, &tp, &q.n_steps, &mean_step) || rq_pack_ranks(&q, &tp) ||
-        rq_pack_categories(&q, &tp))
+    if (rq_pack_steps(&q, &tp, &mean_step) || rq_pack_ranks(&q, &tp) || rq_pack_categories(&q, &tp))
         goto out;
     if (q.state != 0) {
         if ((rc = rq_pack_collectives(&q, &tp, &n_coll, &cs)) < 0)
@@ -1290,5 +1352,8 @@ out:
     free(q.ranks);
     free(q.procs);
     free(q.rows);
+    for (size_t i = 0; i < q.n_shown; i++)
+        free(q.shown[i].times);
+    free(q.shown);
     return rc;
 }
