@@ -13,6 +13,9 @@
  *
  * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
  *
+ * The code is in ranks.c (this API) and the rk*.c files it uses, one
+ * subsystem each; rk.h lists them and holds the state they share.
+ *
  * Collectives. An entry of category comm that is not point-to-point (no
  * `peer`, no send/recv in its name) is one rank's arrival at a collective
  * instance, keyed by its ext `comm` + `seq` when it has both, else by (op,
