@@ -82,16 +82,9 @@ static const struct {
 /* True when table exists and its key does not start with the step. */
 static bool rkschema_old_key(sqlite3 *db, const char *table)
 {
-    sqlite3_stmt *st;
-    bool old = false;
+    int pk = rksql_column_pk(db, table, "step");
 
-    if (sqlite3_prepare_v2(db, "SELECT pk FROM pragma_table_info(?1) WHERE name = 'step'", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    old = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != 1;
-    sqlite3_finalize(st);
-    return old;
+    return pk >= 0 && pk != 1;
 }
 
 /*

@@ -65,5 +65,7 @@ int64_t rksql_info_get(sqlite3 *db, const char *key, int64_t dflt);
 /* True when the file has that table; that table has a column col. False on error too. */
 bool rksql_has_table(sqlite3 *db, const char *name);
 bool rksql_has_column(sqlite3 *db, const char *table, const char *col);
+/* Where col is in table's primary key: 1 the first column, 0 not in it; -1 no such column. */
+int rksql_column_pk(sqlite3 *db, const char *table, const char *col);
 
 #endif
