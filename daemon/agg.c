@@ -7,6 +7,7 @@
 
 #include "agg.h"
 #include "info.h"
+#include "rksql.h"
 #include "schema.h"
 #include "store.h"
 #include "util.h"
@@ -920,17 +921,6 @@ int agg_load(struct agg *a)
 
 /* ---- flush --------------------------------------------------------------- */
 
-static int agg_run(sqlite3_stmt *st, const int64_t *v, int n)
-{
-    int rc;
-
-    for (int i = 0; i < n; i++)
-        sqlite3_bind_int64(st, i + 1, v[i]);
-    rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return store_errno(rc);
-}
-
 static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
 {
     int rc;
@@ -1131,13 +1121,13 @@ static int agg_flush_sums(struct agg *a)
         const struct agg_sum *s = &a->ops[i];
         int64_t v[7] = {(int64_t)i,      (int64_t)s->calls, (int64_t)s->total,   (int64_t)s->min,
                         (int64_t)s->max, (int64_t)s->mem,   (int64_t)s->elements};
-        if (s->calls && (rc = agg_run(a->up_op, v, 7)) != 0)
+        if (s->calls && (rc = rksql_run(a->up_op, v, 7)) != 0)
             return rc;
     }
     for (size_t i = 0; i < a->n_devs; i++) {
         const struct agg_sum *s = &a->devs[i];
         int64_t v[4] = {(int64_t)i, (int64_t)s->calls, (int64_t)s->total, (int64_t)s->mem};
-        if (s->calls && (rc = agg_run(a->up_dev, v, 4)) != 0)
+        if (s->calls && (rc = rksql_run(a->up_dev, v, 4)) != 0)
             return rc;
     }
     return 0;
@@ -1160,7 +1150,7 @@ int agg_flush(struct agg *a)
         return rc;
     if (a->entries == 0)
         return 0;
-    if ((rc = agg_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
+    if ((rc = rksql_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
         (a->convert_top && (rc = agg_top_convert(a)) != 0) ||
         (rc = agg_heap_flush(a, &a->slow)) != 0 || (rc = agg_heap_flush(a, &a->mem)) != 0)
         return rc;

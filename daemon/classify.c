@@ -67,6 +67,7 @@ int classify_session(const char *db_path, const struct classify_rules *r, uint64
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *sel = NULL, *upd = NULL;
+    char why[256];
     int rc, ret = 0;
 
     *ops = *changed = 0;
@@ -122,8 +123,8 @@ int classify_session(const char *db_path, const struct classify_rules *r, uint64
     sqlite3_finalize(sel);
     sqlite3_finalize(upd);
     sel = upd = NULL;
-    if ((rc = ranks_rebuild(db)) != 0)
-        ret = classify_fail(db, rc, "rebuild the rank aggregates", err, errlen);
+    if ((ret = ranks_rebuild(db, why, sizeof(why))) != 0)
+        snprintf(err, errlen, "classify: rebuild the rank aggregates: %s", why);
 out:
     sqlite3_finalize(sel);
     sqlite3_finalize(upd);

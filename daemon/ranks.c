@@ -7,6 +7,7 @@
 #include "ranks.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,6 @@
 #include "rkschema.h"
 #include "rkstate.h"
 #include "rkwrite.h"
-#include "store.h"
 
 struct ranks *ranks_new(sqlite3 *db)
 {
@@ -64,6 +64,8 @@ void ranks_free(struct ranks *r)
     }
     for (size_t i = 0; i < r->n_procs; i++)
         free(r->procs[i].pop);
+    free(r->pslot);
+    rkmap_free(&r->proc_idx);
     for (size_t i = 0; i < r->n_inst; i++)
         free(r->inst[i].a);
     for (size_t i = 0; i < r->n_apool; i++)
@@ -156,6 +158,8 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
 {
     if (rkdelta_proc(r, process_id) == NULL)
         return -ENOMEM;
+    if (world > RANKS_MAX_WORLD)
+        world = RANKS_MAX_WORLD;
     if (world > 0 && (uint64_t)world > r->world)
         r->world = (uint64_t)world;
     return 0;
@@ -215,10 +219,7 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
                 const struct proto_ext *x, int64_t rowid)
 {
     enum proto_cat cat = e->op_id < r->n_cat ? (enum proto_cat)r->cat[e->op_id] : PROTO_CAT_COMPUTE;
-    struct rk_proc *p =
-        process_id >= 0 && (uint64_t)process_id < r->n_procs && r->procs[process_id].seen
-            ? &r->procs[process_id]
-            : rkdelta_proc(r, process_id);
+    struct rk_proc *p = rkdelta_proc_c(r, process_id);
     struct rk_dev *d = p != NULL ? rkdelta_dev_c(r, p, process_id, dev_id) : NULL;
     struct rk_opsum *o = d != NULL ? rkdelta_opsum_c(r, d, e->op_id) : NULL;
     struct rk_devstep *ds;
@@ -317,53 +318,43 @@ void ranks_discard(struct ranks *r)
 
 /* ---- reload and rebuild -------------------------------------------------- */
 
-static int ranks_load_ops(struct ranks *r)
+static int ranks_load_op(sqlite3_stmt *st, void *arg)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db, "SELECT id, name, category FROM ops", -1, &st, NULL);
-    int err = 0;
+    const char *name = (const char *)sqlite3_column_text(st, 1);
+    int64_t id = sqlite3_column_int64(st, 0);
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 1);
-        int64_t id = sqlite3_column_int64(st, 0);
-        if (id >= 0 && id <= UINT32_MAX && name != NULL)
-            err = ranks_op(r, (uint32_t)id, name, (const char *)sqlite3_column_text(st, 2));
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    if (id < 0 || id > UINT32_MAX || name == NULL)
+        return 0;
+    return ranks_op(arg, (uint32_t)id, name, (const char *)sqlite3_column_text(st, 2));
 }
 
-static int ranks_load_procs(struct ranks *r)
+static int ranks_load_proc(sqlite3_stmt *st, void *arg)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db, "SELECT id, world FROM processes", -1, &st, NULL);
-    int err = 0;
+    return ranks_process(arg, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+}
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        err = ranks_process(r, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-    sqlite3_finalize(st);
-    if (err != 0 || (err = store_errno(rc)) != 0)
+static int ranks_load_meta(sqlite3_stmt *st, void *arg)
+{
+    int64_t id = sqlite3_column_int64(st, 0);
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+
+    if (sqlite3_column_type(st, 2) == SQLITE_TEXT)
+        return ranks_meta(arg, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
+    return ranks_meta(arg, id, key, NULL, sqlite3_column_int64(st, 2), false);
+}
+
+/* The file's op categories, processes and process groups. */
+static int ranks_load_names(struct ranks *r)
+{
+    int err;
+
+    if ((err = rksql_each(r->db, "SELECT id, name, category FROM ops", ranks_load_op, r)) != 0 ||
+        (err = rksql_each(r->db, "SELECT id, world FROM processes", ranks_load_proc, r)) != 0)
         return err;
-    rc = sqlite3_prepare_v2(r->db,
-                            "SELECT process_id, key, value FROM meta"
-                            " WHERE key IN ('process_group', 'import.file')",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        const char *key = (const char *)sqlite3_column_text(st, 1);
-        if (sqlite3_column_type(st, 2) == SQLITE_TEXT)
-            err = ranks_meta(r, id, key, (const char *)sqlite3_column_text(st, 2), 0, true);
-        else
-            err = ranks_meta(r, id, key, NULL, sqlite3_column_int64(st, 2), false);
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    return rksql_each(r->db,
+                      "SELECT process_id, key, value FROM meta"
+                      " WHERE key IN ('process_group', 'import.file')",
+                      ranks_load_meta, r);
 }
 
 int ranks_load(struct ranks *r)
@@ -371,12 +362,12 @@ int ranks_load(struct ranks *r)
     bool replay = false;
     int err;
 
-    if ((err = ranks_load_ops(r)) != 0 || (err = ranks_load_procs(r)) != 0)
+    if ((err = ranks_load_names(r)) != 0)
         return err;
     r->late = r->late_written = (uint64_t)rksql_info_get(r->db, "ranks_late", 0);
     r->inexact = r->inexact_written = rksql_info_get(r->db, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
-        replay |= r->procs[i].seen && r->procs[i].replay;
+        replay |= r->procs[i].replay;
     r->state_written = rksql_info_get(r->db, "ranks_state", 0);
     if (r->state_written != 1 || replay) {
         /* a file that did not save the state, or an import's (its intervals are not saved):
@@ -385,6 +376,47 @@ int ranks_load(struct ranks *r)
         return 0;
     }
     return rkstate_load(r);
+}
+
+struct ranks_rebuild {
+    struct ranks *r;
+    uint64_t n; /* entries so far */
+};
+
+/* One entry of ranks_rebuild_entries' query. */
+static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
+{
+    struct ranks_rebuild *rb = arg;
+    struct proto_entry e = {0};
+    struct proto_ext x = {0};
+    int err;
+
+    e.step = (uint64_t)sqlite3_column_int64(st, 1);
+    e.op_id = (uint32_t)sqlite3_column_int64(st, 2);
+    e.start_ns = (uint64_t)sqlite3_column_int64(st, 4);
+    e.dur_ns = (uint64_t)sqlite3_column_int64(st, 5);
+    e.elements = (uint64_t)sqlite3_column_int64(st, 6);
+    if (sqlite3_column_type(st, 7) != SQLITE_NULL)
+        x.has |= PROTO_EXT_PEER;
+    if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_COMM;
+        x.comm = (uint64_t)sqlite3_column_int64(st, 8);
+    }
+    if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_SEQ;
+        x.seq = (uint64_t)sqlite3_column_int64(st, 9);
+    }
+    if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_COMM_SIZE;
+        x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
+    }
+    err = ranks_entry(rb->r, sqlite3_column_int64(st, 0), &e, (uint32_t)sqlite3_column_int64(st, 3),
+                      x.has ? &x : NULL, sqlite3_column_int64(st, 10));
+    /* count the exposure now and then, as the writer does at its commits */
+    if (err == 0 && ++rb->n % 65536 == 0)
+        for (size_t i = 0; i < rb->r->n_devs && err == 0; i++)
+            err = rkexpose_settle_live(rb->r, &rb->r->devs[i]);
+    return err;
 }
 
 /* Every entry of the file, in rowid order, as the writer saw them. */
@@ -408,48 +440,11 @@ static int ranks_rebuild_entries(struct ranks *r)
     const char *sql = !rksql_has_table(r->db, "entry_ext")                ? without
                       : rksql_has_column(r->db, "entry_ext", "comm_size") ? with_ext
                                                                           : with_ext_v1;
-    sqlite3_stmt *st;
-    uint64_t n = 0;
-    int rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
-    int err = 0;
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct proto_entry e = {0};
-        struct proto_ext x = {0};
-
-        e.step = (uint64_t)sqlite3_column_int64(st, 1);
-        e.op_id = (uint32_t)sqlite3_column_int64(st, 2);
-        e.start_ns = (uint64_t)sqlite3_column_int64(st, 4);
-        e.dur_ns = (uint64_t)sqlite3_column_int64(st, 5);
-        e.elements = (uint64_t)sqlite3_column_int64(st, 6);
-        if (sqlite3_column_type(st, 7) != SQLITE_NULL)
-            x.has |= PROTO_EXT_PEER;
-        if (sqlite3_column_type(st, 8) != SQLITE_NULL) {
-            x.has |= PROTO_EXT_COMM;
-            x.comm = (uint64_t)sqlite3_column_int64(st, 8);
-        }
-        if (sqlite3_column_type(st, 9) != SQLITE_NULL) {
-            x.has |= PROTO_EXT_SEQ;
-            x.seq = (uint64_t)sqlite3_column_int64(st, 9);
-        }
-        if (sqlite3_column_type(st, 11) != SQLITE_NULL) {
-            x.has |= PROTO_EXT_COMM_SIZE;
-            x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
-        }
-        err = ranks_entry(r, sqlite3_column_int64(st, 0), &e, (uint32_t)sqlite3_column_int64(st, 3),
-                          x.has ? &x : NULL, sqlite3_column_int64(st, 10));
-        /* count the exposure now and then, as the writer does at its commits */
-        if (err == 0 && ++n % 65536 == 0)
-            for (size_t i = 0; i < r->n_devs && err == 0; i++)
-                err = rkexpose_settle_live(r, &r->devs[i]);
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 
-int ranks_rebuild(sqlite3 *db)
+int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
 {
     struct ranks *r = NULL;
     int err;
@@ -467,14 +462,20 @@ int ranks_rebuild(sqlite3 *db)
              db, "DELETE FROM rk_ops; DELETE FROM rk_devsteps; DELETE FROM rk_steps;"
                  " DELETE FROM rk_coll; DELETE FROM rk_coll_ranks; DELETE FROM rk_open;"
                  " DELETE FROM rk_occ; DELETE FROM rk_pend; DELETE FROM rk_devstate;")) != 0 ||
-        (err = ranks_load_ops(r)) != 0 || (err = ranks_load_procs(r)) != 0 ||
-        (err = ranks_rebuild_entries(r)) != 0 || (err = ranks_finish(r)) != 0 ||
-        (err = ranks_flush(r)) != 0 || (err = rksql_info_set(db, "ranks", 1)) != 0 ||
+        (err = ranks_load_names(r)) != 0 || (err = ranks_rebuild_entries(r)) != 0 ||
+        (err = ranks_finish(r)) != 0 || (err = ranks_flush(r)) != 0 ||
+        (err = rksql_info_set(db, "ranks", 1)) != 0 ||
         (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0)
         goto rollback;
     ranks_free(r);
-    return rksql_exec(db, "COMMIT");
+    r = NULL;
+    if ((err = rksql_exec(db, "COMMIT")) == 0)
+        return 0;
 rollback:
+    /* the failing step's message, which the rollback would replace by "not an error" */
+    if (whylen > 0)
+        snprintf(why, whylen, "%s",
+                 sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db) : strerror(-err));
     ranks_free(r);
     rksql_exec(db, "ROLLBACK");
     return err;

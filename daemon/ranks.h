@@ -13,6 +13,9 @@
  *
  * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
  *
+ * The code is in ranks.c (this API) and the rk*.c files it uses, one
+ * subsystem each; rk.h lists them and holds the state they share.
+ *
  * Collectives. An entry of category comm that is not point-to-point (no
  * `peer`, no send/recv in its name) is one rank's arrival at a collective
  * instance, keyed by its ext `comm` + `seq` when it has both, else by (op,
@@ -44,6 +47,7 @@
 #define TRACECTLD_RANKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -52,6 +56,15 @@
 
 #define RANKS_OPEN    1024  /* collective instances kept open at most */
 #define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
+/*
+ * The largest `world` the aggregates and reports use: a hello's larger world
+ * is stored as given but counts as this one (collectives complete at it, a
+ * report's missing ranks are counted up to it). 2^20 ranks is far more than
+ * one daemon's sessions hold (a host runs a few hundred ranks), and keeps a
+ * report's rank figures and its verdict's counts meaningful however large a
+ * peer says the job is.
+ */
+#define RANKS_MAX_WORLD (1u << 20)
 
 struct ranks;
 
@@ -103,8 +116,9 @@ int ranks_recover(sqlite3 *db);
  * Rebuilds the rank aggregates of a whole file from its entries (ops'
  * current categories): `tracectl classify`, and files written before them.
  * Runs in its own transaction on db (a read-write connection, the session
- * ended). 0 or a negative errno.
+ * ended). 0, or a negative errno with why in err (SQLite's message of the
+ * step that failed, e.g. a damaged block's, taken before the rollback).
  */
-int ranks_rebuild(sqlite3 *db);
+int ranks_rebuild(sqlite3 *db, char *err, size_t errlen);
 
 #endif

@@ -22,6 +22,7 @@
 #define RQ_BALANCED 0.20 /* (max - mean) / mean below this: "balanced" */
 #define RQ_LATE     0.10 /* a step's late rank is named when it cost >= this of the step */
 #define RQ_STEPS    1000 /* steps listed at most: the widest spread */
+#define RQ_MISSING  1000 /* missing ranks listed one by one at most (all in ranges) */
 
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
@@ -34,6 +35,24 @@ struct rq_row {
     size_t ri; /* index into ranks */
 };
 
+/* A step kept for `steps`: its figures, its ranks' times (ri: index into ranks). */
+struct rq_time {
+    size_t ri;
+    uint64_t t;
+};
+
+struct rq_shown {
+    uint64_t step, min, max, mean, waited;
+    size_t n, slow, last, late; /* last, late: SIZE_MAX none */
+    struct rq_time *times;
+};
+
+/* A process and the index of its rank in ranks (SIZE_MAX: filtered out). */
+struct rq_proc {
+    int64_t id;
+    size_t ri;
+};
+
 struct rq {
     sqlite3 *db;
     const struct ranks_filter *f;
@@ -41,13 +60,18 @@ struct rq {
     size_t errlen;
     int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
     bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
-    uint64_t late_entries, world, n_steps;
+    uint64_t late_entries, n_steps;
+    uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
     struct rq_rank *ranks;
     size_t n_ranks;
-    size_t *proc_rank; /* process_id -> index into ranks, SIZE_MAX: filtered out */
-    size_t n_proc;
-    struct rq_row *rows;
+    struct rq_proc *procs; /* by id ascending: a map, never an array indexed by id */
+    size_t n_procs, cap_procs;
+    struct rq_row *rows; /* the rows of the step being read (rq_read_steps) */
     size_t n_rows, cap_rows;
+    struct rq_shown *shown; /* the steps to list: a heap, the least wide at its root */
+    size_t n_shown;
+    unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
+    uint64_t step_cnt;
 };
 
 static uint64_t rq_sat(uint64_t a, uint64_t b)
@@ -115,19 +139,18 @@ static int rq_processes(struct rq *q)
         uint64_t world = (uint64_t)sqlite3_column_int64(st, 2);
         size_t i;
 
-        if (world > q->world)
-            q->world = world;
-        if (id < 0 || id > (1 << 24))
+        if (world > q->world_given)
+            q->world_given = world;
+        q->world = q->world_given < RANKS_MAX_WORLD ? q->world_given : RANKS_MAX_WORLD;
+        if (id < 0)
             continue;
-        if ((size_t)id >= q->n_proc) {
-            size_t nn = (size_t)id + 64;
-            size_t *p = realloc(q->proc_rank, nn * sizeof(*p));
+        if (q->n_procs == q->cap_procs) {
+            size_t nn = q->cap_procs ? 2 * q->cap_procs : 64;
+            struct rq_proc *p = realloc(q->procs, nn * sizeof(*p));
             if (p == NULL)
                 goto nomem;
-            for (size_t k = q->n_proc; k < nn; k++)
-                p[k] = SIZE_MAX;
-            q->proc_rank = p;
-            q->n_proc = nn;
+            q->procs = p;
+            q->cap_procs = nn;
         }
         for (i = 0; i < q->n_ranks && q->ranks[i].rank != rank; i++)
             ;
@@ -142,7 +165,8 @@ static int rq_processes(struct rq *q)
         }
         q->ranks[i].processes++;
         q->ranks[i].dropped = rq_sat(q->ranks[i].dropped, (uint64_t)sqlite3_column_int64(st, 3));
-        q->proc_rank[id] = i; /* provisional: the index before sorting */
+        /* ascending ids (ORDER BY id); i is provisional: the index before sorting */
+        q->procs[q->n_procs++] = (struct rq_proc){id, i};
         (void)cap;
         (void)rk;
         (void)n;
@@ -166,11 +190,10 @@ static int rq_processes(struct rq *q)
             for (size_t j = 0; j < q->n_ranks; j++)
                 if (sorted[j].rank == q->ranks[i].rank)
                     order[i] = j;
-        for (size_t p = 0; p < q->n_proc; p++)
-            if (q->proc_rank[p] != SIZE_MAX)
-                q->proc_rank[p] = rq_rank_wanted(q, sorted[order[q->proc_rank[p]]].rank)
-                                      ? order[q->proc_rank[p]]
-                                      : SIZE_MAX;
+        for (size_t p = 0; p < q->n_procs; p++)
+            q->procs[p].ri = rq_rank_wanted(q, sorted[order[q->procs[p].ri]].rank)
+                                 ? order[q->procs[p].ri]
+                                 : SIZE_MAX;
         free(q->ranks);
         free(order);
         q->ranks = sorted;
@@ -185,9 +208,9 @@ static int rq_processes(struct rq *q)
             if (to[i] != SIZE_MAX)
                 q->ranks[k++] = q->ranks[i];
         }
-        for (size_t p = 0; p < q->n_proc; p++)
-            if (q->proc_rank[p] != SIZE_MAX)
-                q->proc_rank[p] = to[q->proc_rank[p]];
+        for (size_t p = 0; p < q->n_procs; p++)
+            if (q->procs[p].ri != SIZE_MAX)
+                q->procs[p].ri = to[q->procs[p].ri];
         q->n_ranks = k;
         free(to);
     }
@@ -195,6 +218,21 @@ static int rq_processes(struct rq *q)
 nomem:
     sqlite3_finalize(st);
     return rq_fail(q, SQLITE_NOMEM, "processes");
+}
+
+/* The index in ranks of process pid's rank; SIZE_MAX when unknown or filtered out. */
+static size_t rq_proc_rank(const struct rq *q, int64_t pid)
+{
+    size_t lo = 0, hi = q->n_procs;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (q->procs[mid].id < pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < q->n_procs && q->procs[lo].id == pid ? q->procs[lo].ri : SIZE_MAX;
 }
 
 static struct rq_row *rq_row_new(struct rq *q)
@@ -225,23 +263,32 @@ static bool rq_cat_wanted(const struct rq *q, enum proto_cat c)
     return q->f->category == NULL || proto_cat_code(q->f->category) == c;
 }
 
+static int rq_step_done(struct rq *q);
+
+/*
+ * Reads the per-step rows, in step order, and folds each step as its rows
+ * end (rq_step_done): the memory a report holds follows the ranks (one
+ * step's rows, and the RQ_STEPS steps it lists), never the steps.
+ */
 static int rq_read_steps(struct rq *q)
 {
     static const char all[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
-        " WHERE step BETWEEN ?1 AND ?2";
+        " WHERE step BETWEEN ?1 AND ?2 ORDER BY step";
     static const char all_steps[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps";
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
+        " ORDER BY step";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
         " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
-        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3";
+        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3"
+        " ORDER BY r.step";
     static const char by_dev_legacy[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, o.category, r.total_ns, r.exposed_ns"
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
-        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0";
+        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0 ORDER BY r.step";
     bool per_op = q->f->device != NULL && q->legacy;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db,
@@ -256,17 +303,20 @@ static int rq_read_steps(struct rq *q)
     if (q->f->device != NULL)
         sqlite3_bind_text(st, 3, q->f->device, -1, SQLITE_STATIC);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t pid = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
+        uint64_t step = (uint64_t)sqlite3_column_int64(st, 1);
         struct rq_row *w;
 
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        if (ri == SIZE_MAX)
             continue;
-        if ((w = rq_row_new(q)) == NULL) {
+        /* the rows come by step: one step's rows in memory at a time */
+        if ((q->n_rows > 0 && q->rows[0].step != step && rq_step_done(q) < 0) ||
+            (w = rq_row_new(q)) == NULL) {
             rc = SQLITE_NOMEM;
             break;
         }
-        w->ri = q->proc_rank[pid];
-        w->step = (uint64_t)sqlite3_column_int64(st, 1);
+        w->ri = ri;
+        w->step = step;
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
         if (per_op) { /* one row per op: merged by rq_merge_rows */
@@ -289,6 +339,8 @@ static int rq_read_steps(struct rq *q)
         w->caused = (uint64_t)sqlite3_column_int64(st, 13);
     }
     sqlite3_finalize(st);
+    if (rc == SQLITE_DONE && q->n_rows > 0 && rq_step_done(q) < 0)
+        rc = SQLITE_NOMEM;
     return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
 }
 
@@ -403,29 +455,123 @@ static void rq_imbalance(const uint64_t *v, size_t n, uint64_t *tmp, struct rq_i
 
 /* ---- sections ------------------------------------------------------------- */
 
+/*
+ * The missing ranks: those of 0..world-1 (within the ranks filter) no process
+ * said, as ranges [first, last] ascending, each given to emit (which may be
+ * NULL); returns how many ranks. The cost follows the ranks seen (and the
+ * filter's), never the world: the gaps between the sorted ranks are the ranges.
+ */
+static uint64_t rq_missing(const struct rq *q, int (*emit)(void *, uint64_t, uint64_t), void *arg,
+                           int *err)
+{
+    uint64_t n = 0, next = 0;
+
+    *err = 0;
+    if (q->f->ranks != NULL) { /* the filter's ranks no process gave (q->ranks: the others) */
+        uint64_t first = 0, last = 0;
+        bool open = false;
+        for (uint64_t r = 0; r < q->world && *err == 0; r = next) {
+            bool found = false;
+            next = UINT64_MAX; /* the smallest wanted rank above r */
+            for (size_t i = 0; i < q->f->n_ranks; i++)
+                if ((uint64_t)q->f->ranks[i] > r && (uint64_t)q->f->ranks[i] < next)
+                    next = (uint64_t)q->f->ranks[i];
+            if (!rq_rank_wanted(q, (int64_t)r))
+                continue;
+            for (size_t i = 0; i < q->n_ranks && !found; i++)
+                found = q->ranks[i].rank == (int64_t)r;
+            if (found)
+                continue;
+            n++;
+            if (open && r == last + 1) {
+                last = r;
+                continue;
+            }
+            if (open && emit != NULL)
+                *err = emit(arg, first, last);
+            first = last = r;
+            open = true;
+        }
+        if (open && emit != NULL && *err == 0)
+            *err = emit(arg, first, last);
+        return n;
+    }
+    for (size_t i = 0; i <= q->n_ranks && *err == 0; i++) { /* q->ranks ascending */
+        uint64_t r = i < q->n_ranks ? (uint64_t)q->ranks[i].rank : q->world;
+        if (i < q->n_ranks && (q->ranks[i].rank < 0 || r < next))
+            continue;
+        if (r > q->world)
+            r = q->world;
+        if (r > next) {
+            n += r - next;
+            if (emit != NULL)
+                *err = emit(arg, next, r - 1);
+        }
+        next = r + 1;
+        if (next > q->world)
+            break;
+    }
+    return n;
+}
+
+static int rq_pack_range(void *pk, uint64_t first, uint64_t last)
+{
+    return msgpack_pack_array(pk, 2) || msgpack_pack_uint64(pk, first) ||
+           msgpack_pack_uint64(pk, last);
+}
+
+/* Packs the ranks of a range, RQ_MISSING at most in all (*left counts down). */
+struct rq_list {
+    msgpack_packer *pk;
+    uint64_t left;
+};
+
+static int rq_pack_listed(void *arg, uint64_t first, uint64_t last)
+{
+    struct rq_list *l = arg;
+
+    for (uint64_t r = first; r <= last && l->left > 0; r++, l->left--)
+        if (msgpack_pack_uint64(l->pk, r))
+            return -1;
+    return 0;
+}
+
+static int rq_count_range(void *arg, uint64_t first, uint64_t last)
+{
+    (void)first;
+    (void)last;
+    ++*(size_t *)arg;
+    return 0;
+}
+
+/* `missing_ranks` (the first RQ_MISSING), `missing_rank_count`, `missing_rank_ranges`. */
+static int rq_pack_missing(struct rq *q, msgpack_packer *pk)
+{
+    size_t ranges = 0;
+    int err;
+    uint64_t n = rq_missing(q, rq_count_range, &ranges, &err);
+    struct rq_list l = {pk, n < RQ_MISSING ? n : RQ_MISSING};
+
+    if (pk_str(pk, "missing_ranks") || msgpack_pack_array(pk, (uint32_t)l.left))
+        return -1;
+    rq_missing(q, rq_pack_listed, &l, &err);
+    if (err != 0 || pk_u64(pk, "missing_rank_count", n) || pk_str(pk, "missing_rank_ranges") ||
+        msgpack_pack_array(pk, (uint32_t)ranges))
+        return -1;
+    rq_missing(q, rq_pack_range, pk, &err);
+    return err;
+}
+
 static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 {
-    size_t missing = 0, dropping = 0;
+    size_t dropping = 0;
 
-    for (uint64_t r = 0; r < q->world; r++) {
-        bool found = false;
-        for (size_t i = 0; i < q->n_ranks && !found; i++)
-            found = q->ranks[i].rank == (int64_t)r;
-        missing += !found && rq_rank_wanted(q, (int64_t)r);
-    }
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 7) || pk_u64(pk, "world", q->world) ||
-        pk_u64(pk, "steps", q->n_steps) || pk_str(pk, "missing_ranks") ||
-        msgpack_pack_array(pk, missing))
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 10) || pk_u64(pk, "world", q->world) ||
+        pk_u64(pk, "world_given", q->world_given) || pk_u64(pk, "steps", q->n_steps) ||
+        rq_pack_missing(q, pk) != 0)
         return -1;
-    for (uint64_t r = 0; r < q->world; r++) {
-        bool found = false;
-        for (size_t i = 0; i < q->n_ranks && !found; i++)
-            found = q->ranks[i].rank == (int64_t)r;
-        if (!found && rq_rank_wanted(q, (int64_t)r) && msgpack_pack_uint64(pk, r))
-            return -1;
-    }
     if (pk_str(pk, "dropped") || msgpack_pack_array(pk, dropping))
         return -1;
     for (size_t i = 0; i < q->n_ranks; i++) {
@@ -444,136 +590,170 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
                       "(op, process_group metadata, occurrence per rank)");
 }
 
-/* Folds the step rows into the per-rank sums and packs `steps`. */
-/* One step's summary: rows [i, j) of q->rows. */
-struct rq_step {
-    size_t i, j, slow, lastr, late;
-    uint64_t min, max, mean, waited;
-    bool named;
-};
-
-static int rq_step_spread_cmp(const void *pa, const void *pb)
+/* True when step a is listed after b: a narrower spread, or as wide and later. */
+static bool rq_shown_after(const struct rq_shown *a, const struct rq_shown *b)
 {
-    const struct rq_step *a = pa, *b = pb;
-
     if (a->max - a->min != b->max - b->min)
-        return a->max - a->min > b->max - b->min ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i; /* rows are by step: the earlier step first */
+        return a->max - a->min < b->max - b->min;
+    return a->step > b->step;
 }
 
-static int rq_step_order_cmp(const void *pa, const void *pb)
+static void rq_shown_swap(struct rq_shown *a, struct rq_shown *b)
 {
-    const struct rq_step *a = pa, *b = pb;
+    struct rq_shown t = *a;
 
-    return a->i < b->i ? -1 : a->i > b->i;
+    *a = *b;
+    *b = t;
 }
 
-static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_step *st)
+/* Restores the heap (the step listed last at the root) from node k down. */
+static void rq_shown_down(struct rq *q, size_t k)
 {
-    const struct rq_row *rows = q->rows;
+    for (;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < q->n_shown && rq_shown_after(&q->shown[l], &q->shown[m]))
+            m = l;
+        if (l + 1 < q->n_shown && rq_shown_after(&q->shown[l + 1], &q->shown[m]))
+            m = l + 1;
+        if (m == k)
+            return;
+        rq_shown_swap(&q->shown[k], &q->shown[m]);
+        k = m;
+    }
+}
 
-    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", rows[st->i].step) ||
-        pk_u64(pk, "ranks", st->j - st->i) || pk_u64(pk, "min_ns", st->min) ||
-        pk_u64(pk, "max_ns", st->max) || pk_u64(pk, "mean_ns", st->mean) ||
-        pk_u64(pk, "spread_ns", st->max - st->min) ||
-        pk_rank(pk, "slowest_rank", q->ranks[rows[st->slow].ri].rank) ||
-        pk_rank(pk, "last_rank",
-                rows[st->lastr].last > 0 ? q->ranks[rows[st->lastr].ri].rank : -1) ||
-        pk_rank(pk, "late_rank", st->named ? q->ranks[rows[st->late].ri].rank : -1) ||
-        pk_u64(pk, "waited_ns", st->waited) || pk_str(pk, "times_ns") ||
-        msgpack_pack_array(pk, st->j - st->i))
-        return -1;
-    for (size_t k = st->i; k < st->j; k++)
-        if (msgpack_pack_array(pk, 2) ||
-            (q->ranks[rows[k].ri].rank < 0 ? msgpack_pack_nil(pk)
-                                           : msgpack_pack_int64(pk, q->ranks[rows[k].ri].rank)) ||
-            msgpack_pack_uint64(pk, rq_span(&rows[k])))
-            return -1;
+/* Keeps step st (its rows in q->rows) among the RQ_STEPS widest, if it is one. */
+static int rq_step_keep(struct rq *q, struct rq_shown *st)
+{
+    size_t k;
+
+    if (q->n_shown == RQ_STEPS && !rq_shown_after(&q->shown[0], st))
+        return 0;
+    if ((st->times = malloc(st->n * sizeof(*st->times))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < st->n; i++)
+        st->times[i] = (struct rq_time){q->rows[i].ri, rq_span(&q->rows[i])};
+    if (q->shown == NULL && (q->shown = malloc(RQ_STEPS * sizeof(*q->shown))) == NULL) {
+        free(st->times);
+        return -ENOMEM;
+    }
+    if (q->n_shown == RQ_STEPS) { /* it takes the place of the step listed last */
+        free(q->shown[0].times);
+        q->shown[0] = *st;
+        rq_shown_down(q, 0);
+        return 0;
+    }
+    q->shown[k = q->n_shown++] = *st;
+    for (; k > 0 && rq_shown_after(&q->shown[(k - 1) / 2], &q->shown[k]); k = (k - 1) / 2)
+        rq_shown_swap(&q->shown[k], &q->shown[(k - 1) / 2]);
     return 0;
 }
 
 /*
- * Folds the step rows into the per-rank sums and packs `steps`: every step when there are
- * at most RQ_STEPS, else the RQ_STEPS with the widest spread (by step), so that the reply
- * does not grow with the session's length.
+ * The rows of one step are all read (q->rows): merges those of one rank,
+ * folds them into the per-rank sums, keeps the step's summary if it is to
+ * be listed, and empties q->rows for the next step. 0 or -ENOMEM.
  */
-static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *n_steps_out,
-                         uint64_t *mean_step_out)
+static int rq_step_done(struct rq *q)
 {
-    struct rq_step *steps = NULL;
-    size_t n_steps = 0, cap = 0, shown;
-    unsigned __int128 step_sum = 0;
-    uint64_t step_cnt = 0;
-    int rc = -1;
+    struct rq_shown st = {.step = q->rows[0].step, .min = UINT64_MAX};
+    size_t slow = 0, lastr = 0, late = 0;
+    unsigned __int128 sum = 0;
+    bool named;
 
-    for (size_t i = 0; i < q->n_rows;) {
-        struct rq_step st = {.i = i, .slow = i, .lastr = i, .late = i, .min = UINT64_MAX};
-        unsigned __int128 sum = 0;
-        size_t j = i;
+    rq_merge_rows(q); /* one step: by rank */
+    for (size_t j = 0; j < q->n_rows; j++) {
+        struct rq_row *w = &q->rows[j];
+        struct rq_rank *r = &q->ranks[w->ri];
+        uint64_t t = rq_span(w);
 
-        while (j < q->n_rows && q->rows[j].step == q->rows[i].step) {
-            struct rq_row *w = &q->rows[j];
-            struct rq_rank *r = &q->ranks[w->ri];
-            uint64_t t = rq_span(w);
-
-            r->steps++;
-            r->step_ns = rq_sat(r->step_ns, t);
-            for (int c = 0; c < PROTO_NCAT; c++)
-                r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
-            r->exposed = rq_sat(r->exposed, w->exposed);
-            r->coll += w->coll;
-            r->waited = rq_sat(r->waited, w->waited);
-            r->last += w->last;
-            r->caused = rq_sat(r->caused, w->caused);
-            sum += t;
-            st.waited = rq_sat(st.waited, w->waited);
-            if (t < st.min)
-                st.min = t;
-            if (t > st.max || j == i) {
-                st.max = t;
-                st.slow = j;
-            }
-            if (w->last > q->rows[st.lastr].last)
-                st.lastr = j;
-            if (w->caused > q->rows[st.late].caused)
-                st.late = j;
-            j++;
+        r->steps++;
+        r->step_ns = rq_sat(r->step_ns, t);
+        for (int c = 0; c < PROTO_NCAT; c++)
+            r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+        r->exposed = rq_sat(r->exposed, w->exposed);
+        r->coll += w->coll;
+        r->waited = rq_sat(r->waited, w->waited);
+        r->last += w->last;
+        r->caused = rq_sat(r->caused, w->caused);
+        sum += t;
+        st.waited = rq_sat(st.waited, w->waited);
+        if (t < st.min)
+            st.min = t;
+        if (t > st.max || j == 0) {
+            st.max = t;
+            slow = j;
         }
-        st.j = j;
-        st.mean = (uint64_t)(sum / (j - i));
-        st.named = q->rows[st.late].caused > 0 && j - i > 1 &&
-                   (double)q->rows[st.late].caused >= RQ_LATE * (double)st.mean;
-        q->ranks[q->rows[st.slow].ri].slowest++;
-        if (st.named)
-            q->ranks[q->rows[st.late].ri].late++;
-        step_sum += sum;
-        step_cnt += j - i;
-        if (n_steps == cap) {
-            struct rq_step *p = realloc(steps, (cap = cap ? 2 * cap : 256) * sizeof(*p));
-            if (p == NULL)
-                goto out;
-            steps = p;
-        }
-        steps[n_steps++] = st;
-        i = j;
+        if (w->last > q->rows[lastr].last)
+            lastr = j;
+        if (w->caused > q->rows[late].caused)
+            late = j;
     }
-    shown = n_steps;
-    if (n_steps > RQ_STEPS) {
-        qsort(steps, n_steps, sizeof(*steps), rq_step_spread_cmp);
-        shown = RQ_STEPS;
-        qsort(steps, shown, sizeof(*steps), rq_step_order_cmp);
+    st.n = q->n_rows;
+    st.mean = (uint64_t)(sum / st.n);
+    named = q->rows[late].caused > 0 && st.n > 1 &&
+            (double)q->rows[late].caused >= RQ_LATE * (double)st.mean;
+    st.slow = q->rows[slow].ri;
+    st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
+    st.late = named ? q->rows[late].ri : SIZE_MAX;
+    q->ranks[st.slow].slowest++;
+    if (named)
+        q->ranks[st.late].late++;
+    q->step_sum += sum;
+    q->step_cnt += st.n;
+    q->n_steps++;
+    q->n_rows = 0;
+    return rq_step_keep(q, &st);
+}
+
+static int rq_shown_step_cmp(const void *pa, const void *pb)
+{
+    const struct rq_shown *a = pa, *b = pb;
+
+    return a->step < b->step ? -1 : a->step > b->step;
+}
+
+static int64_t rq_rank_of(const struct rq *q, size_t ri)
+{
+    return ri == SIZE_MAX ? -1 : q->ranks[ri].rank;
+}
+
+static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st)
+{
+    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
+        pk_u64(pk, "min_ns", st->min) || pk_u64(pk, "max_ns", st->max) ||
+        pk_u64(pk, "mean_ns", st->mean) || pk_u64(pk, "spread_ns", st->max - st->min) ||
+        pk_rank(pk, "slowest_rank", rq_rank_of(q, st->slow)) ||
+        pk_rank(pk, "last_rank", rq_rank_of(q, st->last)) ||
+        pk_rank(pk, "late_rank", rq_rank_of(q, st->late)) || pk_u64(pk, "waited_ns", st->waited) ||
+        pk_str(pk, "times_ns") || msgpack_pack_array(pk, st->n))
+        return -1;
+    for (size_t k = 0; k < st->n; k++) {
+        int64_t rank = q->ranks[st->times[k].ri].rank;
+        if (msgpack_pack_array(pk, 2) ||
+            (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank)) ||
+            msgpack_pack_uint64(pk, st->times[k].t))
+            return -1;
     }
-    if (pk_str(pk, "steps") || msgpack_pack_array(pk, shown))
-        goto out;
-    for (size_t k = 0; k < shown; k++)
-        if (rq_pack_step(q, pk, &steps[k]))
-            goto out;
-    *n_steps_out = n_steps;
-    *mean_step_out = step_cnt ? (uint64_t)(step_sum / step_cnt) : 0;
-    rc = 0;
-out:
-    free(steps);
-    return rc;
+    return 0;
+}
+
+/*
+ * Packs `steps`: every step when there are at most RQ_STEPS, else the
+ * RQ_STEPS with the widest spread (ties: the earlier), by step, so that
+ * neither the reply nor the memory grows with the session's length.
+ */
+static int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *mean_step_out)
+{
+    if (q->n_shown > 1)
+        qsort(q->shown, q->n_shown, sizeof(*q->shown), rq_shown_step_cmp);
+    if (pk_str(pk, "steps") || msgpack_pack_array(pk, q->n_shown))
+        return -1;
+    for (size_t k = 0; k < q->n_shown; k++)
+        if (rq_pack_step(q, pk, &q->shown[k]))
+            return -1;
+    *mean_step_out = q->step_cnt ? (uint64_t)(q->step_sum / q->step_cnt) : 0;
+    return 0;
 }
 
 static uint64_t rq_total(const struct rq_rank *r)
@@ -716,15 +896,16 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
         return rq_fail(q, rc, "rk_coll_ranks");
     rq_bind_steps(q, st);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t op = sqlite3_column_int64(st, 0), pid = sqlite3_column_int64(st, 1);
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        int64_t op = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 1));
+        if (ri == SIZE_MAX)
             continue;
         if (ci >= n || cs[ci].op_id != op)
             for (ci = 0; ci < n && cs[ci].op_id != op; ci++)
                 ;
         if (ci < n) {
             cs[ci].waited = rq_sat(cs[ci].waited, rq_pos(sqlite3_column_int64(st, 2)));
-            cs[ci].last[q->proc_rank[pid]] += rq_pos(sqlite3_column_int64(st, 3));
+            cs[ci].last[ri] += rq_pos(sqlite3_column_int64(st, 3));
         }
     }
     sqlite3_finalize(st);
@@ -813,8 +994,7 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         const char *name = (const char *)sqlite3_column_text(st, 0);
         int base = filter ? 2 : 1;
         if (filter) {
-            int64_t pid = sqlite3_column_int64(st, 1);
-            if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX ||
+            if (rq_proc_rank(q, sqlite3_column_int64(st, 1)) == SIZE_MAX ||
                 !rq_cat_wanted(q, proto_cat_code((const char *)sqlite3_column_text(st, 5))))
                 continue;
         }
@@ -905,7 +1085,7 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
 
     if (vals == NULL || pick == NULL)
         goto out;
-    if (q->n_ranks == 0 || q->n_rows == 0) {
+    if (q->n_ranks == 0 || q->n_steps == 0) {
         snprintf(v, sizeof(v), "no rank aggregates%s.",
                  q->state == 0 ? " (a session file written before them: tracectl classify "
                                  "builds them)"
@@ -987,20 +1167,16 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
         }
     }
     if (len < sizeof(v)) {
-        size_t missing = 0, dropping = 0;
-        for (uint64_t r = 0; r < q->world; r++) {
-            bool found = false;
-            for (size_t i = 0; i < q->n_ranks && !found; i++)
-                found = q->ranks[i].rank == (int64_t)r;
-            missing += !found && rq_rank_wanted(q, (int64_t)r);
-        }
+        size_t dropping = 0;
+        int err;
+        uint64_t missing = rq_missing(q, NULL, NULL, &err);
         memset(pick, 0, (q->n_ranks + 1) * sizeof(*pick));
         for (size_t i = 0; i < q->n_ranks; i++)
             if (q->ranks[i].dropped > 0)
                 pick[i] = true, dropping++;
         if (missing > 0)
-            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %zu of %llu ranks missing",
-                                    missing, (unsigned long long)q->world);
+            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %llu of %llu ranks missing",
+                                    (unsigned long long)missing, (unsigned long long)q->world);
         if (dropping > 0 && len < sizeof(v)) {
             len += (size_t)snprintf(v + len, sizeof(v) - len, "; entries dropped on rank%s ",
                                     dropping > 1 ? "s" : "");
@@ -1045,12 +1221,12 @@ static int rq_late_ranks(struct rq *q)
         return rq_fail(q, rc, "rk_steps");
     rq_bind_steps(q, st);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t pid = sqlite3_column_int64(st, 0);
+        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
         struct rq_rank *r;
 
-        if (pid < 0 || (size_t)pid >= q->n_proc || q->proc_rank[pid] == SIZE_MAX)
+        if (ri == SIZE_MAX)
             continue;
-        r = &q->ranks[q->proc_rank[pid]];
+        r = &q->ranks[ri];
         r->waited = rq_sat(r->waited, rq_pos(sqlite3_column_int64(st, 1)));
         r->last += rq_pos(sqlite3_column_int64(st, 2));
         r->caused = rq_sat(r->caused, rq_pos(sqlite3_column_int64(st, 3)));
@@ -1110,7 +1286,7 @@ out:
     if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
         snprintf(q.err, q.errlen, "report: late: out of memory");
     free(q.ranks);
-    free(q.proc_rank);
+    free(q.procs);
     return rc;
 }
 
@@ -1134,11 +1310,9 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
         goto out;
     if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)
         goto out;
-    rq_merge_rows(&q);
     /* The verdict comes first but rests on the sections: pack those aside, then it. */
     rc = -ENOMEM;
-    if (rq_pack_steps(&q, &tp, &q.n_steps, &mean_step) || rq_pack_ranks(&q, &tp) ||
-        rq_pack_categories(&q, &tp))
+    if (rq_pack_steps(&q, &tp, &mean_step) || rq_pack_ranks(&q, &tp) || rq_pack_categories(&q, &tp))
         goto out;
     if (q.state != 0) {
         if ((rc = rq_pack_collectives(&q, &tp, &n_coll, &cs)) < 0)
@@ -1163,7 +1337,10 @@ out:
     free(cs);
     msgpack_sbuffer_destroy(&tail);
     free(q.ranks);
-    free(q.proc_rank);
+    free(q.procs);
     free(q.rows);
+    for (size_t i = 0; i < q.n_shown; i++)
+        free(q.shown[i].times);
+    free(q.shown);
     return rc;
 }

@@ -168,9 +168,18 @@ struct rk_pop {
 /* The rk_ops deltas of a (process, device): RK_DOPS slots by op id % RK_DOPS. */
 #define RK_DOPS 256
 
+/*
+ * The processes, in the order they were first seen: r->procs. Their ids
+ * are dense in a live session (1, 2, ...) but any integer in a file, so an
+ * id below RK_PSLOTS finds its process through r->pslot (index + 1, grown
+ * on demand), a larger one through r->proc_idx: memory follows the
+ * processes, never the largest id.
+ */
+#define RK_PSLOTS 65536
+
 struct rk_proc {
-    uint64_t group; /* hash of its process_group metadata, 0 none */
-    bool seen;
+    int64_t id;
+    uint64_t group;      /* hash of its process_group metadata, 0 none */
     bool replay;         /* an imported file (metadata import.file): entries in file order */
     uint32_t dev1;       /* r->devs index + 1 of its last device */
     struct rk_refs step; /* the rk_steps deltas of its last steps */
@@ -224,9 +233,12 @@ struct ranks {
     uint8_t *cat;     /* by op id: enum proto_cat, 0xff unknown */
     uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point) */
     size_t n_cat;
-    struct rk_proc *procs;
-    size_t n_procs;
-    uint64_t world, nprocs_seen;
+    struct rk_proc *procs; /* r->n_procs seen */
+    size_t n_procs, cap_procs;
+    uint32_t *pslot; /* by process id < RK_PSLOTS: r->procs index + 1, 0 none */
+    size_t n_pslot;
+    struct rkmap proc_idx; /* process id >= RK_PSLOTS -> r->procs index */
+    uint64_t world;
     uint64_t late, late_written, opened;
     bool inexact, inexact_written;
 

@@ -58,7 +58,7 @@ static uint64_t rkcoll_expected(const struct ranks *r, const struct rk_inst *in)
 {
     if (in->size != 0)
         return in->size;
-    return r->world > r->nprocs_seen ? r->world : r->nprocs_seen;
+    return r->world > r->n_procs ? r->world : r->n_procs;
 }
 
 static int rkcoll_close(struct ranks *r, size_t idx)
@@ -239,4 +239,3 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
         return rkcoll_close(r, (size_t)(in - r->inst));
     return 0;
 }
-

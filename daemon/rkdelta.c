@@ -1,31 +1,54 @@
 /* rkdelta.c — the rank aggregates' deltas and their caches; see rkdelta.h. */
 #include "rkdelta.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+struct rk_proc *rkdelta_proc_far(struct ranks *r, int64_t process_id)
+{
+    ssize_t i = rkmap_get(&r->proc_idx, (uint64_t)process_id, 0, 0);
+
+    return i >= 0 ? &r->procs[i] : NULL;
+}
+
+/* Makes room in r->pslot for id (< RK_PSLOTS). 0 or -ENOMEM. */
+static int rkdelta_pslot_grow(struct ranks *r, size_t id)
+{
+    size_t n = r->n_pslot ? r->n_pslot : 64;
+    uint32_t *p;
+
+    while (n <= id)
+        n *= 2;
+    if (n > RK_PSLOTS)
+        n = RK_PSLOTS;
+    if ((p = realloc(r->pslot, n * sizeof(*p))) == NULL)
+        return -ENOMEM;
+    memset(p + r->n_pslot, 0, (n - r->n_pslot) * sizeof(*p));
+    r->pslot = p;
+    r->n_pslot = n;
+    return 0;
+}
+
 struct rk_proc *rkdelta_proc(struct ranks *r, int64_t process_id)
 {
-    size_t id = (size_t)process_id;
+    struct rk_proc *p = rkdelta_proc_known(r, process_id);
+    size_t i = r->n_procs;
 
-    if (process_id < 0 || process_id > (1 << 24))
+    if (p != NULL || process_id < 0)
+        return p;
+    if (i >= UINT32_MAX || rkmap_grow((void **)&r->procs, &r->cap_procs, i, sizeof(*p)) < 0)
         return NULL;
-    if (id >= r->n_procs) {
-        size_t n = r->n_procs ? r->n_procs : 16;
-        struct rk_proc *p;
-        while (n <= id)
-            n *= 2;
-        if ((p = realloc(r->procs, n * sizeof(*p))) == NULL)
+    if (process_id < RK_PSLOTS) {
+        if ((size_t)process_id >= r->n_pslot && rkdelta_pslot_grow(r, (size_t)process_id) < 0)
             return NULL;
-        memset(p + r->n_procs, 0, (n - r->n_procs) * sizeof(*p));
-        r->procs = p;
-        r->n_procs = n;
+        r->pslot[process_id] = (uint32_t)i + 1;
+    } else if (rkmap_put(&r->proc_idx, (uint64_t)process_id, 0, 0, (uint32_t)i) < 0) {
+        return NULL;
     }
-    if (!r->procs[id].seen) {
-        r->procs[id].seen = true;
-        r->nprocs_seen++;
-    }
-    return &r->procs[id];
+    r->procs[i] = (struct rk_proc){.id = process_id};
+    r->n_procs++;
+    return &r->procs[i];
 }
 
 /* Each delta's find-or-create is rkmap_find() with its key and its row's initial values. */

@@ -17,8 +17,10 @@
 
 #include "rk.h"
 
-/* The process of id, counted as seen; NULL when out of memory or id out of range. */
+/* The process of id, added when new; NULL when out of memory or id negative. */
 struct rk_proc *rkdelta_proc(struct ranks *r, int64_t process_id);
+/* rkdelta_proc_known's look-up of an id of RK_PSLOTS or more. */
+struct rk_proc *rkdelta_proc_far(struct ranks *r, int64_t process_id);
 /* The (process, device) d of those ids. */
 struct rk_dev *rkdelta_dev(struct ranks *r, int64_t process_id, uint32_t device_id);
 /* The deltas by key, without the caches. */
@@ -39,10 +41,24 @@ struct rk_opsum *rkdelta_opsum_miss(struct ranks *r, struct rk_dev *d, uint32_t 
 struct rk_collsum *rkdelta_collsum_miss(struct ranks *r, uint32_t op_id, int64_t process_id,
                                         uint64_t step);
 
-/* The known process of id, or NULL (not rkdelta_proc(): that would count it as seen). */
+/* The process of id when seen, else NULL (not rkdelta_proc(): that would add it). */
 static inline struct rk_proc *rkdelta_proc_known(struct ranks *r, int64_t process_id)
 {
-    return process_id >= 0 && (uint64_t)process_id < r->n_procs ? &r->procs[process_id] : NULL;
+    if (process_id < 0)
+        return NULL;
+    if (process_id >= RK_PSLOTS)
+        return rkdelta_proc_far(r, process_id);
+    if ((uint64_t)process_id >= r->n_pslot || r->pslot[process_id] == 0)
+        return NULL;
+    return &r->procs[r->pslot[process_id] - 1];
+}
+
+/* The process of id, added when new (rkdelta_proc); NULL when out of memory. */
+static inline struct rk_proc *rkdelta_proc_c(struct ranks *r, int64_t process_id)
+{
+    struct rk_proc *p = rkdelta_proc_known(r, process_id);
+
+    return p != NULL ? p : rkdelta_proc(r, process_id);
 }
 
 /* The rk_steps delta of a process at step. */

@@ -161,7 +161,7 @@ int rkexpose_settle(struct ranks *r, struct rk_dev *d, uint64_t w)
 
 int rkexpose_settle_live(struct ranks *r, struct rk_dev *d)
 {
-    const struct rk_proc *p = (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+    const struct rk_proc *p = rkdelta_proc_known(r, d->process_id);
     uint64_t margin = d->disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * d->disorder;
 
     if (p != NULL && p->replay)

@@ -6,7 +6,42 @@
 #include "rkdelta.h"
 #include "rkwrite.h"
 #include "schema.h"
-#include "store.h"
+
+/* One row of rk_ops_v1 into the rk_ops and rk_devsteps deltas. */
+static int rkschema_fold_row(sqlite3_stmt *st, void *arg)
+{
+    struct ranks *r = arg;
+    int64_t pid = sqlite3_column_int64(st, 0);
+    uint64_t step = (uint64_t)sqlite3_column_int64(st, 1);
+    uint32_t dev = (uint32_t)sqlite3_column_int64(st, 2),
+             op = (uint32_t)sqlite3_column_int64(st, 3);
+    uint64_t calls = (uint64_t)sqlite3_column_int64(st, 4);
+    uint64_t total = (uint64_t)sqlite3_column_int64(st, 5);
+    uint64_t exposed = (uint64_t)sqlite3_column_int64(st, 7);
+    uint64_t begin = (uint64_t)sqlite3_column_int64(st, 8);
+    uint64_t end = (uint64_t)sqlite3_column_int64(st, 9);
+    enum proto_cat cat = proto_cat_code((const char *)sqlite3_column_text(st, 10));
+    struct rk_opsum *o = rkdelta_opsum(r, pid, dev, op);
+    struct rk_devstep *d = rkdelta_devstep(r, pid, step, dev);
+
+    if (o == NULL || d == NULL)
+        return -ENOMEM;
+    o->calls = rk_sat(o->calls, calls);
+    o->total = rk_sat(o->total, total);
+    o->elements = rk_sat(o->elements, (uint64_t)sqlite3_column_int64(st, 6));
+    o->exposed = rk_sat(o->exposed, exposed);
+    d->cat[cat] = rk_sat(d->cat[cat], total);
+    d->exposed = rk_sat(d->exposed, exposed);
+    d->first_row = 0;
+    d->last_row = INT64_MAX;
+    if (calls == 0)
+        return 0; /* only exposure: no begin or end */
+    o->begin = begin < o->begin ? begin : o->begin;
+    o->end = end > o->end ? end : o->end;
+    d->begin = begin < d->begin ? begin : d->begin;
+    d->end = end > d->end ? end : d->end;
+    return 0;
+}
 
 /*
  * Folds the rows of an rk_ops keyed by step (files written before rk_devsteps,
@@ -15,51 +50,13 @@
  */
 static int rkschema_fold(struct ranks *r)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT v.process_id, v.step, v.device_id, v.op_id, v.calls,"
-                                " v.total_ns, v.elements, v.exposed_ns, v.begin_ns, v.end_ns,"
-                                " o.category FROM rk_ops_v1 v LEFT JOIN ops o ON o.id = v.op_id",
-                                -1, &st, NULL);
-    int err = 0;
+    int err = rksql_each(r->db,
+                         "SELECT v.process_id, v.step, v.device_id, v.op_id, v.calls,"
+                         " v.total_ns, v.elements, v.exposed_ns, v.begin_ns, v.end_ns,"
+                         " o.category FROM rk_ops_v1 v LEFT JOIN ops o ON o.id = v.op_id",
+                         rkschema_fold_row, r);
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t pid = sqlite3_column_int64(st, 0);
-        uint64_t step = (uint64_t)sqlite3_column_int64(st, 1);
-        uint32_t dev = (uint32_t)sqlite3_column_int64(st, 2),
-                 op = (uint32_t)sqlite3_column_int64(st, 3);
-        uint64_t calls = (uint64_t)sqlite3_column_int64(st, 4);
-        uint64_t total = (uint64_t)sqlite3_column_int64(st, 5);
-        uint64_t exposed = (uint64_t)sqlite3_column_int64(st, 7);
-        uint64_t begin = (uint64_t)sqlite3_column_int64(st, 8);
-        uint64_t end = (uint64_t)sqlite3_column_int64(st, 9);
-        enum proto_cat cat = proto_cat_code((const char *)sqlite3_column_text(st, 10));
-        struct rk_opsum *o = rkdelta_opsum(r, pid, dev, op);
-        struct rk_devstep *d = rkdelta_devstep(r, pid, step, dev);
-
-        if (o == NULL || d == NULL) {
-            err = -ENOMEM;
-            break;
-        }
-        o->calls = rk_sat(o->calls, calls);
-        o->total = rk_sat(o->total, total);
-        o->elements = rk_sat(o->elements, (uint64_t)sqlite3_column_int64(st, 6));
-        o->exposed = rk_sat(o->exposed, exposed);
-        d->cat[cat] = rk_sat(d->cat[cat], total);
-        d->exposed = rk_sat(d->exposed, exposed);
-        d->first_row = 0;
-        d->last_row = INT64_MAX;
-        if (calls == 0)
-            continue; /* only exposure: no begin or end */
-        o->begin = begin < o->begin ? begin : o->begin;
-        o->end = end > o->end ? end : o->end;
-        d->begin = begin < d->begin ? begin : d->begin;
-        d->end = end > d->end ? end : d->end;
-    }
-    sqlite3_finalize(st);
-    if (err != 0 || (err = store_errno(rc)) != 0)
+    if (err != 0)
         return err;
     err = rkwrite_ops(r);
     rkdelta_reset(r);
@@ -85,16 +82,9 @@ static const struct {
 /* True when table exists and its key does not start with the step. */
 static bool rkschema_old_key(sqlite3 *db, const char *table)
 {
-    sqlite3_stmt *st;
-    bool old = false;
+    int pk = rksql_column_pk(db, table, "step");
 
-    if (sqlite3_prepare_v2(db, "SELECT pk FROM pragma_table_info(?1) WHERE name = 'step'", -1, &st,
-                           NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    old = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) != 1;
-    sqlite3_finalize(st);
-    return old;
+    return pk >= 0 && pk != 1;
 }
 
 /*

@@ -105,6 +105,19 @@ int rksql_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, cons
     return err;
 }
 
+int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL), err = 0;
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        err = row(st, arg);
+    sqlite3_finalize(st);
+    return err != 0 ? err : store_errno(rc);
+}
+
 int rksql_info_set(sqlite3 *db, const char *key, int64_t v)
 {
     sqlite3_stmt *st;
@@ -147,17 +160,23 @@ bool rksql_has_table(sqlite3 *db, const char *name)
     return found;
 }
 
-bool rksql_has_column(sqlite3 *db, const char *table, const char *col)
+int rksql_column_pk(sqlite3 *db, const char *table, const char *col)
 {
     sqlite3_stmt *st;
-    bool found = false;
+    int pk = -1;
 
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2", -1, &st,
+    if (sqlite3_prepare_v2(db, "SELECT pk FROM pragma_table_info(?1) WHERE name = ?2", -1, &st,
                            NULL) != SQLITE_OK)
-        return false;
+        return -1;
     sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        pk = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    return found;
+    return pk;
+}
+
+bool rksql_has_column(sqlite3 *db, const char *table, const char *col)
+{
+    return rksql_column_pk(db, table, col) >= 0;
 }

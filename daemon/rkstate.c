@@ -158,8 +158,7 @@ static int rkstate_save_devs(struct ranks *r)
 
     for (size_t i = 0; i < r->n_devs; i++) {
         struct rk_dev *d = &r->devs[i];
-        const struct rk_proc *p =
-            (size_t)d->process_id < r->n_procs ? &r->procs[d->process_id] : NULL;
+        const struct rk_proc *p = rkdelta_proc_known(r, d->process_id);
         int64_t key[2] = {d->process_id, d->device_id};
         int64_t st[6] = {d->process_id,        d->device_id,        (int64_t)d->max_start,
                          (int64_t)d->disorder, (int64_t)d->fin_end, (int64_t)d->drop_end};
@@ -239,12 +238,47 @@ int rkstate_save(struct ranks *r)
     return 0;
 }
 
+struct rkstate_open {
+    struct ranks *r;
+    uint64_t first; /* the queue's first instance */
+};
+
+/* One arrival of rk_open, in the order the instances opened: its instance opened again
+ * (when it is the first arrival), then the arrival. */
+static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
+{
+    struct rkstate_open *lo = arg;
+    struct ranks *r = lo->r;
+    struct rk_ikey key = {
+        (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
+        (uint64_t)sqlite3_column_int64(st, 2), (uint64_t)sqlite3_column_int64(st, 3)};
+    uint64_t opened = (uint64_t)sqlite3_column_int64(st, 6);
+    uint64_t size = (uint64_t)sqlite3_column_int64(st, 10);
+    size_t pos = rkcoll_find(r, &key);
+    struct rk_inst *in = r->islot[pos] != 0 ? &r->inst[r->islot[pos] - 1] : NULL;
+    int err;
+
+    if (in == NULL) {
+        if (r->n_inst >= RANKS_OPEN || opened < lo->first || opened >= r->opened)
+            return -EIO;
+        if ((in = rkcoll_open(r, pos, &key, (uint32_t)sqlite3_column_int64(st, 5), opened)) == NULL)
+            return -ENOMEM;
+        r->iq[opened - lo->first].key = key;
+    }
+    err = rkcoll_add_arrival(in, (struct rk_arrival){sqlite3_column_int64(st, 4),
+                                                     (uint64_t)sqlite3_column_int64(st, 7),
+                                                     (uint64_t)sqlite3_column_int64(st, 8),
+                                                     (uint64_t)sqlite3_column_int64(st, 9)});
+    in->n_saved = in->n;
+    if (size > in->size) /* each row: the size then */
+        in->size = size;
+    return err;
+}
+
 /* Reopens the instances of rk_open, in the order they opened, and the queue they were in. */
 static int rkstate_load_open(struct ranks *r)
 {
-    sqlite3_stmt *st;
     uint64_t first = (uint64_t)rksql_info_get(r->db, "ranks_iq_first", 0);
-    int rc, err = 0;
 
     r->opened = (uint64_t)rksql_info_get(r->db, "ranks_opened", 0);
     if (first > r->opened || r->opened - first > RK_IQUEUE)
@@ -255,126 +289,72 @@ static int rkstate_load_open(struct ranks *r)
     r->iq_len = (size_t)(r->opened - first);
     for (size_t i = 0; i < r->iq_len; i++)
         r->iq[i] = (struct rk_iq){{0, 0, 0, 0}, first + i};
-    rc = sqlite3_prepare_v2(r->db,
-                            "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
-                            " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct rk_ikey key = {
-            (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
-            (uint64_t)sqlite3_column_int64(st, 2), (uint64_t)sqlite3_column_int64(st, 3)};
-        uint64_t opened = (uint64_t)sqlite3_column_int64(st, 6);
-        uint64_t size = (uint64_t)sqlite3_column_int64(st, 10);
-        size_t pos = rkcoll_find(r, &key);
-        struct rk_inst *in = r->islot[pos] != 0 ? &r->inst[r->islot[pos] - 1] : NULL;
-
-        if (in == NULL) {
-            if (r->n_inst >= RANKS_OPEN || opened < first || opened >= r->opened) {
-                err = -EIO;
-                break;
-            }
-            in = rkcoll_open(r, pos, &key, (uint32_t)sqlite3_column_int64(st, 5), opened);
-            if (in == NULL) {
-                err = -ENOMEM;
-                break;
-            }
-            r->iq[opened - first].key = key;
-        }
-        err = rkcoll_add_arrival(in, (struct rk_arrival){sqlite3_column_int64(st, 4),
-                                                         (uint64_t)sqlite3_column_int64(st, 7),
-                                                         (uint64_t)sqlite3_column_int64(st, 8),
-                                                         (uint64_t)sqlite3_column_int64(st, 9)});
-        in->n_saved = in->n;
-        if (size > in->size) /* each row: the size then */
-            in->size = size;
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    return rksql_each(r->db,
+                      "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
+                      " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
+                      rkstate_load_arrival, &(struct rkstate_open){r, first});
 }
 
-static int rkstate_load_occ(struct ranks *r)
+static int rkstate_load_occ(sqlite3_stmt *st, void *arg)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ", -1, &st,
-                                NULL);
-    int err = 0;
+    struct ranks *r = arg;
+    struct rk_occ row = {sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
+                         (uint64_t)sqlite3_column_int64(st, 2),
+                         (uint64_t)sqlite3_column_int64(st, 3), false};
+    struct rk_occ *o = rkmap_find(&r->occ_idx, (uint64_t)row.process_id, row.op_id, row.group,
+                                  (void **)&r->occ, &r->n_occ, &r->cap_occ, sizeof(*r->occ), &row);
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct rk_occ row = {sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1),
-                             (uint64_t)sqlite3_column_int64(st, 2),
-                             (uint64_t)sqlite3_column_int64(st, 3), false};
-        struct rk_occ *o =
-            rkmap_find(&r->occ_idx, (uint64_t)row.process_id, row.op_id, row.group,
-                       (void **)&r->occ, &r->n_occ, &r->cap_occ, sizeof(*r->occ), &row);
-        if (o == NULL)
-            err = -ENOMEM;
-        else
-            *o = row;
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    if (o == NULL)
+        return -ENOMEM;
+    *o = row;
+    return 0;
 }
 
-/* The devices' exposure state, then their pending intervals, in the order they were. */
-static int rkstate_load_devs(struct ranks *r)
+/* A device's exposure state. */
+static int rkstate_load_dev(sqlite3_stmt *st, void *arg)
 {
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT process_id, device_id, max_start, disorder, fin_end,"
-                                " drop_end FROM rk_devstate",
-                                -1, &st, NULL);
-    int err = 0;
+    struct rk_dev *d =
+        rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
 
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct rk_dev *d =
-            rkdelta_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
-        if (d == NULL) {
-            err = -ENOMEM;
-            break;
-        }
-        d->max_start = (uint64_t)sqlite3_column_int64(st, 2);
-        d->disorder = (uint64_t)sqlite3_column_int64(st, 3);
-        d->fin_end = (uint64_t)sqlite3_column_int64(st, 4);
-        d->drop_end = (uint64_t)sqlite3_column_int64(st, 5);
-    }
-    sqlite3_finalize(st);
-    if (err != 0 || (err = store_errno(rc)) != 0)
-        return err;
-    rc = sqlite3_prepare_v2(r->db,
-                            "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
-                            " FROM rk_pend ORDER BY process_id, device_id, comm, i",
-                            -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct rk_dev *d =
-            rkdelta_dev(r, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
-        uint64_t b = (uint64_t)sqlite3_column_int64(st, 3),
-                 e = (uint64_t)sqlite3_column_int64(st, 4);
-        if (d == NULL)
-            err = -ENOMEM;
-        else if (sqlite3_column_int64(st, 2) == 0)
-            err = rkexpose_add_compute(d, b, e);
-        else
-            err = rkexpose_add_comm(d, b, e, (uint64_t)sqlite3_column_int64(st, 5),
-                                    (uint32_t)sqlite3_column_int64(st, 6));
-    }
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
+    if (d == NULL)
+        return -ENOMEM;
+    d->max_start = (uint64_t)sqlite3_column_int64(st, 2);
+    d->disorder = (uint64_t)sqlite3_column_int64(st, 3);
+    d->fin_end = (uint64_t)sqlite3_column_int64(st, 4);
+    d->drop_end = (uint64_t)sqlite3_column_int64(st, 5);
+    return 0;
+}
+
+/* A device's pending interval, compute or comm, in the order they were. */
+static int rkstate_load_pend(sqlite3_stmt *st, void *arg)
+{
+    struct rk_dev *d =
+        rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+    uint64_t b = (uint64_t)sqlite3_column_int64(st, 3), e = (uint64_t)sqlite3_column_int64(st, 4);
+
+    if (d == NULL)
+        return -ENOMEM;
+    if (sqlite3_column_int64(st, 2) == 0)
+        return rkexpose_add_compute(d, b, e);
+    return rkexpose_add_comm(d, b, e, (uint64_t)sqlite3_column_int64(st, 5),
+                             (uint32_t)sqlite3_column_int64(st, 6));
 }
 
 int rkstate_load(struct ranks *r)
 {
     int rc;
 
-    if ((rc = rkstate_load_open(r)) != 0 || (rc = rkstate_load_occ(r)) != 0 ||
-        (rc = rkstate_load_devs(r)) != 0)
+    if ((rc = rkstate_load_open(r)) != 0 ||
+        (rc = rksql_each(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ",
+                         rkstate_load_occ, r)) != 0 ||
+        (rc = rksql_each(r->db,
+                         "SELECT process_id, device_id, max_start, disorder, fin_end,"
+                         " drop_end FROM rk_devstate",
+                         rkstate_load_dev, r)) != 0 ||
+        (rc = rksql_each(r->db,
+                         "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
+                         " FROM rk_pend ORDER BY process_id, device_id, comm, i",
+                         rkstate_load_pend, r)) != 0)
         return rc;
     r->opened_written = r->opened;
     r->iq_first_written = r->opened - r->iq_len;

@@ -10,58 +10,45 @@
         " ELSE " col " + " p " END"
 
 /*
- * The upserts: what follows "INSERT INTO table VALUES (...), ..." (struct rksql_up),
- * one SQL clause a line. The new values are excluded.*, so that one
- * statement writes up to RKSQL_BATCH rows.
+ * The upserts: what follows "INSERT INTO table VALUES (...), ..." (struct
+ * rksql_up). The new values are excluded.*, so that one statement writes up
+ * to RKSQL_BATCH rows.
  */
-#define X(col) "excluded." col
 /* clang-format off */
+#define X(col)   "excluded." col
+#define ADD(col) SAT_SET(col, X(col))
+/* the span and the time per category of rk_devsteps and rk_steps */
+#define STEP_SUMS \
+    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), " \
+    ADD("compute_ns") ", " ADD("comm_ns") ", " ADD("memory_ns") ", " ADD("wait_ns") ", " \
+    ADD("other_ns") ", " ADD("exposed_ns")
+
 static const char rk_up_ops_sql[] =
     " ON CONFLICT(process_id, device_id, op_id) DO UPDATE SET "
-    SAT_SET("calls", X("calls")) ", "
-    SAT_SET("total_ns", X("total_ns")) ", "
-    SAT_SET("elements", X("elements")) ", "
-    SAT_SET("exposed_ns", X("exposed_ns")) ", "
+    ADD("calls") ", " ADD("total_ns") ", " ADD("elements") ", " ADD("exposed_ns") ", "
     "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") ")";
 
 static const char rk_up_dsteps_sql[] =
     " ON CONFLICT(step, process_id, device_id) DO UPDATE SET "
-    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
-    SAT_SET("compute_ns", X("compute_ns")) ", "
-    SAT_SET("comm_ns", X("comm_ns")) ", "
-    SAT_SET("memory_ns", X("memory_ns")) ", "
-    SAT_SET("wait_ns", X("wait_ns")) ", "
-    SAT_SET("other_ns", X("other_ns")) ", "
-    SAT_SET("exposed_ns", X("exposed_ns")) ", "
+    STEP_SUMS ", "
     "first_row = min(first_row, " X("first_row") "), last_row = max(last_row, " X("last_row") ")";
 
 static const char rk_up_steps_sql[] =
     " ON CONFLICT(step, process_id) DO UPDATE SET "
-    "begin_ns = min(begin_ns, " X("begin_ns") "), end_ns = max(end_ns, " X("end_ns") "), "
-    SAT_SET("compute_ns", X("compute_ns")) ", "
-    SAT_SET("comm_ns", X("comm_ns")) ", "
-    SAT_SET("memory_ns", X("memory_ns")) ", "
-    SAT_SET("wait_ns", X("wait_ns")) ", "
-    SAT_SET("other_ns", X("other_ns")) ", "
-    SAT_SET("exposed_ns", X("exposed_ns")) ", "
-    SAT_SET("coll", X("coll")) ", "
-    SAT_SET("waited_ns", X("waited_ns")) ", "
-    SAT_SET("last_count", X("last_count")) ", "
-    SAT_SET("caused_ns", X("caused_ns"));
+    STEP_SUMS ", "
+    ADD("coll") ", " ADD("waited_ns") ", " ADD("last_count") ", " ADD("caused_ns");
 
 static const char rk_up_coll_sql[] =
     " ON CONFLICT(op_id, step) DO UPDATE SET "
-    SAT_SET("instances", X("instances")) ", "
-    SAT_SET("partial", X("partial")) ", "
-    SAT_SET("skew_ns", X("skew_ns")) ", "
+    ADD("instances") ", " ADD("partial") ", " ADD("skew_ns") ", "
     "skew_max_ns = max(skew_max_ns, " X("skew_max_ns") ")";
 
 static const char rk_up_collr_sql[] =
     " ON CONFLICT(step, op_id, process_id) DO UPDATE SET "
-    SAT_SET("instances", X("instances")) ", "
-    SAT_SET("waited_ns", X("waited_ns")) ", "
-    SAT_SET("last_count", X("last_count"));
+    ADD("instances") ", " ADD("waited_ns") ", " ADD("last_count");
 /* clang-format on */
+#undef STEP_SUMS
+#undef ADD
 #undef X
 
 int rkwrite_prepare(struct ranks *r)

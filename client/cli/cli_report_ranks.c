@@ -232,6 +232,39 @@ static void rr_late_steps(FILE *f, const msgpack_object *steps)
         fputc('\n', f);
 }
 
+#define RR_RANGES 20 /* missing rank ranges printed at most */
+
+/* "missing: N of W ranks (a–b, c, ...)": the first RR_RANGES ranges of the completeness map. */
+static void rr_missing(FILE *f, const msgpack_object *comp)
+{
+    const msgpack_object *m = cli_obj_get(comp, "missing_rank_ranges");
+    uint64_t world = 0, given = 0, n = 0;
+
+    cli_obj_u64(cli_obj_get(comp, "world"), &world);
+    cli_obj_u64(cli_obj_get(comp, "world_given"), &given);
+    cli_obj_u64(cli_obj_get(comp, "missing_rank_count"), &n);
+    if (n == 0 || m == NULL || m->type != MSGPACK_OBJECT_ARRAY)
+        return;
+    fprintf(f, "%smissing: %llu of %llu ranks (", RR_INDENT, (unsigned long long)n,
+            (unsigned long long)world);
+    for (uint32_t i = 0; i < m->via.array.size && i < RR_RANGES; i++) {
+        const msgpack_object *r = &m->via.array.ptr[i];
+        uint64_t first = 0, last = 0;
+        if (r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size != 2)
+            continue;
+        cli_obj_u64(&r->via.array.ptr[0], &first);
+        cli_obj_u64(&r->via.array.ptr[1], &last);
+        fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)first);
+        if (last > first)
+            fprintf(f, "–%llu", (unsigned long long)last);
+    }
+    fputs(m->via.array.size > RR_RANGES ? ", ...)" : ")", f);
+    if (given > world)
+        fprintf(f, "; a hello said world %llu, counted as %llu", (unsigned long long)given,
+                (unsigned long long)world);
+    fputc('\n', f);
+}
+
 int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
 {
     const msgpack_object *ranks = cli_obj_get(report, "ranks");
@@ -248,17 +281,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
     if ((rc = cli_view_table(f, RR_INDENT, rr_ranks_cols, RR_NCOLS(rr_ranks_cols), ranks)) != 0)
         return rc;
     if (comp != NULL) {
-        const msgpack_object *m = cli_obj_get(comp, "missing_ranks");
-        uint64_t world = 0;
-        cli_obj_u64(cli_obj_get(comp, "world"), &world);
-        if (m != NULL && m->type == MSGPACK_OBJECT_ARRAY && m->via.array.size > 0) {
-            fprintf(f, "%smissing: %u of %llu ranks (", RR_INDENT, m->via.array.size,
-                    (unsigned long long)world);
-            for (uint32_t i = 0; i < m->via.array.size; i++)
-                fprintf(f, "%s%llu", i ? ", " : "",
-                        (unsigned long long)m->via.array.ptr[i].via.u64);
-            fputs(")\n", f);
-        }
+        rr_missing(f, comp);
         if (!cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "exact"))
             fprintf(f, "%s(rank aggregates %s)\n", RR_INDENT,
                     cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "absent")
