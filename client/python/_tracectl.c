@@ -48,6 +48,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proto.h"
 #include "tracectl.h"
@@ -391,6 +392,8 @@ typedef struct {
     int open_error;             /* the negative errno tc_open gave for an offline client, else 0 */
     uint64_t dropped;           /* the counts at close */
     uint64_t recorded;
+    uint64_t acked;  /* entries the daemon acknowledged as stored at the last flush that said */
+    pid_t acked_pid; /* the process acked counts in (a forked child counts from 0) */
     int64_t session_id;
     struct shape_memo memo; /* of op()'s shapes */
     PyObject *last_name;    /* the exact str last looked up in ops (held), or NULL */
@@ -839,50 +842,52 @@ static int close_timeout_ms(void)
 /*
  * The status flush() and close() return, a dict: `recorded` and `dropped`
  * (the library's counts), `stored` (what the daemon acknowledged as stored:
- * recorded - dropped when it acknowledged everything, or when the library
- * counted everything unacknowledged as dropped after losing the connection;
- * None when that is unknown: a timeout, a storage error), `unconfirmed`
- * (recorded - dropped - stored: sent or queued, not known stored or lost),
- * `error` (None or the tracectl.Error) and `ok` (error is None). For an
- * offline or disabled client, stored and unconfirmed are 0 and error None.
- * acked says the counts are final (see above). A new reference, or NULL.
+ * acked, or recorded - dropped when the call was acknowledged, or when the
+ * library counted everything unacknowledged as dropped after losing the
+ * connection), `unconfirmed` (recorded - dropped - stored: sent or queued,
+ * neither acknowledged nor known lost), `error` (None or the tracectl.Error)
+ * and `ok` (error is None). For an offline or disabled client stored and
+ * unconfirmed are 0. A new reference, or NULL.
  */
-static PyObject *status_new(uint64_t recorded, uint64_t dropped, int enabled, int acked,
+static PyObject *status_new(uint64_t recorded, uint64_t dropped, int enabled, uint64_t acked,
                             PyObject *error)
 {
-    uint64_t sent = recorded > dropped ? recorded - dropped : 0;
-    PyObject *stored, *d;
+    uint64_t sent = enabled && recorded > dropped ? recorded - dropped : 0;
+    uint64_t stored = acked < sent ? acked : sent;
 
-    if (!enabled)
-        sent = 0;
-    stored = !enabled || acked ? PyLong_FromUnsignedLongLong(sent) : Py_NewRef(Py_None);
-    if (stored == NULL)
-        return NULL;
-    d = Py_BuildValue("{s:O,s:K,s:K,s:N,s:K,s:O}", "ok", error == Py_None ? Py_True : Py_False,
-                      "recorded", (unsigned long long)recorded, "dropped",
-                      (unsigned long long)dropped, "stored", stored, "unconfirmed",
-                      (unsigned long long)(!enabled || acked ? 0 : sent), "error", error);
-    return d;
+    return Py_BuildValue("{s:O,s:K,s:K,s:K,s:K,s:O}", "ok", error == Py_None ? Py_True : Py_False,
+                         "recorded", (unsigned long long)recorded, "dropped",
+                         (unsigned long long)dropped, "stored", (unsigned long long)stored,
+                         "unconfirmed", (unsigned long long)(sent - stored), "error", error);
 }
 
 /*
- * The status of a flush or close that returned rc (about what), as a new
- * reference; with strict and an error, raises the error (its `status`
- * attribute the dict) and returns NULL.
+ * The status of a flush or close of cl that returned rc (about what; c the
+ * client when it is not freed yet, for its error text), as a new reference;
+ * with strict and an error, raises the error (its `status` attribute the
+ * dict) and returns NULL. Updates cl->acked from an acknowledged call: rc 0,
+ * or a flush's -ENOTCONN (tc_flush() then counts every unacknowledged entry
+ * as dropped: tracectl.h).
  */
-static PyObject *status_or_raise(tc_client *c, int rc, const char *what, uint64_t recorded,
-                                 uint64_t dropped, int enabled, int strict)
+static PyObject *status_or_raise(Client *cl, tc_client *c, int rc, const char *what,
+                                 uint64_t recorded, uint64_t dropped, int enabled, int strict)
 {
     PyObject *error = Py_None, *st;
     const char *detail = NULL;
 
+    if (cl->acked_pid != getpid()) {
+        cl->acked = 0;
+        cl->acked_pid = getpid();
+    }
+    if (rc == 0 || (rc == -ENOTCONN && c != NULL))
+        cl->acked = recorded > dropped ? recorded - dropped : 0;
     if (rc < 0 && enabled) {
         if (c != NULL)
             (void)tc_last_error(c, &detail);
         if ((error = make_err(rc, what, detail)) == NULL)
             return NULL;
     }
-    st = status_new(recorded, dropped, enabled, rc == 0 || rc == -ENOTCONN, error);
+    st = status_new(recorded, dropped, enabled, cl->acked, error);
     if (st != NULL && strict && error != Py_None) {
         if (PyObject_SetAttrString(error, "status", st) == 0)
             PyErr_SetObject(tc_error, error);
@@ -897,7 +902,7 @@ static PyObject *status_or_raise(tc_client *c, int rc, const char *what, uint64_
 static PyObject *closed_status(Client *cl)
 {
     if (cl->close_status == NULL) /* close() ran out of memory building it */
-        return status_new(cl->recorded, cl->dropped, 0, 1, Py_None);
+        return status_new(cl->recorded, cl->dropped, 0, 0, Py_None);
     return Py_NewRef(cl->close_status);
 }
 
@@ -922,7 +927,7 @@ static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS rc = tc_flush(cl->c, ms);
     Py_END_ALLOW_THREADS
         /* an offline client has nothing to send: no error */
-        return status_or_raise(cl->c, rc, "flush", tc_recorded(cl->c), tc_dropped(cl->c),
+        return status_or_raise(cl, cl->c, rc, "flush", tc_recorded(cl->c), tc_dropped(cl->c),
                                tc_enabled(cl->c), strict);
 }
 
@@ -947,7 +952,7 @@ static PyObject *client_close(Client *cl, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS rc = tc_close(c);
     Py_END_ALLOW_THREADS
         /* The client is freed: the status holds the error, not the library's text. */
-        if ((st = status_or_raise(NULL, rc, "close", cl->recorded, cl->dropped, enabled, 0)) ==
+        if ((st = status_or_raise(cl, NULL, rc, "close", cl->recorded, cl->dropped, enabled, 0)) ==
             NULL) return NULL;
     Py_XSETREF(cl->close_status, st);
     if (strict && rc < 0 && enabled) {
@@ -1033,7 +1038,7 @@ static PyMethodDef client_methods[] = {
      "flush(timeout=None, strict=False) -> dict\n\nSends everything recorded and waits for the "
      "daemon's ack, at most timeout seconds (None: $TRACECTL_CLOSE_TIMEOUT, else 5; < 0: no "
      "bound). Returns the status: ok, error (None or a tracectl.Error), recorded, dropped, "
-     "stored (None when unknown), unconfirmed. Raises the error only with strict=True."},
+     "stored (acknowledged), unconfirmed. Raises the error only with strict=True."},
     {"close", (PyCFunction)(void (*)(void))client_close, METH_VARARGS | METH_KEYWORDS,
      "close(strict=False) -> dict\n\nFlushes, says bye with the dropped count and frees the "
      "client; returns the status as flush() does (a second close() returns it again). A "
@@ -1273,7 +1278,8 @@ static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
     if ((cl = (Client *)type->tp_alloc(type, 0)) == NULL)
         return NULL;
     cl->c = NULL;
-    cl->dropped = cl->recorded = 0;
+    cl->dropped = cl->recorded = cl->acked = 0;
+    cl->acked_pid = getpid();
     cl->session_id = -1;
     if ((cl->ops = PyDict_New()) == NULL || (cl->op_ids = PySet_New(NULL)) == NULL) {
         Py_DECREF(cl);

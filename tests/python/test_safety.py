@@ -49,9 +49,8 @@ class Safety(unittest.TestCase):
                 pass
 
     def check_identity(self, st):
-        """recorded = stored + dropped + unconfirmed, with stored None when unknown."""
-        self.assertEqual(st["recorded"],
-                         (st["stored"] or 0) + st["dropped"] + st["unconfirmed"], st)
+        """recorded = stored + dropped + unconfirmed."""
+        self.assertEqual(st["recorded"], st["stored"] + st["dropped"] + st["unconfirmed"], st)
 
     # ---- never fail the job ------------------------------------------------------
 
@@ -82,9 +81,9 @@ class Safety(unittest.TestCase):
         self.assertEqual(st["error"].errno, errno.ETIMEDOUT)
         self.assertEqual(st["recorded"], 140)
         self.assertEqual(st["dropped"], 0)
-        # The 40 were sent without an ack: not known stored, not known lost.
-        self.assertIsNone(st["stored"])
-        self.assertEqual(st["unconfirmed"], 140)
+        # The 100 were acknowledged; the 40 were sent without an ack: not known
+        # stored, not known lost.
+        self.assertEqual((st["stored"], st["unconfirmed"]), (100, 40))
         self.check_identity(st)
         self.assertLess(elapsed, 30)
         # Resumed, the daemon stores what the socket held: all 140.
@@ -106,7 +105,7 @@ class Safety(unittest.TestCase):
             st = tc.flush(timeout=0.5)
             self.assertFalse(st["ok"])
             self.assertEqual(st["error"].errno, errno.ETIMEDOUT)
-            self.assertEqual((st["recorded"], st["stored"], st["unconfirmed"]), (10, None, 10))
+            self.assertEqual((st["recorded"], st["stored"], st["unconfirmed"]), (10, 0, 10))
             with self.assertRaises(tracectl.Error) as cm:
                 tc.flush(timeout=0.5, strict=True)
             self.assertEqual(cm.exception.errno, errno.ETIMEDOUT)
@@ -128,8 +127,9 @@ class Safety(unittest.TestCase):
         self.assertIsInstance(st["error"], tracectl.Error)
         self.assertEqual(st["recorded"], 80)
         self.check_identity(st)
-        # What the daemon acknowledged is at least the 50 it stored before the kill.
-        self.assertGreaterEqual(st["stored"] if st["stored"] is not None else 50, 50)
+        # The 50 were acknowledged before the kill; the 30 are lost or unconfirmed.
+        self.assertEqual(st["stored"], 50)
+        self.assertEqual(st["dropped"] + st["unconfirmed"], 30)
 
     def test_close_strict_raises_after_the_daemon_is_killed(self):
         tc = self.open("killed-strict")

@@ -47,9 +47,11 @@ The tool never fails the job: ``close()`` and ``flush()`` return a status
 dict instead of raising when the daemon is stopped, killed or could not
 store everything — ``ok`` (no error), ``error`` (None or the
 ``tracectl.Error``), ``recorded``, ``dropped`` (never sent, or sent and lost
-with the connection, as the C library counts), ``stored`` (acknowledged by
-the daemon; None when that is unknown: a timeout, a storage error) and
-``unconfirmed`` (recorded - dropped - stored). ``strict=True`` raises the
+with the connection, as the C library counts), ``stored`` (what the daemon
+acknowledged as stored, at this call or the last flush that was
+acknowledged) and ``unconfirmed`` (recorded - dropped - stored: sent or
+queued, neither acknowledged nor known lost; the daemon may have stored
+some). ``strict=True`` raises the
 error instead (its ``status`` attribute holds the dict). ``flush()`` waits
 at most ``timeout`` seconds (None: ``$TRACECTL_CLOSE_TIMEOUT``, else 5; a
 negative timeout waits for the ack however long). ``close()`` waits as long

@@ -17,7 +17,7 @@ class Status(TypedDict):
     error: Optional[Error]
     recorded: int
     dropped: int
-    stored: Optional[int]
+    stored: int
     unconfirmed: int
 
 class Region:
