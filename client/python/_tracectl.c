@@ -1224,6 +1224,34 @@ static int open_int(PyObject *o, const char *what, long long lo, int64_t *v)
     return 0;
 }
 
+/*
+ * The session name tc_open() will take from the environment when open() is
+ * given none (tracectl.h: the first of these that is set and not empty),
+ * checked as an argument is: a name over the limit would give an offline
+ * client. 0, or -1 with a ValueError set.
+ */
+static int open_env_session(void)
+{
+    static const char *const names[] = {"TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
+                                        NULL};
+
+    for (int i = 0; names[i] != NULL; i++) {
+        const char *v = getenv(names[i]);
+        size_t n = v != NULL ? strlen(v) : 0;
+
+        if (n == 0)
+            continue;
+        if (n > PROTO_MAX_SESSION) {
+            PyErr_Format(PyExc_ValueError,
+                         "session name from $%s is %zu bytes: the limit is 1..%d bytes", names[i],
+                         n, PROTO_MAX_SESSION);
+            return -1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
 /* open()'s rank and world into o: 0 <= rank < world <= 2**31-1 (each may be None). 0 or -1. */
 static int open_rank_world(PyObject *rank, PyObject *world, tc_options *o)
 {
@@ -1260,7 +1288,8 @@ static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
     }
     /* A session name the daemon refuses would give an offline client: refused here. */
     if (opt_checked_str(sess, "session name", 1, PROTO_MAX_SESSION, &session) < 0 ||
-        opt_checked_str(dev, "device", 0, PROTO_MAX_NAME, &device) < 0)
+        opt_checked_str(dev, "device", 0, PROTO_MAX_NAME, &device) < 0 ||
+        (sess == Py_None && open_env_session() < 0))
         return NULL;
     tc_options_init(&o);
     o.session = session;

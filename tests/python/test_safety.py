@@ -211,6 +211,13 @@ class Safety(unittest.TestCase):
                 self.assertLessEqual(len(msg), MAX_MESSAGE, msg[:400])
                 for w in words:
                     self.assertIn(w, msg)
+        os.environ["TRACECTL_SESSION"] = "e" * 257
+        try:
+            with self.assertRaisesRegex(ValueError, r"^session name from \$TRACECTL_SESSION is "
+                                        r"257 bytes: the limit is 1\.\.256 bytes$"):
+                tracectl.open(socket=self.d.sock)
+        finally:
+            del os.environ["TRACECTL_SESSION"]
         # Nothing was sent for them, and the connection still takes entries.
         self.record(tc, "ok", 3)
         tc.meta("k", "v" * 1024)

@@ -63,8 +63,8 @@ a message that names the limit and quotes at most 40 characters of the
 value, because the daemon ends a connection at the first message it must
 refuse and everything after it is lost: op names and meta keys 1..1024
 bytes of UTF-8 and meta strings at most 1024, categories 1..32, device names
-at most 1024, session names 1..256 (proto/PROTOCOL.md, Limits), none with a
-NUL; ``0 <= rank < world <= 2**31-1``; an integer op id given to
+at most 1024, session names 1..256 (one from the environment too;
+proto/PROTOCOL.md, Limits), none with a NUL; ``0 <= rank < world <= 2**31-1``; an integer op id given to
 ``record()`` must be one ``op_id()`` returned on this client.
 
 ``tracectl.torch`` instruments PyTorch models and torch.distributed.
