@@ -389,6 +389,8 @@ typedef struct {
     PyObject *ops;              /* dict: op name → id */
     PyObject *op_ids;           /* set: the ids in ops, the only ones record() takes */
     PyObject *close_status;     /* what close() returned (NULL before) */
+    PyObject *meta_keys;        /* set: the distinct meta keys set in meta_pid */
+    pid_t meta_pid;             /* metadata is per process: a forked child starts empty */
     int open_error;             /* the negative errno tc_open gave for an offline client, else 0 */
     uint64_t dropped;           /* the counts at close */
     uint64_t recorded;
@@ -508,6 +510,7 @@ static void client_dealloc(Client *cl)
     Py_XDECREF(cl->ops);
     Py_XDECREF(cl->op_ids);
     Py_XDECREF(cl->close_status);
+    Py_XDECREF(cl->meta_keys);
     memo_clear(&cl->memo);
     Py_XDECREF(cl->last_name);
     Py_TYPE(cl)->tp_free((PyObject *)cl);
@@ -770,6 +773,35 @@ static PyObject *client_set_step(Client *cl, PyObject *arg)
 }
 
 /*
+ * The daemon takes at most this many distinct metadata keys per process and
+ * ends the connection at the next (proto/PROTOCOL.md Part 2, "Daemon
+ * limits"); setting a known key again is free.
+ */
+#define META_KEYS_MAX 1024
+
+/* Counts key among cl's distinct meta keys; 0, or -1 with a ValueError past the limit. */
+static int client_meta_key(Client *cl, PyObject *key)
+{
+    int known;
+
+    if (cl->meta_pid != getpid()) {
+        cl->meta_pid = getpid();
+        if (PySet_Clear(cl->meta_keys) < 0)
+            return -1;
+    }
+    if ((known = PySet_Contains(cl->meta_keys, key)) != 0)
+        return known < 0 ? -1 : 0;
+    if (PySet_GET_SIZE(cl->meta_keys) >= META_KEYS_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "meta: this process has set %d distinct keys, the daemon's limit per "
+                     "process (setting one of them again is allowed)",
+                     META_KEYS_MAX);
+        return -1;
+    }
+    return PySet_Add(cl->meta_keys, key);
+}
+
+/*
  * meta(key, value): the key 1..PROTO_MAX_NAME bytes, a str value at most
  * PROTO_MAX_NAME, neither with a NUL; an int in the int64 range. Checked
  * before anything is sent (ValueError, OverflowError, TypeError).
@@ -805,6 +837,8 @@ static PyObject *client_meta(Client *cl, PyObject *args)
     }
     if (cl->c == NULL)
         Py_RETURN_NONE;
+    if (client_meta_key(cl, k) < 0)
+        return NULL;
     if (PyBool_Check(val))
         rc = tc_meta_bool(cl->c, key, val == Py_True);
     else if (PyLong_Check(val))
@@ -1310,7 +1344,9 @@ static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
     cl->dropped = cl->recorded = cl->acked = 0;
     cl->acked_pid = getpid();
     cl->session_id = -1;
-    if ((cl->ops = PyDict_New()) == NULL || (cl->op_ids = PySet_New(NULL)) == NULL) {
+    cl->meta_pid = getpid();
+    if ((cl->ops = PyDict_New()) == NULL || (cl->op_ids = PySet_New(NULL)) == NULL ||
+        (cl->meta_keys = PySet_New(NULL)) == NULL) {
         Py_DECREF(cl);
         return NULL;
     }

@@ -218,10 +218,18 @@ class Safety(unittest.TestCase):
                 tracectl.open(socket=self.d.sock)
         finally:
             del os.environ["TRACECTL_SESSION"]
-        # Nothing was sent for them, and the connection still takes entries.
-        self.record(tc, "ok", 3)
+        # 1,024 distinct meta keys per process (PROTOCOL.md "Daemon limits"): the next is
+        # refused here, not by the daemon ending the connection; a known key is free.
+        for i in range(1024 - 2):  # "k" and "k" * 1024 are set below
+            tc.meta("key%d" % i, i)
         tc.meta("k", "v" * 1024)
         tc.meta("k" * 1024, 1)
+        tc.meta("key0", "again")
+        with self.assertRaises(ValueError) as cm:
+            tc.meta("one-more", 1)
+        self.assertIn("1024 distinct keys", str(cm.exception))
+        # Nothing was sent for them, and the connection still takes entries.
+        self.record(tc, "ok", 3)
         st = tc.close()
         self.assertEqual((st["ok"], st["stored"]), (True, 3), st)
         self.assertEqual(self.count("limits"), 3)

@@ -65,7 +65,8 @@ refuse and everything after it is lost: op names and meta keys 1..1024
 bytes of UTF-8 and meta strings at most 1024, categories 1..32, device names
 at most 1024, session names 1..256 (one from the environment too;
 proto/PROTOCOL.md, Limits), none with a NUL; ``0 <= rank < world <= 2**31-1``; an integer op id given to
-``record()`` must be one ``op_id()`` returned on this client.
+``record()`` must be one ``op_id()`` returned on this client; ``meta()``
+takes at most 1,024 distinct keys per process (the daemon's limit).
 
 ``tracectl.torch`` instruments PyTorch models and torch.distributed.
 """
