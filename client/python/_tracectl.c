@@ -34,10 +34,15 @@
  * the object before it releases the GIL to flush. After close() a client
  * records nothing and reports the counts it had when it closed.
  *
- * Errors are raised as tracectl.Error, an OSError whose errno is the
- * library's (positive) errno, with `code` the errno's name and `message`
- * what failed. (libtracectl reports a daemon's refusal as an errno: the
- * daemon's own error code and message do not reach it.)
+ * Errors are tracectl.Error, an OSError whose errno is the library's
+ * (positive) errno, with `code` the errno's name and `message` what failed
+ * (with tc_last_error()'s text when the client is still there). flush() and
+ * close() never raise one unless asked (strict=True): they return a status
+ * dict (status_new) with the error in it, because a stopped or lost daemon
+ * must not end the program it observes. Arguments the daemon would refuse
+ * (an op id this client never defined, names, categories, meta, session,
+ * rank and world outside proto.h's limits or with a NUL) raise ValueError,
+ * TypeError or OverflowError at the call, with a message cut to a line.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -147,10 +152,9 @@ static PyObject *short_repr(PyObject *s)
 /*
  * Checks that o is a str of min..max bytes of UTF-8 without a NUL; what names
  * it in the error ("op name", "category", ...). Returns its UTF-8 (owned by
- * o) and *len, or NULL with a TypeError or ValueError set.
+ * o), or NULL with a TypeError or ValueError set.
  */
-static const char *checked_str(PyObject *o, const char *what, Py_ssize_t min, Py_ssize_t max,
-                               Py_ssize_t *len)
+static const char *checked_str(PyObject *o, const char *what, Py_ssize_t min, Py_ssize_t max)
 {
     const char *s;
     PyObject *r;
@@ -162,11 +166,8 @@ static const char *checked_str(PyObject *o, const char *what, Py_ssize_t min, Py
     }
     if ((s = PyUnicode_AsUTF8AndSize(o, &n)) == NULL)
         return NULL;
-    if (n >= min && n <= max && memchr(s, '\0', (size_t)n) == NULL) {
-        if (len != NULL)
-            *len = n;
+    if (n >= min && n <= max && memchr(s, '\0', (size_t)n) == NULL)
         return s;
-    }
     if ((r = short_repr(o)) == NULL)
         return NULL;
     if (n < min || n > max)
@@ -185,7 +186,7 @@ static int opt_checked_str(PyObject *o, const char *what, Py_ssize_t min, Py_ssi
     *s = NULL;
     if (o == NULL || o == Py_None)
         return 0;
-    *s = checked_str(o, what, min, max, NULL);
+    *s = checked_str(o, what, min, max);
     return *s != NULL ? 0 : -1;
 }
 
@@ -475,7 +476,7 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
     }
     if (PyErr_Occurred())
         return -1;
-    if ((s = checked_str(name, "op name", 1, PROTO_MAX_NAME, NULL)) == NULL)
+    if ((s = checked_str(name, "op name", 1, PROTO_MAX_NAME)) == NULL)
         return -1;
     if (cl->c == NULL)
         return 0;
@@ -815,10 +816,10 @@ static PyObject *client_meta(Client *cl, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OO:meta", &k, &val))
         return NULL;
-    if ((key = checked_str(k, "meta key", 1, PROTO_MAX_NAME, NULL)) == NULL)
+    if ((key = checked_str(k, "meta key", 1, PROTO_MAX_NAME)) == NULL)
         return NULL;
     if (PyUnicode_Check(val)) {
-        if ((s = checked_str(val, "meta value", 0, PROTO_MAX_NAME, NULL)) == NULL)
+        if ((s = checked_str(val, "meta value", 0, PROTO_MAX_NAME)) == NULL)
             return NULL;
     } else if (PyLong_Check(val) && !PyBool_Check(val)) {
         if ((i = PyLong_AsLongLong(val)) == -1 && PyErr_Occurred()) {

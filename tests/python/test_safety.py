@@ -9,16 +9,42 @@ them are stored. Counts are the test's own.
 """
 
 import errno
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import unittest
 
 import harness
 import tracectl
 
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
 # A message quotes at most 40 characters of the value: a readable line.
 MAX_MESSAGE = 300
+
+# A training job's end: the bridge's close, then a checkpoint. It records 20 entries,
+# says "ready" and waits for a line on stdin (the test kills the daemon meanwhile).
+JOB = """
+import json, sys
+import tracectl.torch as tct
+tc = tct.open(session="job", device="cpu:0")
+for _ in range(20):
+    with tc.op("train_step"):
+        pass
+assert tc.flush(timeout=30)["ok"]
+print("ready", flush=True)
+sys.stdin.readline()
+st = tct.close(strict=sys.argv[1] == "strict")
+open(sys.argv[2], "w").write("checkpoint")
+print(json.dumps({k: (v if k != "error" else v is not None) for k, v in st.items()}))
+"""
 
 
 class Safety(unittest.TestCase):
@@ -146,6 +172,33 @@ class Safety(unittest.TestCase):
             self.d.stop(signal.SIGKILL)
         self.assertTrue(tc.closed)
         self.assertFalse(tc.close()["ok"])
+
+    def torch_job(self, mode):
+        """Runs JOB, kills the daemon once it is ready; (exit status, stdout, checkpoint made)."""
+        ckpt = os.path.join(self.d.dir, "ckpt")
+        p = subprocess.Popen([sys.executable, "-c", JOB, mode, ckpt], env=self.d.env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline(), "ready\n")
+        self.d.stop(signal.SIGKILL)
+        out, err = p.communicate("go\n", timeout=60)
+        return p.returncode, out, err, os.path.exists(ckpt)
+
+    @unittest.skipUnless(HAVE_TORCH, "needs torch")
+    def test_torch_bridge_close_lets_the_job_checkpoint(self):
+        rc, out, err, ckpt = self.torch_job("default")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(ckpt)
+        st = json.loads(out)
+        self.assertEqual((st["ok"], st["error"], st["recorded"], st["stored"]),
+                         (False, True, 20, 20), st)
+
+    @unittest.skipUnless(HAVE_TORCH, "needs torch")
+    def test_torch_bridge_close_strict_raises(self):
+        rc, out, err, ckpt = self.torch_job("strict")
+        self.assertEqual(rc, 1)
+        self.assertIn("tracectl.Error", err)
+        self.assertFalse(ckpt)
 
     # ---- never send what the daemon must refuse -------------------------------------
 
