@@ -467,33 +467,76 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
 /*
  * An ext map's launcher is an op id of this connection, like the entry's own
  * op: it becomes the session's id in place (the ext map sits in the blob).
- * Returns 0, or -EPROTO once the connection has failed (an undefined op id).
+ * Returns false, touching nothing, when the id is not defined.
  */
-static int conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct proto_entry *e,
-                                 size_t i)
+static bool conn_resolve_launcher(struct conn *c, struct proto_batch *b, struct proto_entry *e,
+                                  uint32_t *bad)
 {
     struct proto_ext x;
-    char msg[160];
     uint32_t gid;
 
     if (!proto_entry_ext(e, b->blob, &x) || !(x.has & PROTO_EXT_LAUNCHER))
-        return 0;
+        return true;
     if (!u32map_get(&c->ops, x.launcher, &gid)) {
-        snprintf(msg, sizeof(msg), "ext.launcher %u is not defined by ops (entry %zu)", x.launcher,
-                 i);
-        conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
-        return -EPROTO;
+        *bad = x.launcher;
+        return false;
     }
     x.launcher = gid;
     memcpy(b->blob + e->ext_off, &x, sizeof(x)); /* the blob keeps no alignment */
-    return 0;
+    return true;
+}
+
+/*
+ * Refuses the entries of b that name an op id (own or ext.launcher) this
+ * connection has not defined, keeping the others in order (b->n shrinks;
+ * the refused ones are counted in c->refused and the session's dropped, so
+ * that the process's `dropped` says so), and writes what failed into msg.
+ * Returns how many were refused. The caller stores what is left and closes
+ * the connection with unknown_op, as v1 says of a message not of its form
+ * (proto/PROTOCOL.md Part 2, "A bad entry in a batch").
+ */
+static size_t conn_refuse_unknown(struct conn *c, struct proto_batch *b, char *msg, size_t size)
+{
+    size_t kept = 0, n = b->n;
+    uint32_t gid, bad = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        struct proto_entry *e = &b->entries[i];
+        bool ok = u32map_get(&c->ops, e->op_id, &gid);
+
+        if (!ok)
+            bad = e->op_id;
+        if (ok && e->ext_len != 0) {
+            struct proto_ext x; /* checked here, resolved by conn_resolve_batch */
+            ok = !proto_entry_ext(e, b->blob, &x) || !(x.has & PROTO_EXT_LAUNCHER) ||
+                 u32map_get(&c->ops, x.launcher, &gid);
+            if (!ok)
+                bad = x.launcher;
+        }
+        if (!ok) {
+            if (kept == i) /* the first refused entry names the batch's failure */
+                snprintf(msg, size,
+                         "op id %u is not defined by ops (entry %zu); the batch's other entries "
+                         "that name defined ops are stored",
+                         bad, i);
+            continue;
+        }
+        if (kept != i)
+            b->entries[kept] = *e;
+        kept++;
+    }
+    b->n = kept;
+    c->refused += n - kept;
+    c->session->dropped += n - kept;
+    return n - kept;
 }
 
 /*
  * Maps op ids to session ids in place, device names to device ids and shape
- * pairs to shape ids (0: none) into the arrays. Returns 0, or a negative
- * errno once the connection has failed (an undefined op id: -EPROTO; a
- * table's limit or memory: session_device()'s or session_shape()'s error).
+ * pairs to shape ids (0: none) into the arrays. Every op id is defined
+ * (conn_refuse_unknown ran). Returns 0, or a negative errno once the
+ * connection has failed (a table's limit or memory: session_device()'s or
+ * session_shape()'s error).
  */
 static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *dev_ids,
                               uint32_t *shape_ids)
@@ -502,28 +545,24 @@ static int conn_resolve_batch(struct conn *c, struct proto_batch *b, uint32_t *d
     struct {
         uint32_t op, gid;
     } seen[64];
-    char msg[160];
+    uint32_t bad;
     int rc;
 
     for (size_t k = 0; k < 64; k++)
         seen[k].op = k == 0 ? 1 : 0; /* an id that slot k never holds: empty */
     for (size_t i = 0; i < b->n; i++) {
         struct proto_entry *e = &b->entries[i];
-        uint32_t gid, k = e->op_id & 63;
+        uint32_t gid = 0, k = e->op_id & 63;
 
         if (seen[k].op == e->op_id) {
             gid = seen[k].gid;
         } else if (u32map_get(&c->ops, e->op_id, &gid)) {
             seen[k].op = e->op_id;
             seen[k].gid = gid;
-        } else {
-            snprintf(msg, sizeof(msg), "op id %u is not defined by ops (entry %zu)", e->op_id, i);
-            conn_fail(c, PROTO_E_UNKNOWN_OP, msg);
-            return -EPROTO;
         }
         e->op_id = gid;
-        if (e->ext_len != 0 && (rc = conn_resolve_launcher(c, b, e, i)) < 0)
-            return rc;
+        if (e->ext_len != 0)
+            (void)conn_resolve_launcher(c, b, e, &bad);
         dev_ids[i] = c->hello_dev;
         if (e->dev_len && (rc = session_device(&c->d->reg, c->session, b->blob + e->dev_off,
                                                e->dev_len, c->budget, &dev_ids[i])) < 0) {
@@ -608,15 +647,13 @@ static uint32_t *conn_ids(size_t n, size_t *cap)
     return ids;
 }
 
-static void conn_handle_batch(struct conn *c, struct proto_msg *m)
+/* Resolves b (whose op ids are all defined) and queues it for the writer; b is moved. */
+static void conn_store_batch(struct conn *c, struct proto_batch *b)
 {
-    struct proto_batch *b = &m->u.batch;
     struct store_job *job;
     uint32_t *dev_ids, *shape_ids;
     size_t dev_cap, shape_cap;
 
-    if (b->n == 0 || conn_cap_batch(c, b) == 0)
-        return;
     dev_ids = conn_ids(b->n, &dev_cap);
     shape_ids = conn_ids(b->n, &shape_cap);
     job = store_job_new(STORE_BATCH, c->session->id);
@@ -647,6 +684,24 @@ static void conn_handle_batch(struct conn *c, struct proto_msg *m)
     /* The writer is behind: stop reading until it catches up. */
     if (store_queued(c->d->store) > c->d->opt.queue_high || conn_over_share(c, 1))
         conn_pause(c);
+}
+
+static void conn_handle_batch(struct conn *c, struct proto_msg *m)
+{
+    struct proto_batch *b = &m->u.batch;
+    char unknown[200];
+
+    if (b->n == 0 || conn_cap_batch(c, b) == 0)
+        return;
+    /* The entries of defined ops are stored before the connection is closed for the others. */
+    if (conn_refuse_unknown(c, b, unknown, sizeof(unknown)) > 0) {
+        if (b->n > 0)
+            conn_store_batch(c, b);
+        if (!c->failed)
+            conn_fail(c, PROTO_E_UNKNOWN_OP, unknown);
+        return;
+    }
+    conn_store_batch(c, b);
 }
 
 static void conn_handle_meta(struct conn *c, struct proto_msg *m)

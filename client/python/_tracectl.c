@@ -34,10 +34,15 @@
  * the object before it releases the GIL to flush. After close() a client
  * records nothing and reports the counts it had when it closed.
  *
- * Errors are raised as tracectl.Error, an OSError whose errno is the
- * library's (positive) errno, with `code` the errno's name and `message`
- * what failed. (libtracectl reports a daemon's refusal as an errno: the
- * daemon's own error code and message do not reach it.)
+ * Errors are tracectl.Error, an OSError whose errno is the library's
+ * (positive) errno, with `code` the errno's name and `message` what failed
+ * (with tc_last_error()'s text when the client is still there). flush() and
+ * close() never raise one unless asked (strict=True): they return a status
+ * dict (status_new) with the error in it, because a stopped or lost daemon
+ * must not end the program it observes. Arguments the daemon would refuse
+ * (an op id this client never defined, names, categories, meta, session,
+ * rank and world outside proto.h's limits or with a NUL) raise ValueError,
+ * TypeError or OverflowError at the call, with a message cut to a line.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,18 +51,25 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "proto.h"
 #include "tracectl.h"
 
 static PyObject *tc_error; /* tracectl.Error */
 
 /* ---- errors --------------------------------------------------------------- */
 
-/* Raises tracectl.Error for the negative errno err, about what. Returns NULL. */
-static PyObject *raise_err(int err, const char *what)
+/*
+ * A tracectl.Error for the negative errno err, about what, with detail (the
+ * library's tc_last_error() text; NULL or "": none) after it. Returns a new
+ * reference, or NULL with an exception set.
+ */
+static PyObject *make_err(int err, const char *what, const char *detail)
 {
-    PyObject *exc, *errmod, *names, *code = NULL;
+    PyObject *exc, *errmod, *names, *code = NULL, *msg;
     int e = err < 0 ? -err : err;
 
     exc = PyObject_CallFunction(tc_error, "is", e, strerror(e));
@@ -76,7 +88,10 @@ static PyObject *raise_err(int err, const char *what)
     PyErr_Clear();
     if (code == NULL)
         code = Py_None;
-    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, strerror(e));
+    if (detail != NULL && detail[0] != '\0')
+        msg = PyUnicode_FromFormat("%s: %s (%.300s)", what, strerror(e), detail);
+    else
+        msg = PyUnicode_FromFormat("%s: %s", what, strerror(e));
     if (msg == NULL || PyObject_SetAttrString(exc, "code", code) < 0 ||
         PyObject_SetAttrString(exc, "message", msg) < 0) {
         Py_XDECREF(msg);
@@ -84,9 +99,95 @@ static PyObject *raise_err(int err, const char *what)
         return NULL;
     }
     Py_DECREF(msg);
-    PyErr_SetObject(tc_error, exc);
-    Py_DECREF(exc);
+    return exc;
+}
+
+/* Raises tracectl.Error for the negative errno err, about what. Returns NULL. */
+static PyObject *raise_err(int err, const char *what)
+{
+    PyObject *exc = make_err(err, what, NULL);
+
+    if (exc != NULL) {
+        PyErr_SetObject(tc_error, exc);
+        Py_DECREF(exc);
+    }
     return NULL;
+}
+
+/* ---- argument checks -------------------------------------------------------- */
+
+/*
+ * What the daemon would refuse is refused here, at the call, because one bad
+ * message sent ends the connection and loses everything after it (PROTOCOL.md
+ * Part 1, "Limits"). The limits are proto.h's; a message quotes at most the
+ * first SHORT_CHARS characters of what it refuses, so that a 10 MiB name
+ * gives a one-line error.
+ */
+#define SHORT_CHARS 40
+
+/* repr() of s, cut to SHORT_CHARS characters with "..." after. New ref or NULL. */
+static PyObject *short_repr(PyObject *s)
+{
+    PyObject *head, *r;
+
+    if (!PyUnicode_Check(s)) { /* an int's repr may be long too */
+        if ((r = PyObject_Repr(s)) == NULL || PyUnicode_GET_LENGTH(r) <= SHORT_CHARS)
+            return r;
+        head = PyUnicode_Substring(r, 0, SHORT_CHARS);
+        Py_DECREF(r);
+        if (head == NULL)
+            return NULL;
+        r = PyUnicode_FromFormat("%U...", head);
+    } else if (PyUnicode_GET_LENGTH(s) <= SHORT_CHARS) {
+        return PyObject_Repr(s);
+    } else {
+        if ((head = PyUnicode_Substring(s, 0, SHORT_CHARS)) == NULL)
+            return NULL;
+        r = PyUnicode_FromFormat("%R...", head);
+    }
+    Py_DECREF(head);
+    return r;
+}
+
+/*
+ * Checks that o is a str of min..max bytes of UTF-8 without a NUL; what names
+ * it in the error ("op name", "category", ...). Returns its UTF-8 (owned by
+ * o), or NULL with a TypeError or ValueError set.
+ */
+static const char *checked_str(PyObject *o, const char *what, Py_ssize_t min, Py_ssize_t max)
+{
+    const char *s;
+    PyObject *r;
+    Py_ssize_t n;
+
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a str, not %.100s", what, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    if ((s = PyUnicode_AsUTF8AndSize(o, &n)) == NULL)
+        return NULL;
+    if (n >= min && n <= max && memchr(s, '\0', (size_t)n) == NULL)
+        return s;
+    if ((r = short_repr(o)) == NULL)
+        return NULL;
+    if (n < min || n > max)
+        PyErr_Format(PyExc_ValueError, "%s %U is %zd bytes of UTF-8: the limit is %zd..%zd bytes",
+                     what, r, n, min, max);
+    else
+        PyErr_Format(PyExc_ValueError, "%s %U contains a NUL character (not allowed)", what, r);
+    Py_DECREF(r);
+    return NULL;
+}
+
+/* An optional str argument checked as checked_str() (NULL when absent or None). 0 or -1. */
+static int opt_checked_str(PyObject *o, const char *what, Py_ssize_t min, Py_ssize_t max,
+                           const char **s)
+{
+    *s = NULL;
+    if (o == NULL || o == Py_None)
+        return 0;
+    *s = checked_str(o, what, min, max);
+    return *s != NULL ? 0 : -1;
 }
 
 /* ---- shapes --------------------------------------------------------------- */
@@ -287,9 +388,15 @@ static void memo_keep(struct shape_memo *m, PyObject *out, PyObject *ins, const 
 typedef struct {
     PyObject_HEAD tc_client *c; /* NULL once closed */
     PyObject *ops;              /* dict: op name → id */
+    PyObject *op_ids;           /* set: the ids in ops, the only ones record() takes */
+    PyObject *close_status;     /* what close() returned (NULL before) */
+    PyObject *meta_keys;        /* set: the distinct meta keys set in meta_pid */
+    pid_t meta_pid;             /* metadata is per process: a forked child starts empty */
     int open_error;             /* the negative errno tc_open gave for an offline client, else 0 */
     uint64_t dropped;           /* the counts at close */
     uint64_t recorded;
+    uint64_t acked;  /* entries the daemon acknowledged as stored at the last flush that said */
+    pid_t acked_pid; /* the process acked counts in (a forked child counts from 0) */
     int64_t session_id;
     struct shape_memo memo; /* of op()'s shapes */
     PyObject *last_name;    /* the exact str last looked up in ops (held), or NULL */
@@ -357,7 +464,6 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
 {
     PyObject *id;
     const char *s;
-    Py_ssize_t len;
     uint32_t op;
 
     /* A literal name is the same constant str at each pass of a loop. */
@@ -370,29 +476,22 @@ static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
     }
     if (PyErr_Occurred())
         return -1;
-    if (!PyUnicode_Check(name)) {
-        PyErr_SetString(PyExc_TypeError, "an op name must be a str");
+    if ((s = checked_str(name, "op name", 1, PROTO_MAX_NAME)) == NULL)
         return -1;
-    }
-    if ((s = PyUnicode_AsUTF8AndSize(name, &len)) == NULL)
-        return -1;
-    if (len < 1 || len > 1024) {
-        PyErr_Format(PyExc_ValueError, "bad op name %R (1..1024 bytes of UTF-8)", name);
-        return -1;
-    }
     if (cl->c == NULL)
         return 0;
     /* The library is asked even when it sends nothing (a forked child's copy
      * of a client connects on its first call: tracectl.h); it gives 0 to a
-     * disabled or offline client, which is kept like an id. */
+     * disabled or offline client, which is kept like an id. The name and
+     * category were checked, so 0 from a connected client is out of memory. */
     op = category != NULL ? tc_op_cat(cl->c, s, category) : tc_op(cl->c, s);
     if (op == 0 && tc_enabled(cl->c)) {
-        PyErr_Format(PyExc_ValueError, "bad op name %R", name);
+        PyErr_NoMemory();
         return -1;
     }
     if ((id = PyLong_FromUnsignedLong(op)) == NULL)
         return -1;
-    if (PyDict_SetItem(cl->ops, name, id) < 0) {
+    if (PyDict_SetItem(cl->ops, name, id) < 0 || PySet_Add(cl->op_ids, id) < 0) {
         Py_DECREF(id);
         return -1;
     }
@@ -410,6 +509,9 @@ static void client_dealloc(Client *cl)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(cl->ops);
+    Py_XDECREF(cl->op_ids);
+    Py_XDECREF(cl->close_status);
+    Py_XDECREF(cl->meta_keys);
     memo_clear(&cl->memo);
     Py_XDECREF(cl->last_name);
     Py_TYPE(cl)->tp_free((PyObject *)cl);
@@ -470,16 +572,6 @@ static int parse_args(const char *fn, PyObject *const *args, Py_ssize_t nargs, P
     return 0;
 }
 
-/* An optional str argument as UTF-8 (NULL when absent or None). 0 or -1. */
-static int opt_str(PyObject *o, const char **s)
-{
-    *s = NULL;
-    if (o == NULL || o == Py_None)
-        return 0;
-    *s = PyUnicode_AsUTF8(o);
-    return *s != NULL ? 0 : -1;
-}
-
 /* An optional unsigned argument (absent or None: 0). 0 or -1. */
 static int opt_u64(PyObject *o, uint64_t *v)
 {
@@ -506,8 +598,8 @@ static PyObject *client_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, 
         PyErr_SetString(PyExc_TypeError, "op() needs a name");
         return NULL;
     }
-    if (opt_str(v[4], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0 ||
-        opt_u64(v[3], &mem) < 0)
+    if (opt_checked_str(v[4], "category", 1, PROTO_MAX_CATEGORY, &category) < 0 ||
+        (op = client_op_id(cl, v[0], category)) < 0 || opt_u64(v[3], &mem) < 0)
         return NULL;
     if ((r = region_new()) == NULL)
         return NULL;
@@ -548,9 +640,33 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "op_id() needs a name");
         return NULL;
     }
-    if (opt_str(v[1], &category) < 0 || (op = client_op_id(cl, v[0], category)) < 0)
+    if (opt_checked_str(v[1], "category", 1, PROTO_MAX_CATEGORY, &category) < 0 ||
+        (op = client_op_id(cl, v[0], category)) < 0)
         return NULL;
     return PyLong_FromLongLong(op);
+}
+
+/*
+ * An op id given to record(): one that op_id() returned on this client (the
+ * daemon refuses an id its connection never defined, and ends the connection;
+ * another id of this client would name another op). The id, or -1 with a
+ * ValueError set.
+ */
+static int64_t client_known_id(Client *cl, PyObject *o)
+{
+    int known = PySet_Contains(cl->op_ids, o);
+    PyObject *r;
+
+    if (known > 0)
+        return (int64_t)PyLong_AsUnsignedLong(o);
+    if (known < 0 || (r = short_repr(o)) == NULL)
+        return -1;
+    PyErr_Format(PyExc_ValueError,
+                 "record(): op id %U was not returned by op_id() on this client: pass the op's "
+                 "name, or an id op_id() returned",
+                 r);
+    Py_DECREF(r);
+    return -1;
 }
 
 /* The ext keywords of record(), in the order of names[] from index RECORD_EXT on. */
@@ -600,7 +716,8 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (opt_u64(v[1], &start) < 0 || opt_u64(v[2], &dur) < 0 || opt_u64(v[3], &mem) < 0 ||
-        opt_str(v[6], &device) < 0 || opt_str(v[7], &category) < 0 ||
+        opt_checked_str(v[6], "device", 0, PROTO_MAX_NAME, &device) < 0 ||
+        opt_checked_str(v[7], "category", 1, PROTO_MAX_CATEGORY, &category) < 0 ||
         opt_u64(v[8], &x.checksum) < 0)
         return NULL;
     if (v[8] != NULL && v[8] != Py_None)
@@ -618,8 +735,7 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     if (PyLong_Check(v[0])) {
-        op = (int64_t)PyLong_AsUnsignedLong(v[0]);
-        if (op == -1 && PyErr_Occurred())
+        if ((op = client_known_id(cl, v[0])) < 0)
             return NULL;
     } else if ((op = client_op_id(cl, v[0], category)) < 0) {
         return NULL;
@@ -657,47 +773,184 @@ static PyObject *client_set_step(Client *cl, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/*
+ * The daemon takes at most this many distinct metadata keys per process and
+ * ends the connection at the next (proto/PROTOCOL.md Part 2, "Daemon
+ * limits"); setting a known key again is free.
+ */
+#define META_KEYS_MAX 1024
+
+/* Counts key among cl's distinct meta keys; 0, or -1 with a ValueError past the limit. */
+static int client_meta_key(Client *cl, PyObject *key)
+{
+    int known;
+
+    if (cl->meta_pid != getpid()) {
+        cl->meta_pid = getpid();
+        if (PySet_Clear(cl->meta_keys) < 0)
+            return -1;
+    }
+    if ((known = PySet_Contains(cl->meta_keys, key)) != 0)
+        return known < 0 ? -1 : 0;
+    if (PySet_GET_SIZE(cl->meta_keys) >= META_KEYS_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "meta: this process has set %d distinct keys, the daemon's limit per "
+                     "process (setting one of them again is allowed)",
+                     META_KEYS_MAX);
+        return -1;
+    }
+    return PySet_Add(cl->meta_keys, key);
+}
+
+/*
+ * meta(key, value): the key 1..PROTO_MAX_NAME bytes, a str value at most
+ * PROTO_MAX_NAME, neither with a NUL; an int in the int64 range. Checked
+ * before anything is sent (ValueError, OverflowError, TypeError).
+ */
 static PyObject *client_meta(Client *cl, PyObject *args)
 {
-    const char *key;
-    PyObject *val;
+    const char *key, *s = NULL;
+    PyObject *k, *val, *r;
+    long long i = 0;
     int rc;
 
-    if (!PyArg_ParseTuple(args, "sO:meta", &key, &val))
+    if (!PyArg_ParseTuple(args, "OO:meta", &k, &val))
         return NULL;
-    if (cl->c == NULL)
-        Py_RETURN_NONE;
-    if (PyBool_Check(val)) {
-        rc = tc_meta_bool(cl->c, key, val == Py_True);
-    } else if (PyLong_Check(val)) {
-        long long i = PyLong_AsLongLong(val);
-        if (i == -1 && PyErr_Occurred())
+    if ((key = checked_str(k, "meta key", 1, PROTO_MAX_NAME)) == NULL)
+        return NULL;
+    if (PyUnicode_Check(val)) {
+        if ((s = checked_str(val, "meta value", 0, PROTO_MAX_NAME)) == NULL)
             return NULL;
-        rc = tc_meta_int(cl->c, key, i);
-    } else if (PyFloat_Check(val)) {
-        rc = tc_meta_double(cl->c, key, PyFloat_AS_DOUBLE(val));
-    } else if (PyUnicode_Check(val)) {
-        const char *s = PyUnicode_AsUTF8(val);
-        if (s == NULL)
+    } else if (PyLong_Check(val) && !PyBool_Check(val)) {
+        if ((i = PyLong_AsLongLong(val)) == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            if ((r = short_repr(val)) != NULL) {
+                PyErr_Format(PyExc_OverflowError,
+                             "meta value %U is out of the int64 range (-2**63 .. 2**63-1)", r);
+                Py_DECREF(r);
+            }
             return NULL;
-        rc = tc_meta_str(cl->c, key, s);
-    } else {
-        PyErr_SetString(PyExc_TypeError, "a meta value is a str, int, float or bool");
+        }
+    } else if (!PyBool_Check(val) && !PyFloat_Check(val)) {
+        PyErr_Format(PyExc_TypeError, "a meta value is a str, int, float or bool, not %.100s",
+                     Py_TYPE(val)->tp_name);
         return NULL;
     }
+    if (cl->c == NULL)
+        Py_RETURN_NONE;
+    if (client_meta_key(cl, k) < 0)
+        return NULL;
+    if (PyBool_Check(val))
+        rc = tc_meta_bool(cl->c, key, val == Py_True);
+    else if (PyLong_Check(val))
+        rc = tc_meta_int(cl->c, key, i);
+    else if (PyFloat_Check(val))
+        rc = tc_meta_double(cl->c, key, PyFloat_AS_DOUBLE(val));
+    else
+        rc = tc_meta_str(cl->c, key, s);
     if (rc < 0 && tc_enabled(cl->c))
         return raise_err(rc, "meta");
     Py_RETURN_NONE;
 }
 
+/*
+ * The bound of a flush() given no timeout, in ms: $TRACECTL_CLOSE_TIMEOUT
+ * seconds (the bound tc_close() takes from the same variable), else 5 s, so
+ * that a stopped daemon never holds the program. A value that is not a
+ * number >= 0 is the default.
+ */
+#define CLOSE_TIMEOUT_MS 5000
+static int close_timeout_ms(void)
+{
+    const char *v = getenv("TRACECTL_CLOSE_TIMEOUT");
+    char *end;
+    double t;
+
+    if (v == NULL || *v == '\0')
+        return CLOSE_TIMEOUT_MS;
+    t = strtod(v, &end);
+    if (*end != '\0' || !(t >= 0.0))
+        return CLOSE_TIMEOUT_MS;
+    return t * 1000.0 > 2e9 ? 2000000000 : (int)(t * 1000.0);
+}
+
+/*
+ * The status flush() and close() return, a dict: `recorded` and `dropped`
+ * (the library's counts), `stored` (what the daemon acknowledged as stored:
+ * acked, or recorded - dropped when the call was acknowledged, or when the
+ * library counted everything unacknowledged as dropped after losing the
+ * connection), `unconfirmed` (recorded - dropped - stored: sent or queued,
+ * neither acknowledged nor known lost), `error` (None or the tracectl.Error)
+ * and `ok` (error is None). For an offline or disabled client stored and
+ * unconfirmed are 0. A new reference, or NULL.
+ */
+static PyObject *status_new(uint64_t recorded, uint64_t dropped, int enabled, uint64_t acked,
+                            PyObject *error)
+{
+    uint64_t sent = enabled && recorded > dropped ? recorded - dropped : 0;
+    uint64_t stored = acked < sent ? acked : sent;
+
+    return Py_BuildValue("{s:O,s:K,s:K,s:K,s:K,s:O}", "ok", error == Py_None ? Py_True : Py_False,
+                         "recorded", (unsigned long long)recorded, "dropped",
+                         (unsigned long long)dropped, "stored", (unsigned long long)stored,
+                         "unconfirmed", (unsigned long long)(sent - stored), "error", error);
+}
+
+/*
+ * The status of a flush or close of cl that returned rc (about what; c the
+ * client when it is not freed yet, for its error text), as a new reference;
+ * with strict and an error, raises the error (its `status` attribute the
+ * dict) and returns NULL. Updates cl->acked from an acknowledged call: rc 0,
+ * or a flush's -ENOTCONN (tc_flush() then counts every unacknowledged entry
+ * as dropped: tracectl.h).
+ */
+static PyObject *status_or_raise(Client *cl, tc_client *c, int rc, const char *what,
+                                 uint64_t recorded, uint64_t dropped, int enabled, int strict)
+{
+    PyObject *error = Py_None, *st;
+    const char *detail = NULL;
+
+    if (cl->acked_pid != getpid()) {
+        cl->acked = 0;
+        cl->acked_pid = getpid();
+    }
+    if (rc == 0 || (rc == -ENOTCONN && c != NULL))
+        cl->acked = recorded > dropped ? recorded - dropped : 0;
+    if (rc < 0 && enabled) {
+        if (c != NULL)
+            (void)tc_last_error(c, &detail);
+        if ((error = make_err(rc, what, detail)) == NULL)
+            return NULL;
+    }
+    st = status_new(recorded, dropped, enabled, cl->acked, error);
+    if (st != NULL && strict && error != Py_None) {
+        if (PyObject_SetAttrString(error, "status", st) == 0)
+            PyErr_SetObject(tc_error, error);
+        Py_CLEAR(st);
+    }
+    if (error != Py_None)
+        Py_DECREF(error);
+    return st;
+}
+
+/* What flush() and close() return after close(): close()'s status again. */
+static PyObject *closed_status(Client *cl)
+{
+    if (cl->close_status == NULL) /* close() ran out of memory building it */
+        return status_new(cl->recorded, cl->dropped, 0, 0, Py_None);
+    return Py_NewRef(cl->close_status);
+}
+
+/* flush(timeout=None, strict=False): see the method's doc below. */
 static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"timeout", NULL};
+    static char *names[] = {"timeout", "strict", NULL};
     PyObject *timeout = Py_None;
-    int ms = -1, rc;
+    int ms, rc, strict = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", names, &timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:flush", names, &timeout, &strict))
         return NULL;
+    ms = close_timeout_ms();
     if (timeout != Py_None) {
         double t = PyFloat_AsDouble(timeout);
         if (t == -1.0 && PyErr_Occurred())
@@ -705,29 +958,45 @@ static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
         ms = t < 0 ? -1 : t * 1000.0 > 2e9 ? 2000000000 : (int)(t * 1000.0);
     }
     if (cl->c == NULL)
-        Py_RETURN_NONE;
-    rc = tc_flush(cl->c, ms);
-    if (rc < 0 && tc_enabled(cl->c)) /* an offline client has nothing to send: no error */
-        return raise_err(rc, "flush");
-    Py_RETURN_NONE;
+        return closed_status(cl);
+    Py_BEGIN_ALLOW_THREADS rc = tc_flush(cl->c, ms);
+    Py_END_ALLOW_THREADS
+        /* an offline client has nothing to send: no error */
+        return status_or_raise(cl, cl->c, rc, "flush", tc_recorded(cl->c), tc_dropped(cl->c),
+                               tc_enabled(cl->c), strict);
 }
 
-static PyObject *client_close(Client *cl, PyObject *unused)
+/* close(strict=False): see the method's doc below. */
+static PyObject *client_close(Client *cl, PyObject *args, PyObject *kw)
 {
+    static char *names[] = {"strict", NULL};
     tc_client *c = cl->c;
-    int enabled, rc;
+    int enabled, rc, strict = 0;
+    PyObject *st;
 
+    if (args != NULL && !PyArg_ParseTupleAndKeywords(args, kw, "|p:close", names, &strict))
+        return NULL;
     if (c == NULL)
-        Py_RETURN_NONE;
+        return closed_status(cl);
     cl->dropped = tc_dropped(c);
     cl->recorded = tc_recorded(c);
     enabled = tc_enabled(c);
     cl->c = NULL;
+    /* tc_close's bye carries the final count, taken after its flush; the
+     * wait is tc_close's own (TRACECTL_CLOSE_TIMEOUT: tracectl.h). */
     Py_BEGIN_ALLOW_THREADS rc = tc_close(c);
     Py_END_ALLOW_THREADS
-        /* tc_close's bye carries the final count, taken after its flush. */
-        if (rc < 0 && enabled) return raise_err(rc, "close");
-    Py_RETURN_NONE;
+        /* The client is freed: the status holds the error, not the library's text. */
+        if ((st = status_or_raise(cl, NULL, rc, "close", cl->recorded, cl->dropped, enabled, 0)) ==
+            NULL) return NULL;
+    Py_XSETREF(cl->close_status, st);
+    if (strict && rc < 0 && enabled) {
+        PyObject *error = PyDict_GetItemString(st, "error"); /* borrowed */
+        if (PyObject_SetAttrString(error, "status", st) == 0)
+            PyErr_SetObject(tc_error, error);
+        return NULL;
+    }
+    return Py_NewRef(st);
 }
 
 static PyObject *client_enter(Client *cl, PyObject *unused)
@@ -736,12 +1005,13 @@ static PyObject *client_enter(Client *cl, PyObject *unused)
     return (PyObject *)cl;
 }
 
+/* A with block's end closes the client and never raises for it (a lost daemon is no error). */
 static PyObject *client_exit(Client *cl, PyObject *args)
 {
-    PyObject *r = client_close(cl, NULL);
+    PyObject *r = client_close(cl, NULL, NULL);
 
     if (r == NULL && PyTuple_GET_SIZE(args) > 0 && PyTuple_GET_ITEM(args, 0) != Py_None)
-        PyErr_Clear(); /* the body's exception goes on; the close error is secondary */
+        PyErr_Clear(); /* the body's exception goes on; an error here (memory) is secondary */
     if (r == NULL && PyErr_Occurred())
         return NULL;
     Py_XDECREF(r);
@@ -800,9 +1070,15 @@ static PyMethodDef client_methods[] = {
     {"meta", (PyCFunction)client_meta, METH_VARARGS,
      "meta(key, value)\n\nMetadata of this process: str, int, float or bool."},
     {"flush", (PyCFunction)(void (*)(void))client_flush, METH_VARARGS | METH_KEYWORDS,
-     "flush(timeout=None)\n\nSends everything recorded and waits for the daemon's ack."},
-    {"close", (PyCFunction)client_close, METH_NOARGS,
-     "close()\n\nFlushes, says bye with the dropped count and frees the client."},
+     "flush(timeout=None, strict=False) -> dict\n\nSends everything recorded and waits for the "
+     "daemon's ack, at most timeout seconds (None: $TRACECTL_CLOSE_TIMEOUT, else 5; < 0: no "
+     "bound). Returns the status: ok, error (None or a tracectl.Error), recorded, dropped, "
+     "stored (acknowledged), unconfirmed. Raises the error only with strict=True."},
+    {"close", (PyCFunction)(void (*)(void))client_close, METH_VARARGS | METH_KEYWORDS,
+     "close(strict=False) -> dict\n\nFlushes, says bye with the dropped count and frees the "
+     "client; returns the status as flush() does (a second close() returns it again). A "
+     "stopped or lost daemon is no error unless strict=True: then the status's error is "
+     "raised, with the status as its .status."},
     {"__enter__", (PyCFunction)client_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)client_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -951,33 +1227,111 @@ static PyTypeObject RegionType = {
 
 /* ---- module --------------------------------------------------------------- */
 
+/*
+ * An int argument of open() in lo .. INT32_MAX (hello's range, PROTOCOL.md),
+ * or None (*v left as it is). 0 or -1 with a ValueError or TypeError set.
+ */
+static int open_int(PyObject *o, const char *what, long long lo, int64_t *v)
+{
+    long long x;
+    int overflow;
+
+    if (o == Py_None)
+        return 0;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int or None, not %.100s", what,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    x = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow != 0 || x < lo || x > INT32_MAX) {
+        PyObject *r = short_repr(o);
+        if (r != NULL) {
+            PyErr_Format(PyExc_ValueError, "%s %U is out of range: the limit is %lld .. 2**31-1",
+                         what, r, lo);
+            Py_DECREF(r);
+        }
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/*
+ * The session name tc_open() will take from the environment when open() is
+ * given none (tracectl.h: the first of these that is set and not empty),
+ * checked as an argument is: a name over the limit would give an offline
+ * client. 0, or -1 with a ValueError set.
+ */
+static int open_env_session(void)
+{
+    static const char *const names[] = {"TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID",
+                                        NULL};
+
+    for (int i = 0; names[i] != NULL; i++) {
+        const char *v = getenv(names[i]);
+        size_t n = v != NULL ? strlen(v) : 0;
+
+        if (n == 0)
+            continue;
+        if (n > PROTO_MAX_SESSION) {
+            PyErr_Format(PyExc_ValueError,
+                         "session name from $%s is %zu bytes: the limit is 1..%d bytes", names[i],
+                         n, PROTO_MAX_SESSION);
+            return -1;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* open()'s rank and world into o: 0 <= rank < world <= 2**31-1 (each may be None). 0 or -1. */
+static int open_rank_world(PyObject *rank, PyObject *world, tc_options *o)
+{
+    if (open_int(rank, "rank", 0, &o->rank) < 0 || open_int(world, "world", 1, &o->world) < 0)
+        return -1;
+    if (rank != Py_None && world != Py_None && o->rank >= o->world) {
+        PyErr_Format(PyExc_ValueError,
+                     "rank %lld is out of range for world %lld: 0 <= rank < world",
+                     (long long)o->rank, (long long)o->world);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"session", "rank",         "world", "device", "blocking",
                             "socket",  "ring_entries", "type",  NULL};
-    const char *session = NULL, *device = NULL, *socket = NULL;
-    PyObject *rank = Py_None, *world = Py_None, *blocking = Py_None;
+    const char *session, *device, *socket = NULL;
+    PyObject *sess = Py_None, *dev = Py_None, *rank = Py_None, *world = Py_None;
+    PyObject *blocking = Py_None;
     Py_ssize_t ring = 0;
     PyTypeObject *type = &ClientType;
     tc_options o;
     Client *cl;
     int err = 0;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|zOOzOznO!:open", names, &session, &rank, &world,
-                                     &device, &blocking, &socket, &ring, &PyType_Type, &type))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOznO!:open", names, &sess, &rank, &world, &dev,
+                                     &blocking, &socket, &ring, &PyType_Type, &type))
         return NULL;
     if (!PyType_IsSubtype(type, &ClientType)) {
         PyErr_SetString(PyExc_TypeError, "type must be a subclass of Client");
         return NULL;
     }
+    /* A session name the daemon refuses would give an offline client: refused here. */
+    if (opt_checked_str(sess, "session name", 1, PROTO_MAX_SESSION, &session) < 0 ||
+        opt_checked_str(dev, "device", 0, PROTO_MAX_NAME, &device) < 0 ||
+        (sess == Py_None && open_env_session() < 0))
+        return NULL;
     tc_options_init(&o);
     o.session = session;
     o.device = device;
     o.socket_path = socket;
     o.ring_entries = ring > 0 ? (size_t)ring : 0;
-    if (rank != Py_None && (o.rank = PyLong_AsLongLong(rank)) == -1 && PyErr_Occurred())
-        return NULL;
-    if (world != Py_None && (o.world = PyLong_AsLongLong(world)) == -1 && PyErr_Occurred())
+    if (open_rank_world(rank, world, &o) < 0)
         return NULL;
     if (blocking != Py_None) {
         int b = PyObject_IsTrue(blocking);
@@ -988,9 +1342,12 @@ static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
     if ((cl = (Client *)type->tp_alloc(type, 0)) == NULL)
         return NULL;
     cl->c = NULL;
-    cl->dropped = cl->recorded = 0;
+    cl->dropped = cl->recorded = cl->acked = 0;
+    cl->acked_pid = getpid();
     cl->session_id = -1;
-    if ((cl->ops = PyDict_New()) == NULL) {
+    cl->meta_pid = getpid();
+    if ((cl->ops = PyDict_New()) == NULL || (cl->op_ids = PySet_New(NULL)) == NULL ||
+        (cl->meta_keys = PySet_New(NULL)) == NULL) {
         Py_DECREF(cl);
         return NULL;
     }

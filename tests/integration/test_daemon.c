@@ -174,6 +174,77 @@ Test(daemon, malformed_connection_does_not_disturb_others)
     close(cfd);
 }
 
+/*
+ * A batch whose entries name an undefined op id among defined ones: the
+ * daemon answers unknown_op and closes the connection (v1: a message not of
+ * its form), but stores the batch's entries of defined ops and counts the
+ * refused ones in the process's (and session's) dropped. Before, the whole
+ * batch was lost: 0 stored, dropped 0.
+ */
+Test(daemon, unknown_op_keeps_the_batch_s_good_entries)
+{
+    /* op ids of the batch, in order: 1 and 2 are defined, 99 and 7 are not */
+    static const uint32_t ops[] = {1, 1, 99, 2, 1, 7, 7, 2};
+    struct proto_reader r;
+    struct proto_msg m;
+    const msgpack_object *o, *sess, *list;
+    struct proto_request req;
+    long long id;
+    int fd, cfd;
+    struct pk p;
+
+    harness_daemon_start(&d, NULL);
+    fd = raw_producer(d.sock, "unknown-op", 0, 1, "gpu:0", &id);
+    send_ops(fd, 1, "matmul");
+    send_ops(fd, 2, "conv2d");
+    send_batch(fd, 1, 10, 0, 100); /* stored before: 10 matmul of 100..109 ns */
+    cr_assert_eq(flush(fd, 1), 10);
+    pk_init(&p);
+    msgpack_pack_array(&p.pk, 2);
+    msgpack_pack_str(&p.pk, 5);
+    msgpack_pack_str_body(&p.pk, "batch", 5);
+    msgpack_pack_array(&p.pk, sizeof(ops) / sizeof(ops[0]));
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        msgpack_pack_array(&p.pk, 4);
+        msgpack_pack_uint64(&p.pk, 0);
+        msgpack_pack_uint32(&p.pk, ops[i]);
+        msgpack_pack_uint64(&p.pk, 1000000 + i);
+        msgpack_pack_uint64(&p.pk, 1000 + i); /* dur: 1000 + position */
+    }
+    raw_send(fd, &p.sb);
+    msgpack_sbuffer_destroy(&p.sb);
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0);
+    cr_assert_eq(m.type, PROTO_ERROR);
+    cr_assert_str_eq(m.u.error.code, "unknown_op");
+    cr_assert(strstr(m.u.error.message, "op id 99 ") != NULL, "%s", m.u.error.message);
+    cr_assert(strstr(m.u.error.message, "(entry 2)") != NULL, "%s", m.u.error.message);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+    cr_assert(raw_closed(fd), "the connection was not closed");
+    close(fd);
+    wait_state(id, "ended", 5);
+
+    proto_request_init(&req);
+    req.session.id = id;
+    o = control(PROTO_REPORT, &req, &r, &cfd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    sess = obj_get(&o->via.array.ptr[1], "session");
+    /* 10 before + positions 0, 1, 3, 4, 7 of the batch; 99 and 7, 7 refused */
+    cr_assert_eq(obj_u64(obj_get(sess, "entries")), 15);
+    cr_assert_eq(obj_u64(obj_get(sess, "dropped")), 3);
+    /* sum(100..109) + 1000 + 1001 + 1003 + 1004 + 1007 */
+    cr_assert_eq(obj_u64(obj_get(sess, "total_ns")), 1045 + 5015);
+    list = obj_get(&o->via.array.ptr[1], "ops");
+    cr_assert_eq(list->via.array.size, 2);
+    cr_assert(obj_str_eq(obj_get(&list->via.array.ptr[0], "op"), "matmul"));
+    cr_assert_eq(obj_u64(obj_get(&list->via.array.ptr[0], "calls")), 13);
+    cr_assert(obj_str_eq(obj_get(&list->via.array.ptr[1], "op"), "conv2d"));
+    cr_assert_eq(obj_u64(obj_get(&list->via.array.ptr[1], "calls")), 2);
+    proto_reader_deinit(&r);
+    close(cfd);
+}
+
 Test(daemon, bad_state_and_unknown_types)
 {
     static const struct {

@@ -267,8 +267,9 @@ class Api(unittest.TestCase):
         tc.flush(timeout=10)
         sid = tc.session_id
         self.d.stop(signal.SIGKILL)
-        with self.assertRaises(tracectl.Error):
-            tc.flush(timeout=10)  # the connection is gone
+        st = tc.flush(timeout=10)  # the connection is gone: a status, no exception
+        self.assertFalse(st["ok"])
+        self.assertEqual(st["error"].errno, errno.ENOTCONN)
         for _ in range(200):
             with tc.op("lost"):
                 pass
@@ -280,7 +281,10 @@ class Api(unittest.TestCase):
             time.sleep(0.005)
         self.assertEqual(tc.dropped, 200)
         with self.assertRaises(tracectl.Error):
-            tc.close()
+            tc.flush(timeout=10, strict=True)
+        st = tc.close()
+        self.assertFalse(st["ok"])
+        self.assertEqual((st["recorded"], st["dropped"]), (250, 200))
         self.assertEqual(tc.dropped, 200)
         self.d.start()
         self.assertEqual(self.d.rows(sid, "SELECT op, count(*) FROM trace GROUP BY op"),

@@ -14,7 +14,8 @@ entries are dropped *and counted* (``Client.dropped``).
     @tc.trace                                 # one entry per call, named after the function
     def forward(x): ...
     tc.step()                                 # the next training step
-    tc.close()                                # flush, bye, free
+    st = tc.close()                           # flush, bye, free; never raises by default
+    # st: {"ok", "error", "recorded", "dropped", "stored", "unconfirmed"}
 
 Regions nest: each ``with`` block records its own span (the outer one is not
 cut), and a block inside another of the same client on the same thread is sent
@@ -41,6 +42,31 @@ bytes of any contiguous buffer: bytes, memoryview, a numpy array), either as
     with tc.op("matmul") as r:
         out = a @ b
         r.checksum = tracectl.checksum(out.numpy())
+
+The tool never fails the job: ``close()`` and ``flush()`` return a status
+dict instead of raising when the daemon is stopped, killed or could not
+store everything — ``ok`` (no error), ``error`` (None or the
+``tracectl.Error``), ``recorded``, ``dropped`` (never sent, or sent and lost
+with the connection, as the C library counts), ``stored`` (what the daemon
+acknowledged as stored, at this call or the last flush that was
+acknowledged) and ``unconfirmed`` (recorded - dropped - stored: sent or
+queued, neither acknowledged nor known lost; the daemon may have stored
+some). ``strict=True`` raises the
+error instead (its ``status`` attribute holds the dict). ``flush()`` waits
+at most ``timeout`` seconds (None: ``$TRACECTL_CLOSE_TIMEOUT``, else 5; a
+negative timeout waits for the ack however long). ``close()`` waits as long
+as the C library's ``tc_close()`` does (tracectl.h). A ``with`` block's end
+closes without raising, as does a client freed unclosed.
+
+Bad arguments raise at the call (ValueError, TypeError, OverflowError), with
+a message that names the limit and quotes at most 40 characters of the
+value, because the daemon ends a connection at the first message it must
+refuse and everything after it is lost: op names and meta keys 1..1024
+bytes of UTF-8 and meta strings at most 1024, categories 1..32, device names
+at most 1024, session names 1..256 (one from the environment too;
+proto/PROTOCOL.md, Limits), none with a NUL; ``0 <= rank < world <= 2**31-1``; an integer op id given to
+``record()`` must be one ``op_id()`` returned on this client; ``meta()``
+takes at most 1,024 distinct keys per process (the daemon's limit).
 
 ``tracectl.torch`` instruments PyTorch models and torch.distributed.
 """
@@ -83,7 +109,8 @@ class Client(_CClient):
     size, a point-to-point peer, the links of nested entries); ``region_id()`` hands out a new entry id for ``id=`` and
     the ``parent=`` of the entries inside it; ``op_id(name, category=None)``
     interns a name; ``step()``, ``set_step(n)``, ``meta(key, value)``,
-    ``flush(timeout=None)``, ``close()``. Properties: ``dropped``,
+    ``flush(timeout=None, strict=False)``, ``close(strict=False)`` (both
+    return a status dict: see the module's docstring). Properties: ``dropped``,
     ``recorded``, ``session_id``, ``enabled``, ``closed``, ``open_error``.
     A client is also a context manager that closes it.
     """

@@ -1,6 +1,6 @@
 """Type hints of the C extension (see tracectl/__init__.py for the documentation)."""
 from types import TracebackType
-from typing import Optional, Sequence, Type, TypeVar, Union
+from typing import Optional, Sequence, Type, TypeVar, TypedDict, Union
 
 _C = TypeVar("_C", bound="Client")
 Shape = Sequence[int]
@@ -9,6 +9,16 @@ class Error(OSError):
     """A libtracectl or daemon error: errno, strerror, code (the errno's name), message."""
     code: Optional[str]
     message: str
+    status: "Status"  # set when raised by flush(strict=True) or close(strict=True)
+
+class Status(TypedDict):
+    """What flush() and close() return (see Client.close in tracectl/__init__.py)."""
+    ok: bool
+    error: Optional[Error]
+    recorded: int
+    dropped: int
+    stored: int
+    unconfirmed: int
 
 class Region:
     """One op's span: ``with client.op(name): ...`` records it when the block ends."""
@@ -38,8 +48,8 @@ class Client:
     def step(self) -> None: ...
     def set_step(self, step: int) -> None: ...
     def meta(self, key: str, value: Union[str, int, float, bool]) -> None: ...
-    def flush(self, timeout: Optional[float] = ...) -> None: ...
-    def close(self) -> None: ...
+    def flush(self, timeout: Optional[float] = ..., strict: bool = ...) -> Status: ...
+    def close(self, strict: bool = ...) -> Status: ...
     def __enter__(self: _C) -> _C: ...
     def __exit__(self, t: Optional[Type[BaseException]], v: Optional[BaseException],
                  tb: Optional[TracebackType]) -> bool: ...

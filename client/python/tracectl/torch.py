@@ -129,12 +129,18 @@ def step() -> None:
         _client.step()
 
 
-def close() -> None:
-    """Closes the bridge's client (flush, bye)."""
+def close(strict: bool = False) -> Optional[Dict[str, Any]]:
+    """Closes the bridge's client (flush, bye) and returns its status (None without one).
+
+    As ``tracectl.Client.close()``: a stopped or lost daemon never fails the
+    job (the status says what was stored, dropped and unconfirmed, and the
+    error); ``strict=True`` raises ``tracectl.Error`` instead.
+    """
     global _client
     c, _client = _client, None
-    if c is not None:
-        c.close()
+    if c is None:
+        return None
+    return c.close(strict=strict)
 
 
 def _shape(t: Any) -> Optional[Tuple[int, ...]]:
