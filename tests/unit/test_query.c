@@ -667,8 +667,19 @@ static const msgpack_object *pack(struct report *r, msgpack_sbuffer *sb, msgpack
 
 static const char *const top_keys[] = {"session", "ops",       "slowest", "memory",
                                        "devices", "imbalance", "comm"};
-static const char *const session_keys[] = {"id",      "name",    "state",    "processes", "devices",
-                                           "entries", "dropped", "total_ns", "span_ns"};
+/* v1's keys, then the extensions (PROTOCOL.md Part 3) */
+static const char *const session_keys[] = {"id",
+                                           "name",
+                                           "state",
+                                           "processes",
+                                           "devices",
+                                           "entries",
+                                           "dropped",
+                                           "total_ns",
+                                           "span_ns",
+                                           "interrupted",
+                                           "interrupted_reason",
+                                           "interrupted_ns"};
 static const char *const entry_keys[] = {"op",     "rank",      "device",    "step",     "start_ns",
                                          "dur_ns", "mem_bytes", "out_shape", "in_shapes"};
 
@@ -694,7 +705,7 @@ Test(query, pack)
     m = pack(&r, &sb, &u);
     keys_eq(m, top_keys, 7);
     o = map_get(m, "session");
-    keys_eq(o, session_keys, 9);
+    keys_eq(o, session_keys, 12);
     cr_assert_eq(get_u64(o, "id"), 7);
     str_eq(map_get(o, "name"), "job-42");
     str_eq(map_get(o, "state"), "live");
@@ -780,7 +791,7 @@ Test(query, pack_empty)
     m = pack(&r, &sb, &u);
     keys_eq(m, top_keys, 7);
     o = map_get(m, "session");
-    keys_eq(o, session_keys, 9);
+    keys_eq(o, session_keys, 12);
     cr_assert_eq(map_get(o, "name")->type, MSGPACK_OBJECT_NIL); /* not set by the caller */
     cr_assert_eq(get_u64(o, "entries"), 0);
     cr_assert_eq(get_u64(o, "span_ns"), 0);
