@@ -33,8 +33,9 @@ struct report_work {
     char *name, *state;
     char path[PATH_MAX];
     int rc;
-    bool heavy; /* counted in d->n_heavy */
-    bool late;  /* "late": true, only the late figures (query_late) */
+    bool heavy;                 /* counted in d->n_heavy */
+    bool late;                  /* "late": true, only the late figures (query_late) */
+    atomic_uint_fast64_t steps; /* what it scanned: charged to its user (users.h) */
     char err[256];
     msgpack_sbuffer out;
 };
@@ -285,6 +286,9 @@ static void report_after_cb(uv_work_t *req, int status)
     }
     if (w->heavy)
         d->n_heavy--;
+    c->user->reports--;
+    c->user->heavy -= w->heavy;
+    c->user->cost += atomic_load(&w->steps);
     msgpack_sbuffer_destroy(&w->out);
     free(w->analysis.device);
     free(w->analysis.category);
@@ -366,6 +370,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
         return;
     }
     w->params.analysis = &w->analysis;
+    w->params.cancel = &c->d->cancel;
+    w->params.steps = &w->steps;
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
@@ -373,10 +379,14 @@ static void control_report(struct conn *c, const struct proto_request *req)
     w->late = req->late;
     w->heavy = !w->late && s->entries >= c->d->opt.heavy_entries;
     c->d->n_heavy += w->heavy;
+    c->user->reports++;
+    c->user->heavy += w->heavy;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, report_work_cb, report_after_cb) < 0) {
         c->d->n_reports--;
         c->d->n_heavy -= w->heavy;
+        c->user->reports--;
+        c->user->heavy -= w->heavy;
         c->refs--;
         free(w->analysis.device);
         free(w->analysis.category);

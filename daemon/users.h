@@ -1,0 +1,58 @@
+/*
+ * users — what each user (uid, from SO_PEERCRED) holds of what every
+ * connection shares: unread reply bytes and the report slots, and the queue
+ * of its reports waiting for a slot. Loop thread only.
+ *
+ * A struct user exists while the uid has a connection (conn_accept takes a
+ * reference, conn_free drops it); there are as many as users connected, so
+ * the list is walked, not hashed.
+ *
+ * FAIRNESS (README "Limits", "Users and running as a service")
+ * Reports are built CONN_MAX_REPORTS at a time, CONN_MAX_HEAVY of them on
+ * sessions of --heavy-entries entries or more. Every report request waits
+ * in its user's queue, oldest first, and users_schedule() hands free slots
+ * out: among the users whose oldest waiting report may start, to the one
+ * whose reports have scanned least (SQLite's virtual-machine steps counted
+ * by a progress handler, query.h), the least recently served first on a
+ * tie. While another user is connected, one user holds at most all slots
+ * but one (and of the heavy ones all but one), so a user who arrives while
+ * another keeps every slot busy finds one free at once. Exports take slots
+ * the same way, CONN_MAX_EXPORTS of them (each holds a read snapshot and
+ * its SQLite cache while it streams), half of them per user while another
+ * user is connected.
+ */
+#ifndef TRACECTLD_USERS_H
+#define TRACECTLD_USERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct conn;
+struct daemon;
+
+struct user {
+    struct user *next;
+    int64_t uid;
+    unsigned conns;     /* connections (references) */
+    uint64_t unwritten; /* reply bytes queued on its connections, not yet written */
+    unsigned reports;   /* report slots held */
+    unsigned heavy;     /* of which heavy */
+    unsigned exports;   /* exports streaming */
+    uint64_t cost;      /* what its finished reports scanned (progress-handler steps) */
+    uint64_t served;    /* d->users_served when it was last given a slot */
+    struct conn *first; /* its connections holding a report for a slot, oldest first */
+    struct conn *last;
+};
+
+/* The user of uid, made (with one reference) or referenced. NULL when out of memory. */
+struct user *users_get(struct daemon *d, int64_t uid);
+/* Drops a reference; frees the user with its last. u may be NULL. */
+void users_put(struct daemon *d, struct user *u);
+/* Appends c (holding a report or export) to its user's queue; a no-op when queued already. */
+void users_wait(struct conn *c);
+/* Takes c out of its user's queue (it closed); a no-op when it is not queued. */
+void users_unwait(struct conn *c);
+/* Gives free slots to waiting reports and exports (FAIRNESS); each starts before this returns. */
+void users_schedule(struct daemon *d);
+
+#endif
