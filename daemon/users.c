@@ -72,14 +72,13 @@ void users_unwait(struct conn *c)
     c->wait_next = NULL;
 }
 
-/* Whether u's oldest waiting report or export may take a slot now (FAIRNESS in users.h). */
-static bool users_may_start(struct daemon *d, struct user *u)
+/* Whether c, waiting in u's queue, may take a slot now (FAIRNESS in users.h). */
+static bool users_may_start(struct daemon *d, struct user *u, struct conn *c)
 {
-    struct conn *c = u->first;
-    bool shared = d->n_users > 1; /* another user is connected: keep a slot for them */
+    bool shared = d->opt.system; /* several users: keep a slot for the next one */
     bool heavy;
 
-    if (c == NULL || !conn_may_start(c))
+    if (!conn_may_start(c))
         return false;
     if (c->held.type == PROTO_EXPORT)
         return d->n_exports < CONN_MAX_EXPORTS && (!shared || u->exports < CONN_MAX_EXPORTS / 2);
@@ -93,6 +92,19 @@ static bool users_may_start(struct daemon *d, struct user *u)
     return true;
 }
 
+/*
+ * u's oldest waiting request that may start, or NULL: oldest first within
+ * each lane (a report waiting for a heavy slot does not hold up the
+ * user's small ones behind it, nor an export its reports).
+ */
+static struct conn *users_next(struct daemon *d, struct user *u)
+{
+    for (struct conn *c = u->first; c != NULL; c = c->wait_next)
+        if (users_may_start(d, u, c))
+            return c;
+    return NULL;
+}
+
 void users_schedule(struct daemon *d)
 {
     /* A granted connection may queue another report of its buffer: the loop below sees it. */
@@ -101,18 +113,19 @@ void users_schedule(struct daemon *d)
     d->scheduling = true;
     for (;;) {
         struct user *best = NULL;
-        struct conn *c;
+        struct conn *c = NULL, *k;
 
         for (struct user *u = d->users; u != NULL; u = u->next) {
-            if (!users_may_start(d, u))
+            if (u->first == NULL || (k = users_next(d, u)) == NULL)
                 continue;
             if (best == NULL || u->cost < best->cost ||
-                (u->cost == best->cost && u->served < best->served))
+                (u->cost == best->cost && u->served < best->served)) {
                 best = u;
+                c = k;
+            }
         }
         if (best == NULL)
             break;
-        c = best->first;
         users_unwait(c);
         best->served = ++d->users_served;
         conn_grant(c); /* it dispatches its report now: n_reports grows */

@@ -10,16 +10,17 @@
  * FAIRNESS (README "Limits", "Users and running as a service")
  * Reports are built CONN_MAX_REPORTS at a time, CONN_MAX_HEAVY of them on
  * sessions of --heavy-entries entries or more. Every report request waits
- * in its user's queue, oldest first, and users_schedule() hands free slots
- * out: among the users whose oldest waiting report may start, to the one
- * whose reports have scanned least (SQLite's virtual-machine steps counted
- * by a progress handler, query.h), the least recently served first on a
- * tie. While another user is connected, one user holds at most all slots
- * but one (and of the heavy ones all but one), so a user who arrives while
- * another keeps every slot busy finds one free at once. Exports take slots
- * the same way, CONN_MAX_EXPORTS of them (each holds a read snapshot and
- * its SQLite cache while it streams), half of them per user while another
- * user is connected.
+ * in its user's queue, oldest first (within its lane: a report waiting for
+ * a heavy slot does not hold up the user's small ones), and
+ * users_schedule() hands free slots out: among the users with a waiting
+ * report that may start, to the one whose reports have scanned least
+ * (SQLite's virtual-machine steps, counted by a progress handler in
+ * query.c), the least recently served first on a tie. Under --system one user holds at most all
+ * slots but one (and of the heavy ones all but one), so that a user who arrives while another keeps
+ * every slot busy finds one free at once, not after the shortest of the other's reports. Exports
+ * take slots the same way, CONN_MAX_EXPORTS of them (each holds a read snapshot and its SQLite
+ * cache while it streams), half of them per user under --system. The per-user daemon has one user:
+ * it keeps every slot.
  */
 #ifndef TRACECTLD_USERS_H
 #define TRACECTLD_USERS_H
