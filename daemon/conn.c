@@ -859,7 +859,8 @@ static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
 
 bool conn_may_start(const struct conn *c)
 {
-    return !c->closed && !c->failed && !c->busy && !c->paused && conn_may_send(c, 1);
+    return !c->closed && !c->failed && !c->busy && !c->paused && !c->throttled &&
+           conn_may_send(c, 1);
 }
 
 void conn_grant(struct conn *c)

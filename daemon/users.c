@@ -115,6 +115,9 @@ void users_schedule(struct daemon *d)
         struct user *best = NULL;
         struct conn *c = NULL, *k;
 
+        if (d->n_reports >= CONN_MAX_REPORTS && d->n_exports >= CONN_MAX_EXPORTS)
+            break; /* every slot is taken: no need to walk the queues */
+
         for (struct user *u = d->users; u != NULL; u = u->next) {
             if (u->first == NULL || (k = users_next(d, u)) == NULL)
                 continue;
