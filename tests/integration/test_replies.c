@@ -135,7 +135,7 @@ Test(replies, unread_exports_are_bounded_and_given_back)
      * one 256 KiB chunk beyond the socket's buffer and its SQLite cache
      * (measured ~0.3 MiB), and their chunks wait while the unread replies
      * pass 32 MiB: under 48 MiB over the baseline (measured 17 MiB). Before:
-     * 256 took 95 MiB (each kept a 4,096-row chunk and its cache).
+     * 256 took 92 MiB (each kept a 4,096-row chunk and its cache).
      */
     cr_assert_lt(hwm - rss0, 48L * 1024 * HARNESS_RSS_SCALE,
                  "unread exports grew the daemon by %ld KiB", hwm - rss0);
