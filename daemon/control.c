@@ -289,6 +289,13 @@ static void report_after_cb(uv_work_t *req, int status)
     c->user->reports--;
     c->user->heavy -= w->heavy;
     c->user->cost += atomic_load(&w->steps);
+    /* Measured heavy: the user's next reports on this session take the heavy lane. */
+    if (!w->late && atomic_load(&w->steps) / USERS_HEAVY_STEPS >= d->opt.heavy_entries)
+        c->user->heavy_id = w->id;
+    else if (c->user->heavy_id == w->id)
+        c->user->heavy_id = -1;
+    log_debug("report of session %lld: %llu steps", (long long)w->id,
+              (unsigned long long)atomic_load(&w->steps));
     msgpack_sbuffer_destroy(&w->out);
     free(w->analysis.device);
     free(w->analysis.category);
@@ -321,6 +328,12 @@ static struct session *control_session(struct conn *c, const struct proto_reques
     return NULL;
 }
 
+/* See control_report_heavy. The late figures read the rank aggregates only: never heavy. */
+static bool report_heavy(const struct conn *c, const struct session *s, bool late)
+{
+    return !late && (s->entries >= c->d->opt.heavy_entries || c->user->heavy_id == s->id);
+}
+
 bool control_report_heavy(struct conn *c, const struct proto_request *req)
 {
     struct session *s = NULL;
@@ -329,8 +342,7 @@ bool control_report_heavy(struct conn *c, const struct proto_request *req)
         s = session_find(&c->d->reg, &req->session, c->uid);
     if (s == NULL)
         s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
-    /* The late figures read the rank aggregates only: never heavy, whatever the entries. */
-    return s != NULL && !req->late && s->entries >= c->d->opt.heavy_entries;
+    return s != NULL && report_heavy(c, s, req->late);
 }
 
 static void control_report(struct conn *c, const struct proto_request *req)
@@ -377,7 +389,7 @@ static void control_report(struct conn *c, const struct proto_request *req)
     c->busy = true;
     c->d->n_reports++;
     w->late = req->late;
-    w->heavy = !w->late && s->entries >= c->d->opt.heavy_entries;
+    w->heavy = report_heavy(c, s, w->late);
     c->d->n_heavy += w->heavy;
     c->user->reports++;
     c->user->heavy += w->heavy;

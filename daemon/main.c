@@ -437,6 +437,7 @@ static void daemon_tick_cb(uv_timer_t *t)
     session_tick(&d->reg);
     batchpool_trim();
     conn_trim(d);
+    users_tick(d);
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
         if (s->live)
             s->bytes = store_session_bytes(d->store, s->id);
@@ -643,6 +644,7 @@ int main(int argc, char **argv)
               (unsigned long long)pool.taken, (unsigned long long)pool.missed,
               (unsigned long long)pool.kept, (unsigned long long)pool.freed);
     batchpool_drain();
+    users_free_all(&d);
     free(d.opt.socket_path);
     free(d.opt.data_dir);
     free(d.opt.admin_group);

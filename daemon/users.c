@@ -19,23 +19,44 @@ struct user *users_get(struct daemon *d, int64_t uid)
         return NULL;
     u->uid = uid;
     u->conns = 1;
+    u->heavy_id = -1;
     u->next = d->users;
     d->users = u;
     d->n_users++;
     return u;
 }
 
-void users_put(struct daemon *d, struct user *u)
+static void users_free(struct daemon *d, struct user *u)
 {
     struct user **p;
 
-    if (u == NULL || --u->conns > 0)
-        return;
     for (p = &d->users; *p != u; p = &(*p)->next)
         ;
     *p = u->next;
     d->n_users--;
     free(u);
+}
+
+void users_put(struct daemon *d, struct user *u)
+{
+    if (u != NULL && --u->conns == 0 && u->cost == 0)
+        users_free(d, u);
+}
+
+void users_free_all(struct daemon *d)
+{
+    while (d->users != NULL)
+        users_free(d, d->users);
+}
+
+void users_tick(struct daemon *d)
+{
+    for (struct user *u = d->users, *next; u != NULL; u = next) {
+        next = u->next;
+        u->cost -= u->cost >= 64 ? u->cost / 64 : u->cost;
+        if (u->conns == 0 && u->cost == 0)
+            users_free(d, u);
+    }
 }
 
 void users_wait(struct conn *c)

@@ -293,3 +293,41 @@ Test(fair, sigterm_stops_a_running_report)
     cr_assert_gt(alone, 3.5, "the heavy report (%.2f s) is too short to show it", alone);
     cr_assert_lt(stop, 3.0, "the daemon took %.2f s to stop", stop);
 }
+
+/*
+ * One user (the per-user daemon) with a session of 400,000 entries, under
+ * --heavy-entries (1,000,000), whose reports filtered by steps read every
+ * entry several times: once one of them has been measured (it took more
+ * than 32 SQLite steps per --heavy-entries entry), the next ones take the
+ * heavy lane, 2 at a time, so that the same user's report on a small
+ * session finds a slot while 4 of them are asked. Before: by size they
+ * were not heavy, took all 4 slots, and the small report waited for one.
+ */
+Test(fair, a_report_measured_heavy_takes_the_heavy_lane)
+{
+    enum { LOOPERS = 4 };
+    long long heavy, small;
+    double alone, took;
+    int fds[2];
+    char x;
+
+    harness_daemon_start(&d, NULL);
+    heavy = user_session(0, "heavy", 400000);
+    small = user_session(0, "small", 2000);
+    alone = timed_report(heavy, true, 240); /* measured: the next ones are heavy */
+    cr_assert_gt(alone, 0, "the heavy report failed");
+    harness_pipe(fds);
+    heavy_loop(0, heavy, LOOPERS, fds);
+    close(fds[1]);
+    for (int i = 0; i < LOOPERS; i++)
+        cr_assert_eq(harness_read_within(fds[0], &x, 1, 30), 0);
+    close(fds[0]);
+    usleep(200000); /* the loops' reports have been given their slots (or queued) */
+    took = timed_report(small, false, 240);
+    cr_log_info("a filtered report of 400,000 entries alone %.2f s; a small one while %d run:"
+                " %.3f s",
+                alone, LOOPERS, took);
+    cr_assert_gt(took, 0, "the small report failed");
+    cr_assert_lt(took, alone / 4, "the small report took %.2f s; a heavy one alone %.2f s", took,
+                 alone);
+}
