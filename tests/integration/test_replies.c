@@ -2,7 +2,8 @@
  * test_replies.c — replies a peer does not read are bounded and timed out
  * (README "Limits": unread replies, --reply-timeout): `export` streams only
  * as fast as its peer reads, a peer that stops reading is closed, one that
- * reads slowly is not, and what they held is given back when they go.
+ * reads slowly is not, what they held is given back when they go, and under
+ * --system one user's unread replies leave room for another's.
  *
  * The figures below are the README's, written out here (not taken from the
  * daemon's headers) so that the test checks the documentation.
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -269,4 +271,78 @@ Test(replies, a_slow_reader_is_not_a_hog_a_stalled_one_is)
     }
     close(stalled);
     raw_bye(producer, 0);
+}
+
+/*
+ * Under --system, one user's unread replies are held to half of the 64 MiB:
+ * uid 65534 has 24 connections ask `live` of a 65,536-op session (2.9 MiB
+ * each, 69 MiB in all) and read nothing; uid 65533's request is answered at
+ * once, and none of the first user's connections is closed for it (they are
+ * left to --reply-timeout, 60 s). Before: the daemon closed the connections
+ * holding most as soon as another wanted to send past 64 MiB.
+ */
+Test(replies, one_users_unread_replies_leave_room_for_another)
+{
+    enum { CONNS = 24, OPS = 65536 };
+    int pfd[2], qfd[2], closed = -1;
+    long long id;
+    pid_t pid;
+    char x;
+    struct proto_reader r;
+    const msgpack_object *o;
+    int fd;
+
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run two users (setuid in a forked child)");
+    harness_daemon_start(&d, "--system", "--admin-group", "tracectl-test-nonexistent", NULL);
+    chmod(d.dir, 0755); /* other uids must reach the socket; the daemon filters by uid */
+    harness_pipe(pfd);
+    harness_pipe(qfd);
+    pid = harness_fork_as(65534, 120);
+    if (pid == 0) {
+        static int fds[CONNS];
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        struct proto_request req;
+        int producer = make_wide_live(OPS, &id), n = 0;
+
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        proto_request_init(&req);
+        req.session.id = id;
+        for (int c = 0; c < CONNS; c++) {
+            fds[c] = raw_connect(d.sock);
+            proto_pack_request(&pk, PROTO_LIVE, &req);
+            raw_send(fds[c], &sb);
+        }
+        msgpack_sbuffer_destroy(&sb);
+        /* Told when the other user has been answered: how many of ours were closed. */
+        if (write(pfd[1], "x", 1) != 1 || read(qfd[0], &x, 1) != 1)
+            _exit(1);
+        for (int c = 0; c < CONNS; c++) {
+            struct pollfd p = {.fd = fds[c], .events = POLLRDHUP};
+            n += poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP));
+        }
+        if (write(pfd[1], &n, sizeof(n)) != sizeof(n))
+            _exit(1);
+        (void)producer;
+        pause(); /* killed by harness_reap, connections open */
+        _exit(0);
+    }
+    close(pfd[1]);
+    close(qfd[0]);
+    cr_assert_eq(harness_read_within(pfd[0], &x, 1, 60), 0);
+    /* The daemon has had every request: wait until it has done what it can with them. */
+    wait_idle(60);
+    pid = harness_fork_as(65533, 30);
+    if (pid == 0) {
+        o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd); /* asserts on no reply (5 s) */
+        _exit(o != NULL && obj_str_eq(&o->via.array.ptr[0], "ok") ? 0 : 1);
+    }
+    cr_assert_eq(harness_wait_child(pid), 0, "the other user's status was not answered");
+    cr_assert_eq(write(qfd[1], "x", 1), 1);
+    cr_assert_eq(harness_read_within(pfd[0], &closed, sizeof(closed), 30), 0);
+    cr_log_info("%d unread live answers of one user; the other's answered; %d of them closed",
+                CONNS, closed);
+    cr_assert_eq(closed, 0, "%d of the first user's connections were closed", closed);
 }
