@@ -188,8 +188,8 @@ static int make_wide_live(size_t ops, long long *id)
 }
 
 /*
- * 24 connections ask `live` of a session of 65,536 ops (a 3.6 MiB answer
- * each, 86 MiB in all: over the 64 MiB of unread replies), then read them
+ * 24 connections ask `live` of a session of 65,536 ops (a 2.75 MiB answer
+ * each, 66 MiB in all: over the 64 MiB of unread replies), then read them
  * all, 32 KiB per connection every 20 ms: slowly, for longer than the
  * --reply-timeout of 1 s, but steadily. Every answer arrives whole. One more
  * connection that asks and never reads is closed. Before: the connections
@@ -275,8 +275,8 @@ Test(replies, a_slow_reader_is_not_a_hog_a_stalled_one_is)
 
 /*
  * Under --system, one user's unread replies are held to half of the 64 MiB:
- * uid 65534 has 24 connections ask `live` of a 65,536-op session (2.9 MiB
- * each, 69 MiB in all) and read nothing; uid 65533's request is answered at
+ * uid 65534 has 24 connections ask `live` of a 65,536-op session (2.75 MiB
+ * each, 66 MiB in all) and read nothing; uid 65533's request is answered at
  * once, and none of the first user's connections is closed for it (they are
  * left to --reply-timeout, 60 s). Before: the daemon closed the connections
  * holding most as soon as another wanted to send past 64 MiB.
@@ -348,8 +348,8 @@ Test(replies, one_users_unread_replies_leave_room_for_another)
 }
 
 /*
- * SIGTERM while 40 exports stall, behind 14 unread 2.9 MiB `live` answers
- * (40 MiB, over the 32 MiB past which exports wait for room): some have a
+ * SIGTERM while 40 exports stall, behind 14 unread 2.75 MiB `live` answers
+ * (38.5 MiB, over the 32 MiB past which exports wait for room): some have a
  * chunk unread, some wait for room (conn_wait_room), the rest for a slot.
  * The daemon exits 0 (under AddressSanitizer, with nothing leaked) within
  * 3 s.
