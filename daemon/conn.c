@@ -2,14 +2,18 @@
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <linux/sockios.h>
 
 #include "batchpool.h"
 #include "conn.h"
@@ -23,6 +27,8 @@ struct conn_write {
     uv_write_t req;
     char *data;
     size_t len;
+    conn_sent_cb done; /* conn_send_then's, or NULL */
+    void *arg;
 };
 
 static void conn_update_reading(struct conn *c);
@@ -38,6 +44,7 @@ static void conn_free(struct conn *c)
     store_budget_unref(c->budget);
     if (c->holding)
         proto_msg_free(&c->held);
+    users_put(c->d, c->user);
     free(c);
 }
 
@@ -63,6 +70,8 @@ void conn_close(struct conn *c)
     if (c->closed)
         return;
     c->closed = true;
+    if (c->user != NULL)
+        users_unwait(c);
     if (c->producer && c->session != NULL) {
         /* Everything well-formed it sent is queued; record that it left without bye. */
         session_leave(&d->reg, c->session, c->process_id, false, 0, c->refused);
@@ -80,14 +89,46 @@ void conn_close(struct conn *c)
         c->next->prev = c->prev;
     d->n_conns--;
     uv_close((uv_handle_t *)&c->pipe, conn_close_cb);
+    if (c->room != NULL) { /* a stream waiting for room ends now (conn_wait_room) */
+        conn_room_cb room = c->room;
+
+        c->room = NULL;
+        room(c, c->room_arg);
+    }
+}
+
+/*
+ * Whether c may add to the unread replies, with everything already queued
+ * below `div`-th of the bounds (MEMORY in conn.h): its own, everyone's, and
+ * under --system its user's share of everyone's (half, as for connections),
+ * so that one user's stalled peers cannot make the others wait for the
+ * --reply-timeout.
+ */
+bool conn_may_send(const struct conn *c, unsigned div)
+{
+    const struct daemon *d = c->d;
+
+    if (c->unwritten > CONN_WRITE_HIGH / div)
+        return false;
+    if (d->unwritten <= DAEMON_WRITE_HIGH / (2 * div))
+        return true;
+    if (d->opt.system && !c->admin && c->user->unwritten > DAEMON_WRITE_HIGH / (2 * div))
+        return false;
+    return d->unwritten <= DAEMON_WRITE_HIGH / div;
 }
 
 /* A throttled connection may read requests again once its and everyone's replies are read. */
 static void conn_unthrottle(struct conn *c)
 {
-    if (!c->throttled || c->closed || c->unwritten >= CONN_WRITE_HIGH / 2 ||
-        c->d->unwritten > DAEMON_WRITE_HIGH / 2)
+    conn_room_cb room = c->room;
+
+    if ((!c->throttled && room == NULL) || c->closed || !conn_may_send(c, 2))
         return;
+    if (room != NULL) { /* a stream (export) waiting to send its next part */
+        c->room = NULL;
+        room(c, c->room_arg);
+        return;
+    }
     c->throttled = false;
     conn_process(c);
     conn_update_reading(c);
@@ -98,19 +139,24 @@ static void conn_write_cb(uv_write_t *req, int status)
     struct conn_write *w = (struct conn_write *)req;
     struct conn *c = (struct conn *)req->handle;
     struct daemon *d = c->d;
-    bool was_high = d->unwritten > DAEMON_WRITE_HIGH / 2;
+    bool was_high = d->unwritten > DAEMON_WRITE_HIGH / 4;
 
     c->unwritten -= w->len;
+    c->user->unwritten -= w->len;
     d->unwritten -= w->len;
+    d->trim_bytes += w->len;
     free(w->data);
+    if (w->done != NULL)
+        w->done(c, w->arg, status);
     free(w);
-    (void)status; /* a failed write shows up as a read error or EOF too */
-    if (was_high && d->unwritten <= DAEMON_WRITE_HIGH / 2) {
-        /* Everyone's replies fit again: wake every connection that waited on them. */
+    /* a failed write shows up as a read error or EOF too */
+    if (was_high) {
+        /* Everyone's replies, or a user's share, may fit again: wake whoever waited on them. */
         for (struct conn *o = d->conns, *next; o != NULL; o = next) {
             next = o->next;
             conn_unthrottle(o);
         }
+        users_schedule(d); /* a report may have waited for room too */
     } else {
         conn_unthrottle(c);
     }
@@ -118,13 +164,20 @@ static void conn_write_cb(uv_write_t *req, int status)
 
 void conn_send(struct conn *c, msgpack_sbuffer *sb)
 {
+    (void)conn_send_then(c, sb, NULL, NULL);
+}
+
+int conn_send_then(struct conn *c, msgpack_sbuffer *sb, conn_sent_cb done, void *arg)
+{
     struct conn_write *w;
     uv_buf_t buf;
 
     if (c->closed || (w = malloc(sizeof(*w))) == NULL) {
         msgpack_sbuffer_destroy(sb);
-        return;
+        return c->closed ? -ECANCELED : -ENOMEM;
     }
+    w->done = done;
+    w->arg = arg;
     /* An sbuffer grows in 8 KiB steps: a small reply waiting in the queue
      * should not hold that much. */
     if (sb->alloc > sb->size + 1024) {
@@ -141,10 +194,20 @@ void conn_send(struct conn *c, msgpack_sbuffer *sb)
         free(w->data);
         free(w);
         conn_close(c);
-        return;
+        return -ECANCELED;
     }
     c->unwritten += w->len;
+    c->user->unwritten += w->len;
+    c->sent += w->len;
     c->d->unwritten += w->len;
+    return 0;
+}
+
+void conn_wait_room(struct conn *c, conn_room_cb room, void *arg)
+{
+    c->room = room;
+    c->room_arg = arg;
+    conn_unthrottle(c);
 }
 
 static void conn_shutdown_cb(uv_shutdown_t *req, int status)
@@ -823,42 +886,11 @@ static void conn_dispatch(struct conn *c, struct proto_msg *m)
 }
 
 /*
- * All unread replies are over DAEMON_WRITE_HIGH and `waiter` wants to send
- * more: the connections holding the most unread replies, each more than
- * CONN_WRITE_HIGH, are closed until what is left is half the bound (a peer
- * that asks and never reads does not get to hold everyone else's share;
- * their replies are freed as the cancelled writes come back). Returns true
- * when waiter must wait for that.
- */
-static bool conn_shed_hog(struct daemon *d, struct conn *waiter)
-{
-    uint64_t shed = 0;
-
-    while (d->unwritten - shed > DAEMON_WRITE_HIGH / 2) {
-        struct conn *hog = NULL;
-
-        for (struct conn *c = d->conns; c != NULL; c = c->next)
-            if (c != waiter && !c->closed && c->unwritten > CONN_WRITE_HIGH &&
-                (hog == NULL || c->unwritten > hog->unwritten))
-                hog = c;
-        if (hog == NULL)
-            break;
-        log_warn("connection (pid %lld) closed: it holds %llu bytes of unread replies while"
-                 " others wait",
-                 (long long)hog->pid, (unsigned long long)hog->unwritten);
-        shed += hog->unwritten;
-        conn_close(hog);
-    }
-    return d->unwritten > DAEMON_WRITE_HIGH;
-}
-
-/*
  * False when m must wait (the caller holds it, and reading stops): a hello
  * that would create a session while SESSION_MAX_OPENING session files are
  * being made (so that hello/bye churn cannot flood the writer), a report
- * while CONN_MAX_REPORTS are being built (so that replies being built are
- * bounded, not one per connection), a heavy report while CONN_MAX_HEAVY
- * heavy ones are (so that small sessions' reports keep the other slots).
+ * until users_schedule() gives it a slot (so that replies being built are
+ * bounded, not one per connection, and users share the slots: users.h).
  */
 static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
 {
@@ -870,11 +902,37 @@ static bool conn_may_dispatch(struct conn *c, const struct proto_msg *m)
         conn_pause(c); /* conn_backpressure_check wakes it */
         return false;
     }
-    if (m->type == PROTO_REPORT && !c->producer &&
-        (d->n_reports >= CONN_MAX_REPORTS ||
-         (d->n_heavy >= CONN_MAX_HEAVY && control_report_heavy(c, &m->u.req))))
-        return false; /* conn_report_done wakes it */
+    if ((m->type == PROTO_REPORT || m->type == PROTO_EXPORT) && !c->producer) {
+        if (c->granted) {
+            c->granted = false;
+            return true;
+        }
+        return false; /* the caller holds it and queues it: users_schedule wakes it */
+    }
     return true;
+}
+
+bool conn_may_start(const struct conn *c)
+{
+    return !c->closed && !c->failed && !c->busy && !c->paused && !c->throttled &&
+           conn_may_send(c, 1);
+}
+
+void conn_grant(struct conn *c)
+{
+    c->granted = true;
+    conn_process(c);
+    conn_update_reading(c);
+}
+
+/* c holds a report or export: it joins its user's queue, and free slots are handed out. */
+static void conn_queue_report(struct conn *c)
+{
+    if (!c->holding || (c->held.type != PROTO_REPORT && c->held.type != PROTO_EXPORT) ||
+        c->producer || c->closed)
+        return;
+    users_wait(c);
+    users_schedule(c->d);
 }
 
 static void conn_process(struct conn *c)
@@ -886,15 +944,17 @@ static void conn_process(struct conn *c)
     while (!c->closed && !c->failed && !c->busy && !c->paused && !c->throttled) {
         /* A peer that sends requests but never reads the replies gets no more
          * answers (and no more of its bytes are read) until it catches up;
-         * nor does anyone while all unread replies together are over their bound. */
-        if (c->unwritten > CONN_WRITE_HIGH ||
-            (c->d->unwritten > DAEMON_WRITE_HIGH && conn_shed_hog(c->d, c))) {
+         * nor does anyone while all unread replies together are over their
+         * bound, or a user's over their share (conn_may_send). */
+        if (!conn_may_send(c, 1)) {
             c->throttled = true;
             break;
         }
         if (c->holding) {
-            if (!conn_may_dispatch(c, &c->held))
+            if (!conn_may_dispatch(c, &c->held)) {
+                conn_queue_report(c);
                 break;
+            }
             c->holding = false;
             conn_dispatch(c, &c->held);
             proto_msg_free(&c->held);
@@ -911,6 +971,7 @@ static void conn_process(struct conn *c)
         if (!conn_may_dispatch(c, &m)) {
             c->held = m;
             c->holding = true;
+            conn_queue_report(c);
             break;
         }
         conn_dispatch(c, &m);
@@ -920,13 +981,7 @@ static void conn_process(struct conn *c)
 
 void conn_report_done(struct daemon *d)
 {
-    for (struct conn *c = d->conns, *next; c != NULL && d->n_reports < CONN_MAX_REPORTS; c = next) {
-        next = c->next;
-        if (c->holding && c->held.type == PROTO_REPORT && !c->closed) {
-            conn_process(c);
-            conn_update_reading(c);
-        }
-    }
+    users_schedule(d);
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -1012,6 +1067,56 @@ void conn_backpressure_check(struct daemon *d)
 
 /* ---- timeouts (conn.h TIMEOUTS) ------------------------------------------ */
 
+/*
+ * Reply bytes c's peer has read: those queued, less those libuv has not
+ * written yet, less those in the socket the peer has not read (SIOCOUTQ,
+ * which *outq gets: 0 when the peer has read all the socket holds).
+ */
+static uint64_t conn_taken(struct conn *c, int *outq)
+{
+    uint64_t left = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+    uv_os_fd_t fd;
+
+    *outq = 1; /* unknown: as if the peer had not read */
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0 && ioctl(fd, SIOCOUTQ, outq) == 0 && *outq > 0)
+        left += (uint64_t)*outq;
+    return c->sent > left ? c->sent - left : 0;
+}
+
+/*
+ * True (and c is closed, with the reason logged) when c has replies
+ * waiting and its peer has read none of their bytes for --reply-timeout: a
+ * peer that reads, however slowly, is never closed for it. The clock
+ * starts at the first check that sees replies waiting (the loop's time
+ * when a reply is queued may be old: building many replies takes a while),
+ * and a peer that has read everything in its socket is waiting for the
+ * daemon, not stalled.
+ */
+static bool conn_reply_stalled(struct conn *c, uint64_t now)
+{
+    uint64_t taken;
+    int outq;
+
+    if (c->unwritten == 0 || c->d->opt.reply_ms == 0) {
+        c->progress_ms = 0;
+        return false;
+    }
+    taken = conn_taken(c, &outq);
+    if (c->progress_ms == 0 || taken != c->progress || outq == 0) {
+        c->progress = taken;
+        c->progress_ms = now;
+        return false;
+    }
+    if (now - c->progress_ms < c->d->opt.reply_ms)
+        return false;
+    log_warn("connection (pid %lld, uid %lld) closed: it read none of its %llu bytes of replies"
+             " for %llu ms (the daemon's --reply-timeout)",
+             (long long)c->pid, (long long)c->uid, (unsigned long long)c->unwritten,
+             (unsigned long long)c->d->opt.reply_ms);
+    conn_close(c);
+    return true;
+}
+
 static void conn_timeout_cb(uv_timer_t *t)
 {
     struct daemon *d = t->data;
@@ -1021,7 +1126,7 @@ static void conn_timeout_cb(uv_timer_t *t)
 
     for (struct conn *c = d->conns, *next; c != NULL; c = next) {
         next = c->next;
-        if (c->closed || c->failed)
+        if (c->closed || conn_reply_stalled(c, now) || c->failed)
             continue;
         if (c->paused || c->throttled || c->busy || c->holding || c->unwritten > 0 ||
             (!c->producer && c->refs > 0)) {
@@ -1056,11 +1161,29 @@ void conn_timer_start(struct daemon *d)
     d->conn_timer.data = d;
     if (d->opt.idle_ms && (least == 0 || d->opt.idle_ms < least))
         least = d->opt.idle_ms;
+    if (d->opt.reply_ms && (least == 0 || d->opt.reply_ms < least))
+        least = d->opt.reply_ms;
     if (least == 0)
         return;
     /* Checked four times per shortest timeout: a connection is closed at most 25 % late. */
     period = least / 4 < 50 ? 50 : least / 4 > 1000 ? 1000 : least / 4;
     uv_timer_start(&d->conn_timer, conn_timeout_cb, period, period);
+}
+
+/*
+ * Reply buffers and exports' SQLite caches are freed by the loop and by the
+ * thread pool's threads, into glibc's per-thread arenas, which keep freed
+ * pages mapped: 200 unread exports left 66 MiB held after they closed.
+ * malloc_trim() gives back every arena's free pages; it walks the heaps, so
+ * it runs from the tick, once 16 MiB of replies have been freed since the
+ * last time, not on every free.
+ */
+void conn_trim(struct daemon *d)
+{
+    if (d->trim_bytes < (16u << 20))
+        return;
+    d->trim_bytes = 0;
+    malloc_trim(0);
 }
 
 int64_t conn_view_uid(const struct conn *c)
@@ -1135,12 +1258,17 @@ int conn_accept(struct daemon *d, int fd)
         return rc;
     }
     conn_peercred(c);
+    c->user = users_get(d, c->uid);
     c->next = d->conns;
     if (d->conns != NULL)
         d->conns->prev = c;
     d->conns = c;
     d->n_conns++;
     c->active_ms = uv_now(d->loop);
+    if (c->user == NULL) {
+        conn_close(c);
+        return -ENOMEM;
+    }
     if ((why = conn_over_cap(c, buf, sizeof(buf))) != NULL) {
         conn_log_cap(d, why);
         conn_fail(c, PROTO_E_LIMIT, why);

@@ -20,9 +20,12 @@
  * decoded (an entry: a struct proto_entry and two ids, 88 bytes, against 5
  * on the wire at the least) stays a third of the producer's CONN_QUEUE_BYTES;
  * replies it has not read stop its requests, and all connections' unread
- * replies together are bounded too. A hello that would create a session
- * waits while SESSION_MAX_OPENING new session files are being made, so
- * hello/bye churn cannot fill the writer's queue.
+ * replies together are bounded too (under --system, one user's to half of
+ * that): every reply counts, an export's chunks included, and an export
+ * reads its next chunk only once there is room (conn_wait_room). Reports
+ * and exports take slots, shared per user (users.h). A hello that would
+ * create a session waits while SESSION_MAX_OPENING new session files are
+ * being made, so hello/bye churn cannot fill the writer's queue.
  *
  * TIMEOUTS
  * A connection that started a message and has not finished it
@@ -31,6 +34,11 @@
  * closed, so that stalled peers cannot hold connections for ever. A producer
  * between messages is never timed out; time the daemon makes a peer wait
  * (backpressure, a report being built, a held request) does not count.
+ * A connection with replies waiting whose peer has read none of their bytes
+ * for --reply-timeout is closed, the reason logged (it cannot be told: it
+ * does not read): the unread-reply bound is memory, this is time, so that a
+ * peer cannot hold its share, or an export's read snapshot, for ever. A
+ * peer that reads, however slowly, is never closed for it.
  */
 #ifndef TRACECTLD_CONN_H
 #define TRACECTLD_CONN_H
@@ -45,6 +53,7 @@
 #include "daemon.h"
 #include "map.h"
 #include "proto.h"
+#include "users.h"
 
 #define CONN_MAX_OP_IDS    65536        /* op ids one connection defines */
 #define CONN_MAX_META_KEYS 1024         /* distinct metadata keys of one process */
@@ -55,6 +64,13 @@
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */
 #define CONN_MAX_REPORTS   4            /* reports being built at once; more wait */
 #define CONN_MAX_HEAVY     2            /* of which on big sessions (--heavy-entries) */
+#define CONN_MAX_EXPORTS   32           /* exports streaming at once (each an open snapshot) */
+
+struct conn;
+/* A reply sent by conn_send_then() was written (status 0) or dropped (a negative errno). */
+typedef void (*conn_sent_cb)(struct conn *c, void *arg, int status);
+/* There is room for more replies (conn_wait_room). */
+typedef void (*conn_room_cb)(struct conn *c, void *arg);
 
 struct conn {
     uv_pipe_t pipe; /* first: the handle's address is the conn's */
@@ -62,14 +78,18 @@ struct conn {
     struct conn *prev, *next;
     struct proto_reader reader;
     bool producer;
-    bool closed;      /* uv_close called */
-    bool failed;      /* an error was sent: ignore further input */
-    bool paused;      /* reading stopped for backpressure */
-    bool busy;        /* a control request is in flight: replies stay in order */
-    bool throttled;   /* too many replies unread: reading stops until the peer reads */
-    unsigned refs;    /* outstanding flush jobs and work items */
-    int64_t uid, pid; /* SO_PEERCRED; -1 unknown */
-    bool admin;       /* root or a member of the admin group: sees every session */
+    bool closed;       /* uv_close called */
+    bool failed;       /* an error was sent: ignore further input */
+    bool paused;       /* reading stopped for backpressure */
+    bool busy;         /* a control request is in flight: replies stay in order */
+    bool throttled;    /* too many replies unread: reading stops until the peer reads */
+    unsigned refs;     /* outstanding flush jobs and work items */
+    int64_t uid, pid;  /* SO_PEERCRED; -1 unknown */
+    bool admin;        /* root or a member of the admin group: sees every session */
+    struct user *user; /* its uid's shares (users.h); NULL only when out of memory at accept */
+    bool waiting;      /* its held report is in user->first's queue */
+    bool granted;      /* users_schedule gave its held report a slot */
+    struct conn *wait_next;
 
     /* producers */
     struct session *session;
@@ -84,7 +104,12 @@ struct conn {
     uint64_t step;
 
     /* bounds (MEMORY above) */
-    uint64_t unwritten;          /* reply bytes queued, not yet written */
+    uint64_t unwritten;   /* reply bytes queued, not yet written */
+    uint64_t sent;        /* reply bytes ever queued (with unwritten: what was read) */
+    uint64_t progress;    /* bytes the kernel took of them at the last timeout check */
+    uint64_t progress_ms; /* loop time the peer last took reply bytes; 0: no replies */
+    conn_room_cb room;    /* conn_wait_room's, until it is called */
+    void *room_arg;
     struct strmap meta_keys;     /* metadata keys this process has set */
     struct store_budget *budget; /* what it has queued for the store */
     bool holding;                /* `held` waits: see conn_may_dispatch() */
@@ -99,6 +124,30 @@ int64_t conn_view_uid(const struct conn *c);
 int conn_accept(struct daemon *d, int fd);
 /* Sends a packed message (takes the buffer's memory). Never blocks. */
 void conn_send(struct conn *c, msgpack_sbuffer *sb);
+/*
+ * conn_send, then done(c, arg, status) once the message is written or
+ * dropped (the connection closed). Returns 0, or -ECANCELED (closed) or
+ * -ENOMEM, when the message was dropped at once and done is never called.
+ */
+int conn_send_then(struct conn *c, msgpack_sbuffer *sb, conn_sent_cb done, void *arg);
+/*
+ * Whether c may queue more replies: its unread replies are under
+ * CONN_WRITE_HIGH / div, everyone's under DAEMON_WRITE_HIGH / div, and
+ * under --system its user's under half of that (MEMORY).
+ */
+bool conn_may_send(const struct conn *c, unsigned div);
+/*
+ * Calls room(c, arg) once conn_may_send(c, 2) holds: at once, or when the
+ * replies that stand in the way have been read; or when c closes first
+ * (c->closed is then set: room cleans up).
+ */
+void conn_wait_room(struct conn *c, conn_room_cb room, void *arg);
+/* Whether c's held request could be dispatched now (users_schedule asks). */
+bool conn_may_start(const struct conn *c);
+/* users_schedule gave c's held report a slot: it is dispatched before this returns. */
+void conn_grant(struct conn *c);
+/* Gives freed memory back to the system after large replies were freed (from the tick). */
+void conn_trim(struct daemon *d);
 /* Sends ["error", ...], then shuts the connection down and closes it. */
 void conn_fail(struct conn *c, const char *code, const char *message);
 /* Closes (async). A producer without bye is recorded as ended without one. */
@@ -107,7 +156,7 @@ void conn_close(struct conn *c);
 void conn_unref(struct conn *c);
 /* A control request finished: process what was buffered meanwhile, read on. */
 void conn_resume(struct conn *c);
-/* A report finished (after d->n_reports--): start reports that waited for a slot. */
+/* A report or export ended (its slot given back): start what waited for a slot (users.h). */
 void conn_report_done(struct daemon *d);
 /* Resume producers paused for backpressure once the store has drained enough. */
 void conn_backpressure_check(struct daemon *d);

@@ -42,8 +42,9 @@ struct report_work {
     int64_t ended_ns; /* 0 while live */
     char path[PATH_MAX];
     int rc;
-    bool heavy; /* counted in d->n_heavy */
-    bool late;  /* "late": true, only the late figures (query_late) */
+    bool heavy;                 /* counted in d->n_heavy */
+    bool late;                  /* "late": true, only the late figures (query_late) */
+    atomic_uint_fast64_t steps; /* what it scanned: charged to its user (users.h) */
     char err[256];
     msgpack_sbuffer out;
 };
@@ -304,6 +305,16 @@ static void report_after_cb(uv_work_t *req, int status)
     }
     if (w->heavy)
         d->n_heavy--;
+    c->user->reports--;
+    c->user->heavy -= w->heavy;
+    c->user->cost += atomic_load(&w->steps);
+    /* Measured heavy: the user's next reports on this session take the heavy lane. */
+    if (!w->late && atomic_load(&w->steps) / USERS_HEAVY_STEPS >= d->opt.heavy_entries)
+        c->user->heavy_id = w->id;
+    else if (c->user->heavy_id == w->id)
+        c->user->heavy_id = -1;
+    log_debug("report of session %lld: %llu steps", (long long)w->id,
+              (unsigned long long)atomic_load(&w->steps));
     msgpack_sbuffer_destroy(&w->out);
     free(w->analysis.device);
     free(w->analysis.category);
@@ -336,6 +347,12 @@ static struct session *control_session(struct conn *c, const struct proto_reques
     return NULL;
 }
 
+/* See control_report_heavy. The late figures read the rank aggregates only: never heavy. */
+static bool report_heavy(const struct conn *c, const struct session *s, bool late)
+{
+    return !late && (s->entries >= c->d->opt.heavy_entries || c->user->heavy_id == s->id);
+}
+
 bool control_report_heavy(struct conn *c, const struct proto_request *req)
 {
     struct session *s = NULL;
@@ -344,8 +361,7 @@ bool control_report_heavy(struct conn *c, const struct proto_request *req)
         s = session_find(&c->d->reg, &req->session, c->uid);
     if (s == NULL)
         s = session_find(&c->d->reg, &req->session, conn_view_uid(c));
-    /* The late figures read the rank aggregates only: never heavy, whatever the entries. */
-    return s != NULL && !req->late && s->entries >= c->d->opt.heavy_entries;
+    return s != NULL && report_heavy(c, s, req->late);
 }
 
 static void control_report(struct conn *c, const struct proto_request *req)
@@ -388,17 +404,23 @@ static void control_report(struct conn *c, const struct proto_request *req)
         return;
     }
     w->params.analysis = &w->analysis;
+    w->params.cancel = &c->d->cancel;
+    w->params.steps = &w->steps;
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
     c->d->n_reports++;
     w->late = req->late;
-    w->heavy = !w->late && s->entries >= c->d->opt.heavy_entries;
+    w->heavy = report_heavy(c, s, w->late);
     c->d->n_heavy += w->heavy;
+    c->user->reports++;
+    c->user->heavy += w->heavy;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, report_work_cb, report_after_cb) < 0) {
         c->d->n_reports--;
         c->d->n_heavy -= w->heavy;
+        c->user->reports--;
+        c->user->heavy -= w->heavy;
         c->refs--;
         free(w->analysis.device);
         free(w->analysis.category);

@@ -13,6 +13,7 @@
 #ifndef TRACECTLD_DAEMON_H
 #define TRACECTLD_DAEMON_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@
 #define DAEMON_RATE_WINDOW 10 /* seconds of stored-entry samples for status */
 
 struct conn;
+struct user;
 
 struct daemon_options {
     char *socket_path;
@@ -41,6 +43,7 @@ struct daemon_options {
     uint64_t commit_ms;         /* longest a session's entries wait for a commit (no flush) */
     uint64_t request_ms;        /* a message started and not finished this long: closed; 0 off */
     uint64_t idle_ms;           /* a control connection idle this long: closed; 0 off */
+    uint64_t reply_ms;          /* replies pending and none of them read this long: closed */
     uint64_t heavy_entries;     /* a report on a session this big runs in the heavy lane */
     enum store_format format;   /* of new session files (--storage-format) */
 };
@@ -66,8 +69,16 @@ struct daemon {
     /* connections past hello; reply bytes queued on every connection, not yet written */
     size_t n_producers;
     uint64_t unwritten;
-    size_t n_reports; /* report work items in flight */
-    size_t n_heavy;   /* of which heavy (control_report_heavy) */
+    size_t n_reports;   /* report work items in flight */
+    size_t n_heavy;     /* of which heavy (control_report_heavy) */
+    size_t n_exports;   /* exports streaming */
+    struct user *users; /* every user with a connection (users.h) */
+    size_t n_users;
+    uint64_t users_served; /* report slots given out (users_schedule) */
+    bool scheduling;       /* in users_schedule */
+    uint64_t trim_bytes;   /* reply bytes freed since the heap was last trimmed (conn_trim) */
+    /* Set when stopping: reports and exports on worker threads end at their next check. */
+    atomic_bool cancel;
     uint64_t started_ms;
     int64_t admin_gid; /* gid of opt.admin_group, -1 when it does not exist */
     unsigned ticks;

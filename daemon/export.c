@@ -11,15 +11,18 @@
 #include "log.h"
 #include "vtab.h"
 
-#define EXPORT_CHUNK 4096
+#define EXPORT_CHUNK       4096
+#define EXPORT_CHUNK_BYTES (256u << 10) /* a chunk ends at the row that passes this */
+/* SQLite steps between two looks at the cancel flag (about a millisecond of work). */
+#define EXPORT_CANCEL_STEPS 10000
 
 /* As control.c's CONTROL_END_WAIT_MS: a session that just ended is exported whole. */
 #define EXPORT_END_WAIT_MS 30000
 
 struct export_work {
     uv_work_t req;
-    uv_write_t write;
     struct conn *c;
+    atomic_bool *cancel; /* the daemon's: set when it stops */
     char path[PATH_MAX];
     int64_t id;
     struct store *store; /* for store_wait_ended */
@@ -221,12 +224,19 @@ static void pack_ext(struct export_work *w, msgpack_packer *pk)
         proto_pack_ext(pk, &x);
 }
 
+/* The progress handler: a nonzero return interrupts the statement (the daemon is stopping). */
+static int export_cancelled(void *arg)
+{
+    return atomic_load((atomic_bool *)arg);
+}
+
 static int export_open(struct export_work *w, msgpack_packer *pk)
 {
     if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
         vtab_register(w->db) != SQLITE_OK) /* entries of a blocks file */
         return -EIO;
     sqlite3_busy_timeout(w->db, 5000);
+    sqlite3_progress_handler(w->db, EXPORT_CANCEL_STEPS, export_cancelled, w->cancel);
     if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK || export_prepare_rows(w) < 0)
         return -EIO;
     proto_pack_ok_header(pk);
@@ -259,7 +269,8 @@ static int export_chunk(struct export_work *w, msgpack_packer *pk)
     msgpack_sbuffer_init(&body);
     msgpack_packer_init(&bpk, &body, msgpack_sbuffer_write);
     /* After SQLITE_DONE another step would start the query over: remember it. */
-    while (!w->exhausted && n < EXPORT_CHUNK && (rc = sqlite3_step(w->rows)) == SQLITE_ROW) {
+    while (!w->exhausted && n < EXPORT_CHUNK && body.size < EXPORT_CHUNK_BYTES &&
+           (rc = sqlite3_step(w->rows)) == SQLITE_ROW) {
         msgpack_pack_array(&bpk, 11);
         for (int i = 0; i < 10; i++)
             pack_column(&bpk, w->rows, i);
@@ -324,33 +335,51 @@ static void export_finish(struct export_work *w)
     }
     if (w->rc < 0)
         log_warn("%s", w->err);
+    c->d->n_exports--;
+    c->user->exports--;
+    /* Its SQLite cache (up to 2 MiB) was freed on a worker thread's arena: conn_trim. */
+    c->d->trim_bytes += 2u << 20;
     if (!c->closed)
         conn_resume(c);
     msgpack_sbuffer_destroy(&w->out);
     free(w->name);
     free(w);
+    conn_report_done(c->d); /* before the unref, which may free c */
     conn_unref(c);
 }
 
 static void export_after_cb(uv_work_t *req, int status);
 
-static void export_write_cb(uv_write_t *req, int status)
+/* There is room for the next chunk (or the connection closed): read it. */
+static void export_room_cb(struct conn *c, void *arg)
 {
-    struct export_work *w = req->data;
+    struct export_work *w = arg;
 
-    if (status < 0 || w->done || w->c->closed ||
-        uv_queue_work(w->c->d->loop, &w->req, export_work_cb, export_after_cb) < 0)
+    if (c->closed || uv_queue_work(c->d->loop, &w->req, export_work_cb, export_after_cb) < 0)
         export_finish(w);
+}
+
+/*
+ * A chunk was written to the socket: the next one is read once the unread
+ * replies leave room for it (conn_wait_room), so that exports nobody reads
+ * count in the unread-reply bounds and hold one chunk each at most.
+ */
+static void export_sent_cb(struct conn *c, void *arg, int status)
+{
+    struct export_work *w = arg;
+
+    if (status < 0 || w->done || c->closed)
+        export_finish(w);
+    else
+        conn_wait_room(c, export_room_cb, w);
 }
 
 static void export_after_cb(uv_work_t *req, int status)
 {
     struct export_work *w = (struct export_work *)req;
-    uv_buf_t buf = uv_buf_init(w->out.data, (unsigned)w->out.size);
 
-    w->write.data = w;
-    if (status < 0 || w->c->closed ||
-        uv_write(&w->write, (uv_stream_t *)&w->c->pipe, &buf, 1, export_write_cb) < 0)
+    /* conn_send_then takes the chunk's memory; w->out starts empty again */
+    if (status < 0 || w->c->closed || conn_send_then(w->c, &w->out, export_sent_cb, w) < 0)
         export_finish(w);
 }
 
@@ -369,6 +398,7 @@ void export_start(struct conn *c, struct session *s, const struct proto_request 
         return;
     }
     w->c = c;
+    w->cancel = &c->d->cancel;
     w->id = s->id;
     w->store = c->d->store;
     w->state = s->live ? "live" : "ended";
@@ -378,6 +408,8 @@ void export_start(struct conn *c, struct session *s, const struct proto_request 
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
+    c->d->n_exports++;
+    c->user->exports++;
     uv_read_stop((uv_stream_t *)&c->pipe);
     if (uv_queue_work(c->d->loop, &w->req, export_work_cb, export_after_cb) < 0) {
         c->busy = false;

@@ -40,6 +40,7 @@
 #define DEFAULT_QUEUE_HIGH (128u << 10)
 #define DEFAULT_REQUEST_MS 30000
 #define DEFAULT_IDLE_MS    60000
+#define DEFAULT_REPLY_MS   60000
 #define DEFAULT_HEAVY      1000000
 
 static void usage(FILE *f)
@@ -51,7 +52,8 @@ static void usage(FILE *f)
         "                 [--max-session-bytes SIZE] [--max-user-bytes SIZE]\n"
         "                 [--retain-days DAYS] [--retain-bytes SIZE] [--admin-group NAME]\n"
         "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
-        "                 [--heavy-entries N] [--storage-format rows|blocks]\n"
+        "                 [--reply-timeout TIME] [--heavy-entries N]\n"
+        "                 [--storage-format rows|blocks]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -85,9 +87,11 @@ static void usage(FILE *f)
         "  --idle-timeout TIME   close a control connection (no hello) that has sent\n"
         "                        nothing for TIME and has nothing pending (default 60s;\n"
         "                        0: never). Producers may idle for ever between messages\n"
-        "  --heavy-entries N     reports on sessions of N entries or more run at most\n"
-        "                        2 at once, so small ones never wait behind them\n"
-        "                        (default 1000000)\n"
+        "  --reply-timeout TIME  close a connection whose peer has read none of the\n"
+        "                        replies waiting for it for TIME (default 60s; 0: never)\n"
+        "  --heavy-entries N     reports on sessions of N entries or more, or that\n"
+        "                        scanned as much last time, run at most 2 at once,\n"
+        "                        so small ones never wait behind them (default 1000000)\n"
         "  --storage-format F    how new session files store entries: blocks (default)\n"
         "                        of up to 1024, compact and faster to write, read\n"
         "                        through a virtual table (the sqlite3 shell needs\n"
@@ -251,6 +255,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"commit-interval", required_argument, NULL, 'C'},
         {"request-timeout", required_argument, NULL, 'T'},
         {"idle-timeout", required_argument, NULL, 'I'},
+        {"reply-timeout", required_argument, NULL, 'W'},
         {"heavy-entries", required_argument, NULL, 'H'},
         {"storage-format", required_argument, NULL, 'F'},
         {"system", no_argument, NULL, 'S'},
@@ -311,15 +316,18 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
             break;
         case 'T':
         case 'I':
+        case 'W':
             if (parse_duration(optarg, &v) < 0) {
                 fprintf(stderr, "tracectld: --%s takes a time (e.g. 30s, 500ms, 5m; 0: never)\n",
-                        ch == 'T' ? "request-timeout" : "idle-timeout");
+                        longopts[li].name);
                 return -1;
             }
             if (ch == 'T')
                 o->request_ms = v;
-            else
+            else if (ch == 'I')
                 o->idle_ms = v;
+            else
+                o->reply_ms = v;
             break;
         case 'H':
             if (parse_ulong(optarg, 1000000000000ul, &v) < 0) {
@@ -428,6 +436,8 @@ static void daemon_tick_cb(uv_timer_t *t)
 
     session_tick(&d->reg);
     batchpool_trim();
+    conn_trim(d);
+    users_tick(d);
     for (struct session *s = d->reg.list; s != NULL; s = s->next)
         if (s->live)
             s->bytes = store_session_bytes(d->store, s->id);
@@ -444,6 +454,8 @@ static void daemon_stop(struct daemon *d)
     if (d->stopping)
         return;
     d->stopping = true;
+    /* Reports and exports running on the thread pool end at their next check (query.h). */
+    atomic_store(&d->cancel, true);
     log_info("stopping: committing what was received");
     listener_stop(d);
     d->reg.stopping = true; /* the sessions the closes below leave are cut short, not ended */
@@ -592,6 +604,7 @@ int main(int argc, char **argv)
     d.opt.commit_ms = STORE_DEFAULT_COMMIT_MS;
     d.opt.request_ms = DEFAULT_REQUEST_MS;
     d.opt.idle_ms = DEFAULT_IDLE_MS;
+    d.opt.reply_ms = DEFAULT_REPLY_MS;
     d.opt.heavy_entries = DEFAULT_HEAVY;
     d.opt.format = STORE_FORMAT_BLOCKS;
     rc = parse_args(argc, argv, &d.opt);
@@ -632,6 +645,7 @@ int main(int argc, char **argv)
               (unsigned long long)pool.taken, (unsigned long long)pool.missed,
               (unsigned long long)pool.kept, (unsigned long long)pool.freed);
     batchpool_drain();
+    users_free_all(&d);
     free(d.opt.socket_path);
     free(d.opt.data_dir);
     free(d.opt.admin_group);

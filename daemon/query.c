@@ -44,6 +44,12 @@
 
 /* A reader waits this long for a lock (e.g. while the WAL is recovered). */
 #define QUERY_BUSY_MS 5000
+/*
+ * SQLite virtual-machine steps between two calls of the progress handler:
+ * about a millisecond of a scan, so a cancelled report stops that soon, and
+ * the unit in which a report's cost is counted (users.h).
+ */
+#define QUERY_STEPS 10000
 
 struct query {
     sqlite3 *db;
@@ -928,6 +934,16 @@ static void query_satsum_final(sqlite3_context *ctx)
         sqlite3_result_null(ctx);
 }
 
+/* The progress handler: counts the steps, and a nonzero return interrupts (the daemon stops). */
+static int query_progress(void *arg)
+{
+    const struct report_params *p = arg;
+
+    if (p->steps != NULL)
+        atomic_fetch_add(p->steps, QUERY_STEPS);
+    return p->cancel != NULL && atomic_load(p->cancel);
+}
+
 static int query_open(struct query *q, const char *db_path)
 {
     int rc = sqlite3_open_v2(db_path, &q->db, SQLITE_OPEN_READONLY, NULL);
@@ -935,6 +951,7 @@ static int query_open(struct query *q, const char *db_path)
     if (rc != SQLITE_OK)
         return query_fail(q, rc, "open");
     rc = sqlite3_busy_timeout(q->db, QUERY_BUSY_MS);
+    sqlite3_progress_handler(q->db, QUERY_STEPS, query_progress, (void *)q->p);
     if (rc == SQLITE_OK)
         rc = vtab_register(q->db); /* entries of a blocks file */
     if (rc == SQLITE_OK)

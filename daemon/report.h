@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <msgpack.h>
@@ -29,6 +30,12 @@ struct report_params {
      * section (ranks_query.h, query.c); NULL: neither
      */
     const struct proto_analysis *analysis;
+    /*
+     * The worker's controls (query.h), both may be NULL: once *cancel is set
+     * the report stops with -EINTR; *steps counts what it scanned.
+     */
+    const atomic_bool *cancel;
+    atomic_uint_fast64_t *steps;
 };
 
 struct report_blob {
