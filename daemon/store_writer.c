@@ -29,7 +29,8 @@
  * 256 Ki with a queue of 128 Ki entries: in the 16 x 1 M ingest benchmark
  * the daemon's peak RSS was 49 MiB, for 0.36 us of writer CPU per entry;
  * 128 Ki with a queue of 256 Ki took 57 MiB and 0.42 us, 512 Ki 60 MiB and
- * no less CPU, 1 Mi 76 MiB (docs/BENCHMARKS.md, "Writer storage and stalls").
+ * no less CPU, 1 Mi 76 MiB (the section "Writer storage and stalls" of
+ * docs/BENCHMARKS.md before 2026-11-28, in git).
  */
 #define COMMIT_ENTRIES_BLOCKS (1u << 18)
 

@@ -1053,9 +1053,9 @@ static bool top_wait(int ms)
  * TOP_AN_SHARE times what their last ask took has passed since it was
  * asked, so a top left open keeps the daemon's workers busy a tenth of the
  * time at most. With "late" that is every refresh: the ask reads two rank
- * aggregate tables, 14-20 ms of daemon CPU on 16 ranks x 2,500 steps
- * (docs/BENCHMARKS.md, "top's late figures"); a daemon before "late"
- * answers with the whole analysis (0.1-0.3 s on 10 M entries), asked every
+ * aggregate tables, a small fraction of what the whole analysis costs (the
+ * section "top's late figures" of docs/BENCHMARKS.md before 2026-11-28, in
+ * git); a daemon before "late" answers with the whole analysis, asked every
  * few seconds.
  */
 static int top_live_sample(struct cli_ctx *ctx, const struct proto_request *req,
