@@ -10,7 +10,8 @@
  *   store_rows.c     entries in the rows format
  *   store_blocks.c   entries in the blocks format
  *   store_ckpt.c     the checkpointer thread
- *   store_catalog.c  the catalog, the data dir's lock and orphans, recovery
+ *   store_catalog.c  the catalog, the data dir's lock and orphans
+ *   store_recover.c  sessions the last run left live; writes a full disk deferred
  *
  * Every SQLite error is mapped to an errno and logged with sqlite3_errmsg()
  * in one place, store_check(); callers only pass the code on.
@@ -35,6 +36,7 @@
 #include "store_catalog.h"
 #include "store_ckpt.h"
 #include "store_int.h"
+#include "store_recover.h"
 #include "store_writer.h"
 #include "vtab.h"
 #include "walvfs.h"
@@ -360,6 +362,7 @@ fail:
         sqlite3_close(s->cat.db);
         if (s->cat.lock_fd >= 0)
             close(s->cat.lock_fd);
+        store_recover_free(s);
         free(s->data_dir);
         free(s);
     }
@@ -429,6 +432,7 @@ void store_free(struct store *s)
         store_job_free(job);
     }
     sqlite3_close(s->cat.db);
+    store_recover_free(s);
     if (s->cat.lock_fd >= 0)
         close(s->cat.lock_fd); /* releases the data dir */
     /* The struct holds the async handle: it is freed in the close callback. */
