@@ -94,7 +94,7 @@ static void owner_name(int64_t uid, char *buf, size_t size)
 static void pack_session(struct daemon *d, msgpack_packer *pk, const struct session *s,
                          const char *owner)
 {
-    msgpack_pack_map(pk, owner != NULL ? 14 : 13);
+    msgpack_pack_map(pk, owner != NULL ? 15 : 14);
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -117,6 +117,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
         msgpack_pack_false(pk);
     pack_kv_i64(pk, "uid", s->uid);
     pack_kv_u64(pk, "failed", s->failed);
+    pack_kv_u64(pk, "refused_processes", s->refused_processes);
     if (owner != NULL)
         pack_kv_str(pk, "owner", owner);
 }

@@ -2617,6 +2617,18 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
     return rk_errno(ranks_process_rc(r, process_id, world));
 }
 
+void ranks_process_end(struct ranks *r, int64_t process_id)
+{
+    struct rk_proc *p = rk_proc_known(r, process_id);
+    struct rk_dev *d =
+        p != NULL && p->dev1 > 0 && p->dev1 <= r->n_devs ? &r->devs[p->dev1 - 1] : NULL;
+
+    if (d != NULL && d->process_id == process_id) {
+        free(d->ops); /* a cache: rk_opsum_c allocates it again should the process come back */
+        d->ops = NULL;
+    }
+}
+
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str)
 {
