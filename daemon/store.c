@@ -113,7 +113,7 @@ int store_step(struct store *s, sqlite3 *db, sqlite3_stmt *st, const char *what)
  * of the aggregate flushes (multi-row statements inside a transaction) in
  * memory: in files they were a third of the writer's system calls, a 4 KiB
  * page and a 4-byte record each. An 8 MiB page cache (SQLite's default is
- * 2 MiB) holds a whole blocks transaction (COMMIT_ENTRIES_BLOCKS entries,
+ * 2 MiB) holds a whole blocks transaction (store_writer.c: COMMIT_ENTRIES_BLOCKS entries,
  * ~3.4 MiB of blocks) with the aggregate tables' pages: with 2 MiB the cache
  * spilled and read its own pages back from the WAL. SQLite grows the cache
  * as pages are used, so a light session stays small. Opened through walvfs,
