@@ -439,6 +439,10 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
             snprintf(buf, sizeof(buf), "the session has %u device names, the daemon's limit",
                      SESSION_MAX_DEVICES);
             conn_fail(c, PROTO_E_LIMIT, buf);
+        } else if (err == -EUSERS) {
+            snprintf(buf, sizeof(buf), "the session has %u processes, the daemon's limit",
+                     SESSION_MAX_PROCESSES);
+            conn_fail(c, PROTO_E_LIMIT, buf);
         } else {
             conn_fail(c, PROTO_E_INTERNAL, "out of memory");
         }

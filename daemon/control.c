@@ -106,7 +106,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
 {
     const char *why = session_cut_reason(s->interrupted);
 
-    msgpack_pack_map(pk, owner != NULL ? 15 : 14);
+    msgpack_pack_map(pk, owner != NULL ? 16 : 15);
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -134,6 +134,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
         msgpack_pack_nil(pk);
     pack_kv_i64(pk, "uid", s->uid);
     pack_kv_u64(pk, "failed", s->failed);
+    pack_kv_u64(pk, "refused_processes", s->refused_processes);
     if (owner != NULL)
         pack_kv_str(pk, "owner", owner);
 }
@@ -185,6 +186,23 @@ static double status_rate(const struct daemon *d)
  * sessions) and bytes of their own; the daemon-wide ones (rate, queue,
  * failures, last error) are nil. `scope` says which: "daemon" or "user".
  */
+/*
+ * status's deferred_writes: nil, or what waits for disk space (start-up
+ * writes a full disk refused, store_recover.h), for everyone to see: a user
+ * whose session is listed ended before its row says so should know why.
+ */
+static void control_pack_deferred(msgpack_packer *pk, const struct daemon *d)
+{
+    uint64_t n = store_deferred(d->store);
+    char msg[200];
+
+    snprintf(msg, sizeof(msg),
+             "disk full: the catalog rows of %llu session(s) left live by the last run wait"
+             " for space (listed ended and interrupted; retried every second)",
+             (unsigned long long)n);
+    pack_kv_str(pk, "deferred_writes", n > 0 ? msg : NULL);
+}
+
 static void control_status(struct conn *c)
 {
     struct daemon *d = c->d;
@@ -211,7 +229,7 @@ static void control_status(struct conn *c)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 16);
+    msgpack_pack_map(&pk, 17);
     pack_kv_str(&pk, "version", TRACECTL_VERSION);
     pack_kv_i64(&pk, "pid", (int64_t)getpid());
     pack_kv_u64(&pk, "uptime_ns", (uv_now(d->loop) - d->started_ms) * 1000000ull);
@@ -235,6 +253,7 @@ static void control_status(struct conn *c)
     pack_kv_str(&pk, "data_dir", d->opt.data_dir);
     pack_kv_str(&pk, "last_error", all && err[0] ? err : NULL);
     pack_kv_u64(&pk, "orphans", store_orphans(d->store));
+    control_pack_deferred(&pk, d);
     pack_kv_str(&pk, "scope", all ? "daemon" : "user");
     conn_send(c, &sb);
 }

@@ -33,7 +33,7 @@
  * paused (until half that). Each takes ~100 bytes, so it is the most of the
  * daemon's RSS under a flood; 128 Ki is ~90 ms of the writer's work at
  * 1.4 M/s, more than its longest pause (a commit) now that checkpoints run
- * beside it (store.c).
+ * beside it (store_ckpt.c).
  */
 #define DEFAULT_LINGER_MS  60000
 #define DEFAULT_MAX_CONNS  4096

@@ -165,6 +165,18 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world)
     return 0;
 }
 
+void ranks_process_end(struct ranks *r, int64_t process_id)
+{
+    struct rk_proc *p = rkdelta_proc_known(r, process_id);
+    struct rk_dev *d =
+        p != NULL && p->dev1 > 0 && p->dev1 <= r->n_devs ? &r->devs[p->dev1 - 1] : NULL;
+
+    if (d != NULL && d->process_id == process_id) {
+        free(d->ops); /* a cache: rkdelta_opsum_c allocates it again should the process return */
+        d->ops = NULL;
+    }
+}
+
 /* FNV-1a, never 0 (0 means "no group"). */
 static uint64_t ranks_hash(const void *p, size_t n)
 {

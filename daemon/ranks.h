@@ -91,6 +91,11 @@ int ranks_init_file(struct ranks *r);
 int ranks_load(struct ranks *r);
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category);
 int ranks_process(struct ranks *r, int64_t process_id, int64_t world);
+/*
+ * A process left: frees the look-up cache of its (last) device (RK_DOPS
+ * slots, 4 KiB), which only its own entries use. Nothing else changes.
+ */
+void ranks_process_end(struct ranks *r, int64_t process_id);
 /* Metadata of a process: `process_group` (a string or an integer) names its group. */
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str);

@@ -297,6 +297,13 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
                         STORE_CUT_NONE); /* just started: do not leave it live with nobody */
         return NULL;
     }
+    if (s->processes >= SESSION_MAX_PROCESSES) {
+        if (s->refused_processes++ == 0)
+            log_warn("session %lld (%s) has %d processes, the limit: further hellos are refused",
+                     (long long)s->id, s->name, SESSION_MAX_PROCESSES);
+        *err = -EUSERS;
+        return NULL;
+    }
     *err = -ENOMEM;
     *process_id = (int64_t)s->processes + 1;
     if (enqueue_process(reg, s, h, uid, pid, *process_id) < 0)

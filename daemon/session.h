@@ -44,6 +44,12 @@
 #define SESSION_MAX_SHAPES      65536       /* distinct (out_shape, in_shapes) pairs */
 #define SESSION_MAX_SHAPE_BYTES (16u << 20) /* their msgpack bytes */
 #define SESSION_MAX_OPENING     4           /* new sessions whose files are still being made */
+/*
+ * Processes (hellos) of one session. The writer keeps state for each until
+ * the session ends (the rank aggregates: ~2.3 KiB for a process of one
+ * entry, docs/BENCHMARKS.md "Processes per session"), so the cap bounds it.
+ */
+#define SESSION_MAX_PROCESSES 16384
 
 struct session {
     struct session *next; /* registry list, newest first */
@@ -55,8 +61,9 @@ struct session {
     int64_t started_ns, ended_ns; /* CLOCK_REALTIME at the start; the end is start + elapsed */
     uint64_t started_mono;        /* session_mono_ns() at the start (live sessions) */
     uint64_t processes, entries, dropped;
-    uint64_t failed;         /* entries lost to storage errors (in dropped, not in entries) */
-    uint64_t bytes;          /* on disk (file + WAL), refreshed once a second while live */
+    uint64_t failed;            /* entries lost to storage errors (in dropped, not in entries) */
+    uint64_t refused_processes; /* hellos refused at SESSION_MAX_PROCESSES (while loaded) */
+    uint64_t bytes;             /* on disk (file + WAL), refreshed once a second while live */
     uint64_t accepted_bytes; /* what the entries accepted so far will take (session_entry_cost) */
 
     /* live sessions only */
@@ -111,8 +118,9 @@ int session_load(struct registry *reg, const struct store_catalog_row *row);
  * same uid, or starts one (another user's session of the same name is never
  * joined).
  * Sets *process_id and *dev_id (the hello device's id, 0 without one).
- * Returns the session, or NULL with *err -ENOMEM, or -ENOSPC when the
- * session's device table is full.
+ * Returns the session, or NULL with *err -ENOMEM, -ENOSPC when the
+ * session's device table is full, or -EUSERS when it has
+ * SESSION_MAX_PROCESSES processes (counted in refused_processes).
  */
 struct session *session_join(struct registry *reg, const struct proto_hello *h, int64_t uid,
                              int64_t pid, int64_t *process_id, uint32_t *dev_id, int *err);

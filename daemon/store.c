@@ -10,7 +10,8 @@
  *   store_rows.c     entries in the rows format
  *   store_blocks.c   entries in the blocks format
  *   store_ckpt.c     the checkpointer thread
- *   store_catalog.c  the catalog, the data dir's lock and orphans, recovery
+ *   store_catalog.c  the catalog, the data dir's lock and orphans
+ *   store_recover.c  sessions the last run left live; writes a full disk deferred
  *
  * Every SQLite error is mapped to an errno and logged with sqlite3_errmsg()
  * in one place, store_check(); callers only pass the code on.
@@ -35,6 +36,7 @@
 #include "store_catalog.h"
 #include "store_ckpt.h"
 #include "store_int.h"
+#include "store_recover.h"
 #include "store_writer.h"
 #include "vtab.h"
 #include "walvfs.h"
@@ -111,7 +113,7 @@ int store_step(struct store *s, sqlite3 *db, sqlite3_stmt *st, const char *what)
  * of the aggregate flushes (multi-row statements inside a transaction) in
  * memory: in files they were a third of the writer's system calls, a 4 KiB
  * page and a 4-byte record each. An 8 MiB page cache (SQLite's default is
- * 2 MiB) holds a whole blocks transaction (COMMIT_ENTRIES_BLOCKS entries,
+ * 2 MiB) holds a whole blocks transaction (store_writer.c: COMMIT_ENTRIES_BLOCKS entries,
  * ~3.4 MiB of blocks) with the aggregate tables' pages: with 2 MiB the cache
  * spilled and read its own pages back from the WAL. SQLite grows the cache
  * as pages are used, so a light session stays small. Opened through walvfs,
@@ -361,6 +363,7 @@ fail:
         sqlite3_close(s->cat.db);
         if (s->cat.lock_fd >= 0)
             close(s->cat.lock_fd);
+        store_recover_free(s);
         free(s->data_dir);
         free(s);
     }
@@ -432,6 +435,7 @@ void store_free(struct store *s)
         store_job_free(job);
     }
     sqlite3_close(s->cat.db);
+    store_recover_free(s);
     if (s->cat.lock_fd >= 0)
         close(s->cat.lock_fd); /* releases the data dir */
     /* The struct holds the async handle: it is freed in the close callback. */

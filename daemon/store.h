@@ -208,7 +208,9 @@ typedef void (*store_progress_cb)(struct store *s, void *data);
  * Locks DATA_DIR (-EBUSY: another daemon holds it), opens DATA_DIR/catalog.db
  * (creating DATA_DIR/sessions), reconciles the sessions the last run left
  * live from their files (processes, entries, dropped) and marks them ended
- * and interrupted, and quarantines session files without a catalog row.
+ * and interrupted (on a full disk those writes wait for space, and the
+ * writer retries them: store_recover.h), and quarantines session files
+ * without a catalog row.
  * Returns NULL and sets *err (negative errno) with a message in errbuf on
  * failure.
  */
@@ -293,6 +295,12 @@ uint64_t store_orphans(const struct store *s);    /* session files in sessions/o
 uint64_t store_queued_bytes(const struct store *s);
 /* WAL checkpoints the checkpointer thread did (store_ckpt.c), not the writer. */
 uint64_t store_checkpoints(const struct store *s);
+/*
+ * Sessions the last run left live whose catalog rows (ended, interrupted,
+ * their counts) wait for disk space: start-up deferred them on a full disk
+ * and the writer retries every second (store_recover.h). 0: none.
+ */
+uint64_t store_deferred(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
 

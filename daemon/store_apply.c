@@ -372,6 +372,7 @@ static int apply_process_end(struct store *s, struct wsess *w, struct store_job 
 {
     sqlite3_stmt *st = w->sql.end_proc;
 
+    ranks_process_end(w->ranks, job->u.process_end.process_id);
     sqlite3_bind_int64(st, 1, job->u.process_end.ended_ns);
     sqlite3_bind_int(st, 2, job->u.process_end.bye);
     sqlite3_bind_int64(st, 3, (int64_t)job->u.process_end.dropped);

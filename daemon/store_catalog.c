@@ -24,6 +24,7 @@
 #include "schema.h"
 #include "store_catalog.h"
 #include "store_int.h"
+#include "store_recover.h"
 #include "vtab.h"
 #include "wsess.h"
 
@@ -307,83 +308,38 @@ static int scan_orphans(struct store *s, char *errbuf, size_t errlen)
     return 0;
 }
 
-/* One integer from a session file; def when the query fails. */
-static int64_t file_int(sqlite3 *db, const char *sql, int64_t def)
+/*
+ * The catalog's WAL is copied back after every commit (its updates are a few
+ * pages, once per session opened or ended), so that the next transaction
+ * starts the WAL over and writes its frames where the last ones were: a
+ * catalog update then needs no new space, and a session that ends on a full
+ * disk is still recorded as ended, not found live (interrupted) at the next
+ * start. The copy overwrites pages the file has unless a row needs a new one.
+ */
+static int catalog_rewind(sqlite3 *db)
 {
-    sqlite3_stmt *st;
-    int64_t v = def;
-
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
-            v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
-    return v;
+    return sqlite3_wal_autocheckpoint(db, 1) == SQLITE_OK ? 0 : -EIO;
 }
 
 /*
- * A session the last run left live (killed, or crashed): its catalog row
- * has the counts of its start (0), so they are read back from its file:
- * processes, entries (the aggregates when exact, else a count) and what
- * its processes reported dropped.
+ * Whether the catalog already has this version's schema: then opening it
+ * writes nothing (PRAGMA user_version = N writes even when it is N), so a
+ * daemon starts on a full disk.
  */
-static void reconcile(struct store *s, int64_t id)
-{
-    char path[PATH_MAX];
-    sqlite3 *db = NULL;
-    int64_t args[4] = {0, 0, 0, id};
-
-    store_session_path(s, id, path, sizeof(path));
-    if (access(path, F_OK) == 0 &&
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
-        vtab_register(db); /* entries of a blocks file */
-        sqlite3_busy_timeout(db, 5000);
-        /* the collectives still open and the comm entries pending at its last commit */
-        if (ranks_recover(db) < 0)
-            log_error("session %lld: cannot finish its rank aggregates: %s", (long long)id,
-                      sqlite3_errmsg(db));
-        args[0] = file_int(db, "SELECT count(*) FROM processes", 0);
-        if (info_int(db, "aggregates", 0) == 1)
-            args[1] = file_int(db, "SELECT coalesce((SELECT entries FROM agg_session), 0)", -1);
-        else
-            args[1] = -1;
-        if (args[1] < 0)
-            args[1] = file_int(db, "SELECT count(*) FROM entries", 0);
-        args[2] = file_int(db, "SELECT coalesce(sum(dropped), 0) FROM processes", 0);
-    }
-    sqlite3_close(db);
-    if (catalog_run(s, "UPDATE sessions SET processes = ?, entries = ?, dropped = ? WHERE id = ?",
-                    args, 4, NULL) == 0)
-        log_info("session %lld was live when the daemon stopped: %lld processes, %lld entries"
-                 " found in its file",
-                 (long long)id, (long long)args[0], (long long)args[1]);
-}
-
-/* Reconciles every session the last run left live, then marks them ended and interrupted. */
-static int recover(struct store *s)
+static bool catalog_current(sqlite3 *db)
 {
     sqlite3_stmt *st;
-    int64_t *ids = NULL, *p;
-    size_t n = 0;
+    bool yes = false;
 
-    if (sqlite3_prepare_v2(s->cat.db, "SELECT id FROM sessions WHERE state = 'live'", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -EIO;
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        if ((p = realloc(ids, (n + 1) * sizeof(*ids))) == NULL)
-            break;
-        ids = p;
-        ids[n++] = sqlite3_column_int64(st, 0);
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT user_version FROM pragma_user_version) = 1 AND"
+                           " (SELECT count(*) FROM sqlite_master"
+                           " WHERE name IN ('sessions', 'sessions_name')) = 2",
+                           -1, &st, NULL) == SQLITE_OK) {
+        yes = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int(st, 0) == 1;
+        sqlite3_finalize(st);
     }
-    sqlite3_finalize(st);
-    for (size_t i = 0; i < n; i++)
-        reconcile(s, ids[i]);
-    free(ids);
-    return store_exec(s, s->cat.db,
-                      "UPDATE sessions SET state = 'ended', interrupted = 2, ended_ns ="
-                      " coalesce(ended_ns, CAST((julianday('now') - 2440587.5) * 86400e9 AS"
-                      " INTEGER)) WHERE state = 'live'",
-                      "mark interrupted sessions");
+    return yes;
 }
 
 int store_catalog_open(struct store *s, char *errbuf, size_t errlen)
@@ -404,9 +360,10 @@ int store_catalog_open(struct store *s, char *errbuf, size_t errlen)
     if ((rc = lock_data_dir(s, errbuf, errlen)) < 0)
         return rc;
     snprintf(path, sizeof(path), "%s/catalog.db", s->data_dir);
-    if (store_db_open(s, path, &s->cat.db) < 0 ||
-        store_exec(s, s->cat.db, schema_catalog_sql, "create catalog schema") < 0 ||
-        recover(s) < 0) {
+    if (store_db_open(s, path, &s->cat.db) < 0 || catalog_rewind(s->cat.db) < 0 ||
+        (!catalog_current(s->cat.db) &&
+         store_exec(s, s->cat.db, schema_catalog_sql, "create catalog schema") < 0) ||
+        store_recover(s) < 0) {
         snprintf(errbuf, errlen, "cannot open catalog %s: %s", path,
                  s->cat.db ? sqlite3_errmsg(s->cat.db) : "out of memory");
         return -EIO;
@@ -438,6 +395,7 @@ int store_catalog_load(struct store *s, int (*row_cb)(void *, const struct store
             .dropped = (uint64_t)sqlite3_column_int64(st, 8),
             .interrupted = sqlite3_column_int(st, 9),
         };
+        store_recover_row(s, &row);    /* a recovery still to write: the row it will be */
         store_publish_size(s, row.id); /* start-up: the loop may wait on disk now */
         if (row_cb(arg, &row) < 0)
             break;

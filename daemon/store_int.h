@@ -28,6 +28,7 @@
 #include "store.h"
 #include "store_catalog.h"
 #include "store_ckpt.h"
+#include "store_recover.h"
 #include "store_writer.h"
 
 /* The queue from the loop to the writer and the done queue back, guarded by mu. */
@@ -59,6 +60,7 @@ struct store {
     uv_loop_t *loop;
     char *data_dir;
     struct store_cat cat;
+    struct store_recover_state rec; /* recoveries a full disk deferred */
     struct store_writer wr;
     struct store_ckpt ckpt;
     struct store_queue q;

@@ -13,6 +13,7 @@
 #include "store_apply.h"
 #include "store_catalog.h"
 #include "store_int.h"
+#include "store_recover.h"
 #include "store_writer.h"
 #include "wsess.h"
 
@@ -243,7 +244,7 @@ static void *writer_thread(void *arg)
     bool stopping;
 
     for (;;) {
-        int64_t wait = writer_commit_due(s);
+        int64_t wait = store_recover_retry(s, writer_commit_due(s));
 
         writer_publish(s);
         pthread_mutex_lock(&s->q.mu);

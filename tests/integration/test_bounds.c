@@ -30,6 +30,7 @@
 #define LIMIT_DEVICES    4096
 #define LIMIT_SHAPES     65536
 #define LIMIT_META_KEYS  1024
+#define LIMIT_PROCESSES  16384
 #define LIMIT_CONN_QUEUE (8u << 20)
 #define LIMIT_ALL_QUEUES (256u << 20)
 #define LIMIT_BATCH      32768 /* entries of one batch */
@@ -848,4 +849,77 @@ Test(bounds, a_batch_is_bounded_by_its_decoded_cost, .timeout = 600)
     msgpack_sbuffer_destroy(&ok);
     msgpack_sbuffer_destroy(&big);
     msgpack_sbuffer_destroy(&sb);
+}
+
+/* A hello to session `name` whose reply is not read here (expect_error reads it). */
+static int raw_hello(const char *name)
+{
+    struct proto_hello h = {.proto = 1, .session = (char *)name, .rank = 0, .world = 1};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int fd = raw_connect(d.sock);
+
+    cr_assert_geq(fd, 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_hello(&pk, &h);
+    raw_send(fd, &sb);
+    msgpack_sbuffer_destroy(&sb);
+    return fd;
+}
+
+/* A number of session id's row in `sessions`. */
+static unsigned long long session_u64(long long id, const char *key)
+{
+    struct proto_reader r;
+    unsigned long long v = ~0ull;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t i = 0; i < list->via.array.size; i++)
+        if ((long long)obj_u64(obj_get(&list->via.array.ptr[i], "id")) == id)
+            v = obj_u64(obj_get(&list->via.array.ptr[i], key));
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+/*
+ * hello, one entry, bye, again and again into one live session: the
+ * processes stop at the documented limit with a `limit` error naming it,
+ * the refusal is counted in the session, and the daemon's memory stays
+ * bounded (100,000 of them held 574 MiB before the limit).
+ */
+Test(bounds, processes_per_session_stop_at_the_limit, .timeout = 240)
+{
+    long long id, id2;
+    long rss0, hwm;
+    int keep, fd;
+
+    start();
+    keep = raw_producer(d.sock, "many", 0, 1, NULL, &id);
+    rss0 = harness_proc_kib(d.pid, "VmRSS");
+    for (long long i = 2; i <= LIMIT_PROCESSES; i++) {
+        fd = raw_producer(d.sock, "many", (int)i, 1, NULL, &id2);
+        cr_assert_eq(id2, id, "process %lld joined another session", i);
+        raw_send_ops(fd, 1, "matmul");
+        raw_send_batch(fd, 1, 1, (uint64_t)i * 1000, 5);
+        raw_bye(fd, 0);
+        close(fd);
+    }
+    expect_error(raw_hello("many"), "limit", "16384 processes");
+    expect_error(raw_hello("many"), "limit", "16384 processes");
+    cr_assert_eq(raw_flush(keep, 1), 0); /* everything before is committed */
+    hwm = harness_proc_kib(d.pid, "VmHWM");
+    cr_assert_eq(session_u64(id, "processes"), LIMIT_PROCESSES);
+    cr_assert_eq(session_u64(id, "refused_processes"), 2);
+    cr_assert_eq(session_u64(id, "entries"), LIMIT_PROCESSES - 1);
+    fprintf(stderr, "processes: VmRSS at the start %ld KiB, VmHWM after %d processes %ld KiB\n",
+            rss0, LIMIT_PROCESSES, hwm);
+    cr_assert_lt(hwm - rss0, 48L * 1024 * HARNESS_RSS_SCALE, "VmHWM grew %ld KiB", hwm - rss0);
+    raw_bye(keep, 0);
+    close(keep);
+    raw_wait_state(d.sock, id, "ended", 30);
+    cr_assert_eq(count_rows(id, "processes"), LIMIT_PROCESSES);
 }

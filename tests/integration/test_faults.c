@@ -6,6 +6,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -164,6 +165,30 @@ static void small_disk(char *data, size_t len)
     snprintf(d.data, sizeof(d.data), "%s", data);
 }
 
+/*
+ * A producer of session "full" sending batches of 2,000 entries until a
+ * flush fails (the disk is full). Returns its connection; *id is the
+ * session, *stored what the last good flush acked (> 0), *seq the failed
+ * flush's number.
+ */
+static int fill_with_batches(long long *id, long long *stored, long long *seq)
+{
+    int fd = raw_producer(d.sock, "full", 0, 1, "gpu:0", id);
+
+    *stored = 0;
+    raw_send_ops(fd, 1, "matmul");
+    for (*seq = 1; *seq < 400; (*seq)++) {
+        raw_send_batch(fd, 1, 2000, (uint64_t)*seq * 10000000, 7);
+        long long n = raw_flush(fd, (uint64_t)*seq);
+        if (n < 0)
+            break;
+        *stored = n;
+    }
+    cr_assert_lt(*seq, 400, "the 3 MiB disk never filled");
+    cr_assert_gt(*stored, 0);
+    return fd;
+}
+
 /* A data dir on a 3 MiB tmpfs: fill it, see the error, read on, resume after growing it. */
 Test(faults, disk_full_is_reported_and_recovers)
 {
@@ -174,17 +199,7 @@ Test(faults, disk_full_is_reported_and_recovers)
     small_disk(data, sizeof(data));
     harness_daemon_restart(&d, NULL);
 
-    fd = raw_producer(d.sock, "full", 0, 1, "gpu:0", &id);
-    raw_send_ops(fd, 1, "matmul");
-    for (seq = 1; seq < 400; seq++) {
-        raw_send_batch(fd, 1, 2000, (uint64_t)seq * 10000000, 7);
-        long long s = raw_flush(fd, (uint64_t)seq);
-        if (s < 0)
-            break;
-        stored = s;
-    }
-    cr_assert_lt(seq, 400, "the 3 MiB disk never filled");
-    cr_assert_gt(stored, 0);
+    fd = fill_with_batches(&id, &stored, &seq);
     close(fd);
     /* `sessions` says what the file holds: the lost entries are dropped, not entries */
     raw_wait_state(d.sock, id, "ended", 10);
@@ -215,6 +230,157 @@ Test(faults, disk_full_is_reported_and_recovers)
     cr_assert(integrity_ok(path));
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", data, id);
     cr_assert(integrity_ok(path));
+}
+
+/* Writes a file of zeros into dir until the disk is full; returns its size in bytes. */
+static long long fill_disk(const char *dir)
+{
+    static const char zeros[4096];
+    char path[PATH_MAX + 16];
+    long long n = 0;
+    ssize_t w;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/filler", dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    while ((w = write(fd, zeros, sizeof(zeros))) > 0)
+        n += w;
+    cr_assert(w < 0 && errno == ENOSPC, "the filler stopped without ENOSPC");
+    close(fd);
+    return n;
+}
+
+/* The status map's string value of key (into buf, "" when nil). */
+static void status_str(const char *key, char *buf, size_t len)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+    const msgpack_object *v = obj_get(&o->via.array.ptr[1], key);
+
+    cr_assert_not_null(v, "status has no %s", key);
+    buf[0] = '\0';
+    if (v->type == MSGPACK_OBJECT_STR)
+        snprintf(buf, len, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+/* One integer of the catalog (read-only; -1 when the query gives none). */
+static long long db_int(const char *path, const char *sql);
+static long long catalog_int(const char *sql)
+{
+    char path[PATH_MAX + 32];
+
+    snprintf(path, sizeof(path), "%s/catalog.db", d.data);
+    return db_int(path, sql);
+}
+
+/*
+ * Killed on a full disk, the daemon starts again on it: start-up writes
+ * nothing it needs to serve reads. The session the kill left live is listed
+ * ended and interrupted with what its file holds, reports work, status says
+ * the catalog waits for space; once space returns the catalog gets the row.
+ */
+Test(faults, starts_on_a_full_disk_and_writes_when_space_returns)
+{
+    char data[PATH_MAX], id_s[32], msg[512], *out = NULL;
+    long long id, stored = 0, seq, in_file;
+    int fd;
+
+    small_disk(data, sizeof(data));
+    harness_daemon_restart(&d, NULL);
+    fd = fill_with_batches(&id, &stored, &seq);
+    harness_daemon_stop(&d, SIGKILL);
+    close(fd);
+    fill_disk(data); /* what the rolled-back transaction left free */
+    in_file = file_count(id, "SELECT count(*) FROM entries");
+    cr_assert_geq(in_file, stored, "acked entries are missing from the file");
+    cr_assert_eq(catalog_int("SELECT count(*) FROM sessions WHERE state = 'live'"), 1);
+
+    harness_daemon_restart(&d, NULL); /* asserts that it comes up */
+    snprintf(id_s, sizeof(id_s), "%lld", id);
+    char *ls[] = {TRACECTL_BIN, "--socket", d.sock, "sessions", "--json", NULL};
+    cr_assert_eq(harness_run(&out, ls), 0, "`tracectl sessions` failed on a full disk");
+    cr_assert_not_null(strstr(out, "\"interrupted\":true"), "sessions: %s", out);
+    free(out);
+    out = NULL;
+    cr_assert_eq(sessions_field(id, "entries"), in_file);
+    char *rep[] = {TRACECTL_BIN, "--socket", d.sock, "report", id_s, NULL};
+    cr_assert_eq(harness_run(&out, rep), 0, "`tracectl report` failed on a full disk");
+    free(out);
+    cr_assert_eq(report_entries(id, NULL), (unsigned long long)in_file);
+    status_str("deferred_writes", msg, sizeof(msg));
+    cr_assert_not_null(strstr(msg, "disk full"), "status does not say the disk is full: '%s'", msg);
+    /* nothing was written: the catalog still has the row live */
+    cr_assert_eq(catalog_int("SELECT count(*) FROM sessions WHERE state = 'live'"), 1);
+
+    /* space returns: the deferred writes happen without a restart */
+    char filler[PATH_MAX + 16];
+    snprintf(filler, sizeof(filler), "%s/filler", data);
+    cr_assert_eq(unlink(filler), 0);
+    cr_assert_eq(mount("tmpfs", data, "tmpfs", MS_REMOUNT, "size=64m"), 0);
+    for (int i = 0; i < 100; i++) {
+        status_str("deferred_writes", msg, sizeof(msg));
+        if (msg[0] == '\0')
+            break;
+        usleep(100 * 1000);
+    }
+    cr_assert_eq(msg[0], '\0', "the deferred writes did not happen within 10 s: %s", msg);
+    char sql[160];
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM sessions WHERE id = %lld AND state = 'ended' AND"
+             " interrupted = 1 AND entries = %lld AND ended_ns > 0",
+             id, in_file);
+    cr_assert_eq(catalog_int(sql), 1, "the catalog row was not written when space returned");
+    harness_daemon_stop(&d, SIGTERM);
+}
+
+/* Session id's `interrupted` in `sessions`: 1, 0, or -1 when the row is absent. */
+static int sessions_interrupted(long long id)
+{
+    struct proto_reader r;
+    int v = -1, fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i];
+        if ((long long)obj_u64(obj_get(row, "id")) == id)
+            v = obj_get(row, "interrupted")->via.boolean ? 1 : 0;
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+/*
+ * A session whose producers said bye on a full disk ended cleanly: its
+ * catalog row says so (ended, not interrupted) after a SIGTERM on the full
+ * disk, and a restart on it lists it so.
+ */
+Test(faults, a_session_ended_on_a_full_disk_is_not_interrupted)
+{
+    char data[PATH_MAX], sql[200];
+    long long id, stored, seq;
+    int fd;
+
+    small_disk(data, sizeof(data));
+    harness_daemon_restart(&d, NULL);
+    fd = fill_with_batches(&id, &stored, &seq);
+    fill_disk(data);
+    raw_bye(fd, 0);
+    close(fd);
+    raw_wait_state(d.sock, id, "ended", 10);
+    cr_assert_eq(sessions_interrupted(id), 0);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT interrupted FROM sessions WHERE id = %lld AND state = 'ended'", id);
+    cr_assert_eq(catalog_int(sql), 0, "the catalog does not say the session ended cleanly");
+    harness_daemon_restart(&d, NULL);
+    cr_assert_eq(sessions_interrupted(id), 0);
+    harness_daemon_stop(&d, SIGTERM);
 }
 
 /* n entries of op 1, each with out_shape [k, 3] (elements nil: 3k), from start. */
@@ -551,14 +717,13 @@ Test(faults, max_connections_and_retention)
 /* ---- storage correctness (issue 10) -------------------------------------- */
 
 /* count(*) (or any one-number query) over a session's file, read independently; -1 if none. */
-static long long file_count(long long id, const char *sql)
+/* One integer of the database at path, read-only (-1: no file, or no value). */
+static long long db_int(const char *path, const char *sql)
 {
-    char path[PATH_MAX + 32];
     sqlite3 *db;
     sqlite3_stmt *st;
     long long n = -1;
 
-    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     if (access(path, F_OK) == 0 &&
         sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
         sqlite3_busy_timeout(db, 5000);
@@ -570,6 +735,14 @@ static long long file_count(long long id, const char *sql)
         sqlite3_close(db);
     }
     return n;
+}
+
+static long long file_count(long long id, const char *sql)
+{
+    char path[PATH_MAX + 32];
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    return db_int(path, sql);
 }
 
 /* A number of session id's row in `sessions` (-1 when the row is absent). */
