@@ -331,7 +331,7 @@ Test(faults, starts_on_a_full_disk_and_writes_when_space_returns)
     char sql[160];
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM sessions WHERE id = %lld AND state = 'ended' AND"
-             " interrupted = 1 AND entries = %lld AND ended_ns > 0",
+             " interrupted = 2 AND entries = %lld AND ended_ns > 0", /* STORE_CUT_CRASH */
              id, in_file);
     cr_assert_eq(catalog_int(sql), 1, "the catalog row was not written when space returned");
     harness_daemon_stop(&d, SIGTERM);
