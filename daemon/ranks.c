@@ -30,8 +30,8 @@ struct ranks *ranks_new(sqlite3 *db)
     r->db = db;
     r->epoch = 1;
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
-    r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    if (r->islot != NULL && r->iq != NULL && (err = rkschema_begin(r, &legacy, &migrating)) == 0 &&
+    r->n_islot = RK_ISLOTS;
+    if (r->islot != NULL && (err = rkschema_begin(r, &legacy, &migrating)) == 0 &&
         (err = rkwrite_prepare(r)) == 0)
         err = rkstate_prepare(r);
     if (err == 0 && rksql_info_get(db, "ranks_layout", 0) != RK_LAYOUT)
@@ -75,7 +75,6 @@ void ranks_free(struct ranks *r)
     free(r->devs);
     free(r->inst);
     free(r->islot);
-    free(r->iq);
     free(r->ops);
     free(r->dsteps);
     free(r->steps);
@@ -273,7 +272,7 @@ int ranks_finish(struct ranks *r)
 {
     int err;
 
-    while (r->n_inst > 0 && r->iq_len > 0)
+    while (r->n_inst > 0)
         if ((err = rkcoll_close_oldest(r)) != 0)
             return err;
     for (size_t i = 0; i < r->n_devs; i++)
@@ -297,6 +296,11 @@ int ranks_flush(struct ranks *r)
         if ((err = rksql_info_set(r->db, "ranks_late", (int64_t)r->late)) != 0)
             return err;
         r->late_written = r->late;
+    }
+    if (r->capped != r->capped_written) {
+        if ((err = rksql_info_set(r->db, "ranks_capped", (int64_t)r->capped)) != 0)
+            return err;
+        r->capped_written = r->capped;
     }
     if (r->inexact && !r->inexact_written) {
         if ((err = rksql_info_set(r->db, "ranks", 2)) != 0)
@@ -365,6 +369,7 @@ int ranks_load(struct ranks *r)
     if ((err = ranks_load_names(r)) != 0)
         return err;
     r->late = r->late_written = (uint64_t)rksql_info_get(r->db, "ranks_late", 0);
+    r->capped = r->capped_written = (uint64_t)rksql_info_get(r->db, "ranks_capped", 0);
     r->inexact = r->inexact_written = rksql_info_get(r->db, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
         replay |= r->procs[i].replay;
@@ -465,7 +470,8 @@ int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
         (err = ranks_load_names(r)) != 0 || (err = ranks_rebuild_entries(r)) != 0 ||
         (err = ranks_finish(r)) != 0 || (err = ranks_flush(r)) != 0 ||
         (err = rksql_info_set(db, "ranks", 1)) != 0 ||
-        (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0)
+        (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0 ||
+        (err = rksql_info_set(db, "ranks_capped", (int64_t)r->capped)) != 0)
         goto rollback;
     ranks_free(r);
     r = NULL;

@@ -93,6 +93,7 @@ struct rk_inst {
     size_t n_saved; /* arrivals in rk_open */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
     uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
+    uint32_t older1, newer1; /* its neighbours in the order of opening: r->inst index + 1 */
 };
 
 /* An rk_open row to write: its key, then arrival `arrival` of r->inst[inst]. */
@@ -120,18 +121,12 @@ struct rk_occ {
 
 /*
  * The open instances: r->inst (unordered, at most RANKS_OPEN), a hash of their keys
- * (open addressing, linear probing, RK_ISLOTS slots of inst index + 1, 0 empty; deletion
- * shifts back, so no tombstones), and the order they opened in (a ring of RK_IQUEUE keys:
- * an entry whose instance has closed is skipped when it reaches the front). An instance
- * that RK_IQUEUE newer ones overtook is closed as it is.
+ * (open addressing, linear probing, r->n_islot slots of inst index + 1, 0 empty, at most
+ * half full: it doubles from RK_ISLOTS as instances open; deletion shifts back, so no
+ * tombstones), and the order they opened in, a list through the instances (r->oldest1 to
+ * r->newest1): the oldest is closed, partial, when RANKS_OPEN are open and another opens.
  */
 #define RK_ISLOTS 4096
-#define RK_IQUEUE 4096
-
-struct rk_iq {
-    struct rk_ikey key;
-    uint64_t opened;
-};
 
 /*
  * The lookup caches. A delta's index in its array, valid in the transaction
@@ -261,9 +256,10 @@ struct ranks {
     size_t n_inst, cap_inst;
     struct rk_abuf *apool; /* arrival arrays of closed instances, for reuse (RK_APOOL) */
     size_t n_apool, cap_apool;
-    uint32_t *islot;  /* RK_ISLOTS */
-    struct rk_iq *iq; /* RK_IQUEUE, a ring */
-    size_t iq_head, iq_len;
+    uint32_t *islot; /* n_islot, a power of 2 */
+    size_t n_islot;
+    uint32_t oldest1, newest1;       /* the open instances' list: r->inst index + 1, 0 none */
+    uint64_t capped, capped_written; /* instances closed at RANKS_OPEN (info.ranks_capped) */
 
     struct rksql_up up_ops, up_dsteps, up_steps, up_coll, up_collr;
     struct rk_kv *kv; /* rkwrite's sort keys: 2 x cap_kv */
@@ -277,7 +273,7 @@ struct ranks {
     struct rk_orow *orow; /* the rk_open rows to write, sorted */
     size_t n_orow, cap_orow;
     bool resync; /* a rollback: rewrite it all */
-    uint64_t opened_written, iq_first_written;
+    uint64_t opened_written;
     int64_t state_written; /* info.ranks_state: 1 saved, 2 some intervals unsaved, 0 absent */
     struct rksql_up ins_open, del_open, up_occ, ins_pend;
     sqlite3_stmt *del_pend, *up_devstate, *clear_open;

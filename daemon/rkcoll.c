@@ -7,14 +7,14 @@
 
 #include "rkdelta.h"
 
-static size_t rkcoll_home(const struct rk_ikey *k)
+static size_t rkcoll_home(const struct ranks *r, const struct rk_ikey *k)
 {
     uint64_t h = k->kind * 0x9e3779b97f4a7c15ull;
 
     h = (h ^ k->k1) * 0xff51afd7ed558ccdull;
     h = (h ^ k->k2) * 0xc4ceb9fe1a85ec53ull;
     h = (h ^ k->k3) * 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 40) & (RK_ISLOTS - 1);
+    return (size_t)(h >> 32) & (r->n_islot - 1);
 }
 
 static bool rkcoll_key_eq(const struct rk_ikey *a, const struct rk_ikey *b)
@@ -24,25 +24,47 @@ static bool rkcoll_key_eq(const struct rk_ikey *a, const struct rk_ikey *b)
 
 size_t rkcoll_find(const struct ranks *r, const struct rk_ikey *key)
 {
-    size_t i = rkcoll_home(key);
+    size_t i = rkcoll_home(r, key);
 
     while (r->islot[i] != 0 && !rkcoll_key_eq(&r->inst[r->islot[i] - 1].key, key))
-        i = (i + 1) & (RK_ISLOTS - 1);
+        i = (i + 1) & (r->n_islot - 1);
     return i;
+}
+
+/* Doubles the hash when one more instance would fill it past half: probes stay short. */
+static int rkcoll_reserve(struct ranks *r)
+{
+    size_t n = r->n_islot;
+    uint32_t *old = r->islot;
+
+    if ((r->n_inst + 1) * 2 <= n)
+        return 0;
+    if ((r->islot = calloc(2 * n, sizeof(*r->islot))) == NULL) {
+        r->islot = old;
+        return -ENOMEM;
+    }
+    r->n_islot = 2 * n;
+    free(old);
+    for (size_t i = 0; i < r->n_inst; i++) {
+        size_t pos = rkcoll_find(r, &r->inst[i].key);
+        r->islot[pos] = (uint32_t)i + 1;
+        r->inst[i].slot = (uint32_t)pos;
+    }
+    return 0;
 }
 
 /* Removes instance in from the hash, shifting back the entries after it. */
 static void rkcoll_del(struct ranks *r, const struct rk_inst *in)
 {
-    size_t i = in->slot, j = i;
+    size_t i = in->slot, j = i, mask = r->n_islot - 1;
 
     r->islot[i] = 0;
     for (;;) {
         size_t k;
-        j = (j + 1) & (RK_ISLOTS - 1);
+        j = (j + 1) & mask;
         if (r->islot[j] == 0)
             return;
-        k = rkcoll_home(&r->inst[r->islot[j] - 1].key);
+        k = rkcoll_home(r, &r->inst[r->islot[j] - 1].key);
         /* the entry at j may move to i when its home is not in (i, j] (cyclically) */
         if (i <= j ? (k <= i || k > j) : (k <= i && k > j)) {
             r->islot[i] = r->islot[j];
@@ -51,6 +73,38 @@ static void rkcoll_del(struct ranks *r, const struct rk_inst *in)
             i = j;
         }
     }
+}
+
+/* Takes instance idx out of the order of opening. */
+static void rkcoll_unlink(struct ranks *r, size_t idx)
+{
+    const struct rk_inst *in = &r->inst[idx];
+
+    if (in->older1 != 0)
+        r->inst[in->older1 - 1].newer1 = in->newer1;
+    else
+        r->oldest1 = in->newer1;
+    if (in->newer1 != 0)
+        r->inst[in->newer1 - 1].older1 = in->older1;
+    else
+        r->newest1 = in->older1;
+}
+
+/* The last instance moved to index idx (the array stays dense): what pointed to it follows. */
+static void rkcoll_moved(struct ranks *r, size_t idx)
+{
+    const struct rk_inst *in = &r->inst[idx];
+    uint32_t from1 = (uint32_t)r->n_inst + 1, to1 = (uint32_t)idx + 1;
+
+    r->islot[in->slot] = to1;
+    if (in->older1 != 0)
+        r->inst[in->older1 - 1].newer1 = to1;
+    if (in->newer1 != 0)
+        r->inst[in->newer1 - 1].older1 = to1;
+    if (r->oldest1 == from1)
+        r->oldest1 = to1;
+    if (r->newest1 == from1)
+        r->newest1 = to1;
 }
 
 /* The arrivals that complete an instance: its communicator's size when given, else the world. */
@@ -121,34 +175,29 @@ done:
     else
         free(in->a);
     rkcoll_del(r, in);
+    rkcoll_unlink(r, idx);
     if (idx != --r->n_inst) {
         r->inst[idx] = r->inst[r->n_inst];
-        r->islot[r->inst[idx].slot] = (uint32_t)idx + 1;
+        rkcoll_moved(r, idx);
     }
     return rc;
 }
 
 int rkcoll_close_oldest(struct ranks *r)
 {
-    while (r->iq_len > 0) {
-        struct rk_iq *q = &r->iq[r->iq_head];
-        size_t pos = rkcoll_find(r, &q->key);
-
-        r->iq_head = (r->iq_head + 1) % RK_IQUEUE;
-        r->iq_len--;
-        if (r->islot[pos] != 0 && r->inst[r->islot[pos] - 1].opened == q->opened)
-            return rkcoll_close(r, r->islot[pos] - 1);
-    }
-    return 0;
+    return r->oldest1 != 0 ? rkcoll_close(r, r->oldest1 - 1) : 0;
 }
 
-struct rk_inst *rkcoll_open(struct ranks *r, size_t pos, const struct rk_ikey *key, uint32_t op_id,
+struct rk_inst *rkcoll_open(struct ranks *r, const struct rk_ikey *key, uint32_t op_id,
                             uint64_t opened)
 {
     struct rk_inst *in;
+    size_t pos;
 
-    if (rkmap_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0)
+    if (rkcoll_reserve(r) < 0 ||
+        rkmap_grow((void **)&r->inst, &r->cap_inst, r->n_inst, sizeof(*r->inst)) < 0)
         return NULL;
+    pos = rkcoll_find(r, key);
     in = &r->inst[r->n_inst++];
     memset(in, 0, sizeof(*in));
     in->key = *key;
@@ -156,13 +205,26 @@ struct rk_inst *rkcoll_open(struct ranks *r, size_t pos, const struct rk_ikey *k
     in->opened = opened;
     in->slot = (uint32_t)pos;
     r->islot[pos] = (uint32_t)r->n_inst;
+    in->older1 = r->newest1;
+    if (r->newest1 != 0)
+        r->inst[r->newest1 - 1].newer1 = (uint32_t)r->n_inst;
+    else
+        r->oldest1 = (uint32_t)r->n_inst;
+    r->newest1 = (uint32_t)r->n_inst;
     return in;
 }
 
 int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a)
 {
-    if (rkmap_grow((void **)&in->a, &in->cap, in->n, sizeof(*in->a)) < 0)
-        return -ENOMEM;
+    if (in->n == in->cap) {
+        /* from 4, not rkmap_grow's 64: most instances have a few ranks, and many may be open */
+        size_t cap = in->cap ? 2 * in->cap : 4;
+        struct rk_arrival *p = realloc(in->a, cap * sizeof(*p));
+        if (p == NULL)
+            return -ENOMEM;
+        in->a = p;
+        in->cap = cap;
+    }
     in->a[in->n++] = a;
     in->procs |= 1ull << (a.process_id & 63);
     return 0;
@@ -215,20 +277,19 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
             if (in->a[i].process_id == process_id)
                 return 0; /* the same (comm, seq) twice from one process: not an arrival */
     } else {
-        /* room: at most RANKS_OPEN open, and a queue slot (an instance RK_IQUEUE newer ones
-         * overtook is closed as it is) */
-        while (r->n_inst >= RANKS_OPEN || r->iq_len == RK_IQUEUE) /* each pops the queue */
+        /* room: at most RANKS_OPEN open, the oldest closed as it is (partial), and counted */
+        while (r->n_inst >= RANKS_OPEN) {
             if ((rc = rkcoll_close_oldest(r)) != 0)
                 return rc;
-        pos = rkcoll_find(r, &key); /* closing may have moved the slots */
-        if ((in = rkcoll_open(r, pos, &key, e->op_id, r->opened)) == NULL)
+            r->capped++;
+        }
+        if ((in = rkcoll_open(r, &key, e->op_id, r->opened)) == NULL)
             return -ENOMEM;
         r->opened++;
         if (r->n_apool > 0) {
             in->a = r->apool[--r->n_apool].a;
             in->cap = r->apool[r->n_apool].cap;
         }
-        r->iq[(r->iq_head + r->iq_len++) % RK_IQUEUE] = (struct rk_iq){key, in->opened};
     }
     if (rkcoll_add_arrival(in, (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns}) <
         0)

@@ -15,7 +15,7 @@
  *   every collective instance complete at its communicator's size;
  * - mpi_comms (issue 27): two MPI_Comm_dup's first used in different orders
  *   on different ranks, by processes and by threads; 1,000 MPI_Iprobe;
- *   20,000 MPI_Allreduce; non-blocking collectives and their completions;
+ *   20,000 and 200,000 MPI_Allreduce; non-blocking collectives and their completions;
  * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
@@ -1006,38 +1006,43 @@ Test(mpi, iprobes_are_no_collectives)
 }
 
 /*
- * 20,000 back-to-back 8-byte MPI_Allreduce on 2 ranks: 20,000 instances, none partial.
- * EXPECTED TO FAIL until issue 27 item 1 ("matching exact at any rate") is in: the
- * daemon's matcher closes instances once 1,024 are open (daemon/ranks.c, RANKS_OPEN), and
- * one rank's entries can run that far ahead of the other's at the daemon. Measured on the
- * mpi-comms branch (2-core VM, 2026-11-28), two runs: 39,052 and 39,183 instances, 38,104
- * and 38,366 partial, while the session file has seq 0..19,999 once on each rank (the
- * interposer's half is right). Set TRACECTL_TEST_MATCHER=1 to run it anyway.
+ * n back-to-back 8-byte MPI_Allreduce on 2 ranks: n instances, none partial. Before
+ * issue 27 item 1 the daemon's matcher closed instances once 1,024 were open, and one
+ * rank's entries run that far ahead of the other's at the daemon: measured on the
+ * mpi-comms branch (2-core VM, 2026-11-28), 20,000 calls gave 39,052 and 39,183
+ * instances, 38,104 and 38,366 partial, while the session file had seq 0..19,999 once on
+ * each rank (the interposer's half was right). Instances are now found by their key
+ * however many are open (daemon/rkcoll.c).
  */
-#define ALLREDUCES 20000
-
-Test(mpi, twenty_thousand_allreduces_are_twenty_thousand_instances)
+static void back_to_back_allreduces(int n)
 {
     static const char *const ops[] = {"MPI_Allreduce"};
-    static const long long want[] = {ALLREDUCES};
+    const long long want[] = {n};
     long long id;
     sqlite3 *db;
 
-    if (getenv("TRACECTL_TEST_MATCHER") == NULL)
-        cr_skip_test("expected to fail until issue 27 item 1 (the matcher's window of 1,024 open "
-                     "instances) is fixed; TRACECTL_TEST_MATCHER=1 runs it");
     free(sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 2 '%s' allreduce %d", MPIEXEC_BIN,
-            MPI_COMMS_BIN, ALLREDUCES));
+            MPI_COMMS_BIN, n));
     id = the_session(2);
     db = open_session(id);
     cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
     cr_assert_eq(q(db,
                    "SELECT count(*) FROM (SELECT 1 FROM " TX " WHERE x.comm = 0 GROUP BY"
                    " t.rank HAVING count(DISTINCT x.seq) = %d AND max(x.seq) = %d)",
-                   ALLREDUCES, ALLREDUCES - 1),
+                   n, n - 1),
                  2);
     sqlite3_close(db);
     check_instances(id, 1, ops, want);
+}
+
+Test(mpi, twenty_thousand_allreduces_are_twenty_thousand_instances)
+{
+    back_to_back_allreduces(20000);
+}
+
+Test(mpi, two_hundred_thousand_allreduces_are_two_hundred_thousand_instances)
+{
+    back_to_back_allreduces(200000);
 }
 
 /*

@@ -1,0 +1,287 @@
+/*
+ * test_rkmatch.c — collective matching (daemon/rkcoll.c) when one rank's
+ * entries run far ahead of another's, when arrivals are lost, when the file
+ * is reopened with tens of thousands of instances open, and at the cap of
+ * RANKS_OPEN open instances (issue 27 item 1).
+ *
+ * Two processes (world 2) make N collectives of one op, keyed by ext comm 5
+ * + seq i; process 0 starts collective i at T0 + 1000 i, process 1 GAP ns
+ * later, each lasting DUR: process 0 waits GAP in each, process 1 arrives
+ * last and causes GAP. Process 0 sends all of its entries before process 1
+ * sends any, so every instance is open at once before the first completes.
+ * The expected figures are worked out here from that timeline.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <criterion/criterion.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <msgpack.h>
+
+#include "proto.h"
+#include "ranks.h"
+#include "ranks_query.h"
+#include "schema.h"
+
+TestSuite(ranks_match, .timeout = 120);
+
+#define T0   1000000
+#define GAP  7
+#define DUR  100
+#define COMM 5
+
+static int64_t rowid;
+
+static void exec_ok(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+static int64_t one(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static sqlite3 *two_procs_db(void)
+{
+    sqlite3 *db;
+
+    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+    exec_ok(db, schema_session_sql);
+    exec_ok(db, "INSERT INTO ops VALUES (1, 'allreduce', 'comm')");
+    exec_ok(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (0, 0, 2, 0),"
+                " (1, 1, 2, 0)");
+    rowid = 0;
+    return db;
+}
+
+static struct ranks *open_ranks(sqlite3 *db, bool fresh)
+{
+    struct ranks *r = ranks_new(db);
+
+    cr_assert_not_null(r);
+    exec_ok(db, "BEGIN");
+    if (fresh)
+        cr_assert_eq(ranks_init_file(r), 0);
+    cr_assert_eq(ranks_load(r), 0);
+    return r;
+}
+
+/* Process p's arrival at collective i. */
+static void arrive(struct ranks *r, int p, int64_t i)
+{
+    struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ | PROTO_EXT_COMM_SIZE,
+                          .comm = COMM,
+                          .seq = (uint64_t)i,
+                          .comm_size = 2};
+    struct proto_entry e = {
+        .op_id = 1, .step = 0, .start_ns = (uint64_t)(T0 + 1000 * i + GAP * p), .dur_ns = DUR};
+
+    cr_assert_eq(ranks_entry(r, p, &e, 0, &x, ++rowid), 0);
+}
+
+/* Process p's arrivals at collectives from..to-1, committing every `every`. */
+static void arrive_all(struct ranks *r, sqlite3 *db, int p, int64_t from, int64_t to, int every)
+{
+    for (int64_t i = from; i < to; i++) {
+        arrive(r, p, i);
+        if ((i + 1) % every == 0) {
+            cr_assert_eq(ranks_flush(r), 0);
+            exec_ok(db, "COMMIT");
+            exec_ok(db, "BEGIN");
+        }
+    }
+}
+
+static void finish(struct ranks *r, sqlite3 *db)
+{
+    cr_assert_eq(ranks_finish(r), 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+}
+
+/* rk_coll's instances and partial, both processes' waits, process 1's caused time. */
+static void expect_figures(sqlite3 *db, int64_t instances, int64_t partial, int64_t complete,
+                           int64_t capped)
+{
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), instances);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), partial);
+    /* a complete instance: process 0 waited GAP, process 1 arrived last and caused GAP */
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+                 GAP * complete);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+                 GAP * complete);
+    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"), complete);
+    cr_expect_eq(one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_capped'"),
+                 capped);
+}
+
+/* The value of key in map m, or NULL. */
+static const msgpack_object *get(const msgpack_object *m, const char *key)
+{
+    if (m == NULL || m->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        const msgpack_object_kv *kv = &m->via.map.ptr[i];
+        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == strlen(key) &&
+            memcmp(kv->key.via.str.ptr, key, kv->key.via.str.size) == 0)
+            return &kv->val;
+    }
+    return NULL;
+}
+
+/* The report's queries' satsum() (query.c registers it on its connections): a plain sum here. */
+static void satsum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    int64_t *s = sqlite3_aggregate_context(ctx, sizeof(*s));
+
+    (void)argc;
+    if (s != NULL)
+        *s += sqlite3_value_int64(argv[0]);
+}
+
+static void satsum_final(sqlite3_context *ctx)
+{
+    int64_t *s = sqlite3_aggregate_context(ctx, 0);
+
+    sqlite3_result_int64(ctx, s != NULL ? *s : 0);
+}
+
+/* The report's completeness.collectives_closed_at_cap, and whether its verdict says so. */
+static void expect_report_says_capped(sqlite3 *db, uint64_t capped)
+{
+    struct ranks_filter f = {0};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked u;
+    const msgpack_object *v, *c;
+    char err[256] = "", want[128];
+
+    cr_assert_eq(sqlite3_create_function(db, "satsum", 1, SQLITE_UTF8, NULL, NULL, satsum_step,
+                                         satsum_final),
+                 SQLITE_OK);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, RANKS_QUERY_KEYS);
+    cr_assert_eq(ranks_query(db, &f, &pk, err, sizeof(err)), 0, "%s", err);
+    msgpack_unpacked_init(&u);
+    cr_assert_eq(msgpack_unpack_next(&u, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
+    c = get(get(&u.data, "completeness"), "collectives_closed_at_cap");
+    cr_assert_not_null(c);
+    cr_expect_eq(c->via.u64, capped);
+    c = get(get(&u.data, "completeness"), "collectives_open_cap");
+    cr_assert_not_null(c);
+    cr_expect_eq(c->via.u64, RANKS_OPEN);
+    v = get(&u.data, "verdict");
+    cr_assert(v != NULL && v->type == MSGPACK_OBJECT_STR);
+    snprintf(want, sizeof(want), "%llu collective instances closed unfinished",
+             (unsigned long long)capped);
+    cr_expect_eq(memmem(v->via.str.ptr, v->via.str.size, want, strlen(want)) != NULL, capped > 0,
+                 "verdict: %.*s", (int)v->via.str.size, v->via.str.ptr);
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* 60,000 open at once (the old matcher closed them past 1,024): all complete, exact. */
+Test(ranks_match, one_rank_sixty_thousand_ahead)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r = open_ranks(db, true);
+
+    arrive_all(r, db, 0, 0, 60000, 5000);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 60000);
+    arrive_all(r, db, 1, 0, 60000, 5000);
+    finish(r, db);
+    expect_figures(db, 60000, 0, 60000, 0);
+    expect_report_says_capped(db, 0);
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/* The same with the file closed and reopened (rk_open read back) while 50,000 are open, and
+ * again halfway through process 1's arrivals. */
+Test(ranks_match, reopened_with_fifty_thousand_open)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r = open_ranks(db, true);
+
+    arrive_all(r, db, 0, 0, 50000, 1000);
+    exec_ok(db, "COMMIT");
+    ranks_free(r);
+    r = open_ranks(db, false);
+    arrive_all(r, db, 1, 0, 25000, 1000);
+    exec_ok(db, "COMMIT");
+    ranks_free(r);
+    r = open_ranks(db, false);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 25000);
+    arrive_all(r, db, 1, 25000, 50000, 1000);
+    finish(r, db);
+    expect_figures(db, 50000, 0, 50000, 0);
+    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1, "still exact");
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/* Process 1's entries of every 7th collective lost: those instances are partial (closed at the
+ * end), the others exact. */
+Test(ranks_match, lost_arrivals_leave_partial_instances)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r = open_ranks(db, true);
+    int64_t n = 10000, lost = 0;
+
+    arrive_all(r, db, 0, 0, n, 1000);
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 7 == 3) {
+            lost++;
+            continue;
+        }
+        arrive(r, 1, i);
+    }
+    finish(r, db);
+    expect_figures(db, n, lost, n - lost, 0);
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/*
+ * RANKS_OPEN + 1 open at once: the oldest (collective 0) is closed at the cap, partial, and
+ * counted; process 1's arrivals at the others complete them. Its late arrival at collective 0
+ * opens an instance of its own, partial too: never paired with another collective's.
+ */
+Test(ranks_match, the_cap_closes_the_oldest_and_counts_it)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r = open_ranks(db, true);
+
+    arrive_all(r, db, 0, 0, RANKS_OPEN + 1, 8192);
+    arrive_all(r, db, 1, 1, RANKS_OPEN + 1, 8192);
+    cr_assert_eq(ranks_flush(r), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+    arrive(r, 1, 0);
+    finish(r, db);
+    /* process 1's lone arrival at collective 0: last (alone), caused nothing */
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), RANKS_OPEN + 2);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 2);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+                 GAP * (int64_t)RANKS_OPEN);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+                 GAP * (int64_t)RANKS_OPEN);
+    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_capped'"), 1);
+    expect_report_says_capped(db, 1);
+    ranks_free(r);
+    sqlite3_close(db);
+}
