@@ -6,10 +6,12 @@
  */
 #include "ranks.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rk.h"
 #include "rkcoll.h"
@@ -131,6 +133,17 @@ static bool ranks_is_p2p(const char *name)
     return (ranks_has(name, "send") || ranks_has(name, "recv")) && !ranks_has(name, "sendrecv");
 }
 
+/*
+ * A non-blocking collective by name (a collective's: not point-to-point): MPI's I* calls,
+ * MPI_Iallreduce, MPI_Ibarrier, ... (ASCII case-insensitive "mpi_i" and a letter), not
+ * MPI_Init* or MPI_Intercomm_*. Its wait is in the completion call that completes it.
+ */
+static bool ranks_is_nb(const char *name)
+{
+    return strncasecmp(name, "mpi_i", 5) == 0 && isalpha((unsigned char)name[5]) &&
+           strncasecmp(name, "mpi_init", 8) != 0 && strncasecmp(name, "mpi_intercomm", 13) != 0;
+}
+
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)
 {
     if (op_id >= r->n_cat) {
@@ -149,7 +162,9 @@ int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *cate
         r->n_cat = n;
     }
     r->cat[op_id] = (uint8_t)proto_cat_code(category);
-    r->coll_ok[op_id] = r->cat[op_id] == PROTO_CAT_COMM && !ranks_is_p2p(name);
+    r->coll_ok[op_id] = r->cat[op_id] != PROTO_CAT_COMM || ranks_is_p2p(name) ? RK_COLL_NO
+                        : ranks_is_nb(name)                                   ? RK_COLL_NB
+                                                                              : RK_COLL_BLOCKING;
     return 0;
 }
 
@@ -251,8 +266,10 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
         s->end = end;
     if ((err = rkexpose_entry(r, d, e, cat)) != 0)
         return err;
-    if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
-        return rkcoll_entry(r, process_id, e, x);
+    if (e->op_id < r->n_cat && r->coll_ok[e->op_id] != RK_COLL_NO)
+        return rkcoll_entry(r, process_id, e, x, r->coll_ok[e->op_id] == RK_COLL_NB);
+    if (cat == PROTO_CAT_WAIT && x != NULL)
+        return rkcoll_completion(r, p, process_id, e, x);
     return 0;
 }
 
@@ -415,6 +432,14 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
         x.has |= PROTO_EXT_COMM_SIZE;
         x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
     }
+    if (sqlite3_column_type(st, 12) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_ID;
+        x.id = (uint64_t)sqlite3_column_int64(st, 12);
+    }
+    if (sqlite3_column_type(st, 13) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_PARENT;
+        x.parent = (uint64_t)sqlite3_column_int64(st, 13);
+    }
     err = ranks_entry(rb->r, sqlite3_column_int64(st, 0), &e, (uint32_t)sqlite3_column_int64(st, 3),
                       x.has ? &x : NULL, sqlite3_column_int64(st, 10));
     /* count the exposure now and then, as the writer does at its commits */
@@ -424,28 +449,23 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
     return err;
 }
 
-/* Every entry of the file, in rowid order, as the writer saw them. */
+/* Every entry of the file, in rowid order, as the writer saw them: with their ext map's
+ * keys the aggregates use (an entry_ext written before ext comm_size has no such column)
+ * and their links (a completion call's id, a tcmpi.completed's parent). */
 static int ranks_rebuild_entries(struct ranks *r)
 {
-    static const char with_ext[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, x.comm_size"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
-    /* an entry_ext written before ext comm_size has no such column */
-    static const char with_ext_v1[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, NULL"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
-    static const char without[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid, NULL FROM entries e"
-        " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
-    const char *sql = !rksql_has_table(r->db, "entry_ext")                ? without
-                      : rksql_has_column(r->db, "entry_ext", "comm_size") ? with_ext
-                                                                          : with_ext_v1;
+    bool ext = rksql_has_table(r->db, "entry_ext"), link = rksql_has_table(r->db, "entry_link");
+    char sql[1024];
 
+    snprintf(sql, sizeof(sql),
+             "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns,"
+             " e.dur_ns, coalesce(e.elements, s.elements, 0), %s, e.rowid, %s, %s"
+             " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id%s%s ORDER BY e.rowid",
+             ext ? "x.peer, x.comm, x.seq" : "NULL, NULL, NULL",
+             ext && rksql_has_column(r->db, "entry_ext", "comm_size") ? "x.comm_size" : "NULL",
+             link ? "l.id, l.parent" : "NULL, NULL",
+             ext ? " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid" : "",
+             link ? " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid" : "");
     return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 

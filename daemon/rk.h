@@ -43,6 +43,9 @@ static inline int rk_cmp_i64(int64_t a, int64_t b)
     return a < b ? -1 : a > b;
 }
 
+/* r->coll_ok: not a collective, a blocking one, a non-blocking one (MPI_I...) */
+enum { RK_COLL_NO, RK_COLL_BLOCKING, RK_COLL_NB };
+
 /* rk_ops delta */
 struct rk_opsum {
     int64_t process_id;
@@ -74,9 +77,16 @@ struct rk_collsum {
     uint64_t step, instances, partial, skew, skew_max, waited, last_count;
 };
 
+/* An arrival's flags: a non-blocking collective's (its wait is in its completion call, which
+ * the instance waits for), and whether that completion came (wait_b..wait_e, its interval). */
+#define RK_A_NB   1u
+#define RK_A_DONE 2u
+
 struct rk_arrival {
     int64_t process_id;
     uint64_t step, start, dur;
+    uint64_t wait_b, wait_e; /* RK_A_DONE: the completion call's start and end */
+    uint32_t flags;
 };
 
 struct rk_ikey {
@@ -92,6 +102,7 @@ struct rk_inst {
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
+    uint32_t owed;  /* arrivals RK_A_NB without RK_A_DONE: their completion calls to come */
     uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
     uint32_t older1, newer1; /* its neighbours in the order of opening: r->inst index + 1 */
 };
@@ -179,6 +190,9 @@ struct rk_proc {
     uint32_t dev1;       /* r->devs index + 1 of its last device */
     struct rk_refs step; /* the rk_steps deltas of its last steps */
     struct rk_pop *pop;  /* RK_POPS, or NULL until its first collective */
+    /* its last completion call with an ext id (wid): the interval of the tcmpi.completed
+     * entries that follow it with that parent */
+    uint64_t wid, wid_b, wid_e;
 };
 
 struct rk_iv {
@@ -226,7 +240,7 @@ struct rk_kv {
 struct ranks {
     sqlite3 *db;
     uint8_t *cat;     /* by op id: enum proto_cat, 0xff unknown */
-    uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point) */
+    uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point): RK_COLL_* */
     size_t n_cat;
     struct rk_proc *procs; /* r->n_procs seen */
     size_t n_procs, cap_procs;

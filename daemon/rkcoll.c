@@ -115,10 +115,50 @@ static uint64_t rkcoll_expected(const struct ranks *r, const struct rk_inst *in)
     return r->world > r->n_procs ? r->world : r->n_procs;
 }
 
+/*
+ * What arrival a waited at an instance whose last arrival started at `last`: a blocking
+ * call's time from its start to the last arrival (at most its duration); a non-blocking
+ * one's, the part of its completion call before the last arrival (0 without one).
+ */
+static uint64_t rkcoll_wait(const struct rk_arrival *a, uint64_t last)
+{
+    uint64_t end;
+
+    if (!(a->flags & RK_A_NB))
+        return last - a->start < a->dur ? last - a->start : a->dur;
+    if (!(a->flags & RK_A_DONE) || last <= a->wait_b)
+        return 0;
+    end = last < a->wait_e ? last : a->wait_e;
+    return end - a->wait_b;
+}
+
+/*
+ * The time the last arrival (li) held the others up: the skew (last - first) when every
+ * arrival is a blocking call's, as since issue 14 (the first to arrive waits exactly that,
+ * clocks agreeing); else the longest any other rank waited for it, since a rank of a
+ * non-blocking collective that arrived early may have worked, not waited, until then.
+ */
+static uint64_t rkcoll_caused(const struct rk_inst *in, size_t li, uint64_t first, uint64_t last)
+{
+    uint64_t most = 0;
+    bool nb = false;
+
+    for (size_t i = 0; i < in->n; i++)
+        nb |= (in->a[i].flags & RK_A_NB) != 0;
+    if (!nb)
+        return last - first;
+    for (size_t i = 0; i < in->n; i++) {
+        uint64_t w = i != li ? rkcoll_wait(&in->a[i], last) : 0;
+        if (w > most)
+            most = w;
+    }
+    return most;
+}
+
 static int rkcoll_close(struct ranks *r, size_t idx)
 {
     struct rk_inst *in = &r->inst[idx];
-    uint64_t first = UINT64_MAX, last = 0, expected = rkcoll_expected(r, in);
+    uint64_t first = UINT64_MAX, last = 0, expected = rkcoll_expected(r, in), caused;
     size_t li = 0;
     struct rk_collsum *c;
     int rc = 0;
@@ -131,9 +171,10 @@ static int rkcoll_close(struct ranks *r, size_t idx)
             li = i;
         }
     }
+    caused = rkcoll_caused(in, li, first, last);
     for (size_t i = 0; i < in->n; i++) {
         const struct rk_arrival *a = &in->a[i];
-        uint64_t wait = last - a->start;
+        uint64_t wait = rkcoll_wait(a, last);
         struct rk_stepsum *s = rkdelta_step_c(r, a->process_id, a->step);
         struct rk_collsum *cr = rkdelta_collsum_c(r, in->op_id, a->process_id, a->step);
 
@@ -141,15 +182,13 @@ static int rkcoll_close(struct ranks *r, size_t idx)
             rc = -ENOMEM;
             goto done;
         }
-        if (wait > a->dur)
-            wait = a->dur;
         s->coll++;
         s->waited = rk_sat(s->waited, wait);
         cr->instances++;
         cr->waited = rk_sat(cr->waited, wait);
         if (i == li) {
             s->last_count++;
-            s->caused = rk_sat(s->caused, last - first);
+            s->caused = rk_sat(s->caused, caused);
             cr->last_count++;
         }
     }
@@ -227,6 +266,7 @@ int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a)
     }
     in->a[in->n++] = a;
     in->procs |= 1ull << (a.process_id & 63);
+    in->owed += (a.flags & (RK_A_NB | RK_A_DONE)) == RK_A_NB;
     return 0;
 }
 
@@ -251,8 +291,25 @@ static struct rk_occ *rkcoll_occ(struct ranks *r, int64_t process_id, uint32_t o
     return o;
 }
 
+/* Closes in when every rank of its communicator arrived and its completions came. */
+static int rkcoll_settle(struct ranks *r, struct rk_inst *in)
+{
+    if (in->n >= rkcoll_expected(r, in) && in->owed == 0)
+        return rkcoll_close(r, (size_t)(in - r->inst));
+    return 0;
+}
+
+/* Process process_id's arrival at in, or NULL. */
+static struct rk_arrival *rkcoll_arrival_of(struct rk_inst *in, int64_t process_id)
+{
+    for (size_t i = 0; (in->procs >> (process_id & 63) & 1) && i < in->n; i++)
+        if (in->a[i].process_id == process_id)
+            return &in->a[i];
+    return NULL;
+}
+
 int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e,
-                 const struct proto_ext *x)
+                 const struct proto_ext *x, bool nb)
 {
     struct rk_ikey key = {0};
     struct rk_inst *in;
@@ -269,13 +326,13 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
             return -ENOMEM;
         o->dirty = true;
         key.kind = 2, key.k1 = e->op_id, key.k2 = o->group, key.k3 = o->count++;
+        nb = false; /* no (comm, seq): no completion call can name it */
     }
     pos = rkcoll_find(r, &key);
     if (r->islot[pos] != 0) {
         in = &r->inst[r->islot[pos] - 1];
-        for (size_t i = 0; (in->procs >> (process_id & 63) & 1) && i < in->n; i++)
-            if (in->a[i].process_id == process_id)
-                return 0; /* the same (comm, seq) twice from one process: not an arrival */
+        if (rkcoll_arrival_of(in, process_id) != NULL)
+            return 0; /* the same (comm, seq) twice from one process: not an arrival */
     } else {
         /* room: at most RANKS_OPEN open, the oldest closed as it is (partial), and counted */
         while (r->n_inst >= RANKS_OPEN) {
@@ -291,12 +348,52 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
             in->cap = r->apool[r->n_apool].cap;
         }
     }
-    if (rkcoll_add_arrival(in, (struct rk_arrival){process_id, e->step, e->start_ns, e->dur_ns}) <
-        0)
+    if (rkcoll_add_arrival(in, (struct rk_arrival){.process_id = process_id,
+                                                   .step = e->step,
+                                                   .start = e->start_ns,
+                                                   .dur = e->dur_ns,
+                                                   .flags = nb ? RK_A_NB : 0}) < 0)
         return -ENOMEM;
     if (key.kind == 1 && (x->has & PROTO_EXT_COMM_SIZE) && x->comm_size > in->size)
         in->size = x->comm_size;
-    if (in->n >= rkcoll_expected(r, in))
-        return rkcoll_close(r, (size_t)(in - r->inst));
-    return 0;
+    return rkcoll_settle(r, in);
+}
+
+int rkcoll_completion(struct ranks *r, struct rk_proc *p, int64_t process_id,
+                      const struct proto_entry *e, const struct proto_ext *x)
+{
+    struct rk_ikey key = {.kind = 1, .k1 = x->comm, .k2 = x->seq};
+    uint64_t b = e->start_ns, end = e->start_ns + e->dur_ns;
+    struct rk_arrival *a;
+    struct rk_inst *in;
+    size_t pos;
+
+    if (x->has & PROTO_EXT_ID) { /* the interval of the companions that follow it */
+        p->wid = x->id;
+        p->wid_b = b;
+        p->wid_e = end;
+    }
+    if ((x->has & PROTO_EXT_PARENT) && e->dur_ns == 0 && p->wid == x->parent) {
+        b = p->wid_b; /* a tcmpi.completed: it completed within its parent's interval */
+        end = p->wid_e;
+    }
+    if (!(x->has & PROTO_EXT_COMM) || !(x->has & PROTO_EXT_SEQ))
+        return 0;
+    /* An instance not open, or open without this process's non-blocking arrival: its I* entry
+     * was lost (dropped, or sent after this by another thread) or the instance was closed at
+     * RANKS_OPEN. Nothing to complete. */
+    pos = rkcoll_find(r, &key);
+    if (r->islot[pos] == 0)
+        return 0;
+    in = &r->inst[r->islot[pos] - 1];
+    if ((a = rkcoll_arrival_of(in, process_id)) == NULL || !(a->flags & RK_A_NB) ||
+        (a->flags & RK_A_DONE))
+        return 0;
+    a->flags |= RK_A_DONE;
+    a->wait_b = b;
+    a->wait_e = end;
+    in->owed--;
+    if ((size_t)(a - in->a) < in->n_saved) /* saved without it: write it again */
+        in->n_saved = (size_t)(a - in->a);
+    return rkcoll_settle(r, in);
 }

@@ -14,7 +14,7 @@ int rkstate_prepare(struct ranks *r)
 {
     int rc;
 
-    if ((rc = rksql_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 12,
+    if ((rc = rksql_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 15,
                                "")) != 0 ||
         /* not (kind, k1, k2, k3) IN (VALUES ...): SQLite would scan the table */
         (rc = rksql_up_prepare_rows(r->db, &r->del_open, 4, "DELETE FROM rk_open WHERE ",
@@ -126,10 +126,11 @@ static int rkstate_save_open(struct ranks *r)
     for (size_t k = 0; k < r->n_orow; k++) {
         const struct rk_inst *in = &r->inst[r->orow[k].inst];
         const struct rk_arrival *a = &in->a[r->orow[k].arrival];
-        int64_t v[12] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
+        int64_t v[15] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
                          r->orow[k].key[3], a->process_id,       (int64_t)r->orow[k].arrival,
                          in->op_id,         (int64_t)in->opened, (int64_t)a->step,
-                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size};
+                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size,
+                         a->flags,          (int64_t)a->wait_b,  (int64_t)a->wait_e};
         if ((rc = rksql_up_add(&r->ins_open, v)) != 0)
             return rc;
     }
@@ -252,10 +253,16 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
         if ((in = rkcoll_open(r, &key, (uint32_t)sqlite3_column_int64(st, 5), opened)) == NULL)
             return -ENOMEM;
     }
-    err = rkcoll_add_arrival(in, (struct rk_arrival){sqlite3_column_int64(st, 4),
-                                                     (uint64_t)sqlite3_column_int64(st, 7),
-                                                     (uint64_t)sqlite3_column_int64(st, 8),
-                                                     (uint64_t)sqlite3_column_int64(st, 9)});
+    err = rkcoll_add_arrival(
+        in, (struct rk_arrival){
+                .process_id = sqlite3_column_int64(st, 4),
+                .step = (uint64_t)sqlite3_column_int64(st, 7),
+                .start = (uint64_t)sqlite3_column_int64(st, 8),
+                .dur = (uint64_t)sqlite3_column_int64(st, 9),
+                .flags = (uint32_t)sqlite3_column_int64(st, 11) & (RK_A_NB | RK_A_DONE),
+                .wait_b = (uint64_t)sqlite3_column_int64(st, 12),
+                .wait_e = (uint64_t)sqlite3_column_int64(st, 13),
+            });
     in->n_saved = in->n;
     if (size > in->size) /* each row: the size then */
         in->size = size;
@@ -272,7 +279,9 @@ static int rkstate_load_open(struct ranks *r)
     r->opened = (uint64_t)rksql_info_get(r->db, "ranks_opened", 0);
     return rksql_each(r->db,
                       "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
-                      " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
+                      " dur_ns, coalesce(comm_size, 0), coalesce(flags, 0),"
+                      " coalesce(wait_b_ns, 0), coalesce(wait_e_ns, 0)"
+                      " FROM rk_open ORDER BY opened, arrival",
                       rkstate_load_arrival, r);
 }
 

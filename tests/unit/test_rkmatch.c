@@ -285,3 +285,119 @@ Test(ranks_match, the_cap_closes_the_oldest_and_counts_it)
     ranks_free(r);
     sqlite3_close(db);
 }
+
+/* ---- non-blocking collectives: waits in their completion calls -------------------- */
+
+enum { NB_IALLREDUCE = 2, NB_WAIT, NB_COMPLETED, NB_WAITALL };
+
+/* An entry of process p: op, [start, start + dur), ext comm 9 + seq (seq < 0: none), id,
+ * parent (0: none). */
+static void nb_entry(struct ranks *r, int p, int op, int64_t start, int64_t dur, int64_t seq,
+                     uint64_t id, uint64_t parent)
+{
+    struct proto_ext x = {.comm = 9, .comm_size = 2, .id = id, .parent = parent};
+    struct proto_entry e = {
+        .op_id = (uint32_t)op, .step = 0, .start_ns = (uint64_t)start, .dur_ns = (uint64_t)dur};
+
+    if (seq >= 0) {
+        x.has = PROTO_EXT_COMM | PROTO_EXT_SEQ | PROTO_EXT_COMM_SIZE;
+        x.seq = (uint64_t)seq;
+    }
+    x.has |= (id != 0 ? PROTO_EXT_ID : 0) | (parent != 0 ? PROTO_EXT_PARENT : 0);
+    cr_assert_eq(ranks_entry(r, p, &e, 0, x.has != 0 ? &x : NULL, ++rowid), 0);
+}
+
+static struct ranks *nb_reopen(struct ranks *r, sqlite3 *db)
+{
+    cr_assert_eq(ranks_flush(r), 0);
+    exec_ok(db, "COMMIT");
+    ranks_free(r);
+    return open_ranks(db, false);
+}
+
+/*
+ * Four MPI_Iallreduce on 2 processes: process 0 early, waiting in its completion calls
+ * (an MPI_Wait; an MPI_Waitall completing two, the second as a tcmpi.completed whose parent
+ * is the Waitall), process 1 late. Each rank's wait is the part of its completion call
+ * before the last arrival; the late rank caused the longest wait of the other. The file is
+ * reopened with instances open in every state (completed arrival saved, completion owed).
+ */
+Test(ranks_match, nonblocking_waits_are_in_their_completion_calls)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r;
+
+    exec_ok(db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait'),"
+                " (4, 'tcmpi.completed', 'wait'), (5, 'MPI_Waitall', 'wait')");
+    r = open_ranks(db, true);
+    /* seq 0: p0 arrives at 1000, waits in [1100, 6000); p1 arrives at 5000, waits from 5020 */
+    nb_entry(r, 0, NB_IALLREDUCE, 1000, 10, 0, 0, 0);
+    nb_entry(r, 1, NB_IALLREDUCE, 5000, 10, 0, 0, 0);
+    nb_entry(r, 0, NB_WAIT, 1100, 4900, 0, 0, 0); /* waited 5000 - 1100 = 3900 */
+    nb_entry(r, 0, NB_WAIT, 1100, 4900, 0, 0, 0); /* the same again: no second completion */
+    nb_entry(r, 1, NB_WAIT, 5020, 980, -1, 0, 0); /* names no collective: no completion */
+    r = nb_reopen(r, db);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 2, "seq 0 owes p1's completion");
+    nb_entry(r, 1, NB_WAIT, 5020, 980, 0, 0, 0); /* waited 0: after the last arrival */
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll"), 0, "not yet flushed");
+    /* seq 1, 2: p0 at 10000 and 10010, one Waitall [10100, 20000) completes both */
+    nb_entry(r, 0, NB_IALLREDUCE, 10000, 10, 1, 0, 0);
+    nb_entry(r, 0, NB_IALLREDUCE, 10010, 10, 2, 0, 0);
+    nb_entry(r, 0, NB_WAITALL, 10100, 9900, 1, 7, 0); /* waited 15000 - 10100 = 4900 */
+    nb_entry(r, 0, NB_COMPLETED, 20000, 0, 2, 0, 7);  /* waited 16000 - 10100 = 5900 */
+    nb_entry(r, 0, NB_COMPLETED, 20000, 0, 2, 0, 7);  /* again: nothing */
+    nb_entry(r, 1, NB_IALLREDUCE, 15000, 10, 1, 0, 0);
+    r = nb_reopen(r, db);
+    nb_entry(r, 1, NB_WAIT, 15100, 1900, 1, 0, 0);
+    nb_entry(r, 1, NB_IALLREDUCE, 16000, 10, 2, 0, 0);
+    nb_entry(r, 1, NB_WAIT, 17000, 1000, 2, 0, 0);
+    nb_entry(r, 1, NB_WAIT, 17000, 1000, 4, 0, 0); /* an instance never opened: nothing */
+    /* seq 3: p0's arrival saved, then its completion (the saved row written again), then the
+     * file reopened before p1 comes */
+    nb_entry(r, 0, NB_IALLREDUCE, 30000, 10, 3, 0, 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    nb_entry(r, 0, NB_WAIT, 30100, 9900, 3, 0, 0); /* waited 35000 - 30100 = 4900 */
+    r = nb_reopen(r, db);
+    cr_expect_eq(one(db, "SELECT flags FROM rk_open WHERE k2 = 3"), 3, "completed, saved");
+    nb_entry(r, 1, NB_IALLREDUCE, 35000, 10, 3, 0, 0);
+    nb_entry(r, 1, NB_WAIT, 35100, 900, 3, 0, 0);
+    finish(r, db);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 4);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(one(db, "SELECT sum(skew_ns) FROM rk_coll"), 4000 + 5000 + 5990 + 5000);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+                 3900 + 4900 + 5900 + 4900);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+                 3900 + 4900 + 5900 + 4900);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 0"), 0);
+    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"), 4);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks WHERE process_id = 0"),
+                 3900 + 4900 + 5900 + 4900);
+    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1, "still exact");
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
+/* A completion that never comes (the request freed): the instance closes when the session
+ * ends, complete (every rank arrived), that rank's wait 0. */
+Test(ranks_match, a_completion_that_never_comes)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r;
+
+    exec_ok(db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait')");
+    r = open_ranks(db, true);
+    nb_entry(r, 0, NB_IALLREDUCE, 1000, 10, 0, 0, 0);
+    nb_entry(r, 1, NB_IALLREDUCE, 5000, 10, 0, 0, 0);
+    nb_entry(r, 1, NB_WAIT, 5020, 980, 0, 0, 0);
+    cr_assert_eq(ranks_flush(r), 0);
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 2, "open: p0's completion owed");
+    finish(r, db);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps"), 0);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps"), 0);
+    ranks_free(r);
+    sqlite3_close(db);
+}
