@@ -253,11 +253,12 @@ struct rk_inst *rkcoll_open(struct ranks *r, const struct rk_ikey *key, uint32_t
     return in;
 }
 
-int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a)
+int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a, uint64_t expect)
 {
     if (in->n == in->cap) {
-        /* from 4, not rkmap_grow's 64: most instances have a few ranks, and many may be open */
-        size_t cap = in->cap ? 2 * in->cap : 4;
+        /* the arrivals it expects (up to 64), else 4, not rkmap_grow's 64: most instances
+         * have a few ranks, and many may be open */
+        size_t cap = in->cap ? 2 * in->cap : expect >= 2 && expect <= 64 ? (size_t)expect : 4;
         struct rk_arrival *p = realloc(in->a, cap * sizeof(*p));
         if (p == NULL)
             return -ENOMEM;
@@ -348,14 +349,16 @@ int rkcoll_entry(struct ranks *r, int64_t process_id, const struct proto_entry *
             in->cap = r->apool[r->n_apool].cap;
         }
     }
-    if (rkcoll_add_arrival(in, (struct rk_arrival){.process_id = process_id,
-                                                   .step = e->step,
-                                                   .start = e->start_ns,
-                                                   .dur = e->dur_ns,
-                                                   .flags = nb ? RK_A_NB : 0}) < 0)
-        return -ENOMEM;
     if (key.kind == 1 && (x->has & PROTO_EXT_COMM_SIZE) && x->comm_size > in->size)
         in->size = x->comm_size;
+    if (rkcoll_add_arrival(in,
+                           (struct rk_arrival){.process_id = process_id,
+                                               .step = e->step,
+                                               .start = e->start_ns,
+                                               .dur = e->dur_ns,
+                                               .flags = nb ? RK_A_NB : 0},
+                           rkcoll_expected(r, in)) < 0)
+        return -ENOMEM;
     return rkcoll_settle(r, in);
 }
 

@@ -42,7 +42,7 @@ size_t rkcoll_find(const struct ranks *r, const struct rk_ikey *key);
 /* Opens an instance of key (not open), the newest; NULL when out of memory. */
 struct rk_inst *rkcoll_open(struct ranks *r, const struct rk_ikey *key, uint32_t op_id,
                             uint64_t opened);
-/* Adds arrival a to in. */
-int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a);
+/* Adds arrival a to in; expect: the arrivals in expects, for the first allocation (0: some). */
+int rkcoll_add_arrival(struct rk_inst *in, struct rk_arrival a, uint64_t expect);
 
 #endif

@@ -254,15 +254,17 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
             return -ENOMEM;
     }
     err = rkcoll_add_arrival(
-        in, (struct rk_arrival){
-                .process_id = sqlite3_column_int64(st, 4),
-                .step = (uint64_t)sqlite3_column_int64(st, 7),
-                .start = (uint64_t)sqlite3_column_int64(st, 8),
-                .dur = (uint64_t)sqlite3_column_int64(st, 9),
-                .flags = (uint32_t)sqlite3_column_int64(st, 11) & (RK_A_NB | RK_A_DONE),
-                .wait_b = (uint64_t)sqlite3_column_int64(st, 12),
-                .wait_e = (uint64_t)sqlite3_column_int64(st, 13),
-            });
+        in,
+        (struct rk_arrival){
+            .process_id = sqlite3_column_int64(st, 4),
+            .step = (uint64_t)sqlite3_column_int64(st, 7),
+            .start = (uint64_t)sqlite3_column_int64(st, 8),
+            .dur = (uint64_t)sqlite3_column_int64(st, 9),
+            .flags = (uint32_t)sqlite3_column_int64(st, 11) & (RK_A_NB | RK_A_DONE),
+            .wait_b = (uint64_t)sqlite3_column_int64(st, 12),
+            .wait_e = (uint64_t)sqlite3_column_int64(st, 13),
+        },
+        size);
     in->n_saved = in->n;
     if (size > in->size) /* each row: the size then */
         in->size = size;
