@@ -24,7 +24,11 @@
  * communicator arrived (ext `comm_size`, the largest its arrivals gave, for
  * one keyed by comm + seq; else the world), then it is finalized: the last
  * arrival is the latest start, each rank's wait is last - own start capped at
- * its own duration, the skew last - first. However many are open, an
+ * its own duration, the skew last - first. A non-blocking collective's
+ * arrival (an MPI_I* call with comm + seq) waits in the completion call (an
+ * entry of category wait with the same comm + seq) instead: its wait is the
+ * part of that call before the last arrival, and its instance also waits for
+ * those calls (rkcoll.h). However many are open, an
  * arrival finds its own instance by its key (a hash lookup: the cost per
  * entry does not grow with the instances open), so one rank's entries may
  * run any distance ahead of another's at the daemon. Memory follows the
