@@ -6,10 +6,12 @@
  */
 #include "ranks.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rk.h"
 #include "rkcoll.h"
@@ -30,8 +32,8 @@ struct ranks *ranks_new(sqlite3 *db)
     r->db = db;
     r->epoch = 1;
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
-    r->iq = calloc(RK_IQUEUE, sizeof(*r->iq));
-    if (r->islot != NULL && r->iq != NULL && (err = rkschema_begin(r, &legacy, &migrating)) == 0 &&
+    r->n_islot = RK_ISLOTS;
+    if (r->islot != NULL && (err = rkschema_begin(r, &legacy, &migrating)) == 0 &&
         (err = rkwrite_prepare(r)) == 0)
         err = rkstate_prepare(r);
     if (err == 0 && rksql_info_get(db, "ranks_layout", 0) != RK_LAYOUT)
@@ -75,7 +77,6 @@ void ranks_free(struct ranks *r)
     free(r->devs);
     free(r->inst);
     free(r->islot);
-    free(r->iq);
     free(r->ops);
     free(r->dsteps);
     free(r->steps);
@@ -132,6 +133,17 @@ static bool ranks_is_p2p(const char *name)
     return (ranks_has(name, "send") || ranks_has(name, "recv")) && !ranks_has(name, "sendrecv");
 }
 
+/*
+ * A non-blocking collective by name (a collective's: not point-to-point): MPI's I* calls,
+ * MPI_Iallreduce, MPI_Ibarrier, ... (ASCII case-insensitive "mpi_i" and a letter), not
+ * MPI_Init* or MPI_Intercomm_*. Its wait is in the completion call that completes it.
+ */
+static bool ranks_is_nb(const char *name)
+{
+    return strncasecmp(name, "mpi_i", 5) == 0 && isalpha((unsigned char)name[5]) &&
+           strncasecmp(name, "mpi_init", 8) != 0 && strncasecmp(name, "mpi_intercomm", 13) != 0;
+}
+
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category)
 {
     if (op_id >= r->n_cat) {
@@ -150,7 +162,9 @@ int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *cate
         r->n_cat = n;
     }
     r->cat[op_id] = (uint8_t)proto_cat_code(category);
-    r->coll_ok[op_id] = r->cat[op_id] == PROTO_CAT_COMM && !ranks_is_p2p(name);
+    r->coll_ok[op_id] = r->cat[op_id] != PROTO_CAT_COMM || ranks_is_p2p(name) ? RK_COLL_NO
+                        : ranks_is_nb(name)                                   ? RK_COLL_NB
+                                                                              : RK_COLL_BLOCKING;
     return 0;
 }
 
@@ -264,8 +278,10 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
         s->end = end;
     if ((err = rkexpose_entry(r, d, e, cat)) != 0)
         return err;
-    if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
-        return rkcoll_entry(r, process_id, e, x);
+    if (e->op_id < r->n_cat && r->coll_ok[e->op_id] != RK_COLL_NO)
+        return rkcoll_entry(r, process_id, e, x, r->coll_ok[e->op_id] == RK_COLL_NB);
+    if (cat == PROTO_CAT_WAIT && x != NULL)
+        return rkcoll_completion(r, p, process_id, e, x);
     return 0;
 }
 
@@ -285,7 +301,7 @@ int ranks_finish(struct ranks *r)
 {
     int err;
 
-    while (r->n_inst > 0 && r->iq_len > 0)
+    while (r->n_inst > 0)
         if ((err = rkcoll_close_oldest(r)) != 0)
             return err;
     for (size_t i = 0; i < r->n_devs; i++)
@@ -309,6 +325,11 @@ int ranks_flush(struct ranks *r)
         if ((err = rksql_info_set(r->db, "ranks_late", (int64_t)r->late)) != 0)
             return err;
         r->late_written = r->late;
+    }
+    if (r->capped != r->capped_written) {
+        if ((err = rksql_info_set(r->db, "ranks_capped", (int64_t)r->capped)) != 0)
+            return err;
+        r->capped_written = r->capped;
     }
     if (r->inexact && !r->inexact_written) {
         if ((err = rksql_info_set(r->db, "ranks", 2)) != 0)
@@ -377,6 +398,7 @@ int ranks_load(struct ranks *r)
     if ((err = ranks_load_names(r)) != 0)
         return err;
     r->late = r->late_written = (uint64_t)rksql_info_get(r->db, "ranks_late", 0);
+    r->capped = r->capped_written = (uint64_t)rksql_info_get(r->db, "ranks_capped", 0);
     r->inexact = r->inexact_written = rksql_info_get(r->db, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
         replay |= r->procs[i].replay;
@@ -422,6 +444,14 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
         x.has |= PROTO_EXT_COMM_SIZE;
         x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
     }
+    if (sqlite3_column_type(st, 12) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_ID;
+        x.id = (uint64_t)sqlite3_column_int64(st, 12);
+    }
+    if (sqlite3_column_type(st, 13) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_PARENT;
+        x.parent = (uint64_t)sqlite3_column_int64(st, 13);
+    }
     err = ranks_entry(rb->r, sqlite3_column_int64(st, 0), &e, (uint32_t)sqlite3_column_int64(st, 3),
                       x.has ? &x : NULL, sqlite3_column_int64(st, 10));
     /* count the exposure now and then, as the writer does at its commits */
@@ -431,28 +461,23 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
     return err;
 }
 
-/* Every entry of the file, in rowid order, as the writer saw them. */
+/* Every entry of the file, in rowid order, as the writer saw them: with their ext map's
+ * keys the aggregates use (an entry_ext written before ext comm_size has no such column)
+ * and their links (a completion call's id, a tcmpi.completed's parent). */
 static int ranks_rebuild_entries(struct ranks *r)
 {
-    static const char with_ext[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, x.comm_size"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
-    /* an entry_ext written before ext comm_size has no such column */
-    static const char with_ext_v1[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, NULL"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
-    static const char without[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid, NULL FROM entries e"
-        " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
-    const char *sql = !rksql_has_table(r->db, "entry_ext")                ? without
-                      : rksql_has_column(r->db, "entry_ext", "comm_size") ? with_ext
-                                                                          : with_ext_v1;
+    bool ext = rksql_has_table(r->db, "entry_ext"), link = rksql_has_table(r->db, "entry_link");
+    char sql[1024];
 
+    snprintf(sql, sizeof(sql),
+             "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns,"
+             " e.dur_ns, coalesce(e.elements, s.elements, 0), %s, e.rowid, %s, %s"
+             " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id%s%s ORDER BY e.rowid",
+             ext ? "x.peer, x.comm, x.seq" : "NULL, NULL, NULL",
+             ext && rksql_has_column(r->db, "entry_ext", "comm_size") ? "x.comm_size" : "NULL",
+             link ? "l.id, l.parent" : "NULL, NULL",
+             ext ? " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid" : "",
+             link ? " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid" : "");
     return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 
@@ -477,7 +502,8 @@ int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
         (err = ranks_load_names(r)) != 0 || (err = ranks_rebuild_entries(r)) != 0 ||
         (err = ranks_finish(r)) != 0 || (err = ranks_flush(r)) != 0 ||
         (err = rksql_info_set(db, "ranks", 1)) != 0 ||
-        (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0)
+        (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0 ||
+        (err = rksql_info_set(db, "ranks_capped", (int64_t)r->capped)) != 0)
         goto rollback;
     ranks_free(r);
     r = NULL;

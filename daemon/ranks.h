@@ -24,12 +24,21 @@
  * communicator arrived (ext `comm_size`, the largest its arrivals gave, for
  * one keyed by comm + seq; else the world), then it is finalized: the last
  * arrival is the latest start, each rank's wait is last - own start capped at
- * its own duration, the skew last - first. Instances are also finalized when
- * more than RANKS_OPEN are open (the oldest first: a rank that never comes),
- * when 4,096 newer ones have opened since, and all of them when the session
- * ends (ranks_finish); those with fewer arrivals than they expect count as
- * partial. Finding an instance is a
- * hash lookup: the cost per entry does not grow with the instances open.
+ * its own duration, the skew last - first. A non-blocking collective's
+ * arrival (an MPI_I* call with comm + seq) waits in the completion call (an
+ * entry of category wait with the same comm + seq) instead: its wait is the
+ * part of that call before the last arrival, and its instance also waits for
+ * those calls (rkcoll.h). However many are open, an
+ * arrival finds its own instance by its key (a hash lookup: the cost per
+ * entry does not grow with the instances open), so one rank's entries may
+ * run any distance ahead of another's at the daemon. Memory follows the
+ * instances still open; at most RANKS_OPEN per session file: past that the
+ * oldest is finalized as it is (partial) and counted in info.ranks_capped,
+ * which the report gives (completeness.collectives_closed_at_cap, and the
+ * verdict says so): a late arrival at such an instance then opens one of
+ * its own, partial too, never another's. All of them are finalized when the
+ * session ends (ranks_finish); those with fewer arrivals than they expect
+ * (a rank's entries dropped, a rank that never came) count as partial.
  *
  * Exposed communication: per (process, device), the part of each comm entry
  * not covered by the union of the compute entries of that device, computed
@@ -54,7 +63,10 @@
 
 #include "proto.h"
 
-#define RANKS_OPEN    1024  /* collective instances kept open at most */
+/* Collective instances kept open per session file at most: about 300 bytes each with up to
+ * four arrivals (the instance, its arrivals, its hash slots), so at most ~20 MB for a job
+ * whose ranks are that far apart at the daemon, or that lost that many arrivals. */
+#define RANKS_OPEN    65536
 #define RANKS_PENDING 65536 /* intervals kept per (process, device) for the exposure at most */
 /*
  * The largest `world` the aggregates and reports use: a hello's larger world

@@ -61,6 +61,7 @@ struct rq {
     int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
     bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
     uint64_t late_entries, n_steps;
+    uint64_t capped;             /* info.ranks_capped: instances closed at RANKS_OPEN */
     uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
     struct rq_rank *ranks;
     size_t n_ranks;
@@ -568,7 +569,7 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 10) || pk_u64(pk, "world", q->world) ||
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 12) || pk_u64(pk, "world", q->world) ||
         pk_u64(pk, "world_given", q->world_given) || pk_u64(pk, "steps", q->n_steps) ||
         rq_pack_missing(q, pk) != 0)
         return -1;
@@ -585,7 +586,9 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
            pk_str(pk, q->state == 1   ? "exact"
                       : q->state == 2 ? "inexact"
                                       : "absent") ||
-           pk_u64(pk, "late_entries", q->late_entries) || pk_str(pk, "collectives_matched_by") ||
+           pk_u64(pk, "late_entries", q->late_entries) ||
+           pk_u64(pk, "collectives_closed_at_cap", q->capped) ||
+           pk_u64(pk, "collectives_open_cap", RANKS_OPEN) || pk_str(pk, "collectives_matched_by") ||
            pk_str(pk, "ext comm+seq (complete at ext comm_size arrivals, else at world), else "
                       "(op, process_group metadata, occurrence per rank)");
 }
@@ -1186,6 +1189,11 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
                 len += (size_t)snprintf(v + len, sizeof(v) - len, ": figures about %s incomplete",
                                         dropping > 1 ? "them are" : "it are");
         }
+        if (q->capped > 0 && len < sizeof(v))
+            len += (size_t)snprintf(v + len, sizeof(v) - len,
+                                    "; %llu collective instances closed unfinished (over %d open "
+                                    "at once): counted partial",
+                                    (unsigned long long)q->capped, RANKS_OPEN);
         if (q->state == 2 && len < sizeof(v))
             len += (size_t)snprintf(v + len, sizeof(v) - len,
                                     "; collective figures inexact (the daemon lost their state "
@@ -1306,6 +1314,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     q.state = (int)info_int(q.db, "ranks", 0);
     q.legacy = rq_legacy(db);
     q.late_entries = (uint64_t)info_int(q.db, "ranks_late", 0);
+    q.capped = (uint64_t)info_int(q.db, "ranks_capped", 0);
     if ((rc = rq_processes(&q)) < 0)
         goto out;
     if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)

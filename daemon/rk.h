@@ -43,6 +43,9 @@ static inline int rk_cmp_i64(int64_t a, int64_t b)
     return a < b ? -1 : a > b;
 }
 
+/* r->coll_ok: not a collective, a blocking one, a non-blocking one (MPI_I...) */
+enum { RK_COLL_NO, RK_COLL_BLOCKING, RK_COLL_NB };
+
 /* rk_ops delta */
 struct rk_opsum {
     int64_t process_id;
@@ -74,9 +77,16 @@ struct rk_collsum {
     uint64_t step, instances, partial, skew, skew_max, waited, last_count;
 };
 
+/* An arrival's flags: a non-blocking collective's (its wait is in its completion call, which
+ * the instance waits for), and whether that completion came (wait_b..wait_e, its interval). */
+#define RK_A_NB   1u
+#define RK_A_DONE 2u
+
 struct rk_arrival {
     int64_t process_id;
     uint64_t step, start, dur;
+    uint64_t wait_b, wait_e; /* RK_A_DONE: the completion call's start and end */
+    uint32_t flags;
 };
 
 struct rk_ikey {
@@ -92,7 +102,9 @@ struct rk_inst {
     size_t n, cap;
     size_t n_saved; /* arrivals in rk_open */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
+    uint32_t owed;  /* arrivals RK_A_NB without RK_A_DONE: their completion calls to come */
     uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
+    uint32_t older1, newer1; /* its neighbours in the order of opening: r->inst index + 1 */
 };
 
 /* An rk_open row to write: its key, then arrival `arrival` of r->inst[inst]. */
@@ -120,18 +132,12 @@ struct rk_occ {
 
 /*
  * The open instances: r->inst (unordered, at most RANKS_OPEN), a hash of their keys
- * (open addressing, linear probing, RK_ISLOTS slots of inst index + 1, 0 empty; deletion
- * shifts back, so no tombstones), and the order they opened in (a ring of RK_IQUEUE keys:
- * an entry whose instance has closed is skipped when it reaches the front). An instance
- * that RK_IQUEUE newer ones overtook is closed as it is.
+ * (open addressing, linear probing, r->n_islot slots of inst index + 1, 0 empty, at most
+ * half full: it doubles from RK_ISLOTS as instances open; deletion shifts back, so no
+ * tombstones), and the order they opened in, a list through the instances (r->oldest1 to
+ * r->newest1): the oldest is closed, partial, when RANKS_OPEN are open and another opens.
  */
 #define RK_ISLOTS 4096
-#define RK_IQUEUE 4096
-
-struct rk_iq {
-    struct rk_ikey key;
-    uint64_t opened;
-};
 
 /*
  * The lookup caches. A delta's index in its array, valid in the transaction
@@ -184,6 +190,9 @@ struct rk_proc {
     uint32_t dev1;       /* r->devs index + 1 of its last device */
     struct rk_refs step; /* the rk_steps deltas of its last steps */
     struct rk_pop *pop;  /* RK_POPS, or NULL until its first collective */
+    /* its last completion call with an ext id (wid): the interval of the tcmpi.completed
+     * entries that follow it with that parent */
+    uint64_t wid, wid_b, wid_e;
 };
 
 struct rk_iv {
@@ -231,7 +240,7 @@ struct rk_kv {
 struct ranks {
     sqlite3 *db;
     uint8_t *cat;     /* by op id: enum proto_cat, 0xff unknown */
-    uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point) */
+    uint8_t *coll_ok; /* by op id: a collective (comm and not point-to-point): RK_COLL_* */
     size_t n_cat;
     struct rk_proc *procs; /* r->n_procs seen */
     size_t n_procs, cap_procs;
@@ -261,9 +270,10 @@ struct ranks {
     size_t n_inst, cap_inst;
     struct rk_abuf *apool; /* arrival arrays of closed instances, for reuse (RK_APOOL) */
     size_t n_apool, cap_apool;
-    uint32_t *islot;  /* RK_ISLOTS */
-    struct rk_iq *iq; /* RK_IQUEUE, a ring */
-    size_t iq_head, iq_len;
+    uint32_t *islot; /* n_islot, a power of 2 */
+    size_t n_islot;
+    uint32_t oldest1, newest1;       /* the open instances' list: r->inst index + 1, 0 none */
+    uint64_t capped, capped_written; /* instances closed at RANKS_OPEN (info.ranks_capped) */
 
     struct rksql_up up_ops, up_dsteps, up_steps, up_coll, up_collr;
     struct rk_kv *kv; /* rkwrite's sort keys: 2 x cap_kv */
@@ -277,7 +287,7 @@ struct ranks {
     struct rk_orow *orow; /* the rk_open rows to write, sorted */
     size_t n_orow, cap_orow;
     bool resync; /* a rollback: rewrite it all */
-    uint64_t opened_written, iq_first_written;
+    uint64_t opened_written;
     int64_t state_written; /* info.ranks_state: 1 saved, 2 some intervals unsaved, 0 absent */
     struct rksql_up ins_open, del_open, up_occ, ins_pend;
     sqlite3_stmt *del_pend, *up_devstate, *clear_open;

@@ -128,6 +128,13 @@ int rkschema_begin(struct ranks *r, bool *legacy, bool *migrating)
     if (!rksql_has_column(r->db, "rk_open", "comm_size") &&
         (rc = rksql_exec(r->db, "ALTER TABLE rk_open ADD COLUMN comm_size INTEGER")) != 0)
         return rc;
+    /* and one saved before non-blocking collectives waited for their completion calls: its
+     * arrivals are blocking calls', as they were counted */
+    if (!rksql_has_column(r->db, "rk_open", "flags") &&
+        (rc = rksql_exec(r->db, "ALTER TABLE rk_open ADD COLUMN flags INTEGER;"
+                                " ALTER TABLE rk_open ADD COLUMN wait_b_ns INTEGER;"
+                                " ALTER TABLE rk_open ADD COLUMN wait_e_ns INTEGER")) != 0)
+        return rc;
     return 0;
 }
 

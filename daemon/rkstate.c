@@ -14,7 +14,7 @@ int rkstate_prepare(struct ranks *r)
 {
     int rc;
 
-    if ((rc = rksql_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 12,
+    if ((rc = rksql_up_prepare(r->db, &r->ins_open, "INSERT OR REPLACE INTO rk_open VALUES", 15,
                                "")) != 0 ||
         /* not (kind, k1, k2, k3) IN (VALUES ...): SQLite would scan the table */
         (rc = rksql_up_prepare_rows(r->db, &r->del_open, 4, "DELETE FROM rk_open WHERE ",
@@ -126,10 +126,11 @@ static int rkstate_save_open(struct ranks *r)
     for (size_t k = 0; k < r->n_orow; k++) {
         const struct rk_inst *in = &r->inst[r->orow[k].inst];
         const struct rk_arrival *a = &in->a[r->orow[k].arrival];
-        int64_t v[12] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
+        int64_t v[15] = {r->orow[k].key[0], r->orow[k].key[1],   r->orow[k].key[2],
                          r->orow[k].key[3], a->process_id,       (int64_t)r->orow[k].arrival,
                          in->op_id,         (int64_t)in->opened, (int64_t)a->step,
-                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size};
+                         (int64_t)a->start, (int64_t)a->dur,     (int64_t)in->size,
+                         a->flags,          (int64_t)a->wait_b,  (int64_t)a->wait_e};
         if ((rc = rksql_up_add(&r->ins_open, v)) != 0)
             return rc;
     }
@@ -192,11 +193,10 @@ static int rkstate_save_devs(struct ranks *r)
  * Saves what the next commit's writer needs to go on: the arrivals at open
  * instances (those added since the last commit; the closed ones deleted),
  * the occurrence counts that changed, the exposure intervals of the devices
- * that changed, and where the queue of open instances stands.
+ * that changed, and how many instances opened so far.
  */
 int rkstate_save(struct ranks *r)
 {
-    uint64_t iq_first = r->opened - r->iq_len;
     int rc;
 
     if (r->resync) {
@@ -210,7 +210,7 @@ int rkstate_save(struct ranks *r)
             r->occ[i].dirty = true;
         for (size_t i = 0; i < r->n_devs; i++)
             r->devs[i].dirty = true;
-        r->opened_written = r->iq_first_written = UINT64_MAX;
+        r->opened_written = UINT64_MAX;
         r->resync = false;
     }
     if ((rc = rkstate_save_open(r)) != 0 || (rc = rkstate_save_devs(r)) != 0)
@@ -230,25 +230,14 @@ int rkstate_save(struct ranks *r)
             return rc;
         r->opened_written = r->opened;
     }
-    if (iq_first != r->iq_first_written) {
-        if ((rc = rksql_info_set(r->db, "ranks_iq_first", (int64_t)iq_first)) != 0)
-            return rc;
-        r->iq_first_written = iq_first;
-    }
     return 0;
 }
 
-struct rkstate_open {
-    struct ranks *r;
-    uint64_t first; /* the queue's first instance */
-};
-
 /* One arrival of rk_open, in the order the instances opened: its instance opened again
- * (when it is the first arrival), then the arrival. */
+ * (when it is the first arrival), the newest, then the arrival. */
 static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
 {
-    struct rkstate_open *lo = arg;
-    struct ranks *r = lo->r;
+    struct ranks *r = arg;
     struct rk_ikey key = {
         (uint64_t)sqlite3_column_int64(st, 0), (uint64_t)sqlite3_column_int64(st, 1),
         (uint64_t)sqlite3_column_int64(st, 2), (uint64_t)sqlite3_column_int64(st, 3)};
@@ -259,40 +248,43 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
     int err;
 
     if (in == NULL) {
-        if (r->n_inst >= RANKS_OPEN || opened < lo->first || opened >= r->opened)
+        if (r->n_inst >= RANKS_OPEN || opened >= r->opened)
             return -EIO;
-        if ((in = rkcoll_open(r, pos, &key, (uint32_t)sqlite3_column_int64(st, 5), opened)) == NULL)
+        if ((in = rkcoll_open(r, &key, (uint32_t)sqlite3_column_int64(st, 5), opened)) == NULL)
             return -ENOMEM;
-        r->iq[opened - lo->first].key = key;
     }
-    err = rkcoll_add_arrival(in, (struct rk_arrival){sqlite3_column_int64(st, 4),
-                                                     (uint64_t)sqlite3_column_int64(st, 7),
-                                                     (uint64_t)sqlite3_column_int64(st, 8),
-                                                     (uint64_t)sqlite3_column_int64(st, 9)});
+    err = rkcoll_add_arrival(
+        in,
+        (struct rk_arrival){
+            .process_id = sqlite3_column_int64(st, 4),
+            .step = (uint64_t)sqlite3_column_int64(st, 7),
+            .start = (uint64_t)sqlite3_column_int64(st, 8),
+            .dur = (uint64_t)sqlite3_column_int64(st, 9),
+            .flags = (uint32_t)sqlite3_column_int64(st, 11) & (RK_A_NB | RK_A_DONE),
+            .wait_b = (uint64_t)sqlite3_column_int64(st, 12),
+            .wait_e = (uint64_t)sqlite3_column_int64(st, 13),
+        },
+        size);
     in->n_saved = in->n;
     if (size > in->size) /* each row: the size then */
         in->size = size;
     return err;
 }
 
-/* Reopens the instances of rk_open, in the order they opened, and the queue they were in. */
+/*
+ * Reopens the instances of rk_open in the order they opened. (Files before
+ * issue 27 also saved info.ranks_iq_first, where their window of 4,096
+ * instances began: the order alone is what matters now.)
+ */
 static int rkstate_load_open(struct ranks *r)
 {
-    uint64_t first = (uint64_t)rksql_info_get(r->db, "ranks_iq_first", 0);
-
     r->opened = (uint64_t)rksql_info_get(r->db, "ranks_opened", 0);
-    if (first > r->opened || r->opened - first > RK_IQUEUE)
-        return -EIO;
-    /* the queue holds every instance opened since `first`: the closed ones are skipped when
-     * they reach its front (no open instance has kind 0) */
-    r->iq_head = 0;
-    r->iq_len = (size_t)(r->opened - first);
-    for (size_t i = 0; i < r->iq_len; i++)
-        r->iq[i] = (struct rk_iq){{0, 0, 0, 0}, first + i};
     return rksql_each(r->db,
                       "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
-                      " dur_ns, coalesce(comm_size, 0) FROM rk_open ORDER BY opened, arrival",
-                      rkstate_load_arrival, &(struct rkstate_open){r, first});
+                      " dur_ns, coalesce(comm_size, 0), coalesce(flags, 0),"
+                      " coalesce(wait_b_ns, 0), coalesce(wait_e_ns, 0)"
+                      " FROM rk_open ORDER BY opened, arrival",
+                      rkstate_load_arrival, r);
 }
 
 static int rkstate_load_occ(sqlite3_stmt *st, void *arg)
@@ -357,6 +349,5 @@ int rkstate_load(struct ranks *r)
                          rkstate_load_pend, r)) != 0)
         return rc;
     r->opened_written = r->opened;
-    r->iq_first_written = r->opened - r->iq_len;
     return 0;
 }

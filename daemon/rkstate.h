@@ -1,8 +1,8 @@
 /*
  * rkstate — what the rank aggregates hold in memory between entries, saved
  * at each commit and read back when a file reopens mid-session or after a
- * crash: the arrivals at open collective instances (rk_open) and where the
- * queue of instances stands (info.ranks_opened, ranks_iq_first), the
+ * crash: the arrivals at open collective instances (rk_open, with the order
+ * they opened in) and how many opened so far (info.ranks_opened), the
  * occurrence counts (rk_occ), and each device's exposure state and pending
  * intervals (rk_devstate, rk_pend). Only the rows that changed are written;
  * after a rollback (r->resync) all of it. Writer thread, inside the open

@@ -104,6 +104,10 @@ CREATE TABLE IF NOT EXISTS rk_open (      -- arrivals at the collective instance
     dur_ns      INTEGER NOT NULL,
     comm_size   INTEGER,                  -- the instance's expected arrivals when saved (ext
                                           -- comm_size), 0 the world; files before: added NULL
+    flags       INTEGER,                  -- 1 a non-blocking collective's, + 2 its completion
+                                          -- came (rk.h RK_A_*); files before: added NULL (0)
+    wait_b_ns   INTEGER,                  -- flags 3: its completion call's start and end
+    wait_e_ns   INTEGER,
     PRIMARY KEY (kind, k1, k2, k3, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_occ (       -- collectives matched by occurrence: count so far
