@@ -1068,7 +1068,7 @@ int conn_accept(struct daemon *d, int fd)
         return rc;
     }
     proto_reader_set_take(&c->reader, batchpool_take_batch, NULL);
-    proto_reader_set_max_entries(&c->reader, CONN_BATCH_ENTRIES); /* MEMORY in conn.h */
+    proto_reader_set_slice(&c->reader, CONN_BATCH_ENTRIES); /* MEMORY in conn.h */
     u32map_init(&c->ops);
     strmap_init(&c->meta_keys);
     uv_pipe_init(d->loop, &c->pipe, 0);
