@@ -47,6 +47,15 @@ void proto_reader_set_slice(struct proto_reader *r, size_t n)
     r->slice = n;
 }
 
+void proto_reader_set_check(struct proto_reader *r,
+                            int (*check)(void *ctx, const struct proto_batch *b, size_t first,
+                                         struct proto_error *err),
+                            void *ctx)
+{
+    r->check = check;
+    r->check_ctx = ctx;
+}
+
 char *proto_reader_buffer(struct proto_reader *r, size_t want)
 {
     size_t have = r->unp.used - r->unp.off, room = want;
@@ -415,7 +424,10 @@ static bool reader_sliced(struct proto_reader *r, const uint8_t *p, size_t n)
     return r->slice != 0 && onepass_inc_begin(&head, p, n) > 0 && head.n > r->slice;
 }
 
-/* Every entry of the batch at the front, and what follows its list: 0, or an error. */
+/*
+ * Every entry of the batch at the front (and the caller's check of them, proto_reader_set_check),
+ * and what follows its list: 0, or an error.
+ */
 static int reader_slice_check(struct proto_reader *r, struct proto_error *err)
 {
     const uint8_t *p = reader_front(r);
@@ -427,7 +439,8 @@ static int reader_slice_check(struct proto_reader *r, struct proto_error *err)
     onepass_inc_begin(&s, p, avail);
     s.slice = SLICE_CHECK;
     do {
-        if ((rc = onepass_inc_step(&s, p, avail, r->max_msg, false, err)) < 0) {
+        if ((rc = onepass_inc_step(&s, p, avail, r->max_msg, false, err)) < 0 ||
+            (r->check != NULL && (rc = r->check(r->check_ctx, &s.b, s.base, err)) < 0)) {
             onepass_inc_free(&s);
             return rc;
         }

@@ -61,6 +61,8 @@ struct proto_reader {
     void (*take)(void *ctx, struct proto_batch *b); /* see proto_reader_set_take */
     void *take_ctx;
     size_t slice; /* see proto_reader_set_slice (0: none) */
+    int (*check)(void *ctx, const struct proto_batch *b, size_t first, struct proto_error *err);
+    void *check_ctx; /* see proto_reader_set_check */
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
@@ -95,6 +97,20 @@ void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struc
  * batch is returned whole.
  */
 void proto_reader_set_slice(struct proto_reader *r, size_t n);
+
+/*
+ * What the caller checks of every entry of a batch read in slices, before
+ * its first slice is returned (so that a batch the caller would refuse for
+ * an entry is refused whole too): check(ctx, b, first, err) is called on
+ * consecutive parts b of the batch, whose entries are the batch's from
+ * `first` on, during proto_reader_next(); it returns 0, or a negative errno
+ * with *err filled, which proto_reader_next() then returns (the stream is
+ * unusable, as on any error). NULL (the default): no check.
+ */
+void proto_reader_set_check(struct proto_reader *r,
+                            int (*check)(void *ctx, const struct proto_batch *b, size_t first,
+                                         struct proto_error *err),
+                            void *ctx);
 
 /*
  * Where to put up to `want` more bytes: returns a pointer with at least

@@ -838,14 +838,12 @@ Test(bounds, a_batch_is_bounded_by_its_decoded_cost, .timeout = 600)
 }
 
 /*
- * A bad entry in a batch decoded in slices (entry 70,000 of 100,000: in the
- * third slice of LIMIT_SLICE) fails that batch as a bad entry fails any
- * batch: every entry is checked before the first slice is queued, so the
- * producer gets bad_message naming the entry, the connection is closed,
- * nothing of that batch is stored, and what it sent before (10 entries,
- * acked) stays.
+ * A batch of 100,000 entries, decoded in slices of LIMIT_SLICE, whose entry
+ * 70,000 (in the third slice) has op id bad_op, sent by a producer of a new
+ * session `name` after 10 entries it had acked: the reply must be `code`
+ * naming the entry, the connection closed, and the session must hold the 10.
  */
-Test(bounds, a_sliced_batch_with_a_bad_entry_stores_none_of_it)
+static void send_sliced_bad(const char *name, uint64_t bad_op, const char *code)
 {
     enum { BEFORE = 10, N = 100000, BAD = 70000 };
     msgpack_sbuffer sb;
@@ -853,8 +851,7 @@ Test(bounds, a_sliced_batch_with_a_bad_entry_stores_none_of_it)
     long long id;
     int fd;
 
-    start();
-    fd = raw_producer(d.sock, "sliced", 0, 1, NULL, &id);
+    fd = raw_producer(d.sock, name, 0, 1, NULL, &id);
     raw_send_ops(fd, 1, "op");
     raw_send_batch(fd, 1, BEFORE, 0, 10);
     cr_assert_eq(raw_flush(fd, 1), BEFORE);
@@ -863,14 +860,27 @@ Test(bounds, a_sliced_batch_with_a_bad_entry_stores_none_of_it)
     for (size_t i = 0; i < N; i++) {
         msgpack_pack_array(&pk, 4);
         msgpack_pack_uint64(&pk, i);
-        msgpack_pack_uint64(&pk, i == BAD ? 1ull << 32 : 1);
+        msgpack_pack_uint64(&pk, i == BAD ? bad_op : 1);
         msgpack_pack_uint64(&pk, 1000 + i);
         msgpack_pack_uint64(&pk, 1);
     }
     cr_assert_gt(BAD, 2 * LIMIT_SLICE, "past the first two slices");
     cr_assert(send_all(fd, &sb));
-    expect_error(fd, "bad_message", "(entry 70000)");
+    expect_error(fd, code, "(entry 70000)");
     raw_wait_state(d.sock, id, "ended", 60);
-    cr_assert_eq(count_rows(id, "entries"), BEFORE, "nothing of the bad batch");
+    cr_assert_eq(count_rows(id, "entries"), BEFORE, "%s: nothing of the bad batch", name);
     msgpack_sbuffer_destroy(&sb);
+}
+
+/*
+ * A bad entry in a batch decoded in slices fails that batch as a bad entry
+ * fails any batch: every entry is checked before the first slice is queued
+ * (the decoder's checks, and that its op id is defined), so nothing of that
+ * batch is stored and what the producer sent before stays.
+ */
+Test(bounds, a_sliced_batch_with_a_bad_entry_stores_none_of_it)
+{
+    start();
+    send_sliced_bad("sliced-range", 1ull << 32, "bad_message"); /* op_id over uint32 */
+    send_sliced_bad("sliced-undefined", 999, "unknown_op");
 }
