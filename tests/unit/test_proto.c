@@ -1277,6 +1277,81 @@ Test(proto, reader_slicing_checks_every_entry_first)
     msgpack_sbuffer_destroy(&b.sb);
 }
 
+struct seen {
+    size_t entries, calls;
+    uint64_t refuse_step; /* refuse the entry of this step (UINT64_MAX: none) */
+};
+
+/* proto_reader_set_check's callback: parts must be consecutive; refuses seen->refuse_step. */
+static int check_parts(void *ctx, const struct proto_batch *b, size_t first,
+                       struct proto_error *err)
+{
+    struct seen *s = ctx;
+
+    cr_assert_eq(first, s->entries, "part %zu starts at %zu, not after the last", s->calls, first);
+    s->calls++;
+    for (size_t i = 0; i < b->n; i++) {
+        cr_assert_eq(b->entries[i].step, first + i);
+        if (b->entries[i].step == s->refuse_step) {
+            err->code = PROTO_E_UNKNOWN_OP;
+            snprintf(err->message, sizeof(err->message), "refused entry %zu", first + i);
+            return -EPROTO;
+        }
+    }
+    s->entries += b->n;
+    return 0;
+}
+
+/*
+ * proto_reader_set_check: called on every entry of a sliced batch, in
+ * consecutive parts, before any slice is returned; its error is the batch's
+ * (no slice returned). A batch within the slice is not checked this way.
+ */
+Test(proto, reader_check_sees_every_entry_before_a_slice)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    varied_batch_then_flush(&b, 2500, SIZE_MAX);
+    for (int refuse = 0; refuse < 2; refuse++) {
+        struct seen s = {0, 0, refuse ? 2400 : UINT64_MAX};
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_slice(&r, 1000);
+        proto_reader_set_check(&r, check_parts, &s);
+        feed(&r, b.sb.data, b.sb.size);
+        if (refuse) {
+            cr_assert_eq(proto_reader_next(&r, &m, &err), -EPROTO);
+            cr_assert_str_eq(err.code, PROTO_E_UNKNOWN_OP);
+            cr_assert_str_eq(err.message, "refused entry 2400");
+            cr_assert_null(m.u.batch.entries);
+        } else {
+            cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+            cr_assert_eq(s.entries, 2500, "every entry checked before the first slice");
+            cr_assert_eq(m.u.batch.n, 1000);
+            proto_msg_free(&m);
+        }
+        proto_reader_deinit(&r);
+    }
+    {
+        struct seen s = {0, 0, UINT64_MAX};
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_slice(&r, 2500);
+        proto_reader_set_check(&r, check_parts, &s);
+        feed(&r, b.sb.data, b.sb.size);
+        cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+        cr_assert_eq(m.u.batch.n, 2500);
+        cr_assert_eq(s.calls, 0);
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
 Test(proto, reader_split_and_pipelined)
 {
     struct proto_reader r;
