@@ -425,8 +425,8 @@ static bool reader_sliced(struct proto_reader *r, const uint8_t *p, size_t n)
 }
 
 /*
- * Every entry of the batch at the front (and the caller's check of them, proto_reader_set_check),
- * and what follows its list: 0, or an error.
+ * Checks every entry of the batch at the front (and has the caller check
+ * them: proto_reader_set_check) and what follows its list: 0, or an error.
  */
 static int reader_slice_check(struct proto_reader *r, struct proto_error *err)
 {
@@ -451,8 +451,7 @@ static int reader_slice_check(struct proto_reader *r, struct proto_error *err)
     return 0;
 }
 
-/* The scanner saw the batch at the front end, and it is one to slice: checks it, the first slice.
- */
+/* The batch at the front is whole and one to slice: checks it, then returns its first slice. */
 static int reader_slice_start(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
 {
     int rc;
