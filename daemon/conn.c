@@ -714,6 +714,28 @@ static uint32_t *conn_ids(size_t n, size_t *cap)
     return ids;
 }
 
+/*
+ * The reader's check of a batch it returns in slices (proto_reader_set_check),
+ * before the first is queued: an undefined op id refuses the batch whole, as
+ * conn_resolve_batch() refuses a batch taken at once, in the same words.
+ */
+static int conn_check_slices(void *ctx, const struct proto_batch *b, size_t first,
+                             struct proto_error *err)
+{
+    struct conn *c = ctx;
+    uint32_t gid;
+
+    for (size_t i = 0; i < b->n; i++) {
+        if (u32map_get(&c->ops, b->entries[i].op_id, &gid))
+            continue;
+        err->code = PROTO_E_UNKNOWN_OP;
+        snprintf(err->message, sizeof(err->message), "op id %u is not defined by ops (entry %zu)",
+                 b->entries[i].op_id, first + i);
+        return -EPROTO;
+    }
+    return 0;
+}
+
 /* Resolves b (whose op ids are all defined) and queues it for the writer; b is moved. */
 static void conn_store_batch(struct conn *c, struct proto_batch *b)
 {
@@ -1250,7 +1272,8 @@ int conn_accept(struct daemon *d, int fd)
         return rc;
     }
     proto_reader_set_take(&c->reader, batchpool_take_batch, NULL);
-    proto_reader_set_max_entries(&c->reader, CONN_BATCH_ENTRIES); /* MEMORY in conn.h */
+    proto_reader_set_slice(&c->reader, CONN_BATCH_ENTRIES); /* MEMORY in conn.h */
+    proto_reader_set_check(&c->reader, conn_check_slices, c);
     u32map_init(&c->ops);
     strmap_init(&c->meta_keys);
     uv_pipe_init(d->loop, &c->pipe, 0);

@@ -14,11 +14,13 @@
  * "Limits"): op ids and metadata keys per connection, names and shapes per
  * session (session.h); everything it queued for the store is counted in
  * bytes (its store_budget), and reading stops while that is over its share;
- * since a batch is counted once decoded, one batch may announce at most
- * CONN_BATCH_ENTRIES entries (refused with too_large as soon as its header
- * is read, before any entry is decoded), so that what one batch costs
- * decoded (an entry: a struct proto_entry and two ids, 88 bytes, against 5
- * on the wire at the least) stays a third of the producer's CONN_QUEUE_BYTES;
+ * since a batch is counted once decoded, and the 4 MiB message limit lets
+ * one batch hold 838,760 entries (an entry: a struct proto_entry and two ids,
+ * 88 bytes decoded, against 5 on the wire at the least), a batch of more than
+ * CONN_BATCH_ENTRIES entries is checked whole, then decoded and queued in
+ * slices of that many (proto_reader_set_slice), each charged like a batch,
+ * and reading and decoding stop between slices while the connection is over
+ * its share: what one batch costs decoded is at most a slice over the budget;
  * replies it has not read stop its requests, and all connections' unread
  * replies together are bounded too (under --system, one user's to half of
  * that): every reply counts, an export's chunks included, and an export
@@ -58,7 +60,7 @@
 #define CONN_MAX_OP_IDS    65536        /* op ids one connection defines */
 #define CONN_MAX_META_KEYS 1024         /* distinct metadata keys of one process */
 #define CONN_QUEUE_BYTES   (8u << 20)   /* queued for the store before reading stops */
-#define CONN_BATCH_ENTRIES 32768        /* entries of one batch: 2.75 MiB decoded */
+#define CONN_BATCH_ENTRIES 32768        /* a batch decoded at once: 2.75 MiB; more: slices */
 #define DAEMON_QUEUE_BYTES (256u << 20) /* all producers: beyond it, each gets a share */
 #define CONN_WRITE_HIGH    (1u << 20)   /* unread replies of one connection */
 #define DAEMON_WRITE_HIGH  (64u << 20)  /* unread replies of every connection */

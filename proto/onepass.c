@@ -1001,6 +1001,14 @@ int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
     return (int)s->pos;
 }
 
+/* The entries b holds once its part is decoded: the message's rest, within a slice's bound. */
+static size_t inc_left(const struct onepass_inc *s)
+{
+    size_t left = s->n - s->base;
+
+    return s->slice != 0 && s->slice < left ? s->slice : left;
+}
+
 /*
  * Room for entry s->b.n and more: first for as many as the bytes buffered
  * after it can hold (an entry takes five at least: its array header and four
@@ -1011,6 +1019,7 @@ int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
 static int inc_grow(struct onepass_inc *s, size_t avail)
 {
     size_t want = s->b.n + (avail - s->pos), ncap = s->b.cap ? 2 * s->b.cap : (avail - s->pos) / 5;
+    size_t left = inc_left(s);
     struct proto_entry *e;
 
     if (ncap < 64)
@@ -1019,8 +1028,8 @@ static int inc_grow(struct onepass_inc *s, size_t avail)
         ncap = s->last_n;
     if (want < s->last_n)
         want = s->last_n;
-    if (want > s->n)
-        want = s->n;
+    if (want > left)
+        want = left;
     if (ncap > want)
         ncap = want;
     if ((e = realloc(s->b.entries, ncap * sizeof(*e))) == NULL)
@@ -1044,19 +1053,21 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
     uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
     int rc = ONEPASS_DONE;
 
-    while (s->b.n < s->n) {
-        uint32_t i = (uint32_t)s->b.n;
+    size_t left = inc_left(s);
+
+    while (s->b.n < left) {
+        uint32_t i = s->base + (uint32_t)s->b.n; /* the entry's number in the message */
         size_t mark = b.size;
 
         if (s->pos == avail) {
             rc = strict ? ONEPASS_STOP : cut_short(err);
             break;
         }
-        if (i == s->b.cap && inc_grow(s, avail) < 0) {
+        if (s->b.n == s->b.cap && inc_grow(s, avail) < 0) {
             rc = strict ? ONEPASS_STOP : proto_fail(err, PROTO_E_INTERNAL, "out of memory");
             break;
         }
-        rc = op_entry(&r, &b, &s->b.entries[i], err);
+        rc = op_entry(&r, &b, &s->b.entries[s->b.n], err);
         if (rc == 0 && strict && (size_t)(r.p - p) + after - i > max_msg)
             rc = -1; /* the scanner finds where it no longer fits */
         if (rc < 0) {
@@ -1077,6 +1088,19 @@ int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size
     s->b.blob_len = b.size;
     s->b.blob_cap = b.alloc;
     return rc;
+}
+
+bool onepass_inc_cut(struct onepass_inc *s, struct proto_batch *out)
+{
+    s->base += (uint32_t)s->b.n;
+    if (out != NULL) {
+        *out = s->b;
+        memset(&s->b, 0, sizeof(s->b));
+    } else {
+        s->b.n = 0; /* the arrays stay for the next slice */
+        s->b.blob_len = 0;
+    }
+    return s->base == s->n;
 }
 
 int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,

@@ -64,7 +64,13 @@ struct onepass_inc {
      */
     struct proto_batch b;
     uint32_t top_n, n; /* elements of the message; entries announced */
-    size_t pos;        /* where entry b.n starts (after the last: where the list ends) */
+    /*
+     * A batch decoded in slices (onepass_inc_cut): base, the entries of the
+     * message moved out before b (b.entries[i] is the message's entry
+     * base + i); slice, at most that many entries in b (0: no bound)
+     */
+    uint32_t base, slice;
+    size_t pos; /* where entry base + b.n starts (after the last: where the list ends) */
     /* the last batch this reader took whole: what the next one starts with room for */
     size_t last_n, last_blob;
 };
@@ -79,7 +85,7 @@ struct onepass_inc {
 int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail);
 
 enum onepass_step {
-    ONEPASS_DONE, /* every entry decoded */
+    ONEPASS_DONE, /* every entry decoded (with a slice bound: the slice is full, or that) */
     ONEPASS_STOP, /* entry b.n is not whole in the bytes, or not for the fast path: see below */
 };
 
@@ -94,6 +100,16 @@ enum onepass_step {
  */
 int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size_t max_msg,
                      bool strict, struct proto_error *err);
+
+/*
+ * With a slice bound (s->slice), after ONEPASS_DONE: moves the entries
+ * decoded so far to *out (free with proto_batch_free) and starts the next
+ * slice empty at the next entry; out NULL drops them and keeps the arrays for
+ * the next slice. Returns true when every entry of the message is decoded
+ * (then onepass_inc_finish() steps over what follows the list, and gives an
+ * empty batch).
+ */
+bool onepass_inc_cut(struct onepass_inc *s, struct proto_batch *out);
 
 /*
  * After ONEPASS_DONE on a message the scanner saw whole (or of two elements):

@@ -3,7 +3,6 @@
  * owned message out; a batch decoded entry by entry as its bytes arrive.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +42,18 @@ void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struc
     r->take_ctx = ctx;
 }
 
-void proto_reader_set_max_entries(struct proto_reader *r, size_t n)
+void proto_reader_set_slice(struct proto_reader *r, size_t n)
 {
-    r->max_entries = n;
+    r->slice = n;
+}
+
+void proto_reader_set_check(struct proto_reader *r,
+                            int (*check)(void *ctx, const struct proto_batch *b, size_t first,
+                                         struct proto_error *err),
+                            void *ctx)
+{
+    r->check = check;
+    r->check_ctx = ctx;
 }
 
 char *proto_reader_buffer(struct proto_reader *r, size_t want)
@@ -134,19 +142,9 @@ int proto_reader_next_object(struct proto_reader *r, const msgpack_object **obj,
     }
 }
 
-/*
- * A batch at the front whose header announces more entries than the reader
- * takes (proto_reader_set_max_entries): too_large, before anything is decoded.
- * n: the entries the header announces (0: not known yet, or not a list).
- */
-static int reader_entries_over(const struct proto_reader *r, uint32_t n, struct proto_error *err)
-{
-    if (r->max_entries == 0 || n <= r->max_entries)
-        return 0;
-    return proto_fail(err, PROTO_E_TOO_LARGE,
-                      "a batch of %" PRIu32 " entries is over the %zu-entry limit of one batch", n,
-                      r->max_entries);
-}
+static bool reader_sliced(struct proto_reader *r, const uint8_t *p, size_t n);
+static int reader_slice_start(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
+static int reader_slice_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err);
 
 /*
  * A batch at the front of the buffer: decoded in one pass from the bytes once
@@ -167,9 +165,8 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
                               r->max_msg);
         return 0;
     }
-    struct onepass_inc head = {0};
-    if (onepass_inc_begin(&head, p, n) > 0 && (rc = reader_entries_over(r, head.n, err)) < 0)
-        return rc;
+    if (reader_sliced(r, p, n))
+        return reader_slice_start(r, m, err);
     rc = onepass_batch(p, n, &m->u.batch, &size, err);
     /* Only a message that has more bytes buffered than the limit can be over it. */
     if (rc < 0 && n > r->max_msg)
@@ -198,10 +195,11 @@ static int reader_next_batch(struct proto_reader *r, struct proto_msg *m, struct
  * bytes of a batch are read once. inc_mode says who is at the message:
  */
 enum {
-    INC_NONE, /* no batch under way (scanner and msgpack-c, or onepass_batch() whole) */
-    INC_FAST, /* the decoder is at entry inc->b.n; the scanner's state is behind */
-    INC_TAIL, /* the scanner reads entry inc->b.n (not whole when the decoder met it) */
-    INC_SCAN, /* the scanner reads the message to its end, then the decoder finishes it */
+    INC_NONE,  /* no batch under way (scanner and msgpack-c, or onepass_batch() whole) */
+    INC_FAST,  /* the decoder is at entry inc->b.n; the scanner's state is behind */
+    INC_TAIL,  /* the scanner reads entry inc->b.n (not whole when the decoder met it) */
+    INC_SCAN,  /* the scanner reads the message to its end, then the decoder finishes it */
+    INC_SLICE, /* a batch read whole and checked, returned a slice at a time (reader_slice_next) */
 };
 
 static const uint8_t *reader_front(const struct proto_reader *r)
@@ -280,7 +278,7 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
 {
     const uint8_t *p = reader_front(r);
     size_t avail = reader_avail(r);
-    int hl = 0, rc;
+    int hl = 0;
 
     *path = false;
     switch (onepass_kind(p, avail)) {
@@ -289,10 +287,8 @@ static int reader_inc_start(struct proto_reader *r, bool *path, struct proto_err
             return 0; /* the whole-message path needs none */
         if ((hl = onepass_inc_begin(r->inc, p, avail)) < 0)
             return 0;
-        if (hl > 0 && (rc = reader_entries_over(r, r->inc->n, err)) < 0) {
-            *path = true;
-            return rc;
-        }
+        if (hl > 0 && r->slice != 0 && r->inc->n > r->slice)
+            return 0; /* taken whole, in slices: reader_slice_start */
         break;
     case ONEPASS_MORE:
         break;
@@ -406,6 +402,110 @@ static int reader_inc_next(struct proto_reader *r, struct proto_msg *m, struct p
     }
 }
 
+/* ---- a batch of more entries than a slice ----------------------------------- */
+
+/*
+ * A batch whose list holds more than r->slice entries (proto_reader_set_slice)
+ * is not decoded as it arrives: the scanner reads it to its end, every entry
+ * is checked (decoded SLICE_CHECK at a time into arrays reused for each part,
+ * then freed), so that a bad entry fails the batch before any of it is
+ * returned, as for every other batch; then each call decodes and returns the
+ * next slice (INC_SLICE), the last one stepping over the message. What the
+ * batch costs decoded at any time is so one slice here, and the slices the
+ * caller holds (the daemon stops asking while its queue is over its budget).
+ */
+#define SLICE_CHECK 1024
+
+/* True when the batch at p[0..n) (whole: the scanner saw it end) is one to slice. */
+static bool reader_sliced(struct proto_reader *r, const uint8_t *p, size_t n)
+{
+    struct onepass_inc head = {0};
+
+    return r->slice != 0 && onepass_inc_begin(&head, p, n) > 0 && head.n > r->slice;
+}
+
+/*
+ * Checks every entry of the batch at the front (and has the caller check
+ * them: proto_reader_set_check) and what follows its list: 0, or an error.
+ */
+static int reader_slice_check(struct proto_reader *r, struct proto_error *err)
+{
+    const uint8_t *p = reader_front(r);
+    size_t avail = reader_avail(r), len = 0;
+    struct onepass_inc s = {0};
+    struct proto_batch rest;
+    int rc = 0;
+
+    onepass_inc_begin(&s, p, avail);
+    s.slice = SLICE_CHECK;
+    do {
+        if ((rc = onepass_inc_step(&s, p, avail, r->max_msg, false, err)) < 0 ||
+            (r->check != NULL && (rc = r->check(r->check_ctx, &s.b, s.base, err)) < 0)) {
+            onepass_inc_free(&s);
+            return rc;
+        }
+    } while (!onepass_inc_cut(&s, NULL));
+    if ((rc = onepass_inc_finish(&s, p, avail, &rest, &len, err)) < 0)
+        return rc;
+    proto_batch_free(&rest);
+    return 0;
+}
+
+/* The batch at the front is whole and one to slice: checks it, then returns its first slice. */
+static int reader_slice_start(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    int rc;
+
+    if ((rc = reader_slice_check(r, err)) < 0)
+        return rc;
+    if (r->inc == NULL && (r->inc = calloc(1, sizeof(*r->inc))) == NULL)
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
+    onepass_inc_begin(r->inc, reader_front(r), reader_avail(r));
+    r->inc->slice = (uint32_t)r->slice;
+    r->inc_mode = INC_SLICE;
+    return reader_slice_next(r, m, err);
+}
+
+/* The next slice of the batch at the front (INC_SLICE), the last one stepping over the message. */
+static int reader_slice_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
+{
+    struct onepass_inc *s = r->inc;
+    const uint8_t *p = reader_front(r);
+    size_t avail = reader_avail(r), len = 0, left = s->n - s->base;
+    int rc;
+
+    if (r->take != NULL) {
+        s->b.cap = left < s->slice ? left : s->slice;
+        s->b.blob_cap = s->last_blob;
+        r->take(r->take_ctx, &s->b);
+        if (s->b.entries == NULL)
+            s->b.cap = 0;
+        if (s->b.blob == NULL)
+            s->b.blob_cap = 0;
+    }
+    /* checked already: only memory can fail */
+    if ((rc = onepass_inc_step(s, p, avail, r->max_msg, false, err)) < 0)
+        goto fail;
+    m->type = PROTO_BATCH;
+    if (s->base + s->b.n < s->n) {
+        onepass_inc_cut(s, &m->u.batch);
+        return 1;
+    }
+    r->inc_mode = INC_NONE;
+    if ((rc = onepass_inc_finish(s, p, avail, &m->u.batch, &len, err)) < 0)
+        return rc;
+    r->unp.off += len; /* msgpack-c's parser resumes after it */
+    r->last_batch = len;
+    r->scan.ready--;
+    r->taken++;
+    return 1;
+fail:
+    onepass_inc_free(s);
+    r->inc_mode = INC_NONE;
+    memset(m, 0, sizeof(*m));
+    return rc;
+}
+
 /* A message through msgpack-c's object tree. */
 static int reader_tree_next(struct proto_reader *r, struct proto_msg *m, struct proto_error *err)
 {
@@ -431,6 +531,8 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *m, struct proto_
     memset(m, 0, sizeof(*m));
     if (sc->error != NULL)
         return reader_scan_fail(r, err);
+    if (r->inc_mode == INC_SLICE)
+        return reader_slice_next(r, m, err);
     if (r->inc_mode != INC_NONE)
         return reader_inc_next(r, m, err);
     /* a message starts at the front, and no byte of it was read */

@@ -60,7 +60,9 @@ struct proto_reader {
     size_t last_batch;       /* bytes of the last batch taken: the buffer's room for the next */
     void (*take)(void *ctx, struct proto_batch *b); /* see proto_reader_set_take */
     void *take_ctx;
-    size_t max_entries; /* see proto_reader_set_max_entries (0: none) */
+    size_t slice; /* see proto_reader_set_slice (0: none) */
+    int (*check)(void *ctx, const struct proto_batch *b, size_t first, struct proto_error *err);
+    void *check_ctx; /* see proto_reader_set_check */
 };
 
 /* Returns 0, or -ENOMEM. max_msg 0 means PROTO_MAX_MSG. */
@@ -84,14 +86,31 @@ void proto_reader_set_take(struct proto_reader *r, void (*take)(void *ctx, struc
 
 /*
  * Bounds what one batch costs decoded, not only its bytes: a batch whose
- * header announces more than n entries is refused with too_large (and the
- * stream is then unusable, as with any error) as soon as that header is
- * read, before any of its entries is decoded or allocated for. A minimal
- * entry is 5 bytes on the wire and sizeof(struct proto_entry) decoded, so
- * the message limit alone lets one batch cost 16 times its bytes. 0 (the
- * default) means no bound but the message limit.
+ * list holds more than n entries is returned in slices, each a PROTO_BATCH
+ * message of at most n entries (the next on each call, in order; together
+ * the batch), instead of at once. Such a batch is taken once its bytes are
+ * all buffered, and every entry is checked before the first slice is
+ * returned: a bad entry anywhere fails the batch (the usual negative errno,
+ * and the same words) with no slice of it returned. A minimal entry is 5
+ * bytes on the wire and sizeof(struct proto_entry) decoded, so the message
+ * limit alone lets one batch cost 16 times its bytes. 0 (the default): a
+ * batch is returned whole.
  */
-void proto_reader_set_max_entries(struct proto_reader *r, size_t n);
+void proto_reader_set_slice(struct proto_reader *r, size_t n);
+
+/*
+ * What the caller checks of every entry of a batch read in slices, before
+ * its first slice is returned (so that a batch the caller would refuse for
+ * an entry is refused whole too): check(ctx, b, first, err) is called on
+ * consecutive parts b of the batch, whose entries are the batch's from
+ * `first` on, during proto_reader_next(); it returns 0, or a negative errno
+ * with *err filled, which proto_reader_next() then returns (the stream is
+ * unusable, as on any error). NULL (the default): no check.
+ */
+void proto_reader_set_check(struct proto_reader *r,
+                            int (*check)(void *ctx, const struct proto_batch *b, size_t first,
+                                         struct proto_error *err),
+                            void *ctx);
 
 /*
  * Where to put up to `want` more bytes: returns a pointer with at least

@@ -16,6 +16,8 @@
  * to a reader of each kind, split alike, and decoded whole both ways; the two
  * must give the same return, the same error code and message, and the same
  * message (a batch's entries and blob byte for byte), or the target aborts.
+ * A reader that slices batches (proto_reader_set_slice, 3 entries) must give
+ * the same answers too, a larger batch as consecutive slices of its entries.
  *
  *   scripts/fuzz.sh [SECONDS]    builds with clang -fsanitize=fuzzer and runs it
  */
@@ -215,6 +217,87 @@ static void differential_reader(const uint8_t *data, size_t size, size_t split)
     proto_reader_deinit(&r[1]);
 }
 
+/* Entry i of a and entry j of b hold the same values, blob parts compared by their bytes. */
+static bool entry_same(const struct proto_batch *a, size_t i, const struct proto_batch *b, size_t j)
+{
+    const struct proto_entry *x = &a->entries[i], *y = &b->entries[j];
+
+    /* lengths first: part_eq reads that many bytes of each */
+    return x->step == y->step && x->op_id == y->op_id && x->start_ns == y->start_ns &&
+           x->dur_ns == y->dur_ns && x->elements == y->elements && x->mem_bytes == y->mem_bytes &&
+           x->out_len == y->out_len && x->in_len == y->in_len && x->dev_len == y->dev_len &&
+           x->ext_len == y->ext_len &&
+           part_eq(a->blob, x->out_off, b->blob, y->out_off, x->out_len) &&
+           part_eq(a->blob, x->in_off, b->blob, y->in_off, x->in_len) &&
+           part_eq(a->blob, x->dev_off, b->blob, y->dev_off, x->dev_len) &&
+           part_eq(a->blob, x->ext_off, b->blob, y->ext_off, x->ext_len);
+}
+
+#define FUZZ_SLICE 3
+
+/*
+ * The input through a reader that returns batches whole and one that slices
+ * them (proto_reader_set_slice, FUZZ_SLICE entries), split alike: the same
+ * answers, a batch of more entries coming as consecutive slices of at most
+ * FUZZ_SLICE whose entries are the whole batch's, in order.
+ */
+static void differential_sliced(const uint8_t *data, size_t size, size_t split)
+{
+    struct proto_reader w, sl;
+    struct proto_error ew, es;
+    struct proto_msg mw, ms;
+    int rw = 0, rs;
+
+    if (proto_reader_init(&w, 1 << 16) < 0)
+        return;
+    if (proto_reader_init(&sl, 1 << 16) < 0) {
+        proto_reader_deinit(&w);
+        return;
+    }
+    proto_reader_set_slice(&sl, FUZZ_SLICE);
+    for (int part = 0; part < 2 && rw >= 0; part++) {
+        const uint8_t *p = part ? data + split : data;
+        size_t n = part ? size - split : split;
+        struct proto_reader *r[2] = {&w, &sl};
+        for (int k = 0; k < 2; k++) {
+            char *buf = proto_reader_buffer(r[k], n ? n : 1);
+            CHECK(buf != NULL);
+            memcpy(buf, p, n);
+            proto_reader_commit(r[k], n);
+        }
+        do {
+            memset(&mw, 0, sizeof(mw));
+            memset(&ms, 0, sizeof(ms));
+            rw = proto_reader_next(&w, &mw, &ew);
+            rs = proto_reader_next(&sl, &ms, &es);
+            if (rw != 1 || mw.type != PROTO_BATCH || mw.u.batch.n <= FUZZ_SLICE) {
+                same_answer(rw, &mw, &ew, rs, &ms, &es);
+            } else {
+                size_t got = 0;
+                for (;;) {
+                    CHECK(rs == 1 && ms.type == PROTO_BATCH);
+                    CHECK(ms.u.batch.n ==
+                          (mw.u.batch.n - got < FUZZ_SLICE ? mw.u.batch.n - got : FUZZ_SLICE));
+                    for (size_t i = 0; i < ms.u.batch.n; i++)
+                        CHECK(entry_same(&mw.u.batch, got + i, &ms.u.batch, i));
+                    got += ms.u.batch.n;
+                    proto_msg_free(&ms);
+                    memset(&ms, 0, sizeof(ms)); /* freed: the free below is a no-op */
+                    if (got == mw.u.batch.n)
+                        break;
+                    rs = proto_reader_next(&sl, &ms, &es);
+                }
+            }
+            if (rw == 1) {
+                proto_msg_free(&mw);
+                proto_msg_free(&ms);
+            }
+        } while (rw == 1);
+    }
+    proto_reader_deinit(&w);
+    proto_reader_deinit(&sl);
+}
+
 static void differential_bytes(const uint8_t *data, size_t size)
 {
     struct proto_error err[2];
@@ -359,6 +442,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     proto_reader_deinit(&r);
     differential_reader(data, size, split);
+    differential_sliced(data, size, split);
     differential_bytes(data, size);
     if (proto_decode_bytes((const char *)data, size, &m, &err) == 0) {
         round_trip(&m, split);

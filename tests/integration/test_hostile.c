@@ -475,8 +475,8 @@ enum raw {
     R_HUGE_STR,      /* ["ops", [[3, str32 of 2^32-1 bytes "abc"]]] */
     R_HUGE_BIN,      /* ["meta", {"k": bin32 of 2^32-1 bytes}] */
     R_HUGE_OUTER,    /* array32 of 2^32-1 elements: the message itself */
-    R_HUGE_ENTRIES,  /* ["batch", array16 of 65535 entries] with one behind: over one batch's */
-    R_MAX_ENTRIES,   /* ["batch", array16 of 32768 entries] with one behind: over what follows */
+    R_HUGE_ENTRIES,  /* ["batch", array16 of 65535 entries] with one behind: over what follows */
+    R_SLICED_BAD,    /* ["batch", array16 of 65535 entries], whole, the last one's op_id 2^32 */
     R_DEEP100,       /* 100 nested arrays */
     R_DEEP_IN_BATCH, /* ["batch", [[...100 nested...]]] */
     R_EXT,           /* ["ops", [[4, ext "x"]]]: an ext where a string belongs */
@@ -544,11 +544,12 @@ static void pack_raw(msgpack_sbuffer *sb, msgpack_packer *pk, enum raw r)
                       "\xdc\xff\xff");
         pack_array_with(pk, 4, -1, OK, pack_entry_field);
         break;
-    case R_MAX_ENTRIES:
+    case R_SLICED_BAD:
         WRITE_LIT(sb, "\x92\xa5"
                       "batch"
-                      "\xdc\x80\x00");
-        pack_array_with(pk, 4, -1, OK, pack_entry_field);
+                      "\xdc\xff\xff");
+        for (int i = 0; i < 65535; i++)
+            pack_array_with(pk, 4, i == 65534 ? 1 : -1, i == 65534 ? P32 : OK, pack_entry_field);
         break;
     case R_DEEP100:
         for (int i = 0; i < 100; i++)
@@ -724,9 +725,9 @@ static const struct hcase cases[] = {
     MSG("batch: device 1025 bytes", PRODUCER, M_BATCH, 8, LONG1025, "too_large"),
     MSG("batch: device \\xff\\xfe", PRODUCER, M_BATCH, 8, UTF8_FF, "bad_message"),
     MSG("batch: device with NUL", PRODUCER, M_BATCH, 8, NUL, "bad_message"),
-    /* the daemon takes 32,768 entries in one batch (README "Limits"): refused at the header */
-    RAW("batch: 65535 entries announced, 1 sent", PRODUCER, R_HUGE_ENTRIES, "too_large"),
-    RAW("batch: 32768 entries announced, 1 sent", PRODUCER, R_MAX_ENTRIES, NULL),
+    RAW("batch: 65535 entries announced, 1 sent", PRODUCER, R_HUGE_ENTRIES, NULL),
+    /* over 32,768 entries a batch is decoded in slices (README "Limits"), all checked first */
+    RAW("batch: 65535 entries, the last op_id 2^32", PRODUCER, R_SLICED_BAD, "bad_message"),
     /* meta */
     MSG("meta: an array", PRODUCER, M_META, ARG, ARRAY, "bad_message"),
     MSG("meta: no argument", PRODUCER, M_META, ARG, OMIT, "bad_message"),

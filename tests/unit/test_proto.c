@@ -1116,78 +1116,240 @@ static void feed(struct proto_reader *r, const char *p, size_t n)
     proto_reader_commit(r, n);
 }
 
-/* A batch of n entries [0, 1, 0, 0] (5 bytes each), then a flush. */
-static void minimal_batch_then_flush(struct buf *b, size_t n)
+/*
+ * A batch of n entries, then ["flush", 7]. Entry i is [i, i % 7, 1000 + i,
+ * 2 * i], and every third one [i, i % 7, 1000 + i, 2 * i, nil, nil,
+ * [i % 5 + 1], nil, "d<i % 10>"] (a shape and a device in the blob); entry
+ * `bad` (>= n: none) has op_id 2^32, over its range.
+ */
+static void varied_batch_then_flush(struct buf *b, size_t n, size_t bad)
 {
+    char dev[4];
+
     msgpack_pack_array(&b->pk, 2);
     s(b, "batch");
     msgpack_pack_array(&b->pk, n);
     for (size_t i = 0; i < n; i++) {
-        msgpack_pack_array(&b->pk, 4);
-        for (int k = 0; k < 4; k++)
-            msgpack_pack_uint64(&b->pk, k == 1);
+        msgpack_pack_array(&b->pk, i % 3 == 0 ? 9 : 4);
+        msgpack_pack_uint64(&b->pk, i);
+        msgpack_pack_uint64(&b->pk, i == bad ? (1ull << 32) : i % 7);
+        msgpack_pack_uint64(&b->pk, 1000 + i);
+        msgpack_pack_uint64(&b->pk, 2 * i);
+        if (i % 3 != 0)
+            continue;
+        msgpack_pack_nil(&b->pk);
+        msgpack_pack_nil(&b->pk);
+        msgpack_pack_array(&b->pk, 1);
+        msgpack_pack_uint64(&b->pk, i % 5 + 1);
+        msgpack_pack_nil(&b->pk);
+        snprintf(dev, sizeof(dev), "d%zu", i % 10);
+        s(b, dev);
     }
     msgpack_pack_array(&b->pk, 2);
     s(b, "flush");
     msgpack_pack_uint64(&b->pk, 7);
 }
 
-/*
- * proto_reader_set_max_entries: a batch of more entries is refused with
- * too_large as soon as its header is read (here: once 7 bytes, the whole
- * header of a 70,000-entry batch, have arrived, of its 350,000), whole or
- * byte by byte; one of as many entries passes; 0 bounds nothing.
- */
-Test(proto, reader_max_entries_refuses_at_the_header)
+/* The entries of bt are those of varied_batch_then_flush() from the message's entry `first`. */
+static void check_varied(const struct proto_batch *bt, size_t first)
 {
-    const size_t max = 70000;
+    char dev[4];
+
+    for (size_t k = 0; k < bt->n; k++) {
+        const struct proto_entry *e = &bt->entries[k];
+        size_t i = first + k;
+
+        cr_assert_eq(e->step, i);
+        cr_assert_eq(e->op_id, i % 7);
+        cr_assert_eq(e->start_ns, 1000 + i);
+        cr_assert_eq(e->dur_ns, 2 * i);
+        cr_assert_eq(e->elements, i % 3 == 0 ? i % 5 + 1 : 0, "entry %zu", i);
+        if (i % 3 != 0) {
+            cr_assert_eq(e->out_len, 0);
+            cr_assert_eq(e->dev_len, 0);
+            continue;
+        }
+        cr_assert_eq(e->out_len, 2);
+        cr_assert_eq((uint8_t)bt->blob[e->out_off], 0x91);
+        cr_assert_eq((uint8_t)bt->blob[e->out_off + 1], i % 5 + 1);
+        snprintf(dev, sizeof(dev), "d%zu", i % 10);
+        cr_assert_eq(e->dev_len, 2);
+        cr_assert_eq(memcmp(bt->blob + e->dev_off, dev, 2), 0, "entry %zu", i);
+    }
+}
+
+/*
+ * proto_reader_set_slice: a batch of more entries than the slice comes out as
+ * consecutive batch messages of at most that many entries (2,500 with a slice
+ * of 1,000: 1,000, 1,000, 500), each with its own blob, in order, and only
+ * once the whole batch is buffered (fed byte by byte: not one slice before
+ * its last byte); then the flush behind it. A slice of 2,500, or 0: one
+ * message, whole.
+ */
+Test(proto, reader_slices_a_batch_over_its_bound)
+{
+    const size_t n = 2500, slices[] = {1000, 2500, 0}, parts_want[] = {3, 1, 1};
     struct proto_reader r;
     struct proto_error err;
     struct proto_msg m;
-    struct buf over, at;
+    struct buf b;
 
-    buf_init(&over);
-    minimal_batch_then_flush(&over, max + 1);
-    buf_init(&at);
-    minimal_batch_then_flush(&at, max);
-    for (int bytewise = 0; bytewise < 2; bytewise++) {
-        size_t fed = 0;
-        int rc = 0;
+    buf_init(&b);
+    varied_batch_then_flush(&b, n, SIZE_MAX);
+    for (size_t t = 0; t < 3; t++) {
+        for (int bytewise = 0; bytewise < 2; bytewise++) {
+            size_t fed = 0, got = 0, parts = 0, slice = slices[t];
+            int rc = 0;
 
-        cr_assert_eq(proto_reader_init(&r, 0), 0);
-        proto_reader_set_max_entries(&r, max);
-        if (bytewise) {
-            while (rc == 0 && fed < over.sb.size) {
-                feed(&r, over.sb.data + fed++, 1);
+            cr_assert_eq(proto_reader_init(&r, 0), 0);
+            proto_reader_set_slice(&r, slice);
+            if (bytewise) {
+                while (rc == 0 && fed < b.sb.size) {
+                    feed(&r, b.sb.data + fed++, 1);
+                    rc = proto_reader_next(&r, &m, &err);
+                }
+                cr_assert_eq(fed, b.sb.size - 8, "a slice after %zu bytes", fed); /* flush: 8 */
+            } else {
+                feed(&r, b.sb.data, b.sb.size);
+                fed = b.sb.size;
                 rc = proto_reader_next(&r, &m, &err);
             }
-            /* ["batch" (1 + 6 bytes), array32 header (5 bytes)]: refused at its last byte */
-            cr_assert_eq(fed, 12, "refused after %zu bytes", fed);
-        } else {
-            feed(&r, over.sb.data, over.sb.size);
-            rc = proto_reader_next(&r, &m, &err);
+            for (;;) {
+                cr_assert_eq(rc, 1, "rc %d after %zu entries: %s", rc, got, err.message);
+                if (m.type != PROTO_BATCH)
+                    break;
+                cr_assert_eq(m.u.batch.n, slice == 0 || n - got < slice ? n - got : slice);
+                check_varied(&m.u.batch, got);
+                got += m.u.batch.n;
+                parts++;
+                proto_msg_free(&m);
+                rc = proto_reader_next(&r, &m, &err);
+                if (rc == 0 && fed < b.sb.size) {
+                    feed(&r, b.sb.data + fed, b.sb.size - fed);
+                    fed = b.sb.size;
+                    rc = proto_reader_next(&r, &m, &err);
+                }
+            }
+            cr_assert_eq(got, n);
+            cr_assert_eq(parts, parts_want[t], "slice %zu: %zu parts", slice, parts);
+            cr_assert_eq(m.type, PROTO_FLUSH);
+            cr_assert_eq(m.u.flush_seq, 7);
+            proto_msg_free(&m);
+            cr_assert_eq(proto_reader_next(&r, &m, &err), 0);
+            proto_reader_deinit(&r);
         }
-        cr_assert_eq(rc, -EMSGSIZE);
-        cr_assert_str_eq(err.code, PROTO_E_TOO_LARGE);
-        cr_assert_str_eq(err.message,
-                         "a batch of 70001 entries is over the 70000-entry limit of one batch");
-        proto_reader_deinit(&r);
     }
-    for (size_t limit = 0; limit <= max; limit += max) {
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+/*
+ * A bad entry in a sliced batch's third slice (entry 2,007 of 2,500, slice
+ * 1,000) fails the batch before any slice of it is returned, with the error a
+ * batch read whole gets (the same code and words, naming the entry); a batch
+ * whose entries are not all buffered returns nothing yet.
+ */
+Test(proto, reader_slicing_checks_every_entry_first)
+{
+    struct proto_error err, whole;
+    struct proto_reader r;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    varied_batch_then_flush(&b, 2500, 2007);
+    for (size_t slice = 0; slice <= 1000; slice += 1000) {
+        struct proto_error *e = slice ? &err : &whole;
+
         cr_assert_eq(proto_reader_init(&r, 0), 0);
-        proto_reader_set_max_entries(&r, limit);
-        feed(&r, limit ? at.sb.data : over.sb.data, limit ? at.sb.size : over.sb.size);
+        proto_reader_set_slice(&r, slice);
+        feed(&r, b.sb.data, b.sb.size - 9); /* all but the last entry's last byte, and flush */
+        cr_assert_eq(proto_reader_next(&r, &m, e), 0);
+        feed(&r, b.sb.data + b.sb.size - 9, 9);
+        cr_assert_eq(proto_reader_next(&r, &m, e), -EPROTO);
+        cr_assert_eq(m.type, PROTO_NONE);
+        cr_assert_null(m.u.batch.entries);
+        proto_reader_deinit(&r);
+    }
+    cr_assert_str_eq(err.code, PROTO_E_MESSAGE);
+    cr_assert_str_eq(err.code, whole.code);
+    cr_assert_str_eq(err.message, whole.message);
+    cr_assert_not_null(strstr(err.message, "(entry 2007)"), "%s", err.message);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
+struct seen {
+    size_t entries, calls;
+    uint64_t refuse_step; /* refuse the entry of this step (UINT64_MAX: none) */
+};
+
+/* proto_reader_set_check's callback: parts must be consecutive; refuses seen->refuse_step. */
+static int check_parts(void *ctx, const struct proto_batch *b, size_t first,
+                       struct proto_error *err)
+{
+    struct seen *s = ctx;
+
+    cr_assert_eq(first, s->entries, "part %zu starts at %zu, not after the last", s->calls, first);
+    s->calls++;
+    for (size_t i = 0; i < b->n; i++) {
+        cr_assert_eq(b->entries[i].step, first + i);
+        if (b->entries[i].step == s->refuse_step) {
+            err->code = PROTO_E_UNKNOWN_OP;
+            snprintf(err->message, sizeof(err->message), "refused entry %zu", first + i);
+            return -EPROTO;
+        }
+    }
+    s->entries += b->n;
+    return 0;
+}
+
+/*
+ * proto_reader_set_check: called on every entry of a sliced batch, in
+ * consecutive parts, before any slice is returned; its error is the batch's
+ * (no slice returned). A batch within the slice is not checked this way.
+ */
+Test(proto, reader_check_sees_every_entry_before_a_slice)
+{
+    struct proto_reader r;
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    varied_batch_then_flush(&b, 2500, SIZE_MAX);
+    for (int refuse = 0; refuse < 2; refuse++) {
+        struct seen s = {0, 0, refuse ? 2400 : UINT64_MAX};
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_slice(&r, 1000);
+        proto_reader_set_check(&r, check_parts, &s);
+        feed(&r, b.sb.data, b.sb.size);
+        if (refuse) {
+            cr_assert_eq(proto_reader_next(&r, &m, &err), -EPROTO);
+            cr_assert_str_eq(err.code, PROTO_E_UNKNOWN_OP);
+            cr_assert_str_eq(err.message, "refused entry 2400");
+            cr_assert_null(m.u.batch.entries);
+        } else {
+            cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
+            cr_assert_eq(s.entries, 2500, "every entry checked before the first slice");
+            cr_assert_eq(m.u.batch.n, 1000);
+            proto_msg_free(&m);
+        }
+        proto_reader_deinit(&r);
+    }
+    {
+        struct seen s = {0, 0, UINT64_MAX};
+
+        cr_assert_eq(proto_reader_init(&r, 0), 0);
+        proto_reader_set_slice(&r, 2500);
+        proto_reader_set_check(&r, check_parts, &s);
+        feed(&r, b.sb.data, b.sb.size);
         cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
-        cr_assert_eq(m.type, PROTO_BATCH);
-        cr_assert_eq(m.u.batch.n, limit ? max : max + 1);
-        proto_msg_free(&m);
-        cr_assert_eq(proto_reader_next(&r, &m, &err), 1);
-        cr_assert_eq(m.type, PROTO_FLUSH);
+        cr_assert_eq(m.u.batch.n, 2500);
+        cr_assert_eq(s.calls, 0);
         proto_msg_free(&m);
         proto_reader_deinit(&r);
     }
-    msgpack_sbuffer_destroy(&over.sb);
-    msgpack_sbuffer_destroy(&at.sb);
+    msgpack_sbuffer_destroy(&b.sb);
 }
 
 Test(proto, reader_split_and_pipelined)
