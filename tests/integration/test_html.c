@@ -279,7 +279,7 @@ static int check_dom(char *dom, yajl_val rep)
     cr_assert_not_null(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
     cr_assert_not_null(script);
     *script = '\0';
-    for (const char *p = dom; (p = strstr(p, "<i data-rank=\"")) != NULL; p++) {
+    for (const char *p = dom; (p = strstr(p, "<i class=\"h")) != NULL; p++) {
         long long r = attr(p, "data-rank"), s = attr(p, "data-step"), ns = attr(p, "data-ns");
         cr_assert_eq(ns, json_cell(rep, r, s), "cell rank %lld step %lld: %lld", r, s, ns);
         cells++;
