@@ -94,6 +94,11 @@
         });
     });
     metrics.sort(function (a, b) { return (b === 'times_ns') - (a === 'times_ns'); });
+    /* A step's width in pixels, the same in the heatmap and the skew chart below it. */
+    function cellWidth() {
+        var avail = Math.max(300, (main.clientWidth || 1000) - 70);
+        return Math.max(1, Math.min(40, Math.floor(avail / Math.max(1, steps.length))));
+    }
     function metricName(k) {
         return k === 'times_ns' ? 'step time' : k.replace(/_times_ns$|_ns$/, '').replace(/_/g, ' ');
     }
@@ -113,9 +118,7 @@
             });
         });
         ranks.sort(function (a, b) { return a - b; });
-        var avail = Math.max(300, (main.clientWidth || 1000) - 70);
-        var cw = Math.max(1, Math.min(40, Math.floor(avail / Math.max(1, steps.length))));
-        box.style.setProperty('--cw', cw + 'px');
+        box.style.setProperty('--cw', cellWidth() + 'px');
         box.style.setProperty('--ch', (ranks.length > 32 ? 8 : 14) + 'px');
         box.dataset.metric = key;
         var html = [];
@@ -217,8 +220,10 @@
                         'arrival at its collectives (waited_ns); hover for the rank that arrived last.');
         var box = el('div', 'skew'), max = 0;
         steps.forEach(function (st) { if (num(st.waited_ns) > max) max = num(st.waited_ns); });
-        box.style.setProperty('--sw', Math.max(1, Math.min(12,
-            Math.floor(Math.max(300, main.clientWidth || 1000) / Math.max(1, steps.length)) - 1)) + 'px');
+        /* one column per step, under the heatmap's (a 1-pixel gap from 3 pixels up) */
+        var cw = cellWidth();
+        box.style.setProperty('--sw', (cw > 2 ? cw - 1 : cw) + 'px');
+        box.style.gap = cw > 2 ? '1px' : '0';
         steps.forEach(function (st) {
             var b = el('i', st.last_rank === null || st.last_rank === undefined ? 'none' : null);
             b.dataset.step = st.step;
