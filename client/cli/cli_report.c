@@ -35,7 +35,7 @@ const char cli_report_usage[] =
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
     "                       [--rank R[,R...]] [--step A[..B]] [--device D]\n"
     "                       [--category C] [--wide] [--no-bars]\n"
-    "                       [--by launcher|module] [--json | --html FILE]\n"
+    "                       [--by launcher|module] [--json | --html FILE [--no-flame]]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -112,7 +112,13 @@ const char cli_report_usage[] =
     "                              steps and 1,000 ops rows). FILE is written as\n"
     "                              export -o writes (a device or FIFO directly,\n"
     "                              a file through a temporary file renamed once\n"
-    "                              complete)\n"
+    "                              complete). The page ends with flame graphs of\n"
+    "                              the session's stacks by time and by memory (as\n"
+    "                              export --format collapsed), which read every\n"
+    "                              entry: a filtered report's page has none\n"
+    "      --no-flame              --html: no flame graphs, so no entry is read\n"
+    "                              (a session of millions of entries is written\n"
+    "                              in the time its report takes)\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
     "\n"
@@ -211,6 +217,8 @@ struct cli_report_src {
     const char *not_by; /* an option given that --by has no use for, NULL: none */
     const char *html;   /* --html FILE, NULL: none */
     FILE *out;          /* where --html writes (cli_outfile), set once it is open */
+    char *session;      /* --html: the session as typed, for its stacks ("1" offline) */
+    bool no_flame;      /* --no-flame */
 };
 
 /*
@@ -254,6 +262,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"by", required_argument, NULL, 'B'},
                                          {"html", required_argument, NULL, 'H'},
                                          {"no-bars", no_argument, NULL, 'N'},
+                                         {"no-flame", no_argument, NULL, 'L'},
                                          {NULL, 0, NULL, 0}};
     bool ops_given = false, no_bars = false;
     int c, rc;
@@ -294,6 +303,8 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             rc = CLI_CONTINUE;
         else if (c == 'N')
             no_bars = true, rc = CLI_CONTINUE;
+        else if (c == 'L')
+            src->no_flame = true, rc = CLI_CONTINUE;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -304,6 +315,10 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         cli_error("report: %s does not apply to --by %s (its tables take --top N and the "
                   "filters --rank, --step, --device, --category)",
                   src->not_by, src->by);
+        return CLI_EXIT_USAGE;
+    }
+    if (src->no_flame && src->out == NULL) {
+        cli_error("report: --no-flame goes with --html");
         return CLI_EXIT_USAGE;
     }
     if (src->out != NULL && (ctx->json || src->by != NULL)) {
@@ -557,9 +572,33 @@ static int cli_report_human(const msgpack_object *report)
     return cli_print_status(rc);
 }
 
-static int cli_report_html(FILE *f, const msgpack_object *report)
+/* True when req restricts the report (--rank, --step, --device, --category). */
+static bool cli_report_filtered(const struct proto_request *req)
 {
-    int rc = cli_report_html_write(f, report);
+    const struct proto_analysis *an = &req->analysis;
+
+    return an->n_ranks > 0 || an->steps || an->device != NULL || an->category != NULL;
+}
+
+/*
+ * The page of report, with the session's flame graphs: their stacks are
+ * every entry's, so a filtered report's page goes without them (and says so).
+ */
+static int cli_report_html(struct cli_ctx *ctx, const struct cli_report_src *src,
+                           const struct proto_request *req, const msgpack_object *report)
+{
+    struct cli_report_flame fl = {0};
+    struct cli_ctx sub = *ctx;
+    int rc;
+
+    if (src->no_flame)
+        fl.note = "none asked for (report --html --no-flame)";
+    else if (cli_report_filtered(req))
+        fl.note = "the flame graphs count every entry: a filtered report has none";
+    else if ((rc = cli_report_flame_read(&sub, src->session, &fl)) != CLI_EXIT_OK)
+        return rc;
+    rc = cli_report_html_write(src->out, report, &fl);
+    cli_report_flame_free(&fl);
 
     if (rc == -EINVAL) {
         cli_error("bad reply from the daemon: the report is not a map");
@@ -582,7 +621,7 @@ static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req,
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    rc = src->out != NULL ? cli_report_html(src->out, res)
+    rc = src->out != NULL ? cli_report_html(ctx, src, req, res)
          : ctx->json      ? cli_print_json(res)
                           : cli_report_human(res);
     cli_conn_close(&conn);
@@ -634,12 +673,14 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
             cli_offline_show_log(&off);
         if (rc == CLI_EXIT_OK) {
             char one[] = "1";
+            struct cli_report_src one_src = *src;
             sub.json = ctx->json;
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
+            one_src.session = one;
             rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req)
-                                 : cli_report_call(&sub, req, src);
+                                 : cli_report_call(&sub, req, &one_src);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -654,7 +695,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, NULL, NULL, NULL, NULL};
+    struct cli_report_src src = {false, false, NULL, NULL, NULL, NULL, NULL, false};
     struct proto_request req;
     int rc;
 
@@ -681,6 +722,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
                               const struct cli_report_src *src)
 {
     struct proto_request req = *r;
+    struct cli_report_src named;
     char *arg;
     int rc;
 
@@ -701,5 +743,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
         return cli_report_by_run(ctx, src->by, arg, &req);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
-    return cli_report_call(ctx, &req, src);
+    named = *src;
+    named.session = arg;
+    return cli_report_call(ctx, &req, &named);
 }

@@ -55,12 +55,32 @@ static void cli_report_html_str(FILE *f, const msgpack_object *map, const char *
     cli_report_html_text(f, buf, strlen(buf));
 }
 
+/* Writes a JSON document of the page's data: the report map, or the flame graphs' stacks. */
+static int cli_report_html_json(FILE *m, const msgpack_object *report,
+                                const struct cli_report_flame *fl)
+{
+    int rc;
+
+    if (report != NULL)
+        return cli_json_write(m, report);
+    fputs("{\"time\":", m);
+    rc = cli_json_write_str(m, fl->time ? fl->time : "", fl->time_len);
+    if (rc == 0)
+        fputs(",\"memory\":", m);
+    if (rc == 0)
+        rc = cli_json_write_str(m, fl->memory ? fl->memory : "", fl->memory_len);
+    fputs("}", m);
+    return rc;
+}
+
 /*
- * The report map as JSON inside <script type="application/json">: every '<'
- * written as \u003c (it occurs only inside strings, where the escape means
- * the same), so no "</script>" in an op name can end the element.
+ * The report map (or the stacks) as JSON inside <script type="application/
+ * json" id="id">: every '<' written as \u003c (it occurs only inside
+ * strings, where the escape means the same), so no "</script>" in an op
+ * name can end the element.
  */
-static int cli_report_html_data(FILE *f, const msgpack_object *report)
+static int cli_report_html_data(FILE *f, const char *id, const msgpack_object *report,
+                                const struct cli_report_flame *fl)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -69,11 +89,11 @@ static int cli_report_html_data(FILE *f, const msgpack_object *report)
 
     if (m == NULL)
         return -ENOMEM;
-    rc = cli_json_write(m, report);
+    rc = cli_report_html_json(m, report, fl);
     if (fclose(m) != 0 && rc == 0)
         rc = -ENOMEM;
     if (rc == 0) {
-        fputs("<script type=\"application/json\" id=\"report\">", f);
+        fprintf(f, "<script type=\"application/json\" id=\"%s\">", id);
         for (size_t i = 0; i < len; i++) {
             if (buf[i] == '<')
                 fputs("\\u003c", f);
@@ -86,7 +106,24 @@ static int cli_report_html_data(FILE *f, const msgpack_object *report)
     return rc;
 }
 
-int cli_report_html_write(FILE *f, const msgpack_object *report)
+/* The flame graphs' data, or a note saying why there is none. */
+static int cli_report_html_flame(FILE *f, const struct cli_report_flame *fl)
+{
+    const char *note = fl == NULL ? "not read" : fl->note;
+
+    if (note == NULL && fl->time_len + fl->memory_len > CLI_REPORT_FLAME_MAX)
+        note = "the session's stacks are too many for a page (tracectl export --format "
+               "collapsed writes them all)";
+    if (note == NULL)
+        return cli_report_html_data(f, "stacks", NULL, fl);
+    fputs("<p id=\"flame-note\" hidden>", f);
+    cli_report_html_text(f, note, strlen(note));
+    fputs("</p>\n", f);
+    return ferror(f) ? -EIO : 0;
+}
+
+int cli_report_html_write(FILE *f, const msgpack_object *report,
+                          const struct cli_report_flame *flame)
 {
     const msgpack_object *session = cli_obj_get(report, "session");
     const msgpack_object *verdict = cli_obj_get(report, "verdict");
@@ -118,7 +155,8 @@ int cli_report_html_write(FILE *f, const msgpack_object *report)
           "<noscript><p>The charts and tables are drawn by the page's inline script.</p>"
           "</noscript>\n",
           f);
-    if ((rc = cli_report_html_data(f, report)) != 0)
+    if ((rc = cli_report_html_data(f, "report", report, NULL)) != 0 ||
+        (rc = cli_report_html_flame(f, flame)) != 0)
         return rc;
     fputs("<script>\n", f);
     fputs(cli_html_script, f);

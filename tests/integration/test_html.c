@@ -308,6 +308,52 @@ static void check_self_contained(const char *html)
         cr_assert_null(strcasestr(html, bad[i]), "the page holds \"%s\"", bad[i]);
 }
 
+/* `tracectl export session --format collapsed --weight weight`: the stacks a flame graph draws. */
+static char *collapsed(const char *session, const char *weight)
+{
+    char *out = NULL;
+    char *argv[] = {TRACECTL_BIN, "--socket",  d.sock,     "export",       (char *)session,
+                    "--format",   "collapsed", "--weight", (char *)weight, NULL};
+
+    cr_assert_eq(harness_run(&out, argv), 0, "export --format collapsed failed");
+    return out;
+}
+
+/*
+ * The page's flame graphs: the stacks it carries are `export --format
+ * collapsed`'s by time and by memory, byte for byte, and the DOM's top frame
+ * weighs the sum of the time stacks.
+ */
+static void check_flame(const char *session, const char *html, const char *dom)
+{
+    const char *p = strstr(html, "<script type=\"application/json\" id=\"stacks\">"), *top;
+    char err[256], *json, *want;
+    unsigned long long sum = 0, w;
+    yajl_val v;
+
+    cr_assert_not_null(p, "the page has no stacks");
+    p = strchr(p, '>') + 1;
+    json = strndup(p, (size_t)(strstr(p, "</script>") - p));
+    v = yajl_tree_parse(json, err, sizeof(err));
+    cr_assert_not_null(v, "the stacks are not JSON: %s", err);
+    for (int i = 0; i < 2; i++) {
+        const char *weight = i == 0 ? "time" : "memory";
+        want = collapsed(session, weight);
+        cr_assert_str_eq(YAJL_GET_STRING(jget(v, weight)), want, "stacks by %s", weight);
+        for (const char *l = want; i == 0 && *l; l = strchr(l, '\n') + 1) {
+            cr_assert_eq(
+                sscanf(strrchr(strndupa(l, (size_t)(strchr(l, '\n') - l)), ' '), " %llu", &w), 1);
+            sum += w;
+        }
+        free(want);
+    }
+    top = strstr(dom, "<div class=\"fr\"");
+    cr_assert_not_null(top, "no flame graph frame in the DOM");
+    cr_assert_eq((unsigned long long)attr(top, "data-v"), sum);
+    yajl_tree_free(v);
+    free(json);
+}
+
 /* Writes the page of session, checks it in the browser; returns the DOM's cells. */
 static int check_page(const char *session, yajl_val rep, bool shots)
 {
@@ -323,6 +369,7 @@ static int check_page(const char *session, yajl_val rep, bool shots)
     cr_assert_not_null(strstr(html, "<section id=\"verdict\">"));
     dom = chromium(path, "--dump-dom");
     cells = check_dom(dom, rep);
+    check_flame(session, html, dom);
     if (shots) {
         static const char *const sizes[] = {"1280,1000", "640,1200"};
         mkdir("html_artifacts", 0777);

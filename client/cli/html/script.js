@@ -307,6 +307,79 @@
         ['imbalance', 'MAX_VS_MEAN', 'share'], ['max_vs_median', 'MAX/MEDIAN', 'float'],
         ['max_rank', 'MAX_RANK']]);
 
+    /* ---- flame graphs of the collapsed stacks -------------------------------------- */
+    (function () {
+        var s = section('flame', 'Flame graph', 'The session\'s collapsed stacks (as tracectl ' +
+                        'export --format collapsed): session; device; nested regions; op. ' +
+                        'Click a frame to zoom in, the top frame to zoom out.');
+        var data = document.getElementById('stacks');
+        if (!data) {
+            var why = document.getElementById('flame-note');
+            s.appendChild(el('p', 'note', why ? why.textContent : '(no stacks)'));
+            return;
+        }
+        var stacks = JSON.parse(data.textContent), trees = {};
+        function tree(text) {
+            var root = {n: 'all', v: 0, c: {}};
+            text.split('\n').forEach(function (line) {
+                var sp = line.lastIndexOf(' '), w = Number(line.slice(sp + 1));
+                if (sp <= 0 || !(w > 0)) return;
+                var node = root;
+                root.v += w;
+                line.slice(0, sp).split(';').forEach(function (f) {
+                    node = node.c[f] = node.c[f] || {n: f, v: 0, c: {}};
+                    node.v += w;
+                });
+            });
+            return root;
+        }
+        var controls = el('div', 'controls'), box = el('div', 'flame'), kind = 'time', path = [];
+        [['time', 'by time'], ['memory', 'by memory']].forEach(function (k, i) {
+            var l = el('label'), r = el('input');
+            r.type = 'radio';
+            r.name = 'flame';
+            r.checked = i === 0;
+            r.addEventListener('change', function () { kind = k[0]; path = []; draw(); });
+            l.appendChild(r);
+            l.appendChild(document.createTextNode(' ' + k[1]));
+            controls.appendChild(l);
+        });
+        s.appendChild(controls);
+        s.appendChild(box);
+        function unit(v) { return kind === 'time' ? dur(v * 1000) : bytes(v); }
+        function draw() {
+            var root = trees[kind] = trees[kind] || tree(stacks[kind] || ''), top = root;
+            path.forEach(function (n) { top = top.c[n] || top; });
+            box.innerHTML = '';
+            if (!root.v) { box.appendChild(el('p', 'note', '(no ' + kind + ' recorded)')); return; }
+            var depth = 0, min = top.v / 1000;
+            function put(node, d, left, trail) {
+                var f = el('div', 'fr');
+                f.style.left = 100 * left / top.v + '%';
+                f.style.width = 100 * node.v / top.v + '%';
+                f.style.top = d * 18 + 'px';
+                f.style.background = 'hsl(' + (20 + (node.n.length * 37) % 40) + ',85%,' +
+                    (62 + (node.n.charCodeAt(0) % 5) * 3) + '%)';
+                f.textContent = node.n;
+                f.title = node.n + ': ' + unit(node.v) + ' (' + (100 * node.v / root.v).toFixed(1) +
+                    '% of all)';
+                f.dataset.v = node.v;
+                f.addEventListener('click', function () { path = trail; draw(); });
+                box.appendChild(f);
+                depth = Math.max(depth, d + 1);
+                var x = left;
+                Object.keys(node.c).sort().forEach(function (k) {
+                    var c = node.c[k];
+                    if (c.v >= min) put(c, d + 1, x, trail.concat([k]));
+                    x += c.v;
+                });
+            }
+            put(top, 0, 0, path.length ? path.slice(0, -1) : []);
+            box.style.height = depth * 18 + 'px';
+        }
+        draw();
+    })();
+
     void document.body.offsetHeight; /* style and layout now, so the figure counts them */
     document.body.dataset.renderMs = (performance.now() - t0).toFixed(1);
     document.body.dataset.ready = '1';
