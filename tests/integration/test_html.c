@@ -14,13 +14,16 @@
  * `report --json`; it also takes screenshots at two window sizes into
  * html_artifacts/ of the test's working directory (the build tree). The
  * bars are checked in a terminal made by script(1): the glyphs of rank r are
- * computed here from T.
+ * computed here from T; in `top`, a rank stepping every 40 ms shows the full
+ * block and one stepping every 2 ms the lowest. Neither bars through a pipe
+ * nor with --no-bars.
  *
  * Chromium missing: the browser tests are skipped, saying so
  * (scripts/deps.sh installs it).
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,4 +517,106 @@ Test(html, bars_in_a_terminal_only)
     cr_assert_null(strstr(out, "STEP_TIMES"), "%s", out);
     cr_assert_null(strstr(out, "█"), "%s", out);
     free(out);
+}
+
+/* ---- top's bars -------------------------------------------------------------------- */
+
+/* A rank that makes a step every pause_ms until its end of stop is closed. */
+static void spinner(int rank, int pause_ms, int stop)
+{
+    tc_options o;
+    tc_client *c;
+    int err = 0;
+    uint32_t op;
+    struct pollfd p = {.fd = stop, .events = POLLIN};
+
+    tc_options_init(&o);
+    o.socket_path = d.sock;
+    o.session = "spin";
+    o.rank = rank;
+    o.world = 2;
+    o.blocking = 1;
+    if ((c = tc_open(&o, &err)) == NULL || err != 0)
+        _exit(2);
+    op = tc_op_cat(c, "matmul", "compute");
+    for (uint64_t s = 0; poll(&p, 1, pause_ms) == 0; s++) {
+        tc_record(c, op, BASE_NS + s * MS, MS / 2, 0, NULL, NULL, 0, NULL);
+        tc_step(c);
+    }
+    _exit(tc_close(c) == 0 ? 0 : 3);
+}
+
+/* `tracectl top spin --once` in a terminal (script(1)) with extra options; \r removed. */
+static char *top_in_terminal(const char *extra)
+{
+    char cmd[8192], *out = NULL, *w;
+    char *argv[] = {"script", "-qec", cmd, "/dev/null", NULL};
+
+    snprintf(cmd, sizeof(cmd), "%s --socket %s top spin --once --interval 0.5 %s", TRACECTL_BIN,
+             d.sock, extra);
+    cr_assert_eq(harness_run(&out, argv), 0, "%s failed", cmd);
+    w = out;
+    for (char *r = out; *r; r++)
+        if (*r != '\r')
+            *w++ = *r;
+    *w = '\0';
+    return out;
+}
+
+/* Whether the line of rank r in a top frame holds glyph. */
+static bool top_rank_has(const char *out, int r, const char *glyph)
+{
+    const char *p = strstr(out, "STEPS/S");
+    long long rank;
+
+    while (p != NULL && (p = strchr(p, '\n')) != NULL) {
+        p++;
+        if (sscanf(p, " %lld", &rank) == 1 && rank == r) {
+            const char *end = strchr(p, '\n'), *g = strstr(p, glyph);
+            return g != NULL && (end == NULL || g < end);
+        }
+    }
+    return false;
+}
+
+Test(html, top_bars_in_a_terminal_only)
+{
+    int stop[2];
+    pid_t pids[2];
+    char *out, *argv[] = {TRACECTL_BIN, "--socket", d.sock, "top", "spin", "--once", NULL};
+
+    harness_daemon_start(&d, NULL);
+    harness_pipe(stop);
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        cr_assert_geq(pids[r], 0);
+        if (pids[r] == 0) {
+            close(stop[1]);
+            spinner(r, r == 0 ? 40 : 2, stop[0]); /* rank 0's steps are 20 times as long */
+        }
+    }
+    close(stop[0]);
+    for (int i = 0;; i++) { /* until both ranks made steps in an interval */
+        out = top_in_terminal("");
+        if (top_rank_has(out, 0, "█") && top_rank_has(out, 1, "▁"))
+            break;
+        cr_assert_lt(i, 20, "no bars of rank 0 (slow) and 1 (fast) in\n%s", out);
+        free(out);
+    }
+    cr_assert_not_null(strstr(out, "STEP_TIME"), "%s", out);
+    free(out);
+    out = top_in_terminal("--no-bars");
+    cr_assert_null(strstr(out, "STEP_TIME"), "%s", out);
+    cr_assert_null(strstr(out, "█"), "%s", out);
+    free(out);
+    cr_assert_eq(harness_run(&out, argv), 0); /* a pipe */
+    cr_assert_null(strstr(out, "STEP_TIME"), "%s", out);
+    cr_assert_null(strstr(out, "█"), "%s", out);
+    free(out);
+    close(stop[1]);
+    for (int r = 0; r < 2; r++) {
+        int st;
+        cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "spinner %d failed", r);
+    }
 }
