@@ -243,6 +243,14 @@ static int cli_report_by(const char *arg, const char **by)
     return CLI_CONTINUE;
 }
 
+/* --html FILE: FILE, or stdout for "-"; the file itself is opened once the options are read. */
+static int cli_report_html_opt(const char *arg, struct cli_report_src *src)
+{
+    src->html = strcmp(arg, "-") == 0 ? NULL : arg;
+    src->out = stdout;
+    return CLI_CONTINUE;
+}
+
 static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req,
                            struct cli_report_src *src)
 {
@@ -299,8 +307,7 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         else if (c == 'B')
             rc = cli_report_by(optarg, &src->by);
         else if (c == 'H')
-            src->html = strcmp(optarg, "-") == 0 ? NULL : optarg, src->out = stdout,
-            rc = CLI_CONTINUE;
+            rc = cli_report_html_opt(optarg, src);
         else if (c == 'N')
             no_bars = true, rc = CLI_CONTINUE;
         else if (c == 'L')
