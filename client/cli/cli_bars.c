@@ -60,7 +60,8 @@ size_t cli_bars_line(char *buf, size_t size, const uint64_t *v, size_t n, uint64
     return glyphs;
 }
 
-/* Calls fn(rank, ns) for each pair of a step row's times_ns; stops when it returns false. */
+/* Calls fn(rank, ns) for each [rank, ns, ...] of a step row's times_ns; stops when it returns
+ * false. */
 static void cli_bars_times(const msgpack_object *step, bool (*fn)(uint64_t, uint64_t, void *),
                            void *arg)
 {
@@ -72,7 +73,7 @@ static void cli_bars_times(const msgpack_object *step, bool (*fn)(uint64_t, uint
         const msgpack_object *p = &t->via.array.ptr[i];
         uint64_t rank, ns;
 
-        if (p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size != 2 ||
+        if (p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size < 2 ||
             cli_obj_u64(&p->via.array.ptr[0], &rank) != 0 ||
             cli_obj_u64(&p->via.array.ptr[1], &ns) != 0)
             continue;

@@ -85,12 +85,12 @@
     /* ---- rank × step heatmap -------------------------------------------------- */
     var steps = R.steps || [];
     var rankRows = R.ranks || [];
-    var metrics = [];  /* keys of the steps rows holding [[rank, ns], ...] */
+    var metrics = [];  /* keys of the steps rows holding [[rank, ns, ...], ...] */
     steps.forEach(function (st) {
         Object.keys(st).forEach(function (k) {
             var v = st[k];
             if (metrics.indexOf(k) < 0 && Array.isArray(v) && v.length && Array.isArray(v[0]) &&
-                v[0].length === 2) metrics.push(k);
+                v[0].length >= 2) metrics.push(k);
         });
     });
     metrics.sort(function (a, b) { return (b === 'times_ns') - (a === 'times_ns'); });
