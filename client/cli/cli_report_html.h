@@ -7,7 +7,8 @@
  * its script draws from it: the verdict (also written as text, so it is
  * there without scripts), a rank × step heatmap of the steps' times_ns (a
  * toggle to any other [[rank, ns], ...] figure the steps rows carry), a
- * stacked bar per rank of its compute / comm / memory / wait / other time,
+ * stacked bar per rank of its compute / comm / memory / wait / other time
+ * (a toggle to its waited_ns, caused_ns and untracked_ns, where present),
  * the collectives' waits per step, and sortable tables of the ops, devices,
  * categories, collectives and ranks; and flame graphs of the session's
  * collapsed stacks by time and by memory (cli_report_flame), zoomable. So

@@ -173,31 +173,24 @@
         drawHeatmap(box, legend, metrics[0] || 'times_ns');
     })();
 
-    /* ---- time per rank, stacked ------------------------------------------------ */
+    /* ---- time per rank, stacked; or one figure per rank (caused, waited, untracked) ---- */
     var CATS = [['compute_ns', 'compute'], ['comm_ns', 'communication'], ['memory_ns', 'memory'],
                 ['wait_ns', 'waiting'], ['other_ns', 'other']];
-    (function () {
-        var s = section('ranktime', 'Time per rank', rankRows.length ?
-            'Each rank\'s time by category (the ranks rows\' compute_ns, comm_ns, memory_ns, ' +
-            'wait_ns, other_ns); the time lost waiting for the last arrival at collectives is ' +
-            'part of communication (WAITED in the Ranks table).' : '(no ranks)');
-        if (!rankRows.length) return;
-        var key = el('div', 'key note');
-        CATS.forEach(function (c) {
-            key.appendChild(el('span', 'k-' + c[0]));
-            key.appendChild(document.createTextNode(c[1]));
-        });
-        s.appendChild(key);
+    var LOSS = [['waited_ns', 'waited (lost waiting for the last arrival)'],
+                ['caused_ns', 'caused (the others\' wait for it)'],
+                ['untracked_ns', 'untracked (in no entry)']];
+    function rankBars(box, keys) {
         var max = 0;
+        box.innerHTML = '';
         rankRows.forEach(function (r) {
             var t = 0;
-            CATS.forEach(function (c) { t += num(r[c[0]]); });
+            keys.forEach(function (c) { t += num(r[c[0]]); });
             if (t > max) max = t;
         });
         rankRows.forEach(function (r) {
             var row = el('div', 'sb'), track = el('div', 'track'), t = 0;
             row.appendChild(el('b', null, r.rank === null ? '-' : r.rank));
-            CATS.forEach(function (c) {
+            keys.forEach(function (c) {
                 var v = num(r[c[0]]), seg = el('div', 'seg k-' + c[0]);
                 t += v;
                 seg.dataset.rank = r.rank === null ? '' : r.rank;
@@ -209,8 +202,37 @@
             });
             row.appendChild(track);
             row.appendChild(el('span', 'tot', dur(t)));
-            s.appendChild(row);
+            box.appendChild(row);
         });
+    }
+    (function () {
+        var s = section('ranktime', 'Time per rank', rankRows.length ?
+            'Each rank\'s time by category (the ranks rows\' compute_ns, comm_ns, memory_ns, ' +
+            'wait_ns, other_ns); the time lost waiting for the last arrival at collectives is ' +
+            'part of communication: see "waited".' : '(no ranks)');
+        if (!rankRows.length) return;
+        var views = [['categories', CATS]].concat(LOSS.filter(function (c) {
+            return rankRows.some(function (r) { return c[0] in r; });
+        }).map(function (c) { return [c[1].replace(/ .*/, ''), [c]]; }));
+        var controls = el('div', 'controls'), key = el('div', 'key note'), box = el('div');
+        views.forEach(function (v, i) {
+            var l = el('label'), r = el('input');
+            r.type = 'radio';
+            r.name = 'ranktime';
+            r.checked = i === 0;
+            r.addEventListener('change', function () { rankBars(box, v[1]); });
+            l.appendChild(r);
+            l.appendChild(document.createTextNode(' ' + v[0]));
+            controls.appendChild(l);
+        });
+        CATS.concat(views.slice(1).map(function (v) { return v[1][0]; })).forEach(function (c) {
+            key.appendChild(el('span', 'k-' + c[0]));
+            key.appendChild(document.createTextNode(c[1]));
+        });
+        if (views.length > 1) s.appendChild(controls);
+        s.appendChild(key);
+        s.appendChild(box);
+        rankBars(box, CATS);
     })();
 
     /* ---- collectives: who arrived last, how long the others waited ------------- */
