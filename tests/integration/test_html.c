@@ -379,7 +379,9 @@ static int check_page(const char *session, yajl_val rep, bool shots)
         for (int i = 0; i < 2; i++) {
             char png[256], *img;
             snprintf(png, sizeof(png), "html_artifacts/%s-%s.png", session, sizes[i]);
-            snprintf(extra, sizeof(extra), "--hide-scrollbars --window-size=%s --screenshot=%s",
+            snprintf(extra, sizeof(extra),
+                     "--hide-scrollbars --run-all-compositor-stages-before-draw "
+                     "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
                      sizes[i], png);
             free(chromium(path, extra));
             img = read_file(png);
