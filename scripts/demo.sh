@@ -27,6 +27,10 @@ echo "\$ tracectl sessions"
 echo
 echo "\$ tracectl report $session"
 "$BIN/tracectl" report "$session"
+echo
+echo "\$ tracectl report $session --html $BUILD_DIR/demo.html    # the same, as a page"
+"$BIN/tracectl" report "$session" --html "$BIN/demo.html"
+echo "(open $BIN/demo.html in a browser; it needs no network)"
 if [ -e "$BIN/python/tracectl/__init__.py" ]; then
     echo
     echo "\$ PYTHONPATH=$BUILD_DIR/python python3    # the Python package, from the build tree"

@@ -8,11 +8,13 @@ set -euo pipefail
 # bsdutils: script(1), the terminal test_import gives the import's progress line;
 # tmux: the terminal test_top runs `tracectl top` in and reads with capture-pane;
 # Open MPI, hpcc, NetPIPE and mpi4py: libtracectl-mpi and test_mpi;
-# help2man and groff-base: the man pages (scripts/manpages.sh, tests/man/check.sh).
+# help2man and groff-base: the man pages (scripts/manpages.sh, tests/man/check.sh);
+# chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots).
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
-      openmpi-bin libopenmpi-dev hpcc netpipe-openmpi python3-mpi4py help2man groff-base)
+      openmpi-bin libopenmpi-dev hpcc netpipe-openmpi python3-mpi4py help2man groff-base
+      chromium)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,6 @@
 /*
  * cli_outfile — where a command writes its -o FILE: the one module every
- * tracectl command that writes a file goes through (today `export -o`).
+ * tracectl command that writes a file goes through (`export -o`, `report --html`).
  *
  * It writes the way a shell redirect would, never hurting what is at FILE:
  *  - a symbolic link is followed (up to CLI_OUTFILE_MAX_LINKS links, each

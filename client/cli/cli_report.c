@@ -14,12 +14,15 @@
 #include <sys/stat.h>
 
 #include "bytesize.h"
+#include "cli_bars.h"
 #include "cli_fmt.h"
 #include "cli_import.h"
 #include "cli_obj.h"
 #include "cli_report_ranks.h"
 #include "cli_offline.h"
+#include "cli_outfile.h"
 #include "cli_report_by.h"
+#include "cli_report_html.h"
 #include "cli_view.h"
 #include "util.h"
 
@@ -31,7 +34,8 @@ const char cli_report_usage[] =
     "Usage: tracectl report <id|name> [--top N] [--comm-min-ratio R]\n"
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
     "                       [--rank R[,R...]] [--step A[..B]] [--device D]\n"
-    "                       [--category C] [--wide] [--by launcher|module] [--json]\n"
+    "                       [--category C] [--wide] [--no-bars]\n"
+    "                       [--by launcher|module] [--json | --html FILE [--no-flame]]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
@@ -63,6 +67,11 @@ const char cli_report_usage[] =
     "      --ops-offset K          skip the first K operations (with --ops N)\n"
     "      --wide                  never cut op names, devices or shapes in the\n"
     "                              tables\n"
+    "      --no-bars               no bars of step times (unicode blocks, one\n"
+    "                              eighth to full height) ending the Ranks and\n"
+    "                              Steps tables; they are drawn only when stdout\n"
+    "                              is a terminal, scaled from the report's\n"
+    "                              shortest step time to its longest\n"
     "\n"
     "  Filters: every section (the totals, operations with their percentiles,\n"
     "  slowest calls, memory, devices, imbalance, communication and the analysis)\n"
@@ -93,6 +102,23 @@ const char cli_report_usage[] =
     "                              --ops, --ops-offset, --comm-min-ratio and\n"
     "                              --mem-threshold do not apply to them\n"
     "  -j, --json                  print the report map as JSON\n"
+    "      --html FILE             write the report as one HTML page to FILE\n"
+    "                              instead (- : stdout), to open from disk in a\n"
+    "                              browser, with no network: the verdict, a rank x\n"
+    "                              step heatmap of step times, each rank's time by\n"
+    "                              category, the collectives' waits per step and\n"
+    "                              sortable tables; the same figures as --json\n"
+    "                              (the report, not the entries: at most 1,000\n"
+    "                              steps and 1,000 ops rows). FILE is written as\n"
+    "                              export -o writes (a device or FIFO directly,\n"
+    "                              a file through a temporary file renamed once\n"
+    "                              complete). The page ends with flame graphs of\n"
+    "                              the session's stacks by time and by memory (as\n"
+    "                              export --format collapsed), which read every\n"
+    "                              entry: a filtered report's page has none\n"
+    "      --no-flame              --html: no flame graphs, so no entry is read\n"
+    "                              (a session of millions of entries is written\n"
+    "                              in the time its report takes)\n"
     "      --socket PATH           the daemon's socket (see tracectl --help)\n"
     "  -h, --help                  show this help\n"
     "\n"
@@ -102,7 +128,8 @@ const char cli_report_usage[] =
     "  tracectl report job-42 --rank 3 --step 100..199 --category comm --ops 5\n"
     "  tracectl report rank0.json.gz rank1.json.gz --top 5\n"
     "  tracectl report nccl --by launcher --top 5 --category comm\n"
-    "  tracectl report train --by module --top 20\n";
+    "  tracectl report train --by module --top 20\n"
+    "  tracectl report job-42 --html job-42.html\n";
 
 /* ---- options ------------------------------------------------------------- */
 
@@ -188,6 +215,10 @@ struct cli_report_src {
     bool cpu_ops;       /* --cpu-ops */
     const char *by;     /* --by launcher|module, NULL: none */
     const char *not_by; /* an option given that --by has no use for, NULL: none */
+    const char *html;   /* --html FILE, NULL: none */
+    FILE *out;          /* where --html writes (cli_outfile), set once it is open */
+    char *session;      /* --html: the session as typed, for its stacks ("1" offline) */
+    bool no_flame;      /* --no-flame */
 };
 
 /*
@@ -212,6 +243,14 @@ static int cli_report_by(const char *arg, const char **by)
     return CLI_CONTINUE;
 }
 
+/* --html FILE: FILE, or stdout for "-"; the file itself is opened once the options are read. */
+static int cli_report_html_opt(const char *arg, struct cli_report_src *src)
+{
+    src->html = strcmp(arg, "-") == 0 ? NULL : arg;
+    src->out = stdout;
+    return CLI_CONTINUE;
+}
+
 static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct proto_request *req,
                            struct cli_report_src *src)
 {
@@ -229,8 +268,11 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                                          {"offline", no_argument, NULL, 'F'},
                                          {"cpu-ops", no_argument, NULL, 'P'},
                                          {"by", required_argument, NULL, 'B'},
+                                         {"html", required_argument, NULL, 'H'},
+                                         {"no-bars", no_argument, NULL, 'N'},
+                                         {"no-flame", no_argument, NULL, 'L'},
                                          {NULL, 0, NULL, 0}};
-    bool ops_given = false;
+    bool ops_given = false, no_bars = false;
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "n:r:m:", opts, NULL)) != -1) {
@@ -264,6 +306,12 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
             src->cpu_ops = true, rc = CLI_CONTINUE;
         else if (c == 'B')
             rc = cli_report_by(optarg, &src->by);
+        else if (c == 'H')
+            rc = cli_report_html_opt(optarg, src);
+        else if (c == 'N')
+            no_bars = true, rc = CLI_CONTINUE;
+        else if (c == 'L')
+            src->no_flame = true, rc = CLI_CONTINUE;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
@@ -276,6 +324,15 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
                   src->not_by, src->by);
         return CLI_EXIT_USAGE;
     }
+    if (src->no_flame && src->out == NULL) {
+        cli_error("report: --no-flame goes with --html");
+        return CLI_EXIT_USAGE;
+    }
+    if (src->out != NULL && (ctx->json || src->by != NULL)) {
+        cli_error("report: --html does not go with %s", ctx->json ? "--json" : "--by");
+        return CLI_EXIT_USAGE;
+    }
+    cli_bars_set(no_bars, ctx->json);
     if (req->ops_offset > 0 && req->ops_limit == 0) {
         cli_error("report: --ops-offset needs --ops N");
         return CLI_EXIT_USAGE;
@@ -522,8 +579,48 @@ static int cli_report_human(const msgpack_object *report)
     return cli_print_status(rc);
 }
 
-/* Asks for the report and prints it. Returns an exit code. */
-static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req)
+/* True when req restricts the report (--rank, --step, --device, --category). */
+static bool cli_report_filtered(const struct proto_request *req)
+{
+    const struct proto_analysis *an = &req->analysis;
+
+    return an->n_ranks > 0 || an->steps || an->device != NULL || an->category != NULL;
+}
+
+/*
+ * The page of report, with the session's flame graphs: their stacks are
+ * every entry's, so a filtered report's page goes without them (and says so).
+ */
+static int cli_report_html(struct cli_ctx *ctx, const struct cli_report_src *src,
+                           const struct proto_request *req, const msgpack_object *report)
+{
+    struct cli_report_flame fl = {0};
+    struct cli_ctx sub = *ctx;
+    int rc;
+
+    if (src->no_flame)
+        fl.note = "none asked for (report --html --no-flame)";
+    else if (cli_report_filtered(req))
+        fl.note = "the flame graphs count every entry: a filtered report has none";
+    else if ((rc = cli_report_flame_read(&sub, src->session, &fl)) != CLI_EXIT_OK)
+        return rc;
+    rc = cli_report_html_write(src->out, report, &fl);
+    cli_report_flame_free(&fl);
+
+    if (rc == -EINVAL) {
+        cli_error("bad reply from the daemon: the report is not a map");
+        return CLI_EXIT_ERROR;
+    }
+    if (rc != 0) {
+        cli_error("report: cannot write the HTML page: %s", strerror(-rc));
+        return CLI_EXIT_ERROR;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Asks for the report and prints it (or its page, --html). Returns an exit code. */
+static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req,
+                           const struct cli_report_src *src)
 {
     struct cli_conn conn;
     const msgpack_object *res;
@@ -531,7 +628,9 @@ static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req)
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    rc = ctx->json ? cli_print_json(res) : cli_report_human(res);
+    rc = src->out != NULL ? cli_report_html(ctx, src, req, res)
+         : ctx->json      ? cli_print_json(res)
+                          : cli_report_human(res);
     cli_conn_close(&conn);
     return rc;
 }
@@ -581,12 +680,14 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
             cli_offline_show_log(&off);
         if (rc == CLI_EXIT_OK) {
             char one[] = "1";
+            struct cli_report_src one_src = *src;
             sub.json = ctx->json;
             sub.cmd = ctx->cmd;
             req->session.id = 1;
             req->session.name = NULL;
+            one_src.session = one;
             rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req)
-                                 : cli_report_call(&sub, req);
+                                 : cli_report_call(&sub, req, &one_src);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -601,7 +702,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
 
 int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-    struct cli_report_src src = {false, false, NULL, NULL};
+    struct cli_report_src src = {false, false, NULL, NULL, NULL, NULL, NULL, false};
     struct proto_request req;
     int rc;
 
@@ -609,8 +710,16 @@ int cli_report_run(struct cli_ctx *ctx, int argc, char **argv)
     req.analysis.on = true;
     rc = cli_report_opts(ctx, argc, argv, &req, &src);
     cli_report_top_n = req.top;
-    if (rc == CLI_CONTINUE)
+    if (rc == CLI_CONTINUE && src.html != NULL) {
+        /* the file is checked (and its temporary made) before the daemon is asked */
+        struct cli_outfile out;
+        if ((rc = cli_outfile_open(&out, src.html, "report")) == CLI_EXIT_OK) {
+            src.out = out.f;
+            rc = cli_outfile_close(&out, cli_report_run_req(ctx, argc, argv, &req, &src));
+        }
+    } else if (rc == CLI_CONTINUE) {
         rc = cli_report_run_req(ctx, argc, argv, &req, &src);
+    }
     free(req.analysis.device);
     free(req.analysis.category);
     return rc;
@@ -620,6 +729,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
                               const struct cli_report_src *src)
 {
     struct proto_request req = *r;
+    struct cli_report_src named;
     char *arg;
     int rc;
 
@@ -640,5 +750,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
         return cli_report_by_run(ctx, src->by, arg, &req);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
-    return cli_report_call(ctx, &req);
+    named = *src;
+    named.session = arg;
+    return cli_report_call(ctx, &req, &named);
 }

@@ -10,12 +10,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_bars.h"
 #include "cli_obj.h"
 #include "cli_view.h"
 #include "util.h"
 
 #define RR_NCOLS(a) UTIL_ARRAY_LEN(a)
 #define RR_INDENT   "  "
+/* The columns of a table, less its last (the bars) when bars are off. */
+#define RR_NCOLS_BARS(a) (RR_NCOLS(a) - !cli_bars_on())
 
 static bool rr_uint(const char *s, const char **end, uint64_t *out)
 {
@@ -126,6 +129,7 @@ static const struct cli_view_col rr_ranks_cols[] = {
     {"SLOWEST", "slowest_steps", CLI_VIEW_COUNT, 0, NULL},
     {"LATE", "late_steps", CLI_VIEW_COUNT, 0, NULL},
     {"DROPPED", NULL, CLI_VIEW_TEXT, 0, rr_rank_dropped},
+    {"STEP_TIMES", NULL, CLI_VIEW_TEXT, 0, cli_bars_rank_cell}, /* last: off without bars */
 };
 
 static const struct cli_view_col rr_steps_cols[] = {
@@ -139,6 +143,7 @@ static const struct cli_view_col rr_steps_cols[] = {
     {"LAST", "last_rank", CLI_VIEW_COUNT, 0, NULL},
     {"LATE", "late_rank", CLI_VIEW_COUNT, 0, NULL},
     {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"BY_RANK", NULL, CLI_VIEW_TEXT, 0, cli_bars_step_cell}, /* last: off without bars */
 };
 
 static const struct cli_view_col rr_coll_cols[] = {
@@ -277,8 +282,10 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         return 0;
     if (top == 0)
         top = 10;
+    cli_bars_report(steps);
     fputs("\nRanks\n", f);
-    if ((rc = cli_view_table(f, RR_INDENT, rr_ranks_cols, RR_NCOLS(rr_ranks_cols), ranks)) != 0)
+    if ((rc = cli_view_table(f, RR_INDENT, rr_ranks_cols, RR_NCOLS_BARS(rr_ranks_cols), ranks)) !=
+        0)
         return rc;
     if (comp != NULL) {
         rr_missing(f, comp);
@@ -300,7 +307,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         widest.via.array.size = n < top ? n : top;
         widest.via.array.ptr = copy;
         fprintf(f, "\nSteps (%u; the %u with the widest spread)\n", n, widest.via.array.size);
-        rc = cli_view_table(f, RR_INDENT, rr_steps_cols, RR_NCOLS(rr_steps_cols), &widest);
+        rc = cli_view_table(f, RR_INDENT, rr_steps_cols, RR_NCOLS_BARS(rr_steps_cols), &widest);
         free(copy);
         if (rc != 0)
             return rc;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_bars.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "utf8.h"
@@ -28,7 +29,7 @@
 
 const char cli_top_usage[] =
     "Usage: tracectl top [<id|name>] [--interval SECONDS] [--once] [--top N]\n"
-    "                    [--json]\n"
+    "                    [--no-bars] [--json]\n"
     "\n"
     "A live view of a running session, redrawn every interval: its ranks with\n"
     "their current step, steps per second and entries per second, the entries\n"
@@ -59,6 +60,10 @@ const char cli_top_usage[] =
     "                          apart) and exit, for scripts\n"
     "  -n, --top N             operations in each table (default: what fits;\n"
     "                          10 with --once)\n"
+    "      --no-bars           no STEP_TIME column: each rank's time per step over\n"
+    "                          the interval, as a bar (lowest: the fastest rank,\n"
+    "                          full: the slowest) and a figure; it is shown only\n"
+    "                          when stdout is a terminal\n"
     "  -j, --json              with --once: the snapshot as JSON\n"
     "      --socket PATH       the daemon's socket (see tracectl --help)\n"
     "  -h, --help              show this help\n"
@@ -595,11 +600,42 @@ static void top_rate_text(char *buf, size_t size, double r)
         snprintf(buf, size, "%.1f", r);
 }
 
+/* A process's time per step over the interval in ns, 0 when it made no step in it. */
+static uint64_t top_step_ns(const struct top_proc *p, const struct top_proc *q, double dt)
+{
+    if (q == NULL || !q->has_step || !p->has_step || p->step <= q->step || !(dt > 0))
+        return 0;
+    return (uint64_t)(dt * 1e9 / (double)(p->step - q->step));
+}
+
+/* The STEP_TIME cell (bars on only): a bar scaled from lo to hi and the figure. */
+static void top_step_bar(char *buf, size_t size, uint64_t ns, uint64_t lo, uint64_t hi)
+{
+    char glyph[8], fig[CLI_FMT_LEN];
+
+    if (ns == 0) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    cli_bars_line(glyph, sizeof(glyph), &ns, 1, lo, hi, 1);
+    cli_fmt_duration(fig, sizeof(fig), ns);
+    snprintf(buf, size, "%s %s", glyph, fig);
+}
+
 static void top_print_procs(FILE *f, const struct top_snap *prev, const struct top_snap *cur,
                             double dt)
 {
-    fprintf(f, "  %6s %8s %10s %8s %12s %10s\n", "RANK", "PID", "STEP", "STEPS/S", "ENTRIES",
-            "ENTRIES/S");
+    uint64_t lo = 0, hi = 0;
+
+    for (size_t i = 0; cli_bars_on() && i < cur->n_procs; i++) {
+        const struct top_proc *p = &cur->procs[i];
+        uint64_t ns = top_step_ns(p, top_prev_proc(prev, p->process_id), dt);
+        if (ns != 0 && (lo == 0 || ns < lo))
+            lo = ns;
+        hi = ns > hi ? ns : hi;
+    }
+    fprintf(f, "  %6s %8s %10s %8s %12s %10s%s\n", "RANK", "PID", "STEP", "STEPS/S", "ENTRIES",
+            "ENTRIES/S", cli_bars_on() ? "  STEP_TIME" : "");
     if (cur->n_procs == 0)
         fprintf(f, "  (no process connected)\n");
     for (size_t i = 0; i < cur->n_procs; i++) {
@@ -612,8 +648,14 @@ static void top_print_procs(FILE *f, const struct top_snap *prev, const struct t
                       q != NULL && q->has_step && p->has_step ? top_rate(q->step, p->step, dt)
                                                               : NAN);
         top_rate_text(erate, sizeof(erate), q != NULL ? top_rate(q->entries, p->entries, dt) : NAN);
-        fprintf(f, "  %6s %8" PRId64 " %10s %8s %12" PRIu64 " %10s\n", rank, p->pid, step, srate,
+        fprintf(f, "  %6s %8" PRId64 " %10s %8s %12" PRIu64 " %10s", rank, p->pid, step, srate,
                 p->entries, erate);
+        if (cli_bars_on()) {
+            char bar[CLI_FMT_LEN + 8];
+            top_step_bar(bar, sizeof(bar), top_step_ns(p, q, dt), lo, hi);
+            fprintf(f, "  %s", bar);
+        }
+        fputc('\n', f);
     }
 }
 
@@ -1173,7 +1215,9 @@ static int top_opts(struct cli_ctx *ctx, int argc, char **argv, struct top_opts 
                                          {"interval", required_argument, NULL, 'i'},
                                          {"once", no_argument, NULL, '1'},
                                          {"top", required_argument, NULL, 'n'},
+                                         {"no-bars", no_argument, NULL, 'N'},
                                          {NULL, 0, NULL, 0}};
+    bool no_bars = false;
     int c, rc;
 
     while ((c = getopt_long(argc, argv, CLI_SHORTOPTS "i:1n:", opts, NULL)) != -1) {
@@ -1183,11 +1227,14 @@ static int top_opts(struct cli_ctx *ctx, int argc, char **argv, struct top_opts 
             o->once = true, rc = CLI_CONTINUE;
         else if (c == 'n')
             rc = top_top_opt(optarg, o);
+        else if (c == 'N')
+            no_bars = true, rc = CLI_CONTINUE;
         else
             rc = cli_common_opt(ctx, c, argv);
         if (rc != CLI_CONTINUE)
             return rc;
     }
+    cli_bars_set(no_bars, ctx->json);
     if (ctx->json && !o->once) {
         cli_error("top: --json needs --once");
         return CLI_EXIT_USAGE;

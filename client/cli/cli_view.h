@@ -18,7 +18,7 @@
 
 #include <msgpack.h>
 
-#define CLI_VIEW_MAX_COLS 16
+#define CLI_VIEW_MAX_COLS 24
 
 enum cli_view_kind {
     CLI_VIEW_TEXT,     /* any value as plain text, left-aligned */
