@@ -309,6 +309,19 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
     return s;
 }
 
+void session_counters(struct registry *reg, struct session *s, int64_t process_id,
+                      const struct proto_counters *k, bool final)
+{
+    struct store_job *job = store_job_new(STORE_COUNTERS, s->id);
+
+    if (job == NULL)
+        return;
+    job->u.counters.process_id = process_id;
+    job->u.counters.k = *k;
+    job->u.counters.final = final;
+    store_enqueue(reg->store, job);
+}
+
 void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
                    uint64_t dropped, uint64_t refused)
 {

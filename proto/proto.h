@@ -227,8 +227,21 @@ struct proto_request {
     bool late;    /* report extension: "late": true, only the late-arrival figures (top) */
 };
 
+/*
+ * A producer's own figures (PROTOCOL.md Part 3, "client counters"): sent in
+ * `flush` (its element 2, a map) and `bye` to a daemon whose welcome said
+ * "counters": true. recorded = stored + dropped + unconfirmed + pending at
+ * the client; sent counts entries of batches wholly written to the socket,
+ * acked the last ack's `stored` the client read. given: the message had them.
+ */
+struct proto_counters {
+    bool given;
+    uint64_t recorded, dropped, sent, acked;
+};
+
 struct proto_msg {
     enum proto_type type;
+    struct proto_counters counters; /* PROTO_FLUSH, PROTO_BYE: the client's, when given */
     union {
         struct proto_hello hello;
         struct {
@@ -245,6 +258,7 @@ struct proto_msg {
         struct proto_request req;
         struct {
             int64_t session_id, process_id;
+            bool counters; /* the daemon takes client counters in flush and bye */
         } welcome;
         struct {
             uint64_t seq, stored;

@@ -206,11 +206,45 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped)
     return 0;
 }
 
+/* The counters' four keys, for a map the caller opened. */
+static int pack_counters(msgpack_packer *pk, const struct proto_counters *k)
+{
+    if (proto_pack_str(pk, "recorded") < 0 || msgpack_pack_uint64(pk, k->recorded) < 0 ||
+        proto_pack_str(pk, "sent") < 0 || msgpack_pack_uint64(pk, k->sent) < 0 ||
+        proto_pack_str(pk, "acked") < 0 || msgpack_pack_uint64(pk, k->acked) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_flush_counters(msgpack_packer *pk, uint64_t seq, const struct proto_counters *k)
+{
+    if (k == NULL)
+        return proto_pack_flush(pk, seq);
+    if (pack_head(pk, 3, PROTO_FLUSH) < 0 || msgpack_pack_uint64(pk, seq) < 0 ||
+        msgpack_pack_map(pk, 4) < 0 || proto_pack_str(pk, "dropped") < 0 ||
+        msgpack_pack_uint64(pk, k->dropped) < 0 || pack_counters(pk, k) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_bye_counters(msgpack_packer *pk, uint64_t dropped, const struct proto_counters *k)
+{
+    if (k == NULL)
+        return proto_pack_bye(pk, dropped);
+    if (pack_head(pk, 2, PROTO_BYE) < 0 || msgpack_pack_map(pk, 4) < 0 ||
+        proto_pack_str(pk, "dropped") < 0 || msgpack_pack_uint64(pk, dropped) < 0 ||
+        pack_counters(pk, k) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* welcome says "counters": true: this daemon takes client counters (PROTOCOL.md Part 3). */
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id)
 {
-    if (pack_head(pk, 2, PROTO_WELCOME) < 0 || msgpack_pack_map(pk, 2) < 0 ||
+    if (pack_head(pk, 2, PROTO_WELCOME) < 0 || msgpack_pack_map(pk, 3) < 0 ||
         pack_key_int(pk, "session_id", session_id) < 0 ||
-        pack_key_int(pk, "process_id", process_id) < 0)
+        pack_key_int(pk, "process_id", process_id) < 0 || proto_pack_str(pk, "counters") < 0 ||
+        msgpack_pack_true(pk) < 0)
         return -ENOMEM;
     return 0;
 }

@@ -103,6 +103,35 @@ int proto_producer_ops(const msgpack_object *a, struct proto_msg *m, struct prot
     return 0;
 }
 
+/*
+ * The client counters of a flush's or bye's map (PROTOCOL.md Part 3): given
+ * when recorded, sent and acked are all there (dropped is bye's own key, or
+ * the flush map's); each 0 .. INT64_MAX. what names the message in errors.
+ */
+int proto_producer_counters(const msgpack_object *map, struct proto_counters *k, const char *what,
+                            struct proto_error *err)
+{
+    static const char *const keys[] = {"recorded", "sent", "acked", "dropped"};
+    uint64_t *vals[] = {&k->recorded, &k->sent, &k->acked, &k->dropped};
+    char name[32];
+    int rc, n = 0;
+
+    memset(k, 0, sizeof(*k));
+    if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    for (size_t i = 0; i < 4; i++) {
+        const msgpack_object *v = proto_field_get(map, keys[i]);
+        if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
+            continue;
+        snprintf(name, sizeof(name), "%s.%s", what, keys[i]);
+        if ((rc = proto_field_uint(v, INT64_MAX, vals[i], name, err)) < 0)
+            return rc;
+        n += i < 3;
+    }
+    k->given = n == 3;
+    return 0;
+}
+
 int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *args, *v;
@@ -114,5 +143,19 @@ int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct prot
     if (v != NULL && v->type != MSGPACK_OBJECT_NIL &&
         (rc = proto_field_uint(v, INT64_MAX, &m->u.bye_dropped, "bye.dropped", err)) < 0)
         return rc;
-    return 0;
+    return proto_producer_counters(args, &m->counters, "bye", err);
+}
+
+int proto_producer_flush(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    int rc;
+
+    if (a->via.array.size < 2)
+        return proto_fail(err, PROTO_E_MESSAGE, "flush needs a sequence number");
+    if ((rc = proto_field_uint(&a->via.array.ptr[1], UINT64_MAX, &m->u.flush_seq, "flush seq",
+                               err)) < 0)
+        return rc;
+    return a->via.array.size > 2
+               ? proto_producer_counters(&a->via.array.ptr[2], &m->counters, "flush", err)
+               : 0;
 }

@@ -98,7 +98,11 @@ static void client_forked(tc_client *c)
     c->writer_done = false;
     atomic_store(&c->close_deadline, 0);
     c->broken = false;
-    c->packed = c->acked_stored = 0;
+    c->packed = 0;
+    c->first_mark = c->n_marks = 0;
+    atomic_store(&c->sent, 0);
+    atomic_store(&c->acked, 0);
+    atomic_store(&c->unconfirmed, 0);
     c->loss_counted = false;
     c->torn = false;
     c->session_id = -1;

@@ -131,6 +131,12 @@ struct rec_ext {
 #define TC_EXT_THIRD (TC_EXT_LINKS | TC_EXT_COMM_SIZE) /* need the third ext slot */
 _Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
 
+/* A batch in the writer's output: it ends at byte `end` of out, n entries. */
+struct sent_mark {
+    size_t end;
+    uint64_t n;
+};
+
 struct pending {
     uint32_t op;
     uint64_t start;
@@ -273,10 +279,19 @@ struct tc_client {
     size_t out_off;
     uint64_t flush_sent;
     bool need_connect; /* a forked child's writer connects and says hello first */
+    bool counters_ok;  /* the welcome said the daemon takes counters in flush and bye */
     bool reader_ok;    /* reader is initialised */
-    /* Loss accounting when the connection breaks (writer thread only): entries
-     * packed for the daemon, and how many the last ack said were stored. */
-    uint64_t packed, acked_stored;
+    /* Accounting (tc_stats): every entry recorded is, at any time, stored
+     * (acked: the last ack's count), dropped (never sent), unconfirmed (sent,
+     * not acked when the connection ended) or pending. packed and the batch
+     * ends are the writer thread's; sent, acked and unconfirmed are read by
+     * tc_stats from any thread. */
+    uint64_t packed;         /* entries packed into batches for this connection */
+    struct sent_mark *marks; /* the batches in out not yet wholly written */
+    size_t n_marks, first_mark, cap_marks;
+    _Atomic uint64_t sent;        /* entries of batches wholly written to the socket */
+    _Atomic uint64_t acked;       /* the last ack's `stored` */
+    _Atomic uint64_t unconfirmed; /* sent - acked when the connection ended */
     bool loss_counted;
     bool torn; /* the socket was handed part of a message: no bye may follow it */
     struct proto_reader reader;
@@ -288,6 +303,8 @@ struct tc_client {
 /* tcclient.c: records why the client sends nothing, once (tc_last_error). */
 void tcclient_error(tc_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* tcclient.c: the figures flush and bye carry to the daemon (PROTOCOL.md Part 3). */
+void tcclient_counters(tc_client *c, struct proto_counters *k);
 /* tcclient.c: why this thread's call was refused (tc_last_refusal). */
 void tcclient_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold));
 

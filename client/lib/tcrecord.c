@@ -19,11 +19,20 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
-/* An entry naming an op the client never defined: dropped, counted, and said why. */
-static __attribute__((noinline, cold)) void op_refused(tc_client *c, uint32_t op, const char *call)
+/*
+ * An entry that never reaches a ring: recorded (tc_recorded counts rejected)
+ * and dropped.
+ */
+static void refused(tc_client *c)
 {
     atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+}
+
+/* An entry naming an op the client never defined: dropped, counted, and said why. */
+static __attribute__((noinline, cold)) void op_refused(tc_client *c, uint32_t op, const char *call)
+{
+    refused(c);
     if (op == 0)
         tcclient_refuse("%s: op 0 is no op (tc_op's answer for a name it refused); the entry is "
                         "dropped",
@@ -85,17 +94,19 @@ static inline __attribute__((always_inline)) void record(tc_client *c, struct ri
  * op, which is one dropped entry. A thread switching between two offline
  * clients forgets the other's open op (uncounted, as with my_ring's cache).
  */
+static void offline_drop(tc_client *c)
+{
+    /* recorded (tc_recorded counts rejected for an offline client) and dropped */
+    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+}
+
 static void offline_mark(tc_client *c, bool opens)
 {
     if (tcring_tls.off_gen == c->gen && tcring_tls.off_open)
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        offline_drop(c);
     tcring_tls.off_gen = c->gen;
     tcring_tls.off_open = opens;
-}
-
-static void offline_drop(tc_client *c)
-{
-    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
 }
 
 void tc_begin_(tc_client *c, uint32_t op)
@@ -238,8 +249,7 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
         (ext != NULL && (ext->has & TC_EXT_COMM_SIZE) &&
          (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
         /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        refused(c);
         return;
     }
     if (device != NULL && *device) {
@@ -267,7 +277,7 @@ void tc_defer(tc_client *c, uint32_t op)
     if (r->deferred == NULL && (r->deferred = malloc(DEFER_MAX * sizeof(*r->deferred))) == NULL)
         return;
     if (r->n_deferred == DEFER_MAX) {
-        atomic_fetch_add(&c->dropped, 1);
+        refused(c);
         return;
     }
     r->deferred[r->n_deferred].op = op;
@@ -325,11 +335,11 @@ void tc_push_(tc_client *c, uint32_t op)
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
     if (r->regions == NULL && (r->regions = malloc(REGION_MAX * sizeof(*r->regions))) == NULL) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        refused(c);
         return;
     }
     if (r->n_regions++ >= REGION_MAX) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        refused(c);
         return; /* tc_pop drops it without recording */
     }
     reg = &r->regions[r->n_regions - 1];
