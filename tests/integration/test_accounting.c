@@ -191,6 +191,16 @@ Test(accounting, sigstop_then_sigcont_counts_nothing_sent_as_dropped)
     cr_assert_eq(row.recorded, 3000);
     cr_assert_eq(row.dropped, 0);
     cr_assert_eq(row.unconfirmed, 2000);
+
+    /* The text report says it too. */
+    char *out = NULL;
+    char *const argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", "acct-stop-small", NULL};
+    cr_assert_eq(harness_run(&out, argv), 0);
+    cr_assert_not_null(strstr(out, "rank 0 (process 1): recorded 3000, stored 3000, dropped 0 "
+                                   "(never sent), unconfirmed 2000 (sent without an ack; 2000 "
+                                   "of them stored)"),
+                       "%s", out);
+    free(out);
 }
 
 Test(accounting, sigstop_with_an_overflowing_close_splits_dropped_and_unconfirmed)
@@ -241,6 +251,17 @@ Test(accounting, kill_9_and_restart_reports_the_unconfirmed_it_stored)
     cr_assert_eq(row.unconfirmed_stored, (unsigned long long)file_entries(id) - st.stored);
     cr_assert_eq(row.unconfirmed_stored, 2521);
     cr_assert(!row.final, "no bye reached a daemon");
+
+    /* The text report says it too. */
+    char ids[32], *out = NULL;
+    snprintf(ids, sizeof(ids), "%lld", id);
+    char *const argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", ids, NULL};
+    cr_assert_eq(harness_run(&out, argv), 0);
+    cr_assert_not_null(strstr(out, "rank 0 (process 1): ended without bye: stored 4021, 2521 of "
+                                   "them sent after its last ack (its last flush said: recorded "
+                                   "1500, dropped 0)"),
+                       "%s", out);
+    free(out);
 }
 
 Test(accounting, an_offline_client_counts_what_it_recorded)
