@@ -67,7 +67,7 @@ static void conn_counters_end(struct conn *c)
     if (!k.given)
         return;
     k.acked = c->acked_sent;
-    session_counters(&c->d->reg, c->session, c->process_id, &k, false);
+    session_counters(&c->d->reg, c->session, c->process_id, &k, false, NULL);
 }
 
 void conn_close(struct conn *c)
@@ -756,8 +756,10 @@ static void conn_handle_flush(struct conn *c, struct proto_msg *m)
         /* acked: what this flush's ack will say, committed with it, so that a
          * daemon killed after the ack left has it on file (conn_counters_end). */
         c->counters = m->counters;
+        c->counters.ops = NULL; /* the per-op drops stay on file as this flush wrote them */
+        c->counters.n_ops = 0;
         m->counters.acked = c->enqueued;
-        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, false);
+        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, false, &c->ops);
     }
     c->refs++;
     store_enqueue(c->d->store, job);
@@ -794,7 +796,7 @@ static void conn_handle_bye(struct conn *c, struct proto_msg *m)
 {
     c->said_bye = true;
     if (m->counters.given) /* the client's final word, acked included */
-        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, true);
+        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, true, &c->ops);
     session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped, c->refused);
     c->session = NULL;
     conn_close(c);

@@ -22,7 +22,7 @@
  * (sql NULL) with the session's first row of their side table. Returns how
  * many; tab has room for APPLY_STMTS.
  */
-#define APPLY_STMTS 9
+#define APPLY_STMTS 10
 struct apply_stmt {
     sqlite3_stmt **st;
     const char *sql;
@@ -40,6 +40,8 @@ static size_t apply_stmts(struct wsess *w, struct apply_stmt *tab)
         {&w->sql.ins_meta, "INSERT OR REPLACE INTO meta(process_id, key, value) VALUES (?,?,?)"},
         {&w->sql.ins_counters, "INSERT OR REPLACE INTO process_counters(process_id, recorded,"
                                " dropped, sent, acked, final) VALUES (?,?,?,?,?,?)"},
+        {&w->sql.ins_opdrop, "INSERT OR REPLACE INTO process_op_drops(process_id, op_id, calls,"
+                             " total_ns, bytes) VALUES (?,?,?,?,?)"},
         {&w->sql.ins_ext, NULL},
         {&w->sql.ins_link, NULL},
     };
@@ -392,7 +394,20 @@ static int apply_counters(struct store *s, struct wsess *w, struct store_job *jo
     sqlite3_bind_int64(st, 4, (int64_t)k->sent);
     sqlite3_bind_int64(st, 5, (int64_t)k->acked);
     sqlite3_bind_int(st, 6, job->u.counters.final);
-    return store_step(s, w->db, st, "process counters");
+    if (store_step(s, w->db, st, "process counters") < 0)
+        return -EIO;
+    st = w->sql.ins_opdrop;
+    for (size_t i = 0; i < k->n_ops; i++) { /* cumulative: each row replaces the last */
+        const struct proto_opdrop *d = &k->ops[i];
+        sqlite3_bind_int64(st, 1, job->u.counters.process_id);
+        sqlite3_bind_int64(st, 2, d->op);
+        sqlite3_bind_int64(st, 3, (int64_t)d->calls);
+        sqlite3_bind_int64(st, 4, (int64_t)d->ns);
+        sqlite3_bind_int64(st, 5, (int64_t)d->bytes);
+        if (store_step(s, w->db, st, "process op drops") < 0)
+            return -EIO;
+    }
+    return 0;
 }
 
 static int apply_name(struct store *s, struct wsess *w, struct store_job *job)

@@ -240,6 +240,8 @@ void proto_msg_free(struct proto_msg *m)
 {
     if (m == NULL)
         return;
+    free(m->counters.ops);
+    m->counters.ops = NULL;
     switch (m->type) {
     case PROTO_HELLO:
         free(m->u.hello.session);

@@ -234,10 +234,20 @@ struct proto_request {
  * the client; sent counts entries of batches wholly written to the socket,
  * acked the last ack's `stored` the client read. given: the message had them.
  */
+struct proto_opdrop {
+    uint32_t op; /* the connection's op id (the session's, once the daemon mapped it) */
+    uint64_t calls, ns, bytes;
+};
+
 struct proto_counters {
     bool given;
     uint64_t recorded, dropped, sent, acked;
+    /* "ops_dropped": [[op, calls, ns, bytes], ...], what was dropped per op
+     * (cumulative); owned by the message (proto_msg_free), NULL: none. */
+    struct proto_opdrop *ops;
+    size_t n_ops;
 };
+#define PROTO_MAX_OPDROPS 65536 /* rows of ops_dropped: a connection's op ids */
 
 struct proto_msg {
     enum proto_type type;

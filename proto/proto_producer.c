@@ -103,6 +103,51 @@ int proto_producer_ops(const msgpack_object *a, struct proto_msg *m, struct prot
     return 0;
 }
 
+/* One [op, calls, ns, bytes] row of ops_dropped. */
+static int opdrop_row(const msgpack_object *r, struct proto_opdrop *d, const char *what,
+                      struct proto_error *err)
+{
+    uint64_t op = 0;
+    int rc;
+
+    if (r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size < 4)
+        return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped rows are [op, calls, ns, bytes]",
+                          what);
+    if ((rc = proto_field_uint(&r->via.array.ptr[0], UINT32_MAX, &op, "ops_dropped op", err)) < 0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[1], INT64_MAX, &d->calls, "ops_dropped calls",
+                               err)) < 0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[2], INT64_MAX, &d->ns, "ops_dropped ns", err)) <
+            0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[3], INT64_MAX, &d->bytes, "ops_dropped bytes",
+                               err)) < 0)
+        return rc;
+    d->op = (uint32_t)op;
+    return 0;
+}
+
+/* ops_dropped (v NULL or nil: none): at most PROTO_MAX_OPDROPS rows, copied into k->ops. */
+static int proto_producer_opdrops(const msgpack_object *v, struct proto_counters *k,
+                                  const char *what, struct proto_error *err)
+{
+    int rc;
+
+    if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (v->type != MSGPACK_OBJECT_ARRAY)
+        return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped must be an array", what);
+    if (v->via.array.size > PROTO_MAX_OPDROPS)
+        return proto_fail(err, PROTO_E_TOO_LARGE, "%s.ops_dropped has %u rows, over %d", what,
+                          v->via.array.size, PROTO_MAX_OPDROPS);
+    if (v->via.array.size == 0)
+        return 0;
+    if ((k->ops = calloc(v->via.array.size, sizeof(*k->ops))) == NULL)
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < v->via.array.size; i++, k->n_ops++)
+        if ((rc = opdrop_row(&v->via.array.ptr[i], &k->ops[i], what, err)) < 0)
+            return rc;
+    return 0;
+}
+
 /*
  * The client counters of a flush's or bye's map (PROTOCOL.md Part 3): given
  * when recorded, sent and acked are all there (dropped is bye's own key, or
@@ -129,7 +174,7 @@ int proto_producer_counters(const msgpack_object *map, struct proto_counters *k,
         n += i < 3;
     }
     k->given = n == 3;
-    return 0;
+    return proto_producer_opdrops(proto_field_get(map, "ops_dropped"), k, what, err);
 }
 
 int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)

@@ -35,6 +35,17 @@ CREATE TABLE IF NOT EXISTS process_counters (
     acked       INTEGER NOT NULL,
     final       INTEGER NOT NULL DEFAULT 0
 );
+-- What each producer dropped per op (never sent: full ring, refused), as its
+-- last flush or bye said (cumulative): the report's ops rows add them as
+-- dropped_calls and dropped_ns, so that per-op totals stay exact.
+CREATE TABLE IF NOT EXISTS process_op_drops (
+    process_id  INTEGER NOT NULL,
+    op_id       INTEGER NOT NULL,      -- the session's op id (ops.id)
+    calls       INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    bytes       INTEGER NOT NULL,      -- the dropped entries' mem_bytes
+    PRIMARY KEY (process_id, op_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
     process_id  INTEGER NOT NULL,
     key         TEXT    NOT NULL,

@@ -309,10 +309,28 @@ static const struct cli_view_col cli_report_session_cols[] = {
     {"span", "span_ns", CLI_VIEW_DURATION, 0, NULL},
 };
 
+/*
+ * An ops row's calls: those stored, then "(+N)" for the N its producers
+ * dropped (never sent; dropped_calls), so that the column adds up to every
+ * call made even when detail was lost (the time, TOTAL, is the stored one).
+ */
+static void cli_report_calls_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    uint64_t calls = 0, dropped = 0;
+
+    cli_obj_u64(cli_obj_get(row, "calls"), &calls);
+    cli_obj_u64(cli_obj_get(row, "dropped_calls"), &dropped);
+    if (dropped > 0)
+        snprintf(buf, size, "%llu (+%llu)", (unsigned long long)calls,
+                 (unsigned long long)dropped);
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)calls);
+}
+
 static const struct cli_view_col cli_report_ops_cols[] = {
     {"OP", "op", CLI_VIEW_TEXT, 32, NULL},
     {"CATEGORY", "category", CLI_VIEW_TEXT, 10, NULL},
-    {"CALLS", "calls", CLI_VIEW_COUNT, 0, NULL},
+    {"CALLS", "calls", CLI_VIEW_COUNT, 0, cli_report_calls_cell},
     {"TOTAL", "total_ns", CLI_VIEW_DURATION, 0, NULL},
     {"AVG", "avg_ns", CLI_VIEW_DURATION, 0, NULL},
     {"MIN", "min_ns", CLI_VIEW_DURATION, 0, NULL},

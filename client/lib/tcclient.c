@@ -209,6 +209,8 @@ static void client_free(tc_client *c)
     free(c->opt_host);
     free(c->h_session);
     free(c->marks);
+    for (size_t i = 0; i < DROP_CHUNKS; i++)
+        free(atomic_load(&c->drops[i]));
     msgpack_sbuffer_destroy(&c->control);
     msgpack_sbuffer_destroy(&c->out);
     if (c->reader_ok)
@@ -402,6 +404,7 @@ int tc_close_stats(tc_client *c, struct tc_stats *out)
     if (c->out_off == c->out.size && !c->torn &&
         proto_pack_bye_counters(&pk, k.dropped, c->counters_ok ? &k : NULL) == 0)
         sock_send_all(c->fd, sb.data, sb.size, left < 0 || left > 1000 ? 1000 : left);
+    free(k.ops);
     msgpack_sbuffer_destroy(&sb);
     if (out != NULL)
         tc_stats(c, out);
@@ -507,10 +510,14 @@ int tc_stats(const tc_client *c, struct tc_stats *out)
     return 0;
 }
 
-/* The counters flush and bye carry: as tc_stats says, and what the last ack said. */
+/*
+ * The counters flush and bye carry: as tc_stats says, what the last ack
+ * said, and the per-op drops (k->ops: the caller frees it).
+ */
 void tcclient_counters(tc_client *c, struct proto_counters *k)
 {
     k->given = true;
+    k->n_ops = tcrecord_op_drops(c, &k->ops);
     k->recorded = tc_recorded(c);
     k->acked = atomic_load(&c->acked);
     k->sent = atomic_load(&c->sent);

@@ -137,6 +137,21 @@ struct sent_mark {
     uint64_t n;
 };
 
+/*
+ * What was dropped of one op, exact (issue 29 #3): calls, their total
+ * duration in ns and their mem_bytes (the MPI interposer's message bytes).
+ * Recording threads add with relaxed atomics; flush and bye carry the
+ * totals. In chunks of DROP_CHUNK ops, allocated by tc_op before it hands
+ * out an id in them and never moved, so the drop path reads them without a
+ * lock (a chunk that could not be allocated is NULL: its ops' drops count
+ * only in the total).
+ */
+struct op_drop {
+    _Atomic uint64_t calls, ns, bytes;
+};
+#define DROP_CHUNK  1024
+#define DROP_CHUNKS 64 /* 65,536 ops: the daemon's limit of op ids per connection */
+
 struct pending {
     uint32_t op;
     uint64_t start;
@@ -221,6 +236,8 @@ struct tc_client {
     int64_t opt_rank, opt_world;
     char *h_session;
     int64_t h_rank, h_world;
+
+    struct op_drop *_Atomic drops[DROP_CHUNKS]; /* per op id - 1; see struct op_drop */
 
     _Alignas(64) _Atomic uint64_t step; /* written by tc_step only */
     _Alignas(64) _Atomic uint64_t dropped;
@@ -319,7 +336,7 @@ int tcwriter_start(tc_client *c);
 void tcwriter_wake(tc_client *c);
 
 /* tcenc.c */
-size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room);
+size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room, bool dropping);
 
 /* tcring.c (tcring_mine_slow and tcring_room: the slow paths of my_ring and ring_slot) */
 struct ring *tcring_mine_slow(tc_client *c);
@@ -331,6 +348,11 @@ void tcring_drained(struct ring *r, uint64_t tail);
 
 /* tcshape.c */
 uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, size_t n_in);
+
+/* tcrecord.c: one entry of op (defined) dropped, of dur (TSC ticks when ticks) and bytes. */
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes);
+/* tcrecord.c: the per-op drop totals (ops with calls) as proto rows; caller frees *rows. */
+size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows);
 
 /* tcnames.c */
 uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name);

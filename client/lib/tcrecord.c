@@ -19,6 +19,50 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+{
+    struct op_drop *chunk;
+    uint32_t i = op - 1;
+
+    if (op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
+        (chunk = atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire)) == NULL)
+        return;
+    if (ticks) /* a tc_begin/tc_end duration in TSC ticks, converted as the writer would */
+        dur = (uint64_t)((double)dur * c->tsc.rate);
+    chunk += i % DROP_CHUNK;
+    atomic_fetch_add_explicit(&chunk->calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->ns, dur, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+}
+
+size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
+{
+    uint32_t n_ops = atomic_load_explicit(&c->n_ops_pub, memory_order_acquire);
+    size_t n = 0, cap = 0;
+    struct proto_opdrop *r = NULL, *grown;
+
+    for (uint32_t i = 0; i < n_ops && i < DROP_CHUNK * DROP_CHUNKS; i++) {
+        struct op_drop *chunk =
+            atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire);
+        uint64_t calls;
+
+        if (chunk == NULL ||
+            (calls = atomic_load_explicit(&chunk[i % DROP_CHUNK].calls, memory_order_relaxed)) == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            if ((grown = realloc(r, cap * sizeof(*r))) == NULL)
+                break; /* out of memory: the rows so far */
+            r = grown;
+        }
+        r[n++] = (struct proto_opdrop){
+            i + 1, calls, atomic_load_explicit(&chunk[i % DROP_CHUNK].ns, memory_order_relaxed),
+            atomic_load_explicit(&chunk[i % DROP_CHUNK].bytes, memory_order_relaxed)};
+    }
+    *rows = r;
+    return n;
+}
+
 /*
  * An entry that never reaches a ring: recorded (tc_recorded counts rejected)
  * and dropped.
@@ -75,10 +119,10 @@ static inline __attribute__((always_inline)) void record(tc_client *c, struct ri
         op_refused(c, op, "tc_record");
         return;
     }
-    if (step != r->step && !record_marker(c, r, step))
+    if ((step != r->step && !record_marker(c, r, step)) || (rec = ring_slot(c, r)) == NULL) {
+        tcrecord_op_dropped(c, op, dur, (shapes & REC_TICKS) != 0, mem);
         return;
-    if ((rec = ring_slot(c, r)) == NULL)
-        return;
+    }
     rec->start = start;
     rec->dur = dur;
     rec->mem = mem;
@@ -190,8 +234,10 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         op_refused(c, e->op, "tc_record_ext");
         return;
     }
-    if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots))
+    if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots)) {
+        tcrecord_op_dropped(c, e->op, e->dur, false, e->mem);
         return;
+    }
     head = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (step != r->step) {
         rec = &r->buf[head++ & r->mask];
@@ -250,6 +296,7 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
          (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
         /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
         refused(c);
+        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, false, mem_bytes);
         return;
     }
     if (device != NULL && *device) {
@@ -278,6 +325,7 @@ void tc_defer(tc_client *c, uint32_t op)
         return;
     if (r->n_deferred == DEFER_MAX) {
         refused(c);
+        tcrecord_op_dropped(c, op, 0, false, 0); /* never timed: a call, no time */
         return;
     }
     r->deferred[r->n_deferred].op = op;

@@ -59,7 +59,7 @@ static void fill(tc_client *c)
     size_t n;
 
     while (c->out.size - c->out_off < OUT_HIGH) {
-        n = tcenc_drain(c, &c->out, BATCH_MAX);
+        n = tcenc_drain(c, &c->out, BATCH_MAX, false);
         if (n == 0)
             break;
         mark_batch(c, n);
@@ -200,7 +200,7 @@ static void writer_discard(tc_client *c)
         c->out_off = 0;
     }
     msgpack_sbuffer_init(&sink);
-    for (size_t n; (n = tcenc_drain(c, &sink, BATCH_MAX)) > 0; msgpack_sbuffer_clear(&sink))
+    for (size_t n; (n = tcenc_drain(c, &sink, BATCH_MAX, true)) > 0; msgpack_sbuffer_clear(&sink))
         atomic_fetch_add(&c->dropped, n);
     msgpack_sbuffer_destroy(&sink);
 }
@@ -253,6 +253,7 @@ static void *writer_thread(void *arg)
                 struct proto_counters k;
                 tcclient_counters(c, &k);
                 proto_pack_flush_counters(&pk, req, &k);
+                free(k.ops);
             } else {
                 proto_pack_flush(&pk, req);
             }

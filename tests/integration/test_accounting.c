@@ -319,3 +319,121 @@ Test(accounting, a_forked_child_starts_at_zero)
     assert_identity(&st, 100);
     cr_assert_eq(st.stored, 100);
 }
+
+/* ---- per-op totals survive drops (issue 29 #3) ----------------------------- */
+
+#define DROP_N 200000 /* entries per op, recorded in a tight loop into a 64-entry ring */
+
+/* One op of session id's file: stored calls, their total duration and mem_bytes. */
+static void file_op(long long id, const char *op, long long *calls, long long *ns, long long *bytes,
+                    long long *drop_bytes)
+{
+    char path[PATH_MAX + 32];
+    sqlite3_stmt *st;
+    sqlite3 *db;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "%s", path);
+    sqlite3_busy_timeout(db, 10000);
+    cr_assert_eq(
+        sqlite3_prepare_v2(db,
+                           "SELECT count(*), coalesce(sum(e.dur_ns), 0),"
+                           " coalesce(sum(e.mem_bytes), 0),"
+                           " (SELECT coalesce(sum(bytes), 0) FROM process_op_drops p"
+                           "  JOIN ops o2 ON o2.id = p.op_id WHERE o2.name = ?1)"
+                           " FROM entries e JOIN ops o ON o.id = e.op_id WHERE o.name = ?1",
+                           -1, &st, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_bind_text(st, 1, op, -1, SQLITE_STATIC);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    *calls = sqlite3_column_int64(st, 0);
+    *ns = sqlite3_column_int64(st, 1);
+    *bytes = sqlite3_column_int64(st, 2);
+    *drop_bytes = sqlite3_column_int64(st, 3);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* The ops row of op in session id's report: calls, dropped_calls, dropped_ns. */
+static void report_op(long long id, const char *op, unsigned long long *calls,
+                      unsigned long long *dcalls, unsigned long long *dns)
+{
+    const msgpack_object *o, *ops;
+    struct proto_request req;
+    struct proto_reader rd;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &rd, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report %lld failed", id);
+    ops = obj_get(&o->via.array.ptr[1], "ops");
+    *calls = *dcalls = *dns = ~0ull;
+    for (uint32_t i = 0; i < ops->via.array.size; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "op"), op)) {
+            cr_assert_not_null(obj_get(row, "dropped_calls"), "the ops row has dropped_calls");
+            *calls = obj_u64(obj_get(row, "calls"));
+            *dcalls = obj_u64(obj_get(row, "dropped_calls"));
+            *dns = obj_u64(obj_get(row, "dropped_ns"));
+        }
+    }
+    proto_reader_deinit(&rd);
+    close(fd);
+}
+
+Test(accounting, per_op_totals_stay_exact_when_a_tiny_ring_drops)
+{
+    static const char *const names[2] = {"op_a", "op_b"};
+    unsigned long long want_ns[2] = {0, 0}, want_bytes[2] = {0, 0};
+    struct tc_stats st = TC_STATS_INIT;
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    tc_client *c = open_client(d.sock, "acct-drops", 64);
+    id = tc_session_id(c);
+    uint32_t ops[2] = {tc_op(c, names[0]), tc_op(c, names[1])};
+    for (uint64_t i = 0; i < DROP_N; i++) {
+        for (int k = 0; k < 2; k++) {
+            uint64_t dur = 1000 + i % 977 + (uint64_t)k * 5000, mem = i % 13 + (uint64_t)k;
+            tc_record(c, ops[k], i * 10000, dur, mem, NULL, NULL, 0, NULL);
+            want_ns[k] += dur;
+            want_bytes[k] += mem;
+        }
+    }
+    cr_assert_eq(tc_close_stats(c, &st), 0);
+    assert_identity(&st, 2 * DROP_N);
+    cr_assert(st.dropped > 0, "the 64-entry ring dropped some: %llu",
+              (unsigned long long)st.dropped);
+    cr_assert_eq(st.unconfirmed, 0);
+    raw_wait_state(d.sock, id, "ended", 30);
+    harness_daemon_stop(&d, SIGTERM);
+    long long fcalls[2], fns[2], fbytes[2], fdrop_bytes[2];
+    for (int k = 0; k < 2; k++)
+        file_op(id, names[k], &fcalls[k], &fns[k], &fbytes[k], &fdrop_bytes[k]);
+    harness_daemon_restart(&d, NULL);
+
+    unsigned long long dropped_all = 0;
+    for (int k = 0; k < 2; k++) {
+        unsigned long long calls, dcalls, dns;
+        report_op(id, names[k], &calls, &dcalls, &dns);
+        cr_assert_eq(calls, (unsigned long long)fcalls[k], "%s: calls = the file's", names[k]);
+        cr_assert_eq(calls + dcalls, DROP_N, "%s: %llu stored + %llu dropped != %d recorded",
+                     names[k], calls, dcalls, DROP_N);
+        cr_assert_eq(dns, want_ns[k] - (unsigned long long)fns[k],
+                     "%s: dropped_ns %llu, recorded %llu ns, stored %lld ns", names[k], dns,
+                     want_ns[k], fns[k]);
+        cr_assert_eq((unsigned long long)fdrop_bytes[k],
+                     want_bytes[k] - (unsigned long long)fbytes[k], "%s: dropped bytes", names[k]);
+        dropped_all += dcalls;
+    }
+    cr_assert_eq(dropped_all, st.dropped, "every drop is an op's");
+
+    char ids[32], *out = NULL, want[64];
+    snprintf(ids, sizeof(ids), "%lld", id);
+    char *const argv[] = {TRACECTL_BIN, "--socket", d.sock, "report", ids, NULL};
+    cr_assert_eq(harness_run(&out, argv), 0);
+    snprintf(want, sizeof(want), "%lld (+%lld)", fcalls[0], DROP_N - fcalls[0]);
+    cr_assert_not_null(strstr(out, want), "the CALLS column says %s: %s", want, out);
+    free(out);
+}
