@@ -29,10 +29,21 @@ void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, ui
         return;
     if (ticks) /* a tc_begin/tc_end duration in TSC ticks, converted as the writer would */
         dur = (uint64_t)((double)dur * c->tsc.rate);
+    /* A figure out of the protocol's range (the entry was refused for it) is no time. */
+    if (dur > INT64_MAX)
+        dur = 0;
+    if (bytes > INT64_MAX)
+        bytes = 0;
     chunk += i % DROP_CHUNK;
     atomic_fetch_add_explicit(&chunk->calls, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&chunk->ns, dur, memory_order_relaxed);
     atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+}
+
+/* A total as the protocol takes it: 0 .. INT64_MAX, saturating (PROTOCOL.md Part 2). */
+static uint64_t sat(uint64_t v)
+{
+    return v > INT64_MAX ? INT64_MAX : v;
 }
 
 size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
@@ -56,8 +67,9 @@ size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
             r = grown;
         }
         r[n++] = (struct proto_opdrop){
-            i + 1, calls, atomic_load_explicit(&chunk[i % DROP_CHUNK].ns, memory_order_relaxed),
-            atomic_load_explicit(&chunk[i % DROP_CHUNK].bytes, memory_order_relaxed)};
+            i + 1, sat(calls),
+            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].ns, memory_order_relaxed)),
+            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].bytes, memory_order_relaxed))};
     }
     *rows = r;
     return n;
