@@ -46,6 +46,7 @@ static void clock_choose(tc_client *c)
     if ((env != NULL && strcmp(env, "monotonic") == 0) || !tcclock_usable(&rate, NULL))
         return;
     tcclock_init(&c->tsc, tcclock_read_anchor(NULL), rate);
+    c->tick_ns = rate; /* c->tsc is the writer's; recording threads read this copy */
     c->clock = REC_TICKS;
 }
 

@@ -217,6 +217,7 @@ struct tc_client {
     bool offline; /* no daemon answered tc_open(): recording only counts drops */
     bool blocking;
     uint16_t clock; /* REC_TICKS: tc_begin/tc_end read the TSC; 0: clock_gettime */
+    double tick_ns; /* the TSC's calibrated ns per tick (set once): a dropped entry's ticks */
     uint64_t gen;   /* distinguishes clients for the thread-local cache */
     /* Ops defined so far (ids 1..n_ops_pub): an entry naming another id is
      * refused at the call (the daemon would end the connection on it).

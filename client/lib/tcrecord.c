@@ -27,8 +27,8 @@ void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, ui
     if (op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
         (chunk = atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire)) == NULL)
         return;
-    if (ticks) /* a tc_begin/tc_end duration in TSC ticks, converted as the writer would */
-        dur = (uint64_t)((double)dur * c->tsc.rate);
+    if (ticks) /* a tc_begin/tc_end duration in TSC ticks, at the calibrated rate */
+        dur = (uint64_t)((double)dur * c->tick_ns);
     /* A figure out of the protocol's range (the entry was refused for it) is no time. */
     if (dur > INT64_MAX)
         dur = 0;
