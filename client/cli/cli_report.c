@@ -321,8 +321,7 @@ static void cli_report_calls_cell(const msgpack_object *row, char *buf, size_t s
     cli_obj_u64(cli_obj_get(row, "calls"), &calls);
     cli_obj_u64(cli_obj_get(row, "dropped_calls"), &dropped);
     if (dropped > 0)
-        snprintf(buf, size, "%llu (+%llu)", (unsigned long long)calls,
-                 (unsigned long long)dropped);
+        snprintf(buf, size, "%llu (+%llu)", (unsigned long long)calls, (unsigned long long)dropped);
     else
         snprintf(buf, size, "%llu", (unsigned long long)calls);
 }
