@@ -397,11 +397,31 @@ static int cli_report_session(FILE *f, const msgpack_object *s)
     return rc;
 }
 
+/*
+ * The ops table, and when producers dropped entries of some op a line saying
+ * what "(+N)" means: calls exact, the other figures from the entries kept.
+ */
 static int cli_report_ops(FILE *f, const msgpack_object *ops)
 {
+    uint64_t dropped = 0, ns = 0, v;
+    int rc;
+
     fputs("Operations (by total time)\n", f);
-    return cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
-                          CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
+    rc = cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
+                        CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
+    for (uint32_t i = 0;
+         ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY && i < ops->via.array.size; i++) {
+        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_calls"), &v) == 0)
+            dropped += v;
+        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_ns"), &v) == 0)
+            ns += v;
+    }
+    if (rc == 0 && dropped > 0)
+        fprintf(f,
+                "%s(+N): calls the clients dropped (%llu, %.3f s in all): CALLS are exact, the "
+                "times and sizes are those of the entries kept\n",
+                CLI_REPORT_INDENT, (unsigned long long)dropped, (double)ns / 1e9);
+    return rc;
 }
 
 static int cli_report_slowest(FILE *f, const msgpack_object *rows)

@@ -445,5 +445,9 @@ Test(accounting, per_op_totals_stay_exact_when_a_tiny_ring_drops)
     cr_assert_eq(harness_run(&out, argv), 0);
     snprintf(want, sizeof(want), "%lld (+%lld)", fcalls[0], DROP_N - fcalls[0]);
     cr_assert_not_null(strstr(out, want), "the CALLS column says %s: %s", want, out);
+    char note[96];
+    snprintf(note, sizeof(note), "(+N): calls the clients dropped (%llu, ",
+             (unsigned long long)st.dropped);
+    cr_assert_not_null(strstr(out, note), "the table says what (+N) is: %s", out);
     free(out);
 }
