@@ -178,6 +178,11 @@ static void stop_close_resume(const char *session, int n, int m, size_t ring,
     /* Whatever the client sent, the resumed daemon read and stored. */
     cr_assert_eq(row.unconfirmed_stored, st.unconfirmed);
     cr_assert(row.session_dropped <= st.dropped, "the session's dropped was never stored");
+    cr_log_info("%s: recorded %llu = stored %llu + dropped %llu + unconfirmed %llu; the daemon "
+                "stored %llu of the unconfirmed",
+                session, (unsigned long long)st.recorded, (unsigned long long)st.stored,
+                (unsigned long long)st.dropped, (unsigned long long)st.unconfirmed,
+                row.unconfirmed_stored);
     *out = row;
 }
 
