@@ -63,6 +63,20 @@ void conn_unref(struct conn *c)
         conn_free(c);
 }
 
+/*
+ * A connection that ended without bye: the acks in flight were never written,
+ * so the last the process had is acked_sent (its last counters otherwise).
+ */
+static void conn_counters_end(struct conn *c)
+{
+    struct proto_counters k = c->counters;
+
+    if (!k.given)
+        return;
+    k.acked = c->acked_sent;
+    session_counters(&c->d->reg, c->session, c->process_id, &k, false, NULL);
+}
+
 void conn_close(struct conn *c)
 {
     struct daemon *d = c->d;
@@ -74,6 +88,7 @@ void conn_close(struct conn *c)
         users_unwait(c);
     if (c->producer && c->session != NULL) {
         /* Everything well-formed it sent is queued; record that it left without bye. */
+        conn_counters_end(c);
         session_leave(&d->reg, c->session, c->process_id, false, 0, c->refused);
         c->session = NULL;
     }
@@ -826,6 +841,15 @@ static void conn_handle_flush(struct conn *c, struct proto_msg *m)
     job->u.flush.seq = m->u.flush_seq;
     job->u.flush.process_id = c->process_id;
     job->u.flush.stored = c->enqueued;
+    if (m->counters.given) {
+        /* acked: what this flush's ack will say, committed with it, so that a
+         * daemon killed after the ack left has it on file (conn_counters_end). */
+        c->counters = m->counters;
+        c->counters.ops = NULL; /* the per-op drops stay on file as this flush wrote them */
+        c->counters.n_ops = 0;
+        m->counters.acked = c->enqueued;
+        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, false, &c->ops);
+    }
     c->refs++;
     store_enqueue(c->d->store, job);
 }
@@ -838,6 +862,7 @@ void conn_flush_done(struct store_job *job)
     if (!c->closed && !c->failed) {
         if (job->rc == 0) {
             conn_send_simple(c, pack_ack, (int64_t)job->u.flush.seq, (int64_t)job->u.flush.stored);
+            c->acked_sent = job->u.flush.stored;
         } else {
             msgpack_sbuffer sb;
             msgpack_packer pk;
@@ -859,6 +884,8 @@ void conn_flush_done(struct store_job *job)
 static void conn_handle_bye(struct conn *c, struct proto_msg *m)
 {
     c->said_bye = true;
+    if (m->counters.given) /* the client's final word, acked included */
+        session_counters(&c->d->reg, c->session, c->process_id, &m->counters, true, &c->ops);
     session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped, c->refused);
     c->session = NULL;
     conn_close(c);

@@ -101,6 +101,10 @@ struct conn {
     uint64_t enqueued; /* entries handed to the store */
     uint64_t refused;  /* entries the daemon dropped (session over its byte cap) */
     bool said_bye;
+    /* The client's own counters as of its last flush (given: it sends them,
+     * PROTOCOL.md Part 3), and the `stored` of the last ack written to it. */
+    struct proto_counters counters;
+    uint64_t acked_sent;
     int64_t rank;  /* hello's, -1 when absent (for `live`) */
     bool has_step; /* an entry arrived: step is the largest step seen (for `live`) */
     uint64_t step;

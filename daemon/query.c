@@ -388,6 +388,41 @@ static void query_ops_finish(struct report *r)
 }
 
 static int query_ops_page(struct query *q);
+static bool query_filtered(const struct report_params *p);
+
+/*
+ * dropped_calls and dropped_ns of the ops rows: what producers said they
+ * dropped of each op (process_op_drops, PROTOCOL.md Part 3), summed over
+ * processes by op name. Unfiltered reports only (the drops are per process
+ * and op, not per step or device); a file without the table has none.
+ */
+static int query_ops_dropped(struct query *q)
+{
+    struct report *r = q->r;
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    if (r->n_ops == 0 || query_filtered(q->p) ||
+        sqlite3_prepare_v2(q->db,
+                           "SELECT o.name, sum(d.calls), sum(d.total_ns) FROM process_op_drops d"
+                           " JOIN ops o ON o.id = d.op_id GROUP BY o.name",
+                           -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_finalize(st);
+        return 0;
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        for (size_t i = 0; name != NULL && i < r->n_ops; i++) {
+            if (strcmp(r->ops[i].op, name) == 0) {
+                r->ops[i].dropped_calls = query_u64(st, 1);
+                r->ops[i].dropped_ns = query_u64(st, 2);
+                break;
+            }
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -EIO;
+}
 
 static int query_ops(struct query *q)
 {
@@ -410,7 +445,7 @@ static int query_ops(struct query *q)
         return query_inconsistent(q);
     query_ops_finish(r);
     analysis_sort_ops(r->ops, r->n_ops);
-    return 0;
+    return query_ops_dropped(q);
 }
 
 /* ---- slowest entries and memory hotspots --------------------------------- */
@@ -661,7 +696,7 @@ static int query_ops_page(struct query *q)
             return query_inconsistent(q);
     }
     query_ops_finish(r);
-    return 0;
+    return query_ops_dropped(q);
 }
 
 /* A comm row of a page: rows come by total descending, so all those kept come first. */

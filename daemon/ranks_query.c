@@ -563,13 +563,81 @@ static int rq_pack_missing(struct rq *q, msgpack_packer *pk)
     return err;
 }
 
+/*
+ * `clients`: each process whose producer sent its own counters
+ * (process_counters; PROTOCOL.md Part 3), by process id: what it said, what
+ * this file holds of it (`stored`: its rank aggregates' calls when exact,
+ * else a count of its entries), and of what it sent unacknowledged
+ * (`unconfirmed` = sent - acked) how many are stored (`unconfirmed_stored`
+ * = stored - acked). A file without the table has none.
+ */
+static const char rq_clients_sql[] =
+    "SELECT c.process_id, coalesce(p.rank, -1), c.recorded, c.dropped, c.sent, c.acked, c.final, "
+    "%s FROM process_counters c LEFT JOIN processes p ON p.id = c.process_id "
+    "ORDER BY c.process_id";
+
+static int rq_pack_client(msgpack_packer *pk, sqlite3_stmt *st)
+{
+    uint64_t sent = rq_pos(sqlite3_column_int64(st, 4)),
+             acked = rq_pos(sqlite3_column_int64(st, 5));
+    uint64_t stored = rq_pos(sqlite3_column_int64(st, 7));
+
+    return msgpack_pack_map(pk, 10) || pk_rank(pk, "rank", sqlite3_column_int64(st, 1)) ||
+           pk_u64(pk, "process_id", rq_pos(sqlite3_column_int64(st, 0))) ||
+           pk_u64(pk, "recorded", rq_pos(sqlite3_column_int64(st, 2))) ||
+           pk_u64(pk, "dropped", rq_pos(sqlite3_column_int64(st, 3))) || pk_u64(pk, "sent", sent) ||
+           pk_u64(pk, "acked", acked) || pk_u64(pk, "stored", stored) ||
+           pk_u64(pk, "unconfirmed", sent > acked ? sent - acked : 0) ||
+           pk_u64(pk, "unconfirmed_stored", stored > acked ? stored - acked : 0) ||
+           pk_str(pk, "final") ||
+           (sqlite3_column_int(st, 6) ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
+}
+
+static int rq_pack_clients(struct rq *q, msgpack_packer *pk)
+{
+    char sql[sizeof(rq_clients_sql) + 128];
+    sqlite3_stmt *st = NULL;
+    size_t n = 0;
+    int rc;
+
+    snprintf(sql, sizeof(sql), rq_clients_sql,
+             q->state == 1 ? "(SELECT coalesce(sum(calls), 0) FROM rk_ops r"
+                             " WHERE r.process_id = c.process_id)"
+                           : "(SELECT count(*) FROM entries e WHERE e.process_id = c.process_id)");
+    if (pk_str(pk, "clients"))
+        return -1;
+    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) { /* an older file: none */
+        sqlite3_finalize(st);
+        return msgpack_pack_array(pk, 0);
+    }
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        n += rq_rank_wanted(q, sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE || msgpack_pack_array(pk, (uint32_t)n)) {
+        sqlite3_finalize(st);
+        return rc != SQLITE_DONE ? rq_fail(q, rc, "process counters") : -1;
+    }
+    /* A second pass over the same rows: nothing writes this read transaction's snapshot. */
+    while (n > 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!rq_rank_wanted(q, sqlite3_column_int64(st, 1)))
+            continue;
+        n--;
+        if (rq_pack_client(pk, st)) {
+            sqlite3_finalize(st);
+            return -1;
+        }
+    }
+    sqlite3_finalize(st);
+    return n == 0 ? 0 : rq_fail(q, rc, "process counters");
+}
+
 static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 {
     size_t dropping = 0;
 
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 12) || pk_u64(pk, "world", q->world) ||
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 13) || pk_u64(pk, "world", q->world) ||
         pk_u64(pk, "world_given", q->world_given) || pk_u64(pk, "steps", q->n_steps) ||
         rq_pack_missing(q, pk) != 0)
         return -1;
@@ -582,6 +650,8 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
              pk_u64(pk, "dropped", r->dropped)))
             return -1;
     }
+    if (rq_pack_clients(q, pk) != 0)
+        return -1;
     return pk_str(pk, "aggregates") ||
            pk_str(pk, q->state == 1   ? "exact"
                       : q->state == 2 ? "inexact"

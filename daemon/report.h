@@ -49,6 +49,7 @@ struct report_op {
     uint64_t calls, total_ns, avg_ns, min_ns, p50_ns, p95_ns, p99_ns, max_ns;
     double share;
     uint64_t mem_bytes, elements;
+    uint64_t dropped_calls, dropped_ns; /* what producers dropped (never sent) of this op */
 };
 
 struct report_entry {

@@ -316,6 +316,32 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
     return s;
 }
 
+void session_counters(struct registry *reg, struct session *s, int64_t process_id,
+                      struct proto_counters *k, bool final, const struct u32map *ops)
+{
+    struct store_job *job = store_job_new(STORE_COUNTERS, s->id);
+    size_t n = 0;
+
+    for (size_t i = 0; i < k->n_ops; i++) { /* to session op ids, in place */
+        uint32_t gid;
+        if (ops != NULL && u32map_get(ops, k->ops[i].op, &gid)) {
+            k->ops[n] = k->ops[i];
+            k->ops[n++].op = gid;
+        }
+    }
+    k->n_ops = n;
+    if (job == NULL) {
+        free(k->ops);
+        k->ops = NULL;
+        return;
+    }
+    job->u.counters.process_id = process_id;
+    job->u.counters.k = *k;
+    job->u.counters.final = final;
+    k->ops = NULL; /* the job's now */
+    store_enqueue(reg->store, job);
+}
+
 void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
                    uint64_t dropped, uint64_t refused)
 {

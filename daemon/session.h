@@ -127,6 +127,16 @@ struct session *session_join(struct registry *reg, const struct proto_hello *h, 
 /* True while SESSION_MAX_OPENING new sessions wait for their files: a new one must wait. */
 bool session_opening_full(const struct registry *reg);
 /*
+ * Records a producer's own counters (process_counters; PROTOCOL.md Part 3)
+ * as of now: k's acked is the last ack the process is known to have had.
+ * final: they came with bye. Takes ownership of k->ops (set to NULL), the
+ * per-op drops, whose connection op ids it maps through ops (the
+ * connection's ids → session ids; an id not there is left out). Out of
+ * memory they are left out (a report then shows the previous ones).
+ */
+void session_counters(struct registry *reg, struct session *s, int64_t process_id,
+                      struct proto_counters *k, bool final, const struct u32map *ops);
+/*
  * A process left, with `bye` or not; `dropped` counts what its client
  * dropped, `refused` what the daemon dropped (already in s->dropped). May
  * end the session.

@@ -257,6 +257,8 @@ uint64_t store_job_cost(const struct store_job *job)
     case STORE_BATCH:
         return n + job->u.batch.b.n * (sizeof(struct proto_entry) + 2 * sizeof(uint32_t)) +
                job->u.batch.b.blob_len;
+    case STORE_COUNTERS: /* a row per op */
+        return n + job->u.counters.k.n_ops * (sizeof(struct proto_opdrop) + STORE_ROW_COST);
     default:
         return n;
     }
@@ -297,6 +299,9 @@ void store_job_free(struct store_job *job)
     case STORE_BATCH:
         batchpool_put_batch(&job->u.batch.b, job->u.batch.dev_ids, job->u.batch.shape_ids,
                             job->u.batch.ids_cap);
+        break;
+    case STORE_COUNTERS:
+        free(job->u.counters.k.ops);
         break;
     default:
         break;

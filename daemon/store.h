@@ -86,6 +86,7 @@ enum store_job_type {
     STORE_BATCH,       /* entries */
     STORE_PROCESS_END, /* a process left */
     STORE_FLUSH,       /* a marker: completes once everything before it is committed */
+    STORE_COUNTERS,    /* a producer's own accounting (process_counters) */
     STORE_SESSION_END, /* the session ended: update the catalog, close the file */
     STORE_DELETE,      /* remove an ended session's file and catalog row */
 };
@@ -162,6 +163,11 @@ struct store_job {
             uint64_t dropped; /* by clients and refused; the store adds what it lost */
             int interrupted;  /* enum session_cut */
         } session_end;        /* STORE_SESSION_END */
+        struct {
+            int64_t process_id;
+            struct proto_counters k; /* recorded, dropped, sent, acked as process_counters */
+            bool final;
+        } counters; /* STORE_COUNTERS */
         struct {
             int64_t process_id;
             uint64_t seq, stored; /* the loop's, carried for the ack */

@@ -22,7 +22,7 @@
  * (sql NULL) with the session's first row of their side table. Returns how
  * many; tab has room for APPLY_STMTS.
  */
-#define APPLY_STMTS 8
+#define APPLY_STMTS 10
 struct apply_stmt {
     sqlite3_stmt **st;
     const char *sql;
@@ -38,6 +38,10 @@ static size_t apply_stmts(struct wsess *w, struct apply_stmt *tab)
                            " started_ns, claimed_pid) VALUES (?,?,?,?,?,?,?,?,?)"},
         {&w->sql.end_proc, "UPDATE processes SET ended_ns = ?, bye = ?, dropped = ? WHERE id = ?"},
         {&w->sql.ins_meta, "INSERT OR REPLACE INTO meta(process_id, key, value) VALUES (?,?,?)"},
+        {&w->sql.ins_counters, "INSERT OR REPLACE INTO process_counters(process_id, recorded,"
+                               " dropped, sent, acked, final) VALUES (?,?,?,?,?,?)"},
+        {&w->sql.ins_opdrop, "INSERT OR REPLACE INTO process_op_drops(process_id, op_id, calls,"
+                             " total_ns, bytes) VALUES (?,?,?,?,?)"},
         {&w->sql.ins_ext, NULL},
         {&w->sql.ins_link, NULL},
     };
@@ -380,6 +384,33 @@ static int apply_process_end(struct store *s, struct wsess *w, struct store_job 
     return store_step(s, w->db, st, "end process");
 }
 
+static int apply_counters(struct store *s, struct wsess *w, struct store_job *job)
+{
+    const struct proto_counters *k = &job->u.counters.k;
+    sqlite3_stmt *st = w->sql.ins_counters;
+
+    sqlite3_bind_int64(st, 1, job->u.counters.process_id);
+    sqlite3_bind_int64(st, 2, (int64_t)k->recorded); /* each at most INT64_MAX (proto) */
+    sqlite3_bind_int64(st, 3, (int64_t)k->dropped);
+    sqlite3_bind_int64(st, 4, (int64_t)k->sent);
+    sqlite3_bind_int64(st, 5, (int64_t)k->acked);
+    sqlite3_bind_int(st, 6, job->u.counters.final);
+    if (store_step(s, w->db, st, "process counters") < 0)
+        return -EIO;
+    st = w->sql.ins_opdrop;
+    for (size_t i = 0; i < k->n_ops; i++) { /* cumulative: each row replaces the last */
+        const struct proto_opdrop *d = &k->ops[i];
+        sqlite3_bind_int64(st, 1, job->u.counters.process_id);
+        sqlite3_bind_int64(st, 2, d->op);
+        sqlite3_bind_int64(st, 3, (int64_t)d->calls);
+        sqlite3_bind_int64(st, 4, (int64_t)d->ns);
+        sqlite3_bind_int64(st, 5, (int64_t)d->bytes);
+        if (store_step(s, w->db, st, "process op drops") < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 static int apply_name(struct store *s, struct wsess *w, struct store_job *job)
 {
     sqlite3_stmt *st = job->type == STORE_OP ? w->sql.ins_op : w->sql.ins_dev;
@@ -410,6 +441,8 @@ int store_apply_in_txn(struct store *s, struct wsess *w, struct store_job *job)
         return apply_batch(s, w, job);
     case STORE_PROCESS_END:
         return apply_process_end(s, w, job);
+    case STORE_COUNTERS:
+        return apply_counters(s, w, job);
     default:
         return -EINVAL;
     }

@@ -32,7 +32,7 @@ struct wsess_shapes {
 
 /* The statements of a session file both formats use, prepared once per opening. */
 struct wsess_sql {
-    sqlite3_stmt *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta;
+    sqlite3_stmt *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta, *ins_counters, *ins_opdrop;
     sqlite3_stmt *ins_ext;  /* NULL until the session's first ext map */
     sqlite3_stmt *ins_link; /* NULL until the session's first link */
 };

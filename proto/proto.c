@@ -127,10 +127,7 @@ int proto_decode(const msgpack_object *o, struct proto_msg *m, struct proto_erro
                  : proto_field_meta(&o->via.array.ptr[1], &m->u.meta.kv, &m->u.meta.n, err);
         break;
     case PROTO_FLUSH:
-        rc = o->via.array.size < 2
-                 ? proto_fail(err, PROTO_E_MESSAGE, "flush needs a sequence number")
-                 : proto_field_uint(&o->via.array.ptr[1], UINT64_MAX, &m->u.flush_seq, "flush seq",
-                                    err);
+        rc = proto_producer_flush(o, m, err);
         break;
     case PROTO_BYE:
         rc = proto_producer_bye(o, m, err);
@@ -243,6 +240,8 @@ void proto_msg_free(struct proto_msg *m)
 {
     if (m == NULL)
         return;
+    free(m->counters.ops);
+    m->counters.ops = NULL;
     switch (m->type) {
     case PROTO_HELLO:
         free(m->u.hello.session);

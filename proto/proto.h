@@ -227,8 +227,31 @@ struct proto_request {
     bool late;    /* report extension: "late": true, only the late-arrival figures (top) */
 };
 
+/*
+ * A producer's own figures (PROTOCOL.md Part 3, "client counters"): sent in
+ * `flush` (its element 2, a map) and `bye` to a daemon whose welcome said
+ * "counters": true. recorded = stored + dropped + unconfirmed + pending at
+ * the client; sent counts entries of batches wholly written to the socket,
+ * acked the last ack's `stored` the client read. given: the message had them.
+ */
+struct proto_opdrop {
+    uint32_t op; /* the connection's op id (the session's, once the daemon mapped it) */
+    uint64_t calls, ns, bytes;
+};
+
+struct proto_counters {
+    bool given;
+    uint64_t recorded, dropped, sent, acked;
+    /* "ops_dropped": [[op, calls, ns, bytes], ...], what was dropped per op
+     * (cumulative); owned by the message (proto_msg_free), NULL: none. */
+    struct proto_opdrop *ops;
+    size_t n_ops;
+};
+#define PROTO_MAX_OPDROPS 65536 /* rows of ops_dropped: a connection's op ids */
+
 struct proto_msg {
     enum proto_type type;
+    struct proto_counters counters; /* PROTO_FLUSH, PROTO_BYE: the client's, when given */
     union {
         struct proto_hello hello;
         struct {
@@ -245,6 +268,7 @@ struct proto_msg {
         struct proto_request req;
         struct {
             int64_t session_id, process_id;
+            bool counters; /* the daemon takes client counters in flush and bye */
         } welcome;
         struct {
             uint64_t seq, stored;

@@ -206,11 +206,62 @@ int proto_pack_bye(msgpack_packer *pk, uint64_t dropped)
     return 0;
 }
 
+/* The counters' keys but dropped, for a map the caller opened (counters_keys of them). */
+static int pack_counters(msgpack_packer *pk, const struct proto_counters *k)
+{
+    if (proto_pack_str(pk, "recorded") < 0 || msgpack_pack_uint64(pk, k->recorded) < 0 ||
+        proto_pack_str(pk, "sent") < 0 || msgpack_pack_uint64(pk, k->sent) < 0 ||
+        proto_pack_str(pk, "acked") < 0 || msgpack_pack_uint64(pk, k->acked) < 0)
+        return -ENOMEM;
+    if (k->n_ops == 0)
+        return 0;
+    if (proto_pack_str(pk, "ops_dropped") < 0 || msgpack_pack_array(pk, (uint32_t)k->n_ops) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < k->n_ops; i++) {
+        const struct proto_opdrop *d = &k->ops[i];
+        if (msgpack_pack_array(pk, 4) < 0 || msgpack_pack_uint32(pk, d->op) < 0 ||
+            msgpack_pack_uint64(pk, d->calls) < 0 || msgpack_pack_uint64(pk, d->ns) < 0 ||
+            msgpack_pack_uint64(pk, d->bytes) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+/* How many keys pack_counters() writes, dropped included. */
+static uint32_t counters_keys(const struct proto_counters *k)
+{
+    return k->n_ops > 0 ? 5 : 4;
+}
+
+int proto_pack_flush_counters(msgpack_packer *pk, uint64_t seq, const struct proto_counters *k)
+{
+    if (k == NULL)
+        return proto_pack_flush(pk, seq);
+    if (pack_head(pk, 3, PROTO_FLUSH) < 0 || msgpack_pack_uint64(pk, seq) < 0 ||
+        msgpack_pack_map(pk, counters_keys(k)) < 0 || proto_pack_str(pk, "dropped") < 0 ||
+        msgpack_pack_uint64(pk, k->dropped) < 0 || pack_counters(pk, k) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int proto_pack_bye_counters(msgpack_packer *pk, uint64_t dropped, const struct proto_counters *k)
+{
+    if (k == NULL)
+        return proto_pack_bye(pk, dropped);
+    if (pack_head(pk, 2, PROTO_BYE) < 0 || msgpack_pack_map(pk, counters_keys(k)) < 0 ||
+        proto_pack_str(pk, "dropped") < 0 || msgpack_pack_uint64(pk, dropped) < 0 ||
+        pack_counters(pk, k) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* welcome says "counters": true: this daemon takes client counters (PROTOCOL.md Part 3). */
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id)
 {
-    if (pack_head(pk, 2, PROTO_WELCOME) < 0 || msgpack_pack_map(pk, 2) < 0 ||
+    if (pack_head(pk, 2, PROTO_WELCOME) < 0 || msgpack_pack_map(pk, 3) < 0 ||
         pack_key_int(pk, "session_id", session_id) < 0 ||
-        pack_key_int(pk, "process_id", process_id) < 0)
+        pack_key_int(pk, "process_id", process_id) < 0 || proto_pack_str(pk, "counters") < 0 ||
+        msgpack_pack_true(pk) < 0)
         return -ENOMEM;
     return 0;
 }

@@ -22,6 +22,12 @@ int proto_pack_entry(msgpack_packer *pk, const struct proto_entry *e, const char
 int proto_pack_meta(msgpack_packer *pk, const struct proto_kv *kv, size_t n);
 int proto_pack_flush(msgpack_packer *pk, uint64_t seq);
 int proto_pack_bye(msgpack_packer *pk, uint64_t dropped);
+/*
+ * flush and bye with the client's counters (PROTOCOL.md Part 3): only to a
+ * daemon whose welcome said "counters": true. k NULL: the v1 forms above.
+ */
+int proto_pack_flush_counters(msgpack_packer *pk, uint64_t seq, const struct proto_counters *k);
+int proto_pack_bye_counters(msgpack_packer *pk, uint64_t dropped, const struct proto_counters *k);
 int proto_pack_welcome(msgpack_packer *pk, int64_t session_id, int64_t process_id);
 int proto_pack_ack(msgpack_packer *pk, uint64_t seq, uint64_t stored);
 int proto_pack_error(msgpack_packer *pk, const char *code, const char *message);

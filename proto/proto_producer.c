@@ -103,6 +103,80 @@ int proto_producer_ops(const msgpack_object *a, struct proto_msg *m, struct prot
     return 0;
 }
 
+/* One [op, calls, ns, bytes] row of ops_dropped. */
+static int opdrop_row(const msgpack_object *r, struct proto_opdrop *d, const char *what,
+                      struct proto_error *err)
+{
+    uint64_t op = 0;
+    int rc;
+
+    if (r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size < 4)
+        return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped rows are [op, calls, ns, bytes]",
+                          what);
+    if ((rc = proto_field_uint(&r->via.array.ptr[0], UINT32_MAX, &op, "ops_dropped op", err)) < 0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[1], INT64_MAX, &d->calls, "ops_dropped calls",
+                               err)) < 0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[2], INT64_MAX, &d->ns, "ops_dropped ns", err)) <
+            0 ||
+        (rc = proto_field_uint(&r->via.array.ptr[3], INT64_MAX, &d->bytes, "ops_dropped bytes",
+                               err)) < 0)
+        return rc;
+    d->op = (uint32_t)op;
+    return 0;
+}
+
+/* ops_dropped (v NULL or nil: none): at most PROTO_MAX_OPDROPS rows, copied into k->ops. */
+static int proto_producer_opdrops(const msgpack_object *v, struct proto_counters *k,
+                                  const char *what, struct proto_error *err)
+{
+    int rc;
+
+    if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
+        return 0;
+    if (v->type != MSGPACK_OBJECT_ARRAY)
+        return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped must be an array", what);
+    if (v->via.array.size > PROTO_MAX_OPDROPS)
+        return proto_fail(err, PROTO_E_TOO_LARGE, "%s.ops_dropped has %u rows, over %d", what,
+                          v->via.array.size, PROTO_MAX_OPDROPS);
+    if (v->via.array.size == 0)
+        return 0;
+    if ((k->ops = calloc(v->via.array.size, sizeof(*k->ops))) == NULL)
+        return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
+    for (uint32_t i = 0; i < v->via.array.size; i++, k->n_ops++)
+        if ((rc = opdrop_row(&v->via.array.ptr[i], &k->ops[i], what, err)) < 0)
+            return rc;
+    return 0;
+}
+
+/*
+ * The client counters of a flush's or bye's map (PROTOCOL.md Part 3): given
+ * when recorded, sent and acked are all there (dropped is bye's own key, or
+ * the flush map's); each 0 .. INT64_MAX. what names the message in errors.
+ */
+int proto_producer_counters(const msgpack_object *map, struct proto_counters *k, const char *what,
+                            struct proto_error *err)
+{
+    static const char *const keys[] = {"recorded", "sent", "acked", "dropped"};
+    uint64_t *vals[] = {&k->recorded, &k->sent, &k->acked, &k->dropped};
+    char name[32];
+    int rc, n = 0;
+
+    memset(k, 0, sizeof(*k));
+    if (map == NULL || map->type != MSGPACK_OBJECT_MAP)
+        return 0;
+    for (size_t i = 0; i < 4; i++) {
+        const msgpack_object *v = proto_field_get(map, keys[i]);
+        if (v == NULL || v->type == MSGPACK_OBJECT_NIL)
+            continue;
+        snprintf(name, sizeof(name), "%s.%s", what, keys[i]);
+        if ((rc = proto_field_uint(v, INT64_MAX, vals[i], name, err)) < 0)
+            return rc;
+        n += i < 3;
+    }
+    k->given = n == 3;
+    return proto_producer_opdrops(proto_field_get(map, "ops_dropped"), k, what, err);
+}
+
 int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
 {
     const msgpack_object *args, *v;
@@ -114,5 +188,19 @@ int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct prot
     if (v != NULL && v->type != MSGPACK_OBJECT_NIL &&
         (rc = proto_field_uint(v, INT64_MAX, &m->u.bye_dropped, "bye.dropped", err)) < 0)
         return rc;
-    return 0;
+    return proto_producer_counters(args, &m->counters, "bye", err);
+}
+
+int proto_producer_flush(const msgpack_object *a, struct proto_msg *m, struct proto_error *err)
+{
+    int rc;
+
+    if (a->via.array.size < 2)
+        return proto_fail(err, PROTO_E_MESSAGE, "flush needs a sequence number");
+    if ((rc = proto_field_uint(&a->via.array.ptr[1], UINT64_MAX, &m->u.flush_seq, "flush seq",
+                               err)) < 0)
+        return rc;
+    return a->via.array.size > 2
+               ? proto_producer_counters(&a->via.array.ptr[2], &m->counters, "flush", err)
+               : 0;
 }

@@ -13,5 +13,10 @@
 int proto_producer_hello(const msgpack_object *a, struct proto_hello *h, struct proto_error *err);
 int proto_producer_ops(const msgpack_object *a, struct proto_msg *m, struct proto_error *err);
 int proto_producer_bye(const msgpack_object *a, struct proto_msg *m, struct proto_error *err);
+/* ["flush", seq(, counters)]: the seq, and the client counters when the map has them. */
+int proto_producer_flush(const msgpack_object *a, struct proto_msg *m, struct proto_error *err);
+/* Reads the client counters of map (NULL or not a map: none given). 0 or a proto_fail code. */
+int proto_producer_counters(const msgpack_object *map, struct proto_counters *k, const char *what,
+                            struct proto_error *err);
 
 #endif

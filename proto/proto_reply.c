@@ -26,6 +26,8 @@ int proto_reply_welcome(const msgpack_object *a, struct proto_msg *m, struct pro
         (rc = proto_field_int(v, 0, INT64_MAX, &m->u.welcome.process_id, "welcome.process_id",
                               err)) < 0)
         return rc;
+    v = proto_field_get(args, "counters"); /* an extension: anything but true is false */
+    m->u.welcome.counters = v != NULL && v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
     return 0;
 }
 

@@ -21,6 +21,31 @@ CREATE TABLE IF NOT EXISTS processes (
     dropped     INTEGER NOT NULL DEFAULT 0,
     claimed_pid INTEGER                -- the pid the hello said (unverified)
 );
+-- What each producer said of its own accounting (PROTOCOL.md Part 3, client
+-- counters), as of the last flush or bye the daemon read: recorded, dropped
+-- (never sent), sent (written to the socket); acked is the last ack the
+-- process is known to have had (the bye's word; else the daemon's last ack
+-- sent while it was connected). final: 1 when it came with bye. Added after
+-- the first files: a file without it has no such rows.
+CREATE TABLE IF NOT EXISTS process_counters (
+    process_id  INTEGER PRIMARY KEY,
+    recorded    INTEGER NOT NULL,
+    dropped     INTEGER NOT NULL,
+    sent        INTEGER NOT NULL,
+    acked       INTEGER NOT NULL,
+    final       INTEGER NOT NULL DEFAULT 0
+);
+-- What each producer dropped per op (never sent: full ring, refused), as its
+-- last flush or bye said (cumulative): the report's ops rows add them as
+-- dropped_calls and dropped_ns, so that per-op totals stay exact.
+CREATE TABLE IF NOT EXISTS process_op_drops (
+    process_id  INTEGER NOT NULL,
+    op_id       INTEGER NOT NULL,      -- the session's op id (ops.id)
+    calls       INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    bytes       INTEGER NOT NULL,      -- the dropped entries' mem_bytes
+    PRIMARY KEY (process_id, op_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
     process_id  INTEGER NOT NULL,
     key         TEXT    NOT NULL,

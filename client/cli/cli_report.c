@@ -366,10 +366,27 @@ static const struct cli_view_col cli_report_session_cols[] = {
     {"span", "span_ns", CLI_VIEW_DURATION, 0, NULL},
 };
 
+/*
+ * An ops row's calls: those stored, then "(+N)" for the N its producers
+ * dropped (never sent; dropped_calls), so that the column adds up to every
+ * call made even when detail was lost (the time, TOTAL, is the stored one).
+ */
+static void cli_report_calls_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    uint64_t calls = 0, dropped = 0;
+
+    cli_obj_u64(cli_obj_get(row, "calls"), &calls);
+    cli_obj_u64(cli_obj_get(row, "dropped_calls"), &dropped);
+    if (dropped > 0)
+        snprintf(buf, size, "%llu (+%llu)", (unsigned long long)calls, (unsigned long long)dropped);
+    else
+        snprintf(buf, size, "%llu", (unsigned long long)calls);
+}
+
 static const struct cli_view_col cli_report_ops_cols[] = {
     {"OP", "op", CLI_VIEW_TEXT, 32, NULL},
     {"CATEGORY", "category", CLI_VIEW_TEXT, 10, NULL},
-    {"CALLS", "calls", CLI_VIEW_COUNT, 0, NULL},
+    {"CALLS", "calls", CLI_VIEW_COUNT, 0, cli_report_calls_cell},
     {"TOTAL", "total_ns", CLI_VIEW_DURATION, 0, NULL},
     {"AVG", "avg_ns", CLI_VIEW_DURATION, 0, NULL},
     {"MIN", "min_ns", CLI_VIEW_DURATION, 0, NULL},
@@ -437,11 +454,31 @@ static int cli_report_session(FILE *f, const msgpack_object *s)
     return rc;
 }
 
+/*
+ * The ops table, and when producers dropped entries of some op a line saying
+ * what "(+N)" means: calls exact, the other figures from the entries kept.
+ */
 static int cli_report_ops(FILE *f, const msgpack_object *ops)
 {
+    uint64_t dropped = 0, ns = 0, v;
+    int rc;
+
     fputs("Operations (by total time)\n", f);
-    return cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
-                          CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
+    rc = cli_view_table(f, CLI_REPORT_INDENT, cli_report_ops_cols,
+                        CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
+    for (uint32_t i = 0;
+         ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY && i < ops->via.array.size; i++) {
+        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_calls"), &v) == 0)
+            dropped += v;
+        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_ns"), &v) == 0)
+            ns += v;
+    }
+    if (rc == 0 && dropped > 0)
+        fprintf(f,
+                "%s(+N): calls the clients dropped (%llu, %.3f s in all): CALLS are exact, the "
+                "times and sizes are those of the entries kept\n",
+                CLI_REPORT_INDENT, (unsigned long long)dropped, (double)ns / 1e9);
+    return rc;
 }
 
 static int cli_report_slowest(FILE *f, const msgpack_object *rows)

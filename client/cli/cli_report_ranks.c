@@ -270,6 +270,54 @@ static void rr_missing(FILE *f, const msgpack_object *comp)
     fputc('\n', f);
 }
 
+/*
+ * One line per process whose library lost entries or whose session holds
+ * entries it sent without an ack (completeness.clients). With bye its
+ * figures are final; without, they are as of its last flush, and only
+ * what the session holds after its last ack is known.
+ */
+static void rr_client(FILE *f, const msgpack_object *r)
+{
+    const msgpack_object *rank = cli_obj_get(r, "rank"), *fin = cli_obj_get(r, "final");
+    uint64_t rk = 0, pid = 0, rec = 0, drop = 0, st = 0, unc = 0, unc_st = 0;
+    bool final = fin != NULL && fin->type == MSGPACK_OBJECT_BOOLEAN && fin->via.boolean;
+
+    cli_obj_u64(cli_obj_get(r, "process_id"), &pid);
+    cli_obj_u64(cli_obj_get(r, "recorded"), &rec);
+    cli_obj_u64(cli_obj_get(r, "dropped"), &drop);
+    cli_obj_u64(cli_obj_get(r, "stored"), &st);
+    cli_obj_u64(cli_obj_get(r, "unconfirmed"), &unc);
+    cli_obj_u64(cli_obj_get(r, "unconfirmed_stored"), &unc_st);
+    if (drop == 0 && unc_st == 0 && (unc == 0 || !final))
+        return;
+    if (cli_obj_u64(rank, &rk) == 0)
+        fprintf(f, "%srank %llu (process %llu): ", RR_INDENT, (unsigned long long)rk,
+                (unsigned long long)pid);
+    else
+        fprintf(f, "%sprocess %llu: ", RR_INDENT, (unsigned long long)pid);
+    if (final)
+        fprintf(f,
+                "recorded %llu, stored %llu, dropped %llu (never sent), unconfirmed %llu (sent "
+                "without an ack; %llu of them stored)\n",
+                (unsigned long long)rec, (unsigned long long)st, (unsigned long long)drop,
+                (unsigned long long)unc, (unsigned long long)unc_st);
+    else
+        fprintf(f,
+                "ended without bye: stored %llu, %llu of them sent after its last ack (its last "
+                "flush said: recorded %llu, dropped %llu)\n",
+                (unsigned long long)st, (unsigned long long)unc_st, (unsigned long long)rec,
+                (unsigned long long)drop);
+}
+
+static void rr_clients(FILE *f, const msgpack_object *comp)
+{
+    const msgpack_object *l = cli_obj_get(comp, "clients");
+
+    if (l != NULL && l->type == MSGPACK_OBJECT_ARRAY)
+        for (uint32_t i = 0; i < l->via.array.size; i++)
+            rr_client(f, &l->via.array.ptr[i]);
+}
+
 int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
 {
     const msgpack_object *ranks = cli_obj_get(report, "ranks");
@@ -289,6 +337,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         return rc;
     if (comp != NULL) {
         rr_missing(f, comp);
+        rr_clients(f, comp);
         if (!cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "exact"))
             fprintf(f, "%s(rank aggregates %s)\n", RR_INDENT,
                     cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "absent")

@@ -46,6 +46,7 @@ static void clock_choose(tc_client *c)
     if ((env != NULL && strcmp(env, "monotonic") == 0) || !tcclock_usable(&rate, NULL))
         return;
     tcclock_init(&c->tsc, tcclock_read_anchor(NULL), rate);
+    c->tick_ns = rate; /* c->tsc is the writer's; recording threads read this copy */
     c->clock = REC_TICKS;
 }
 
@@ -208,6 +209,9 @@ static void client_free(tc_client *c)
     free(c->opt_session);
     free(c->opt_host);
     free(c->h_session);
+    free(c->marks);
+    for (size_t i = 0; i < DROP_CHUNKS; i++)
+        free(atomic_load(&c->drops[i]));
     msgpack_sbuffer_destroy(&c->control);
     msgpack_sbuffer_destroy(&c->out);
     if (c->reader_ok)
@@ -349,15 +353,26 @@ static void writer_abandon(tc_client *c)
  */
 int tc_close(tc_client *c)
 {
+    return tc_close_stats(c, NULL);
+}
+
+int tc_close_stats(tc_client *c, struct tc_stats *out)
+{
+    struct proto_counters k;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     uint64_t deadline;
     int rc, left;
 
-    if (c == NULL)
+    if (c == NULL) {
+        if (out != NULL)
+            tc_stats(NULL, out);
         return 0;
+    }
     tcfork_remove(c);
     if (c->disabled || c->forked) { /* forked: this process never connected */
+        if (out != NULL)
+            tc_stats(c, out);
         client_free(c);
         return 0;
     }
@@ -386,9 +401,14 @@ int tc_close(tc_client *c)
     left = rc == -ETIMEDOUT ? 0 : ms_left(deadline);
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    if (c->out_off == c->out.size && !c->torn && proto_pack_bye(&pk, atomic_load(&c->dropped)) == 0)
+    tcclient_counters(c, &k);
+    if (c->out_off == c->out.size && !c->torn &&
+        proto_pack_bye_counters(&pk, k.dropped, c->counters_ok ? &k : NULL) == 0)
         sock_send_all(c->fd, sb.data, sb.size, left < 0 || left > 1000 ? 1000 : left);
+    free(k.ops);
     msgpack_sbuffer_destroy(&sb);
+    if (out != NULL)
+        tc_stats(c, out);
     client_free(c);
     return rc;
 }
@@ -448,8 +468,10 @@ uint64_t tc_recorded(const tc_client *c)
     tc_client *cc = (tc_client *)c;
     uint64_t n;
 
-    if (c == NULL || c->disabled)
+    if (c == NULL || (c->disabled && !c->offline))
         return 0;
+    if (c->offline) /* every entry it was given is counted in rejected (and dropped) */
+        return atomic_load(&cc->rejected);
     /* Every entry either went into a ring (its head counts it, with the step
      * markers) or was refused. */
     n = atomic_load(&cc->rejected);
@@ -458,6 +480,49 @@ uint64_t tc_recorded(const tc_client *c)
         n += atomic_load(&r->head) - atomic_load(&r->marks);
     pthread_mutex_unlock(&cc->mu);
     return n;
+}
+
+/*
+ * The figures, read in an order that never shows an entry twice: those that
+ * leave `pending` (stored, unconfirmed, dropped) are read after recorded, so
+ * pending, recorded - the others, may only look smaller than it is (it is
+ * clamped at 0) while other threads record; once they stopped and the
+ * writer is idle (after tc_flush, and after the close) it is exact.
+ */
+int tc_stats(const tc_client *c, struct tc_stats *out)
+{
+    tc_client *cc = (tc_client *)c;
+    struct tc_stats st = {0};
+    uint64_t settled;
+
+    if (out == NULL || out->size < TC_STATS_V1_SIZE)
+        return -EINVAL;
+    st.size = out->size < sizeof(st) ? out->size : (uint32_t)sizeof(st);
+    if (c != NULL) {
+        st.recorded = tc_recorded(c);
+        st.stored = atomic_load(&cc->acked);
+        st.unconfirmed = atomic_load(&cc->unconfirmed);
+        st.dropped = atomic_load(&cc->dropped);
+        st.sent = atomic_load(&cc->sent);
+        settled = st.stored + st.unconfirmed + st.dropped;
+        st.pending = st.recorded > settled ? st.recorded - settled : 0;
+    }
+    memcpy(out, &st, st.size); /* a caller built against an older, smaller struct gets its part */
+    return 0;
+}
+
+/*
+ * The counters flush and bye carry: as tc_stats says, what the last ack
+ * said, and the per-op drops (k->ops: the caller frees it).
+ */
+void tcclient_counters(tc_client *c, struct proto_counters *k)
+{
+    k->given = true;
+    k->n_ops = tcrecord_op_drops(c, &k->ops);
+    k->recorded = tc_recorded(c);
+    k->acked = atomic_load(&c->acked);
+    k->sent = atomic_load(&c->sent);
+    k->dropped = atomic_load(&c->dropped);
 }
 
 int64_t tc_session_id(const tc_client *c)

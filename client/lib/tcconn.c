@@ -152,6 +152,7 @@ static int hello_answer(tc_client *c, struct proto_msg *m)
 {
     if (m->type == PROTO_WELCOME) {
         c->session_id = m->u.welcome.session_id;
+        c->counters_ok = m->u.welcome.counters;
         return 0;
     }
     if (m->type == PROTO_ERROR)

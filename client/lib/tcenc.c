@@ -286,9 +286,11 @@ static bool rec_valid(const struct rec *r, uint64_t step)
  * Both under the mutex, so that every op an entry names was queued (tc_op
  * takes it) before the batch. Returns the number of entries in the batch;
  * entries the daemon would refuse are dropped and counted instead. Stops
- * early when out cannot grow (ENOMEM): what it took is whole.
+ * early when out cannot grow (ENOMEM): what it took is whole. dropping: the
+ * batch will never be sent (a broken connection): every entry counts in
+ * its op's drops (tcrecord_op_dropped), as the refused ones always do.
  */
-size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room)
+size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room, bool dropping)
 {
     msgpack_packer pk;
     size_t n = 0, bad = 0, head_at, body_at;
@@ -326,6 +328,8 @@ size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room)
             }
             if (rec->shapes & REC_TICKS)
                 rec = rec_convert(c, r, rec, &conv);
+            if (dropping || !rec_valid(rec, r->wstep))
+                tcrecord_op_dropped(c, rec->op, rec->dur, false, rec->mem);
             if (!rec_valid(rec, r->wstep)) {
                 bad++;
                 if (rec->shapes & REC_EXT)

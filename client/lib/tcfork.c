@@ -71,6 +71,11 @@ static void client_forked(tc_client *c)
 
     atomic_store(&c->dropped, 0);
     atomic_store(&c->rejected, 0);
+    for (size_t i = 0; i < DROP_CHUNKS; i++) { /* the parent's drops are its own */
+        struct op_drop *chunk = atomic_load(&c->drops[i]);
+        if (chunk != NULL)
+            memset(chunk, 0, DROP_CHUNK * sizeof(*chunk));
+    }
     if (c->offline)
         return; /* it keeps counting what it would have sent, from 0 */
     atomic_store(&c->err_set, 0);
@@ -98,7 +103,11 @@ static void client_forked(tc_client *c)
     c->writer_done = false;
     atomic_store(&c->close_deadline, 0);
     c->broken = false;
-    c->packed = c->acked_stored = 0;
+    c->packed = 0;
+    c->first_mark = c->n_marks = 0;
+    atomic_store(&c->sent, 0);
+    atomic_store(&c->acked, 0);
+    atomic_store(&c->unconfirmed, 0);
     c->loss_counted = false;
     c->torn = false;
     c->session_id = -1;

@@ -131,6 +131,27 @@ struct rec_ext {
 #define TC_EXT_THIRD (TC_EXT_LINKS | TC_EXT_COMM_SIZE) /* need the third ext slot */
 _Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
 
+/* A batch in the writer's output: it ends at byte `end` of out, n entries. */
+struct sent_mark {
+    size_t end;
+    uint64_t n;
+};
+
+/*
+ * What was dropped of one op, exact (issue 29 #3): calls, their total
+ * duration in ns and their mem_bytes (the MPI interposer's message bytes).
+ * Recording threads add with relaxed atomics; flush and bye carry the
+ * totals. In chunks of DROP_CHUNK ops, allocated by tc_op before it hands
+ * out an id in them and never moved, so the drop path reads them without a
+ * lock (a chunk that could not be allocated is NULL: its ops' drops count
+ * only in the total).
+ */
+struct op_drop {
+    _Atomic uint64_t calls, ns, bytes;
+};
+#define DROP_CHUNK  1024
+#define DROP_CHUNKS 64 /* 65,536 ops: the daemon's limit of op ids per connection */
+
 struct pending {
     uint32_t op;
     uint64_t start;
@@ -196,6 +217,7 @@ struct tc_client {
     bool offline; /* no daemon answered tc_open(): recording only counts drops */
     bool blocking;
     uint16_t clock; /* REC_TICKS: tc_begin/tc_end read the TSC; 0: clock_gettime */
+    double tick_ns; /* the TSC's calibrated ns per tick (set once): a dropped entry's ticks */
     uint64_t gen;   /* distinguishes clients for the thread-local cache */
     /* Ops defined so far (ids 1..n_ops_pub): an entry naming another id is
      * refused at the call (the daemon would end the connection on it).
@@ -215,6 +237,8 @@ struct tc_client {
     int64_t opt_rank, opt_world;
     char *h_session;
     int64_t h_rank, h_world;
+
+    struct op_drop *_Atomic drops[DROP_CHUNKS]; /* per op id - 1; see struct op_drop */
 
     _Alignas(64) _Atomic uint64_t step; /* written by tc_step only */
     _Alignas(64) _Atomic uint64_t dropped;
@@ -273,10 +297,19 @@ struct tc_client {
     size_t out_off;
     uint64_t flush_sent;
     bool need_connect; /* a forked child's writer connects and says hello first */
+    bool counters_ok;  /* the welcome said the daemon takes counters in flush and bye */
     bool reader_ok;    /* reader is initialised */
-    /* Loss accounting when the connection breaks (writer thread only): entries
-     * packed for the daemon, and how many the last ack said were stored. */
-    uint64_t packed, acked_stored;
+    /* Accounting (tc_stats): every entry recorded is, at any time, stored
+     * (acked: the last ack's count), dropped (never sent), unconfirmed (sent,
+     * not acked when the connection ended) or pending. packed and the batch
+     * ends are the writer thread's; sent, acked and unconfirmed are read by
+     * tc_stats from any thread. */
+    uint64_t packed;         /* entries packed into batches for this connection */
+    struct sent_mark *marks; /* the batches in out not yet wholly written */
+    size_t n_marks, first_mark, cap_marks;
+    _Atomic uint64_t sent;        /* entries of batches wholly written to the socket */
+    _Atomic uint64_t acked;       /* the last ack's `stored` */
+    _Atomic uint64_t unconfirmed; /* sent - acked when the connection ended */
     bool loss_counted;
     bool torn; /* the socket was handed part of a message: no bye may follow it */
     struct proto_reader reader;
@@ -288,6 +321,8 @@ struct tc_client {
 /* tcclient.c: records why the client sends nothing, once (tc_last_error). */
 void tcclient_error(tc_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* tcclient.c: the figures flush and bye carry to the daemon (PROTOCOL.md Part 3). */
+void tcclient_counters(tc_client *c, struct proto_counters *k);
 /* tcclient.c: why this thread's call was refused (tc_last_refusal). */
 void tcclient_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2), cold));
 
@@ -302,7 +337,7 @@ int tcwriter_start(tc_client *c);
 void tcwriter_wake(tc_client *c);
 
 /* tcenc.c */
-size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room);
+size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room, bool dropping);
 
 /* tcring.c (tcring_mine_slow and tcring_room: the slow paths of my_ring and ring_slot) */
 struct ring *tcring_mine_slow(tc_client *c);
@@ -314,6 +349,11 @@ void tcring_drained(struct ring *r, uint64_t tail);
 
 /* tcshape.c */
 uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, size_t n_in);
+
+/* tcrecord.c: one entry of op (defined) dropped, of dur (TSC ticks when ticks) and bytes. */
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes);
+/* tcrecord.c: the per-op drop totals (ops with calls) as proto rows; caller frees *rows. */
+size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows);
 
 /* tcnames.c */
 uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name);

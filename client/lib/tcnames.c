@@ -84,6 +84,10 @@ uint32_t tc_op_cat(tc_client *c, const char *name, const char *category)
     for (size_t i = 0; i < c->n_ops && id == 0; i++)
         if (strcmp(c->ops[i], name) == 0)
             id = (uint32_t)i + 1;
+    if (id == 0 && c->n_ops < DROP_CHUNK * DROP_CHUNKS &&
+        atomic_load(&c->drops[c->n_ops / DROP_CHUNK]) == NULL)
+        /* the drops of the ids from here on; without it they count only in the total */
+        atomic_store(&c->drops[c->n_ops / DROP_CHUNK], calloc(DROP_CHUNK, sizeof(struct op_drop)));
     if (id == 0 && grow_ops(c) == 0 && (c->ops[c->n_ops] = strdup(name)) != NULL) {
         c->cats[c->n_ops] = category ? strdup(category) : NULL;
         id = (uint32_t)++c->n_ops;

@@ -19,11 +19,76 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
-/* An entry naming an op the client never defined: dropped, counted, and said why. */
-static __attribute__((noinline, cold)) void op_refused(tc_client *c, uint32_t op, const char *call)
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+{
+    struct op_drop *chunk;
+    uint32_t i = op - 1;
+
+    if (op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
+        (chunk = atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire)) == NULL)
+        return;
+    if (ticks) /* a tc_begin/tc_end duration in TSC ticks, at the calibrated rate */
+        dur = (uint64_t)((double)dur * c->tick_ns);
+    /* A figure out of the protocol's range (the entry was refused for it) is no time. */
+    if (dur > INT64_MAX)
+        dur = 0;
+    if (bytes > INT64_MAX)
+        bytes = 0;
+    chunk += i % DROP_CHUNK;
+    atomic_fetch_add_explicit(&chunk->calls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->ns, dur, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+}
+
+/* A total as the protocol takes it: 0 .. INT64_MAX, saturating (PROTOCOL.md Part 2). */
+static uint64_t sat(uint64_t v)
+{
+    return v > INT64_MAX ? INT64_MAX : v;
+}
+
+size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
+{
+    uint32_t n_ops = atomic_load_explicit(&c->n_ops_pub, memory_order_acquire);
+    size_t n = 0, cap = 0;
+    struct proto_opdrop *r = NULL, *grown;
+
+    for (uint32_t i = 0; i < n_ops && i < DROP_CHUNK * DROP_CHUNKS; i++) {
+        struct op_drop *chunk =
+            atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire);
+        uint64_t calls;
+
+        if (chunk == NULL ||
+            (calls = atomic_load_explicit(&chunk[i % DROP_CHUNK].calls, memory_order_relaxed)) == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            if ((grown = realloc(r, cap * sizeof(*r))) == NULL)
+                break; /* out of memory: the rows so far */
+            r = grown;
+        }
+        r[n++] = (struct proto_opdrop){
+            i + 1, sat(calls),
+            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].ns, memory_order_relaxed)),
+            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].bytes, memory_order_relaxed))};
+    }
+    *rows = r;
+    return n;
+}
+
+/*
+ * An entry that never reaches a ring: recorded (tc_recorded counts rejected)
+ * and dropped.
+ */
+static void refused(tc_client *c)
 {
     atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+}
+
+/* An entry naming an op the client never defined: dropped, counted, and said why. */
+static __attribute__((noinline, cold)) void op_refused(tc_client *c, uint32_t op, const char *call)
+{
+    refused(c);
     if (op == 0)
         tcclient_refuse("%s: op 0 is no op (tc_op's answer for a name it refused); the entry is "
                         "dropped",
@@ -66,10 +131,10 @@ static inline __attribute__((always_inline)) void record(tc_client *c, struct ri
         op_refused(c, op, "tc_record");
         return;
     }
-    if (step != r->step && !record_marker(c, r, step))
+    if ((step != r->step && !record_marker(c, r, step)) || (rec = ring_slot(c, r)) == NULL) {
+        tcrecord_op_dropped(c, op, dur, (shapes & REC_TICKS) != 0, mem);
         return;
-    if ((rec = ring_slot(c, r)) == NULL)
-        return;
+    }
     rec->start = start;
     rec->dur = dur;
     rec->mem = mem;
@@ -85,17 +150,19 @@ static inline __attribute__((always_inline)) void record(tc_client *c, struct ri
  * op, which is one dropped entry. A thread switching between two offline
  * clients forgets the other's open op (uncounted, as with my_ring's cache).
  */
+static void offline_drop(tc_client *c)
+{
+    /* recorded (tc_recorded counts rejected for an offline client) and dropped */
+    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+}
+
 static void offline_mark(tc_client *c, bool opens)
 {
     if (tcring_tls.off_gen == c->gen && tcring_tls.off_open)
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        offline_drop(c);
     tcring_tls.off_gen = c->gen;
     tcring_tls.off_open = opens;
-}
-
-static void offline_drop(tc_client *c)
-{
-    atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
 }
 
 void tc_begin_(tc_client *c, uint32_t op)
@@ -179,8 +246,10 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         op_refused(c, e->op, "tc_record_ext");
         return;
     }
-    if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots))
+    if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots)) {
+        tcrecord_op_dropped(c, e->op, e->dur, false, e->mem);
         return;
+    }
     head = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (step != r->step) {
         rec = &r->buf[head++ & r->mask];
@@ -238,8 +307,8 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
         (ext != NULL && (ext->has & TC_EXT_COMM_SIZE) &&
          (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
         /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->rejected, 1, memory_order_relaxed);
+        refused(c);
+        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, false, mem_bytes);
         return;
     }
     if (device != NULL && *device) {
@@ -267,7 +336,8 @@ void tc_defer(tc_client *c, uint32_t op)
     if (r->deferred == NULL && (r->deferred = malloc(DEFER_MAX * sizeof(*r->deferred))) == NULL)
         return;
     if (r->n_deferred == DEFER_MAX) {
-        atomic_fetch_add(&c->dropped, 1);
+        refused(c);
+        tcrecord_op_dropped(c, op, 0, false, 0); /* never timed: a call, no time */
         return;
     }
     r->deferred[r->n_deferred].op = op;
@@ -325,11 +395,11 @@ void tc_push_(tc_client *c, uint32_t op)
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
         return;
     if (r->regions == NULL && (r->regions = malloc(REGION_MAX * sizeof(*r->regions))) == NULL) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        refused(c);
         return;
     }
     if (r->n_regions++ >= REGION_MAX) {
-        atomic_fetch_add_explicit(&c->dropped, 1, memory_order_relaxed);
+        refused(c);
         return; /* tc_pop drops it without recording */
     }
     reg = &r->regions[r->n_regions - 1];

@@ -8,11 +8,50 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "tcint.h"
+
+/*
+ * Notes that the output holds a batch of n entries ending at its current
+ * size, so that they count as sent once the socket took that byte
+ * (marks_sent). Out of memory, the batch joins the last mark (its entries
+ * then count as sent with the later batch: should the connection break in
+ * between, as dropped) or, with none, gets the first slot, kept from start.
+ */
+static void mark_batch(tc_client *c, uint64_t n)
+{
+    if (c->n_marks == c->cap_marks) {
+        size_t cap = c->cap_marks ? 2 * c->cap_marks : 64;
+        struct sent_mark *m = realloc(c->marks, cap * sizeof(*m));
+        if (m == NULL && c->n_marks > 0) {
+            c->marks[c->n_marks - 1].end = c->out.size;
+            c->marks[c->n_marks - 1].n += n;
+            return;
+        }
+        if (m != NULL) {
+            c->marks = m;
+            c->cap_marks = cap;
+        }
+    }
+    c->marks[c->n_marks++] = (struct sent_mark){c->out.size, n};
+}
+
+/* Credits the batches the socket has wholly taken (up to out_off) as sent. */
+static void marks_sent(tc_client *c)
+{
+    uint64_t n = 0;
+
+    while (c->first_mark < c->n_marks && c->marks[c->first_mark].end <= c->out_off)
+        n += c->marks[c->first_mark++].n;
+    if (n > 0)
+        atomic_fetch_add_explicit(&c->sent, n, memory_order_relaxed);
+    if (c->first_mark == c->n_marks)
+        c->first_mark = c->n_marks = 0;
+}
 
 /* Fills the output buffer: control messages first, then batches of what was drained. */
 static void fill(tc_client *c)
@@ -20,9 +59,10 @@ static void fill(tc_client *c)
     size_t n;
 
     while (c->out.size - c->out_off < OUT_HIGH) {
-        n = tcenc_drain(c, &c->out, BATCH_MAX);
+        n = tcenc_drain(c, &c->out, BATCH_MAX, false);
         if (n == 0)
             break;
+        mark_batch(c, n);
         c->packed += n;
     }
 }
@@ -46,7 +86,7 @@ static void handle_reply(tc_client *c, struct proto_msg *m)
     if (m->type == PROTO_ACK) {
         c->flush_acked = m->u.ack.seq;
         c->flush_rc = 0;
-        c->acked_stored = m->u.ack.stored;
+        atomic_store(&c->acked, m->u.ack.stored);
     } else if (m->type == PROTO_ERROR && m->u.error.code != NULL &&
                strcmp(m->u.error.code, PROTO_E_INTERNAL) == 0 && c->flush_sent > c->flush_acked) {
         c->flush_acked = c->flush_sent; /* the daemon could not store what this flush covers */
@@ -115,6 +155,7 @@ static int writer_io(tc_client *c, int wait_ms)
             return -errno;
         if (w > 0)
             c->out_off += (size_t)w;
+        marks_sent(c);
         if (c->out_off == c->out.size) {
             msgpack_sbuffer_clear(&c->out);
             c->out_off = 0;
@@ -134,26 +175,32 @@ static int writer_io(tc_client *c, int wait_ms)
 }
 
 /*
- * Counts what can no longer be sent as dropped (the connection is gone): the
- * first time, every entry packed since the last ack's `stored` — the unsent
- * output and what the daemon may not have stored (the client cannot know
- * which of those it did, so they count as lost) — then, each time, what
- * the rings hold.
+ * Settles the accounts of a connection that is gone. The first time: the
+ * entries packed but not wholly written to the socket (the unsent output,
+ * and a batch the socket took part of, which the daemon cannot decode) are
+ * dropped; those written but not acked are unconfirmed (the daemon may have
+ * stored some: it says how many, PROTOCOL.md Part 3). Then, each time, what
+ * the rings hold is dropped.
  */
 static void writer_discard(tc_client *c)
 {
     msgpack_sbuffer sink;
 
     if (!c->loss_counted) {
-        if (c->packed > c->acked_stored)
-            atomic_fetch_add(&c->dropped, c->packed - c->acked_stored);
+        uint64_t sent = atomic_load(&c->sent), acked = atomic_load(&c->acked);
+
+        atomic_fetch_add(&c->dropped, c->packed - sent);
+        /* An ack counts what the daemon kept; what it refused (over a session's
+         * cap) stays unconfirmed, which it is: sent, never confirmed. */
+        atomic_store(&c->unconfirmed, sent > acked ? sent - acked : 0);
         c->loss_counted = true;
+        c->first_mark = c->n_marks = 0;
         c->torn = c->out_off > 0 && c->out_off < c->out.size;
         msgpack_sbuffer_clear(&c->out);
         c->out_off = 0;
     }
     msgpack_sbuffer_init(&sink);
-    for (size_t n; (n = tcenc_drain(c, &sink, BATCH_MAX)) > 0; msgpack_sbuffer_clear(&sink))
+    for (size_t n; (n = tcenc_drain(c, &sink, BATCH_MAX, true)) > 0; msgpack_sbuffer_clear(&sink))
         atomic_fetch_add(&c->dropped, n);
     msgpack_sbuffer_destroy(&sink);
 }
@@ -202,7 +249,14 @@ static void *writer_thread(void *arg)
         /* A flush goes out once everything recorded before it has been packed. */
         if (req > c->flush_sent && c->out.size - c->out_off < OUT_HIGH && rings_empty(c)) {
             msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
-            proto_pack_flush(&pk, req);
+            if (c->counters_ok) {
+                struct proto_counters k;
+                tcclient_counters(c, &k);
+                proto_pack_flush_counters(&pk, req, &k);
+                free(k.ops);
+            } else {
+                proto_pack_flush(&pk, req);
+            }
             c->flush_sent = req;
         }
         if (closing && c->out_off == c->out.size && c->flush_sent == req && rings_empty(c))
@@ -239,6 +293,11 @@ int tcwriter_start(tc_client *c)
 {
     int rc;
 
+    if (c->marks == NULL) { /* the first batch's mark never waits for memory (mark_batch) */
+        if ((c->marks = malloc(64 * sizeof(*c->marks))) == NULL)
+            return -ENOMEM;
+        c->cap_marks = 64;
+    }
     if ((rc = wake_open(c)) < 0)
         return rc;
     return -pthread_create(&c->thread, NULL, writer_thread, c);

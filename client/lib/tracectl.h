@@ -27,10 +27,15 @@
  * bad entry sent would close the connection and lose everything after it);
  * a refused name or metadata pair gets 0 / -EINVAL, and an open with a rank
  * outside 0 <= rank < world or a session name over 256 bytes a disabled
- * client. tc_last_refusal() says why, naming the limit. If the connection breaks anyway, every
- * entry the daemon had not acknowledged as stored, and every entry recorded after, counts as
- * dropped: tc_recorded() = stored + tc_dropped(), where entries sent since the last acknowledgement
- * count as dropped even if the daemon stored some of them before the break.
+ * client. tc_last_refusal() says why, naming the limit.
+ *
+ * Accounting (tc_stats): every entry recorded is stored (acknowledged by the
+ * daemon), dropped (never sent: a full ring, an offline client, refused at
+ * the call, unsent when the connection broke or tc_close's time ran out),
+ * unconfirmed (wholly written to the socket, not acknowledged when the
+ * connection ended: the daemon may have stored it, and its report says how
+ * many it did) or, while the client runs, pending:
+ * recorded = stored + dropped + unconfirmed + pending, exactly, per process.
  *
  * fork(): a client is per process. A child forked after tc_open() inherits
  * a copy of the client that is not connected; the parent's client is not
@@ -146,7 +151,7 @@ TC_API void tc_options_init(tc_options *o);
  *   this user's or root's, or others may write it, or the daemon does not
  *   run as this user or root), the reason in tc_last_error().
  *   It sends nothing, but counts every entry it would have recorded in
- *   tc_dropped() (one relaxed atomic add per entry; a deferred op counts
+ *   tc_recorded() and tc_dropped() (relaxed atomic adds; a deferred op counts
  *   when deferred);
  * - the same in blocking mode: NULL, *err set;
  * - options or environment the daemon would refuse, checked before
@@ -413,13 +418,16 @@ TC_API int tc_meta_bool(tc_client *c, const char *key, int value);
  * Sends everything recorded so far and waits for the daemon's ack: the
  * entries are then on disk. timeout_ms < 0 waits forever. Returns 0,
  * -ETIMEDOUT, -ENOTCONN (disabled or the connection is gone: then every
- * entry recorded before the call is counted in tc_dropped() when it
- * returns) or -EIO (the daemon could not store some entries).
+ * entry recorded before the call is settled in tc_stats() when it returns,
+ * as dropped or unconfirmed) or -EIO (the daemon could not store some
+ * entries). To a daemon that takes them, the flush carries this client's
+ * counters (tc_stats), which the daemon's report shows.
  */
 TC_API int tc_flush(tc_client *c, int timeout_ms);
 
 /*
- * Flushes, sends bye with the dropped count, stops the background thread and
+ * Flushes, sends bye with the dropped count (and, to a daemon that takes
+ * them, the final counters of tc_stats), stops the background thread and
  * frees the client, all within the close timeout: tc_options.close_timeout_ms,
  * else $TRACECTL_CLOSE_TIMEOUT (seconds, e.g. "0.5"), else 5 s; in blocking
  * mode, without either, it waits as long as the daemon takes. Returns what the
@@ -428,7 +436,8 @@ TC_API int tc_flush(tc_client *c, int timeout_ms);
  * tc_close returns then: bye goes only if the socket takes it at once and
  * only after whole messages; without it the daemon ends the process when it
  * reads the connection's end (as soon as it runs again), and this process's
- * unsent entries are not in the daemon's dropped count.
+ * unsent entries are not in the daemon's dropped count. What the client
+ * knows at the end: tc_close_stats().
  */
 TC_API int tc_close(tc_client *c);
 
@@ -445,9 +454,54 @@ TC_API int tc_close(tc_client *c);
  */
 TC_API const char *tc_last_refusal(void);
 
-/* Entries dropped so far (full rings, a lost connection). */
+/*
+ * A client's accounting (see the top of this file); a struct tag, not a
+ * typedef, since tc_stats() is the function. The caller sets size to
+ * sizeof(struct tc_stats) (TC_STATS_INIT does) before the call: a library built
+ * with a larger struct fills only that much, so fields added later at the
+ * end never overrun an older caller's struct; size comes back as the bytes
+ * filled.
+ */
+struct tc_stats {
+    uint32_t size;        /* in: sizeof(struct tc_stats); out: the bytes filled */
+    uint32_t reserved;    /* 0 */
+    uint64_t recorded;    /* entries given to the client (tc_recorded()) */
+    uint64_t stored;      /* acknowledged by the daemon as stored (its last ack's count) */
+    uint64_t dropped;     /* never sent (tc_dropped()) */
+    uint64_t unconfirmed; /* written to the socket, not acknowledged when the connection ended */
+    uint64_t pending;     /* neither yet: in a ring, being sent, or awaiting an ack */
+    uint64_t sent;        /* wholly written to the socket (stored and unconfirmed among them) */
+};
+
+#define TC_STATS_V1_SIZE 56u /* the first version's size: the least tc_stats() takes */
+#define TC_STATS_INIT                                                                              \
+    {                                                                                              \
+        sizeof(struct tc_stats), 0, 0, 0, 0, 0, 0, 0                                               \
+    }
+
+/*
+ * Fills *out (its size set by the caller) with c's figures:
+ * recorded = stored + dropped + unconfirmed + pending. A NULL client, or
+ * one disabled by TRACECTL_DISABLE=1, has all 0; an offline client has
+ * recorded = dropped. While other threads record, pending may read low (it
+ * never reads an entry twice); after tc_flush() returned 0 with no thread
+ * recording, pending is 0. In a forked child every figure starts at 0.
+ * Returns 0, or -EINVAL when out is NULL or out->size < TC_STATS_V1_SIZE.
+ */
+TC_API int tc_stats(const tc_client *c, struct tc_stats *out);
+
+/*
+ * tc_close(), filling *out (may be NULL; its size set as for tc_stats) with
+ * the final figures: pending is 0, so recorded = stored + dropped +
+ * unconfirmed exactly. unconfirmed is not 0 only when the connection ended
+ * (the daemon died, or stopped and tc_close's time ran out) with entries
+ * sent and not acknowledged. Returns what tc_close() returns.
+ */
+TC_API int tc_close_stats(tc_client *c, struct tc_stats *out);
+
+/* Entries dropped so far: never sent (tc_stats). */
 TC_API uint64_t tc_dropped(const tc_client *c);
-/* Entries recorded so far (sent or not). */
+/* Entries recorded so far (sent or not; an offline client's too). */
 TC_API uint64_t tc_recorded(const tc_client *c);
 /* The session id the daemon gave, -1 for a disabled client. */
 TC_API int64_t tc_session_id(const tc_client *c);

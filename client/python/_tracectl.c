@@ -393,10 +393,8 @@ typedef struct {
     PyObject *meta_keys;        /* set: the distinct meta keys set in meta_pid */
     pid_t meta_pid;             /* metadata is per process: a forked child starts empty */
     int open_error;             /* the negative errno tc_open gave for an offline client, else 0 */
-    uint64_t dropped;           /* the counts at close */
+    uint64_t dropped;           /* the counts at close (tc_close_stats) */
     uint64_t recorded;
-    uint64_t acked;  /* entries the daemon acknowledged as stored at the last flush that said */
-    pid_t acked_pid; /* the process acked counts in (a forked child counts from 0) */
     int64_t session_id;
     struct shape_memo memo; /* of op()'s shapes */
     PyObject *last_name;    /* the exact str last looked up in ops (held), or NULL */
@@ -875,54 +873,42 @@ static int close_timeout_ms(void)
 }
 
 /*
- * The status flush() and close() return, a dict: `recorded` and `dropped`
- * (the library's counts), `stored` (what the daemon acknowledged as stored:
- * acked, or recorded - dropped when the call was acknowledged, or when the
- * library counted everything unacknowledged as dropped after losing the
- * connection), `unconfirmed` (recorded - dropped - stored: sent or queued,
- * neither acknowledged nor known lost), `error` (None or the tracectl.Error)
- * and `ok` (error is None). For an offline or disabled client stored and
- * unconfirmed are 0. A new reference, or NULL.
+ * The status flush() and close() return, a dict, from the library's own
+ * accounting (tc_stats; tracectl.h): `recorded`, `stored` (acknowledged by
+ * the daemon), `dropped` (never sent), `unconfirmed` (sent without an ack
+ * when the connection ended, or, while it lasts, not acknowledged yet:
+ * tc_stats' unconfirmed + pending), so that recorded = stored + dropped +
+ * unconfirmed exactly; `error` (None or the tracectl.Error) and `ok` (error
+ * is None). A new reference, or NULL.
  */
-static PyObject *status_new(uint64_t recorded, uint64_t dropped, int enabled, uint64_t acked,
-                            PyObject *error)
+static PyObject *status_new(const struct tc_stats *s, PyObject *error)
 {
-    uint64_t sent = enabled && recorded > dropped ? recorded - dropped : 0;
-    uint64_t stored = acked < sent ? acked : sent;
-
     return Py_BuildValue("{s:O,s:K,s:K,s:K,s:K,s:O}", "ok", error == Py_None ? Py_True : Py_False,
-                         "recorded", (unsigned long long)recorded, "dropped",
-                         (unsigned long long)dropped, "stored", (unsigned long long)stored,
-                         "unconfirmed", (unsigned long long)(sent - stored), "error", error);
+                         "recorded", (unsigned long long)s->recorded, "dropped",
+                         (unsigned long long)s->dropped, "stored", (unsigned long long)s->stored,
+                         "unconfirmed", (unsigned long long)(s->unconfirmed + s->pending), "error",
+                         error);
 }
 
 /*
  * The status of a flush or close of cl that returned rc (about what; c the
- * client when it is not freed yet, for its error text), as a new reference;
- * with strict and an error, raises the error (its `status` attribute the
- * dict) and returns NULL. Updates cl->acked from an acknowledged call: rc 0,
- * or a flush's -ENOTCONN (tc_flush() then counts every unacknowledged entry
- * as dropped: tracectl.h).
+ * client when it is not freed yet, for its error text; s its figures), as a
+ * new reference; with strict and an error, raises the error (its `status`
+ * attribute the dict) and returns NULL.
  */
-static PyObject *status_or_raise(Client *cl, tc_client *c, int rc, const char *what,
-                                 uint64_t recorded, uint64_t dropped, int enabled, int strict)
+static PyObject *status_or_raise(tc_client *c, int rc, const char *what, const struct tc_stats *s,
+                                 int enabled, int strict)
 {
     PyObject *error = Py_None, *st;
     const char *detail = NULL;
 
-    if (cl->acked_pid != getpid()) {
-        cl->acked = 0;
-        cl->acked_pid = getpid();
-    }
-    if (rc == 0 || (rc == -ENOTCONN && c != NULL))
-        cl->acked = recorded > dropped ? recorded - dropped : 0;
     if (rc < 0 && enabled) {
         if (c != NULL)
             (void)tc_last_error(c, &detail);
         if ((error = make_err(rc, what, detail)) == NULL)
             return NULL;
     }
-    st = status_new(recorded, dropped, enabled, cl->acked, error);
+    st = status_new(s, error);
     if (st != NULL && strict && error != Py_None) {
         if (PyObject_SetAttrString(error, "status", st) == 0)
             PyErr_SetObject(tc_error, error);
@@ -936,8 +922,12 @@ static PyObject *status_or_raise(Client *cl, tc_client *c, int rc, const char *w
 /* What flush() and close() return after close(): close()'s status again. */
 static PyObject *closed_status(Client *cl)
 {
-    if (cl->close_status == NULL) /* close() ran out of memory building it */
-        return status_new(cl->recorded, cl->dropped, 0, 0, Py_None);
+    if (cl->close_status == NULL) { /* close() ran out of memory building it */
+        struct tc_stats s = TC_STATS_INIT;
+        s.recorded = cl->recorded;
+        s.dropped = cl->dropped;
+        return status_new(&s, Py_None);
+    }
     return Py_NewRef(cl->close_status);
 }
 
@@ -946,6 +936,7 @@ static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"timeout", "strict", NULL};
     PyObject *timeout = Py_None;
+    struct tc_stats s = TC_STATS_INIT;
     int ms, rc, strict = 0;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:flush", names, &timeout, &strict))
@@ -960,10 +951,9 @@ static PyObject *client_flush(Client *cl, PyObject *args, PyObject *kw)
     if (cl->c == NULL)
         return closed_status(cl);
     Py_BEGIN_ALLOW_THREADS rc = tc_flush(cl->c, ms);
-    Py_END_ALLOW_THREADS
-        /* an offline client has nothing to send: no error */
-        return status_or_raise(cl, cl->c, rc, "flush", tc_recorded(cl->c), tc_dropped(cl->c),
-                               tc_enabled(cl->c), strict);
+    Py_END_ALLOW_THREADS(void) tc_stats(cl->c, &s);
+    /* an offline client has nothing to send: no error */
+    return status_or_raise(cl->c, rc, "flush", &s, tc_enabled(cl->c), strict);
 }
 
 /* close(strict=False): see the method's doc below. */
@@ -971,6 +961,7 @@ static PyObject *client_close(Client *cl, PyObject *args, PyObject *kw)
 {
     static char *names[] = {"strict", NULL};
     tc_client *c = cl->c;
+    struct tc_stats s = TC_STATS_INIT;
     int enabled, rc, strict = 0;
     PyObject *st;
 
@@ -978,17 +969,16 @@ static PyObject *client_close(Client *cl, PyObject *args, PyObject *kw)
         return NULL;
     if (c == NULL)
         return closed_status(cl);
-    cl->dropped = tc_dropped(c);
-    cl->recorded = tc_recorded(c);
     enabled = tc_enabled(c);
     cl->c = NULL;
     /* tc_close's bye carries the final count, taken after its flush; the
      * wait is tc_close's own (TRACECTL_CLOSE_TIMEOUT: tracectl.h). */
-    Py_BEGIN_ALLOW_THREADS rc = tc_close(c);
-    Py_END_ALLOW_THREADS
-        /* The client is freed: the status holds the error, not the library's text. */
-        if ((st = status_or_raise(cl, NULL, rc, "close", cl->recorded, cl->dropped, enabled, 0)) ==
-            NULL) return NULL;
+    Py_BEGIN_ALLOW_THREADS rc = tc_close_stats(c, &s);
+    Py_END_ALLOW_THREADS cl->dropped = s.dropped;
+    cl->recorded = s.recorded;
+    /* The client is freed: the status holds the error, not the library's text. */
+    if ((st = status_or_raise(NULL, rc, "close", &s, enabled, 0)) == NULL)
+        return NULL;
     Py_XSETREF(cl->close_status, st);
     if (strict && rc < 0 && enabled) {
         PyObject *error = PyDict_GetItemString(st, "error"); /* borrowed */
@@ -1342,8 +1332,7 @@ static PyObject *mod_open(PyObject *self, PyObject *args, PyObject *kw)
     if ((cl = (Client *)type->tp_alloc(type, 0)) == NULL)
         return NULL;
     cl->c = NULL;
-    cl->dropped = cl->recorded = cl->acked = 0;
-    cl->acked_pid = getpid();
+    cl->dropped = cl->recorded = 0;
     cl->session_id = -1;
     cl->meta_pid = getpid();
     if ((cl->ops = PyDict_New()) == NULL || (cl->op_ids = PySet_New(NULL)) == NULL ||

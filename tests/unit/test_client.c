@@ -1575,12 +1575,15 @@ Test(client, no_daemon_counts_drops)
 }
 
 /*
- * Issue 10 #8: when the connection breaks, every entry not acknowledged as
- * stored counts as dropped — those in the output buffer or on the wire, not
- * only those still in the rings — and so does everything recorded after.
+ * Issue 10 #8, issue 26 #4: when the connection breaks, every entry not
+ * acknowledged as stored is settled — dropped when it never went out whole
+ * (the rings, the output buffer), unconfirmed when the socket took it — and
+ * everything recorded after is dropped: recorded = stored + dropped +
+ * unconfirmed, nothing pending.
  */
 Test(client, broken_connection_counts_every_unacked_entry)
 {
+    struct tc_stats st = TC_STATS_INIT;
     const char *why;
 
     peer_start(&P);
@@ -1595,14 +1598,21 @@ Test(client, broken_connection_counts_every_unacked_entry)
     for (int i = 0; i < 500; i++)
         tc_record(c, op, (uint64_t)i, 1, 0, NULL, NULL, 0, NULL);
     cr_assert_eq(tc_flush(c, 10000), -ENOTCONN);
-    cr_assert_eq(tc_dropped(c), 500, "none of the 500 was acked");
+    cr_assert_eq(tc_stats(c, &st), 0);
+    cr_assert_eq(st.stored, 100);
+    cr_assert_eq(st.dropped + st.unconfirmed, 500, "none of the 500 was acked");
+    cr_assert_eq(st.pending, 0);
+    cr_assert_eq(st.sent, 100 + st.unconfirmed);
+    cr_assert_eq(tc_dropped(c), st.dropped);
     cr_assert_lt(tc_last_error(c, &why), 0);
     cr_assert_not_null(strstr(why, "connection"), "%s", why);
     for (int i = 0; i < 50; i++)
         tc_record(c, op, (uint64_t)i, 1, 0, NULL, NULL, 0, NULL);
     cr_assert_eq(tc_flush(c, 10000), -ENOTCONN);
-    cr_assert_eq(tc_dropped(c), 550);
+    cr_assert_eq(tc_dropped(c), st.dropped + 50);
     cr_assert_eq(tc_recorded(c), 650);
+    cr_assert_eq(tc_stats(c, &st), 0);
+    cr_assert_eq(st.stored + st.dropped + st.unconfirmed, 650);
     pthread_mutex_lock(&P.mu);
     cr_assert_eq(P.n_total, 100, "the peer stored only the acked 100");
     pthread_mutex_unlock(&P.mu);

@@ -351,6 +351,62 @@ static void c_bye_neg(struct buf *b)
     s(b, "dropped");
     msgpack_pack_int64(&b->pk, -1);
 }
+/* ["flush", 1, {"recorded": R, "sent": 1, "acked": 1, "ops_dropped": OPS}]: OPS by fn. */
+static void flush_counters(struct buf *b, int64_t recorded, void (*ops)(struct buf *))
+{
+    msgpack_pack_array(&b->pk, 3);
+    s(b, "flush");
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_map(&b->pk, ops ? 4 : 3);
+    s(b, "recorded");
+    msgpack_pack_int64(&b->pk, recorded);
+    s(b, "sent");
+    msgpack_pack_uint64(&b->pk, 1);
+    s(b, "acked");
+    msgpack_pack_uint64(&b->pk, 1);
+    if (ops != NULL) {
+        s(b, "ops_dropped");
+        ops(b);
+    }
+}
+static void c_flush_counters_neg(struct buf *b)
+{
+    flush_counters(b, -1, NULL);
+}
+static void ops_row_short(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 3);
+    for (int i = 0; i < 3; i++)
+        msgpack_pack_uint64(&b->pk, 1);
+}
+static void c_flush_opdrops_short(struct buf *b)
+{
+    flush_counters(b, 1, ops_row_short);
+}
+static void ops_row_over(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 4);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, 1);
+    msgpack_pack_uint64(&b->pk, (uint64_t)INT64_MAX + 1);
+    msgpack_pack_uint64(&b->pk, 0);
+}
+static void c_flush_opdrops_over(struct buf *b)
+{
+    flush_counters(b, 1, ops_row_over);
+}
+static void ops_huge(struct buf *b)
+{
+    msgpack_pack_array(&b->pk, PROTO_MAX_OPDROPS + 1);
+    for (int i = 0; i <= PROTO_MAX_OPDROPS; i++)
+        msgpack_pack_nil(&b->pk);
+}
+static void c_flush_opdrops_huge(struct buf *b)
+{
+    flush_counters(b, 1, ops_huge);
+}
 static void c_report_no_session(struct buf *b)
 {
     msgpack_pack_array(&b->pk, 2);
@@ -623,6 +679,10 @@ static struct bad_case bad_cases[] = {
     {"meta int key", c_meta_int_key, PROTO_E_MESSAGE},
     {"flush seq string", c_flush_str, PROTO_E_MESSAGE},
     {"bye negative dropped", c_bye_neg, PROTO_E_MESSAGE},
+    {"flush counters: recorded negative", c_flush_counters_neg, PROTO_E_MESSAGE},
+    {"flush ops_dropped row of 3", c_flush_opdrops_short, PROTO_E_MESSAGE},
+    {"flush ops_dropped ns over INT64_MAX", c_flush_opdrops_over, PROTO_E_MESSAGE},
+    {"flush ops_dropped of 65,537 rows", c_flush_opdrops_huge, PROTO_E_TOO_LARGE},
     {"report without session", c_report_no_session, PROTO_E_MESSAGE},
     {"report ratio 1.5", c_report_ratio, PROTO_E_MESSAGE},
     {"delete session float", c_delete_session_float, PROTO_E_MESSAGE},
@@ -2563,4 +2623,62 @@ Test(proto, reader_buffer_grows_once_per_batch)
     proto_msg_free(&whole);
     msgpack_sbuffer_destroy(&one.sb);
     msgpack_sbuffer_destroy(&all.sb);
+}
+
+/* Client counters (PROTOCOL.md Part 3) round-trip through flush and bye; welcome says so. */
+Test(proto, counters_round_trip)
+{
+    struct proto_opdrop rows[2] = {{3, 10, 5000, 64}, {7, 1, 2, 0}};
+    struct proto_counters k = {true, 100, 20, 70, 60, rows, 2};
+    struct proto_error err = {0};
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(proto_pack_flush_counters(&b.pk, 9, &k), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_FLUSH);
+    cr_assert_eq(m.u.flush_seq, 9);
+    cr_assert(m.counters.given);
+    cr_assert_eq(m.counters.recorded, 100);
+    cr_assert_eq(m.counters.dropped, 20);
+    cr_assert_eq(m.counters.sent, 70);
+    cr_assert_eq(m.counters.acked, 60);
+    cr_assert_eq(m.counters.n_ops, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const struct proto_opdrop *g = &m.counters.ops[i];
+        cr_assert(g->op == rows[i].op && g->calls == rows[i].calls && g->ns == rows[i].ns &&
+                      g->bytes == rows[i].bytes,
+                  "row %zu", i);
+    }
+    proto_msg_free(&m);
+
+    msgpack_sbuffer_clear(&b.sb);
+    cr_assert_eq(proto_pack_bye_counters(&b.pk, 20, &k), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_eq(m.type, PROTO_BYE);
+    cr_assert_eq(m.u.bye_dropped, 20);
+    cr_assert(m.counters.given);
+    cr_assert_eq(m.counters.n_ops, 2);
+    proto_msg_free(&m);
+
+    /* The v1 forms carry none. */
+    msgpack_sbuffer_clear(&b.sb);
+    cr_assert_eq(proto_pack_flush_counters(&b.pk, 4, NULL), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0);
+    cr_assert(!m.counters.given);
+    cr_assert_null(m.counters.ops);
+    proto_msg_free(&m);
+    msgpack_sbuffer_clear(&b.sb);
+    cr_assert_eq(proto_pack_bye_counters(&b.pk, 0, NULL), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0);
+    cr_assert(!m.counters.given);
+    proto_msg_free(&m);
+
+    msgpack_sbuffer_clear(&b.sb);
+    cr_assert_eq(proto_pack_welcome(&b.pk, 7, 3), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0);
+    cr_assert(m.u.welcome.counters, "this daemon takes counters");
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
 }
