@@ -87,9 +87,10 @@ void conn_close(struct conn *c)
     if (c->user != NULL)
         users_unwait(c);
     if (c->producer && c->session != NULL) {
-        /* Everything well-formed it sent is queued; record that it left without bye. */
+        /* Everything well-formed it sent is queued; record that it left without bye, or that
+         * the daemon's stop cut it off (processes.bye 2: not the process's doing). */
         conn_counters_end(c);
-        session_leave(&d->reg, c->session, c->process_id, false, 0, c->refused);
+        session_leave(&d->reg, c->session, c->process_id, d->reg.stopping ? 2 : 0, 0, c->refused);
         c->session = NULL;
     }
     if (c->paused)
@@ -886,7 +887,7 @@ static void conn_handle_bye(struct conn *c, struct proto_msg *m)
     c->said_bye = true;
     if (m->counters.given) /* the client's final word, acked included */
         session_counters(&c->d->reg, c->session, c->process_id, &m->counters, true, &c->ops);
-    session_leave(&c->d->reg, c->session, c->process_id, true, m->u.bye_dropped, c->refused);
+    session_leave(&c->d->reg, c->session, c->process_id, 1, m->u.bye_dropped, c->refused);
     c->session = NULL;
     conn_close(c);
 }

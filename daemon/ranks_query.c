@@ -27,6 +27,7 @@
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
     uint64_t dropped, processes;
+    uint64_t unclosed; /* processes that ended without bye while the daemon ran */
     uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
 };
 
@@ -129,8 +130,8 @@ static int rq_processes(struct rq *q)
     int64_t *rk = NULL;
     size_t n = 0, cap = 0;
     int rc = sqlite3_prepare_v2(q->db,
-                                "SELECT id, coalesce(rank, -1), coalesce(world, 0), dropped"
-                                " FROM processes ORDER BY id",
+                                "SELECT id, coalesce(rank, -1), coalesce(world, 0), dropped,"
+                                " ended_ns IS NOT NULL AND bye = 0 FROM processes ORDER BY id",
                                 -1, &st, NULL);
 
     if (rc != SQLITE_OK)
@@ -166,6 +167,7 @@ static int rq_processes(struct rq *q)
         }
         q->ranks[i].processes++;
         q->ranks[i].dropped = rq_sat(q->ranks[i].dropped, (uint64_t)sqlite3_column_int64(st, 3));
+        q->ranks[i].unclosed += sqlite3_column_int(st, 4) != 0;
         /* ascending ids (ORDER BY id); i is provisional: the index before sorting */
         q->procs[q->n_procs++] = (struct rq_proc){id, i};
         (void)cap;
@@ -631,13 +633,35 @@ static int rq_pack_clients(struct rq *q, msgpack_packer *pk)
     return n == 0 ? 0 : rq_fail(q, rc, "process counters");
 }
 
+/*
+ * `ended_without_bye`: the ranks (ascending) with a process that ended without `bye` while
+ * the daemon ran (processes.bye 0 with an end): it died or exited without closing its client
+ * (MPI_Abort, a crash, an exit without MPI_Finalize or tc_close), so its figures may lack its
+ * last entries. A daemon's stop (bye 2) or kill (no end recorded) does not count.
+ */
+static int rq_pack_unclosed(struct rq *q, msgpack_packer *pk)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < q->n_ranks; i++)
+        n += q->ranks[i].unclosed > 0 && rq_rank_wanted(q, q->ranks[i].rank);
+    if (pk_str(pk, "ended_without_bye") || msgpack_pack_array(pk, (uint32_t)n))
+        return -1;
+    for (size_t i = 0; i < q->n_ranks; i++)
+        if (q->ranks[i].unclosed > 0 && rq_rank_wanted(q, q->ranks[i].rank) &&
+            (q->ranks[i].rank < 0 ? msgpack_pack_nil(pk)
+                                  : msgpack_pack_int64(pk, q->ranks[i].rank)))
+            return -1;
+    return 0;
+}
+
 static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
 {
     size_t dropping = 0;
 
     for (size_t i = 0; i < q->n_ranks; i++)
         dropping += q->ranks[i].dropped > 0 && rq_rank_wanted(q, q->ranks[i].rank);
-    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 13) || pk_u64(pk, "world", q->world) ||
+    if (pk_str(pk, "completeness") || msgpack_pack_map(pk, 14) || pk_u64(pk, "world", q->world) ||
         pk_u64(pk, "world_given", q->world_given) || pk_u64(pk, "steps", q->n_steps) ||
         rq_pack_missing(q, pk) != 0)
         return -1;
@@ -650,7 +674,7 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
              pk_u64(pk, "dropped", r->dropped)))
             return -1;
     }
-    if (rq_pack_clients(q, pk) != 0)
+    if (rq_pack_unclosed(q, pk) != 0 || rq_pack_clients(q, pk) != 0)
         return -1;
     return pk_str(pk, "aggregates") ||
            pk_str(pk, q->state == 1   ? "exact"

@@ -342,7 +342,7 @@ void session_counters(struct registry *reg, struct session *s, int64_t process_i
     store_enqueue(reg->store, job);
 }
 
-void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
+void session_leave(struct registry *reg, struct session *s, int64_t process_id, int bye,
                    uint64_t dropped, uint64_t refused)
 {
     struct store_job *job = store_job_new(STORE_PROCESS_END, s->id);

@@ -137,11 +137,12 @@ bool session_opening_full(const struct registry *reg);
 void session_counters(struct registry *reg, struct session *s, int64_t process_id,
                       struct proto_counters *k, bool final, const struct u32map *ops);
 /*
- * A process left, with `bye` or not; `dropped` counts what its client
+ * A process left: bye 1 with `bye`, 0 without, 2 cut off by the daemon's stop
+ * (processes.bye); `dropped` counts what its client
  * dropped, `refused` what the daemon dropped (already in s->dropped). May
  * end the session.
  */
-void session_leave(struct registry *reg, struct session *s, int64_t process_id, bool bye,
+void session_leave(struct registry *reg, struct session *s, int64_t process_id, int bye,
                    uint64_t dropped, uint64_t refused);
 /* The live session a hello of (name, uid) would join, or NULL. */
 struct session *session_find_live(struct registry *reg, const char *name, int64_t uid);

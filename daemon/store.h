@@ -153,7 +153,7 @@ struct store_job {
         } batch;
         struct {
             int64_t process_id, ended_ns;
-            bool bye;
+            int bye; /* processes.bye: 0 none, 1 bye, 2 cut by the daemon's stop */
             uint64_t dropped;
         } process_end; /* STORE_PROCESS_END */
         struct {

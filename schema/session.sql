@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS processes (
     device      TEXT,
     started_ns  INTEGER NOT NULL,      -- CLOCK_REALTIME
     ended_ns    INTEGER,
-    bye         INTEGER NOT NULL DEFAULT 0,  -- 1: ended with `bye`
+    bye         INTEGER NOT NULL DEFAULT 0,  -- 1: ended with `bye`; 2: cut by the daemon's stop
     dropped     INTEGER NOT NULL DEFAULT 0,
     claimed_pid INTEGER                -- the pid the hello said (unverified)
 );

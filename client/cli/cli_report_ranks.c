@@ -239,6 +239,27 @@ static void rr_late_steps(FILE *f, const msgpack_object *steps)
 
 #define RR_RANGES 20 /* missing rank ranges printed at most */
 
+/*
+ * "ended without closing: ranks 1, 3 (...)": completeness.ended_without_bye, the ranks whose
+ * process ended without bye while the daemon ran. Nothing when there is none.
+ */
+static void rr_unclosed(FILE *f, const msgpack_object *comp)
+{
+    const msgpack_object *u = cli_obj_get(comp, "ended_without_bye");
+    char r[32];
+
+    if (u == NULL || u->type != MSGPACK_OBJECT_ARRAY || u->via.array.size == 0)
+        return;
+    fprintf(f, "%sended without closing: rank%s ", RR_INDENT, u->via.array.size > 1 ? "s" : "");
+    for (uint32_t i = 0; i < u->via.array.size; i++) {
+        cli_obj_text(&u->via.array.ptr[i], r, sizeof(r));
+        fprintf(f, "%s%s", i > 0 ? ", " : "", r);
+    }
+    fputs(" (MPI_Abort, a crash, or an exit without MPI_Finalize / tc_close?): their last "
+          "entries may be missing\n",
+          f);
+}
+
 /* "missing: N of W ranks (a–b, c, ...)": the first RR_RANGES ranges of the completeness map. */
 static void rr_missing(FILE *f, const msgpack_object *comp)
 {
@@ -337,6 +358,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         return rc;
     if (comp != NULL) {
         rr_missing(f, comp);
+        rr_unclosed(f, comp);
         rr_clients(f, comp);
         if (!cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "exact"))
             fprintf(f, "%s(rank aggregates %s)\n", RR_INDENT,
