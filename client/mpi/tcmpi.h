@@ -202,4 +202,45 @@ void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct 
 void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
                 const MPI_Request *before, const MPI_Request *after);
 
+/* ---- the wrappers' recording (tcmpi_wrap.c), shared with the Fortran bindings (tcmpi_fort.c) */
+
+/* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
+#define TCMPI_BEGIN                                                                                \
+    tc_client *c = tcmpi_on();                                                                     \
+    uint64_t t0 = c != NULL ? tcmpi_now() : 0
+
+/*
+ * After a call that returned rc at t0: the entry of op, with the amount the
+ * README defines for its kind (nothing but the time when rc is an error).
+ * _count: count × type at every rank (Bcast, Reduce, Allreduce, Barrier...);
+ * _gather/_scatter/_allgather/_alltoall: this rank's share (rcounts/scounts
+ * NULL: the non-v form); req: a non-blocking collective's request, else NULL.
+ */
+void tcmpi_rec_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int count,
+                     MPI_Datatype type, const MPI_Request *req);
+void tcmpi_rec_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                      const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                      const int *rcounts, MPI_Datatype rtype, int root, const MPI_Request *req);
+void tcmpi_rec_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                       int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
+                       int rcount, MPI_Datatype rtype, int root, const MPI_Request *req);
+void tcmpi_rec_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                         const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                         const int *rcounts, MPI_Datatype rtype, const MPI_Request *req);
+void tcmpi_rec_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
+                        int rcount, const int *rcounts, MPI_Datatype rtype, const MPI_Request *req);
+/* A point-to-point call to or from peer (a rank of comm) of count × type (times 1 or 2). */
+void tcmpi_rec_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int peer,
+                   int tag, int count, MPI_Datatype type, int times);
+/* A receive (Recv, Probe): source and tag from st when the call succeeded (st NULL: none). */
+void tcmpi_rec_recv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int source,
+                    int tag, int count, MPI_Datatype type, const MPI_Status *st);
+/* MPI_Sendrecv: both sides in one entry, under the send side's peer and tag. */
+void tcmpi_rec_sendrecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int scount,
+                        MPI_Datatype stype, int dest, int stag, int rcount, MPI_Datatype rtype);
+/* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
+ * process outside it) and returned rc: names it from parent. */
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm);
+
 #endif

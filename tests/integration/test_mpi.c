@@ -16,7 +16,9 @@
  * - mpi_comms (issue 27): two MPI_Comm_dup's first used in different orders
  *   on different ranks, by processes and by threads; 1,000 MPI_Iprobe;
  *   20,000 MPI_Allreduce; non-blocking collectives and their completions;
- * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT.
+ * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT;
+ * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
+ *   program counts itself.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
  * when mpirun returns was ended by its world's byes, not by the linger.
@@ -1104,6 +1106,63 @@ Test(mpi, nonblocking_collectives_complete_with_their_comm_and_seq)
     }
     sqlite3_close(db);
 }
+
+/* ---- Fortran (issue 29 item 1) ------------------------------------------------ */
+
+#ifdef MPI_FORTRAN_BIN
+/*
+ * mpi_fortran (mpif90: `use mpi`, mpif.h and `use mpi_f08`) under LD_PRELOAD:
+ * one session of 2 ranks whose calls and bytes per rank and op equal what the
+ * program counted itself ("rank R OP CALLS BYTES" lines), receives with the
+ * actual peer, and the collectives of all three bindings in one sequence on
+ * MPI_COMM_WORLD.
+ */
+Test(mpi, fortran_bindings_count_like_the_program)
+{
+    char op[32];
+    long long calls, bytes, id;
+    int rank, lines = 0;
+    const char *p;
+    sqlite3 *db;
+    char *out;
+
+    out = sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s'", MPIEXEC_BIN,
+             TRACECTL_MPI_LIB, MPI_FORTRAN_BIN);
+    id = the_session(2);
+    db = open_session(id);
+    for (p = out; (p = strstr(p, "rank ")) != NULL; p += 5) {
+        if (sscanf(p, "rank %d %31s %lld %lld", &rank, op, &calls, &bytes) != 4)
+            continue;
+        lines++;
+        cr_assert(calls > 0, "%s", out);
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op = '%s'", rank, op),
+                     calls, "rank %d %s calls", rank, op);
+        cr_assert_eq(q(db,
+                       "SELECT coalesce(sum(mem_bytes), 0) FROM trace WHERE rank = %d AND"
+                       " op = '%s'",
+                       rank, op),
+                     bytes, "rank %d %s bytes", rank, op);
+    }
+    cr_assert_eq(lines, 10, "%s", out);
+    cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE op NOT IN ('MPI_Allreduce', 'MPI_Bcast',"
+                       " 'MPI_Barrier', 'MPI_Send', 'MPI_Recv')"),
+                 0);
+    /* MPI_STATUS_IGNORE in Fortran: the peer is still the actual source */
+    for (rank = 0; rank < 2; rank++)
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Recv'"
+                       " AND x.peer = %d AND x.comm = 0",
+                       rank, 1 - rank),
+                     q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op = 'MPI_Recv'", rank));
+    /* 7 × 3 + 5 + 1 + 3 + 1 collectives: one sequence over the three bindings */
+    cr_assert_eq(seq_mismatches(db), 0);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT x.seq) FROM " TX " WHERE x.comm = 0 AND"
+                       " x.seq IS NOT NULL"),
+                 31);
+    sqlite3_close(db);
+    free(out);
+}
+#endif
 
 #else
 

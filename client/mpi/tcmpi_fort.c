@@ -1,0 +1,506 @@
+/*
+ * tcmpi_fort.c — Open MPI's Fortran bindings in libtracectl-mpi. Open MPI's
+ * Fortran layer (libmpi_mpifh: mpif.h and `use mpi`; libmpi_usempif08:
+ * `use mpi_f08`) calls PMPI_* directly, so a Fortran program never reaches
+ * the MPI_* wrappers of tcmpi_wrap.c: without these it made no session.
+ *
+ * DESIGN
+ * For each call covered (README.md "MPI jobs" lists them), this file defines
+ * the names gfortran and other compilers call for mpif.h and `use mpi`
+ * (mpi_x_, mpi_x__, mpi_x, MPI_X) and Open MPI's own ompi_x_f, which the
+ * mpi_f08 bindings call with the handles' integer values (so one definition
+ * covers all three bindings). Each calls the real binding, pmpi_x_ (found
+ * once with dlsym: Open MPI's Fortran PMPI names are aliases of its ompi_x_f,
+ * so Fortran's sentinels, MPI_IN_PLACE, MPI_STATUS_IGNORE..., are handled
+ * there as without us), converts the handles with MPI_*_f2c and records
+ * through the same helpers as the C wrappers: the entries are the same ops,
+ * with the same amounts, comm, seq and peers as a C program's.
+ * libtracectl-mpi does not link libmpi_mpifh: in a C program these names
+ * are never called and nothing is looked up.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include "tcmpi.h"
+
+/* Open MPI's Fortran sentinels MPI_IN_PLACE and MPI_STATUS_IGNORE (common blocks in libmpi;
+ * gfortran's names). */
+extern MPI_Fint mpi_fortran_in_place_, mpi_fortran_status_ignore_;
+
+/* The real binding's address: looked up once (a benign race: every thread finds the same). */
+static void *real_fn(const char *name, void *_Atomic *cache)
+{
+    void *f = atomic_load_explicit(cache, memory_order_relaxed);
+
+    if (f == NULL) {
+        f = dlsym(RTLD_DEFAULT, name);
+        atomic_store_explicit(cache, f, memory_order_relaxed);
+    }
+    return f;
+}
+
+#define ALIAS(name, target)                                                                        \
+    extern __typeof__(target) name __attribute__((alias(#target), visibility("default")))
+
+/*
+ * FORTRAN(lc, UC, params) { body }: defines ompi_<lc>_f(params) and its
+ * aliases; in body, REAL is the real binding (its ierr set to MPI_ERR_INTERN
+ * and nothing else done when Open MPI's Fortran library is not there).
+ */
+#define FORTRAN(lc, UC, params)                                                                    \
+    typedef void lc##_fn params;                                                                   \
+    __attribute__((visibility("default"))) lc##_fn ompi_##lc##_f;                                  \
+    ALIAS(mpi_##lc, ompi_##lc##_f);                                                                \
+    ALIAS(mpi_##lc##_, ompi_##lc##_f);                                                             \
+    ALIAS(mpi_##lc##__, ompi_##lc##_f);                                                            \
+    ALIAS(MPI_##UC, ompi_##lc##_f);                                                                \
+    static void *_Atomic lc##_real;                                                                \
+    void ompi_##lc##_f params
+
+#define REAL(lc)                                                                                   \
+    lc##_fn *real = (lc##_fn *)real_fn("pmpi_" #lc "_", &lc##_real);                               \
+    if (real == NULL) {                                                                            \
+        *ierr = MPI_ERR_INTERN;                                                                    \
+        return;                                                                                    \
+    }
+
+#define COMM(f) PMPI_Comm_f2c(*(f))
+#define TYPE(f) PMPI_Type_f2c(*(f))
+
+/* A Fortran buffer argument as the C helpers compare it: MPI_IN_PLACE is Fortran's sentinel. */
+static const void *buf_c(const void *b)
+{
+    return b == (const void *)&mpi_fortran_in_place_ ? MPI_IN_PLACE : b;
+}
+
+/* The C request a Fortran request handle names now (after a successful call). */
+static MPI_Request req_c(const MPI_Fint *f, MPI_Fint ierr, MPI_Request *r)
+{
+    *r = ierr == MPI_SUCCESS ? PMPI_Request_f2c(*f) : MPI_REQUEST_NULL;
+    return *r;
+}
+
+/* ---- start and end ----------------------------------------------------------------- */
+
+FORTRAN(init, INIT, (MPI_Fint * ierr))
+{
+    int level = MPI_THREAD_SINGLE;
+    REAL(init);
+
+    real(ierr);
+    if (*ierr == MPI_SUCCESS) {
+        PMPI_Query_thread(&level);
+        tcmpi_start(level);
+    }
+}
+
+FORTRAN(init_thread, INIT_THREAD, (MPI_Fint * required, MPI_Fint *provided, MPI_Fint *ierr))
+{
+    REAL(init_thread);
+
+    real(required, provided, ierr);
+    if (*ierr == MPI_SUCCESS)
+        tcmpi_start(*provided);
+}
+
+FORTRAN(finalize, FINALIZE, (MPI_Fint * ierr))
+{
+    REAL(finalize);
+
+    real(ierr);
+    tcmpi_stop();
+}
+
+/* ---- communicators ------------------------------------------------------------------- */
+
+FORTRAN(comm_dup, COMM_DUP, (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+    REAL(comm_dup);
+
+    real(comm, newcomm, ierr);
+    if (*ierr == MPI_SUCCESS)
+        tcmpi_made(*ierr, COMM(comm), COMM(newcomm));
+}
+
+FORTRAN(comm_split, COMM_SPLIT,
+        (MPI_Fint * comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr))
+{
+    REAL(comm_split);
+
+    real(comm, color, key, newcomm, ierr);
+    if (*ierr == MPI_SUCCESS)
+        tcmpi_made(*ierr, COMM(comm), COMM(newcomm));
+}
+
+FORTRAN(comm_free, COMM_FREE, (MPI_Fint * comm, MPI_Fint *ierr))
+{
+    MPI_Comm old = COMM(comm);
+    REAL(comm_free);
+
+    real(comm, ierr);
+    if (*ierr == MPI_SUCCESS)
+        tcmpi_comm_forget(old);
+}
+
+/* ---- collectives ------------------------------------------------------------------------ */
+
+FORTRAN(barrier, BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
+{
+    REAL(barrier);
+    TCMPI_BEGIN;
+
+    real(comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_BARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, NULL);
+}
+
+FORTRAN(ibarrier, IBARRIER, (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+    MPI_Request r;
+    REAL(ibarrier);
+    TCMPI_BEGIN;
+
+    real(comm, req, ierr);
+    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
+        tcmpi_rec_count(c, TCMPI_IBARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, &r);
+}
+
+FORTRAN(bcast, BCAST,
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+         MPI_Fint *ierr))
+{
+    REAL(bcast);
+    TCMPI_BEGIN;
+
+    real(buf, count, type, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_BCAST, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
+}
+
+FORTRAN(ibcast, IBCAST,
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req,
+         MPI_Fint *ierr))
+{
+    MPI_Request r;
+    REAL(ibcast);
+    TCMPI_BEGIN;
+
+    real(buf, count, type, root, comm, req, ierr);
+    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
+        tcmpi_rec_count(c, TCMPI_IBCAST, t0, *ierr, COMM(comm), *count, TYPE(type), &r);
+}
+
+FORTRAN(reduce, REDUCE,
+        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
+         MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(reduce);
+    TCMPI_BEGIN;
+
+    real(sbuf, rbuf, count, type, op, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_REDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
+}
+
+FORTRAN(allreduce, ALLREDUCE,
+        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+         MPI_Fint *ierr))
+{
+    REAL(allreduce);
+    TCMPI_BEGIN;
+
+    real(sbuf, rbuf, count, type, op, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_ALLREDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
+}
+
+FORTRAN(iallreduce, IALLREDUCE,
+        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+         MPI_Fint *req, MPI_Fint *ierr))
+{
+    MPI_Request r;
+    REAL(iallreduce);
+    TCMPI_BEGIN;
+
+    real(sbuf, rbuf, count, type, op, comm, req, ierr);
+    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
+        tcmpi_rec_count(c, TCMPI_IALLREDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), &r);
+}
+
+FORTRAN(scan, SCAN,
+        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+         MPI_Fint *ierr))
+{
+    REAL(scan);
+    TCMPI_BEGIN;
+
+    real(sbuf, rbuf, count, type, op, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_SCAN, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
+}
+
+FORTRAN(exscan, EXSCAN,
+        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+         MPI_Fint *ierr))
+{
+    REAL(exscan);
+    TCMPI_BEGIN;
+
+    real(sbuf, rbuf, count, type, op, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_count(c, TCMPI_EXSCAN, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
+}
+
+FORTRAN(gather, GATHER,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+         MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(gather);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_gather(c, TCMPI_GATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, TYPE(stype),
+                         *rcount, NULL, TYPE(rtype), *root, NULL);
+}
+
+FORTRAN(gatherv, GATHERV,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
+         MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(gatherv);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_gather(c, TCMPI_GATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, TYPE(stype),
+                         0, rcounts, TYPE(rtype), *root, NULL);
+}
+
+FORTRAN(scatter, SCATTER,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+         MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(scatter);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, *ierr, COMM(comm), *scount, NULL, TYPE(stype),
+                          buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL);
+}
+
+FORTRAN(scatterv, SCATTERV,
+        (void *sbuf, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *rbuf,
+         MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(scatterv);
+    TCMPI_BEGIN;
+
+    real(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, *ierr, COMM(comm), 0, scounts, TYPE(stype),
+                          buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL);
+}
+
+FORTRAN(allgather, ALLGATHER,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+         MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(allgather);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                            TYPE(stype), *rcount, NULL, TYPE(rtype), NULL);
+}
+
+FORTRAN(allgatherv, ALLGATHERV,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
+         MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(allgatherv);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                            TYPE(stype), 0, rcounts, TYPE(rtype), NULL);
+}
+
+FORTRAN(alltoall, ALLTOALL,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+         MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(alltoall);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, NULL,
+                           TYPE(stype), *rcount, NULL, TYPE(rtype), NULL);
+}
+
+FORTRAN(alltoallv, ALLTOALLV,
+        (void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf,
+         MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
+{
+    REAL(alltoallv);
+    TCMPI_BEGIN;
+
+    real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
+    if (c != NULL)
+        tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, *ierr, COMM(comm), buf_c(sbuf), 0, scounts,
+                           TYPE(stype), 0, rcounts, TYPE(rtype), NULL);
+}
+
+/* ---- point to point ------------------------------------------------------------------- */
+
+/* The blocking sends: one signature. */
+#define FORTRAN_SEND(lc, UC)                                                                       \
+    FORTRAN(lc, UC,                                                                                \
+            (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *tag,            \
+             MPI_Fint *comm, MPI_Fint *ierr))                                                      \
+    {                                                                                              \
+        REAL(lc);                                                                                  \
+        TCMPI_BEGIN;                                                                               \
+                                                                                                   \
+        real(buf, count, type, dest, tag, comm, ierr);                                             \
+        if (c != NULL)                                                                             \
+            tcmpi_rec_p2p(c, TCMPI_##UC, t0, *ierr, COMM(comm), *dest, *tag, *count, TYPE(type),   \
+                          1);                                                                      \
+    }
+
+/* The non-blocking sends and Irecv: one signature. */
+#define FORTRAN_ISEND(lc, UC)                                                                      \
+    FORTRAN(lc, UC,                                                                                \
+            (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *peer, MPI_Fint *tag,            \
+             MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))                                       \
+    {                                                                                              \
+        MPI_Request r;                                                                             \
+        REAL(lc);                                                                                  \
+        TCMPI_BEGIN;                                                                               \
+                                                                                                   \
+        real(buf, count, type, peer, tag, comm, req, ierr);                                        \
+        if (c != NULL)                                                                             \
+            tcmpi_rec_p2p(c, TCMPI_##UC, t0, *ierr, COMM(comm), *peer, *tag, *count, TYPE(type),   \
+                          1);                                                                      \
+        tcmpi_req_forget(req_c(req, *ierr, &r)); /* a handle MPI gives again */                    \
+    }
+
+FORTRAN_SEND(send, SEND)
+FORTRAN_SEND(ssend, SSEND)
+FORTRAN_SEND(bsend, BSEND)
+FORTRAN_SEND(rsend, RSEND)
+FORTRAN_ISEND(isend, ISEND)
+FORTRAN_ISEND(issend, ISSEND)
+FORTRAN_ISEND(ibsend, IBSEND)
+FORTRAN_ISEND(irsend, IRSEND)
+FORTRAN_ISEND(irecv, IRECV)
+
+/*
+ * A Fortran status the call fills: the caller's, or with MPI_STATUS_IGNORE
+ * ours (so that the actual source is known; the caller's never changes).
+ * *cst: it in C after a successful call, else NULL.
+ */
+struct fstatus {
+    MPI_Fint own[sizeof(MPI_Status) / sizeof(MPI_Fint) + 1];
+    MPI_Status c;
+};
+
+static bool status_ignored(const MPI_Fint *st)
+{
+    return st == MPI_F_STATUS_IGNORE || st == &mpi_fortran_status_ignore_;
+}
+
+static MPI_Fint *status_arg(struct fstatus *s, MPI_Fint *status, const tc_client *c)
+{
+    return c != NULL && status_ignored(status) ? s->own : status;
+}
+
+static const MPI_Status *status_c(struct fstatus *s, const MPI_Fint *st, MPI_Fint ierr)
+{
+    if (ierr != MPI_SUCCESS || status_ignored(st) || PMPI_Status_f2c(st, &s->c) != MPI_SUCCESS)
+        return NULL;
+    return &s->c;
+}
+
+FORTRAN(recv, RECV,
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
+         MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
+{
+    struct fstatus s;
+    REAL(recv);
+    TCMPI_BEGIN;
+    MPI_Fint *st = status_arg(&s, status, c);
+
+    real(buf, count, type, source, tag, comm, st, ierr);
+    if (c != NULL)
+        tcmpi_rec_recv(c, TCMPI_RECV, t0, *ierr, COMM(comm), *source, *tag, *count, TYPE(type),
+                       status_c(&s, st, *ierr));
+}
+
+FORTRAN(sendrecv, SENDRECV,
+        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, MPI_Fint *dest, MPI_Fint *stag, void *rbuf,
+         MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm,
+         MPI_Fint *status, MPI_Fint *ierr))
+{
+    REAL(sendrecv);
+    TCMPI_BEGIN;
+
+    real(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+    if (c != NULL)
+        tcmpi_rec_sendrecv(c, t0, *ierr, COMM(comm), *scount, TYPE(stype), *dest, *stag, *rcount,
+                           TYPE(rtype));
+}
+
+/* ---- completion ------------------------------------------------------------------------- */
+
+/*
+ * The C requests of n Fortran ones, taken before a completion call while
+ * some non-blocking collective is remembered (NULL otherwise, or when out of
+ * memory: the call is then recorded without them).
+ */
+static MPI_Request *reqs_c(const MPI_Fint *f, int n)
+{
+    MPI_Request *r;
+
+    if (n <= 0 || !tcmpi_req_any() || (r = malloc((size_t)n * sizeof(*r))) == NULL)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        r[i] = PMPI_Request_f2c(f[i]);
+    return r;
+}
+
+/* After a completion call over n Fortran requests f that were before[] before it. */
+static void fort_wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, MPI_Request *before,
+                           const MPI_Fint *f)
+{
+    MPI_Request *after = before != NULL ? reqs_c(f, n) : NULL;
+
+    if (c != NULL || after != NULL)
+        tcmpi_wait(c, op, t0, tcmpi_now(), n, after != NULL ? before : NULL, after);
+    free(before);
+    free(after);
+}
+
+FORTRAN(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr))
+{
+    REAL(wait);
+    MPI_Request *before = reqs_c(req, 1);
+    TCMPI_BEGIN;
+
+    real(req, status, ierr);
+    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req);
+}
+
+FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr))
+{
+    REAL(waitall);
+    MPI_Request *before = reqs_c(reqs, *count);
+    TCMPI_BEGIN;
+
+    real(count, reqs, statuses, ierr);
+    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs);
+}
