@@ -71,6 +71,9 @@ static const char *const op_names[] = {TCMPI_OPS(TCMPI_NAME)};
 static const char *const op_kinds[] = {TCMPI_OPS(TCMPI_KIND)};
 #undef TCMPI_KIND
 
+/* The op whose calls on MPI_COMM_WORLD end a step ($TRACECTL_MPI_STEP_ON), or TCMPI_N_OPS. */
+static enum tcmpi_op step_on = TCMPI_N_OPS;
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int started; /* 1 once tcmpi_start ran, 2 once tcmpi_stop ran */
 static struct tcmpi_comm world;
@@ -122,6 +125,36 @@ static void world_init(int rank, int size)
     world.inter = false;
 }
 
+/*
+ * $TRACECTL_MPI_STEP_ON: a collective's MPI name (TCMPI_N_OPS: unset). An
+ * unknown name or a call that is no collective changes nothing; rank 0 says
+ * so on stderr, as the variable was meant to do something.
+ */
+static enum tcmpi_op step_op(int rank)
+{
+    const char *v = getenv("TRACECTL_MPI_STEP_ON");
+
+    if (v == NULL || *v == '\0')
+        return TCMPI_N_OPS;
+    for (int i = 0; i < TCMPI_N_OPS; i++)
+        if (strcmp(v, op_names[i]) == 0 && i <= TCMPI_IEXSCAN)
+            return (enum tcmpi_op)i;
+    if (rank == 0)
+        fprintf(stderr,
+                "tracectl: TRACECTL_MPI_STEP_ON=%s is not an MPI collective (e.g. MPI_Barrier):"
+                " steps are not counted\n",
+                v);
+    return TCMPI_N_OPS;
+}
+
+void tcmpi_pcontrol(int level)
+{
+    tc_client *c = tcmpi_on();
+
+    if (c != NULL && level == TCMPI_PCONTROL_STEP)
+        tc_step(c);
+}
+
 void tcmpi_start(int thread_level)
 {
     char session[300], device[64], lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -151,6 +184,7 @@ void tcmpi_start(int thread_level)
         tc_meta_str(c, "mpi.library", lib);
     }
     tc_meta_int(c, "mpi.thread_level", thread_level);
+    step_on = step_op(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
@@ -545,6 +579,8 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
             tcmpi_req_coll(*req, &x);
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    if (op == step_on && k == &world)
+        tc_step(c);
 }
 
 void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,

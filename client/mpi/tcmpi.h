@@ -16,7 +16,8 @@
 #include "tracectl.h"
 
 /* Every recorded call: its enum name, MPI name and kind (C: comm, W: wait); and the entry for
- * each further collective a completion call completed (tcmpi_wait). */
+ * each further collective a completion call completed (tcmpi_wait). The collectives come
+ * first, BARRIER to IEXSCAN. */
 #define TCMPI_OPS(X)                                                                               \
     X(BARRIER, "MPI_Barrier", C)                                                                   \
     X(IBARRIER, "MPI_Ibarrier", C)                                                                 \
@@ -120,6 +121,15 @@ static inline tc_client *tcmpi_on(void)
 void tcmpi_start(int thread_level);
 /* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
 void tcmpi_stop(void);
+
+/*
+ * Steps (README "MPI jobs"): MPI_Pcontrol(TCMPI_PCONTROL_STEP) ends this
+ * rank's step, as tc_step; other levels (mpiP's 0-4...) change nothing. And
+ * $TRACECTL_MPI_STEP_ON names a collective (e.g. MPI_Barrier) whose every
+ * call on MPI_COMM_WORLD ends a step after its entry (tcmpi_coll).
+ */
+#define TCMPI_PCONTROL_STEP 100
+void tcmpi_pcontrol(int level);
 
 /* True when communicators and requests are kept track of: from MPI_Init on, with a client. */
 static inline bool tcmpi_tracking(void)

@@ -111,6 +111,24 @@ FORTRAN(finalize, FINALIZE, (MPI_Fint * ierr))
     tcmpi_stop();
 }
 
+/* MPI_PCONTROL(LEVEL) has no IERROR. */
+typedef void pcontrol_fn(MPI_Fint *level);
+__attribute__((visibility("default"))) pcontrol_fn ompi_pcontrol_f;
+ALIAS(mpi_pcontrol, ompi_pcontrol_f);
+ALIAS(mpi_pcontrol_, ompi_pcontrol_f);
+ALIAS(mpi_pcontrol__, ompi_pcontrol_f);
+ALIAS(MPI_PCONTROL, ompi_pcontrol_f);
+static void *_Atomic pcontrol_real;
+
+void ompi_pcontrol_f(MPI_Fint *level)
+{
+    pcontrol_fn *real = (pcontrol_fn *)real_fn("pmpi_pcontrol_", &pcontrol_real);
+
+    tcmpi_pcontrol(*level);
+    if (real != NULL)
+        real(level);
+}
+
 /* ---- communicators ------------------------------------------------------------------- */
 
 FORTRAN(comm_dup, COMM_DUP, (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *ierr))

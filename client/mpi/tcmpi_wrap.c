@@ -273,6 +273,13 @@ int MPI_Finalize(void)
     return rc;
 }
 
+/* Level TCMPI_PCONTROL_STEP ends a step; every level goes on to MPI (and a tool behind us). */
+int MPI_Pcontrol(const int level, ...)
+{
+    tcmpi_pcontrol(level);
+    return PMPI_Pcontrol(level);
+}
+
 /* ---- communicators: named where they are made ------------------------------------ */
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)

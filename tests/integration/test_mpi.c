@@ -17,6 +17,8 @@
  *   on different ranks, by processes and by threads; 1,000 MPI_Iprobe;
  *   20,000 MPI_Allreduce; non-blocking collectives and their completions;
  * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT;
+ * - mpi_steps: steps by MPI_Pcontrol(100) and by TRACECTL_MPI_STEP_ON, the
+ *   late rank named in each;
  * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
  *   program counts itself.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
@@ -1107,15 +1109,100 @@ Test(mpi, nonblocking_collectives_complete_with_their_comm_and_seq)
     sqlite3_close(db);
 }
 
+/* ---- steps (issue 29 item 2) ----------------------------------------------------- */
+
+#define STEPS 6                                          /* mpi_steps.c's */
+static const int steps_late[STEPS] = {1, 1, 0, 1, 0, 0}; /* its late rank in each step */
+
+/*
+ * mpi_steps under LD_PRELOAD with env (the way it ends a step: mode): every
+ * rank has STEPS steps, each with its Allreduce, both Barriers in barrier
+ * mode (the dup's never ends a step), and the report's steps table names
+ * the rank that slept 100 ms late in each step.
+ */
+static void check_steps(const char *env, const char *mode)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *steps;
+    long long id;
+    sqlite3 *db;
+
+    free(sh("%s '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s' %s", env, MPIEXEC_BIN,
+            TRACECTL_MPI_LIB, MPI_STEPS_BIN, mode));
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace WHERE rank = %d", rank), STEPS);
+        cr_assert_eq(q(db, "SELECT max(step) FROM trace WHERE rank = %d", rank), STEPS - 1);
+        for (int s = 0; s < STEPS; s++) {
+            cr_assert_eq(q(db,
+                           "SELECT count(*) FROM trace WHERE rank = %d AND step = %d AND"
+                           " op = 'MPI_Allreduce'",
+                           rank, s),
+                         1, "rank %d step %d", rank, s);
+            cr_assert_eq(q(db,
+                           "SELECT count(*) FROM trace WHERE rank = %d AND step = %d AND"
+                           " op = 'MPI_Barrier'",
+                           rank, s),
+                         strcmp(mode, "barrier") == 0 ? 2 : 1, "rank %d step %d", rank, s);
+        }
+    }
+    sqlite3_close(db);
+
+    rep = mpi_analysis(id, &r);
+    steps = obj_get(rep, "steps");
+    cr_assert_eq(steps->via.array.size, STEPS);
+    for (int s = 0; s < STEPS; s++) {
+        const msgpack_object *row = &steps->via.array.ptr[s], *late = obj_get(row, "late_rank");
+        cr_assert_eq(obj_u64(obj_get(row, "step")), (uint64_t)s);
+        cr_assert_eq(obj_u64(obj_get(row, "ranks")), 2);
+        cr_expect(late->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+                      late->via.u64 == (uint64_t)steps_late[s],
+                  "%s: step %d's late rank is %d", mode, s, steps_late[s]);
+    }
+    for (int rank = 0; rank < 2; rank++) {
+        const msgpack_object *row = mpi_row(obj_get(rep, "ranks"), "rank", NULL, rank);
+        cr_assert_eq(obj_u64(obj_get(row, "steps")), STEPS, "rank %d", rank);
+        cr_expect_eq(obj_u64(obj_get(row, "late_steps")), 3, "rank %d: late in 3 of the 6 steps",
+                     rank);
+    }
+    proto_reader_deinit(&r);
+}
+
+Test(mpi, pcontrol_100_ends_a_step)
+{
+    check_steps("", "pcontrol");
+}
+
+Test(mpi, step_on_world_barrier_ends_a_step)
+{
+    check_steps("TRACECTL_MPI_STEP_ON=MPI_Barrier", "barrier");
+}
+
+/* Without a step marker, the same program is one step (and Pcontrol(1) changes nothing). */
+Test(mpi, no_step_marker_is_one_step)
+{
+    long long id;
+    sqlite3 *db;
+
+    free(sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s' barrier", MPIEXEC_BIN,
+            TRACECTL_MPI_LIB, MPI_STEPS_BIN));
+    id = the_session(2);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace"), 1);
+    cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE op = 'MPI_Barrier'"), 2 * 2 * STEPS);
+    sqlite3_close(db);
+}
+
 /* ---- Fortran (issue 29 item 1) ------------------------------------------------ */
 
 #ifdef MPI_FORTRAN_BIN
 /*
  * mpi_fortran (mpif90: `use mpi`, mpif.h and `use mpi_f08`) under LD_PRELOAD:
  * one session of 2 ranks whose calls and bytes per rank and op equal what the
- * program counted itself ("rank R OP CALLS BYTES" lines), receives with the
- * actual peer, and the collectives of all three bindings in one sequence on
- * MPI_COMM_WORLD.
+ * program counted itself ("rank R OP CALLS BYTES" lines), steps from
+ * MPI_PCONTROL, receives with the actual peer, and the collectives of all three bindings in one
+ * sequence on MPI_COMM_WORLD.
  */
 Test(mpi, fortran_bindings_count_like_the_program)
 {
@@ -1147,6 +1234,9 @@ Test(mpi, fortran_bindings_count_like_the_program)
     cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE op NOT IN ('MPI_Allreduce', 'MPI_Bcast',"
                        " 'MPI_Barrier', 'MPI_Send', 'MPI_Recv')"),
                  0);
+    /* MPI_PCONTROL(100) at the end of each of the 7 rounds: 8 steps */
+    for (rank = 0; rank < 2; rank++)
+        cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace WHERE rank = %d", rank), 8);
     /* MPI_STATUS_IGNORE in Fortran: the peer is still the actual source */
     for (rank = 0; rank < 2; rank++)
         cr_assert_eq(q(db,

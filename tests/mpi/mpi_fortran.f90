@@ -3,7 +3,8 @@
 ! allreduce / bcast / barrier / send-recv calls on 2 ranks. Every rank counts
 ! its own calls and bytes and prints "rank R OP CALLS BYTES", so that
 ! test_mpi compares the session with the program's own count. Sends and
-! receives have the same size (a receive's bytes are its posted size).
+! receives have the same size (a receive's bytes are its posted size). Each
+! of the main loop's n rounds ends with MPI_Pcontrol(100): n + 1 steps.
 module counts
     implicit none
     integer(8) :: ncalls(5) = 0, nbytes(5) = 0
@@ -83,6 +84,7 @@ program mpi_fortran
             call MPI_Send(a, 4, MPI_REAL, peer, i, MPI_COMM_WORLD, ierr)
             ncalls(4) = ncalls(4) + 1; nbytes(4) = nbytes(4) + 16
         end if
+        call MPI_Pcontrol(100)
     end do
     call with_mpif(5)
     call with_f08(3)
