@@ -155,10 +155,33 @@ void tcmpi_pcontrol(int level)
         tc_step(c);
 }
 
+/*
+ * Rank 0's one line when the client found no daemon (or was refused): else a
+ * job runs to its end and nothing says that it was not recorded.
+ * TRACECTL_QUIET=1 silences it; TRACECTL_DISABLE=1 is no error, so no line.
+ */
+static void say_not_recorded(const tc_client *c, int err)
+{
+    const char *quiet = getenv("TRACECTL_QUIET"), *why = NULL;
+
+    if (quiet != NULL && strcmp(quiet, "1") == 0)
+        return;
+    if (c != NULL && tc_last_error(c, &why) != 0 && why != NULL && *why != '\0')
+        fprintf(stderr,
+                "tracectl: this MPI job is not recorded: %s (TRACECTL_QUIET=1 silences"
+                " this)\n",
+                why);
+    else /* blocking mode: no client to ask */
+        fprintf(stderr,
+                "tracectl: this MPI job is not recorded: no daemon: %s (TRACECTL_QUIET=1"
+                " silences this)\n",
+                strerror(-err));
+}
+
 void tcmpi_start(int thread_level)
 {
     char session[300], device[64], lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int expect = 0, rank = 0, size = 1, len = 0;
+    int expect = 0, rank = 0, size = 1, len = 0, err = 0;
     tc_options o;
     tc_client *c;
 
@@ -174,7 +197,9 @@ void tcmpi_start(int thread_level)
     o.rank = rank;
     o.world = size;
     o.device = getenv("TRACECTL_DEVICE") && *getenv("TRACECTL_DEVICE") ? NULL : device;
-    c = tc_open(&o, NULL);
+    c = tc_open(&o, &err);
+    if (err != 0 && rank == 0)
+        say_not_recorded(c, err);
     if (c == NULL)
         return; /* blocking mode and no daemon: nothing is recorded */
     for (int i = 0; i < TCMPI_N_OPS; i++)

@@ -19,6 +19,7 @@
  * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT;
  * - mpi_steps: steps by MPI_Pcontrol(100) and by TRACECTL_MPI_STEP_ON, the
  *   late rank named in each;
+ * - no daemon: rank 0's one line on stderr (TRACECTL_QUIET=1: none);
  * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
  *   program counts itself.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
@@ -1192,6 +1193,73 @@ Test(mpi, no_step_marker_is_one_step)
     cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace"), 1);
     cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE op = 'MPI_Barrier'"), 2 * 2 * STEPS);
     sqlite3_close(db);
+}
+
+/* ---- no daemon: rank 0 says so (issue 29 item 8) ------------------------------------ */
+
+/* How many lines of out contain s. */
+static int lines_with(const char *out, const char *s)
+{
+    int n = 0;
+
+    for (const char *p = out; (p = strstr(p, s)) != NULL; p += strlen(s))
+        n++;
+    return n;
+}
+
+/* mpi_steps with 3 ranks and no daemon at its socket (env added): its stderr and stdout. */
+static char *run_without_daemon(const char *env)
+{
+    return sh("TRACECTL_SOCKET='%s/none.sock' %s '%s' --oversubscribe -np 3 -x LD_PRELOAD='%s'"
+              " '%s' pcontrol 2>&1",
+              d.dir, env, MPIEXEC_BIN, TRACECTL_MPI_LIB, MPI_STEPS_BIN);
+}
+
+Test(mpi, no_daemon_rank_0_says_the_job_is_not_recorded)
+{
+    char want[PATH_MAX + 64];
+    char *out;
+
+    snprintf(want, sizeof(want), "cannot connect to %s/none.sock", d.dir);
+    out = run_without_daemon("");
+    cr_assert_eq(lines_with(out, "tracectl: this MPI job is not recorded: "), 1, "%s", out);
+    cr_assert(strstr(out, want) != NULL, "the reason: %s", out);
+    free(out);
+    out = run_without_daemon("TRACECTL_BLOCKING=1");
+    cr_assert_eq(lines_with(out, "tracectl: this MPI job is not recorded: no daemon: "), 1, "%s",
+                 out);
+    free(out);
+    out = run_without_daemon("TRACECTL_QUIET=1");
+    cr_assert_eq(lines_with(out, "tracectl"), 0, "%s", out);
+    free(out);
+    out = run_without_daemon("TRACECTL_DISABLE=1");
+    cr_assert_eq(lines_with(out, "tracectl"), 0, "%s", out);
+    free(out);
+    /* with the daemon: nothing said */
+    out = sh("'%s' --oversubscribe -np 3 -x LD_PRELOAD='%s' '%s' pcontrol 2>&1", MPIEXEC_BIN,
+             TRACECTL_MPI_LIB, MPI_STEPS_BIN);
+    cr_assert_eq(lines_with(out, "tracectl"), 0, "%s", out);
+    free(out);
+}
+
+/* A TRACECTL_MPI_STEP_ON that names no collective: rank 0 says so, and there are no steps. */
+Test(mpi, step_on_not_a_collective_is_said_and_ignored)
+{
+    long long id;
+    sqlite3 *db;
+    char *out;
+
+    out = sh("TRACECTL_MPI_STEP_ON=MPI_Send '%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' '%s'"
+             " barrier 2>&1",
+             MPIEXEC_BIN, TRACECTL_MPI_LIB, MPI_STEPS_BIN);
+    cr_assert_eq(lines_with(out, "tracectl: TRACECTL_MPI_STEP_ON=MPI_Send is not an MPI"
+                                 " collective"),
+                 1, "%s", out);
+    id = the_session(2);
+    db = open_session(id);
+    cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace"), 1);
+    sqlite3_close(db);
+    free(out);
 }
 
 /* ---- Fortran (issue 29 item 1) ------------------------------------------------ */
