@@ -23,9 +23,9 @@
 
 #include "tcmpi.h"
 
-/* Open MPI's Fortran sentinels MPI_IN_PLACE and MPI_STATUS_IGNORE (common blocks in libmpi;
- * gfortran's names). */
-extern MPI_Fint mpi_fortran_in_place_, mpi_fortran_status_ignore_;
+/* Open MPI's Fortran sentinels MPI_IN_PLACE, MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE (common
+ * blocks in libmpi; gfortran's names). */
+extern MPI_Fint mpi_fortran_in_place_, mpi_fortran_status_ignore_, mpi_fortran_statuses_ignore_;
 
 /* The real binding's address: looked up once (a benign race: every thread finds the same). */
 static void *real_fn(const char *name, void *_Atomic *cache)
@@ -390,7 +390,7 @@ FORTRAN(alltoallv, ALLTOALLV,
                           1);                                                                      \
     }
 
-/* The non-blocking sends and Irecv: one signature. */
+/* The non-blocking sends: one signature. */
 #define FORTRAN_ISEND(lc, UC)                                                                      \
     FORTRAN(lc, UC,                                                                                \
             (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *peer, MPI_Fint *tag,            \
@@ -415,7 +415,23 @@ FORTRAN_ISEND(isend, ISEND)
 FORTRAN_ISEND(issend, ISSEND)
 FORTRAN_ISEND(ibsend, IBSEND)
 FORTRAN_ISEND(irsend, IRSEND)
-FORTRAN_ISEND(irecv, IRECV)
+
+/* Irecv: recorded at its completion (tcmpi_irecv), with what arrived. */
+FORTRAN(irecv, IRECV,
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
+         MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr))
+{
+    MPI_Request r;
+    REAL(irecv);
+    TCMPI_BEGIN;
+
+    real(buf, count, type, source, tag, comm, req, ierr);
+    req_c(req, *ierr, &r);
+    if (c != NULL)
+        tcmpi_irecv(c, t0, *ierr, COMM(comm), *source, *tag, *count, TYPE(type), r);
+    else
+        tcmpi_req_forget(r);
+}
 
 /*
  * A Fortran status the call fills: the caller's, or with MPI_STATUS_IGNORE
@@ -464,21 +480,23 @@ FORTRAN(sendrecv, SENDRECV,
          MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm,
          MPI_Fint *status, MPI_Fint *ierr))
 {
+    struct fstatus s;
     REAL(sendrecv);
     TCMPI_BEGIN;
+    MPI_Fint *st = status_arg(&s, status, c);
 
-    real(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status, ierr);
+    real(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st, ierr);
     if (c != NULL)
-        tcmpi_rec_sendrecv(c, t0, *ierr, COMM(comm), *scount, TYPE(stype), *dest, *stag, *rcount,
-                           TYPE(rtype));
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, *ierr, COMM(comm), *scount, TYPE(stype), *dest,
+                           *stag, *rcount, TYPE(rtype), *source, *rtag, status_c(&s, st, *ierr));
 }
 
 /* ---- completion ------------------------------------------------------------------------- */
 
 /*
  * The C requests of n Fortran ones, taken before a completion call while
- * some non-blocking collective is remembered (NULL otherwise, or when out of
- * memory: the call is then recorded without them).
+ * some request is remembered (NULL otherwise, or when out of memory: the
+ * call is then recorded without them).
  */
 static MPI_Request *reqs_c(const MPI_Fint *f, int n)
 {
@@ -491,34 +509,65 @@ static MPI_Request *reqs_c(const MPI_Fint *f, int n)
     return r;
 }
 
-/* After a completion call over n Fortran requests f that were before[] before it. */
+#define FSTATUS (sizeof(MPI_Status) / sizeof(MPI_Fint)) /* Open MPI's MPI_STATUS_SIZE */
+
+/* The Fortran statuses to give MPI for n requests: the caller's, or ours (*own, malloc'd) in
+ * place of MPI_STATUS(ES)_IGNORE while the requests were copied. */
+static MPI_Fint *fstatuses_arg(MPI_Fint *statuses, int n, const MPI_Request *before, MPI_Fint **own)
+{
+    *own = NULL;
+    if (before == NULL || n <= 0 ||
+        (!status_ignored(statuses) && statuses != MPI_F_STATUSES_IGNORE &&
+         statuses != &mpi_fortran_statuses_ignore_))
+        return statuses;
+    *own = malloc((size_t)n * FSTATUS * sizeof(MPI_Fint));
+    return *own != NULL ? *own : statuses;
+}
+
+/* After a completion call over n Fortran requests f that were before[] before it, with the
+ * Fortran statuses fst of each request (n of them; NULL or a sentinel: none). */
 static void fort_wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, MPI_Request *before,
-                           const MPI_Fint *f)
+                           const MPI_Fint *f, const MPI_Fint *fst, MPI_Fint ierr, MPI_Fint *own)
 {
     MPI_Request *after = before != NULL ? reqs_c(f, n) : NULL;
+    MPI_Status *st = NULL;
+    struct tcmpi_status s = {NULL, TCMPI_ST_EACH, 0, 0, NULL};
 
+    if (after != NULL && ierr == MPI_SUCCESS && (fst == own || !status_ignored(fst)) &&
+        fst != MPI_F_STATUSES_IGNORE && fst != &mpi_fortran_statuses_ignore_ &&
+        (st = malloc((size_t)n * sizeof(*st))) != NULL) {
+        for (int i = 0; i < n; i++)
+            PMPI_Status_f2c(fst + (size_t)i * FSTATUS, &st[i]);
+        s.st = st;
+    }
     if (c != NULL || after != NULL)
-        tcmpi_wait(c, op, t0, tcmpi_now(), n, after != NULL ? before : NULL, after);
+        tcmpi_wait(c, op, t0, tcmpi_now(), n, after != NULL ? before : NULL, after, &s);
     free(before);
     free(after);
+    free(st);
+    free(own);
 }
 
 FORTRAN(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr))
 {
+    MPI_Fint *own;
     REAL(wait);
     MPI_Request *before = reqs_c(req, 1);
+    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
     TCMPI_BEGIN;
 
-    real(req, status, ierr);
-    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req);
+    real(req, st, ierr);
+    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req, st, *ierr, own);
 }
 
 FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr))
 {
+    MPI_Fint *own;
     REAL(waitall);
     MPI_Request *before = reqs_c(reqs, *count);
+    MPI_Fint *st = fstatuses_arg(statuses, *count, before, &own);
     TCMPI_BEGIN;
 
-    real(count, reqs, statuses, ierr);
-    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs);
+    real(count, reqs, st, ierr);
+    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs, st, *ierr, own);
 }

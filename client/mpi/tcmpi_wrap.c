@@ -186,13 +186,20 @@ void tcmpi_rec_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm
 void tcmpi_rec_recv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int source,
                     int tag, int count, MPI_Datatype type, const MPI_Status *st)
 {
-    if (rc == MPI_SUCCESS && st != NULL)
-        source = st->MPI_SOURCE, tag = st->MPI_TAG;
-    tcmpi_rec_p2p(c, op, t0, rc, comm, source, tag, count, type, 1);
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k != NULL) {
+        a = amt(count, type);
+        tcmpi_received(st, tcmpi_bytes(1, type), &source, &tag, &a.n, &a.bytes);
+    }
+    tcmpi_p2p(c, op, t0, t1, k, source, tag, a.n, a.bytes);
 }
 
-void tcmpi_rec_sendrecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int scount,
-                        MPI_Datatype stype, int dest, int stag, int rcount, MPI_Datatype rtype)
+void tcmpi_rec_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        int scount, MPI_Datatype stype, int dest, int stag, int rcount,
+                        MPI_Datatype rtype, int source, int rtag, const MPI_Status *st)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -200,24 +207,30 @@ void tcmpi_rec_sendrecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int sc
 
     if (k != NULL)
         s = amt(scount, stype), r = amt(rcount, rtype);
-    tcmpi_p2p(c, TCMPI_SENDRECV, t0, t1, k, dest, stag, s.n + r.n, s.bytes + r.bytes);
+    tcmpi_sendrecv(c, op, t0, t1, k, dest, stag, s.n, s.bytes, source, rtag, r.n, r.bytes,
+                   k != NULL ? tcmpi_bytes(1, rtype) : 0, st);
 }
 
 /*
  * The requests a completion call was given, as they were before it: a copy
- * only while some non-blocking collective is remembered (one atomic load
- * otherwise), on the stack up to BEFORE_STACK.
+ * only while some request is remembered (one atomic load otherwise), on the
+ * stack up to BEFORE_STACK; and then, when the caller ignores the statuses,
+ * ours in their place (the actual source and size of a completed Irecv are
+ * in them).
  */
 #define BEFORE_STACK 64
 
 struct before {
     MPI_Request *r; /* NULL: no copy */
     MPI_Request stack[BEFORE_STACK];
+    MPI_Status *st; /* our statuses, or NULL */
+    MPI_Status st_stack[BEFORE_STACK];
 };
 
 static void before_take(struct before *b, const MPI_Request *reqs, int n)
 {
     b->r = NULL;
+    b->st = NULL;
     if (n <= 0 || reqs == NULL || !tcmpi_req_any())
         return;
     b->r = n <= BEFORE_STACK ? b->stack : malloc((size_t)n * sizeof(*reqs));
@@ -225,14 +238,33 @@ static void before_take(struct before *b, const MPI_Request *reqs, int n)
         memcpy(b->r, reqs, (size_t)n * sizeof(*reqs));
 }
 
-/* After a completion call over n requests, reqs as they are now. */
-static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct before *b,
-                      const MPI_Request *reqs)
+/* The statuses to give MPI for n requests: the caller's, or ours in place of
+ * MPI_STATUS(ES)_IGNORE while a copy was taken. */
+static MPI_Status *before_status(struct before *b, MPI_Status *statuses, int n)
 {
+    if (b->r == NULL || n <= 0 ||
+        (statuses != MPI_STATUS_IGNORE && statuses != MPI_STATUSES_IGNORE))
+        return statuses;
+    b->st = n <= BEFORE_STACK ? b->st_stack : malloc((size_t)n * sizeof(*b->st));
+    return b->st != NULL ? b->st : statuses;
+}
+
+/* After a completion call over n requests, reqs as they are now, the statuses in st (kind:
+ * TCMPI_ST_*; index: TCMPI_ST_ONE's; indices, outcount: TCMPI_ST_SOME's). */
+static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct before *b,
+                      const MPI_Request *reqs, int rc, const MPI_Status *st, int kind, int index,
+                      const int *indices, int outcount)
+{
+    struct tcmpi_status s = {rc == MPI_SUCCESS ? st : NULL, kind, index, outcount, indices};
+
+    if (st == MPI_STATUS_IGNORE || (kind == TCMPI_ST_SOME && rc != MPI_SUCCESS))
+        s.st = NULL;
     if (c != NULL || b->r != NULL)
-        tcmpi_wait(c, op, t0, tcmpi_now(), n, b->r, reqs);
+        tcmpi_wait(c, op, t0, tcmpi_now(), n, b->r, reqs, &s);
     if (b->r != b->stack)
         free(b->r);
+    if (b->st != b->st_stack)
+        free(b->st);
 }
 
 void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm)
@@ -941,8 +973,9 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
     int rc = PMPI_Irecv(buf, count, type, source, tag, comm, req);
 
     if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_IRECV, t0, rc, comm, source, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
+        tcmpi_irecv(c, t0, rc, comm, source, tag, count, type, *req); /* recorded at completion */
+    else
+        tcmpi_req_forget(*req); /* a handle MPI gives again */
     return rc;
 }
 
@@ -994,28 +1027,35 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
     return rc;
 }
 
-/* Sendrecv: both sides; peer and tag are the send side's. */
+/* Sendrecv(_replace): two entries, the send side and the receive side (tcmpi_sendrecv); the
+ * status gives what arrived (with MPI_STATUS_IGNORE, ours). */
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
                  int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
                  MPI_Status *status)
 {
+    MPI_Status own;
     TCMPI_BEGIN;
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
-                           status);
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc =
+        PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st);
 
     if (c != NULL)
-        tcmpi_rec_sendrecv(c, t0, rc, comm, scount, stype, dest, stag, rcount, rtype);
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, rc, comm, scount, stype, dest, stag, rcount,
+                           rtype, source, rtag, st);
     return rc;
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
                          int rtag, MPI_Comm comm, MPI_Status *status)
 {
+    MPI_Status own;
     TCMPI_BEGIN;
-    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, st);
 
     if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, dest, stag, count, type, 2);
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, count, type, dest, stag, count,
+                           type, source, rtag, st);
     return rc;
 }
 
@@ -1025,10 +1065,11 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     struct before b;
     before_take(&b, req, 1);
+    MPI_Status *st = before_status(&b, status, 1);
     TCMPI_BEGIN;
-    int rc = PMPI_Wait(req, status);
+    int rc = PMPI_Wait(req, st);
 
-    wait_done(c, TCMPI_WAIT, t0, 1, &b, req);
+    wait_done(c, TCMPI_WAIT, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
     return rc;
 }
 
@@ -1036,10 +1077,11 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
     struct before b;
     before_take(&b, reqs, count);
+    MPI_Status *st = before_status(&b, statuses, count);
     TCMPI_BEGIN;
-    int rc = PMPI_Waitall(count, reqs, statuses);
+    int rc = PMPI_Waitall(count, reqs, st);
 
-    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs);
+    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
     return rc;
 }
 
@@ -1047,10 +1089,11 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
 {
     struct before b;
     before_take(&b, reqs, count);
+    MPI_Status *st = before_status(&b, status, 1);
     TCMPI_BEGIN;
-    int rc = PMPI_Waitany(count, reqs, index, status);
+    int rc = PMPI_Waitany(count, reqs, index, st);
 
-    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs);
+    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *index, NULL, 0);
     return rc;
 }
 
@@ -1059,10 +1102,12 @@ int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
 {
     struct before b;
     before_take(&b, reqs, incount);
+    MPI_Status *st = before_status(&b, statuses, incount);
     TCMPI_BEGIN;
-    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
+    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
 
-    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs);
+    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
+              *outcount);
     return rc;
 }
 
@@ -1070,10 +1115,11 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
     struct before b;
     before_take(&b, req, 1);
+    MPI_Status *st = before_status(&b, status, 1);
     TCMPI_BEGIN;
-    int rc = PMPI_Test(req, flag, status);
+    int rc = PMPI_Test(req, flag, st);
 
-    wait_done(c, TCMPI_TEST, t0, 1, &b, req);
+    wait_done(c, TCMPI_TEST, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
     return rc;
 }
 
@@ -1081,10 +1127,11 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     struct before b;
     before_take(&b, reqs, count);
+    MPI_Status *st = before_status(&b, statuses, count);
     TCMPI_BEGIN;
-    int rc = PMPI_Testall(count, reqs, flag, statuses);
+    int rc = PMPI_Testall(count, reqs, flag, st);
 
-    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs);
+    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
     return rc;
 }
 
@@ -1092,10 +1139,12 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
 {
     struct before b;
     before_take(&b, reqs, count);
+    MPI_Status *st = before_status(&b, status, 1);
     TCMPI_BEGIN;
-    int rc = PMPI_Testany(count, reqs, index, flag, status);
+    int rc = PMPI_Testany(count, reqs, index, flag, st);
 
-    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs);
+    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *flag ? *index : -1,
+              NULL, 0);
     return rc;
 }
 
@@ -1104,10 +1153,12 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
 {
     struct before b;
     before_take(&b, reqs, incount);
+    MPI_Status *st = before_status(&b, statuses, incount);
     TCMPI_BEGIN;
-    int rc = PMPI_Testsome(incount, reqs, outcount, indices, statuses);
+    int rc = PMPI_Testsome(incount, reqs, outcount, indices, st);
 
-    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs);
+    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
+              *outcount);
     return rc;
 }
 

@@ -19,6 +19,8 @@
  * - MPI_Finalize with the daemon stopped: within TRACECTL_CLOSE_TIMEOUT;
  * - mpi_steps: steps by MPI_Pcontrol(100) and by TRACECTL_MPI_STEP_ON, the
  *   late rank named in each;
+ * - mpi_p2p: point-to-point peers and bytes per rank as the program counts
+ *   them (received sizes, ANY_SOURCE, Irecvs at completion, Sendrecv's sides);
  * - no daemon: rank 0's one line on stderr (TRACECTL_QUIET=1: none);
  * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
  *   program counts itself.
@@ -189,7 +191,8 @@ static const struct want counts_want[] = {
     {"MPI_Iallreduce", "comm", 1, 4, 16},
     {"MPI_Ibcast", "comm", 1, 6, 6},
     {"MPI_Wait", "wait", 2, 2, 0},
-    {"MPI_Sendrecv", "comm", 4, 4 * 32, 4 * 32},
+    {"MPI_Sendrecv", "comm", 4, 4 * 16, 4 * 16}, /* its send side */
+    {"tcmpi.recv", "comm", 4, 4 * 16, 4 * 16},   /* and its receive side */
     {"MPI_Send", "comm", 1, 100, 400},
     {"MPI_Recv", "comm", 1, 100, 400},
     {"MPI_Irecv", "comm", 3, 96, 768},
@@ -231,7 +234,7 @@ static void check_counts(sqlite3 *db, int rank)
     }
     cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), total,
                  "no entry of another op");
-    cr_assert_eq(total, 45);
+    cr_assert_eq(total, 49);
 }
 
 /* The ext map: seq in order on both communicators, peers as world ranks, tags. */
@@ -262,11 +265,8 @@ static void check_ext(sqlite3 *db, int rank)
     static const struct {
         const char *op;
         int to_right, tag, calls;
-    } p2p[] = {{"MPI_Sendrecv", 1, 7, 4},
-               {"MPI_Send", 1, 11, 1},
-               {"MPI_Recv", 0, 11, 1},
-               {"MPI_Isend", 1, 5, 3},
-               {"MPI_Irecv", 0, 5, 3}};
+    } p2p[] = {{"MPI_Sendrecv", 1, 7, 4}, {"tcmpi.recv", 0, 7, 4}, {"MPI_Send", 1, 11, 1},
+               {"MPI_Recv", 0, 11, 1},    {"MPI_Isend", 1, 5, 3},  {"MPI_Irecv", 0, 5, 3}};
     for (size_t i = 0; i < sizeof(p2p) / sizeof(p2p[0]); i++)
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = '%s' AND x.peer = "
@@ -283,7 +283,7 @@ Test(mpi, counts_bytes_and_ext_of_a_known_program)
     free(sh("'%s' --oversubscribe -np 4 '%s'", MPIEXEC_BIN, MPI_COUNTS_BIN));
     id = the_session(4);
     db = open_session(id);
-    cr_assert_eq(q(db, "SELECT count(*) FROM entries"), 4 * 45);
+    cr_assert_eq(q(db, "SELECT count(*) FROM entries"), 4 * 49);
     cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
     cr_assert_eq(q(db, "SELECT count(*) FROM processes WHERE bye = 1 AND world = 4"), 4);
     for (int rank = 0; rank < 4; rank++) {
@@ -335,10 +335,11 @@ Test(mpi, thread_multiple)
     db = open_session(id);
     cr_assert_eq(q(db, "SELECT sum(dropped) FROM processes"), 0);
     for (int rank = 0; rank < 2; rank++) {
-        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 2400);
+        /* 1200 calls and 1200 Sendrecvs of two entries each */
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 3600);
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Sendrecv'"
-                       " AND x.peer = %d AND x.tag BETWEEN 0 AND 3 AND t.mem_bytes = 8",
+                       " AND x.peer = %d AND x.tag BETWEEN 0 AND 3 AND t.mem_bytes = 4",
                        rank, 1 - rank),
                      1200);
         /* 4 communicators, each with its 300 Allreduces numbered 0..299 */
@@ -692,7 +693,7 @@ Test(mpi, mpi4py_under_preload)
     id = the_session(2);
     db = open_session(id);
     for (int rank = 0; rank < 2; rank++) {
-        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 7);
+        cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank), 8);
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM trace WHERE rank = %d AND op = 'MPI_Allreduce'"
                        " AND elements = 8 AND mem_bytes = 64",
@@ -702,7 +703,12 @@ Test(mpi, mpi4py_under_preload)
             q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op = 'MPI_Barrier'", rank), 1);
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'MPI_Sendrecv'"
-                       " AND x.peer = %d AND x.tag = 4 AND t.mem_bytes = 24",
+                       " AND x.peer = %d AND x.tag = 4 AND t.mem_bytes = 12",
+                       rank, 1 - rank),
+                     1);
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = 'tcmpi.recv'"
+                       " AND x.peer = %d AND x.tag = 4 AND t.mem_bytes = 12 AND t.dur_ns = 0",
                        rank, 1 - rank),
                      1);
     }
@@ -1258,6 +1264,66 @@ Test(mpi, step_on_not_a_collective_is_said_and_ignored)
     id = the_session(2);
     db = open_session(id);
     cr_assert_eq(q(db, "SELECT count(DISTINCT step) FROM trace"), 1);
+    sqlite3_close(db);
+    free(out);
+}
+
+/* ---- point to point done right (issue 29 item 4) --------------------------------- */
+
+/*
+ * mpi_p2p (4 ranks) under LD_PRELOAD: per rank, op and peer, the entries'
+ * calls and bytes equal the program's own count ("p2p RANK OP PEER CALLS
+ * BYTES"): received bytes are what arrived (not the posted 10,000 / 20,000 /
+ * 1,000 / 512), receives from MPI_ANY_SOURCE and Irecvs completed by Wait,
+ * Waitall and Test have their actual source, and each Sendrecv(_replace) is
+ * its send side plus a "tcmpi.recv" entry for its receive side, linked by
+ * parent. No point-to-point entry is without a peer.
+ */
+Test(mpi, point_to_point_peers_and_bytes_as_the_program_counts)
+{
+    long long calls, bytes, id, want[4] = {0};
+    int rank, peer, lines = 0;
+    char op[32];
+    const char *p;
+    sqlite3 *db;
+    char *out;
+
+    out = sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np 4 -x LD_PRELOAD='%s' '%s'", MPIEXEC_BIN,
+             TRACECTL_MPI_LIB, MPI_P2P_BIN);
+    id = the_session(4);
+    db = open_session(id);
+    for (p = out; (p = strstr(p, "p2p ")) != NULL; p += 4) {
+        if (sscanf(p, "p2p %d %31s %d %lld %lld", &rank, op, &peer, &calls, &bytes) != 5)
+            continue;
+        lines++;
+        cr_assert(rank >= 0 && rank < 4, "%s", out);
+        want[rank] += calls;
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND t.op = '%s' AND"
+                       " x.peer = %d AND x.comm = 0",
+                       rank, op, peer),
+                     calls, "rank %d %s peer %d calls", rank, op, peer);
+        cr_assert_eq(q(db,
+                       "SELECT coalesce(sum(t.mem_bytes), 0) FROM " TX " WHERE t.rank = %d AND"
+                       " t.op = '%s' AND x.peer = %d",
+                       rank, op, peer),
+                     bytes, "rank %d %s peer %d bytes", rank, op, peer);
+    }
+    cr_assert_gt(lines, 4 * 6, "%s", out);
+    for (rank = 0; rank < 4; rank++)
+        cr_assert_eq(q(db,
+                       "SELECT count(*) FROM trace WHERE rank = %d AND op IN ('MPI_Send',"
+                       " 'MPI_Recv', 'MPI_Isend', 'MPI_Irecv', 'MPI_Sendrecv', 'tcmpi.recv',"
+                       " 'MPI_Sendrecv_replace')",
+                       rank),
+                     want[rank], "rank %d: no point-to-point entry but those counted", rank);
+    /* each receive side names its Sendrecv: same rank, parent = the send side's id, at its end */
+    cr_assert_eq(q(db, "SELECT count(*) FROM trace t JOIN entry_link l ON l.entry_rowid = t.id"
+                       " JOIN entry_link m ON m.parent = l.id JOIN trace s ON s.id = m.entry_rowid"
+                       " WHERE t.op IN ('MPI_Sendrecv', 'MPI_Sendrecv_replace') AND"
+                       " s.op = 'tcmpi.recv' AND s.rank = t.rank AND s.dur_ns = 0 AND"
+                       " s.start_ns = t.start_ns + t.dur_ns"),
+                 4 * 2);
     sqlite3_close(db);
     free(out);
 }
