@@ -1279,6 +1279,64 @@ Test(mpi, step_on_not_a_collective_is_said_and_ignored)
  * its send side plus a "tcmpi.recv" entry for its receive side, linked by
  * parent. No point-to-point entry is without a peer.
  */
+/*
+ * p2p_sum.py FORMAT FILE: the point-to-point entries of a CSV or Chrome
+ * export summed per rank, op and peer, as mpi_p2p prints its own count
+ * ("p2p RANK OP PEER CALLS BYTES"), sorted. An entry without a peer counts
+ * under peer -1 (there must be none). Written independently of the CLI.
+ */
+static const char p2p_sum_py[] =
+    "import csv, json, re, sys\n"
+    "OPS = {'MPI_Send', 'MPI_Recv', 'MPI_Isend', 'MPI_Irecv', 'MPI_Sendrecv', 'tcmpi.recv',\n"
+    "       'MPI_Sendrecv_replace'}\n"
+    "sums = {}\n"
+    "def add(rank, op, peer, b):\n"
+    "    c = sums.setdefault((rank, op, peer), [0, 0])\n"
+    "    c[0] += 1; c[1] += b\n"
+    "if sys.argv[1] == 'csv':\n"
+    "    for r in csv.DictReader(open(sys.argv[2], newline='')):\n"
+    "        if r['op'] in OPS:\n"
+    "            assert r['comm'] == '0' and r['tag'] != '' and r['seq'] == '', r\n"
+    "            add(int(r['rank']), r['op'], int(r['peer'] or -1), int(r['mem_bytes']))\n"
+    "else:\n"
+    "    ev = json.load(open(sys.argv[2]))\n"
+    "    ev = ev['traceEvents'] if isinstance(ev, dict) else ev\n"
+    "    rank = {e['pid']: int(re.match(r'rank (\\d+)', e['args']['name']).group(1))\n"
+    "            for e in ev if e.get('ph') == 'M' and e.get('name') == 'process_name'}\n"
+    "    for e in ev:\n"
+    "        if e.get('ph') == 'X' and e['name'] in OPS:\n"
+    "            a = e['args']\n"
+    "            assert a['comm'] == '0' and 'tag' in a and 'seq' not in a, a\n"
+    "            add(rank[e['pid']], e['name'], a.get('peer', -1), a['mem_bytes'])\n"
+    "for (r, op, p), (n, b) in sorted(sums.items()):\n"
+    "    print('p2p %d %s %d %d %d' % (r, op, p, n, b))\n";
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The "p2p ..." lines of out, sorted, one string (caller frees). */
+static char *p2p_lines(const char *out)
+{
+    char *lines[256], *all = calloc(1, 1 << 16);
+    size_t n = 0, len = 0;
+
+    cr_assert_not_null(all);
+    for (const char *p = out; (p = strstr(p, "p2p ")) != NULL && n < 256; p += 4) {
+        size_t l = strcspn(p, "\n");
+        lines[n] = strndup(p, l);
+        cr_assert_not_null(lines[n]);
+        n++;
+    }
+    qsort(lines, n, sizeof(lines[0]), cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(all + len, (1 << 16) - len, "%s\n", lines[i]);
+        free(lines[i]);
+    }
+    return all;
+}
+
 Test(mpi, point_to_point_peers_and_bytes_as_the_program_counts)
 {
     long long calls, bytes, id, want[4] = {0};
@@ -1310,6 +1368,20 @@ Test(mpi, point_to_point_peers_and_bytes_as_the_program_counts)
                      bytes, "rank %d %s peer %d bytes", rank, op, peer);
     }
     cr_assert_gt(lines, 4 * 6, "%s", out);
+    /* the CSV and Chrome exports carry the same peers, tags and comm (python3 sums them) */
+    write_file("p2p_sum.py", p2p_sum_py);
+    char *want_lines = p2p_lines(out);
+    for (int f = 0; f < 2; f++) {
+        const char *fmt = f == 0 ? "csv" : "chrome";
+        char *got = sh("'%s' --socket '%s' export %lld --format %s -o p2p.%s && python3 p2p_sum.py"
+                       " %s p2p.%s",
+                       TRACECTL_BIN, d.sock, id, fmt, fmt, fmt, fmt);
+        char *got_lines = p2p_lines(got);
+        cr_assert_str_eq(got_lines, want_lines, "%s export", fmt);
+        free(got_lines);
+        free(got);
+    }
+    free(want_lines);
     for (rank = 0; rank < 4; rank++)
         cr_assert_eq(q(db,
                        "SELECT count(*) FROM trace WHERE rank = %d AND op IN ('MPI_Send',"
