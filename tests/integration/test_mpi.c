@@ -21,6 +21,7 @@
  *   late rank named in each;
  * - mpi_p2p: point-to-point peers and bytes per rank as the program counts
  *   them (received sizes, ANY_SOURCE, Irecvs at completion, Sendrecv's sides);
+ * - the OTF2 export of mpi_counts' session read back with otf2-print;
  * - no daemon: rank 0's one line on stderr (TRACECTL_QUIET=1: none);
  * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
  *   program counts itself.
@@ -1200,6 +1201,105 @@ Test(mpi, no_step_marker_is_one_step)
     cr_assert_eq(q(db, "SELECT count(*) FROM trace WHERE op = 'MPI_Barrier'"), 2 * 2 * STEPS);
     sqlite3_close(db);
 }
+
+/* ---- OTF2 export (issue 29 item 6) ------------------------------------------------- */
+
+#ifdef OTF2_PRINT_BIN
+/*
+ * otf2_count.py DIR: otf2-print's events of DIR/traces.otf2 counted per rank
+ * (its locations' groups are "rank N ..."): "<event> RANK COUNT" lines, and
+ * "comms N", the communicators its collective ends name.
+ */
+static const char otf2_count_py[] =
+    "import collections, re, subprocess, sys\n"
+    "def run(*a):\n"
+    "    return subprocess.run([sys.argv[1], *a], check=True, capture_output=True,\n"
+    "                          text=True).stdout.splitlines()\n"
+    "trace = sys.argv[2] + '/traces.otf2'\n"
+    "rank = {}\n"
+    "for l in run('-G', trace):\n"
+    "    m = re.match(r'LOCATION +(\\d+) .*Group: \"rank (\\d+)', l)\n"
+    "    if m: rank[int(m.group(1))] = int(m.group(2))\n"
+    "n = collections.Counter(); comms = set()\n"
+    "for l in run(trace):\n"
+    "    f = l.split()\n"
+    "    if len(f) > 2 and f[0] in ('ENTER', 'LEAVE', 'MPI_COLLECTIVE_BEGIN',\n"
+    "                               'MPI_COLLECTIVE_END', 'MPI_SEND', 'MPI_RECV'):\n"
+    "        n[(f[0], rank[int(f[1])])] += 1\n"
+    "        m = re.search(r'Communicator: (\"[^\"]*\")', l)\n"
+    "        if f[0] == 'MPI_COLLECTIVE_END' and m: comms.add(m.group(1))\n"
+    "for (e, r), c in sorted(n.items()): print(e, r, c)\n"
+    "print('comms', len(comms))\n";
+
+/* The COUNT of "<event> RANK COUNT" in out (0 when absent). */
+static long long otf2_n(const char *out, const char *event, int rank)
+{
+    char key[64];
+    const char *p;
+    long long n = 0;
+
+    snprintf(key, sizeof(key), "%s %d ", event, rank);
+    for (p = out; (p = strstr(p, key)) != NULL; p++)
+        if (p == out || p[-1] == '\n')
+            return sscanf(p + strlen(key), "%lld", &n) == 1 ? n : 0;
+    return 0;
+}
+
+#define OTF2_COLLS                                                                                 \
+    "'MPI_Barrier', 'MPI_Bcast', 'MPI_Gather', 'MPI_Gatherv', 'MPI_Scatter', 'MPI_Scatterv',"      \
+    " 'MPI_Allgather', 'MPI_Allgatherv', 'MPI_Alltoall', 'MPI_Alltoallv', 'MPI_Alltoallw',"        \
+    " 'MPI_Allreduce', 'MPI_Reduce', 'MPI_Reduce_scatter', 'MPI_Reduce_scatter_block',"            \
+    " 'MPI_Scan', 'MPI_Exscan'"
+
+/*
+ * mpi_counts (4 ranks: MPI_COMM_WORLD and two halves, point to point,
+ * non-blocking collectives) exported as OTF2: otf2-print reads it, and per
+ * rank its Enter and Leave events are the rank's entries, its collective
+ * begin/end pairs its blocking collectives, its MPI_SEND / MPI_RECV its
+ * sends and receives on MPI_COMM_WORLD; 3 communicators.
+ */
+Test(mpi, otf2_export_has_the_session_s_events)
+{
+    long long id;
+    sqlite3 *db;
+    char *out;
+
+    free(sh("'%s' --oversubscribe -np 4 '%s'", MPIEXEC_BIN, MPI_COUNTS_BIN));
+    id = the_session(4);
+    write_file("otf2_count.py", otf2_count_py);
+    out = sh("'%s' --socket '%s' export %lld --format otf2 -o otf2 && python3 otf2_count.py '%s'"
+             " otf2",
+             TRACECTL_BIN, d.sock, id, OTF2_PRINT_BIN);
+    db = open_session(id);
+    for (int rank = 0; rank < 4; rank++) {
+        long long entries = q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank);
+        long long colls = q(db,
+                            "SELECT count(*) FROM " TX " WHERE t.rank = %d AND x.seq IS NOT NULL"
+                            " AND t.op IN (" OTF2_COLLS ")",
+                            rank);
+        cr_assert_eq(otf2_n(out, "ENTER", rank), entries, "rank %d: %s", rank, out);
+        cr_assert_eq(otf2_n(out, "LEAVE", rank), entries, "rank %d", rank);
+        cr_assert_eq(otf2_n(out, "MPI_COLLECTIVE_BEGIN", rank), colls, "rank %d", rank);
+        cr_assert_eq(otf2_n(out, "MPI_COLLECTIVE_END", rank), colls, "rank %d", rank);
+        cr_assert_eq(otf2_n(out, "MPI_SEND", rank),
+                     q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND x.peer IS NOT NULL AND"
+                       " x.comm = 0 AND t.op IN ('MPI_Send', 'MPI_Isend', 'MPI_Sendrecv')",
+                       rank),
+                     "rank %d", rank);
+        cr_assert_eq(otf2_n(out, "MPI_RECV", rank),
+                     q(db,
+                       "SELECT count(*) FROM " TX " WHERE t.rank = %d AND x.peer IS NOT NULL AND"
+                       " x.comm = 0 AND t.op IN ('MPI_Recv', 'MPI_Irecv', 'tcmpi.recv')",
+                       rank),
+                     "rank %d", rank);
+        cr_assert_gt(colls, 0);
+    }
+    cr_assert(strstr(out, "comms 3\n") != NULL, "MPI_COMM_WORLD and two halves: %s", out);
+    sqlite3_close(db);
+    free(out);
+}
+#endif
 
 /* ---- no daemon: rank 0 says so (issue 29 item 8) ------------------------------------ */
 
