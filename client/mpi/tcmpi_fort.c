@@ -491,6 +491,59 @@ FORTRAN(sendrecv, SENDRECV,
                            *stag, *rcount, TYPE(rtype), *source, *rtag, status_c(&s, st, *ierr));
 }
 
+FORTRAN(sendrecv_replace, SENDRECV_REPLACE,
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *stag,
+         MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
+{
+    struct fstatus s;
+    REAL(sendrecv_replace);
+    TCMPI_BEGIN;
+    MPI_Fint *st = status_arg(&s, status, c);
+
+    real(buf, count, type, dest, stag, source, rtag, comm, st, ierr);
+    if (c != NULL)
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, *ierr, COMM(comm), *count, TYPE(type),
+                           *dest, *stag, *count, TYPE(type), *source, *rtag,
+                           status_c(&s, st, *ierr));
+}
+
+/* A probe: the source and tag it found (none when Iprobe found nothing), no bytes. */
+static void fort_probe(tc_client *c, enum tcmpi_op op, uint64_t t0, MPI_Fint ierr, MPI_Fint *comm,
+                       int source, int tag, const MPI_Status *st)
+{
+    if (st != NULL)
+        source = st->MPI_SOURCE, tag = st->MPI_TAG;
+    tcmpi_rec_p2p(c, op, t0, ierr, COMM(comm), source, tag, 0, MPI_DATATYPE_NULL, 1);
+}
+
+FORTRAN(probe, PROBE,
+        (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
+{
+    struct fstatus s;
+    REAL(probe);
+    TCMPI_BEGIN;
+    MPI_Fint *st = status_arg(&s, status, c);
+
+    real(source, tag, comm, st, ierr);
+    if (c != NULL)
+        fort_probe(c, TCMPI_PROBE, t0, *ierr, comm, *source, *tag, status_c(&s, st, *ierr));
+}
+
+FORTRAN(iprobe, IPROBE,
+        (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_Fint *status,
+         MPI_Fint *ierr))
+{
+    struct fstatus s;
+    REAL(iprobe);
+    TCMPI_BEGIN;
+    MPI_Fint *st = status_arg(&s, status, c);
+
+    real(source, tag, comm, flag, st, ierr);
+    if (c != NULL)
+        fort_probe(c, TCMPI_IPROBE, t0, *ierr, comm, *source, *tag,
+                   *flag ? status_c(&s, st, *ierr) : NULL);
+}
+
 /* ---- completion ------------------------------------------------------------------------- */
 
 /*
@@ -570,4 +623,30 @@ FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses,
 
     real(count, reqs, st, ierr);
     fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs, st, *ierr, own);
+}
+
+/* Test, Testall: flag is a Fortran LOGICAL (an int with gfortran and Open MPI). */
+FORTRAN(test, TEST, (MPI_Fint * req, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr))
+{
+    MPI_Fint *own;
+    REAL(test);
+    MPI_Request *before = reqs_c(req, 1);
+    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
+    TCMPI_BEGIN;
+
+    real(req, flag, st, ierr);
+    fort_wait_done(c, TCMPI_TEST, t0, 1, before, req, st, *ierr, own);
+}
+
+FORTRAN(testall, TESTALL,
+        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr))
+{
+    MPI_Fint *own;
+    REAL(testall);
+    MPI_Request *before = reqs_c(reqs, *count);
+    MPI_Fint *st = fstatuses_arg(statuses, *count, before, &own);
+    TCMPI_BEGIN;
+
+    real(count, reqs, flag, st, ierr);
+    fort_wait_done(c, TCMPI_TESTALL, t0, *count, before, reqs, st, *ierr, own);
 }

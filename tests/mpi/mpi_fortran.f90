@@ -7,8 +7,10 @@
 ! of the main loop's n rounds ends with MPI_Pcontrol(100): n + 1 steps.
 module counts
     implicit none
-    integer(8) :: ncalls(5) = 0, nbytes(5) = 0
-    ! 1 MPI_Allreduce, 2 MPI_Bcast, 3 MPI_Barrier, 4 MPI_Send, 5 MPI_Recv
+    integer(8) :: ncalls(11) = 0, nbytes(11) = 0
+    ! 1 MPI_Allreduce, 2 MPI_Bcast, 3 MPI_Barrier, 4 MPI_Send, 5 MPI_Recv, 6 MPI_Irecv,
+    ! 7 MPI_Isend, 8 MPI_Test, 9 MPI_Wait, 10 MPI_Sendrecv_replace, 11 tcmpi.recv (its receive
+    ! side)
 end module counts
 
 subroutine with_mpif(n)
@@ -27,6 +29,37 @@ subroutine with_mpif(n)
     call MPI_Barrier(MPI_COMM_WORLD, ierr)
     ncalls(3) = ncalls(3) + 1
 end subroutine with_mpif
+
+! Irecv from MPI_ANY_SOURCE (posted 8 integers, 3 arrive) completed by an MPI_Test loop,
+! Isend completed by MPI_Wait, Sendrecv_replace; statuses ignored.
+subroutine with_nonblocking(n)
+    use counts
+    implicit none
+    include 'mpif.h'
+    integer, intent(in) :: n
+    integer :: i, ierr, rank, peer, rreq, sreq, k(3), r(8)
+    logical :: done
+    call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+    peer = 1 - rank
+    k = rank
+    do i = 1, n
+        call MPI_Irecv(r, 8, MPI_INTEGER, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, rreq, ierr)
+        ncalls(6) = ncalls(6) + 1; nbytes(6) = nbytes(6) + 12
+        call MPI_Isend(k, 3, MPI_INTEGER, peer, 5, MPI_COMM_WORLD, sreq, ierr)
+        ncalls(7) = ncalls(7) + 1; nbytes(7) = nbytes(7) + 12
+        done = .false.
+        do while (.not. done)
+            call MPI_Test(rreq, done, MPI_STATUS_IGNORE, ierr)
+            ncalls(8) = ncalls(8) + 1
+        end do
+        call MPI_Wait(sreq, MPI_STATUS_IGNORE, ierr)
+        ncalls(9) = ncalls(9) + 1
+        call MPI_Sendrecv_replace(k, 3, MPI_INTEGER, peer, 6, peer, 6, MPI_COMM_WORLD, &
+                                  MPI_STATUS_IGNORE, ierr)
+        ncalls(10) = ncalls(10) + 1; nbytes(10) = nbytes(10) + 12
+        ncalls(11) = ncalls(11) + 1; nbytes(11) = nbytes(11) + 12
+    end do
+end subroutine with_nonblocking
 
 subroutine with_f08(n)
     use counts
@@ -59,8 +92,9 @@ program mpi_fortran
     implicit none
     integer :: i, ierr, rank, n, peer
     real :: a(4)
-    character(len=*), parameter :: names(5) = [character(len=13) :: 'MPI_Allreduce', &
-        'MPI_Bcast', 'MPI_Barrier', 'MPI_Send', 'MPI_Recv']
+    character(len=*), parameter :: names(11) = [character(len=20) :: 'MPI_Allreduce', &
+        'MPI_Bcast', 'MPI_Barrier', 'MPI_Send', 'MPI_Recv', 'MPI_Irecv', 'MPI_Isend', &
+        'MPI_Test', 'MPI_Wait', 'MPI_Sendrecv_replace', 'tcmpi.recv']
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
     n = 7
@@ -88,7 +122,8 @@ program mpi_fortran
     end do
     call with_mpif(5)
     call with_f08(3)
-    do i = 1, 5
+    call with_nonblocking(4)
+    do i = 1, 11
         print '(a,i0,1x,a,1x,i0,1x,i0)', 'rank ', rank, trim(names(i)), ncalls(i), nbytes(i)
     end do
     call MPI_Finalize(ierr)

@@ -15,7 +15,7 @@
 #include <time.h>
 
 #define STEPS   6
-#define LATE_MS 100
+#define LATE_MS 300
 
 static const int late[STEPS] = {1, 1, 0, 1, 0, 0}; /* test_mpi.c's */
 
