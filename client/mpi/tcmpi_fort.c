@@ -577,29 +577,47 @@ static MPI_Fint *fstatuses_arg(MPI_Fint *statuses, int n, const MPI_Request *bef
     return *own != NULL ? *own : statuses;
 }
 
-/* After a completion call over n Fortran requests f that were before[] before it, with the
- * Fortran statuses fst of each request (n of them; NULL or a sentinel: none). */
+/*
+ * Where a Fortran completion call left its statuses fst (Fortran, n_st of
+ * them): kind and index as struct tcmpi_status's (index 0-based), findices
+ * the 1-based indices of Waitsome/Testsome (outcount of them).
+ */
+struct fwhere {
+    int kind, index, outcount;
+    const MPI_Fint *findices;
+};
+
+/* After a completion call over n Fortran requests f that were before[] before it. */
 static void fort_wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, MPI_Request *before,
-                           const MPI_Fint *f, const MPI_Fint *fst, MPI_Fint ierr, MPI_Fint *own)
+                           const MPI_Fint *f, const MPI_Fint *fst, MPI_Fint ierr, MPI_Fint *own,
+                           struct fwhere w)
 {
     MPI_Request *after = before != NULL ? reqs_c(f, n) : NULL;
     MPI_Status *st = NULL;
-    struct tcmpi_status s = {NULL, TCMPI_ST_EACH, 0, 0, NULL};
+    int *indices = NULL;
+    int n_st = w.kind == TCMPI_ST_EACH ? n : w.kind == TCMPI_ST_ONE ? 1 : w.outcount;
+    struct tcmpi_status s = {NULL, w.kind, w.index, 0, NULL};
 
-    if (after != NULL && ierr == MPI_SUCCESS && (fst == own || !status_ignored(fst)) &&
+    if (after != NULL && ierr == MPI_SUCCESS && n_st > 0 && (fst == own || !status_ignored(fst)) &&
         fst != MPI_F_STATUSES_IGNORE && fst != &mpi_fortran_statuses_ignore_ &&
-        (st = malloc((size_t)n * sizeof(*st))) != NULL) {
-        for (int i = 0; i < n; i++)
+        (st = malloc((size_t)n_st * sizeof(*st))) != NULL &&
+        (w.kind != TCMPI_ST_SOME || (indices = malloc((size_t)n_st * sizeof(int))) != NULL)) {
+        for (int i = 0; i < n_st; i++)
             PMPI_Status_f2c(fst + (size_t)i * FSTATUS, &st[i]);
-        s.st = st;
+        for (int i = 0; indices != NULL && i < n_st; i++)
+            indices[i] = w.findices[i] - 1;
+        s.st = st, s.indices = indices, s.outcount = indices != NULL ? n_st : 0;
     }
     if (c != NULL || after != NULL)
         tcmpi_wait(c, op, t0, tcmpi_now(), n, after != NULL ? before : NULL, after, &s);
     free(before);
     free(after);
     free(st);
+    free(indices);
     free(own);
 }
+
+#define EACH ((struct fwhere){TCMPI_ST_EACH, 0, 0, NULL})
 
 FORTRAN(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr))
 {
@@ -610,7 +628,7 @@ FORTRAN(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr))
     TCMPI_BEGIN;
 
     real(req, st, ierr);
-    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req, st, *ierr, own);
+    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req, st, *ierr, own, EACH);
 }
 
 FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr))
@@ -622,7 +640,7 @@ FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses,
     TCMPI_BEGIN;
 
     real(count, reqs, st, ierr);
-    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs, st, *ierr, own);
+    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs, st, *ierr, own, EACH);
 }
 
 /* Test, Testall: flag is a Fortran LOGICAL (an int with gfortran and Open MPI). */
@@ -635,7 +653,7 @@ FORTRAN(test, TEST, (MPI_Fint * req, MPI_Fint *flag, MPI_Fint *status, MPI_Fint 
     TCMPI_BEGIN;
 
     real(req, flag, st, ierr);
-    fort_wait_done(c, TCMPI_TEST, t0, 1, before, req, st, *ierr, own);
+    fort_wait_done(c, TCMPI_TEST, t0, 1, before, req, st, *ierr, own, EACH);
 }
 
 FORTRAN(testall, TESTALL,
@@ -648,5 +666,55 @@ FORTRAN(testall, TESTALL,
     TCMPI_BEGIN;
 
     real(count, reqs, flag, st, ierr);
-    fort_wait_done(c, TCMPI_TESTALL, t0, *count, before, reqs, st, *ierr, own);
+    fort_wait_done(c, TCMPI_TESTALL, t0, *count, before, reqs, st, *ierr, own, EACH);
 }
+
+/* Waitany, Testany: the index is 1-based (MPI_UNDEFINED: none). */
+FORTRAN(waitany, WAITANY,
+        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *status, MPI_Fint *ierr))
+{
+    MPI_Fint *own;
+    REAL(waitany);
+    MPI_Request *before = reqs_c(reqs, *count);
+    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
+    TCMPI_BEGIN;
+
+    real(count, reqs, index, st, ierr);
+    fort_wait_done(c, TCMPI_WAITANY, t0, *count, before, reqs, st, *ierr, own,
+                   (struct fwhere){TCMPI_ST_ONE, *index - 1, 0, NULL});
+}
+
+FORTRAN(testany, TESTANY,
+        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *flag, MPI_Fint *status,
+         MPI_Fint *ierr))
+{
+    MPI_Fint *own;
+    REAL(testany);
+    MPI_Request *before = reqs_c(reqs, *count);
+    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
+    TCMPI_BEGIN;
+
+    real(count, reqs, index, flag, st, ierr);
+    fort_wait_done(c, TCMPI_TESTANY, t0, *count, before, reqs, st, *ierr, own,
+                   (struct fwhere){TCMPI_ST_ONE, *flag ? *index - 1 : -1, 0, NULL});
+}
+
+/* Waitsome, Testsome: outcount 1-based indices, a status for each. */
+#define FORTRAN_SOME(lc, UC)                                                                       \
+    FORTRAN(lc, UC,                                                                                \
+            (MPI_Fint * incount, MPI_Fint * reqs, MPI_Fint * outcount, MPI_Fint * indices,         \
+             MPI_Fint * statuses, MPI_Fint * ierr))                                                \
+    {                                                                                              \
+        MPI_Fint *own;                                                                             \
+        REAL(lc);                                                                                  \
+        MPI_Request *before = reqs_c(reqs, *incount);                                              \
+        MPI_Fint *st = fstatuses_arg(statuses, *incount, before, &own);                            \
+        TCMPI_BEGIN;                                                                               \
+                                                                                                   \
+        real(incount, reqs, outcount, indices, st, ierr);                                          \
+        fort_wait_done(c, TCMPI_##UC, t0, *incount, before, reqs, st, *ierr, own,                  \
+                       (struct fwhere){TCMPI_ST_SOME, 0, *outcount, indices});                     \
+    }
+
+FORTRAN_SOME(waitsome, WAITSOME)
+FORTRAN_SOME(testsome, TESTSOME)

@@ -7,10 +7,10 @@
 ! of the main loop's n rounds ends with MPI_Pcontrol(100): n + 1 steps.
 module counts
     implicit none
-    integer(8) :: ncalls(11) = 0, nbytes(11) = 0
+    integer(8) :: ncalls(14) = 0, nbytes(14) = 0
     ! 1 MPI_Allreduce, 2 MPI_Bcast, 3 MPI_Barrier, 4 MPI_Send, 5 MPI_Recv, 6 MPI_Irecv,
     ! 7 MPI_Isend, 8 MPI_Test, 9 MPI_Wait, 10 MPI_Sendrecv_replace, 11 tcmpi.recv (its receive
-    ! side)
+    ! side), 12 MPI_Waitany, 13 MPI_Waitsome, 14 MPI_Waitall
 end module counts
 
 subroutine with_mpif(n)
@@ -37,7 +37,8 @@ subroutine with_nonblocking(n)
     implicit none
     include 'mpif.h'
     integer, intent(in) :: n
-    integer :: i, ierr, rank, peer, rreq, sreq, k(3), r(8)
+    integer :: i, ierr, rank, peer, rreq, sreq, k(3), r(8), k5(5), r2(8), rr(2), ss(2)
+    integer :: idx, outc, idxs(2)
     logical :: done
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
     peer = 1 - rank
@@ -59,6 +60,22 @@ subroutine with_nonblocking(n)
         ncalls(10) = ncalls(10) + 1; nbytes(10) = nbytes(10) + 12
         ncalls(11) = ncalls(11) + 1; nbytes(11) = nbytes(11) + 12
     end do
+    ! two Irecvs (12 B and 20 B arrive) completed by MPI_Waitany, then MPI_Waitsome
+    k5 = rank
+    call MPI_Irecv(r, 8, MPI_INTEGER, peer, 7, MPI_COMM_WORLD, rr(1), ierr)
+    call MPI_Irecv(r2, 8, MPI_INTEGER, MPI_ANY_SOURCE, 8, MPI_COMM_WORLD, rr(2), ierr)
+    ncalls(6) = ncalls(6) + 2; nbytes(6) = nbytes(6) + 12 + 20
+    call MPI_Isend(k, 3, MPI_INTEGER, peer, 7, MPI_COMM_WORLD, ss(1), ierr)
+    call MPI_Isend(k5, 5, MPI_INTEGER, peer, 8, MPI_COMM_WORLD, ss(2), ierr)
+    ncalls(7) = ncalls(7) + 2; nbytes(7) = nbytes(7) + 12 + 20
+    call MPI_Waitany(2, rr, idx, MPI_STATUS_IGNORE, ierr)
+    ncalls(12) = ncalls(12) + 1
+    do while (rr(1) /= MPI_REQUEST_NULL .or. rr(2) /= MPI_REQUEST_NULL)
+        call MPI_Waitsome(2, rr, outc, idxs, MPI_STATUSES_IGNORE, ierr)
+        ncalls(13) = ncalls(13) + 1
+    end do
+    call MPI_Waitall(2, ss, MPI_STATUSES_IGNORE, ierr)
+    ncalls(14) = ncalls(14) + 1
 end subroutine with_nonblocking
 
 subroutine with_f08(n)
@@ -92,9 +109,10 @@ program mpi_fortran
     implicit none
     integer :: i, ierr, rank, n, peer
     real :: a(4)
-    character(len=*), parameter :: names(11) = [character(len=20) :: 'MPI_Allreduce', &
+    character(len=*), parameter :: names(14) = [character(len=20) :: 'MPI_Allreduce', &
         'MPI_Bcast', 'MPI_Barrier', 'MPI_Send', 'MPI_Recv', 'MPI_Irecv', 'MPI_Isend', &
-        'MPI_Test', 'MPI_Wait', 'MPI_Sendrecv_replace', 'tcmpi.recv']
+        'MPI_Test', 'MPI_Wait', 'MPI_Sendrecv_replace', 'tcmpi.recv', 'MPI_Waitany', &
+        'MPI_Waitsome', 'MPI_Waitall']
     call MPI_Init(ierr)
     call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
     n = 7
@@ -123,7 +141,7 @@ program mpi_fortran
     call with_mpif(5)
     call with_f08(3)
     call with_nonblocking(4)
-    do i = 1, 11
+    do i = 1, 14
         print '(a,i0,1x,a,1x,i0,1x,i0)', 'rank ', rank, trim(names(i)), ncalls(i), nbytes(i)
     end do
     call MPI_Finalize(ierr)
