@@ -7,14 +7,16 @@ set -euo pipefail
 # python3-dev: the Python package (client/python); python3-torch (~250 MB): its torch bridge;
 # bsdutils: script(1), the terminal test_import gives the import's progress line;
 # tmux: the terminal test_top runs `tracectl top` in and reads with capture-pane;
-# Open MPI, hpcc, NetPIPE and mpi4py: libtracectl-mpi and test_mpi;
+# Open MPI, hpcc, NetPIPE and mpi4py: libtracectl-mpi and test_mpi; gfortran: its Fortran
+# program (mpif90);
+# libotf2-trace-dev and otf2-tools: `tracectl export --format otf2` and its test (otf2-print);
 # help2man and groff-base: the man pages (scripts/manpages.sh, tests/man/check.sh);
 # chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots).
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
-      openmpi-bin libopenmpi-dev hpcc netpipe-openmpi python3-mpi4py help2man groff-base
-      chromium)
+      openmpi-bin libopenmpi-dev gfortran hpcc netpipe-openmpi python3-mpi4py
+      libotf2-trace-dev otf2-tools help2man groff-base chromium)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

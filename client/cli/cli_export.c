@@ -14,6 +14,7 @@
 #include "cli_export_collapsed.h"
 #include "cli_export_csv.h"
 #include "cli_export_perfetto.h"
+#include "cli_export_otf2.h"
 #include "cli_obj.h"
 #include "cli_outfile.h"
 
@@ -42,6 +43,11 @@ const char cli_export_usage[] =
     "  perfetto   a binary Perfetto trace (.pftrace): one process track per\n"
     "             rank, its tracks under it, one slice per entry; for\n"
     "             ui.perfetto.dev and trace_processor\n"
+    "  otf2       an OTF2 archive in the directory -o DIR (DIR/traces.otf2):\n"
+    "             a location per track, a region per op, Enter/Leave per\n"
+    "             entry, MPI collective and point-to-point records with\n"
+    "             their communicators; for Vampir and otf2-print (only when\n"
+    "             built with libotf2)\n"
     "\n"
     "A track of chrome and perfetto is (rank, device, stream): the stream the\n"
     "producer gave (a CUDA stream, a thread), as in \"gpu:0 stream 7\". Entries\n"
@@ -50,7 +56,7 @@ const char cli_export_usage[] =
     "shows as its child.\n"
     "\n"
     "Options:\n"
-    "  -f, --format FMT        csv, collapsed, chrome or perfetto (required)\n"
+    "  -f, --format FMT        csv, collapsed, chrome, perfetto or otf2 (required)\n"
     "  -o, --output FILE       write to FILE instead of standard output, as a\n"
     "                          shell's > would: a regular FILE is replaced\n"
     "                          only once the export is complete (keeping its\n"
@@ -70,15 +76,14 @@ const char cli_export_usage[] =
     "Example:\n"
     "  tracectl export job-42 --format perfetto -o job-42.pftrace\n"
     "  tracectl export job-42 --format chrome -o job-42.json\n"
+    "  tracectl export job-42 --format otf2 -o job-42.otf2.d\n"
     "  tracectl export 7 --format collapsed --weight memory | flamegraph.pl > mem.svg\n"
     "  tracectl export 7 --format collapsed --stacks launcher | flamegraph.pl > k.svg\n"
     "  tracectl export 7 --format csv > entries.csv\n";
 
 static const struct cli_export_format *const cli_export_formats[] = {
-    &cli_export_csv,
-    &cli_export_collapsed,
-    &cli_export_chrome,
-    &cli_export_perfetto,
+    &cli_export_csv,      &cli_export_collapsed, &cli_export_chrome,
+    &cli_export_perfetto, &cli_export_otf2,
 };
 
 #define CLI_EXPORT_NFORMATS (sizeof(cli_export_formats) / sizeof(cli_export_formats[0]))
@@ -102,7 +107,7 @@ static int cli_export_format_opt(const char *arg, struct cli_export_opts *o)
             return CLI_CONTINUE;
         }
     }
-    cli_error("export: --format wants csv, collapsed, chrome or perfetto, not '%s'", arg);
+    cli_error("export: --format wants csv, collapsed, chrome, perfetto or otf2, not '%s'", arg);
     return CLI_EXIT_USAGE;
 }
 
@@ -145,12 +150,16 @@ static int cli_export_check_opts(const struct cli_ctx *ctx, const struct cli_exp
         return CLI_EXIT_USAGE;
     }
     if (o->fmt == NULL) {
-        cli_error("export: missing --format (csv, collapsed, chrome or perfetto)");
+        cli_error("export: missing --format (csv, collapsed, chrome, perfetto or otf2)");
         return CLI_EXIT_USAGE;
     }
     if ((o->weighted || o->stacked) && o->fmt != &cli_export_collapsed) {
         cli_error("export: --%s applies to --format collapsed only",
                   o->weighted ? "weight" : "stacks");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->fmt->directory && o->path == NULL) {
+        cli_error("export: --format %s writes a directory: give it with -o DIR", o->fmt->name);
         return CLI_EXIT_USAGE;
     }
     if (o->path == NULL && o->fmt->binary && isatty(STDOUT_FILENO)) {
@@ -291,8 +300,12 @@ static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
                              const msgpack_object *header, const struct cli_export_opts *o,
                              const struct cli_outfile *out, void *arg)
 {
-    struct cli_export x = {
-        .out = out->f, .weight = o->weight, .stacks = o->stacks, .arg = arg, .state = NULL};
+    struct cli_export x = {.out = out->f,
+                           .weight = o->weight,
+                           .stacks = o->stacks,
+                           .arg = arg,
+                           .state = NULL,
+                           .dir = o->fmt->directory ? o->path : NULL};
     char msg[256] = "";
     int rc = cli_export_dict_init(&x.dict, header, msg, sizeof(msg));
 
@@ -346,7 +359,8 @@ int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;
     req.by_start = o.fmt->by_start;
-    if ((rc = cli_outfile_open(&out, o.path, "export")) != CLI_EXIT_OK)
+    /* a directory format writes its own files there: standard output stays unused */
+    if ((rc = cli_outfile_open(&out, o.fmt->directory ? NULL : o.path, "export")) != CLI_EXIT_OK)
         return rc;
     rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);
     if (rc == CLI_EXIT_OK) {

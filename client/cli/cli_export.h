@@ -2,7 +2,7 @@
  * cli_export — `tracectl export <id|name> --format FMT [-o FILE]`: streams a
  * session's entries out of the daemon (["export", ...] in
  * proto/PROTOCOL.md) and writes them as CSV, flame-graph collapsed stacks,
- * Chrome trace-event JSON or a Perfetto .pftrace.
+ * Chrome trace-event JSON, a Perfetto .pftrace or an OTF2 archive.
  *
  * DESIGN. The daemon answers with a header (the dictionaries), then chunks
  * of at most 4096 rows, then an end marker. This module reads them one
@@ -50,6 +50,7 @@ struct cli_export {
     enum cli_export_stacks stacks; /* collapsed only */
     void *arg;                     /* the caller's, for formats used outside `export` */
     void *state;                   /* the format's own, NULL until its begin() */
+    const char *dir;               /* a directory format's -o DIR, else NULL */
 };
 
 /*
@@ -61,8 +62,9 @@ struct cli_export {
  */
 struct cli_export_format {
     const char *name;
-    bool binary;   /* refuse to write it to a terminal */
-    bool by_start; /* wants the rows by start time ("order": "start"), not storage order */
+    bool binary;    /* refuse to write it to a terminal */
+    bool by_start;  /* wants the rows by start time ("order": "start"), not storage order */
+    bool directory; /* writes files into the directory -o names (x->dir), not to x->out */
     int (*begin)(struct cli_export *x);
     int (*row)(struct cli_export *x, const struct cli_export_row *r);
     int (*end)(struct cli_export *x);

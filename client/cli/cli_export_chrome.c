@@ -90,6 +90,18 @@ static int cli_export_chrome_args(FILE *f, const struct cli_export_row *r)
     fputs(",\"in_shapes\":", f);
     if ((rc = cli_json_write(f, r->in_shapes)) != 0)
         return rc;
+    /* The ext map's MPI keys where the entry has them; comm, a 64-bit hash, as a string: a
+     * JSON number past 2^53 loses digits in the viewers. */
+    if (r->has_peer)
+        fprintf(f, ",\"peer\":%" PRIu64, r->peer);
+    if (r->has_tag)
+        fprintf(f, ",\"tag\":%" PRId64, r->tag);
+    if (r->has_comm)
+        fprintf(f, ",\"comm\":\"%" PRIu64 "\"", r->comm);
+    if (r->has_seq)
+        fprintf(f, ",\"seq\":%" PRIu64, r->seq);
+    if (r->has_comm_size)
+        fprintf(f, ",\"comm_size\":%" PRIu64, r->comm_size);
     fputs("}}", f);
     return 0;
 }

@@ -32,7 +32,7 @@ static void cli_export_csv_field(FILE *f, const char *s, char sep)
 static int cli_export_csv_begin(struct cli_export *x)
 {
     fputs("rank,pid,host,step,op,category,device,start_ns,dur_ns,elements,mem_bytes,"
-          "out_shape,in_shapes\r\n",
+          "out_shape,in_shapes,peer,tag,comm,seq,comm_size\r\n",
           x->out);
     return ferror(x->out) ? -EIO : 0;
 }
@@ -59,7 +59,23 @@ static int cli_export_csv_row(struct cli_export *x, const struct cli_export_row 
     cli_export_shape_text(r->out_shape, shape, sizeof(shape));
     cli_export_csv_field(f, shape, ',');
     cli_export_shape_text(r->in_shapes, shape, sizeof(shape));
-    cli_export_csv_field(f, shape, '\n');
+    cli_export_csv_field(f, shape, ',');
+    /* the ext map's MPI keys, empty where the entry has none */
+    if (r->has_peer)
+        fprintf(f, "%" PRIu64, r->peer);
+    fputc(',', f);
+    if (r->has_tag)
+        fprintf(f, "%" PRId64, r->tag);
+    fputc(',', f);
+    if (r->has_comm)
+        fprintf(f, "%" PRIu64, r->comm);
+    fputc(',', f);
+    if (r->has_seq)
+        fprintf(f, "%" PRIu64, r->seq);
+    fputc(',', f);
+    if (r->has_comm_size)
+        fprintf(f, "%" PRIu64, r->comm_size);
+    fputs("\r\n", f);
     return ferror(f) ? -EIO : 0;
 }
 

@@ -305,6 +305,41 @@ static long cli_export_lookup(const struct pairmap *m, const msgpack_object *id)
     return (long)*idx;
 }
 
+/* One uint key of a row's ext map into *v (*has: whether it was there). */
+static int cli_export_ext_uint(const msgpack_object *ext, const char *key, bool *has, uint64_t *v,
+                               char *err, size_t errsize)
+{
+    const msgpack_object *o = cli_obj_get(ext, key);
+
+    if (o == NULL)
+        return 0;
+    if (cli_export_uint(o, false, v) != 0)
+        return cli_export_bad(err, errsize, "an export row's ext.%s is not a uint", key);
+    *has = true;
+    return 0;
+}
+
+/* The MPI keys of a row's ext map: peer, tag, comm, seq, comm_size. */
+static int cli_export_row_mpi(const msgpack_object *ext, struct cli_export_row *r, char *err,
+                              size_t errsize)
+{
+    const msgpack_object *v;
+    int rc;
+
+    if ((rc = cli_export_ext_uint(ext, "peer", &r->has_peer, &r->peer, err, errsize)) != 0 ||
+        (rc = cli_export_ext_uint(ext, "comm", &r->has_comm, &r->comm, err, errsize)) != 0 ||
+        (rc = cli_export_ext_uint(ext, "seq", &r->has_seq, &r->seq, err, errsize)) != 0 ||
+        (rc = cli_export_ext_uint(ext, "comm_size", &r->has_comm_size, &r->comm_size, err,
+                                  errsize)) != 0)
+        return rc;
+    if ((v = cli_obj_get(ext, "tag")) != NULL) {
+        if (cli_export_int(v, &r->tag) != 0)
+            return cli_export_bad(err, errsize, "an export row's ext.tag is not an int64");
+        r->has_tag = true;
+    }
+    return 0;
+}
+
 /* The links of a row's ext map: id, parent, launcher (an op of the dictionary). */
 static int cli_export_row_links(const struct cli_export_dict *d, const msgpack_object *ext,
                                 struct cli_export_row *r, char *err, size_t errsize)
@@ -366,6 +401,9 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
     r->stream = r->checksum = 0;
     r->has_id = r->has_parent = false;
     r->id = r->parent = 0;
+    r->has_peer = r->has_tag = r->has_comm = r->has_seq = r->has_comm_size = false;
+    r->peer = r->comm = r->seq = r->comm_size = 0;
+    r->tag = 0;
     r->launcher = NULL;
     if (o->via.array.size > ROW_EXT && !cli_obj_is_nil(&f[ROW_EXT])) {
         const msgpack_object *v;
@@ -382,6 +420,10 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
                 return cli_export_bad(err, errsize, "an export row's ext.checksum is not a uint");
             r->has_checksum = true;
         }
+        int rc = cli_export_row_mpi(&f[ROW_EXT], r, err, errsize);
+
+        if (rc != 0)
+            return rc;
         return cli_export_row_links(d, &f[ROW_EXT], r, err, errsize);
     }
     return 0;

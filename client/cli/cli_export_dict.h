@@ -69,6 +69,10 @@ struct cli_export_row {
     uint64_t stream;
     bool has_checksum; /* ... and a checksum of the op's output */
     uint64_t checksum;
+    /* The MPI keys of the ext map (PROTOCOL.md "Entry ext": peer, tag, comm, seq, comm_size). */
+    bool has_peer, has_tag, has_comm, has_seq, has_comm_size;
+    uint64_t peer, comm, seq, comm_size;
+    int64_t tag;
     /* Links (PROTOCOL.md "Links between entries"): ids are unique within the process. */
     bool has_id, has_parent;
     uint64_t id, parent;

@@ -71,6 +71,9 @@ static const char *const op_names[] = {TCMPI_OPS(TCMPI_NAME)};
 static const char *const op_kinds[] = {TCMPI_OPS(TCMPI_KIND)};
 #undef TCMPI_KIND
 
+/* The op whose calls on MPI_COMM_WORLD end a step ($TRACECTL_MPI_STEP_ON), or TCMPI_N_OPS. */
+static enum tcmpi_op step_on = TCMPI_N_OPS;
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int started; /* 1 once tcmpi_start ran, 2 once tcmpi_stop ran */
 static struct tcmpi_comm world;
@@ -122,10 +125,63 @@ static void world_init(int rank, int size)
     world.inter = false;
 }
 
+/*
+ * $TRACECTL_MPI_STEP_ON: a collective's MPI name (TCMPI_N_OPS: unset). An
+ * unknown name or a call that is no collective changes nothing; rank 0 says
+ * so on stderr, as the variable was meant to do something.
+ */
+static enum tcmpi_op step_op(int rank)
+{
+    const char *v = getenv("TRACECTL_MPI_STEP_ON");
+
+    if (v == NULL || *v == '\0')
+        return TCMPI_N_OPS;
+    for (int i = 0; i < TCMPI_N_OPS; i++)
+        if (strcmp(v, op_names[i]) == 0 && i <= TCMPI_IEXSCAN)
+            return (enum tcmpi_op)i;
+    if (rank == 0)
+        fprintf(stderr,
+                "tracectl: TRACECTL_MPI_STEP_ON=%s is not an MPI collective (e.g. MPI_Barrier):"
+                " steps are not counted\n",
+                v);
+    return TCMPI_N_OPS;
+}
+
+void tcmpi_pcontrol(int level)
+{
+    tc_client *c = tcmpi_on();
+
+    if (c != NULL && level == TCMPI_PCONTROL_STEP)
+        tc_step(c);
+}
+
+/*
+ * Rank 0's one line when the client found no daemon (or was refused): else a
+ * job runs to its end and nothing says that it was not recorded.
+ * TRACECTL_QUIET=1 silences it; TRACECTL_DISABLE=1 is no error, so no line.
+ */
+static void say_not_recorded(const tc_client *c, int err)
+{
+    const char *quiet = getenv("TRACECTL_QUIET"), *why = NULL;
+
+    if (quiet != NULL && strcmp(quiet, "1") == 0)
+        return;
+    if (c != NULL && tc_last_error(c, &why) != 0 && why != NULL && *why != '\0')
+        fprintf(stderr,
+                "tracectl: this MPI job is not recorded: %s (TRACECTL_QUIET=1 silences"
+                " this)\n",
+                why);
+    else /* blocking mode: no client to ask */
+        fprintf(stderr,
+                "tracectl: this MPI job is not recorded: no daemon: %s (TRACECTL_QUIET=1"
+                " silences this)\n",
+                strerror(-err));
+}
+
 void tcmpi_start(int thread_level)
 {
     char session[300], device[64], lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
-    int expect = 0, rank = 0, size = 1, len = 0;
+    int expect = 0, rank = 0, size = 1, len = 0, err = 0;
     tc_options o;
     tc_client *c;
 
@@ -141,7 +197,9 @@ void tcmpi_start(int thread_level)
     o.rank = rank;
     o.world = size;
     o.device = getenv("TRACECTL_DEVICE") && *getenv("TRACECTL_DEVICE") ? NULL : device;
-    c = tc_open(&o, NULL);
+    c = tc_open(&o, &err);
+    if (err != 0 && rank == 0)
+        say_not_recorded(c, err);
     if (c == NULL)
         return; /* blocking mode and no daemon: nothing is recorded */
     for (int i = 0; i < TCMPI_N_OPS; i++)
@@ -151,6 +209,7 @@ void tcmpi_start(int thread_level)
         tc_meta_str(c, "mpi.library", lib);
     }
     tc_meta_int(c, "mpi.thread_level", thread_level);
+    step_on = step_op(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
@@ -163,6 +222,7 @@ void tcmpi_stop(void)
 
     if (!atomic_compare_exchange_strong(&started, &expect, 2))
         return;
+    tcmpi_req_flush(); /* Irecvs never completed: recorded as posted */
     c = atomic_exchange(&tcmpi_client, NULL);
     /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
      * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
@@ -405,16 +465,29 @@ void tcmpi_comm_forget(MPI_Comm comm)
     pthread_mutex_unlock(&mu);
 }
 
-/* ---- requests of non-blocking collectives ------------------------------------------ */
+/* ---- requests: non-blocking collectives, idups, Irecvs ------------------------------ */
 
 #define REQ_BUCKETS 1024 /* a power of two */
 
+enum req_kind { REQ_COLL, REQ_IDUP, REQ_IRECV };
+
+/* An Irecv as its call left it; its entry is recorded when it completes (tcmpi_irecv). */
+struct irecv {
+    uint64_t t0, t1;
+    struct tcmpi_comm *k; /* NULL: the call failed */
+    uint64_t comm;        /* k's id then: k may be freed (and its slot reused) meanwhile */
+    int source, tag, count;
+    uint64_t size; /* the datatype's size (the handle may be freed before completion) */
+};
+
 struct req {
     uintptr_t key; /* the request handle's bits */
-    bool idup;
+    enum req_kind kind;
+    int at;                        /* in a completion call's copy: its index in the array */
     uint64_t comm, seq, comm_size; /* a collective's */
     MPI_Comm *newcomm;             /* an idup's: where MPI puts the communicator, and its base */
     uint64_t base;
+    struct irecv rv; /* an Irecv's */
     struct req *next;
 };
 
@@ -422,6 +495,8 @@ static pthread_mutex_t req_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct req *req_bucket[REQ_BUCKETS]; /* under req_mu */
 static struct req *req_free;                /* unused nodes; under req_mu */
 static _Atomic size_t n_reqs;               /* remembered; written under req_mu */
+
+static void irecv_record(tc_client *c, const struct irecv *rv, const MPI_Status *st);
 
 static uintptr_t req_key(MPI_Request r)
 {
@@ -451,25 +526,42 @@ static struct req *req_take(uintptr_t key)
     return NULL;
 }
 
-static void req_put(struct req *q)
+/*
+ * Gives a node back. An Irecv's that no completion call completed (freed,
+ * its handle given again by a call not intercepted, MPI_Finalize) is
+ * recorded first, as it was posted, so that no call goes unrecorded.
+ */
+static void req_recycle(struct req *q)
 {
     q->next = req_free;
     req_free = q;
 }
 
-/* Remembers *r under its key, replacing what the key was (a handle given again). */
-static void req_add(MPI_Request req, const struct req *r)
+static void req_put(struct req *q)
+{
+    tc_client *c;
+
+    if (q->kind == REQ_IRECV && (c = tcmpi_on()) != NULL)
+        irecv_record(c, &q->rv, NULL);
+    req_recycle(q);
+}
+
+/* Remembers *r under its key, replacing what the key was (a handle given again). False when
+ * TCMPI_REQ_MAX are remembered already or out of memory. */
+static bool req_add(MPI_Request req, const struct req *r)
 {
     uintptr_t key = req_key(req);
     struct req *q;
     size_t b = slot_of(key) & (REQ_BUCKETS - 1);
 
     if (req == MPI_REQUEST_NULL)
-        return;
+        return false;
     pthread_mutex_lock(&req_mu);
-    if ((q = req_take(key)) == NULL && (q = req_free) != NULL)
+    if ((q = req_take(key)) != NULL)
+        req_put(q);
+    if ((q = req_free) != NULL)
         req_free = q->next;
-    else if (q == NULL && atomic_load(&n_reqs) < TCMPI_REQ_MAX)
+    else if (atomic_load(&n_reqs) < TCMPI_REQ_MAX)
         q = malloc(sizeof(*q));
     if (q != NULL) {
         *q = *r;
@@ -479,18 +571,19 @@ static void req_add(MPI_Request req, const struct req *r)
         atomic_store_explicit(&n_reqs, atomic_load(&n_reqs) + 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&req_mu);
+    return q != NULL;
 }
 
 void tcmpi_req_coll(MPI_Request req, const tc_ext *x)
 {
-    struct req r = {.comm = x->comm, .seq = x->seq, .comm_size = x->comm_size};
+    struct req r = {.kind = REQ_COLL, .comm = x->comm, .seq = x->seq, .comm_size = x->comm_size};
 
     req_add(req, &r);
 }
 
 void tcmpi_req_idup(MPI_Request req, MPI_Comm *newcomm, uint64_t base)
 {
-    struct req r = {.idup = true, .newcomm = newcomm, .base = base};
+    struct req r = {.kind = REQ_IDUP, .newcomm = newcomm, .base = base};
 
     req_add(req, &r);
 }
@@ -505,6 +598,35 @@ void tcmpi_req_forget(MPI_Request req)
     if ((q = req_take(req_key(req))) != NULL)
         req_put(q);
     pthread_mutex_unlock(&req_mu);
+}
+
+void tcmpi_req_flush(void)
+{
+    pthread_mutex_lock(&req_mu);
+    for (size_t b = 0; b < REQ_BUCKETS; b++)
+        while (req_bucket[b] != NULL) {
+            struct req *q = req_bucket[b];
+            req_bucket[b] = q->next;
+            atomic_store_explicit(&n_reqs, atomic_load(&n_reqs) - 1, memory_order_relaxed);
+            req_put(q);
+        }
+    pthread_mutex_unlock(&req_mu);
+}
+
+void tcmpi_irecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int source, int tag, int count,
+                 MPI_Datatype type, MPI_Request req)
+{
+    struct req r = {.kind = REQ_IRECV,
+                    .rv = {.t0 = t0, .t1 = tcmpi_now(), .source = source, .tag = tag, .count = 0}};
+
+    if (rc == MPI_SUCCESS && (r.rv.k = tcmpi_comm(comm)) != NULL) {
+        r.rv.comm = r.rv.k->id;
+        r.rv.count = count;
+        r.rv.size = tcmpi_bytes(1, type);
+    }
+    /* a failed call, or one that cannot be remembered: recorded now, as posted */
+    if (r.rv.k == NULL || !req_add(req, &r))
+        irecv_record(c, &r.rv, NULL);
 }
 
 /* ---- recording -------------------------------------------------------------------- */
@@ -545,10 +667,14 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
             tcmpi_req_coll(*req, &x);
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    if (op == step_on && k == &world)
+        tc_step(c);
 }
 
-void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
-               int peer, int tag, uint64_t elements, uint64_t bytes)
+/* A point-to-point entry; id (0: none) and parent (0: none) link a Sendrecv's two sides. */
+static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
+                  const struct tcmpi_comm *k, int peer, int tag, uint64_t elements, uint64_t bytes,
+                  uint64_t id, uint64_t parent)
 {
     tc_ext x = {.has = TC_EXT_TAG, .tag = tag};
 
@@ -560,14 +686,99 @@ void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct 
             x.peer = (uint64_t)(k->world != NULL ? k->world[peer] : peer);
         }
     }
+    if (id != 0)
+        x.has |= TC_EXT_ID, x.id = id;
+    if (parent != 0)
+        x.has |= TC_EXT_PARENT, x.parent = parent;
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
 }
 
-static _Atomic uint64_t next_id = 1; /* ext id of a completion call's entry with companions */
+void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+               int peer, int tag, uint64_t elements, uint64_t bytes)
+{
+    p2p_x(c, op, t0, t1, k, peer, tag, elements, bytes, 0, 0);
+}
 
-/* The remembered requests the call completed, in order, taken out of the table: the first
- * max of them into done; returns their number. */
-static size_t wait_completed(int n, const MPI_Request *before, const MPI_Request *after,
+void tcmpi_received(const MPI_Status *st, uint64_t size, int *source, int *tag, uint64_t *elements,
+                    uint64_t *bytes)
+{
+    int n = 0;
+
+    if (st == NULL)
+        return;
+    *source = st->MPI_SOURCE, *tag = st->MPI_TAG;
+    /* MPI_BYTE counts the bytes whatever the receive's datatype (Open MPI and MPICH keep the
+     * received size in bytes in the status) */
+    if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED || n < 0)
+        return;
+    *bytes = (uint64_t)n;
+    *elements = size > 0 ? (uint64_t)n / size : 0;
+}
+
+static _Atomic uint64_t next_id = 1; /* ext ids of entries that others name as their parent */
+
+/*
+ * Records an Irecv: with st (its completion's status), what arrived and from
+ * whom; without, as posted. Its communicator may have been freed since:
+ * then the entry has its id but no peer.
+ */
+static void irecv_record(tc_client *c, const struct irecv *rv, const MPI_Status *st)
+{
+    uint64_t n = rv->count > 0 ? (uint64_t)rv->count : 0, bytes = n * rv->size;
+    int source = rv->source, tag = rv->tag;
+    struct tcmpi_comm gone = {.id = rv->comm, .peers = 0};
+
+    tcmpi_received(st, rv->size, &source, &tag, &n, &bytes);
+    if (rv->k == NULL || rv->k == &world) {
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0);
+        return;
+    }
+    pthread_mutex_lock(&mu); /* the table's writers: k stays as it is while we read it */
+    if (atomic_load_explicit(&rv->k->key, memory_order_relaxed) > KEY_FREED &&
+        rv->k->id == rv->comm)
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0);
+    else
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, &gone, source, tag, n, bytes, 0, 0);
+    pthread_mutex_unlock(&mu);
+}
+
+void tcmpi_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+                    int dest, int stag, uint64_t sn, uint64_t sbytes, int source, int rtag,
+                    uint64_t rn, uint64_t rbytes, uint64_t rsize, const MPI_Status *st)
+{
+    uint64_t id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
+
+    p2p_x(c, op, t0, t1, k, dest, stag, sn, sbytes, id, 0);
+    if (k != NULL)
+        tcmpi_received(st, rsize, &source, &rtag, &rn, &rbytes);
+    p2p_x(c, TCMPI_RECEIVED, t1, t1, k, source, rtag, rn, rbytes, 0, id);
+}
+
+/* Request i's status after a completion call, or NULL. */
+static const MPI_Status *status_of(const struct tcmpi_status *s, int i)
+{
+    if (s == NULL || s->st == NULL)
+        return NULL;
+    switch (s->kind) {
+    case TCMPI_ST_EACH:
+        return &s->st[i];
+    case TCMPI_ST_ONE:
+        return i == s->index ? s->st : NULL;
+    default:
+        for (int j = 0; j < s->outcount; j++)
+            if (s->indices[j] == i)
+                return &s->st[j];
+        return NULL;
+    }
+}
+
+/*
+ * The remembered requests the call completed, in order, taken out of the
+ * table: each Irecv recorded (c not NULL) with its status, the first max of
+ * the others into done; returns their number.
+ */
+static size_t wait_completed(tc_client *c, int n, const MPI_Request *before,
+                             const MPI_Request *after, const struct tcmpi_status *s,
                              struct req *done, size_t max)
 {
     size_t n_done = 0;
@@ -578,26 +789,31 @@ static size_t wait_completed(int n, const MPI_Request *before, const MPI_Request
         if (before[i] == MPI_REQUEST_NULL || after[i] != MPI_REQUEST_NULL ||
             (q = req_take(req_key(before[i]))) == NULL)
             continue;
-        if (n_done < max)
+        if (q->kind == REQ_IRECV) {
+            if (c != NULL)
+                irecv_record(c, &q->rv, status_of(s, i));
+        } else if (n_done < max) {
             done[n_done++] = *q;
-        req_put(q);
+        }
+        req_recycle(q);
     }
     pthread_mutex_unlock(&req_mu);
     return n_done;
 }
 
-#define WAIT_DONE_MAX 64 /* requests one completion call reports; more complete unreported */
+#define WAIT_DONE_MAX 64 /* collectives one completion call reports; more complete unreported */
 
 void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
-                const MPI_Request *before, const MPI_Request *after)
+                const MPI_Request *before, const MPI_Request *after, const struct tcmpi_status *s)
 {
     struct req done[WAIT_DONE_MAX];
-    size_t n_done = before != NULL ? wait_completed(n, before, after, done, WAIT_DONE_MAX) : 0;
+    size_t n_done =
+        before != NULL ? wait_completed(c, n, before, after, s, done, WAIT_DONE_MAX) : 0;
     size_t n_coll = 0;
     tc_ext x = {0};
 
     for (size_t i = 0; i < n_done; i++) {
-        if (done[i].idup)
+        if (done[i].kind == REQ_IDUP)
             tcmpi_comm_born(*done[i].newcomm, done[i].base);
         else
             done[n_coll++] = done[i];

@@ -16,7 +16,8 @@
 #include "tracectl.h"
 
 /* Every recorded call: its enum name, MPI name and kind (C: comm, W: wait); and the entry for
- * each further collective a completion call completed (tcmpi_wait). */
+ * each further collective a completion call completed (tcmpi_wait). The collectives come
+ * first, BARRIER to IEXSCAN. */
 #define TCMPI_OPS(X)                                                                               \
     X(BARRIER, "MPI_Barrier", C)                                                                   \
     X(IBARRIER, "MPI_Ibarrier", C)                                                                 \
@@ -74,7 +75,8 @@
     X(TESTALL, "MPI_Testall", W)                                                                   \
     X(TESTANY, "MPI_Testany", W)                                                                   \
     X(TESTSOME, "MPI_Testsome", W)                                                                 \
-    X(COMPLETED, "tcmpi.completed", W)
+    X(COMPLETED, "tcmpi.completed", W)                                                             \
+    X(RECEIVED, "tcmpi.recv", C)
 
 #define TCMPI_ENUM(e, name, kind) TCMPI_##e,
 enum tcmpi_op { TCMPI_OPS(TCMPI_ENUM) TCMPI_N_OPS };
@@ -121,6 +123,15 @@ void tcmpi_start(int thread_level);
 /* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
 void tcmpi_stop(void);
 
+/*
+ * Steps (README "MPI jobs"): MPI_Pcontrol(TCMPI_PCONTROL_STEP) ends this
+ * rank's step, as tc_step; other levels (mpiP's 0-4...) change nothing. And
+ * $TRACECTL_MPI_STEP_ON names a collective (e.g. MPI_Barrier) whose every
+ * call on MPI_COMM_WORLD ends a step after its entry (tcmpi_coll).
+ */
+#define TCMPI_PCONTROL_STEP 100
+void tcmpi_pcontrol(int level);
+
 /* True when communicators and requests are kept track of: from MPI_Init on, with a client. */
 static inline bool tcmpi_tracking(void)
 {
@@ -158,17 +169,23 @@ uint64_t tcmpi_group_hash(MPI_Group g);
 uint64_t tcmpi_mix(uint64_t h, uint64_t v);
 
 /*
- * Requests of non-blocking collectives (and of MPI_Comm_idup) until a
- * completion call completes them. tcmpi_req_coll() remembers req's (comm,
+ * Requests of non-blocking collectives, of MPI_Comm_idup and of Irecvs until
+ * a completion call completes them. tcmpi_req_coll() remembers req's (comm,
  * seq, comm_size) from x; tcmpi_req_idup() that req makes *newcomm with base;
+ * tcmpi_irecv() records an Irecv that returned rc at its completion (below);
  * tcmpi_req_forget() drops what req was (MPI_Request_free, a handle MPI gave
- * again to a point-to-point request). Up to TCMPI_REQ_MAX at once: past that
- * a request is not remembered (its completion carries no comm/seq).
+ * again to a request not remembered), recording an Irecv's entry as posted;
+ * tcmpi_req_flush() does that for all (MPI_Finalize). Up to TCMPI_REQ_MAX at
+ * once: past that a collective's completion carries no comm/seq, and an
+ * Irecv is recorded at once, as posted.
  */
 #define TCMPI_REQ_MAX 65536
 void tcmpi_req_coll(MPI_Request req, const tc_ext *x);
 void tcmpi_req_idup(MPI_Request req, MPI_Comm *newcomm, uint64_t base);
+void tcmpi_irecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int source, int tag, int count,
+                 MPI_Datatype type, MPI_Request req);
 void tcmpi_req_forget(MPI_Request req);
+void tcmpi_req_flush(void);
 /* True when some request is remembered (one atomic load). */
 bool tcmpi_req_any(void);
 
@@ -190,16 +207,91 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
 void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
                int peer, int tag, uint64_t elements, uint64_t bytes);
 /*
+ * What a receive got, from its status st (NULL: nothing changes): *source
+ * and *tag, and *bytes from MPI_Get_count (in bytes), *elements = *bytes /
+ * size (the datatype's size). MPI_PROC_NULL: 0 bytes, source MPI_PROC_NULL.
+ */
+void tcmpi_received(const MPI_Status *st, uint64_t size, int *source, int *tag, uint64_t *elements,
+                    uint64_t *bytes);
+/*
+ * MPI_Sendrecv(_replace) as two entries (README "MPI jobs"): op, the call's
+ * interval, its send side (peer dest, tag stag, sn elements, sbytes) and an
+ * ext id; then "tcmpi.recv", zero-length at t1, its receive side (source,
+ * rtag and the posted rn, rbytes, taken from st when there is one) and
+ * parent = that id. k NULL (the call failed): no comm, no peers.
+ */
+void tcmpi_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
+                    int dest, int stag, uint64_t sn, uint64_t sbytes, int source, int rtag,
+                    uint64_t rn, uint64_t rbytes, uint64_t rsize, const MPI_Status *st);
+/*
+ * Where a completion call left each request's status: TCMPI_ST_EACH st[i] is
+ * request i's (Waitall, Testall); TCMPI_ST_ONE *st is request index's (Wait,
+ * Test: 0; Waitany, Testany); TCMPI_ST_SOME st[j] is request indices[j]'s for
+ * j < outcount (Waitsome, Testsome). st NULL: none.
+ */
+enum { TCMPI_ST_EACH, TCMPI_ST_ONE, TCMPI_ST_SOME };
+struct tcmpi_status {
+    const MPI_Status *st;
+    int kind, index, outcount;
+    const int *indices;
+};
+
+/*
  * A completion call over n requests: before[i] is what reqs[i] was before the
  * call (NULL: no request was remembered then), after[i] what it is now; a
  * request that was remembered and is MPI_REQUEST_NULL now was completed by
  * the call. The entry carries the (comm, seq, comm_size) of the first
  * non-blocking collective it completed; each further one is a zero-length
  * "tcmpi.completed" entry at t1 whose parent is the call's entry (its ext
- * id). An MPI_Comm_idup it completed registers its communicator. c NULL (not
- * recording): only that, and the completed requests are forgotten.
+ * id). An MPI_Comm_idup it completed registers its communicator. An Irecv
+ * it completed is recorded then, with the Irecv call's own interval and what
+ * its status s says arrived (as posted without one). c NULL (not
+ * recording): only the idups, and the completed requests are forgotten.
  */
 void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
-                const MPI_Request *before, const MPI_Request *after);
+                const MPI_Request *before, const MPI_Request *after, const struct tcmpi_status *s);
+
+/* ---- the wrappers' recording (tcmpi_wrap.c), shared with the Fortran bindings (tcmpi_fort.c) */
+
+/* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
+#define TCMPI_BEGIN                                                                                \
+    tc_client *c = tcmpi_on();                                                                     \
+    uint64_t t0 = c != NULL ? tcmpi_now() : 0
+
+/*
+ * After a call that returned rc at t0: the entry of op, with the amount the
+ * README defines for its kind (nothing but the time when rc is an error).
+ * _count: count × type at every rank (Bcast, Reduce, Allreduce, Barrier...);
+ * _gather/_scatter/_allgather/_alltoall: this rank's share (rcounts/scounts
+ * NULL: the non-v form); req: a non-blocking collective's request, else NULL.
+ */
+void tcmpi_rec_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int count,
+                     MPI_Datatype type, const MPI_Request *req);
+void tcmpi_rec_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                      const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                      const int *rcounts, MPI_Datatype rtype, int root, const MPI_Request *req);
+void tcmpi_rec_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                       int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
+                       int rcount, MPI_Datatype rtype, int root, const MPI_Request *req);
+void tcmpi_rec_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                         const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                         const int *rcounts, MPI_Datatype rtype, const MPI_Request *req);
+void tcmpi_rec_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
+                        int rcount, const int *rcounts, MPI_Datatype rtype, const MPI_Request *req);
+/* A point-to-point call to or from peer (a rank of comm) of count × type (times 1 or 2). */
+void tcmpi_rec_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int peer,
+                   int tag, int count, MPI_Datatype type, int times);
+/* MPI_Recv: source, tag and the amount that arrived from st when the call succeeded (st NULL:
+ * the arguments, the posted count). */
+void tcmpi_rec_recv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int source,
+                    int tag, int count, MPI_Datatype type, const MPI_Status *st);
+/* MPI_Sendrecv(_replace) (op): its two entries (tcmpi_sendrecv), st the call's status. */
+void tcmpi_rec_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        int scount, MPI_Datatype stype, int dest, int stag, int rcount,
+                        MPI_Datatype rtype, int source, int rtag, const MPI_Status *st);
+/* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
+ * process outside it) and returned rc: names it from parent. */
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm);
 
 #endif

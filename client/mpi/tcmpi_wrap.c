@@ -52,8 +52,8 @@ static struct tcmpi_comm *comm_after(int rc, MPI_Comm comm)
 }
 
 /* A collective whose amount is count × type at every rank. */
-static void coll_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                       int count, MPI_Datatype type, const MPI_Request *req)
+void tcmpi_rec_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int count,
+                     MPI_Datatype type, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -64,9 +64,9 @@ static void coll_count(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_
 
 /* Gather(v): what this rank sends; the root of an intracommunicator with MPI_IN_PLACE, its
  * own block; the root of an intercommunicator (MPI_ROOT), all it receives. */
-static void coll_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                        const void *sbuf, int scount, MPI_Datatype stype, int rcount,
-                        const int *rcounts, MPI_Datatype rtype, int root, const MPI_Request *req)
+void tcmpi_rec_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                      const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                      const int *rcounts, MPI_Datatype rtype, int root, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -86,9 +86,9 @@ static void coll_gather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI
 
 /* Scatter(v): what this rank receives; the root with MPI_IN_PLACE, its own block; the root of
  * an intercommunicator, all it sends. */
-static void coll_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                         int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
-                         int rcount, MPI_Datatype rtype, int root, const MPI_Request *req)
+void tcmpi_rec_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                       int scount, const int *scounts, MPI_Datatype stype, const void *rbuf,
+                       int rcount, MPI_Datatype rtype, int root, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -107,9 +107,9 @@ static void coll_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MP
 }
 
 /* Allgather(v): what this rank sends (with MPI_IN_PLACE: its block of the receive buffer). */
-static void coll_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                           const void *sbuf, int scount, MPI_Datatype stype, int rcount,
-                           const int *rcounts, MPI_Datatype rtype, const MPI_Request *req)
+void tcmpi_rec_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                         const void *sbuf, int scount, MPI_Datatype stype, int rcount,
+                         const int *rcounts, MPI_Datatype rtype, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -123,10 +123,9 @@ static void coll_allgather(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, 
 }
 
 /* Alltoall(v): everything this rank sends (MPI_IN_PLACE: the receive side, which it sends). */
-static void coll_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
-                          const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
-                          int rcount, const int *rcounts, MPI_Datatype rtype,
-                          const MPI_Request *req)
+void tcmpi_rec_alltoall(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        const void *sbuf, int scount, const int *scounts, MPI_Datatype stype,
+                        int rcount, const int *rcounts, MPI_Datatype rtype, const MPI_Request *req)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -174,9 +173,8 @@ static void coll_reduce_scatter(tc_client *c, enum tcmpi_op op, uint64_t t0, int
     tcmpi_coll(c, op, t0, t1, k, a.n, a.bytes, req);
 }
 
-/* A point-to-point call to or from peer (a rank of comm) of count × type (times 1 or 2). */
-static void p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int peer,
-                int tag, int count, MPI_Datatype type, int times)
+void tcmpi_rec_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int peer,
+                   int tag, int count, MPI_Datatype type, int times)
 {
     uint64_t t1 = tcmpi_now();
     struct tcmpi_comm *k = comm_after(rc, comm);
@@ -185,21 +183,54 @@ static void p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm co
     tcmpi_p2p(c, op, t0, t1, k, peer, tag, a.n, a.bytes);
 }
 
+void tcmpi_rec_recv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm, int source,
+                    int tag, int count, MPI_Datatype type, const MPI_Status *st)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount a = {0, 0};
+
+    if (k != NULL) {
+        a = amt(count, type);
+        tcmpi_received(st, tcmpi_bytes(1, type), &source, &tag, &a.n, &a.bytes);
+    }
+    tcmpi_p2p(c, op, t0, t1, k, source, tag, a.n, a.bytes);
+}
+
+void tcmpi_rec_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                        int scount, MPI_Datatype stype, int dest, int stag, int rcount,
+                        MPI_Datatype rtype, int source, int rtag, const MPI_Status *st)
+{
+    uint64_t t1 = tcmpi_now();
+    struct tcmpi_comm *k = comm_after(rc, comm);
+    struct amount s = {0, 0}, r = {0, 0};
+
+    if (k != NULL)
+        s = amt(scount, stype), r = amt(rcount, rtype);
+    tcmpi_sendrecv(c, op, t0, t1, k, dest, stag, s.n, s.bytes, source, rtag, r.n, r.bytes,
+                   k != NULL ? tcmpi_bytes(1, rtype) : 0, st);
+}
+
 /*
  * The requests a completion call was given, as they were before it: a copy
- * only while some non-blocking collective is remembered (one atomic load
- * otherwise), on the stack up to BEFORE_STACK.
+ * only while some request is remembered (one atomic load otherwise), on the
+ * stack up to BEFORE_STACK; and then, when the caller ignores the statuses,
+ * ours in their place (the actual source and size of a completed Irecv are
+ * in them).
  */
 #define BEFORE_STACK 64
 
 struct before {
     MPI_Request *r; /* NULL: no copy */
     MPI_Request stack[BEFORE_STACK];
+    MPI_Status *st; /* our statuses, or NULL */
+    MPI_Status st_stack[BEFORE_STACK];
 };
 
 static void before_take(struct before *b, const MPI_Request *reqs, int n)
 {
     b->r = NULL;
+    b->st = NULL;
     if (n <= 0 || reqs == NULL || !tcmpi_req_any())
         return;
     b->r = n <= BEFORE_STACK ? b->stack : malloc((size_t)n * sizeof(*reqs));
@@ -207,19 +238,36 @@ static void before_take(struct before *b, const MPI_Request *reqs, int n)
         memcpy(b->r, reqs, (size_t)n * sizeof(*reqs));
 }
 
-/* After a completion call over n requests, reqs as they are now. */
-static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct before *b,
-                      const MPI_Request *reqs)
+/* The statuses to give MPI for n requests: the caller's, or ours in place of
+ * MPI_STATUS(ES)_IGNORE while a copy was taken. */
+static MPI_Status *before_status(struct before *b, MPI_Status *statuses, int n)
 {
-    if (c != NULL || b->r != NULL)
-        tcmpi_wait(c, op, t0, tcmpi_now(), n, b->r, reqs);
-    if (b->r != b->stack)
-        free(b->r);
+    if (b->r == NULL || n <= 0 ||
+        (statuses != MPI_STATUS_IGNORE && statuses != MPI_STATUSES_IGNORE))
+        return statuses;
+    b->st = n <= BEFORE_STACK ? b->st_stack : malloc((size_t)n * sizeof(*b->st));
+    return b->st != NULL ? b->st : statuses;
 }
 
-/* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
- * process outside it) and returned rc: names it from parent. */
-static void made(int rc, MPI_Comm parent, MPI_Comm newcomm)
+/* After a completion call over n requests, reqs as they are now, the statuses in st (kind:
+ * TCMPI_ST_*; index: TCMPI_ST_ONE's; indices, outcount: TCMPI_ST_SOME's). */
+static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct before *b,
+                      const MPI_Request *reqs, int rc, const MPI_Status *st, int kind, int index,
+                      const int *indices, int outcount)
+{
+    struct tcmpi_status s = {rc == MPI_SUCCESS ? st : NULL, kind, index, outcount, indices};
+
+    if (st == MPI_STATUS_IGNORE || (kind == TCMPI_ST_SOME && rc != MPI_SUCCESS))
+        s.st = NULL;
+    if (c != NULL || b->r != NULL)
+        tcmpi_wait(c, op, t0, tcmpi_now(), n, b->r, reqs, &s);
+    if (b->r != b->stack)
+        free(b->r);
+    if (b->st != b->st_stack)
+        free(b->st);
+}
+
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm)
 {
     uint64_t base;
 
@@ -257,13 +305,20 @@ int MPI_Finalize(void)
     return rc;
 }
 
+/* Level TCMPI_PCONTROL_STEP ends a step; every level goes on to MPI (and a tool behind us). */
+int MPI_Pcontrol(const int level, ...)
+{
+    tcmpi_pcontrol(level);
+    return PMPI_Pcontrol(level);
+}
+
 /* ---- communicators: named where they are made ------------------------------------ */
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_dup(comm, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -271,7 +326,7 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -290,7 +345,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -298,7 +353,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Com
 {
     int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -306,7 +361,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_create(comm, group, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -350,7 +405,7 @@ int MPI_Intercomm_merge(MPI_Comm comm, int high, MPI_Comm *newcomm)
 {
     int rc = PMPI_Intercomm_merge(comm, high, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -359,7 +414,7 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int period
 {
     int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -367,7 +422,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
     int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -376,7 +431,7 @@ int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edg
 {
     int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -387,7 +442,7 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int d
     int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder,
                                     newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -399,7 +454,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
     int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
                                              destinations, destweights, info, reorder, newcomm);
 
-    made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm);
     return rc;
 }
 
@@ -426,218 +481,213 @@ int MPI_Comm_disconnect(MPI_Comm *comm)
 
 /* ---- collectives ----------------------------------------------------------------- */
 
-/* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
-#define BEGIN                                                                                      \
-    tc_client *c = tcmpi_on();                                                                     \
-    uint64_t t0 = c != NULL ? tcmpi_now() : 0
-
 int MPI_Barrier(MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Barrier(comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, NULL);
+        tcmpi_rec_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, NULL);
     return rc;
 }
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ibarrier(comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, req);
+        tcmpi_rec_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, req);
     return rc;
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Bcast(buf, count, type, root, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_BCAST, t0, rc, comm, count, type, NULL);
+        tcmpi_rec_count(c, TCMPI_BCAST, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
 int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ibcast(buf, count, type, root, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IBCAST, t0, rc, comm, count, type, req);
+        tcmpi_rec_count(c, TCMPI_IBCAST, t0, rc, comm, count, type, req);
     return rc;
 }
 
 int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
                MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Reduce(sbuf, rbuf, count, type, o, root, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_REDUCE, t0, rc, comm, count, type, NULL);
+        tcmpi_rec_count(c, TCMPI_REDUCE, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
 int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
                 MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ireduce(sbuf, rbuf, count, type, o, root, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type, req);
+        tcmpi_rec_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type, req);
     return rc;
 }
 
 int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
                   MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Allreduce(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type, NULL);
+        tcmpi_rec_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
 int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
                    MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iallreduce(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type, req);
+        tcmpi_rec_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type, req);
     return rc;
 }
 
 int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Scan(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_SCAN, t0, rc, comm, count, type, NULL);
+        tcmpi_rec_count(c, TCMPI_SCAN, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
 int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
               MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iscan(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_ISCAN, t0, rc, comm, count, type, req);
+        tcmpi_rec_count(c, TCMPI_ISCAN, t0, rc, comm, count, type, req);
     return rc;
 }
 
 int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Exscan(sbuf, rbuf, count, type, o, comm);
 
     if (c != NULL)
-        coll_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type, NULL);
+        tcmpi_rec_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type, NULL);
     return rc;
 }
 
 int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
                 MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iexscan(sbuf, rbuf, count, type, o, comm, req);
 
     if (c != NULL)
-        coll_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type, req);
+        tcmpi_rec_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type, req);
     return rc;
 }
 
 int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                MPI_Datatype rtype, int root, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root,
-                    NULL);
+        tcmpi_rec_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
+                         root, NULL);
     return rc;
 }
 
 int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root,
-                    req);
+        tcmpi_rec_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
+                         root, req);
     return rc;
 }
 
 int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                 const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
-                    NULL);
+        tcmpi_rec_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
+                         root, NULL);
     return rc;
 }
 
 int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
                  const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
-                    req);
+        tcmpi_rec_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
+                         root, req);
     return rc;
 }
 
 int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                 MPI_Datatype rtype, int root, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype, root,
-                     NULL);
+        tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
+                          root, NULL);
     return rc;
 }
 
 int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                     root, req);
+        tcmpi_rec_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
+                          root, req);
     return rc;
 }
 
 int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
                  void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root,
-                     NULL);
+        tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
+                          root, NULL);
     return rc;
 }
 
@@ -645,48 +695,48 @@ int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI
                   void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
                   MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
 
     if (c != NULL)
-        coll_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype, root,
-                     req);
+        tcmpi_rec_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
+                          root, req);
     return rc;
 }
 
 int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                       NULL);
+        tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL,
+                            rtype, NULL);
     return rc;
 }
 
 int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                    MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                       req);
+        tcmpi_rec_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL,
+                            rtype, req);
     return rc;
 }
 
 int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                       NULL);
+        tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts,
+                            rtype, NULL);
     return rc;
 }
 
@@ -694,36 +744,36 @@ int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf
                     const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
                     MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
 
     if (c != NULL)
-        coll_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                       req);
+        tcmpi_rec_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts,
+                            rtype, req);
     return rc;
 }
 
 int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                  MPI_Datatype rtype, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                      rtype, NULL);
+        tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
+                           rtype, NULL);
     return rc;
 }
 
 int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                      rtype, req);
+        tcmpi_rec_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount,
+                           NULL, rtype, req);
     return rc;
 }
 
@@ -731,12 +781,12 @@ int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MP
                   void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                   MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype,
-                      NULL);
+        tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
+                           rtype, NULL);
     return rc;
 }
 
@@ -744,13 +794,13 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], M
                    void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                    MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc =
         PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
 
     if (c != NULL)
-        coll_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts, rtype,
-                      req);
+        tcmpi_rec_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
+                           rtype, req);
     return rc;
 }
 
@@ -758,7 +808,7 @@ int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
                   const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
                   const MPI_Datatype rtypes[], MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
 
     if (c != NULL)
@@ -772,7 +822,7 @@ int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
                    const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
                    MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc =
         PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
 
@@ -785,7 +835,7 @@ int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
 int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
                        MPI_Op o, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, o, comm);
 
     if (c != NULL)
@@ -796,7 +846,7 @@ int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Da
 int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
                         MPI_Op o, MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, o, comm, req);
 
     if (c != NULL)
@@ -807,7 +857,7 @@ int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_D
 int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
                              MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, o, comm);
 
     if (c != NULL)
@@ -818,7 +868,7 @@ int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datat
 int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
                               MPI_Comm comm, MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, o, comm, req);
 
     if (c != NULL)
@@ -830,52 +880,52 @@ int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Data
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Send(buf, count, type, dest, tag, comm);
 
     if (c != NULL)
-        p2p(c, TCMPI_SEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_SEND, t0, rc, comm, dest, tag, count, type, 1);
     return rc;
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ssend(buf, count, type, dest, tag, comm);
 
     if (c != NULL)
-        p2p(c, TCMPI_SSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_SSEND, t0, rc, comm, dest, tag, count, type, 1);
     return rc;
 }
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Bsend(buf, count, type, dest, tag, comm);
 
     if (c != NULL)
-        p2p(c, TCMPI_BSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_BSEND, t0, rc, comm, dest, tag, count, type, 1);
     return rc;
 }
 
 int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Rsend(buf, count, type, dest, tag, comm);
 
     if (c != NULL)
-        p2p(c, TCMPI_RSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_RSEND, t0, rc, comm, dest, tag, count, type, 1);
     return rc;
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
 
     if (c != NULL)
-        p2p(c, TCMPI_ISEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_ISEND, t0, rc, comm, dest, tag, count, type, 1);
     tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
@@ -883,11 +933,11 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Issend(buf, count, type, dest, tag, comm, req);
 
     if (c != NULL)
-        p2p(c, TCMPI_ISSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_ISSEND, t0, rc, comm, dest, tag, count, type, 1);
     tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
@@ -895,11 +945,11 @@ int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
 
     if (c != NULL)
-        p2p(c, TCMPI_IBSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_IBSEND, t0, rc, comm, dest, tag, count, type, 1);
     tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
@@ -907,11 +957,11 @@ int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, req);
 
     if (c != NULL)
-        p2p(c, TCMPI_IRSEND, t0, rc, comm, dest, tag, count, type, 1);
+        tcmpi_rec_p2p(c, TCMPI_IRSEND, t0, rc, comm, dest, tag, count, type, 1);
     tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
     return rc;
 }
@@ -919,12 +969,13 @@ int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request *req)
 {
-    BEGIN;
+    TCMPI_BEGIN;
     int rc = PMPI_Irecv(buf, count, type, source, tag, comm, req);
 
     if (c != NULL)
-        p2p(c, TCMPI_IRECV, t0, rc, comm, source, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
+        tcmpi_irecv(c, t0, rc, comm, source, tag, count, type, *req); /* recorded at completion */
+    else
+        tcmpi_req_forget(*req); /* a handle MPI gives again */
     return rc;
 }
 
@@ -937,29 +988,26 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_C
              MPI_Status *status)
 {
     MPI_Status own;
-    BEGIN;
+    TCMPI_BEGIN;
     MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
     int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
 
-    if (c != NULL) {
-        if (rc == MPI_SUCCESS)
-            source = st->MPI_SOURCE, tag = st->MPI_TAG;
-        p2p(c, TCMPI_RECV, t0, rc, comm, source, tag, count, type, 1);
-    }
+    if (c != NULL)
+        tcmpi_rec_recv(c, TCMPI_RECV, t0, rc, comm, source, tag, count, type, st);
     return rc;
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     MPI_Status own;
-    BEGIN;
+    TCMPI_BEGIN;
     MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
     int rc = PMPI_Probe(source, tag, comm, st);
 
     if (c != NULL) {
         if (rc == MPI_SUCCESS)
             source = st->MPI_SOURCE, tag = st->MPI_TAG;
-        p2p(c, TCMPI_PROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
+        tcmpi_rec_p2p(c, TCMPI_PROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
     }
     return rc;
 }
@@ -967,47 +1015,47 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
     MPI_Status own;
-    BEGIN;
+    TCMPI_BEGIN;
     MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
     int rc = PMPI_Iprobe(source, tag, comm, flag, st);
 
     if (c != NULL) {
         if (rc == MPI_SUCCESS && *flag)
             source = st->MPI_SOURCE, tag = st->MPI_TAG;
-        p2p(c, TCMPI_IPROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
+        tcmpi_rec_p2p(c, TCMPI_IPROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
     }
     return rc;
 }
 
-/* Sendrecv: both sides; peer and tag are the send side's. */
+/* Sendrecv(_replace): two entries, the send side and the receive side (tcmpi_sendrecv); the
+ * status gives what arrived (with MPI_STATUS_IGNORE, ours). */
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
                  int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
                  MPI_Status *status)
 {
-    BEGIN;
-    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm,
-                           status);
+    MPI_Status own;
+    TCMPI_BEGIN;
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc =
+        PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st);
 
-    if (c != NULL) {
-        uint64_t t1 = tcmpi_now();
-        struct tcmpi_comm *k = comm_after(rc, comm);
-        struct amount s = {0, 0}, r = {0, 0};
-
-        if (k != NULL)
-            s = amt(scount, stype), r = amt(rcount, rtype);
-        tcmpi_p2p(c, TCMPI_SENDRECV, t0, t1, k, dest, stag, s.n + r.n, s.bytes + r.bytes);
-    }
+    if (c != NULL)
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, rc, comm, scount, stype, dest, stag, rcount,
+                           rtype, source, rtag, st);
     return rc;
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
                          int rtag, MPI_Comm comm, MPI_Status *status)
 {
-    BEGIN;
-    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+    MPI_Status own;
+    TCMPI_BEGIN;
+    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
+    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, st);
 
     if (c != NULL)
-        p2p(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, dest, stag, count, type, 2);
+        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, count, type, dest, stag, count,
+                           type, source, rtag, st);
     return rc;
 }
 
@@ -1017,10 +1065,11 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     struct before b;
     before_take(&b, req, 1);
-    BEGIN;
-    int rc = PMPI_Wait(req, status);
+    MPI_Status *st = before_status(&b, status, 1);
+    TCMPI_BEGIN;
+    int rc = PMPI_Wait(req, st);
 
-    wait_done(c, TCMPI_WAIT, t0, 1, &b, req);
+    wait_done(c, TCMPI_WAIT, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
     return rc;
 }
 
@@ -1028,10 +1077,11 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
     struct before b;
     before_take(&b, reqs, count);
-    BEGIN;
-    int rc = PMPI_Waitall(count, reqs, statuses);
+    MPI_Status *st = before_status(&b, statuses, count);
+    TCMPI_BEGIN;
+    int rc = PMPI_Waitall(count, reqs, st);
 
-    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs);
+    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
     return rc;
 }
 
@@ -1039,10 +1089,11 @@ int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
 {
     struct before b;
     before_take(&b, reqs, count);
-    BEGIN;
-    int rc = PMPI_Waitany(count, reqs, index, status);
+    MPI_Status *st = before_status(&b, status, 1);
+    TCMPI_BEGIN;
+    int rc = PMPI_Waitany(count, reqs, index, st);
 
-    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs);
+    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *index, NULL, 0);
     return rc;
 }
 
@@ -1051,10 +1102,12 @@ int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
 {
     struct before b;
     before_take(&b, reqs, incount);
-    BEGIN;
-    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, statuses);
+    MPI_Status *st = before_status(&b, statuses, incount);
+    TCMPI_BEGIN;
+    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
 
-    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs);
+    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
+              *outcount);
     return rc;
 }
 
@@ -1062,10 +1115,11 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
     struct before b;
     before_take(&b, req, 1);
-    BEGIN;
-    int rc = PMPI_Test(req, flag, status);
+    MPI_Status *st = before_status(&b, status, 1);
+    TCMPI_BEGIN;
+    int rc = PMPI_Test(req, flag, st);
 
-    wait_done(c, TCMPI_TEST, t0, 1, &b, req);
+    wait_done(c, TCMPI_TEST, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
     return rc;
 }
 
@@ -1073,10 +1127,11 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     struct before b;
     before_take(&b, reqs, count);
-    BEGIN;
-    int rc = PMPI_Testall(count, reqs, flag, statuses);
+    MPI_Status *st = before_status(&b, statuses, count);
+    TCMPI_BEGIN;
+    int rc = PMPI_Testall(count, reqs, flag, st);
 
-    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs);
+    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
     return rc;
 }
 
@@ -1084,10 +1139,12 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status
 {
     struct before b;
     before_take(&b, reqs, count);
-    BEGIN;
-    int rc = PMPI_Testany(count, reqs, index, flag, status);
+    MPI_Status *st = before_status(&b, status, 1);
+    TCMPI_BEGIN;
+    int rc = PMPI_Testany(count, reqs, index, flag, st);
 
-    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs);
+    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *flag ? *index : -1,
+              NULL, 0);
     return rc;
 }
 
@@ -1096,10 +1153,12 @@ int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
 {
     struct before b;
     before_take(&b, reqs, incount);
-    BEGIN;
-    int rc = PMPI_Testsome(incount, reqs, outcount, indices, statuses);
+    MPI_Status *st = before_status(&b, statuses, incount);
+    TCMPI_BEGIN;
+    int rc = PMPI_Testsome(incount, reqs, outcount, indices, st);
 
-    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs);
+    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
+              *outcount);
     return rc;
 }
 

@@ -1038,6 +1038,15 @@ static PyObject *client_get_open_error(Client *cl, void *unused)
     return PyLong_FromLong(-cl->open_error);
 }
 
+static PyObject *client_get_error_message(Client *cl, void *unused)
+{
+    const char *msg = NULL;
+
+    if (cl->c == NULL || tc_last_error(cl->c, &msg) == 0 || msg == NULL)
+        msg = "";
+    return PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+}
+
 static PyMethodDef client_methods[] = {
     {"op", (PyCFunction)(void (*)(void))client_op, METH_FASTCALL | METH_KEYWORDS,
      "op(name, out_shape=None, in_shapes=None, mem=0, category=None) -> Region\n\n"
@@ -1082,6 +1091,8 @@ static PyGetSetDef client_getset[] = {
     {"closed", (getter)client_get_closed, NULL, "True after close().", NULL},
     {"open_error", (getter)client_get_open_error, NULL,
      "The errno of a failed connection (an offline client), else 0.", NULL},
+    {"error_message", (getter)client_get_error_message, NULL,
+     "Why the client sends nothing (the C library's tc_last_error() text), else \"\".", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import unittest
+import warnings
 
 import harness
 import tracectl
@@ -247,7 +248,8 @@ class Api(unittest.TestCase):
         self.assertEqual(tc.dropped, 0)
 
     def test_offline_client_counts_drops(self):
-        tc = tracectl.open(socket=os.path.join(self.d.dir, "none.sock"))
+        with self.assertWarns(tracectl.OfflineWarning):
+            tc = tracectl.open(socket=os.path.join(self.d.dir, "none.sock"))
         self.assertFalse(tc.enabled)
         self.assertEqual(tc.open_error, errno.ENOENT)
         for _ in range(10):
@@ -258,6 +260,32 @@ class Api(unittest.TestCase):
         self.assertEqual(tc.dropped, 11)
         tc.close()
         self.assertEqual(tc.dropped, 11)
+
+    def test_offline_open_warns_once_why(self):
+        path = os.path.join(self.d.dir, "none.sock")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            tc = tracectl.open(socket=path)
+        tc.close()
+        self.assertEqual([x.category for x in w], [tracectl.OfflineWarning])
+        msg = str(w[0].message)
+        self.assertIn("tracectl: this process is not recorded: cannot connect to " + path, msg)
+        self.assertIn("TRACECTL_QUIET=1", msg)
+        self.assertEqual(w[0].filename, __file__, "the warning points at the caller's open()")
+        # silenced; and no warning for a client that is online or disabled
+        for env, sock in (("TRACECTL_QUIET", path), (None, self.d.sock),
+                          ("TRACECTL_DISABLE", path)):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                if env:
+                    os.environ[env] = "1"
+                try:
+                    tc = tracectl.open(session="warn", socket=sock)
+                finally:
+                    if env:
+                        del os.environ[env]
+            tc.close()
+            self.assertEqual(w, [], env or "online")
 
     def test_drops_counted_with_the_daemon_stopped(self):
         tc = self.open("stopped", ring_entries=64)

@@ -74,6 +74,8 @@ takes at most 1,024 distinct keys per process (the daemon's limit).
 from __future__ import annotations
 
 import functools
+import os
+import warnings
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
 try:
@@ -88,12 +90,17 @@ except ImportError as _e:  # a build tree or copy without the C extension (or a 
         name=__name__,
     ) from _e
 
-__all__ = ["Client", "Error", "Region", "checksum", "current", "now_ns", "open", "trace"]
+__all__ = ["Client", "Error", "OfflineWarning", "Region", "checksum", "current", "now_ns", "open",
+           "trace"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Shape = Sequence[int]
 
 _current: Optional["Client"] = None
+
+
+class OfflineWarning(RuntimeWarning):
+    """Warned by ``open()`` when no daemon answered: the process is not recorded."""
 
 
 class Client(_CClient):
@@ -111,7 +118,8 @@ class Client(_CClient):
     interns a name; ``step()``, ``set_step(n)``, ``meta(key, value)``,
     ``flush(timeout=None, strict=False)``, ``close(strict=False)`` (both
     return a status dict: see the module's docstring). Properties: ``dropped``,
-    ``recorded``, ``session_id``, ``enabled``, ``closed``, ``open_error``.
+    ``recorded``, ``session_id``, ``enabled``, ``closed``, ``open_error``,
+    ``error_message`` (why an offline client sends nothing; "" otherwise).
     A client is also a context manager that closes it.
     """
 
@@ -141,14 +149,21 @@ def open(session: Optional[str] = None, rank: Optional[int] = None,
 
     Without a daemon (or when it refuses the hello) the client is offline:
     ``enabled`` is False, ``open_error`` holds the errno, and every entry
-    is counted in ``dropped``. In blocking mode that raises ``Error``
-    instead. The client becomes ``tracectl.current()``, which
-    ``tracectl.trace`` uses.
+    is counted in ``dropped``; ``open()`` then warns once with an
+    ``OfflineWarning`` saying why, so that a job that is not recorded does
+    not run silently (``TRACECTL_QUIET=1``, or a ``warnings`` filter,
+    silences it; ``TRACECTL_DISABLE=1`` is no error: no warning). In
+    blocking mode that raises ``Error`` instead. The client becomes
+    ``tracectl.current()``, which ``tracectl.trace`` uses.
     """
     global _current
     c = _c_open(session=session, rank=rank, world=world, device=device,
                 blocking=blocking, socket=socket, ring_entries=ring_entries,
                 type=Client)
+    if c.open_error != 0 and os.environ.get("TRACECTL_QUIET") != "1":
+        warnings.warn("tracectl: this process is not recorded: "
+                      f"{c.error_message or os.strerror(c.open_error)} "
+                      "(TRACECTL_QUIET=1 silences this)", OfflineWarning, stacklevel=2)
     _current = c
     return c
 

@@ -34,6 +34,7 @@ class Client:
     enabled: bool
     closed: bool
     open_error: int
+    error_message: str
     def op(self, name: str, out_shape: Optional[Shape] = ..., in_shapes: Optional[Sequence[Shape]] = ...,
            mem: int = ..., category: Optional[str] = ...) -> Region: ...
     def op_id(self, name: str, category: Optional[str] = ...) -> int: ...
