@@ -29,6 +29,7 @@
 #include <sqlite3.h>
 
 #include "batchpool.h"
+#include "fault.h"
 #include "log.h"
 #include "map.h"
 #include "store.h"
@@ -139,6 +140,10 @@ void store_session_path(const struct store *s, int64_t id, char *buf, size_t len
 
 int store_configure(void)
 {
+    int rc = fault_configure(); /* before SQLite initialises: it may set the allocator */
+
+    if (rc < 0)
+        return rc;
     if (sqlite3_config(SQLITE_CONFIG_MULTITHREAD) != SQLITE_OK ||
         sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK)
         return -EBUSY;

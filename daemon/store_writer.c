@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "batchpool.h"
+#include "fault.h"
 #include "log.h"
 #include "store_apply.h"
 #include "store_catalog.h"
@@ -67,9 +68,12 @@ static void writer_apply(struct store *s, struct wsess *w, struct store_job *job
         w->txn.flush_waiting = true;
         break;
     case STORE_OPEN:
+        fault_open(); /* test builds: a new session starts the fault's count over */
         job->rc = store_catalog_session_open(s, w, job);
         break;
     default:
+        if (job->type == STORE_BATCH)
+            fault_batch(); /* test builds: a fault counts from here (fault.h) */
         job->rc = store_apply_in_txn(s, w, job);
         /*
          * Applied or not, a batch's arrays are not needed again, only its count
@@ -241,6 +245,7 @@ static void *writer_thread(void *arg)
     struct store_job *list;
     bool stopping;
 
+    fault_thread(); /* test builds: this thread's storage calls are the ones that fail */
     for (;;) {
         int64_t wait = writer_commit_due(s);
 
