@@ -15,9 +15,10 @@
 
 #include "log.h"
 
-#define N_KINDS 5
+#define N_KINDS 6
 
-static const char *const kind_names[N_KINDS] = {"write", "sync", "read", "truncate", "malloc"};
+static const char *const kind_names[N_KINDS] = {"write",    "sync",   "read",
+                                                "truncate", "malloc", "own"};
 
 /*
  * The fault of the current session. Written in main() and on the writer
@@ -111,8 +112,8 @@ static bool word_is(const char *p, const char *end, const char *w)
 /* KIND:N[:persist][:full][:open] into `fault`; -EINVAL when it is not that. */
 static int fault_parse(const char *spec)
 {
-    static const int codes[N_KINDS] = {SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ,
-                                       SQLITE_IOERR_TRUNCATE, SQLITE_NOMEM};
+    static const int codes[N_KINDS] = {SQLITE_IOERR_WRITE,    SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ,
+                                       SQLITE_IOERR_TRUNCATE, SQLITE_NOMEM,       SQLITE_NOMEM};
     const char *p = strchr(spec, ':');
     char *end;
     size_t i;
@@ -135,7 +136,7 @@ static int fault_parse(const char *spec)
             end = (char *)p + strlen(p);
         if (word_is(p, end, "persist"))
             fault.persist = true;
-        else if (word_is(p, end, "full") && fault.kind != FAULT_MALLOC)
+        else if (word_is(p, end, "full") && fault.kind < FAULT_MALLOC)
             fault.code = SQLITE_FULL;
         else if (word_is(p, end, "open"))
             fault.open = true;
@@ -177,7 +178,7 @@ int fault_configure(void)
         fault.file = spec + 1;
     } else if (fault_parse(spec) < 0) {
         log_error("TRACECTLD_FAULT=%s: want KIND:N[:persist][:full][:open] or @FILE, KIND one of"
-                  " write, sync, read, truncate, malloc",
+                  " write, sync, read, truncate, malloc, own",
                   spec);
         return -EINVAL;
     }
@@ -215,6 +216,11 @@ void fault_batch(void)
 int fault_io(enum fault_kind kind)
 {
     return fault_hit(kind) ? fault.code : SQLITE_OK;
+}
+
+bool fault_own(void)
+{
+    return fault_hit(FAULT_OWN);
 }
 #else
 typedef int fault_unused; /* ISO C: a translation unit is not empty */

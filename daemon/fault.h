@@ -15,6 +15,9 @@
  *   KIND     write, sync, read, truncate (methods of the files the writer's
  *            connections open through walvfs) or malloc (SQLite's
  *            allocations, through SQLITE_CONFIG_MALLOC: malloc and realloc)
+ *            or own (the daemon's own malloc, calloc, realloc and strdup,
+ *            in the tracectld executable only: linked with -Wl,--wrap,
+ *            fault_wrap.c; not the libraries' own, libuv's or msgpack-c's)
  *   N        the N-th such call fails, N >= 1
  *   persist  every call from the N-th on fails (default: only the N-th)
  *   full     I/O fails with SQLITE_FULL instead of SQLITE_IOERR_<KIND>
@@ -36,7 +39,9 @@
 #ifndef TRACECTLD_FAULT_H
 #define TRACECTLD_FAULT_H
 
-enum fault_kind { FAULT_WRITE, FAULT_SYNC, FAULT_READ, FAULT_TRUNCATE, FAULT_MALLOC };
+#include <stdbool.h>
+
+enum fault_kind { FAULT_WRITE, FAULT_SYNC, FAULT_READ, FAULT_TRUNCATE, FAULT_MALLOC, FAULT_OWN };
 
 #ifdef TRACECTLD_FAULT_INJECT
 /*
@@ -53,6 +58,8 @@ void fault_open(void);
 void fault_batch(void);
 /* An I/O method of kind is called: SQLITE_OK, or the error it must return. */
 int fault_io(enum fault_kind kind);
+/* The daemon allocates (fault_wrap.c): true when the allocation must fail. */
+bool fault_own(void);
 #else
 static inline int fault_configure(void)
 {

@@ -337,3 +337,13 @@ Test(inject, every_nth_allocation_fails_cleanly)
 {
     loop_over_n("malloc", "");
 }
+
+Test(inject, every_nth_own_allocation_fails_cleanly)
+{
+    loop_over_n("own", "");
+}
+
+Test(inject, every_nth_own_allocation_creating_a_session_fails_cleanly)
+{
+    loop_over_n("own", ":open");
+}
