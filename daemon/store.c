@@ -81,7 +81,10 @@ int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
 
     if (err == 0)
         return 0;
-    return store_error(s, err, what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    /* a code of the daemon's own (out of memory while binding, say) has no message in db */
+    return store_error(s, err, what,
+                       db != NULL && sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db)
+                                                                      : sqlite3_errstr(rc));
 }
 
 int store_check_errno(struct store *s, sqlite3 *db, int err, const char *what)

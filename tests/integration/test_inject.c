@@ -132,6 +132,21 @@ static unsigned long long status_u64(const char *key)
     return v;
 }
 
+/* Status's last_error into buf ("" when none). */
+static void status_last_error(char *buf, size_t len)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
+    const msgpack_object *e = obj_get(&o->via.array.ptr[1], "last_error");
+
+    buf[0] = '\0';
+    if (e != NULL && e->type == MSGPACK_OBJECT_STR)
+        snprintf(buf, len, "%.*s", (int)e->via.str.size, e->via.str.ptr);
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
 /* `report`'s entries of session id, or -1 when it answered an error. */
 static long long report_entries(long long id)
 {
@@ -183,7 +198,7 @@ static void write_file(const char *path, const char *text)
  */
 static bool run_session(struct loop *l, const char *spec)
 {
-    char path[PATH_MAX + 32], name[32];
+    char path[PATH_MAX + 32], name[32], last_error[512];
     long long id = 0, sent = 0, acked = 0, in_file = 0;
     unsigned long long failed_before = status_u64("failed_entries");
     bool failed = false;
@@ -239,6 +254,9 @@ static bool run_session(struct loop *l, const char *spec)
                  sent - in_file);
     if (!failed)
         cr_assert_eq(in_file, sent, "%s: every flush acked, %lld in the file", spec, in_file);
+    /* the error says what failed: never SQLite's "not an error" for a failure of the daemon's */
+    status_last_error(last_error, sizeof(last_error));
+    cr_assert_null(strstr(last_error, "not an error"), "%s: status says %s", spec, last_error);
     l->ids[l->runs] = id;
     l->in_file[l->runs] = in_file;
     l->runs++;
