@@ -162,7 +162,8 @@ static void wsess_lost(struct store *s, struct wsess *w, struct store_job *job)
     }
     pid = (uint32_t)job->u.batch.process_id;
     u32map_get(&w->lost, pid, &n);
-    u32map_put(&w->lost, pid, n + (uint32_t)job->u.batch.b.n);
+    if (u32map_put(&w->lost, pid, n + (uint32_t)job->u.batch.b.n) < 0)
+        w->lost_unmapped = true; /* which process lost it is forgotten: no flush may succeed */
     w->lost_total += job->u.batch.b.n;
     atomic_fetch_add(&s->failed, job->u.batch.b.n);
 }
@@ -170,7 +171,8 @@ static void wsess_lost(struct store *s, struct wsess *w, struct store_job *job)
 /*
  * A flush succeeds only when every entry its process sent before it is
  * stored: a batch lost earlier (disk full, no file) fails every later flush
- * of that process, with the count.
+ * of that process, with the count; a loss that could not be noted for its
+ * process (out of memory) fails every later flush of the session.
  */
 static void wsess_flush_result(struct wsess *w, struct store_job *job)
 {
@@ -179,6 +181,9 @@ static void wsess_flush_result(struct wsess *w, struct store_job *job)
     if (u32map_get(&w->lost, (uint32_t)job->u.flush.process_id, &lost) && lost) {
         job->rc = -EIO;
         job->u.flush.lost = lost;
+    } else if (w->lost_unmapped) {
+        job->rc = -EIO;
+        job->u.flush.lost = w->lost_total; /* the session's: this process's is not known */
     }
 }
 

@@ -49,6 +49,7 @@ struct wsess {
     uint64_t committed;  /* entries committed to the file by this run */
     uint64_t lost_total; /* entries lost to storage errors */
     struct u32map lost;  /* process id → entries that failed to be stored */
+    bool lost_unmapped;  /* a loss did not fit in `lost` (out of memory): every flush fails */
 
     /* the open file: db NULL while closed */
     sqlite3 *db;
