@@ -213,6 +213,11 @@ void fault_batch(void)
     }
 }
 
+void fault_end(void)
+{
+    fault.armed = fault.pending = false;
+}
+
 int fault_io(enum fault_kind kind)
 {
     return fault_hit(kind) ? fault.code : SQLITE_OK;

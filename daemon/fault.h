@@ -23,7 +23,9 @@
  *   full     I/O fails with SQLITE_FULL instead of SQLITE_IOERR_<KIND>
  *   open     count from the session's creation (its file and catalog row);
  *            by default counting starts at the session's first batch
- * Counting starts over for each session the writer creates (fault_open()).
+ * Counting starts over for each session the writer creates (fault_open())
+ * and stops when the writer has applied that session's end (fault_end()):
+ * a persistent fault lasts the session's run, not into the next one.
  * Only calls made on the writer thread count (fault_thread()): start-up's
  * catalog work, the checkpointer and the query workers (their own
  * connections, the default VFS) never count, so the same session sent the
@@ -56,6 +58,8 @@ void fault_thread(void);
 void fault_open(void);
 /* The writer applies a batch: counting starts, if it has not for this session. */
 void fault_batch(void);
+/* The writer applied a session's end: counting stops until the next session's. */
+void fault_end(void);
 /* An I/O method of kind is called: SQLITE_OK, or the error it must return. */
 int fault_io(enum fault_kind kind);
 /* The daemon allocates (fault_wrap.c): true when the allocation must fail. */
@@ -72,6 +76,9 @@ static inline void fault_open(void)
 {
 }
 static inline void fault_batch(void)
+{
+}
+static inline void fault_end(void)
 {
 }
 static inline int fault_io(enum fault_kind kind)

@@ -57,6 +57,7 @@ static void writer_apply(struct store *s, struct wsess *w, struct store_job *job
     switch (job->type) {
     case STORE_SESSION_END:
         job->rc = store_catalog_session_end(s, w, job);
+        fault_end(); /* test builds: the session's fault ends with it */
         store_writer_ended(s, job->session_id);
         store_writer_finish(s, job);
         return;

@@ -1,23 +1,27 @@
 /*
  * test_inject.c — fault injection in loops over every N, as SQLite's own
- * tests do it: a test build of tracectld fails the N-th write, sync, read or
- * allocation of its writer thread ($TRACECTLD_FAULT, daemon/fault.h), for
- * N = 1, 2, ... until a run no longer meets the fault. Each run starts the
- * real daemon on a fresh data dir, sends one session of FLUSHES batches of
- * BATCH entries, each flushed, and then checks, against numbers the test
- * computes itself:
+ * tests do it: a test build of tracectld fails the N-th write, sync, read,
+ * truncate or allocation of its writer thread ($TRACECTLD_FAULT,
+ * daemon/fault.h), for N = 1, 2, ... until a run no longer meets the fault.
+ * One daemon serves a whole loop (@FILE: the spec is read again for each
+ * session, and the count starts over); each run is a new session: FLUSHES
+ * times a batch of BATCH computation entries and one of BATCH / 2
+ * communication entries, then a flush, then bye. After each run the test
+ * checks, against numbers it computes itself:
  *   - an ack is true: it says every entry sent so far, and once a flush
  *     failed no later flush of the process is acked (its loss stays counted);
- *   - the file holds every acked entry, and `sessions` says what it holds:
- *     entries = the file's count, dropped = sent - entries, and status's
- *     failed_entries the same;
- *   - the daemon exits 0 at SIGTERM (under ASan a leak makes it exit
- *     non-zero), and PRAGMA integrity_check is ok on the session file and
- *     the catalog;
- *   - the daemon started again without the fault reads the file back:
- *     `report` counts the same entries.
- * Needs a Debug build (the fault mode is compiled into Debug builds only):
- * skipped when the daemon does not take the fault.
+ *   - the file holds every acked entry, and `sessions` and `report` say what
+ *     it holds: entries = the file's count, dropped = failed = sent -
+ *     entries, and status's failed_entries grew by as many;
+ *   - PRAGMA integrity_check is ok on the session file;
+ *   - status's last_error never says "not an error".
+ * After the loop: the daemon exits 0 at SIGTERM (under ASan a leak makes it
+ * exit non-zero), the catalog passes integrity_check, and the daemon started
+ * again without the fault reports every session's entries as its file
+ * holds them. A failure names the spec (KIND:N...) to run again alone:
+ * TRACECTLD_FAULT=KIND:N tracectld ... fails the same call of its first
+ * session. Needs a Debug build (the fault mode is compiled into Debug builds
+ * only): skipped when the daemon does not take the fault.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -192,8 +196,8 @@ static void write_file(const char *path, const char *text)
 
 /*
  * One run: a new session meets spec (its file is read when the daemon
- * creates the session), sends FLUSHES batches of BATCH entries, each
- * flushed, says bye; then every check of the file's header but the exit
+ * creates the session), sends FLUSHES flushed batches (the file's header),
+ * says bye; then every check of the file's header but the exit
  * status. Returns whether the fault was injected.
  */
 static bool run_session(struct loop *l, const char *spec)
@@ -210,9 +214,11 @@ static bool run_session(struct loop *l, const char *spec)
     snprintf(name, sizeof(name), "inject-%d", l->runs);
     fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
     raw_send_ops(fd, 1, "matmul");
+    raw_send_ops(fd, 2, "nccl:allreduce"); /* communication: the rank aggregates have work */
     for (int b = 0; b < FLUSHES; b++) {
         raw_send_batch(fd, 1, BATCH, (uint64_t)b * 1000000, 10);
-        sent += BATCH;
+        raw_send_batch(fd, 2, BATCH / 2, (uint64_t)b * 1000000 + 500, 700);
+        sent += BATCH + BATCH / 2;
         long long stored = raw_flush(fd, (uint64_t)b + 1);
         if (stored < 0) {
             failed = true;
@@ -263,6 +269,29 @@ static bool run_session(struct loop *l, const char *spec)
     return fault_hit(l->hits);
 }
 
+/* Starts the daemon on a fresh dir, with l's spec file as $TRACECTLD_FAULT. */
+static void daemon_start(struct loop *l)
+{
+    char env[PATH_MAX + 32];
+
+    memset(l, 0, sizeof(*l));
+    memset(&d, 0, sizeof(d));
+    /* on a tmpfs where there is one: a run is then ~4 times faster (no fsync waits) */
+    snprintf(d.dir, sizeof(d.dir), "%s/tctest.XXXXXX",
+             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    cr_assert_not_null(mkdtemp(d.dir));
+    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
+    snprintf(d.data, sizeof(d.data), "%s/data", d.dir);
+    snprintf(l->spec_file, sizeof(l->spec_file), "%s/fault", d.dir);
+    snprintf(l->hits, sizeof(l->hits), "%s/hits", d.dir);
+    snprintf(env, sizeof(env), "@%s", l->spec_file);
+    setenv("TRACECTLD_FAULT", env, 1);
+    setenv("TRACECTLD_FAULT_HITS", l->hits, 1);
+    harness_daemon_restart(&d, NULL);
+    unsetenv("TRACECTLD_FAULT");
+    unsetenv("TRACECTLD_FAULT_HITS");
+}
+
 /*
  * The loop over N for KIND:N<suffix>: every N up to EVERY_N, then steps of
  * N / 50 (2 %: the allocation loop has thousands of calls), until a run
@@ -278,25 +307,9 @@ static void loop_over_n(const char *kind, const char *suffix)
     double t0 = harness_now();
     int status;
 
-    memset(&l, 0, sizeof(l));
-    memset(&d, 0, sizeof(d));
-    /* on a tmpfs where there is one: a run is then ~4 times faster (no fsync waits) */
-    snprintf(d.dir, sizeof(d.dir), "%s/tctest.XXXXXX",
-             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    cr_assert_not_null(mkdtemp(d.dir));
-    snprintf(d.sock, sizeof(d.sock), "%s/tracectl.sock", d.dir);
-    snprintf(d.data, sizeof(d.data), "%s/data", d.dir);
-    snprintf(l.spec_file, sizeof(l.spec_file), "%s/fault", d.dir);
-    snprintf(l.hits, sizeof(l.hits), "%s/hits", d.dir);
-    snprintf(spec, sizeof(spec), "@%s", l.spec_file);
-    setenv("TRACECTLD_FAULT", spec, 1);
-    setenv("TRACECTLD_FAULT_HITS", l.hits, 1);
-    harness_daemon_restart(&d, NULL);
-    unsetenv("TRACECTLD_FAULT");
-    unsetenv("TRACECTLD_FAULT_HITS");
-
+    daemon_start(&l);
     cr_assert(!run_session(&l, ""), "a run without a fault met one");
-    cr_assert_eq(l.in_file[0], FLUSHES * BATCH);
+    cr_assert_eq(l.in_file[0], FLUSHES * (BATCH + BATCH / 2));
     for (;; n += n < EVERY_N ? 1 : n / 50) {
         snprintf(spec, sizeof(spec), "%s:%lu%s", kind, n, suffix);
         if (!run_session(&l, spec))
@@ -364,4 +377,9 @@ Test(inject, every_nth_own_allocation_fails_cleanly)
 Test(inject, every_nth_own_allocation_creating_a_session_fails_cleanly)
 {
     loop_over_n("own", ":open");
+}
+
+Test(inject, every_nth_own_allocation_and_all_after_fail_cleanly)
+{
+    loop_over_n("own", ":persist");
 }
