@@ -116,6 +116,8 @@ static void writer_intake(struct store *s, struct store_job *list)
             atomic_fetch_sub(&s->jobs, 1);
             atomic_fetch_add(&s->failed, store_job_entries(job));
             job->rc = -ENOMEM;
+            if (job->type == STORE_SESSION_END)
+                store_writer_ended(s, job->session_id); /* readers must not wait for it */
             store_writer_finish(s, job);
             continue;
         }

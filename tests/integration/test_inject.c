@@ -334,6 +334,36 @@ static void loop_over_n(const char *kind, const char *suffix)
     cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
 }
 
+/*
+ * A session whose every job the writer loses at intake (no memory for its
+ * state, while another session's fault persists) is still ended for
+ * readers: its report answers at once, not after the 30 s a reader waits
+ * for an end still queued (CONTROL_END_WAIT_MS).
+ */
+Test(inject, a_session_lost_at_intake_still_ends_for_readers)
+{
+    static struct loop l;
+    long long a, b;
+
+    daemon_start(&l);
+    write_file(l.spec_file, "own:1:persist");
+    int fa = raw_producer(d.sock, "a", 0, 1, "gpu:0", &a);
+    raw_send_ops(fa, 1, "matmul");
+    raw_send_batch(fa, 1, BATCH, 0, 10);
+    cr_assert_eq(raw_flush(fa, 1), -1, "a flush with no memory left was acked");
+    cr_assert(fault_hit(l.hits));
+    int fb = raw_producer(d.sock, "b", 0, 1, "gpu:0", &b);
+    raw_bye(fb, 0);
+    raw_wait_state(d.sock, b, "ended", MAX_RUN_S);
+    double t0 = harness_now();
+    cr_assert_eq(report_entries(b), -1, "a session with no file reported entries");
+    cr_assert_lt(harness_now() - t0, 2.0, "the report waited for an end the writer lost");
+    raw_bye(fa, 0);
+    raw_wait_state(d.sock, a, "ended", MAX_RUN_S);
+    cr_assert_eq(sessions_field(a, "dropped"), BATCH);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "exit status at SIGTERM (a leak?)");
+}
+
 Test(inject, every_nth_write_fails_cleanly)
 {
     loop_over_n("write", "");
