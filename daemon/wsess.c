@@ -56,6 +56,22 @@ static bool evict(struct store *s, const struct wsess *keep)
     return true;
 }
 
+/*
+ * SQLite rolls a transaction back by itself on some errors (out of memory
+ * while it closes a statement's journal) and may still answer SQLITE_DONE
+ * for that statement: every later statement would then commit on its own,
+ * storing entries that the failed COMMIT counts lost. While the writer's
+ * transaction is open, the only commit let through is its COMMIT; any other
+ * fails (SQLITE_CONSTRAINT_COMMITHOOK), and with it the job, which rolls
+ * the transaction back as a whole.
+ */
+static int wsess_commit_hook(void *arg)
+{
+    const struct wsess *w = arg;
+
+    return w->txn.open && !w->txn.committing;
+}
+
 int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
     char path[PATH_MAX];
@@ -71,6 +87,7 @@ int wsess_file_open(struct store *s, struct wsess *w, bool create)
     if (store_db_open(s, path, &w->db) < 0)
         goto fail;
     store_ckpt_hook(w);
+    sqlite3_commit_hook(w->db, wsess_commit_hook, w);
     if ((create && s->wr.format == STORE_FORMAT_BLOCKS &&
          store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
@@ -234,10 +251,16 @@ void wsess_abort(struct store *s, struct wsess *w)
 void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->txn.open) {
-        if ((w->bk.on && store_blocks_write(s, w) < 0) ||
-            store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") < 0 ||
-            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
-            store_exec(s, w->db, "COMMIT", "commit") < 0) {
+        int rc = -EIO;
+
+        if (!(w->bk.on && store_blocks_write(s, w) < 0) &&
+            store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") == 0 &&
+            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") == 0) {
+            w->txn.committing = true;
+            rc = store_exec(s, w->db, "COMMIT", "commit");
+            w->txn.committing = false;
+        }
+        if (rc < 0) {
             wsess_abort(s, w);
             return;
         }

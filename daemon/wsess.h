@@ -35,6 +35,7 @@ struct wsess_txn {
     bool flush_waiting;                        /* a flush is among them */
     uint64_t entries;                          /* entries applied in it */
     uint64_t started;                          /* ms (store_now_ms) */
+    bool committing; /* its COMMIT runs: the one commit wsess's commit hook lets through */
 };
 
 struct wsess {

@@ -399,6 +399,13 @@ Test(inject, every_nth_allocation_fails_cleanly)
     loop_over_n("malloc", "", 25);
 }
 
+/* The row format's write path (the lane TRACECTL_TEST_STORAGE=rows of the other suites). */
+Test(inject, every_nth_allocation_in_the_row_format_fails_cleanly)
+{
+    setenv("TRACECTL_TEST_STORAGE", "rows", 1);
+    loop_over_n("malloc", "", 25);
+}
+
 Test(inject, every_nth_own_allocation_fails_cleanly)
 {
     loop_over_n("own", "", 25);
