@@ -40,10 +40,12 @@ enum {
     BATCH = 100,   /* entries a batch */
     EVERY_N = 100, /* every N up to this one, then steps of N / step (loop_over_n) */
     MAX_RUNS = 500,
-    MAX_RUN_S = 8 /* a session's `ended` state, in seconds */
+    MAX_RANKS = 2, /* producers of a session: `ranks` */
+    MAX_RUN_S = 8  /* a session's `ended` state, in seconds */
 };
 
 static struct tdaemon d;
+static int ranks = 1; /* processes sending each run's session, each FLUSHES flushed batches */
 
 /* One loop: a daemon whose sessions each meet the spec in spec_file (runs), and what they left. */
 struct loop {
@@ -202,34 +204,47 @@ static void write_file(const char *path, const char *text)
  */
 static bool run_session(struct loop *l, const char *spec)
 {
-    char path[PATH_MAX + 32], name[32], last_error[512];
-    long long id = 0, sent = 0, acked = 0, in_file = 0;
+    char path[PATH_MAX + 32], name[32], last_error[512], device[16];
+    long long id = 0, sent = 0, acked = 0, in_file = 0, sent_by[MAX_RANKS] = {0};
+    long long acked_by[MAX_RANKS] = {0};
+    bool any_failed = false;
     unsigned long long failed_before = status_u64("failed_entries");
-    bool failed = false;
-    int fd;
+    bool failed[MAX_RANKS] = {false};
+    int fd[MAX_RANKS];
 
     cr_assert_lt(l->runs, MAX_RUNS);
     write_file(l->spec_file, spec);
     unlink(l->hits);
     snprintf(name, sizeof(name), "inject-%d", l->runs);
-    fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
-    raw_send_ops(fd, 1, "matmul");
-    raw_send_ops(fd, 2, "nccl:allreduce"); /* communication: the rank aggregates have work */
-    for (int b = 0; b < FLUSHES; b++) {
-        raw_send_batch(fd, 1, BATCH, (uint64_t)b * 1000000, 10);
-        raw_send_batch(fd, 2, BATCH / 2, (uint64_t)b * 1000000 + 500, 700);
-        sent += BATCH + BATCH / 2;
-        long long stored = raw_flush(fd, (uint64_t)b + 1);
-        if (stored < 0) {
-            failed = true;
-            continue;
-        }
-        cr_assert(!failed, "%s: flush %d acked after an earlier flush failed", spec, b + 1);
-        cr_assert_eq(stored, sent, "%s: flush %d acked %lld of %lld sent", spec, b + 1, stored,
-                     sent);
-        acked = stored;
+    for (int r = 0; r < ranks; r++) {
+        snprintf(device, sizeof(device), "gpu:%d", r);
+        fd[r] = raw_producer(d.sock, name, r, ranks, device, &id);
+        raw_send_ops(fd[r], 1, "matmul");
+        raw_send_ops(fd[r], 2, "nccl:allreduce"); /* communication: the rank aggregates work */
     }
-    raw_bye(fd, 0);
+    for (int b = 0; b < FLUSHES; b++) {
+        for (int r = 0; r < ranks; r++) {
+            raw_send_batch(fd[r], 1, BATCH, (uint64_t)b * 1000000, 10);
+            raw_send_batch(fd[r], 2, BATCH / 2, (uint64_t)b * 1000000 + 500, 700 + 100 * r);
+            sent_by[r] += BATCH + BATCH / 2;
+            long long stored = raw_flush(fd[r], (uint64_t)b + 1);
+            if (stored < 0) {
+                failed[r] = true;
+                continue;
+            }
+            /* an ack counts its own process's entries */
+            cr_assert(!failed[r], "%s: rank %d's flush %d acked after one failed", spec, r, b + 1);
+            cr_assert_eq(stored, sent_by[r], "%s: rank %d's flush %d acked %lld of %lld sent", spec,
+                         r, b + 1, stored, sent_by[r]);
+            acked_by[r] = stored;
+        }
+    }
+    for (int r = 0; r < ranks; r++) {
+        sent += sent_by[r];
+        acked += acked_by[r];
+        any_failed |= failed[r];
+        raw_bye(fd[r], 0);
+    }
     raw_wait_state(d.sock, id, "ended", MAX_RUN_S);
     long long reported = report_entries(id); /* waits until the writer applied the end */
     long long entries = sessions_field(id, "entries"), dropped = sessions_field(id, "dropped");
@@ -258,7 +273,7 @@ static bool run_session(struct loop *l, const char *spec)
     cr_assert_eq(failed_entries, (unsigned long long)(sent - in_file),
                  "%s: status failed_entries grew by %llu, %lld were lost", spec, failed_entries,
                  sent - in_file);
-    if (!failed)
+    if (!any_failed)
         cr_assert_eq(in_file, sent, "%s: every flush acked, %lld in the file", spec, in_file);
     /* the error says what failed: never SQLite's "not an error" for a failure of the daemon's */
     status_last_error(last_error, sizeof(last_error));
@@ -294,8 +309,8 @@ static void daemon_start(struct loop *l)
 
 /*
  * The loop over N for KIND:N<suffix>: every N up to EVERY_N, then steps of
- * N / step (4 % for 25: a run makes ~6,500 SQLite allocations), until a run
- * meets no fault. Then the daemon must exit 0 at SIGTERM (no leak under
+ * N / step (4 % for 25, 10 % for 10: a run makes ~7,000 SQLite
+ * allocations), until a run meets no fault. Then the daemon must exit 0 at SIGTERM (no leak under
  * ASan), the catalog pass integrity_check, and the daemon started again
  * without the fault report every session's entries as its file holds them.
  */
@@ -309,7 +324,7 @@ static void loop_over_n(const char *kind, const char *suffix, unsigned long step
 
     daemon_start(&l);
     cr_assert(!run_session(&l, ""), "a run without a fault met one");
-    cr_assert_eq(l.in_file[0], FLUSHES * (BATCH + BATCH / 2));
+    cr_assert_eq(l.in_file[0], ranks * FLUSHES * (BATCH + BATCH / 2));
     for (;; n += n < EVERY_N ? 1 : n / step) {
         snprintf(spec, sizeof(spec), "%s:%lu%s", kind, n, suffix);
         if (!run_session(&l, spec))
@@ -396,14 +411,14 @@ Test(inject, every_nth_truncate_fails_cleanly)
 
 Test(inject, every_nth_allocation_fails_cleanly)
 {
-    loop_over_n("malloc", "", 25);
+    loop_over_n("malloc", "", 10);
 }
 
 /* The row format's write path (the lane TRACECTL_TEST_STORAGE=rows of the other suites). */
 Test(inject, every_nth_allocation_in_the_row_format_fails_cleanly)
 {
     setenv("TRACECTL_TEST_STORAGE", "rows", 1);
-    loop_over_n("malloc", "", 25);
+    loop_over_n("malloc", "", 10);
 }
 
 Test(inject, every_nth_own_allocation_fails_cleanly)
@@ -429,4 +444,11 @@ Test(inject, every_nth_own_allocation_and_all_after_fail_cleanly)
 Test(inject, every_nth_allocation_and_all_after_fail_cleanly)
 {
     loop_over_n("malloc", ":persist", 10);
+}
+
+/* Two processes in each session: a failure of one rolls back the other's jobs too. */
+Test(inject, every_nth_own_allocation_of_two_ranks_fails_cleanly)
+{
+    ranks = 2;
+    loop_over_n("own", "", 25);
 }
