@@ -36,16 +36,18 @@
 #include "harness.h"
 
 enum {
-    FLUSHES = 4,   /* batches, each flushed */
-    BATCH = 100,   /* entries a batch */
-    EVERY_N = 100, /* every N up to this one, then steps of N / step (loop_over_n) */
-    MAX_RUNS = 500,
-    MAX_RANKS = 2, /* producers of a session: `ranks` */
-    MAX_RUN_S = 8  /* a session's `ended` state, in seconds */
+    FLUSHES = 4,     /* batches, each flushed */
+    BATCH = 100,     /* entries a batch */
+    EVERY_N = 100,   /* every N up to this one, then steps of N / step (loop_over_n) */
+    MAX_RUNS = 1000, /* sessions a loop records */
+    MAX_RANKS = 2,   /* producers of a session: `ranks` */
+    EVICT_SESSIONS = 3,
+    MAX_RUN_S = 8 /* a session's `ended` state, in seconds */
 };
 
 static struct tdaemon d;
 static int ranks = 1; /* processes sending each run's session, each FLUSHES flushed batches */
+static bool evicting; /* each run is EVICT_SESSIONS sessions, on a daemon that keeps 2 files open */
 
 /* One loop: a daemon whose sessions each meet the spec in spec_file (runs), and what they left. */
 struct loop {
@@ -197,6 +199,48 @@ static void write_file(const char *path, const char *text)
 }
 
 /*
+ * The checks of one ended session against what the test sent and had
+ * acked; returns the entries its file holds, recorded in l.
+ */
+static long long check_session(struct loop *l, const char *spec, long long id, long long sent,
+                               long long acked, bool any_failed)
+{
+    char path[PATH_MAX + 32];
+    long long in_file = 0;
+
+    long long reported = report_entries(id); /* waits until the writer applied the end */
+    long long entries = sessions_field(id, "entries"), dropped = sessions_field(id, "dropped");
+    long long failed_session = sessions_field(id, "failed");
+
+    store_path(path, sizeof(path), id);
+    if (access(path, F_OK) == 0) {
+        cr_assert(integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
+        /* a file whose schema was never committed has no entries table: it holds none */
+        if (file_count(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'entries'") > 0)
+            in_file = file_count(path, "SELECT count(*) FROM entries");
+        cr_assert_geq(in_file, 0, "%s: the session file cannot be read", spec);
+    }
+    cr_assert_geq(in_file, acked, "%s: %lld acked, %lld in the file", spec, acked, in_file);
+    cr_assert_eq(entries, in_file, "%s: `sessions` says %lld entries, the file holds %lld", spec,
+                 entries, in_file);
+    /* a session that lost its file while creating it (a part of its schema is missing)
+     * stored nothing, and its report is an error, not a crash */
+    cr_assert(reported == in_file || (reported == -1 && in_file == 0),
+              "%s: `report` says %lld entries, the file holds %lld", spec, reported, in_file);
+    cr_assert_eq(failed_session, sent - in_file, "%s: `sessions` failed %lld, %lld lost", spec,
+                 failed_session, sent - in_file);
+    cr_assert_eq(dropped, sent - in_file, "%s: %lld dropped of %lld sent, %lld stored", spec,
+                 dropped, sent, in_file);
+    if (!any_failed)
+        cr_assert_eq(in_file, sent, "%s: every flush acked, %lld in the file", spec, in_file);
+    cr_assert_lt(l->runs, MAX_RUNS);
+    l->ids[l->runs] = id;
+    l->in_file[l->runs] = in_file;
+    l->runs++;
+    return in_file;
+}
+
+/*
  * One run: a new session meets spec (its file is read when the daemon
  * creates the session), sends FLUSHES flushed batches (the file's header),
  * says bye; then every check of the file's header but the exit
@@ -204,8 +248,8 @@ static void write_file(const char *path, const char *text)
  */
 static bool run_session(struct loop *l, const char *spec)
 {
-    char path[PATH_MAX + 32], name[32], last_error[512], device[16];
-    long long id = 0, sent = 0, acked = 0, in_file = 0, sent_by[MAX_RANKS] = {0};
+    char name[32], last_error[512], device[16];
+    long long id = 0, sent = 0, acked = 0, sent_by[MAX_RANKS] = {0};
     long long acked_by[MAX_RANKS] = {0};
     bool any_failed = false;
     unsigned long long failed_before = status_u64("failed_entries");
@@ -246,41 +290,73 @@ static bool run_session(struct loop *l, const char *spec)
         raw_bye(fd[r], 0);
     }
     raw_wait_state(d.sock, id, "ended", MAX_RUN_S);
-    long long reported = report_entries(id); /* waits until the writer applied the end */
-    long long entries = sessions_field(id, "entries"), dropped = sessions_field(id, "dropped");
-    long long failed_session = sessions_field(id, "failed");
+    long long in_file = check_session(l, spec, id, sent, acked, any_failed);
     unsigned long long failed_entries = status_u64("failed_entries") - failed_before;
 
-    store_path(path, sizeof(path), id);
-    if (access(path, F_OK) == 0) {
-        cr_assert(integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
-        /* a file whose schema was never committed has no entries table: it holds none */
-        if (file_count(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'entries'") > 0)
-            in_file = file_count(path, "SELECT count(*) FROM entries");
-        cr_assert_geq(in_file, 0, "%s: the session file cannot be read", spec);
-    }
-    cr_assert_geq(in_file, acked, "%s: %lld acked, %lld in the file", spec, acked, in_file);
-    cr_assert_eq(entries, in_file, "%s: `sessions` says %lld entries, the file holds %lld", spec,
-                 entries, in_file);
-    /* a session that lost its file while creating it (a part of its schema is missing)
-     * stored nothing, and its report is an error, not a crash */
-    cr_assert(reported == in_file || (reported == -1 && in_file == 0),
-              "%s: `report` says %lld entries, the file holds %lld", spec, reported, in_file);
-    cr_assert_eq(failed_session, sent - in_file, "%s: `sessions` failed %lld, %lld lost", spec,
-                 failed_session, sent - in_file);
-    cr_assert_eq(dropped, sent - in_file, "%s: %lld dropped of %lld sent, %lld stored", spec,
-                 dropped, sent, in_file);
     cr_assert_eq(failed_entries, (unsigned long long)(sent - in_file),
                  "%s: status failed_entries grew by %llu, %lld were lost", spec, failed_entries,
                  sent - in_file);
-    if (!any_failed)
-        cr_assert_eq(in_file, sent, "%s: every flush acked, %lld in the file", spec, in_file);
     /* the error says what failed: never SQLite's "not an error" for a failure of the daemon's */
     status_last_error(last_error, sizeof(last_error));
     cr_assert_null(strstr(last_error, "not an error"), "%s: status says %s", spec, last_error);
-    l->ids[l->runs] = id;
-    l->in_file[l->runs] = in_file;
-    l->runs++;
+    return fault_hit(l->hits);
+}
+
+/*
+ * One run of EVICT_SESSIONS sessions, one process each, flushing in turn
+ * on a daemon that keeps 2 session files open: each flush closes another
+ * session's file and opens its own again (wsess_file_open without create),
+ * under the fault. The checks of run_session for each session.
+ */
+static bool run_evicting(struct loop *l, const char *spec)
+{
+    char name[32], path[PATH_MAX + 32], last_error[512];
+    long long ids[EVICT_SESSIONS], sent[EVICT_SESSIONS] = {0}, acked[EVICT_SESSIONS] = {0};
+    long long all_sent = 0, all_in = 0;
+    bool failed[EVICT_SESSIONS] = {false};
+    unsigned long long failed_before = status_u64("failed_entries");
+    int fd[EVICT_SESSIONS];
+
+    write_file(l->spec_file, spec);
+    unlink(l->hits);
+    for (int k = 0; k < EVICT_SESSIONS; k++) {
+        snprintf(name, sizeof(name), "evict-%d-%d", l->runs, k);
+        fd[k] = raw_producer(d.sock, name, 0, 1, "gpu:0", &ids[k]);
+        raw_send_ops(fd[k], 1, "matmul");
+    }
+    /* every file created before the first batch: the last creation starts the count over */
+    for (int k = 0; k < EVICT_SESSIONS; k++) {
+        store_path(path, sizeof(path), ids[k]);
+        for (double t0 = harness_now(); access(path, F_OK) != 0; usleep(1000))
+            cr_assert_lt(harness_now() - t0, MAX_RUN_S, "%s: %s was not created", spec, path);
+    }
+    for (int b = 0; b < FLUSHES; b++) {
+        for (int k = 0; k < EVICT_SESSIONS; k++) {
+            raw_send_batch(fd[k], 1, BATCH, (uint64_t)b * 1000000, 10);
+            sent[k] += BATCH;
+            long long stored = raw_flush(fd[k], (uint64_t)b + 1);
+            if (stored < 0) {
+                failed[k] = true;
+                continue;
+            }
+            cr_assert(!failed[k], "%s: session %d's flush %d acked after one failed", spec, k,
+                      b + 1);
+            cr_assert_eq(stored, sent[k], "%s: session %d's flush %d acked %lld of %lld", spec, k,
+                         b + 1, stored, sent[k]);
+            acked[k] = stored;
+        }
+    }
+    for (int k = 0; k < EVICT_SESSIONS; k++)
+        raw_bye(fd[k], 0);
+    for (int k = 0; k < EVICT_SESSIONS; k++) {
+        raw_wait_state(d.sock, ids[k], "ended", MAX_RUN_S);
+        all_in += check_session(l, spec, ids[k], sent[k], acked[k], failed[k]);
+        all_sent += sent[k];
+    }
+    cr_assert_eq(status_u64("failed_entries") - failed_before,
+                 (unsigned long long)(all_sent - all_in), "%s: status failed_entries", spec);
+    status_last_error(last_error, sizeof(last_error));
+    cr_assert_null(strstr(last_error, "not an error"), "%s: status says %s", spec, last_error);
     return fault_hit(l->hits);
 }
 
@@ -291,6 +367,8 @@ static void daemon_start(struct loop *l)
 
     memset(l, 0, sizeof(*l));
     memset(&d, 0, sizeof(d));
+    if (evicting)
+        d.nofile = 40; /* main.c: 40 / 16 gives the floor of 2 session files open at once */
     /* on a tmpfs where there is one: a run is then ~4 times faster (no fsync waits) */
     snprintf(d.dir, sizeof(d.dir), "%s/tctest.XXXXXX",
              access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
@@ -308,13 +386,14 @@ static void daemon_start(struct loop *l)
 }
 
 /*
- * The loop over N for KIND:N<suffix>: every N up to EVERY_N, then steps of
+ * The loop over N for KIND:N<suffix>: every N up to `every`, then steps of
  * N / step (4 % for 25, 10 % for 10: a run makes ~7,000 SQLite
  * allocations), until a run meets no fault. Then the daemon must exit 0 at SIGTERM (no leak under
  * ASan), the catalog pass integrity_check, and the daemon started again
  * without the fault report every session's entries as its file holds them.
  */
-static void loop_over_n(const char *kind, const char *suffix, unsigned long step)
+static void loop_over_n(const char *kind, const char *suffix, unsigned long every,
+                        unsigned long step)
 {
     static struct loop l;
     char spec[PATH_MAX + 32];
@@ -323,16 +402,19 @@ static void loop_over_n(const char *kind, const char *suffix, unsigned long step
     int status;
 
     daemon_start(&l);
-    cr_assert(!run_session(&l, ""), "a run without a fault met one");
-    cr_assert_eq(l.in_file[0], ranks * FLUSHES * (BATCH + BATCH / 2));
-    for (;; n += n < EVERY_N ? 1 : n / step) {
+    bool (*run)(struct loop *, const char *) = evicting ? run_evicting : run_session;
+    cr_assert(!run(&l, ""), "a run without a fault met one");
+    for (int r = 0; r < l.runs; r++)
+        cr_assert_eq(l.in_file[r],
+                     evicting ? FLUSHES * BATCH : ranks * FLUSHES * (BATCH + BATCH / 2));
+    for (;; n += n < every ? 1 : n / step) {
         snprintf(spec, sizeof(spec), "%s:%lu%s", kind, n, suffix);
-        if (!run_session(&l, spec))
+        if (!run(&l, spec))
             break;
     }
     if (n == 1)
         cr_skip_test("the first run met no fault: a Release build, or no %s call", kind);
-    cr_log_info("%s%s: %d runs, N = 1..%lu, in %.1f s", kind, suffix, l.runs - 1, n - 1,
+    cr_log_info("%s%s: %d sessions, N = 1..%lu, in %.1f s", kind, suffix, l.runs, n - 1,
                 harness_now() - t0);
 
     status = harness_daemon_stop(&d, SIGTERM);
@@ -381,59 +463,59 @@ Test(inject, a_session_lost_at_intake_still_ends_for_readers)
 
 Test(inject, every_nth_write_fails_cleanly)
 {
-    loop_over_n("write", "", 25);
+    loop_over_n("write", "", EVERY_N, 25);
 }
 
 Test(inject, every_nth_write_on_a_full_disk_fails_cleanly)
 {
-    loop_over_n("write", ":persist:full", 25);
+    loop_over_n("write", ":persist:full", EVERY_N, 25);
 }
 
 Test(inject, every_nth_write_creating_a_session_fails_cleanly)
 {
-    loop_over_n("write", ":open", 25);
+    loop_over_n("write", ":open", EVERY_N, 25);
 }
 
 Test(inject, every_nth_sync_fails_cleanly)
 {
-    loop_over_n("sync", ":open", 25);
+    loop_over_n("sync", ":open", EVERY_N, 25);
 }
 
 Test(inject, every_nth_read_fails_cleanly)
 {
-    loop_over_n("read", ":open", 25);
+    loop_over_n("read", ":open", EVERY_N, 25);
 }
 
 Test(inject, every_nth_truncate_fails_cleanly)
 {
-    loop_over_n("truncate", ":open", 25);
+    loop_over_n("truncate", ":open", EVERY_N, 25);
 }
 
 Test(inject, every_nth_allocation_fails_cleanly)
 {
-    loop_over_n("malloc", "", 10);
+    loop_over_n("malloc", "", EVERY_N, 10);
 }
 
 /* The row format's write path (the lane TRACECTL_TEST_STORAGE=rows of the other suites). */
 Test(inject, every_nth_allocation_in_the_row_format_fails_cleanly)
 {
     setenv("TRACECTL_TEST_STORAGE", "rows", 1);
-    loop_over_n("malloc", "", 10);
+    loop_over_n("malloc", "", EVERY_N, 10);
 }
 
 Test(inject, every_nth_own_allocation_fails_cleanly)
 {
-    loop_over_n("own", "", 25);
+    loop_over_n("own", "", EVERY_N, 25);
 }
 
 Test(inject, every_nth_own_allocation_creating_a_session_fails_cleanly)
 {
-    loop_over_n("own", ":open", 25);
+    loop_over_n("own", ":open", EVERY_N, 25);
 }
 
 Test(inject, every_nth_own_allocation_and_all_after_fail_cleanly)
 {
-    loop_over_n("own", ":persist", 25);
+    loop_over_n("own", ":persist", EVERY_N, 25);
 }
 
 /*
@@ -443,14 +525,14 @@ Test(inject, every_nth_own_allocation_and_all_after_fail_cleanly)
  */
 Test(inject, every_nth_allocation_and_all_after_fail_cleanly)
 {
-    loop_over_n("malloc", ":persist", 10);
+    loop_over_n("malloc", ":persist", EVERY_N, 10);
 }
 
 /* Two processes in each session: a failure of one rolls back the other's jobs too. */
 Test(inject, every_nth_own_allocation_of_two_ranks_fails_cleanly)
 {
     ranks = 2;
-    loop_over_n("own", "", 25);
+    loop_over_n("own", "", EVERY_N, 25);
 }
 
 /*
@@ -501,4 +583,15 @@ static void stop_under_fault(const char *kind)
 Test(inject, sigterm_with_own_allocations_failing_exits_cleanly)
 {
     stop_under_fault("own");
+}
+
+/*
+ * Session files closed and opened again at every flush (2 open at most, 3
+ * sessions): reopening reads the last block, the shapes and the aggregates
+ * back. Every N to 50, then steps of 10 % (a run makes ~540 reads, 0.25 s).
+ */
+Test(inject, every_nth_read_while_files_are_evicted_fails_cleanly)
+{
+    evicting = true;
+    loop_over_n("read", "", 50, 10);
 }
