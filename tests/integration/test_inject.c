@@ -2,7 +2,8 @@
  * test_inject.c — fault injection in loops over every N, as SQLite's own
  * tests do it: a test build of tracectld fails the N-th write, sync, read,
  * truncate or allocation of its writer thread ($TRACECTLD_FAULT,
- * daemon/fault.h), for N = 1, 2, ... until a run no longer meets the fault.
+ * daemon/fault.h), for N = 1, 2, ... (every N up to EVERY_N or less, then
+ * steps of a few per cent) until a run no longer meets the fault.
  * One daemon serves a whole loop (@FILE: the spec is read again for each
  * session, and the count starts over); each run is a new session: FLUSHES
  * times a batch of BATCH computation entries and one of BATCH / 2
@@ -49,7 +50,8 @@ static struct tdaemon d;
 static int ranks = 1; /* processes sending each run's session, each FLUSHES flushed batches */
 static bool evicting; /* each run is EVICT_SESSIONS sessions, on a daemon that keeps 2 files open */
 
-/* One loop: a daemon whose sessions each meet the spec in spec_file (runs), and what they left. */
+/* One loop: a daemon whose sessions meet the spec in spec_file, and what each left (runs: how
+ * many sessions are recorded). */
 struct loop {
     char spec_file[PATH_MAX + 16];
     char hits[PATH_MAX + 16];
