@@ -25,6 +25,7 @@ static const char *const kind_names[N_KINDS] = {"write",    "sync",   "read",
  * thread only; other threads read nothing but `counted` (theirs: false).
  */
 static struct {
+    bool configured;  /* $TRACECTLD_FAULT was set: nothing below is written otherwise */
     const char *file; /* $TRACECTLD_FAULT's @FILE, or NULL: the spec is fixed */
     const char *hits; /* $TRACECTLD_FAULT_HITS, or NULL */
     bool on;          /* a spec is set for this session */
@@ -186,6 +187,7 @@ int fault_configure(void)
     if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &mem) != SQLITE_OK ||
         sqlite3_config(SQLITE_CONFIG_MALLOC, &wrap) != SQLITE_OK)
         return -EBUSY;
+    fault.configured = true;
     log_info("fault injection: %s", spec);
     return 0;
 }
@@ -197,6 +199,8 @@ void fault_thread(void)
 
 void fault_open(void)
 {
+    if (!fault.configured)
+        return; /* several writer threads (a test's stores) share this state: never touched */
     fault.armed = false;
     if (fault.file != NULL)
         fault_read_file();
@@ -207,7 +211,7 @@ void fault_open(void)
 
 void fault_batch(void)
 {
-    if (fault.pending) {
+    if (fault.configured && fault.pending) {
         fault.pending = false;
         fault.armed = true;
     }
@@ -215,7 +219,8 @@ void fault_batch(void)
 
 void fault_end(void)
 {
-    fault.armed = fault.pending = false;
+    if (fault.configured)
+        fault.armed = fault.pending = false;
 }
 
 int fault_io(enum fault_kind kind)
