@@ -597,7 +597,8 @@ int main(int argc, char **argv)
     int rc;
 
     signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
-    store_configure();
+    if (store_configure() == -EINVAL)
+        return 2; /* a test build's $TRACECTLD_FAULT it cannot read: logged */
     d.opt.linger_ms = DEFAULT_LINGER_MS;
     d.opt.max_conns = 0; /* sized from the fd limit unless given */
     d.opt.queue_high = DEFAULT_QUEUE_HIGH;

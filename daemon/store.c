@@ -30,6 +30,7 @@
 #include <sqlite3.h>
 
 #include "batchpool.h"
+#include "fault.h"
 #include "log.h"
 #include "map.h"
 #include "store.h"
@@ -82,7 +83,10 @@ int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
 
     if (err == 0)
         return 0;
-    return store_error(s, err, what, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    /* a code of the daemon's own (out of memory while binding, say) has no message in db */
+    return store_error(s, err, what,
+                       db != NULL && sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errmsg(db)
+                                                                      : sqlite3_errstr(rc));
 }
 
 int store_check_errno(struct store *s, sqlite3 *db, int err, const char *what)
@@ -141,6 +145,10 @@ void store_session_path(const struct store *s, int64_t id, char *buf, size_t len
 
 int store_configure(void)
 {
+    int rc = fault_configure(); /* before SQLite initialises: it may set the allocator */
+
+    if (rc < 0)
+        return rc;
     if (sqlite3_config(SQLITE_CONFIG_MULTITHREAD) != SQLITE_OK ||
         sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK)
         return -EBUSY;

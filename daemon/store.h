@@ -197,7 +197,9 @@ struct store;
  * Process-wide SQLite settings, before any other SQLite call: multi-thread
  * mode (no per-call connection mutex: every connection here is used by one
  * thread at a time) and no memory statistics (a global mutex per malloc).
- * Returns 0, or -EBUSY when SQLite was already initialised.
+ * Test builds first arm $TRACECTLD_FAULT (fault.h).
+ * Returns 0, -EBUSY when SQLite was already initialised, or -EINVAL for a
+ * bad $TRACECTLD_FAULT (test builds only).
  */
 int store_configure(void);
 

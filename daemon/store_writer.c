@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "batchpool.h"
+#include "fault.h"
 #include "log.h"
 #include "store_apply.h"
 #include "store_catalog.h"
@@ -58,6 +59,7 @@ static void writer_apply(struct store *s, struct wsess *w, struct store_job *job
     switch (job->type) {
     case STORE_SESSION_END:
         job->rc = store_catalog_session_end(s, w, job);
+        fault_end(); /* test builds: the session's fault ends with it */
         store_writer_ended(s, job->session_id);
         store_writer_finish(s, job);
         return;
@@ -69,9 +71,12 @@ static void writer_apply(struct store *s, struct wsess *w, struct store_job *job
         w->txn.flush_waiting = true;
         break;
     case STORE_OPEN:
+        fault_open(); /* test builds: a new session starts the fault's count over */
         job->rc = store_catalog_session_open(s, w, job);
         break;
     default:
+        if (job->type == STORE_BATCH)
+            fault_batch(); /* test builds: a fault counts from here (fault.h) */
         job->rc = store_apply_in_txn(s, w, job);
         /*
          * Applied or not, a batch's arrays are not needed again, only its count
@@ -113,6 +118,8 @@ static void writer_intake(struct store *s, struct store_job *list)
             atomic_fetch_sub(&s->jobs, 1);
             atomic_fetch_add(&s->failed, store_job_entries(job));
             job->rc = -ENOMEM;
+            if (job->type == STORE_SESSION_END)
+                store_writer_ended(s, job->session_id); /* readers must not wait for it */
             store_writer_finish(s, job);
             continue;
         }
@@ -243,6 +250,7 @@ static void *writer_thread(void *arg)
     struct store_job *list;
     bool stopping;
 
+    fault_thread(); /* test builds: this thread's storage calls are the ones that fail */
     for (;;) {
         int64_t wait = store_recover_retry(s, writer_commit_due(s));
 

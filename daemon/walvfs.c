@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "walvfs.h"
 
 #define WAL_HDR       32 /* the WAL's header, at offset 0 */
@@ -109,13 +110,21 @@ static int f_close(sqlite3_file *f)
 
 static int f_read(sqlite3_file *f, void *p, int amt, sqlite3_int64 off)
 {
-    int rc = flushed(f);
+    int rc = fault_io(FAULT_READ);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = flushed(f);
 
     return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xRead(REAL(f), p, amt, off);
 }
 
 static int f_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off)
 {
+    int rc = fault_io(FAULT_WRITE);
+
+    if (rc != SQLITE_OK)
+        return rc;
     if (((struct wfile *)f)->wal)
         return wal_write(f, p, amt, off);
     return REAL(f)->pMethods->xWrite(REAL(f), p, amt, off);
@@ -124,8 +133,11 @@ static int f_write(sqlite3_file *f, const void *p, int amt, sqlite3_int64 off)
 static int f_truncate(sqlite3_file *f, sqlite3_int64 size)
 {
     struct wfile *w = (struct wfile *)f;
-    int rc = flushed(f);
+    int rc = fault_io(FAULT_TRUNCATE);
 
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = flushed(f);
     if (w->end > size)
         w->end = size;
 
@@ -134,7 +146,11 @@ static int f_truncate(sqlite3_file *f, sqlite3_int64 size)
 
 static int f_sync(sqlite3_file *f, int flags)
 {
-    int rc = flushed(f);
+    int rc = fault_io(FAULT_SYNC);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = flushed(f);
 
     return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xSync(REAL(f), flags);
 }

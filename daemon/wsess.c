@@ -56,6 +56,22 @@ static bool evict(struct store *s, const struct wsess *keep)
     return true;
 }
 
+/*
+ * SQLite rolls a transaction back by itself on some errors (out of memory
+ * while it closes a statement's journal) and may still answer SQLITE_DONE
+ * for that statement: every later statement would then commit on its own,
+ * storing entries that the failed COMMIT counts lost. While the writer's
+ * transaction is open, the only commit let through is its COMMIT; any other
+ * fails (SQLITE_CONSTRAINT_COMMITHOOK), and with it the job, which rolls
+ * the transaction back as a whole.
+ */
+static int wsess_commit_hook(void *arg)
+{
+    const struct wsess *w = arg;
+
+    return w->txn.open && !w->txn.committing;
+}
+
 int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
     char path[PATH_MAX];
@@ -71,6 +87,7 @@ int wsess_file_open(struct store *s, struct wsess *w, bool create)
     if (store_db_open(s, path, &w->db) < 0)
         goto fail;
     store_ckpt_hook(w);
+    sqlite3_commit_hook(w->db, wsess_commit_hook, w);
     if ((create && s->wr.format == STORE_FORMAT_BLOCKS &&
          store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
@@ -162,7 +179,8 @@ static void wsess_lost(struct store *s, struct wsess *w, struct store_job *job)
     }
     pid = (uint32_t)job->u.batch.process_id;
     u32map_get(&w->lost, pid, &n);
-    u32map_put(&w->lost, pid, n + (uint32_t)job->u.batch.b.n);
+    if (u32map_put(&w->lost, pid, n + (uint32_t)job->u.batch.b.n) < 0)
+        w->lost_unmapped = true; /* which process lost it is forgotten: no flush may succeed */
     w->lost_total += job->u.batch.b.n;
     atomic_fetch_add(&s->failed, job->u.batch.b.n);
 }
@@ -170,7 +188,8 @@ static void wsess_lost(struct store *s, struct wsess *w, struct store_job *job)
 /*
  * A flush succeeds only when every entry its process sent before it is
  * stored: a batch lost earlier (disk full, no file) fails every later flush
- * of that process, with the count.
+ * of that process, with the count; a loss that could not be noted for its
+ * process (out of memory) fails every later flush of the session.
  */
 static void wsess_flush_result(struct wsess *w, struct store_job *job)
 {
@@ -179,6 +198,9 @@ static void wsess_flush_result(struct wsess *w, struct store_job *job)
     if (u32map_get(&w->lost, (uint32_t)job->u.flush.process_id, &lost) && lost) {
         job->rc = -EIO;
         job->u.flush.lost = lost;
+    } else if (w->lost_unmapped) {
+        job->rc = -EIO;
+        job->u.flush.lost = w->lost_total; /* the session's: this process's is not known */
     }
 }
 
@@ -229,10 +251,16 @@ void wsess_abort(struct store *s, struct wsess *w)
 void wsess_commit(struct store *s, struct wsess *w)
 {
     if (w->txn.open) {
-        if ((w->bk.on && store_blocks_write(s, w) < 0) ||
-            store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") < 0 ||
-            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") < 0 ||
-            store_exec(s, w->db, "COMMIT", "commit") < 0) {
+        int rc = -EIO;
+
+        if (!(w->bk.on && store_blocks_write(s, w) < 0) &&
+            store_check_errno(s, w->db, ranks_flush(w->ranks), "write rank aggregates") == 0 &&
+            store_check_errno(s, w->db, agg_flush(w->agg), "write aggregates") == 0) {
+            w->txn.committing = true;
+            rc = store_exec(s, w->db, "COMMIT", "commit");
+            w->txn.committing = false;
+        }
+        if (rc < 0) {
             wsess_abort(s, w);
             return;
         }

@@ -35,6 +35,7 @@ struct wsess_txn {
     bool flush_waiting;                        /* a flush is among them */
     uint64_t entries;                          /* entries applied in it */
     uint64_t started;                          /* ms (store_now_ms) */
+    bool committing; /* its COMMIT runs: the one commit wsess's commit hook lets through */
 };
 
 struct wsess {
@@ -49,6 +50,7 @@ struct wsess {
     uint64_t committed;  /* entries committed to the file by this run */
     uint64_t lost_total; /* entries lost to storage errors */
     struct u32map lost;  /* process id → entries that failed to be stored */
+    bool lost_unmapped;  /* a loss did not fit in `lost` (out of memory): every flush fails */
 
     /* the open file: db NULL while closed */
     sqlite3 *db;
