@@ -13,6 +13,7 @@
 
 #include "rk.h"
 #include "rkcoll.h"
+#include "rkcover.h"
 #include "rkdelta.h"
 #include "rkexpose.h"
 #include "rkschema.h"
@@ -62,8 +63,10 @@ void ranks_free(struct ranks *r)
         free(r->devs[i].pc);
         free(r->devs[i].ops);
     }
-    for (size_t i = 0; i < r->n_procs; i++)
+    for (size_t i = 0; i < r->n_procs; i++) {
         free(r->procs[i].pop);
+        rkcover_free(&r->procs[i]);
+    }
     free(r->pslot);
     rkmap_free(&r->proc_idx);
     for (size_t i = 0; i < r->n_inst; i++)
@@ -252,6 +255,9 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
         s->end = end;
     if ((err = rkexpose_entry(r, d, e, cat)) != 0)
         return err;
+    /* a nested entry lies in its parent's interval: the union counts its parent's */
+    if ((x == NULL || (x->has & PROTO_EXT_PARENT) == 0) && (err = rkcover_entry(r, p, e, s)) != 0)
+        return err;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
         return rkcoll_entry(r, process_id, e, x);
     return 0;
@@ -291,6 +297,8 @@ int ranks_flush(struct ranks *r)
     for (size_t i = 0; i < r->n_devs; i++)
         if ((err = rkexpose_settle_live(r, &r->devs[i])) != 0)
             return err;
+    for (size_t i = 0; i < r->n_procs; i++)
+        rkcover_settle(&r->procs[i]);
     if ((err = rkwrite_ops(r)) != 0 || (err = rkwrite_steps(r)) != 0)
         return err;
     if (r->late != r->late_written) {
@@ -410,6 +418,10 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
         x.has |= PROTO_EXT_COMM_SIZE;
         x.comm_size = (uint64_t)sqlite3_column_int64(st, 11);
     }
+    if (sqlite3_column_type(st, 12) != SQLITE_NULL) {
+        x.has |= PROTO_EXT_PARENT;
+        x.parent = (uint64_t)sqlite3_column_int64(st, 12);
+    }
     err = ranks_entry(rb->r, sqlite3_column_int64(st, 0), &e, (uint32_t)sqlite3_column_int64(st, 3),
                       x.has ? &x : NULL, sqlite3_column_int64(st, 10));
     /* count the exposure now and then, as the writer does at its commits */
@@ -422,25 +434,20 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
 /* Every entry of the file, in rowid order, as the writer saw them. */
 static int ranks_rebuild_entries(struct ranks *r)
 {
-    static const char with_ext[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, x.comm_size"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
+    bool ext = rksql_has_table(r->db, "entry_ext");
+    bool link = rksql_has_table(r->db, "entry_link");
     /* an entry_ext written before ext comm_size has no such column */
-    static const char with_ext_v1[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), x.peer, x.comm, x.seq, e.rowid, NULL"
-        " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-        " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid ORDER BY e.rowid";
-    static const char without[] =
-        "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns, e.dur_ns,"
-        " coalesce(e.elements, s.elements, 0), NULL, NULL, NULL, e.rowid, NULL FROM entries e"
-        " LEFT JOIN shapes s ON s.id = e.shape_id ORDER BY e.rowid";
-    const char *sql = !rksql_has_table(r->db, "entry_ext")                ? without
-                      : rksql_has_column(r->db, "entry_ext", "comm_size") ? with_ext
-                                                                          : with_ext_v1;
+    bool size = ext && rksql_has_column(r->db, "entry_ext", "comm_size");
+    char sql[1024];
 
+    snprintf(sql, sizeof(sql),
+             "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns,"
+             " e.dur_ns, coalesce(e.elements, s.elements, 0), %s, e.rowid, %s, %s"
+             " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id%s%s ORDER BY e.rowid",
+             ext ? "x.peer, x.comm, x.seq" : "NULL, NULL, NULL", size ? "x.comm_size" : "NULL",
+             link ? "l.parent" : "NULL",
+             ext ? " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid" : "",
+             link ? " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid" : "");
     return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 

@@ -1,0 +1,33 @@
+/*
+ * rkcover — the union of a process's top-level entries per step, from which
+ * the report's untracked time follows (a step's span minus that union).
+ * Writer thread, through struct ranks (rk.h).
+ *
+ * A top-level entry is one without an ext `parent` (PROTOCOL.md "Links"): a
+ * nested entry lies in its parent's interval, so counting it would count
+ * that time twice. Each process keeps, for each of its last RK_WAYS steps
+ * (by step % RK_WAYS), the merged, sorted intervals of its top-level entries
+ * in that step; an entry adds to its step's rk_steps delta `covered` the
+ * part of its interval no earlier entry of that step covered, so the sum
+ * over a step is exactly the length of the union. At a commit the intervals
+ * that end before the process's latest start, less twice the most an entry
+ * of it has come late, are dropped (no entry still to come should overlap
+ * them); an entry that starts before a dropped point, or of a step whose
+ * slot a later step took, adds to r->late (info.ranks_late): its overlap with
+ * what was dropped may be counted twice, so the union is at most that much
+ * too large. Every function returns 0 or -ENOMEM.
+ */
+#ifndef TRACECTLD_RKCOVER_H
+#define TRACECTLD_RKCOVER_H
+
+#include "rk.h"
+
+/* Top-level entry e of process p: adds what it newly covers to s (its step's rk_steps delta). */
+int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
+                  struct rk_stepsum *s);
+/* At a commit: drops the intervals of p that no entry still to come should overlap. */
+void rkcover_settle(struct rk_proc *p);
+/* Frees p's intervals. */
+void rkcover_free(struct rk_proc *p);
+
+#endif
