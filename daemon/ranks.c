@@ -184,12 +184,17 @@ int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char 
 {
     struct rk_proc *p;
 
-    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0)
+    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0 &&
+        strcmp(key, PROTO_META_WORKER_OF) != 0)
         return 0;
     if ((p = rkdelta_proc(r, process_id)) == NULL)
         return -ENOMEM;
     if (strcmp(key, "import.file") == 0) {
         p->replay = true;
+        return 0;
+    }
+    if (strcmp(key, PROTO_META_WORKER_OF) == 0) {
+        p->worker = true;
         return 0;
     }
     p->group = is_str ? ranks_hash(sval, strlen(sval)) : ranks_hash(&ival, sizeof(ival));
@@ -218,6 +223,19 @@ static bool ranks_cur_step(struct ranks *r, struct rk_dev *d, uint64_t step, str
     return true;
 }
 
+/* Widens the span of an entry's step deltas to [b, e). */
+static void ranks_span(struct rk_devstep *ds, struct rk_stepsum *s, uint64_t b, uint64_t e)
+{
+    if (b < ds->begin)
+        ds->begin = b;
+    if (e > ds->end)
+        ds->end = e;
+    if (b < s->begin)
+        s->begin = b;
+    if (e > s->end)
+        s->end = e;
+}
+
 int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
                 const struct proto_ext *x, int64_t rowid)
 {
@@ -240,23 +258,20 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
     if (end > o->end)
         o->end = end;
     ds->cat[cat] = rk_sat(ds->cat[cat], e->dur_ns);
-    if (e->start_ns < ds->begin)
-        ds->begin = e->start_ns;
-    if (end > ds->end)
-        ds->end = end;
+    s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
+    /* a worker's entries carry the step its parent had at the fork, not the step of the
+     * work they do: they count in the totals, never in a step's span or union */
+    if (!p->worker)
+        ranks_span(ds, s, e->start_ns, end);
     if (rowid < ds->first_row)
         ds->first_row = rowid;
     if (rowid > ds->last_row)
         ds->last_row = rowid;
-    s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
-    if (e->start_ns < s->begin)
-        s->begin = e->start_ns;
-    if (end > s->end)
-        s->end = end;
     if ((err = rkexpose_entry(r, d, e, cat)) != 0)
         return err;
     /* a nested entry lies in its parent's interval: the union counts its parent's */
-    if ((x == NULL || (x->has & PROTO_EXT_PARENT) == 0) && (err = rkcover_entry(r, p, e, s)) != 0)
+    if (!p->worker && (x == NULL || (x->has & PROTO_EXT_PARENT) == 0) &&
+        (err = rkcover_entry(r, p, e, s)) != 0)
         return err;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id])
         return rkcoll_entry(r, process_id, e, x);
@@ -361,7 +376,7 @@ static int ranks_load_names(struct ranks *r)
         return err;
     return rksql_each(r->db,
                       "SELECT process_id, key, value FROM meta"
-                      " WHERE key IN ('process_group', 'import.file')",
+                      " WHERE key IN ('process_group', 'import.file', '" PROTO_META_WORKER_OF "')",
                       ranks_load_meta, r);
 }
 

@@ -23,12 +23,14 @@
 #define RQ_LATE    0.10 /* a step's late rank is named when it cost >= this of the step */
 #define RQ_STEPS   1000 /* steps listed at most: the most caused time, then the longest */
 #define RQ_MISSING 1000 /* missing ranks listed one by one at most (all in ranges) */
+#define RQ_HB      130  /* half-octave buckets of a step's held-up time (rq_hbucket) */
 
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
     uint64_t dropped, processes;
     uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
     uint64_t untracked, late_first, late_last; /* late_*: the first and last step it was late */
+    uint64_t *hlate; /* RQ_HB: the held-up time of the steps it was late in; NULL: none */
 };
 
 struct rq_row {
@@ -76,6 +78,7 @@ struct rq {
     size_t n_shown;
     unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
     uint64_t step_cnt;
+    uint64_t hall[RQ_HB]; /* the held-up time (largest caused time) of every step */
 };
 
 static uint64_t rq_sat(uint64_t a, uint64_t b)
@@ -694,6 +697,66 @@ static int rq_step_keep(struct rq *q, struct rq_shown *st)
     return 0;
 }
 
+/* The half-octave bucket of v: 0 for 0, else 1 + 2 x log2(v) + the bit below the top one. */
+static size_t rq_hbucket(uint64_t v)
+{
+    int msb;
+
+    if (v == 0)
+        return 0;
+    msb = 63 - __builtin_clzll(v);
+    return 1 + 2 * (size_t)msb + (msb > 0 ? (v >> (msb - 1)) & 1 : 0);
+}
+
+/* The least value of bucket b. */
+static uint64_t rq_hvalue(size_t b)
+{
+    size_t msb = (b - 1) / 2;
+
+    if (b == 0)
+        return 0;
+    return ((uint64_t)1 << msb) + ((b - 1) % 2 ? (uint64_t)1 << msb >> 1 : 0);
+}
+
+/* The lower median of the counts h (minus sub, when not NULL), as its bucket's least value. */
+static uint64_t rq_hmedian(const uint64_t *h, const uint64_t *sub)
+{
+    uint64_t n = 0, seen = 0;
+
+    for (size_t b = 0; b < RQ_HB; b++)
+        n += h[b] - (sub ? sub[b] : 0);
+    for (size_t b = 0; b < RQ_HB; b++) {
+        seen += h[b] - (sub ? sub[b] : 0);
+        if (n > 0 && seen >= (n + 1) / 2)
+            return rq_hvalue(b);
+    }
+    return 0;
+}
+
+/*
+ * Rows without a span (begin after end: only a forked worker's entries, which the writer
+ * keeps in no step's span, ranks.c) count in their rank's totals and in no step: folds
+ * them and leaves q->rows with the others. Returns how many are left.
+ */
+static size_t rq_drop_spanless(struct rq *q)
+{
+    size_t k = 0;
+
+    for (size_t j = 0; j < q->n_rows; j++) {
+        const struct rq_row *w = &q->rows[j];
+        struct rq_rank *r = &q->ranks[w->ri];
+        if (w->begin <= w->end) {
+            q->rows[k++] = *w;
+            continue;
+        }
+        for (int c = 0; c < PROTO_NCAT; c++)
+            r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+        r->exposed = rq_sat(r->exposed, w->exposed);
+    }
+    q->n_rows = k;
+    return k;
+}
+
 /*
  * The rows of one step are all read (q->rows): merges those of one rank,
  * folds them into the per-rank sums, keeps the step's summary if it is to
@@ -707,6 +770,8 @@ static int rq_step_done(struct rq *q)
     bool named;
 
     rq_merge_rows(q); /* one step: by rank */
+    if (rq_drop_spanless(q) == 0)
+        return 0; /* only workers' entries: in no step */
     for (size_t j = 0; j < q->n_rows; j++) {
         struct rq_row *w = &q->rows[j];
         struct rq_rank *r = &q->ranks[w->ri];
@@ -745,8 +810,12 @@ static int rq_step_done(struct rq *q)
     st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
     st.late = named ? q->rows[late].ri : SIZE_MAX;
     q->ranks[st.slow].slowest++;
+    q->hall[rq_hbucket(q->rows[late].caused)]++;
     if (named) {
         struct rq_rank *lr = &q->ranks[st.late];
+        if (lr->hlate == NULL && (lr->hlate = calloc(RQ_HB, sizeof(*lr->hlate))) == NULL)
+            return -ENOMEM;
+        lr->hlate[rq_hbucket(q->rows[late].caused)]++;
         if (lr->late++ == 0)
             lr->late_first = st.step;
         lr->late_last = st.step; /* the steps come in order */
@@ -1130,6 +1199,10 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, const struct rq_col
                                       .late_steps = r->late,
                                       .late_first = r->late_first,
                                       .late_last = r->late_last};
+        if (r->hlate != NULL) {
+            vr[i].late_median = rq_hmedian(r->hlate, NULL);
+            vr[i].other_median = rq_hmedian(q->hall, r->hlate);
+        }
     }
     verdict_text(&in, v, sizeof(v));
     rc = pk_str(pk, "verdict") || pk_str(pk, v) ? -1 : 0;
@@ -1275,6 +1348,8 @@ out:
     }
     free(cs);
     msgpack_sbuffer_destroy(&tail);
+    for (size_t i = 0; i < q.n_ranks; i++)
+        free(q.ranks[i].hlate);
     free(q.ranks);
     free(q.procs);
     free(q.rows);

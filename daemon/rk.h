@@ -195,6 +195,7 @@ struct rk_proc {
     int64_t id;
     uint64_t group;         /* hash of its process_group metadata, 0 none */
     bool replay;            /* an imported file (metadata import.file): entries in file order */
+    bool worker;            /* a forked worker of a rank (PROTO_META_WORKER_OF): in no step */
     uint32_t dev1;          /* r->devs index + 1 of its last device */
     struct rk_refs step;    /* the rk_steps deltas of its last steps */
     struct rk_pop *pop;     /* RK_POPS, or NULL until its first collective */

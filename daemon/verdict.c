@@ -103,9 +103,10 @@ size_t verdict_culprit(const struct verdict_in *in)
     for (size_t i = 0; i < in->n_ranks; i++)
         if (i != top && in->ranks[i].caused > next)
             next = in->ranks[i].caused;
-    if (in->ranks[top].caused == 0 ||
+    if (in->ranks[top].caused == 0 || in->ranks[top].late_steps == 0 ||
         (double)in->ranks[top].caused < VERDICT_RATIO * (double)next ||
-        (double)in->ranks[top].caused < VERDICT_SHARE * (double)verdict_run(in))
+        (double)in->ranks[top].caused < VERDICT_SHARE * (double)verdict_run(in) ||
+        (double)in->ranks[top].late_median < VERDICT_NOISE * (double)in->ranks[top].other_median)
         return SIZE_MAX;
     return top;
 }
@@ -159,8 +160,17 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
            (long long)in->ranks[top].rank, a);
     if (next > 0)
         vb_add(v, ", %.1f × the next rank's", (double)in->ranks[top].caused / (double)next);
-    vb_add(v, "; a rank is named at %.0f × the next and %.0f %% of the run)", VERDICT_RATIO,
-           VERDICT_SHARE * 100);
+    vb_add(v,
+           "; a rank is named at %.0f × the next rank's, %.0f %% of the run, and %.0f × "
+           "the other steps' held-up time in its late steps",
+           VERDICT_RATIO, VERDICT_SHARE * 100, VERDICT_NOISE);
+    if (in->ranks[top].late_steps > 0) {
+        char b[32];
+        vb_ns(a, sizeof(a), in->ranks[top].late_median);
+        vb_ns(b, sizeof(b), in->ranks[top].other_median);
+        vb_add(v, ": %s against %s", a, b);
+    }
+    vb_add(v, ")");
 }
 
 /* (max - mean) / mean of v over the ranks, and the index of the max. */
