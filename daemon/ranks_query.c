@@ -1164,6 +1164,29 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
 
 /* ---- verdict -------------------------------------------------------------- */
 
+/* The verdict's figures of the ranks (vr: q->n_ranks of them). */
+static void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
+{
+    for (size_t i = 0; i < q->n_ranks; i++) {
+        const struct rq_rank *r = &q->ranks[i];
+        vr[i] = (struct verdict_rank){.rank = r->rank,
+                                      .step_ns = r->step_ns,
+                                      .compute = r->cat[PROTO_CAT_COMPUTE],
+                                      .comm = r->cat[PROTO_CAT_COMM],
+                                      .untracked = r->untracked,
+                                      .caused = r->caused,
+                                      .waited = r->waited,
+                                      .dropped = r->dropped,
+                                      .late_steps = r->late,
+                                      .late_first = r->late_first,
+                                      .late_last = r->late_last};
+        if (r->hlate != NULL) {
+            vr[i].late_median = rq_hmedian(r->hlate, NULL);
+            vr[i].other_median = rq_hmedian(q->hall, r->hlate);
+        }
+    }
+}
+
 /* The verdict (verdict.c) from the ranks' figures. */
 static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, const struct rq_coll *cs,
                            size_t n_coll)
@@ -1186,64 +1209,13 @@ static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, const struct rq_col
     for (size_t i = 0; i < n_coll; i++)
         in.instances += cs[i].instances;
     in.missing = rq_missing(q, NULL, NULL, &err);
-    for (size_t i = 0; i < q->n_ranks; i++) {
-        const struct rq_rank *r = &q->ranks[i];
-        vr[i] = (struct verdict_rank){.rank = r->rank,
-                                      .step_ns = r->step_ns,
-                                      .compute = r->cat[PROTO_CAT_COMPUTE],
-                                      .comm = r->cat[PROTO_CAT_COMM],
-                                      .untracked = r->untracked,
-                                      .caused = r->caused,
-                                      .waited = r->waited,
-                                      .dropped = r->dropped,
-                                      .late_steps = r->late,
-                                      .late_first = r->late_first,
-                                      .late_last = r->late_last};
-        if (r->hlate != NULL) {
-            vr[i].late_median = rq_hmedian(r->hlate, NULL);
-            vr[i].other_median = rq_hmedian(q->hall, r->hlate);
-        }
-    }
+    rq_verdict_ranks(q, vr);
     verdict_text(&in, v, sizeof(v));
     rc = pk_str(pk, "verdict") || pk_str(pk, v) ? -1 : 0;
 out:
     free(vr);
     free(scratch);
     return rc;
-}
-
-/*
- * The late figures' per-rank sums, from rk_steps alone (one row per process
- * and step: what the report's rq_read_steps reads for them), folded per rank
- * as the report folds them, row by row (rk_steps is keyed by step first: a
- * GROUP BY process would sort the rows).
- */
-static int rq_late_ranks(struct rq *q)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(q->db,
-                                q->f->steps ? "SELECT process_id, waited_ns, last_count, caused_ns"
-                                              " FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
-                                            : "SELECT process_id, waited_ns, last_count, caused_ns"
-                                              " FROM rk_steps",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return rq_fail(q, rc, "rk_steps");
-    rq_bind_steps(q, st);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
-        struct rq_rank *r;
-
-        if (ri == SIZE_MAX)
-            continue;
-        r = &q->ranks[ri];
-        r->waited = rq_sat(r->waited, rq_pos(sqlite3_column_int64(st, 1)));
-        r->last += rq_pos(sqlite3_column_int64(st, 2));
-        r->caused = rq_sat(r->caused, rq_pos(sqlite3_column_int64(st, 3)));
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
 }
 
 /* The collective instances of every op in the steps asked (the verdict's "of M"). */
@@ -1265,25 +1237,50 @@ static int rq_late_instances(struct rq *q, uint64_t *n)
     return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_coll");
 }
 
+/* Frees what q holds. */
+static void rq_free(struct rq *q)
+{
+    for (size_t i = 0; i < q->n_ranks; i++)
+        free(q->ranks[i].hlate);
+    free(q->ranks);
+    free(q->procs);
+    free(q->rows);
+    for (size_t i = 0; i < q->n_shown; i++)
+        free(q->shown[i].times);
+    free(q->shown);
+}
+
 int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                size_t errlen)
 {
     struct rq q = {.db = db, .f = f, .err = err, .errlen = errlen};
+    struct verdict_rank *vr = NULL;
+    struct verdict_in in = {0};
+    size_t culprit = SIZE_MAX;
     uint64_t instances = 0;
     int rc;
 
     q.state = (int)info_int(q.db, "ranks", 0);
+    q.cover = f->device == NULL && f->category == NULL;
     if ((rc = rq_processes(&q)) < 0)
         goto out;
-    /* As in the analysis: collectives are comm, and kept per rank, not per device. */
+    /* As in the analysis: collectives are comm, and kept per rank, not per device; the
+     * steps are folded as the report folds them, for the verdict's rule. */
     if (q.state != 0 && rq_cat_wanted(&q, PROTO_CAT_COMM)) {
         if ((rc = rq_late_instances(&q, &instances)) < 0 ||
-            (f->device == NULL && (rc = rq_late_ranks(&q)) < 0))
+            (f->device == NULL && (rc = rq_read_steps(&q)) < 0))
             goto out;
     }
     rc = -ENOMEM;
-    if (msgpack_pack_map(pk, 2) || pk_u64(pk, "instances", instances) || pk_str(pk, "ranks") ||
-        msgpack_pack_array(pk, q.n_ranks))
+    if ((vr = calloc(q.n_ranks + 1, sizeof(*vr))) == NULL)
+        goto out;
+    rq_verdict_ranks(&q, vr);
+    in.ranks = vr;
+    in.n_ranks = q.n_ranks;
+    culprit = verdict_culprit(&in);
+    if (msgpack_pack_map(pk, 3) || pk_u64(pk, "instances", instances) ||
+        pk_rank(pk, "culprit", culprit == SIZE_MAX ? -1 : q.ranks[culprit].rank) ||
+        pk_str(pk, "ranks") || msgpack_pack_array(pk, q.n_ranks))
         goto out;
     for (size_t i = 0; i < q.n_ranks; i++) {
         const struct rq_rank *r = &q.ranks[i];
@@ -1296,8 +1293,8 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
 out:
     if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
         snprintf(q.err, q.errlen, "report: late: out of memory");
-    free(q.ranks);
-    free(q.procs);
+    free(vr);
+    rq_free(&q);
     return rc;
 }
 
@@ -1348,13 +1345,6 @@ out:
     }
     free(cs);
     msgpack_sbuffer_destroy(&tail);
-    for (size_t i = 0; i < q.n_ranks; i++)
-        free(q.ranks[i].hlate);
-    free(q.ranks);
-    free(q.procs);
-    free(q.rows);
-    for (size_t i = 0; i < q.n_shown; i++)
-        free(q.shown[i].times);
-    free(q.shown);
+    rq_free(&q);
     return rc;
 }
