@@ -201,6 +201,8 @@ struct rk_proc {
     struct rk_pop *pop;     /* RK_POPS, or NULL until its first collective */
     struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS, or NULL until its first entry */
     uint64_t cover_max_start, cover_disorder; /* as struct rk_dev's, over its top-level entries */
+    bool cover_dirty;   /* its intervals changed since the last commit: to save (rkstate.c) */
+    bool cover_unsaved; /* more than RK_SAVE_PEND of them at the last commit: not saved */
 };
 
 struct rk_pend {

@@ -71,6 +71,7 @@ int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *
         p->cover_max_start = e->start_ns;
     else if (p->cover_max_start - e->start_ns > p->cover_disorder)
         p->cover_disorder = p->cover_max_start - e->start_ns;
+    p->cover_dirty = true;
     c = &p->cover[e->step % RK_WAYS];
     if (!c->used || c->step != e->step) {
         /* a later step takes the slot; an entry of a step whose slot a later one took is
@@ -95,10 +96,19 @@ int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *
     return 0;
 }
 
+/* The least margin before a process's latest start that settle keeps: the disorder is learnt
+ * only once an entry came late, and the first late ones should not find their step's
+ * intervals gone (threads of one process flush their rings at different times). */
+#define RKCOVER_SLACK 100000000ull /* 100 ms */
+
 void rkcover_settle(struct rk_proc *p)
 {
     uint64_t margin = p->cover_disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * p->cover_disorder;
-    uint64_t w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
+    uint64_t w;
+
+    if (margin < RKCOVER_SLACK)
+        margin = RKCOVER_SLACK;
+    w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
 
     if (p->cover == NULL || p->replay) /* an import comes in file order: kept to the end */
         return;
@@ -111,7 +121,29 @@ void rkcover_settle(struct rk_proc *p)
             c->drop_end = c->iv[drop - 1].e;
         memmove(c->iv, c->iv + drop, (c->n - drop) * sizeof(*c->iv));
         c->n -= drop;
+        p->cover_dirty = true;
     }
+}
+
+int rkcover_load(struct rk_proc *p, uint32_t slot, uint64_t step, bool head, uint64_t b, uint64_t e)
+{
+    struct rk_cover *c;
+
+    if (slot >= RK_WAYS)
+        return 0; /* not a slot this writer makes */
+    if (p->cover == NULL && (p->cover = calloc(RK_WAYS, sizeof(*p->cover))) == NULL)
+        return -ENOMEM;
+    c = &p->cover[slot];
+    c->used = true;
+    c->step = step;
+    if (head) {
+        c->drop_end = b;
+        return 0;
+    }
+    if (rkmap_grow((void **)&c->iv, &c->cap, c->n, sizeof(*c->iv)) < 0)
+        return -ENOMEM;
+    c->iv[c->n++] = (struct rk_iv){b, e};
+    return 0;
 }
 
 void rkcover_free(struct rk_proc *p)

@@ -11,11 +11,13 @@
  * part of its interval no earlier entry of that step covered, so the sum
  * over a step is exactly the length of the union. At a commit the intervals
  * that end before the process's latest start, less twice the most an entry
- * of it has come late, are dropped (no entry still to come should overlap
+ * of it has come late (at least 100 ms), are dropped (no entry still to come should overlap
  * them); an entry that starts before a dropped point, or of a step whose
  * slot a later step took, adds to r->late (info.ranks_late): its overlap with
  * what was dropped may be counted twice, so the union is at most that much
- * too large. Every function returns 0 or -ENOMEM.
+ * too large. The intervals are saved at each commit with the exposure's
+ * (rkstate.c: rk_pend rows of device -1), so a writer that reopens the file
+ * mid-session goes on exactly. Every function returns 0 or -ENOMEM.
  */
 #ifndef TRACECTLD_RKCOVER_H
 #define TRACECTLD_RKCOVER_H
@@ -27,6 +29,10 @@ int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *
                   struct rk_stepsum *s);
 /* At a commit: drops the intervals of p that no entry still to come should overlap. */
 void rkcover_settle(struct rk_proc *p);
+/* A saved row (rkstate.c): slot's step and, when head, its drop_end (b); else an interval
+ * [b, e) after those already loaded. */
+int rkcover_load(struct rk_proc *p, uint32_t slot, uint64_t step, bool head, uint64_t b,
+                 uint64_t e);
 /* Frees p's intervals. */
 void rkcover_free(struct rk_proc *p);
 
