@@ -29,8 +29,22 @@ static size_t rkcover_find(const struct rk_cover *c, uint64_t b)
  */
 static uint64_t rkcover_add(struct rk_cover *c, uint64_t b, uint64_t e)
 {
-    size_t lo = rkcover_find(c, b), j = lo;
+    struct rk_iv *last = c->n > 0 ? &c->iv[c->n - 1] : NULL;
+    size_t lo, j;
     uint64_t covered = 0, nb = b, ne = e;
+
+    /* entries come nearly in time order: most start in or after the last interval */
+    if (last != NULL && b >= last->b && b <= last->e) {
+        uint64_t add = e > last->e ? e - last->e : 0;
+        if (e > last->e)
+            last->e = e;
+        return add;
+    }
+    if (last != NULL && b > last->e && c->n < c->cap) {
+        c->iv[c->n++] = (struct rk_iv){b, e};
+        return e - b;
+    }
+    lo = j = rkcover_find(c, b);
 
     /* [lo, j): the intervals [b, e) overlaps or touches, merged into one */
     while (j < c->n && c->iv[j].b <= e) {
@@ -57,8 +71,8 @@ static uint64_t rkcover_add(struct rk_cover *c, uint64_t b, uint64_t e)
     return e - b;
 }
 
-int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
-                  struct rk_stepsum *s)
+int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
+                       struct rk_stepsum *s)
 {
     uint64_t end = e->start_ns + e->dur_ns, add;
     struct rk_cover *c;

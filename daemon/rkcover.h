@@ -24,9 +24,29 @@
 
 #include "rk.h"
 
+/* rkcover_entry's other cases (apart: the common one is inlined). */
+int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
+                       struct rk_stepsum *s);
+
 /* Top-level entry e of process p: adds what it newly covers to s (its step's rk_steps delta). */
-int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
-                  struct rk_stepsum *s);
+static inline int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
+                                struct rk_stepsum *s)
+{
+    struct rk_cover *c = p->cover != NULL ? &p->cover[e->step % RK_WAYS] : NULL;
+
+    /* the common case: the latest start of the process, after its step's last interval,
+     * with room for it (nothing it could overlap, nothing late) */
+    if (c != NULL && c->used && c->step == e->step && e->dur_ns > 0 &&
+        e->start_ns >= p->cover_max_start && c->n > 0 && c->n < c->cap && c->n < RANKS_PENDING &&
+        e->start_ns > c->iv[c->n - 1].e) {
+        p->cover_max_start = e->start_ns;
+        p->cover_dirty = true;
+        c->iv[c->n++] = (struct rk_iv){e->start_ns, e->start_ns + e->dur_ns};
+        s->covered = rk_sat(s->covered, e->dur_ns);
+        return 0;
+    }
+    return rkcover_entry_slow(r, p, e, s);
+}
 /* At a commit: drops the intervals of p that no entry still to come should overlap. */
 void rkcover_settle(struct rk_proc *p);
 /* A saved row (rkstate.c): slot's step and, when head, its drop_end (b); else an interval

@@ -194,29 +194,43 @@ static int rkstate_save_devs(struct ranks *r)
  * drop_end in begin_ns) and their intervals (comm 2), op_id the slot. */
 #define RKSTATE_COVER (-1)
 
+/*
+ * Only the intervals an entry should still overlap are saved: those that end after the
+ * process's latest start less twice its disorder (rkcover.c keeps more in memory, a slack for
+ * disorder not seen yet). The others count as dropped for a writer that loads them: an entry
+ * that overlaps them is counted late. Saving them all would cost a row each per commit.
+ */
 static int rkstate_save_cover(struct ranks *r, struct rk_proc *p)
 {
     int64_t key[2] = {p->id, RKSTATE_COVER};
     int64_t st[6] = {
         p->id, RKSTATE_COVER, (int64_t)p->cover_max_start, (int64_t)p->cover_disorder, 0, 0};
-    size_t n = 0;
+    uint64_t margin = p->cover_disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * p->cover_disorder;
+    uint64_t w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
+    size_t n = 0, from[RK_WAYS] = {0};
     int rc;
 
-    for (int k = 0; p->cover != NULL && k < RK_WAYS; k++)
-        n += p->cover[k].n;
+    for (int k = 0; p->cover != NULL && k < RK_WAYS; k++) {
+        const struct rk_cover *c = &p->cover[k];
+        while (from[k] < c->n && c->iv[from[k]].e <= w)
+            from[k]++;
+        n += c->n - from[k];
+    }
     if ((p->cover_unsaved = n > RK_SAVE_PEND))
         return 0;
     if ((rc = rksql_run(r->del_pend, key, 2)) != 0 || (rc = rksql_run(r->up_devstate, st, 6)) != 0)
         return rc;
     for (int k = 0; p->cover != NULL && k < RK_WAYS; k++) {
         const struct rk_cover *c = &p->cover[k];
-        int64_t head[8] = {p->id, RKSTATE_COVER,    3, k, (int64_t)c->drop_end,
-                           0,     (int64_t)c->step, k};
+        uint64_t drop = c->drop_end;
+        if (from[k] > 0 && c->iv[from[k] - 1].e > drop)
+            drop = c->iv[from[k] - 1].e;
+        int64_t head[8] = {p->id, RKSTATE_COVER, 3, k, (int64_t)drop, 0, (int64_t)c->step, k};
         if (!c->used)
             continue;
         if ((rc = rksql_up_add(&r->ins_pend, head)) != 0)
             return rc;
-        for (size_t j = 0; j < c->n; j++) {
+        for (size_t j = from[k]; j < c->n; j++) {
             int64_t v[8] = {p->id,
                             RKSTATE_COVER,
                             2,
