@@ -7,7 +7,7 @@ Light mode (always-on, a few Python calls per module call):
     dist.init_process_group("gloo")
     tc = tct.open()                       # rank, world and one session name from torch.distributed
     model = DDP(net)
-    tct.instrument(net, optimizer)        # forward/backward per leaf module, optimizer.step
+    tct.instrument(net, optimizer)        # forward per module (nested), backward per leaf
     tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket (category comm)
     tct.instrument_distributed()          # torch.distributed calls (category comm)
     for batch in data:
@@ -17,11 +17,13 @@ Light mode (always-on, a few Python calls per module call):
 
 What is recorded:
 
-- ``<path>:<class>.forward`` (e.g. ``fc1:Linear.forward``) for each leaf module (``modules="all"``: every module),
+- ``<path>:<class>.forward`` (e.g. ``fc1:Linear.forward``) for every module, nested as the
+  model calls them (a module with children is a region of category ``module``; see
+  instrument(); ``modules="leaf"``: leaf modules only, none nested),
   from its forward pre-hook to its forward hook, with the output's shape and
   bytes and the tensor inputs' shapes, on the compute device
   (``cpu:<rank>`` unless ``device=`` says otherwise);
-- ``<name>.backward``: from the moment the gradient of the module's output
+- ``<name>.backward`` (leaf modules): from the moment the gradient of the module's output
   arrives (a hook on the output tensor) to the end of the autograd node that
   produced it (a hook on ``output.grad_fn``). For a leaf module made of one
   autograd op (Linear, Conv, activations) that is its whole backward; for a
