@@ -15,6 +15,7 @@
 
 #include "rk.h"
 #include "rkcoll.h"
+#include "rkcover.h"
 #include "rkdelta.h"
 #include "rkexpose.h"
 #include "rkschema.h"
@@ -64,8 +65,10 @@ void ranks_free(struct ranks *r)
         free(r->devs[i].pc);
         free(r->devs[i].ops);
     }
-    for (size_t i = 0; i < r->n_procs; i++)
+    for (size_t i = 0; i < r->n_procs; i++) {
         free(r->procs[i].pop);
+        rkcover_free(&r->procs[i]);
+    }
     free(r->pslot);
     rkmap_free(&r->proc_idx);
     for (size_t i = 0; i < r->n_inst; i++)
@@ -207,12 +210,17 @@ int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char 
 {
     struct rk_proc *p;
 
-    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0)
+    if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0 &&
+        strcmp(key, PROTO_META_WORKER_OF) != 0)
         return 0;
     if ((p = rkdelta_proc(r, process_id)) == NULL)
         return -ENOMEM;
     if (strcmp(key, "import.file") == 0) {
         p->replay = true;
+        return 0;
+    }
+    if (strcmp(key, PROTO_META_WORKER_OF) == 0) {
+        p->worker = true;
         return 0;
     }
     p->group = is_str ? ranks_hash(sval, strlen(sval)) : ranks_hash(&ival, sizeof(ival));
@@ -241,6 +249,19 @@ static bool ranks_cur_step(struct ranks *r, struct rk_dev *d, uint64_t step, str
     return true;
 }
 
+/* Widens the span of an entry's step deltas to [b, e). */
+static void ranks_span(struct rk_devstep *ds, struct rk_stepsum *s, uint64_t b, uint64_t e)
+{
+    if (b < ds->begin)
+        ds->begin = b;
+    if (e > ds->end)
+        ds->end = e;
+    if (b < s->begin)
+        s->begin = b;
+    if (e > s->end)
+        s->end = e;
+}
+
 int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e, uint32_t dev_id,
                 const struct proto_ext *x, int64_t rowid)
 {
@@ -263,20 +284,20 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
     if (end > o->end)
         o->end = end;
     ds->cat[cat] = rk_sat(ds->cat[cat], e->dur_ns);
-    if (e->start_ns < ds->begin)
-        ds->begin = e->start_ns;
-    if (end > ds->end)
-        ds->end = end;
+    s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
+    /* a worker's entries carry the step its parent had at the fork, not the step of the
+     * work they do: they count in the totals, never in a step's span or union */
+    if (!p->worker)
+        ranks_span(ds, s, e->start_ns, end);
     if (rowid < ds->first_row)
         ds->first_row = rowid;
     if (rowid > ds->last_row)
         ds->last_row = rowid;
-    s->cat[cat] = rk_sat(s->cat[cat], e->dur_ns);
-    if (e->start_ns < s->begin)
-        s->begin = e->start_ns;
-    if (end > s->end)
-        s->end = end;
     if ((err = rkexpose_entry(r, d, e, cat)) != 0)
+        return err;
+    /* a nested entry lies in its parent's interval: the union counts its parent's */
+    if (!p->worker && (x == NULL || (x->has & PROTO_EXT_PARENT) == 0) &&
+        (err = rkcover_entry(r, p, e, s)) != 0)
         return err;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id] != RK_COLL_NO)
         return rkcoll_entry(r, process_id, e, x, r->coll_ok[e->op_id] == RK_COLL_NB);
@@ -319,6 +340,8 @@ int ranks_flush(struct ranks *r)
     for (size_t i = 0; i < r->n_devs; i++)
         if ((err = rkexpose_settle_live(r, &r->devs[i])) != 0)
             return err;
+    for (size_t i = 0; i < r->n_procs; i++)
+        rkcover_settle(&r->procs[i]);
     if ((err = rkwrite_ops(r)) != 0 || (err = rkwrite_steps(r)) != 0)
         return err;
     if (r->late != r->late_written) {
@@ -386,7 +409,7 @@ static int ranks_load_names(struct ranks *r)
         return err;
     return rksql_each(r->db,
                       "SELECT process_id, key, value FROM meta"
-                      " WHERE key IN ('process_group', 'import.file')",
+                      " WHERE key IN ('process_group', 'import.file', '" PROTO_META_WORKER_OF "')",
                       ranks_load_meta, r);
 }
 

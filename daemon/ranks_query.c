@@ -17,23 +17,27 @@
 #include "info.h"
 #include "ranks.h"
 #include "ranks_query.h"
+#include "verdict.h"
 
-#define RQ_CAP      ((uint64_t)INT64_MAX)
-#define RQ_BALANCED 0.20 /* (max - mean) / mean below this: "balanced" */
-#define RQ_LATE     0.10 /* a step's late rank is named when it cost >= this of the step */
-#define RQ_STEPS    1000 /* steps listed at most: the widest spread */
-#define RQ_MISSING  1000 /* missing ranks listed one by one at most (all in ranges) */
+#define RQ_CAP     ((uint64_t)INT64_MAX)
+#define RQ_LATE    0.10 /* a step's late rank is named when it cost >= this of the step */
+#define RQ_STEPS   1000 /* steps listed at most: the most caused time, then the longest */
+#define RQ_MISSING 1000 /* missing ranks listed one by one at most (all in ranges) */
+#define RQ_HB      130  /* half-octave buckets of a step's held-up time (rq_hbucket) */
 
 struct rq_rank {
     int64_t rank; /* -1: processes without a rank */
     uint64_t dropped, processes;
     uint64_t unclosed; /* processes that ended without bye while the daemon ran */
     uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
+    uint64_t untracked, late_first, late_last; /* late_*: the first and last step it was late */
+    uint64_t *hlate; /* RQ_HB: the held-up time of the steps it was late in; NULL: none */
 };
 
 struct rq_row {
     uint64_t step, begin, end, cat[PROTO_NCAT], exposed, coll, waited, last, caused;
-    size_t ri; /* index into ranks */
+    uint64_t covered; /* the union of its processes' top-level entries (rk_steps.covered_ns) */
+    size_t ri;        /* index into ranks */
 };
 
 /* A step kept for `steps`: its figures, its ranks' times (ri: index into ranks). */
@@ -43,7 +47,7 @@ struct rq_time {
 };
 
 struct rq_shown {
-    uint64_t step, min, max, mean, waited;
+    uint64_t step, min, max, mean, waited, caused, untracked;
     size_t n, slow, last, late; /* last, late: SIZE_MAX none */
     struct rq_time *times;
 };
@@ -61,6 +65,8 @@ struct rq {
     size_t errlen;
     int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
     bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
+    bool cover;  /* untracked time known: rk_steps.covered_ns in every row read, no filter on
+                  * device or category (it is per process and step, of every category) */
     uint64_t late_entries, n_steps;
     uint64_t capped;             /* info.ranks_capped: instances closed at RANKS_OPEN */
     uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
@@ -74,6 +80,7 @@ struct rq {
     size_t n_shown;
     unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
     uint64_t step_cnt;
+    uint64_t hall[RQ_HB]; /* the held-up time (largest caused time) of every step */
 };
 
 static uint64_t rq_sat(uint64_t a, uint64_t b)
@@ -268,6 +275,18 @@ static bool rq_cat_wanted(const struct rq *q, enum proto_cat c)
 
 static int rq_step_done(struct rq *q);
 
+/* True when rk_steps has covered_ns (files written since untracked time is kept). */
+static bool rq_has_covered(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+
+    if (sqlite3_prepare_v2(db, "SELECT covered_ns FROM rk_steps LIMIT 0", -1, &st, NULL) !=
+        SQLITE_OK)
+        return false;
+    sqlite3_finalize(st);
+    return true;
+}
+
 /*
  * Reads the per-step rows, in step order, and folds each step as its rows
  * end (rq_step_done): the memory a report holds follows the ranks (one
@@ -275,13 +294,14 @@ static int rq_step_done(struct rq *q);
  */
 static int rq_read_steps(struct rq *q)
 {
+    /* %s: covered_ns, or NULL in a file written before it that no writer reopened */
     static const char all[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, %s FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2 ORDER BY step";
     static const char all_steps[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, %s FROM rk_steps"
         " ORDER BY step";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
@@ -293,12 +313,16 @@ static int rq_read_steps(struct rq *q)
         " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
         " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0 ORDER BY r.step";
     bool per_op = q->f->device != NULL && q->legacy;
+    char sql[512];
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(q->db,
-                                q->f->device == NULL ? (q->f->steps ? all : all_steps)
-                                : per_op             ? by_dev_legacy
-                                                     : by_dev,
-                                -1, &st, NULL);
+    int rc;
+
+    snprintf(sql, sizeof(sql),
+             q->f->device == NULL ? (q->f->steps ? all : all_steps)
+             : per_op             ? by_dev_legacy
+                                  : by_dev,
+             rq_has_covered(q->db) ? "covered_ns" : "NULL");
+    rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_steps");
@@ -334,6 +358,11 @@ static int rq_read_steps(struct rq *q)
             if (rq_cat_wanted(q, (enum proto_cat)c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
         w->exposed = rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
+        if (q->f->device == NULL) {
+            if (sqlite3_column_type(st, 14) == SQLITE_NULL)
+                q->cover = false; /* a row written before covered_ns */
+            w->covered = rq_pos(sqlite3_column_int64(st, 14));
+        }
         if (q->f->device != NULL || !rq_cat_wanted(q, PROTO_CAT_COMM))
             continue; /* collectives are per rank, not per device, and comm */
         w->coll = (uint64_t)sqlite3_column_int64(st, 10);
@@ -379,6 +408,7 @@ static void rq_merge_rows(struct rq *q)
             m->waited = rq_sat(m->waited, a->waited);
             m->last += a->last;
             m->caused = rq_sat(m->caused, a->caused);
+            m->covered = rq_sat(m->covered, a->covered); /* processes of a rank: covers add */
         } else {
             q->rows[k++] = *a;
         }
@@ -389,6 +419,15 @@ static void rq_merge_rows(struct rq *q)
 static uint64_t rq_span(const struct rq_row *w)
 {
     return w->end > w->begin ? w->end - w->begin : 0;
+}
+
+/* A rank's step time in no top-level entry: its span less their union (0 when they cover it
+ * all; more only through late entries, rkcover.h). */
+static uint64_t rq_untracked(const struct rq_row *w)
+{
+    uint64_t t = rq_span(w);
+
+    return w->covered < t ? t - w->covered : 0;
 }
 
 /* ---- packing helpers ------------------------------------------------------ */
@@ -416,6 +455,12 @@ static int pk_f64(msgpack_packer *pk, const char *k, double v)
 static int pk_rank(msgpack_packer *pk, const char *k, int64_t rank)
 {
     return pk_str(pk, k) || (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank));
+}
+
+/* v, or nil when it is not known */
+static int pk_known(msgpack_packer *pk, const char *k, uint64_t v, bool known)
+{
+    return pk_str(pk, k) || (known ? msgpack_pack_uint64(pk, v) : msgpack_pack_nil(pk));
 }
 
 /* ---- imbalance ------------------------------------------------------------ */
@@ -687,11 +732,14 @@ static int rq_pack_completeness(struct rq *q, msgpack_packer *pk)
                       "(op, process_group metadata, occurrence per rank)");
 }
 
-/* True when step a is listed after b: a narrower spread, or as wide and later. */
+/* True when step a is listed after b: less caused time, as much but a shorter slowest rank,
+ * or both equal and later. */
 static bool rq_shown_after(const struct rq_shown *a, const struct rq_shown *b)
 {
-    if (a->max - a->min != b->max - b->min)
-        return a->max - a->min < b->max - b->min;
+    if (a->caused != b->caused)
+        return a->caused < b->caused;
+    if (a->max != b->max)
+        return a->max < b->max;
     return a->step > b->step;
 }
 
@@ -746,6 +794,66 @@ static int rq_step_keep(struct rq *q, struct rq_shown *st)
     return 0;
 }
 
+/* The half-octave bucket of v: 0 for 0, else 1 + 2 x log2(v) + the bit below the top one. */
+static size_t rq_hbucket(uint64_t v)
+{
+    int msb;
+
+    if (v == 0)
+        return 0;
+    msb = 63 - __builtin_clzll(v);
+    return 1 + 2 * (size_t)msb + (msb > 0 ? (v >> (msb - 1)) & 1 : 0);
+}
+
+/* The least value of bucket b. */
+static uint64_t rq_hvalue(size_t b)
+{
+    size_t msb = (b - 1) / 2;
+
+    if (b == 0)
+        return 0;
+    return ((uint64_t)1 << msb) + ((b - 1) % 2 ? (uint64_t)1 << msb >> 1 : 0);
+}
+
+/* The lower median of the counts h (minus sub, when not NULL), as its bucket's least value. */
+static uint64_t rq_hmedian(const uint64_t *h, const uint64_t *sub)
+{
+    uint64_t n = 0, seen = 0;
+
+    for (size_t b = 0; b < RQ_HB; b++)
+        n += h[b] - (sub ? sub[b] : 0);
+    for (size_t b = 0; b < RQ_HB; b++) {
+        seen += h[b] - (sub ? sub[b] : 0);
+        if (n > 0 && seen >= (n + 1) / 2)
+            return rq_hvalue(b);
+    }
+    return 0;
+}
+
+/*
+ * Rows without a span (begin after end: only a forked worker's entries, which the writer
+ * keeps in no step's span, ranks.c) count in their rank's totals and in no step: folds
+ * them and leaves q->rows with the others. Returns how many are left.
+ */
+static size_t rq_drop_spanless(struct rq *q)
+{
+    size_t k = 0;
+
+    for (size_t j = 0; j < q->n_rows; j++) {
+        const struct rq_row *w = &q->rows[j];
+        struct rq_rank *r = &q->ranks[w->ri];
+        if (w->begin <= w->end) {
+            q->rows[k++] = *w;
+            continue;
+        }
+        for (int c = 0; c < PROTO_NCAT; c++)
+            r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+        r->exposed = rq_sat(r->exposed, w->exposed);
+    }
+    q->n_rows = k;
+    return k;
+}
+
 /*
  * The rows of one step are all read (q->rows): merges those of one rank,
  * folds them into the per-rank sums, keeps the step's summary if it is to
@@ -759,6 +867,8 @@ static int rq_step_done(struct rq *q)
     bool named;
 
     rq_merge_rows(q); /* one step: by rank */
+    if (rq_drop_spanless(q) == 0)
+        return 0; /* only workers' entries: in no step */
     for (size_t j = 0; j < q->n_rows; j++) {
         struct rq_row *w = &q->rows[j];
         struct rq_rank *r = &q->ranks[w->ri];
@@ -773,8 +883,11 @@ static int rq_step_done(struct rq *q)
         r->waited = rq_sat(r->waited, w->waited);
         r->last += w->last;
         r->caused = rq_sat(r->caused, w->caused);
+        r->untracked = rq_sat(r->untracked, rq_untracked(w));
         sum += t;
         st.waited = rq_sat(st.waited, w->waited);
+        st.caused = rq_sat(st.caused, w->caused);
+        st.untracked = rq_sat(st.untracked, rq_untracked(w));
         if (t < st.min)
             st.min = t;
         if (t > st.max || j == 0) {
@@ -794,8 +907,16 @@ static int rq_step_done(struct rq *q)
     st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
     st.late = named ? q->rows[late].ri : SIZE_MAX;
     q->ranks[st.slow].slowest++;
-    if (named)
-        q->ranks[st.late].late++;
+    q->hall[rq_hbucket(q->rows[late].caused)]++;
+    if (named) {
+        struct rq_rank *lr = &q->ranks[st.late];
+        if (lr->hlate == NULL && (lr->hlate = calloc(RQ_HB, sizeof(*lr->hlate))) == NULL)
+            return -ENOMEM;
+        lr->hlate[rq_hbucket(q->rows[late].caused)]++;
+        if (lr->late++ == 0)
+            lr->late_first = st.step;
+        lr->late_last = st.step; /* the steps come in order */
+    }
     q->step_sum += sum;
     q->step_cnt += st.n;
     q->n_steps++;
@@ -817,13 +938,15 @@ static int64_t rq_rank_of(const struct rq *q, size_t ri)
 
 static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st)
 {
-    if (msgpack_pack_map(pk, 11) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
+    if (msgpack_pack_map(pk, 13) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
         pk_u64(pk, "min_ns", st->min) || pk_u64(pk, "max_ns", st->max) ||
         pk_u64(pk, "mean_ns", st->mean) || pk_u64(pk, "spread_ns", st->max - st->min) ||
         pk_rank(pk, "slowest_rank", rq_rank_of(q, st->slow)) ||
         pk_rank(pk, "last_rank", rq_rank_of(q, st->last)) ||
         pk_rank(pk, "late_rank", rq_rank_of(q, st->late)) || pk_u64(pk, "waited_ns", st->waited) ||
-        pk_str(pk, "times_ns") || msgpack_pack_array(pk, st->n))
+        pk_u64(pk, "caused_ns", st->caused) ||
+        pk_known(pk, "untracked_ns", st->untracked, q->cover) || pk_str(pk, "times_ns") ||
+        msgpack_pack_array(pk, st->n))
         return -1;
     for (size_t k = 0; k < st->n; k++) {
         int64_t rank = q->ranks[st->times[k].ri].rank;
@@ -868,7 +991,9 @@ static int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
         return -1;
     for (size_t i = 0; i < q->n_ranks; i++) {
         const struct rq_rank *r = &q->ranks[i];
-        if (msgpack_pack_map(pk, 19) || pk_rank(pk, "rank", r->rank) ||
+        uint64_t in_comm = rq_sat(r->cat[PROTO_CAT_COMM], r->cat[PROTO_CAT_WAIT]);
+        double comm_share = r->step_ns ? (double)in_comm / (double)r->step_ns : 0;
+        if (msgpack_pack_map(pk, 23) || pk_rank(pk, "rank", r->rank) ||
             pk_u64(pk, "processes", r->processes) || pk_u64(pk, "dropped", r->dropped) ||
             pk_u64(pk, "steps", r->steps) || pk_u64(pk, "step_ns", r->step_ns) ||
             pk_u64(pk, "step_mean_ns", r->steps ? r->step_ns / r->steps : 0) ||
@@ -881,7 +1006,11 @@ static int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
             pk_u64(pk, "exposed_comm_ns", r->exposed) || pk_u64(pk, "collectives", r->coll) ||
             pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "arrived_last", r->last) ||
             pk_u64(pk, "caused_ns", r->caused) || pk_u64(pk, "slowest_steps", r->slowest) ||
-            pk_u64(pk, "late_steps", r->late))
+            pk_u64(pk, "late_steps", r->late) ||
+            pk_known(pk, "late_first_step", r->late_first, r->late > 0) ||
+            pk_known(pk, "late_last_step", r->late_last, r->late > 0) ||
+            pk_known(pk, "untracked_ns", r->untracked, q->cover) ||
+            pk_f64(pk, "comm_share", comm_share < 1 ? comm_share : 1))
             return -1;
     }
     return 0;
@@ -1132,209 +1261,61 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
 
 /* ---- verdict -------------------------------------------------------------- */
 
-static void rq_fmt_ns(char *b, size_t n, uint64_t ns)
+/* The verdict's figures of the ranks (vr: q->n_ranks of them). */
+static void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
 {
-    if (ns >= 1000000000ull)
-        snprintf(b, n, "%.2f s", (double)ns / 1e9);
-    else if (ns >= 1000000)
-        snprintf(b, n, "%.1f ms", (double)ns / 1e6);
-    else if (ns >= 1000)
-        snprintf(b, n, "%.1f µs", (double)ns / 1e3);
-    else
-        snprintf(b, n, "%llu ns", (unsigned long long)ns);
-}
-
-/* Appends the ranks (indexes where pick[i]) as "0-4, 6" to b. */
-static void rq_fmt_ranks(char *b, size_t n, const struct rq *q, const bool *pick)
-{
-    size_t len = strlen(b);
-    bool first = true;
-
     for (size_t i = 0; i < q->n_ranks; i++) {
-        size_t j = i;
-        if (!pick[i])
-            continue;
-        while (j + 1 < q->n_ranks && pick[j + 1] && q->ranks[j + 1].rank == q->ranks[j].rank + 1)
-            j++;
-        if (j > i)
-            len +=
-                (size_t)snprintf(b + len, len < n ? n - len : 0, "%s%lld–%lld", first ? "" : ", ",
-                                 (long long)q->ranks[i].rank, (long long)q->ranks[j].rank);
-        else
-            len += (size_t)snprintf(b + len, len < n ? n - len : 0, "%s%lld", first ? "" : ", ",
-                                    (long long)q->ranks[i].rank);
-        first = false;
-        i = j;
-        if (len >= n)
-            return;
+        const struct rq_rank *r = &q->ranks[i];
+        vr[i] = (struct verdict_rank){.rank = r->rank,
+                                      .step_ns = r->step_ns,
+                                      .compute = r->cat[PROTO_CAT_COMPUTE],
+                                      .comm = r->cat[PROTO_CAT_COMM],
+                                      .untracked = r->untracked,
+                                      .caused = r->caused,
+                                      .waited = r->waited,
+                                      .dropped = r->dropped,
+                                      .unclosed = r->unclosed,
+                                      .late_steps = r->late,
+                                      .late_first = r->late_first,
+                                      .late_last = r->late_last};
+        if (r->hlate != NULL) {
+            vr[i].late_median = rq_hmedian(r->hlate, NULL);
+            vr[i].other_median = rq_hmedian(q->hall, r->hlate);
+        }
     }
 }
 
-static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, uint64_t mean_step,
-                           const struct rq_coll *cs, size_t n_coll)
+/* The verdict (verdict.c) from the ranks' figures. */
+static int rq_pack_verdict(struct rq *q, msgpack_packer *pk, const struct rq_coll *cs,
+                           size_t n_coll)
 {
-    char v[2048] = "", a[32], b[32], c[32];
-    uint64_t *vals = calloc(2 * (q->n_ranks + 1), sizeof(*vals)), instances = 0, worst_last = 0;
-    bool *pick = calloc(q->n_ranks + 1, sizeof(*pick));
-    struct rq_imb comp, comm;
-    size_t len, worst = 0;
-    int rc = -1;
+    struct verdict_rank *vr = calloc(q->n_ranks + 1, sizeof(*vr));
+    uint64_t *scratch = calloc(q->n_ranks + 1, sizeof(*scratch));
+    struct verdict_in in = {.ranks = vr,
+                            .n_ranks = q->n_ranks,
+                            .n_steps = q->n_steps,
+                            .world = q->world,
+                            .untracked_known = q->cover,
+                            .inexact = q->state == 2,
+                            .absent = q->state == 0,
+                            .scratch = scratch};
+    char v[2048];
+    int err, rc = -1;
 
-    if (vals == NULL || pick == NULL)
+    if (vr == NULL || scratch == NULL)
         goto out;
-    if (q->n_ranks == 0 || q->n_steps == 0) {
-        snprintf(v, sizeof(v), "no rank aggregates%s.",
-                 q->state == 0 ? " (a session file written before them: tracectl classify "
-                                 "builds them)"
-                               : "");
-        goto pack;
-    }
-    for (size_t i = 0; i < q->n_ranks; i++)
-        vals[i] = q->ranks[i].cat[PROTO_CAT_COMPUTE];
-    rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comp);
-    for (size_t i = 0; i < q->n_ranks; i++)
-        vals[i] = q->ranks[i].cat[PROTO_CAT_COMM];
-    rq_imbalance(vals, q->n_ranks, vals + q->n_ranks + 1, &comm);
-    len = (size_t)snprintf(v, sizeof(v), "%zu rank%s", q->n_ranks, q->n_ranks == 1 ? "" : "s");
-    if (q->n_ranks > 1)
-        len += (size_t)snprintf(v + len, sizeof(v) - len, "; compute %s (%+.0f %%)",
-                                comp.max_vs_mean < RQ_BALANCED ? "balanced" : "imbalanced",
-                                comp.max_vs_mean * 100);
     for (size_t i = 0; i < n_coll; i++)
-        instances += cs[i].instances;
-    for (size_t i = 0; i < q->n_ranks; i++)
-        if (q->ranks[i].last > worst_last) {
-            worst_last = q->ranks[i].last;
-            worst = i;
-        }
-    if (q->n_ranks > 1 && comm.max > 0)
-        len += (size_t)snprintf(v + len, sizeof(v) - len, "; communication %s (%+.0f %%)",
-                                comm.max_vs_mean < RQ_BALANCED ? "balanced" : "imbalanced",
-                                comm.max_vs_mean * 100);
-    if (instances > 0 && q->n_ranks > 1) {
-        uint64_t lo = UINT64_MAX, hi = 0, others = 0, n_others = 0;
-        unsigned __int128 sum = 0;
-        for (size_t i = 0; i < q->n_ranks; i++) {
-            uint64_t per = q->ranks[i].steps ? q->ranks[i].waited / q->ranks[i].steps : 0;
-            if (i == worst)
-                continue;
-            pick[i] = true;
-            lo = per < lo ? per : lo;
-            hi = per > hi ? per : hi;
-            sum += per;
-            n_others++;
-        }
-        others = n_others ? (uint64_t)(sum / n_others) : 0;
-        rq_fmt_ns(a, sizeof(a), lo);
-        rq_fmt_ns(b, sizeof(b), hi);
-        rq_fmt_ns(c, sizeof(c), others);
-        len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                ": rank %lld arrived last at %.0f %% of %llu collectives; rank%s ",
-                                (long long)q->ranks[worst].rank,
-                                100.0 * (double)worst_last / (double)instances,
-                                (unsigned long long)instances, n_others > 1 ? "s" : "");
-        rq_fmt_ranks(v, sizeof(v), q, pick);
-        len = strlen(v);
-        {
-            char ms[32];
-            rq_fmt_ns(ms, sizeof(ms), mean_step);
-            if (lo == hi)
-                len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                        " lost %s per step waiting (of a %s step)", b, ms);
-            else
-                len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                        " lost %s–%s per step waiting (mean %s of a %s step)", a, b,
-                                        c, ms);
-        }
-    }
-    {
-        /* the steps where one rank held the others up */
-        size_t named = 0;
-        for (size_t i = 0; i < q->n_ranks; i++)
-            named += q->ranks[i].late > 0;
-        if (named > 0 && len < sizeof(v)) {
-            const char *sep = "; late (held the others up) in steps:";
-            for (size_t i = 0; i < q->n_ranks && len < sizeof(v); i++)
-                if (q->ranks[i].late > 0) {
-                    len += (size_t)snprintf(v + len, sizeof(v) - len, "%s rank %lld ×%llu", sep,
-                                            (long long)q->ranks[i].rank,
-                                            (unsigned long long)q->ranks[i].late);
-                    sep = ",";
-                }
-        }
-    }
-    if (len < sizeof(v)) {
-        size_t dropping = 0;
-        int err;
-        uint64_t missing = rq_missing(q, NULL, NULL, &err);
-        memset(pick, 0, (q->n_ranks + 1) * sizeof(*pick));
-        for (size_t i = 0; i < q->n_ranks; i++)
-            if (q->ranks[i].dropped > 0)
-                pick[i] = true, dropping++;
-        if (missing > 0)
-            len += (size_t)snprintf(v + len, sizeof(v) - len, "; %llu of %llu ranks missing",
-                                    (unsigned long long)missing, (unsigned long long)q->world);
-        if (dropping > 0 && len < sizeof(v)) {
-            len += (size_t)snprintf(v + len, sizeof(v) - len, "; entries dropped on rank%s ",
-                                    dropping > 1 ? "s" : "");
-            rq_fmt_ranks(v, sizeof(v), q, pick);
-            len = strlen(v);
-            if (len < sizeof(v))
-                len += (size_t)snprintf(v + len, sizeof(v) - len, ": figures about %s incomplete",
-                                        dropping > 1 ? "them are" : "it are");
-        }
-        if (q->capped > 0 && len < sizeof(v))
-            len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                    "; %llu collective instances closed unfinished (over %d open "
-                                    "at once): counted partial",
-                                    (unsigned long long)q->capped, RANKS_OPEN);
-        if (q->state == 2 && len < sizeof(v))
-            len += (size_t)snprintf(v + len, sizeof(v) - len,
-                                    "; collective figures inexact (the daemon lost their state "
-                                    "mid-session: tracectl classify rebuilds them)");
-    }
-    if (len < sizeof(v))
-        snprintf(v + len, sizeof(v) - len, ".");
-pack:
+        in.instances += cs[i].instances;
+    in.missing = rq_missing(q, NULL, NULL, &err);
+    in.capped = q->capped;
+    in.open_cap = RANKS_OPEN;
+    rq_verdict_ranks(q, vr);
+    verdict_text(&in, v, sizeof(v));
     rc = pk_str(pk, "verdict") || pk_str(pk, v) ? -1 : 0;
 out:
-    free(vals);
-    free(pick);
+    free(vr);
+    free(scratch);
     return rc;
-}
-
-/*
- * The late figures' per-rank sums, from rk_steps alone (one row per process
- * and step: what the report's rq_read_steps reads for them), folded per rank
- * as the report folds them, row by row (rk_steps is keyed by step first: a
- * GROUP BY process would sort the rows).
- */
-static int rq_late_ranks(struct rq *q)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(q->db,
-                                q->f->steps ? "SELECT process_id, waited_ns, last_count, caused_ns"
-                                              " FROM rk_steps WHERE step BETWEEN ?1 AND ?2"
-                                            : "SELECT process_id, waited_ns, last_count, caused_ns"
-                                              " FROM rk_steps",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return rq_fail(q, rc, "rk_steps");
-    rq_bind_steps(q, st);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        size_t ri = rq_proc_rank(q, sqlite3_column_int64(st, 0));
-        struct rq_rank *r;
-
-        if (ri == SIZE_MAX)
-            continue;
-        r = &q->ranks[ri];
-        r->waited = rq_sat(r->waited, rq_pos(sqlite3_column_int64(st, 1)));
-        r->last += rq_pos(sqlite3_column_int64(st, 2));
-        r->caused = rq_sat(r->caused, rq_pos(sqlite3_column_int64(st, 3)));
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_steps");
 }
 
 /* The collective instances of every op in the steps asked (the verdict's "of M"). */
@@ -1356,25 +1337,50 @@ static int rq_late_instances(struct rq *q, uint64_t *n)
     return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_coll");
 }
 
+/* Frees what q holds. */
+static void rq_free(struct rq *q)
+{
+    for (size_t i = 0; i < q->n_ranks; i++)
+        free(q->ranks[i].hlate);
+    free(q->ranks);
+    free(q->procs);
+    free(q->rows);
+    for (size_t i = 0; i < q->n_shown; i++)
+        free(q->shown[i].times);
+    free(q->shown);
+}
+
 int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                size_t errlen)
 {
     struct rq q = {.db = db, .f = f, .err = err, .errlen = errlen};
+    struct verdict_rank *vr = NULL;
+    struct verdict_in in = {0};
+    size_t culprit = SIZE_MAX;
     uint64_t instances = 0;
     int rc;
 
     q.state = (int)info_int(q.db, "ranks", 0);
+    q.cover = f->device == NULL && f->category == NULL;
     if ((rc = rq_processes(&q)) < 0)
         goto out;
-    /* As in the analysis: collectives are comm, and kept per rank, not per device. */
+    /* As in the analysis: collectives are comm, and kept per rank, not per device; the
+     * steps are folded as the report folds them, for the verdict's rule. */
     if (q.state != 0 && rq_cat_wanted(&q, PROTO_CAT_COMM)) {
         if ((rc = rq_late_instances(&q, &instances)) < 0 ||
-            (f->device == NULL && (rc = rq_late_ranks(&q)) < 0))
+            (f->device == NULL && (rc = rq_read_steps(&q)) < 0))
             goto out;
     }
     rc = -ENOMEM;
-    if (msgpack_pack_map(pk, 2) || pk_u64(pk, "instances", instances) || pk_str(pk, "ranks") ||
-        msgpack_pack_array(pk, q.n_ranks))
+    if ((vr = calloc(q.n_ranks + 1, sizeof(*vr))) == NULL)
+        goto out;
+    rq_verdict_ranks(&q, vr);
+    in.ranks = vr;
+    in.n_ranks = q.n_ranks;
+    culprit = verdict_culprit(&in);
+    if (msgpack_pack_map(pk, 3) || pk_u64(pk, "instances", instances) ||
+        pk_rank(pk, "culprit", culprit == SIZE_MAX ? -1 : q.ranks[culprit].rank) ||
+        pk_str(pk, "ranks") || msgpack_pack_array(pk, q.n_ranks))
         goto out;
     for (size_t i = 0; i < q.n_ranks; i++) {
         const struct rq_rank *r = &q.ranks[i];
@@ -1387,8 +1393,8 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
 out:
     if (rc == -ENOMEM && q.errlen > 0 && q.err[0] == '\0')
         snprintf(q.err, q.errlen, "report: late: out of memory");
-    free(q.ranks);
-    free(q.procs);
+    free(vr);
+    rq_free(&q);
     return rc;
 }
 
@@ -1409,6 +1415,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     q.legacy = rq_legacy(db);
     q.late_entries = (uint64_t)info_int(q.db, "ranks_late", 0);
     q.capped = (uint64_t)info_int(q.db, "ranks_capped", 0);
+    q.cover = f->device == NULL && f->category == NULL;
     if ((rc = rq_processes(&q)) < 0)
         goto out;
     if (q.state != 0 && (rc = rq_read_steps(&q)) < 0)
@@ -1426,7 +1433,7 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
                pk_str(&tp, "throughput") || msgpack_pack_array(&tp, 0)) {
         goto out;
     }
-    if (rq_pack_verdict(&q, pk, mean_step, cs, n_coll) || rq_pack_completeness(&q, pk) ||
+    if (rq_pack_verdict(&q, pk, cs, n_coll) || rq_pack_completeness(&q, pk) ||
         pk->callback(pk->data, tail.data, tail.size))
         goto out;
     rc = 0;
@@ -1439,11 +1446,6 @@ out:
     }
     free(cs);
     msgpack_sbuffer_destroy(&tail);
-    free(q.ranks);
-    free(q.procs);
-    free(q.rows);
-    for (size_t i = 0; i < q.n_shown; i++)
-        free(q.shown[i].times);
-    free(q.shown);
+    rq_free(&q);
     return rc;
 }

@@ -39,11 +39,12 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
 
 /*
  * Packs the late-arrival figures (PROTOCOL.md Part 3, "report option late")
- * as one map, {"instances": N, "ranks": [{rank, arrived_last, caused_ns,
- * waited_ns}, ...]}: the same numbers as ranks_query()'s verdict and `ranks`
- * rows under the same filter, read from rk_steps and rk_coll only (no
- * rk_coll_ranks, rk_ops or entries). 0, or a negative errno with a message
- * in err.
+ * as one map, {"instances": N, "culprit": rank or nil, "ranks": [{rank,
+ * arrived_last, caused_ns, waited_ns}, ...]}: the same numbers as
+ * ranks_query()'s verdict and `ranks` rows under the same filter, and the
+ * rank the verdict would name (verdict_culprit), read from rk_steps (folded
+ * step by step as the report folds them) and rk_coll only (no rk_coll_ranks,
+ * rk_ops or entries). 0, or a negative errno with a message in err.
  */
 int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                size_t errlen);

@@ -2,8 +2,8 @@
  * rk — the rank aggregates' state (struct ranks) and what it holds, shared by
  * the files that keep them: ranks.c (the writer's API, ranks.h), rkdelta.c
  * (the deltas of the open transaction and their caches), rkexpose.c (exposed
- * communication), rkcoll.c (collective matching), rkwrite.c (writing the
- * deltas), rkstate.c (the state saved between commits), rkschema.c (the
+ * communication), rkcover.c (the union of top-level entries), rkcoll.c (collective matching),
+ * rkwrite.c (writing the deltas), rkstate.c (the state saved between commits), rkschema.c (the
  * tables and their re-keying). Nothing outside them includes it.
  *
  * Everything here is the writer thread's (or `classify`'s worker's, on a
@@ -68,6 +68,7 @@ struct rk_stepsum {
     uint64_t step, begin, end;
     uint64_t cat[PROTO_NCAT];
     uint64_t exposed, coll, waited, last_count, caused;
+    uint64_t covered; /* the union of its top-level entries (rkcover.c) */
 };
 
 /* rk_coll and rk_coll_ranks deltas (process_id -1 for rk_coll) */
@@ -120,6 +121,19 @@ struct rk_orow {
 struct rk_abuf {
     struct rk_arrival *a;
     size_t cap;
+};
+
+struct rk_iv {
+    uint64_t b, e;
+};
+
+/* The merged intervals of a process's top-level entries in one step (rkcover.c). */
+struct rk_cover {
+    uint64_t step;
+    bool used;
+    struct rk_iv *iv; /* sorted, disjoint */
+    size_t n, cap;
+    uint64_t drop_end; /* latest end of an interval already dropped */
 };
 
 /* Occurrence count of a collective op per (process, process group). */
@@ -185,11 +199,16 @@ struct rk_pop {
 
 struct rk_proc {
     int64_t id;
-    uint64_t group;      /* hash of its process_group metadata, 0 none */
-    bool replay;         /* an imported file (metadata import.file): entries in file order */
-    uint32_t dev1;       /* r->devs index + 1 of its last device */
-    struct rk_refs step; /* the rk_steps deltas of its last steps */
-    struct rk_pop *pop;  /* RK_POPS, or NULL until its first collective */
+    uint64_t group;         /* hash of its process_group metadata, 0 none */
+    bool replay;            /* an imported file (metadata import.file): entries in file order */
+    bool worker;            /* a forked worker of a rank (PROTO_META_WORKER_OF): in no step */
+    uint32_t dev1;          /* r->devs index + 1 of its last device */
+    struct rk_refs step;    /* the rk_steps deltas of its last steps */
+    struct rk_pop *pop;     /* RK_POPS, or NULL until its first collective */
+    struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS, or NULL until its first entry */
+    uint64_t cover_max_start, cover_disorder; /* as struct rk_dev's, over its top-level entries */
+    bool cover_dirty;   /* its intervals changed since the last commit: to save (rkstate.c) */
+    bool cover_unsaved; /* more than RK_SAVE_PEND of them at the last commit: not saved */
     /* its last completion call with an ext id (wid): the interval of the tcmpi.completed
      * entries that follow it with that parent */
     uint64_t wid, wid_b, wid_e;

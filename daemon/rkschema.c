@@ -95,6 +95,7 @@ static bool rkschema_old_key(sqlite3 *db, const char *table)
  */
 int rkschema_begin(struct ranks *r, bool *legacy, bool *migrating)
 {
+    bool add_covered;
     unsigned rekey = 0;
     int rc;
 
@@ -102,10 +103,17 @@ int rkschema_begin(struct ranks *r, bool *legacy, bool *migrating)
     for (size_t i = 0; i < RK_NREKEYED; i++)
         if (rkschema_old_key(r->db, rk_rekeyed[i].table))
             rekey |= 1u << i;
-    *migrating = *legacy || rekey != 0;
+    /* an rk_steps written before covered_ns (NULL there: its untracked time is not known),
+     * added before a re-key copies its rows column for column */
+    add_covered =
+        rksql_has_table(r->db, "rk_steps") && !rksql_has_column(r->db, "rk_steps", "covered_ns");
+    *migrating = *legacy || rekey != 0 || add_covered;
     if (*migrating && (rc = rksql_exec(r->db, "SAVEPOINT rk_migrate")) != 0)
         return rc;
     if (*legacy && (rc = rksql_exec(r->db, "ALTER TABLE rk_ops RENAME TO rk_ops_v1")) != 0)
+        return rc;
+    if (add_covered &&
+        (rc = rksql_exec(r->db, "ALTER TABLE rk_steps ADD COLUMN covered_ns INTEGER")) != 0)
         return rc;
     for (size_t i = 0; i < RK_NREKEYED; i++)
         if ((rekey & 1u << i) != 0 &&

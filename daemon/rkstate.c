@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "rkcoll.h"
+#include "rkcover.h"
 #include "rkdelta.h"
 #include "rkexpose.h"
 #include "store.h"
@@ -189,6 +190,79 @@ static int rkstate_save_devs(struct ranks *r)
     return rksql_up_end(&r->ins_pend);
 }
 
+/* The device id under which a process's union of top-level entries is saved (rkcover.h):
+ * rk_devstate holds its max_start and disorder, rk_pend its slots (comm 3: a slot's step and
+ * drop_end in begin_ns) and their intervals (comm 2), op_id the slot. */
+#define RKSTATE_COVER (-1)
+
+/*
+ * Only the intervals an entry should still overlap are saved: those that end after the
+ * process's latest start less twice its disorder (rkcover.c keeps more in memory, a slack for
+ * disorder not seen yet). The others count as dropped for a writer that loads them: an entry
+ * that overlaps them is counted late. Saving them all would cost a row each per commit.
+ */
+static int rkstate_save_cover(struct ranks *r, struct rk_proc *p)
+{
+    int64_t key[2] = {p->id, RKSTATE_COVER};
+    int64_t st[6] = {
+        p->id, RKSTATE_COVER, (int64_t)p->cover_max_start, (int64_t)p->cover_disorder, 0, 0};
+    uint64_t margin = p->cover_disorder > UINT64_MAX / 2 ? UINT64_MAX : 2 * p->cover_disorder;
+    uint64_t w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
+    size_t n = 0, from[RK_WAYS] = {0};
+    int rc;
+
+    for (int k = 0; p->cover != NULL && k < RK_WAYS; k++) {
+        const struct rk_cover *c = &p->cover[k];
+        while (from[k] < c->n && c->iv[from[k]].e <= w)
+            from[k]++;
+        n += c->n - from[k];
+    }
+    if ((p->cover_unsaved = n > RK_SAVE_PEND))
+        return 0;
+    if ((rc = rksql_run(r->del_pend, key, 2)) != 0 || (rc = rksql_run(r->up_devstate, st, 6)) != 0)
+        return rc;
+    for (int k = 0; p->cover != NULL && k < RK_WAYS; k++) {
+        const struct rk_cover *c = &p->cover[k];
+        uint64_t drop = c->drop_end;
+        if (from[k] > 0 && c->iv[from[k] - 1].e > drop)
+            drop = c->iv[from[k] - 1].e;
+        int64_t head[8] = {p->id, RKSTATE_COVER, 3, k, (int64_t)drop, 0, (int64_t)c->step, k};
+        if (!c->used)
+            continue;
+        if ((rc = rksql_up_add(&r->ins_pend, head)) != 0)
+            return rc;
+        for (size_t j = from[k]; j < c->n; j++) {
+            int64_t v[8] = {p->id,
+                            RKSTATE_COVER,
+                            2,
+                            (int64_t)((uint64_t)k << 32 | j),
+                            (int64_t)c->iv[j].b,
+                            (int64_t)c->iv[j].e,
+                            (int64_t)c->step,
+                            k};
+            if ((rc = rksql_up_add(&r->ins_pend, v)) != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The unions of the processes whose intervals changed (not those of imported files). */
+static int rkstate_save_covers(struct ranks *r)
+{
+    int rc;
+
+    for (size_t i = 0; i < r->n_procs; i++) {
+        struct rk_proc *p = &r->procs[i];
+        if (!p->cover_dirty || p->replay)
+            continue;
+        p->cover_dirty = false;
+        if ((rc = rkstate_save_cover(r, p)) != 0)
+            return rc;
+    }
+    return rksql_up_end(&r->ins_pend);
+}
+
 /*
  * Saves what the next commit's writer needs to go on: the arrivals at open
  * instances (those added since the last commit; the closed ones deleted),
@@ -210,15 +284,20 @@ int rkstate_save(struct ranks *r)
             r->occ[i].dirty = true;
         for (size_t i = 0; i < r->n_devs; i++)
             r->devs[i].dirty = true;
+        for (size_t i = 0; i < r->n_procs; i++)
+            r->procs[i].cover_dirty = true;
         r->opened_written = UINT64_MAX;
         r->resync = false;
     }
-    if ((rc = rkstate_save_open(r)) != 0 || (rc = rkstate_save_devs(r)) != 0)
+    if ((rc = rkstate_save_open(r)) != 0 || (rc = rkstate_save_devs(r)) != 0 ||
+        (rc = rkstate_save_covers(r)) != 0)
         return rc;
     if (r->state_written != 0) {
         int64_t want = 1;
         for (size_t i = 0; i < r->n_devs && want == 1; i++)
             want = r->devs[i].unsaved ? 2 : 1;
+        for (size_t i = 0; i < r->n_procs && want == 1; i++)
+            want = r->procs[i].cover_unsaved ? 2 : 1;
         if (want != r->state_written) {
             if ((rc = rksql_info_set(r->db, "ranks_state", want)) != 0)
                 return rc;
@@ -302,12 +381,20 @@ static int rkstate_load_occ(sqlite3_stmt *st, void *arg)
     return 0;
 }
 
-/* A device's exposure state. */
+/* A device's exposure state, or a process's union's (device RKSTATE_COVER). */
 static int rkstate_load_dev(sqlite3_stmt *st, void *arg)
 {
-    struct rk_dev *d =
-        rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
+    struct rk_dev *d;
 
+    if (sqlite3_column_int64(st, 1) == RKSTATE_COVER) {
+        struct rk_proc *p = rkdelta_proc(arg, sqlite3_column_int64(st, 0));
+        if (p == NULL)
+            return -ENOMEM;
+        p->cover_max_start = (uint64_t)sqlite3_column_int64(st, 2);
+        p->cover_disorder = (uint64_t)sqlite3_column_int64(st, 3);
+        return 0;
+    }
+    d = rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
     if (d == NULL)
         return -ENOMEM;
     d->max_start = (uint64_t)sqlite3_column_int64(st, 2);
@@ -317,13 +404,22 @@ static int rkstate_load_dev(sqlite3_stmt *st, void *arg)
     return 0;
 }
 
-/* A device's pending interval, compute or comm, in the order they were. */
+/* A device's pending interval, compute or comm, in the order they were; or a row of a
+ * process's union (device RKSTATE_COVER, comm 2 or 3: rkstate_save_cover). */
 static int rkstate_load_pend(sqlite3_stmt *st, void *arg)
 {
-    struct rk_dev *d =
-        rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
     uint64_t b = (uint64_t)sqlite3_column_int64(st, 3), e = (uint64_t)sqlite3_column_int64(st, 4);
+    struct rk_dev *d;
 
+    if (sqlite3_column_int64(st, 1) == RKSTATE_COVER) {
+        struct rk_proc *p = rkdelta_proc(arg, sqlite3_column_int64(st, 0));
+        if (p == NULL)
+            return -ENOMEM;
+        return rkcover_load(p, (uint32_t)sqlite3_column_int64(st, 6),
+                            (uint64_t)sqlite3_column_int64(st, 5), sqlite3_column_int64(st, 2) == 3,
+                            b, e);
+    }
+    d = rkdelta_dev(arg, sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1));
     if (d == NULL)
         return -ENOMEM;
     if (sqlite3_column_int64(st, 2) == 0)

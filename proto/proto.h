@@ -98,6 +98,13 @@ struct proto_error {
 
 enum proto_value_type { PROTO_V_NIL, PROTO_V_BOOL, PROTO_V_INT, PROTO_V_FLOAT, PROTO_V_STR };
 
+/*
+ * The metadata a forked child of a rank sends when it keeps its parent's rank (a worker of
+ * that rank: a DataLoader worker), with its parent's pid: its entries count in its rank's
+ * totals but in no step (PROTOCOL.md "Workers").
+ */
+#define PROTO_META_WORKER_OF "tracectl.worker_of"
+
 /* One metadata pair. Integers are kept as int64 (uint above INT64_MAX is rejected). */
 struct proto_kv {
     char *key;

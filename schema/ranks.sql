@@ -66,6 +66,8 @@ CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     waited_ns   INTEGER NOT NULL,         -- time lost waiting for the last arrival
     last_count  INTEGER NOT NULL,         -- instances it arrived last at
     caused_ns   INTEGER NOT NULL,         -- skew of the instances it arrived last at
+    covered_ns  INTEGER,                  -- length of the union of its top-level entries (no
+                                          -- ext parent); NULL: a file written before it
     PRIMARY KEY (step, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the last arrival)

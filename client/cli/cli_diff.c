@@ -72,6 +72,7 @@ const char cli_diff_usage[] =
 /* One side's figures of a row. */
 struct cli_diff_side {
     uint64_t calls, total_ns, mem_bytes;
+    uint64_t extra_ns; /* the section's second time (untracked time of a rank), else 0 */
 };
 
 /* A row's key as a report gives it: a name (op, category, device), a number (rank, step), nil. */
@@ -100,6 +101,7 @@ struct cli_diff_row {
     struct cli_diff_side v[2];
     int64_t delta_ns; /* B's total − A's */
     bool regressed, improved;
+    const char *extra_ab[2]; /* the JSON keys of the section's second time; NULL: none */
 };
 
 struct cli_diff_rows {
@@ -110,9 +112,13 @@ struct cli_diff_rows {
 
 /*
  * A section of the diff: rows of a report section matched by key. The
- * figures compared are the rows' `time` (what regresses), `calls` and `mem`
- * fields (NULL: none). Sections that neither report has are left out, so the
- * per-rank and per-step sections of newer daemons show when both have them.
+ * figures compared are the rows' `time` (what regresses, headed time_header),
+ * `calls` and `mem` fields (NULL: none), and `extra` (NULL: none), a second
+ * time that regresses too. Sections that neither report has are left out, so
+ * the per-rank and per-step sections of newer daemons show when both have
+ * them. A rank's row compares what it cost the others (caused time: a rank
+ * that waits for a slow one has longer collectives, which is not a
+ * regression of its own) and its untracked time.
  */
 struct cli_diff_section {
     const char *section; /* in the report map */
@@ -122,18 +128,22 @@ struct cli_diff_section {
     bool by_cat;  /* key by the rows' category instead, summing them (categories from ops) */
     bool has_cat; /* the rows carry their category (ops) */
     const char *time, *calls, *mem;
+    const char *time_header; /* "TIME" when NULL */
+    /* a second time compared: the rows' key, the diff's keys for A and B, the header */
+    const char *extra, *extra_a, *extra_b, *extra_header;
 };
 
 static const struct cli_diff_section cli_diff_sections[] = {
-    {"ops", "ops", "op", "Operations", "OP", "CALLS", false, true, "total_ns", "calls",
-     "mem_bytes"},
+    {"ops", "ops", "op", "Operations", "OP", "CALLS", false, true, "total_ns", "calls", "mem_bytes",
+     NULL, NULL, NULL, NULL, NULL},
     {"ops", "categories", "category", "Categories", "CATEGORY", "CALLS", true, false, "total_ns",
-     "calls", "mem_bytes"},
+     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL},
     {"devices", "devices", "device", "Devices", "DEVICE", "CALLS", false, false, "total_ns",
-     "calls", "mem_bytes"},
-    {"ranks", "ranks", "rank", "Ranks", "RANK", "STEPS", false, false, "total_ns", "steps", NULL},
+     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL},
+    {"ranks", "ranks", "rank", "Ranks", "RANK", "STEPS", false, false, "caused_ns", "steps", NULL,
+     "CAUSED", "untracked_ns", "untracked_a_ns", "untracked_b_ns", "UNTRACKED"},
     {"steps", "steps", "step", "Steps (time of the slowest rank)", "STEP", "RANKS", false, false,
-     "max_ns", "ranks", NULL},
+     "max_ns", "ranks", NULL, NULL, NULL, NULL, NULL, NULL},
 };
 
 #define CLI_DIFF_NSECTIONS (sizeof(cli_diff_sections) / sizeof(cli_diff_sections[0]))
@@ -324,19 +334,31 @@ static void cli_diff_collect(struct cli_diff_item *items, size_t *n, const msgpa
         it->v.calls = cli_diff_u64(r, sec->calls);
         it->v.total_ns = cli_diff_u64(r, sec->time);
         it->v.mem_bytes = sec->mem != NULL ? cli_diff_u64(r, sec->mem) : 0;
+        it->v.extra_ns = sec->extra != NULL ? cli_diff_u64(r, sec->extra) : 0;
     }
+}
+
+/* Whether a -> b is a change past the thresholds (+1 up, -1 down, 0 none). */
+static int cli_diff_moved(uint64_t a, uint64_t b, const struct cli_diff_opts *o)
+{
+    uint64_t change = a > b ? a - b : b - a;
+    double pct = a > 0 ? (double)change * 100.0 / (double)a : INFINITY;
+
+    if (a == b || change < o->min_time_ns || !(pct > o->threshold))
+        return 0;
+    return b > a ? 1 : -1;
 }
 
 static void cli_diff_judge(struct cli_diff_row *r, const struct cli_diff_opts *o)
 {
     uint64_t a = r->v[0].total_ns, b = r->v[1].total_ns;
-    uint64_t change = a > b ? a - b : b - a;
-    double pct = a > 0 ? (double)change * 100.0 / (double)a : INFINITY;
+    int t = cli_diff_moved(a, b, o);
+    int x = r->extra_ab[0] ? cli_diff_moved(r->v[0].extra_ns, r->v[1].extra_ns, o) : 0;
 
     /* Both totals are at most INT64_MAX, so their difference fits. */
     r->delta_ns = b >= a ? (int64_t)(b - a) : -(int64_t)(a - b);
-    r->regressed = b > a && change >= o->min_time_ns && pct > o->threshold;
-    r->improved = a > b && change >= o->min_time_ns && pct > o->threshold;
+    r->regressed = t > 0 || x > 0;
+    r->improved = !r->regressed && (t < 0 || x < 0);
 }
 
 static int cli_diff_row_cmp(const void *pa, const void *pb)
@@ -386,6 +408,8 @@ static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_se
         if (r == NULL || cli_diff_keycmp(&r->key, &it->key) != 0) {
             r = &out->v[out->n++];
             r->key = it->key;
+            r->extra_ab[0] = sec->extra_a;
+            r->extra_ab[1] = sec->extra_b;
         }
         if (sec->has_cat && !r->in[1]) { /* B's category, else A's */
             r->cat = it->cat;
@@ -395,6 +419,7 @@ static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_se
         r->v[it->side].calls = cli_diff_sat_add(r->v[it->side].calls, it->v.calls);
         r->v[it->side].total_ns = cli_diff_sat_add(r->v[it->side].total_ns, it->v.total_ns);
         r->v[it->side].mem_bytes = cli_diff_sat_add(r->v[it->side].mem_bytes, it->v.mem_bytes);
+        r->v[it->side].extra_ns = cli_diff_sat_add(r->v[it->side].extra_ns, it->v.extra_ns);
     }
     free(items);
     for (size_t i = 0; i < out->n; i++)
@@ -437,7 +462,7 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
 {
     uint64_t a = r->v[0].total_ns;
 
-    msgpack_pack_map(pk, 13 + (key != NULL) + (r->cat != NULL));
+    msgpack_pack_map(pk, 13 + (key != NULL) + (r->cat != NULL) + 2 * (r->extra_ab[0] != NULL));
     if (key != NULL) {
         cli_diff_pack_key(pk, key);
         if (r->key.kind == CLI_DIFF_STR)
@@ -472,6 +497,10 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
     cli_diff_pack_opt(pk, r->in[0], r->v[0].mem_bytes);
     cli_diff_pack_key(pk, "mem_b");
     cli_diff_pack_opt(pk, r->in[1], r->v[1].mem_bytes);
+    for (int s = 0; r->extra_ab[0] != NULL && s < 2; s++) {
+        cli_diff_pack_key(pk, r->extra_ab[s]);
+        cli_diff_pack_opt(pk, r->in[s], r->v[s].extra_ns);
+    }
     cli_diff_pack_key(pk, "new");
     cli_diff_pack_bool(pk, r->in[1] && !r->in[0]);
     cli_diff_pack_key(pk, "vanished");
@@ -644,8 +673,9 @@ static void cli_diff_status_cell(const msgpack_object *row, char *buf, size_t si
  * calls, time, change and memory of A and B, and the status.
  */
 static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_col *cols,
-                            char names[2][32])
+                            char names[6][32])
 {
+    const char *th = sec->time_header ? sec->time_header : "TIME";
     size_t n = 0;
 
     cols[n++] = (struct cli_view_col){sec->header, sec->key, CLI_VIEW_TEXT, 32, NULL};
@@ -655,10 +685,18 @@ static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_
     snprintf(names[1], sizeof(names[1]), "%s B", sec->calls_header);
     cols[n++] = (struct cli_view_col){names[0], "calls_a", CLI_VIEW_COUNT, 0, NULL};
     cols[n++] = (struct cli_view_col){names[1], "calls_b", CLI_VIEW_COUNT, 0, NULL};
-    cols[n++] = (struct cli_view_col){"TIME A", "total_a_ns", CLI_VIEW_DURATION, 0, NULL};
-    cols[n++] = (struct cli_view_col){"TIME B", "total_b_ns", CLI_VIEW_DURATION, 0, NULL};
+    snprintf(names[2], sizeof(names[2]), "%s A", th);
+    snprintf(names[3], sizeof(names[3]), "%s B", th);
+    cols[n++] = (struct cli_view_col){names[2], "total_a_ns", CLI_VIEW_DURATION, 0, NULL};
+    cols[n++] = (struct cli_view_col){names[3], "total_b_ns", CLI_VIEW_DURATION, 0, NULL};
     cols[n++] = (struct cli_view_col){"CHANGE", NULL, CLI_VIEW_COUNT, 0, cli_diff_delta_cell};
     cols[n++] = (struct cli_view_col){"CHANGE%", NULL, CLI_VIEW_COUNT, 0, cli_diff_pct_cell};
+    if (sec->extra != NULL) {
+        snprintf(names[4], sizeof(names[4]), "%s A", sec->extra_header);
+        snprintf(names[5], sizeof(names[5]), "%s B", sec->extra_header);
+        cols[n++] = (struct cli_view_col){names[4], sec->extra_a, CLI_VIEW_DURATION, 0, NULL};
+        cols[n++] = (struct cli_view_col){names[5], sec->extra_b, CLI_VIEW_DURATION, 0, NULL};
+    }
     if (sec->mem != NULL) {
         cols[n++] = (struct cli_view_col){"MEM A", "mem_a", CLI_VIEW_BYTES, 0, NULL};
         cols[n++] = (struct cli_view_col){"MEM B", "mem_b", CLI_VIEW_BYTES, 0, NULL};
@@ -788,14 +826,15 @@ static int cli_diff_table(FILE *f, const struct cli_diff_section *sec, const msg
 {
     const msgpack_object *rows = cli_obj_get(diff, sec->name);
     struct cli_view_col cols[CLI_VIEW_MAX_COLS];
-    char names[2][32];
+    char names[6][32];
     size_t ncols = cli_diff_cols(sec, cols, names);
     msgpack_object cut;
     int rc;
 
     if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY)
         return 0;
-    fprintf(f, "\n%s (by absolute change in time)\n", sec->title);
+    fprintf(f, "\n%s (by absolute change in %s)\n", sec->title,
+            sec->time_header ? "caused time" : "time");
     cut = *rows;
     if (top > 0 && cut.via.array.size > top)
         cut.via.array.size = (uint32_t)top;

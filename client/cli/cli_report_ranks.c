@@ -113,20 +113,23 @@ static void rr_rank_dropped(const msgpack_object *row, char *buf, size_t size)
     snprintf(buf, size, "%llu%s", (unsigned long long)d, d ? " (!)" : "");
 }
 
+/* At most CLI_VIEW_MAX_COLS: arrived_last and slowest_steps are in --json only (what a rank
+ * cost the others is CAUSED; how often it came last says less). */
 static const struct cli_view_col rr_ranks_cols[] = {
     {"RANK", "rank", CLI_VIEW_COUNT, 0, NULL},
     {"STEPS", "steps", CLI_VIEW_COUNT, 0, NULL},
     {"STEP_AVG", "step_mean_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"CAUSED", "caused_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"WAIT/STEP", NULL, CLI_VIEW_DURATION, 0, rr_wait_step},
+    {"MPI %", "comm_share", CLI_VIEW_SHARE, 0, NULL},
     {"COMPUTE", "compute_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"UNTRACKED", "untracked_ns", CLI_VIEW_DURATION, 0, NULL},
     {"COMM", "comm_ns", CLI_VIEW_DURATION, 0, NULL},
     {"EXPOSED", "exposed_comm_ns", CLI_VIEW_DURATION, 0, NULL},
     {"MEMORY", "memory_ns", CLI_VIEW_DURATION, 0, NULL},
     {"OTHER", "other_ns", CLI_VIEW_DURATION, 0, NULL},
     {"COLL", "collectives", CLI_VIEW_COUNT, 0, NULL},
-    {"LAST", "arrived_last", CLI_VIEW_COUNT, 0, NULL},
-    {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
-    {"WAIT/STEP", NULL, CLI_VIEW_DURATION, 0, rr_wait_step},
-    {"SLOWEST", "slowest_steps", CLI_VIEW_COUNT, 0, NULL},
     {"LATE", "late_steps", CLI_VIEW_COUNT, 0, NULL},
     {"DROPPED", NULL, CLI_VIEW_TEXT, 0, rr_rank_dropped},
     {"STEP_TIMES", NULL, CLI_VIEW_TEXT, 0, cli_bars_rank_cell}, /* last: off without bars */
@@ -139,10 +142,12 @@ static const struct cli_view_col rr_steps_cols[] = {
     {"MEAN", "mean_ns", CLI_VIEW_DURATION, 0, NULL},
     {"MAX", "max_ns", CLI_VIEW_DURATION, 0, NULL},
     {"SPREAD", "spread_ns", CLI_VIEW_DURATION, 0, NULL},
-    {"SLOWEST", "slowest_rank", CLI_VIEW_COUNT, 0, NULL},
-    {"LAST", "last_rank", CLI_VIEW_COUNT, 0, NULL},
+    {"CAUSED", "caused_ns", CLI_VIEW_DURATION, 0, NULL},
     {"LATE", "late_rank", CLI_VIEW_COUNT, 0, NULL},
     {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"UNTRACKED", "untracked_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"SLOWEST", "slowest_rank", CLI_VIEW_COUNT, 0, NULL},
+    {"LAST", "last_rank", CLI_VIEW_COUNT, 0, NULL},
     {"BY_RANK", NULL, CLI_VIEW_TEXT, 0, cli_bars_step_cell}, /* last: off without bars */
 };
 
@@ -189,13 +194,21 @@ static const struct cli_view_col rr_tput_cols[] = {
     {"ELEMENTS/S", NULL, CLI_VIEW_TEXT, 0, rr_rate},
 };
 
-static int rr_spread_cmp(const void *pa, const void *pb)
+/* The steps that matter first: the most caused time (what the late rank cost the others),
+ * then the longest slowest rank. The spread is small in exactly the slow steps of a job whose
+ * collectives make every rank wait for the last one (DDP). */
+static int rr_steps_cmp(const void *pa, const void *pb)
 {
     const msgpack_object *a = pa, *b = pb;
     uint64_t x = 0, y = 0, sx = 0, sy = 0;
 
-    cli_obj_u64(cli_obj_get(a, "spread_ns"), &x);
-    cli_obj_u64(cli_obj_get(b, "spread_ns"), &y);
+    cli_obj_u64(cli_obj_get(a, "caused_ns"), &x);
+    cli_obj_u64(cli_obj_get(b, "caused_ns"), &y);
+    if (x != y)
+        return x > y ? -1 : 1;
+    x = y = 0;
+    cli_obj_u64(cli_obj_get(a, "max_ns"), &x);
+    cli_obj_u64(cli_obj_get(b, "max_ns"), &y);
     if (x != y)
         return x > y ? -1 : 1;
     cli_obj_u64(cli_obj_get(a, "step"), &sx);
@@ -373,11 +386,12 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
             return -ENOMEM;
         if (n > 0)
             memcpy(copy, steps->via.array.ptr, n * sizeof(*copy));
-        qsort(copy, n, sizeof(*copy), rr_spread_cmp);
+        qsort(copy, n, sizeof(*copy), rr_steps_cmp);
         widest.type = MSGPACK_OBJECT_ARRAY;
         widest.via.array.size = n < top ? n : top;
         widest.via.array.ptr = copy;
-        fprintf(f, "\nSteps (%u; the %u with the widest spread)\n", n, widest.via.array.size);
+        fprintf(f, "\nSteps (%u; the %u with the most caused time, then the longest)\n", n,
+                widest.via.array.size);
         rc = cli_view_table(f, RR_INDENT, rr_steps_cols, RR_NCOLS_BARS(rr_steps_cols), &widest);
         free(copy);
         if (rc != 0)

@@ -38,12 +38,14 @@ const char cli_top_usage[] =
     "live session. The figures are the daemon's counters of what it has\n"
     "received, current to the last batch (a report shows what is stored).\n"
     "\n"
-    "Once collectives have completed, a line names the late rank: the rank that\n"
-    "arrived last at the most of them (as the report's verdict does), with its\n"
-    "share of them since the start and since the previous analysis, and the\n"
-    "time the other ranks lost waiting in collectives:\n"
-    "  late rank 2 (arrived last at 75% of 80 collectives), the others waited\n"
-    "  70.0 us; last 1.0 s: 100% of 12\n"
+    "Once collectives have completed, a line names the rank that held the\n"
+    "others up: the most caused time (the skews of the collectives it arrived\n"
+    "last at), named only when the report's verdict would name it (its rule:\n"
+    "tracectl report), with how often it arrived last, the time the other\n"
+    "ranks lost waiting, and what the most caused since the previous analysis:\n"
+    "  late rank 2 held the others up for 1.80 s (arrived last at 75% of 80\n"
+    "  collectives), the others waited 1.85 s; last 1.0 s: 120 ms\n"
+    "or, when none stands out, \"no rank stands out (most caused: rank 2, ...\".\n"
     "It comes from the report's late figures (the rank aggregates: what is\n"
     "committed), asked at most every ten times what that takes: every\n"
     "refresh (a daemon before them answers with its whole analysis, asked\n"
@@ -95,12 +97,14 @@ struct top_an_rank {
 /* The collective part of a report's analysis (PROTOCOL.md Part 3). */
 struct top_an {
     bool on;            /* the daemon answered with the analysis keys */
+    bool has_culprit;   /* a daemon whose "late" says whom the verdict names */
+    int64_t culprit;    /* that rank, -1: no rank stands out */
     uint64_t instances; /* collective instances of every op, since the start */
     struct top_an_rank *ranks;
     size_t n_ranks;
 };
 
-/* The late-arriving rank over some span: the one that arrived last most often. */
+/* The rank that held the others up over some span: the one with the most caused time. */
 struct top_late {
     int64_t rank;
     uint64_t last, instances; /* arrived last at `last` of `instances` */
@@ -315,8 +319,12 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
         t->waited_ns = top_u64(r, "waited_ns");
         an->n_ranks++;
     }
-    if (coll == NULL)
+    if (coll == NULL) {
+        const msgpack_object *c = cli_obj_get(res, "culprit");
         an->instances = top_u64(res, "instances");
+        an->has_culprit = c != NULL;
+        an->culprit = top_i64(res, "culprit", -1);
+    }
     for (uint32_t i = 0; coll != NULL && i < coll->via.array.size; i++) {
         uint64_t n = top_u64(&coll->via.array.ptr[i], "instances");
         an->instances = util_sat_add(an->instances, n);
@@ -519,13 +527,14 @@ static uint64_t top_delta(uint64_t now, uint64_t was)
 }
 
 /*
- * The late-arriving rank as the report's verdict names it: the rank that
- * arrived last at the most collective instances (ties: the lowest rank), its
- * share of all instances, and the other ranks' waited_ns. Since the start
- * (p NULL), or between analyses p and a: the difference of their counts.
- * False when there is none: no analysis, fewer than two ranks (as for the
- * verdict), no collective instance in the span, or none a rank arrived last
- * at.
+ * The rank that held the others up the most: the most caused time (the
+ * skews of the instances it arrived last at; ties: the most arrivals last,
+ * then the lowest rank), how often it arrived last, and the other ranks'
+ * waited_ns. Since the start (p NULL), or between analyses p and a: the
+ * difference of their counts. Whether the verdict names it is the daemon's
+ * to say (top_an.culprit). False when there is none: no analysis, fewer than
+ * two ranks (as for the verdict), no collective instance in the span, or no
+ * caused time and no last arrival in it.
  */
 static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct top_late *l)
 {
@@ -541,10 +550,15 @@ static bool top_late_rank(const struct top_an *p, const struct top_an *a, struct
         uint64_t last = top_delta(r->last, q ? q->last : 0);
         uint64_t w = top_delta(r->waited_ns, q ? q->waited_ns : 0);
 
+        uint64_t caused = top_delta(r->caused_ns, q ? q->caused_ns : 0);
+
         waited = util_sat_add(waited, w);
-        if (last > l->last || (last > 0 && last == l->last && r->rank < l->rank)) {
+        if ((caused > 0 || last > 0) &&
+            (!found || caused > l->caused_ns ||
+             (caused == l->caused_ns &&
+              (last > l->last || (last == l->last && r->rank < l->rank))))) {
             l->rank = r->rank, l->last = last, own = w;
-            l->caused_ns = top_delta(r->caused_ns, q ? q->caused_ns : 0);
+            l->caused_ns = caused;
             found = true;
         }
     }
@@ -571,19 +585,25 @@ static void top_print_late(FILE *f, const struct top_snap *cur)
     char others[CLI_FMT_LEN];
     double span;
 
+    char caused[CLI_FMT_LEN];
+
     if (!top_late_rank(NULL, &cur->an, &all))
         return;
     cli_fmt_duration(others, sizeof(others), all.others_ns);
-    fprintf(f,
-            "late rank %" PRId64 " (arrived last at %.0f%% of %" PRIu64
-            " collectives), the others waited %s",
-            all.rank, 100.0 * (double)all.last / (double)all.instances, all.instances, others);
+    cli_fmt_duration(caused, sizeof(caused), all.caused_ns);
+    if (cur->an.has_culprit && cur->an.culprit != all.rank)
+        fprintf(f, "no rank stands out (most caused: rank %" PRId64 ", %s", all.rank, caused);
+    else
+        fprintf(f, "late rank %" PRId64 " held the others up for %s (", all.rank, caused);
+    fprintf(f, "%sarrived last at %.0f%% of %" PRIu64 " collectives), the others waited %s",
+            cur->an.has_culprit && cur->an.culprit != all.rank ? "; " : "",
+            100.0 * (double)all.last / (double)all.instances, all.instances, others);
     if (top_late_last(cur, &last, &span)) {
+        cli_fmt_duration(caused, sizeof(caused), last.caused_ns);
         fprintf(f, "; last %.1f s: ", span);
         if (last.rank != all.rank)
-            fprintf(f, "rank %" PRId64 " at ", last.rank);
-        fprintf(f, "%.0f%% of %" PRIu64, 100.0 * (double)last.last / (double)last.instances,
-                last.instances);
+            fprintf(f, "rank %" PRId64 " ", last.rank);
+        fprintf(f, "%s", caused);
     }
     fputc('\n', f);
 }
@@ -812,8 +832,8 @@ static void top_pack_late(msgpack_packer *pk, const struct top_snap *cur)
     bool has = top_late_rank(NULL, &cur->an, &all);
     double span;
 
-    proto_pack_str(pk, "late_rank");
-    if (has)
+    proto_pack_str(pk, "late_rank"); /* whom the verdict names (an older daemon: the most caused) */
+    if (has && (!cur->an.has_culprit || cur->an.culprit == all.rank))
         msgpack_pack_int64(pk, all.rank);
     else
         msgpack_pack_nil(pk);

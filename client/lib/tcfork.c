@@ -141,11 +141,17 @@ void tcfork_init(void)
  * A forked child's client (c->mu held): a writer thread of its own that
  * connects and says hello as a new process of the session, resolved from
  * this process's environment, and sends first the ops the parent had
- * defined, then what this process queued since. 0, or a negative errno
- * after which c is an offline client (it counts what it drops).
+ * defined, then, when it kept its parent's rank (a worker of that rank, such
+ * as a DataLoader worker, not a rank of its own), the metadata
+ * PROTO_META_WORKER_OF with its parent's pid, then what this process queued
+ * since. The daemon counts a worker's entries in its rank's totals but in no
+ * step: the step they carry is the one the parent had at the fork, not the
+ * step of the work they do. 0, or a negative errno after which c is an
+ * offline client (it counts what it drops).
  */
 int tcfork_restart(tc_client *c)
 {
+    int64_t parent_rank = c->h_rank;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     int rc = -ENOMEM;
@@ -162,6 +168,11 @@ int tcfork_restart(tc_client *c)
     for (size_t i = 0; i < c->ops_at_fork; i++) {
         struct proto_opdef def = {.id = (uint32_t)i + 1, .name = c->ops[i], .category = c->cats[i]};
         proto_pack_ops(&pk, &def, 1);
+    }
+    if (parent_rank >= 0 && c->h_rank == parent_rank) {
+        struct proto_kv kv = {.key = (char *)PROTO_META_WORKER_OF, .type = PROTO_V_INT};
+        kv.v.i = (int64_t)getppid();
+        proto_pack_meta(&pk, &kv, 1);
     }
     msgpack_sbuffer_write(&sb, c->control.data, c->control.size);
     msgpack_sbuffer_destroy(&c->control);

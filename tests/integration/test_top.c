@@ -262,7 +262,8 @@ static void check_once(void)
             if (r != LATE && r != late_rank_of(k))
                 others += (long long)(late_ns(k) < COMM_NS ? late_ns(k) : COMM_NS);
     }
-    cr_assert_eq(jint(jget(v, "late_rank", NULL)), LATE);
+    /* the most caused (below), but not named: see live_view */
+    cr_assert(YAJL_IS_NULL(jget(v, "late_rank", NULL)), "%s", out);
     late = jget(v, "late", NULL);
     cr_assert(late != NULL && YAJL_IS_OBJECT(late), "no late rank:\n%s", out);
     cr_assert_eq(jint(jget(late, "total", "rank")), LATE);
@@ -664,12 +665,15 @@ static void live_view(int go)
      * server left with no session exits, and a new-session racing that exit fails (panes
      * and windows are named "top:" from here on: "top" alone is ambiguous with two) */
     tmux("new-session", "-d", "-s", "keep", "sleep 3600", NULL, NULL);
-    snprintf(line, sizeof(line),
-             "\nlate rank %d (arrived last at %lld%% of %d collectives), the others waited ", LATE,
+    /* LATE caused the most, but in the steps it was late in no more than OTHER_LATE in the
+     * others (4.1 against 2.3 µs: under 3 x): the verdict's rule names no one */
+    snprintf(line, sizeof(line), "\nno rank stands out (most caused: rank %d, ", LATE);
+    await_text(line);
+    snprintf(line, sizeof(line), "; arrived last at %lld%% of %d collectives), the others waited ",
              100 * last / (STEPS * COLLS), STEPS * COLLS);
     await_text(line);
-    close(go);                  /* the running phase */
-    await_text(" s: 100% of "); /* "; last 0.2 s: ...": LATE at each one since the last frame */
+    close(go);               /* the running phase */
+    await_text("; last 0."); /* "; last 0.2 s: 4.1 µs": what LATE caused since the last frame */
     first = await_step(STEPS - 1);
     later = await_step(first); /* the live step increases from one frame to a later one */
     cr_assert_gt(later, first);

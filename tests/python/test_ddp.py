@@ -1,10 +1,10 @@
 """test_ddp.py — examples/ddp_train.py: a real 4-rank DDP job (gloo, CPU) with a slowed rank.
 
 The job runs against a real daemon; the test knows what each rank records
-(per step: 4 forward + 4 backward + optimizer.step + 1 allreduce in light mode,
-plus one barrier at the end) and checks the session holds exactly that, that a
-report taken while the job is paused shows the steps done so far, that the
-report names the slowed rank's device as the slowest, and that the other
+(per step: 4 forward + 4 backward + the Sequential's forward, a region around them, +
+optimizer.step + 1 allreduce in light mode, plus one barrier at the end) and checks the
+session holds exactly that, that a report taken while the job is paused shows the steps
+done so far, that the report names the slowed rank's device as the slowest, and that the other
 ranks lose more time waiting at the collectives. Collectives carry the
 communicator and sequence number the daemon matches them by (ext comm + seq):
 the test computes the ids itself and checks the analysis names the slowed rank
@@ -32,7 +32,9 @@ except ImportError:
 EXAMPLE = os.path.join(os.environ.get("TRACECTL_EXAMPLES", "../../examples"), "ddp_train.py")
 RANKS, STEPS, PAUSE, SLOW = 4, 6, 3, 2
 MODULES = ("0:Linear", "1:ReLU", "2:Throttle", "3:Linear")
-PER_STEP = 2 * len(MODULES) + 2  # forward and backward per module, optimizer.step, allreduce
+# forward and backward per leaf module, the Sequential's forward (a region around them: light
+# mode nests modules), optimizer.step, allreduce
+PER_STEP = 2 * len(MODULES) + 3
 
 
 def fnv1a(data):
@@ -119,7 +121,8 @@ class Ddp(unittest.TestCase):
         calls = {o["op"]: (o["calls"], o["category"]) for o in rep["ops"]}
         want = {m + "." + k: (RANKS * STEPS, "compute") for m in MODULES
                 for k in ("forward", "backward")}
-        want.update({"optimizer.step": (RANKS * STEPS, "compute"),
+        want.update({"Sequential.forward": (RANKS * STEPS, "module"),
+                     "optimizer.step": (RANKS * STEPS, "compute"),
                      "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
         self.assertEqual(calls, want)
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)

@@ -7,7 +7,7 @@ Light mode (always-on, a few Python calls per module call):
     dist.init_process_group("gloo")
     tc = tct.open()                       # rank, world and one session name from torch.distributed
     model = DDP(net)
-    tct.instrument(net, optimizer)        # forward/backward per leaf module, optimizer.step
+    tct.instrument(net, optimizer)        # forward per module (nested), backward per leaf
     tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket (category comm)
     tct.instrument_distributed()          # torch.distributed calls (category comm)
     for batch in data:
@@ -17,11 +17,13 @@ Light mode (always-on, a few Python calls per module call):
 
 What is recorded:
 
-- ``<path>:<class>.forward`` (e.g. ``fc1:Linear.forward``) for each leaf module (``modules="all"``: every module),
+- ``<path>:<class>.forward`` (e.g. ``fc1:Linear.forward``) for every module, nested as the
+  model calls them (a module with children is a region of category ``module``; see
+  instrument(); ``modules="leaf"``: leaf modules only, none nested),
   from its forward pre-hook to its forward hook, with the output's shape and
   bytes and the tensor inputs' shapes, on the compute device
   (``cpu:<rank>`` unless ``device=`` says otherwise);
-- ``<name>.backward``: from the moment the gradient of the module's output
+- ``<name>.backward`` (leaf modules): from the moment the gradient of the module's output
   arrives (a hook on the output tensor) to the end of the autograd node that
   produced it (a hook on ``output.grad_fn``). For a leaf module made of one
   autograd op (Linear, Conv, activations) that is its whole backward; for a
@@ -175,9 +177,16 @@ def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer
                prefix: str = "", profiler: bool = False) -> Instrumented:
     """Hooks on model's modules (and optimizer.step) that record into the client.
 
-    Light mode (``profiler=False``): ``modules`` is "leaf" (the default:
-    modules without children, so that no time is counted twice) or "all".
-    Entries are named ``<prefix><module path>.forward`` and ``.backward``, the
+    Light mode (``profiler=False``): ``modules`` is "all" (the default) or
+    "leaf". With "all" every module's forward is an entry, each one nested in
+    the module that called it: a module with children is a region (category
+    ``module``, an ext ``id``) and what runs inside it names it as its
+    ``parent`` (PROTOCOL.md "Links between entries"), so that no time is
+    counted twice and time a module spends outside its children is in its
+    region, not lost: the report's untracked time (a step's span outside
+    every top-level entry) stays small on a plain model. "leaf" records only
+    the modules without children, none nested (compute spent in a non-leaf
+    module's own code is then untracked). Entries are named ``<prefix><module path>.forward`` and ``.backward``, the
     path being ``<path in model>:<class>``, e.g. ``fc1:Linear.forward`` (the
     root module: its class alone). With ``shapes`` the output's and tensor
     inputs' shapes go with each forward entry. Call open() first; the hooks
@@ -197,7 +206,9 @@ def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer
     """
     ins = Instrumented()
     if modules is None:
-        modules = "all" if profiler else "leaf"
+        modules = "all"
+    if modules not in ("all", "leaf"):
+        raise ValueError("modules is 'all' or 'leaf', not %r" % (modules,))
     for path, m in model.named_modules():
         leaf = next(m.children(), None) is None
         if modules == "leaf" and not leaf:
@@ -206,7 +217,8 @@ def instrument(model: torch.nn.Module, optimizer: Optional[torch.optim.Optimizer
         if profiler:
             ins.handles.extend(_range_module(m, name, backward and leaf))
         else:
-            ins.handles.extend(_hook_module(m, name, backward, shapes))
+            ins.handles.extend(_hook_module(m, name, backward and leaf, shapes,
+                                            nest=modules == "all", region=not leaf))
     if optimizer is not None:
         ins.undo.append(_wrap_optimizer(optimizer, profiler))
     return ins
@@ -273,27 +285,61 @@ def _range_backward(out: torch.Tensor, name: str) -> None:
     out.grad_fn.register_hook(node_done)
 
 
-def _hook_module(m: torch.nn.Module, name: str, backward: bool, shapes: bool) -> List[Any]:
+def _frames() -> List[List[Any]]:
+    """This thread's open module calls (light mode, nested): [start, region id or None]."""
+    f = getattr(_tls, "frames", None)
+    if f is None:
+        f = _tls.frames = []
+    return f
+
+
+def _hook_module(m: torch.nn.Module, name: str, backward: bool, shapes: bool, nest: bool = False,
+                 region: bool = False) -> List[Any]:
+    """Light mode's forward (and backward) hooks of one module.
+
+    With ``nest``, each call is a frame on this thread's stack: a call
+    recorded inside another names the outer one's id as its ``parent``, the
+    outer one taking an id (Client.region_id()) when its first child is
+    recorded (children end, and are recorded, before their parent). A module
+    with children (``region``) is category ``module``, not compute: its
+    children's compute is theirs.
+    """
     fwd, bwd = name + ".forward", name + ".backward"
+    cat = "module" if region else None
     starts: List[int] = []
 
     def pre(mod: Any, inputs: Any) -> None:
-        starts.append(_now())
+        if nest:
+            _frames().append([_now(), None])
+        else:
+            starts.append(_now())
 
     def post(mod: Any, inputs: Any, out: Any) -> None:
         end = _now()
-        if not starts:
+        ident = parent = None
+        if nest:
+            frames = _frames()
+            if not frames:
+                return
+            start, ident = frames.pop()
+        elif not starts:
             return
-        start = starts.pop()
+        else:
+            start = starts.pop()
         c = _client
         if c is None:
             return
+        if nest and frames:
+            if frames[-1][1] is None:
+                frames[-1][1] = c.region_id()
+            parent = frames[-1][1]
         o = out[0] if isinstance(out, (tuple, list)) and out else out
+        out_shape = in_shapes = None
         if shapes:
-            c.record(fwd, start, end - start, _nbytes(o), _shape(o),
-                     [tuple(i.shape) for i in inputs if isinstance(i, torch.Tensor)], _device)
-        else:
-            c.record(fwd, start, end - start, _nbytes(o), None, None, _device)
+            out_shape = _shape(o)
+            in_shapes = [tuple(i.shape) for i in inputs if isinstance(i, torch.Tensor)]
+        c.record(fwd, start, end - start, _nbytes(o), out_shape, in_shapes, _device, cat,
+                 id=ident, parent=parent)
         if backward and isinstance(o, torch.Tensor) and o.grad_fn is not None:
             _hook_backward(o, bwd)
 

@@ -1,0 +1,63 @@
+/*
+ * verdict — the analysis' one-paragraph verdict, in English, from figures the
+ * report has already computed (ranks_query.c). Pure: no SQLite, no
+ * allocation (the caller gives the buffer and scratch space); any thread.
+ *
+ * The paragraph leads with caused time: the rank whose late arrivals held
+ * the others up, how long, in which steps, and what the others waited. A
+ * rank is named only when it stands out: its caused time is at least
+ * VERDICT_RATIO times the next rank's and VERDICT_SHARE of the run, and in
+ * the steps it was the late rank of it held the others up for typically at
+ * least VERDICT_NOISE times as long as in the other steps (medians). The
+ * last condition tells a rank slowed by its own code from one that comes
+ * last a little more often on a loaded machine (the scheduler favours some
+ * processes: a symmetric 3-rank job on 2 busy cores had one rank late in 14
+ * of 20 steps by 4.4 ms, against 2.5 ms in the others; a rank burning 60 ms
+ * in 6 of 13 steps: 58 ms against 4 ms). Otherwise the verdict says that no
+ * rank stands out, so that noise is named as noise. Then the
+ * compute side (recorded compute plus untracked time: a rank busy outside
+ * every recorded entry is late all the same), communication, untracked time,
+ * and what the figures miss (missing ranks, dropped entries, inexact
+ * aggregates). A category nothing was recorded in is never called balanced.
+ */
+#ifndef TRACECTLD_VERDICT_H
+#define TRACECTLD_VERDICT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VERDICT_RATIO     2.0  /* named: caused >= this x the next rank's caused */
+#define VERDICT_SHARE     0.01 /* ... and >= this share of the run (mean of the ranks' step time) */
+#define VERDICT_NOISE     3.0  /* ... and its steps' held-up time >= this x the other steps' */
+#define VERDICT_BALANCED  0.20 /* (max - mean) / mean below this: "balanced" */
+#define VERDICT_UNTRACKED 0.05 /* untracked time worth a sentence: this share of a rank's steps */
+
+struct verdict_rank {
+    int64_t rank; /* -1: processes without a rank */
+    uint64_t step_ns, compute, comm, untracked, caused, waited, dropped;
+    uint64_t unclosed; /* its processes that ended without bye while the daemon ran */
+    uint64_t late_steps, late_first, late_last; /* steps it was the late rank of */
+    /* the median held-up time (a step's largest caused time) of the steps it was the late rank
+     * of, and of the other steps (both within a half octave; 0 when it was never late) */
+    uint64_t late_median, other_median;
+};
+
+struct verdict_in {
+    const struct verdict_rank *ranks; /* by rank ascending */
+    size_t n_ranks;
+    uint64_t n_steps, instances, missing, world;
+    uint64_t capped;      /* collective instances closed unfinished at the cap of open ones */
+    uint64_t open_cap;    /* that cap */
+    bool untracked_known; /* the file has untracked time (written since it was kept) */
+    bool inexact;         /* the aggregates are inexact */
+    bool absent;          /* the file has no aggregates */
+    uint64_t *scratch;    /* n_ranks values of the caller's, for the imbalances */
+};
+
+/* The culprit's index in in->ranks by the rule above, or SIZE_MAX when no rank stands out. */
+size_t verdict_culprit(const struct verdict_in *in);
+/* Writes the paragraph to buf (size n, n > 0; cut short, never unterminated). */
+void verdict_text(const struct verdict_in *in, char *buf, size_t n);
+
+#endif
