@@ -214,10 +214,6 @@ struct rk_proc {
     uint64_t wid, wid_b, wid_e;
 };
 
-struct rk_iv {
-    uint64_t b, e;
-};
-
 struct rk_pend {
     uint64_t b, e, step;
     uint32_t op_id;
