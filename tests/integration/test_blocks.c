@@ -522,6 +522,32 @@ Test(blocks, row_files_stay_readable)
 }
 
 /*
+ * A CSV export as it was before the ext columns were appended (peer, tag, comm, seq,
+ * comm_size): each line's last five fields are cut, in place. The archived exports predate
+ * them, and none of their entries has one (their fields are empty). Returns the new length.
+ */
+static size_t csv_without_ext(char *buf, size_t len)
+{
+    static const char head[] = ",peer,tag,comm,seq,comm_size\r\n", row[] = ",,,,,\r\n";
+    size_t in = 0, out = 0;
+
+    while (in < len) {
+        char *nl = memchr(buf + in, '\n', len - in);
+        size_t end = nl != NULL ? (size_t)(nl - buf) + 1 : len, n = end - in;
+        const char *cut = out == 0 ? head : row;
+        size_t k = strlen(cut);
+
+        cr_assert(n >= k && memcmp(buf + end - k, cut, k) == 0, "a line without the ext columns");
+        memmove(buf + out, buf + in, n - k);
+        out += n - k;
+        memcpy(buf + out, "\r\n", 2);
+        out += 2;
+        in = end;
+    }
+    return out;
+}
+
+/*
  * tests/data/rows-format/data.tar.gz: a data dir written by the previous
  * default (tracectld at commit 3414df7, which wrote rows unless told
  * otherwise): session 1 `demo` (tc_demo, 4 ranks, 160 entries) and session 2
@@ -560,6 +586,7 @@ Test(blocks, files_of_the_previous_default_read_the_same)
         export_to(&db, sessions[i], "csv", path);
         w = slurp(want, &lw);
         g = slurp(path, &lg);
+        lg = csv_without_ext(g, lg);
         cr_assert_gt(lw, 100);
         cr_assert_eq(lg, lw, "%s: %zu bytes, %zu before", sessions[i], lg, lw);
         cr_assert_eq(memcmp(w, g, lw), 0, "%s differs from the previous daemon's export",
