@@ -1,12 +1,12 @@
-"""test_install.py — the README's Python section, as a new user follows it.
+"""test_install.py — the Python guide (docs/pytorch.md), as a new user follows it.
 
 - A package without its C extension (a build tree configured but not built,
   or a copy of the .py files alone) fails to import with an ImportError that
   says how to build it, never as an empty namespace package.
 - `cmake --install` of this build tree into a temporary prefix gives an
   importable package that records into a real daemon.
-- The README's Python example, taken from README.md as written, runs against
-  a real daemon and prints what the README shows.
+- The Python example of docs/pytorch.md, taken as written, runs against
+  a real daemon and prints what the guide shows.
 """
 
 import glob
@@ -80,7 +80,7 @@ class Install(unittest.TestCase):
         self.assertEqual(r.stdout, "1 0\n")
 
     def test_readme_example_runs_as_written(self):
-        with open(os.path.join(SRC, "README.md"), encoding="utf-8") as f:
+        with open(os.path.join(SRC, "docs", "pytorch.md"), encoding="utf-8") as f:
             readme = f.read()
         section = readme[readme.index("## Python and PyTorch"):]
         code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
