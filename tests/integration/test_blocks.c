@@ -797,10 +797,12 @@ static void check_resumed_shapes(struct tdaemon *d, bool blocks)
     free(t);
     sqlite3_close(h);
 
-    /* The export: elements, out_shape and in_shapes of each entry, in order. */
+    /* The export: elements, out_shape and in_shapes of each entry, in order (before the
+     * ext columns, empty here). */
     snprintf(path, sizeof(path), "%s/resumed.csv", d->dir);
     export_to(d, "resumed", "csv", path);
     csv = slurp(path, &len_csv);
+    len_csv = csv_without_ext(csv, len_csv);
     csv = realloc(csv, len_csv + 1);
     csv[len_csv] = '\0';
     t = strstr(csv, "\r\n");
