@@ -29,6 +29,14 @@ static void cli_export_csv_field(FILE *f, const char *s, char sep)
         fputc(sep, f);
 }
 
+/* An optional unsigned field: its value when has, else empty; then end. */
+static void cli_export_csv_opt(FILE *f, bool has, uint64_t v, const char *end)
+{
+    if (has)
+        fprintf(f, "%" PRIu64, v);
+    fputs(end, f);
+}
+
 static int cli_export_csv_begin(struct cli_export *x)
 {
     fputs("rank,pid,host,step,op,category,device,start_ns,dur_ns,elements,mem_bytes,"
@@ -61,21 +69,13 @@ static int cli_export_csv_row(struct cli_export *x, const struct cli_export_row 
     cli_export_shape_text(r->in_shapes, shape, sizeof(shape));
     cli_export_csv_field(f, shape, ',');
     /* the ext map's MPI keys, empty where the entry has none */
-    if (r->has_peer)
-        fprintf(f, "%" PRIu64, r->peer);
-    fputc(',', f);
+    cli_export_csv_opt(f, r->has_peer, r->peer, ",");
     if (r->has_tag)
         fprintf(f, "%" PRId64, r->tag);
     fputc(',', f);
-    if (r->has_comm)
-        fprintf(f, "%" PRIu64, r->comm);
-    fputc(',', f);
-    if (r->has_seq)
-        fprintf(f, "%" PRIu64, r->seq);
-    fputc(',', f);
-    if (r->has_comm_size)
-        fprintf(f, "%" PRIu64, r->comm_size);
-    fputs("\r\n", f);
+    cli_export_csv_opt(f, r->has_comm, r->comm, ",");
+    cli_export_csv_opt(f, r->has_seq, r->seq, ",");
+    cli_export_csv_opt(f, r->has_comm_size, r->comm_size, "\r\n");
     return ferror(f) ? -EIO : 0;
 }
 
