@@ -340,6 +340,7 @@ struct expect {
 
 struct inst {
     uint64_t first, last, step;
+    uint64_t most; /* the longest wait of an arrival other than the last */
     int last_rank;
     const char *op;
 };
@@ -370,6 +371,14 @@ static void expect_all(int ranks, struct expect *ex)
                 insts[k].step = e->step;
             }
         }
+        /* what the last arrival caused: the longest the others waited for it */
+        insts[k].most = 0;
+        for (size_t i = 0; i < n_script; i++) {
+            const struct ent *e = &script[i];
+            uint64_t w = insts[k].last - e->start < e->dur ? insts[k].last - e->start : e->dur;
+            if (e->inst == k && e->rank != insts[k].last_rank && w > insts[k].most)
+                insts[k].most = w;
+        }
     }
     for (size_t i = 0; i < n_script; i++) {
         const struct ent *e = &script[i];
@@ -392,7 +401,7 @@ static void expect_all(int ranks, struct expect *ex)
             x->coll++;
             if (in->last_rank == e->rank) {
                 x->last++;
-                x->caused += in->last - in->first;
+                x->caused += in->most;
             }
         }
     }
@@ -751,6 +760,71 @@ Test(ranks, eight_producers_rank5_late_in_steps_3_to_7)
         cr_expect_eq(obj_get(rep, "steps")->via.array.size, 2);
         proto_reader_deinit(&r);
     }
+}
+
+/* ---- a rank that falls further behind every step, the others' waits bounded -------- */
+
+#define DRIFT_STEPS 10
+#define DRIFT_LAG   5000000ull /* rank 3 falls 5 ms further behind the others every step */
+#define DRIFT_WAIT  1000000ull /* the others wait for the collective at most 1 ms (tc_demo) */
+
+/*
+ * As tc_demo does: ranks 0-2 compute 2 ms, then arrive at the allreduce and give up on it
+ * after DRIFT_WAIT; rank 3 computes 2 ms + DRIFT_LAG, so its k-th arrival is 5 (k + 1) ms
+ * after theirs. Each instance held the others up DRIFT_WAIT, however large its skew.
+ */
+static void drift_script(void)
+{
+    n_script = 0;
+    for (uint64_t s = 0; s < DRIFT_STEPS; s++) {
+        for (int r = 0; r < 4; r++) {
+            uint64_t base = T0 + s * (r == 3 ? 7000000 + DRIFT_LAG : 7000000) + (uint64_t)r * 1000;
+            uint64_t work = r == 3 ? 2000000 + DRIFT_LAG : 2000000;
+            struct ent *e;
+
+            add(r, s, "matmul", NULL, base, work);
+            e = add(r, s, "allreduce", "comm", base + work, r == 3 ? 100000 : DRIFT_WAIT);
+            e->inst = (int)s;
+            e->ext = true, e->comm = 9, e->seq = s;
+        }
+    }
+}
+
+Test(ranks, caused_is_what_the_others_waited_not_the_skew)
+{
+    struct proto_reader r;
+    const msgpack_object *rep, *ranks, *v;
+    struct expect ex[4];
+    char lead[256];
+    long long id;
+
+    harness_daemon_start(&d, NULL);
+    drift_script();
+    id = run_producers("drift", 4, 4);
+    expect_all(4, ex);
+    /* by hand: each of the 10 instances, each of ranks 0-2 waited DRIFT_WAIT for rank 3 */
+    cr_assert_eq(ex[3].caused, DRIFT_STEPS * DRIFT_WAIT);
+    rep = analysis(id, NULL, &r);
+    ranks = obj_get(rep, "ranks");
+    for (int k = 0; k < 4; k++) {
+        const msgpack_object *row = row_of(ranks, "rank", (uint64_t)k);
+        cr_expect_eq(obj_u64(obj_get(row, "waited_ns")), k == 3 ? 0 : DRIFT_STEPS * DRIFT_WAIT,
+                     "rank %d waited", k);
+        cr_expect_eq(obj_u64(obj_get(row, "caused_ns")), k == 3 ? DRIFT_STEPS * DRIFT_WAIT : 0,
+                     "rank %d caused (the skews add up to %llu ns)", k,
+                     (unsigned long long)(DRIFT_STEPS * (DRIFT_STEPS + 1) / 2 * DRIFT_LAG));
+        cr_expect_eq(obj_u64(obj_get(row, "late_steps")), k == 3 ? DRIFT_STEPS : 0, "rank %d", k);
+    }
+    v = obj_get(rep, "verdict");
+    cr_assert(v != NULL && v->type == MSGPACK_OBJECT_STR);
+    snprintf(lead, sizeof(lead),
+             "4 ranks: rank 3 held the others up for %.1f ms in steps 0–%d; ranks 0–2 waited "
+             "%.1f ms;",
+             (double)(DRIFT_STEPS * DRIFT_WAIT) / 1e6, DRIFT_STEPS - 1,
+             (double)(DRIFT_STEPS * DRIFT_WAIT) / 1e6);
+    cr_expect(memmem(v->via.str.ptr, v->via.str.size, lead, strlen(lead)) == v->via.str.ptr,
+              "verdict: %.*s\nwanted: %s", (int)v->via.str.size, v->via.str.ptr, lead);
+    proto_reader_deinit(&r);
 }
 
 /* ---- sub-communicators: each half of the ranks has its own collectives (issue 14) ------ */
