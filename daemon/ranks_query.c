@@ -31,7 +31,9 @@ struct rq_rank {
     uint64_t unclosed; /* processes that ended without bye while the daemon ran */
     uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
     uint64_t untracked, late_first, late_last; /* late_*: the first and last step it was late */
-    uint64_t *hlate; /* RQ_HB: the held-up time of the steps it was late in; NULL: none */
+    /* 2 x RQ_HB: the held-up time of the steps it was late in, then of those it held the others
+     * up most in without being named late (under RQ_LATE); NULL: no such step */
+    uint64_t *hlate;
 };
 
 struct rq_row {
@@ -80,7 +82,7 @@ struct rq {
     size_t n_shown;
     unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
     uint64_t step_cnt;
-    uint64_t hall[RQ_HB]; /* the held-up time (largest caused time) of every step */
+    uint64_t hall[RQ_HB]; /* the held-up time (largest caused time) of every step with one */
 };
 
 static uint64_t rq_sat(uint64_t a, uint64_t b)
@@ -815,16 +817,21 @@ static uint64_t rq_hvalue(size_t b)
     return ((uint64_t)1 << msb) + ((b - 1) % 2 ? (uint64_t)1 << msb >> 1 : 0);
 }
 
-/* The lower median of the counts h (minus sub, when not NULL), as its bucket's least value. */
-static uint64_t rq_hmedian(const uint64_t *h, const uint64_t *sub)
+/*
+ * The lower median of the counts h minus sub (RQ_HB each, when not NULL) and minus sub2 (the
+ * same), as its bucket's least value; 0 when they count nothing. *n: how many they count.
+ */
+static uint64_t rq_hmedian(const uint64_t *h, const uint64_t *sub, const uint64_t *sub2,
+                           uint64_t *n)
 {
-    uint64_t n = 0, seen = 0;
+    uint64_t seen = 0;
 
+    *n = 0;
     for (size_t b = 0; b < RQ_HB; b++)
-        n += h[b] - (sub ? sub[b] : 0);
+        *n += h[b] - (sub ? sub[b] : 0) - (sub2 ? sub2[b] : 0);
     for (size_t b = 0; b < RQ_HB; b++) {
-        seen += h[b] - (sub ? sub[b] : 0);
-        if (n > 0 && seen >= (n + 1) / 2)
+        seen += h[b] - (sub ? sub[b] : 0) - (sub2 ? sub2[b] : 0);
+        if (*n > 0 && seen >= (*n + 1) / 2)
             return rq_hvalue(b);
     }
     return 0;
@@ -907,12 +914,16 @@ static int rq_step_done(struct rq *q)
     st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
     st.late = named ? q->rows[late].ri : SIZE_MAX;
     q->ranks[st.slow].slowest++;
-    q->hall[rq_hbucket(q->rows[late].caused)]++;
+    if (q->rows[late].caused > 0) { /* the held-up time: whose it is, named late or not */
+        struct rq_rank *lr = &q->ranks[q->rows[late].ri];
+        size_t b = rq_hbucket(q->rows[late].caused);
+        if (lr->hlate == NULL && (lr->hlate = calloc(2 * RQ_HB, sizeof(*lr->hlate))) == NULL)
+            return -ENOMEM;
+        q->hall[b]++;
+        lr->hlate[named ? b : RQ_HB + b]++;
+    }
     if (named) {
         struct rq_rank *lr = &q->ranks[st.late];
-        if (lr->hlate == NULL && (lr->hlate = calloc(RQ_HB, sizeof(*lr->hlate))) == NULL)
-            return -ENOMEM;
-        lr->hlate[rq_hbucket(q->rows[late].caused)]++;
         if (lr->late++ == 0)
             lr->late_first = st.step;
         lr->late_last = st.step; /* the steps come in order */
@@ -1266,6 +1277,8 @@ static void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
 {
     for (size_t i = 0; i < q->n_ranks; i++) {
         const struct rq_rank *r = &q->ranks[i];
+        uint64_t n;
+
         vr[i] = (struct verdict_rank){.rank = r->rank,
                                       .step_ns = r->step_ns,
                                       .compute = r->cat[PROTO_CAT_COMPUTE],
@@ -1278,10 +1291,12 @@ static void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
                                       .late_steps = r->late,
                                       .late_first = r->late_first,
                                       .late_last = r->late_last};
-        if (r->hlate != NULL) {
-            vr[i].late_median = rq_hmedian(r->hlate, NULL);
-            vr[i].other_median = rq_hmedian(q->hall, r->hlate);
-        }
+        /* its late steps against those another rank held the others up most in: its own
+         * steps under RQ_LATE are neither (see verdict.h) */
+        if (r->hlate != NULL)
+            vr[i].late_median = rq_hmedian(r->hlate, NULL, NULL, &n);
+        vr[i].other_median =
+            rq_hmedian(q->hall, r->hlate, r->hlate ? r->hlate + RQ_HB : NULL, &vr[i].other_steps);
     }
 }
 

@@ -90,6 +90,14 @@ static uint64_t verdict_run(const struct verdict_in *in)
     return in->n_ranks ? (uint64_t)(sum / in->n_ranks) : 0;
 }
 
+/* True when r's late steps held the others up no longer than noise does (verdict.h). */
+static bool verdict_noise(const struct verdict_rank *r)
+{
+    if (r->other_steps < VERDICT_BASELINE)
+        return false; /* no baseline */
+    return (double)r->late_median < VERDICT_NOISE * (double)r->other_median;
+}
+
 size_t verdict_culprit(const struct verdict_in *in)
 {
     size_t top = SIZE_MAX;
@@ -106,7 +114,7 @@ size_t verdict_culprit(const struct verdict_in *in)
     if (in->ranks[top].caused == 0 || in->ranks[top].late_steps == 0 ||
         (double)in->ranks[top].caused < VERDICT_RATIO * (double)next ||
         (double)in->ranks[top].caused < VERDICT_SHARE * (double)verdict_run(in) ||
-        (double)in->ranks[top].late_median < VERDICT_NOISE * (double)in->ranks[top].other_median)
+        verdict_noise(&in->ranks[top]))
         return SIZE_MAX;
     return top;
 }
@@ -161,14 +169,19 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
     if (next > 0)
         vb_add(v, ", %.1f × the next rank's", (double)in->ranks[top].caused / (double)next);
     vb_add(v,
-           "; a rank is named at %.0f × the next rank's, %.0f %% of the run, and %.0f × "
-           "the other steps' held-up time in its late steps",
+           "; a rank is named at %.0f × the next rank's, %.0f %% of the run, and in its late "
+           "steps %.0f × what other ranks held the others up in theirs",
            VERDICT_RATIO, VERDICT_SHARE * 100, VERDICT_NOISE);
     if (in->ranks[top].late_steps > 0) {
+        const struct verdict_rank *r = &in->ranks[top];
         char b[32];
-        vb_ns(a, sizeof(a), in->ranks[top].late_median);
-        vb_ns(b, sizeof(b), in->ranks[top].other_median);
-        vb_add(v, ": %s against %s", a, b);
+        vb_ns(a, sizeof(a), r->late_median);
+        vb_ns(b, sizeof(b), r->other_median);
+        if (r->other_steps >= VERDICT_BASELINE)
+            vb_add(v, ": %s against %s", a, b);
+        else
+            vb_add(v, ": %s, theirs too few to compare (%llu step%s)", a,
+                   (unsigned long long)r->other_steps, r->other_steps == 1 ? "" : "s");
     }
     vb_add(v, ")");
 }
