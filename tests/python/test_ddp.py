@@ -176,8 +176,25 @@ class Ddp(unittest.TestCase):
         self.assertEqual(self.d.rows(sid, "SELECT rank, step FROM trace WHERE op = 'throttle' "
                                      "ORDER BY step"), [(SLOW, s) for s in range(STEPS)])
         cats = dict((o["op"], o["category"]) for o in rep["ops"])
-        self.assertEqual((cats["c10d::allreduce_"], cats["gloo:all_reduce"], cats["aten::mm"]),
-                         ("comm", "comm", "compute"))
+        self.assertEqual((cats["c10d::allreduce_"], cats["c10d::broadcast_"], cats["aten::mm"],
+                          cats["aten::broadcast_tensors"]), ("comm", "comm", "compute", "compute"))
+        # One collective is recorded by c10d's operator and by gloo's record of it, on another
+        # thread: the first is the collective, the second (category other) no second instance.
+        self.assertEqual((cats["gloo:all_reduce"], cats["gloo:broadcast"]), ("other", "other"))
+        calls = [collections.Counter() for _ in range(RANKS)]
+        for f in os.listdir(chrome):
+            with open(os.path.join(chrome, f)) as fp:
+                calls[int(re.match(r"rank(\d+)\.", f).group(1))].update(
+                    e["name"] for e in json.load(fp) if e.get("ph") == "X")
+        want = {op: calls[0][op] for op in ("c10d::allreduce_", "c10d::broadcast_")}
+        self.assertGreater(want["c10d::allreduce_"], 0)
+        for r in range(RANKS):
+            self.assertEqual({op: calls[r][op] for op in want}, want, "rank %d" % r)
+            self.assertEqual(calls[r]["gloo:all_reduce"], want["c10d::allreduce_"], "rank %d" % r)
+        self.assertEqual({c["op"]: (c["instances"], c["partial"]) for c in rep["collectives"]},
+                         {op: (n, 0) for op, n in want.items()})
+        self.assertEqual([(x["rank"], x["collectives"]) for x in rep["ranks"]],
+                         [(r, sum(want.values())) for r in range(RANKS)])
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
         # The model's modules are regions around their operators, on every rank: the
         # operators' innermost module as the Chrome traces of each rank say, and report

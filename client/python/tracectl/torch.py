@@ -570,13 +570,40 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-COMM_WORDS = ("c10d", "gloo", "nccl", "all_reduce", "allreduce", "broadcast", "all_gather",
-              "allgather", "reduce_scatter", "barrier", "send", "recv", "all_to_all")
+COMM_WORDS = ("c10d", "gloo", "nccl", "all_reduce", "allreduce", "all_gather", "allgather",
+              "reduce_scatter", "barrier", "send", "recv", "all_to_all")
 
 
 def _category(name: str) -> str:
+    """comm or compute by name. "broadcast" alone is no collective (aten::broadcast_tensors
+    broadcasts shapes; c10d::broadcast_ and gloo:broadcast say c10d and gloo), nor is an
+    aten:: operator."""
     n = name.lower()
+    if n.startswith("aten::"):
+        return "compute"
     return "comm" if any(w in n for w in COMM_WORDS) else "compute"
+
+
+# The backends' records of a collective: ProcessGroupGloo/NCCL/UCC/MPI record each one they run
+# (gloo:all_reduce), inside or after c10d's operator of it (c10d::allreduce_).
+_BACKENDS = ("gloo:", "nccl:", "ucc:", "mpi:")
+_c10d_seen: Set[str] = set()  # profiler mode: the collectives c10d:: operators were seen for
+
+
+def _family(name: str) -> str:
+    """A collective's name without its layer's prefix and underscores: c10d::allreduce_ and
+    gloo:all_reduce are both "allreduce"."""
+    return name.lower().rsplit(":", 1)[-1].replace("_", "")
+
+
+def _prof_category(name: str) -> str:
+    """Profiler mode's category: _category(), but the backend's record of a collective c10d
+    recorded too is "other", so that one collective is one instance (the daemon matches
+    every comm operator of a rank as a collective of its own). Its self time is the backend
+    thread's bookkeeping (0 for gloo), not communication: the caller's is in c10d's."""
+    if name.lower().startswith(_BACKENDS) and _family(name) in _c10d_seen:
+        return "other"
+    return _category(name)
 
 
 def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
@@ -587,7 +614,9 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     At each cycle, every operator event of the profiler is recorded with its
     shapes (``record_shapes=True``), its memory (``profile_memory=True``), the
     current step, and category comm for c10d/gloo/nccl operators (compute
-    otherwise); with ``self_time`` its duration is its self CPU time (children
+    otherwise; a backend's record of a collective c10d:: recorded too, such as
+    gloo:all_reduce beside c10d::allreduce_, is other, so that one collective
+    is one instance); with ``self_time`` its duration is its self CPU time (children
     excluded, as ``tracectl import`` does), else its whole span. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
@@ -659,6 +688,7 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
             ids, parents = _link(c, events)
         else:
             ids = {i: c.region_id() for i, e in enumerate(events) if e.name in _regions}
+    _c10d_seen.update(_family(e.name) for e in events if e.name.startswith("c10d::"))
     n, cur = 0, None
     for i, e in enumerate(events):
         s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
@@ -671,7 +701,7 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
             dur, cat = int(e.cpu_time_total * 1000), "module"
         else:
             dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
-            cat = _category(e.name)
+            cat = _prof_category(e.name)
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
         c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
                  shapes or None, _device if cat != "comm" else None, cat,
