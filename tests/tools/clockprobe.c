@@ -136,13 +136,15 @@ static int64_t median(int64_t *v, size_t n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* The estimate at home time h against the truth; 0 if within its bound. */
+/* The estimate at home time h against the truth; 0 if within its bound (*bound set). */
 static int check(const struct peerclock *pc, int64_t h, int64_t truth, const char *where,
-                 int64_t *worst)
+                 int64_t *worst, int64_t *bound)
 {
     struct peerclock_at a;
     if (peerclock_offset_at(pc, h, &a) < 0)
         return 0;
+    if (bound)
+        *bound = a.bound_ns;
     int64_t err = llabs(a.offset_ns - truth);
     if (err > *worst)
         *worst = err;
@@ -165,8 +167,9 @@ static int probe_run(const struct probe_opts *o, int fd)
     struct peerclock *pc = calloc(1, sizeof(*pc));
     int64_t *bounds = calloc((size_t)o->bursts, sizeof(int64_t));
     int64_t *rtts = calloc((size_t)o->bursts, sizeof(int64_t));
+    int64_t *mids = calloc((size_t)o->bursts, sizeof(int64_t)); /* bounds midway between */
     struct peerclock_sample *s = calloc((size_t)o->probes, sizeof(*s));
-    if (!pc || !bounds || !rtts || !s)
+    if (!pc || !bounds || !rtts || !mids || !s)
         return 2;
     peerclock_init(pc);
     struct peerclock_fd f = {fd, TIMEOUT_MS};
@@ -181,7 +184,7 @@ static int probe_run(const struct probe_opts *o, int fd)
             nanosleep(&ts, NULL);
             /* past the last burst, now: the extension is what a live conversion uses */
             if (o->have_truth)
-                fails += check(pc, peerclock_now(), o->truth, "extension", &worst_between);
+                fails += check(pc, peerclock_now(), o->truth, "extension", &worst_between, NULL);
         }
         rc = peerclock_io_burst(&io, &seq, (size_t)o->probes, s);
         if (rc < 0) {
@@ -217,13 +220,15 @@ static int probe_run(const struct probe_opts *o, int fd)
             const struct peerclock_burst *p = &pc->bursts[pc->n - 2];
             for (int k = 1; k < 4; k++)
                 fails += check(pc, p->at + (est.at - p->at) * k / 4, o->truth, "between",
-                               &worst_between);
+                               &worst_between, k == 2 ? &mids[b - 1] : NULL);
         }
     }
     printf("{\"summary\": true, \"bursts\": %d, \"probes\": %d, \"median_bound_ns\": %" PRId64
            ", \"last_bound_ns\": %" PRId64 ", \"median_rtt_bound_ns\": %" PRId64,
            o->bursts, o->probes, median(bounds, (size_t)o->bursts), bounds[o->bursts - 1],
            median(rtts, (size_t)o->bursts));
+    if (o->bursts > 1)
+        printf(", \"median_midway_bound_ns\": %" PRId64, median(mids, (size_t)o->bursts - 1));
     if (o->have_truth)
         printf(", \"max_error_ns\": %" PRId64 ", \"max_error_between_ns\": %" PRId64
                ", \"failures\": %d",
@@ -232,6 +237,7 @@ static int probe_run(const struct probe_opts *o, int fd)
     free(pc);
     free(bounds);
     free(rtts);
+    free(mids);
     free(s);
     return fails ? 1 : 0;
 }
