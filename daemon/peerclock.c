@@ -174,7 +174,7 @@ static size_t segment_member(const struct peerclock *pc, int64_t m)
 
 static int64_t bound_round(double b)
 {
-    if (!(b < 4e18))
+    if (!(b < (double)PEERCLOCK_OFFSET_MAX / 2))
         return PEERCLOCK_UNBOUNDED;
     return (int64_t)ceil(b) + 1;
 }
@@ -236,9 +236,15 @@ static void thin(struct peerclock *pc)
     pc->n = w;
 }
 
-/* The new burst must follow the last in both clocks at a plausible rate. */
+/*
+ * The new burst must follow the last in both clocks at a plausible rate,
+ * and its offset stay within ±PEERCLOCK_OFFSET_MAX, so that every sum of a
+ * time, an offset and a bound here stays within int64.
+ */
 static int burst_follows(const struct peerclock *pc, const struct peerclock_burst *b)
 {
+    if (b->offset > PEERCLOCK_OFFSET_MAX || b->offset < -PEERCLOCK_OFFSET_MAX)
+        return 0;
     if (pc->n == 0)
         return 1;
     const struct peerclock_burst *last = &pc->bursts[pc->n - 1];
@@ -311,7 +317,8 @@ int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
      * bound): it entered before the others' earliest exit.
      */
     struct peerclock_at ren = en, rex = ex;
-    int64_t hi = c->member_exit - c->others_enter + c->others_bound;
+    int64_t hi = c->member_exit - c->others_enter; /* in ±2^62: the sum below may not be */
+    hi = hi > INT64_MAX - c->others_bound ? INT64_MAX : hi + c->others_bound;
     int64_t lo = c->member_enter - c->others_exit - c->others_bound;
     if (refine(&rex, INT64_MIN, hi) < 0 || refine(&ren, lo, INT64_MAX) < 0) {
         pc->contradictions++;

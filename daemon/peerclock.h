@@ -66,7 +66,8 @@
 #define PEERCLOCK_WANDER_PPM 10.0               /* default: rate variation over a span */
 #define PEERCLOCK_MAX_PPM    1000.0             /* default: the largest |drift| believed */
 #define PEERCLOCK_TIME_MAX   (INT64_C(1) << 62) /* times are in [0, this] (146 years) */
-#define PEERCLOCK_UNBOUNDED  INT64_MAX          /* a bound nothing can be said within */
+#define PEERCLOCK_OFFSET_MAX (INT64_C(1) << 61) /* |offset| of a burst at most (73 years) */
+#define PEERCLOCK_UNBOUNDED  INT64_MAX          /* a bound nothing can be said within (past 2^60) */
 #define PEERCLOCK_RATE_LIMIT 0.1                /* bursts implying a larger |drift| are refused */
 
 /* One probe, all in ns of CLOCK_MONOTONIC: t1, t4 the home's; t2, t3 the member's. */
@@ -123,7 +124,8 @@ void peerclock_init(struct peerclock *pc);
  * 0, a time is outside [0, PEERCLOCK_TIME_MAX], a sample is impossible
  * (t4 < t1, t3 < t2, or t3 − t2 > t4 − t1: a member claiming to have held a
  * probe longer than its round trip), or the burst is not after the last one
- * in both clocks or implies a drift past PEERCLOCK_RATE_LIMIT. Bad samples
+ * in both clocks, implies a drift past PEERCLOCK_RATE_LIMIT or an offset
+ * past ±PEERCLOCK_OFFSET_MAX. Bad samples
  * come from the member: the caller closes that link.
  */
 int peerclock_add_burst(struct peerclock *pc, const struct peerclock_sample *s, size_t n,

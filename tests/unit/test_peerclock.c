@@ -385,6 +385,21 @@ Test(peerclock, bad_samples_are_refused_and_change_nothing)
     struct peerclock_at a;
     cr_assert_eq(peerclock_to_home(pc, -5, &a), -EINVAL);
     cr_assert_eq(peerclock_offset_at(pc, INT64_MIN, &a), -EINVAL);
+    /* the extremes the checks allow overflow nothing (UBSan would stop here) */
+    struct peerclock_coll far = {.member_enter = 0,
+                                 .member_exit = INT64_C(1) << 62,
+                                 .others_enter = 0,
+                                 .others_exit = INT64_C(1) << 62,
+                                 .others_bound = INT64_C(1) << 62};
+    cr_assert_eq(peerclock_collective(pc, &far, &a, NULL), 0);
+    free(pc);
+
+    /* a first burst 2^62 ns from the home's clock: past ±2^61, refused */
+    pc = pc_new();
+    struct peerclock_sample off = {
+        .t1 = INT64_C(1) << 62, .t2 = 0, .t3 = 0, .t4 = INT64_C(1) << 62};
+    cr_assert_eq(peerclock_add_burst(pc, &off, 1, NULL), -EINVAL);
+    cr_assert_eq(pc->n, 0);
     free(pc);
 }
 
