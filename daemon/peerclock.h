@@ -13,9 +13,9 @@
  * burst (8–32 probes in a row) keeps the minimum-round-trip sample and
  * intersects it with every other sample's interval, each widened by
  * max_ppm × how far it lies from the minimum one: never looser than the
- * minimum-round-trip sample alone (measured under 0–1 ms jitter each way,
- * 16 probes: a median bound of ~60 µs against ~150 µs for that sample alone,
- * docs/BENCHMARKS.md).
+ * minimum-round-trip sample alone (measured across a veth pair under 0–1 ms
+ * of jitter each way, bursts of 32: a median bound of 83 µs against 158 µs
+ * for that sample alone; 3.9 µs on the quiet link: docs/BENCHMARKS.md).
  *
  * BETWEEN BURSTS. The offset is linear between consecutive bursts i and j
  * (drift in ppm is that slope), and the bound at home time h, s = (h − hi) /

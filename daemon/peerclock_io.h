@@ -29,6 +29,14 @@
 #include "peerclock.h"
 
 #define PEERCLOCK_PROBES_MAX 256 /* probes in one burst */
+/*
+ * What the figures of docs/BENCHMARKS.md were measured with, and what a home
+ * should use: a burst of 32 probes (a few ms of a quiet link, ~40 ms under
+ * 1 ms of jitter) every second. Past the last burst the bound grows by about
+ * twice the bursts' bounds plus 10 µs per second (peerclock.h).
+ */
+#define PEERCLOCK_PROBES      32
+#define PEERCLOCK_INTERVAL_MS 1000
 
 struct peerclock_io {
     /* as read(2) and write(2), but a negative errno on failure; read returns 0 at EOF */
