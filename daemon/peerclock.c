@@ -226,6 +226,23 @@ int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peer
     return 0;
 }
 
+int peerclock_drift(const struct peerclock *pc, int64_t span_ns, double *ppm, double *ppm_bound)
+{
+    if (pc->n < 2)
+        return -EAGAIN;
+    const struct peerclock_burst *last = &pc->bursts[pc->n - 1];
+    size_t i = pc->n - 2;
+    while (i > 0 && last->at - pc->bursts[i - 1].at <= span_ns)
+        i--;
+    const struct peerclock_burst *a = &pc->bursts[i];
+    double d = (double)(last->at - a->at);
+    if (ppm)
+        *ppm = (double)(last->offset - a->offset) / d * 1e6;
+    if (ppm_bound)
+        *ppm_bound = (double)(a->bound + last->bound) / d * 1e6;
+    return 0;
+}
+
 /* Drops every second burst of the older half (keeping the first). */
 static void thin(struct peerclock *pc)
 {

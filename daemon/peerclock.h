@@ -146,6 +146,18 @@ int peerclock_offset_at(const struct peerclock *pc, int64_t home_ns, struct peer
 int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peerclock_at *out);
 
 /*
+ * The member's mean drift over the longest span of at most span_ns that ends
+ * at the last burst (at least the last two bursts): *ppm, and *ppm_bound
+ * such that the true mean rate over that span is within it, (bi + bn) / D
+ * (no assumption: each end is within its bound). The last segment's slope
+ * (peerclock_at.drift_ppm) is what conversions use; this one, over a minute,
+ * is the figure to report: under 1 ms of jitter a 1 s segment knows the
+ * drift within ~±200 ppm, a minute within ~±3 ppm. Returns 0, or -EAGAIN
+ * with fewer than two bursts (ppm and ppm_bound may be NULL).
+ */
+int peerclock_drift(const struct peerclock *pc, int64_t span_ns, double *ppm, double *ppm_bound);
+
+/*
  * Counts one synchronizing collective (see COLLECTIVES) and returns the
  * offset in force at member_enter and at member_exit, refined by the order
  * where it can be (enter, exit may be NULL). Returns 0; -EAGAIN before any

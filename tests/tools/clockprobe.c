@@ -11,13 +11,16 @@
  *       Prints one JSON line per burst and a summary line. With --truth-ns
  *       (the member's clock minus ours, known: unshare --time --monotonic),
  *       every estimate (at each burst, between bursts, past the last) must
- *       be within its bound of T: exit 1 with FAIL lines when one is not.
+ *       be within its bound of T, and the drift over the run within its
+ *       bound of 0 (the namespace offsets the same clock): exit 1 with FAIL
+ *       lines when one is not.
  *
  * Exit status: 0 done (and every check held), 1 a check failed, 2 an error.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -223,6 +226,13 @@ static int probe_run(const struct probe_opts *o, int fd)
                                &worst_between, k == 2 ? &mids[b - 1] : NULL);
         }
     }
+    /* a time namespace offsets the same clock: the true drift is 0 */
+    double ppm = 0, ppm_bound = 0;
+    if (peerclock_drift(pc, INT64_MAX, &ppm, &ppm_bound) == 0 && o->have_truth &&
+        fabs(ppm) > ppm_bound) {
+        printf("FAIL drift %.3f ppm, bound %.3f: the true drift is 0\n", ppm, ppm_bound);
+        fails++;
+    }
     printf("{\"summary\": true, \"bursts\": %d, \"probes\": %d, \"median_bound_ns\": %" PRId64
            ", \"last_bound_ns\": %" PRId64 ", \"median_rtt_bound_ns\": %" PRId64,
            o->bursts, o->probes, median(bounds, (size_t)o->bursts), bounds[o->bursts - 1],
@@ -233,7 +243,8 @@ static int probe_run(const struct probe_opts *o, int fd)
         printf(", \"max_error_ns\": %" PRId64 ", \"max_error_between_ns\": %" PRId64
                ", \"failures\": %d",
                worst, worst_between, fails);
-    printf(", \"model_breaks\": %" PRIu64 "}\n", pc->model_breaks);
+    printf(", \"drift_ppm\": %.3f, \"drift_bound_ppm\": %.3f, \"model_breaks\": %" PRIu64 "}\n",
+           ppm, ppm_bound, pc->model_breaks);
     free(pc);
     free(bounds);
     free(rtts);

@@ -210,6 +210,13 @@ Test(peerclock, drift_and_jitter_stay_within_the_bound_everywhere)
     cr_assert_eq(peerclock_offset_at(pc, last, &a), 0);
     /* the drift from 1 s apart, each end within ~60 µs: 100 ± 120 ppm at worst, far better here */
     cr_assert_float_eq(a.drift_ppm, 100.0, 60.0, "drift %.2f ppm", a.drift_ppm);
+    /* over the minute: the mean rate (100 ppm exactly here) within a far smaller bound */
+    double ppm, ppm_bound, one_bound;
+    cr_assert_eq(peerclock_drift(pc, 0, &ppm, &one_bound), 0, "0: the last segment");
+    cr_assert_eq(peerclock_drift(pc, 60 * SEC, &ppm, &ppm_bound), 0);
+    cr_assert_leq(fabs(ppm - 100.0), ppm_bound, "%.3f ± %.3f", ppm, ppm_bound);
+    cr_assert_lt(ppm_bound * 30, one_bound, "58 s against 1 s: %.3f, %.3f", ppm_bound, one_bound);
+    cr_assert_leq(ppm_bound, 2.0 * 76e3 / 58e9 * 1e6 + 0.01);
     free(pc);
 }
 
@@ -293,6 +300,7 @@ Test(peerclock, one_burst_grows_at_the_largest_drift_believed)
     struct peerclock_at a;
     cr_assert_eq(peerclock_offset_at(pc, SEC, &a), -EAGAIN);
     cr_assert_eq(peerclock_to_home(pc, SEC, &a), -EAGAIN);
+    cr_assert_eq(peerclock_drift(pc, SEC, NULL, NULL), -EAGAIN);
     struct peerclock_sample s[8];
     struct peerclock_burst b;
     burst(&m, 20 * SEC, 8, 20 * US, 20 * US, 5 * US, s);
@@ -300,6 +308,7 @@ Test(peerclock, one_burst_grows_at_the_largest_drift_believed)
     cr_assert_eq(peerclock_offset_at(pc, b.at + 2 * SEC, &a), 0);
     cr_assert_eq(a.offset_ns, b.offset);
     cr_assert_eq(a.drift_ppm, 0.0);
+    cr_assert_eq(peerclock_drift(pc, SEC, NULL, NULL), -EAGAIN, "one burst: no drift");
     cr_assert_eq(a.bound_ns, b.bound + (int64_t)ceil(2e9 * PEERCLOCK_MAX_PPM * 1e-6) + 1);
     for (int64_t h = b.at - 3 * SEC; h < b.at + 3 * SEC; h += 100 * MS) {
         check_at(pc, &m, h);
