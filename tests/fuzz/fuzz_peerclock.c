@@ -63,6 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             struct peerclock_at a, b;
             peerclock_offset_at(&pc, m.t1, &a);
             peerclock_to_home(&pc, m.t2, &a);
+            double ppm, ppm_bound;
+            if (peerclock_drift(&pc, m.t3, &ppm, &ppm_bound) == 0 && !(ppm_bound >= 0))
+                abort();
             struct peerclock_coll c = {m.t1, m.t2, m.t3, m.t1, (int64_t)m.seq};
             if (peerclock_collective(&pc, &c, &a, &b) == 0 && (a.bound_ns < 0 || b.bound_ns < 0))
                 abort();
