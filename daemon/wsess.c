@@ -3,12 +3,14 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "agg.h"
+#include "info.h"
 #include "log.h"
 #include "ranks.h"
 #include "schema.h"
@@ -72,6 +74,18 @@ static int wsess_commit_hook(void *arg)
     return w->txn.open && !w->txn.committing;
 }
 
+/* A file reopened: of this build's schema version, else refused (logged). 0 or -errno. */
+static int wsess_check_schema(struct store *s, struct wsess *w)
+{
+    char what[64], why[200];
+    int err = info_schema_check(w->db, why, sizeof(why));
+
+    if (err == 0)
+        return 0;
+    snprintf(what, sizeof(what), "session %lld", (long long)w->id);
+    return store_error(s, err, what, why);
+}
+
 int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
     char path[PATH_MAX];
@@ -88,6 +102,9 @@ int wsess_file_open(struct store *s, struct wsess *w, bool create)
         goto fail;
     store_ckpt_hook(w);
     sqlite3_commit_hook(w->db, wsess_commit_hook, w);
+    /* before session.sql, which would add its tables to any file */
+    if (!create && wsess_check_schema(s, w) < 0)
+        goto fail;
     if ((create && s->wr.format == STORE_FORMAT_BLOCKS &&
          store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
         store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
