@@ -570,13 +570,20 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-COMM_WORDS = ("c10d", "gloo", "nccl", "all_reduce", "allreduce", "broadcast", "all_gather",
-              "allgather", "reduce_scatter", "barrier", "send", "recv", "all_to_all")
+# The one list of communication words, all of them (the daemon's rule): proto/proto_class.h,
+# PROTO_COMM_WORDS and PROTO_COMM_PREFIX, in its order; tests/python/test_comm_words.py
+# checks this copy against the header word for word.
+COMM_WORDS = ("allreduce", "all_reduce", "all_gather", "allgather", "reduce_scatter",
+              "reducescatter", "alltoall", "all_to_all", "broadcast", "send", "recv",
+              "sendrecv", "barrier", "nccl", "comm", "record_param_comms",
+              "cross_device_reduce", "ep::internode::", "ep::intranode::", "deep_ep", "gloo",
+              "c10d", "rccl", "msccl", "nvshmem")
+COMM_PREFIX = "mpi_"
 
 
 def _category(name: str) -> str:
     n = name.lower()
-    return "comm" if any(w in n for w in COMM_WORDS) else "compute"
+    return "comm" if n.startswith(COMM_PREFIX) or any(w in n for w in COMM_WORDS) else "compute"
 
 
 def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
@@ -586,9 +593,10 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     Use it as ``torch.profiler.profile(..., on_trace_ready=tct.profiler_handler())``.
     At each cycle, every operator event of the profiler is recorded with its
     shapes (``record_shapes=True``), its memory (``profile_memory=True``), the
-    current step, and category comm for c10d/gloo/nccl operators (compute
-    otherwise); with ``self_time`` its duration is its self CPU time (children
-    excluded, as ``tracectl import`` does), else its whole span. ``then`` is
+    current step, and category comm for c10d/gloo/nccl operators and the
+    other communication words (COMM_WORDS; compute otherwise); with
+    ``self_time`` its duration is its self CPU time (children excluded, as
+    ``tracectl import`` does), else its whole span. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
