@@ -92,7 +92,7 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
         _exit(127);
     }
     /* Ready when it answers on the socket. */
-    for (int i = 0; i < 200; i++) {
+    for (double end = harness_now() + HARNESS_DEADLINE_S; harness_now() < end;) {
         int fd = raw_connect(d->sock);
         if (fd >= 0) {
             close(fd);
@@ -102,7 +102,7 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
         cr_assert_eq(waitpid(d->pid, &st, WNOHANG), 0, "tracectld exited at start-up");
         usleep(25000);
     }
-    cr_assert_fail("tracectld did not answer on %s within 5 s", d->sock);
+    cr_assert_fail("tracectld did not answer on %s within %d s", d->sock, HARNESS_DEADLINE_S);
 }
 
 void harness_daemon_start(struct tdaemon *d, ...)
@@ -136,7 +136,7 @@ int harness_daemon_stop(struct tdaemon *d, int sig)
     if (d->pid <= 0)
         return -1;
     kill(d->pid, sig);
-    for (int i = 0; i < 400; i++) {
+    for (double end = harness_now() + HARNESS_DEADLINE_S; harness_now() < end;) {
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -146,7 +146,7 @@ int harness_daemon_stop(struct tdaemon *d, int sig)
     kill(d->pid, SIGKILL);
     waitpid(d->pid, &st, 0);
     d->pid = 0;
-    cr_assert_fail("tracectld did not stop within 10 s of signal %d", sig);
+    cr_assert_fail("tracectld did not stop within %d s of signal %d", HARNESS_DEADLINE_S, sig);
     return -1;
 }
 
@@ -306,7 +306,7 @@ static int raw_fill(int fd, struct proto_reader *r)
     char *buf;
     ssize_t n;
 
-    if (poll(&p, 1, 5000) <= 0)
+    if (poll(&p, 1, HARNESS_DEADLINE_S * 1000) <= 0)
         return -1;
     buf = proto_reader_buffer(r, 65536);
     n = read(fd, buf, 65536);
@@ -344,7 +344,7 @@ bool raw_closed(int fd)
     char buf[4096];
 
     for (;;) {
-        if (poll(&p, 1, 5000) <= 0)
+        if (poll(&p, 1, HARNESS_DEADLINE_S * 1000) <= 0)
             return false;
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n == 0 || (n < 0 && errno == ECONNRESET))
