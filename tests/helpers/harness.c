@@ -619,3 +619,68 @@ double harness_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+long long harness_sessions_field(const char *sock, long long id, const char *key)
+{
+    struct proto_reader r;
+    long long v = -1;
+    int fd;
+    const msgpack_object *o = raw_control(sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i];
+        if ((long long)obj_u64(obj_get(row, "id")) == id)
+            v = (long long)obj_u64(obj_get(row, key));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+unsigned long long harness_status_u64(const char *sock, const char *key)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(sock, PROTO_STATUS, NULL, &r, &fd);
+    unsigned long long v = obj_u64(obj_get(&o->via.array.ptr[1], key));
+
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+long long harness_db_int(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    long long n = -1;
+
+    if (access(path, F_OK) == 0 &&
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW)
+                n = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        sqlite3_close(db);
+    }
+    return n;
+}
+
+bool harness_integrity_ok(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    bool ok = false;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
+        ok = sqlite3_step(st) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
+}

@@ -119,6 +119,20 @@ double obj_f64(const msgpack_object *o);
 /* strcmp-like compare of a msgpack str with s; false when not a str. */
 bool obj_str_eq(const msgpack_object *o, const char *s);
 
+/* A number of session id's row in the `sessions` of the daemon at sock (-1: no such row). */
+long long harness_sessions_field(const char *sock, long long id, const char *key);
+/* A number of the `status` map of the daemon at sock (0 when absent). */
+unsigned long long harness_status_u64(const char *sock, const char *key);
+
+/*
+ * The first column of the first row of sql over the database at path, read
+ * on a read-only connection of its own (busy timeout 5 s): -1 when there is
+ * no file, the query fails or gives no row.
+ */
+long long harness_db_int(const char *path, const char *sql);
+/* True when PRAGMA integrity_check says ok on the database at path. */
+bool harness_integrity_ok(const char *path);
+
 /*
  * The daemon's memory and CPU from /proc, for the memory-bound tests. Under
  * AddressSanitizer every allocation carries redzones and shadow, and freed
