@@ -50,7 +50,8 @@ int info_schema_check(sqlite3 *db, char *msg, size_t msglen)
         bool foreign = sqlite3_errcode(db) == SQLITE_ERROR;
         if (msglen > 0)
             snprintf(msg, msglen, "%s",
-                     foreign ? "not a tracectl session file (no info table)" : sqlite3_errmsg(db));
+                     foreign ? "no info table: not a session file, or one still being made"
+                             : sqlite3_errmsg(db));
         return foreign ? -EPROTO : err;
     }
     if (v == INFO_SCHEMA_VERSION)

@@ -36,9 +36,9 @@ int info_schema_set(sqlite3 *db);
  * 0 when db is of INFO_SCHEMA_VERSION. -EPROTO when it is of another (a file
  * without the key counts as version 0), with msg "made by an incompatible
  * tracectl (schema N, this build reads M)" and what to do, or without the
- * info table, with msg "not a tracectl session file (no info table)"; on a
- * read error, that errno (store_errno) with SQLite's message in msg. msg may
- * be NULL when msglen is 0.
+ * info table (an empty file: a new session's before its tables are made),
+ * with msg "no info table: ..."; on a read error, that errno (store_errno)
+ * with SQLite's message in msg. msg may be NULL when msglen is 0.
  */
 int info_schema_check(sqlite3 *db, char *msg, size_t msglen);
 

@@ -120,8 +120,7 @@ int store_catalog_session_open(struct store *s, struct wsess *w, struct store_jo
         store_exec(s, w->db,
                    w->bk.on ? "INSERT OR REPLACE INTO info VALUES ('format', 2)"
                             : "INSERT OR REPLACE INTO info VALUES ('format', 1)",
-                   "info") < 0 ||
-        store_check_errno(s, w->db, info_schema_set(w->db), "info") < 0)
+                   "info") < 0)
         return -EIO;
     if (store_check_errno(s, w->db, agg_init_file(w->agg), "mark aggregates") < 0)
         return -EIO;

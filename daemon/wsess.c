@@ -86,6 +86,25 @@ static int wsess_check_schema(struct store *s, struct wsess *w)
     return store_error(s, err, what, why);
 }
 
+/*
+ * A new file's tables and its schema version, in one transaction: a reader
+ * (a report of the live session before its first commit) finds the file
+ * empty, or its tables with the version, never the tables alone.
+ */
+static int wsess_create_schema(struct store *s, struct wsess *w)
+{
+    if (store_exec(s, w->db, "BEGIN", "create session schema") < 0)
+        return -EIO;
+    if ((s->wr.format == STORE_FORMAT_BLOCKS &&
+         store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
+        store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
+        store_check_errno(s, w->db, info_schema_set(w->db), "record the schema version") < 0) {
+        sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+        return -EIO;
+    }
+    return store_exec(s, w->db, "COMMIT", "create session schema");
+}
+
 int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
     char path[PATH_MAX];
@@ -105,9 +124,8 @@ int wsess_file_open(struct store *s, struct wsess *w, bool create)
     /* before session.sql, which would add its tables to any file */
     if (!create && wsess_check_schema(s, w) < 0)
         goto fail;
-    if ((create && s->wr.format == STORE_FORMAT_BLOCKS &&
-         store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
-        store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
+    if ((create ? wsess_create_schema(s, w)
+                : store_exec(s, w->db, schema_session_sql, "create session schema")) < 0 ||
         store_blocks_open(s, w, create) < 0 || store_apply_prepare(s, w) < 0 ||
         (!w->bk.on && store_rows_prepare(s, w) < 0) || (w->agg = agg_new(w->db)) == NULL ||
         (!create && store_apply_load_shapes(s, w) < 0) ||

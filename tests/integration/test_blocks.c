@@ -650,6 +650,37 @@ Test(blocks, files_of_another_schema_version_are_refused)
 }
 
 /*
+ * A new session's tables and schema version are committed when its file is
+ * made, before the first transaction (which holds info.aggregates and the
+ * entries): a report of the live session in between reads it, no entries
+ * yet, where a version written with that transaction would be "schema 0".
+ */
+Test(blocks, a_new_sessions_file_is_read_before_its_first_commit)
+{
+    char path[PATH_MAX + 32], *out = NULL;
+    long long id = -1, version = -1;
+    int fd;
+
+    harness_daemon_start(&db, "--commit-interval", "60000", NULL);
+    fd = raw_producer(db.sock, "early", 0, 1, "gpu:0", &id);
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, id);
+    for (double end = harness_now() + HARNESS_DEADLINE_S; version != 1 && harness_now() < end;) {
+        version = harness_db_int(path, "SELECT value FROM info WHERE key = 'schema_version'");
+        if (version != 1)
+            usleep(10000);
+    }
+    cr_assert_eq(version, 1, "the file's schema version");
+    cr_assert_eq(harness_db_int(path, "SELECT count(*) FROM info WHERE key = 'aggregates'"), 0,
+                 "the first transaction is not committed yet");
+    cr_expect_eq(cli_all(&out, "report --json", "early"), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "\"state\":\"live\""), "%s", out);
+    cr_expect_not_null(strstr(out, "\"entries\":0"), "%s", out);
+    free(out);
+    raw_bye(fd, 0);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
+}
+
+/*
  * A lookup by rowid reads one restart interval of a block, found through its
  * restarts column: where that column is damaged, the block is read whole
  * from its start instead, and the answers stay those of the intact file.
