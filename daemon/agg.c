@@ -8,7 +8,6 @@
 #include "agg.h"
 #include "info.h"
 #include "rksql.h"
-#include "schema.h"
 #include "store.h"
 #include "util.h"
 
@@ -111,8 +110,6 @@ struct agg_hops {
 struct agg {
     sqlite3 *db;
     bool inexact, broken_written;
-    bool convert;     /* the histograms came from an older file's agg_hist: rewrite it all */
-    bool convert_top; /* the top tables are an older file's (rowids alone): rewrite them */
     /* session deltas */
     uint64_t entries, total, begin, end, peak, bytes;
     /* op and device deltas, indexed by id (ids are dense from 1) */
@@ -171,7 +168,6 @@ static void agg_hist_free(struct agg *a)
     a->hist = NULL;
     a->dirty = NULL;
     a->n_hist = a->n_dirty = a->cap_dirty = 0;
-    a->convert = false;
 }
 
 /* The chunks written (or loaded): none is dirty any more. */
@@ -183,7 +179,6 @@ static void agg_hist_clean(struct agg *a)
         h->c[ci - h->first].dirty = false;
     }
     a->n_dirty = 0;
-    a->convert = false;
 }
 
 /* The slot of chunk ci of op's histogram, widening its range; NULL on out of memory. */
@@ -356,20 +351,12 @@ int agg_chunk_decode(const void *data, size_t len, uint32_t chunk,
     return pos == len ? n : -EINVAL;
 }
 
-/* Writes the chunks touched since the last flush (an older file: all of them, once). */
+/* Writes the chunks touched since the last flush. */
 static int agg_hist_flush(struct agg *a)
 {
     uint8_t buf[AGG_CHUNK_MAX_LEN];
     int rc;
 
-    if (a->convert) {
-        rc = sqlite3_exec(a->db,
-                          "DROP TABLE IF EXISTS agg_hist;"
-                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2)",
-                          NULL, NULL, NULL);
-        if (rc != SQLITE_OK)
-            return store_errno(rc);
-    }
     for (size_t k = 0; k < a->n_dirty; k++) {
         int64_t id = a->dirty[k];
         const struct agg_hops *h = &a->hist[id >> AGG_CHUNK_SHIFT];
@@ -387,22 +374,13 @@ static int agg_hist_flush(struct agg *a)
     return 0;
 }
 
-/* One stored row into the histograms: a chunk, or an older file's bucket. 0 or -errno. */
-static int agg_hist_load_row(struct agg *a, sqlite3_stmt *st, bool old)
+/* One stored chunk into the histograms. 0 or -errno. */
+static int agg_hist_load_row(struct agg *a, sqlite3_stmt *st)
 {
     struct agg_hist_bucket b[AGG_CHUNK];
-    int64_t id = sqlite3_column_int64(st, 0), min, count;
+    int64_t id = sqlite3_column_int64(st, 0);
     int n, rc;
 
-    if (old) {
-        min = sqlite3_column_int64(st, 2);
-        count = sqlite3_column_int64(st, 3);
-        if (id < 0 || id > UINT32_MAX || min < 0 || count <= 0)
-            return -EINVAL;
-        /* the bucket its smallest duration falls in: the same bucket in every older file */
-        return agg_hist_put(a, (uint32_t)id, agg_bucket((uint64_t)min), (uint64_t)min,
-                            (uint64_t)count);
-    }
     if (id < 0 || id >> AGG_CHUNK_SHIFT > UINT32_MAX)
         return -EINVAL;
     n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
@@ -415,26 +393,18 @@ static int agg_hist_load_row(struct agg *a, sqlite3_stmt *st, bool old)
     return n < 0 ? n : 0;
 }
 
-/* Loads every op's histogram; an older file's (agg_hist) is rewritten at the next flush. */
+/* Loads every op's histogram. */
 static int agg_hist_load(struct agg *a)
 {
     sqlite3_stmt *st;
-    int64_t format;
     int rc, err = 0;
-    bool old;
 
     agg_hist_free(a);
-    if ((rc = info_get(a->db, "histogram", 1, &format)) != 0)
-        return rc;
-    old = format != 2;
-    rc = sqlite3_prepare_v2(a->db,
-                            old ? "SELECT op_id, bucket, min_ns, count FROM agg_hist"
-                                : "SELECT id, data FROM agg_hist_chunks",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(a->db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL);
     if (rc != SQLITE_OK)
         return store_errno(rc);
     while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        err = agg_hist_load_row(a, st, old);
+        err = agg_hist_load_row(a, st);
     sqlite3_finalize(st);
     if (err == 0 && rc != SQLITE_DONE)
         err = store_errno(rc);
@@ -442,10 +412,7 @@ static int agg_hist_load(struct agg *a)
         agg_hist_free(a);
         return err;
     }
-    if (old)
-        a->convert = true; /* every chunk is dirty: the next flush writes them all */
-    else
-        agg_hist_clean(a);
+    agg_hist_clean(a);
     return 0;
 }
 
@@ -561,11 +528,8 @@ void agg_free(struct agg *a)
 
 int agg_init_file(struct agg *a)
 {
-    int rc = sqlite3_exec(a->db,
-                          "INSERT OR REPLACE INTO info VALUES ('aggregates', 1);"
-                          " INSERT OR REPLACE INTO info VALUES ('histogram', 2);"
-                          " INSERT OR REPLACE INTO info VALUES ('top', 2)",
-                          NULL, NULL, NULL);
+    int rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 1)", NULL, NULL,
+                          NULL);
 
     return store_errno(rc);
 }
@@ -860,7 +824,7 @@ int agg_entry(struct agg *a, const struct proto_entry *e, uint32_t dev_id, int64
     return agg_entries(a, e, 1, &dev_id, rowid);
 }
 
-/* Refills a heap from its table: the kept entries' keys come from the entries themselves. */
+/* Refills a heap from its table. */
 static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
 {
     sqlite3_stmt *st;
@@ -871,8 +835,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     h->n = h->n_gone = 0;
     h->changed = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
-        /* in the table already: its fields are read again only to convert an older table */
-        h->f[h->n].known = false;
+        h->f[h->n].known = false; /* in the table already: never inserted again */
         agg_sift_in(h, &(struct agg_top){.rowid = sqlite3_column_int64(st, 0),
                                          .key = (uint64_t)sqlite3_column_int64(st, 1),
                                          .start = (uint64_t)sqlite3_column_int64(st, 2),
@@ -887,22 +850,12 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
 /* What the file's last commit left of the histograms and heaps, into memory. 0 or -errno. */
 static int agg_reload(struct agg *a)
 {
-    int64_t top;
     int rc;
 
-    if ((rc = agg_hist_load(a)) != 0 || (rc = info_get(a->db, "top", 1, &top)) != 0)
+    if ((rc = agg_hist_load(a)) != 0 ||
+        (rc = agg_heap_load(&a->slow, a->db, "SELECT entry, dur_ns, start_ns FROM top_slow")) != 0)
         return rc;
-    /* an older file's tables hold rowids alone: the keys come from the entries */
-    a->convert_top = top != 2;
-    if ((rc = agg_heap_load(&a->slow, a->db,
-                            top == 2 ? "SELECT entry, dur_ns, start_ns FROM top_slow"
-                                     : "SELECT e.rowid, e.dur_ns, e.start_ns FROM top_slow t"
-                                       " JOIN entries e ON e.rowid = t.entry")) != 0)
-        return rc;
-    return agg_heap_load(&a->mem, a->db,
-                         top == 2 ? "SELECT entry, mem_bytes, start_ns FROM top_mem"
-                                  : "SELECT e.rowid, e.mem_bytes, e.start_ns FROM top_mem t"
-                                    " JOIN entries e ON e.rowid = t.entry");
+    return agg_heap_load(&a->mem, a->db, "SELECT entry, mem_bytes, start_ns FROM top_mem");
 }
 
 int agg_load(struct agg *a)
@@ -946,8 +899,7 @@ static int agg_top_rowid_cmp(const void *pa, const void *pb)
 }
 
 /*
- * Inserts the kept entries of unknown fields (agg_entries(), or loaded from
- * an older file's top table: rowids alone), their fields copied from their
+ * Inserts the kept entries of unknown fields (agg_entries()), their fields copied from their
  * rows (the transaction's entries are all in the file by now, the blocks
  * format's last block included). One statement for all of them, their
  * rowids a JSON array in ascending order: the blocks format's table then
@@ -1085,34 +1037,6 @@ static int agg_heap_flush(struct agg *a, struct agg_heap *h)
     return 0;
 }
 
-/*
- * An older file's top tables (rowids alone, read through the entries) are
- * made again with the fields a report needs, and the heaps written in full.
- */
-static int agg_top_convert(struct agg *a)
-{
-    struct agg_heap *heaps[2] = {&a->slow, &a->mem};
-    int rc = sqlite3_exec(a->db, "DROP TABLE IF EXISTS top_slow; DROP TABLE IF EXISTS top_mem",
-                          NULL, NULL, NULL);
-
-    if (rc == SQLITE_OK) /* every statement of the schema is IF NOT EXISTS */
-        rc = sqlite3_exec(a->db, schema_session_sql, NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('top', 2)", NULL, NULL, NULL);
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    for (size_t k = 0; k < 2; k++) {
-        struct agg_heap *h = heaps[k];
-        agg_heap_unprepare(h);
-        for (size_t i = 0; i < h->n; i++)
-            h->v[i].saved = false;
-        h->n_gone = 0;
-        h->changed = true;
-    }
-    a->convert_top = false;
-    return 0;
-}
-
 static int agg_flush_sums(struct agg *a)
 {
     int rc;
@@ -1151,7 +1075,6 @@ int agg_flush(struct agg *a)
     if (a->entries == 0)
         return 0;
     if ((rc = rksql_run(a->up_session, v, 6)) != 0 || (rc = agg_flush_sums(a)) != 0 ||
-        (a->convert_top && (rc = agg_top_convert(a)) != 0) ||
         (rc = agg_heap_flush(a, &a->slow)) != 0 || (rc = agg_heap_flush(a, &a->mem)) != 0)
         return rc;
     agg_reset_deltas(a);

@@ -16,8 +16,8 @@
  * entries by, the fields of each kept entry's row (from the entry and
  * agg_src), so that the flush inserts the new ones into top_slow / top_mem
  * as they are, without reading `entries` (in the blocks format, decoding
- * their blocks). Entries whose fields it was not given (agg_entries(), an
- * older file's top tables of rowids alone) are read back from `entries`.
+ * their blocks). Entries whose fields it was not given (agg_entries()) are
+ * read back from `entries`.
  *
  * HISTOGRAM. A duration falls in bucket agg_bucket(dur) (exact below 256 ns,
  * then 128 buckets per power of two); a bucket holds its count and the
@@ -28,10 +28,7 @@
  * (op id → chunk → the buckets that have a count: no hashing per entry) and
  * rewrites, at each flush, only the chunks the transaction touched: a few
  * hundred rows for a transaction of 256 Ki entries, one or two for a light
- * session's commit. info.histogram = 2 says a file has this layout; a file
- * without it (older daemons) keeps agg_hist, one row per (op, bucket): the
- * query engine reads either, and the writer converts such a file when it
- * reopens it (agg_load: in its next transaction).
+ * session's commit.
  *
  * When a commit fails (disk full) the in-memory histograms and heaps no
  * longer match the file: agg_discard() reads them back from it (what the
@@ -63,8 +60,7 @@ void agg_free(struct agg *a);
 /*
  * A file reopened mid-session (the writer closed it while idle): reloads the
  * two top-K heaps from top_slow and top_mem and the histograms (from
- * agg_hist_chunks, or from an older file's agg_hist, which the next flush
- * converts), or, when the file's aggregates are already inexact, carries
+ * agg_hist_chunks), or, when the file's aggregates are already inexact, carries
  * that on. 0 or a negative errno (-EINVAL: a malformed stored chunk).
  */
 int agg_load(struct agg *a);

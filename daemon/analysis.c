@@ -6,37 +6,14 @@
  * and the imbalance ratio, which the report carries as floats.
  */
 #include "analysis.h"
+#include "proto_class.h"
 #include "util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* PROTOCOL.md "Analysis rules": substrings of a lower-cased op name. */
-static const char *const analysis_comm_words[] = {
-    "allreduce",
-    "all_reduce",
-    "all_gather",
-    "allgather",
-    "reduce_scatter",
-    "reducescatter",
-    "alltoall",
-    "all_to_all",
-    "broadcast",
-    "send",
-    "recv",
-    "barrier",
-    "nccl",
-    "comm",
-    /* extensions (PROTOCOL.md Part 3, "classification"): DeepEP, gloo, c10d, RCCL, NVSHMEM */
-    "ep::internode::",
-    "ep::intranode::",
-    "deep_ep",
-    "gloo",
-    "c10d::",
-    "rccl",
-    "nvshmem",
-};
-
+/* PROTOCOL.md "Analysis rules": substrings of a lower-cased op name (communication: proto_class.h).
+ */
 static const char *const analysis_memory_words[] = {"memcpy", "memset"};
 
 size_t analysis_percentile_rank(size_t n, unsigned p)
@@ -63,54 +40,22 @@ uint64_t analysis_percentile(const uint64_t *sorted, size_t n, unsigned p)
     return sorted[analysis_percentile_rank(n, p) - 1];
 }
 
-static char analysis_lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-/* True when word (lower case) occurs in name, comparing name lower-cased. */
-static bool analysis_contains(const char *name, const char *word)
-{
-    size_t wlen = strlen(word);
-
-    for (; *name != '\0'; name++) {
-        size_t i = 0;
-
-        while (i < wlen && name[i] != '\0' && analysis_lower(name[i]) == word[i])
-            i++;
-        if (i == wlen)
-            return true;
-    }
-    return false;
-}
-
 static bool analysis_contains_any(const char *name, const char *const *words, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (analysis_contains(name, words[i]))
+        if (proto_class_contains(name, words[i]))
             return true;
     }
     return false;
-}
-
-static bool analysis_starts_with(const char *name, const char *prefix)
-{
-    for (; *prefix != '\0'; name++, prefix++) {
-        if (analysis_lower(*name) != *prefix)
-            return false;
-    }
-    return true;
 }
 
 const char *analysis_classify(const char *name)
 {
-    size_t ncomm = UTIL_ARRAY_LEN(analysis_comm_words);
     size_t nmem = UTIL_ARRAY_LEN(analysis_memory_words);
 
     if (name == NULL)
         return "compute";
-    if (analysis_starts_with(name, "mpi_") ||
-        analysis_contains_any(name, analysis_comm_words, ncomm))
+    if (proto_class_comm(name, false))
         return "comm";
     if (analysis_contains_any(name, analysis_memory_words, nmem))
         return "memory";

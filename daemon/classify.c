@@ -80,6 +80,10 @@ int classify_session(const char *db_path, const struct classify_rules *r, uint64
         ret = classify_fail(db, rc, "open", err, errlen);
         goto out;
     }
+    if ((ret = info_schema_check(db, why, sizeof(why))) < 0) {
+        snprintf(err, errlen, "classify: %s", why);
+        goto out;
+    }
     /* The loop marks a session ended before the writer has closed its file: wait for the
      * writer's last transaction (info.ended), on files that have the rank aggregates
      * (up to CLASSIFY_BUSY_MS). */

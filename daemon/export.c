@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 
 #include "export.h"
+#include "info.h"
 #include "log.h"
 #include "vtab.h"
 
@@ -97,13 +98,11 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
 #define ROW_COLUMNS                                                                                \
     "SELECT e.process_id, e.step, e.op_id, e.device_id, e.start_ns, e.dur_ns,"                     \
     " coalesce(e.elements, s.elements, 0), e.mem_bytes, s.out_shape, s.in_shapes"
-#define ROW_EXT_COLUMNS ", x.entry_rowid, x.stream, x.peer, x.tag, x.comm, x.seq, x.checksum"
-/* entry_ext.comm_size: NULL in a file written before that key */
-#define ROW_EXT_COMM_SIZE ", x.comm_size"
-#define ROW_EXT_NO_SIZE   ", NULL"
-#define ROW_FROM          " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
-#define ROW_EXT_FROM      " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
-#define ROW_ORDER         " ORDER BY e.rowid"
+#define ROW_EXT_COLUMNS                                                                            \
+    ", x.entry_rowid, x.stream, x.peer, x.tag, x.comm, x.seq, x.checksum, x.comm_size"
+#define ROW_FROM     " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id"
+#define ROW_EXT_FROM " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
+#define ROW_ORDER    " ORDER BY e.rowid"
 /* "order": "start": by start, longer first (a slice before those it contains), then arrival. */
 #define ROW_ORDER_START " ORDER BY e.start_ns, e.dur_ns DESC, e.rowid"
 /* "order": "rank": each rank's entries together (no rank first), each rank's as by "start". */
@@ -131,23 +130,6 @@ static int export_has_table(struct export_work *w, const char *name)
     return rc == SQLITE_ROW;
 }
 
-/* Whether entry_ext has the column comm_size (files before that key have not): 1, 0, or -EIO. */
-static int export_has_comm_size(struct export_work *w)
-{
-    sqlite3_stmt *st;
-    int rc;
-
-    if (sqlite3_prepare_v2(w->db,
-                           "SELECT 1 FROM pragma_table_info('entry_ext') WHERE name = 'comm_size'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -EIO;
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return -EIO;
-    return rc == SQLITE_ROW;
-}
-
 /*
  * Prepares the rows query; the entry_ext and entry_link tables exist only in
  * files that got an ext map (a link).
@@ -156,15 +138,11 @@ static int export_prepare_rows(struct export_work *w)
 {
     char sql[1024];
     int ext = export_has_table(w, "entry_ext"), link = export_has_table(w, "entry_link");
-    int size = ext > 0 ? export_has_comm_size(w) : 0;
 
-    if (ext < 0 || link < 0 || size < 0)
+    if (ext < 0 || link < 0)
         return -EIO;
     w->ext = ext, w->link = link;
-    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
-             !w->ext ? ""
-             : size  ? ROW_EXT_COMM_SIZE
-                     : ROW_EXT_NO_SIZE,
+    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
              w->link ? ROW_LINK_COLUMNS : "", ROW_FROM, w->ext ? ROW_EXT_FROM : "",
              w->link ? ROW_LINK_FROM : "",
              w->by_rank    ? ROW_ORDER_RANK
@@ -230,14 +208,23 @@ static int export_cancelled(void *arg)
     return atomic_load((atomic_bool *)arg);
 }
 
+/* Opens the file and packs the header. -EPROTO (w->err said why): a file of another schema. */
 static int export_open(struct export_work *w, msgpack_packer *pk)
 {
+    char why[200];
+
     if (sqlite3_open_v2(w->path, &w->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
         vtab_register(w->db) != SQLITE_OK) /* entries of a blocks file */
         return -EIO;
     sqlite3_busy_timeout(w->db, 5000);
     sqlite3_progress_handler(w->db, EXPORT_CANCEL_STEPS, export_cancelled, w->cancel);
-    if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK || export_prepare_rows(w) < 0)
+    if (sqlite3_exec(w->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return -EIO;
+    if (info_schema_check(w->db, why, sizeof(why)) == -EPROTO) {
+        snprintf(w->err, sizeof(w->err), "cannot read session %lld: %s", (long long)w->id, why);
+        return -EPROTO;
+    }
+    if (export_prepare_rows(w) < 0)
         return -EIO;
     proto_pack_ok_header(pk);
     msgpack_pack_map(pk, 4);
@@ -316,8 +303,9 @@ static void export_work_cb(uv_work_t *req)
         w->rc = export_chunk(w, &pk);
     }
     if (w->rc < 0) {
-        snprintf(w->err, sizeof(w->err), "cannot read session %lld: %s", (long long)w->id,
-                 w->db ? sqlite3_errmsg(w->db) : "cannot open its file");
+        if (w->rc != -EPROTO)
+            snprintf(w->err, sizeof(w->err), "cannot read session %lld: %s", (long long)w->id,
+                     w->db ? sqlite3_errmsg(w->db) : "cannot open its file");
         msgpack_sbuffer_clear(&w->out);
         proto_pack_error(&pk, PROTO_E_INTERNAL, w->err);
         w->done = true;

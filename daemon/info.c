@@ -2,6 +2,11 @@
  * info.c — the `info` table's reader; see info.h.
  */
 #include "info.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+
 #include "store.h"
 
 int info_get(sqlite3 *db, const char *key, int64_t def, int64_t *out)
@@ -24,4 +29,37 @@ int64_t info_int(sqlite3 *db, const char *key, int64_t def)
     int64_t v;
 
     return info_get(db, key, def, &v) < 0 ? def : v;
+}
+
+int info_schema_set(sqlite3 *db)
+{
+    char sql[80];
+
+    snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO info VALUES ('schema_version', %d)",
+             INFO_SCHEMA_VERSION);
+    return store_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
+}
+
+int info_schema_check(sqlite3 *db, char *msg, size_t msglen)
+{
+    int64_t v;
+    int err = info_get(db, "schema_version", 0, &v);
+
+    if (err < 0) {
+        /* a missing table fails the prepare with SQLITE_ERROR: an empty or foreign file */
+        bool foreign = sqlite3_errcode(db) == SQLITE_ERROR;
+        if (msglen > 0)
+            snprintf(msg, msglen, "%s",
+                     foreign ? "no info table: not a session file, or one still being made"
+                             : sqlite3_errmsg(db));
+        return foreign ? -EPROTO : err;
+    }
+    if (v == INFO_SCHEMA_VERSION)
+        return 0;
+    if (msglen > 0)
+        snprintf(msg, msglen,
+                 "made by an incompatible tracectl (schema %lld, this build reads %d): report"
+                 " or export it with the tracectl that made it",
+                 (long long)v, INFO_SCHEMA_VERSION);
+    return -EPROTO;
 }

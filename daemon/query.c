@@ -27,6 +27,7 @@
  */
 #include "agg.h"
 #include "analysis.h"
+#include "info.h"
 #include "query.h"
 #include "ranks.h"
 #include "ranks_query.h"
@@ -65,10 +66,6 @@ struct query {
     size_t op_index, op_seen;
     /* The file's aggregates are exact: read them instead of scanning entries (agg.h). */
     bool agg;
-    /* Its histogram is in chunks (info.histogram = 2), not in an older file's agg_hist rows. */
-    bool hist_chunks;
-    /* Its top tables hold the entries' fields (info.top = 2), not an older file's rowids. */
-    bool top_fields;
     /* The durations pass: what each run of equal durations (or histogram bucket) goes to. */
     int (*duration)(struct query *q, int64_t op_id, uint64_t dur, uint64_t count);
     int64_t op_id;
@@ -369,9 +366,6 @@ static int query_durations(struct query *q, int (*fn)(struct query *, int64_t, u
     q->duration = fn;
     if (!q->agg)
         return query_run(q, schema_report_durations_sql, "durations", 0, 0, query_durations_row);
-    if (!q->hist_chunks)
-        return query_run(q, schema_report_durations_agg_rows_sql, "durations", 0, 0,
-                         query_durations_row);
     return query_run(q, schema_report_durations_agg_sql, "durations", 0, 0, query_chunk_row);
 }
 
@@ -477,9 +471,7 @@ static int query_slowest(struct query *q)
     q->n_list = &q->r->n_slowest;
     if (!q->agg || q->p->top > AGG_TOP)
         return query_run(q, schema_report_slowest_sql, "slowest", q->p->top, 0, query_entry_row);
-    return query_run(
-        q, q->top_fields ? schema_report_slowest_agg_sql : schema_report_slowest_agg_rowids_sql,
-        "slowest", q->p->top, 0, query_entry_row);
+    return query_run(q, schema_report_slowest_agg_sql, "slowest", q->p->top, 0, query_entry_row);
 }
 
 static int query_hotspots(struct query *q)
@@ -493,9 +485,8 @@ static int query_hotspots(struct query *q)
     if (!q->agg || q->p->top > AGG_TOP)
         return query_run(q, schema_report_hotspots_sql, "hotspots", q->p->top, threshold,
                          query_entry_row);
-    return query_run(
-        q, q->top_fields ? schema_report_hotspots_agg_sql : schema_report_hotspots_agg_rowids_sql,
-        "hotspots", q->p->top, threshold, query_entry_row);
+    return query_run(q, schema_report_hotspots_agg_sql, "hotspots", q->p->top, threshold,
+                     query_entry_row);
 }
 
 /* ---- devices, imbalance, communication ----------------------------------- */
@@ -903,31 +894,18 @@ static int query_analysis(struct query *q)
     return 0;
 }
 
-/*
- * Whether the file's aggregates are exact (info.aggregates = 1), and which
- * layouts its histogram (info.histogram = 2: chunks; absent: agg_hist) and
- * its top tables have (info.top = 2: the entries' fields; absent: rowids).
- */
+/* Whether the file's aggregates are exact (info.aggregates = 1). */
 static int query_aggregates(struct query *q)
 {
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(q->db,
-                                "SELECT (SELECT value FROM info WHERE key = 'aggregates'),"
-                                " (SELECT value FROM info WHERE key = 'histogram'),"
-                                " (SELECT value FROM info WHERE key = 'top')",
-                                -1, &st, NULL);
+    int64_t exact;
+    int rc = info_get(q->db, "aggregates", 0, &exact);
 
-    if (rc != SQLITE_OK) {
-        /* A file without the info table (older or hand-made) has no aggregates. */
-        q->agg = false;
-        return 0;
+    if (rc < 0) {
+        query_msg(q, "aggregates", sqlite3_errmsg(q->db));
+        return rc;
     }
-    rc = sqlite3_step(st);
-    q->agg = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
-    q->hist_chunks = rc == SQLITE_ROW && sqlite3_column_int64(st, 1) == 2;
-    q->top_fields = rc == SQLITE_ROW && sqlite3_column_int64(st, 2) == 2;
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : query_fail(q, rc, "aggregates");
+    q->agg = exact == 1;
+    return 0;
 }
 
 /*
@@ -1000,6 +978,8 @@ static int query_open(struct query *q, const char *db_path)
     /* A deferred transaction takes its snapshot at the first read. */
     if (query_exec(q, "BEGIN") < 0)
         return -EIO;
+    if ((rc = info_schema_check(q->db, q->errbuf, q->errlen)) < 0)
+        return rc;
     return query_aggregates(q);
 }
 

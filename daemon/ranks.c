@@ -25,7 +25,6 @@
 struct ranks *ranks_new(sqlite3 *db)
 {
     struct ranks *r = calloc(1, sizeof(*r));
-    bool legacy = false, migrating = false;
     int err = -ENOMEM;
 
     if (r == NULL)
@@ -34,13 +33,8 @@ struct ranks *ranks_new(sqlite3 *db)
     r->epoch = 1;
     r->islot = calloc(RK_ISLOTS, sizeof(*r->islot));
     r->n_islot = RK_ISLOTS;
-    if (r->islot != NULL && (err = rkschema_begin(r, &legacy, &migrating)) == 0 &&
-        (err = rkwrite_prepare(r)) == 0)
+    if (r->islot != NULL && (err = rkschema_create(r)) == 0 && (err = rkwrite_prepare(r)) == 0)
         err = rkstate_prepare(r);
-    if (err == 0 && rksql_info_get(db, "ranks_layout", 0) != RK_LAYOUT)
-        err = rksql_info_set(db, "ranks_layout", RK_LAYOUT);
-    if (migrating)
-        err = rkschema_end(r, legacy, err);
     if (err != 0) {
         ranks_free(r);
         return NULL;
@@ -427,7 +421,7 @@ int ranks_load(struct ranks *r)
         replay |= r->procs[i].replay;
     r->state_written = rksql_info_get(r->db, "ranks_state", 0);
     if (r->state_written != 1 || replay) {
-        /* a file that did not save the state, or an import's (its intervals are not saved):
+        /* some intervals were not saved (ranks_state 2), or an import's file (none are):
          * open instances, occurrence counts and pending intervals were lost with the close */
         r->inexact = true;
         return 0;
@@ -485,8 +479,8 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
 }
 
 /* Every entry of the file, in rowid order, as the writer saw them: with their ext map's
- * keys the aggregates use (an entry_ext written before ext comm_size has no such column)
- * and their links (a completion call's id, a tcmpi.completed's parent). */
+ * keys the aggregates use and their links (a completion call's id, a tcmpi.completed's
+ * parent). */
 static int ranks_rebuild_entries(struct ranks *r)
 {
     bool ext = rksql_has_table(r->db, "entry_ext"), link = rksql_has_table(r->db, "entry_link");
@@ -496,8 +490,7 @@ static int ranks_rebuild_entries(struct ranks *r)
              "SELECT e.process_id, e.step, e.op_id, coalesce(e.device_id, 0), e.start_ns,"
              " e.dur_ns, coalesce(e.elements, s.elements, 0), %s, e.rowid, %s, %s"
              " FROM entries e LEFT JOIN shapes s ON s.id = e.shape_id%s%s ORDER BY e.rowid",
-             ext ? "x.peer, x.comm, x.seq" : "NULL, NULL, NULL",
-             ext && rksql_has_column(r->db, "entry_ext", "comm_size") ? "x.comm_size" : "NULL",
+             ext ? "x.peer, x.comm, x.seq" : "NULL, NULL, NULL", ext ? "x.comm_size" : "NULL",
              link ? "l.id, l.parent" : "NULL, NULL",
              ext ? " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid" : "",
              link ? " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid" : "");
@@ -511,9 +504,6 @@ int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
 
     if ((err = rksql_exec(db, "BEGIN IMMEDIATE")) != 0)
         return err;
-    /* an rk_ops keyed by step (rkschema_begin) is rebuilt, not folded */
-    if (rksql_has_column(db, "rk_ops", "step") && (err = rksql_exec(db, "DROP TABLE rk_ops")) != 0)
-        goto rollback;
     if ((r = ranks_new(db)) == NULL) {
         err = -ENOMEM;
         goto rollback;

@@ -80,14 +80,7 @@
 
 struct ranks;
 
-/*
- * Creates the tables if needed and prepares the statements; a file whose
- * rk_ops is keyed by step (written before rk_devsteps) has it folded into
- * the per (process, device, op) rk_ops and rk_devsteps first, exactly, and
- * a file whose rk_steps, rk_devsteps or rk_coll_ranks is keyed the old way
- * (process or op first) has them re-keyed step first (schema/ranks.sql), the
- * same rows; info.ranks_layout says 2 after. NULL on failure.
- */
+/* Creates the tables if needed and prepares the statements. NULL on failure. */
 struct ranks *ranks_new(sqlite3 *db);
 /* NULL is a no-op. */
 void ranks_free(struct ranks *r);
@@ -97,8 +90,8 @@ int ranks_init_file(struct ranks *r);
  * A file reopened mid-session: reloads the op categories, processes and
  * process groups, and the state the last commit saved (open instances,
  * occurrence counts, the exposure's pending intervals), so the aggregates go
- * on exactly. A file that did not save it (written before, or an import's
- * intervals) is marked inexact. 0 or a negative errno.
+ * on exactly. A file that did not save all of it (ranks_state 2, or an
+ * import's intervals) is marked inexact. 0 or a negative errno.
  */
 int ranks_load(struct ranks *r);
 int ranks_op(struct ranks *r, uint32_t op_id, const char *name, const char *category);

@@ -5,9 +5,8 @@
  * rk_coll_ranks, processes, rk_ops and agg_ops: tables whose size grows with
  * ranks x steps (x devices), never with entries. One figure reads entries:
  * the throughput per op with a step filter (rk_ops has no steps), only those
- * between the first and last rowid of those steps (rk_devsteps). Files
- * written before rk_devsteps, with rk_ops keyed by step, are read as they
- * are. Sums saturate like every report sum; shares and ratios are doubles.
+ * between the first and last rowid of those steps (rk_devsteps). Sums
+ * saturate like every report sum; shares and ratios are doubles.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,10 +64,9 @@ struct rq {
     const struct ranks_filter *f;
     char *err;
     size_t errlen;
-    int state;   /* info.ranks: 0 absent, 1 exact, 2 inexact */
-    bool legacy; /* rk_ops keyed by step, no rk_devsteps (a file no writer reopened since) */
-    bool cover;  /* untracked time known: rk_steps.covered_ns in every row read, no filter on
-                  * device or category (it is per process and step, of every category) */
+    int state;  /* info.ranks: 0 absent, 1 exact, 2 inexact */
+    bool cover; /* untracked time known: rk_steps.covered_ns in every row read, no filter on
+                 * device or category (it is per process and step, of every category) */
     uint64_t late_entries, n_steps;
     uint64_t capped;             /* info.ranks_capped: instances closed at RANKS_OPEN */
     uint64_t world, world_given; /* the largest hello world, clamped (RANKS_MAX_WORLD); not */
@@ -119,17 +117,6 @@ static bool rq_rank_wanted(const struct rq *q, int64_t rank)
         if (q->f->ranks[i] == rank)
             return true;
     return false;
-}
-
-/* True when the file's rk_ops is keyed by step (written before rk_devsteps, not reopened). */
-static bool rq_legacy(sqlite3 *db)
-{
-    sqlite3_stmt *st;
-
-    if (sqlite3_prepare_v2(db, "SELECT step FROM rk_ops LIMIT 0", -1, &st, NULL) != SQLITE_OK)
-        return false;
-    sqlite3_finalize(st);
-    return true;
 }
 
 /* The ranks of the session (distinct ranks of its processes), sorted, and the process map. */
@@ -277,18 +264,6 @@ static bool rq_cat_wanted(const struct rq *q, enum proto_cat c)
 
 static int rq_step_done(struct rq *q);
 
-/* True when rk_steps has covered_ns (files written since untracked time is kept). */
-static bool rq_has_covered(sqlite3 *db)
-{
-    sqlite3_stmt *st;
-
-    if (sqlite3_prepare_v2(db, "SELECT covered_ns FROM rk_steps LIMIT 0", -1, &st, NULL) !=
-        SQLITE_OK)
-        return false;
-    sqlite3_finalize(st);
-    return true;
-}
-
 /*
  * Reads the per-step rows, in step order, and folds each step as its rows
  * end (rq_step_done): the memory a report holds follows the ranks (one
@@ -296,35 +271,22 @@ static bool rq_has_covered(sqlite3 *db)
  */
 static int rq_read_steps(struct rq *q)
 {
-    /* %s: covered_ns, or NULL in a file written before it that no writer reopened */
     static const char all[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, %s FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2 ORDER BY step";
     static const char all_steps[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, %s FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns FROM rk_steps"
         " ORDER BY step";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
         " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
         " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3"
         " ORDER BY r.step";
-    static const char by_dev_legacy[] =
-        "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, o.category, r.total_ns, r.exposed_ns"
-        " FROM rk_ops r JOIN ops o ON o.id = r.op_id JOIN devices d ON d.id = r.device_id"
-        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 AND r.calls > 0 ORDER BY r.step";
-    bool per_op = q->f->device != NULL && q->legacy;
-    char sql[512];
+    const char *sql = q->f->device == NULL ? (q->f->steps ? all : all_steps) : by_dev;
     sqlite3_stmt *st;
-    int rc;
-
-    snprintf(sql, sizeof(sql),
-             q->f->device == NULL ? (q->f->steps ? all : all_steps)
-             : per_op             ? by_dev_legacy
-                                  : by_dev,
-             rq_has_covered(q->db) ? "covered_ns" : "NULL");
-    rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_steps");
@@ -348,21 +310,11 @@ static int rq_read_steps(struct rq *q)
         w->step = step;
         w->begin = (uint64_t)sqlite3_column_int64(st, 2);
         w->end = (uint64_t)sqlite3_column_int64(st, 3);
-        if (per_op) { /* one row per op: merged by rq_merge_rows */
-            enum proto_cat c = proto_cat_code((const char *)sqlite3_column_text(st, 4));
-            if (rq_cat_wanted(q, c))
-                w->cat[c] = (uint64_t)sqlite3_column_int64(st, 5);
-            w->exposed =
-                rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 6) : 0;
-            continue;
-        }
         for (int c = 0; c < PROTO_NCAT; c++)
             if (rq_cat_wanted(q, (enum proto_cat)c))
                 w->cat[c] = (uint64_t)sqlite3_column_int64(st, 4 + c);
         w->exposed = rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
         if (q->f->device == NULL) {
-            if (sqlite3_column_type(st, 14) == SQLITE_NULL)
-                q->cover = false; /* a row written before covered_ns */
             w->covered = rq_pos(sqlite3_column_int64(st, 14));
         }
         if (q->f->device != NULL || !rq_cat_wanted(q, PROTO_CAT_COMM))
@@ -655,9 +607,9 @@ static int rq_pack_clients(struct rq *q, msgpack_packer *pk)
                            : "(SELECT count(*) FROM entries e WHERE e.process_id = c.process_id)");
     if (pk_str(pk, "clients"))
         return -1;
-    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) { /* an older file: none */
+    if ((rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL)) != SQLITE_OK) {
         sqlite3_finalize(st);
-        return msgpack_pack_array(pk, 0);
+        return rq_fail(q, rc, "process counters");
     }
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         n += rq_rank_wanted(q, sqlite3_column_int64(st, 1));
@@ -1179,7 +1131,6 @@ static int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out,
  * folded per op and process (rank, device and category filters), except with
  * a step filter: rk_ops has no steps, so the entries of those steps are read,
  * between the first and the last rowid rk_devsteps holds for them per process.
- * A file that still has its rk_ops keyed by step (legacy) folds that.
  */
 static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
 {
@@ -1203,15 +1154,9 @@ static int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
         " LEFT JOIN devices d ON d.id = e.device_id"
         " WHERE e.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
         " GROUP BY e.op_id, e.process_id ORDER BY o.name";
-    static const char legacy[] =
-        "SELECT o.name, r.process_id, satsum(r.calls), satsum(r.total_ns), satsum(r.elements),"
-        " o.category"
-        " FROM rk_ops r JOIN ops o ON o.id = r.op_id LEFT JOIN devices d ON d.id = r.device_id"
-        " WHERE r.step BETWEEN ?1 AND ?2 AND (?3 IS NULL OR d.name = ?3)"
-        " GROUP BY r.op_id, r.process_id ORDER BY o.name";
     bool filter = q->f->ranks != NULL || q->f->steps || q->f->device || q->f->category ||
                   q->state != 1 || info_int(q->db, "aggregates", 0) != 1;
-    const char *sql = !filter ? all : q->legacy ? legacy : q->f->steps ? by_entries : by_op;
+    const char *sql = !filter ? all : q->f->steps ? by_entries : by_op;
     sqlite3_stmt *st;
     struct row {
         char *op;
@@ -1427,7 +1372,6 @@ int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, c
     msgpack_sbuffer_init(&tail);
     msgpack_packer_init(&tp, &tail, msgpack_sbuffer_write);
     q.state = (int)info_int(q.db, "ranks", 0);
-    q.legacy = rq_legacy(db);
     q.late_entries = (uint64_t)info_int(q.db, "ranks_late", 0);
     q.capped = (uint64_t)info_int(q.db, "ranks_capped", 0);
     q.cover = f->device == NULL && f->category == NULL;

@@ -4,7 +4,7 @@
  * (the deltas of the open transaction and their caches), rkexpose.c (exposed
  * communication), rkcover.c (the union of top-level entries), rkcoll.c (collective matching),
  * rkwrite.c (writing the deltas), rkstate.c (the state saved between commits), rkschema.c (the
- * tables and their re-keying). Nothing outside them includes it.
+ * tables). Nothing outside them includes it.
  *
  * Everything here is the writer thread's (or `classify`'s worker's, on a
  * struct ranks of its own): none of it is thread-safe. The functions of

@@ -93,18 +93,6 @@ int rksql_exec(sqlite3 *db, const char *sql)
     return store_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
-int rksql_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, const char *c)
-{
-    char *sql = sqlite3_mprintf(fmt, a, b, c);
-    int err;
-
-    if (sql == NULL)
-        return -ENOMEM;
-    err = rksql_exec(db, sql);
-    sqlite3_free(sql);
-    return err;
-}
-
 int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg)
 {
     sqlite3_stmt *st;
@@ -158,25 +146,4 @@ bool rksql_has_table(sqlite3 *db, const char *name)
     found = sqlite3_step(st) == SQLITE_ROW;
     sqlite3_finalize(st);
     return found;
-}
-
-int rksql_column_pk(sqlite3 *db, const char *table, const char *col)
-{
-    sqlite3_stmt *st;
-    int pk = -1;
-
-    if (sqlite3_prepare_v2(db, "SELECT pk FROM pragma_table_info(?1) WHERE name = ?2", -1, &st,
-                           NULL) != SQLITE_OK)
-        return -1;
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        pk = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    return pk;
-}
-
-bool rksql_has_column(sqlite3 *db, const char *table, const char *col)
-{
-    return rksql_column_pk(db, table, col) >= 0;
 }

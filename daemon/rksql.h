@@ -46,9 +46,8 @@ int rksql_up_end(struct rksql_up *u);
 /* Runs st once with the values v[0..n) (it must return no row), then resets it. agg.c
  * writes its aggregates with it too. */
 int rksql_run(sqlite3_stmt *st, const int64_t *v, int n);
-/* sqlite3_exec of sql; of fmt with up to three strings (sqlite3_mprintf). */
+/* sqlite3_exec of sql. */
 int rksql_exec(sqlite3 *db, const char *sql);
-int rksql_execf(sqlite3 *db, const char *fmt, const char *a, const char *b, const char *c);
 
 /*
  * Runs the query sql and calls row(st, arg) for each row it gives, until
@@ -62,10 +61,7 @@ int rksql_info_set(sqlite3 *db, const char *key, int64_t v);
 /* info.key, or dflt when absent or unreadable. */
 int64_t rksql_info_get(sqlite3 *db, const char *key, int64_t dflt);
 
-/* True when the file has that table; that table has a column col. False on error too. */
+/* True when the file has that table. False on error too. */
 bool rksql_has_table(sqlite3 *db, const char *name);
-bool rksql_has_column(sqlite3 *db, const char *table, const char *col);
-/* Where col is in table's primary key: 1 the first column, 0 not in it; -1 no such column. */
-int rksql_column_pk(sqlite3 *db, const char *table, const char *col);
 
 #endif

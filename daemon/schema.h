@@ -21,11 +21,8 @@ extern const char schema_report_devices_sql[];
 extern const char schema_report_totals_agg_sql[];
 extern const char schema_report_ops_agg_sql[];
 extern const char schema_report_durations_agg_sql[];
-extern const char schema_report_durations_agg_rows_sql[];
 extern const char schema_report_slowest_agg_sql[];
-extern const char schema_report_slowest_agg_rowids_sql[];
 extern const char schema_report_hotspots_agg_sql[];
-extern const char schema_report_hotspots_agg_rowids_sql[];
 extern const char schema_report_devices_agg_sql[];
 /* A page of ops (ops_limit): its rows sorted by SQLite, and how many there are in all. */
 extern const char schema_report_ops_page_sql[];

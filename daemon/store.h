@@ -239,8 +239,8 @@ int64_t store_last_session_id(struct store *s);
  */
 void store_set_limits(struct store *s, size_t max_open, uint64_t commit_ms);
 /*
- * How a session file stores its entries, recorded in it as info.format
- * (files written before the blocks format have 1): rows of the entries
+ * How a session file stores its entries, recorded in it as info.format:
+ * rows of the entries
  * table, or blocks (schema/session_blocks.sql) behind the virtual table
  * `entries` (vtab.h). Either reads the same through SQL.
  */

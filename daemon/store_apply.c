@@ -194,28 +194,6 @@ static void bind_ext(sqlite3_stmt *st, int i, bool has, int64_t v)
         sqlite3_bind_null(st, i);
 }
 
-/*
- * The entry_ext of a file written before the ext key comm_size (a session
- * reopened mid-session by this daemon) gets the column, NULL in its rows.
- */
-static int ext_comm_size(struct store *s, sqlite3 *db)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(
-        db, "SELECT 1 FROM pragma_table_info('entry_ext') WHERE name = 'comm_size'", -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return store_check(s, db, rc, "prepare");
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_ROW)
-        return 0;
-    if (rc != SQLITE_DONE)
-        return store_check(s, db, rc, "entry_ext columns");
-    return store_exec(s, db, "ALTER TABLE entry_ext ADD COLUMN comm_size INTEGER",
-                      "add entry_ext.comm_size");
-}
-
 /* Prepares the insert of a side table (created just before). 0 or a negative errno. */
 static int side_prepare(struct store *s, struct wsess *w, sqlite3_stmt **st, const char *sql)
 {
@@ -251,8 +229,7 @@ static int ext_row(struct store *s, struct wsess *w, const struct proto_ext *x, 
     int rc;
 
     if (w->sql.ins_ext == NULL) {
-        if (store_exec(s, w->db, schema_entry_ext_sql, "create entry_ext") < 0 ||
-            ext_comm_size(s, w->db) < 0)
+        if (store_exec(s, w->db, schema_entry_ext_sql, "create entry_ext") < 0)
             return -EIO;
         if ((rc = side_prepare(s, w, &w->sql.ins_ext,
                                "INSERT INTO entry_ext(entry_rowid, stream, peer, tag, comm, seq,"

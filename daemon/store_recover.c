@@ -42,7 +42,7 @@ static int64_t file_int(sqlite3 *db, const char *sql, int64_t def)
  */
 static int recover_file(struct store *s, struct store_recovery *r, bool counts)
 {
-    char path[PATH_MAX];
+    char path[PATH_MAX], why[200];
     sqlite3 *db = NULL;
     int rc = 0;
 
@@ -55,6 +55,13 @@ static int recover_file(struct store *s, struct store_recovery *r, bool counts)
     }
     vtab_register(db); /* entries of a blocks file */
     sqlite3_busy_timeout(db, 5000);
+    if (info_schema_check(db, why, sizeof(why)) == -EPROTO) {
+        /* not ours to change: its counts stay those of its start */
+        log_error("session %lld: %s; left as it is", (long long)r->id, why);
+        sqlite3_close(db);
+        r->ranks_done = true;
+        return 0;
+    }
     if (!r->ranks_done) {
         rc = ranks_recover(db);
         if (rc < 0 && rc != -ENOSPC)

@@ -3,12 +3,14 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "agg.h"
+#include "info.h"
 #include "log.h"
 #include "ranks.h"
 #include "schema.h"
@@ -72,6 +74,37 @@ static int wsess_commit_hook(void *arg)
     return w->txn.open && !w->txn.committing;
 }
 
+/* A file reopened: of this build's schema version, else refused (logged). 0 or -errno. */
+static int wsess_check_schema(struct store *s, struct wsess *w)
+{
+    char what[64], why[200];
+    int err = info_schema_check(w->db, why, sizeof(why));
+
+    if (err == 0)
+        return 0;
+    snprintf(what, sizeof(what), "session %lld", (long long)w->id);
+    return store_error(s, err, what, why);
+}
+
+/*
+ * A new file's tables and its schema version, in one transaction: a reader
+ * (a report of the live session before its first commit) finds the file
+ * empty, or its tables with the version, never the tables alone.
+ */
+static int wsess_create_schema(struct store *s, struct wsess *w)
+{
+    if (store_exec(s, w->db, "BEGIN", "create session schema") < 0)
+        return -EIO;
+    if ((s->wr.format == STORE_FORMAT_BLOCKS &&
+         store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
+        store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
+        store_check_errno(s, w->db, info_schema_set(w->db), "record the schema version") < 0) {
+        sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+        return -EIO;
+    }
+    return store_exec(s, w->db, "COMMIT", "create session schema");
+}
+
 int wsess_file_open(struct store *s, struct wsess *w, bool create)
 {
     char path[PATH_MAX];
@@ -88,9 +121,11 @@ int wsess_file_open(struct store *s, struct wsess *w, bool create)
         goto fail;
     store_ckpt_hook(w);
     sqlite3_commit_hook(w->db, wsess_commit_hook, w);
-    if ((create && s->wr.format == STORE_FORMAT_BLOCKS &&
-         store_exec(s, w->db, schema_session_blocks_sql, "create blocks schema") < 0) ||
-        store_exec(s, w->db, schema_session_sql, "create session schema") < 0 ||
+    /* before session.sql, which would add its tables to any file */
+    if (!create && wsess_check_schema(s, w) < 0)
+        goto fail;
+    if ((create ? wsess_create_schema(s, w)
+                : store_exec(s, w->db, schema_session_sql, "create session schema")) < 0 ||
         store_blocks_open(s, w, create) < 0 || store_apply_prepare(s, w) < 0 ||
         (!w->bk.on && store_rows_prepare(s, w) < 0) || (w->agg = agg_new(w->db)) == NULL ||
         (!create && store_apply_load_shapes(s, w) < 0) ||

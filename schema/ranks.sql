@@ -1,23 +1,17 @@
 -- The rank aggregates (daemon/ranks.c): who is late and who waits, kept up
 -- to date by the writer in the same transaction as the entries, so that the
 -- report's Ranks, Steps, Collectives and Categories sections read these and
--- never the entries. Created when the writer opens a session file (older
--- files get them empty, with info.ranks absent: `tracectl classify` builds
--- them from the entries). Categories are folded in as the entries arrive
+-- never the entries. Created when the writer opens a session file (with
+-- info.ranks absent they are empty: `tracectl classify` builds them from the
+-- entries). Categories are folded in as the entries arrive
 -- (cat: 0 compute, 1 comm, 2 memory, 3 wait, 4 other), which is why
--- re-classifying a session rebuilds these tables. Files written before
--- rk_devsteps have an rk_ops keyed by (process, step, device, op): the writer
--- folds it into these two when it opens such a file (ranks_new), and the
--- report reads it as it is otherwise.
+-- re-classifying a session rebuilds these tables.
 --
 -- Keys: rk_devsteps, rk_steps and rk_coll_ranks start with the step, so that
 -- the rows a commit adds (the steps just run, of every process) land near the
 -- end of their B-tree instead of in one place per process (or per op and
 -- process): ~20 % less of SQLite's work per rk_coll_ranks row, ~10 % per
--- rk_steps and rk_devsteps row (docs/BENCHMARKS.md, rkkey). Files written before
--- (info.ranks_layout absent; 2 since) had them keyed (process_id, step
--- [, device_id]) and (op_id, process_id, step): the writer re-keys them when
--- it opens such a file (ranks_new), and the report reads either, by column.
+-- rk_steps and rk_devsteps row.
 -- rk_coll stays keyed by op first: a commit's rows go to one place per
 -- collective op (a few), and the report sums it per op.
 CREATE TABLE IF NOT EXISTS rk_ops (       -- per process, device and op (every step)
@@ -67,7 +61,7 @@ CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     last_count  INTEGER NOT NULL,         -- instances it arrived last at
     caused_ns   INTEGER NOT NULL,         -- skew of the instances it arrived last at
     covered_ns  INTEGER,                  -- length of the union of its top-level entries (no
-                                          -- ext parent); NULL: a file written before it
+                                          -- ext parent)
     PRIMARY KEY (step, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the last arrival)
@@ -91,7 +85,8 @@ CREATE TABLE IF NOT EXISTS rk_coll_ranks ( -- per step, collective op and proces
 -- What the writer holds in memory between entries, saved at each commit, so
 -- that a writer opening the file again mid-session (the daemon restarted
 -- after a crash, or closed the file to open others) goes on exactly where
--- the last commit left off (info.ranks_state = 1 in files that save it).
+-- the last commit left off (info.ranks_state = 1; 2 when some intervals
+-- were too many to save, and a reopen marks the aggregates inexact).
 CREATE TABLE IF NOT EXISTS rk_open (      -- arrivals at the collective instances still open
     kind        INTEGER NOT NULL,         -- the instance's key (ranks.c, struct rk_ikey)
     k1          INTEGER NOT NULL,
@@ -105,9 +100,9 @@ CREATE TABLE IF NOT EXISTS rk_open (      -- arrivals at the collective instance
     start_ns    INTEGER NOT NULL,
     dur_ns      INTEGER NOT NULL,
     comm_size   INTEGER,                  -- the instance's expected arrivals when saved (ext
-                                          -- comm_size), 0 the world; files before: added NULL
+                                          -- comm_size), 0 the world
     flags       INTEGER,                  -- 1 a non-blocking collective's, + 2 its completion
-                                          -- came (rk.h RK_A_*); files before: added NULL (0)
+                                          -- came (rk.h RK_A_*)
     wait_b_ns   INTEGER,                  -- flags 3: its completion call's start and end
     wait_e_ns   INTEGER,
     PRIMARY KEY (kind, k1, k2, k3, process_id)

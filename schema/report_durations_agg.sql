@@ -1,5 +1,5 @@
 -- Report (aggregates): as report_durations.sql, from the histogram chunks
--- (info.histogram = 2), ascending within an op: query.c decodes each chunk
+-- ascending within an op: query.c decodes each chunk
 -- into its buckets' smallest durations with their counts (agg_chunk_decode).
 -- Columns: op_id, chunk, data.
 SELECT h.id >> 7, h.id & 127, h.data

@@ -1,5 +1,5 @@
 -- Report (aggregates): as report_slowest.sql, among the kept top entries,
--- whose fields top_slow holds (info.top = 2): the entries are not read.
+-- whose fields top_slow holds: the entries are not read.
 SELECT o.name, p.rank, d.name, t.step, t.start_ns, t.dur_ns, t.mem_bytes,
        s.out_shape, s.in_shapes
 FROM top_slow t

@@ -2,7 +2,8 @@
 -- Entries refer to ops, devices, processes and shapes by integer id; shapes
 -- are canonical msgpack blobs (an array of uint; an array of arrays of uint).
 -- The view `trace` shows every entry with its names, for people using sqlite3.
-PRAGMA user_version = 1;
+-- info: the file's format (schema_version, checked by every reader: daemon/info.h;
+-- format, rows or blocks) and its aggregates' state (aggregates, ranks, ...).
 CREATE TABLE IF NOT EXISTS info (
     key   TEXT PRIMARY KEY,
     value
@@ -25,8 +26,7 @@ CREATE TABLE IF NOT EXISTS processes (
 -- counters), as of the last flush or bye the daemon read: recorded, dropped
 -- (never sent), sent (written to the socket); acked is the last ack the
 -- process is known to have had (the bye's word; else the daemon's last ack
--- sent while it was connected). final: 1 when it came with bye. Added after
--- the first files: a file without it has no such rows.
+-- sent while it was connected). final: 1 when it came with bye.
 CREATE TABLE IF NOT EXISTS process_counters (
     process_id  INTEGER PRIMARY KEY,
     recorded    INTEGER NOT NULL,
@@ -119,9 +119,7 @@ CREATE TABLE IF NOT EXISTS agg_ops (
 -- count, id = op_id << 7 | chunk; data: a little-endian uint64 whose bit i
 -- says bucket chunk * 64 + i has a count, then for each such bucket two
 -- LEB128 varints, the count and the smallest duration minus the bucket's
--- lowest value (agg.h, agg_chunk_decode). info.histogram = 2 marks this
--- layout; files without it have agg_hist (op_id, bucket, min_ns, count)
--- instead, one row per op and bucket.
+-- lowest value (agg.h, agg_chunk_decode).
 CREATE TABLE IF NOT EXISTS agg_hist_chunks (
     id          INTEGER PRIMARY KEY,
     data        BLOB NOT NULL
@@ -134,8 +132,7 @@ CREATE TABLE IF NOT EXISTS agg_devices (
 );
 -- The 1000 slowest entries and the 1000 with the most memory: entry is the
 -- entry's rowid, the other columns are the entry's own (as in `entries`),
--- so that a report reads them without reading the entries. info.top = 2
--- marks this layout; files without it hold the rowid alone.
+-- so that a report reads them without reading the entries.
 CREATE TABLE IF NOT EXISTS top_slow (
     entry       INTEGER PRIMARY KEY,
     process_id  INTEGER,

@@ -19,6 +19,7 @@
 #include <zlib.h>
 
 #include "cli_import_cut.h"
+#include "proto_class.h"
 
 #define KINETO_NAME_MAX   PROTO_MAX_NAME /* longer names are cut visibly: see name_cut() */
 #define KINETO_READ_BUF   (256u << 10)   /* text read at a time (and the first buffer's size) */
@@ -220,44 +221,10 @@ static bool grow(void **v, size_t *cap, size_t n, size_t sz)
 
 const char *kineto_category(const char *name, bool memory)
 {
-    /* Substrings of a lower-cased name that mean communication. "broadcast" alone is
-     * not one: elementwise kernels broadcast too; NCCL's broadcast kernels say nccl. */
-    static const char *const comm[] = {
-        "nccl",
-        "rccl",
-        "msccl",
-        "gloo",
-        "c10d::",
-        "nvshmem",
-        "allreduce",
-        "all_reduce",
-        "allgather",
-        "all_gather",
-        "reducescatter",
-        "reduce_scatter",
-        "alltoall",
-        "all_to_all",
-        "sendrecv",
-        "cross_device_reduce",
-        "record_param_comms",
-        "ep::internode::", /* DeepEP: dispatch, combine, notify kernels */
-        "ep::intranode::",
-        "deep_ep",
-    };
-    char low[KINETO_NAME_MAX + 1];
-    size_t i;
-
     if (memory)
         return "memory";
-    for (i = 0; name[i] != '\0' && i < sizeof(low) - 1; i++)
-        low[i] = (char)tolower((unsigned char)name[i]);
-    low[i] = '\0';
-    for (i = 0; i < sizeof(comm) / sizeof(comm[0]); i++)
-        if (strstr(low, comm[i]) != NULL)
-            return "comm";
-    if (strncmp(low, "mpi_", 4) == 0)
-        return "comm";
-    return "compute";
+    /* the strict words: a trace's every kernel and operator, "broadcast" in compute ones */
+    return proto_class_comm(name, true) ? "comm" : "compute";
 }
 
 /*

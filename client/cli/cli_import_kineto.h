@@ -185,11 +185,11 @@ int kineto_scan(struct kineto *k);
 int kineto_replay(struct kineto *k, bool cpu_ops, kineto_emit_fn emit, void *arg);
 
 /*
- * The category tracectl gives an imported op: "comm" for collective and
- * point-to-point communication (NCCL/RCCL/MSCCL/gloo kernels and ops,
- * all-reduce, all-gather, reduce-scatter, all-to-all, broadcast of a
- * collective library, send/recv), "memory" for memcpy/memset events,
- * else "compute". Never NULL.
+ * The category tracectl gives an imported op: "comm" when its name has one
+ * of the strict communication words (proto_class.h: NCCL/RCCL/MSCCL/gloo
+ * kernels and ops, all-reduce, all-gather, reduce-scatter, all-to-all,
+ * send-recv; not "broadcast" alone) or starts with MPI_, "memory" for
+ * memcpy/memset events, else "compute". Never NULL.
  */
 const char *kineto_category(const char *name, bool memory);
 

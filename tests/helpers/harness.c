@@ -92,7 +92,7 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
         _exit(127);
     }
     /* Ready when it answers on the socket. */
-    for (int i = 0; i < 200; i++) {
+    for (double end = harness_now() + HARNESS_DEADLINE_S; harness_now() < end;) {
         int fd = raw_connect(d->sock);
         if (fd >= 0) {
             close(fd);
@@ -102,7 +102,7 @@ static void daemon_spawn(struct tdaemon *d, va_list ap)
         cr_assert_eq(waitpid(d->pid, &st, WNOHANG), 0, "tracectld exited at start-up");
         usleep(25000);
     }
-    cr_assert_fail("tracectld did not answer on %s within 5 s", d->sock);
+    cr_assert_fail("tracectld did not answer on %s within %d s", d->sock, HARNESS_DEADLINE_S);
 }
 
 void harness_daemon_start(struct tdaemon *d, ...)
@@ -136,7 +136,7 @@ int harness_daemon_stop(struct tdaemon *d, int sig)
     if (d->pid <= 0)
         return -1;
     kill(d->pid, sig);
-    for (int i = 0; i < 400; i++) {
+    for (double end = harness_now() + HARNESS_DEADLINE_S; harness_now() < end;) {
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->pid = 0;
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -146,7 +146,7 @@ int harness_daemon_stop(struct tdaemon *d, int sig)
     kill(d->pid, SIGKILL);
     waitpid(d->pid, &st, 0);
     d->pid = 0;
-    cr_assert_fail("tracectld did not stop within 10 s of signal %d", sig);
+    cr_assert_fail("tracectld did not stop within %d s of signal %d", HARNESS_DEADLINE_S, sig);
     return -1;
 }
 
@@ -306,7 +306,7 @@ static int raw_fill(int fd, struct proto_reader *r)
     char *buf;
     ssize_t n;
 
-    if (poll(&p, 1, 5000) <= 0)
+    if (poll(&p, 1, HARNESS_DEADLINE_S * 1000) <= 0)
         return -1;
     buf = proto_reader_buffer(r, 65536);
     n = read(fd, buf, 65536);
@@ -344,7 +344,7 @@ bool raw_closed(int fd)
     char buf[4096];
 
     for (;;) {
-        if (poll(&p, 1, 5000) <= 0)
+        if (poll(&p, 1, HARNESS_DEADLINE_S * 1000) <= 0)
             return false;
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n == 0 || (n < 0 && errno == ECONNRESET))
@@ -618,4 +618,69 @@ double harness_now(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+long long harness_sessions_field(const char *sock, long long id, const char *key)
+{
+    struct proto_reader r;
+    long long v = -1;
+    int fd;
+    const msgpack_object *o = raw_control(sock, PROTO_SESSIONS, NULL, &r, &fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t i = 0; i < list->via.array.size; i++) {
+        const msgpack_object *row = &list->via.array.ptr[i];
+        if ((long long)obj_u64(obj_get(row, "id")) == id)
+            v = (long long)obj_u64(obj_get(row, key));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+unsigned long long harness_status_u64(const char *sock, const char *key)
+{
+    struct proto_reader r;
+    int fd;
+    const msgpack_object *o = raw_control(sock, PROTO_STATUS, NULL, &r, &fd);
+    unsigned long long v = obj_u64(obj_get(&o->via.array.ptr[1], key));
+
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+long long harness_db_int(const char *path, const char *sql)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    long long n = -1;
+
+    if (access(path, F_OK) == 0 &&
+        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
+            if (sqlite3_step(st) == SQLITE_ROW)
+                n = sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+        }
+        sqlite3_close(db);
+    }
+    return n;
+}
+
+bool harness_integrity_ok(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *st;
+    bool ok = false;
+
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
+        ok = sqlite3_step(st) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return ok;
 }

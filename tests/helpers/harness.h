@@ -18,6 +18,15 @@
 
 #include "proto.h"
 
+/*
+ * How long the harness waits for what must come (the daemon answering at
+ * start, stopping at a signal, a reply, a close): a deadline, not a sleep,
+ * so a passing test never waits it out. Generous because `ctest -j8` on two
+ * cores under ASan slows the daemon tenfold: a 400,000-entry flush then took
+ * over the 5 s this once was.
+ */
+#define HARNESS_DEADLINE_S 60
+
 struct tdaemon {
     pid_t pid;
     char dir[256];       /* the temporary directory holding both */
@@ -73,11 +82,11 @@ int harness_run(char **out, char *const argv[]);
 int raw_connect(const char *sock);
 /* Sends a packed message and resets the buffer. */
 void raw_send(int fd, msgpack_sbuffer *sb);
-/* Reads one whole message; returns a decoded reply (0) or -1 on EOF/timeout (5 s). */
+/* Reads one whole message: a decoded reply (0), or -1 on EOF or after HARNESS_DEADLINE_S. */
 int raw_recv(int fd, struct proto_reader *r, struct proto_msg *m);
 /* Reads one whole message as a generic object (valid until the next read); -1 on EOF. */
 int raw_recv_object(int fd, struct proto_reader *r, const msgpack_object **o);
-/* True when the peer closed (read returns 0) within 5 s. */
+/* True when the peer closed (read returns 0) within HARNESS_DEADLINE_S. */
 bool raw_closed(int fd);
 
 /* hello → welcome; returns the connection. *session_id may be NULL. */
@@ -109,6 +118,20 @@ unsigned long long obj_u64(const msgpack_object *o);
 double obj_f64(const msgpack_object *o);
 /* strcmp-like compare of a msgpack str with s; false when not a str. */
 bool obj_str_eq(const msgpack_object *o, const char *s);
+
+/* A number of session id's row in the `sessions` of the daemon at sock (-1: no such row). */
+long long harness_sessions_field(const char *sock, long long id, const char *key);
+/* A number of the `status` map of the daemon at sock (0 when absent). */
+unsigned long long harness_status_u64(const char *sock, const char *key);
+
+/*
+ * The first column of the first row of sql over the database at path, read
+ * on a read-only connection of its own (busy timeout 5 s): -1 when there is
+ * no file, the query fails or gives no row.
+ */
+long long harness_db_int(const char *path, const char *sql);
+/* True when PRAGMA integrity_check says ok on the database at path. */
+bool harness_integrity_ok(const char *path);
 
 /*
  * The daemon's memory and CPU from /proc, for the memory-bound tests. Under

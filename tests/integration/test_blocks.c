@@ -523,8 +523,8 @@ Test(blocks, row_files_stay_readable)
 
 /*
  * A CSV export as it was before the ext columns were appended (peer, tag, comm, seq,
- * comm_size): each line's last five fields are cut, in place. The archived exports predate
- * them, and none of their entries has one (their fields are empty). Returns the new length.
+ * comm_size): each line's last five fields are cut, in place. None of the entries
+ * it is used on has one (their fields are empty). Returns the new length.
  */
 static size_t csv_without_ext(char *buf, size_t len)
 {
@@ -547,22 +547,49 @@ static size_t csv_without_ext(char *buf, size_t len)
     return out;
 }
 
-/*
- * tests/data/rows-format/data.tar.gz: a data dir written by the previous
- * default (tracectld at commit 3414df7, which wrote rows unless told
- * otherwise): session 1 `demo` (tc_demo, 4 ranks, 160 entries) and session 2
- * `streams` (an import). A daemon writing blocks by default exports both as
- * that daemon did (its exports are beside the archive), keeps them rows, and
- * writes a new session in blocks beside them.
- */
-Test(blocks, files_of_the_previous_default_read_the_same)
+/* Runs `tracectl CMD session` on d's socket: its exit status, stdout and stderr in *out. */
+static int cli_all(char **out, const char *cmd, const char *session)
 {
-    char arch[PATH_MAX], path[PATH_MAX + 32], want[PATH_MAX];
-    static const char *const sessions[] = {"demo", "streams"};
-    size_t lw, lg, n;
+    char line[PATH_MAX + 256];
+    char *argv[] = {"sh", "-c", line, NULL};
+
+    snprintf(line, sizeof(line), "'%s' --socket '%s' %s %s 2>&1", TRACECTL_BIN, db.sock, cmd,
+             session);
+    return harness_run(out, argv);
+}
+
+/* Both the report and the export of session are refused with "(schema N, this build reads 1)". */
+static void assert_refused(const char *session, const char *schema)
+{
+    static const char *const cmds[] = {"report", "export --format csv -o /dev/null"};
+    char want[128];
+
+    snprintf(want, sizeof(want), "made by an incompatible tracectl (%s, this build reads 1)",
+             schema);
+    for (size_t i = 0; i < 2; i++) {
+        char *out = NULL;
+        int st = cli_all(&out, cmds[i], session);
+        cr_expect_neq(st, 0, "%s %s: status 0", cmds[i], session);
+        cr_expect_not_null(strstr(out, want), "%s %s: %s", cmds[i], session, out);
+        free(out);
+    }
+}
+
+/*
+ * One schema version (daemon/info.h): tests/data/rows-format/data.tar.gz is a
+ * data dir written before files recorded info.schema_version (tracectld at
+ * commit 3414df7: session 1 `demo`, session 2 `streams`). Its sessions are
+ * listed, but reading them is refused with what they are; a new session is
+ * written beside them with the version, and refused in turn once its file
+ * says another. `classify` refuses such a file too, and leaves it as it is.
+ */
+Test(blocks, files_of_another_schema_version_are_refused)
+{
+    char arch[PATH_MAX], path[PATH_MAX + 32], *out = NULL;
     long long id;
-    char *w, *g, *t;
     sqlite3 *h;
+    size_t n;
+    char *t;
     int fd;
 
     harness_daemon_start(&db, NULL);
@@ -580,26 +607,13 @@ Test(blocks, files_of_the_previous_default_read_the_same)
         cr_assert_eq(harness_run(NULL, tar), 0);
     }
     harness_daemon_restart(&db, NULL);
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof(path), "%s/%s.csv", db.dir, sessions[i]);
-        snprintf(want, sizeof(want), "%s/rows-format/%s.csv", TEST_DATA_DIR, sessions[i]);
-        export_to(&db, sessions[i], "csv", path);
-        w = slurp(want, &lw);
-        g = slurp(path, &lg);
-        lg = csv_without_ext(g, lg);
-        cr_assert_gt(lw, 100);
-        cr_assert_eq(lg, lw, "%s: %zu bytes, %zu before", sessions[i], lg, lw);
-        cr_assert_eq(memcmp(w, g, lw), 0, "%s differs from the previous daemon's export",
-                     sessions[i]);
-        free(w);
-        free(g);
-    }
-    {
-        char *argv[] = {TRACECTL_BIN, "--socket", db.sock, "report", "demo", "--json", NULL};
-        cr_assert_eq(harness_run(&t, argv), 0);
-        cr_assert_not_null(strstr(t, "\"entries\":160"), "%s", t);
-        free(t);
-    }
+    cr_assert_eq(cli_all(&out, "sessions", ""), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "demo"), "%s", out);
+    cr_expect_not_null(strstr(out, "streams"), "%s", out);
+    free(out);
+    assert_refused("demo", "schema 0");
+    assert_refused("streams", "schema 0");
+
     fd = raw_producer(db.sock, "new", 0, 1, "gpu:0", &id);
     cr_assert_eq(id, 3);
     send_ops(fd);
@@ -607,31 +621,63 @@ Test(blocks, files_of_the_previous_default_read_the_same)
     cr_assert_eq(raw_flush(fd, 1), 10);
     raw_bye(fd, 0);
     raw_wait_state(db.sock, id, "ended", 30);
+    cr_assert_eq(cli_all(&out, "report --json", "new"), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "\"entries\":10"), "%s", out);
+    free(out);
     cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
 
-    /* What a plain sqlite3 sees, without the module (no `.load`). */
-    sqlite3_reset_auto_extension();
-    for (long long k = 1; k <= 3; k++) {
-        snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, k);
-        cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        t = query_text(h, "SELECT value FROM info WHERE key = 'format'", &n);
-        cr_assert_str_eq(t, k < 3 ? "1\n" : "2\n", "session %lld", k);
-        free(t);
-        if (k < 3) {
-            t = query_text(h, "SELECT count(*) FROM trace", &n);
-            cr_assert_str_eq(t, k == 1 ? "160\n" : "6\n");
-            free(t);
-        } else {
-            sqlite3_stmt *st = NULL;
-            cr_assert_eq(sqlite3_prepare_v2(h, "SELECT count(*) FROM trace", -1, &st, NULL),
-                         SQLITE_ERROR);
-            cr_assert_str_eq(sqlite3_errmsg(h), "no such module: tracectl_blocks");
-            t = query_text(h, "SELECT name FROM ops ORDER BY id", &n);
-            cr_assert_str_eq(t, "matmul\nallreduce\ncopy\nrelu\n");
-            free(t);
-        }
-        sqlite3_close(h);
+    snprintf(path, sizeof(path), "%s/sessions/3.db", db.data);
+    cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
+    t = query_text(h, "SELECT value FROM info WHERE key = 'schema_version'", &n);
+    cr_assert_str_eq(t, "1\n");
+    free(t);
+    cr_assert_eq(
+        sqlite3_exec(h, "UPDATE info SET value = 2 WHERE key = 'schema_version'", NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(h);
+    harness_daemon_restart(&db, NULL);
+    assert_refused("new", "schema 2");
+    cr_expect_neq(cli_all(&out, "classify", "new"), 0, "%s", out);
+    cr_expect_not_null(
+        strstr(out, "made by an incompatible tracectl (schema 2, this build reads 1)"), "%s", out);
+    free(out);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
+    cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    t = query_text(h, "SELECT value FROM info WHERE key = 'schema_version'", &n);
+    cr_assert_str_eq(t, "2\n", "left as it is");
+    free(t);
+    sqlite3_close(h);
+}
+
+/*
+ * A new session's tables and schema version are committed when its file is
+ * made, before the first transaction (which holds info.aggregates and the
+ * entries): a report of the live session in between reads it, no entries
+ * yet, where a version written with that transaction would be "schema 0".
+ */
+Test(blocks, a_new_sessions_file_is_read_before_its_first_commit)
+{
+    char path[PATH_MAX + 32], *out = NULL;
+    long long id = -1, version = -1;
+    int fd;
+
+    harness_daemon_start(&db, "--commit-interval", "60000", NULL);
+    fd = raw_producer(db.sock, "early", 0, 1, "gpu:0", &id);
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, id);
+    for (double end = harness_now() + HARNESS_DEADLINE_S; version != 1 && harness_now() < end;) {
+        version = harness_db_int(path, "SELECT value FROM info WHERE key = 'schema_version'");
+        if (version != 1)
+            usleep(10000);
     }
+    cr_assert_eq(version, 1, "the file's schema version");
+    cr_assert_eq(harness_db_int(path, "SELECT count(*) FROM info WHERE key = 'aggregates'"), 0,
+                 "the first transaction is not committed yet");
+    cr_expect_eq(cli_all(&out, "report --json", "early"), 0, "%s", out);
+    cr_expect_not_null(strstr(out, "\"state\":\"live\""), "%s", out);
+    cr_expect_not_null(strstr(out, "\"entries\":0"), "%s", out);
+    free(out);
+    raw_bye(fd, 0);
+    cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
 }
 
 /*

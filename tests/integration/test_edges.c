@@ -969,8 +969,8 @@ Test(edges, small_report_is_not_queued_behind_heavy_ones)
 /* ---- a page of ops on a session with many op names (issue 10 item 13) ----- */
 
 /*
- * A session as an older daemon could leave it, with more op names than
- * SESSION_MAX_OPS: made by a real producer (its catalog row, file and
+ * A session with more op names than SESSION_MAX_OPS (which the daemon never
+ * lets a session reach, but a file may hold): made by a real producer (its catalog row, file and
  * process), then given n ops by hand while the daemon is stopped. Op i is
  * named by name(i), has calls(i) entries of the durations dur(i, j) (all
  * under 256 ns, so each is its own histogram bucket and the aggregates'
@@ -990,6 +990,65 @@ static void exec_sql(sqlite3 *db, const char *sql)
     char *err = NULL;
 
     cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+/*
+ * The histogram chunks of the file's entries, as agg.c stores them (agg.h:
+ * id = op_id << 7 | bucket / 64; a little-endian mask of the chunk's buckets,
+ * then per bucket LEB128 count and smallest duration minus the bucket's
+ * lowest). Every duration is under 256 ns: its own bucket, offset 0.
+ */
+static void many_ops_chunks(sqlite3 *db)
+{
+    sqlite3_stmt *sel, *ins;
+    uint8_t blob[8 + 64 * 11];
+    uint64_t count[64] = {0}, mask = 0;
+    long long cur = -1;
+    int rc;
+
+    cr_assert_eq(sqlite3_prepare_v2(db,
+                                    "SELECT op_id << 7 | dur_ns / 64, dur_ns % 64, count(*)"
+                                    " FROM entries GROUP BY op_id, dur_ns ORDER BY 1, 2",
+                                    -1, &sel, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    cr_assert_eq(
+        sqlite3_prepare_v2(db, "INSERT INTO agg_hist_chunks VALUES (?, ?)", -1, &ins, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    do {
+        rc = sqlite3_step(sel);
+        long long id = rc == SQLITE_ROW ? sqlite3_column_int64(sel, 0) : -2;
+        if (id != cur && cur >= 0) {
+            size_t len = 0;
+            for (int j = 0; j < 8; j++)
+                blob[len++] = (uint8_t)(mask >> (8 * j));
+            for (int b = 0; b < 64; b++) {
+                if (!(mask >> b & 1))
+                    continue;
+                for (uint64_t v = count[b];; v >>= 7) {
+                    blob[len++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
+                    if (v < 0x80)
+                        break;
+                }
+                blob[len++] = 0; /* smallest duration minus the bucket's lowest */
+            }
+            sqlite3_bind_int64(ins, 1, cur);
+            sqlite3_bind_blob(ins, 2, blob, (int)len, SQLITE_STATIC);
+            cr_assert_eq(sqlite3_step(ins), SQLITE_DONE, "%s", sqlite3_errmsg(db));
+            sqlite3_reset(ins);
+            memset(count, 0, sizeof(count));
+            mask = 0;
+        }
+        if (rc == SQLITE_ROW) {
+            int b = sqlite3_column_int(sel, 1);
+            cr_assert_lt(id & 127, 4, "every duration under 256 ns");
+            count[b] = (uint64_t)sqlite3_column_int64(sel, 2);
+            mask |= UINT64_C(1) << b;
+            cur = id;
+        }
+    } while (rc == SQLITE_ROW);
+    cr_assert_eq(rc, SQLITE_DONE, "%s", sqlite3_errmsg(db));
+    sqlite3_finalize(sel);
+    sqlite3_finalize(ins);
 }
 
 static long long many_ops_session(const struct many_ops *m)
@@ -1034,20 +1093,15 @@ static long long many_ops_session(const struct many_ops *m)
     }
     sqlite3_finalize(op);
     sqlite3_finalize(en);
-    /* the histogram as older daemons stored it (one row per op and bucket, no info.histogram) */
+    /* the aggregates, rebuilt from the entries */
     exec_sql(db, "DELETE FROM agg_ops; DELETE FROM agg_hist_chunks;"
-                 "DELETE FROM info WHERE key = 'histogram';"
-                 "CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
-                 " min_ns INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (op_id, bucket))"
-                 " WITHOUT ROWID;"
                  "INSERT INTO agg_ops SELECT op_id, count(*), sum(dur_ns), min(dur_ns), "
                  "max(dur_ns), 0, 0 FROM entries GROUP BY op_id;"
-                 "INSERT INTO agg_hist SELECT op_id, dur_ns, dur_ns, count(*) FROM entries "
-                 "GROUP BY op_id, dur_ns;"
                  "INSERT OR REPLACE INTO agg_session SELECT 1, count(*), sum(dur_ns), "
                  "min(start_ns), max(start_ns + dur_ns), 0, 0 FROM entries;"
-                 "UPDATE info SET value = 1 WHERE key = 'aggregates';"
-                 "COMMIT");
+                 "UPDATE info SET value = 1 WHERE key = 'aggregates'");
+    many_ops_chunks(db);
+    exec_sql(db, "COMMIT");
     cr_assert_eq(sqlite3_close(db), SQLITE_OK);
     harness_daemon_restart(&d, NULL);
     return id;

@@ -38,8 +38,6 @@ static void fini(void)
 TestSuite(faults, .fini = fini, .timeout = 90);
 
 static long long file_count(long long id, const char *sql);
-static long long sessions_field(long long id, const char *key);
-static unsigned long long status_u64(const char *key);
 
 static unsigned long long report_entries(long long id, const char **state)
 {
@@ -60,22 +58,6 @@ static unsigned long long report_entries(long long id, const char **state)
     proto_reader_deinit(&r);
     close(fd);
     return n;
-}
-
-static bool integrity_ok(const char *path)
-{
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    bool ok = false;
-
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
-        ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return ok;
 }
 
 /*
@@ -131,9 +113,9 @@ Test(faults, kill9_keeps_every_acked_entry)
     cr_assert_str_eq(state, "ended", "a session live at the crash is shown ended");
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
-    cr_assert(integrity_ok(path), "integrity_check failed on %s", path);
+    cr_assert(harness_integrity_ok(path), "integrity_check failed on %s", path);
     snprintf(path, sizeof(path), "%s/catalog.db", d.data);
-    cr_assert(integrity_ok(path), "integrity_check failed on the catalog");
+    cr_assert(harness_integrity_ok(path), "integrity_check failed on the catalog");
     struct proto_reader r;
     int fd;
     const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
@@ -205,9 +187,12 @@ Test(faults, disk_full_is_reported_and_recovers)
     raw_wait_state(d.sock, id, "ended", 10);
     long long in_file = file_count(id, "SELECT count(*) FROM entries");
     cr_assert_geq(in_file, stored);
-    cr_assert_eq(sessions_field(id, "entries"), in_file, "`sessions` claims entries not stored");
-    cr_assert_eq(sessions_field(id, "dropped"), seq * 2000 - in_file, "the loss is not counted");
-    cr_assert_eq(status_u64("failed_entries"), (unsigned long long)(seq * 2000 - in_file));
+    cr_assert_eq(harness_sessions_field(d.sock, id, "entries"), in_file,
+                 "`sessions` claims entries not stored");
+    cr_assert_eq(harness_sessions_field(d.sock, id, "dropped"), seq * 2000 - in_file,
+                 "the loss is not counted");
+    cr_assert_eq(harness_status_u64(d.sock, "failed_entries"),
+                 (unsigned long long)(seq * 2000 - in_file));
     /* the error shows in status */
     struct proto_reader r;
     const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
@@ -227,9 +212,9 @@ Test(faults, disk_full_is_reported_and_recovers)
     harness_daemon_stop(&d, SIGTERM);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/catalog.db", data);
-    cr_assert(integrity_ok(path));
+    cr_assert(harness_integrity_ok(path));
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", data, id);
-    cr_assert(integrity_ok(path));
+    cr_assert(harness_integrity_ok(path));
 }
 
 /* Writes a file of zeros into dir until the disk is full; returns its size in bytes. */
@@ -268,13 +253,12 @@ static void status_str(const char *key, char *buf, size_t len)
 }
 
 /* One integer of the catalog (read-only; -1 when the query gives none). */
-static long long db_int(const char *path, const char *sql);
 static long long catalog_int(const char *sql)
 {
     char path[PATH_MAX + 32];
 
     snprintf(path, sizeof(path), "%s/catalog.db", d.data);
-    return db_int(path, sql);
+    return harness_db_int(path, sql);
 }
 
 /*
@@ -306,7 +290,7 @@ Test(faults, starts_on_a_full_disk_and_writes_when_space_returns)
     cr_assert_not_null(strstr(out, "\"interrupted\":true"), "sessions: %s", out);
     free(out);
     out = NULL;
-    cr_assert_eq(sessions_field(id, "entries"), in_file);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "entries"), in_file);
     char *rep[] = {TRACECTL_BIN, "--socket", d.sock, "report", id_s, NULL};
     cr_assert_eq(harness_run(&out, rep), 0, "`tracectl report` failed on a full disk");
     free(out);
@@ -717,63 +701,12 @@ Test(faults, max_connections_and_retention)
 /* ---- storage correctness (issue 10) -------------------------------------- */
 
 /* count(*) (or any one-number query) over a session's file, read independently; -1 if none. */
-/* One integer of the database at path, read-only (-1: no file, or no value). */
-static long long db_int(const char *path, const char *sql)
-{
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    long long n = -1;
-
-    if (access(path, F_OK) == 0 &&
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 5000);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-            if (sqlite3_step(st) == SQLITE_ROW)
-                n = sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-        }
-        sqlite3_close(db);
-    }
-    return n;
-}
-
 static long long file_count(long long id, const char *sql)
 {
     char path[PATH_MAX + 32];
 
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
-    return db_int(path, sql);
-}
-
-/* A number of session id's row in `sessions` (-1 when the row is absent). */
-static long long sessions_field(long long id, const char *key)
-{
-    struct proto_reader r;
-    long long v = -1;
-    int fd;
-    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
-    const msgpack_object *list = &o->via.array.ptr[1];
-
-    for (uint32_t i = 0; i < list->via.array.size; i++) {
-        const msgpack_object *row = &list->via.array.ptr[i];
-        if ((long long)obj_u64(obj_get(row, "id")) == id)
-            v = (long long)obj_u64(obj_get(row, key));
-    }
-    proto_reader_deinit(&r);
-    close(fd);
-    return v;
-}
-
-static unsigned long long status_u64(const char *key)
-{
-    struct proto_reader r;
-    int fd;
-    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
-    unsigned long long v = obj_u64(obj_get(&o->via.array.ptr[1], key));
-
-    proto_reader_deinit(&r);
-    close(fd);
-    return v;
+    return harness_db_int(path, sql);
 }
 
 /* A fresh temp dir (no daemon yet), like harness_daemon_start() without the start. */
@@ -868,9 +801,9 @@ Test(faults, out_of_fds_never_acks_lost_entries)
         long long in_file = file_count(ids[i], "SELECT count(*) FROM entries");
         if (in_file < 0)
             in_file = 0;
-        cr_assert_eq(sessions_field(ids[i], "entries"), in_file,
+        cr_assert_eq(harness_sessions_field(d.sock, ids[i], "entries"), in_file,
                      "session %lld: `sessions` claims entries its file does not hold", ids[i]);
-        cr_assert_eq(sessions_field(ids[i], "dropped"), ENTRIES - in_file);
+        cr_assert_eq(harness_sessions_field(d.sock, ids[i], "dropped"), ENTRIES - in_file);
         if (acked[i] == ENTRIES)
             cr_assert_eq(report_entries(ids[i], NULL), ENTRIES);
     }
@@ -922,7 +855,7 @@ Test(faults, orphan_session_files_are_quarantined)
     cr_assert_gt(id_new, 2, "id %lld of an orphan file was handed out again", id_new);
     cr_assert_eq(file_count(id_new, "SELECT count(*) FROM entries"), 10);
     cr_assert_eq(file_count(id_new, "SELECT count(*) FROM ops WHERE name = 'secret_op'"), 0);
-    cr_assert_eq(status_u64("orphans"), 2, "status counts the quarantined files");
+    cr_assert_eq(harness_status_u64(d.sock, "orphans"), 2, "status counts the quarantined files");
     snprintf(cmd, sizeof(cmd), "test $(ls %s/sessions/orphans/ | grep -c '^[23]\\..*\\.db$') -eq 2",
              d.data);
     cr_assert_eq(system(cmd), 0, "the orphans are not in sessions/orphans/");
@@ -992,8 +925,8 @@ Test(faults, counts_after_kill9_come_from_the_file)
     harness_daemon_restart(&d, NULL);
     long long in_file = file_count(id, "SELECT count(*) FROM entries");
     cr_assert_eq(in_file, 500);
-    cr_assert_eq(sessions_field(id, "entries"), in_file);
-    cr_assert_eq(sessions_field(id, "processes"), 2);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "entries"), in_file);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "processes"), 2);
     cr_assert_eq(report_entries(id, NULL), 500);
 }
 
@@ -1025,8 +958,8 @@ Test(faults, a_session_without_a_file_gets_errors_not_acks)
     cr_assert_eq(second, -1, "a later flush was acked");
     close(fd);
     raw_wait_state(d.sock, id, "ended", 5);
-    cr_assert_eq(sessions_field(id, "entries"), 0);
-    cr_assert_eq(sessions_field(id, "dropped"), 150);
-    cr_assert_eq(sessions_field(id, "failed"), 150);
-    cr_assert_eq(status_u64("failed_entries"), 150);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "entries"), 0);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "dropped"), 150);
+    cr_assert_eq(harness_sessions_field(d.sock, id, "failed"), 150);
+    cr_assert_eq(harness_status_u64(d.sock, "failed_entries"), 150);
 }

@@ -76,72 +76,6 @@ static void store_path(char *buf, size_t len, long long id)
     snprintf(buf, len, "%s/sessions/%lld.db", d.data, id);
 }
 
-static long long file_count(const char *path, const char *sql)
-{
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    long long n = -1;
-
-    if (access(path, F_OK) == 0 &&
-        sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
-        sqlite3_busy_timeout(db, 5000);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
-            if (sqlite3_step(st) == SQLITE_ROW)
-                n = sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-        }
-        sqlite3_close(db);
-    }
-    return n;
-}
-
-static bool integrity_ok(const char *path)
-{
-    sqlite3 *db;
-    sqlite3_stmt *st;
-    bool ok = false;
-
-    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &st, NULL) == SQLITE_OK) {
-        ok = sqlite3_step(st) == SQLITE_ROW &&
-             strcmp((const char *)sqlite3_column_text(st, 0), "ok") == 0;
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return ok;
-}
-
-/* A number of session id's row in `sessions` (-1 when the row is absent). */
-static long long sessions_field(long long id, const char *key)
-{
-    struct proto_reader r;
-    long long v = -1;
-    int fd;
-    const msgpack_object *o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
-    const msgpack_object *list = &o->via.array.ptr[1];
-
-    for (uint32_t i = 0; i < list->via.array.size; i++) {
-        const msgpack_object *row = &list->via.array.ptr[i];
-        if ((long long)obj_u64(obj_get(row, "id")) == id)
-            v = (long long)obj_u64(obj_get(row, key));
-    }
-    proto_reader_deinit(&r);
-    close(fd);
-    return v;
-}
-
-static unsigned long long status_u64(const char *key)
-{
-    struct proto_reader r;
-    int fd;
-    const msgpack_object *o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd);
-    unsigned long long v = obj_u64(obj_get(&o->via.array.ptr[1], key));
-
-    proto_reader_deinit(&r);
-    close(fd);
-    return v;
-}
-
 /* Status's last_error into buf ("" when none). */
 static void status_last_error(char *buf, size_t len)
 {
@@ -211,15 +145,16 @@ static long long check_session(struct loop *l, const char *spec, long long id, l
     long long in_file = 0;
 
     long long reported = report_entries(id); /* waits until the writer applied the end */
-    long long entries = sessions_field(id, "entries"), dropped = sessions_field(id, "dropped");
-    long long failed_session = sessions_field(id, "failed");
+    long long entries = harness_sessions_field(d.sock, id, "entries"),
+              dropped = harness_sessions_field(d.sock, id, "dropped");
+    long long failed_session = harness_sessions_field(d.sock, id, "failed");
 
     store_path(path, sizeof(path), id);
     if (access(path, F_OK) == 0) {
-        cr_assert(integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
+        cr_assert(harness_integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
         /* a file whose schema was never committed has no entries table: it holds none */
-        if (file_count(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'entries'") > 0)
-            in_file = file_count(path, "SELECT count(*) FROM entries");
+        if (harness_db_int(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'entries'") > 0)
+            in_file = harness_db_int(path, "SELECT count(*) FROM entries");
         cr_assert_geq(in_file, 0, "%s: the session file cannot be read", spec);
     }
     cr_assert_geq(in_file, acked, "%s: %lld acked, %lld in the file", spec, acked, in_file);
@@ -254,7 +189,7 @@ static bool run_session(struct loop *l, const char *spec)
     long long id = 0, sent = 0, acked = 0, sent_by[MAX_RANKS] = {0};
     long long acked_by[MAX_RANKS] = {0};
     bool any_failed = false;
-    unsigned long long failed_before = status_u64("failed_entries");
+    unsigned long long failed_before = harness_status_u64(d.sock, "failed_entries");
     bool failed[MAX_RANKS] = {false};
     int fd[MAX_RANKS];
 
@@ -293,7 +228,8 @@ static bool run_session(struct loop *l, const char *spec)
     }
     raw_wait_state(d.sock, id, "ended", MAX_RUN_S);
     long long in_file = check_session(l, spec, id, sent, acked, any_failed);
-    unsigned long long failed_entries = status_u64("failed_entries") - failed_before;
+    unsigned long long failed_entries =
+        harness_status_u64(d.sock, "failed_entries") - failed_before;
 
     cr_assert_eq(failed_entries, (unsigned long long)(sent - in_file),
                  "%s: status failed_entries grew by %llu, %lld were lost", spec, failed_entries,
@@ -316,7 +252,7 @@ static bool run_evicting(struct loop *l, const char *spec)
     long long ids[EVICT_SESSIONS], sent[EVICT_SESSIONS] = {0}, acked[EVICT_SESSIONS] = {0};
     long long all_sent = 0, all_in = 0;
     bool failed[EVICT_SESSIONS] = {false};
-    unsigned long long failed_before = status_u64("failed_entries");
+    unsigned long long failed_before = harness_status_u64(d.sock, "failed_entries");
     int fd[EVICT_SESSIONS];
 
     write_file(l->spec_file, spec);
@@ -355,7 +291,7 @@ static bool run_evicting(struct loop *l, const char *spec)
         all_in += check_session(l, spec, ids[k], sent[k], acked[k], failed[k]);
         all_sent += sent[k];
     }
-    cr_assert_eq(status_u64("failed_entries") - failed_before,
+    cr_assert_eq(harness_status_u64(d.sock, "failed_entries") - failed_before,
                  (unsigned long long)(all_sent - all_in), "%s: status failed_entries", spec);
     status_last_error(last_error, sizeof(last_error));
     cr_assert_null(strstr(last_error, "not an error"), "%s: status says %s", spec, last_error);
@@ -424,7 +360,8 @@ static void loop_over_n(const char *kind, const char *suffix, unsigned long ever
                  suffix, status);
     char path[PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/catalog.db", d.data);
-    cr_assert(integrity_ok(path), "%s%s: integrity_check failed on the catalog", kind, suffix);
+    cr_assert(harness_integrity_ok(path), "%s%s: integrity_check failed on the catalog", kind,
+              suffix);
     harness_daemon_restart(&d, NULL);
     for (int r = 0; r < l.runs; r++)
         if (l.in_file[r] > 0)
@@ -459,7 +396,7 @@ Test(inject, a_session_lost_at_intake_still_ends_for_readers)
     cr_assert_lt(harness_now() - t0, 2.0, "the report waited for an end the writer lost");
     raw_bye(fa, 0);
     raw_wait_state(d.sock, a, "ended", MAX_RUN_S);
-    cr_assert_eq(sessions_field(a, "dropped"), BATCH);
+    cr_assert_eq(harness_sessions_field(d.sock, a, "dropped"), BATCH);
     cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "exit status at SIGTERM (a leak?)");
 }
 
@@ -571,7 +508,7 @@ static void stop_under_fault(const char *kind)
         harness_daemon_restart(&d, NULL);
         store_path(path, sizeof(path), id);
         if (acked > 0) {
-            cr_assert(integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
+            cr_assert(harness_integrity_ok(path), "%s: integrity_check failed on %s", spec, path);
             cr_assert_geq(report_entries(id), acked, "%s: acked %lld", spec, acked);
         }
         cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);

@@ -1630,101 +1630,18 @@ static void filters_bytes(long long id, msgpack_sbuffer *out)
     }
 }
 
-static int64_t lookup_id(sqlite3 *db, const char *sql, const char *s, int64_t i)
+/* `classify` rebuilds the rank aggregates from the entries: the report is the same, byte for
+ * byte, with every filter. */
+Test(ranks, classify_rebuilds_rank_aggregates_that_report_the_same)
 {
-    sqlite3_stmt *st;
-    int64_t v;
-
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    if (s != NULL)
-        sqlite3_bind_text(st, 1, s, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_int64(st, 1, i);
-    cr_assert_eq(sqlite3_step(st), SQLITE_ROW, "%s", sql);
-    v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
-/*
- * Rewrites the file's rank aggregates as main wrote them before rk_devsteps
- * (3414df7): rk_ops per (process, step, device, op), from the script; each
- * (process, step, device)'s exposed communication on one of its rows.
- */
-static void make_legacy(long long id)
-{
-    char path[PATH_MAX + 64];
-    sqlite3 *db;
-    sqlite3_stmt *ins;
-
-    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 10000);
-    cr_assert_eq(sqlite3_exec(db,
-                              "BEGIN IMMEDIATE;"
-                              " CREATE TABLE rk_ops_old (process_id INTEGER NOT NULL,"
-                              " step INTEGER NOT NULL, device_id INTEGER NOT NULL,"
-                              " op_id INTEGER NOT NULL, calls INTEGER NOT NULL,"
-                              " total_ns INTEGER NOT NULL, elements INTEGER NOT NULL,"
-                              " exposed_ns INTEGER NOT NULL, begin_ns INTEGER NOT NULL,"
-                              " end_ns INTEGER NOT NULL,"
-                              " PRIMARY KEY (process_id, step, device_id, op_id)) WITHOUT ROWID",
-                              NULL, NULL, NULL),
-                 SQLITE_OK, "%s", sqlite3_errmsg(db));
-    cr_assert_eq(sqlite3_prepare_v2(db,
-                                    "INSERT INTO rk_ops_old VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6, 0,"
-                                    " ?7, ?8) ON CONFLICT DO UPDATE SET calls = calls + 1,"
-                                    " total_ns = total_ns + ?5, elements = elements + ?6,"
-                                    " begin_ns = min(begin_ns, ?7), end_ns = max(end_ns, ?8)",
-                                    -1, &ins, NULL),
-                 SQLITE_OK, "%s", sqlite3_errmsg(db));
-    for (size_t i = 0; i < n_script; i++) {
-        const struct ent *e = &script[i];
-        sqlite3_bind_int64(ins, 1,
-                           lookup_id(db, "SELECT id FROM processes WHERE rank = ?", NULL, e->rank));
-        sqlite3_bind_int64(ins, 2, (int64_t)e->step);
-        sqlite3_bind_int64(ins, 3,
-                           lookup_id(db, "SELECT id FROM devices WHERE name = ?", ent_dev(e), 0));
-        sqlite3_bind_int64(ins, 4, lookup_id(db, "SELECT id FROM ops WHERE name = ?", e->op, 0));
-        sqlite3_bind_int64(ins, 5, (int64_t)e->dur);
-        sqlite3_bind_int64(ins, 6, (int64_t)e->elements);
-        sqlite3_bind_int64(ins, 7, (int64_t)e->start);
-        sqlite3_bind_int64(ins, 8, (int64_t)(e->start + e->dur));
-        cr_assert_eq(sqlite3_step(ins), SQLITE_DONE, "%s", sqlite3_errmsg(db));
-        sqlite3_reset(ins);
-    }
-    sqlite3_finalize(ins);
-    cr_assert_eq(
-        sqlite3_exec(db,
-                     "UPDATE rk_ops_old SET exposed_ns = (SELECT x.exposed_ns"
-                     " FROM rk_devsteps x WHERE x.process_id = rk_ops_old.process_id"
-                     " AND x.step = rk_ops_old.step AND x.device_id = rk_ops_old.device_id)"
-                     " WHERE op_id = (SELECT min(o.op_id) FROM rk_ops_old o"
-                     " WHERE o.process_id = rk_ops_old.process_id"
-                     " AND o.step = rk_ops_old.step AND o.device_id = rk_ops_old.device_id);"
-                     " DROP TABLE rk_ops; DROP TABLE rk_devsteps;"
-                     " ALTER TABLE rk_ops_old RENAME TO rk_ops; COMMIT",
-                     NULL, NULL, NULL),
-        SQLITE_OK, "%s", sqlite3_errmsg(db));
-    sqlite3_close(db);
-}
-
-Test(ranks, files_with_rk_ops_by_step_report_the_same)
-{
-    msgpack_sbuffer now, legacy, rebuilt;
+    msgpack_sbuffer now, rebuilt;
     long long id;
     char ids[32], *out = NULL;
 
     harness_daemon_start(&d, NULL);
     filters_script();
-    id = run_producers("legacy", 3, 3);
+    id = run_producers("rebuilt", 3, 3);
     filters_bytes(id, &now);
-    make_legacy(id);
-    check_filters(id, "legacy");
-    filters_bytes(id, &legacy);
-    cr_expect(now.size == legacy.size && memcmp(now.data, legacy.data, now.size) == 0,
-              "a file with rk_ops by step reports otherwise");
-    /* classify rebuilds it in the new layout */
     snprintf(ids, sizeof(ids), "%lld", id);
     cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
     free(out);
@@ -1733,7 +1650,6 @@ Test(ranks, files_with_rk_ops_by_step_report_the_same)
     cr_expect(now.size == rebuilt.size && memcmp(now.data, rebuilt.data, now.size) == 0,
               "the rebuilt file reports otherwise");
     msgpack_sbuffer_destroy(&now);
-    msgpack_sbuffer_destroy(&legacy);
     msgpack_sbuffer_destroy(&rebuilt);
 }
 
@@ -1954,18 +1870,13 @@ Test(ranks, a_repeated_comm_seq_is_one_arrival_also_after_a_reopen)
 
 /*
  * classify rebuilds the sub-communicator instances from the stored comm_size
- * exactly as the writer built them; a file whose entry_ext has no comm_size
- * column (written before the key) still exports and classifies, its halves'
- * instances then expecting the world (partial), as before the key.
+ * exactly as the writer built them.
  */
-Test(ranks, sub_communicator_rebuild_and_files_without_comm_size)
+Test(ranks, sub_communicator_rebuild)
 {
     msgpack_sbuffer live, rebuilt;
-    struct proto_reader r;
-    const msgpack_object *rep, *coll;
-    char ids[32], path[PATH_MAX + 64], *out = NULL;
+    char ids[32], *out = NULL;
     long long id;
-    sqlite3 *db;
 
     harness_daemon_start(&d, NULL);
     subcomm_script();
@@ -1979,26 +1890,4 @@ Test(ranks, sub_communicator_rebuild_and_files_without_comm_size)
               "the sections rebuilt from the entries differ from the writer's");
     msgpack_sbuffer_destroy(&live);
     msgpack_sbuffer_destroy(&rebuilt);
-
-    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 10000);
-    cr_assert_eq(sqlite3_exec(db, "ALTER TABLE entry_ext DROP COLUMN comm_size", NULL, NULL, NULL),
-                 SQLITE_OK, "%s", sqlite3_errmsg(db));
-    sqlite3_close(db);
-    cr_assert_eq(run_cli(&out, "export", ids, "--format", "csv", NULL), 0, "%s", out);
-    cr_expect(strstr(out, "allreduce") != NULL);
-    free(out);
-    cr_assert_eq(run_cli(&out, "classify", ids, NULL, NULL, NULL), 0, "%s", out);
-    free(out);
-    rep = analysis(id, NULL, &r);
-    coll = obj_get(rep, "collectives");
-    for (uint32_t i = 0; i < coll->via.array.size; i++) {
-        const msgpack_object *row = &coll->via.array.ptr[i];
-        bool halves = obj_str_eq(obj_get(row, "op"), "allreduce");
-        cr_expect_eq(obj_u64(obj_get(row, "instances")), halves ? 2 * SUB_STEPS : SUB_STEPS);
-        cr_expect_eq(obj_u64(obj_get(row, "partial")), halves ? 2 * SUB_STEPS : 0);
-    }
-    cr_expect_eq(coll->via.array.size, 2);
-    proto_reader_deinit(&r);
 }

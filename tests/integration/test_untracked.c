@@ -241,29 +241,3 @@ Test(untracked, classify_rebuilds_the_same_figures)
     free(out);
     check(id, "rebuilt");
 }
-
-/* A file written before covered_ns: untracked time is nil (not known), never the whole span. */
-Test(untracked, a_file_without_it_says_nil)
-{
-    char path[PATH_MAX + 64];
-    struct proto_reader r;
-    const msgpack_object *a;
-    long long id;
-    sqlite3 *db;
-
-    harness_daemon_start(&d, NULL);
-    id = run("untracked3");
-    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 20000); /* the daemon may still be closing the file */
-    cr_assert_eq(
-        sqlite3_exec(db, "UPDATE rk_steps SET covered_ns = NULL WHERE step = 1", NULL, NULL, NULL),
-        SQLITE_OK, "%s", sqlite3_errmsg(db));
-    sqlite3_close(db);
-    a = analysis(id, -1, -1, &r);
-    cr_expect_eq(obj_get(&obj_get(a, "ranks")->via.array.ptr[0], "untracked_ns")->type,
-                 MSGPACK_OBJECT_NIL);
-    cr_expect_eq(obj_get(&obj_get(a, "steps")->via.array.ptr[0], "untracked_ns")->type,
-                 MSGPACK_OBJECT_NIL);
-    proto_reader_deinit(&r);
-}

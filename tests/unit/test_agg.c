@@ -19,6 +19,7 @@
 #include <uv.h>
 
 #include "agg.h"
+#include "info.h"
 #include "query.h"
 #include "schema.h"
 #include "store.h"
@@ -393,6 +394,7 @@ static void hist_open(struct hist_file *h, bool create)
             hist_exec(h->db, sql);
         }
         cr_assert_eq(agg_init_file(h->a), 0);
+        cr_assert_eq(info_schema_set(h->db), 0);
         hist_exec(h->db, "COMMIT");
     } else {
         cr_assert_eq(agg_load(h->a), 0);
@@ -575,7 +577,6 @@ Test(agg, histogram_chunks_survive_commits_a_rollback_and_reopens)
     hist_open(&h, false);
     hist_txn(&h, 3, true);
     hist_check(&h, "after a second reopen");
-    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
     /* chunks of 64 buckets: far fewer rows than buckets */
     cr_assert_lt(hist_file_int(&h, "SELECT count(*) FROM agg_hist_chunks"), 40 * 120);
     hist_close(&h);
@@ -625,202 +626,13 @@ Test(agg, an_entry_rolled_back_before_the_flush_is_not_counted)
     hist_free(&h);
 }
 
-/* The top tables as daemons before info.top had them: the rowids alone. */
-static void make_older_tops(sqlite3 *db)
-{
-    hist_exec(db, "CREATE TABLE old_slow (entry INTEGER PRIMARY KEY);"
-                  " INSERT INTO old_slow SELECT entry FROM top_slow; DROP TABLE top_slow;"
-                  " ALTER TABLE old_slow RENAME TO top_slow;"
-                  " CREATE TABLE old_mem (entry INTEGER PRIMARY KEY);"
-                  " INSERT INTO old_mem SELECT entry FROM top_mem; DROP TABLE top_mem;"
-                  " ALTER TABLE old_mem RENAME TO top_mem; DELETE FROM info WHERE key = 'top'");
-}
-
-/*
- * Rewrites the file's histogram as daemons before info.histogram stored it:
- * agg_hist, one row per (op, bucket) with its smallest duration and count,
- * computed here from the durations recorded; and its top tables.
- */
-static void hist_make_older(struct hist_file *h)
-{
-    sqlite3_stmt *st;
-
-    hist_exec(h->db, "BEGIN; DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram';"
-                     " CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
-                     " min_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
-                     " PRIMARY KEY (op_id, bucket)) WITHOUT ROWID");
-    cr_assert_eq(
-        sqlite3_prepare_v2(h->db, "INSERT INTO agg_hist VALUES (?, ?, ?, ?)", -1, &st, NULL),
-        SQLITE_OK);
-    for (int op = 1; op <= H_OPS; op++) {
-        struct hist_rec *rc = &h->rec[op];
-        qsort(rc->d, rc->n, sizeof(*rc->d), hist_u64_cmp);
-        for (size_t i = 0, j; i < rc->n; i = j) {
-            for (j = i; j < rc->n && agg_bucket(rc->d[j]) == agg_bucket(rc->d[i]); j++)
-                ;
-            sqlite3_bind_int64(st, 1, op);
-            sqlite3_bind_int64(st, 2, agg_bucket(rc->d[i]));
-            sqlite3_bind_int64(st, 3, (int64_t)rc->d[i]);
-            sqlite3_bind_int64(st, 4, (int64_t)(j - i));
-            cr_assert_eq(sqlite3_step(st), SQLITE_DONE);
-            sqlite3_reset(st);
-        }
-    }
-    sqlite3_finalize(st);
-    make_older_tops(h->db);
-    hist_exec(h->db, "COMMIT");
-}
-
-Test(agg, an_older_files_histogram_rows_read_the_same_and_convert_on_reopen)
-{
-    static struct hist_file h = {.seed = 99};
-
-    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(h.path, sizeof(h.path), "%s/h.db", dir);
-    hist_open(&h, true);
-    for (size_t i = 0; i < 6; i++)
-        hist_txn(&h, 1 + i * 700, true);
-    hist_close(&h);
-    cr_assert_eq(sqlite3_open(h.path, &h.db), SQLITE_OK);
-    hist_make_older(&h);
-    cr_assert_eq(sqlite3_close(h.db), SQLITE_OK);
-    hist_check(&h, "older layout"); /* the query engine reads agg_hist */
-
-    /* the writer reopens it: a rolled back conversion, then one that commits */
-    hist_open(&h, false);
-    hist_txn(&h, 50, false);
-    cr_assert_gt(hist_file_int(&h, "SELECT count(*) FROM agg_hist"), 0, "still the older rows");
-    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'histogram'"), 0);
-    hist_txn(&h, 0, true); /* no entries: the histogram is converted all the same */
-    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
-    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM info WHERE key = 'top'"), 0);
-    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
-                 0);
-    hist_check(&h, "converted");
-    hist_txn(&h, 1, true); /* the top tables with the first entries */
-    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
-    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM top_slow WHERE dur_ns IS NULL"), 0);
-    hist_check(&h, "top tables converted");
-    hist_txn(&h, 3000, true);
-    hist_close(&h);
-    hist_check(&h, "converted, then written");
-    hist_free(&h);
-}
-
-/*
- * tests/data/rows-format: session files of an older daemon (agg_hist rows,
- * no info.histogram). Their percentiles are the ones the test computes from
- * their entries: each nearest rank's bucket's smallest duration.
- */
-Test(agg, the_previous_defaults_files_report_their_histogram)
-{
-    char cmd[PATH_MAX * 2 + 64], path[PATH_MAX + 32], err[256];
-
-    snprintf(dir, sizeof(dir), "/tmp/tcagg.XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(cmd, sizeof(cmd), "tar -xzf %s/rows-format/data.tar.gz -C %s", TEST_DATA_DIR, dir);
-    cr_assert_eq(system(cmd), 0);
-    for (int sid = 1; sid <= 2; sid++) {
-        struct report r;
-        sqlite3 *db;
-        sqlite3_stmt *st;
-
-        snprintf(path, sizeof(path), "%s/sessions/%d.db", dir, sid);
-        cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-        cr_assert_eq(sqlite3_prepare_v2(db,
-                                        "SELECT (SELECT count(*) FROM agg_hist),"
-                                        " (SELECT count(*) FROM info WHERE key = 'histogram')",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-        cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
-        cr_assert_gt(sqlite3_column_int64(st, 0), 0, "an older file: agg_hist rows");
-        cr_assert_eq(sqlite3_column_int64(st, 1), 0, "an older file: no info.histogram");
-        sqlite3_finalize(st);
-        cr_assert_eq(query_report(path, NULL, &r, err, sizeof(err)), 0, "%s", err);
-        cr_assert_gt(r.n_ops, 0);
-        /* the slowest entries through the older top table (rowids) */
-        cr_assert_eq(sqlite3_prepare_v2(db,
-                                        "SELECT dur_ns, start_ns FROM entries"
-                                        " ORDER BY dur_ns DESC, start_ns, rowid LIMIT 10",
-                                        -1, &st, NULL),
-                     SQLITE_OK);
-        for (size_t k = 0; sqlite3_step(st) == SQLITE_ROW; k++) {
-            cr_assert_lt(k, r.n_slowest);
-            cr_assert_eq(r.slowest[k].dur_ns, (uint64_t)sqlite3_column_int64(st, 0));
-            cr_assert_eq(r.slowest[k].start_ns, (uint64_t)sqlite3_column_int64(st, 1));
-        }
-        sqlite3_finalize(st);
-        for (size_t k = 0; k < r.n_ops; k++) {
-            uint64_t d[4096];
-            size_t n = 0;
-            cr_assert_eq(sqlite3_prepare_v2(db,
-                                            "SELECT e.dur_ns FROM entries e JOIN ops o"
-                                            " ON o.id = e.op_id WHERE o.name = ?"
-                                            " ORDER BY e.dur_ns",
-                                            -1, &st, NULL),
-                         SQLITE_OK);
-            sqlite3_bind_text(st, 1, r.ops[k].op, -1, SQLITE_STATIC);
-            while (sqlite3_step(st) == SQLITE_ROW && n < 4096)
-                d[n++] = (uint64_t)sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-            cr_assert_eq(r.ops[k].calls, n, "%s", r.ops[k].op);
-            cr_assert_eq(r.ops[k].p50_ns, hist_expected(d, n, 50), "%s", r.ops[k].op);
-            cr_assert_eq(r.ops[k].p95_ns, hist_expected(d, n, 95), "%s", r.ops[k].op);
-            cr_assert_eq(r.ops[k].p99_ns, hist_expected(d, n, 99), "%s", r.ops[k].op);
-        }
-        report_free(&r);
-        sqlite3_close(db);
-    }
-}
-
-/*
- * Rewrites a closed session file's histogram as an older daemon stored it
- * (agg_hist rows, no info.histogram), from its chunks; and its top tables.
- */
-static void make_older_from_chunks(const char *path)
-{
-    struct agg_hist_bucket b[AGG_CHUNK];
-    sqlite3_stmt *st, *ins;
-    sqlite3 *db;
-
-    cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
-    hist_exec(db, "BEGIN; CREATE TABLE agg_hist (op_id INTEGER NOT NULL, bucket INTEGER NOT NULL,"
-                  " min_ns INTEGER NOT NULL, count INTEGER NOT NULL,"
-                  " PRIMARY KEY (op_id, bucket)) WITHOUT ROWID");
-    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL),
-                 SQLITE_OK);
-    cr_assert_eq(sqlite3_prepare_v2(db, "INSERT INTO agg_hist VALUES (?, ?, ?, ?)", -1, &ins, NULL),
-                 SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        int n = agg_chunk_decode(sqlite3_column_blob(st, 1), (size_t)sqlite3_column_bytes(st, 1),
-                                 (uint32_t)(id & 127), b);
-        cr_assert_gt(n, 0);
-        for (int i = 0; i < n; i++) {
-            sqlite3_bind_int64(ins, 1, id >> 7);
-            sqlite3_bind_int64(ins, 2, b[i].bucket);
-            sqlite3_bind_int64(ins, 3, (int64_t)b[i].min_ns);
-            sqlite3_bind_int64(ins, 4, (int64_t)b[i].count);
-            cr_assert_eq(sqlite3_step(ins), SQLITE_DONE);
-            sqlite3_reset(ins);
-        }
-    }
-    sqlite3_finalize(st);
-    sqlite3_finalize(ins);
-    make_older_tops(db);
-    hist_exec(db, "DROP TABLE agg_hist_chunks; DELETE FROM info WHERE key = 'histogram'; COMMIT");
-    cr_assert_eq(sqlite3_close(db), SQLITE_OK);
-}
-
 /*
  * The real writer (blocks, two files open at most, three sessions written in
- * turn, so that each file is closed while the others are written) reopens a
- * file an older daemon
- * left with agg_hist: its next commit converts it, and the report's
- * percentiles are the ones computed from the file's entries by sorting.
+ * turn, so that each file is closed while the others are written) reopens
+ * its files: the report's percentiles are the ones computed from the file's
+ * entries by sorting, and its top lists the ones a scan of the entries gives.
  */
-Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
+Test(agg, the_writer_reopening_a_blocks_file_keeps_its_aggregates_exact)
 {
     uv_loop_t loop;
     struct store *s;
@@ -895,7 +707,6 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
             while (flushes_done < want)
                 uv_run(&loop, UV_RUN_ONCE);
         }
-        make_older_from_chunks(path);
     }
     cr_assert_eq(store_failed(s), 0);
     store_free(s);
@@ -905,11 +716,9 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
     struct hist_file h = {.db = NULL};
     snprintf(h.path, sizeof(h.path), "%s", path);
     cr_assert_eq(sqlite3_open_v2(path, &h.db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'histogram'"), 2);
     cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'format'"), 2);
-    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'top'"), 2);
-    cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM sqlite_schema WHERE name = 'agg_hist'"),
-                 0);
+    cr_assert_eq(hist_file_int(&h, "SELECT value FROM info WHERE key = 'schema_version'"),
+                 INFO_SCHEMA_VERSION);
     cr_assert_eq(hist_file_int(&h, "SELECT count(*) FROM entries"), 6000);
     cr_assert_eq(sqlite3_close(h.db), SQLITE_OK);
 
@@ -938,7 +747,7 @@ Test(agg, the_writer_converts_an_older_blocks_file_it_reopens)
     }
     report_free(&r);
 
-    /* the top lists, from the converted tables, as a scan of the entries gives them */
+    /* the top lists, from the top tables, as a scan of the entries gives them */
     struct report_params p = {.top = AGG_TOP, .mem_threshold = 1000000};
     struct report fast, slow;
     cr_assert_eq(query_report(path, &p, &fast, err, sizeof(err)), 0, "%s", err);

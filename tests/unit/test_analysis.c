@@ -145,6 +145,18 @@ Test(analysis, classify_mixed_case_and_mpi)
     cr_assert_str_eq(analysis_classify("mpiwait"), "compute");
 }
 
+/* The words the importer brought to the one list (proto_class.h), typed here. */
+Test(analysis, classify_the_importers_words_too)
+{
+    cr_assert_str_eq(analysis_classify("mscclKernel_AllGather"), "comm");
+    cr_assert_str_eq(analysis_classify("cross_device_reduce_1stage<half, 8>"), "comm");
+    cr_assert_str_eq(analysis_classify("record_param_comms"), "comm");
+    cr_assert_str_eq(analysis_classify("ncclDevKernel_SendRecv"), "comm");
+    cr_assert_str_eq(analysis_classify("RCCL_kernel"), "comm");
+    cr_assert_str_eq(analysis_classify("nvshmemx_barrier_all"), "comm");
+    cr_assert_str_eq(analysis_classify("aten::mm"), "compute");
+}
+
 Test(analysis, classify_substring_rule)
 {
     /*

@@ -21,6 +21,7 @@
 
 #include "cli_import_cut.h"
 #include "cli_import_kineto.h"
+#include "proto_class.h"
 
 /* ---- the wrapped yajl_parse --------------------------------------------------- */
 
@@ -305,4 +306,53 @@ ParameterizedTest(const struct cut_case *c, kineto_json, cut)
         if (import_cut_scan(&bytes, (const unsigned char *)c->text + i, 1) == 1)
             last = i + 1;
     cr_assert_eq(last, c->want, "byte by byte: '%s'", c->text);
+}
+
+/*
+ * The importer's categories use the one list of communication words
+ * (proto_class.h): every strict word makes a name comm, anywhere and in any
+ * case; a loose word alone does not ("broadcast" names compute kernels too),
+ * where the daemon's rule (analysis_classify) takes it. Then names typed from
+ * real traces.
+ */
+Test(kineto_json, categories_follow_the_shared_communication_words)
+{
+    static const struct {
+        const char *word;
+        int loose;
+    } words[] = {
+#define ROW(w, l) {w, l},
+        PROTO_COMM_WORDS(ROW)
+#undef ROW
+    };
+    static const struct {
+        const char *name, *category;
+    } names[] = {
+        {"ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclWorkElem)", "comm"},
+        {"gloo:broadcast", "comm"},
+        {"c10d::broadcast_", "comm"},
+        {"aten::broadcast_tensors", "compute"},
+        {"void at::native::elementwise_kernel<128, 2>(int)", "compute"},
+        {"mscclKernel_AllGather", "comm"},
+        {"cross_device_reduce_1stage<half, 8>", "comm"},
+        {"record_param_comms", "comm"},
+        {"ncclDevKernel_SendRecv", "comm"},
+        {"MPI_Isend", "comm"},
+        {"aten::mm", "compute"},
+    };
+    char buf[64];
+
+    cr_assert_gt(sizeof(words) / sizeof(words[0]), 20);
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        snprintf(buf, sizeof(buf), "X.%s_fp16", words[i].word);
+        for (char *c = buf; *c != '\0'; c++)
+            *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        cr_expect_str_eq(kineto_category(buf, false), words[i].loose ? "compute" : "comm", "%s",
+                         buf);
+        cr_expect_eq(proto_class_comm(buf, false), true, "%s", buf);
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        cr_expect_str_eq(kineto_category(names[i].name, false), names[i].category, "%s",
+                         names[i].name);
+    cr_expect_str_eq(kineto_category("ncclKernel_AllReduce", true), "memory");
 }

@@ -36,6 +36,7 @@
 #include <msgpack.h>
 #include <sqlite3.h>
 
+#include "info.h"
 #include "query.h"
 #include "schema.h"
 
@@ -80,6 +81,7 @@ static void db_exec(const char *sql)
 
 static void setup(void)
 {
+    char sql[80];
     int fd;
 
     snprintf(db_path, sizeof(db_path), "/tmp/tracectl-test-query-XXXXXX");
@@ -87,6 +89,9 @@ static void setup(void)
     cr_assert(fd >= 0);
     close(fd);
     db_exec(schema_session_sql);
+    snprintf(sql, sizeof(sql), "INSERT INTO info VALUES ('schema_version', %d)",
+             INFO_SCHEMA_VERSION);
+    db_exec(sql);
     db_exec("PRAGMA journal_mode = WAL;");
 }
 
@@ -172,6 +177,38 @@ static void entry_eq(const struct report_entry *e, const struct want_entry *w, s
 }
 
 /* ---- header and memory totals -------------------------------------------- */
+
+/*
+ * One schema version (info.h): a file that records another, or none, is
+ * refused with what it is and what to do; a file without the info table
+ * (not a session file) likewise.
+ */
+Test(query, a_file_of_another_schema_version_is_refused)
+{
+    static const struct {
+        const char *sql, *msg;
+    } cases[] = {
+        {"UPDATE info SET value = 7 WHERE key = 'schema_version'",
+         "made by an incompatible tracectl (schema 7, this build reads 1): report or export it"
+         " with the tracectl that made it"},
+        {"DELETE FROM info WHERE key = 'schema_version'",
+         "made by an incompatible tracectl (schema 0, this build reads 1): report or export it"
+         " with the tracectl that made it"},
+        {"DROP TABLE info", "no info table: not a session file, or one still being made"},
+    };
+    struct report r;
+    char err[256];
+
+    db_exec(data_sql);
+    run(NULL, &r);
+    report_free(&r);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        db_exec(cases[i].sql);
+        cr_assert_eq(query_report(db_path, NULL, &r, err, sizeof(err)), -EPROTO, "%s",
+                     cases[i].sql);
+        cr_assert_str_eq(err, cases[i].msg);
+    }
+}
 
 Test(query, header)
 {

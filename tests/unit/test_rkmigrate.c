@@ -1,9 +1,8 @@
 /*
- * test_rkmigrate.c — ranks.c's fold of an rk_ops keyed by step (files written
- * before rk_devsteps) into the per (process, device, op) rk_ops and the per
- * (process, step, device) rk_devsteps when a writer opens such a file: every
- * row against sums computed here from the old rows. And the state saved at
- * each commit, which stops at RK_SAVE_PEND intervals per device and says so.
+ * test_rkmigrate.c — the rank aggregates' state saved at each commit
+ * (rkstate.c): it stops at RK_SAVE_PEND intervals per device and says so,
+ * and a writer that opens the file again goes on where the last commit left
+ * off (open collective instances with their comm_size and arrivals).
  */
 #include <criterion/criterion.h>
 #include <sqlite3.h>
@@ -15,19 +14,7 @@
 #include "ranks.h"
 #include "schema.h"
 
-TestSuite(ranks_migrate, .timeout = 60);
-
-#define NP 2 /* processes 1..NP */
-#define NS 4 /* steps */
-#define ND 2 /* devices 0 (none), 1 */
-#define NO 4 /* ops 1..NO: compute, comm, memory, wait */
-
-struct old {
-    bool set;
-    int64_t calls, total, elements, exposed, begin, end;
-};
-
-static struct old rows[NP][NS][ND][NO];
+TestSuite(ranks_state, .timeout = 60);
 
 static void exec_ok(sqlite3 *db, const char *sql)
 {
@@ -48,180 +35,12 @@ static int64_t one(sqlite3 *db, const char *sql)
     return v;
 }
 
-/* A legacy file: session schema, ops, and an rk_ops by step with pseudo-random rows. */
-static sqlite3 *legacy_db(void)
-{
-    sqlite3 *db;
-    uint64_t seed = 12345;
-    char sql[512];
-
-    cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm'),"
-                " (3, 'memcpy', 'memory'), (4, 'MPI_Wait', 'wait');"
-                "INSERT INTO devices VALUES (1, 'gpu:0');"
-                "CREATE TABLE rk_ops (process_id INTEGER NOT NULL, step INTEGER NOT NULL,"
-                " device_id INTEGER NOT NULL, op_id INTEGER NOT NULL, calls INTEGER NOT NULL,"
-                " total_ns INTEGER NOT NULL, elements INTEGER NOT NULL,"
-                " exposed_ns INTEGER NOT NULL, begin_ns INTEGER NOT NULL,"
-                " end_ns INTEGER NOT NULL, PRIMARY KEY (process_id, step, device_id, op_id))"
-                " WITHOUT ROWID");
-    memset(rows, 0, sizeof(rows));
-    for (int p = 0; p < NP; p++)
-        for (int s = 0; s < NS; s++)
-            for (int dv = 0; dv < ND; dv++)
-                for (int o = 0; o < NO; o++) {
-                    struct old *x = &rows[p][s][dv][o];
-                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-                    if ((seed >> 60) < 4)
-                        continue; /* a quarter of the keys have no row */
-                    x->set = true;
-                    x->calls = 1 + (int64_t)(seed >> 58);
-                    x->total = 1000 + (int64_t)((seed >> 20) & 0xffff);
-                    x->elements = (int64_t)((seed >> 8) & 0xfff);
-                    x->exposed = o == 1 ? (int64_t)((seed >> 30) & 0x3ff) : 0;
-                    x->begin = 1000000 * (int64_t)s + (int64_t)((seed >> 40) & 0xffff);
-                    x->end = x->begin + x->total + (int64_t)((seed >> 12) & 0xff);
-                    snprintf(sql, sizeof(sql),
-                             "INSERT INTO rk_ops VALUES (%d, %d, %d, %d, %lld, %lld, %lld, %lld,"
-                             " %lld, %lld)",
-                             p + 1, s, dv, o + 1, (long long)x->calls, (long long)x->total,
-                             (long long)x->elements, (long long)x->exposed, (long long)x->begin,
-                             (long long)x->end);
-                    exec_ok(db, sql);
-                }
-    return db;
-}
-
-Test(ranks_migrate, rk_ops_by_step_is_folded_exactly)
-{
-    sqlite3 *db = legacy_db();
-    struct ranks *r = ranks_new(db);
-    sqlite3_stmt *st;
-    int n = 0;
-
-    cr_assert_not_null(r, "%s", sqlite3_errmsg(db));
-    cr_expect_eq(one(db, "SELECT count(*) FROM sqlite_master WHERE name = 'rk_ops_v1'"), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM pragma_table_info('rk_ops') WHERE name = 'step'"),
-                 0);
-    /* rk_ops: per process, device and op, over every step */
-    cr_assert_eq(sqlite3_prepare_v2(db,
-                                    "SELECT process_id, device_id, op_id, calls, total_ns,"
-                                    " elements, exposed_ns, begin_ns, end_ns FROM rk_ops",
-                                    -1, &st, NULL),
-                 SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int p = sqlite3_column_int(st, 0) - 1, dv = sqlite3_column_int(st, 1);
-        int o = sqlite3_column_int(st, 2) - 1;
-        struct old sum = {.begin = INT64_MAX};
-        for (int s = 0; s < NS; s++) {
-            const struct old *x = &rows[p][s][dv][o];
-            if (!x->set)
-                continue;
-            sum.calls += x->calls, sum.total += x->total, sum.elements += x->elements;
-            sum.exposed += x->exposed;
-            sum.begin = x->begin < sum.begin ? x->begin : sum.begin;
-            sum.end = x->end > sum.end ? x->end : sum.end;
-        }
-        cr_expect_eq(sqlite3_column_int64(st, 3), sum.calls);
-        cr_expect_eq(sqlite3_column_int64(st, 4), sum.total);
-        cr_expect_eq(sqlite3_column_int64(st, 5), sum.elements);
-        cr_expect_eq(sqlite3_column_int64(st, 6), sum.exposed);
-        cr_expect_eq(sqlite3_column_int64(st, 7), sum.begin);
-        cr_expect_eq(sqlite3_column_int64(st, 8), sum.end);
-        n++;
-    }
-    sqlite3_finalize(st);
-    {
-        int want = 0;
-        for (int p = 0; p < NP; p++)
-            for (int dv = 0; dv < ND; dv++)
-                for (int o = 0; o < NO; o++)
-                    for (int s = 0; s < NS; s++)
-                        if (rows[p][s][dv][o].set) {
-                            want++;
-                            break;
-                        }
-        cr_expect_eq(n, want);
-    }
-    /* rk_devsteps: per process, step and device, by category; every rowid may hold them */
-    n = 0;
-    cr_assert_eq(sqlite3_prepare_v2(db,
-                                    "SELECT process_id, step, device_id, begin_ns, end_ns,"
-                                    " compute_ns, comm_ns, memory_ns, wait_ns, other_ns,"
-                                    " exposed_ns, first_row, last_row FROM rk_devsteps",
-                                    -1, &st, NULL),
-                 SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int p = sqlite3_column_int(st, 0) - 1, s = sqlite3_column_int(st, 1);
-        int dv = sqlite3_column_int(st, 2);
-        int64_t cat[NO] = {0}, exposed = 0, begin = INT64_MAX, end = 0;
-        for (int o = 0; o < NO; o++) {
-            const struct old *x = &rows[p][s][dv][o];
-            if (!x->set)
-                continue;
-            cat[o] += x->total;
-            exposed += x->exposed;
-            begin = x->begin < begin ? x->begin : begin;
-            end = x->end > end ? x->end : end;
-        }
-        cr_expect_eq(sqlite3_column_int64(st, 3), begin);
-        cr_expect_eq(sqlite3_column_int64(st, 4), end);
-        for (int o = 0; o < NO; o++)
-            cr_expect_eq(sqlite3_column_int64(st, 5 + o), cat[o], "p %d s %d d %d cat %d", p, s, dv,
-                         o);
-        cr_expect_eq(sqlite3_column_int64(st, 9), 0);
-        cr_expect_eq(sqlite3_column_int64(st, 10), exposed);
-        cr_expect_eq(sqlite3_column_int64(st, 11), 0);
-        cr_expect_eq(sqlite3_column_int64(st, 12), INT64_MAX);
-        n++;
-    }
-    sqlite3_finalize(st);
-    {
-        int want = 0;
-        for (int p = 0; p < NP; p++)
-            for (int s = 0; s < NS; s++)
-                for (int dv = 0; dv < ND; dv++)
-                    for (int o = 0; o < NO; o++)
-                        if (rows[p][s][dv][o].set) {
-                            want++;
-                            break;
-                        }
-        cr_expect_eq(n, want);
-    }
-
-    /* later entries add to the folded rows */
-    {
-        struct proto_entry e = {.op_id = 1, .step = 3, .start_ns = 5, .dur_ns = 7, .elements = 2};
-        int64_t calls = one(db, "SELECT calls FROM rk_ops WHERE process_id = 1 AND device_id = 1"
-                                " AND op_id = 1");
-        cr_assert_eq(ranks_op(r, 1, "matmul", "compute"), 0);
-        cr_assert_eq(ranks_process(r, 1, 2), 0);
-        exec_ok(db, "BEGIN");
-        cr_assert_eq(ranks_entry(r, 1, &e, 1, NULL, 99), 0);
-        cr_assert_eq(ranks_flush(r), 0);
-        exec_ok(db, "COMMIT");
-        cr_expect_eq(one(db, "SELECT calls FROM rk_ops WHERE process_id = 1 AND device_id = 1"
-                             " AND op_id = 1"),
-                     (calls < 0 ? 0 : calls) + 1);
-        cr_expect_eq(one(db, "SELECT begin_ns FROM rk_devsteps WHERE process_id = 1 AND step = 3"
-                             " AND device_id = 1"),
-                     5);
-    }
-    ranks_free(r);
-    /* a second writer opens the file as it is now: nothing to fold */
-    r = ranks_new(db);
-    cr_assert_not_null(r);
-    ranks_free(r);
-    sqlite3_close(db);
-}
-
 /*
  * The pending intervals are saved at each commit up to RK_SAVE_PEND per
  * device: a comm entry over 5,000 compute entries is not (info.ranks_state
  * 2: a reopen would mark the aggregates inexact) until it is counted.
  */
-Test(ranks_migrate, too_many_pending_intervals_are_not_saved_and_say_so)
+Test(ranks_state, too_many_pending_intervals_are_not_saved_and_say_so)
 {
     sqlite3 *db;
     struct ranks *r;
@@ -290,7 +109,7 @@ static sqlite3 *three_procs_db(void)
  * arrival saved at a commit, the file reopened, the second arrival completes
  * it (not partial) because rk_open kept the size it expects.
  */
-Test(ranks_migrate, an_open_instance_keeps_its_comm_size_across_a_reopen)
+Test(ranks_state, an_open_instance_keeps_its_comm_size_across_a_reopen)
 {
     sqlite3 *db = three_procs_db();
     struct ranks *r;
@@ -320,58 +139,6 @@ Test(ranks_migrate, an_open_instance_keeps_its_comm_size_across_a_reopen)
     sqlite3_close(db);
 }
 
-/*
- * An rk_open saved before ext comm_size (no such column) loads: the column
- * is added, its instances expect the world as they did, and a later arrival
- * that gives comm_size completes one at that many arrivals.
- */
-Test(ranks_migrate, an_rk_open_without_comm_size_loads)
-{
-    sqlite3 *db = three_procs_db();
-    struct ranks *r;
-
-    exec_ok(db, "CREATE TABLE rk_open (kind INTEGER NOT NULL, k1 INTEGER NOT NULL,"
-                " k2 INTEGER NOT NULL, k3 INTEGER NOT NULL, process_id INTEGER NOT NULL,"
-                " arrival INTEGER NOT NULL, op_id INTEGER NOT NULL, opened INTEGER NOT NULL,"
-                " step INTEGER NOT NULL, start_ns INTEGER NOT NULL, dur_ns INTEGER NOT NULL,"
-                " PRIMARY KEY (kind, k1, k2, k3, process_id)) WITHOUT ROWID;"
-                /* (comm 9, seq 0) with process 1's arrival; (comm 9, seq 1) likewise */
-                "INSERT INTO rk_open VALUES (1, 9, 0, 0, 1, 0, 2, 0, 0, 1000, 1000),"
-                " (1, 9, 1, 0, 1, 0, 2, 1, 0, 5000, 1000);"
-                "CREATE TABLE IF NOT EXISTS info (key TEXT PRIMARY KEY, value);"
-                "INSERT OR REPLACE INTO info VALUES ('ranks', 1), ('ranks_state', 1),"
-                " ('ranks_opened', 2), ('ranks_iq_first', 0)");
-    cr_assert_not_null(r = ranks_new(db));
-    cr_assert_eq(ranks_load(r), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM pragma_table_info('rk_open')"
-                         " WHERE name = 'comm_size'"),
-                 1);
-    exec_ok(db, "BEGIN");
-    arrive(r, 2, 1500, 0, 2); /* seq 0, no comm_size: 2 of the world's 3, still open */
-    {
-        struct proto_entry e = {.op_id = 2, .step = 0, .start_ns = 5200, .dur_ns = 1000};
-        struct proto_ext x = {.has = PROTO_EXT_COMM | PROTO_EXT_SEQ | PROTO_EXT_COMM_SIZE,
-                              .comm = 9,
-                              .seq = 1,
-                              .comm_size = 2};
-        cr_assert_eq(ranks_entry(r, 2, &e, 1, &x, 3), 0); /* seq 1: complete at 2 */
-    }
-    cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 0"), 2);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 1"), 0);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
-    exec_ok(db, "BEGIN");
-    cr_assert_eq(ranks_finish(r), 0);
-    cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 2);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 1);
-    ranks_free(r);
-    sqlite3_close(db);
-}
-
 /* Process pid's arrival at (comm 9, seq) of op 2, its entry lasting 1,000 ns. */
 static void arrive_seq(struct ranks *r, int64_t pid, uint64_t seq, uint64_t start)
 {
@@ -394,7 +161,7 @@ static void commit_ranks(sqlite3 *db, struct ranks *r)
  * and a reopened file completes every instance exactly. World of 3, no
  * comm_size: each (comm 9, seq) completes at its third arrival.
  */
-Test(ranks_migrate, rk_open_rewritten_or_updated_holds_the_open_arrivals)
+Test(ranks_state, rk_open_rewritten_or_updated_holds_the_open_arrivals)
 {
     sqlite3 *db = three_procs_db();
     struct ranks *r;

@@ -570,18 +570,24 @@ def _wrap_collective(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapped
 
 
-COMM_WORDS = ("c10d", "gloo", "nccl", "all_reduce", "allreduce", "all_gather", "allgather",
-              "reduce_scatter", "barrier", "send", "recv", "all_to_all")
+# The one list of communication words, all of them (the daemon's rule): proto/proto_class.h,
+# PROTO_COMM_WORDS and PROTO_COMM_PREFIX, in its order; tests/python/test_comm_words.py
+# checks this copy against the header word for word.
+COMM_WORDS = ("allreduce", "all_reduce", "all_gather", "allgather", "reduce_scatter",
+              "reducescatter", "alltoall", "all_to_all", "broadcast", "send", "recv",
+              "sendrecv", "barrier", "nccl", "comm", "record_param_comms",
+              "cross_device_reduce", "ep::internode::", "ep::intranode::", "deep_ep", "gloo",
+              "c10d", "rccl", "msccl", "nvshmem")
+COMM_PREFIX = "mpi_"
 
 
 def _category(name: str) -> str:
-    """comm or compute by name. "broadcast" alone is no collective (aten::broadcast_tensors
-    broadcasts shapes; c10d::broadcast_ and gloo:broadcast say c10d and gloo), nor is an
-    aten:: operator."""
+    """comm or compute by name: the one list (COMM_WORDS, COMM_PREFIX), but an aten::
+    operator is never a collective (aten::broadcast_tensors broadcasts shapes)."""
     n = name.lower()
     if n.startswith("aten::"):
         return "compute"
-    return "comm" if any(w in n for w in COMM_WORDS) else "compute"
+    return "comm" if n.startswith(COMM_PREFIX) or any(w in n for w in COMM_WORDS) else "compute"
 
 
 # The backends' records of a collective: ProcessGroupGloo/NCCL/UCC/MPI record each one they run
@@ -613,11 +619,12 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     Use it as ``torch.profiler.profile(..., on_trace_ready=tct.profiler_handler())``.
     At each cycle, every operator event of the profiler is recorded with its
     shapes (``record_shapes=True``), its memory (``profile_memory=True``), the
-    current step, and category comm for c10d/gloo/nccl operators (compute
-    otherwise; a backend's record of a collective c10d:: recorded too, such as
-    gloo:all_reduce beside c10d::allreduce_, is other, so that one collective
-    is one instance); with ``self_time`` its duration is its self CPU time (children
-    excluded, as ``tracectl import`` does), else its whole span. ``then`` is
+    current step, and category comm for c10d/gloo/nccl operators and the
+    other communication words (COMM_WORDS; compute otherwise; a backend's
+    record of a collective c10d:: recorded too, such as gloo:all_reduce beside
+    c10d::allreduce_, is other, so that one collective is one instance); with
+    ``self_time`` its duration is its self CPU time (children excluded, as
+    ``tracectl import`` does), else its whole span. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
