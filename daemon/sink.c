@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,8 @@ struct sink {
     bool schema_ok;
     struct sink_sess *sess;
     size_t n_sess, cap_sess;
+    size_t batch;        /* entries per INSERT: SINK_BATCH (test builds: $TRACECTLD_SINK_BATCH) */
+    uint64_t kill_after; /* test builds: SIGKILL after this many INSERTs, before `sent` is saved */
     char err[256];
 };
 
@@ -426,7 +429,8 @@ static int sink_batch(struct sink *k, struct sink_reader *r, const struct sink_c
     char qid[400];
     size_t n = 0;
     int64_t last = s->sent;
-    int rc = sink_rows_read(r, &o, s->sent, SINK_BATCH, &buf, &n, &last);
+    uint64_t t0 = sink_now_ns(), t1;
+    int rc = sink_rows_read(r, &o, s->sent, k->batch, &buf, &n, &last);
 
     if (rc < 0) {
         snprintf(k->err, sizeof(k->err), "cannot read session %" PRId64 ": %s", c->id,
@@ -435,15 +439,20 @@ static int sink_batch(struct sink *k, struct sink_reader *r, const struct sink_c
     }
     if (n == 0)
         goto out;
+    t1 = sink_now_ns();
     sink_query_id(k, c->id, qid, sizeof(qid) - 24);
     snprintf(qid + strlen(qid), 24, "%" PRId64, last);
     s->doubt = true; /* until the server's answer says either way */
     rc = sink_http_post(k->http, "INSERT INTO tracectl.entries FORMAT RowBinary", qid, buf.data,
                         buf.len, NULL, k->err, sizeof(k->err));
+    log_debug("clickhouse: session %" PRId64 ": %zu entries read in %.1f ms, sent in %.1f ms",
+              c->id, n, (double)(t1 - t0) / 1e6, (double)(sink_now_ns() - t1) / 1e6);
     if (rc == -EPROTO) /* refused: not applied (an INSERT is all or nothing) */
         s->doubt = false;
     if (rc < 0)
         goto out;
+    if (k->kill_after > 0 && k->st.batches + 1 == k->kill_after)
+        raise(SIGKILL); /* test builds: a crash at the worst moment (test_clickhouse) */
     s->sent = last;
     s->doubt = false;
     if ((rc = sink_state_save(k, s)) < 0)
@@ -456,6 +465,22 @@ static int sink_batch(struct sink *k, struct sink_reader *r, const struct sink_c
 out:
     sink_buf_free(&buf);
     return rc;
+}
+
+/* Adds what is left of a session to *backlog, sending nothing (a round that failed). */
+static void sink_count(struct sink *k, const struct sink_cat *c, const struct sink_sess *s,
+                       uint64_t *backlog)
+{
+    struct sink_reader r;
+    char path[PATH_MAX];
+    int64_t last = 0;
+
+    snprintf(path, sizeof(path), "%s/sessions/%" PRId64 ".db", k->data_dir, c->id);
+    if (sink_rows_open(&r, path) < 0)
+        return;
+    if (sink_rows_last(&r, &last) == 0 && last > s->sent)
+        *backlog += (uint64_t)(last - s->sent);
+    sink_rows_close(&r);
 }
 
 /*
@@ -503,10 +528,10 @@ static int sink_session(struct sink *k, const struct sink_cat *c, struct sink_se
         log_info("clickhouse: session %" PRId64 " (%s) sent: %" PRId64 " entries", c->id, c->name,
                  s->sent);
     }
-    if (!s->done && sink_rows_last(&r, &last) == 0 && last > s->sent)
-        *backlog += (uint64_t)(last - s->sent);
     rc = sent;
 out:
+    if (!s->done && sink_rows_last(&r, &last) == 0 && last > s->sent)
+        *backlog += (uint64_t)(last - s->sent);
     sink_rows_close(&r);
     return rc;
 }
@@ -604,7 +629,7 @@ static int sink_round(struct sink *k)
     struct sink_cat *c = NULL;
     size_t n = 0, pending = 0;
     uint64_t backlog = 0;
-    int rc = 0, sent = 0;
+    int rc = 0, sent = 0, failed = 0;
 
     if (!k->schema_ok && (rc = sink_schema(k)) < 0)
         return rc;
@@ -623,22 +648,27 @@ static int sink_round(struct sink *k)
         s->seen = true;
         if (s->done || atomic_load(&k->stop))
             continue;
+        pending++;
+        if (failed < 0) { /* the rest only counted: the status shows the whole backlog */
+            sink_count(k, &c[i], s, &backlog);
+            continue;
+        }
         if ((rc = sink_session(k, &c[i], s, &backlog)) < 0)
-            break;
-        sent |= rc;
-        pending += !s->done;
+            failed = rc;
+        else
+            sent |= rc;
+        pending -= s->done;
     }
-    if (rc >= 0)
+    if (failed == 0 && rc >= 0)
         sink_forget(k);
     sink_cat_free(c, n);
-    if (rc < 0)
-        return rc;
     pthread_mutex_lock(&k->mu);
-    k->st.state = sent || backlog > 0 ? "streaming" : "idle";
+    if (failed == 0 && rc >= 0)
+        k->st.state = sent || backlog > 0 ? "streaming" : "idle";
     k->st.backlog = backlog;
     k->st.sessions = pending;
     pthread_mutex_unlock(&k->mu);
-    return sent;
+    return failed < 0 ? failed : rc < 0 ? rc : sent;
 }
 
 static void *sink_main(void *arg)
@@ -730,6 +760,14 @@ struct sink *sink_new(const char *data_dir, const char *url, const char *auth_fi
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     k->st.state = "starting";
+    k->batch = SINK_BATCH;
+#ifdef TRACECTLD_FAULT_INJECT
+    /* test builds: small batches, and a kill between an INSERT and its position (fault.h) */
+    if (getenv("TRACECTLD_SINK_BATCH") != NULL && atoi(getenv("TRACECTLD_SINK_BATCH")) > 0)
+        k->batch = (size_t)atoi(getenv("TRACECTLD_SINK_BATCH"));
+    if (getenv("TRACECTLD_SINK_KILL_AFTER") != NULL)
+        k->kill_after = strtoull(getenv("TRACECTLD_SINK_KILL_AFTER"), NULL, 10);
+#endif
     if (host != NULL)
         snprintf(k->host, sizeof(k->host), "%s", host);
     else if (gethostname(k->host, sizeof(k->host) - 1) < 0)
