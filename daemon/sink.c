@@ -342,16 +342,18 @@ static int sink_resolve(struct sink *k, struct sink_reader *r, struct sink_sess 
     return 0;
 }
 
-/* The session's sessions row and its processes' rows (replacing older ones). */
+/* The session's sessions row, its processes' and its ranks' rows (replacing older ones). */
 static int sink_announce(struct sink *k, struct sink_reader *r, const struct sink_cat *c,
                          const struct sink_sess *s, bool final)
 {
     struct sink_origin o = {k->host, c->id, c->name, s->offset};
-    struct sink_buf procs = {0}, hosts = {0}, row = {0};
+    struct sink_buf procs = {0}, hosts = {0}, row = {0}, ranks = {0};
     uint64_t version = sink_now_ns();
     bool ended = final && c->ended;
     int rc = sink_rows_processes(r, &o, version, &procs, &hosts);
 
+    if (rc == 0)
+        rc = sink_rows_ranks(r, &o, version, &ranks);
     if (rc < 0) {
         snprintf(k->err, sizeof(k->err), "cannot read the processes of session %" PRId64, c->id);
         goto out;
@@ -380,7 +382,11 @@ static int sink_announce(struct sink *k, struct sink_reader *r, const struct sin
     if (rc == 0 && procs.len > 0)
         rc = sink_http_post(k->http, "INSERT INTO tracectl.processes FORMAT RowBinary", NULL,
                             procs.data, procs.len, NULL, k->err, sizeof(k->err));
+    if (rc == 0 && ranks.len > 0)
+        rc = sink_http_post(k->http, "INSERT INTO tracectl.ranks FORMAT RowBinary", NULL,
+                            ranks.data, ranks.len, NULL, k->err, sizeof(k->err));
 out:
+    sink_buf_free(&ranks);
     sink_buf_free(&procs);
     sink_buf_free(&hosts);
     sink_buf_free(&row);

@@ -392,3 +392,39 @@ out:
     sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
     return rc;
 }
+
+int sink_rows_ranks(struct sink_reader *r, const struct sink_origin *o, uint64_t version,
+                    struct sink_buf *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sink_rows_has(r->db, "SELECT 1 FROM sqlite_master WHERE name = 'rk_steps'"), step;
+
+    if (rc <= 0)
+        return rc; /* a file without rank aggregates: no rows */
+    rc = -EIO;
+    if (sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(r->db,
+                           "SELECT p.id, coalesce(p.rank, -1), coalesce(p.host, ''), count(*),"
+                           " sum(s.coll), sum(s.last_count), sum(s.caused_ns), sum(s.waited_ns),"
+                           " sum(s.compute_ns), sum(s.comm_ns), sum(s.memory_ns), sum(s.wait_ns),"
+                           " sum(s.exposed_ns) FROM processes p JOIN rk_steps s"
+                           " ON s.process_id = p.id GROUP BY p.id ORDER BY p.id",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto out;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        sink_buf_str(out, o->host, strlen(o->host));
+        sink_buf_u64(out, (uint64_t)o->session_id);
+        sink_buf_u32(out, (uint32_t)sqlite3_column_int64(st, 0));
+        sink_buf_u32(out, (uint32_t)(int32_t)sqlite3_column_int64(st, 1));
+        sink_buf_col_str(out, st, 2);
+        for (int i = 3; i <= 12; i++)
+            sink_buf_u64(out, (uint64_t)sqlite3_column_int64(st, i));
+        sink_buf_u64(out, version);
+    }
+    if (step == SQLITE_DONE)
+        rc = out->oom ? -ENOMEM : 0;
+out:
+    sqlite3_finalize(st);
+    sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}

@@ -83,4 +83,12 @@ int sink_rows_last(struct sink_reader *r, int64_t *last);
 int sink_rows_processes(struct sink_reader *r, const struct sink_origin *o, uint64_t version,
                         struct sink_buf *out, struct sink_buf *hosts);
 
+/*
+ * The ranks rows of the session (schema/clickhouse.sql): its rank aggregates
+ * summed per process, with version, into out; none for a file without them.
+ * 0, -EIO or -ENOMEM.
+ */
+int sink_rows_ranks(struct sink_reader *r, const struct sink_origin *o, uint64_t version,
+                    struct sink_buf *out);
+
 #endif

@@ -83,3 +83,28 @@ CREATE TABLE IF NOT EXISTS tracectl.processes (
     version      UInt64
 ) ENGINE = ReplacingMergeTree(version)
 ORDER BY (host, session_id, process_id);
+
+-- Per process of a session, what the report's `ranks` section sums: who
+-- arrived last at collectives and the time that cost the others (caused_ns),
+-- who waited, and the time per category, from the session file's rank
+-- aggregates (rk_steps), sent with the session's rows. A file without them
+-- sends none.
+CREATE TABLE IF NOT EXISTS tracectl.ranks (
+    host         String,
+    session_id   UInt64,
+    process_id   UInt32,
+    rank         Int32,
+    process_host String,
+    steps        UInt64,
+    collectives  UInt64,            -- collective instances it took part in
+    arrived_last UInt64,            -- instances it arrived last at
+    caused_ns    UInt64,            -- skew of those instances
+    waited_ns    UInt64,            -- time it lost waiting for the last arrival
+    compute_ns   UInt64,
+    comm_ns      UInt64,
+    memory_ns    UInt64,
+    wait_ns      UInt64,
+    exposed_ns   UInt64,            -- comm time not overlapped by compute
+    version      UInt64
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (host, session_id, process_id);

@@ -312,7 +312,7 @@ static void prod_run(int rank, int cmd, int ack)
     o.close_timeout_ms = 5000;
     if ((c = tc_open(&o, &err)) == NULL)
         _exit(2);
-    tc_meta_str(c, "torch", "2.3.1");
+    tc_meta_str(c, "torch", rank < RANKS / 2 ? "2.3.1" : "2.4.0"); /* two library versions */
     ops[0] = tc_op_cat(c, "matmul", "compute");
     ops[1] = tc_op_cat(c, "allreduce", "comm");
     ops[2] = tc_op(c, "memcpy_h2d");
@@ -623,5 +623,264 @@ Test(clickhouse, every_entry_once_through_outages_and_crashes)
              " AND state = 'ended' AND entries = %llu AND processes = %d",
              id, total, RANKS);
     cr_assert_eq(ch_u64(sql), 1, "the session's final row");
+    curl_global_cleanup();
+}
+
+/* ---- the documented queries (docs/clickhouse.md) ------------------------------ */
+
+#define DOC_PATH TEST_DATA_DIR "/../../docs/clickhouse.md"
+
+/* The query named `name` in docs/clickhouse.md, {host} and {session_id} filled in, as TSV. */
+static char *doc_query(const char *name, long long id)
+{
+    char mark[128], *doc = NULL, *sql, *p, *q, *out;
+    size_t len = 0, n = 0;
+    FILE *f = fopen(DOC_PATH, "r");
+    struct reply r = {calloc(1, 1), 0, 1};
+
+    cr_assert(f != NULL, "%s: %s", DOC_PATH, strerror(errno));
+    cr_assert(getdelim(&doc, &n, '\0', f) > 0);
+    fclose(f);
+    snprintf(mark, sizeof(mark), "-- query: %s\n", name);
+    cr_assert((p = strstr(doc, mark)) != NULL, "docs/clickhouse.md has no query %s", name);
+    cr_assert((q = strstr(p, "\n```")) != NULL);
+    len = (size_t)(q - p);
+    sql = p;
+    sql[len] = '\0';
+    for (p = sql; *p != '\0'; p++) {
+        char num[32];
+
+        if (strncmp(p, "{host}", 6) == 0) {
+            reply_cb(HOST, 1, strlen(HOST), &r);
+            p += 5;
+        } else if (strncmp(p, "{session_id}", 12) == 0) {
+            snprintf(num, sizeof(num), "%lld", id);
+            reply_cb(num, 1, strlen(num), &r);
+            p += 11;
+        } else {
+            reply_cb(p, 1, 1, &r);
+        }
+    }
+    reply_cb(" FORMAT TabSeparated", 1, 20, &r);
+    out = ch_query(r.data);
+    free(r.data);
+    free(doc);
+    return out;
+}
+
+/* Splits one TSV line of text at *pos into at most max fields (in place); returns how many. */
+static int tsv_line(char **pos, char **f, int max)
+{
+    char *p = *pos;
+    int n = 0;
+
+    if (*p == '\0')
+        return 0;
+    while (n < max) {
+        f[n++] = p;
+        p += strcspn(p, "\t\n");
+        if (*p != '\t')
+            break;
+        *p++ = '\0';
+    }
+    if (*p == '\n')
+        *p++ = '\0';
+    *pos = p;
+    return n;
+}
+
+static bool within_1pct(unsigned long long got, unsigned long long want)
+{
+    unsigned long long diff = got > want ? got - want : want - got;
+
+    return diff * 100 <= want;
+}
+
+/* The report's ops table, calls, sums, min, max exact and percentiles within 1 %. */
+static void check_doc_report_ops(long long id)
+{
+    static const char *const pct[3] = {"p50_ns", "p95_ns", "p99_ns"};
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *ops;
+    char *tsv = doc_query("report_ops", id), *pos = tsv, *f[12];
+    uint32_t i = 0;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    ops = obj_get(&o->via.array.ptr[1], "ops");
+    for (; tsv_line(&pos, f, 12) == 12; i++) {
+        const msgpack_object *row = &ops->via.array.ptr[i];
+
+        cr_assert_lt(i, ops->via.array.size, "more ops in ClickHouse than in the report");
+        cr_assert(obj_str_eq(obj_get(row, "op"), f[0]), "op %u: %s", i, f[0]);
+        cr_assert(obj_str_eq(obj_get(row, "category"), f[1]), "%s: category", f[0]);
+        cr_assert_eq(strtoull(f[2], NULL, 10), obj_u64(obj_get(row, "calls")), "%s", f[0]);
+        cr_assert_eq(strtoull(f[3], NULL, 10), obj_u64(obj_get(row, "total_ns")), "%s", f[0]);
+        cr_assert_eq(strtoull(f[4], NULL, 10), obj_u64(obj_get(row, "avg_ns")), "%s", f[0]);
+        cr_assert_eq(strtoull(f[5], NULL, 10), obj_u64(obj_get(row, "min_ns")), "%s", f[0]);
+        for (int k = 0; k < 3; k++)
+            cr_assert(within_1pct(strtoull(f[6 + k], NULL, 10), obj_u64(obj_get(row, pct[k]))),
+                      "%s: %s %s, the report %llu", f[0], pct[k], f[6 + k],
+                      obj_u64(obj_get(row, pct[k])));
+        cr_assert_eq(strtoull(f[9], NULL, 10), obj_u64(obj_get(row, "max_ns")), "%s", f[0]);
+        cr_assert_eq(strtoull(f[10], NULL, 10), obj_u64(obj_get(row, "mem_bytes")), "%s", f[0]);
+        cr_assert_eq(strtoull(f[11], NULL, 10), obj_u64(obj_get(row, "elements")), "%s", f[0]);
+    }
+    cr_assert_eq(i, ops->via.array.size, "%u ops in ClickHouse, %u in the report", i,
+                 ops->via.array.size);
+    proto_reader_deinit(&r);
+    close(fd);
+    free(tsv);
+}
+
+/* Who arrived last and what it caused, per rank: the report's `ranks` rows. */
+static void check_doc_late_ranks(long long id)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *ranks;
+    char *tsv = doc_query("late_ranks", id), *pos = tsv, *f[7];
+    unsigned long long last = 0;
+    int fd, n = 0;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    req.analysis.on = true;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    ranks = obj_get(&o->via.array.ptr[1], "ranks");
+    cr_assert_eq(ranks->via.array.size, RANKS);
+    for (; tsv_line(&pos, f, 7) == 7; n++) {
+        const msgpack_object *row = NULL;
+
+        for (uint32_t i = 0; i < ranks->via.array.size; i++)
+            if (obj_u64(obj_get(&ranks->via.array.ptr[i], "rank")) == strtoull(f[1], NULL, 10))
+                row = &ranks->via.array.ptr[i];
+        cr_assert(row != NULL, "rank %s is not in the report", f[1]);
+        cr_assert_eq(strtoull(f[2], NULL, 10), 1, "rank %s: sessions", f[1]);
+        cr_assert_eq(strtoull(f[3], NULL, 10), obj_u64(obj_get(row, "collectives")), "rank %s",
+                     f[1]);
+        cr_assert_eq(strtoull(f[4], NULL, 10), obj_u64(obj_get(row, "arrived_last")), "rank %s",
+                     f[1]);
+        cr_assert_eq(strtoull(f[5], NULL, 10), obj_u64(obj_get(row, "caused_ns")), "rank %s", f[1]);
+        cr_assert_eq(strtoull(f[6], NULL, 10), obj_u64(obj_get(row, "waited_ns")), "rank %s", f[1]);
+        last += strtoull(f[4], NULL, 10);
+    }
+    cr_assert_eq(n, RANKS);
+    cr_assert_gt(last, 0, "no rank ever arrived last: the check proves nothing");
+    proto_reader_deinit(&r);
+    close(fd);
+    free(tsv);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* p99 per op and torch version, against the nearest rank of the file's durations. */
+static void check_doc_p99(long long id)
+{
+    char *tsv = doc_query("p99_by_version", id), *pos = tsv, *f[4], path[PATH_MAX + 32];
+    sqlite3 *db;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    for (; tsv_line(&pos, f, 4) == 4; n++) {
+        static uint64_t durs[100000];
+        sqlite3_stmt *st;
+        size_t k = 0;
+
+        cr_assert_eq(sqlite3_prepare_v2(db,
+                                        "SELECT e.dur_ns FROM entries e CROSS JOIN processes p"
+                                        " ON p.id = e.process_id CROSS JOIN ops o ON o.id = e.op_id"
+                                        " JOIN meta m ON m.process_id = p.id AND m.key = 'torch'"
+                                        " WHERE m.value = ?1 AND o.name = ?2",
+                                        -1, &st, NULL),
+                     SQLITE_OK, "%s", sqlite3_errmsg(db));
+        sqlite3_bind_text(st, 1, f[0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, f[1], -1, SQLITE_STATIC);
+        while (sqlite3_step(st) == SQLITE_ROW && k < 100000)
+            durs[k++] = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        qsort(durs, k, sizeof(durs[0]), cmp_u64);
+        cr_assert_eq(strtoull(f[2], NULL, 10), k, "%s %s: calls", f[0], f[1]);
+        cr_assert(within_1pct(strtoull(f[3], NULL, 10), durs[(k * 99 + 99) / 100 - 1]),
+                  "%s %s: p99 %s, nearest rank %llu", f[0], f[1], f[3],
+                  (unsigned long long)durs[(k * 99 + 99) / 100 - 1]);
+    }
+    cr_assert_eq(n, 2 * 3, "two versions of three ops");
+    sqlite3_close(db);
+    free(tsv);
+}
+
+/*
+ * Time per op per day with the week-over-week change: the session's rows,
+ * copied a week earlier (as another session) with twice the durations, must
+ * give -0.5 on the session's days, and nothing a week before those.
+ */
+static void check_doc_per_day(long long id)
+{
+    char sql[1024], *tsv, *pos, *f[5];
+    unsigned long long calls = 0, total = 0, want_total;
+    int today = 0, before = 0;
+
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO tracectl.entries SELECT host, session_id + 1000000, session, rank,"
+             " process_id, step, op, category, device, start_ns - 7 * 86400000000000,"
+             " dur_ns * 2, elements, mem_bytes, stream, peer, tag, comm, seq, comm_size, batch"
+             " FROM tracectl.entries WHERE host = '" HOST "' AND session_id = %lld",
+             id);
+    free(ch_query(sql));
+    snprintf(sql, sizeof(sql),
+             "SELECT sum(dur_ns) FROM tracectl.entries WHERE host = '" HOST
+             "' AND session_id = %lld",
+             id);
+    want_total = ch_u64(sql);
+    tsv = doc_query("per_op_per_day", id);
+    for (pos = tsv; tsv_line(&pos, f, 5) == 5;) {
+        if (strcmp(f[4], "\\N") == 0) { /* a week before: nothing to compare with */
+            before++;
+            continue;
+        }
+        cr_assert_str_eq(f[4], "-0.5", "%s %s: week over week %s", f[0], f[1], f[4]);
+        calls += strtoull(f[2], NULL, 10);
+        total += strtoull(f[3], NULL, 10);
+        today++;
+    }
+    cr_assert_eq(today, before, "as many (day, op) rows as a week before");
+    cr_assert_geq(today, 3);
+    cr_assert_eq(calls, RANKS * 2 * CHUNK);
+    cr_assert_eq(total, want_total);
+    free(tsv);
+}
+
+Test(clickhouse, the_documented_queries_give_the_reports_figures)
+{
+    long long id;
+
+    if (access(CH_SERVER, X_OK) != 0)
+        cr_skip_test("clickhouse-server is not installed (apt-get install clickhouse-server)");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    ch_start();
+    daemon_start(false);
+    prods_start();
+    prods_phase(2);
+    prods_close();
+    id = session_id();
+    raw_wait_state(d.sock, id, "ended", 30);
+    wait_rows(id, RANKS * 2 * CHUNK);
+    wait_sink("idle", 0, false);
+    check_doc_report_ops(id);
+    check_doc_late_ranks(id);
+    check_doc_p99(id);
+    check_doc_per_day(id);
     curl_global_cleanup();
 }
