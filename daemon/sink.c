@@ -453,9 +453,7 @@ static int sink_batch(struct sink *k, struct sink_reader *r, const struct sink_c
                         buf.len, NULL, k->err, sizeof(k->err));
     log_debug("clickhouse: session %" PRId64 ": %zu entries read in %.1f ms, sent in %.1f ms",
               c->id, n, (double)(t1 - t0) / 1e6, (double)(sink_now_ns() - t1) / 1e6);
-    if (rc == -EPROTO) /* refused: not applied (an INSERT is all or nothing) */
-        s->doubt = false;
-    if (rc < 0)
+    if (rc < 0) /* even an error status: asked again, never assumed (doubt stays) */
         goto out;
     if (k->kill_after > 0 && k->st.batches + 1 == k->kill_after)
         raise(SIGKILL); /* test builds: a crash at the worst moment (test_clickhouse) */
