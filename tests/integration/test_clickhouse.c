@@ -599,7 +599,7 @@ Test(clickhouse, every_entry_once_through_outages_and_crashes)
     prods_phase(4);
     total += 4 * RANKS * CHUNK;
     prods_close(); /* the session ends; its last entries are still to be sent */
-    harness_daemon_stop(&d, SIGTERM);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "the daemon's exit (ASan: no leak)");
     setenv("TRACECTLD_SINK_KILL_AFTER", "3", 1);
     daemon_start(true);
     ch_start();
@@ -882,5 +882,50 @@ Test(clickhouse, the_documented_queries_give_the_reports_figures)
     check_doc_late_ranks(id);
     check_doc_p99(id);
     check_doc_per_day(id);
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0, "the daemon's exit (ASan: no leak)");
     curl_global_cleanup();
+}
+
+/*
+ * Credentials never in the URL, the auth file only its owner's, the other
+ * flags only with --clickhouse: the daemon refuses to start (no server needed).
+ */
+Test(clickhouse, a_bad_configuration_is_refused_at_start)
+{
+    char dir[] = "/tmp/tc-chbad-XXXXXX", sock[64], data[64], auth[64];
+    char *rm[] = {"rm", "-rf", dir, NULL};
+    struct {
+        const char *url, *auth_mode, *flag;
+        int exit;
+    } cases[] = {
+        {"http://tracectl:pw@127.0.0.1:1/", NULL, NULL, 1}, /* a password in the URL */
+        {"ftp://127.0.0.1:1/", NULL, NULL, 1},              /* not HTTP */
+        {"http://127.0.0.1:1/", "0644", NULL, 1},           /* others may read the password */
+        {"http://127.0.0.1:1/", "0600", "nosuchfile", 1},   /* no such auth file */
+        {NULL, "0600", NULL, 2},                            /* --clickhouse-auth alone */
+    };
+
+    cr_assert(mkdtemp(dir) != NULL);
+    snprintf(sock, sizeof(sock), "%s/s.sock", dir);
+    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(auth, sizeof(auth), "%s/auth", dir);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *argv[12] = {TRACECTLD_BIN, "--socket", sock, "--data-dir", data};
+        int n = 5, rc;
+
+        if (cases[i].auth_mode != NULL)
+            write_file(auth, "tracectl:pw\n", (mode_t)strtol(cases[i].auth_mode, NULL, 8));
+        if (cases[i].url != NULL) {
+            argv[n++] = "--clickhouse";
+            argv[n++] = (char *)cases[i].url;
+        }
+        if (cases[i].auth_mode != NULL) {
+            argv[n++] = "--clickhouse-auth";
+            argv[n++] = cases[i].flag != NULL ? (char *)cases[i].flag : auth;
+        }
+        argv[n] = NULL;
+        rc = harness_run(NULL, argv);
+        cr_assert_eq(rc, cases[i].exit, "case %zu: exit %d, want %d", i, rc, cases[i].exit);
+    }
+    harness_run(NULL, rm);
 }
