@@ -272,7 +272,13 @@ static int sink_query_u64(struct sink *k, const char *sql, uint64_t *v)
     int rc = sink_http_post(k->http, NULL, NULL, sql, strlen(sql), &out, k->err, sizeof(k->err));
 
     if (rc == 0) {
-        *v = strtoull(out, NULL, 10);
+        char *end;
+
+        *v = strtoull(out, &end, 10);
+        if (end == out || (*end != '\n' && *end != '\0')) { /* never taken for a number */
+            snprintf(k->err, sizeof(k->err), "ClickHouse answered '%.60s' to a count", out);
+            rc = -EPROTO;
+        }
         free(out);
     }
     return rc;

@@ -88,12 +88,14 @@ static char *sink_http_url(struct sink_http *h, const char *query, const char *q
 {
     char *q = query != NULL ? curl_easy_escape(h->curl, query, 0) : NULL;
     char *id = query_id != NULL ? curl_easy_escape(h->curl, query_id, 0) : NULL;
-    size_t len = strlen(h->url) + (q ? strlen(q) : 0) + (id ? strlen(id) : 0) + 32;
+    size_t len = strlen(h->url) + (q ? strlen(q) : 0) + (id ? strlen(id) : 0) + 64;
     char *url = malloc(len);
     const char *sep = strchr(h->url, '?') != NULL ? "&" : "?";
 
     if (url != NULL) {
-        snprintf(url, len, "%s", h->url);
+        /* the status only once the query has ended: never 200 and an error after it */
+        snprintf(url, len, "%s%swait_end_of_query=1", h->url, sep);
+        sep = "&";
         if (q != NULL) {
             strcat(url, sep);
             strcat(url, "query=");

@@ -5,7 +5,9 @@
  * A request is a POST: the query in the URL (`?query=...`, with a query_id
  * when given) and data in the body, or the query alone in the body. The
  * server answers 200 with the result, or an error status with its message
- * ("Code: 60, e.displayText() = ..."), of which the first line is kept.
+ * ("Code: 60, e.displayText() = ..."), of which the first line is kept. Every
+ * request asks wait_end_of_query=1: without it a query that fails after its
+ * first rows were sent answers 200 with the error in the body.
  *
  * TIMEOUTS: SINK_HTTP_CONNECT_S to connect, SINK_HTTP_TOTAL_S for a whole
  * request; a transfer also ends when *cancel becomes true (the daemon stops).
