@@ -206,8 +206,9 @@ static void control_pack_deferred(msgpack_packer *pk, const struct daemon *d)
 
 /*
  * The ClickHouse sink's figures (sink.h), only when it is on: its state, the
- * committed entries not yet in ClickHouse, what it sent since the start and
- * its last error. Daemon-wide, so nil for a user's scope but the state.
+ * committed entries not yet in ClickHouse, what it sent since the start, its
+ * last error and when, and the sessions not wholly sent. Daemon-wide, so nil
+ * for a user's scope but the state.
  */
 static void control_pack_sink(msgpack_packer *pk, const struct daemon *d, bool all)
 {
@@ -227,6 +228,16 @@ static void control_pack_sink(msgpack_packer *pk, const struct daemon *d, bool a
     else
         msgpack_pack_nil(pk);
     pack_kv_str(pk, "clickhouse_last_error", all && st.last_error[0] ? st.last_error : NULL);
+    pack_key(pk, "clickhouse_last_error_ns");
+    if (all && st.last_error_ns > 0)
+        msgpack_pack_uint64(pk, st.last_error_ns);
+    else
+        msgpack_pack_nil(pk);
+    pack_key(pk, "clickhouse_sessions");
+    if (all)
+        msgpack_pack_uint64(pk, st.sessions);
+    else
+        msgpack_pack_nil(pk);
 }
 
 static void control_status(struct conn *c)
@@ -255,7 +266,7 @@ static void control_status(struct conn *c)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, d->sink != NULL ? 22 : 17);
+    msgpack_pack_map(&pk, d->sink != NULL ? 24 : 17);
     pack_kv_str(&pk, "version", TRACECTL_VERSION);
     pack_kv_i64(&pk, "pid", (int64_t)getpid());
     pack_kv_u64(&pk, "uptime_ns", (uv_now(d->loop) - d->started_ms) * 1000000ull);

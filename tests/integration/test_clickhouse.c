@@ -525,8 +525,11 @@ static long long session_id(void)
     return id;
 }
 
-/* Polls status until the sink's state is want and its backlog `backlog` (-1: any), up to 30 s. */
-static void wait_sink(const char *want, long long backlog, bool with_error)
+/*
+ * Polls status until the sink's state is want, its backlog `backlog` and its sessions not
+ * wholly sent `sessions` (-1: any), with or without an error, up to 30 s.
+ */
+static void wait_sink(const char *want, long long backlog, bool with_error, long long sessions)
 {
     struct proto_reader r;
     const msgpack_object *st;
@@ -539,7 +542,10 @@ static void wait_sink(const char *want, long long backlog, bool with_error)
         st = status(&r, &fd);
         ok = obj_str_eq(obj_get(st, "clickhouse"), want) &&
              (backlog < 0 || obj_u64(obj_get(st, "clickhouse_backlog")) == (uint64_t)backlog) &&
-             (obj_get(st, "clickhouse_last_error")->type == MSGPACK_OBJECT_STR) == with_error;
+             (obj_get(st, "clickhouse_last_error")->type == MSGPACK_OBJECT_STR) == with_error &&
+             (obj_get(st, "clickhouse_last_error_ns")->type == MSGPACK_OBJECT_POSITIVE_INTEGER) ==
+                 with_error &&
+             (sessions < 0 || obj_u64(obj_get(st, "clickhouse_sessions")) == (uint64_t)sessions);
         proto_reader_deinit(&r);
         close(fd);
     }
@@ -569,14 +575,14 @@ Test(clickhouse, every_entry_once_through_outages_and_crashes)
     check_exact(id, total);
     check_report(id);
     phase("report checked");
-    wait_sink("idle", 0, false);
+    wait_sink("idle", 0, false, 1); /* the session is live: not wholly sent */
 
     /* 2. ClickHouse down while the job goes on: retried, counted in the backlog, then sent. */
     phase("2.");
     ch_kill();
     prods_phase(1);
     total += RANKS * CHUNK;
-    wait_sink("retrying", RANKS * CHUNK, true);
+    wait_sink("retrying", RANKS * CHUNK, true, 1);
     ch_start();
     check_exact(id, total);
 
@@ -616,7 +622,7 @@ Test(clickhouse, every_entry_once_through_outages_and_crashes)
     daemon_start(true);
     check_exact(id, total);
     check_report(id);
-    wait_sink("idle", 0, false);
+    wait_sink("idle", 0, false, 0);
     check_exact(id, total); /* nothing more came after all was sent */
     snprintf(sql, sizeof(sql),
              "SELECT count() FROM tracectl.sessions FINAL WHERE session_id = %lld"
@@ -877,7 +883,7 @@ Test(clickhouse, the_documented_queries_give_the_reports_figures)
     id = session_id();
     raw_wait_state(d.sock, id, "ended", 30);
     wait_rows(id, RANKS * 2 * CHUNK);
-    wait_sink("idle", 0, false);
+    wait_sink("idle", 0, false, 0);
     check_doc_report_ops(id);
     check_doc_late_ranks(id);
     check_doc_p99(id);
