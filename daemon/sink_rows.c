@@ -143,29 +143,154 @@ int sink_rows_open(struct sink_reader *r, const char *path)
     return 0;
 }
 
+static void sink_names_free(struct sink_names *t);
+
 void sink_rows_close(struct sink_reader *r)
 {
     if (r->db == NULL)
         return;
     sqlite3_finalize(r->rows);
     sqlite3_close(r->db);
+    sink_names_free(&r->ops);
+    sink_names_free(&r->devices);
+    sink_names_free(&r->procs);
+    sink_names_free(&r->shapes);
     memset(r, 0, sizeof(*r));
 }
 
 #define ROWS_COLUMNS                                                                               \
-    "SELECT e.rowid, e.process_id, coalesce(p.rank, -1), e.step, coalesce(o.name, ''),"            \
-    " coalesce(o.category, ''), coalesce(d.name, ''), e.start_ns, e.dur_ns,"                       \
-    " coalesce(e.elements, s.elements, 0), e.mem_bytes"
+    "SELECT e.rowid, e.process_id, e.step, e.op_id, e.device_id, e.start_ns, e.dur_ns,"            \
+    " e.elements, e.mem_bytes, e.shape_id"
 #define ROWS_EXT      ", x.stream, x.peer, x.tag, x.comm, x.seq"
 #define ROWS_EXT_SIZE ", x.comm_size"
 #define ROWS_NO_EXT   ", NULL, NULL, NULL, NULL, NULL"
 #define ROWS_NO_SIZE  ", NULL"
-#define ROWS_FROM                                                                                  \
-    " FROM entries e LEFT JOIN processes p ON p.id = e.process_id"                                 \
-    " LEFT JOIN ops o ON o.id = e.op_id LEFT JOIN devices d ON d.id = e.device_id"                 \
-    " LEFT JOIN shapes s ON s.id = e.shape_id"
+#define ROWS_FROM     " FROM entries e"
 #define ROWS_EXT_FROM " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
 #define ROWS_WHERE    " WHERE e.rowid > ?1 ORDER BY e.rowid LIMIT ?2"
+
+/* The largest id a table of names may have (the daemon's limits are far below). */
+#define NAMES_MAX_ID (1u << 24)
+
+static void sink_names_free(struct sink_names *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->name[i]);
+        free(t->category[i]);
+    }
+    free(t->name);
+    free(t->category);
+    free(t->num);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Room for ids up to id. 0 or -ENOMEM. */
+static int sink_names_grow(struct sink_names *t, size_t id)
+{
+    size_t n = id + 1;
+    char **a, **b;
+    int64_t *c;
+
+    if (n <= t->n)
+        return 0;
+    a = realloc(t->name, n * sizeof(*a));
+    if (a != NULL)
+        t->name = a;
+    b = realloc(t->category, n * sizeof(*b));
+    if (b != NULL)
+        t->category = b;
+    c = realloc(t->num, n * sizeof(*c));
+    if (c != NULL)
+        t->num = c;
+    if (a == NULL || b == NULL || c == NULL)
+        return -ENOMEM;
+    for (size_t i = t->n; i < n; i++) {
+        t->name[i] = t->category[i] = NULL;
+        t->num[i] = -1;
+    }
+    t->n = n;
+    return 0;
+}
+
+static char *sink_names_text(sqlite3_stmt *st, int i, int *rc)
+{
+    char *s;
+
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return NULL;
+    if ((s = strdup((const char *)sqlite3_column_text(st, i))) == NULL)
+        *rc = -ENOMEM;
+    return s;
+}
+
+/* The rows of sql (id, name, category, num; ?1 = the first id not loaded) into t. */
+static int sink_names_load(sqlite3 *db, struct sink_names *t, const char *sql)
+{
+    sqlite3_stmt *st;
+    int rc = 0, step;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -EIO;
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)t->n);
+    while (rc == 0 && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 id = sqlite3_column_int64(st, 0);
+
+        if (id < 0 || id >= NAMES_MAX_ID) {
+            rc = -EIO;
+            break;
+        }
+        if ((rc = sink_names_grow(t, (size_t)id)) < 0)
+            break;
+        free(t->name[id]);
+        free(t->category[id]);
+        t->name[id] = sink_names_text(st, 1, &rc);
+        t->category[id] = sink_names_text(st, 2, &rc);
+        t->num[id] = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 3);
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = -EIO;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* What the file gained since the last load, in the read transaction. 0, -EIO or -ENOMEM. */
+static int sink_names_update(struct sink_reader *r)
+{
+    int rc =
+        sink_names_load(r->db, &r->ops, "SELECT id, name, category, NULL FROM ops WHERE id >= ?1");
+
+    if (rc == 0)
+        rc = sink_names_load(r->db, &r->devices,
+                             "SELECT id, name, NULL, NULL FROM devices WHERE id >= ?1");
+    if (rc == 0)
+        rc = sink_names_load(r->db, &r->procs,
+                             "SELECT id, NULL, NULL, rank FROM processes WHERE id >= ?1");
+    if (rc == 0)
+        rc = sink_names_load(r->db, &r->shapes,
+                             "SELECT id, NULL, NULL, elements FROM shapes WHERE id >= ?1");
+    return rc;
+}
+
+/* t's name (or category) of column i's id; "" when NULL or unknown. */
+static const char *sink_names_get(const struct sink_names *t, char *const *col, sqlite3_stmt *st,
+                                  int i)
+{
+    sqlite3_int64 id = sqlite3_column_int64(st, i);
+
+    if (sqlite3_column_type(st, i) == SQLITE_NULL || id < 0 || (size_t)id >= t->n ||
+        col[id] == NULL)
+        return "";
+    return col[id];
+}
+
+static int64_t sink_names_num(const struct sink_names *t, sqlite3_stmt *st, int i, int64_t none)
+{
+    sqlite3_int64 id = sqlite3_column_int64(st, i);
+
+    if (sqlite3_column_type(st, i) == SQLITE_NULL || id < 0 || (size_t)id >= t->n || t->num[id] < 0)
+        return none;
+    return t->num[id];
+}
 
 /* The entries query; entry_ext (and its comm_size) appear in a live file at its first ext map. */
 static int sink_rows_prepare(struct sink_reader *r)
@@ -185,23 +310,38 @@ static int sink_rows_prepare(struct sink_reader *r)
     return sqlite3_prepare_v2(r->db, sql, -1, &r->rows, NULL) == SQLITE_OK ? 0 : -EIO;
 }
 
-/* One entry's row, up to its batch column, which the caller writes. */
-static void sink_rows_encode(struct sink_buf *b, sqlite3_stmt *st, const struct sink_origin *o)
+static void sink_buf_cstr(struct sink_buf *b, const char *s)
+{
+    sink_buf_str(b, s, strlen(s));
+}
+
+/*
+ * One entry's row, up to its batch column, which the caller writes. Columns:
+ * 0 rowid, 1 process_id, 2 step, 3 op_id, 4 device_id, 5 start_ns, 6 dur_ns,
+ * 7 elements, 8 mem_bytes, 9 shape_id, 10-14 stream, peer, tag, comm, seq,
+ * 15 comm_size.
+ */
+static void sink_rows_encode(struct sink_buf *b, const struct sink_reader *r, sqlite3_stmt *st,
+                             const struct sink_origin *o)
 {
     sink_buf_str(b, o->host, strlen(o->host));
     sink_buf_u64(b, (uint64_t)o->session_id);
     sink_buf_str(b, o->session, strlen(o->session));
-    sink_buf_u32(b, (uint32_t)(int32_t)sqlite3_column_int64(st, 2)); /* rank */
-    sink_buf_u32(b, (uint32_t)sqlite3_column_int64(st, 1));          /* process_id */
-    sink_buf_u64(b, (uint64_t)sqlite3_column_int64(st, 3));          /* step */
-    sink_buf_col_str(b, st, 4);                                      /* op */
-    sink_buf_col_str(b, st, 5);                                      /* category */
-    sink_buf_col_str(b, st, 6);                                      /* device */
-    sink_buf_u64(b, sink_rows_wall(sqlite3_column_int64(st, 7), o->offset));
-    for (int i = 8; i <= 10; i++) /* dur_ns, elements, mem_bytes */
-        sink_buf_u64(b, (uint64_t)sqlite3_column_int64(st, i));
-    for (int i = 11; i <= 16; i++) { /* stream, peer, tag, comm, seq; comm_size */
-        if (i < 16 || sqlite3_column_type(st, i) == SQLITE_NULL) {
+    sink_buf_u32(b, (uint32_t)(int32_t)sink_names_num(&r->procs, st, 1, -1)); /* rank */
+    sink_buf_u32(b, (uint32_t)sqlite3_column_int64(st, 1));                   /* process_id */
+    sink_buf_u64(b, (uint64_t)sqlite3_column_int64(st, 2));                   /* step */
+    sink_buf_cstr(b, sink_names_get(&r->ops, r->ops.name, st, 3));
+    sink_buf_cstr(b, sink_names_get(&r->ops, r->ops.category, st, 3));
+    sink_buf_cstr(b, sink_names_get(&r->devices, r->devices.name, st, 4));
+    sink_buf_u64(b, sink_rows_wall(sqlite3_column_int64(st, 5), o->offset));
+    sink_buf_u64(b, (uint64_t)sqlite3_column_int64(st, 6)); /* dur_ns */
+    /* elements: NULL is its shape's (the product of its out_shape), else 0 */
+    sink_buf_u64(b, sqlite3_column_type(st, 7) != SQLITE_NULL
+                        ? (uint64_t)sqlite3_column_int64(st, 7)
+                        : (uint64_t)sink_names_num(&r->shapes, st, 9, 0));
+    sink_buf_u64(b, (uint64_t)sqlite3_column_int64(st, 8)); /* mem_bytes */
+    for (int i = 10; i <= 15; i++) {
+        if (i < 15 || sqlite3_column_type(st, i) == SQLITE_NULL) {
             sink_buf_col_null64(b, st, i);
         } else {
             sink_buf_u8(b, 0);
@@ -225,16 +365,18 @@ int sink_rows_read(struct sink_reader *r, const struct sink_origin *o, int64_t a
         rc = -EIO;
         goto out;
     }
+    if ((rc = sink_names_update(r)) < 0)
+        goto out;
     sqlite3_bind_int64(r->rows, 1, after);
     sqlite3_bind_int64(r->rows, 2, (sqlite3_int64)max);
     while (*n < max && (step = sqlite3_step(r->rows)) == SQLITE_ROW) {
-        uint64_t d = sink_rows_wall(sqlite3_column_int64(r->rows, 7), o->offset) / SINK_DAY_NS;
+        uint64_t d = sink_rows_wall(sqlite3_column_int64(r->rows, 5), o->offset) / SINK_DAY_NS;
 
         if (*n == 0)
             day = d;
         else if (d != day)
             break; /* the next batch starts with it */
-        sink_rows_encode(out, r->rows, o);
+        sink_rows_encode(out, r, r->rows, o);
         batch_at[(*n)++] = out->len;
         sink_buf_u64(out, 0);
         *last = sqlite3_column_int64(r->rows, 0);

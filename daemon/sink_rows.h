@@ -44,10 +44,23 @@ struct sink_origin {
     int64_t offset;      /* added to each start_ns: the wall clock (sink.h) */
 };
 
+/*
+ * What entries refer to by id, read into memory as the ids appear (ids are
+ * handed out in order, so each load reads those past the last one loaded):
+ * op names and categories, device names, the ranks of processes (-1: none),
+ * the elements of shapes. A lookup per entry instead of four joins.
+ */
+struct sink_names {
+    char **name, **category; /* by id; NULL: none */
+    int64_t *num;            /* by id: a rank, or elements */
+    size_t n;                /* ids 0 .. n - 1 loaded */
+};
+
 struct sink_reader {
     sqlite3 *db;
     sqlite3_stmt *rows;
     bool blocks; /* the file is in the blocks format */
+    struct sink_names ops, devices, procs, shapes;
 };
 
 /* Opens path read-only. 0, -ENOENT (no such file, or its schema is not there yet) or -EIO. */
