@@ -30,6 +30,10 @@
  * ended): re-sending one is harmless. A session deleted (retention) before it
  * was sent loses what was not sent; that is logged.
  *
+ * MEMORY: one batch at a time, SINK_BATCH entries encoded (about 110 bytes
+ * each with short names: 7 MiB), and the names of the session being read;
+ * a backlog of any size costs disk (the session files), never memory.
+ *
  * Lifecycle: sink_new() on the loop thread at start-up (reads the auth file,
  * opens DATA_DIR/clickhouse.db), sink_start() starts the thread, sink_stop()
  * ends any transfer and joins it, sink_free() releases the rest.
