@@ -365,13 +365,14 @@ int sink_rows_read(struct sink_reader *r, const struct sink_origin *o, int64_t a
         rc = -EIO;
         goto out;
     }
-    if ((rc = sink_names_update(r)) < 0)
-        goto out;
     sqlite3_bind_int64(r->rows, 1, after);
     sqlite3_bind_int64(r->rows, 2, (sqlite3_int64)max);
     while (*n < max && (step = sqlite3_step(r->rows)) == SQLITE_ROW) {
         uint64_t d = sink_rows_wall(sqlite3_column_int64(r->rows, 5), o->offset) / SINK_DAY_NS;
 
+        /* the names, once there is an entry to name (an idle session costs no load) */
+        if (*n == 0 && (rc = sink_names_update(r)) < 0)
+            goto out;
         if (*n == 0)
             day = d;
         else if (d != day)
