@@ -441,7 +441,8 @@ static void daemon_retention(struct daemon *d)
 
     for (s = d->reg.list; s != NULL && d->opt.retain_s; s = next) {
         next = s->next;
-        if (!s->live && now - s->ended_ns > (int64_t)d->opt.retain_s * 1000000000)
+        if (!s->live && now - s->ended_ns > (int64_t)d->opt.retain_s * 1000000000 &&
+            !(d->sink != NULL && sink_pending(d->sink, s->id))) /* kept until sent */
             daemon_delete(d, s, "older than --retain-days");
     }
     while (d->opt.retain_bytes && (total = session_user_bytes(&d->reg, -1)) > d->opt.retain_bytes) {

@@ -57,6 +57,9 @@ struct sink {
     pthread_mutex_t mu; /* the figures below, and the wait */
     pthread_cond_t cv;
     struct sink_status st;
+    int64_t *pending; /* ids of the sessions not wholly sent, ascending (sink_pending) */
+    size_t n_pending;
+    bool pending_known; /* a round has published them */
     /* the thread's own */
     sqlite3 *state, *catalog;
     struct sink_http *http;
@@ -76,6 +79,28 @@ static uint64_t sink_now_ns(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+bool sink_pending(struct sink *k, int64_t id)
+{
+    size_t lo = 0, hi;
+    bool found = false;
+
+    pthread_mutex_lock(&k->mu);
+    hi = k->n_pending;
+    while (lo < hi && !found) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (k->pending[mid] == id)
+            found = true;
+        else if (k->pending[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    found = found || !k->pending_known;
+    pthread_mutex_unlock(&k->mu);
+    return found;
 }
 
 void sink_status(struct sink *k, struct sink_status *st)
@@ -639,12 +664,18 @@ static int sink_round(struct sink *k)
     struct sink_cat *c = NULL;
     size_t n = 0, pending = 0;
     uint64_t backlog = 0;
+    int64_t *ids;
     int rc = 0, sent = 0, failed = 0;
 
     if (!k->schema_ok && (rc = sink_schema(k)) < 0)
         return rc;
     if ((rc = sink_catalog(k, &c, &n)) < 0)
         return rc;
+    if ((ids = malloc((n + 1) * sizeof(*ids))) == NULL) {
+        sink_cat_free(c, n);
+        snprintf(k->err, sizeof(k->err), "out of memory");
+        return -ENOMEM;
+    }
     for (size_t i = 0; i < k->n_sess; i++)
         k->sess[i].seen = false;
     for (size_t i = 0; i < n; i++) {
@@ -656,18 +687,21 @@ static int sink_round(struct sink *k)
             break;
         }
         s->seen = true;
-        if (s->done || atomic_load(&k->stop))
+        if (s->done)
             continue;
-        pending++;
-        if (failed < 0) { /* the rest only counted: the status shows the whole backlog */
-            sink_count(k, &c[i], s, &backlog);
+        if (atomic_load(&k->stop)) {
+            ids[pending++] = s->id;
             continue;
         }
-        if ((rc = sink_session(k, &c[i], s, &backlog)) < 0)
+        if (failed < 0) { /* the rest only counted: the status shows the whole backlog */
+            sink_count(k, &c[i], s, &backlog);
+        } else if ((rc = sink_session(k, &c[i], s, &backlog)) < 0) {
             failed = rc;
-        else
+        } else {
             sent |= rc;
-        pending -= s->done;
+        }
+        if (!s->done)
+            ids[pending++] = s->id;
     }
     if (failed == 0 && rc >= 0)
         sink_forget(k);
@@ -677,6 +711,10 @@ static int sink_round(struct sink *k)
         k->st.state = sent || backlog > 0 ? "streaming" : "idle";
     k->st.backlog = backlog;
     k->st.sessions = pending;
+    free(k->pending);
+    k->pending = ids; /* the catalog's order: ascending ids */
+    k->n_pending = pending;
+    k->pending_known = true;
     pthread_mutex_unlock(&k->mu);
     return failed < 0 ? failed : rc < 0 ? rc : sent;
 }
@@ -844,6 +882,7 @@ void sink_free(struct sink *k)
     sqlite3_close(k->state);
     sqlite3_close(k->catalog);
     free(k->sess);
+    free(k->pending);
     free(k->data_dir);
     free(k->url);
     pthread_cond_destroy(&k->cv);

@@ -27,8 +27,9 @@
  *
  * The sessions and processes tables are ReplacingMergeTree rows sent when a
  * session is first seen and again when all of its entries are sent (it has
- * ended): re-sending one is harmless. A session deleted (retention) before it
- * was sent loses what was not sent; that is logged.
+ * ended): re-sending one is harmless. Retention by age (--retain-days) keeps
+ * a session until it is sent (sink_pending); one deleted before (tracectl
+ * delete, --retain-bytes) loses what was not sent, which is logged.
  *
  * MEMORY: one batch at a time, SINK_BATCH entries encoded (about 110 bytes
  * each with short names: 7 MiB), and the names of the session being read;
@@ -80,6 +81,13 @@ struct sink_status {
     uint64_t last_error_ns; /* CLOCK_REALTIME of it; 0: none */
     const char *url;
 };
+
+/*
+ * Whether session id is not wholly in ClickHouse yet (true too before the
+ * sink's first look at the catalog): retention by age keeps such a session
+ * until it is. Any thread.
+ */
+bool sink_pending(struct sink *k, int64_t id);
 
 /* A copy of the figures. Any thread. */
 void sink_status(struct sink *k, struct sink_status *st);

@@ -242,7 +242,8 @@ static void ch_start(void)
 
 /* ---- the daemon ----------------------------------------------------------------- */
 
-static void daemon_start(bool restart)
+/* Starts the daemon with the sink (restart: on the same dir), and opt val when given. */
+static void daemon_start_with(bool restart, const char *opt, const char *val)
 {
     char url[160], auth[PATH_MAX + 8];
 
@@ -254,7 +255,12 @@ static void daemon_start(bool restart)
     snprintf(auth, sizeof(auth), "%s/ch.auth", d.dir);
     write_file(auth, CH_USER ":" CH_PASS "\n", 0600);
     harness_daemon_restart(&d, "--clickhouse", url, "--clickhouse-auth", auth, "--clickhouse-host",
-                           HOST, NULL);
+                           HOST, opt, val, NULL);
+}
+
+static void daemon_start(bool restart)
+{
+    daemon_start_with(restart, NULL, NULL);
 }
 
 /* The daemon's status map, borrowed from r. */
@@ -275,8 +281,16 @@ static void wait_rows(long long id, unsigned long long n)
     snprintf(sql, sizeof(sql),
              "SELECT count() FROM tracectl.entries WHERE host = '" HOST "' AND session_id = %lld",
              id);
-    for (int i = 0; i < 1200 && (got = ch_u64(sql)) < n; i++)
+    for (int i = 0; i < 1200; i++) { /* the tables may not be there yet: 0 until they are */
+        long code;
+        char *out = ch_try(sql, &code);
+
+        got = out != NULL ? strtoull(out, NULL, 10) : 0;
+        free(out);
+        if (got >= n)
+            break;
         usleep(50000);
+    }
     cr_assert_eq(got, n, "ClickHouse has %llu entries of session %lld, want %llu", got, id, n);
 }
 
@@ -934,4 +948,104 @@ Test(clickhouse, a_bad_configuration_is_refused_at_start)
         cr_assert_eq(rc, cases[i].exit, "case %zu: exit %d, want %d", i, rc, cases[i].exit);
     }
     harness_run(NULL, rm);
+}
+
+/* ---- retention -------------------------------------------------------------------- */
+
+static char clock_file[64];
+
+/* Steps the daemon's wall clock (debug builds: $TRACECTLD_TEST_CLOCK) to offset seconds. */
+static void set_clock(long long offset)
+{
+    char text[32];
+
+    snprintf(text, sizeof(text), "%lld\n", offset);
+    write_file(clock_file, text, 0600);
+}
+
+/* hello (world 1), one flushed entry, bye: the session ends. */
+static long long one_session(const char *name)
+{
+    long long id;
+    int fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1, 1000, 10);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    raw_bye(fd, 0);
+    raw_wait_state(d.sock, id, "ended", 10);
+    return id;
+}
+
+static bool listed(long long id)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list;
+    bool found = false;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    list = &o->via.array.ptr[1];
+    for (uint32_t k = 0; k < list->via.array.size; k++)
+        found = found || (long long)obj_u64(obj_get(&list->via.array.ptr[k], "id")) == id;
+    proto_reader_deinit(&r);
+    close(fd);
+    return found;
+}
+
+/* The daemon's uptime in ms. */
+static unsigned long long uptime_ms(void)
+{
+    struct proto_reader r;
+    int fd;
+    unsigned long long v = obj_u64(obj_get(status(&r, &fd), "uptime_ns")) / 1000000;
+
+    proto_reader_deinit(&r);
+    close(fd);
+    return v;
+}
+
+/*
+ * --retain-days keeps an ended session past its age while the sink has not
+ * sent it (ClickHouse down), and deletes it once it is in ClickHouse. The
+ * first retention pass runs 1 s after start: each check restarts the daemon.
+ */
+Test(clickhouse, retention_keeps_a_session_until_it_is_sent)
+{
+    long long old, recent;
+    int fd;
+
+    if (access(CH_SERVER, X_OK) != 0)
+        cr_skip_test("clickhouse-server is not installed (apt-get install clickhouse-server)");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    snprintf(clock_file, sizeof(clock_file), "/tmp/tcclock.XXXXXX");
+    cr_assert((fd = mkstemp(clock_file)) >= 0);
+    close(fd);
+    set_clock(0);
+    setenv("TRACECTLD_TEST_CLOCK", clock_file, 1);
+    ch_start();
+    ch_kill(); /* its ports are known; it is down */
+    daemon_start_with(false, "--retain-days", "1");
+    old = one_session("old");
+    set_clock(3 * 86400); /* three days later: a newer session; `old` is past its age */
+    recent = one_session("recent");
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    daemon_start_with(true, "--retain-days", "1");
+    while (uptime_ms() < 3000)
+        usleep(100000);
+    cr_assert(listed(old), "session %lld was deleted before it was sent", old);
+    ch_start();
+    wait_rows(old, 1);
+    wait_rows(recent, 1);
+    wait_sink("idle", 0, true, 0); /* the last error (the outage) stays shown */
+    cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
+    daemon_start_with(true, "--retain-days", "1");
+    for (int i = 0; listed(old); i++) {
+        cr_assert_lt(i, 100, "session %lld, sent, was kept past its age", old);
+        usleep(100000);
+    }
+    cr_assert(listed(recent));
+    unsetenv("TRACECTLD_TEST_CLOCK");
+    unlink(clock_file);
+    curl_global_cleanup();
 }
