@@ -25,9 +25,12 @@
  * restart, a daemon restart and a kill -9 of the daemon. Failures are retried
  * with a backoff from SINK_RETRY_MIN_MS doubling to SINK_RETRY_MAX_MS.
  *
- * The sessions and processes tables are ReplacingMergeTree rows sent when a
- * session is first seen and again when all of its entries are sent (it has
- * ended): re-sending one is harmless. Retention by age (--retain-days) keeps
+ * Producers' start_ns are a per-host monotonic clock: each row gets it plus
+ * the session's clock offset (sink_offset in sink.c), fixed at its first
+ * entry and kept in clickhouse.db, so that a batch falls on the same day
+ * whenever it is sent. The sessions, processes and ranks tables are
+ * ReplacingMergeTree rows sent when a session is first seen and again when
+ * all of its entries are sent (it has ended): re-sending one is harmless. Retention by age (--retain-days) keeps
  * a session until it is sent (sink_pending); one deleted before (tracectl
  * delete, --retain-bytes) loses what was not sent, which is logged.
  *
