@@ -30,9 +30,10 @@
  * entry and kept in clickhouse.db, so that a batch falls on the same day
  * whenever it is sent. The sessions, processes and ranks tables are
  * ReplacingMergeTree rows sent when a session is first seen and again when
- * all of its entries are sent (it has ended): re-sending one is harmless. Retention by age (--retain-days) keeps
- * a session until it is sent (sink_pending); one deleted before (tracectl
- * delete, --retain-bytes) loses what was not sent, which is logged.
+ * all of its entries are sent (it has ended): re-sending one is harmless.
+ * Retention by age (--retain-days) keeps a session until it is sent
+ * (sink_pending); one deleted before (tracectl delete, --retain-bytes)
+ * loses what was not sent, which is logged.
  *
  * MEMORY: one batch at a time, SINK_BATCH entries encoded (about 110 bytes
  * each with short names: 7 MiB), and the names of the session being read;
