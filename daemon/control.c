@@ -23,6 +23,7 @@
 #include "live.h"
 #include "log.h"
 #include "query.h"
+#include "sink.h"
 
 /*
  * How long a report or export of a session that just ended waits for the writer to apply
@@ -203,6 +204,42 @@ static void control_pack_deferred(msgpack_packer *pk, const struct daemon *d)
     pack_kv_str(pk, "deferred_writes", n > 0 ? msg : NULL);
 }
 
+/*
+ * The ClickHouse sink's figures (sink.h), only when it is on: its state, the
+ * committed entries not yet in ClickHouse, what it sent since the start, its
+ * last error and when, and the sessions not wholly sent. Daemon-wide, so nil
+ * for a user's scope but the state.
+ */
+static void control_pack_sink(msgpack_packer *pk, const struct daemon *d, bool all)
+{
+    struct sink_status st;
+
+    sink_status(d->sink, &st);
+    pack_kv_str(pk, "clickhouse", st.state);
+    pack_kv_str(pk, "clickhouse_url", all ? st.url : NULL);
+    pack_key(pk, "clickhouse_backlog");
+    if (all)
+        msgpack_pack_uint64(pk, st.backlog);
+    else
+        msgpack_pack_nil(pk);
+    pack_key(pk, "clickhouse_sent");
+    if (all)
+        msgpack_pack_uint64(pk, st.sent);
+    else
+        msgpack_pack_nil(pk);
+    pack_kv_str(pk, "clickhouse_last_error", all && st.last_error[0] ? st.last_error : NULL);
+    pack_key(pk, "clickhouse_last_error_ns");
+    if (all && st.last_error_ns > 0)
+        msgpack_pack_uint64(pk, st.last_error_ns);
+    else
+        msgpack_pack_nil(pk);
+    pack_key(pk, "clickhouse_sessions");
+    if (all)
+        msgpack_pack_uint64(pk, st.sessions);
+    else
+        msgpack_pack_nil(pk);
+}
+
 static void control_status(struct conn *c)
 {
     struct daemon *d = c->d;
@@ -229,7 +266,7 @@ static void control_status(struct conn *c)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 17);
+    msgpack_pack_map(&pk, d->sink != NULL ? 24 : 17);
     pack_kv_str(&pk, "version", TRACECTL_VERSION);
     pack_kv_i64(&pk, "pid", (int64_t)getpid());
     pack_kv_u64(&pk, "uptime_ns", (uv_now(d->loop) - d->started_ms) * 1000000ull);
@@ -255,6 +292,8 @@ static void control_status(struct conn *c)
     pack_kv_u64(&pk, "orphans", store_orphans(d->store));
     control_pack_deferred(&pk, d);
     pack_kv_str(&pk, "scope", all ? "daemon" : "user");
+    if (d->sink != NULL)
+        control_pack_sink(&pk, d, all);
     conn_send(c, &sb);
 }
 

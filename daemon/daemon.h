@@ -25,6 +25,7 @@
 #define DAEMON_RATE_WINDOW 10 /* seconds of stored-entry samples for status */
 
 struct conn;
+struct sink;
 struct user;
 
 struct daemon_options {
@@ -46,6 +47,9 @@ struct daemon_options {
     uint64_t reply_ms;          /* replies pending and none of them read this long: closed */
     uint64_t heavy_entries;     /* a report on a session this big runs in the heavy lane */
     enum store_format format;   /* of new session files (--storage-format) */
+    char *clickhouse_url;       /* --clickhouse: the sink (sink.h) is on; NULL: off */
+    char *clickhouse_auth;      /* --clickhouse-auth: its user:password file */
+    char *clickhouse_host;      /* --clickhouse-host: the name of this host's rows */
 };
 
 struct daemon {
@@ -62,6 +66,7 @@ struct daemon {
     uv_timer_t tick;
     uv_timer_t conn_timer; /* request and idle timeouts (conn_timeouts) */
     struct store *store;
+    struct sink *sink; /* NULL: no --clickhouse */
     struct registry reg;
     struct conn *conns; /* every open connection */
     size_t n_conns;

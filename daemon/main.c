@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "listener.h"
 #include "log.h"
+#include "sink.h"
 #include "sock.h"
 
 /*
@@ -54,6 +55,7 @@ static void usage(FILE *f)
         "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
         "                 [--reply-timeout TIME] [--heavy-entries N]\n"
         "                 [--storage-format rows|blocks]\n"
+        "                 [--clickhouse URL [--clickhouse-auth FILE] [--clickhouse-host NAME]]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -97,6 +99,11 @@ static void usage(FILE *f)
         "                        through a virtual table (the sqlite3 shell needs\n"
         "                        `.load tracectl_blocks`), or rows, one SQLite row\n"
         "                        each. Existing files keep theirs\n"
+        "  --clickhouse URL      stream every stored entry into ClickHouse's HTTP\n"
+        "                        interface at URL (http://HOST:8123/), exactly once\n"
+        "                        (docs/clickhouse.md). Off by default\n"
+        "  --clickhouse-auth FILE  its user:password, the first line of FILE (mode 0600)\n"
+        "  --clickhouse-host NAME  the host name of this daemon's rows (default: hostname)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -258,6 +265,9 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"reply-timeout", required_argument, NULL, 'W'},
         {"heavy-entries", required_argument, NULL, 'H'},
         {"storage-format", required_argument, NULL, 'F'},
+        {"clickhouse", required_argument, NULL, 'K'},
+        {"clickhouse-auth", required_argument, NULL, 'A'},
+        {"clickhouse-host", required_argument, NULL, 'N'},
         {"system", no_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -350,6 +360,17 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
             free(o->admin_group);
             o->admin_group = strdup(optarg);
             break;
+        case 'K':
+        case 'A':
+        case 'N': {
+            char **p = ch == 'K'   ? &o->clickhouse_url
+                       : ch == 'A' ? &o->clickhouse_auth
+                                   : &o->clickhouse_host;
+
+            free(*p);
+            *p = strdup(optarg);
+            break;
+        }
         case 'S':
             o->system = true;
             break;
@@ -363,6 +384,10 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
             fprintf(stderr, "Try 'tracectld --help'.\n");
             return -1;
         }
+    }
+    if (o->clickhouse_url == NULL && (o->clickhouse_auth != NULL || o->clickhouse_host != NULL)) {
+        fprintf(stderr, "tracectld: --clickhouse-auth and --clickhouse-host need --clickhouse\n");
+        return -1;
     }
     if (optind < argc) {
         fprintf(stderr, "tracectld: unexpected argument '%s'\nTry 'tracectld --help'.\n",
@@ -416,7 +441,8 @@ static void daemon_retention(struct daemon *d)
 
     for (s = d->reg.list; s != NULL && d->opt.retain_s; s = next) {
         next = s->next;
-        if (!s->live && now - s->ended_ns > (int64_t)d->opt.retain_s * 1000000000)
+        if (!s->live && now - s->ended_ns > (int64_t)d->opt.retain_s * 1000000000 &&
+            !(d->sink != NULL && sink_pending(d->sink, s->id))) /* kept until sent */
             daemon_delete(d, s, "older than --retain-days");
     }
     while (d->opt.retain_bytes && (total = session_user_bytes(&d->reg, -1)) > d->opt.retain_bytes) {
@@ -462,6 +488,8 @@ static void daemon_stop(struct daemon *d)
     while (d->conns != NULL)
         conn_close(d->conns);
     session_registry_deinit(&d->reg);
+    sink_free(d->sink); /* what it has not sent stays in the session files */
+    d->sink = NULL;
     store_free(d->store); /* drains the queue and commits before it returns */
     d->store = NULL;
     uv_close((uv_handle_t *)&d->sigint, NULL);
@@ -544,10 +572,18 @@ static int daemon_start(struct daemon *d)
         fprintf(stderr, "tracectld: %s\n", err);
         return -1;
     }
+    if (d->opt.clickhouse_url != NULL &&
+        (d->sink = sink_new(d->opt.data_dir, d->opt.clickhouse_url, d->opt.clickhouse_auth,
+                            d->opt.clickhouse_host, err, sizeof(err))) == NULL) {
+        fprintf(stderr, "tracectld: %s\n", err);
+        store_free(d->store);
+        return -1;
+    }
     daemon_size_fds(d);
     if (session_registry_init(&d->reg, d->loop, d->store, store_last_session_id(d->store),
                               d->opt.linger_ms) < 0) {
         fprintf(stderr, "tracectld: out of memory\n");
+        sink_free(d->sink);
         store_free(d->store);
         return -1;
     }
@@ -575,8 +611,14 @@ static int daemon_start(struct daemon *d)
         for (size_t i = 0; i < 3; i++)
             uv_close((uv_handle_t *)&d->sigother[i], NULL);
         session_registry_deinit(&d->reg);
+        sink_free(d->sink);
         store_free(d->store);
         return -1;
+    }
+    if (d->sink != NULL && (rc = sink_start(d->sink)) < 0) {
+        log_error("clickhouse: cannot start the sink's thread: %s", strerror(-rc));
+        sink_free(d->sink);
+        d->sink = NULL;
     }
     session_clock_start(&d->reg, d->opt.retain_s * 1000000000);
     uv_timer_init(d->loop, &d->tick);
@@ -586,7 +628,16 @@ static int daemon_start(struct daemon *d)
     d->started_ms = uv_now(d->loop);
     log_info("tracectld %s listening on %s, data in %s", TRACECTL_VERSION, d->opt.socket_path,
              d->opt.data_dir);
+    if (d->sink != NULL)
+        log_info("clickhouse: streaming entries to %s", d->opt.clickhouse_url);
     return 0;
+}
+
+static void daemon_free_clickhouse(struct daemon_options *o)
+{
+    free(o->clickhouse_url);
+    free(o->clickhouse_auth);
+    free(o->clickhouse_host);
 }
 
 int main(int argc, char **argv)
@@ -613,6 +664,7 @@ int main(int argc, char **argv)
         free(d.opt.socket_path);
         free(d.opt.data_dir);
         free(d.opt.admin_group);
+        daemon_free_clickhouse(&d.opt);
         return rc > 0 ? 0 : 2;
     }
     if (d.opt.socket_path == NULL)
@@ -625,6 +677,7 @@ int main(int argc, char **argv)
         free(d.opt.socket_path);
         free(d.opt.data_dir);
         free(d.opt.admin_group);
+        daemon_free_clickhouse(&d.opt);
         return 1;
     }
     /* ignored until the loop's handlers take them over: the socket exists before
@@ -650,5 +703,6 @@ int main(int argc, char **argv)
     free(d.opt.socket_path);
     free(d.opt.data_dir);
     free(d.opt.admin_group);
+    daemon_free_clickhouse(&d.opt);
     return rc;
 }
