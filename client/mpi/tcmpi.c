@@ -88,6 +88,8 @@ static struct {
 /* ---- the client ------------------------------------------------------------- */
 
 static pid_t start_pid;
+/* tcmpi_now() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
+static _Atomic uint64_t finalize_ns;
 
 /* exit() without MPI_Finalize. Not in a fork()ed child: the client is its parent's. */
 static void stop_at_exit(void)
@@ -209,10 +211,20 @@ void tcmpi_start(int thread_level)
         tc_meta_str(c, "mpi.library", lib);
     }
     tc_meta_int(c, "mpi.thread_level", thread_level);
+    /* The rank's wall time for the report's MPI %: from here, where MPI_Init returns to the
+     * program (the connection to the daemon made), to mpi.finalize_ns (tcmpi_stop). */
+    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_now());
     step_on = step_op(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
+}
+
+void tcmpi_finalizing(void)
+{
+    uint64_t expect = 0;
+
+    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_now());
 }
 
 void tcmpi_stop(void)
@@ -224,6 +236,8 @@ void tcmpi_stop(void)
         return;
     tcmpi_req_flush(); /* Irecvs never completed: recorded as posted */
     c = atomic_exchange(&tcmpi_client, NULL);
+    if (atomic_load(&finalize_ns) != 0)
+        tc_meta_int(c, "mpi.finalize_ns", (int64_t)atomic_load(&finalize_ns));
     /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
      * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
      * daemon may be slow to take its last entries sets a longer one. */

@@ -120,6 +120,12 @@ static inline tc_client *tcmpi_on(void)
 
 /* After a successful MPI_Init or MPI_Init_thread: opens the client (once). */
 void tcmpi_start(int thread_level);
+/*
+ * Before MPI_Finalize calls PMPI_Finalize: notes the time, which tcmpi_stop
+ * sends as the meta mpi.finalize_ns (the end of the rank's wall time in the
+ * report's MPI %; mpi.init_ns, sent by tcmpi_start, is its start).
+ */
+void tcmpi_finalizing(void);
 /* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
 void tcmpi_stop(void);
 

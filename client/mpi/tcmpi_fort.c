@@ -107,6 +107,7 @@ FORTRAN(finalize, FINALIZE, (MPI_Fint * ierr))
 {
     REAL(finalize);
 
+    tcmpi_finalizing();
     real(ierr);
     tcmpi_stop();
 }

@@ -299,8 +299,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
-    int rc = PMPI_Finalize();
+    int rc;
 
+    tcmpi_finalizing();
+    rc = PMPI_Finalize();
     tcmpi_stop();
     return rc;
 }
