@@ -19,6 +19,7 @@
 #include "cli_import.h"
 #include "cli_obj.h"
 #include "cli_report_ranks.h"
+#include "cli_report_mpi.h"
 #include "cli_offline.h"
 #include "cli_outfile.h"
 #include "cli_report_by.h"
@@ -40,7 +41,9 @@ const char cli_report_usage[] =
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
     "time per operation, the slowest calls, memory peak and hotspots, time per\n"
-    "device, load imbalance across devices and communication. An all-digits\n"
+    "device, load imbalance across devices and communication; for an MPI job\n"
+    "also MPI time and MPI % per rank, the communicators, message sizes and\n"
+    "the point-to-point matrix (docs/mpi.md). An all-digits\n"
     "argument is a session id; anything else names the newest session of that\n"
     "name. A live session is reported as far as it has been stored.\n"
     "\n"
@@ -600,6 +603,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
     }
     if (rc == 0)
         rc = cli_report_ranks_print(f, report, cli_report_top_n);
+    if (rc == 0)
+        rc = cli_report_mpi_print(f, report, cli_report_top_n);
     return rc;
 }
 

@@ -1,0 +1,541 @@
+/*
+ * test_mpi_sections.c — the report's MPI section (issue 29 item 4) on a real
+ * Open MPI job: tests/mpi/mpi_profile.c, 4 ranks under LD_PRELOAD of
+ * libtracectl-mpi and a real daemon, against what the program counted
+ * itself with its own MPI_Wtime clocks and counters:
+ * - MPI time and MPI % per rank: calls exactly, MPI time and wall time (from
+ *   MPI_Init to MPI_Finalize) as the program's clocks give them (inside() and
+ *   around() say how near), under a rank filter the same rank's figures,
+ *   under a step filter the entries';
+ * - communicators: WORLD, the dup and the two halves of a split, by their
+ *   members: calls and bytes per op exactly, their time within tolerance;
+ * - message sizes: calls per op and power-of-two bucket exactly (the program
+ *   buckets with frexp);
+ * - the point-to-point matrix: messages and bytes per sender and receiver
+ *   exactly, from the sends and from the receives;
+ * - the text report prints the sections, and a session without MPI entries
+ *   has no "mpi" key.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#if defined(MPI_PROFILE_BIN) && defined(TRACECTL_MPI_LIB)
+
+#define NR 4 /* mpi_profile.c's ranks */
+
+static struct tdaemon d;
+
+static void setup(void)
+{
+    /* Open MPI refuses root without these (the tests run as root in CI). */
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv("TRACECTL_SESSION");
+    unsetenv("TRACECTL_DEVICE");
+    unsetenv("TRACECTL_DISABLE");
+    unsetenv("TRACECTL_CLOSE_TIMEOUT");
+    harness_daemon_start(&d, "--linger", "600", NULL);
+    setenv("TRACECTL_SOCKET", d.sock, 1);
+}
+
+static void teardown(void)
+{
+    harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+}
+
+TestSuite(mpi_sections, .init = setup, .fini = teardown, .timeout = 180);
+
+/* Runs a shell command line (in the daemon's temp dir); returns its stdout (caller frees). */
+static char *sh(const char *fmt, ...)
+{
+    char cmd[2048], *out = NULL;
+    va_list ap;
+    int n;
+
+    n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", d.dir);
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    va_end(ap);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    cr_assert_eq(harness_run(&out, argv), 0, "failed: %s", cmd);
+    return out;
+}
+
+/* mpi_profile under LD_PRELOAD, every entry kept (blocking); its output (caller frees). */
+static char *run_profile(void)
+{
+    return sh("TRACECTL_BLOCKING=1 '%s' --oversubscribe -np %d -x LD_PRELOAD='%s' '%s'",
+              MPIEXEC_BIN, NR, TRACECTL_MPI_LIB, MPI_PROFILE_BIN);
+}
+
+/* The one session, once every rank said bye. */
+static long long the_session(void)
+{
+    struct proto_reader r;
+    const msgpack_object *o, *list;
+    long long id;
+    int fd;
+
+    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"));
+    list = &o->via.array.ptr[1];
+    cr_assert_eq(list->via.array.size, 1, "all ranks in one session");
+    id = (long long)obj_u64(obj_get(&list->via.array.ptr[0], "id"));
+    close(fd);
+    proto_reader_deinit(&r);
+    raw_wait_state(d.sock, id, "ended", 10);
+    return id;
+}
+
+/*
+ * The report's "mpi" map of session id (NULL: none), with the filters of an
+ * (NULL: none); the reply stays in *r (deinit it).
+ */
+static const msgpack_object *mpi_of(long long id, const struct proto_analysis *an,
+                                    struct proto_reader *r)
+{
+    struct proto_request req;
+    const msgpack_object *o;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.id = id;
+    if (an != NULL)
+        req.analysis = *an;
+    req.analysis.on = true;
+    o = raw_control(d.sock, PROTO_REPORT, &req, r, &fd);
+    close(fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
+    return obj_get(&o->via.array.ptr[1], "mpi");
+}
+
+static const msgpack_object *list_of(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *a = obj_get(map, key);
+
+    cr_assert(a != NULL && a->type == MSGPACK_OBJECT_ARRAY, "no list %s", key);
+    return a;
+}
+
+/* The program's lines "KIND ..." parsed one by one: fn(fields, n, arg) for each. */
+static void each_line(const char *out, const char *kind, void (*fn)(char **, int, void *),
+                      void *arg)
+{
+    size_t klen = strlen(kind);
+
+    for (const char *p = out; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+
+        if (len > klen && strncmp(p, kind, klen) == 0 && p[klen] == ' ') {
+            char line[512], *f[12], *save = NULL;
+            int n = 0;
+
+            snprintf(line, sizeof(line), "%.*s", (int)len, p + klen + 1);
+            for (char *t = strtok_r(line, " ", &save); t != NULL && n < 12;
+                 t = strtok_r(NULL, " ", &save))
+                f[n++] = t;
+            fn(f, n, arg);
+        }
+        p = end != NULL ? end + 1 : NULL;
+    }
+}
+
+/*
+ * The interposer's clock reads are inside the program's MPI_Wtime pair
+ * around each call, so a time the report sums is at most the program's (1 ms
+ * + 0.5 % for two clocks), and less by what the interposer adds per call and
+ * what a loaded machine's preemptions add between the clock reads (5 ms +
+ * 10 %: the tests share 2 cores with others).
+ */
+static bool inside(long long got, long long want)
+{
+    return got <= want + 1000000 + want / 200 && got >= want - 5000000 - want / 10;
+}
+
+/* A wall time: from MPI_Init's return to MPI_Finalize's call, around the program's own pair. */
+static bool around(long long got, long long want)
+{
+    return got >= want - 1000000 - want / 200 && got <= want + 5000000 + want / 10;
+}
+
+/* ---- MPI time and MPI % --------------------------------------------------------- */
+
+struct rank_want {
+    long long wall[NR], ns[NR], calls[NR];
+};
+
+static void rank_line(char **f, int n, void *arg)
+{
+    struct rank_want *w = arg;
+    int rank = atoi(f[0]);
+
+    cr_assert(rank >= 0 && rank < NR && n >= 2);
+    if (n == 2)
+        w->wall[rank] = atoll(f[1]);
+    else {
+        w->ns[rank] = atoll(f[1]);
+        w->calls[rank] = atoll(f[2]);
+    }
+}
+
+static const msgpack_object *rank_row(const msgpack_object *mpi, int rank)
+{
+    const msgpack_object *ranks = list_of(mpi, "ranks");
+
+    for (uint32_t i = 0; i < ranks->via.array.size; i++)
+        if (obj_u64(obj_get(&ranks->via.array.ptr[i], "rank")) == (unsigned long long)rank)
+            return &ranks->via.array.ptr[i];
+    cr_assert_fail("no rank %d", rank);
+    return NULL;
+}
+
+static void check_rank(const msgpack_object *row, const struct rank_want *w, int rank,
+                       const char *wall_from)
+{
+    long long wall = (long long)obj_u64(obj_get(row, "wall_ns"));
+    long long ns = (long long)obj_u64(obj_get(row, "mpi_ns"));
+
+    cr_assert(obj_str_eq(obj_get(row, "wall_from"), wall_from), "rank %d wall_from", rank);
+    cr_assert_eq((long long)obj_u64(obj_get(row, "calls")), w->calls[rank], "rank %d calls", rank);
+    cr_assert_eq(obj_u64(obj_get(row, "dropped_calls")), 0);
+    cr_assert(inside(ns, w->ns[rank]), "rank %d MPI time %lld, the program's %lld", rank, ns,
+              w->ns[rank]);
+    if (strcmp(wall_from, "init_finalize") == 0)
+        cr_assert(around(wall, w->wall[rank]), "rank %d wall %lld, the program's %lld", rank, wall,
+                  w->wall[rank]);
+    else /* from the first to the last MPI call: less than MPI_Init to MPI_Finalize */
+        cr_assert(wall > ns && wall < w->wall[rank], "rank %d wall %lld", rank, wall);
+    cr_assert_eq((long long)obj_u64(obj_get(row, "app_ns")), wall - ns);
+    cr_assert_float_eq(obj_f64(obj_get(row, "mpi_share")), (double)ns / (double)wall, 1e-9);
+}
+
+/*
+ * Rank r sleeps (r + 1) × 30 ms per round and waits for rank 3 at a barrier:
+ * MPI % from about 75 % (rank 0) to about 1 % (rank 3), each the program's
+ * own figure.
+ */
+Test(mpi_sections, mpi_time_per_rank_is_the_program_s_own)
+{
+    struct rank_want w = {0};
+    struct proto_analysis an = {0};
+    struct proto_reader r;
+    const msgpack_object *mpi, *total;
+    long long wall_sum = 0, ns_sum = 0, calls_sum = 0;
+    char *out = run_profile();
+    long long id = the_session();
+
+    each_line(out, "wall", rank_line, &w);
+    each_line(out, "mpi", rank_line, &w);
+    for (int rank = 0; rank < NR; rank++)
+        cr_assert(w.wall[rank] > 0 && w.calls[rank] > 0, "%s", out);
+    /* the ranks' MPI % as designed: rank 0 waits most */
+    cr_assert(w.ns[0] > w.ns[1] && w.ns[1] > w.ns[2] && w.ns[2] > w.ns[3], "%s", out);
+    mpi = mpi_of(id, NULL, &r);
+    cr_assert_not_null(mpi);
+    cr_assert_eq(list_of(mpi, "ranks")->via.array.size, NR);
+    for (int rank = 0; rank < NR; rank++) {
+        const msgpack_object *row = rank_row(mpi, rank);
+        check_rank(row, &w, rank, "init_finalize");
+        wall_sum += (long long)obj_u64(obj_get(row, "wall_ns"));
+        ns_sum += (long long)obj_u64(obj_get(row, "mpi_ns"));
+        calls_sum += w.calls[rank];
+    }
+    total = obj_get(mpi, "total");
+    cr_assert_eq((long long)obj_u64(obj_get(total, "wall_ns")), wall_sum);
+    cr_assert_eq((long long)obj_u64(obj_get(total, "mpi_ns")), ns_sum);
+    cr_assert_eq((long long)obj_u64(obj_get(total, "calls")), calls_sum);
+    cr_assert_eq(obj_u64(obj_get(mpi, "dropped_calls")), 0);
+    proto_reader_deinit(&r);
+
+    /* --rank 2: its row alone, the same figures */
+    an.ranks[0] = 2;
+    an.n_ranks = 1;
+    mpi = mpi_of(id, &an, &r);
+    cr_assert_eq(list_of(mpi, "ranks")->via.array.size, 1);
+    check_rank(rank_row(mpi, 2), &w, 2, "init_finalize");
+    proto_reader_deinit(&r);
+
+    /* --step 0: the entries of step 0 (all of them): wall from the first to the last call */
+    memset(&an, 0, sizeof(an));
+    an.steps = true;
+    mpi = mpi_of(id, &an, &r);
+    for (int rank = 0; rank < NR; rank++)
+        check_rank(rank_row(mpi, rank), &w, rank, "entries");
+    proto_reader_deinit(&r);
+    free(out);
+}
+
+/* ---- communicators ---------------------------------------------------------------- */
+
+#define NCOMMS 4 /* world, dup, half {0, 1}, half {2, 3} */
+#define NOPS   16
+
+struct comm_want {
+    char ops[NCOMMS][NOPS][32];
+    long long calls[NCOMMS][NOPS], bytes[NCOMMS][NOPS], ns[NCOMMS][NOPS];
+    int n_ops[NCOMMS];
+};
+
+static void comm_line(char **f, int n, void *arg)
+{
+    struct comm_want *w = arg;
+    int rank = atoi(f[0]), c, k;
+
+    cr_assert_eq(n, 6);
+    c = strcmp(f[1], "world") == 0 ? 0 : strcmp(f[1], "dup") == 0 ? 1 : 2 + rank / 2;
+    for (k = 0; k < w->n_ops[c] && strcmp(w->ops[c][k], f[2]) != 0; k++)
+        ;
+    if (k == w->n_ops[c])
+        snprintf(w->ops[c][w->n_ops[c]++], 32, "%s", f[2]);
+    w->calls[c][k] += atoll(f[3]);
+    w->bytes[c][k] += atoll(f[4]);
+    w->ns[c][k] += atoll(f[5]);
+}
+
+/* The comms row whose members are first..last (and no other). */
+static const msgpack_object *comm_row(const msgpack_object *mpi, int first, int last)
+{
+    const msgpack_object *comms = list_of(mpi, "comms");
+
+    for (uint32_t i = 0; i < comms->via.array.size; i++) {
+        const msgpack_object *m = list_of(&comms->via.array.ptr[i], "members");
+        bool same = m->via.array.size == (uint32_t)(last - first + 1);
+
+        for (uint32_t k = 0; same && k < m->via.array.size; k++)
+            same = m->via.array.ptr[k].via.u64 == (uint64_t)first + k;
+        /* WORLD and the dup have the same members: WORLD is id 0 */
+        if (same && first == 0 && last == NR - 1 &&
+            obj_u64(obj_get(&comms->via.array.ptr[i], "id")) == 0)
+            continue;
+        if (same)
+            return &comms->via.array.ptr[i];
+    }
+    cr_assert_fail("no communicator of ranks %d-%d", first, last);
+    return NULL;
+}
+
+static void check_comm(const msgpack_object *row, const struct comm_want *w, int c,
+                       const char *name, unsigned size)
+{
+    const msgpack_object *ops = list_of(row, "ops");
+    long long calls = 0, bytes = 0;
+
+    if (name != NULL)
+        cr_assert(obj_str_eq(obj_get(row, "name"), name), "comm %d: %s", c, name);
+    cr_assert_eq(obj_u64(obj_get(row, "size")), size, "comm %d size", c);
+    for (int k = 0; k < w->n_ops[c]; k++) {
+        const msgpack_object *o = NULL;
+
+        for (uint32_t i = 0; i < ops->via.array.size && o == NULL; i++)
+            if (obj_str_eq(obj_get(&ops->via.array.ptr[i], "op"), w->ops[c][k]))
+                o = &ops->via.array.ptr[i];
+        cr_assert_not_null(o, "comm %d has no %s", c, w->ops[c][k]);
+        cr_assert_eq((long long)obj_u64(obj_get(o, "calls")), w->calls[c][k], "comm %d %s", c,
+                     w->ops[c][k]);
+        cr_assert_eq((long long)obj_u64(obj_get(o, "bytes")), w->bytes[c][k], "comm %d %s", c,
+                     w->ops[c][k]);
+        cr_assert(inside((long long)obj_u64(obj_get(o, "total_ns")), w->ns[c][k]),
+                  "comm %d %s: %llu ns, the program's %lld", c, w->ops[c][k],
+                  obj_u64(obj_get(o, "total_ns")), w->ns[c][k]);
+        calls += w->calls[c][k];
+        bytes += w->bytes[c][k];
+    }
+    /* no op the program did not call on it */
+    cr_assert_eq(ops->via.array.size, (uint32_t)w->n_ops[c], "comm %d ops", c);
+    cr_assert_eq((long long)obj_u64(obj_get(row, "calls")), calls, "comm %d calls", c);
+    cr_assert_eq((long long)obj_u64(obj_get(row, "bytes")), bytes, "comm %d bytes", c);
+}
+
+Test(mpi_sections, communicators_count_as_the_program)
+{
+    static struct comm_want w;
+    struct proto_reader r;
+    const msgpack_object *mpi;
+    char *out = run_profile();
+    long long id = the_session();
+
+    each_line(out, "comm", comm_line, &w);
+    cr_assert(w.n_ops[0] >= 6 && w.n_ops[1] == 1 && w.n_ops[2] == 1 && w.n_ops[3] == 1, "%s", out);
+    mpi = mpi_of(id, NULL, &r);
+    cr_assert_eq(list_of(mpi, "comms")->via.array.size, NCOMMS);
+    check_comm(&list_of(mpi, "comms")->via.array.ptr[0], &w, 0, "WORLD", NR); /* most time */
+    check_comm(comm_row(mpi, 0, NR - 1), &w, 1, "comm#1", NR); /* the dup, used first */
+    check_comm(comm_row(mpi, 0, 1), &w, 2, NULL, 2);
+    check_comm(comm_row(mpi, 2, 3), &w, 3, NULL, 2);
+    proto_reader_deinit(&r);
+    free(out);
+}
+
+/* ---- message sizes ----------------------------------------------------------------- */
+
+struct size_want {
+    char ops[NOPS][32];
+    long long calls[NOPS][66];
+    int n_ops;
+};
+
+static void size_line(char **f, int n, void *arg)
+{
+    struct size_want *w = arg;
+    int k, b = atoi(f[2]);
+
+    cr_assert(n == 4 && b >= 0 && b < 66);
+    for (k = 0; k < w->n_ops && strcmp(w->ops[k], f[1]) != 0; k++)
+        ;
+    if (k == w->n_ops)
+        snprintf(w->ops[w->n_ops++], 32, "%s", f[1]);
+    w->calls[k][b] += atoll(f[3]);
+}
+
+Test(mpi_sections, message_sizes_count_as_the_program)
+{
+    static struct size_want w;
+    struct proto_reader r;
+    const msgpack_object *mpi, *sizes;
+    char *out = run_profile();
+    long long id = the_session();
+    int buckets = 0;
+
+    each_line(out, "size", size_line, &w);
+    cr_assert_eq(w.n_ops, 7, "%s", out);
+    mpi = mpi_of(id, NULL, &r);
+    sizes = list_of(mpi, "sizes");
+    cr_assert_eq(sizes->via.array.size, (uint32_t)w.n_ops, "no op without bytes (Barrier...)");
+    for (uint32_t i = 0; i < sizes->via.array.size; i++) {
+        const msgpack_object *s = &sizes->via.array.ptr[i], *b = list_of(s, "buckets");
+        int k;
+
+        for (k = 0; k < w.n_ops && !obj_str_eq(obj_get(s, "op"), w.ops[k]); k++)
+            ;
+        cr_assert_lt(k, w.n_ops, "an op the program did not count");
+        for (uint32_t j = 0; j < b->via.array.size; j++) {
+            unsigned long long lo = obj_u64(obj_get(&b->via.array.ptr[j], "min_bytes"));
+            unsigned long long hi = obj_u64(obj_get(&b->via.array.ptr[j], "max_bytes"));
+            int e = lo == 0 ? 0 : __builtin_ctzll(lo) + 1;
+
+            cr_assert(lo == 0 ? hi == 0 : hi == 2 * lo - 1 && (lo & (lo - 1)) == 0);
+            cr_assert_eq((long long)obj_u64(obj_get(&b->via.array.ptr[j], "calls")), w.calls[k][e],
+                         "%s bucket %d", w.ops[k], e);
+            w.calls[k][e] = -1; /* seen */
+            buckets++;
+        }
+    }
+    for (int k = 0; k < w.n_ops; k++)
+        for (int e = 0; e < 66; e++)
+            cr_assert(w.calls[k][e] <= 0, "%s bucket %d missing", w.ops[k], e);
+    cr_assert_geq(buckets, 15);
+    proto_reader_deinit(&r);
+    free(out);
+}
+
+/* ---- point to point -------------------------------------------------------------------- */
+
+struct p2p_want {
+    long long msgs[NR][NR], bytes[NR][NR];
+};
+
+static void p2p_line(char **f, int n, void *arg)
+{
+    struct p2p_want *w = arg;
+    int from = atoi(f[0]), to = atoi(f[1]);
+
+    cr_assert(n == 4 && from >= 0 && from < NR && to >= 0 && to < NR);
+    w->msgs[from][to] += atoll(f[2]);
+    w->bytes[from][to] += atoll(f[3]);
+}
+
+Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
+{
+    struct p2p_want w = {0};
+    struct proto_reader r;
+    const msgpack_object *mpi, *p2p, *pairs;
+    char *out = run_profile();
+    long long id = the_session(), msgs = 0, bytes = 0;
+    int n = 0;
+
+    each_line(out, "p2p", p2p_line, &w);
+    mpi = mpi_of(id, NULL, &r);
+    p2p = obj_get(mpi, "p2p");
+    pairs = list_of(p2p, "pairs");
+    for (uint32_t i = 0; i < pairs->via.array.size; i++) {
+        const msgpack_object *p = &pairs->via.array.ptr[i];
+        unsigned long long from = obj_u64(obj_get(p, "from")), to = obj_u64(obj_get(p, "to"));
+
+        cr_assert(from < NR && to < NR);
+        cr_assert_eq((long long)obj_u64(obj_get(p, "messages")), w.msgs[from][to], "%llu -> %llu",
+                     from, to);
+        cr_assert_eq((long long)obj_u64(obj_get(p, "bytes")), w.bytes[from][to], "%llu -> %llu",
+                     from, to);
+        /* the receives (Recv with a status, ANY_SOURCE, Irecv at its Waitall) say the same */
+        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_messages")), w.msgs[from][to]);
+        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_bytes")), w.bytes[from][to]);
+    }
+    for (int i = 0; i < NR; i++)
+        for (int j = 0; j < NR; j++) {
+            n += w.msgs[i][j] > 0;
+            msgs += w.msgs[i][j];
+            bytes += w.bytes[i][j];
+        }
+    cr_assert_eq(n, 6, "the ring and two more pairs: %s", out);
+    cr_assert_eq(pairs->via.array.size, (uint32_t)n);
+    cr_assert_eq(obj_u64(obj_get(p2p, "pairs_total")), (unsigned long long)n);
+    cr_assert_eq(obj_u64(obj_get(p2p, "pairs_differ")), 0);
+    cr_assert_eq((long long)obj_u64(obj_get(p2p, "messages")), msgs);
+    cr_assert_eq((long long)obj_u64(obj_get(p2p, "bytes")), bytes);
+    cr_assert_eq((long long)obj_u64(obj_get(p2p, "recv_bytes")), bytes);
+    proto_reader_deinit(&r);
+    free(out);
+}
+
+/* ---- the text report, and a session without MPI ----------------------------------------- */
+
+Test(mpi_sections, text_report_has_the_mpi_sections_and_other_sessions_none)
+{
+    struct proto_reader r;
+    char *out = run_profile(), *text;
+    long long id = the_session(), plain = 0;
+    int fd;
+
+    free(out);
+    text = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    cr_assert_not_null(strstr(text, "\nMPI time (wall time from MPI_Init to MPI_Finalize"), "%s",
+                       text);
+    cr_assert_not_null(strstr(text, "\n     *  "), "the total row: %s", text);
+    cr_assert_not_null(strstr(text, "\nMPI communicators"), "%s", text);
+    cr_assert_not_null(strstr(text, "  comm#1     4  0-3 "), "%s", text);
+    cr_assert_not_null(strstr(text, "[64 KiB, 128 KiB)"), "the ring's largest: %s", text);
+    cr_assert_not_null(strstr(text, "receives agree"), "%s", text);
+    cr_assert_not_null(strstr(text, "\n     3→  201 KiB  2.34 KiB "), "%s", text);
+    free(text);
+
+    /* a session of another producer: no "mpi" key, no MPI lines */
+    fd = raw_producer(d.sock, "plain", 0, 1, "cpu:0", &plain);
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 10, 1000, 100);
+    cr_assert_eq(raw_flush(fd, 1), 10);
+    raw_bye(fd, 0);
+    cr_assert_null(mpi_of(plain, NULL, &r));
+    proto_reader_deinit(&r);
+    text = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, plain);
+    cr_assert_null(strstr(text, "MPI time"), "%s", text);
+    cr_assert_null(strstr(text, "MPI communicators"), "%s", text);
+    cr_assert_null(strstr(text, "MPI point to point"), "%s", text);
+    free(text);
+}
+
+#else
+
+Test(mpi_sections, skipped_without_mpi)
+{
+    cr_skip_test("CMake found no MPI: libtracectl-mpi was not built");
+}
+
+#endif
