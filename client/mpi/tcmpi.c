@@ -432,15 +432,37 @@ struct tcmpi_comm *tcmpi_comm(MPI_Comm comm)
     return comm_register(comm, key, false, 0);
 }
 
-bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base)
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base, struct tcmpi_origin *o)
 {
     struct tcmpi_comm *p = tcmpi_comm(parent);
+    uint64_t made;
 
     if (p == NULL)
         return false;
     /* The program orders creations on one parent across threads, as it does collectives. */
-    *base = fnv(fnv(0x6d616465ull, p->id), atomic_fetch_add(&p->made, 1));
+    made = atomic_fetch_add(&p->made, 1);
+    *base = fnv(fnv(0x6d616465ull, p->id), made);
+    if (o != NULL) {
+        o->parent = p->id;
+        o->n = made + 1;
+    }
     return true;
+}
+
+void tcmpi_comm_name(MPI_Comm newcomm, const struct tcmpi_origin *o, const char *kind)
+{
+    static _Atomic unsigned named;
+    tc_client *c = tcmpi_on();
+    struct tcmpi_comm *k;
+    char key[32], value[64];
+
+    if (c == NULL || newcomm == MPI_COMM_NULL || (k = tcmpi_comm(newcomm)) == NULL ||
+        atomic_fetch_add(&named, 1) >= TCMPI_NAMED_MAX)
+        return;
+    snprintf(key, sizeof(key), "mpi.comm.%016llx", (unsigned long long)k->id);
+    snprintf(value, sizeof(value), "%s#%llu %016llx", kind, (unsigned long long)o->n,
+             (unsigned long long)o->parent);
+    tc_meta_str(c, key, value);
 }
 
 uint64_t tcmpi_comm_base_keyed(uint64_t key)

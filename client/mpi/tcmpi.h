@@ -167,9 +167,23 @@ void tcmpi_comm_forget(MPI_Comm comm);
  * id hashed from base and its members' MPI_COMM_WORLD ranks, so that the
  * colours of one split get different ids.
  */
-bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base);
+struct tcmpi_origin {
+    uint64_t parent; /* the parent's id */
+    uint64_t n;      /* the parent's creation number of it: 1, 2, ... (the same on all members) */
+};
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base, struct tcmpi_origin *o);
 uint64_t tcmpi_comm_base_keyed(uint64_t key);
 void tcmpi_comm_born(MPI_Comm newcomm, uint64_t base);
+/*
+ * Names newcomm, made by the call kind ("dup", "split", ...) as o says, for
+ * the report's communicators table: the metadata mpi.comm.<id, 16 hex
+ * digits> = "<kind>#<n> <parent's id, 16 hex digits>" (the daemon makes
+ * "split#2/dup#1" of it), the same on every member. At most
+ * TCMPI_NAMED_MAX per process (metadata keys are limited); the others are
+ * named by the report by their first use.
+ */
+#define TCMPI_NAMED_MAX 256
+void tcmpi_comm_name(MPI_Comm newcomm, const struct tcmpi_origin *o, const char *kind);
 /* A hash of a group's members' MPI_COMM_WORLD ranks (0 when MPI cannot tell). */
 uint64_t tcmpi_group_hash(MPI_Group g);
 uint64_t tcmpi_mix(uint64_t h, uint64_t v);
@@ -297,7 +311,8 @@ void tcmpi_rec_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI
                         int scount, MPI_Datatype stype, int dest, int stag, int rcount,
                         MPI_Datatype rtype, int source, int rtag, const MPI_Status *st);
 /* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
- * process outside it) and returned rc: names it from parent. */
-void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm);
+ * process outside it) and returned rc: gives it its id from parent, and its name as made by
+ * the call kind ("dup", "split", ...: tcmpi_comm_name). */
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind);
 
 #endif
