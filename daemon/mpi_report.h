@@ -5,7 +5,7 @@
  * MPI function and the point-to-point matrix (sender rank × receiver rank).
  *
  * It reads the entries of the MPI interposer's ops (names "MPI_*" and
- * "tcmpi.*", client/mpi) with three grouped scans, their ext maps
+ * "tcmpi.*", client/mpi) in one scan, their ext maps
  * (entry_ext: comm, comm_size, peer), the processes' meta mpi.init_ns and
  * mpi.finalize_ns and the per-op drop counts (process_op_drops), on the
  * report's worker thread inside the report's read transaction (query.c), and
@@ -33,7 +33,7 @@
  * processes shown is counted (no step, device or category filter), so the
  * ranks' wall time may run from MPI_Init to MPI_Finalize and their MPI time
  * may add what producers dropped; otherwise both come from the entries
- * counted. db must have satsum() (query.c). Returns 1 (packed), 0 (no MPI
+ * counted. Returns 1 (packed), 0 (no MPI
  * entries: nothing packed), or a negative errno with a message in err (pk
  * may then hold part of the map: the caller drops it).
  */

@@ -198,8 +198,8 @@ static int rm_comms(FILE *f, const msgpack_object *mpi)
     struct cli_table *t;
     int rc = 0;
 
-    fprintf(f, "MPI communicators (by time; comm#N: the N-th to be used after WORLD; RANKS:"
-               " in WORLD)\n");
+    fprintf(f, "MPI communicators (by time; kind#N: the N-th made from its parent, WORLD or"
+               " the one before /)\n");
     if (comms == NULL || comms->via.array.size == 0) {
         fprintf(f, "%s(none)\n", RM_INDENT);
         return 0;
@@ -402,8 +402,8 @@ static int rm_p2p(FILE *f, const msgpack_object *mpi, uint32_t top)
     fprintf(f, "MPI point to point (sender → receiver; the sends: %" PRIu64 " messages, %s; ",
             rm_u64(p2p, "messages"), b);
     if (differ > 0)
-        fprintf(f, "the receives: %" PRIu64 ", %s; %" PRIu64 " pairs differ)\n",
-                rm_u64(p2p, "recv_messages"), rb, differ);
+        fprintf(f, "the receives: %" PRIu64 ", %s; %" PRIu64 " %s)\n", rm_u64(p2p, "recv_messages"),
+                rb, differ, differ == 1 ? "pair differs" : "pairs differ");
     else
         fprintf(f, "receives agree)\n");
     if (pairs == NULL || pairs->via.array.size == 0) {

@@ -9,7 +9,8 @@
  *   - 10 MPI_Allreduce of 8 doubles on MPI_COMM_WORLD;
  *   - 6 MPI_Bcast of 100 ints from rank 0 on a dup of MPI_COMM_WORLD;
  *   - 4 + h MPI_Allreduce of 16 ints on its half (MPI_Comm_split, colour
- *     h = r / 2: ranks {0, 1} and {2, 3});
+ *     h = r / 2: ranks {0, 1} and {2, 3}), then 2 MPI_Barrier on a dup of
+ *     its half;
  *   - a ring: MPI_Send to the right of each of 0, 1, 7, 8, 1000, 1024, 1025
  *     and 65536 chars, each received with MPI_Recv from the left (posted
  *     65536, the size from the status);
@@ -20,7 +21,7 @@
  * Every recorded MPI call is timed with MPI_Wtime around it. It prints:
  *   "wall R NS"                from MPI_Init's return to MPI_Finalize's call
  *   "mpi R NS CALLS"           its MPI calls (those recorded) and their time
- *   "comm R NAME OP CALLS BYTES NS"  per communicator (world, dup, half) and op
+ *   "comm R NAME OP CALLS BYTES NS"  per communicator (world, dup, half, hdup) and op
  *   "size R OP BUCKET CALLS"   per op and message-size bucket: 0 for 0 bytes,
  *                              else e with bytes = m × 2^e, m in [0.5, 1) (frexp)
  *   "p2p FROM TO MSGS BYTES"   the messages it sent to each rank
@@ -34,14 +35,14 @@
 #define NR     4
 #define ROUNDS 3
 #define NOPS   9
-#define NCOMMS 3
+#define NCOMMS 4
 
 enum { BARRIER, ALLREDUCE, BCAST, SEND, RECV, ISEND, IRECV, SSEND, WAITALL };
 static const char *const op_names[NOPS] = {"MPI_Barrier", "MPI_Allreduce", "MPI_Bcast",
                                            "MPI_Send",    "MPI_Recv",      "MPI_Isend",
                                            "MPI_Irecv",   "MPI_Ssend",     "MPI_Waitall"};
-enum { WORLD, DUP, HALF };
-static const char *const comm_names[NCOMMS] = {"world", "dup", "half"};
+enum { WORLD, DUP, HALF, HDUP };
+static const char *const comm_names[NCOMMS] = {"world", "dup", "half", "hdup"};
 
 static long long mpi_ns, mpi_calls;
 static long long c_calls[NCOMMS][NOPS], c_bytes[NCOMMS][NOPS], c_ns[NCOMMS][NOPS];
@@ -84,7 +85,7 @@ int main(int argc, char **argv)
     static const int ring[] = {0, 1, 7, 8, 1000, 1024, 1025, 65536};
     double dx[8] = {0}, dy[8];
     int rank, size, bc[100] = {0}, hx[16] = {0}, hy[16], ss[100] = {0};
-    MPI_Comm dup, half;
+    MPI_Comm dup, half, hdup;
     MPI_Request req[5];
     double t0, t1;
 
@@ -96,6 +97,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 2);
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &half);
+    MPI_Comm_dup(half, &hdup);
     for (int round = 0; round < ROUNDS; round++) {
         int right = (rank + 1) % NR, left = (rank + NR - 1) % NR;
 
@@ -113,6 +115,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4 + rank / 2; i++) {
             TIMED(MPI_Allreduce(hx, hy, 16, MPI_INT, MPI_SUM, half));
             done(ALLREDUCE, HALF, 16 * sizeof(int));
+        }
+        for (int i = 0; i < 2; i++) {
+            TIMED(MPI_Barrier(hdup));
+            done(BARRIER, HDUP, 0);
         }
         /* even ranks send first, odd ones receive first: no cycle of blocked sends */
         for (size_t k = 0; k < sizeof(ring) / sizeof(ring[0]); k++)
@@ -161,6 +167,7 @@ int main(int argc, char **argv)
     }
     MPI_Comm_free(&dup);
     MPI_Comm_free(&half);
+    MPI_Comm_free(&hdup);
     printf("mpi %d %lld %lld\n", rank, mpi_ns, mpi_calls);
     for (int c = 0; c < NCOMMS; c++)
         for (int o = 0; o < NOPS; o++)

@@ -32,6 +32,7 @@
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <msgpack.h>
@@ -62,29 +63,9 @@ static const char data_sql[] =
 static sqlite3 *db;
 static msgpack_unpacked un;
 
-static void sum_step(sqlite3_context *ctx, int argc, sqlite3_value **argv)
-{
-    int64_t *s = sqlite3_aggregate_context(ctx, sizeof(*s));
-
-    (void)argc;
-    if (s != NULL)
-        *s += sqlite3_value_int64(argv[0]);
-}
-
-static void sum_final(sqlite3_context *ctx)
-{
-    int64_t *s = sqlite3_aggregate_context(ctx, 0);
-
-    sqlite3_result_int64(ctx, s != NULL ? *s : 0);
-}
-
 static void setup(void)
 {
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    /* query.c's satsum(), without its saturation: nothing here comes near it */
-    cr_assert_eq(
-        sqlite3_create_function(db, "satsum", 1, SQLITE_UTF8, NULL, NULL, sum_step, sum_final),
-        SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, schema_session_sql, NULL, NULL, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, schema_entry_ext_sql, NULL, NULL, NULL), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db, data_sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
@@ -223,6 +204,55 @@ Test(mpi_report, communicators)
     cr_assert_eq(u(other, "size"), 1);            /* no comm_size: the members seen */
     cr_assert_eq(get(other, "members")->via.array.ptr[0].via.u64, 1);
     cr_assert_eq(u(other, "calls"), 1);
+}
+
+/* A name by comm id (as the reply gives ids). */
+static const char *name_of(const msgpack_object *m, uint64_t id, char *buf, size_t size)
+{
+    const msgpack_object *comms = get(m, "comms");
+
+    for (uint32_t i = 0; i < comms->via.array.size; i++)
+        if (u(&comms->via.array.ptr[i], "id") == id) {
+            const msgpack_object *n = get(&comms->via.array.ptr[i], "name");
+            snprintf(buf, size, "%.*s", (int)n->via.str.size, n->via.str.ptr);
+            return buf;
+        }
+    cr_assert_fail("no comm %llu", (unsigned long long)id);
+    return NULL;
+}
+
+/*
+ * Names the members sent (mpi.comm.<id>, tcmpi.h), from WORLD down; those
+ * not named are comm#N by first use (N counts only them); an ancestor not
+ * named is "?"; a value not in the interposer's form is no name.
+ */
+Test(mpi_report, communicator_names)
+{
+    const msgpack_object *m;
+    char buf[64];
+
+    cr_assert_eq(
+        sqlite3_exec(db,
+                     "INSERT INTO meta VALUES"
+                     " (2, 'mpi.comm.fffffffffffffffb', 'split#2 0000000000000000'),"
+                     " (2, 'mpi.comm.0000000000000007', 'dup#1 fffffffffffffffb'),"
+                     " (1, 'mpi.comm.000000000000000b', 'cart#3 0000000000000055'),"
+                     " (1, 'mpi.comm.000000000000000d', 'no parent');"
+                     "INSERT INTO entries(rowid, process_id, step, op_id, start_ns, dur_ns,"
+                     " mem_bytes) VALUES (16, 2, 0, 7, 6600, 20, 8), (17, 1, 0, 7, 6700, 9, 8),"
+                     " (18, 1, 0, 7, 6800, 8, 8), (19, 1, 0, 7, 6900, 7, 8);"
+                     "INSERT INTO entry_ext(entry_rowid, comm) VALUES (16, 7), (17, 9), (18, 11),"
+                     " (19, 13);",
+                     NULL, NULL, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    m = run(true);
+    cr_assert_eq(get(m, "comms")->via.array.size, 6);
+    cr_assert_str_eq(name_of(m, 0, buf, sizeof(buf)), "WORLD");
+    cr_assert_str_eq(name_of(m, UINT64_MAX - 4, buf, sizeof(buf)), "split#2");
+    cr_assert_str_eq(name_of(m, 7, buf, sizeof(buf)), "split#2/dup#1");
+    cr_assert_str_eq(name_of(m, 9, buf, sizeof(buf)), "comm#1");
+    cr_assert_str_eq(name_of(m, 11, buf, sizeof(buf)), "?/cart#3");
+    cr_assert_str_eq(name_of(m, 13, buf, sizeof(buf)), "comm#2");
 }
 
 Test(mpi_report, sizes)
