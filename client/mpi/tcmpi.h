@@ -271,12 +271,30 @@ struct tcmpi_status {
 void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
                 const MPI_Request *before, const MPI_Request *after, const struct tcmpi_status *s);
 
+/*
+ * Callsites (tcmpi_site.c): tcmpi_site_now is the return address of this
+ * thread's MPI_* wrapper being recorded (TCMPI_BEGIN sets it); the recording
+ * helpers count each call under its site with tcmpi_site_count (no lock, no
+ * allocation: a fixed table); tcmpi_site_send, before the bye, sends the
+ * TCMPI_SITE_SEND sites with the most time as the metadata mpi.site.<i> =
+ * "<op>\t<calls>\t<ns>\t<bytes>\t<offset hex>\t<symbol offset hex>\t<symbol>\t
+ * <module>" (the offset in the module addr2line takes, of the call
+ * instruction; symbol by dladdr, empty when it has none), mpi.sites (sites
+ * seen) and mpi.sites_lost (calls past the table).
+ */
+#define TCMPI_SITE_SEND 256
+extern _Thread_local void *tcmpi_site_now;
+void tcmpi_site_count(const void *site, enum tcmpi_op op, uint64_t ns, uint64_t bytes);
+void tcmpi_site_send(tc_client *c);
+/* The MPI name of op ("MPI_Send"). */
+const char *tcmpi_op_name(enum tcmpi_op op);
+
 /* ---- the wrappers' recording (tcmpi_wrap.c), shared with the Fortran bindings (tcmpi_fort.c) */
 
 /* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
 #define TCMPI_BEGIN                                                                                \
     tc_client *c = tcmpi_on();                                                                     \
-    uint64_t t0 = c != NULL ? tcmpi_now() : 0
+    uint64_t t0 = c != NULL ? (tcmpi_site_now = __builtin_return_address(0), tcmpi_now()) : 0
 
 /*
  * After a call that returned rc at t0: the entry of op, with the amount the
