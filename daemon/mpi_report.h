@@ -26,6 +26,8 @@
 #define MPI_REPORT_MAX_PAIRS 65536
 /* At most this many communicators (those with most time) go into the reply. */
 #define MPI_REPORT_MAX_COMMS 4096
+/* At most this many callsites (those with most time) go into the reply. */
+#define MPI_REPORT_MAX_SITES 1024
 
 /*
  * Packs the "mpi" key and its map into pk when the session (as filtered)

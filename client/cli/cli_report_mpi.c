@@ -7,11 +7,15 @@
 #include "cli_report_mpi.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cli.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "cli_table.h"
@@ -423,6 +427,145 @@ static int rm_p2p(FILE *f, const msgpack_object *mpi, uint32_t top)
     return rc;
 }
 
+/* ---- callsites ------------------------------------------------------------------------- */
+
+static const struct cli_table_col rm_site_cols[] = {
+    {"SITE", false, 48}, {"OP", false, 24}, {"RANKS", true, 0}, {"CALLS", true, 0},
+    {"TIME", true, 0},   {"MPI%", true, 0}, {"BYTES", true, 0}, {"MODULE+OFFSET", false, 48},
+};
+
+/* The base name of a path (what follows its last '/'). */
+static const char *rm_base(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+
+    return slash != NULL ? slash + 1 : path;
+}
+
+/*
+ * "function file:line" of module + offset by binutils' addr2line, run
+ * without a shell (the module path is a producer's), into buf; false when it
+ * cannot tell (no such file, no addr2line, no debug information).
+ */
+static bool rm_addr2line(const char *module, uint64_t offset, char *buf, size_t size)
+{
+    char off[32], out[1024] = "", *nl;
+    int fds[2], status = 0;
+    size_t len = 0;
+    ssize_t got;
+    pid_t pid;
+
+    if (module[0] != '/' || access(module, R_OK) != 0 || pipe(fds) != 0)
+        return false;
+    snprintf(off, sizeof(off), "%" PRIx64, offset);
+    if ((pid = fork()) == 0) {
+        int null = open("/dev/null", O_RDWR);
+        dup2(fds[1], STDOUT_FILENO);
+        if (null >= 0)
+            dup2(null, STDERR_FILENO), dup2(null, STDIN_FILENO);
+        close(fds[0]);
+        execlp("addr2line", "addr2line", "-f", "-e", module, off, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (pid > 0 && len + 1 < sizeof(out) &&
+           (got = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
+        len += (size_t)got;
+    close(fds[0]);
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        return false;
+    out[len] = '\0';
+    /* two lines: the function, then file:line ("??" and "??:0" or "??:?" when unknown) */
+    if ((nl = strchr(out, '\n')) == NULL)
+        return false;
+    *nl++ = '\0';
+    nl[strcspn(nl, " \n")] = '\0';
+    if (strncmp(nl, "??", 2) == 0 && strcmp(out, "??") == 0)
+        return false;
+    snprintf(buf, size, "%s %s", out, strncmp(nl, "??", 2) == 0 ? "?" : rm_base(nl));
+    return true;
+}
+
+static int rm_site(struct cli_table *t, const msgpack_object *x)
+{
+    char symbol[256], module[1024], cell[1100], buf[CLI_FMT_LEN];
+    double share = 0;
+    int rc;
+
+    cli_obj_text(cli_obj_get(x, "symbol"), symbol, sizeof(symbol));
+    cli_obj_text(cli_obj_get(x, "module"), module, sizeof(module));
+    if (rm_addr2line(module, rm_u64(x, "offset"), cell, sizeof(cell)))
+        ; /* "main mpi_profile.c:105" */
+    else if (symbol[0] != '\0' && strcmp(symbol, "-") != 0)
+        snprintf(cell, sizeof(cell), "%s+0x%" PRIx64, symbol, rm_u64(x, "symbol_offset"));
+    else
+        snprintf(cell, sizeof(cell), "%s", "?");
+    rc = cli_table_add(t, cell);
+    cli_obj_text(cli_obj_get(x, "op"), buf, sizeof(buf));
+    rc = rc ? rc : cli_table_add(t, buf);
+    rc = rc ? rc : rm_add_u64(t, rm_u64(x, "ranks"));
+    rc = rc ? rc : rm_add_u64(t, rm_u64(x, "calls"));
+    rc = rc ? rc : rm_add_duration(t, rm_u64(x, "total_ns"));
+    cli_obj_f64(cli_obj_get(x, "mpi_share"), &share);
+    cli_fmt_share(buf, sizeof(buf), share);
+    rc = rc ? rc : cli_table_add(t, buf);
+    rc = rc ? rc : rm_add_bytes(t, rm_u64(x, "bytes"));
+    snprintf(cell, sizeof(cell), "%s+0x%" PRIx64, rm_base(module), rm_u64(x, "offset"));
+    return rc ? rc : cli_table_add(t, cell);
+}
+
+static int rm_sites(FILE *f, const msgpack_object *mpi, uint32_t top)
+{
+    const msgpack_object *cs = cli_obj_get(mpi, "callsites"), *sites = rm_array(cs, "sites");
+    uint32_t n = sites != NULL ? sites->via.array.size : 0, shown = n < top ? n : top;
+    uint64_t unsent = rm_u64(cs, "unsent"), lost = rm_u64(cs, "lost_calls");
+    struct cli_table *t;
+    int rc = 0;
+
+    if (cs == NULL || cs->type != MSGPACK_OBJECT_MAP)
+        return 0; /* a filtered report: callsites count whole runs */
+    fprintf(f, "MPI callsites (by time, counted in each process whatever was dropped; SITE by"
+               " addr2line -f -e MODULE OFFSET)\n");
+    if (n == 0) {
+        fprintf(f, "%s(none)\n", RM_INDENT);
+        return 0;
+    }
+    if ((t = cli_table_new(rm_site_cols, UTIL_ARRAY_LEN(rm_site_cols))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < shown; i++)
+        rc = rm_site(t, &sites->via.array.ptr[i]);
+    if ((rc = rm_print_table(f, t, rc)) != 0)
+        return rc;
+    if (shown < rm_u64(cs, "total"))
+        fprintf(f, "%s(%u of %" PRIu64 " sites shown: --top N, or --json for up to 1024)\n",
+                RM_INDENT, shown, rm_u64(cs, "total"));
+    if (unsent > 0 || lost > 0)
+        fprintf(f,
+                "%s(not here: %" PRIu64 " sites past each process's 256 sent, %" PRIu64
+                " calls past its table of sites)\n",
+                RM_INDENT, unsent, lost);
+    return 0;
+}
+
+int cli_report_mpi_sites(bool json, const msgpack_object *report, uint32_t top)
+{
+    const msgpack_object *mpi = cli_obj_get(report, "mpi");
+    const msgpack_object *cs = cli_obj_get(mpi, "callsites");
+
+    if (mpi == NULL || mpi->type != MSGPACK_OBJECT_MAP) {
+        cli_error("report: no MPI calls in this session: no call sites");
+        return CLI_EXIT_ERROR;
+    }
+    if (cs == NULL || cs->type != MSGPACK_OBJECT_MAP) {
+        cli_error("report: this daemon gave no call sites (a filter, or a daemon before them)");
+        return CLI_EXIT_ERROR;
+    }
+    if (json)
+        return cli_print_json(cs);
+    return cli_print_status(rm_sites(stdout, mpi, top > 0 ? top : 10));
+}
+
 /* ---- the sections ----------------------------------------------------------------------- */
 
 int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
@@ -450,5 +593,10 @@ int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
     fputc('\n', f);
     if ((rc = rm_p2p(f, mpi, top)) != 0)
         return rc;
+    if (cli_obj_get(mpi, "callsites") != NULL && !cli_obj_is_nil(cli_obj_get(mpi, "callsites"))) {
+        fputc('\n', f);
+        if ((rc = rm_sites(f, mpi, top > 0 ? top : 10)) != 0)
+            return rc;
+    }
     return ferror(f) ? -EIO : 0;
 }

@@ -8,6 +8,7 @@
 #ifndef TRACECTL_CLI_REPORT_MPI_H
 #define TRACECTL_CLI_REPORT_MPI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -19,6 +20,14 @@
  * the top pairs by bytes. Returns 0, -ENOMEM or -EIO.
  */
 int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top);
+
+/*
+ * report --by callsite: of report (the reply map), the callsites alone: the
+ * table of the MPI sections' (top rows), or with json the "callsites" value
+ * as JSON. Returns a CLI exit code (an error said on stderr: a session
+ * without MPI entries, or one recorded before callsites).
+ */
+int cli_report_mpi_sites(bool json, const msgpack_object *report, uint32_t top);
 
 /* Ranks up to which the point-to-point matrix is printed whole. */
 #define CLI_REPORT_MPI_MATRIX 16

@@ -16,6 +16,8 @@
  *   exactly, from the sends and from the receives;
  * - mpi_burst: 300,000 MPI_Iprobe per rank while the daemon is stopped: the
  *   calls and the MPI time still count every call, dropped ones included;
+ * - callsites: each site is the line of mpi_profile.c addr2line finds at its
+ *   module and offset, with the calls the program made there;
  * - the text report prints the sections, and a session without MPI entries
  *   has no "mpi" key.
  */
@@ -619,6 +621,108 @@ Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
     free(out);
 }
 
+/* ---- callsites ------------------------------------------------------------------------- */
+
+/* The line of mpi_profile.c holding text (1-based), found here, not by the code under test. */
+static int source_line(const char *text)
+{
+    FILE *f = fopen(MPI_PROFILE_SRC, "r");
+    char line[512];
+    int n = 0;
+
+    cr_assert_not_null(f, "%s", MPI_PROFILE_SRC);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n++;
+        if (strstr(line, text) != NULL) {
+            fclose(f);
+            return n;
+        }
+    }
+    fclose(f);
+    cr_assert_fail("no line with %s", text);
+    return 0;
+}
+
+/* What addr2line (binutils) says of module + offset: "file:line" into buf. */
+static void addr2line(const char *module, unsigned long long offset, char *buf, size_t size)
+{
+    char off[32], *out = NULL;
+
+    snprintf(off, sizeof(off), "%llx", offset);
+    {
+        char *argv[] = {"/usr/bin/addr2line", "-e", (char *)module, off, NULL};
+        cr_assert_eq(harness_run(&out, argv), 0);
+    }
+    snprintf(buf, size, "%.*s", (int)strcspn(out, " \n"), out);
+    free(out);
+}
+
+/*
+ * Each site is a line of mpi_profile.c (addr2line of its module and offset
+ * says which, from the binary's own line table), and its calls are those the
+ * program made there: every recorded call has its site, the sites' calls add
+ * up to the calls the program counted, per op.
+ */
+Test(mpi_sections, callsites_are_the_program_s_lines)
+{
+    struct rank_want w = {0};
+    struct proto_reader r;
+    const msgpack_object *mpi, *cs, *sites;
+    long long calls = 0, want = 0;
+    char *out = run_profile(), where[512], line[600];
+    long long id = the_session();
+    int barriers = 0;
+
+    each_line(out, "mpi", rank_line, &w);
+    mpi = mpi_of(id, NULL, &r);
+    cs = obj_get(mpi, "callsites");
+    cr_assert_not_null(cs);
+    sites = list_of(cs, "sites");
+    cr_assert_eq(obj_u64(obj_get(cs, "unsent")), 0);
+    cr_assert_eq(obj_u64(obj_get(cs, "lost_calls")), 0);
+    cr_assert_eq(obj_u64(obj_get(cs, "total")), sites->via.array.size);
+    for (uint32_t i = 0; i < sites->via.array.size; i++) {
+        const msgpack_object *x = &sites->via.array.ptr[i], *m = obj_get(x, "module");
+        char module[PATH_MAX];
+
+        snprintf(module, sizeof(module), "%.*s", (int)m->via.str.size, m->via.str.ptr);
+        cr_assert_str_eq(module, MPI_PROFILE_BIN);
+        calls += (long long)obj_u64(obj_get(x, "calls"));
+        addr2line(module, obj_u64(obj_get(x, "offset")), where, sizeof(where));
+        if (obj_str_eq(obj_get(x, "op"), "MPI_Irecv")) {
+            snprintf(line, sizeof(line), "%s:%d", MPI_PROFILE_SRC,
+                     source_line("TIMED(MPI_Irecv(ibuf[i]"));
+            cr_assert_str_eq(where, line);
+            cr_assert_eq(obj_u64(obj_get(x, "calls")), 15); /* rank 2: 5 per round */
+            cr_assert_eq(obj_u64(obj_get(x, "bytes")), 15 * 3000);
+            cr_assert_eq(obj_u64(obj_get(x, "ranks")), 1);
+        }
+        if (obj_str_eq(obj_get(x, "op"), "MPI_Bcast")) {
+            snprintf(line, sizeof(line), "%s:%d", MPI_PROFILE_SRC,
+                     source_line("TIMED(MPI_Bcast(bc, 100"));
+            cr_assert_str_eq(where, line);
+            cr_assert_eq(obj_u64(obj_get(x, "calls")), NR * 6 * 3);
+            cr_assert_eq(obj_u64(obj_get(x, "ranks")), NR);
+        }
+        if (obj_str_eq(obj_get(x, "op"), "MPI_Barrier")) {
+            bool world = obj_u64(obj_get(x, "calls")) == NR * 3;
+
+            barriers++;
+            snprintf(line, sizeof(line), "%s:%d", MPI_PROFILE_SRC,
+                     source_line(world ? "TIMED(MPI_Barrier(MPI_COMM_WORLD))"
+                                       : "TIMED(MPI_Barrier(hdup))"));
+            cr_assert_str_eq(where, line);
+            cr_assert_eq(obj_u64(obj_get(x, "calls")), world ? NR * 3 : NR * 2 * 3);
+        }
+    }
+    cr_assert_eq(barriers, 2, "the world's and the half dups'");
+    for (int rank = 0; rank < NR; rank++)
+        want += w.calls[rank];
+    cr_assert_eq(calls, want, "every call has its site");
+    proto_reader_deinit(&r);
+    free(out);
+}
+
 /* ---- the text report, and a session without MPI ----------------------------------------- */
 
 /* Whether a line of text starts with start and has has in it. */
@@ -653,6 +757,23 @@ Test(mpi_sections, text_report_has_the_mpi_sections_and_other_sessions_none)
     cr_assert_not_null(strstr(text, "[64 KiB, 128 KiB)"), "the ring's largest: %s", text);
     cr_assert_not_null(strstr(text, "receives agree"), "%s", text);
     cr_assert_not_null(strstr(text, "\n     3→  201 KiB  2.34 KiB "), "%s", text);
+    /* the callsites by file:line (addr2line), the world barrier's the most time */
+    {
+        char site[64];
+        snprintf(site, sizeof(site), "  main mpi_profile.c:%d ",
+                 source_line("TIMED(MPI_Barrier(MPI_COMM_WORLD))"));
+        cr_assert(line_has(text, site, " MPI_Barrier        4     12 "), "%s", text);
+        cr_assert_not_null(strstr(text, "\nMPI callsites (by time"), "%s", text);
+        free(text);
+        /* --by callsite: that table alone, its first --top rows */
+        text = sh("'%s' --socket '%s' report %lld --by callsite --top 2", TRACECTL_BIN, d.sock, id);
+        cr_assert_eq(strncmp(text, "MPI callsites (by time", 22), 0, "%s", text);
+        cr_assert(line_has(text, site, " MPI_Barrier        4     12 "), "%s", text);
+        /* 12 lines of mpi_profile.c call MPI: Barrier, Allreduce, Bcast, Allreduce, Barrier,
+         * Send, Recv, Isend, Irecv, Waitall, Ssend, Recv */
+        cr_assert_not_null(strstr(text, "\n  (2 of 12 sites shown"), "%s", text);
+        cr_assert_null(strstr(text, "MPI time"), "%s", text);
+    }
     free(text);
 
     /* a session of another producer: no "mpi" key, no MPI lines */

@@ -58,7 +58,7 @@ static char *print(int ranks, bool differ, uint32_t top)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     msgpack_pack_map(&pk, 1);
     str(&pk, "mpi");
-    msgpack_pack_map(&pk, 6);
+    msgpack_pack_map(&pk, 7);
     kv(&pk, "dropped_calls", 7);
     str(&pk, "ranks");
     msgpack_pack_array(&pk, 2);
@@ -123,6 +123,31 @@ static char *print(int ranks, bool differ, uint32_t top)
         kv(&pk, "recv_messages", differ && i == 0 ? 0 : 1);
         kv(&pk, "recv_bytes", (uint64_t)(i + 1) * 1024);
     }
+    /* two sites in a module no addr2line can read: the symbol, else "?" */
+    str(&pk, "callsites");
+    msgpack_pack_map(&pk, 4);
+    kv(&pk, "unsent", 3);
+    kv(&pk, "lost_calls", 2);
+    kv(&pk, "total", 2);
+    str(&pk, "sites");
+    msgpack_pack_array(&pk, 2);
+    for (int i = 0; i < 2; i++) {
+        msgpack_pack_map(&pk, 10);
+        str(&pk, "op");
+        str(&pk, i == 0 ? "MPI_Allreduce" : "MPI_Send");
+        str(&pk, "module");
+        str(&pk, "/nonexistent/dir/app");
+        kv(&pk, "offset", i == 0 ? 0x1a2b : 0x99);
+        str(&pk, "symbol");
+        str(&pk, i == 0 ? "solve" : "");
+        kv(&pk, "symbol_offset", 0x1f);
+        kv(&pk, "ranks", 4);
+        kv(&pk, "calls", 40);
+        kv(&pk, "total_ns", i == 0 ? 250000000 : 1000);
+        kv(&pk, "bytes", 320);
+        str(&pk, "mpi_share");
+        msgpack_pack_double(&pk, i == 0 ? 0.5 : 0.0);
+    }
     msgpack_unpacked_init(&res);
     cr_assert_eq(msgpack_unpack_next(&res, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
     cr_assert_not_null(f = open_memstream(&buf, &len));
@@ -152,6 +177,13 @@ Test(cli_report_mpi, small_job_matrix_drops_and_mixed_walls)
     cr_assert_not_null(strstr(out, "  MESSAGES  →0  →1  →2\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\n        2→   1   -   -\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\n     0→         -  1.00 KiB         -\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "\n  solve+0x1f  MPI_Allreduce      4     40   250 ms  50.0%"
+                                   "  320 B  app+0x1a2b\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "\n  ?           MPI_Send           4     40  1.00 µs   0.0%"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "(not here: 3 sites past each process's 256 sent, 2 calls"),
+                       "%s", out);
     free(out);
 }
 
@@ -167,6 +199,8 @@ Test(cli_report_mpi, many_ranks_top_pairs_and_differences)
     cr_assert_not_null(strstr(out, "\n    17  18 "), "%s", out);
     cr_assert_null(strstr(out, "\n    16  17 "), "%s", out);
     cr_assert_not_null(strstr(out, "the receives: 19, 1.00 KiB; 1 pair differs)"), "%s", out);
+    /* --top 3 of 2 sites: both, no "shown" line */
+    cr_assert_null(strstr(out, "sites shown"), "%s", out);
     free(out);
 }
 

@@ -255,6 +255,60 @@ Test(mpi_report, communicator_names)
     cr_assert_str_eq(name_of(m, 13, buf, sizeof(buf)), "comm#2");
 }
 
+/*
+ * Callsites as the processes sent them at their end (mpi.site.<i>), summed
+ * by (op, module, offset) over the processes; a value not in the
+ * interposer's form is none; sites seen but not sent and calls past a table
+ * are counted; a filtered report has none (nil: they count whole runs).
+ */
+Test(mpi_report, callsites)
+{
+    const msgpack_object *m, *cs, *x;
+
+    cr_assert_eq(sqlite3_exec(db,
+                              "INSERT INTO meta VALUES"
+                              " (1, 'mpi.sites', 3), (1, 'mpi.sites_lost', 4),"
+                              " (1, 'mpi.site.0', 'MPI_Send	3	600	1025	1a2b	"
+                              "10	main	/bin/app'),"
+                              " (1, 'mpi.site.1', 'MPI_Allreduce	1	1000	8	"
+                              "1c00	0		/bin/app'),"
+                              " (2, 'mpi.sites', 2),"
+                              " (2, 'mpi.site.0', 'MPI_Allreduce	1	1200	8	"
+                              "1c00	0		/bin/app'),"
+                              " (2, 'mpi.site.1', 'MPI_Recv	not the interposer''s'),"
+                              " (3, 'mpi.sites', 1),"
+                              " (3, 'mpi.site.0', 'MPI_Send	9	9	9	1a2b	"
+                              "10	main	/bin/app');",
+                              NULL, NULL, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    m = run(true);
+    cs = get(m, "callsites");
+    /* process 1 saw 3 and sent 2, process 2 saw 2 and sent 2 (one unreadable); process 3 has
+     * no MPI entries (no row in ranks) but is in the session: its site counts */
+    cr_assert_eq(u(cs, "unsent"), 1);
+    cr_assert_eq(u(cs, "lost_calls"), 4);
+    cr_assert_eq(u(cs, "total"), 2);
+    x = at(cs, "sites", 0, 2); /* Allreduce 2200 ns, then Send 609 */
+    cr_assert(str_is(get(x, "op"), "MPI_Allreduce"));
+    cr_assert(str_is(get(x, "module"), "/bin/app"));
+    cr_assert(str_is(get(x, "symbol"), ""));
+    cr_assert_eq(u(x, "offset"), 0x1c00);
+    cr_assert_eq(u(x, "ranks"), 2);
+    cr_assert_eq(u(x, "calls"), 2);
+    cr_assert_eq(u(x, "total_ns"), 2200);
+    cr_assert_eq(u(x, "bytes"), 16);
+    /* of the session's MPI time: 7050 + 3040 */
+    cr_assert_float_eq(get(x, "mpi_share")->via.f64, 2200.0 / 10090.0, 1e-12);
+    x = at(cs, "sites", 1, 2);
+    cr_assert(str_is(get(x, "op"), "MPI_Send"));
+    cr_assert(str_is(get(x, "symbol"), "main"));
+    cr_assert_eq(u(x, "symbol_offset"), 0x10);
+    cr_assert_eq(u(x, "calls"), 12);
+    cr_assert_eq(u(x, "ranks"), 2);
+    m = run(false);
+    cr_assert_eq(get(m, "callsites")->type, MSGPACK_OBJECT_NIL);
+}
+
 Test(mpi_report, sizes)
 {
     const msgpack_object *m = run(true), *s, *b;
