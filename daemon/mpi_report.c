@@ -13,6 +13,7 @@
  * receives of Sendrecvs.
  */
 #include "mpi_report.h"
+#include "mpi_sites.h"
 
 #include "proto.h"
 #include "rksql.h"
@@ -72,12 +73,6 @@ struct mpi_pair {
     uint64_t msgs, bytes, rmsgs, rbytes;
 };
 
-/* A call site as the processes' metadata mpi.site.<i> gave it (tcmpi.h), summed over them. */
-struct mpi_site {
-    char *op, *symbol, *module;
-    uint64_t offset, symbol_offset, calls, ns, bytes, ranks;
-};
-
 /*
  * 64-bit keys to array indexes (open addressing, linear probing, at most
  * half full): the communicators by id, the pairs by (from, to), so that the
@@ -107,9 +102,7 @@ struct mpi {
     struct mpi_name *names;
     size_t n_names, cap_names;
     struct mpi_map comm_map, pair_map; /* comms by id, pairs by (from, to) */
-    struct mpi_site *sites;
-    size_t n_sites, cap_sites;
-    uint64_t sites_unsent, sites_lost; /* sites seen but not sent; calls past a table */
+    struct mpi_sites sites;            /* whole: the callsites (mpi_sites.h) */
     struct mpi_proc *last_proc;        /* the scan's last row's */
 };
 
@@ -274,6 +267,12 @@ static struct mpi_proc *mpi_proc_find(struct mpi *m, int64_t id)
             hi = mid;
     }
     return NULL;
+}
+
+/* Whether process id is one the report counts (mpi_sites_read's filter). */
+static bool mpi_has_proc(void *arg, int64_t id)
+{
+    return mpi_proc_find(arg, id) != NULL;
 }
 
 static int mpi_meta_row(sqlite3_stmt *st, void *arg)
@@ -691,141 +690,6 @@ static int mpi_comms_finish(struct mpi *m)
     return 0;
 }
 
-/* ---- callsites ------------------------------------------------------------------ */
-
-/* Splits s at tabs into at most n fields (s is changed); the number found. */
-static size_t mpi_fields(char *s, char **f, size_t n)
-{
-    size_t k = 0;
-
-    while (k < n) {
-        f[k++] = s;
-        if ((s = strchr(s, '\t')) == NULL)
-            break;
-        *s++ = '\0';
-    }
-    return k;
-}
-
-static bool mpi_hex(const char *s, uint64_t *v)
-{
-    char *end;
-
-    if (*s == '\0')
-        return false;
-    *v = strtoull(s, &end, 16);
-    return *end == '\0';
-}
-
-/* A new site of op, symbol and module (copied); NULL: no memory. */
-static struct mpi_site *mpi_site_new(struct mpi *m, char *const f[8], uint64_t off, uint64_t symoff)
-{
-    struct mpi_site *x;
-
-    if ((x = mpi_grow(m->sites, &m->cap_sites, m->n_sites, sizeof(*m->sites))) == NULL)
-        return NULL;
-    m->sites = x;
-    x = &m->sites[m->n_sites];
-    memset(x, 0, sizeof(*x));
-    x->op = strdup(f[0]);
-    x->symbol = strdup(f[6]);
-    x->module = strdup(f[7]);
-    if (x->op == NULL || x->symbol == NULL || x->module == NULL) {
-        free(x->op);
-        free(x->symbol);
-        free(x->module);
-        return NULL;
-    }
-    x->offset = off;
-    x->symbol_offset = symoff;
-    m->n_sites++;
-    return x;
-}
-
-/* One mpi.site.<i>: "op\tcalls\tns\tbytes\toffset\tsymoff\tsymbol\tmodule", summed by site. */
-static int mpi_site_add(struct mpi *m, const char *value)
-{
-    char *copy = strdup(value), *f[8];
-    struct mpi_site *x = NULL;
-    uint64_t off, symoff;
-
-    if (copy == NULL)
-        return mpi_oom(m, "callsites");
-    if (mpi_fields(copy, f, 8) != 8 || !mpi_hex(f[4], &off) || !mpi_hex(f[5], &symoff)) {
-        free(copy); /* not the interposer's */
-        return 0;
-    }
-    for (size_t i = 0; i < m->n_sites && x == NULL; i++)
-        if (m->sites[i].offset == off && strcmp(m->sites[i].op, f[0]) == 0 &&
-            strcmp(m->sites[i].module, f[7]) == 0)
-            x = &m->sites[i];
-    if (x == NULL && (x = mpi_site_new(m, f, off, symoff)) == NULL) {
-        free(copy);
-        return mpi_oom(m, "callsites");
-    }
-    x->calls = mpi_add(x->calls, strtoull(f[1], NULL, 10));
-    x->ns = mpi_add(x->ns, strtoull(f[2], NULL, 10));
-    x->bytes = mpi_add(x->bytes, strtoull(f[3], NULL, 10));
-    x->ranks++;
-    free(copy);
-    return 0;
-}
-
-static int mpi_sites_row(sqlite3_stmt *st, void *arg)
-{
-    struct mpi *m = arg;
-    const char *key = (const char *)sqlite3_column_text(st, 1);
-
-    if (mpi_proc_find(m, sqlite3_column_int64(st, 0)) == NULL || key == NULL)
-        return 0; /* a process a rank filter left out */
-    if (strcmp(key, "mpi.sites") == 0) {
-        m->sites_unsent = mpi_add(m->sites_unsent, mpi_u64(st, 2));
-        return 0;
-    }
-    if (strcmp(key, "mpi.sites_lost") == 0) {
-        m->sites_lost = mpi_add(m->sites_lost, mpi_u64(st, 2));
-        return 0;
-    }
-    if (sqlite3_column_type(st, 2) != SQLITE_TEXT)
-        return 0;
-    if (m->sites_unsent > 0) /* mpi.sites counted every site the process saw: this one sent */
-        m->sites_unsent--;
-    return mpi_site_add(m, (const char *)sqlite3_column_text(st, 2));
-}
-
-static int mpi_site_by_time(const void *a, const void *b)
-{
-    const struct mpi_site *x = a, *y = b;
-
-    if (x->ns != y->ns)
-        return x->ns > y->ns ? -1 : 1;
-    if (x->offset != y->offset)
-        return x->offset < y->offset ? -1 : 1;
-    return strcmp(x->op, y->op);
-}
-
-/*
- * The callsites the processes sent at their end (whole runs: only for a
- * report that counts whole processes). A process's mpi.sites is read before
- * its mpi.site.<i> rows (the ORDER BY), so that each site it sent takes one
- * off the count of those it did not.
- */
-static int mpi_sites(struct mpi *m)
-{
-    int rc;
-
-    if (!m->whole)
-        return 0;
-    rc = rksql_each(m->db,
-                    "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.site*'"
-                    " ORDER BY process_id, key = 'mpi.sites' DESC, key",
-                    mpi_sites_row, m);
-    if (rc != 0)
-        return mpi_fail(m, rc, "callsites");
-    mpi_sort(m->sites, m->n_sites, sizeof(*m->sites), mpi_site_by_time);
-    return 0;
-}
-
 /* ---- point to point: the reply's orders -------------------------------------- */
 
 /*
@@ -1031,33 +895,6 @@ static int mpi_pack_p2p(struct mpi *m, msgpack_packer *pk)
     return 0;
 }
 
-/* The callsites: nil unless whole (their counts are whole runs'). */
-static int mpi_pack_sites(struct mpi *m, msgpack_packer *pk, uint64_t mpi_ns)
-{
-    size_t n = m->n_sites < MPI_REPORT_MAX_SITES ? m->n_sites : MPI_REPORT_MAX_SITES;
-
-    if (mpi_str(pk, "callsites"))
-        return -1;
-    if (!m->whole)
-        return msgpack_pack_nil(pk);
-    if (msgpack_pack_map(pk, 4) || mpi_kv_u64(pk, "unsent", m->sites_unsent) ||
-        mpi_kv_u64(pk, "lost_calls", m->sites_lost) || mpi_kv_u64(pk, "total", m->n_sites) ||
-        mpi_str(pk, "sites") || msgpack_pack_array(pk, n))
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        const struct mpi_site *x = &m->sites[i];
-        if (msgpack_pack_map(pk, 10) || mpi_kv_str(pk, "op", x->op) ||
-            mpi_kv_str(pk, "module", x->module) || mpi_kv_u64(pk, "offset", x->offset) ||
-            mpi_kv_str(pk, "symbol", x->symbol) ||
-            mpi_kv_u64(pk, "symbol_offset", x->symbol_offset) ||
-            mpi_kv_u64(pk, "ranks", x->ranks) || mpi_kv_u64(pk, "calls", x->calls) ||
-            mpi_kv_u64(pk, "total_ns", x->ns) || mpi_kv_u64(pk, "bytes", x->bytes) ||
-            mpi_kv_f64(pk, "mpi_share", mpi_share(x->ns, mpi_ns)))
-            return -1;
-    }
-    return 0;
-}
-
 static int mpi_proc_by_rank(const void *a, const void *b)
 {
     const struct mpi_proc *x = a, *y = b;
@@ -1079,7 +916,8 @@ static int mpi_pack(struct mpi *m, msgpack_packer *pk)
     }
     if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 7) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
         mpi_pack_ranks(m, pk) || mpi_pack_comms(m, pk) || mpi_pack_sizes(m, pk) ||
-        mpi_pack_p2p(m, pk) || mpi_pack_sites(m, pk, mpi_ns))
+        mpi_pack_p2p(m, pk) || mpi_str(pk, "callsites") ||
+        (m->whole ? mpi_sites_pack(pk, &m->sites, mpi_ns) < 0 : msgpack_pack_nil(pk) != 0))
         return mpi_oom(m, "packing");
     return 0;
 }
@@ -1098,12 +936,7 @@ static void mpi_free(struct mpi *m)
     free(m->comms);
     free(m->pairs);
     free(m->names);
-    for (size_t i = 0; i < m->n_sites; i++) {
-        free(m->sites[i].op);
-        free(m->sites[i].symbol);
-        free(m->sites[i].module);
-    }
-    free(m->sites);
+    mpi_sites_free(&m->sites);
     mpi_map_free(&m->comm_map);
     mpi_map_free(&m->pair_map);
 }
@@ -1123,8 +956,8 @@ int mpi_report(sqlite3 *db, bool whole, msgpack_packer *pk, char *err, size_t er
         any |= m.procs[i].any || m.procs[i].dropped_calls > 0;
     if (rc == 0 && any)
         rc = mpi_comms_finish(&m);
-    if (rc == 0 && any)
-        rc = mpi_sites(&m);
+    if (rc == 0 && any && whole)
+        rc = mpi_sites_read(db, mpi_has_proc, &m, &m.sites, err, m.errlen);
     if (rc == 0 && any)
         rc = mpi_pack(&m, pk);
     mpi_free(&m);

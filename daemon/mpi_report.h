@@ -2,7 +2,8 @@
  * mpi_report — the report's MPI section (PROTOCOL.md Part 3, "report mpi"),
  * as mpiP and IPM give it: per rank the time in MPI calls against the rank's
  * wall time (MPI %), a table per communicator, message-size histograms per
- * MPI function and the point-to-point matrix (sender rank × receiver rank).
+ * MPI function, the point-to-point matrix (sender rank × receiver rank) and
+ * the call sites (mpi_sites.h).
  *
  * It reads the entries of the MPI interposer's ops (names "MPI_*" and
  * "tcmpi.*", client/mpi) in one scan, their ext maps
@@ -26,8 +27,6 @@
 #define MPI_REPORT_MAX_PAIRS 65536
 /* At most this many communicators (those with most time) go into the reply. */
 #define MPI_REPORT_MAX_COMMS 4096
-/* At most this many callsites (those with most time) go into the reply. */
-#define MPI_REPORT_MAX_SITES 1024
 
 /*
  * Packs the "mpi" key and its map into pk when the session (as filtered)
