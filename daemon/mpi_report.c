@@ -269,10 +269,12 @@ static struct mpi_proc *mpi_proc_find(struct mpi *m, int64_t id)
     return NULL;
 }
 
-/* Whether process id is one the report counts (mpi_sites_read's filter). */
-static bool mpi_has_proc(void *arg, int64_t id)
+/* Process id's rank, or MPI_SITES_NOT_COUNTED when the report does not count it. */
+static int64_t mpi_rank_of(void *arg, int64_t id)
 {
-    return mpi_proc_find(arg, id) != NULL;
+    const struct mpi_proc *p = mpi_proc_find(arg, id);
+
+    return p != NULL ? p->rank : MPI_SITES_NOT_COUNTED;
 }
 
 static int mpi_meta_row(sqlite3_stmt *st, void *arg)
@@ -957,7 +959,7 @@ int mpi_report(sqlite3 *db, bool whole, msgpack_packer *pk, char *err, size_t er
     if (rc == 0 && any)
         rc = mpi_comms_finish(&m);
     if (rc == 0 && any && whole)
-        rc = mpi_sites_read(db, mpi_has_proc, &m, &m.sites, err, m.errlen);
+        rc = mpi_sites_read(db, mpi_rank_of, &m, &m.sites, err, m.errlen);
     if (rc == 0 && any)
         rc = mpi_pack(&m, pk);
     mpi_free(&m);

@@ -18,7 +18,7 @@
 
 struct mpi_sites_read {
     struct mpi_sites *s;
-    bool (*has_proc)(void *arg, int64_t id);
+    int64_t (*rank_of)(void *arg, int64_t id);
     void *arg;
 };
 
@@ -81,9 +81,13 @@ static struct mpi_site *sites_new(struct mpi_sites *s, char *const f[8], uint64_
     return x;
 }
 
-/* One mpi.site.<i>: "op\tcalls\tns\tbytes\toffset\tsymoff\tsymbol\tmodule", summed by site. */
-static int sites_add_value(struct mpi_sites *s, const char *value)
+/*
+ * One mpi.site.<i> of the process of rank rank: "op\tcalls\tns\tbytes\t
+ * offset\tsymoff\tsymbol\tmodule", summed by site.
+ */
+static int sites_add_value(struct mpi_sites *s, const char *value, int64_t rank)
 {
+    uint64_t ns;
     char *copy = strdup(value), *f[8];
     struct mpi_site *x = NULL;
     uint64_t off, symoff;
@@ -102,8 +106,15 @@ static int sites_add_value(struct mpi_sites *s, const char *value)
         free(copy);
         return -ENOMEM;
     }
+    ns = strtoull(f[2], NULL, 10);
+    if (x->ranks == 0 || ns < x->min_ns)
+        x->min_ns = ns;
+    if (x->ranks == 0 || ns > x->max_ns) {
+        x->max_ns = ns;
+        x->max_rank = rank;
+    }
     x->calls = sites_add(x->calls, strtoull(f[1], NULL, 10));
-    x->ns = sites_add(x->ns, strtoull(f[2], NULL, 10));
+    x->ns = sites_add(x->ns, ns);
     x->bytes = sites_add(x->bytes, strtoull(f[3], NULL, 10));
     x->ranks++;
     free(copy);
@@ -121,8 +132,9 @@ static int sites_row(sqlite3_stmt *st, void *arg)
     struct mpi_sites_read *r = arg;
     struct mpi_sites *s = r->s;
     const char *key = (const char *)sqlite3_column_text(st, 1);
+    int64_t rank = r->rank_of(r->arg, sqlite3_column_int64(st, 0));
 
-    if (key == NULL || !r->has_proc(r->arg, sqlite3_column_int64(st, 0)))
+    if (key == NULL || rank == MPI_SITES_NOT_COUNTED)
         return 0; /* a process a rank filter left out */
     if (strcmp(key, "mpi.sites") == 0) {
         s->unsent = sites_add(s->unsent, sites_u64(st, 2));
@@ -136,7 +148,7 @@ static int sites_row(sqlite3_stmt *st, void *arg)
         return 0;
     if (s->unsent > 0) /* mpi.sites counted every site the process saw: this one was sent */
         s->unsent--;
-    return sites_add_value(s, (const char *)sqlite3_column_text(st, 2));
+    return sites_add_value(s, (const char *)sqlite3_column_text(st, 2), rank);
 }
 
 static int sites_by_time(const void *a, const void *b)
@@ -154,10 +166,10 @@ static int sites_by_time(const void *a, const void *b)
  * A process's mpi.sites is read before its mpi.site.<i> rows (the ORDER BY),
  * so that each site it sent takes one off the count of those it did not.
  */
-int mpi_sites_read(sqlite3 *db, bool (*has_proc)(void *arg, int64_t id), void *arg,
+int mpi_sites_read(sqlite3 *db, int64_t (*rank_of)(void *arg, int64_t id), void *arg,
                    struct mpi_sites *out, char *err, size_t errlen)
 {
-    struct mpi_sites_read r = {.s = out, .has_proc = has_proc, .arg = arg};
+    struct mpi_sites_read r = {.s = out, .rank_of = rank_of, .arg = arg};
     int rc;
 
     memset(out, 0, sizeof(*out));
@@ -196,12 +208,15 @@ int mpi_sites_pack(msgpack_packer *pk, const struct mpi_sites *s, uint64_t mpi_n
         return -1;
     for (size_t i = 0; i < n; i++) {
         const struct mpi_site *x = &s->v[i];
-        if (msgpack_pack_map(pk, 10) || sites_kv_str(pk, "op", x->op) ||
+        if (msgpack_pack_map(pk, 13) || sites_kv_str(pk, "op", x->op) ||
             sites_kv_str(pk, "module", x->module) || sites_kv_u64(pk, "offset", x->offset) ||
             sites_kv_str(pk, "symbol", x->symbol) ||
             sites_kv_u64(pk, "symbol_offset", x->symbol_offset) ||
             sites_kv_u64(pk, "ranks", x->ranks) || sites_kv_u64(pk, "calls", x->calls) ||
             sites_kv_u64(pk, "total_ns", x->ns) || sites_kv_u64(pk, "bytes", x->bytes) ||
+            sites_kv_u64(pk, "min_ns", x->min_ns) || sites_kv_u64(pk, "max_ns", x->max_ns) ||
+            proto_pack_str(pk, "max_rank") < 0 ||
+            (x->max_rank >= 0 ? msgpack_pack_int64(pk, x->max_rank) : msgpack_pack_nil(pk)) ||
             proto_pack_str(pk, "mpi_share") < 0 ||
             msgpack_pack_double(pk, mpi_ns > 0 ? (double)x->ns / (double)mpi_ns : 0.0))
             return -1;

@@ -24,6 +24,8 @@
 struct mpi_site {
     char *op, *symbol, *module;
     uint64_t offset, symbol_offset, calls, ns, bytes, ranks;
+    uint64_t min_ns, max_ns; /* the least and most time one process spent there */
+    int64_t max_rank;        /* that most's process's rank (-1: none) */
 };
 
 struct mpi_sites {
@@ -34,12 +36,14 @@ struct mpi_sites {
 };
 
 /*
- * Reads the sites of the processes for which has_proc(arg, process_id) is
- * true into *out (zeroed first; mpi_sites_free it after, on error too). A
- * value not in the interposer's form is ignored. Returns 0, or a negative
- * errno with a message in err.
+ * Reads the sites of the processes the report counts into *out (zeroed
+ * first; mpi_sites_free it after, on error too): rank_of(arg, process_id)
+ * is a process's rank (-1: none), or MPI_SITES_NOT_COUNTED. A value not in
+ * the interposer's form is ignored. Returns 0, or a negative errno with a
+ * message in err.
  */
-int mpi_sites_read(sqlite3 *db, bool (*has_proc)(void *arg, int64_t id), void *arg,
+#define MPI_SITES_NOT_COUNTED INT64_MIN
+int mpi_sites_read(sqlite3 *db, int64_t (*rank_of)(void *arg, int64_t id), void *arg,
                    struct mpi_sites *out, char *err, size_t errlen);
 
 /*

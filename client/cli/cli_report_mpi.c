@@ -430,8 +430,9 @@ static int rm_p2p(FILE *f, const msgpack_object *mpi, uint32_t top)
 /* ---- callsites ------------------------------------------------------------------------- */
 
 static const struct cli_table_col rm_site_cols[] = {
-    {"SITE", false, 48}, {"OP", false, 24}, {"RANKS", true, 0}, {"CALLS", true, 0},
-    {"TIME", true, 0},   {"MPI%", true, 0}, {"BYTES", true, 0}, {"MODULE+OFFSET", false, 48},
+    {"SITE", false, 48},   {"OP", false, 24},  {"RANKS", true, 0},
+    {"CALLS", true, 0},    {"TIME", true, 0},  {"MPI%", true, 0},
+    {"MAX_RANK", true, 0}, {"BYTES", true, 0}, {"MODULE+OFFSET", false, 48},
 };
 
 /* The base name of a path (what follows its last '/'). */
@@ -510,6 +511,13 @@ static int rm_site(struct cli_table *t, const msgpack_object *x)
     cli_obj_f64(cli_obj_get(x, "mpi_share"), &share);
     cli_fmt_share(buf, sizeof(buf), share);
     rc = rc ? rc : cli_table_add(t, buf);
+    /* the most time one rank spent there, and which rank */
+    cli_fmt_duration(buf, sizeof(buf), rm_u64(x, "max_ns"));
+    if (cli_obj_get(x, "max_rank") != NULL && !cli_obj_is_nil(cli_obj_get(x, "max_rank")))
+        snprintf(cell, sizeof(cell), "%s (%" PRIu64 ")", buf, rm_u64(x, "max_rank"));
+    else
+        snprintf(cell, sizeof(cell), "%s", buf);
+    rc = rc ? rc : cli_table_add(t, cell);
     rc = rc ? rc : rm_add_bytes(t, rm_u64(x, "bytes"));
     snprintf(cell, sizeof(cell), "%s+0x%" PRIx64, rm_base(module), rm_u64(x, "offset"));
     return rc ? rc : cli_table_add(t, cell);

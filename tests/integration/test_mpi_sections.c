@@ -713,6 +713,9 @@ Test(mpi_sections, callsites_are_the_program_s_lines)
                                        : "TIMED(MPI_Barrier(hdup))"));
             cr_assert_str_eq(where, line);
             cr_assert_eq(obj_u64(obj_get(x, "calls")), world ? NR * 3 : NR * 2 * 3);
+            /* rank 0 sleeps least before the world's barrier: it waits there most */
+            if (world)
+                cr_assert_eq(obj_u64(obj_get(x, "max_rank")), 0);
         }
     }
     cr_assert_eq(barriers, 2, "the world's and the half dups'");

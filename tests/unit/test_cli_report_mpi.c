@@ -132,7 +132,13 @@ static char *print(int ranks, bool differ, uint32_t top)
     str(&pk, "sites");
     msgpack_pack_array(&pk, 2);
     for (int i = 0; i < 2; i++) {
-        msgpack_pack_map(&pk, 10);
+        msgpack_pack_map(&pk, 12);
+        kv(&pk, "max_ns", i == 0 ? 200000000 : 900);
+        str(&pk, "max_rank");
+        if (i == 0)
+            msgpack_pack_uint64(&pk, 3);
+        else
+            msgpack_pack_nil(&pk);
         str(&pk, "op");
         str(&pk, i == 0 ? "MPI_Allreduce" : "MPI_Send");
         str(&pk, "module");
@@ -178,9 +184,10 @@ Test(cli_report_mpi, small_job_matrix_drops_and_mixed_walls)
     cr_assert_not_null(strstr(out, "\n        2→   1   -   -\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\n     0→         -  1.00 KiB         -\n"), "%s", out);
     cr_assert_not_null(strstr(out, "\n  solve+0x1f  MPI_Allreduce      4     40   250 ms  50.0%"
-                                   "  320 B  app+0x1a2b\n"),
+                                   "  200 ms (3)  320 B  app+0x1a2b\n"),
                        "%s", out);
-    cr_assert_not_null(strstr(out, "\n  ?           MPI_Send           4     40  1.00 µs   0.0%"),
+    cr_assert_not_null(strstr(out, "\n  ?           MPI_Send           4     40  1.00 µs   0.0%"
+                                   "      900 ns  320 B  app+0x99\n"),
                        "%s", out);
     cr_assert_not_null(strstr(out, "(not here: 3 sites past each process's 256 sent, 2 calls"),
                        "%s", out);

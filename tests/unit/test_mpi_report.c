@@ -297,6 +297,9 @@ Test(mpi_report, callsites)
     cr_assert_eq(u(x, "calls"), 2);
     cr_assert_eq(u(x, "total_ns"), 2200);
     cr_assert_eq(u(x, "bytes"), 16);
+    cr_assert_eq(u(x, "min_ns"), 1000); /* rank 0's */
+    cr_assert_eq(u(x, "max_ns"), 1200);
+    cr_assert_eq(u(x, "max_rank"), 1);
     /* of the session's MPI time: 7050 + 3040 */
     cr_assert_float_eq(get(x, "mpi_share")->via.f64, 2200.0 / 10090.0, 1e-12);
     x = at(cs, "sites", 1, 2);
@@ -305,6 +308,9 @@ Test(mpi_report, callsites)
     cr_assert_eq(u(x, "symbol_offset"), 0x10);
     cr_assert_eq(u(x, "calls"), 12);
     cr_assert_eq(u(x, "ranks"), 2);
+    cr_assert_eq(u(x, "min_ns"), 9); /* process 3, no rank */
+    cr_assert_eq(u(x, "max_ns"), 600);
+    cr_assert_eq(u(x, "max_rank"), 0);
     m = run(false);
     cr_assert_eq(get(m, "callsites")->type, MSGPACK_OBJECT_NIL);
 }
