@@ -28,6 +28,7 @@
 #include "agg.h"
 #include "analysis.h"
 #include "info.h"
+#include "mpi_report.h"
 #include "query.h"
 #include "ranks.h"
 #include "ranks_query.h"
@@ -894,6 +895,32 @@ static int query_analysis(struct query *q)
     return 0;
 }
 
+/*
+ * Extension: the MPI section (mpi_report.h), packed here, appended by
+ * report_pack; read while the filters' views are in place, so that it counts
+ * the entries the other sections count.
+ */
+static int query_mpi(struct query *q)
+{
+    const struct proto_analysis *an = q->p->analysis;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (an == NULL || !an->on)
+        return 0;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = mpi_report(q->db, !an->steps && an->device == NULL && an->category == NULL, &pk, q->errbuf,
+                    q->errlen);
+    if (rc > 0) {
+        q->r->mpi_len = sb.size;
+        q->r->mpi = msgpack_sbuffer_release(&sb);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return rc < 0 ? rc : 0;
+}
+
 /* Whether the file's aggregates are exact (info.aggregates = 1). */
 static int query_aggregates(struct query *q)
 {
@@ -1006,6 +1033,8 @@ int query_report(const char *db_path, const struct report_params *p, struct repo
         err = query_filter_begin(&q);
     for (size_t i = 0; err == 0 && i < sizeof(sections) / sizeof(sections[0]); i++)
         err = sections[i](&q);
+    if (err == 0)
+        err = query_mpi(&q);
     if (err == 0 && filtered)
         err = query_filter_end(&q);
     if (err == 0)

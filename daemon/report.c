@@ -194,7 +194,7 @@ int report_pack(msgpack_packer *pk, const struct report *r)
 {
     /* msgpack-c's packers fail only when their buffer cannot grow. */
     if (msgpack_pack_map(pk, (r->paged ? 8 : 7) + (r->analysis ? RANKS_QUERY_KEYS : 0) +
-                                 (r->filter != NULL)) ||
+                                 (r->mpi != NULL) + (r->filter != NULL)) ||
         report_pack_session(pk, r) || report_pack_ops(pk, r) || report_key(pk, "slowest") ||
         report_pack_entries(pk, r->slowest, r->n_slowest) || report_pack_memory(pk, r) ||
         report_pack_devices(pk, r) || report_pack_imbalance(pk, &r->imbalance) ||
@@ -205,6 +205,9 @@ int report_pack(msgpack_packer *pk, const struct report *r)
         return -ENOMEM;
     /* Extension: the analysis sections, packed by ranks_query() where they were computed. */
     if (r->analysis != NULL && pk->callback(pk->data, r->analysis, r->analysis_len))
+        return -ENOMEM;
+    /* Extension: the MPI section, packed by mpi_report() where it was computed. */
+    if (r->mpi != NULL && pk->callback(pk->data, r->mpi, r->mpi_len))
         return -ENOMEM;
     /* Extension: the filters the report was built with, packed by query.c. */
     if (r->filter != NULL && pk->callback(pk->data, r->filter, r->filter_len))
@@ -244,6 +247,7 @@ void report_free(struct report *r)
         free(r->comm[i].op);
     free(r->comm);
     free(r->analysis);
+    free(r->mpi);
     free(r->filter);
     memset(r, 0, sizeof(*r));
 }

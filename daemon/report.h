@@ -104,6 +104,9 @@ struct report {
     /* extension: RANKS_QUERY_KEYS packed key/value pairs of the analysis; NULL: none */
     char *analysis;
     size_t analysis_len;
+    /* extension: the packed "mpi" key and map (mpi_report.h); NULL: no MPI entries */
+    char *mpi;
+    size_t mpi_len;
     /* extension: the packed "filter" key and map (filters given); NULL: no filter */
     char *filter;
     size_t filter_len;

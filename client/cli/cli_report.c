@@ -19,6 +19,7 @@
 #include "cli_import.h"
 #include "cli_obj.h"
 #include "cli_report_ranks.h"
+#include "cli_report_mpi.h"
 #include "cli_offline.h"
 #include "cli_outfile.h"
 #include "cli_report_by.h"
@@ -35,12 +36,15 @@ const char cli_report_usage[] =
     "                       [--mem-threshold BYTES] [--ops N|all] [--ops-offset K]\n"
     "                       [--rank R[,R...]] [--step A[..B]] [--device D]\n"
     "                       [--category C] [--wide] [--no-bars]\n"
-    "                       [--by launcher|module] [--json | --html FILE [--no-flame]]\n"
+    "                       [--by launcher|module|callsite]\n"
+    "                       [--json | --html FILE [--no-flame]]\n"
     "       tracectl report [--offline] [--cpu-ops] FILE.json[.gz]... [options]\n"
     "\n"
     "Shows the analysis report of one session: the session header, then the\n"
     "time per operation, the slowest calls, memory peak and hotspots, time per\n"
-    "device, load imbalance across devices and communication. An all-digits\n"
+    "device, load imbalance across devices and communication; for an MPI job\n"
+    "also MPI time and MPI % per rank, the communicators, message sizes and\n"
+    "the point-to-point matrix (docs/mpi.md). An all-digits\n"
     "argument is a session id; anything else names the newest session of that\n"
     "name. A live session is reported as far as it has been stored.\n"
     "\n"
@@ -101,6 +105,10 @@ const char cli_report_usage[] =
     "                              regions that match; nesting is not filtered);\n"
     "                              --ops, --ops-offset, --comm-min-ratio and\n"
     "                              --mem-threshold do not apply to them\n"
+    "      --by callsite           instead of the report: an MPI job's call sites\n"
+    "                              by time (the report's MPI callsites table), the\n"
+    "                              first --top N (default 10); not with --step,\n"
+    "                              --device or --category (sites count whole runs)\n"
     "  -j, --json                  print the report map as JSON\n"
     "      --html FILE             write the report as one HTML page to FILE\n"
     "                              instead (- : stdout), to open from disk in a\n"
@@ -213,7 +221,7 @@ static uint32_t cli_report_top_n; /* --top: rows of the Steps and Throughput tab
 struct cli_report_src {
     bool offline;       /* --offline */
     bool cpu_ops;       /* --cpu-ops */
-    const char *by;     /* --by launcher|module, NULL: none */
+    const char *by;     /* --by launcher|module|callsite, NULL: none */
     const char *not_by; /* an option given that --by has no use for, NULL: none */
     const char *html;   /* --html FILE, NULL: none */
     FILE *out;          /* where --html writes (cli_outfile), set once it is open */
@@ -233,10 +241,17 @@ static int cli_report_by_run(struct cli_ctx *ctx, const char *by, char *session,
                : cli_report_by_launcher(ctx, session, req->top, &req->analysis);
 }
 
+/* --by launcher or module: a grouping of the entries of its own; callsite is the report's. */
+static bool cli_report_grouped(const struct cli_report_src *src)
+{
+    return src->by != NULL && strcmp(src->by, "callsite") != 0;
+}
+
 static int cli_report_by(const char *arg, const char **by)
 {
-    if (strcmp(arg, "launcher") != 0 && strcmp(arg, "module") != 0) {
-        cli_error("report: --by wants launcher or module, not '%s'", arg);
+    if (strcmp(arg, "launcher") != 0 && strcmp(arg, "module") != 0 &&
+        strcmp(arg, "callsite") != 0) {
+        cli_error("report: --by wants launcher, module or callsite, not '%s'", arg);
         return CLI_EXIT_USAGE;
     }
     *by = arg;
@@ -322,6 +337,12 @@ static int cli_report_opts(struct cli_ctx *ctx, int argc, char **argv, struct pr
         cli_error("report: %s does not apply to --by %s (its tables take --top N and the "
                   "filters --rank, --step, --device, --category)",
                   src->not_by, src->by);
+        return CLI_EXIT_USAGE;
+    }
+    if (src->by != NULL && strcmp(src->by, "callsite") == 0 &&
+        (req->analysis.steps || req->analysis.device != NULL || req->analysis.category != NULL)) {
+        cli_error("report: --by callsite does not take --step, --device or --category (call "
+                  "sites count whole runs; --rank applies)");
         return CLI_EXIT_USAGE;
     }
     if (src->no_flame && src->out == NULL) {
@@ -600,6 +621,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
     }
     if (rc == 0)
         rc = cli_report_ranks_print(f, report, cli_report_top_n);
+    if (rc == 0)
+        rc = cli_report_mpi_print(f, report, cli_report_top_n);
     return rc;
 }
 
@@ -665,9 +688,10 @@ static int cli_report_call(struct cli_ctx *ctx, const struct proto_request *req,
 
     if (rc != CLI_EXIT_OK)
         return rc;
-    rc = src->out != NULL ? cli_report_html(ctx, src, req, res)
-         : ctx->json      ? cli_print_json(res)
-                          : cli_report_human(res);
+    rc = src->out != NULL  ? cli_report_html(ctx, src, req, res)
+         : src->by != NULL ? cli_report_mpi_sites(ctx->json, res, cli_report_top_n)
+         : ctx->json       ? cli_print_json(res)
+                           : cli_report_human(res);
     cli_conn_close(&conn);
     return rc;
 }
@@ -723,8 +747,8 @@ static int cli_report_offline(struct cli_ctx *ctx, char **files, int n,
             req->session.id = 1;
             req->session.name = NULL;
             one_src.session = one;
-            rc = src->by != NULL ? cli_report_by_run(&sub, src->by, one, req)
-                                 : cli_report_call(&sub, req, &one_src);
+            rc = cli_report_grouped(src) ? cli_report_by_run(&sub, src->by, one, req)
+                                         : cli_report_call(&sub, req, &one_src);
         }
         int stop = cli_offline_stop(&off);
         if (rc == CLI_EXIT_OK)
@@ -783,7 +807,7 @@ static int cli_report_run_req(struct cli_ctx *ctx, int argc, char **argv, struct
     }
     if ((rc = cli_one_operand(ctx, argc, argv, "session id or name", &arg)) != CLI_CONTINUE)
         return rc;
-    if (src->by != NULL)
+    if (cli_report_grouped(src))
         return cli_report_by_run(ctx, src->by, arg, &req);
     if ((rc = cli_session_ref(ctx, arg, &req.session)) != CLI_CONTINUE)
         return rc;

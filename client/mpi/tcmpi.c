@@ -69,6 +69,11 @@ static const char *const op_names[] = {TCMPI_OPS(TCMPI_NAME)};
 #undef TCMPI_NAME
 #define TCMPI_KIND(e, name, kind) #kind,
 static const char *const op_kinds[] = {TCMPI_OPS(TCMPI_KIND)};
+
+const char *tcmpi_op_name(enum tcmpi_op op)
+{
+    return (unsigned)op < TCMPI_N_OPS ? op_names[op] : "?";
+}
 #undef TCMPI_KIND
 
 /* The op whose calls on MPI_COMM_WORLD end a step ($TRACECTL_MPI_STEP_ON), or TCMPI_N_OPS. */
@@ -88,6 +93,8 @@ static struct {
 /* ---- the client ------------------------------------------------------------- */
 
 static pid_t start_pid;
+/* tcmpi_now() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
+static _Atomic uint64_t finalize_ns;
 
 /* exit() without MPI_Finalize. Not in a fork()ed child: the client is its parent's. */
 static void stop_at_exit(void)
@@ -209,10 +216,20 @@ void tcmpi_start(int thread_level)
         tc_meta_str(c, "mpi.library", lib);
     }
     tc_meta_int(c, "mpi.thread_level", thread_level);
+    /* The rank's wall time for the report's MPI %: from here, where MPI_Init returns to the
+     * program (the connection to the daemon made), to mpi.finalize_ns (tcmpi_stop). */
+    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_now());
     step_on = step_op(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
+}
+
+void tcmpi_finalizing(void)
+{
+    uint64_t expect = 0;
+
+    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_now());
 }
 
 void tcmpi_stop(void)
@@ -224,6 +241,10 @@ void tcmpi_stop(void)
         return;
     tcmpi_req_flush(); /* Irecvs never completed: recorded as posted */
     c = atomic_exchange(&tcmpi_client, NULL);
+    if (atomic_load(&finalize_ns) != 0)
+        tc_meta_int(c, "mpi.finalize_ns", (int64_t)atomic_load(&finalize_ns));
+    if (c != NULL)
+        tcmpi_site_send(c);
     /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
      * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
      * daemon may be slow to take its last entries sets a longer one. */
@@ -418,15 +439,37 @@ struct tcmpi_comm *tcmpi_comm(MPI_Comm comm)
     return comm_register(comm, key, false, 0);
 }
 
-bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base)
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base, struct tcmpi_origin *o)
 {
     struct tcmpi_comm *p = tcmpi_comm(parent);
+    uint64_t made;
 
     if (p == NULL)
         return false;
     /* The program orders creations on one parent across threads, as it does collectives. */
-    *base = fnv(fnv(0x6d616465ull, p->id), atomic_fetch_add(&p->made, 1));
+    made = atomic_fetch_add(&p->made, 1);
+    *base = fnv(fnv(0x6d616465ull, p->id), made);
+    if (o != NULL) {
+        o->parent = p->id;
+        o->n = made + 1;
+    }
     return true;
+}
+
+void tcmpi_comm_name(MPI_Comm newcomm, const struct tcmpi_origin *o, const char *kind)
+{
+    static _Atomic unsigned named;
+    tc_client *c = tcmpi_on();
+    struct tcmpi_comm *k;
+    char key[32], value[64];
+
+    if (c == NULL || newcomm == MPI_COMM_NULL || (k = tcmpi_comm(newcomm)) == NULL ||
+        atomic_fetch_add(&named, 1) >= TCMPI_NAMED_MAX)
+        return;
+    snprintf(key, sizeof(key), "mpi.comm.%016llx", (unsigned long long)k->id);
+    snprintf(value, sizeof(value), "%s#%llu %016llx", kind, (unsigned long long)o->n,
+             (unsigned long long)o->parent);
+    tc_meta_str(c, key, value);
 }
 
 uint64_t tcmpi_comm_base_keyed(uint64_t key)
@@ -474,6 +517,7 @@ enum req_kind { REQ_COLL, REQ_IDUP, REQ_IRECV };
 /* An Irecv as its call left it; its entry is recorded when it completes (tcmpi_irecv). */
 struct irecv {
     uint64_t t0, t1;
+    const void *site;     /* the Irecv call's (tcmpi_site_now then) */
     struct tcmpi_comm *k; /* NULL: the call failed */
     uint64_t comm;        /* k's id then: k may be freed (and its slot reused) meanwhile */
     int source, tag, count;
@@ -617,7 +661,12 @@ void tcmpi_irecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int source, i
                  MPI_Datatype type, MPI_Request req)
 {
     struct req r = {.kind = REQ_IRECV,
-                    .rv = {.t0 = t0, .t1 = tcmpi_now(), .source = source, .tag = tag, .count = 0}};
+                    .rv = {.t0 = t0,
+                           .t1 = tcmpi_now(),
+                           .site = tcmpi_site_now,
+                           .source = source,
+                           .tag = tag,
+                           .count = 0}};
 
     if (rc == MPI_SUCCESS && (r.rv.k = tcmpi_comm(comm)) != NULL) {
         r.rv.comm = r.rv.k->id;
@@ -667,14 +716,18 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
             tcmpi_req_coll(*req, &x);
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_site_count(tcmpi_site_now, op, t1 - t0, bytes);
     if (op == step_on && k == &world)
         tc_step(c);
 }
 
-/* A point-to-point entry; id (0: none) and parent (0: none) link a Sendrecv's two sides. */
+/*
+ * A point-to-point entry; id (0: none) and parent (0: none) link a
+ * Sendrecv's two sides; site: the call's (tcmpi_site_count).
+ */
 static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
                   const struct tcmpi_comm *k, int peer, int tag, uint64_t elements, uint64_t bytes,
-                  uint64_t id, uint64_t parent)
+                  uint64_t id, uint64_t parent, const void *site)
 {
     tc_ext x = {.has = TC_EXT_TAG, .tag = tag};
 
@@ -691,12 +744,13 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
     if (parent != 0)
         x.has |= TC_EXT_PARENT, x.parent = parent;
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_site_count(site, op, t1 - t0, bytes);
 }
 
 void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct tcmpi_comm *k,
                int peer, int tag, uint64_t elements, uint64_t bytes)
 {
-    p2p_x(c, op, t0, t1, k, peer, tag, elements, bytes, 0, 0);
+    p2p_x(c, op, t0, t1, k, peer, tag, elements, bytes, 0, 0, tcmpi_site_now);
 }
 
 void tcmpi_received(const MPI_Status *st, uint64_t size, int *source, int *tag, uint64_t *elements,
@@ -730,15 +784,15 @@ static void irecv_record(tc_client *c, const struct irecv *rv, const MPI_Status 
 
     tcmpi_received(st, rv->size, &source, &tag, &n, &bytes);
     if (rv->k == NULL || rv->k == &world) {
-        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0);
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0, rv->site);
         return;
     }
     pthread_mutex_lock(&mu); /* the table's writers: k stays as it is while we read it */
     if (atomic_load_explicit(&rv->k->key, memory_order_relaxed) > KEY_FREED &&
         rv->k->id == rv->comm)
-        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0);
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, rv->k, source, tag, n, bytes, 0, 0, rv->site);
     else
-        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, &gone, source, tag, n, bytes, 0, 0);
+        p2p_x(c, TCMPI_IRECV, rv->t0, rv->t1, &gone, source, tag, n, bytes, 0, 0, rv->site);
     pthread_mutex_unlock(&mu);
 }
 
@@ -748,10 +802,10 @@ void tcmpi_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, st
 {
     uint64_t id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
 
-    p2p_x(c, op, t0, t1, k, dest, stag, sn, sbytes, id, 0);
+    p2p_x(c, op, t0, t1, k, dest, stag, sn, sbytes, id, 0, tcmpi_site_now);
     if (k != NULL)
         tcmpi_received(st, rsize, &source, &rtag, &rn, &rbytes);
-    p2p_x(c, TCMPI_RECEIVED, t1, t1, k, source, rtag, rn, rbytes, 0, id);
+    p2p_x(c, TCMPI_RECEIVED, t1, t1, k, source, rtag, rn, rbytes, 0, id, NULL);
 }
 
 /* Request i's status after a completion call, or NULL. */
@@ -832,6 +886,7 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
     }
     tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, NULL, NULL, 0, NULL,
                    n_done > 0 ? &x : NULL);
+    tcmpi_site_count(tcmpi_site_now, op, t1 - t0, 0);
     for (size_t i = 1; i < n_done; i++) {
         tc_ext y = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE | TC_EXT_PARENT,
                     .comm = done[i].comm,

@@ -120,6 +120,12 @@ static inline tc_client *tcmpi_on(void)
 
 /* After a successful MPI_Init or MPI_Init_thread: opens the client (once). */
 void tcmpi_start(int thread_level);
+/*
+ * Before MPI_Finalize calls PMPI_Finalize: notes the time, which tcmpi_stop
+ * sends as the meta mpi.finalize_ns (the end of the rank's wall time in the
+ * report's MPI %; mpi.init_ns, sent by tcmpi_start, is its start).
+ */
+void tcmpi_finalizing(void);
 /* After MPI_Finalize (or at exit without it): flushes, says bye, closes (once). */
 void tcmpi_stop(void);
 
@@ -161,9 +167,23 @@ void tcmpi_comm_forget(MPI_Comm comm);
  * id hashed from base and its members' MPI_COMM_WORLD ranks, so that the
  * colours of one split get different ids.
  */
-bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base);
+struct tcmpi_origin {
+    uint64_t parent; /* the parent's id */
+    uint64_t n;      /* the parent's creation number of it: 1, 2, ... (the same on all members) */
+};
+bool tcmpi_comm_base(MPI_Comm parent, uint64_t *base, struct tcmpi_origin *o);
 uint64_t tcmpi_comm_base_keyed(uint64_t key);
 void tcmpi_comm_born(MPI_Comm newcomm, uint64_t base);
+/*
+ * Names newcomm, made by the call kind ("dup", "split", ...) as o says, for
+ * the report's communicators table: the metadata mpi.comm.<id, 16 hex
+ * digits> = "<kind>#<n> <parent's id, 16 hex digits>" (the daemon makes
+ * "split#2/dup#1" of it), the same on every member. At most
+ * TCMPI_NAMED_MAX per process (metadata keys are limited); the others are
+ * named by the report by their first use.
+ */
+#define TCMPI_NAMED_MAX 256
+void tcmpi_comm_name(MPI_Comm newcomm, const struct tcmpi_origin *o, const char *kind);
 /* A hash of a group's members' MPI_COMM_WORLD ranks (0 when MPI cannot tell). */
 uint64_t tcmpi_group_hash(MPI_Group g);
 uint64_t tcmpi_mix(uint64_t h, uint64_t v);
@@ -251,12 +271,30 @@ struct tcmpi_status {
 void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
                 const MPI_Request *before, const MPI_Request *after, const struct tcmpi_status *s);
 
+/*
+ * Callsites (tcmpi_site.c): tcmpi_site_now is the return address of this
+ * thread's MPI_* wrapper being recorded (TCMPI_BEGIN sets it); the recording
+ * helpers count each call under its site with tcmpi_site_count (no lock, no
+ * allocation: a fixed table); tcmpi_site_send, before the bye, sends the
+ * TCMPI_SITE_SEND sites with the most time as the metadata mpi.site.<i> =
+ * "<op>\t<calls>\t<ns>\t<bytes>\t<offset hex>\t<symbol offset hex>\t<symbol>\t
+ * <module>" (the offset in the module addr2line takes, of the call
+ * instruction; symbol by dladdr, empty when it has none), mpi.sites (sites
+ * seen) and mpi.sites_lost (calls past the table).
+ */
+#define TCMPI_SITE_SEND 256
+extern _Thread_local void *tcmpi_site_now;
+void tcmpi_site_count(const void *site, enum tcmpi_op op, uint64_t ns, uint64_t bytes);
+void tcmpi_site_send(tc_client *c);
+/* The MPI name of op ("MPI_Send"). */
+const char *tcmpi_op_name(enum tcmpi_op op);
+
 /* ---- the wrappers' recording (tcmpi_wrap.c), shared with the Fortran bindings (tcmpi_fort.c) */
 
 /* Every wrapper starts the same way: the client (NULL: not recording) and the start time. */
 #define TCMPI_BEGIN                                                                                \
     tc_client *c = tcmpi_on();                                                                     \
-    uint64_t t0 = c != NULL ? tcmpi_now() : 0
+    uint64_t t0 = c != NULL ? (tcmpi_site_now = __builtin_return_address(0), tcmpi_now()) : 0
 
 /*
  * After a call that returned rc at t0: the entry of op, with the amount the
@@ -291,7 +329,8 @@ void tcmpi_rec_sendrecv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI
                         int scount, MPI_Datatype stype, int dest, int stag, int rcount,
                         MPI_Datatype rtype, int source, int rtag, const MPI_Status *st);
 /* After a call collective over all of parent's members that made newcomm (MPI_COMM_NULL at a
- * process outside it) and returned rc: names it from parent. */
-void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm);
+ * process outside it) and returned rc: gives it its id from parent, and its name as made by
+ * the call kind ("dup", "split", ...: tcmpi_comm_name). */
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind);
 
 #endif

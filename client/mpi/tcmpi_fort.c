@@ -107,6 +107,7 @@ FORTRAN(finalize, FINALIZE, (MPI_Fint * ierr))
 {
     REAL(finalize);
 
+    tcmpi_finalizing();
     real(ierr);
     tcmpi_stop();
 }
@@ -137,7 +138,7 @@ FORTRAN(comm_dup, COMM_DUP, (MPI_Fint * comm, MPI_Fint *newcomm, MPI_Fint *ierr)
 
     real(comm, newcomm, ierr);
     if (*ierr == MPI_SUCCESS)
-        tcmpi_made(*ierr, COMM(comm), COMM(newcomm));
+        tcmpi_made(*ierr, COMM(comm), COMM(newcomm), "dup");
 }
 
 FORTRAN(comm_split, COMM_SPLIT,
@@ -147,7 +148,7 @@ FORTRAN(comm_split, COMM_SPLIT,
 
     real(comm, color, key, newcomm, ierr);
     if (*ierr == MPI_SUCCESS)
-        tcmpi_made(*ierr, COMM(comm), COMM(newcomm));
+        tcmpi_made(*ierr, COMM(comm), COMM(newcomm), "split");
 }
 
 FORTRAN(comm_free, COMM_FREE, (MPI_Fint * comm, MPI_Fint *ierr))

@@ -267,12 +267,15 @@ static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct
         free(b->st);
 }
 
-void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm)
+void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind)
 {
+    struct tcmpi_origin o;
     uint64_t base;
 
-    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(parent, &base))
+    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(parent, &base, &o)) {
         tcmpi_comm_born(newcomm, base);
+        tcmpi_comm_name(newcomm, &o, kind);
+    }
 }
 
 /* ---- start and end ----------------------------------------------------------------- */
@@ -299,8 +302,10 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 
 int MPI_Finalize(void)
 {
-    int rc = PMPI_Finalize();
+    int rc;
 
+    tcmpi_finalizing();
+    rc = PMPI_Finalize();
     tcmpi_stop();
     return rc;
 }
@@ -318,7 +323,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_dup(comm, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "dup");
     return rc;
 }
 
@@ -326,7 +331,7 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "dup");
     return rc;
 }
 
@@ -336,7 +341,7 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req)
     int rc = PMPI_Comm_idup(comm, newcomm, req);
     uint64_t base;
 
-    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(comm, &base))
+    if (rc == MPI_SUCCESS && tcmpi_tracking() && tcmpi_comm_base(comm, &base, NULL))
         tcmpi_req_idup(*req, newcomm, base);
     return rc;
 }
@@ -345,7 +350,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "split");
     return rc;
 }
 
@@ -353,7 +358,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Com
 {
     int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "split_type");
     return rc;
 }
 
@@ -361,7 +366,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     int rc = PMPI_Comm_create(comm, group, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "create");
     return rc;
 }
 
@@ -405,7 +410,7 @@ int MPI_Intercomm_merge(MPI_Comm comm, int high, MPI_Comm *newcomm)
 {
     int rc = PMPI_Intercomm_merge(comm, high, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "merge");
     return rc;
 }
 
@@ -414,7 +419,7 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int period
 {
     int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "cart");
     return rc;
 }
 
@@ -422,7 +427,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
     int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "cart_sub");
     return rc;
 }
 
@@ -431,7 +436,7 @@ int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edg
 {
     int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "graph");
     return rc;
 }
 
@@ -442,7 +447,7 @@ int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int d
     int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder,
                                     newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "dist_graph");
     return rc;
 }
 
@@ -454,7 +459,7 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int source
     int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
                                              destinations, destweights, info, reorder, newcomm);
 
-    tcmpi_made(rc, comm, *newcomm);
+    tcmpi_made(rc, comm, *newcomm, "dist_graph");
     return rc;
 }
 

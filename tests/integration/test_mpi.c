@@ -26,7 +26,7 @@
  * - the OTF2 export of mpi_counts' session read back with otf2-print;
  * - no daemon: rank 0's one line on stderr (TRACECTL_QUIET=1: none);
  * - mpi_fortran (mpif90): Open MPI's three Fortran bindings, counted as the
- *   program counts itself.
+ *   program counts itself, and their call sites.
  * No run sets TRACECTL_SESSION: the ranks find each other through the
  * launcher's job id. The daemon lingers 600 s, so a session that is ended
  * when mpirun returns was ended by its world's byes, not by the linger.
@@ -362,6 +362,8 @@ Test(mpi, thread_multiple)
 /* ---- HPCC ------------------------------------------------------------------ */
 
 /* Debian's example input with a small problem: N 200, NB 20 on a 2 × 2 grid. */
+static const msgpack_object *mpi_analysis(long long id, struct proto_reader *r);
+
 static const char hpccinf[] =
     "HPLinpack benchmark input file\n"
     "Innovative Computing Laboratory, University of Tennessee\n"
@@ -436,6 +438,30 @@ Test(mpi, hpcc_four_ranks)
                        " t.rank) GROUP BY comm, op HAVING count(DISTINCT n) > 1)"),
                  0);
     cr_assert_eq(q(db, "SELECT count(DISTINCT t.rank) FROM " TX " WHERE x.comm = 0"), 4);
+    /* the report's MPI section (issue 29 item 4): every rank from MPI_Init to MPI_Finalize,
+     * its calls its MPI entries, and each pair's receives what its sends sent */
+    {
+        struct proto_reader r;
+        const msgpack_object *mpi = obj_get(mpi_analysis(id, &r), "mpi"), *ranks, *p2p;
+
+        cr_assert_not_null(mpi);
+        ranks = obj_get(mpi, "ranks");
+        cr_assert_eq(ranks->via.array.size, 4);
+        for (uint32_t i = 0; i < 4; i++) {
+            const msgpack_object *row = &ranks->via.array.ptr[i];
+            int rank = (int)obj_u64(obj_get(row, "rank"));
+            cr_assert(obj_str_eq(obj_get(row, "wall_from"), "init_finalize"));
+            cr_assert_eq(
+                (long long)obj_u64(obj_get(row, "calls")),
+                q(db, "SELECT count(*) FROM trace WHERE rank = %d AND op GLOB 'MPI_*'", rank),
+                "rank %d", rank);
+        }
+        p2p = obj_get(mpi, "p2p");
+        cr_assert_gt(obj_u64(obj_get(p2p, "messages")), 1000);
+        cr_assert_eq(obj_u64(obj_get(p2p, "pairs_differ")), 0);
+        cr_assert_eq(obj_u64(obj_get(p2p, "recv_bytes")), obj_u64(obj_get(p2p, "bytes")));
+        proto_reader_deinit(&r);
+    }
     sqlite3_close(db);
 
     snprintf(cmd, sizeof(cmd), "'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
@@ -1718,6 +1744,23 @@ Test(mpi, fortran_bindings_count_like_the_program)
     cr_assert_eq(q(db, "SELECT count(DISTINCT x.seq) FROM " TX " WHERE x.comm = 0 AND"
                        " x.seq IS NOT NULL"),
                  31);
+    /* callsites (issue 29 item 5): the calls of `use mpi` and mpif.h are the program's own
+     * call sites; every call has a site (those of mpi_f08 are in Open MPI's module) */
+    {
+        struct proto_reader r;
+        const msgpack_object *cs = obj_get(obj_get(mpi_analysis(id, &r), "mpi"), "callsites");
+        const msgpack_object *sites = obj_get(cs, "sites");
+        long long site_calls = 0, own = 0;
+
+        for (uint32_t i = 0; i < sites->via.array.size; i++) {
+            const msgpack_object *x = &sites->via.array.ptr[i];
+            site_calls += (long long)obj_u64(obj_get(x, "calls"));
+            own += obj_str_eq(obj_get(x, "module"), MPI_FORTRAN_BIN);
+        }
+        cr_assert_eq(site_calls, q(db, "SELECT count(*) FROM trace WHERE op GLOB 'MPI_*'"));
+        cr_assert_gt(own, 10, "sites in the program: %lld", own);
+        proto_reader_deinit(&r);
+    }
     sqlite3_close(db);
     free(out);
 }
