@@ -555,12 +555,11 @@ static int mpi_scan(struct mpi *m)
     int rc;
 
     if (ext)
-        sql = sqlite3_mprintf(
-            "SELECT e.process_id, e.op_id, e.mem_bytes, e.dur_ns, e.start_ns,"
-            " x.comm, %s, x.peer FROM entries e"
-            " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
-            " WHERE +e.op_id IN %s",
-            rksql_has_column(m->db, "entry_ext", "comm_size") ? "x.comm_size" : "NULL", m->in_list);
+        sql = sqlite3_mprintf("SELECT e.process_id, e.op_id, e.mem_bytes, e.dur_ns, e.start_ns,"
+                              " x.comm, x.comm_size, x.peer FROM entries e"
+                              " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid"
+                              " WHERE +e.op_id IN %s",
+                              m->in_list);
     else
         sql = sqlite3_mprintf("SELECT process_id, op_id, mem_bytes, dur_ns, start_ns, NULL, NULL,"
                               " NULL FROM entries WHERE +op_id IN %s",
