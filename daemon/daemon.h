@@ -26,6 +26,8 @@
 
 struct conn;
 struct user;
+struct peerhome;
+struct peermember;
 
 struct daemon_options {
     char *socket_path;
@@ -46,6 +48,10 @@ struct daemon_options {
     uint64_t reply_ms;          /* replies pending and none of them read this long: closed */
     uint64_t heavy_entries;     /* a report on a session this big runs in the heavy lane */
     enum store_format format;   /* of new session files (--storage-format) */
+    char *peer_listen;          /* --peer-listen ADDR:PORT: the home of members; NULL off */
+    char *home;                 /* --home ADDR:PORT: a member of that home; NULL off */
+    char *peer_key;             /* --peer-key FILE */
+    char *host_name;            /* --host NAME; NULL: the host name */
 };
 
 struct daemon {
@@ -85,6 +91,8 @@ struct daemon {
     uint64_t rate[DAEMON_RATE_WINDOW + 1]; /* store_stored() once a second */
     unsigned rate_pos, rate_n;
     bool stopping;
+    struct peerhome *peer_home;     /* --peer-listen (peerhome.h); NULL off */
+    struct peermember *peer_member; /* --home (peermember.h); NULL off */
 };
 
 #endif

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "batchpool.h"
 #include "bytesize.h"
 #include "conn.h"
@@ -26,6 +28,9 @@
 #include "daemon.h"
 #include "listener.h"
 #include "log.h"
+#include "peerhome.h"
+#include "peermember.h"
+#include "peermsg.h"
 #include "sock.h"
 
 /*
@@ -54,6 +59,8 @@ static void usage(FILE *f)
         "                 [--commit-interval MS] [--request-timeout TIME] [--idle-timeout TIME]\n"
         "                 [--reply-timeout TIME] [--heavy-entries N]\n"
         "                 [--storage-format rows|blocks]\n"
+        "                 [--peer-listen ADDR:PORT | --home ADDR:PORT] [--peer-key FILE]\n"
+        "                 [--host NAME]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -97,6 +104,16 @@ static void usage(FILE *f)
         "                        through a virtual table (the sqlite3 shell needs\n"
         "                        `.load tracectl_blocks`), or rows, one SQLite row\n"
         "                        each. Existing files keep theirs\n"
+        "  --peer-listen ADDR:PORT  be the home of sessions that span hosts: accept\n"
+        "                        members on this TCP address (off by default; ADDR\n"
+        "                        may be 0.0.0.0). Needs --peer-key\n"
+        "  --home ADDR:PORT      be a member: send the home at ADDR:PORT a snapshot of\n"
+        "                        every live session each second. Needs --peer-key\n"
+        "  --peer-key FILE       the key both sides hold (mode 0600, 16 to 4096 bytes,\n"
+        "                        e.g. openssl rand -hex 32): TLS 1.3 with it as a\n"
+        "                        pre-shared key authenticates and encrypts the link\n"
+        "  --host NAME           this daemon's host name in merged reports (default:\n"
+        "                        the host name)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -237,6 +254,40 @@ static int parse_duration(const char *s, unsigned long *ms)
     return 0;
 }
 
+/* --peer-listen, --home, --peer-key, --host (daemon/peerlink.h). 0 or -1 (usage). */
+static int parse_peer_arg(struct daemon_options *o, int ch, const char *arg)
+{
+    char **slot = ch == 'P'   ? &o->peer_listen
+                  : ch == 'O' ? &o->home
+                  : ch == 'K' ? &o->peer_key
+                              : &o->host_name;
+
+    if (ch == 'N' && !peermsg_host_valid(arg, strlen(arg))) {
+        fprintf(stderr, "tracectld: --host takes 1 to %d bytes of UTF-8 without '/'\n",
+                PEERMSG_MAX_HOST);
+        return -1;
+    }
+    free(*slot);
+    *slot = strdup(arg);
+    return 0;
+}
+
+/* The peer flags together: one role at most, and a key with it. 0 or -1 (usage). */
+static int check_peer_args(const struct daemon_options *o)
+{
+    if (o->peer_listen != NULL && o->home != NULL) {
+        fprintf(stderr, "tracectld: --peer-listen and --home exclude each other (a home has no "
+                        "home)\n");
+        return -1;
+    }
+    if ((o->peer_listen != NULL || o->home != NULL) && o->peer_key == NULL) {
+        fprintf(stderr, "tracectld: %s needs --peer-key FILE\n",
+                o->home != NULL ? "--home" : "--peer-listen");
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 to exit 0 (help), -1 to exit 2 (usage). */
 static int parse_args(int argc, char **argv, struct daemon_options *o)
 {
@@ -259,6 +310,10 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"heavy-entries", required_argument, NULL, 'H'},
         {"storage-format", required_argument, NULL, 'F'},
         {"system", no_argument, NULL, 'S'},
+        {"peer-listen", required_argument, NULL, 'P'},
+        {"home", required_argument, NULL, 'O'},
+        {"peer-key", required_argument, NULL, 'K'},
+        {"host", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -353,6 +408,13 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         case 'S':
             o->system = true;
             break;
+        case 'P':
+        case 'O':
+        case 'K':
+        case 'N':
+            if (parse_peer_arg(o, ch, optarg) < 0)
+                return -1;
+            break;
         case 'h':
             usage(stdout);
             return 1;
@@ -369,7 +431,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 argv[optind]);
         return -1;
     }
-    return 0;
+    return check_peer_args(o);
 }
 
 /* ---- callbacks ----------------------------------------------------------- */
@@ -435,6 +497,8 @@ static void daemon_tick_cb(uv_timer_t *t)
     struct daemon *d = t->data;
 
     session_tick(&d->reg);
+    peerhome_tick(d->peer_home);
+    peermember_tick(d->peer_member);
     batchpool_trim();
     conn_trim(d);
     users_tick(d);
@@ -458,6 +522,10 @@ static void daemon_stop(struct daemon *d)
     atomic_store(&d->cancel, true);
     log_info("stopping: committing what was received");
     listener_stop(d);
+    peerhome_stop(d->peer_home);
+    peermember_stop(d->peer_member);
+    d->peer_home = NULL;
+    d->peer_member = NULL;
     d->reg.stopping = true; /* the sessions the closes below leave are cut short, not ended */
     while (d->conns != NULL)
         conn_close(d->conns);
@@ -531,6 +599,34 @@ static void daemon_size_fds(struct daemon *d)
               files, d->opt.max_conns);
 }
 
+/*
+ * The peer role (--peer-listen or --home), if any: loads the key and starts
+ * listening or linking. 0, or -1 with the message in err.
+ */
+static int daemon_peer_start(struct daemon *d, char *err, size_t errlen)
+{
+    uint8_t psk[PEERLINK_PSK_LEN];
+    char host[PEERMSG_MAX_HOST + 1] = "";
+    int rc = 0;
+
+    if (d->opt.peer_listen == NULL && d->opt.home == NULL)
+        return 0;
+    if (peerlink_key_load(d->opt.peer_key, psk, err, errlen) < 0)
+        return -1;
+    if (d->opt.host_name != NULL)
+        snprintf(host, sizeof(host), "%s", d->opt.host_name);
+    else if (gethostname(host, sizeof(host) - 1) < 0 || !peermsg_host_valid(host, strlen(host)))
+        snprintf(host, sizeof(host), "localhost");
+    if (d->opt.peer_listen != NULL)
+        d->peer_home = peerhome_start(d, d->opt.peer_listen, host, psk, err, errlen);
+    else
+        d->peer_member = peermember_start(d, d->opt.home, host, psk, err, errlen);
+    if (d->peer_home == NULL && d->peer_member == NULL)
+        rc = -1;
+    OPENSSL_cleanse(psk, sizeof(psk));
+    return rc;
+}
+
 static int daemon_start(struct daemon *d)
 {
     char err[512] = "";
@@ -567,9 +663,14 @@ static int daemon_start(struct daemon *d)
         d->sigother[i].data = d;
         uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
     }
-    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
+    if (store_catalog_load(d->store, load_row, d) < 0 ||
+        daemon_peer_start(d, err, sizeof(err)) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
         (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
+        peerhome_stop(d->peer_home);
+        peermember_stop(d->peer_member);
+        d->peer_home = NULL;
+        d->peer_member = NULL;
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         for (size_t i = 0; i < 3; i++)
@@ -587,6 +688,17 @@ static int daemon_start(struct daemon *d)
     log_info("tracectld %s listening on %s, data in %s", TRACECTL_VERSION, d->opt.socket_path,
              d->opt.data_dir);
     return 0;
+}
+
+static void options_free(struct daemon_options *o)
+{
+    free(o->socket_path);
+    free(o->data_dir);
+    free(o->admin_group);
+    free(o->peer_listen);
+    free(o->home);
+    free(o->peer_key);
+    free(o->host_name);
 }
 
 int main(int argc, char **argv)
@@ -610,9 +722,7 @@ int main(int argc, char **argv)
     d.opt.format = STORE_FORMAT_BLOCKS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
-        free(d.opt.socket_path);
-        free(d.opt.data_dir);
-        free(d.opt.admin_group);
+        options_free(&d.opt);
         return rc > 0 ? 0 : 2;
     }
     if (d.opt.socket_path == NULL)
@@ -622,9 +732,7 @@ int main(int argc, char **argv)
     if (d.opt.admin_group == NULL)
         d.opt.admin_group = strdup("tracectl");
     if (check_data_dir(d.opt.data_dir) < 0) {
-        free(d.opt.socket_path);
-        free(d.opt.data_dir);
-        free(d.opt.admin_group);
+        options_free(&d.opt);
         return 1;
     }
     /* ignored until the loop's handlers take them over: the socket exists before
@@ -647,8 +755,6 @@ int main(int argc, char **argv)
               (unsigned long long)pool.kept, (unsigned long long)pool.freed);
     batchpool_drain();
     users_free_all(&d);
-    free(d.opt.socket_path);
-    free(d.opt.data_dir);
-    free(d.opt.admin_group);
+    options_free(&d.opt);
     return rc;
 }
