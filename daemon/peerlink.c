@@ -316,8 +316,14 @@ static void peerlink_pump(struct peerlink *l)
             }
             /* The alert for the peer (a wrong key: decrypt_error) goes out before the close. */
             peerlink_flush(l);
-            snprintf(why, sizeof(why), "TLS handshake failed (a wrong --peer-key?): %s",
-                     peerlink_ssl_error(ssl_err, sizeof(ssl_err)));
+            peerlink_ssl_error(ssl_err, sizeof(ssl_err));
+            /* A PSK that differs shows as a binder that does not verify (the server) or the
+             * alert it sends back (the client): say what is most likely wrong. */
+            snprintf(why, sizeof(why), "TLS handshake failed%s: %s",
+                     strstr(ssl_err, "binder") != NULL || strstr(ssl_err, "illegal parameter")
+                         ? " (a wrong --peer-key?)"
+                         : "",
+                     ssl_err);
             peerlink_close(l, why);
             return;
         }

@@ -164,4 +164,8 @@ void peermsg_error_text(const msgpack_object *m, char *msg, size_t len)
                  t->via.str.ptr);
     else
         snprintf(msg, len, "(no message)");
+    /* The peer's words go to our log: no control characters (a forged line, a terminal escape). */
+    for (char *c = msg; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
 }
