@@ -93,6 +93,10 @@ struct daemon {
     bool stopping;
     struct peerhome *peer_home;     /* --peer-listen (peerhome.h); NULL off */
     struct peermember *peer_member; /* --home (peermember.h); NULL off */
+    struct peermember *peer_routes; /* homes producers named (hello "home"), a list */
+    bool peer_keyed;                /* --peer-key was given and read: peer_psk, peer_host */
+    uint8_t peer_psk[32];           /* PEERLINK_PSK_LEN */
+    char peer_host[256];            /* --host, else the host name */
 };
 
 #endif

@@ -111,7 +111,9 @@ static void usage(FILE *f)
         "                        every live session each second. Needs --peer-key\n"
         "  --peer-key FILE       the key both sides hold (mode 0600, 16 to 4096 bytes,\n"
         "                        e.g. openssl rand -hex 32): TLS 1.3 with it as a\n"
-        "                        pre-shared key authenticates and encrypts the link\n"
+        "                        pre-shared key authenticates and encrypts the link.\n"
+        "                        With it, a session whose producers set TRACECTL_HOME\n"
+        "                        (hello key home) goes to that home instead\n"
         "  --host NAME           this daemon's host name in merged reports (default:\n"
         "                        the host name)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
@@ -498,7 +500,7 @@ static void daemon_tick_cb(uv_timer_t *t)
 
     session_tick(&d->reg);
     peerhome_tick(d->peer_home);
-    peermember_tick(d->peer_member);
+    peermember_tick_all(d);
     batchpool_trim();
     conn_trim(d);
     users_tick(d);
@@ -523,9 +525,8 @@ static void daemon_stop(struct daemon *d)
     log_info("stopping: committing what was received");
     listener_stop(d);
     peerhome_stop(d->peer_home);
-    peermember_stop(d->peer_member);
     d->peer_home = NULL;
-    d->peer_member = NULL;
+    peermember_stop_all(d);
     d->reg.stopping = true; /* the sessions the closes below leave are cut short, not ended */
     while (d->conns != NULL)
         conn_close(d->conns);
@@ -605,26 +606,27 @@ static void daemon_size_fds(struct daemon *d)
  */
 static int daemon_peer_start(struct daemon *d, char *err, size_t errlen)
 {
-    uint8_t psk[PEERLINK_PSK_LEN];
-    char host[PEERMSG_MAX_HOST + 1] = "";
-    int rc = 0;
+    char *host = d->peer_host;
 
-    if (d->opt.peer_listen == NULL && d->opt.home == NULL)
+    if (d->opt.peer_key == NULL)
         return 0;
-    if (peerlink_key_load(d->opt.peer_key, psk, err, errlen) < 0)
+    if (peerlink_key_load(d->opt.peer_key, d->peer_psk, err, errlen) < 0)
         return -1;
+    /* Kept for the links producers ask for later (peermember_route). */
+    d->peer_keyed = true;
     if (d->opt.host_name != NULL)
-        snprintf(host, sizeof(host), "%s", d->opt.host_name);
-    else if (gethostname(host, sizeof(host) - 1) < 0 || !peermsg_host_valid(host, strlen(host)))
-        snprintf(host, sizeof(host), "localhost");
-    if (d->opt.peer_listen != NULL)
-        d->peer_home = peerhome_start(d, d->opt.peer_listen, host, psk, err, errlen);
-    else
-        d->peer_member = peermember_start(d, d->opt.home, host, psk, err, errlen);
-    if (d->peer_home == NULL && d->peer_member == NULL)
-        rc = -1;
-    OPENSSL_cleanse(psk, sizeof(psk));
-    return rc;
+        snprintf(host, sizeof(d->peer_host), "%s", d->opt.host_name);
+    else if (gethostname(host, sizeof(d->peer_host) - 1) < 0 ||
+             !peermsg_host_valid(host, strlen(host)))
+        snprintf(host, sizeof(d->peer_host), "localhost");
+    if (d->opt.peer_listen != NULL &&
+        (d->peer_home = peerhome_start(d, d->opt.peer_listen, host, d->peer_psk, err, errlen)) ==
+            NULL)
+        return -1;
+    if (d->opt.home != NULL && (d->peer_member = peermember_start(d, d->opt.home, host, d->peer_psk,
+                                                                  true, err, errlen)) == NULL)
+        return -1;
+    return 0;
 }
 
 static int daemon_start(struct daemon *d)
@@ -668,9 +670,8 @@ static int daemon_start(struct daemon *d)
         (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
         peerhome_stop(d->peer_home);
-        peermember_stop(d->peer_member);
         d->peer_home = NULL;
-        d->peer_member = NULL;
+        peermember_stop_all(d);
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         for (size_t i = 0; i < 3; i++)
@@ -756,5 +757,6 @@ int main(int argc, char **argv)
     batchpool_drain();
     users_free_all(&d);
     options_free(&d.opt);
+    OPENSSL_cleanse(d.peer_psk, sizeof(d.peer_psk));
     return rc;
 }

@@ -32,7 +32,11 @@ struct peermember_link {
 };
 
 struct peermember {
+    struct peermember *next; /* d->peer_routes */
     struct daemon *d;
+    bool all;      /* --home: every session not routed elsewhere */
+    int64_t *skip; /* all: sessions a hello routed to another home */
+    size_t n_skip, cap_skip;
     SSL_CTX *ctx;
     struct sockaddr_storage addr;
     char *home, *host;
@@ -80,6 +84,7 @@ static void peermember_maybe_free(struct peermember *m)
         peermember_fwd_free(f);
     }
     peerlink_ctx_free(m->ctx);
+    free(m->skip);
     free(m->home);
     free(m->host);
     free(m);
@@ -290,6 +295,25 @@ static struct session *peermember_session(struct peermember *m, int64_t id)
     return NULL;
 }
 
+static bool peermember_skipped(const struct peermember *m, int64_t id)
+{
+    for (size_t i = 0; i < m->n_skip; i++)
+        if (m->skip[i] == id)
+            return true;
+    return false;
+}
+
+/* Forgets skipped sessions the registry no longer has (deleted), so the list stays bounded. */
+static void peermember_prune_skip(struct peermember *m)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < m->n_skip; i++)
+        if (peermember_session(m, m->skip[i]) != NULL)
+            m->skip[k++] = m->skip[i];
+    m->n_skip = k;
+}
+
 /*
  * Adds every session not forwarded yet that is live or began since the
  * member started (one that began and ended between two ticks included).
@@ -298,7 +322,7 @@ static void peermember_adopt(struct peermember *m)
 {
     for (struct session *s = m->d->reg.list; s != NULL; s = s->next) {
         struct peermember_fwd *f;
-        if (!s->live && s->id < m->first_id)
+        if ((!s->live && s->id < m->first_id) || peermember_skipped(m, s->id))
             continue;
         for (f = m->fwd; f != NULL && f->id != s->id; f = f->next)
             ;
@@ -327,7 +351,10 @@ void peermember_tick(struct peermember *m)
         peerlink_close(&m->link->l, "no reply from the home for 3 s");
         return;
     }
-    peermember_adopt(m);
+    if (m->all) {
+        peermember_prune_skip(m);
+        peermember_adopt(m);
+    }
     if (m->link == NULL || !m->welcomed)
         return;
     msgpack_sbuffer_init(&sb);
@@ -355,7 +382,8 @@ static void peermember_retry_closed_cb(uv_handle_t *h)
 }
 
 struct peermember *peermember_start(struct daemon *d, const char *home, const char *host,
-                                    const uint8_t psk[PEERLINK_PSK_LEN], char *err, size_t errlen)
+                                    const uint8_t psk[PEERLINK_PSK_LEN], bool all, char *err,
+                                    size_t errlen)
 {
     struct peermember *m = calloc(1, sizeof(*m));
 
@@ -365,6 +393,7 @@ struct peermember *peermember_start(struct daemon *d, const char *home, const ch
         return NULL;
     }
     m->d = d;
+    m->all = all;
     m->backoff_ms = PEERMEMBER_RETRY_MIN_MS;
     m->first_id = d->reg.last_id + 1;
     if ((m->home = strdup(home)) == NULL || (m->host = strdup(host)) == NULL ||
@@ -390,4 +419,109 @@ void peermember_stop(struct peermember *m)
     uv_close((uv_handle_t *)&m->retry, peermember_retry_closed_cb);
     if (m->link != NULL)
         peerlink_close(&m->link->l, "the member is stopping");
+}
+
+/* ---- sessions a producer routed (hello "home") ------------------------------------------- */
+
+/* Forwards session s through m (once). */
+static void peermember_take(struct peermember *m, const struct session *s)
+{
+    struct peermember_fwd *f;
+
+    for (f = m->fwd; f != NULL; f = f->next)
+        if (f->id == s->id)
+            return;
+    if ((f = calloc(1, sizeof(*f))) == NULL || (f->name = strdup(s->name)) == NULL) {
+        free(f);
+        log_warn("peer: session %lld (%s): out of memory: not forwarded", (long long)s->id,
+                 s->name);
+        return;
+    }
+    f->id = s->id;
+    f->next = m->fwd;
+    m->fwd = f;
+}
+
+/* Whether some member of d already forwards session id. */
+static bool peermember_forwarded(struct daemon *d, int64_t id)
+{
+    struct peermember *lists[2] = {d->peer_member, d->peer_routes};
+
+    for (int i = 0; i < 2; i++)
+        for (struct peermember *m = lists[i]; m != NULL; m = i == 0 ? NULL : m->next)
+            for (struct peermember_fwd *f = m->fwd; f != NULL; f = f->next)
+                if (f->id == id)
+                    return true;
+    return false;
+}
+
+void peermember_route(struct daemon *d, const struct session *s, const char *home)
+{
+    struct peermember *m, *all = d->peer_member;
+    struct sockaddr_storage ss;
+    size_t n = 0;
+    char err[300];
+
+    if (home == NULL || d->stopping || peermember_forwarded(d, s->id))
+        return; /* the first hello that names a home (or none) decides */
+    if (!d->peer_keyed) {
+        log_warn("session %lld (%s): its producers name the home %s, but this daemon has no "
+                 "--peer-key: not forwarded",
+                 (long long)s->id, s->name, home);
+        return;
+    }
+    if (peerlink_parse_addr(home, &ss) < 0) {
+        log_warn("session %lld (%s): home \"%.64s\" is not ADDR:PORT: not forwarded",
+                 (long long)s->id, s->name, home);
+        return;
+    }
+    if (all != NULL && strcmp(all->home, home) == 0)
+        return; /* --home's: it adopts the session at its next tick */
+    for (m = d->peer_routes; m != NULL && strcmp(m->home, home) != 0; m = m->next)
+        n++;
+    if (m == NULL && n >= PEERMEMBER_MAX_HOMES) {
+        log_warn("session %lld (%s): already %d homes: not forwarded to %s", (long long)s->id,
+                 s->name, PEERMEMBER_MAX_HOMES, home);
+        return;
+    }
+    if (m == NULL) {
+        m = peermember_start(d, home, d->peer_host, d->peer_psk, false, err, sizeof(err));
+        if (m == NULL) {
+            log_warn("session %lld (%s): %s", (long long)s->id, s->name, err);
+            return;
+        }
+        m->next = d->peer_routes;
+        d->peer_routes = m;
+    }
+    peermember_take(m, s);
+    if (all != NULL && !peermember_skipped(all, s->id)) {
+        void *p =
+            all->n_skip == all->cap_skip
+                ? realloc(all->skip, (all->cap_skip ? 2 * all->cap_skip : 16) * sizeof(int64_t))
+                : all->skip;
+        if (p != NULL) {
+            if (all->n_skip == all->cap_skip)
+                all->cap_skip = all->cap_skip ? 2 * all->cap_skip : 16;
+            all->skip = p;
+            all->skip[all->n_skip++] = s->id;
+        }
+    }
+}
+
+void peermember_stop_all(struct daemon *d)
+{
+    peermember_stop(d->peer_member);
+    d->peer_member = NULL;
+    while (d->peer_routes != NULL) {
+        struct peermember *m = d->peer_routes;
+        d->peer_routes = m->next;
+        peermember_stop(m);
+    }
+}
+
+void peermember_tick_all(struct daemon *d)
+{
+    peermember_tick(d->peer_member);
+    for (struct peermember *m = d->peer_routes; m != NULL; m = m->next)
+        peermember_tick(m);
 }

@@ -4,7 +4,10 @@
 #  1. a member with the wrong key is refused, and both sides log it;
 #  2. session "job" with ranks on all three hosts: the home's merged report has,
 #     per op, exactly the calls, sums, min and max of the three hosts' own reports
-#     added up, and the numbers hosts_producer's formula gives;
+#     added up, and the numbers hosts_producer's formula gives. m1 forwards with
+#     --home; m2 has only --peer-key, and its producers name the home themselves
+#     (TRACECTL_HOME, the hello key `home`): a session of m2's whose producers do
+#     not stays on m2;
 #  3. a member cut off (its veth down) while its session is live is shown stale
 #     within 3 s; what it ingests meanwhile reaches the home when the link is
 #     back: nothing lost.
@@ -49,14 +52,18 @@ grep -q "member joined" "$HOSTS_DIR/home.log" && fail "the wrong key joined"
 m1_addr=$(hosts_addr home m1 1) m2_addr=$(hosts_addr home m2 2)
 hosts_daemon m1 --home "$m1_addr:7700" --peer-key "$HOSTS_DIR/key" --host m1 --linger 1 ||
     fail "m1 did not start"
-hosts_daemon m2 --home "$m2_addr:7700" --peer-key "$HOSTS_DIR/key" --host m2 --linger 1 ||
-    fail "m2 did not start"
-hosts_wait 10 test "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 2 ||
-    fail "the members did not join"
+hosts_daemon m2 --peer-key "$HOSTS_DIR/key" --host m2 --linger 1 || fail "m2 did not start"
+hosts_wait 10 test "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 1 ||
+    fail "m1 did not join"
 
-run() { # host rank n [wait_file]: one process of session $SESSION
-    hosts_exec "$1" "$PRODUCER" "$HOSTS_DIR/$1.sock" "$SESSION" "$2" 5 "$3" ${4:+"$4"}
+run() { # host rank n [wait_file]: one process of session $SESSION; m2's name the home
+    local home=
+    [ "$1" = m2 ] && home="$m2_addr:7700"
+    hosts_exec "$1" env ${home:+TRACECTL_HOME=$home} "$PRODUCER" "$HOSTS_DIR/$1.sock" \
+        "$SESSION" "$2" 5 "$3" ${4:+"$4"}
 }
+SESSION=local
+home= hosts_exec m2 "$PRODUCER" "$HOSTS_DIR/m2.sock" local 0 1 10 || fail "m2's local producer"
 SESSION=job
 run home 0 100 & p1=$!
 run home 1 100 & p2=$!
@@ -79,6 +86,9 @@ sys.exit(0 if r["session"]["entries"] == 660 and
 PY
 }
 hosts_wait 20 merged_done || fail "the home never had all 660 entries: $(cat "$HOSTS_DIR/merged.json")"
+report home local >/dev/null 2>&1 && fail "m2's session without TRACECTL_HOME reached the home"
+grep -q "member joined" "$HOSTS_DIR/home.log" && [ "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 2 ] ||
+    fail "m2 never joined for its routed session"
 report home job --rank 0,1 >"$HOSTS_DIR/own_home.json" || fail "home's own part"
 report m1 job >"$HOSTS_DIR/own_m1.json" || fail "m1's own report"
 report m2 job >"$HOSTS_DIR/own_m2.json" || fail "m2's own report"
