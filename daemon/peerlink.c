@@ -4,7 +4,6 @@
  */
 #include "peerlink.h"
 #include "log.h"
-#include "proto_scan.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -168,9 +167,7 @@ static void peerlink_handle_closed_cb(uv_handle_t *h)
         return;
     SSL_free(l->ssl); /* frees both BIOs */
     l->ssl = NULL;
-    if (l->unp_init)
-        msgpack_unpacker_destroy(&l->unp);
-    l->unp_init = false;
+    peerframe_deinit(&l->frame);
     l->ops->on_close(l, l->reason);
 }
 
@@ -264,39 +261,35 @@ bool peerlink_busy(const struct peerlink *l)
 
 /* ---- reading ------------------------------------------------------------------- */
 
-/* Takes plaintext bytes: scans their headers, then hands whole messages to the owner. */
+/* Takes plaintext bytes and hands every whole message in them to the owner. */
 static int peerlink_plain(struct peerlink *l, const char *p, size_t n)
 {
-    msgpack_unpacked res;
-    msgpack_unpack_return ur;
+    const char *why = NULL;
+    size_t len;
+    int rc = 0;
 
-    proto_scan_bytes(&l->scan, (const uint8_t *)p, n, PEERLINK_MAX_MSG, NULL);
-    if (l->scan.error != NULL) {
-        peerlink_close(l, l->scan.message[0] ? l->scan.message : l->scan.error);
-        return -EPROTO;
-    }
-    if (!msgpack_unpacker_reserve_buffer(&l->unp, n)) {
+    if (peerframe_push(&l->frame, p, n) < 0) {
         peerlink_close(l, "out of memory");
         return -ENOMEM;
     }
-    memcpy(msgpack_unpacker_buffer(&l->unp), p, n);
-    msgpack_unpacker_buffer_consumed(&l->unp, n);
     l->rx_bytes += n;
-    msgpack_unpacked_init(&res);
-    while (!l->closing && (ur = msgpack_unpacker_next(&l->unp, &res)) == MSGPACK_UNPACK_SUCCESS) {
-        const msgpack_object *m = &res.data;
-        if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size == 0 ||
-            m->via.array.ptr[0].type != MSGPACK_OBJECT_STR) {
+    while (!l->closing && (rc = peerframe_next(&l->frame, &len, &why)) == 1) {
+        msgpack_unpacked res;
+        size_t off = 0;
+        msgpack_unpacked_init(&res);
+        if (msgpack_unpack_next(&res, l->frame.buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
+            off != len)
+            peerlink_close(l, "malformed msgpack");
+        else if (res.data.type != MSGPACK_OBJECT_ARRAY || res.data.via.array.size == 0 ||
+                 res.data.via.array.ptr[0].type != MSGPACK_OBJECT_STR)
             peerlink_close(l, "a message is not an array that starts with its type");
-            break;
-        }
-        l->ops->on_msg(l, m);
+        else
+            l->ops->on_msg(l, &res.data);
+        msgpack_unpacked_destroy(&res);
+        peerframe_take(&l->frame, len);
     }
-    msgpack_unpacked_destroy(&res);
-    if (!l->closing && ur == MSGPACK_UNPACK_PARSE_ERROR)
-        peerlink_close(l, "malformed msgpack");
-    if (!l->closing && msgpack_unpacker_message_size(&l->unp) > PEERLINK_MAX_MSG)
-        peerlink_close(l, "a message is too large");
+    if (!l->closing && rc < 0)
+        peerlink_close(l, why);
     return l->closing ? -EPROTO : 0;
 }
 
@@ -392,9 +385,7 @@ static int peerlink_init(struct peerlink *l, uv_loop_t *loop, SSL_CTX *ctx,
     l->handles = 2;
     l->rx_ms = uv_now(loop);
     snprintf(l->addr, sizeof(l->addr), "?");
-    if (!msgpack_unpacker_init(&l->unp, 65536))
-        return -ENOMEM;
-    l->unp_init = true;
+    peerframe_init(&l->frame, PEERLINK_MAX_MSG);
     l->ssl = SSL_new(ctx);
     l->rbio = BIO_new(BIO_s_mem());
     l->wbio = BIO_new(BIO_s_mem());

@@ -22,9 +22,9 @@
  *
  * MESSAGES. After the handshake, each direction is a sequence of msgpack
  * arrays (element 0 a string, like the producer protocol), each at most
- * PEERLINK_MAX_MSG bytes: headers are checked as bytes arrive
- * (proto_scan_bytes) before msgpack-c allocates what they announce, so a
- * link's memory stays bounded. A bad message closes the link with a reason.
+ * PEERLINK_MAX_MSG bytes, framed by peerframe.h: headers are checked as
+ * bytes arrive and msgpack-c sees only whole messages, so a link's memory
+ * stays bounded. A bad message closes the link with a reason.
  *
  * LIFECYCLE. peerlink_accept() or peerlink_connect() starts it; on_ready
  * runs once the handshake is done, on_msg for each message (the object is
@@ -43,6 +43,7 @@
 #include <msgpack.h>
 #include <uv.h>
 
+#include "peerframe.h"
 #include "proto.h"
 
 #define PEERLINK_MAX_MSG   (16u << 20) /* bytes of one peer message */
@@ -69,10 +70,9 @@ struct peerlink {
     struct ssl_st *ssl;
     struct bio_st *rbio, *wbio; /* network -> TLS, TLS -> network; owned by ssl */
     const struct peerlink_ops *ops;
-    void *data; /* the owner's */
-    msgpack_unpacker unp;
-    struct proto_scan scan;
-    bool unp_init, ready, closing, tcp_open;
+    void *data;             /* the owner's */
+    struct peerframe frame; /* plaintext in, whole messages out */
+    bool ready, closing, tcp_open;
     int handles;              /* open uv handles; on_close runs when the last closes */
     char addr[64];            /* the peer's address, for the log */
     char reason[160];         /* why it closed */
