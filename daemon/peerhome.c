@@ -8,6 +8,7 @@
 #include "peersnap.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,8 +457,11 @@ int peerhome_collect(const struct peerhome *h, const char *name, const char *hom
         q = &out->parts[out->n_parts++];
         q->state = peerhome_part_state(h, p);
         q->age_ns = (now - p->rx_ms) * 1000000;
-        q->offset_ns = 0; /* peerclock_offset() once it lands */
-        q->bound_ns = -1; /* unknown until then */
+        /* The clock hook (peerhome.h, CLOCKS): no estimate yet, so unknown. */
+        q->offset_ns = 0;
+        q->bound_ns = -1;
+        q->drift_ppm = NAN;
+        q->violations = 0;
         q->host = strdup(p->host->name);
         q->snap = malloc(p->len);
         if (q->host == NULL || q->snap == NULL)

@@ -17,6 +17,17 @@
  * for less than --linger), `lost` (silent longer). A link silent for
  * PEERHOME_DEAD_MS is closed; the member reconnects and resends.
  *
+ * CLOCKS (the hook for daemon/peerclock.h, built separately). A report's
+ * host rows come from peerhome_collect(), which fills each member part's
+ * offset_ns, bound_ns, drift_ppm and violations (struct peermerge_part).
+ * Until the estimator lands they are 0, -1 (unknown: nil), NaN (nil) and 0;
+ * then peerhome_collect() asks it, per member host, for the estimate in
+ * force now: peerclock_estimate(clock, host, home_now_ns, &offset_ns,
+ * &bound_ns, &drift_ppm, &violations), with the probe link kept beside the
+ * host's peerhome_host. Times a member sends (none yet: snapshots carry
+ * durations and spans only) are to be converted with the offset in force
+ * at each one.
+ *
  * MEMORY. At most PEERHOME_MAX_PARTS parts and PEERHOME_MAX_BYTES bytes of
  * snapshots per host: a link past either is closed with a reason. Snapshots
  * live in memory only (a restarted home is caught up by the members'

@@ -7,6 +7,7 @@
 #include "proto.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,7 +244,7 @@ static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
  */
 static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
                                const struct peersnap *s, uint64_t age_ns, int64_t offset_ns,
-                               int64_t bound_ns, bool home)
+                               int64_t bound_ns, double drift_ppm, uint64_t violations)
 {
     msgpack_pack_map(pk, 11);
     proto_pack_str(pk, "host");
@@ -263,11 +264,11 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
     else
         msgpack_pack_nil(pk);
     proto_pack_str(pk, "drift_ppm");
-    if (home)
-        msgpack_pack_double(pk, 0.0);
-    else
+    if (isnan(drift_ppm))
         msgpack_pack_nil(pk);
-    peermerge_kv_u64(pk, "violations", 0);
+    else
+        msgpack_pack_double(pk, drift_ppm);
+    peermerge_kv_u64(pk, "violations", violations);
 }
 
 /* r->hosts: the key and its array, the home's row first, then the members' in order. */
@@ -282,11 +283,11 @@ static int peermerge_hosts(struct report *r, const struct peermerge *m,
     proto_pack_str(&pk, "hosts");
     msgpack_pack_array(&pk, m->n_parts + 1);
     peermerge_host_row(&pk, m->home_host, home_part ? m->home_state : "none",
-                       home_part ? &snaps[0] : NULL, 0, 0, 0, true);
+                       home_part ? &snaps[0] : NULL, 0, 0, 0, 0.0, 0);
     for (size_t i = 0; i < m->n_parts; i++) {
         const struct peermerge_part *p = &m->parts[i];
         peermerge_host_row(&pk, p->host, p->state, have[i + 1] ? &snaps[i + 1] : NULL, p->age_ns,
-                           p->offset_ns, p->bound_ns, false);
+                           p->offset_ns, p->bound_ns, p->drift_ppm, p->violations);
     }
     if (sb.data == NULL) {
         msgpack_sbuffer_destroy(&sb);

@@ -27,11 +27,13 @@
 /* One member's part, as the loop thread copied it for the worker (owned). */
 struct peermerge_part {
     char *host;
-    const char *state; /* static: "live", "stale", "lost" or "ended" */
-    uint64_t age_ns;   /* since its snapshot arrived */
-    int64_t offset_ns; /* member clock minus home clock (0 until peerclock) */
-    int64_t bound_ns;  /* |true - offset| <= bound_ns; -1: unknown (nil) */
-    char *snap;        /* the whole `snapshot` message as it arrived */
+    const char *state;   /* static: "live", "stale", "lost" or "ended" */
+    uint64_t age_ns;     /* since its snapshot arrived */
+    int64_t offset_ns;   /* member clock minus home clock (0 until peerclock) */
+    int64_t bound_ns;    /* |true - offset| <= bound_ns; -1: unknown (nil) */
+    double drift_ppm;    /* the member clock's rate against the home's; NaN: unknown (nil) */
+    uint64_t violations; /* clock-condition violations counted (0 until peerclock) */
+    char *snap;          /* the whole `snapshot` message as it arrived */
     size_t snap_len;
 };
 

@@ -62,7 +62,9 @@ static void setup(void)
     write_key(other, sizeof(other), "other", "fedcba9876543210fedcba9876543210\n");
     port = free_port();
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
-    harness_daemon_start(&d, "--peer-listen", listen, "--peer-key", key, "--host", "home", NULL);
+    /* --linger 2: a silent member's part is lost 2 s after it last spoke */
+    harness_daemon_start(&d, "--peer-listen", listen, "--peer-key", key, "--host", "home",
+                         "--linger", "2", NULL);
 }
 
 static void teardown(void)
@@ -332,6 +334,7 @@ Test(peer, a_good_snapshot_is_acked_and_reported)
     cr_assert(obj_str_eq(obj_get(row, "state"), "stale") ||
               obj_str_eq(obj_get(row, "state"), "live"));
     cr_assert(obj_get(row, "bound_ns")->type == MSGPACK_OBJECT_NIL);
+    cr_assert(obj_get(row, "drift_ppm")->type == MSGPACK_OBJECT_NIL);
     proto_reader_deinit(&r);
     close(fd);
 }
@@ -381,4 +384,51 @@ Test(peer, a_host_name_already_a_member_is_refused)
     cr_assert_eq(p[1].welcomes, 0);
     cr_assert(strstr(p[1].error, "already a member") != NULL, "%s / %s", p[1].error, p[1].reason);
     assert_alive();
+}
+
+/* The state of host's part of session "remote" in the home's report, into buf. */
+static void host_state(const char *host, char *buf, size_t len)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *hosts;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.name = "remote";
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    snprintf(buf, len, "none");
+    hosts = obj_get(&o->via.array.ptr[1], "hosts");
+    for (uint32_t i = 0; hosts != NULL && i < hosts->via.array.size; i++) {
+        const msgpack_object *row = &hosts->via.array.ptr[i], *st = obj_get(row, "state");
+        if (obj_str_eq(obj_get(row, "host"), host))
+            snprintf(buf, len, "%.*s", (int)st->via.str.size, st->via.str.ptr);
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+Test(peer, a_silent_member_is_stale_then_lost_after_linger)
+{
+    struct peer p = {.host = "quiet", .then = SEND_SNAPSHOT};
+    char st[16];
+    double t0, lost_at = 0;
+
+    run(&p, 1, key); /* a live part (ended false), then the link closes */
+    cr_assert_eq(p.acks, 1, "%s / %s", p.error, p.reason);
+    t0 = harness_now();
+    host_state("quiet", st, sizeof(st));
+    cr_assert_str_eq(st, "stale", "a member whose link closed is stale at once");
+    while (harness_now() - t0 < 6) {
+        host_state("quiet", st, sizeof(st));
+        if (strcmp(st, "lost") == 0) {
+            lost_at = harness_now() - t0;
+            break;
+        }
+        cr_assert_str_eq(st, "stale");
+        usleep(100000);
+    }
+    cr_assert(lost_at > 0, "never lost");
+    /* --linger 2 from when it last spoke, which was before t0 */
+    cr_assert(lost_at <= 2.5, "lost only after %.2f s", lost_at);
 }

@@ -9,6 +9,7 @@
  * p99 99, sum 5050, min 1, max 100.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,7 @@ static void part(struct peermerge_part *p, const char *host, uint64_t lo, uint64
     p->state = state;
     p->age_ns = 5;
     p->bound_ns = -1;
+    p->drift_ppm = NAN;
     p->snap_len = sb.size;
     p->snap = msgpack_sbuffer_release(&sb);
 }
@@ -132,6 +134,10 @@ Test(peermerge, two_members_merge_exactly)
     cr_assert_eq(memcmp(row->via.map.ptr[1].val.via.str.ptr, "stale", 5), 0);
     cr_assert_eq(row->via.map.ptr[4].val.via.u64, 50);              /* entries */
     cr_assert_eq(row->via.map.ptr[8].val.type, MSGPACK_OBJECT_NIL); /* bound_ns unknown */
+    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_NIL); /* drift_ppm unknown */
+    row = &u.data.via.array.ptr[0]; /* the home's own: its clock, bound 0, drift 0 */
+    cr_assert_eq(row->via.map.ptr[8].val.via.i64, 0);
+    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_FLOAT64);
     msgpack_unpacked_destroy(&u);
     report_free(&r);
     peermerge_free(&m);
