@@ -39,6 +39,7 @@ struct peerhome_link {
     struct peerhome *h;
     struct peerhome_link *next;
     struct peerhome_host *host; /* NULL until peer_hello */
+    bool replaced;              /* a newer link of its host took its place */
 };
 
 struct peerhome {
@@ -149,6 +150,7 @@ static void peerhome_hello(struct peerhome_link *k, const msgpack_object *m)
     }
     if (x->link != NULL) {
         x->link->host = NULL;
+        x->link->replaced = true;
         peerlink_close(&x->link->l, "replaced by a new link from the same host");
     }
     x->link = k;
@@ -156,6 +158,44 @@ static void peerhome_hello(struct peerhome_link *k, const msgpack_object *m)
     k->host = x;
     log_info("peer %s (%s): member joined", name, k->l.addr);
     peerhome_send(k, peermsg_pack_welcome, h->host);
+}
+
+/*
+ * Frees the part of host x that ended longest ago, to make room (a home that
+ * runs for months forgets the oldest ended sessions, never a live one).
+ * False when x has no ended part.
+ */
+static bool peerhome_evict(struct peerhome *h, struct peerhome_host *x)
+{
+    struct peerhome_part **pp, **oldest = NULL, *p;
+
+    /* <=: on equal times the later in the list, which is newest first, is the older */
+    for (pp = &h->parts; *pp != NULL; pp = &(*pp)->next)
+        if ((*pp)->host == x && (*pp)->ended &&
+            (oldest == NULL || (*pp)->rx_ms <= (*oldest)->rx_ms))
+            oldest = pp;
+    if (oldest == NULL)
+        return false;
+    p = *oldest;
+    *oldest = p->next;
+    x->parts--;
+    x->bytes -= p->len;
+    free(p->session);
+    free(p->snap);
+    free(p);
+    return true;
+}
+
+/* peerhome_evict() of a part other than keep (it is moved out of the way and back). */
+static bool peerhome_evict_other(struct peerhome *h, struct peerhome_host *x,
+                                 struct peerhome_part *keep)
+{
+    bool ended = keep->ended, done;
+
+    keep->ended = false;
+    done = peerhome_evict(h, x);
+    keep->ended = ended;
+    return done;
 }
 
 static struct peerhome_part *peerhome_part_get(struct peerhome *h, struct peerhome_host *x,
@@ -166,7 +206,9 @@ static struct peerhome_part *peerhome_part_get(struct peerhome *h, struct peerho
     for (p = h->parts; p != NULL; p = p->next)
         if (p->host == x && strcmp(p->session, session) == 0)
             return p;
-    if (x->parts >= PEERHOME_MAX_PARTS || (p = calloc(1, sizeof(*p))) == NULL)
+    if (x->parts >= PEERHOME_MAX_PARTS && !peerhome_evict(h, x))
+        return NULL;
+    if ((p = calloc(1, sizeof(*p))) == NULL)
         return NULL;
     if ((p->session = strdup(session)) == NULL) {
         free(p);
@@ -198,6 +240,8 @@ static void peerhome_keep(struct peerhome_link *k, const struct peersnap *s)
         peerhome_fail(k, PROTO_E_INTERNAL, "out of memory");
         return;
     }
+    while (x->bytes - p->len + sb.size > PEERHOME_MAX_BYTES && peerhome_evict_other(k->h, x, p))
+        ;
     if (x->bytes - p->len + sb.size > PEERHOME_MAX_BYTES) {
         msgpack_sbuffer_destroy(&sb);
         peerhome_fail(k, "too_large", "this host's snapshots take too much memory");
@@ -274,6 +318,8 @@ static void peerhome_close_cb(struct peerlink *l, const char *reason)
     if (k->host != NULL) {
         log_warn("peer %s (%s): link closed: %s", k->host->name, l->addr, reason);
         k->host->link = NULL;
+    } else if (k->replaced) {
+        log_info("peer %s: %s", l->addr, reason);
     } else {
         log_warn("peer %s: refused: %s", l->addr, reason);
     }

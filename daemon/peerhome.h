@@ -29,7 +29,9 @@
  * at each one.
  *
  * MEMORY. At most PEERHOME_MAX_PARTS parts and PEERHOME_MAX_BYTES bytes of
- * snapshots per host: a link past either is closed with a reason. Snapshots
+ * snapshots per host: past either, the part of that host that ended longest
+ * ago is forgotten to make room; with none ended, the link is closed with a
+ * reason. Snapshots
  * live in memory only (a restarted home is caught up by the members'
  * snapshots of their live sessions, not of ended ones).
  */

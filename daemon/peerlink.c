@@ -506,3 +506,19 @@ int peerlink_parse_addr(const char *s, struct sockaddr_storage *out)
     host[hl] = '\0';
     return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) == 0 ? 0 : -EINVAL;
 }
+
+bool peerlink_addr_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family)
+        return false;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+        return x->sin6_port == y->sin6_port &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+    return false;
+}

@@ -115,5 +115,7 @@ void peerlink_close(struct peerlink *l, const char *reason);
 
 /* "ADDR:PORT" (IPv4 or [IPv6]:PORT) into out. 0 or -EINVAL. */
 int peerlink_parse_addr(const char *s, struct sockaddr_storage *out);
+/* True when a and b (from peerlink_parse_addr) are the same address and port. */
+bool peerlink_addr_equal(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 #endif

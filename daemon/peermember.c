@@ -475,9 +475,9 @@ void peermember_route(struct daemon *d, const struct session *s, const char *hom
                  (long long)s->id, s->name, home);
         return;
     }
-    if (all != NULL && strcmp(all->home, home) == 0)
+    if (all != NULL && peerlink_addr_equal(&all->addr, &ss))
         return; /* --home's: it adopts the session at its next tick */
-    for (m = d->peer_routes; m != NULL && strcmp(m->home, home) != 0; m = m->next)
+    for (m = d->peer_routes; m != NULL && !peerlink_addr_equal(&m->addr, &ss); m = m->next)
         n++;
     if (m == NULL && n >= PEERMEMBER_MAX_HOMES) {
         log_warn("session %lld (%s): already %d homes: not forwarded to %s", (long long)s->id,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "peerhome.h"
 #include "peerlink.h"
 #include "peermsg.h"
 #include "peersnap.h"
@@ -81,7 +82,7 @@ TestSuite(peer, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- a scripted peer on the test's loop ---------------------------------------------- */
 
-enum send_what { SEND_NOTHING, SEND_SNAPSHOT, SEND_BAD_SNAPSHOT, SEND_HUGE, SEND_PING };
+enum send_what { SEND_NOTHING, SEND_SNAPSHOT, SEND_BAD_SNAPSHOT, SEND_HUGE, SEND_PING, SEND_MANY };
 
 struct peer {
     struct peerlink l;
@@ -89,12 +90,13 @@ struct peer {
     const char *host;    /* NULL: no peer_hello (a snapshot first) */
     enum send_what then; /* after the welcome (or at once without hello) */
     bool hold;           /* stay open after the ack/pong (until the caller closes) */
+    int want_acks;       /* close after this many acks (0: 1) */
     int welcomes, acks, errors, pongs, ready;
     char error[256], reason[160];
     bool closed;
 };
 
-static void pack_snapshot(msgpack_sbuffer *sb, bool bad)
+static void pack_snapshot(msgpack_sbuffer *sb, bool bad, const char *name, bool ended, uint64_t seq)
 {
     struct agg_hist_bucket h[2] = {{.bucket = agg_bucket(100), .min_ns = 100, .count = 2},
                                    {.bucket = agg_bucket(900), .min_ns = 900, .count = 1}};
@@ -107,8 +109,9 @@ static void pack_snapshot(msgpack_sbuffer *sb, bool bad)
                              .hist = h,
                              .n_hist = 2};
     struct peersnap_dev dev = {.device = "gpu:0", .calls = 3, .total_ns = 1100};
-    struct peersnap s = {.session = "remote",
-                         .seq = 1,
+    struct peersnap s = {.session = (char *)name,
+                         .seq = seq,
+                         .ended = ended,
                          .processes = 1,
                          .ranks = 1,
                          .entries = bad ? 4 : 3,
@@ -131,7 +134,14 @@ static void peer_send(struct peer *p, enum send_what what)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (what == SEND_SNAPSHOT || what == SEND_BAD_SNAPSHOT) {
-        pack_snapshot(&sb, what == SEND_BAD_SNAPSHOT);
+        pack_snapshot(&sb, what == SEND_BAD_SNAPSHOT, "remote", false, 1);
+    } else if (what == SEND_MANY) {
+        /* one more ended session than a host may keep: the oldest must make room */
+        for (int i = 0; i <= PEERHOME_MAX_PARTS; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "s%d", i);
+            pack_snapshot(&sb, false, name, true, (uint64_t)i + 1);
+        }
     } else if (what == SEND_HUGE) {
         msgpack_pack_array(&pk, 2);
         proto_pack_str(&pk, "snapshot");
@@ -173,7 +183,7 @@ static void on_msg(struct peerlink *l, const msgpack_object *m)
         break;
     case PEERMSG_ACK:
         p->acks++;
-        if (!p->hold)
+        if (!p->hold && p->acks >= (p->want_acks ? p->want_acks : 1))
             peerlink_close(l, "done");
         break;
     case PEERMSG_PONG:
@@ -431,4 +441,35 @@ Test(peer, a_silent_member_is_stale_then_lost_after_linger)
     cr_assert(lost_at > 0, "never lost");
     /* --linger 2 from when it last spoke, which was before t0 */
     cr_assert(lost_at <= 2.5, "lost only after %.2f s", lost_at);
+}
+
+/* Whether the home reports a session of this name. */
+static bool reported(const char *name)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o;
+    bool ok;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.name = (char *)name;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    ok = obj_str_eq(&o->via.array.ptr[0], "ok");
+    proto_reader_deinit(&r);
+    close(fd);
+    return ok;
+}
+
+Test(peer, past_the_sessions_limit_the_oldest_ended_makes_room)
+{
+    struct peer p = {.host = "busy", .then = SEND_MANY, .want_acks = PEERHOME_MAX_PARTS + 1};
+
+    run(&p, 1, key);
+    cr_assert_eq(p.acks, PEERHOME_MAX_PARTS + 1, "%d acks: %s / %s", p.acks, p.error, p.reason);
+    cr_assert_eq(p.errors, 0, "%s", p.error);
+    cr_assert_not(reported("s0"), "the oldest ended session was kept");
+    cr_assert(reported("s1"));
+    cr_assert(reported("s4096"));
+    assert_alive();
 }

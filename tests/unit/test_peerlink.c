@@ -84,6 +84,14 @@ Test(peerlink, parse_addr)
     cr_assert_eq(peerlink_parse_addr("127.0.0.1:65536", &ss), -EINVAL);
     cr_assert_eq(peerlink_parse_addr("host:80", &ss), -EINVAL);
     cr_assert_eq(peerlink_parse_addr(":80", &ss), -EINVAL);
+    struct sockaddr_storage a, b;
+    cr_assert_eq(peerlink_parse_addr("10.0.0.1:7700", &a), 0);
+    cr_assert_eq(peerlink_parse_addr("10.0.0.1:07700", &b), 0);
+    cr_assert(peerlink_addr_equal(&a, &b), "one address written two ways");
+    cr_assert_eq(peerlink_parse_addr("10.0.0.1:7701", &b), 0);
+    cr_assert_not(peerlink_addr_equal(&a, &b));
+    cr_assert_eq(peerlink_parse_addr("[::1]:7700", &b), 0);
+    cr_assert_not(peerlink_addr_equal(&a, &b));
 }
 
 /* ---- two links on one loop ------------------------------------------------------ */
