@@ -229,6 +229,95 @@ static void peermerge_header(struct report *r, const struct peersnap *snaps, siz
     }
 }
 
+/* ---- top lists -------------------------------------------------------------------------- */
+
+static int peermerge_slow_cmp(const void *a, const void *b)
+{
+    const struct report_entry *x = a, *y = b;
+
+    if (x->dur_ns != y->dur_ns)
+        return x->dur_ns > y->dur_ns ? -1 : 1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+static int peermerge_mem_cmp(const void *a, const void *b)
+{
+    const struct report_entry *x = a, *y = b;
+
+    if (x->mem_bytes != y->mem_bytes)
+        return x->mem_bytes > y->mem_bytes ? -1 : 1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* "host/device" in a new string, or NULL for no device; *nomem set when out of memory. */
+static char *peermerge_host_dev(const char *host, const char *device, bool *nomem)
+{
+    size_t len;
+    char *s;
+
+    if (device == NULL)
+        return NULL;
+    len = strlen(host) + strlen(device) + 2;
+    if ((s = malloc(len)) == NULL)
+        *nomem = true;
+    else
+        snprintf(s, len, "%s/%s", host, device);
+    return s;
+}
+
+/*
+ * One merged top list into *list (replacing the home's own, which it takes
+ * in with its devices renamed host/device): the home's entries, then every
+ * member's (kept, when mem_min is set, above it), sorted by cmp, the first
+ * top kept.
+ */
+static int peermerge_top(struct report_entry **list, size_t *n_list, const char *home_host,
+                         struct peersnap *snaps, char **hosts, size_t from, size_t n, bool slow,
+                         uint32_t top, uint64_t mem_min)
+{
+    size_t total = *n_list, k = 0;
+    struct report_entry *all;
+    bool nomem = false;
+
+    for (size_t i = from; i < n; i++)
+        total += slow ? snaps[i].n_slowest : snaps[i].n_hotspots;
+    if ((all = calloc(total ? total : 1, sizeof(*all))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < *n_list; i++, k++) {
+        all[k] = (*list)[i]; /* moved: shapes and all */
+        char *dev = peermerge_host_dev(home_host, all[k].device, &nomem);
+        free(all[k].device);
+        all[k].device = dev;
+    }
+    free(*list);
+    for (size_t i = from; i < n; i++) {
+        const struct peersnap_entry *e = slow ? snaps[i].slowest : snaps[i].hotspots;
+        size_t m = slow ? snaps[i].n_slowest : snaps[i].n_hotspots;
+        for (size_t j = 0; j < m; j++) {
+            if (!slow && e[j].mem_bytes <= mem_min)
+                continue;
+            all[k] = (struct report_entry){.rank = e[j].rank,
+                                           .step = e[j].step,
+                                           .start_ns = e[j].start_ns,
+                                           .dur_ns = e[j].dur_ns,
+                                           .mem_bytes = e[j].mem_bytes};
+            all[k].device = peermerge_host_dev(hosts[i], e[j].device, &nomem);
+            if ((all[k++].op = strdup(e[j].op)) == NULL)
+                nomem = true;
+        }
+    }
+    qsort(all, k, sizeof(*all), slow ? peermerge_slow_cmp : peermerge_mem_cmp);
+    for (size_t i = top < k ? top : k; i < k; i++) {
+        free(all[i].op);
+        free(all[i].device);
+        free(all[i].out_shape.data);
+        free(all[i].in_shapes.data);
+    }
+    *list = all;
+    *n_list = top < k ? top : k;
+    return nomem ? -ENOMEM : 0;
+}
+
 /* ---- hosts rows ----------------------------------------------------------------------- */
 
 static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
@@ -332,12 +421,23 @@ static void peermerge_page(struct report *r, uint32_t offset, uint32_t limit)
     r->n_ops = n;
 }
 
-/* Replaces r's summed sections with the merge of snaps[i] where have[i] (hosts[i] named). */
+/*
+ * Replaces r's summed sections with the merge of snaps[0..n) (hosts[i] named);
+ * local: snaps[0] is the home's own part, whose top lists r already has.
+ */
 static int peermerge_apply(struct report *r, struct peersnap *snaps, char **hosts, size_t n,
-                           const struct report_params *p)
+                           bool local, const char *home_host, const struct report_params *p)
 {
     struct report merged = {0};
+    uint32_t top = p != NULL ? p->top : 10;
     int rc;
+
+    rc = peermerge_top(&r->slowest, &r->n_slowest, home_host, snaps, hosts, local, n, true, top, 0);
+    if (rc == 0)
+        rc = peermerge_top(&r->hotspots, &r->n_hotspots, home_host, snaps, hosts, local, n, false,
+                           top, p != NULL ? p->mem_threshold : 0);
+    if (rc < 0)
+        return rc;
 
     peermerge_header(&merged, snaps, n);
     rc = peermerge_ops(r, snaps, n, &merged.ops, &merged.n_ops);
@@ -415,7 +515,7 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
             use[k] = snaps[i];
             hosts[k++] = i == 0 ? m->home_host : m->parts[i - 1].host;
         }
-    rc = peermerge_apply(r, use, hosts, k, p);
+    rc = peermerge_apply(r, use, hosts, k, have[0], m->home_host, p);
     if (rc == 0)
         rc = peermerge_hosts(r, m, snaps, have, db_path != NULL);
 out:

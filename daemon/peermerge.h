@@ -11,9 +11,10 @@
  * percentiles come from the histograms merged bucket by bucket (every
  * daemon uses agg_bucket()'s buckets, so the 1 % promise holds across
  * hosts). Devices are named `host/device`. The slowest and memory-hotspot
- * lists stay the home's own part's (members send no top lists yet), and
- * span_ns is the longest span of one host until the clocks of the hosts
- * are aligned (peerclock). Pure over its inputs: no libuv, no globals.
+ * lists merge every host's own (a member's top PEERSNAP_TOP, without
+ * shapes), and span_ns is the longest span of one host until the clocks of
+ * the hosts are aligned (peerclock). Pure over its inputs: no libuv, no
+ * globals.
  */
 #ifndef TRACECTLD_PEERMERGE_H
 #define TRACECTLD_PEERMERGE_H

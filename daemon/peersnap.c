@@ -3,6 +3,7 @@
  * message itself is peersnap_wire.c's.
  */
 #include "peersnap.h"
+#include "query.h"
 #include "schema.h"
 #include "store.h"
 #include "vtab.h"
@@ -225,6 +226,51 @@ static int peersnap_read_devs(struct peersnap_reader *r)
     return rc == SQLITE_DONE ? 0 : peersnap_sql_fail(r, "devices");
 }
 
+/* The top list src[0..n) of a report as snapshot entries (shapes left out). 0 or -ENOMEM. */
+static int peersnap_copy_entries(const struct report_entry *src, size_t n,
+                                 struct peersnap_entry **out, size_t *n_out)
+{
+    if (n == 0)
+        return 0;
+    if ((*out = calloc(n, sizeof(**out))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++, (*n_out)++) {
+        struct peersnap_entry *e = &(*out)[i];
+        e->rank = src[i].rank;
+        e->step = src[i].step;
+        e->start_ns = src[i].start_ns;
+        e->dur_ns = src[i].dur_ns;
+        e->mem_bytes = src[i].mem_bytes;
+        if ((e->op = strdup(src[i].op)) == NULL ||
+            (src[i].device != NULL && (e->device = strdup(src[i].device)) == NULL)) {
+            (*n_out)++;
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/*
+ * The top lists, as the member's own report has them: query_report() with
+ * top PEERSNAP_TOP (its own read transaction, a moment after the aggregates:
+ * the lists may hold an entry or two more than the counters of a live session).
+ */
+static int peersnap_read_tops(const char *db_path, struct peersnap *s, char *err, size_t errlen)
+{
+    const struct report_params p = {.top = PEERSNAP_TOP};
+    struct report r;
+    int rc = query_report(db_path, &p, &r, err, errlen);
+
+    if (rc == 0)
+        rc = peersnap_copy_entries(r.slowest, r.n_slowest, &s->slowest, &s->n_slowest);
+    if (rc == 0)
+        rc = peersnap_copy_entries(r.hotspots, r.n_hotspots, &s->hotspots, &s->n_hotspots);
+    if (rc == -ENOMEM)
+        snprintf(err, errlen, "snapshot: out of memory");
+    report_free(&r);
+    return rc;
+}
+
 int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t errlen)
 {
     struct peersnap_reader r = {.s = out, .err = err, .errlen = errlen};
@@ -250,6 +296,8 @@ int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t e
         rc = peersnap_read_devs(&r);
     sqlite3_close_v2(r.db); /* ends the read transaction */
     free(ids);
+    if (rc == 0)
+        rc = peersnap_read_tops(db_path, out, err, errlen);
     if (rc < 0) {
         peersnap_free(out);
         return rc;

@@ -5,7 +5,8 @@
  *
  * A snapshot is cumulative and idempotent: it holds the session's
  * aggregates as of one commit (counters, per-op count, sum, min, max and the
- * duration histogram, per-device sums), keyed by names (op, device), never
+ * duration histogram, per-device sums) and the member's own top lists
+ * (slowest calls, memory hotspots), keyed by names (op, device), never
  * by the member's local ids, so the home keeps only the latest one per host
  * and a resent or reordered older one is told apart by `seq`.
  *
@@ -32,6 +33,7 @@
 #define PEERSNAP_MAX_DEVICES 4096  /* SESSION_MAX_DEVICES */
 #define PEERSNAP_MAX_BUCKETS 7424  /* agg_bucket(UINT64_MAX) + 1 */
 #define PEERSNAP_MAX_NAME    4096  /* bytes of an op, category, device or host name */
+#define PEERSNAP_TOP         100   /* entries of each top list (slowest, memory hotspots) */
 
 struct peersnap_op {
     char *op, *category;
@@ -45,6 +47,14 @@ struct peersnap_dev {
     uint64_t calls, total_ns, mem_bytes;
 };
 
+/* An entry of a top list (its shapes are not sent). */
+struct peersnap_entry {
+    char *op;
+    int64_t rank; /* -1: nil */
+    char *device; /* NULL: nil */
+    uint64_t step, start_ns, dur_ns, mem_bytes;
+};
+
 struct peersnap {
     char *session;
     uint64_t seq;
@@ -54,6 +64,9 @@ struct peersnap {
     size_t n_ops;
     struct peersnap_dev *devs; /* sorted by name, unique */
     size_t n_devs;
+    /* the member's own report's top lists (at most PEERSNAP_TOP each, its order) */
+    struct peersnap_entry *slowest, *hotspots;
+    size_t n_slowest, n_hotspots;
 };
 
 /*

@@ -6,6 +6,7 @@
 #include "peersnap.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,16 @@ void peersnap_free(struct peersnap *s)
     for (size_t i = 0; i < s->n_devs; i++)
         free(s->devs[i].device);
     free(s->devs);
+    for (size_t i = 0; i < s->n_slowest; i++) {
+        free(s->slowest[i].op);
+        free(s->slowest[i].device);
+    }
+    free(s->slowest);
+    for (size_t i = 0; i < s->n_hotspots; i++) {
+        free(s->hotspots[i].op);
+        free(s->hotspots[i].device);
+    }
+    free(s->hotspots);
     memset(s, 0, sizeof(*s));
 }
 
@@ -35,13 +46,30 @@ static void peersnap_kv(msgpack_packer *pk, const char *k, uint64_t v)
     msgpack_pack_uint64(pk, v);
 }
 
+static int peersnap_pack_entries(msgpack_packer *pk, const struct peersnap_entry *e, size_t n)
+{
+    int rc = msgpack_pack_array(pk, n);
+
+    for (size_t i = 0; i < n; i++) {
+        rc |= msgpack_pack_array(pk, 7);
+        rc |= proto_pack_str(pk, e[i].op);
+        rc |= e[i].rank >= 0 ? msgpack_pack_int64(pk, e[i].rank) : msgpack_pack_nil(pk);
+        rc |= e[i].device != NULL ? proto_pack_str(pk, e[i].device) : msgpack_pack_nil(pk);
+        rc |= msgpack_pack_uint64(pk, e[i].step);
+        rc |= msgpack_pack_uint64(pk, e[i].start_ns);
+        rc |= msgpack_pack_uint64(pk, e[i].dur_ns);
+        rc |= msgpack_pack_uint64(pk, e[i].mem_bytes);
+    }
+    return rc;
+}
+
 int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
 {
     int rc = 0;
 
     rc |= msgpack_pack_array(pk, 2);
     rc |= proto_pack_str(pk, "snapshot");
-    rc |= msgpack_pack_map(pk, 13);
+    rc |= msgpack_pack_map(pk, 15);
     rc |= proto_pack_str(pk, "session");
     rc |= proto_pack_str(pk, s->session);
     peersnap_kv(pk, "seq", s->seq);
@@ -84,6 +112,10 @@ int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
         rc |= msgpack_pack_uint64(pk, s->devs[i].total_ns);
         rc |= msgpack_pack_uint64(pk, s->devs[i].mem_bytes);
     }
+    rc |= proto_pack_str(pk, "slowest");
+    rc |= peersnap_pack_entries(pk, s->slowest, s->n_slowest);
+    rc |= proto_pack_str(pk, "hotspots");
+    rc |= peersnap_pack_entries(pk, s->hotspots, s->n_hotspots);
     return rc != 0 ? -ENOMEM : 0;
 }
 
@@ -222,6 +254,50 @@ static int peersnap_dec_list(struct peersnap_dec *d, const msgpack_object *o, st
     return rc;
 }
 
+static int peersnap_dec_entry(struct peersnap_dec *d, const msgpack_object *o,
+                              struct peersnap_entry *e)
+{
+    const msgpack_object *a;
+    int rc;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 7)
+        return peersnap_bad(d, "a top-list entry is not an array of 7");
+    a = o->via.array.ptr;
+    e->rank = -1;
+    if ((rc = peersnap_str(d, &a[0], false, &e->op)) < 0)
+        return rc;
+    if (a[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a[1].via.u64 <= INT32_MAX)
+        e->rank = (int64_t)a[1].via.u64;
+    else if (a[1].type != MSGPACK_OBJECT_NIL)
+        return peersnap_bad(d, "a top-list entry's rank is not a rank or nil");
+    if (a[2].type != MSGPACK_OBJECT_NIL && (rc = peersnap_str(d, &a[2], false, &e->device)) < 0)
+        return rc;
+    if (!peersnap_u64(&a[3], &e->step) || !peersnap_u64(&a[4], &e->start_ns) ||
+        !peersnap_u64(&a[5], &e->dur_ns) || !peersnap_u64(&a[6], &e->mem_bytes))
+        return peersnap_bad(d, "a top-list entry's figure is not an unsigned integer");
+    return 0;
+}
+
+static int peersnap_dec_entries(struct peersnap_dec *d, const msgpack_object *o,
+                                struct peersnap_entry **out, size_t *n_out)
+{
+    size_t n;
+    int rc = 0;
+
+    if (*out != NULL)
+        return peersnap_bad(d, "a top list given twice");
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PEERSNAP_TOP)
+        return peersnap_bad(d, "a top list is not an array within the limit");
+    n = o->via.array.size;
+    if (n == 0)
+        return 0;
+    if ((*out = calloc(n, sizeof(**out))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++, (*n_out)++)
+        rc = peersnap_dec_entry(d, &o->via.array.ptr[i], &(*out)[i]);
+    return rc;
+}
+
 /* One key of the map; unknown keys are ignored (forward compatibility). */
 static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
                             const msgpack_object *v, struct peersnap *s, unsigned *seen)
@@ -257,6 +333,10 @@ static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
     if (KEY("devices"))
         return s->devs != NULL ? peersnap_bad(d, "devices given twice")
                                : peersnap_dec_list(d, v, s, false);
+    if (KEY("slowest"))
+        return peersnap_dec_entries(d, v, &s->slowest, &s->n_slowest);
+    if (KEY("hotspots"))
+        return peersnap_dec_entries(d, v, &s->hotspots, &s->n_hotspots);
 #undef KEY
     return 0;
 }

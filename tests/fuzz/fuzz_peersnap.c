@@ -42,6 +42,18 @@ static void same(const struct peersnap *a, const struct peersnap *b)
         CHECK(x->elements == y->elements && x->n_hist == y->n_hist);
         CHECK(x->n_hist == 0 || memcmp(x->hist, y->hist, x->n_hist * sizeof(*x->hist)) == 0);
     }
+    CHECK(a->n_slowest == b->n_slowest && a->n_hotspots == b->n_hotspots);
+    for (size_t k = 0; k < 2; k++) {
+        const struct peersnap_entry *x = k ? a->hotspots : a->slowest;
+        const struct peersnap_entry *y = k ? b->hotspots : b->slowest;
+        for (size_t i = 0; i < (k ? a->n_hotspots : a->n_slowest); i++) {
+            CHECK(strcmp(x[i].op, y[i].op) == 0 && x[i].rank == y[i].rank);
+            CHECK((x[i].device == NULL) == (y[i].device == NULL));
+            CHECK(x[i].device == NULL || strcmp(x[i].device, y[i].device) == 0);
+            CHECK(x[i].step == y[i].step && x[i].start_ns == y[i].start_ns);
+            CHECK(x[i].dur_ns == y[i].dur_ns && x[i].mem_bytes == y[i].mem_bytes);
+        }
+    }
     for (size_t i = 0; i < a->n_devs; i++) {
         CHECK(strcmp(a->devs[i].device, b->devs[i].device) == 0);
         CHECK(a->devs[i].calls == b->devs[i].calls && a->devs[i].total_ns == b->devs[i].total_ns);

@@ -121,6 +121,11 @@ assert s["processes"] == 5 and s["entries"] == 660 and s["dropped"] == 0, s
 assert s["total_ns"] == sum(r["session"]["total_ns"] for r in own), s
 devs = sorted(x["device"] for x in merged["devices"])
 assert devs == ["home/gpu:0", "home/gpu:1", "m1/gpu:2", "m1/gpu:3", "m2/gpu:4"], devs
+# top lists: the merged slowest calls are the longest of the three hosts' own lists, with
+# their devices named host/device
+union = sorted((e["dur_ns"] for r in own for e in r["slowest"]), reverse=True)[:10]
+assert [e["dur_ns"] for e in merged["slowest"]] == union, (merged["slowest"], union)
+assert all(e["device"].split("/")[0] in ("home", "m1", "m2") for e in merged["slowest"])
 rows = {h["host"]: h for h in merged["hosts"]}
 assert sorted(rows) == ["home", "m1", "m2"], rows
 assert (rows["m1"]["ranks"], rows["m1"]["entries"]) == (2, 200), rows["m1"]

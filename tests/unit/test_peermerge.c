@@ -71,6 +71,19 @@ static void part(struct peermerge_part *p, const char *host, uint64_t lo, uint64
     s.n_ops = 1;
     s.devs = &dev;
     s.n_devs = 1;
+    /* top lists: the three longest calls, and one hotspot of hi bytes */
+    struct peersnap_entry slow[3],
+        hot = {.op = "x", .rank = 1, .device = "gpu:0", .dur_ns = lo, .mem_bytes = hi};
+    for (int i = 0; i < 3; i++)
+        slow[i] = (struct peersnap_entry){.op = "x",
+                                          .rank = 1,
+                                          .device = "gpu:0",
+                                          .step = (uint64_t)i,
+                                          .dur_ns = hi - (uint64_t)i};
+    s.slowest = slow;
+    s.n_slowest = 3;
+    s.hotspots = &hot;
+    s.n_hotspots = 1;
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     cr_assert_eq(peersnap_pack(&pk, &s), 0);
@@ -118,6 +131,17 @@ Test(peermerge, two_members_merge_exactly)
     cr_assert_str_eq(r.devices[0].device, "a/gpu:0");
     cr_assert_str_eq(r.devices[1].device, "b/gpu:0");
     cr_assert_eq(r.devices[1].total_ns, 5050 - 1275);
+    /* top lists: b's three (100, 99, 98), then a's (50, 49, 48); hotspots b's 100, a's 50 */
+    cr_assert_eq(r.n_slowest, 6);
+    static const uint64_t want_slow[6] = {100, 99, 98, 50, 49, 48};
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(r.slowest[i].dur_ns, want_slow[i], "slowest[%d]", i);
+    cr_assert_str_eq(r.slowest[0].device, "b/gpu:0");
+    cr_assert_str_eq(r.slowest[3].device, "a/gpu:0");
+    cr_assert_eq(r.slowest[0].rank, 1);
+    cr_assert_eq(r.n_hotspots, 2);
+    cr_assert_eq(r.hotspots[0].mem_bytes, 100);
+    cr_assert_eq(r.hotspots[1].mem_bytes, 50);
     cr_assert(r.imbalance.present);
     cr_assert_str_eq(r.imbalance.slowest_device, "b/gpu:0");
     /* hosts: "hosts" then [home (no part here), a, b] */
@@ -147,7 +171,7 @@ Test(peermerge, a_page_of_ops)
 {
     struct peermerge m = {.home_state = "ended"};
     struct report r = {0};
-    struct report_params p = {.top = 10, .ops_limit = 1, .ops_offset = 1};
+    struct report_params p = {.top = 2, .ops_limit = 1, .ops_offset = 1, .mem_threshold = 5};
     char err[200] = "";
 
     m.home_host = strdup("home");
@@ -158,6 +182,9 @@ Test(peermerge, a_page_of_ops)
     cr_assert(r.paged);
     cr_assert_eq(r.ops_total, 1);
     cr_assert_eq(r.n_ops, 0); /* offset 1 of 1 row */
+    cr_assert_eq(r.n_slowest, 2, "top 2");
+    cr_assert_eq(r.slowest[0].dur_ns, 5);
+    cr_assert_eq(r.n_hotspots, 0, "the one hotspot has 5 bytes, not above 5");
     report_free(&r);
     peermerge_free(&m);
 }

@@ -52,6 +52,8 @@ enum bad {
     DEVS_DUP,
     SESSION_LONG,
     ZERO_CALLS,
+    TOP_SHORT,
+    TOP_RANK_NEGATIVE,
     N_BAD
 };
 
@@ -97,7 +99,8 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         msgpack_pack_array(&pk, 0);
         return;
     }
-    msgpack_pack_map(&pk, 6 - (bad == NO_SESSION) - (bad == NO_SEQ));
+    msgpack_pack_map(&pk, 6 - (bad == NO_SESSION) - (bad == NO_SEQ) +
+                              (bad == TOP_SHORT || bad == TOP_RANK_NEGATIVE));
     if (bad != NO_SESSION) {
         str(&pk, "session");
         memset(longname, 'j', sizeof(longname) - 1);
@@ -134,6 +137,19 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         op(&pk, "a", 3, 320, 10, 300, ha, 6, 9);
     if (bad != OPS_UNSORTED)
         op(&pk, "b", 1, 20, 20, 20, hb, 3, 9);
+    if (bad == TOP_SHORT || bad == TOP_RANK_NEGATIVE) {
+        str(&pk, "slowest");
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, bad == TOP_SHORT ? 6 : 7);
+        str(&pk, "a");
+        if (bad == TOP_RANK_NEGATIVE)
+            msgpack_pack_int64(&pk, -2);
+        else
+            msgpack_pack_nil(&pk);
+        msgpack_pack_nil(&pk);
+        for (int i = 0; i < 4; i++)
+            msgpack_pack_uint64(&pk, 1);
+    }
     str(&pk, "devices");
     msgpack_pack_array(&pk, bad == DEVS_DUP ? 2 : 1);
     for (int i = 0; i < (bad == DEVS_DUP ? 2 : 1); i++) {
@@ -191,6 +207,16 @@ Test(peersnap, pack_then_decode_is_the_same)
 
     build(&sb, OK);
     cr_assert_eq(decode(&sb, &s, err, sizeof(err)), 0, "%s", err);
+    s.slowest = calloc(2, sizeof(*s.slowest));
+    s.n_slowest = 2;
+    s.slowest[0] = (struct peersnap_entry){.op = strdup("a"),
+                                           .rank = 3,
+                                           .device = strdup("gpu:1"),
+                                           .step = 4,
+                                           .start_ns = 5,
+                                           .dur_ns = 300,
+                                           .mem_bytes = 6};
+    s.slowest[1] = (struct peersnap_entry){.op = strdup("b"), .rank = -1, .dur_ns = 20};
     msgpack_sbuffer_init(&again);
     msgpack_packer_init(&pk, &again, msgpack_sbuffer_write);
     cr_assert_eq(peersnap_pack(&pk, &s), 0);
@@ -204,6 +230,13 @@ Test(peersnap, pack_then_decode_is_the_same)
                      0);
     }
     cr_assert_eq(t.seq, s.seq);
+    cr_assert_eq(t.n_slowest, 2);
+    cr_assert_str_eq(t.slowest[0].device, "gpu:1");
+    cr_assert_eq(t.slowest[0].rank, 3);
+    cr_assert_eq(t.slowest[0].start_ns, 5);
+    cr_assert_eq(t.slowest[1].rank, -1);
+    cr_assert_null(t.slowest[1].device);
+    cr_assert_eq(t.n_hotspots, 0);
     cr_assert_eq(t.ended, s.ended);
     peersnap_free(&s);
     peersnap_free(&t);
