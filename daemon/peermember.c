@@ -24,6 +24,9 @@ struct peermember_fwd {
     bool busy;          /* a snapshot read in flight */
     bool unsupported;   /* its file has no exact aggregates: never sent (logged once) */
     uint64_t final_seq; /* the seq of its last snapshot, sent after the writer ended it; 0 none */
+    /* what its last snapshot sent said, on which link (gen), when: an unchanged live session
+     * is not read again for PEERMEMBER_RESEND_MS */
+    uint64_t sent_entries, sent_dropped, sent_processes, sent_gen, sent_ms;
 };
 
 struct peermember_link {
@@ -47,6 +50,7 @@ struct peermember {
     struct peermember_fwd *fwd;
     size_t n_work;
     uint64_t seq;     /* of the last snapshot sent, over all sessions */
+    uint64_t gen;     /* welcomes so far: a new link resends everything */
     int64_t first_id; /* sessions from this id on are forwarded, live or ended */
     bool stopping, retry_closed;
     char last_refusal[160]; /* logged once until it changes */
@@ -142,6 +146,7 @@ static void peermember_msg_cb(struct peerlink *l, const msgpack_object *msg)
             return;
         }
         m->welcomed = true;
+        m->gen++;
         m->backoff_ms = PEERMEMBER_RETRY_MIN_MS;
         m->last_refusal[0] = '\0';
         log_info("peer: member \"%s\" joined home \"%s\" at %s", m->host, text, m->home);
@@ -261,6 +266,11 @@ static void peermember_after_cb(uv_work_t *req, int status)
         w->snap.session = NULL;
         if (w->final)
             f->final_seq = w->snap.seq;
+        f->sent_entries = w->snap.entries;
+        f->sent_dropped = w->snap.dropped;
+        f->sent_processes = w->snap.processes;
+        f->sent_gen = m->gen;
+        f->sent_ms = uv_now(m->d->loop);
     }
     peersnap_free(&w->snap);
     free(w);
@@ -340,6 +350,19 @@ static void peermember_adopt(struct peermember *m)
     }
 }
 
+/*
+ * A live session whose counters are what its last snapshot on this link
+ * said, sent less than PEERMEMBER_RESEND_MS ago: the home has it, no need to
+ * read it again (an idle session costs a member nothing but the ping).
+ */
+static bool peermember_unchanged(const struct peermember *m, const struct peermember_fwd *f,
+                                 const struct session *s)
+{
+    return s != NULL && s->live && f->sent_gen == m->gen && f->sent_entries == s->entries &&
+           f->sent_dropped == s->dropped && f->sent_processes == s->processes &&
+           uv_now(m->d->loop) - f->sent_ms < PEERMEMBER_RESEND_MS;
+}
+
 void peermember_tick(struct peermember *m)
 {
     msgpack_sbuffer sb;
@@ -367,7 +390,8 @@ void peermember_tick(struct peermember *m)
             peermember_fwd_free(f);
             continue;
         }
-        if (!f->busy && !f->unsupported && m->link != NULL && !peerlink_busy(&m->link->l))
+        if (!f->busy && !f->unsupported && m->link != NULL && !peerlink_busy(&m->link->l) &&
+            !peermember_unchanged(m, f, s))
             peermember_queue(m, f, s == NULL || !s->live);
         pp = &f->next;
     }

@@ -5,10 +5,11 @@
  * libuv's thread pool and sent on the loop thread.
  *
  * Forwarded: every session live on this daemon while it runs with --home.
- * A live session's snapshot goes out every second (so after an outage the
- * home gets the latest, never a backlog); an ended one's until the home
- * acks it (snapshot_ack), then it is forgotten. The member ingests as ever
- * whatever the link does: entries stay on this host.
+ * A live session's snapshot goes out every second while its counters move
+ * (so after an outage the home gets the latest, never a backlog), every
+ * PEERMEMBER_RESEND_MS while they do not, and at once on a new link; an
+ * ended one's until the home acks it (snapshot_ack), then it is forgotten. The member ingests as
+ * ever whatever the link does: entries stay on this host.
  *
  * LINK. peer_hello with --host first; a `ping` each second; no byte from
  * the home for PEERMEMBER_DEAD_MS closes the link, and it is made again
@@ -30,6 +31,7 @@
 
 #define PEERMEMBER_MAX_HOMES    16 /* homes producers may name (hello "home") at once */
 #define PEERMEMBER_DEAD_MS      3000
+#define PEERMEMBER_RESEND_MS    10000 /* an unchanged live session: a snapshot this often */
 #define PEERMEMBER_RETRY_MIN_MS 250
 #define PEERMEMBER_RETRY_MAX_MS 5000
 
