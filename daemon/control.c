@@ -426,7 +426,9 @@ static void control_report(struct conn *c, const struct proto_request *req)
     if (w == NULL || (w->name = strdup(s->name)) == NULL ||
         (w->state = strdup(s->live ? "live" : "ended")) == NULL ||
         (c->d->peer_home != NULL && !req->late &&
-         peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended", &w->merge) < 0)) {
+         peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended",
+                          s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
+                          &w->merge) < 0)) {
         if (w != NULL) {
             free(w->name);
             free(w->state);

@@ -6,8 +6,10 @@
 #include "log.h"
 #include "peermsg.h"
 #include "peersnap.h"
+#include "session.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,8 @@ struct peerhome_part {
     char *snap; /* the `snapshot` message, repacked from what was decoded */
     size_t len;
     uint64_t seq, rx_ms;
+    uint64_t sid;                 /* the member's own id of the session */
+    int64_t started_ns, ended_ns; /* its wall-clock times (ended_ns 0: live or unknown) */
     bool ended;
 };
 
@@ -199,12 +203,12 @@ static bool peerhome_evict_other(struct peerhome *h, struct peerhome_host *x,
 }
 
 static struct peerhome_part *peerhome_part_get(struct peerhome *h, struct peerhome_host *x,
-                                               const char *session)
+                                               const char *session, uint64_t sid)
 {
     struct peerhome_part *p;
 
     for (p = h->parts; p != NULL; p = p->next)
-        if (p->host == x && strcmp(p->session, session) == 0)
+        if (p->host == x && p->sid == sid && strcmp(p->session, session) == 0)
             return p;
     if (x->parts >= PEERHOME_MAX_PARTS && !peerhome_evict(h, x))
         return NULL;
@@ -215,6 +219,7 @@ static struct peerhome_part *peerhome_part_get(struct peerhome *h, struct peerho
         return NULL;
     }
     p->host = x;
+    p->sid = sid;
     p->next = h->parts;
     h->parts = p;
     x->parts++;
@@ -225,7 +230,7 @@ static struct peerhome_part *peerhome_part_get(struct peerhome *h, struct peerho
 static void peerhome_keep(struct peerhome_link *k, const struct peersnap *s)
 {
     struct peerhome_host *x = k->host;
-    struct peerhome_part *p = peerhome_part_get(k->h, x, s->session);
+    struct peerhome_part *p = peerhome_part_get(k->h, x, s->session, s->sid);
     msgpack_sbuffer sb;
     msgpack_packer pk;
 
@@ -253,6 +258,8 @@ static void peerhome_keep(struct peerhome_link *k, const struct peersnap *s)
     p->snap = msgpack_sbuffer_release(&sb);
     p->seq = s->seq;
     p->ended = s->ended;
+    p->started_ns = s->started_ns <= INT64_MAX ? (int64_t)s->started_ns : 0;
+    p->ended_ns = s->ended_ns <= INT64_MAX ? (int64_t)s->ended_ns : 0;
     p->rx_ms = uv_now(k->h->d->loop);
     msgpack_sbuffer_init(&sb);
     if (peermsg_pack_ack(&sb, s->session, s->seq) == 0)
@@ -480,15 +487,45 @@ static int peerhome_part_cmp(const void *a, const void *b)
                   ((const struct peermerge_part *)b)->host);
 }
 
+/*
+ * Whether part p belongs to the job that ran from `from` to `to` (wall-clock
+ * ns; to 0: still running): their times overlap, give or take
+ * PEERHOME_SLACK_NS for clocks and lingering. A part without times (an
+ * older member) always does.
+ */
+static bool peerhome_in_window(const struct peerhome_part *p, int64_t from, int64_t to)
+{
+    int64_t now = session_now_ns();
+    int64_t pend = p->ended_ns > 0 ? p->ended_ns : now, end = to > 0 ? to : now;
+
+    if (p->started_ns <= 0)
+        return true;
+    return p->started_ns <= end + PEERHOME_SLACK_NS && pend >= from - PEERHOME_SLACK_NS;
+}
+
+/* The window of the newest job of that name only members hold: its newest part's times. */
+static void peerhome_newest(const struct peerhome *h, const char *name, int64_t *from, int64_t *to)
+{
+    const struct peerhome_part *newest = NULL;
+
+    for (const struct peerhome_part *p = h->parts; p != NULL; p = p->next)
+        if (strcmp(p->session, name) == 0 && (newest == NULL || p->started_ns > newest->started_ns))
+            newest = p;
+    *from = newest != NULL ? newest->started_ns : 0;
+    *to = newest != NULL && newest->ended_ns > 0 ? newest->ended_ns : 0;
+}
+
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
-                     struct peermerge *out)
+                     int64_t from_ns, int64_t to_ns, struct peermerge *out)
 {
     uint64_t now = uv_now(h->d->loop);
     size_t n = 0;
 
     memset(out, 0, sizeof(*out));
+    if (from_ns < 0)
+        peerhome_newest(h, name, &from_ns, &to_ns);
     for (const struct peerhome_part *p = h->parts; p != NULL; p = p->next)
-        n += strcmp(p->session, name) == 0;
+        n += strcmp(p->session, name) == 0 && peerhome_in_window(p, from_ns, to_ns);
     if (n == 0)
         return 0;
     out->parts = calloc(n, sizeof(*out->parts));
@@ -498,7 +535,7 @@ int peerhome_collect(const struct peerhome *h, const char *name, const char *hom
         goto nomem;
     for (const struct peerhome_part *p = h->parts; p != NULL; p = p->next) {
         struct peermerge_part *q;
-        if (strcmp(p->session, name) != 0)
+        if (strcmp(p->session, name) != 0 || !peerhome_in_window(p, from_ns, to_ns))
             continue;
         q = &out->parts[out->n_parts++];
         q->state = peerhome_part_state(h, p);

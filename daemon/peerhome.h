@@ -6,6 +6,11 @@
  * (peermerge.h). Runs on the loop thread; a report copies what it needs
  * (peerhome_collect) before it goes to a worker.
  *
+ * Parts are kept per (session name, member host, the member's session id):
+ * a name used again for a later job is a part of its own, and a report
+ * merges only the parts whose times overlap the session it reports
+ * (peerhome_collect).
+ *
  * A member says peer_hello with its host name first; the home refuses a
  * name that is its own or that a link heard from in the last
  * PEERHOME_TAKEN_MS holds (two hosts configured with one name), and lets a
@@ -51,6 +56,9 @@
 #define PEERHOME_MAX_PARTS 4096 /* sessions per member host */
 #define PEERHOME_MAX_BYTES (256u << 20) /* bytes of snapshots per member host */
 #define PEERHOME_MAX_LINKS 1024         /* links at once (authenticated or not) */
+/* A member's part belongs to the home's session of its name when their wall-clock times
+ * overlap give or take this (clocks a little apart, sessions that linger). */
+#define PEERHOME_SLACK_NS (60 * 1000000000LL)
 
 struct daemon;
 struct peerhome;
@@ -68,12 +76,15 @@ void peerhome_stop(struct peerhome *h);
 /* True when a member sent a snapshot of a session of this name. */
 bool peerhome_has(const struct peerhome *h, const char *session);
 /*
- * The members' parts of session `name`, copied for a report worker, into
- * *out (home_state: the home's own part, "live" or "ended"). 1 when there
- * are any, 0 when none (*out then empty), -ENOMEM.
+ * The members' parts of session `name` that belong to the job that ran from
+ * from_ns to to_ns (CLOCK_REALTIME ns, the home's own session's; to_ns 0:
+ * still running; from_ns -1: the newest job of that name members sent),
+ * copied for a report worker, into *out (home_state: the home's own part,
+ * "live" or "ended"). 1 when there are any, 0 when none (*out then empty),
+ * -ENOMEM.
  */
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
-                     struct peermerge *out);
+                     int64_t from_ns, int64_t to_ns, struct peermerge *out);
 /* The state of a session only members hold: "live" if any part is live or stale, else "ended". */
 const char *peerhome_state(const struct peerhome *h, const char *name);
 

@@ -65,6 +65,7 @@ struct peermember_work {
     atomic_bool *cancel;
     char path[PATH_MAX];
     bool ended_at_queue, final;
+    int64_t started_ns, ended_ns; /* the session's wall-clock times (ended: 0 while live) */
     int rc;
     char err[200];
     struct peersnap snap;
@@ -260,6 +261,9 @@ static void peermember_after_cb(uv_work_t *req, int status)
         w->snap.session = f->name; /* borrowed for packing */
         w->snap.seq = ++m->seq;
         w->snap.ended = w->final;
+        w->snap.sid = (uint64_t)f->id;
+        w->snap.started_ns = w->started_ns > 0 ? (uint64_t)w->started_ns : 0;
+        w->snap.ended_ns = w->final && w->ended_ns > 0 ? (uint64_t)w->ended_ns : 0;
         msgpack_sbuffer_init(&sb);
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
         peermember_send_packed(m, &sb, peersnap_pack(&pk, &w->snap));
@@ -277,12 +281,16 @@ static void peermember_after_cb(uv_work_t *req, int status)
     peermember_maybe_free(m);
 }
 
-static void peermember_queue(struct peermember *m, struct peermember_fwd *f, bool ended)
+static void peermember_queue(struct peermember *m, struct peermember_fwd *f,
+                             const struct session *s)
 {
     struct peermember_work *w = calloc(1, sizeof(*w));
+    bool ended = s == NULL || !s->live;
 
     if (w == NULL)
         return; /* the next tick tries again */
+    w->started_ns = s != NULL ? s->started_ns : 0;
+    w->ended_ns = s != NULL && !s->live ? s->ended_ns : 0;
     w->m = m;
     w->f = f;
     w->store = m->d->store;
@@ -392,7 +400,7 @@ void peermember_tick(struct peermember *m)
         }
         if (!f->busy && !f->unsupported && m->link != NULL && !peerlink_busy(&m->link->l) &&
             !peermember_unchanged(m, f, s))
-            peermember_queue(m, f, s == NULL || !s->live);
+            peermember_queue(m, f, s);
         pp = &f->next;
     }
 }

@@ -59,6 +59,9 @@ struct peersnap {
     char *session;
     uint64_t seq;
     bool ended;
+    /* the member's session: its id there, and when it started and ended (CLOCK_REALTIME ns;
+     * ended_ns 0 while live), so that the home tells apart two jobs of one name */
+    uint64_t sid, started_ns, ended_ns;
     uint64_t processes, ranks, entries, dropped, total_ns, span_ns, peak_bytes, total_bytes;
     struct peersnap_op *ops; /* sorted by name, unique */
     size_t n_ops;

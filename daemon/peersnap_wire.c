@@ -69,10 +69,13 @@ int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
 
     rc |= msgpack_pack_array(pk, 2);
     rc |= proto_pack_str(pk, "snapshot");
-    rc |= msgpack_pack_map(pk, 15);
+    rc |= msgpack_pack_map(pk, 18);
     rc |= proto_pack_str(pk, "session");
     rc |= proto_pack_str(pk, s->session);
     peersnap_kv(pk, "seq", s->seq);
+    peersnap_kv(pk, "sid", s->sid);
+    peersnap_kv(pk, "started_ns", s->started_ns);
+    peersnap_kv(pk, "ended_ns", s->ended_ns);
     rc |= proto_pack_str(pk, "ended");
     rc |= s->ended ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
     peersnap_kv(pk, "processes", s->processes);
@@ -302,11 +305,12 @@ static int peersnap_dec_entries(struct peersnap_dec *d, const msgpack_object *o,
 static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
                             const msgpack_object *v, struct peersnap *s, unsigned *seen)
 {
-    static const char *const names[] = {"seq",     "processes",  "ranks",
-                                        "entries", "dropped",    "total_ns",
-                                        "span_ns", "peak_bytes", "total_bytes"};
-    uint64_t *fields[] = {&s->seq,      &s->processes, &s->ranks,      &s->entries,    &s->dropped,
-                          &s->total_ns, &s->span_ns,   &s->peak_bytes, &s->total_bytes};
+    static const char *const names[] = {"seq",         "processes", "ranks",      "entries",
+                                        "dropped",     "total_ns",  "span_ns",    "peak_bytes",
+                                        "total_bytes", "sid",       "started_ns", "ended_ns"};
+    uint64_t *fields[] = {&s->seq,         &s->processes, &s->ranks,      &s->entries,
+                          &s->dropped,     &s->total_ns,  &s->span_ns,    &s->peak_bytes,
+                          &s->total_bytes, &s->sid,       &s->started_ns, &s->ended_ns};
 
 #define KEY(name) (kl == strlen(name) && memcmp(k, name, kl) == 0)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)

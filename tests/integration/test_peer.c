@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -82,7 +83,15 @@ TestSuite(peer, .init = setup, .fini = teardown, .timeout = 60);
 
 /* ---- a scripted peer on the test's loop ---------------------------------------------- */
 
-enum send_what { SEND_NOTHING, SEND_SNAPSHOT, SEND_BAD_SNAPSHOT, SEND_HUGE, SEND_PING, SEND_MANY };
+enum send_what {
+    SEND_NOTHING,
+    SEND_SNAPSHOT,
+    SEND_BAD_SNAPSHOT,
+    SEND_HUGE,
+    SEND_PING,
+    SEND_MANY,
+    SEND_TWO_JOBS
+};
 
 struct peer {
     struct peerlink l;
@@ -96,7 +105,8 @@ struct peer {
     bool closed;
 };
 
-static void pack_snapshot(msgpack_sbuffer *sb, bool bad, const char *name, bool ended, uint64_t seq)
+static void pack_snapshot(msgpack_sbuffer *sb, bool bad, const char *name, bool ended, uint64_t seq,
+                          uint64_t sid, uint64_t started_ns, uint64_t ended_ns)
 {
     struct agg_hist_bucket h[2] = {{.bucket = agg_bucket(100), .min_ns = 100, .count = 2},
                                    {.bucket = agg_bucket(900), .min_ns = 900, .count = 1}};
@@ -112,6 +122,9 @@ static void pack_snapshot(msgpack_sbuffer *sb, bool bad, const char *name, bool 
     struct peersnap s = {.session = (char *)name,
                          .seq = seq,
                          .ended = ended,
+                         .sid = sid,
+                         .started_ns = started_ns,
+                         .ended_ns = ended_ns,
                          .processes = 1,
                          .ranks = 1,
                          .entries = bad ? 4 : 3,
@@ -134,14 +147,20 @@ static void peer_send(struct peer *p, enum send_what what)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     if (what == SEND_SNAPSHOT || what == SEND_BAD_SNAPSHOT) {
-        pack_snapshot(&sb, what == SEND_BAD_SNAPSHOT, "remote", false, 1);
+        pack_snapshot(&sb, what == SEND_BAD_SNAPSHOT, "remote", false, 1, 1, 0, 0);
     } else if (what == SEND_MANY) {
         /* one more ended session than a host may keep: the oldest must make room */
         for (int i = 0; i <= PEERHOME_MAX_PARTS; i++) {
             char name[32];
             snprintf(name, sizeof(name), "s%d", i);
-            pack_snapshot(&sb, false, name, true, (uint64_t)i + 1);
+            pack_snapshot(&sb, false, name, true, (uint64_t)i + 1, (uint64_t)i + 1, 0, 0);
         }
+    } else if (what == SEND_TWO_JOBS) {
+        /* one name, two jobs of this host: the live one now, then (late) the final snapshot
+         * of the one that ended an hour ago */
+        uint64_t now = (uint64_t)time(NULL) * 1000000000ull, hour = 3600 * 1000000000ull;
+        pack_snapshot(&sb, false, "again", false, 1, 8, now, 0);
+        pack_snapshot(&sb, false, "again", true, 2, 7, now - hour, now - hour + 1000000000ull);
     } else if (what == SEND_HUGE) {
         msgpack_pack_array(&pk, 2);
         proto_pack_str(&pk, "snapshot");
@@ -472,4 +491,44 @@ Test(peer, past_the_sessions_limit_the_oldest_ended_makes_room)
     cr_assert(reported("s1"));
     cr_assert(reported("s4096"));
     assert_alive();
+}
+
+/* The entries and the number of host rows of the home's report of name. */
+static void report_of(const char *name, unsigned long long *entries, unsigned *rows, char *state,
+                      size_t len)
+{
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *hosts;
+    int fd;
+
+    proto_request_init(&req);
+    req.session.name = (char *)name;
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "no report of %s", name);
+    *entries = obj_u64(obj_get(obj_get(&o->via.array.ptr[1], "session"), "entries"));
+    hosts = obj_get(&o->via.array.ptr[1], "hosts");
+    *rows = hosts != NULL ? hosts->via.array.size : 0;
+    snprintf(state, len, "none");
+    if (*rows > 1) {
+        const msgpack_object *st = obj_get(&hosts->via.array.ptr[1], "state");
+        snprintf(state, len, "%.*s", (int)st->via.str.size, st->via.str.ptr);
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+}
+
+Test(peer, a_name_used_again_reports_only_the_newest_job)
+{
+    struct peer p = {.host = "again", .then = SEND_TWO_JOBS, .want_acks = 2};
+    unsigned long long entries;
+    unsigned rows;
+    char state[16];
+
+    run(&p, 1, key);
+    cr_assert_eq(p.acks, 2, "%s / %s", p.error, p.reason);
+    report_of("again", &entries, &rows, state, sizeof(state));
+    cr_assert_eq(entries, 3, "the job of an hour ago was merged in (%llu entries)", entries);
+    cr_assert_eq(rows, 2, "the home's row and one part");
+    cr_assert_str_neq(state, "ended", "the old job's final snapshot took the new job's place");
 }
