@@ -30,6 +30,7 @@ static void same(const struct peersnap *a, const struct peersnap *b)
 {
     CHECK(strcmp(a->session, b->session) == 0);
     CHECK(a->seq == b->seq && a->ended == b->ended && a->processes == b->processes);
+    CHECK(a->sid == b->sid && a->started_ns == b->started_ns && a->ended_ns == b->ended_ns);
     CHECK(a->ranks == b->ranks && a->entries == b->entries && a->dropped == b->dropped);
     CHECK(a->total_ns == b->total_ns && a->span_ns == b->span_ns);
     CHECK(a->peak_bytes == b->peak_bytes && a->total_bytes == b->total_bytes);
