@@ -7,7 +7,9 @@
 #include "peermsg.h"
 #include "peersnap.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,6 +476,29 @@ static void peermember_take(struct peermember *m, const struct session *s)
     m->fwd = f;
 }
 
+/*
+ * Whether addr is this daemon's own --peer-listen: the same address and
+ * port, or the same port when it listens on every address (0.0.0.0, ::).
+ */
+static bool peermember_is_self(const struct daemon *d, const struct sockaddr_storage *addr)
+{
+    struct sockaddr_storage own;
+    const struct sockaddr_in *a = (const void *)addr, *o = (const void *)&own;
+
+    if (d->opt.peer_listen == NULL || peerlink_parse_addr(d->opt.peer_listen, &own) < 0)
+        return false;
+    if (peerlink_addr_equal(addr, &own))
+        return true;
+    if (own.ss_family == AF_INET && o->sin_addr.s_addr == htonl(INADDR_ANY))
+        return addr->ss_family == AF_INET && a->sin_port == o->sin_port;
+    if (own.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *o6 = (const void *)&own, *a6 = (const void *)addr;
+        return IN6_IS_ADDR_UNSPECIFIED(&o6->sin6_addr) && addr->ss_family == AF_INET6 &&
+               a6->sin6_port == o6->sin6_port;
+    }
+    return false;
+}
+
 /* Whether some member of d already forwards session id. */
 static bool peermember_forwarded(struct daemon *d, int64_t id)
 {
@@ -509,6 +534,8 @@ void peermember_route(struct daemon *d, const struct session *s, const char *hom
     }
     if (all != NULL && peerlink_addr_equal(&all->addr, &ss))
         return; /* --home's: it adopts the session at its next tick */
+    if (peermember_is_self(d, &ss))
+        return; /* this daemon is that home: the session is its own part already */
     for (m = d->peer_routes; m != NULL && !peerlink_addr_equal(&m->addr, &ss); m = m->next)
         n++;
     if (m == NULL && n >= PEERMEMBER_MAX_HOMES) {

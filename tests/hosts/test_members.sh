@@ -56,9 +56,10 @@ hosts_daemon m2 --peer-key "$HOSTS_DIR/key" --host m2 --linger 1 || fail "m2 did
 hosts_wait 10 test "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 1 ||
     fail "m1 did not join"
 
-run() { # host rank n [wait_file]: one process of session $SESSION; m2's name the home
-    local home=
+run() { # host rank n [wait_file]: one process of session $SESSION; m2's and the home's
+    local home=     # name the home, as a launcher that sets it everywhere would
     [ "$1" = m2 ] && home="$m2_addr:7700"
+    [ "$1" = home ] && home="$m1_addr:7700"
     hosts_exec "$1" env ${home:+TRACECTL_HOME=$home} "$PRODUCER" "$HOSTS_DIR/$1.sock" \
         "$SESSION" "$2" 5 "$3" ${4:+"$4"}
 }
@@ -87,6 +88,7 @@ PY
 }
 hosts_wait 20 merged_done || fail "the home never had all 660 entries: $(cat "$HOSTS_DIR/merged.json")"
 report home local >/dev/null 2>&1 && fail "m2's session without TRACECTL_HOME reached the home"
+grep -q "home's own" "$HOSTS_DIR/home.log" && fail "the home linked to itself for its own producers"
 grep -q "member joined" "$HOSTS_DIR/home.log" && [ "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 2 ] ||
     fail "m2 never joined for its routed session"
 report home job --rank 0,1 >"$HOSTS_DIR/own_home.json" || fail "home's own part"
