@@ -125,17 +125,6 @@ struct agg {
     sqlite3_stmt *up_session, *up_op, *up_hist, *up_dev;
 };
 
-static inline uint32_t agg_bucket_of(uint64_t v)
-{
-    int e;
-
-    if (v < 256)
-        return (uint32_t)v;
-    e = 63 - __builtin_clzll(v); /* 8..63 */
-    /* the top 8 bits of v, 128..255: 128 buckets per power of two */
-    return 256 + (uint32_t)(e - 8) * 128 + (uint32_t)((v >> (e - 7)) - 128);
-}
-
 uint32_t agg_bucket(uint64_t v)
 {
     return agg_bucket_of(v);

@@ -98,7 +98,21 @@ int agg_flush(struct agg *a);
  * and heaps from the file; marks the aggregates inexact when that fails.
  */
 void agg_discard(struct agg *a);
-/* The histogram bucket of a duration (exposed for the tests). */
+/*
+ * The histogram bucket of a duration: agg_bucket_of() inline for the writer's
+ * hot path and the peer decoder (peersnap_wire.c, which must not link SQLite),
+ * agg_bucket() for the tests.
+ */
+static inline uint32_t agg_bucket_of(uint64_t v)
+{
+    int e;
+
+    if (v < 256)
+        return (uint32_t)v;
+    e = 63 - __builtin_clzll(v); /* 8..63 */
+    /* the top 8 bits of v, 128..255: 128 buckets per power of two */
+    return 256 + (uint32_t)(e - 8) * 128 + (uint32_t)((v >> (e - 7)) - 128);
+}
 uint32_t agg_bucket(uint64_t v);
 
 #define AGG_CHUNK         64   /* buckets per stored chunk: chunk = bucket / AGG_CHUNK */

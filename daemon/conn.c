@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "control.h"
 #include "log.h"
+#include "peermember.h"
 
 /* Bytes asked of each read: small, so 1,000 stalled connections hold ~16 MiB at most. */
 #define READ_SIZE (16u << 10)
@@ -464,6 +465,7 @@ static void conn_handle_hello(struct conn *c, struct proto_msg *m)
         }
         return;
     }
+    peermember_route(c->d, c->session, h->home); /* its home, when it names one */
     c->producer = true;
     c->rank = h->rank;
     c->d->n_producers++;

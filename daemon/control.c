@@ -22,6 +22,7 @@
 #include "export.h"
 #include "live.h"
 #include "log.h"
+#include "peerhome.h"
 #include "query.h"
 #include "sink.h"
 
@@ -48,6 +49,9 @@ struct report_work {
     atomic_uint_fast64_t steps; /* what it scanned: charged to its user (users.h) */
     char err[256];
     msgpack_sbuffer out;
+    /* a home's session that spans hosts: the members' parts (peerhome_collect); path "" when
+     * only members hold it */
+    struct peermerge merge;
 };
 
 static void pack_key(msgpack_packer *pk, const char *key)
@@ -326,12 +330,18 @@ static void report_work_cb(uv_work_t *req)
     msgpack_packer pk;
 
     msgpack_sbuffer_init(&w->out);
-    store_wait_ended(w->store, w->id, CONTROL_END_WAIT_MS);
+    if (w->path[0] != '\0')
+        store_wait_ended(w->store, w->id, CONTROL_END_WAIT_MS);
     if (w->late) {
         report_late_cb(w);
         return;
     }
-    w->rc = query_report(w->path, &w->params, &r, w->err, sizeof(w->err));
+    if (w->path[0] != '\0')
+        w->rc = query_report(w->path, &w->params, &r, w->err, sizeof(w->err));
+    /* Merged with the members' parts, unless filtered (a filtered report shows this host's). */
+    if (w->rc == 0 && w->merge.home_host != NULL && r.filter == NULL)
+        w->rc = peermerge_report(&r, &w->merge, w->path[0] ? w->path : NULL, &w->params, w->err,
+                                 sizeof(w->err));
     if (w->rc == 0) {
         r.id = w->id;
         r.name = w->name;
@@ -374,6 +384,7 @@ static void report_after_cb(uv_work_t *req, int status)
     log_debug("report of session %lld: %llu steps", (long long)w->id,
               (unsigned long long)atomic_load(&w->steps));
     msgpack_sbuffer_destroy(&w->out);
+    peermerge_free(&w->merge);
     free(w->analysis.device);
     free(w->analysis.category);
     free(w->name);
@@ -422,18 +433,45 @@ bool control_report_heavy(struct conn *c, const struct proto_request *req)
     return s != NULL && report_heavy(c, s, req->late);
 }
 
+/*
+ * A session of this home's that only members hold (no local one of that
+ * name): a stand-in for the report, with no file. NULL when there is none.
+ */
+static struct session *control_peer_session(struct conn *c, const struct proto_request *req,
+                                            struct session *tmp)
+{
+    struct peerhome *h = c->d->peer_home;
+
+    if (h == NULL || req->session.name == NULL || !peerhome_has(h, req->session.name) ||
+        session_find(&c->d->reg, &req->session, conn_view_uid(c)) != NULL)
+        return NULL;
+    memset(tmp, 0, sizeof(*tmp));
+    tmp->id = -1;
+    tmp->name = req->session.name;
+    tmp->live = strcmp(peerhome_state(h, req->session.name), "live") == 0;
+    return tmp;
+}
+
 static void control_report(struct conn *c, const struct proto_request *req)
 {
-    struct session *s = control_session(c, req);
+    struct session peer_only, *s = control_peer_session(c, req, &peer_only);
     struct report_work *w;
 
+    if (s == NULL)
+        s = control_session(c, req);
     if (s == NULL)
         return;
     w = calloc(1, sizeof(*w));
     if (w == NULL || (w->name = strdup(s->name)) == NULL ||
-        (w->state = strdup(s->live ? "live" : "ended")) == NULL) {
-        if (w != NULL)
+        (w->state = strdup(s->live ? "live" : "ended")) == NULL ||
+        (c->d->peer_home != NULL && !req->late &&
+         peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended",
+                          s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
+                          &w->merge) < 0)) {
+        if (w != NULL) {
             free(w->name);
+            free(w->state);
+        }
         free(w);
         reply_error(c, PROTO_E_INTERNAL, "out of memory");
         return;
@@ -455,6 +493,7 @@ static void control_report(struct conn *c, const struct proto_request *req)
         (req->analysis.category != NULL &&
          (w->analysis.category = strdup(req->analysis.category)) == NULL)) {
         free(w->analysis.device);
+        peermerge_free(&w->merge);
         free(w->name);
         free(w->state);
         free(w);
@@ -464,7 +503,8 @@ static void control_report(struct conn *c, const struct proto_request *req)
     w->params.analysis = &w->analysis;
     w->params.cancel = &c->d->cancel;
     w->params.steps = &w->steps;
-    store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
+    if (s != &peer_only)
+        store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;
     c->busy = true;
     c->d->n_reports++;
@@ -482,6 +522,7 @@ static void control_report(struct conn *c, const struct proto_request *req)
         c->refs--;
         free(w->analysis.device);
         free(w->analysis.category);
+        peermerge_free(&w->merge);
         free(w->name);
         free(w->state);
         free(w);

@@ -27,6 +27,8 @@
 struct conn;
 struct sink;
 struct user;
+struct peerhome;
+struct peermember;
 
 struct daemon_options {
     char *socket_path;
@@ -50,6 +52,10 @@ struct daemon_options {
     char *clickhouse_url;       /* --clickhouse: the sink (sink.h) is on; NULL: off */
     char *clickhouse_auth;      /* --clickhouse-auth: its user:password file */
     char *clickhouse_host;      /* --clickhouse-host: the name of this host's rows */
+    char *peer_listen;          /* --peer-listen ADDR:PORT: the home of members; NULL off */
+    char *home;                 /* --home ADDR:PORT: a member of that home; NULL off */
+    char *peer_key;             /* --peer-key FILE */
+    char *host_name;            /* --host NAME; NULL: the host name */
 };
 
 struct daemon {
@@ -90,6 +96,12 @@ struct daemon {
     uint64_t rate[DAEMON_RATE_WINDOW + 1]; /* store_stored() once a second */
     unsigned rate_pos, rate_n;
     bool stopping;
+    struct peerhome *peer_home;     /* --peer-listen (peerhome.h); NULL off */
+    struct peermember *peer_member; /* --home (peermember.h); NULL off */
+    struct peermember *peer_routes; /* homes producers named (hello "home"), a list */
+    bool peer_keyed;                /* --peer-key was given and read: peer_psk, peer_host */
+    uint8_t peer_psk[32];           /* PEERLINK_PSK_LEN */
+    char peer_host[256];            /* --host, else the host name */
 };
 
 #endif

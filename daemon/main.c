@@ -19,6 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "batchpool.h"
 #include "bytesize.h"
 #include "conn.h"
@@ -27,6 +29,9 @@
 #include "listener.h"
 #include "log.h"
 #include "sink.h"
+#include "peerhome.h"
+#include "peermember.h"
+#include "peermsg.h"
 #include "sock.h"
 
 /*
@@ -56,6 +61,8 @@ static void usage(FILE *f)
         "                 [--reply-timeout TIME] [--heavy-entries N]\n"
         "                 [--storage-format rows|blocks]\n"
         "                 [--clickhouse URL [--clickhouse-auth FILE] [--clickhouse-host NAME]]\n"
+        "                 [--peer-listen ADDR:PORT | --home ADDR:PORT] [--peer-key FILE]\n"
+        "                 [--host NAME]\n"
         "\n"
         "The tracectl profiler daemon: receives trace entries from instrumented\n"
         "processes over a Unix socket, stores one SQLite file per session and\n"
@@ -104,6 +111,18 @@ static void usage(FILE *f)
         "                        (docs/clickhouse.md). Off by default\n"
         "  --clickhouse-auth FILE  its user:password, the first line of FILE (mode 0600)\n"
         "  --clickhouse-host NAME  the host name of this daemon's rows (default: hostname)\n"
+        "  --peer-listen ADDR:PORT  be the home of sessions that span hosts: accept\n"
+        "                        members on this TCP address (off by default; ADDR\n"
+        "                        may be 0.0.0.0). Needs --peer-key\n"
+        "  --home ADDR:PORT      be a member: send the home at ADDR:PORT a snapshot of\n"
+        "                        every live session each second. Needs --peer-key\n"
+        "  --peer-key FILE       the key both sides hold (mode 0600, 16 to 4096 bytes,\n"
+        "                        e.g. openssl rand -hex 32): TLS 1.3 with it as a\n"
+        "                        pre-shared key authenticates and encrypts the link.\n"
+        "                        With it, a session whose producers set TRACECTL_HOME\n"
+        "                        (hello key home) goes to that home instead\n"
+        "  --host NAME           this daemon's host name in merged reports (default:\n"
+        "                        the host name)\n"
         "  TIME is seconds, or takes ms, s, m suffixes.\n"
         "  SIZE is bytes, or takes K, M, G, T (KiB, MiB, GiB, TiB) suffixes.\n"
         "  -h, --help            this text\n"
@@ -244,6 +263,40 @@ static int parse_duration(const char *s, unsigned long *ms)
     return 0;
 }
 
+/* --peer-listen, --home, --peer-key, --host (daemon/peerlink.h). 0 or -1 (usage). */
+static int parse_peer_arg(struct daemon_options *o, int ch, const char *arg)
+{
+    char **slot = ch == 'P'   ? &o->peer_listen
+                  : ch == 'O' ? &o->home
+                  : ch == 'K' ? &o->peer_key
+                              : &o->host_name;
+
+    if (ch == 'N' && !peermsg_host_valid(arg, strlen(arg))) {
+        fprintf(stderr, "tracectld: --host takes 1 to %d bytes of UTF-8 without '/'\n",
+                PEERMSG_MAX_HOST);
+        return -1;
+    }
+    free(*slot);
+    *slot = strdup(arg);
+    return 0;
+}
+
+/* The peer flags together: one role at most, and a key with it. 0 or -1 (usage). */
+static int check_peer_args(const struct daemon_options *o)
+{
+    if (o->peer_listen != NULL && o->home != NULL) {
+        fprintf(stderr, "tracectld: --peer-listen and --home exclude each other (a home has no "
+                        "home)\n");
+        return -1;
+    }
+    if ((o->peer_listen != NULL || o->home != NULL) && o->peer_key == NULL) {
+        fprintf(stderr, "tracectld: %s needs --peer-key FILE\n",
+                o->home != NULL ? "--home" : "--peer-listen");
+        return -1;
+    }
+    return 0;
+}
+
 /* Returns 0 to run, 1 to exit 0 (help), -1 to exit 2 (usage). */
 static int parse_args(int argc, char **argv, struct daemon_options *o)
 {
@@ -265,10 +318,14 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         {"reply-timeout", required_argument, NULL, 'W'},
         {"heavy-entries", required_argument, NULL, 'H'},
         {"storage-format", required_argument, NULL, 'F'},
-        {"clickhouse", required_argument, NULL, 'K'},
+        {"clickhouse", required_argument, NULL, 'k'},
         {"clickhouse-auth", required_argument, NULL, 'A'},
-        {"clickhouse-host", required_argument, NULL, 'N'},
+        {"clickhouse-host", required_argument, NULL, 'j'},
         {"system", no_argument, NULL, 'S'},
+        {"peer-listen", required_argument, NULL, 'P'},
+        {"home", required_argument, NULL, 'O'},
+        {"peer-key", required_argument, NULL, 'K'},
+        {"host", required_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -360,10 +417,10 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
             free(o->admin_group);
             o->admin_group = strdup(optarg);
             break;
-        case 'K':
+        case 'k':
         case 'A':
-        case 'N': {
-            char **p = ch == 'K'   ? &o->clickhouse_url
+        case 'j': {
+            char **p = ch == 'k'   ? &o->clickhouse_url
                        : ch == 'A' ? &o->clickhouse_auth
                                    : &o->clickhouse_host;
 
@@ -373,6 +430,13 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
         }
         case 'S':
             o->system = true;
+            break;
+        case 'P':
+        case 'O':
+        case 'K':
+        case 'N':
+            if (parse_peer_arg(o, ch, optarg) < 0)
+                return -1;
             break;
         case 'h':
             usage(stdout);
@@ -394,7 +458,7 @@ static int parse_args(int argc, char **argv, struct daemon_options *o)
                 argv[optind]);
         return -1;
     }
-    return 0;
+    return check_peer_args(o);
 }
 
 /* ---- callbacks ----------------------------------------------------------- */
@@ -461,6 +525,8 @@ static void daemon_tick_cb(uv_timer_t *t)
     struct daemon *d = t->data;
 
     session_tick(&d->reg);
+    peerhome_tick(d->peer_home);
+    peermember_tick_all(d);
     batchpool_trim();
     conn_trim(d);
     users_tick(d);
@@ -484,6 +550,9 @@ static void daemon_stop(struct daemon *d)
     atomic_store(&d->cancel, true);
     log_info("stopping: committing what was received");
     listener_stop(d);
+    peerhome_stop(d->peer_home);
+    d->peer_home = NULL;
+    peermember_stop_all(d);
     d->reg.stopping = true; /* the sessions the closes below leave are cut short, not ended */
     while (d->conns != NULL)
         conn_close(d->conns);
@@ -559,6 +628,35 @@ static void daemon_size_fds(struct daemon *d)
               files, d->opt.max_conns);
 }
 
+/*
+ * The peer role (--peer-listen or --home), if any: loads the key and starts
+ * listening or linking. 0, or -1 with the message in err.
+ */
+static int daemon_peer_start(struct daemon *d, char *err, size_t errlen)
+{
+    char *host = d->peer_host;
+
+    if (d->opt.peer_key == NULL)
+        return 0;
+    if (peerlink_key_load(d->opt.peer_key, d->peer_psk, err, errlen) < 0)
+        return -1;
+    /* Kept for the links producers ask for later (peermember_route). */
+    d->peer_keyed = true;
+    if (d->opt.host_name != NULL)
+        snprintf(host, sizeof(d->peer_host), "%s", d->opt.host_name);
+    else if (gethostname(host, sizeof(d->peer_host) - 1) < 0 ||
+             !peermsg_host_valid(host, strlen(host)))
+        snprintf(host, sizeof(d->peer_host), "localhost");
+    if (d->opt.peer_listen != NULL &&
+        (d->peer_home = peerhome_start(d, d->opt.peer_listen, host, d->peer_psk, err, errlen)) ==
+            NULL)
+        return -1;
+    if (d->opt.home != NULL && (d->peer_member = peermember_start(d, d->opt.home, host, d->peer_psk,
+                                                                  true, err, errlen)) == NULL)
+        return -1;
+    return 0;
+}
+
 static int daemon_start(struct daemon *d)
 {
     char err[512] = "";
@@ -603,9 +701,13 @@ static int daemon_start(struct daemon *d)
         d->sigother[i].data = d;
         uv_signal_start(&d->sigother[i], daemon_other_signal_cb, daemon_other_signals[i]);
     }
-    if (store_catalog_load(d->store, load_row, d) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
+    if (store_catalog_load(d->store, load_row, d) < 0 ||
+        daemon_peer_start(d, err, sizeof(err)) < 0 || listener_start(d, err, sizeof(err)) < 0 ||
         (rc = store_start(d->store)) < 0) {
         fprintf(stderr, "tracectld: %s\n", err[0] ? err : "cannot start the storage writer");
+        peerhome_stop(d->peer_home);
+        d->peer_home = NULL;
+        peermember_stop_all(d);
         uv_close((uv_handle_t *)&d->sigint, NULL);
         uv_close((uv_handle_t *)&d->sigterm, NULL);
         for (size_t i = 0; i < 3; i++)
@@ -633,8 +735,15 @@ static int daemon_start(struct daemon *d)
     return 0;
 }
 
-static void daemon_free_clickhouse(struct daemon_options *o)
+static void options_free(struct daemon_options *o)
 {
+    free(o->socket_path);
+    free(o->data_dir);
+    free(o->admin_group);
+    free(o->peer_listen);
+    free(o->home);
+    free(o->peer_key);
+    free(o->host_name);
     free(o->clickhouse_url);
     free(o->clickhouse_auth);
     free(o->clickhouse_host);
@@ -661,10 +770,7 @@ int main(int argc, char **argv)
     d.opt.format = STORE_FORMAT_BLOCKS;
     rc = parse_args(argc, argv, &d.opt);
     if (rc != 0) {
-        free(d.opt.socket_path);
-        free(d.opt.data_dir);
-        free(d.opt.admin_group);
-        daemon_free_clickhouse(&d.opt);
+        options_free(&d.opt);
         return rc > 0 ? 0 : 2;
     }
     if (d.opt.socket_path == NULL)
@@ -674,10 +780,7 @@ int main(int argc, char **argv)
     if (d.opt.admin_group == NULL)
         d.opt.admin_group = strdup("tracectl");
     if (check_data_dir(d.opt.data_dir) < 0) {
-        free(d.opt.socket_path);
-        free(d.opt.data_dir);
-        free(d.opt.admin_group);
-        daemon_free_clickhouse(&d.opt);
+        options_free(&d.opt);
         return 1;
     }
     /* ignored until the loop's handlers take them over: the socket exists before
@@ -700,9 +803,7 @@ int main(int argc, char **argv)
               (unsigned long long)pool.kept, (unsigned long long)pool.freed);
     batchpool_drain();
     users_free_all(&d);
-    free(d.opt.socket_path);
-    free(d.opt.data_dir);
-    free(d.opt.admin_group);
-    daemon_free_clickhouse(&d.opt);
+    options_free(&d.opt);
+    OPENSSL_cleanse(d.peer_psk, sizeof(d.peer_psk));
     return rc;
 }

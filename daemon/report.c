@@ -194,7 +194,7 @@ int report_pack(msgpack_packer *pk, const struct report *r)
 {
     /* msgpack-c's packers fail only when their buffer cannot grow. */
     if (msgpack_pack_map(pk, (r->paged ? 8 : 7) + (r->analysis ? RANKS_QUERY_KEYS : 0) +
-                                 (r->mpi != NULL) + (r->filter != NULL)) ||
+                                 (r->mpi != NULL) + (r->filter != NULL) + (r->hosts != NULL)) ||
         report_pack_session(pk, r) || report_pack_ops(pk, r) || report_key(pk, "slowest") ||
         report_pack_entries(pk, r->slowest, r->n_slowest) || report_pack_memory(pk, r) ||
         report_pack_devices(pk, r) || report_pack_imbalance(pk, &r->imbalance) ||
@@ -211,6 +211,9 @@ int report_pack(msgpack_packer *pk, const struct report *r)
         return -ENOMEM;
     /* Extension: the filters the report was built with, packed by query.c. */
     if (r->filter != NULL && pk->callback(pk->data, r->filter, r->filter_len))
+        return -ENOMEM;
+    /* Extension: one row per host of a session that spans hosts, packed by peermerge.c. */
+    if (r->hosts != NULL && pk->callback(pk->data, r->hosts, r->hosts_len))
         return -ENOMEM;
     return 0;
 }
@@ -249,5 +252,6 @@ void report_free(struct report *r)
     free(r->analysis);
     free(r->mpi);
     free(r->filter);
+    free(r->hosts);
     memset(r, 0, sizeof(*r));
 }

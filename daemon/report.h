@@ -110,6 +110,9 @@ struct report {
     /* extension: the packed "filter" key and map (filters given); NULL: no filter */
     char *filter;
     size_t filter_len;
+    /* extension: the packed "hosts" key and array (a session spanning hosts, peermerge.h) */
+    char *hosts;
+    size_t hosts_len;
 };
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */

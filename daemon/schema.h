@@ -27,6 +27,7 @@ extern const char schema_report_durations_agg_sql[];
 extern const char schema_report_slowest_agg_sql[];
 extern const char schema_report_hotspots_agg_sql[];
 extern const char schema_report_devices_agg_sql[];
+extern const char schema_peer_totals_sql[]; /* a peer snapshot's header (peersnap.c) */
 /* A page of ops (ops_limit): its rows sorted by SQLite, and how many there are in all. */
 extern const char schema_report_ops_page_sql[];
 extern const char schema_report_ops_page_agg_sql[];

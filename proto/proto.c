@@ -247,6 +247,7 @@ void proto_msg_free(struct proto_msg *m)
         free(m->u.hello.session);
         free(m->u.hello.host);
         free(m->u.hello.device);
+        free(m->u.hello.home);
         proto_kv_free(m->u.hello.meta, m->u.hello.n_meta);
         break;
     case PROTO_OPS:

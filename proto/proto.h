@@ -125,6 +125,7 @@ struct proto_hello {
     int64_t pid;   /* -1 when absent */
     char *host;    /* NULL when absent */
     char *device;  /* NULL when absent */
+    char *home;    /* NULL when absent: "ADDR:PORT" of the session's home daemon (extension) */
     struct proto_kv *meta;
     size_t n_meta;
 };

@@ -84,7 +84,7 @@ static int pack_key_str(msgpack_packer *pk, const char *key, const char *v)
 int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h)
 {
     size_t n = 2 + (h->rank >= 0) + (h->world >= 0) + (h->pid >= 0) + (h->host != NULL) +
-               (h->device != NULL) + (h->n_meta > 0);
+               (h->device != NULL) + (h->home != NULL) + (h->n_meta > 0);
 
     if (pack_head(pk, 2, PROTO_HELLO) < 0 || msgpack_pack_map(pk, n) < 0 ||
         pack_key_int(pk, "proto", h->proto ? h->proto : PROTO_VERSION) < 0 ||
@@ -94,7 +94,8 @@ int proto_pack_hello(msgpack_packer *pk, const struct proto_hello *h)
         (h->world >= 0 && pack_key_int(pk, "world", h->world) < 0) ||
         (h->pid >= 0 && pack_key_int(pk, "pid", h->pid) < 0) ||
         (h->host != NULL && pack_key_str(pk, "host", h->host) < 0) ||
-        (h->device != NULL && pack_key_str(pk, "device", h->device) < 0))
+        (h->device != NULL && pack_key_str(pk, "device", h->device) < 0) ||
+        (h->home != NULL && pack_key_str(pk, "home", h->home) < 0))
         return -ENOMEM;
     if (h->n_meta > 0 && (proto_pack_str(pk, "meta") < 0 || pack_kvs(pk, h->meta, h->n_meta) < 0))
         return -ENOMEM;

@@ -36,6 +36,9 @@ static int decode_hello_field(const msgpack_object_kv *p, struct proto_hello *h,
     if (proto_field_key_is(&p->key, "device"))
         return h->device ? proto_fail(err, PROTO_E_MESSAGE, "hello.device given twice")
                          : proto_field_str(v, 1, PROTO_MAX_NAME, &h->device, "hello.device", err);
+    if (proto_field_key_is(&p->key, "home"))
+        return h->home ? proto_fail(err, PROTO_E_MESSAGE, "hello.home given twice")
+                       : proto_field_str(v, 1, PROTO_MAX_NAME, &h->home, "hello.home", err);
     if (proto_field_key_is(&p->key, "meta"))
         return h->meta ? proto_fail(err, PROTO_E_MESSAGE, "hello.meta given twice")
                        : proto_field_meta(v, &h->meta, &h->n_meta, err);

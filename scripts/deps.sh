@@ -13,13 +13,15 @@ set -euo pipefail
 # help2man and groff-base: the man pages (scripts/manpages.sh, tests/man/check.sh);
 # chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots);
 # libcurl4-openssl-dev: the daemon's ClickHouse sink (HTTP); clickhouse-server and
-# clickhouse-client: test_clickhouse starts a private server (docs/clickhouse.md).
+# clickhouse-client: test_clickhouse starts a private server (docs/clickhouse.md);
+# libssl-dev: the peer port's TLS 1.3 with a pre-shared key (daemon/peerlink.c); iproute2:
+# tests/hosts (network namespaces joined by veth pairs).
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
       openmpi-bin libopenmpi-dev gfortran hpcc netpipe-openmpi python3-mpi4py
       libotf2-trace-dev otf2-tools help2man groff-base chromium libcurl4-openssl-dev
-      clickhouse-server clickhouse-client)
+      clickhouse-server clickhouse-client libssl-dev iproute2)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -465,6 +465,32 @@ static const struct cli_view_col cli_report_comm_cols[] = {
     {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
 };
 
+/* The hosts of a session that spans hosts (the home's report; proto/PROTOCOL.md "hosts"). */
+static const struct cli_view_col cli_report_hosts_cols[] = {
+    {"HOST", "host", CLI_VIEW_TEXT, 24, NULL},
+    {"STATE", "state", CLI_VIEW_TEXT, 0, NULL},
+    {"RANKS", "ranks", CLI_VIEW_COUNT, 0, NULL},
+    {"PROCESSES", "processes", CLI_VIEW_COUNT, 0, NULL},
+    {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
+    {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
+    {"SNAPSHOT AGE", "snapshot_age_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"OFFSET", "offset_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"BOUND", "bound_ns", CLI_VIEW_DURATION, 0, NULL},
+};
+
+static int cli_report_hosts(FILE *f, const msgpack_object *rows)
+{
+    int rc;
+
+    fputs("\nHosts\n", f);
+    rc = cli_view_table(f, CLI_REPORT_INDENT, cli_report_hosts_cols,
+                        CLI_REPORT_NCOLS(cli_report_hosts_cols), rows);
+    if (rc == 0)
+        fprintf(f, "%sOFFSET: a host's clock minus the home's, within BOUND (-: not measured)\n",
+                CLI_REPORT_INDENT);
+    return rc;
+}
+
 static int cli_report_session(FILE *f, const msgpack_object *s)
 {
     int rc = cli_view_fields(f, "", cli_report_session_cols,
@@ -612,6 +638,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
         if (i > 0)
             fputc('\n', f);
         rc = cli_report_sections[i].print(f, section);
+        if (rc == 0 && i == 0 && cli_obj_get(report, "hosts") != NULL)
+            rc = cli_report_hosts(f, cli_obj_get(report, "hosts"));
         /* A page of ops (--ops): say which, and how to see the rest. */
         if (rc == 0 && strcmp(cli_report_sections[i].key, "ops") == 0 && total != NULL &&
             total->type == MSGPACK_OBJECT_POSITIVE_INTEGER && section != NULL &&

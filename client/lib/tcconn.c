@@ -194,6 +194,11 @@ int tcconn_hello(tc_client *c)
     else
         gethostname(host, sizeof(host) - 1);
     h.host = host[0] ? host : NULL;
+    /* The session's home daemon (docs/hosts.md): sent only when the daemon would take it. */
+    h.home = getenv("TRACECTL_HOME");
+    if (h.home != NULL && (h.home[0] == '\0' || strlen(h.home) > PROTO_MAX_NAME ||
+                           !proto_utf8_valid(h.home, strlen(h.home))))
+        h.home = NULL;
     msgpack_packer_init(&pk, &c->out, msgpack_sbuffer_write);
     if (proto_pack_hello(&pk, &h) < 0)
         return -ENOMEM;

@@ -65,7 +65,9 @@
  * client), TRACECTL_BLOCKING=1 (blocking mode), TRACECTL_CLOCK=monotonic
  * (tc_begin/tc_end read clock_gettime, not the TSC: see tc_clock()),
  * TRACECTL_CLOSE_TIMEOUT (seconds, may be fractional: how long tc_close may
- * take in all; see tc_close()).
+ * take in all; see tc_close()), TRACECTL_HOME ("ADDR:PORT": the home daemon
+ * the local daemon forwards this session to, a job on several hosts; sent in
+ * hello as `home`, docs/hosts.md).
  */
 #ifndef TRACECTL_H
 #define TRACECTL_H

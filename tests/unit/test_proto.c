@@ -771,6 +771,30 @@ Test(proto, hello_fields_and_defaults)
     msgpack_sbuffer_destroy(&b.sb);
 }
 
+/* Extension: hello "home", the session's home daemon (docs/hosts.md); a number is refused. */
+Test(proto, hello_home)
+{
+    struct proto_hello h = {
+        .proto = 1, .session = "job", .rank = -1, .world = -1, .pid = -1, .home = "10.0.0.1:7700"};
+    struct proto_error err;
+    struct proto_msg m;
+    struct buf b;
+
+    buf_init(&b);
+    cr_assert_eq(proto_pack_hello(&b.pk, &h), 0);
+    cr_assert_eq(decode(&b, &m, &err), 0, "%s", err.message);
+    cr_assert_str_eq(m.u.hello.home, "10.0.0.1:7700");
+    proto_msg_free(&m);
+    msgpack_sbuffer_destroy(&b.sb);
+    buf_init(&b);
+    hello_head(&b, 1);
+    s(&b, "home");
+    msgpack_pack_uint64(&b.pk, 7700);
+    cr_assert_eq(decode(&b, &m, &err), -EPROTO);
+    cr_assert(strstr(err.message, "hello.home") != NULL, "%s", err.message);
+    msgpack_sbuffer_destroy(&b.sb);
+}
+
 Test(proto, entry_defaults_and_elements)
 {
     struct proto_error err;

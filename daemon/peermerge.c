@@ -1,0 +1,531 @@
+/*
+ * peermerge.c — merging the hosts' parts of one session (peermerge.h).
+ */
+#include "peermerge.h"
+#include "analysis.h"
+#include "peersnap.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void peermerge_free(struct peermerge *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->n_parts; i++) {
+        free(m->parts[i].host);
+        free(m->parts[i].snap);
+    }
+    free(m->parts);
+    free(m->home_host);
+    memset(m, 0, sizeof(*m));
+}
+
+void peermerge_percentiles(const struct agg_hist_bucket *b, size_t n, uint64_t calls,
+                           uint64_t out[3])
+{
+    static const unsigned pct[3] = {50, 95, 99};
+    uint64_t seen = 0;
+
+    out[0] = out[1] = out[2] = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t k = 0; k < 3; k++) {
+            uint64_t rank = analysis_percentile_rank(calls, pct[k]);
+            if (rank > seen && rank <= seen + b[i].count)
+                out[k] = b[i].min_ns;
+        }
+        seen += b[i].count;
+    }
+}
+
+static uint64_t peermerge_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* ---- ops -------------------------------------------------------------------------- */
+
+static int peermerge_op_ptr_cmp(const void *a, const void *b)
+{
+    const struct peersnap_op *x = *(const struct peersnap_op *const *)a;
+    const struct peersnap_op *y = *(const struct peersnap_op *const *)b;
+
+    return strcmp(x->op, y->op);
+}
+
+static int peermerge_bucket_cmp(const void *a, const void *b)
+{
+    const struct agg_hist_bucket *x = a, *y = b;
+
+    return x->bucket < y->bucket ? -1 : x->bucket > y->bucket;
+}
+
+/* Folds the k parts same[0..k) of one op name into o (percentiles from the merged buckets). */
+static int peermerge_fold_op(struct peersnap_op *const *same, size_t k, struct report_op *o)
+{
+    struct agg_hist_bucket *h;
+    size_t nh = 0, n = 0;
+    uint64_t pct[3];
+
+    for (size_t i = 0; i < k; i++)
+        nh += same[i]->n_hist;
+    h = malloc((nh ? nh : 1) * sizeof(*h));
+    o->op = strdup(same[0]->op);
+    o->category = strdup(same[0]->category);
+    if (h == NULL || o->op == NULL || o->category == NULL) {
+        free(h);
+        return -ENOMEM;
+    }
+    o->min_ns = UINT64_MAX;
+    for (size_t i = 0; i < k; i++) {
+        const struct peersnap_op *s = same[i];
+        o->calls = peermerge_add(o->calls, s->calls);
+        o->total_ns = peermerge_add(o->total_ns, s->total_ns);
+        o->mem_bytes = peermerge_add(o->mem_bytes, s->mem_bytes);
+        o->elements = peermerge_add(o->elements, s->elements);
+        o->min_ns = s->min_ns < o->min_ns ? s->min_ns : o->min_ns;
+        o->max_ns = s->max_ns > o->max_ns ? s->max_ns : o->max_ns;
+        memcpy(h + n, s->hist, s->n_hist * sizeof(*h));
+        n += s->n_hist;
+    }
+    qsort(h, n, sizeof(*h), peermerge_bucket_cmp);
+    nh = 0; /* fold equal buckets: counts add, the smallest duration stays */
+    for (size_t i = 0; i < n; i++) {
+        if (nh > 0 && h[nh - 1].bucket == h[i].bucket) {
+            h[nh - 1].count = peermerge_add(h[nh - 1].count, h[i].count);
+            if (h[i].min_ns < h[nh - 1].min_ns)
+                h[nh - 1].min_ns = h[i].min_ns;
+        } else {
+            h[nh++] = h[i];
+        }
+    }
+    peermerge_percentiles(h, nh, o->calls, pct);
+    o->p50_ns = pct[0];
+    o->p95_ns = pct[1];
+    o->p99_ns = pct[2];
+    o->avg_ns = o->calls ? o->total_ns / o->calls : 0;
+    if (o->avg_ns < o->min_ns)
+        o->avg_ns = o->min_ns; /* a saturated total: never below min (query.c does the same) */
+    free(h);
+    return 0;
+}
+
+/* The merged ops rows of snaps[0..n) into *ops (report order), carrying local drops. */
+static int peermerge_ops(const struct report *local, struct peersnap *snaps, size_t n,
+                         struct report_op **ops, size_t *n_ops)
+{
+    struct peersnap_op **all;
+    size_t total = 0, k = 0, rows = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += snaps[i].n_ops;
+    all = malloc((total ? total : 1) * sizeof(*all));
+    *ops = calloc(total ? total : 1, sizeof(**ops));
+    if (all == NULL || *ops == NULL) {
+        free(all);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < snaps[i].n_ops; j++)
+            all[k++] = &snaps[i].ops[j];
+    qsort(all, total, sizeof(*all), peermerge_op_ptr_cmp);
+    for (size_t i = 0; rc == 0 && i < total;) {
+        size_t j = i + 1;
+        while (j < total && strcmp(all[j]->op, all[i]->op) == 0)
+            j++;
+        rc = peermerge_fold_op(all + i, j - i, &(*ops)[rows++]);
+        for (size_t l = 0; rc == 0 && l < local->n_ops; l++)
+            if (strcmp(local->ops[l].op, all[i]->op) == 0) {
+                (*ops)[rows - 1].dropped_calls = local->ops[l].dropped_calls;
+                (*ops)[rows - 1].dropped_ns = local->ops[l].dropped_ns;
+            }
+        i = j;
+    }
+    *n_ops = rows;
+    free(all);
+    return rc;
+}
+
+/* ---- devices, comm, the header ------------------------------------------------------ */
+
+static int peermerge_dev_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct report_device *)a)->device,
+                  ((const struct report_device *)b)->device);
+}
+
+/* Every host's devices as `host/device`, sorted by name. */
+static int peermerge_devices(struct peersnap *snaps, char *const *hosts, size_t n,
+                             struct report_device **devs, size_t *n_devs)
+{
+    size_t total = 0, k = 0;
+
+    for (size_t i = 0; i < n; i++)
+        total += snaps[i].n_devs;
+    *devs = calloc(total ? total : 1, sizeof(**devs));
+    if (*devs == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < snaps[i].n_devs; j++) {
+            const struct peersnap_dev *d = &snaps[i].devs[j];
+            struct report_device *o = &(*devs)[k];
+            size_t len = strlen(hosts[i]) + 1 + strlen(d->device) + 1;
+            if ((o->device = malloc(len)) == NULL) {
+                *n_devs = k;
+                return -ENOMEM;
+            }
+            snprintf(o->device, len, "%s/%s", hosts[i], d->device);
+            o->calls = d->calls;
+            o->total_ns = d->total_ns;
+            o->mem_bytes = d->mem_bytes;
+            k++;
+        }
+    *n_devs = k;
+    qsort(*devs, k, sizeof(**devs), peermerge_dev_cmp);
+    return 0;
+}
+
+static int peermerge_comm(struct report *r, double min_ratio)
+{
+    r->comm = calloc(r->n_ops ? r->n_ops : 1, sizeof(*r->comm));
+    if (r->comm == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        const struct report_op *op = &r->ops[i];
+        struct report_comm *c = &r->comm[r->n_comm];
+        if (!analysis_is_comm(op->category) || op->share < min_ratio)
+            continue;
+        if ((c->op = strdup(op->op)) == NULL)
+            return -ENOMEM;
+        c->calls = op->calls;
+        c->total_ns = op->total_ns;
+        c->share = op->share;
+        r->n_comm++;
+    }
+    return 0;
+}
+
+/* The header of the merged report: sums, and the largest span and peak of one host. */
+static void peermerge_header(struct report *r, const struct peersnap *snaps, size_t n)
+{
+    r->processes = r->entries = r->dropped = r->total_ns = r->span_ns = 0;
+    r->peak_bytes = r->total_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct peersnap *s = &snaps[i];
+        r->processes = peermerge_add(r->processes, s->processes);
+        r->entries = peermerge_add(r->entries, s->entries);
+        r->dropped = peermerge_add(r->dropped, s->dropped);
+        r->total_ns = peermerge_add(r->total_ns, s->total_ns);
+        r->total_bytes = peermerge_add(r->total_bytes, s->total_bytes);
+        if (s->span_ns > r->span_ns)
+            r->span_ns = s->span_ns;
+        if (s->peak_bytes > r->peak_bytes)
+            r->peak_bytes = s->peak_bytes;
+    }
+}
+
+/* ---- top lists -------------------------------------------------------------------------- */
+
+static int peermerge_slow_cmp(const void *a, const void *b)
+{
+    const struct report_entry *x = a, *y = b;
+
+    if (x->dur_ns != y->dur_ns)
+        return x->dur_ns > y->dur_ns ? -1 : 1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+static int peermerge_mem_cmp(const void *a, const void *b)
+{
+    const struct report_entry *x = a, *y = b;
+
+    if (x->mem_bytes != y->mem_bytes)
+        return x->mem_bytes > y->mem_bytes ? -1 : 1;
+    return x->start_ns < y->start_ns ? -1 : x->start_ns > y->start_ns;
+}
+
+/* "host/device" in a new string, or NULL for no device; *nomem set when out of memory. */
+static char *peermerge_host_dev(const char *host, const char *device, bool *nomem)
+{
+    size_t len;
+    char *s;
+
+    if (device == NULL)
+        return NULL;
+    len = strlen(host) + strlen(device) + 2;
+    if ((s = malloc(len)) == NULL)
+        *nomem = true;
+    else
+        snprintf(s, len, "%s/%s", host, device);
+    return s;
+}
+
+/*
+ * One merged top list into *list (replacing the home's own, which it takes
+ * in with its devices renamed host/device): the home's entries, then every
+ * member's (kept, when mem_min is set, above it), sorted by cmp, the first
+ * top kept.
+ */
+static int peermerge_top(struct report_entry **list, size_t *n_list, const char *home_host,
+                         struct peersnap *snaps, char **hosts, size_t from, size_t n, bool slow,
+                         uint32_t top, uint64_t mem_min)
+{
+    size_t total = *n_list, k = 0;
+    struct report_entry *all;
+    bool nomem = false;
+
+    for (size_t i = from; i < n; i++)
+        total += slow ? snaps[i].n_slowest : snaps[i].n_hotspots;
+    if ((all = calloc(total ? total : 1, sizeof(*all))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < *n_list; i++, k++) {
+        all[k] = (*list)[i]; /* moved: shapes and all */
+        char *dev = peermerge_host_dev(home_host, all[k].device, &nomem);
+        free(all[k].device);
+        all[k].device = dev;
+    }
+    free(*list);
+    for (size_t i = from; i < n; i++) {
+        const struct peersnap_entry *e = slow ? snaps[i].slowest : snaps[i].hotspots;
+        size_t m = slow ? snaps[i].n_slowest : snaps[i].n_hotspots;
+        for (size_t j = 0; j < m; j++) {
+            if (!slow && e[j].mem_bytes <= mem_min)
+                continue;
+            all[k] = (struct report_entry){.rank = e[j].rank,
+                                           .step = e[j].step,
+                                           .start_ns = e[j].start_ns,
+                                           .dur_ns = e[j].dur_ns,
+                                           .mem_bytes = e[j].mem_bytes};
+            all[k].device = peermerge_host_dev(hosts[i], e[j].device, &nomem);
+            if ((all[k++].op = strdup(e[j].op)) == NULL)
+                nomem = true;
+        }
+    }
+    qsort(all, k, sizeof(*all), slow ? peermerge_slow_cmp : peermerge_mem_cmp);
+    for (size_t i = top < k ? top : k; i < k; i++) {
+        free(all[i].op);
+        free(all[i].device);
+        free(all[i].out_shape.data);
+        free(all[i].in_shapes.data);
+    }
+    *list = all;
+    *n_list = top < k ? top : k;
+    return nomem ? -ENOMEM : 0;
+}
+
+/* ---- hosts rows ----------------------------------------------------------------------- */
+
+static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
+{
+    proto_pack_str(pk, k);
+    msgpack_pack_uint64(pk, v);
+}
+
+/*
+ * One row of `hosts`. offset_ns is member clock minus home clock; until
+ * peerclock measures it, a member's is 0 with bound_ns and drift_ppm nil
+ * (unknown), and the home's own row is 0 with bound 0 (its own clock).
+ */
+static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
+                               const struct peersnap *s, uint64_t age_ns, int64_t offset_ns,
+                               int64_t bound_ns, double drift_ppm, uint64_t violations)
+{
+    msgpack_pack_map(pk, 11);
+    proto_pack_str(pk, "host");
+    proto_pack_str(pk, host);
+    proto_pack_str(pk, "state");
+    proto_pack_str(pk, state);
+    peermerge_kv_u64(pk, "ranks", s != NULL ? s->ranks : 0);
+    peermerge_kv_u64(pk, "processes", s != NULL ? s->processes : 0);
+    peermerge_kv_u64(pk, "entries", s != NULL ? s->entries : 0);
+    peermerge_kv_u64(pk, "dropped", s != NULL ? s->dropped : 0);
+    peermerge_kv_u64(pk, "snapshot_age_ns", age_ns);
+    proto_pack_str(pk, "offset_ns");
+    msgpack_pack_int64(pk, offset_ns);
+    proto_pack_str(pk, "bound_ns");
+    if (bound_ns >= 0)
+        msgpack_pack_int64(pk, bound_ns);
+    else
+        msgpack_pack_nil(pk);
+    proto_pack_str(pk, "drift_ppm");
+    if (isnan(drift_ppm))
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_double(pk, drift_ppm);
+    peermerge_kv_u64(pk, "violations", violations);
+}
+
+/* r->hosts: the key and its array, the home's row first, then the members' in order. */
+static int peermerge_hosts(struct report *r, const struct peermerge *m,
+                           const struct peersnap *snaps, const bool *have, bool home_part)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_str(&pk, "hosts");
+    msgpack_pack_array(&pk, m->n_parts + 1);
+    peermerge_host_row(&pk, m->home_host, home_part ? m->home_state : "none",
+                       home_part ? &snaps[0] : NULL, 0, 0, 0, 0.0, 0);
+    for (size_t i = 0; i < m->n_parts; i++) {
+        const struct peermerge_part *p = &m->parts[i];
+        peermerge_host_row(&pk, p->host, p->state, have[i + 1] ? &snaps[i + 1] : NULL, p->age_ns,
+                           p->offset_ns, p->bound_ns, p->drift_ppm, p->violations);
+    }
+    if (sb.data == NULL) {
+        msgpack_sbuffer_destroy(&sb);
+        return -ENOMEM;
+    }
+    free(r->hosts);
+    r->hosts_len = sb.size;
+    r->hosts = msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
+/* ---- the merge -------------------------------------------------------------------------- */
+
+/* Decodes member i's snapshot into snaps[i + 1]; one that fails is left out (have false). */
+static bool peermerge_decode(const struct peermerge_part *p, struct peersnap *out)
+{
+    msgpack_unpacked u;
+    char err[160];
+    bool ok;
+
+    msgpack_unpacked_init(&u);
+    ok = msgpack_unpack_next(&u, p->snap, p->snap_len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+         peersnap_decode(&u.data, out, err, sizeof(err)) == 0;
+    msgpack_unpacked_destroy(&u);
+    return ok;
+}
+
+/* A page of ops (ops_limit, an extension): the rows [offset, offset + limit) of the merge. */
+static void peermerge_page(struct report *r, uint32_t offset, uint32_t limit)
+{
+    size_t from = offset < r->n_ops ? offset : r->n_ops;
+    size_t n = r->n_ops - from < limit ? r->n_ops - from : limit;
+
+    r->paged = true;
+    r->ops_total = r->n_ops;
+    for (size_t i = 0; i < r->n_ops; i++)
+        if (i < from || i >= from + n) {
+            free(r->ops[i].op);
+            free(r->ops[i].category);
+        }
+    memmove(r->ops, r->ops + from, n * sizeof(*r->ops));
+    r->n_ops = n;
+}
+
+/*
+ * Replaces r's summed sections with the merge of snaps[0..n) (hosts[i] named);
+ * local: snaps[0] is the home's own part, whose top lists r already has.
+ */
+static int peermerge_apply(struct report *r, struct peersnap *snaps, char **hosts, size_t n,
+                           bool local, const char *home_host, const struct report_params *p)
+{
+    struct report merged = {0};
+    uint32_t top = p != NULL ? p->top : 10;
+    int rc;
+
+    rc = peermerge_top(&r->slowest, &r->n_slowest, home_host, snaps, hosts, local, n, true, top, 0);
+    if (rc == 0)
+        rc = peermerge_top(&r->hotspots, &r->n_hotspots, home_host, snaps, hosts, local, n, false,
+                           top, p != NULL ? p->mem_threshold : 0);
+    if (rc < 0)
+        return rc;
+
+    peermerge_header(&merged, snaps, n);
+    rc = peermerge_ops(r, snaps, n, &merged.ops, &merged.n_ops);
+    if (rc == 0)
+        rc = peermerge_devices(snaps, hosts, n, &merged.devices, &merged.n_devices);
+    if (rc == 0) {
+        for (size_t i = 0; i < merged.n_ops; i++)
+            merged.ops[i].share = analysis_share(merged.ops[i].total_ns, merged.total_ns);
+        analysis_sort_ops(merged.ops, merged.n_ops);
+        rc = peermerge_comm(&merged, p != NULL ? p->comm_min_ratio : 0.0);
+    }
+    if (rc == 0) {
+        analysis_imbalance(merged.devices, merged.n_devices, &merged.imbalance);
+        if (merged.imbalance.present &&
+            (merged.imbalance.slowest_device = strdup(merged.imbalance.slowest_device)) == NULL)
+            rc = -ENOMEM;
+    }
+    if (rc < 0) {
+        report_free(&merged);
+        return rc;
+    }
+#define MOVE(f)                                                                                    \
+    do {                                                                                           \
+        __typeof__(r->f) t = r->f;                                                                 \
+        r->f = merged.f;                                                                           \
+        merged.f = t;                                                                              \
+    } while (0)
+    MOVE(ops);
+    MOVE(n_ops);
+    MOVE(devices);
+    MOVE(n_devices);
+    MOVE(comm);
+    MOVE(n_comm);
+    MOVE(imbalance);
+#undef MOVE
+    r->processes = merged.processes;
+    r->entries = merged.entries;
+    r->dropped = merged.dropped;
+    r->total_ns = merged.total_ns;
+    r->span_ns = merged.span_ns;
+    r->peak_bytes = merged.peak_bytes;
+    r->total_bytes = merged.total_bytes;
+    r->devices_count = r->n_devices;
+    report_free(&merged); /* the home's own sections it replaced */
+    if (p != NULL && p->ops_limit > 0)
+        peermerge_page(r, p->ops_offset, p->ops_limit);
+    return 0;
+}
+
+int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
+                     const struct report_params *p, char *err, size_t errlen)
+{
+    size_t n = m->n_parts + 1, k = 0;
+    struct peersnap *snaps = calloc(n, sizeof(*snaps)), *use;
+    char **hosts = calloc(n, sizeof(*hosts));
+    bool *have = calloc(n, sizeof(*have));
+    int rc = 0;
+
+    use = calloc(n, sizeof(*use));
+    if (snaps == NULL || hosts == NULL || have == NULL || use == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (db_path != NULL) {
+        rc = peersnap_read(db_path, &snaps[0], err, errlen);
+        if (rc < 0)
+            goto out;
+        have[0] = true;
+    }
+    for (size_t i = 0; i < m->n_parts; i++)
+        have[i + 1] = peermerge_decode(&m->parts[i], &snaps[i + 1]);
+    /* The parts that count, packed to the front (use borrows snaps' contents). */
+    for (size_t i = 0; i < n; i++)
+        if (have[i]) {
+            use[k] = snaps[i];
+            hosts[k++] = i == 0 ? m->home_host : m->parts[i - 1].host;
+        }
+    rc = peermerge_apply(r, use, hosts, k, have[0], m->home_host, p);
+    if (rc == 0)
+        rc = peermerge_hosts(r, m, snaps, have, db_path != NULL);
+out:
+    if (rc == -ENOMEM)
+        snprintf(err, errlen, "report: merging the hosts: out of memory");
+    for (size_t i = 0; snaps != NULL && i < n; i++)
+        peersnap_free(&snaps[i]);
+    free(snaps);
+    free(use);
+    free(hosts);
+    free(have);
+    return rc;
+}

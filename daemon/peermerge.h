@@ -1,0 +1,66 @@
+/*
+ * peermerge — the home's report of a session that spans hosts: its own part
+ * and the latest snapshot of each member (peersnap.h) merged into one
+ * struct report, and the `hosts` rows (proto/PROTOCOL.md "report hosts").
+ *
+ * Runs on the report's worker thread (control.c), after query_report() of
+ * the home's own file (or on an empty report when the home has no part):
+ * it reads the home's part as a snapshot too, so that every host counts
+ * the same way, and replaces the sections that sum across hosts. Merged
+ * exactly: calls, sums, min, max, entries, dropped, processes; the
+ * percentiles come from the histograms merged bucket by bucket (every
+ * daemon uses agg_bucket()'s buckets, so the 1 % promise holds across
+ * hosts). Devices are named `host/device`. The slowest and memory-hotspot
+ * lists merge every host's own (a member's top PEERSNAP_TOP, without
+ * shapes), and span_ns is the longest span of one host until the clocks of
+ * the hosts are aligned (peerclock). Pure over its inputs: no libuv, no
+ * globals.
+ */
+#ifndef TRACECTLD_PEERMERGE_H
+#define TRACECTLD_PEERMERGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agg.h"
+#include "report.h"
+
+/* One member's part, as the loop thread copied it for the worker (owned). */
+struct peermerge_part {
+    char *host;
+    const char *state;   /* static: "live", "stale", "lost" or "ended" */
+    uint64_t age_ns;     /* since its snapshot arrived */
+    int64_t offset_ns;   /* member clock minus home clock (0 until peerclock) */
+    int64_t bound_ns;    /* |true - offset| <= bound_ns; -1: unknown (nil) */
+    double drift_ppm;    /* the member clock's rate against the home's; NaN: unknown (nil) */
+    uint64_t violations; /* clock-condition violations counted (0 until peerclock) */
+    char *snap;          /* the whole `snapshot` message as it arrived */
+    size_t snap_len;
+};
+
+struct peermerge {
+    char *home_host;
+    const char *home_state; /* the home's own part: "live" or "ended" */
+    struct peermerge_part *parts;
+    size_t n_parts;
+};
+
+/*
+ * Merges into r (which query_report filled from db_path, or empty with
+ * db_path NULL) the home's part read from db_path and every part of m; p
+ * gives comm_min_ratio. Sets r->hosts. Returns 0, or a negative errno with
+ * a message in err (r is then left as it was, hosts aside).
+ */
+int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
+                     const struct report_params *p, char *err, size_t errlen);
+/* Frees what m owns (not m); NULL is a no-op. */
+void peermerge_free(struct peermerge *m);
+/*
+ * The nearest-rank percentiles 50, 95 and 99 of `calls` durations in the n
+ * ascending buckets b (their counts sum to calls) into out[0..3): the
+ * smallest duration of the bucket holding each rank. 0s when calls is 0.
+ */
+void peermerge_percentiles(const struct agg_hist_bucket *b, size_t n, uint64_t calls,
+                           uint64_t out[3]);
+
+#endif

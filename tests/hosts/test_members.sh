@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# tests/hosts/test_members.sh — a home and two members, each a network namespace
+# with its own tracectld and producers (lib.sh), on one machine:
+#  1. a member with the wrong key is refused, and both sides log it;
+#  2. session "job" with ranks on all three hosts: the home's merged report has,
+#     per op, exactly the calls, sums, min and max of the three hosts' own reports
+#     added up, and the numbers hosts_producer's formula gives. m1 forwards with
+#     --home; m2 has only --peer-key, and its producers name the home themselves
+#     (TRACECTL_HOME, the hello key `home`): a session of m2's whose producers do
+#     not stays on m2;
+#  3. a member cut off (its veth down) while its session is live is shown stale
+#     within 3 s; what it ingests meanwhile reaches the home when the link is
+#     back: nothing lost.
+# usage: test_members.sh TRACECTLD TRACECTL HOSTS_PRODUCER
+set -u
+TRACECTLD=$1 TRACECTL=$2 PRODUCER=$3
+. "$(dirname "$0")/lib.sh"
+hosts_need_root
+hosts_init
+fail() { echo "FAIL: $*"; for f in "$HOSTS_DIR"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+
+hosts_add home || fail "ip netns add"
+hosts_add m1
+hosts_add m2
+hosts_link home m1 1 || fail "ip link add veth"
+hosts_link home m2 2
+openssl rand -hex 32 >"$HOSTS_DIR/key" && chmod 600 "$HOSTS_DIR/key"
+openssl rand -hex 32 >"$HOSTS_DIR/other" && chmod 600 "$HOSTS_DIR/other"
+cp "$HOSTS_DIR/key" "$HOSTS_DIR/open" && chmod 644 "$HOSTS_DIR/open"
+
+# A key others may read is refused at start, with the reason.
+out=$("$TRACECTLD" --socket "$HOSTS_DIR/x.sock" --data-dir "$HOSTS_DIR/x.data" \
+      --peer-listen 127.0.0.1:7799 --peer-key "$HOSTS_DIR/open" 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q "0600" || fail "a 0644 key was taken: $out"
+
+hosts_daemon home --peer-listen 0.0.0.0:7700 --peer-key "$HOSTS_DIR/key" --host home \
+    --linger 30 || fail "home did not start"
+
+# 1. The wrong key: refused, logged on both sides, never a member.
+# (in m2's namespace, by hand: hosts_daemon names the namespace after the daemon)
+ip netns exec "${HOSTS_PFX}m2" "$TRACECTLD" --socket "$HOSTS_DIR/bad.sock" \
+    --data-dir "$HOSTS_DIR/bad.data" --peer-key "$HOSTS_DIR/other" --host bad \
+    --home "$(hosts_addr home m2 2):7700" >>"$HOSTS_DIR/bad.log" 2>&1 &
+HOSTS_PID[bad]=$!
+hosts_wait 10 grep -q "handshake failed" "$HOSTS_DIR/bad.log" || fail "member: no refusal logged"
+hosts_wait 10 grep -q "refused: TLS handshake failed" "$HOSTS_DIR/home.log" ||
+    fail "home: no refusal logged"
+hosts_stop bad
+grep -q "member joined" "$HOSTS_DIR/home.log" && fail "the wrong key joined"
+
+# 2. Three hosts, one session.
+m1_addr=$(hosts_addr home m1 1) m2_addr=$(hosts_addr home m2 2)
+hosts_daemon m1 --home "$m1_addr:7700" --peer-key "$HOSTS_DIR/key" --host m1 --linger 1 ||
+    fail "m1 did not start"
+hosts_daemon m2 --peer-key "$HOSTS_DIR/key" --host m2 --linger 1 || fail "m2 did not start"
+hosts_wait 10 test "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 1 ||
+    fail "m1 did not join"
+
+run() { # host rank n [wait_file]: one process of session $SESSION; m2's and the home's
+    local home=     # name the home, as a launcher that sets it everywhere would
+    [ "$1" = m2 ] && home="$m2_addr:7700"
+    [ "$1" = home ] && home="$m1_addr:7700"
+    hosts_exec "$1" env ${home:+TRACECTL_HOME=$home} "$PRODUCER" "$HOSTS_DIR/$1.sock" \
+        "$SESSION" "$2" 5 "$3" ${4:+"$4"}
+}
+SESSION=local
+home= hosts_exec m2 "$PRODUCER" "$HOSTS_DIR/m2.sock" local 0 1 10 || fail "m2's local producer"
+SESSION=job
+run home 0 100 & p1=$!
+run home 1 100 & p2=$!
+run m1 2 50 & p3=$!
+run m1 3 50 & p4=$!
+run m2 4 30 & p5=$!
+for p in $p1 $p2 $p3 $p4 $p5; do wait $p || fail "a producer failed"; done
+
+report() { # host session [args...]: the report as JSON
+    "$TRACECTL" --socket "$HOSTS_DIR/$1.sock" report --json "$2" "${@:3}"
+}
+merged_done() {
+    report home job >"$HOSTS_DIR/merged.json" 2>/dev/null &&
+        python3 - "$HOSTS_DIR/merged.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = {h["host"]: h for h in r.get("hosts", [])}
+sys.exit(0 if r["session"]["entries"] == 660 and
+         all(rows.get(h, {}).get("state") == "ended" for h in ("m1", "m2")) else 1)
+PY
+}
+hosts_wait 20 merged_done || fail "the home never had all 660 entries: $(cat "$HOSTS_DIR/merged.json")"
+report home local >/dev/null 2>&1 && fail "m2's session without TRACECTL_HOME reached the home"
+grep -q "home's own" "$HOSTS_DIR/home.log" && fail "the home linked to itself for its own producers"
+grep -q "member joined" "$HOSTS_DIR/home.log" && [ "$(grep -c 'member joined' "$HOSTS_DIR/home.log")" -eq 2 ] ||
+    fail "m2 never joined for its routed session"
+report home job --rank 0,1 >"$HOSTS_DIR/own_home.json" || fail "home's own part"
+report m1 job >"$HOSTS_DIR/own_m1.json" || fail "m1's own report"
+report m2 job >"$HOSTS_DIR/own_m2.json" || fail "m2's own report"
+python3 - "$HOSTS_DIR" <<'PY' || fail "the merged report is not the sum of the hosts'"
+import json, sys
+d = sys.argv[1]
+merged = json.load(open(d + "/merged.json"))
+own = [json.load(open(f"{d}/own_{h}.json")) for h in ("home", "m1", "m2")]
+def ops(r):
+    return {o["op"]: o for o in r["ops"]}
+# hosts_producer: rank with N records N of fwd (1000 + i ns) and allreduce (5000 + 7 i ns)
+ns = [100, 100, 50, 50, 30]
+want = {
+    "fwd": (sum(ns), sum(1000 * n + n * (n - 1) // 2 for n in ns), 1000, 1000 + max(ns) - 1),
+    "allreduce": (sum(ns), sum(5000 * n + 7 * n * (n - 1) // 2 for n in ns), 5000,
+                  5000 + 7 * (max(ns) - 1)),
+}
+m = ops(merged)
+assert set(m) == set(want), m.keys()
+for op, (calls, total, lo, hi) in want.items():
+    got = (m[op]["calls"], m[op]["total_ns"], m[op]["min_ns"], m[op]["max_ns"])
+    assert got == (calls, total, lo, hi), (op, got, (calls, total, lo, hi))
+    parts = [ops(r)[op] for r in own]
+    assert m[op]["calls"] == sum(p["calls"] for p in parts)
+    assert m[op]["total_ns"] == sum(p["total_ns"] for p in parts)
+    assert m[op]["min_ns"] == min(p["min_ns"] for p in parts)
+    assert m[op]["max_ns"] == max(p["max_ns"] for p in parts)
+s = merged["session"]
+assert s["processes"] == 5 and s["entries"] == 660 and s["dropped"] == 0, s
+assert s["total_ns"] == sum(r["session"]["total_ns"] for r in own), s
+devs = sorted(x["device"] for x in merged["devices"])
+assert devs == ["home/gpu:0", "home/gpu:1", "m1/gpu:2", "m1/gpu:3", "m2/gpu:4"], devs
+# top lists: the merged slowest calls are the longest of the three hosts' own lists, with
+# their devices named host/device
+union = sorted((e["dur_ns"] for r in own for e in r["slowest"]), reverse=True)[:10]
+assert [e["dur_ns"] for e in merged["slowest"]] == union, (merged["slowest"], union)
+assert all(e["device"].split("/")[0] in ("home", "m1", "m2") for e in merged["slowest"])
+rows = {h["host"]: h for h in merged["hosts"]}
+assert sorted(rows) == ["home", "m1", "m2"], rows
+assert (rows["m1"]["ranks"], rows["m1"]["entries"]) == (2, 200), rows["m1"]
+assert (rows["m2"]["ranks"], rows["m2"]["entries"]) == (1, 60), rows["m2"]
+assert rows["m1"]["offset_ns"] == 0 and rows["m1"]["bound_ns"] is None
+print("merged = sum of the hosts' own reports:", {k: v["calls"] for k, v in m.items()})
+PY
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job | grep -q "^Hosts" ||
+    fail "the text report has no Hosts section"
+
+# 3. m1 cut off while its session job2 is live.
+rm -f "$HOSTS_DIR/go"
+SESSION=job2
+run m1 0 40 "$HOSTS_DIR/go" >"$HOSTS_DIR/job2.out" 2>&1 & p6=$!
+state_of() { # host session -> prints the home's state of that host's part
+    report home "$2" 2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+print(next((h["state"] + " " + str(h["entries"]) for h in r.get("hosts", []) if h["host"] == sys.argv[1]), "none"))' "$1" 2>/dev/null
+}
+is_state() {
+    local st
+    st=$(state_of "$1" "$2")
+    [ -n "${HOSTS_TRACE:-}" ] && echo "$(date +%s.%N) $1 $2: $st" >&2
+    [ "$st" = "$3" ]
+}
+hosts_wait 10 is_state m1 job2 "live 80" || fail "job2 not live at the home: $(state_of m1 job2)"
+hosts_link_set home 1 down
+t0=$(date +%s%N)
+hosts_wait 6 is_state m1 job2 "stale 80" || fail "m1 not stale: $(state_of m1 job2)"
+stale_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+# The home calls a member stale after PEERHOME_STALE_MS (2 s) of silence; each poll here
+# (an ASan tracectl and python) takes up to ~0.4 s, hence the 0.5 s over the promised 3 s.
+[ "$stale_ms" -le 3500 ] || fail "m1 stale only after $stale_ms ms"
+is_state m2 job "ended 60" || fail "m2 should be unaffected: $(state_of m2 job)"
+touch "$HOSTS_DIR/go" # m1 ingests 80 more while cut off, and its session ends
+wait $p6 || fail "the job2 producer failed: $(cat "$HOSTS_DIR/job2.out")"
+hosts_wait 10 sh -c "'$TRACECTL' --socket '$HOSTS_DIR/m1.sock' report --json job2 |
+    grep -q '\"state\":\"ended\"'" || fail "job2 did not end on m1"
+is_state m1 job2 "stale 80" || fail "the home saw m1 while cut off: $(state_of m1 job2)"
+hosts_link_set home 1 up
+t0=$(date +%s%N)
+hosts_wait 30 is_state m1 job2 "ended 160" || fail "m1 never caught up: $(state_of m1 job2)"
+catch_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+report home job2 >"$HOSTS_DIR/merged2.json"
+report m1 job2 >"$HOSTS_DIR/own2.json"
+python3 - "$HOSTS_DIR" <<'PY' || fail "job2 at the home differs from m1's own"
+import json, sys
+d = sys.argv[1]
+a, b = json.load(open(d + "/merged2.json")), json.load(open(d + "/own2.json"))
+for x, y in zip(sorted(a["ops"], key=lambda o: o["op"]), sorted(b["ops"], key=lambda o: o["op"])):
+    for k in ("op", "calls", "total_ns", "min_ns", "max_ns", "p50_ns", "p95_ns", "p99_ns"):
+        assert x[k] == y[k], (k, x, y)
+assert a["session"]["entries"] == b["session"]["entries"] == 160
+PY
+echo "ok: wrong key refused; merged = sum; m1 stale after ${stale_ms} ms, caught up ${catch_ms} ms after the link came back"
