@@ -2,6 +2,7 @@
  * peersnap.c — reading a session's snapshot from its file (peersnap.h); the
  * message itself is peersnap_wire.c's.
  */
+#include "info.h"
 #include "peersnap.h"
 #include "query.h"
 #include "schema.h"
@@ -78,8 +79,9 @@ static int peersnap_read_totals(struct peersnap_reader *r)
         sqlite3_finalize(st);
         return -EAGAIN;
     }
-    if (sqlite3_column_int64(st, 0) != 1 || sqlite3_column_int64(st, 1) != 2) {
-        snprintf(r->err, r->errlen, "snapshot: the file's aggregates are not exact");
+    if (sqlite3_column_int64(st, 0) != 1 || sqlite3_column_int64(st, 1) != INFO_SCHEMA_VERSION) {
+        snprintf(r->err, r->errlen,
+                 "snapshot: the file's aggregates are not exact, or of another schema version");
         sqlite3_finalize(st);
         return -ENOTSUP;
     }

@@ -1,9 +1,9 @@
 -- Peer snapshot (daemon/peersnap.c): a session's header from its aggregates,
--- for the member to send its home. Columns: aggregates exact (1), histogram
--- layout (2: chunks), processes, dropped, distinct ranks, entries, total_ns,
+-- for the member to send its home. Columns: aggregates exact (1), the file's
+-- schema_version (daemon/info.h), processes, dropped, distinct ranks, entries, total_ns,
 -- end_ns, begin_ns, peak_bytes, total_bytes.
 SELECT (SELECT value FROM info WHERE key = 'aggregates'),
-       (SELECT value FROM info WHERE key = 'histogram'),
+       (SELECT value FROM info WHERE key = 'schema_version'),
        (SELECT count(*) FROM processes),
        (SELECT coalesce(sum(dropped), 0) FROM processes),
        (SELECT count(DISTINCT rank) FROM processes),
