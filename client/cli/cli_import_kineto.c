@@ -732,6 +732,7 @@ static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64
                               .step = step_of(k, op->ts),
                               .start_ns = clamp_u(op->ts),
                               .dur_ns = clamp_u(self),
+                              .span_ns = clamp_u(op->dur),
                               .stream = op->tid};
 
     if (op->dims != INTERN_NONE)

@@ -588,7 +588,9 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     shapes (``record_shapes=True``), its memory (``profile_memory=True``), the
     current step, and category comm for c10d/gloo/nccl operators (compute
     otherwise); with ``self_time`` its duration is its self CPU time (children
-    excluded, as ``tracectl import`` does), else its whole span. ``then`` is
+    excluded, as ``tracectl import`` does) and its whole span goes beside it
+    (ext ``span``: what ``tracectl export --format chrome|perfetto`` draw),
+    else its duration is its whole span. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
@@ -667,15 +669,17 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
             cur = s
         t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
         rid = ids.get(i)
+        whole = max(int(e.cpu_time_total * 1000), 0)
         if rid is not None:
-            dur, cat = int(e.cpu_time_total * 1000), "module"
+            dur, cat = whole, "module"
         else:
-            dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+            dur = max(int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000), 0)
             cat = _category(e.name)
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
-        c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
+        # A self time comes with the whole interval (ext span), which timelines draw.
+        c.record(e.name, max(t0, 0), dur, max(int(e.cpu_memory_usage or 0), 0), None,
                  shapes or None, _device if cat != "comm" else None, cat,
-                 id=rid, parent=parents.get(i))
+                 id=rid, parent=parents.get(i), span=whole if whole > dur else None)
         n += 1
     c.set_step(_step)
     return n
