@@ -158,8 +158,8 @@ static int export_has_comm_size(struct export_work *w)
 }
 
 /*
- * Prepares the rows query; the entry_ext and entry_link tables exist only in
- * files that got an ext map (a link).
+ * Prepares the rows query; the entry_ext, entry_link and entry_span tables
+ * exist only in files that got an ext map (a link, a span).
  */
 static int export_prepare_rows(struct export_work *w)
 {
