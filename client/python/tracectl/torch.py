@@ -590,7 +590,8 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     otherwise); with ``self_time`` its duration is its self CPU time (children
     excluded, as ``tracectl import`` does) and its whole span goes beside it
     (ext ``span``: what ``tracectl export --format chrome|perfetto`` draw),
-    else its duration is its whole span. ``then`` is
+    else its duration is its whole span; each carries its thread as its ext
+    ``stream``, a track of its own in those exports. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
@@ -667,18 +668,24 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
         if s != cur:
             c.set_step(s)
             cur = s
-        t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
+        # In integers: µs since the epoch times 1000 is past a double's 53 bits, where a
+        # child's end could round past its parent's. Both ends rounded alike keep it inside.
+        s_ns = int(round(e.time_range.start * 1000))
+        t0 = int(start_us) * 1000 + s_ns + offset_ns
         rid = ids.get(i)
-        whole = max(int(e.cpu_time_total * 1000), 0)
+        whole = max(int(round(e.time_range.end * 1000)) - s_ns, 0)
         if rid is not None:
             dur, cat = whole, "module"
         else:
             dur = max(int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000), 0)
             cat = _category(e.name)
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
-        # A self time comes with the whole interval (ext span), which timelines draw.
+        # A self time comes with the whole interval (ext span), and each event with its
+        # thread (ext stream): timelines draw each thread's events nested on a track.
+        th = getattr(e, "thread", None)
         c.record(e.name, max(t0, 0), dur, max(int(e.cpu_memory_usage or 0), 0), None,
                  shapes or None, _device if cat != "comm" else None, cat,
+                 stream=th if isinstance(th, int) and th >= 0 else None,
                  id=rid, parent=parents.get(i), span=whole if whole > dur else None)
         n += 1
     c.set_step(_step)
