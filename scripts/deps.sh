@@ -17,6 +17,10 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
       openmpi-bin libopenmpi-dev gfortran hpcc netpipe-openmpi python3-mpi4py
       libotf2-trace-dev otf2-tools help2man groff-base chromium)
+# npm: tests/viewers installs speedscope (the npm package) into the build directory at test
+# time and loads exports into it in headless Chromium. Any npm will do (a Node.js from
+# elsewhere brings its own): Debian's only when there is none.
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
