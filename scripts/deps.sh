@@ -11,12 +11,13 @@ set -euo pipefail
 # program (mpif90);
 # libotf2-trace-dev and otf2-tools: `tracectl export --format otf2` and its test (otf2-print);
 # help2man and groff-base: the man pages (scripts/manpages.sh, tests/man/check.sh);
-# chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots).
+# chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots);
+# firefox-esr (~300 MB): tests/viewers/test_firefox.py loads them in headless Firefox too.
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libcriterion-dev sqlite3 clang clang-format protobuf-compiler libyajl-dev zlib1g-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
       openmpi-bin libopenmpi-dev gfortran hpcc netpipe-openmpi python3-mpi4py
-      libotf2-trace-dev otf2-tools help2man groff-base chromium)
+      libotf2-trace-dev otf2-tools help2man groff-base chromium firefox-esr)
 # npm: tests/viewers installs speedscope (the npm package) into the build directory at test
 # time and loads exports into it in headless Chromium. Any npm will do (a Node.js from
 # elsewhere brings its own): Debian's only when there is none.
