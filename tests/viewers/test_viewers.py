@@ -176,10 +176,12 @@ class Viewers(unittest.TestCase):
             self.d.cli("export", str(sid), *extra, "-o", paths[key])
         return paths
 
-    def check(self, sid, pairs=(), instants=(), speedscope_pairs=(), min_slices=1):
+    def check(self, sid, pairs=(), instants=(), speedscope_pairs=(), min_slices=1,
+              speedscope_some=0):
         """Checks the session's exports: nesting everywhere, pairs (child, parent) nested,
-        instants (name, parent) inside a parent slice of their track; speedscope_pairs in
-        speedscope's first profile. Returns the traces read."""
+        instants (name, parent) inside a parent slice of their track; in speedscope's first
+        profile, frame names and speedscope_pairs (with speedscope_some > 0: those of them
+        whose names the profile has, at least that many). Returns the traces read."""
         paths = self.exports(sid)
         traces = {}
         for key in ("chrome", "speedscope", "perfetto"):
@@ -201,16 +203,19 @@ class Viewers(unittest.TestCase):
         with open(paths["speedscope"]) as f:
             noargs = [e for e in json.load(f)["traceEvents"] if e["ph"] in "Xi"]
         self.assertEqual([{k: v for k, v in e.items() if k != "args"} for e in withargs], noargs)
-        if speedscope_pairs:
-            self.check_speedscope(paths["speedscope"], traces["speedscope"], speedscope_pairs)
+        self.check_speedscope(paths["speedscope"], traces["speedscope"], speedscope_pairs,
+                              speedscope_some)
         return traces
 
-    def check_speedscope(self, path, tr, pairs):
+    def check_speedscope(self, path, tr, pairs, some=0):
         shown, frames = speedscope_frames(path, self.tmp)
         self.assertTrue(frames, "speedscope showed no Sandwich table for %s" % path)
         ops = {s.name for s in tr.slices()}
         for name in frames:
             self.assertIn(name, ops, "speedscope frame %r is no op's name (args in it?)" % name)
+        if some:
+            pairs = [(c, p) for c, p in pairs if c in frames and p in frames]
+            self.assertGreaterEqual(len(pairs), some, "profile %s" % shown)
         for child, parent in pairs:
             self.assertIn(child, frames, "profile %s" % shown)
             self.assertIn(parent, frames, "profile %s" % shown)
@@ -306,7 +311,8 @@ class Viewers(unittest.TestCase):
         sid = self.session("kineto")
         pairs = kineto_pairs(src)
         self.assertIn(("aten::addmm", "aten::linear"), pairs)
-        traces = self.check(sid, pairs=pairs, min_slices=2000)
+        traces = self.check(sid, pairs=pairs, min_slices=2000, speedscope_pairs=pairs,
+                            speedscope_some=3)
         # the time of every CPU op as the file gives it: drawn with its children, not its
         # self time (the import sends the whole span beside it)
         want = kineto_durations(src)
