@@ -589,8 +589,10 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     current step, and category comm for c10d/gloo/nccl operators (compute
     otherwise); with ``self_time`` its duration is its self CPU time (children
     excluded, as ``tracectl import`` does) and its whole span goes beside it
-    (ext ``span``: what ``tracectl export --format chrome|perfetto`` draw),
-    else its duration is its whole span; each carries its thread as its ext
+    (ext ``span``: what ``tracectl export --format chrome|perfetto`` draw,
+    stretched over the ops that start in it and end at most 2 µs after it,
+    which the profiler's rounding to whole µs left there), else its duration
+    is its whole span; each carries its thread as its ext
     ``stream``, a track of its own in those exports. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
@@ -638,6 +640,41 @@ def _link(c: tracectl.Client, events: Sequence[Any]) -> Tuple[Dict[int, int], Di
     return ids, parents
 
 
+# The profiler keeps an operator's start and duration in whole µs, each cut apart, so an op's
+# end can land up to 2 µs past the end of the op that called it.
+_ROUNDING_NS = 2000
+
+
+def _drawn_ends(events: Sequence[Any]) -> Dict[int, int]:
+    """The end (ns after the trace's start) each event is drawn to, by index: its own, or
+    the last of those that start inside it on its thread and end at most _ROUNDING_NS after
+    it (its children, as the profiler's rounding left them), so that it covers them."""
+    ends = {i: int(round(e.time_range.end * 1000)) for i, e in enumerate(events)}
+    key = sorted((e.thread, e.time_range.start, -e.time_range.end, i)
+                 for i, e in enumerate(events))
+    stack: List[int] = []
+    thread = None
+
+    def close() -> None:
+        j = stack.pop()
+        if stack and ends[j] > ends[stack[-1]]:
+            ends[stack[-1]] = ends[j]
+
+    for th, start, _, i in key:
+        if th != thread:
+            while stack:
+                close()
+            thread = th
+        s_ns = int(round(start * 1000))
+        while stack and (s_ns >= ends[stack[-1]] or
+                         ends[i] > ends[stack[-1]] + _ROUNDING_NS):
+            close()
+        stack.append(i)
+    while stack:
+        close()
+    return ends
+
+
 def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool = True) -> int:
     """Records prof's CPU operator events; returns how many."""
     # Event times are µs after the trace's start, which is µs since the epoch:
@@ -662,6 +699,7 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
             ids, parents = _link(c, events)
         else:
             ids = {i: c.region_id() for i, e in enumerate(events) if e.name in _regions}
+    ends = _drawn_ends(events)
     n, cur = 0, None
     for i, e in enumerate(events):
         s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
@@ -679,6 +717,7 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
         else:
             dur = max(int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000), 0)
             cat = _category(e.name)
+        whole = max(ends[i] - s_ns, whole)  # covering its children, as drawn
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
         # A self time comes with the whole interval (ext span), and each event with its
         # thread (ext stream): timelines draw each thread's events nested on a track.
