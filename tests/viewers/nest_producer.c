@@ -6,7 +6,8 @@
  * opened by tc_push() and closed by tc_pop():
  *   train:  STEPS × step { forward { matmul, relu }, backward }, and in each
  *           step a "marker" of duration 0 (tc_record), a moment;
- *   loader: STEPS × load { decode }, at the same time as train's steps.
+ *   loader: STEPS × load { decode }, started inside train's first step and
+ *           running beside its steps.
  * Every region spins for a known time (SPIN_US) so that none is empty.
  * Usage: nest_producer SESSION (the socket from $TRACECTL_SOCKET).
  * Exits 0 once everything was sent and acknowledged, 1 otherwise.
@@ -76,10 +77,12 @@ int main(int argc, char **argv)
     uint32_t step = tc_op(cl, "step"), fwd = tc_op(cl, "forward"), bwd = tc_op(cl, "backward");
     uint32_t mm = tc_op(cl, "matmul"), relu = tc_op(cl, "relu"), mark = tc_op(cl, "marker");
 
-    if (pthread_create(&t, NULL, loader, NULL) != 0)
-        return 1;
     for (int s = 0; s < STEPS; s++) {
         tc_push(cl, step);
+        /* the loader starts inside the first step, which is then the first slice of the
+         * track: the track a viewer shows first holds the training thread's regions */
+        if (s == 0 && pthread_create(&t, NULL, loader, NULL) != 0)
+            return 1;
         tc_push(cl, fwd);
         region(mm, SPIN_US);
         region(relu, SPIN_US / 2);
