@@ -35,6 +35,7 @@ struct export_work {
     bool by_rank;  /* the request's "order": "rank" */
     bool ext;      /* the file has an entry_ext table: rows carry its 8 columns after the 10 */
     bool link;     /* the file has an entry_link table: rows carry its 4 columns after those */
+    bool span;     /* the file has an entry_span table: rows carry its column last */
     uint64_t n_rows;
     bool started, exhausted, done;
     int rc;
@@ -112,6 +113,14 @@ static int pack_table(struct export_work *w, msgpack_packer *pk, const char *sql
 
 #define ROW_LINK_COLUMNS ", l.entry_rowid, l.id, l.parent, l.launcher"
 #define ROW_LINK_FROM    " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid"
+#define ROW_SPAN_COLUMNS ", sp.span"
+#define ROW_SPAN_FROM    " LEFT JOIN entry_span sp ON sp.entry_rowid = e.rowid"
+/* With spans, "start" and "rank" put the longer whole interval first at equal starts: a
+ * profiler op's self time may be shorter than its child's. */
+#define ROW_ORDER_START_SPAN " ORDER BY e.start_ns, coalesce(sp.span, e.dur_ns) DESC, e.rowid"
+#define ROW_ORDER_RANK_SPAN                                                                        \
+    " ORDER BY (SELECT rank FROM processes p WHERE p.id = e.process_id),"                          \
+    " e.start_ns, coalesce(sp.span, e.dur_ns) DESC, e.rowid"
 
 /* Whether the session file has the side table `name`: 1, 0, or -EIO. */
 static int export_has_table(struct export_work *w, const char *name)
@@ -131,22 +140,23 @@ static int export_has_table(struct export_work *w, const char *name)
 }
 
 /*
- * Prepares the rows query; the entry_ext and entry_link tables exist only in
- * files that got an ext map (a link).
+ * Prepares the rows query; the entry_ext, entry_link and entry_span tables
+ * exist only in files that got an ext map (a link, a span).
  */
 static int export_prepare_rows(struct export_work *w)
 {
-    char sql[1024];
+    char sql[1536];
     int ext = export_has_table(w, "entry_ext"), link = export_has_table(w, "entry_link");
+    int span = export_has_table(w, "entry_span");
 
-    if (ext < 0 || link < 0)
+    if (ext < 0 || link < 0 || span < 0)
         return -EIO;
-    w->ext = ext, w->link = link;
-    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
-             w->link ? ROW_LINK_COLUMNS : "", ROW_FROM, w->ext ? ROW_EXT_FROM : "",
-             w->link ? ROW_LINK_FROM : "",
-             w->by_rank    ? ROW_ORDER_RANK
-             : w->by_start ? ROW_ORDER_START
+    w->ext = ext, w->link = link, w->span = span;
+    snprintf(sql, sizeof(sql), "%s%s%s%s%s%s%s%s%s", ROW_COLUMNS, w->ext ? ROW_EXT_COLUMNS : "",
+             w->link ? ROW_LINK_COLUMNS : "", w->span ? ROW_SPAN_COLUMNS : "", ROW_FROM,
+             w->ext ? ROW_EXT_FROM : "", w->link ? ROW_LINK_FROM : "", w->span ? ROW_SPAN_FROM : "",
+             w->by_rank    ? (w->span ? ROW_ORDER_RANK_SPAN : ROW_ORDER_RANK)
+             : w->by_start ? (w->span ? ROW_ORDER_START_SPAN : ROW_ORDER_START)
                            : ROW_ORDER);
     if (sqlite3_prepare_v2(w->db, sql, -1, &w->rows, NULL) != SQLITE_OK)
         return -EIO;
@@ -196,6 +206,8 @@ static void pack_ext(struct export_work *w, msgpack_packer *pk)
     }
     if (w->link)
         x.has |= link_columns(st, w->ext ? 18 : 10, &x);
+    if (w->span)
+        x.has |= ext_column(st, 10 + (w->ext ? 8 : 0) + (w->link ? 4 : 0), PROTO_EXT_SPAN, &x.span);
     if (x.has == 0)
         msgpack_pack_nil(pk);
     else

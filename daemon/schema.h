@@ -10,6 +10,7 @@ extern const char schema_session_sql[];
 extern const char schema_session_blocks_sql[]; /* the blocks format: before session.sql */
 extern const char schema_entry_ext_sql[];      /* created on demand: the first ext map */
 extern const char schema_entry_link_sql[];     /* created on demand: the first id/parent/launcher */
+extern const char schema_entry_span_sql[];     /* created on demand: the first span */
 extern const char schema_ranks_sql[]; /* created when the writer opens a file (rkschema.c) */
 /* The ClickHouse sink (sink.h): the server's tables, and its own state file. */
 extern const char schema_clickhouse_sql[];

@@ -22,7 +22,7 @@
  * (sql NULL) with the session's first row of their side table. Returns how
  * many; tab has room for APPLY_STMTS.
  */
-#define APPLY_STMTS 10
+#define APPLY_STMTS 11
 struct apply_stmt {
     sqlite3_stmt **st;
     const char *sql;
@@ -44,6 +44,7 @@ static size_t apply_stmts(struct wsess *w, struct apply_stmt *tab)
                              " total_ns, bytes) VALUES (?,?,?,?,?)"},
         {&w->sql.ins_ext, NULL},
         {&w->sql.ins_link, NULL},
+        {&w->sql.ins_span, NULL},
     };
 
     memcpy(tab, all, sizeof(all));
@@ -248,8 +249,9 @@ static int ext_row(struct store *s, struct wsess *w, const struct proto_ext *x, 
     return side_step(s, w, &w->sql.ins_ext, "insert entry ext");
 }
 
-/* The ext keys that go to entry_link rather than entry_ext. */
+/* The ext keys that go to entry_link and entry_span rather than entry_ext. */
 #define STORE_EXT_LINKS (PROTO_EXT_ID | PROTO_EXT_PARENT | PROTO_EXT_LAUNCHER)
+#define STORE_EXT_APART (STORE_EXT_LINKS | PROTO_EXT_SPAN)
 
 /*
  * Stores the links of the entry at rowid (id, parent, launcher) in the
@@ -277,15 +279,35 @@ static int link_row(struct store *s, struct wsess *w, const struct proto_ext *x,
     return side_step(s, w, &w->sql.ins_link, "insert entry link");
 }
 
-/* The ext map of the entry at rowid: its links and its other keys, each in its side table. */
+/* Stores the span of the entry at rowid in entry_span, created with the session's first. */
+static int span_row(struct store *s, struct wsess *w, const struct proto_ext *x, int64_t rowid)
+{
+    int rc;
+
+    if (w->sql.ins_span == NULL) {
+        if (store_exec(s, w->db, schema_entry_span_sql, "create entry_span") < 0)
+            return -EIO;
+        if ((rc = side_prepare(s, w, &w->sql.ins_span,
+                               "INSERT INTO entry_span(entry_rowid, span) VALUES (?,?)")) < 0)
+            return rc;
+    }
+    sqlite3_bind_int64(w->sql.ins_span, 1, rowid);
+    sqlite3_bind_int64(w->sql.ins_span, 2, (int64_t)x->span);
+    return side_step(s, w, &w->sql.ins_span, "insert entry span");
+}
+
+/* The ext map of the entry at rowid: its links, its span and its other keys, each in its
+ * side table. */
 int store_apply_ext_rows(struct store *s, struct wsess *w, const struct proto_ext *x, int64_t rowid)
 {
     int rc = 0;
 
-    if ((x->has & ~STORE_EXT_LINKS) != 0)
+    if ((x->has & ~STORE_EXT_APART) != 0)
         rc = ext_row(s, w, x, rowid);
     if (rc == 0 && (x->has & STORE_EXT_LINKS) != 0)
         rc = link_row(s, w, x, rowid);
+    if (rc == 0 && (x->has & PROTO_EXT_SPAN) != 0)
+        rc = span_row(s, w, x, rowid);
     return rc;
 }
 

@@ -35,6 +35,7 @@ struct wsess_sql {
     sqlite3_stmt *ins_op, *ins_dev, *ins_proc, *end_proc, *ins_meta, *ins_counters, *ins_opdrop;
     sqlite3_stmt *ins_ext;  /* NULL until the session's first ext map */
     sqlite3_stmt *ins_link; /* NULL until the session's first link */
+    sqlite3_stmt *ins_span; /* NULL until the session's first span */
 };
 
 /* Prepares w's statements (its file just opened). 0 or -EIO. */

@@ -154,6 +154,8 @@ struct proto_opdef {
 /* The ranks of the communicator (proto/PROTOCOL.md Part 3, "ext key comm_size"). */
 #define PROTO_EXT_COMM_SIZE (1u << 9) /* 1 .. PROTO_MAX_COMM_SIZE */
 #define PROTO_MAX_COMM_SIZE INT32_MAX /* as hello's world */
+/* The whole interval of an entry whose dur_ns is its self time (proto/PROTOCOL.md Part 3). */
+#define PROTO_EXT_SPAN (1u << 10) /* ns from start_ns, its children included */
 
 struct proto_ext {
     uint32_t has; /* PROTO_EXT_* bits; 0: no ext (absent, nil or an empty map) */
@@ -161,6 +163,7 @@ struct proto_ext {
     uint64_t stream, peer, comm, seq, checksum;
     uint64_t id, parent;
     uint64_t comm_size; /* 1 .. PROTO_MAX_COMM_SIZE */
+    uint64_t span;      /* ns */
     uint32_t launcher;  /* an op id: the connection's on the wire, the session's once stored */
 };
 

@@ -86,6 +86,7 @@ const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS] = {
     {"parent", PROTO_EXT_PARENT},
     {"launcher", PROTO_EXT_LAUNCHER},
     {"comm_size", PROTO_EXT_COMM_SIZE},
+    {"span", PROTO_EXT_SPAN},
 };
 
 uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit)
@@ -105,6 +106,8 @@ uint64_t *proto_ext_slot(struct proto_ext *x, uint32_t bit)
         return &x->parent;
     case PROTO_EXT_COMM_SIZE:
         return &x->comm_size;
+    case PROTO_EXT_SPAN:
+        return &x->span;
     default:
         return &x->checksum;
     }

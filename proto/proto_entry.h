@@ -23,7 +23,7 @@ struct proto_ext_key {
     const char *key;
     uint32_t bit;
 };
-#define PROTO_N_EXT_KEYS 10
+#define PROTO_N_EXT_KEYS 11
 extern const struct proto_ext_key proto_ext_keys[PROTO_N_EXT_KEYS];
 /*
  * Where the value of an ext key goes (tag, signed, and launcher, 32-bit, are

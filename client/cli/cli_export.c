@@ -21,6 +21,7 @@
 const char cli_export_usage[] =
     "Usage: tracectl export <id|name> --format FMT [-o FILE]\n"
     "                       [--weight time|memory|calls] [--stacks device|launcher]\n"
+    "                       [--no-args]\n"
     "\n"
     "Writes every entry of one session in a format other tools read. The\n"
     "entries stream from the daemon, so memory stays small whatever the size\n"
@@ -40,11 +41,11 @@ const char cli_export_usage[] =
     "             Nested regions (tc_push, Python's nested `with`) put their\n"
     "             enclosing ops before <op> and weigh their self time\n"
     "  chrome     Chrome trace-event JSON: one process per rank, one thread per\n"
-    "             track, one complete event per entry; for chrome://tracing\n"
-    "             and ui.perfetto.dev\n"
+    "             track, one complete event per entry (an instant for one of\n"
+    "             duration 0); for chrome://tracing, ui.perfetto.dev, speedscope\n"
     "  perfetto   a binary Perfetto trace (.pftrace): one process track per\n"
-    "             rank, its tracks under it, one slice per entry; for\n"
-    "             ui.perfetto.dev and trace_processor\n"
+    "             rank, its tracks under it, one slice per entry (an instant\n"
+    "             for one of duration 0); for ui.perfetto.dev and trace_processor\n"
     "  otf2       an OTF2 archive in the directory -o DIR (DIR/traces.otf2):\n"
     "             a location per track, a region per op, Enter/Leave per\n"
     "             entry, MPI collective and point-to-point records with\n"
@@ -55,7 +56,9 @@ const char cli_export_usage[] =
     "producer gave (a CUDA stream, a thread), as in \"gpu:0 stream 7\". Entries\n"
     "that overlap partially go on further lanes of their track (\"gpu:0 #2\"),\n"
     "so that a viewer shows every duration as recorded; an entry inside another\n"
-    "shows as its child.\n"
+    "shows as its child. An entry whose duration is its self time (profiler\n"
+    "mode, import --cpu-ops) is drawn over its whole interval, children\n"
+    "included (its ext span), so that it covers them.\n"
     "\n"
     "Options:\n"
     "  -f, --format FMT        csv, collapsed, chrome, perfetto or otf2 (required)\n"
@@ -72,12 +75,17 @@ const char cli_export_usage[] =
     "                          the CPU op that launched each kernel of an\n"
     "                          imported Kineto trace (entries without one:\n"
     "                          \"<session>;rank <R>;<op>\")\n"
+    "      --no-args           chrome only: events without their args (step,\n"
+    "                          shapes...): speedscope names each frame by its\n"
+    "                          name and args together, so that with args every\n"
+    "                          step and shape is a frame of its own\n"
     "      --socket PATH       the daemon's socket (see tracectl --help)\n"
     "  -h, --help              show this help\n"
     "\n"
     "Example:\n"
     "  tracectl export job-42 --format perfetto -o job-42.pftrace\n"
     "  tracectl export job-42 --format chrome -o job-42.json\n"
+    "  tracectl export job-42 --format chrome --no-args -o job-42.json   # speedscope\n"
     "  tracectl export job-42 --format otf2 -o job-42.otf2.d\n"
     "  tracectl export 7 --format collapsed --weight memory | flamegraph.pl > mem.svg\n"
     "  tracectl export 7 --format collapsed --stacks launcher | flamegraph.pl > k.svg\n"
@@ -97,6 +105,7 @@ struct cli_export_opts {
     bool weighted; /* --weight was given */
     enum cli_export_stacks stacks;
     bool stacked; /* --stacks was given */
+    bool no_args; /* --no-args */
 };
 
 /* ---- options ------------------------------------------------------------- */
@@ -155,6 +164,10 @@ static int cli_export_check_opts(const struct cli_ctx *ctx, const struct cli_exp
         cli_error("export: missing --format (csv, collapsed, chrome, perfetto or otf2)");
         return CLI_EXIT_USAGE;
     }
+    if (o->no_args && o->fmt != &cli_export_chrome) {
+        cli_error("export: --no-args applies to --format chrome only");
+        return CLI_EXIT_USAGE;
+    }
     if ((o->weighted || o->stacked) && o->fmt != &cli_export_collapsed) {
         cli_error("export: --%s applies to --format collapsed only",
                   o->weighted ? "weight" : "stacks");
@@ -179,6 +192,7 @@ static int cli_export_opts(struct cli_ctx *ctx, int argc, char **argv, struct cl
                                          {"output", required_argument, NULL, 'o'},
                                          {"weight", required_argument, NULL, 'w'},
                                          {"stacks", required_argument, NULL, 's'},
+                                         {"no-args", no_argument, NULL, 'A'},
                                          {NULL, 0, NULL, 0}};
     int c, rc;
 
@@ -189,6 +203,9 @@ static int cli_export_opts(struct cli_ctx *ctx, int argc, char **argv, struct cl
             rc = cli_export_weight_opt(optarg, o);
         } else if (c == 's') {
             rc = cli_export_stacks_opt(optarg, o);
+        } else if (c == 'A') {
+            o->no_args = true;
+            rc = CLI_CONTINUE;
         } else if (c == 'o') {
             o->path = strcmp(optarg, "-") == 0 ? NULL : optarg;
             rc = CLI_CONTINUE;
@@ -305,6 +322,7 @@ static int cli_export_stream(const struct cli_ctx *ctx, struct cli_conn *conn,
     struct cli_export x = {.out = out->f,
                            .weight = o->weight,
                            .stacks = o->stacks,
+                           .no_args = o->no_args,
                            .arg = arg,
                            .state = NULL,
                            .dir = o->fmt->directory ? o->path : NULL};

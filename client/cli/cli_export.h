@@ -48,6 +48,7 @@ struct cli_export {
     struct cli_export_dict dict; /* valid from begin() on */
     enum cli_export_weight weight;
     enum cli_export_stacks stacks; /* collapsed only */
+    bool no_args;                  /* chrome only: events without args (--no-args) */
     void *arg;                     /* the caller's, for formats used outside `export` */
     void *state;                   /* the format's own, NULL until its begin() */
     const char *dir;               /* a directory format's -o DIR, else NULL */

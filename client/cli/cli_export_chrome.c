@@ -128,15 +128,26 @@ static int cli_export_chrome_row(struct cli_export *x, const struct cli_export_r
     }
     tid = (uint32_t)lane->id;
     cli_export_chrome_sep(x);
-    fprintf(f, "{\"ph\":\"X\",\"pid\":%" PRId64 ",\"tid\":%u,\"name\":", pid, tid);
+    /* a complete event covers its children (span_ns); a moment is an instant of its thread,
+     * as a viewer would never close a complete event of duration 0 */
+    fprintf(f,
+            "{\"ph\":\"%s\",\"pid\":%" PRId64 ",\"tid\":%u,\"name\":", r->span_ns > 0 ? "X" : "i",
+            pid, tid);
     cli_json_write_str(f, r->op->name, strlen(r->op->name));
     fputs(",\"cat\":", f);
     cli_json_write_str(f, r->op->category, strlen(r->op->category));
     fputs(",\"ts\":", f);
     cli_export_chrome_us(f, r->start_ns);
-    fputs(",\"dur\":", f);
-    cli_export_chrome_us(f, r->dur_ns);
-    rc = cli_export_chrome_args(f, r);
+    if (r->span_ns > 0) {
+        fputs(",\"dur\":", f);
+        cli_export_chrome_us(f, r->span_ns);
+    } else {
+        fputs(",\"s\":\"t\"", f);
+    }
+    if (x->no_args)
+        fputs("}", f);
+    else
+        rc = cli_export_chrome_args(f, r);
     return rc != 0 ? rc : ferror(f) ? -EIO : 0;
 }
 

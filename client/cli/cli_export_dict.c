@@ -363,6 +363,14 @@ static int cli_export_row_links(const struct cli_export_dict *d, const msgpack_o
         r->launcher = &d->ops[op];
         r->launcher_index = (size_t)op;
     }
+    if ((v = cli_obj_get(ext, "span")) != NULL) {
+        uint64_t span;
+
+        if (cli_export_uint(v, false, &span) != 0)
+            return cli_export_bad(err, errsize, "an export row's ext.span is not a uint");
+        if (span > r->span_ns)
+            r->span_ns = span > INT64_MAX ? INT64_MAX : span;
+    }
     return 0;
 }
 
@@ -390,6 +398,7 @@ int cli_export_row_decode(const struct cli_export_dict *d, const msgpack_object 
         cli_export_uint(&f[ROW_ELEMENTS], true, &r->elements) != 0 ||
         cli_export_uint(&f[ROW_MEM], true, &r->mem_bytes) != 0)
         return cli_export_bad(err, errsize, "an export row has a field of the wrong type");
+    r->span_ns = r->dur_ns > INT64_MAX ? INT64_MAX : r->dur_ns;
     r->proc_index = (size_t)proc;
     r->op_index = (size_t)op;
     r->proc = &d->procs[proc];

@@ -64,6 +64,13 @@ struct cli_export_row {
     const struct cli_export_dev *dev; /* NULL: the entry has no device */
     size_t op_index, proc_index;      /* positions in the dictionary arrays */
     uint64_t step, start_ns, dur_ns, elements, mem_bytes;
+    /*
+     * The whole interval a timeline draws, from start_ns: dur_ns, or the ext
+     * span when it is longer (an entry whose dur_ns is its self time,
+     * PROTOCOL.md "ext key span"), at most INT64_MAX so start_ns + span_ns
+     * never wraps.
+     */
+    uint64_t span_ns;
     const msgpack_object *out_shape, *in_shapes; /* borrowed; nil when absent */
     bool has_stream; /* the entry's ext map gave a stream (PROTOCOL.md "entry ext") */
     uint64_t stream;

@@ -86,7 +86,8 @@ static int cli_export_lanes_close(struct cli_export_lanes_track *tr, struct cli_
  * Whether r's slice [start, stop) can go on lane (its open slices closed up
  * to start already). An entry with links nests only under its parent.
  */
-static bool cli_export_lanes_fits(const struct cli_export_lane *lane,
+static bool cli_export_lanes_fits(const struct cli_export_lanes_track *tr,
+                                  const struct cli_export_lane *lane,
                                   const struct cli_export_row *r, uint64_t start, uint64_t stop)
 {
     if (lane->last_ns > start)
@@ -95,9 +96,48 @@ static bool cli_export_lanes_fits(const struct cli_export_lane *lane,
         return true;
     if (stop > lane->open[lane->depth - 1])
         return false;
-    if (r->has_parent)
-        return lane->ids[lane->depth - 1] == r->parent + 1 && r->parent != UINT64_MAX;
+    if (r->has_parent) {
+        /* the innermost open slice with an id is the parent; those inside it have none (a
+         * profiler op inside the op that called it, both under their module's range) */
+        for (size_t d = lane->depth; d > 0; d--)
+            if (lane->ids[d - 1] != 0)
+                return lane->ids[d - 1] == r->parent + 1 && r->parent != UINT64_MAX;
+        return false;
+    }
+    if (r->has_id && tr->has_stream) {
+        /* a region with no parent, on one thread's track: inside the plain slices that hold
+         * it (the torch bridge's Net.forward inside DistributedDataParallel.forward), never
+         * inside another region, which would be its parent */
+        for (size_t d = lane->depth; d > 0; d--)
+            if (lane->ids[d - 1] != 0)
+                return false;
+        return true;
+    }
     return !r->has_id;
+}
+
+/*
+ * The lane for [start, stop) among those it fits on: the one whose innermost
+ * open slice ends first, the tightest that holds it (its parent rather than a
+ * grandparent on another lane, when a partial overlap split them), a lane
+ * with nothing open only when no slice holds it, the first on a tie. n_lanes
+ * when none fits.
+ */
+static size_t cli_export_lanes_best(const struct cli_export_lanes_track *tr,
+                                    const struct cli_export_row *r, uint64_t start, uint64_t stop)
+{
+    size_t best = tr->n_lanes;
+
+    for (size_t k = 0; k < tr->n_lanes; k++) {
+        const struct cli_export_lane *l = &tr->lanes[k], *b = &tr->lanes[best];
+
+        if (!cli_export_lanes_fits(tr, l, r, start, stop))
+            continue;
+        if (best == tr->n_lanes ||
+            (l->depth > 0 && (b->depth == 0 || l->open[l->depth - 1] < b->open[b->depth - 1])))
+            best = k;
+    }
+    return best;
 }
 
 static int cli_export_lanes_push(struct cli_export_lane *lane, const struct cli_export_row *r,
@@ -125,8 +165,8 @@ int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_r
                            cli_export_lanes_end_cb end, void *arg,
                            struct cli_export_lanes_track **track, struct cli_export_lane **lane)
 {
-    /* start_ns and dur_ns are at most INT64_MAX each (proto/PROTOCOL.md): no wrap. */
-    uint64_t start = r->start_ns, stop = r->start_ns + r->dur_ns;
+    /* start_ns and span_ns are at most INT64_MAX each (proto/PROTOCOL.md): no wrap. */
+    uint64_t start = r->start_ns, stop = r->start_ns + r->span_ns;
     struct cli_export_lanes_track *tr = cli_export_lanes_track(l, r);
     size_t k;
     int rc;
@@ -136,8 +176,7 @@ int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_r
     for (k = 0; k < tr->n_lanes; k++)
         if ((rc = cli_export_lanes_close(tr, &tr->lanes[k], start, end, arg)) != 0)
             return rc;
-    for (k = 0; k < tr->n_lanes && !cli_export_lanes_fits(&tr->lanes[k], r, start, stop); k++)
-        ;
+    k = cli_export_lanes_best(tr, r, start, stop);
     if (k == tr->n_lanes) {
         struct cli_export_lane *lanes = realloc(tr->lanes, (k + 1) * sizeof(*lanes));
 
@@ -147,7 +186,9 @@ int cli_export_lanes_place(struct cli_export_lanes *l, const struct cli_export_r
         memset(&lanes[k], 0, sizeof(lanes[k]));
         tr->n_lanes = k + 1;
     }
-    if ((rc = cli_export_lanes_push(&tr->lanes[k], r, start, stop)) != 0)
+    if (stop == start) /* an instant: nothing stays open, no END */
+        tr->lanes[k].last_ns = start;
+    else if ((rc = cli_export_lanes_push(&tr->lanes[k], r, start, stop)) != 0)
         return rc;
     *track = tr;
     *lane = &tr->lanes[k];

@@ -9,17 +9,29 @@
  * proto/PROTOCOL.md "entry ext") or none. A track has one or more lanes,
  * each a track of its own in the output. Slices are placed greedily as they
  * come: a slice nests on a lane only if it lies entirely inside the
- * innermost slice still open there, or goes on a lane with nothing open;
- * else it tries the next lane, and opens a new one when none fits. Before a
+ * innermost slice still open there, or goes on a lane with nothing open; of
+ * the lanes it fits, it takes the one whose innermost open slice ends first
+ * (the tightest that holds it: its parent's lane, when a partial overlap put
+ * its parent on another lane than its grandparent), and opens a new lane
+ * when none fits. Before a
  * slice is placed, the open slices of its track that end by its start are
  * closed (the caller's end callback writes their END), innermost first.
  *
  * Entries with links (proto/PROTOCOL.md "Links between entries": nested
  * regions, which carry an id or a parent) follow them rather than time
  * alone: such an entry nests on a lane only under the slice that is its
- * parent (the innermost open there, with that id), else it goes on a lane
- * with nothing open, so that a region is never shown inside a slice of
- * another thread that happens to contain it in time.
+ * parent (the innermost open there with an id has that id; slices without
+ * one may lie between, as a profiler op inside the op that called it),
+ * else it goes on a lane with nothing open, so that a region is never shown
+ * inside a slice of another thread that happens to contain it in time. On a
+ * track with a stream (one thread's, as the producer says) a region without
+ * a parent may also nest inside the plain slices (without an id) that
+ * contain it.
+ *
+ * A slice is drawn over its row's span_ns (its whole interval, children
+ * included). One of length 0 is an instant: it is placed like the others
+ * (on a lane where it falls inside the right parent) but never opened, so
+ * no END is written for it.
  *
  * Each lane remembers the time of the last event written on it and takes a
  * slice only at or after that time, so every lane's BEGIN/END sequence is

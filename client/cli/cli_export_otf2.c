@@ -287,7 +287,8 @@ static int otf2_row(struct cli_export *x, const struct cli_export_row *r)
     if (e != OTF2_SUCCESS)
         return -EIO;
     l->open[l->depth++] = o;
-    return 0;
+    /* the lanes keep nothing open for an entry of length 0: it leaves where it entered */
+    return r->span_ns == 0 ? otf2_end_cb(st, t, lane, r->start_ns) : 0;
 }
 
 /* ---- definitions --------------------------------------------------------------------- */

@@ -45,6 +45,7 @@ enum {
 
     PF_TYPE_SLICE_BEGIN = 1, /* TrackEvent.Type */
     PF_TYPE_SLICE_END = 2,
+    PF_TYPE_INSTANT = 3,
 
     PF_ANNOT_NAME_IID = 1, /* DebugAnnotation */
     PF_ANNOT_UINT = 3,
@@ -227,7 +228,8 @@ static int pf_slice_begin(struct pf_state *st, FILE *out, const struct cli_expor
     pkt = pf_packet_begin(st, r->start_ns, PF_SEQ_NEEDS_INCREMENTAL_STATE);
     pf_interned(st, r, iid, fresh);
     ev = cli_pb_begin(&st->pb, PF_PACKET_TRACK_EVENT);
-    cli_pb_uint(&st->pb, PF_EVENT_TYPE, PF_TYPE_SLICE_BEGIN);
+    /* an entry of length 0 is a moment: an instant, never a BEGIN without a later END */
+    cli_pb_uint(&st->pb, PF_EVENT_TYPE, r->span_ns > 0 ? PF_TYPE_SLICE_BEGIN : PF_TYPE_INSTANT);
     cli_pb_uint(&st->pb, PF_EVENT_TRACK_UUID, uuid);
     cli_pb_uint(&st->pb, PF_EVENT_NAME_IID, iid);
     if (r->op->category[0] != '\0')

@@ -203,8 +203,8 @@ static int import_emit(void *arg, const struct kineto_entry *e)
             0)
             return j->s->err;
     }
-    return import_send_entry(j->s, op, e->step, e->start_ns, e->dur_ns, e->mem_bytes, e->in_shapes,
-                             e->in_len, e->device, e->stream, launcher);
+    return import_send_entry(j->s, op, e->step, e->start_ns, e->dur_ns, e->span_ns, e->mem_bytes,
+                             e->in_shapes, e->in_len, e->device, e->stream, launcher);
 }
 
 /* Sends meta key = n when n > 0. */

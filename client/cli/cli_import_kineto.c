@@ -471,7 +471,10 @@ static int cmp_op_tid_ts(const void *a, const void *b)
 
     if (c == 0)
         c = cmp_i64(x->ts, y->ts);
-    return c ? c : cmp_i64(y->dur, x->dur); /* the enclosing (longer) one first */
+    if (c == 0)
+        c = cmp_i64(y->dur, x->dur); /* the enclosing (longer) one first */
+    /* the very same interval: the caller first, whose External id is the smaller */
+    return c ? c : cmp_i64(x->ext, y->ext);
 }
 
 static int cmp_by_ext(const void *a, const void *b)
@@ -699,6 +702,7 @@ static int emit_cpu_op(struct kineto_parse *p, const struct kineto_op *op, int64
                               .step = step_of(k, op->ts),
                               .start_ns = clamp_u(op->ts),
                               .dur_ns = clamp_u(self),
+                              .span_ns = clamp_u(op->dur),
                               .stream = op->tid};
 
     if (op->dims != INTERN_NONE)
@@ -711,7 +715,10 @@ static void progress(struct kineto_parse *p, bool done);
 /*
  * --cpu-ops: each op's self time, its duration minus the part of it covered
  * by the ops directly nested in it on the same thread (a child that runs
- * past its parent's end counts only up to that end).
+ * past its parent's end counts only up to that end). The ops are sent in
+ * their sorted order, each parent before its children, so that of two with
+ * the very same interval the caller (the smaller External id) is stored
+ * first, which an export's "start" order keeps as the outer one.
  */
 static int replay_cpu_ops(struct kineto_parse *p)
 {
@@ -720,21 +727,19 @@ static int replay_cpu_ops(struct kineto_parse *p)
         int64_t end, child;
     } *stack = NULL;
     const struct kineto *k = p->k;
+    int64_t *self = k->n_ops > 0 ? malloc(k->n_ops * sizeof(*self)) : NULL;
     size_t sp = 0, cap = 0;
-    int rc = 0;
+    int rc = k->n_ops > 0 && self == NULL ? -ENOMEM : 0;
 
     for (size_t i = 0; i <= k->n_ops && rc == 0; i++) {
         const struct kineto_op *op = i < k->n_ops ? &k->ops[i] : NULL;
         /* close the ops that ended before this one starts (or are on another thread) */
-        while (
-            rc == 0 && sp > 0 &&
-            (op == NULL || op->tid != k->ops[stack[sp - 1].i].tid || op->ts >= stack[sp - 1].end)) {
+        while (sp > 0 && (op == NULL || op->tid != k->ops[stack[sp - 1].i].tid ||
+                          op->ts >= stack[sp - 1].end)) {
             sp--;
-            rc = emit_cpu_op(p, &k->ops[stack[sp].i], k->ops[stack[sp].i].dur - stack[sp].child);
+            self[stack[sp].i] = k->ops[stack[sp].i].dur - stack[sp].child;
         }
-        if (i % 256 == 0)
-            progress(p, false);
-        if (op == NULL || rc != 0)
+        if (op == NULL)
             break;
         if (sp > 0) {
             int64_t end = op->ts + op->dur;
@@ -746,7 +751,13 @@ static int replay_cpu_ops(struct kineto_parse *p)
         }
         stack[sp++] = (struct open_op){i, op->ts + op->dur, 0};
     }
+    for (size_t i = 0; i < k->n_ops && rc == 0; i++) {
+        if (i % 256 == 0)
+            progress(p, false);
+        rc = emit_cpu_op(p, &k->ops[i], self[i]);
+    }
     free(stack);
+    free(self);
     progress(p, true);
     return rc;
 }

@@ -98,6 +98,7 @@ struct kineto_entry {
     const char *in_shapes; /* packed msgpack array of arrays of uint, or NULL */
     size_t in_len;
     uint64_t step, start_ns, dur_ns;
+    uint64_t span_ns;   /* --cpu-ops: the op's whole duration, dur_ns its self time; else 0 */
     uint64_t mem_bytes; /* memcpy/memset: args.bytes; else 0 */
     int64_t stream;     /* the track within the device: a GPU event's args.stream, a CPU op's tid;
                            -1: none (sent as the ext map's stream, PROTOCOL.md "entry ext") */

@@ -162,14 +162,16 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
 }
 
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
-                      uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
-                      const char *device, int64_t stream, uint32_t launcher)
+                      uint64_t dur_ns, uint64_t span_ns, uint64_t mem_bytes, const char *in_shapes,
+                      size_t in_len, const char *device, int64_t stream, uint32_t launcher)
 {
     msgpack_packer *pk = &s->bpk;
     struct proto_ext ext = {.has = (stream >= 0 ? PROTO_EXT_STREAM : 0) |
-                                   (launcher != 0 ? PROTO_EXT_LAUNCHER : 0),
+                                   (launcher != 0 ? PROTO_EXT_LAUNCHER : 0) |
+                                   (span_ns > dur_ns ? PROTO_EXT_SPAN : 0),
                             .stream = stream >= 0 ? (uint64_t)stream : 0,
-                            .launcher = launcher};
+                            .launcher = launcher,
+                            .span = span_ns};
 
     if (s->err)
         return s->err;

@@ -59,11 +59,12 @@ uint32_t import_send_op(struct import_send *s, const char *name, const char *cat
  * buffered). mem_bytes 0 is sent as nil; in_shapes is a packed msgpack
  * array of arrays (in_len bytes) or NULL; device may be NULL; stream ≥ 0 is
  * sent in the entry's ext map (-1: none), and so is launcher, the op id of
- * the CPU op that launched it (0: none). Returns 0 or the error.
+ * the CPU op that launched it (0: none), and span_ns, the entry's whole
+ * interval when dur_ns is its self time (0: none). Returns 0 or the error.
  */
 int import_send_entry(struct import_send *s, uint32_t op, uint64_t step, uint64_t start_ns,
-                      uint64_t dur_ns, uint64_t mem_bytes, const char *in_shapes, size_t in_len,
-                      const char *device, int64_t stream, uint32_t launcher);
+                      uint64_t dur_ns, uint64_t span_ns, uint64_t mem_bytes, const char *in_shapes,
+                      size_t in_len, const char *device, int64_t stream, uint32_t launcher);
 
 /* Sends one metadata pair (after the entries buffered so far). Returns 0 or the error. */
 int import_send_meta(struct import_send *s, const struct proto_kv *kv);

@@ -186,7 +186,7 @@ static unsigned rec_ext_slots(const struct ring *ring, uint64_t i)
     return (x1->w[3] & TC_EXT_THIRD) ? 3 : 2;
 }
 
-/* The links of an entry's ext map (id, parent) and comm_size, from its third ext slot. */
+/* The links of an entry's ext map (id, parent), comm_size and span, from its third slot. */
 static char *put_third(char *p, const struct ring *ring, uint64_t i, uint32_t has)
 {
     const struct rec_ext *x2 =
@@ -203,6 +203,10 @@ static char *put_third(char *p, const struct ring *ring, uint64_t i, uint32_t ha
     if (has & TC_EXT_COMM_SIZE) {
         p = put_key(p, "comm_size");
         p = put_uint(p, x2->w[2]);
+    }
+    if (has & TC_EXT_SPAN) {
+        p = put_key(p, "span");
+        p = put_uint(p, x2->w[3]);
     }
     return p;
 }

@@ -119,16 +119,18 @@ struct rec {
  * checksum, tag (as two's complement) and the TC_EXT_* bits given. Two
  * slots, not one 64-byte struct: the second may wrap to the ring's start.
  * An entry with links (TC_EXT_ID or TC_EXT_PARENT) or a communicator size
- * (TC_EXT_COMM_SIZE) has a third slot: id, parent, comm_size (rec_ext_slots).
+ * (TC_EXT_COMM_SIZE) or a span (TC_EXT_SPAN) has a third slot: id, parent,
+ * comm_size, span (rec_ext_slots).
  */
 struct rec_ext {
     uint64_t w[4];
 };
 
 #define REC_EXT      0x8000u
-#define TC_EXT_KNOWN 0x1ffu                            /* the TC_EXT_* bits this library packs */
-#define TC_EXT_LINKS (TC_EXT_ID | TC_EXT_PARENT)       /* links */
-#define TC_EXT_THIRD (TC_EXT_LINKS | TC_EXT_COMM_SIZE) /* need the third ext slot */
+#define TC_EXT_KNOWN 0x3ffu                      /* the TC_EXT_* bits this library packs */
+#define TC_EXT_LINKS (TC_EXT_ID | TC_EXT_PARENT) /* links */
+/* need the third ext slot */
+#define TC_EXT_THIRD (TC_EXT_LINKS | TC_EXT_COMM_SIZE | TC_EXT_SPAN)
 _Static_assert(sizeof(struct rec_ext) == sizeof(struct rec), "an ext slot is a ring slot");
 
 /* A batch in the writer's output: it ends at byte `end` of out, n entries. */

@@ -279,6 +279,7 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         x2->w[0] = (x->has & TC_EXT_ID) ? x->id : 0;
         x2->w[1] = (x->has & TC_EXT_PARENT) ? x->parent : 0;
         x2->w[2] = (x->has & TC_EXT_COMM_SIZE) ? x->comm_size : 0;
+        x2->w[3] = (x->has & TC_EXT_SPAN) ? x->span : 0;
     }
     /* tc_recorded counts head minus marks: the step marker and the ext slots are not
      * entries. */

@@ -260,6 +260,7 @@ static inline void tc_record(tc_client *c, uint32_t op, uint64_t start_ns, uint6
 #define TC_EXT_ID        (1u << 6) /* this entry's id, unique within the process (tc_region_id) */
 #define TC_EXT_PARENT    (1u << 7) /* the id of the entry this one is nested in */
 #define TC_EXT_COMM_SIZE (1u << 8) /* ranks in the communicator (comm), 1 .. 2^31 - 1 */
+#define TC_EXT_SPAN      (1u << 9) /* the whole interval when dur_ns is the self time */
 
 /*
  * Fields are only ever added at the end, each with its bit, and the library
@@ -279,6 +280,12 @@ typedef struct tc_ext {
      * 2^31 - 1 the entry is dropped and counted (the daemon would refuse it).
      */
     uint64_t comm_size;
+    /*
+     * The entry's whole interval in ns from start_ns, its children included,
+     * when dur_ns is its self time (TC_EXT_SPAN; PROTOCOL.md "ext key span"):
+     * reports count dur_ns, timelines (export chrome, perfetto) draw span.
+     */
+    uint64_t span;
 } tc_ext;
 
 /* elements argument of tc_record_ext(): none given (the daemon takes out's product). */

@@ -18,7 +18,7 @@
  * is a plain tc_record, as before. Regions left in another order than they
  * were entered (coroutines) are unlinked wherever they are in the chain.
  * Client.record() takes the ext keys as keywords (stream, peer, comm, seq,
- * id, parent, comm_size, and checksum): with any of them it is a tc_record_ext, else a
+ * id, parent, comm_size, span, and checksum): with any of them it is a tc_record_ext, else a
  * plain tc_record; region_id() hands out tc_region_id()s for bindings above
  * this one (the torch bridge's profiler mode links its module ranges so).
  *
@@ -680,13 +680,14 @@ static const struct {
     {TC_EXT_ID, offsetof(tc_ext, id)},
     {TC_EXT_PARENT, offsetof(tc_ext, parent)},
     {TC_EXT_COMM_SIZE, offsetof(tc_ext, comm_size)},
+    {TC_EXT_SPAN, offsetof(tc_ext, span)},
 };
 #define RECORD_NEXT (sizeof(record_ext) / sizeof(record_ext[0]))
 
 /*
  * record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None,
  * device=None, category=None, checksum=None, *, stream=None, peer=None,
- * comm=None, seq=None, id=None, parent=None, comm_size=None): one complete
+ * comm=None, seq=None, id=None, parent=None, comm_size=None, span=None): one complete
  * entry; the ext keywords that are not None go in its ext map
  * (tc_record_ext), and with none of them (nor a checksum) it is a plain
  * tc_record. comm_size outside 1 .. 2^31 - 1 is a ValueError.
@@ -697,7 +698,7 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
     static const char *const names[] = {
         "op",     "start_ns", "dur_ns",   "mem",       "out_shape", "in_shapes",
         "device", "category", "checksum", "stream",    "peer",      "comm",
-        "seq",    "id",       "parent",   "comm_size", NULL};
+        "seq",    "id",       "parent",   "comm_size", "span",      NULL};
     static PyObject *interned[RECORD_EXT + RECORD_NEXT];
     PyObject *v[RECORD_EXT + RECORD_NEXT];
     const char *device, *category;
@@ -1056,11 +1057,13 @@ static PyMethodDef client_methods[] = {
     {"record", (PyCFunction)(void (*)(void))client_record, METH_FASTCALL | METH_KEYWORDS,
      "record(op, start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None, "
      "category=None, checksum=None, *, stream=None, peer=None, comm=None, seq=None, id=None, "
-     "parent=None, comm_size=None)\n\nRecords one complete entry (start_ns on "
+     "parent=None, comm_size=None, span=None)\n\nRecords one complete entry (start_ns on "
      "time.monotonic_ns()'s clock); checksum: a 64-bit checksum of its output "
-     "(tracectl.checksum()). Keywords stream, peer, comm, seq, id, parent, comm_size (ints, "
-     "None: absent) go in the entry's ext map (PROTOCOL.md Part 3); comm_size, the ranks of "
-     "the communicator comm, makes its collectives complete at that many arrivals."},
+     "(tracectl.checksum()). Keywords stream, peer, comm, seq, id, parent, comm_size, span "
+     "(ints, None: absent) go in the entry's ext map (PROTOCOL.md Part 3); comm_size, the "
+     "ranks of the communicator comm, makes its collectives complete at that many arrivals; "
+     "span, the whole interval of an entry whose dur_ns is its self time, is what timelines "
+     "draw."},
     {"region_id", (PyCFunction)client_region_id, METH_NOARGS,
      "region_id() -> int\n\nA new entry id, unique in this process, for record(id=...) and "
      "the parent= of the entries nested in it (0 when nothing is recorded)."},

@@ -456,7 +456,12 @@ static void chrome_check_x(yajl_val ev, size_t i, const struct tname *t, size_t 
     cr_assert_not_null(tn, "event %zu: its thread has no thread_name before it", i);
     cr_assert_str_eq(tn, dev ? dev : "no device", "event %zu thread", i);
     check_us(ev, "ts", e.start, i);
-    check_us(ev, "dur", e.dur, i);
+    /* an entry of duration 0 is an instant of its thread: a viewer never closes an X of 0 */
+    cr_assert_str_eq(jstr(ev, "ph"), e.dur > 0 ? "X" : "i", "event %zu phase", i);
+    if (e.dur > 0)
+        check_us(ev, "dur", e.dur, i);
+    else
+        cr_assert_str_eq(jstr(ev, "s"), "t", "event %zu: an instant of its thread", i);
     cr_assert(YAJL_IS_OBJECT(args));
     cr_assert_eq(jint(args, "step"), (long long)e.step);
     cr_assert_eq(jint(args, "mem_bytes"), (long long)e.mem);
@@ -498,8 +503,8 @@ Test(export, chrome_is_valid_json)
         yajl_val ev = evs->u.array.values[i];
         const char *ph = jstr(ev, "ph"), *name = jstr(ev, "name");
 
-        if (strcmp(ph, "X") == 0) {
-            cr_assert_lt(nx, NTOTAL, "more X events than entries");
+        if (strcmp(ph, "X") == 0 || strcmp(ph, "i") == 0) {
+            cr_assert_lt(nx, NTOTAL, "more X and i events than entries");
             chrome_check_x(ev, order[nx++], names, nt);
         } else if (strcmp(ph, "M") == 0 && strcmp(name, "thread_name") == 0) {
             cr_assert_lt(nt, 16);
@@ -565,8 +570,9 @@ static char *quoted(const char *line)
 #define MAXT 64
 
 /* One TrackEvent of the decoded trace, in file order. */
+enum pf_type { PF_END, PF_BEGIN, PF_INSTANT };
 struct pf_ev {
-    bool begin;
+    enum pf_type type;
     uint64_t ts, track, iid;
 };
 
@@ -589,18 +595,20 @@ static void pf_line(struct pf *pf, char *l, char stack[][32], int depth, uint64_
     const char *blk = depth > 0 ? stack[depth - 1] : "";
     struct pf_ev *e = pf->nev > 0 ? &pf->ev[pf->nev - 1] : NULL;
     unsigned long long v;
-    bool begin;
+    enum pf_type type = PF_END;
 
     if (depth == 1 && sscanf(l, "timestamp: %llu", &v) == 1) {
         *ts = v;
-    } else if (strcmp(blk, "track_event") == 0 && ((begin = !strcmp(l, "type: TYPE_SLICE_BEGIN")) ||
-                                                   !strcmp(l, "type: TYPE_SLICE_END"))) {
+    } else if (strcmp(blk, "track_event") == 0 &&
+               ((!strcmp(l, "type: TYPE_SLICE_BEGIN") && (type = PF_BEGIN)) ||
+                (!strcmp(l, "type: TYPE_INSTANT") && (type = PF_INSTANT)) ||
+                !strcmp(l, "type: TYPE_SLICE_END"))) {
         if (pf->nev == pf->cap) {
             pf->cap = pf->cap ? 2 * pf->cap : 1024;
             pf->ev = realloc(pf->ev, pf->cap * sizeof(*pf->ev));
             cr_assert_not_null(pf->ev);
         }
-        pf->ev[pf->nev++] = (struct pf_ev){begin, *ts, 0, 0};
+        pf->ev[pf->nev++] = (struct pf_ev){type, *ts, 0, 0};
     } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "name_iid: %llu", &v) == 1) {
         e->iid = v;
     } else if (strcmp(blk, "track_event") == 0 && sscanf(l, "track_uuid: %llu", &v) == 1) {
@@ -689,8 +697,8 @@ static int vslice_cmp(const void *a, const void *b)
 /*
  * What a viewer makes of the events: per track, in file order, a BEGIN opens
  * a slice and an END closes the innermost open one (Perfetto's TrackEvent
- * model). Asserts that time never goes back on a track and that every slice
- * is closed. Returns the slices (caller frees), sorted, in *n.
+ * model); an INSTANT is a slice of duration 0 by itself. Asserts that time never goes back on a
+ * track and that every slice is closed. Returns the slices (caller frees), sorted, in *n.
  */
 static struct vslice *pf_view(const struct pf *pf, size_t *n)
 {
@@ -709,10 +717,18 @@ static struct vslice *pf_view(const struct pf *pf, size_t *n)
             cr_assert_geq(e->ts, last, "track \"%s\": time goes back from %llu to %llu",
                           pf->track[t].name, (unsigned long long)last, (unsigned long long)e->ts);
             last = e->ts;
-            if (e->begin) {
+            if (e->type != PF_END) {
                 cr_assert_lt(e->iid, 16);
                 cr_assert_not_null(pf->iid_name[e->iid], "iid %llu not interned",
                                    (unsigned long long)e->iid);
+            }
+            if (e->type == PF_INSTANT) {
+                out[count++] = (struct vslice){pf->iid_name[e->iid],
+                                               pf_track_name(pf, uuid, &parent), NULL, e->ts, 0};
+                out[count - 1].process = pf_track_name(pf, parent, NULL);
+                continue;
+            }
+            if (e->type == PF_BEGIN) {
                 open[depth++] = i;
                 continue;
             }
@@ -979,15 +995,17 @@ Test(export, chrome_overlaps_on_lanes)
             names[nt++] =
                 (struct tname){jint(ev, "pid"), jint(ev, "tid"), jstr(jget(ev, "args"), "name")};
         }
-        if (strcmp(ph, "X") != 0)
+        if (strcmp(ph, "X") != 0 && strcmp(ph, "i") != 0)
             continue;
         for (k = 0; k < NOVERLAP && strcmp(overlap[k].name, name) != 0; k++)
             ;
         cr_assert_lt(k, NOVERLAP, "an event %s that was not sent", name);
         cr_assert_not(seen[k], "%s twice", name);
         seen[k] = true;
+        /* the zero-length slice is an instant, the others complete events */
+        cr_assert_str_eq(ph, overlap[k].dur > 0 ? "X" : "i", "%s phase", name);
         x[nx] = (struct xev){jint(ev, "pid"), jint(ev, "tid"), us_to_ns(jget(ev, "ts")),
-                             us_to_ns(jget(ev, "dur"))};
+                             overlap[k].dur > 0 ? us_to_ns(jget(ev, "dur")) : 0};
         cr_assert_eq(x[nx].ts, overlap[k].start, "%s ts", name);
         cr_assert_eq(x[nx].dur, overlap[k].dur, "%s dur", name);
         tn = thread_name(names, nt, x[nx].pid, x[nx].tid);

@@ -1583,7 +1583,7 @@ static const char p2p_sum_py[] =
     "    rank = {e['pid']: int(re.match(r'rank (\\d+)', e['args']['name']).group(1))\n"
     "            for e in ev if e.get('ph') == 'M' and e.get('name') == 'process_name'}\n"
     "    for e in ev:\n"
-    "        if e.get('ph') == 'X' and e['name'] in OPS:\n"
+    "        if e.get('ph') in ('X', 'i') and e['name'] in OPS:  # tcmpi.recv: an instant\n"
     "            a = e['args']\n"
     "            assert a['comm'] == '0' and 'tag' in a and 'seq' not in a, a\n"
     "            add(rank[e['pid']], e['name'], a.get('peer', -1), a['mem_bytes'])\n"

@@ -53,7 +53,7 @@ struct raw_entry {
     uint32_t fields;
     bool elements_nil, device_nil, ext_map;
     uint32_t has; /* TC_EXT_* bits of the keys present */
-    uint64_t stream, peer, comm, seq, checksum, comm_size;
+    uint64_t stream, peer, comm, seq, checksum, comm_size, span;
     int64_t tag;
 };
 
@@ -181,10 +181,10 @@ static void peer_batch(struct peer *p, const struct proto_batch *b)
 
 static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
 {
-    static const char *const keys[] = {"stream", "peer",     "tag",      "comm",
-                                       "seq",    "checksum", "comm_size"};
-    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER,     TC_EXT_TAG,      TC_EXT_COMM,
-                                    TC_EXT_SEQ,    TC_EXT_CHECKSUM, TC_EXT_COMM_SIZE};
+    static const char *const keys[] = {"stream", "peer",     "tag",       "comm",
+                                       "seq",    "checksum", "comm_size", "span"};
+    static const uint32_t bits[] = {TC_EXT_STREAM, TC_EXT_PEER,     TC_EXT_TAG,       TC_EXT_COMM,
+                                    TC_EXT_SEQ,    TC_EXT_CHECKSUM, TC_EXT_COMM_SIZE, TC_EXT_SPAN};
 
     x->ext_map = true;
     for (uint32_t i = 0; i < m->via.map.size; i++) {
@@ -192,10 +192,10 @@ static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
         size_t j = 0;
 
         cr_assert_eq(k->type, MSGPACK_OBJECT_STR);
-        while (j < 7 && (strlen(keys[j]) != k->via.str.size ||
+        while (j < 8 && (strlen(keys[j]) != k->via.str.size ||
                          memcmp(keys[j], k->via.str.ptr, k->via.str.size) != 0))
             j++;
-        cr_assert_lt(j, 7, "unknown ext key %.*s", (int)k->via.str.size, k->via.str.ptr);
+        cr_assert_lt(j, 8, "unknown ext key %.*s", (int)k->via.str.size, k->via.str.ptr);
         cr_assert_eq(x->has & bits[j], 0, "ext key given twice");
         x->has |= bits[j];
         if (bits[j] == TC_EXT_TAG) {
@@ -210,6 +210,7 @@ static void raw_ext_map(struct raw_entry *x, const msgpack_object *m)
           : bits[j] == TC_EXT_COMM     ? &x->comm
           : bits[j] == TC_EXT_SEQ      ? &x->seq
           : bits[j] == TC_EXT_CHECKSUM ? &x->checksum
+          : bits[j] == TC_EXT_SPAN     ? &x->span
                                        : &x->comm_size) = v->via.u64;
     }
 }
@@ -1075,6 +1076,39 @@ Test(client, ext_comm_size_sent_and_out_of_range_dropped)
     cr_assert_eq(P.rx[10].has, TC_EXT_COMM_SIZE);
     cr_assert_eq(P.rx[10].comm_size, INT32_MAX);
     cr_assert_eq(P.bye_dropped, 2);
+    peer_stop(&P);
+}
+
+/*
+ * span (an op's whole interval beside its self time) goes in the third ext
+ * slot's last word, alone or beside comm_size, through ring wraps, over the
+ * whole uint64 range.
+ */
+Test(client, ext_span_sent)
+{
+    peer_start(&P);
+    tc_client *c = open_peer(&P, 8, 1);
+    uint32_t op = tc_op(c, "aten::linear");
+    tc_ext x = {.has = TC_EXT_SPAN | TC_EXT_COMM_SIZE, .comm_size = 3};
+
+    for (uint64_t i = 0; i < 6; i++) { /* 4 slots each in a ring of 8: wraps */
+        x.span = i == 5 ? UINT64_MAX : 1000 + i;
+        tc_record_ext(c, op, 10 + i, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+        cr_assert_eq(tc_flush(c, 5000), 0);
+    }
+    x = (tc_ext){.has = TC_EXT_SPAN, .span = 7};
+    tc_record_ext(c, op, 20, 1, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+    cr_assert_eq(tc_close(c), 0);
+    peer_wait_eof(&P);
+    cr_assert_eq(P.n_rx, 7);
+    for (size_t k = 0; k < 6; k++) {
+        cr_assert_eq(P.got[k].start, 10 + k);
+        cr_assert_eq(P.rx[k].has, TC_EXT_SPAN | TC_EXT_COMM_SIZE);
+        cr_assert_eq(P.rx[k].span, k == 5 ? UINT64_MAX : 1000 + k);
+        cr_assert_eq(P.rx[k].comm_size, 3);
+    }
+    cr_assert_eq(P.rx[6].has, TC_EXT_SPAN);
+    cr_assert_eq(P.rx[6].span, 7);
     peer_stop(&P);
 }
 

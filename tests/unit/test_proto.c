@@ -538,6 +538,16 @@ static void c_ext_comm_size_float(struct buf *b)
     ext_head(b, "comm_size");
     msgpack_pack_double(&b->pk, 2.0);
 }
+static void c_ext_span_str(struct buf *b)
+{
+    ext_head(b, "span");
+    s(b, "12");
+}
+static void c_ext_span_negative(struct buf *b)
+{
+    ext_head(b, "span");
+    msgpack_pack_int64(&b->pk, -1);
+}
 static void c_ext_comm_size_twice(struct buf *b)
 {
     batch_head(b, 10);
@@ -673,6 +683,8 @@ static struct bad_case bad_cases[] = {
     {"ext.comm_size string", c_ext_comm_size_str, PROTO_E_MESSAGE},
     {"ext.comm_size float", c_ext_comm_size_float, PROTO_E_MESSAGE},
     {"ext.comm_size given twice", c_ext_comm_size_twice, PROTO_E_MESSAGE},
+    {"ext.span string", c_ext_span_str, PROTO_E_MESSAGE},
+    {"ext.span negative", c_ext_span_negative, PROTO_E_MESSAGE},
     {"ext map header of 2^31 pairs", c_ext_huge_map_header, PROTO_E_TOO_LARGE},
     {"export order \"time\"", c_export_order_bad, PROTO_E_MESSAGE},
     {"meta value array", c_meta_array_value, PROTO_E_MESSAGE},
@@ -939,6 +951,39 @@ Test(proto, entry_ext_comm_size)
         cr_assert_str_eq(ea.message, eb.message);
         cr_assert(strstr(ea.message, "entry ext.comm_size") != NULL, "%s", ea.message);
         msgpack_sbuffer_destroy(&b.sb);
+    }
+}
+
+/* ext span: the whole uint64 range, alone, taken by both decoders alike and round trip. */
+Test(proto, entry_ext_span)
+{
+    static const uint64_t ok[] = {0, 1, 123456789, UINT64_MAX};
+    struct proto_error ea, eb;
+    struct proto_msg ma, mb, mc;
+    struct proto_ext x, y;
+    struct buf b, b2;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        buf_init(&b);
+        ext_head(&b, "span");
+        msgpack_pack_uint64(&b.pk, ok[i]);
+        cr_assert_eq(proto_decode_bytes(b.sb.data, b.sb.size, &ma, &ea), 0, "%s", ea.message);
+        cr_assert_eq(proto_decode_bytes_tree(b.sb.data, b.sb.size, &mb, &eb), 0, "%s", eb.message);
+        cr_assert(proto_entry_ext(&ma.u.batch.entries[0], ma.u.batch.blob, &x));
+        cr_assert(proto_entry_ext(&mb.u.batch.entries[0], mb.u.batch.blob, &y));
+        cr_assert_eq(x.has, PROTO_EXT_SPAN);
+        cr_assert_eq(x.span, ok[i]);
+        cr_assert_eq(memcmp(&x, &y, sizeof(x)), 0);
+        buf_init(&b2);
+        cr_assert_eq(proto_pack_batch(&b2.pk, &ma.u.batch), 0);
+        cr_assert_eq(proto_decode_bytes(b2.sb.data, b2.sb.size, &mc, &ea), 0, "%s", ea.message);
+        cr_assert(proto_entry_ext(&mc.u.batch.entries[0], mc.u.batch.blob, &y));
+        cr_assert_eq(memcmp(&x, &y, sizeof(x)), 0);
+        proto_msg_free(&ma);
+        proto_msg_free(&mb);
+        proto_msg_free(&mc);
+        msgpack_sbuffer_destroy(&b.sb);
+        msgpack_sbuffer_destroy(&b2.sb);
     }
 }
 

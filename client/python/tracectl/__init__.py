@@ -110,10 +110,11 @@ class Client(_CClient):
     mem=0, category=None)`` returns a region for ``with``; ``record(op,
     start_ns, dur_ns, mem=0, out_shape=None, in_shapes=None, device=None,
     category=None, checksum=None, *, stream=None, peer=None, comm=None,
-    seq=None, id=None, parent=None, comm_size=None)`` records a complete
-    entry, the keywords after ``*`` going in its ext map (proto/PROTOCOL.md
-    Part 3: a collective's communicator, sequence number and communicator
-    size, a point-to-point peer, the links of nested entries); ``region_id()`` hands out a new entry id for ``id=`` and
+    seq=None, id=None, parent=None, comm_size=None, span=None)`` records a
+    complete entry, the keywords after ``*`` going in its ext map
+    (proto/PROTOCOL.md Part 3: a collective's communicator, sequence number and
+    communicator size, a point-to-point peer, the links of nested entries, the
+    whole interval of an entry whose dur_ns is its self time); ``region_id()`` hands out a new entry id for ``id=`` and
     the ``parent=`` of the entries inside it; ``op_id(name, category=None)``
     interns a name; ``step()``, ``set_step(n)``, ``meta(key, value)``,
     ``flush(timeout=None, strict=False)``, ``close(strict=False)`` (both

@@ -624,7 +624,12 @@ def profiler_handler(then: Optional[Callable[[Any], None]] = None, *,
     record of a collective c10d:: recorded too, such as gloo:all_reduce beside
     c10d::allreduce_, is other, so that one collective is one instance); with
     ``self_time`` its duration is its self CPU time (children excluded, as
-    ``tracectl import`` does), else its whole span. ``then`` is
+    ``tracectl import`` does) and its whole span goes beside it (ext ``span``:
+    what ``tracectl export --format chrome|perfetto`` draw, stretched over the
+    ops that start in it and end at most 2 µs after it, which the profiler's
+    rounding to whole µs left there), else its duration is its whole span; each
+    carries its thread as its ext ``stream``, a track of its own in those
+    exports. ``then`` is
     called after, e.g. ``torch.profiler.tensorboard_trace_handler(dir)``.
     Call ``tct.step()`` right after ``prof.step()``: each of the cycle's
     profiler steps is then recorded as its training step.
@@ -671,6 +676,41 @@ def _link(c: tracectl.Client, events: Sequence[Any]) -> Tuple[Dict[int, int], Di
     return ids, parents
 
 
+# The profiler keeps an operator's start and duration in whole µs, each cut apart, so an op's
+# end can land up to 2 µs past the end of the op that called it.
+_ROUNDING_NS = 2000
+
+
+def _drawn_ends(events: Sequence[Any]) -> Dict[int, int]:
+    """The end (ns after the trace's start) each event is drawn to, by index: its own, or
+    the last of those that start inside it on its thread and end at most _ROUNDING_NS after
+    it (its children, as the profiler's rounding left them), so that it covers them."""
+    ends = {i: int(round(e.time_range.end * 1000)) for i, e in enumerate(events)}
+    key = sorted((e.thread, e.time_range.start, -e.time_range.end, i)
+                 for i, e in enumerate(events))
+    stack: List[int] = []
+    thread = None
+
+    def close() -> None:
+        j = stack.pop()
+        if stack and ends[j] > ends[stack[-1]]:
+            ends[stack[-1]] = ends[j]
+
+    for th, start, _, i in key:
+        if th != thread:
+            while stack:
+                close()
+            thread = th
+        s_ns = int(round(start * 1000))
+        while stack and (s_ns >= ends[stack[-1]] or
+                         ends[i] > ends[stack[-1]] + _ROUNDING_NS):
+            close()
+        stack.append(i)
+    while stack:
+        close()
+    return ends
+
+
 def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool = True) -> int:
     """Records prof's CPU operator events; returns how many."""
     # Event times are µs after the trace's start, which is µs since the epoch:
@@ -696,23 +736,33 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
         else:
             ids = {i: c.region_id() for i, e in enumerate(events) if e.name in _regions}
     _c10d_seen.update(_family(e.name) for e in events if e.name.startswith("c10d::"))
+    ends = _drawn_ends(events)
     n, cur = 0, None
     for i, e in enumerate(events):
         s = max(first + max(bisect.bisect_right(starts, e.time_range.start) - 1, 0), 0)
         if s != cur:
             c.set_step(s)
             cur = s
-        t0 = int((start_us + e.time_range.start) * 1000) + offset_ns
+        # In integers: µs since the epoch times 1000 is past a double's 53 bits, where a
+        # child's end could round past its parent's. Both ends rounded alike keep it inside.
+        s_ns = int(round(e.time_range.start * 1000))
+        t0 = int(start_us) * 1000 + s_ns + offset_ns
         rid = ids.get(i)
+        whole = max(int(round(e.time_range.end * 1000)) - s_ns, 0)
         if rid is not None:
-            dur, cat = int(e.cpu_time_total * 1000), "module"
+            dur, cat = whole, "module"
         else:
-            dur = int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000)
+            dur = max(int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000), 0)
             cat = _prof_category(e.name)
+        whole = max(ends[i] - s_ns, whole)  # covering its children, as drawn
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
-        c.record(e.name, max(t0, 0), max(dur, 0), max(int(e.cpu_memory_usage or 0), 0), None,
+        # A self time comes with the whole interval (ext span), and each event with its
+        # thread (ext stream): timelines draw each thread's events nested on a track.
+        th = getattr(e, "thread", None)
+        c.record(e.name, max(t0, 0), dur, max(int(e.cpu_memory_usage or 0), 0), None,
                  shapes or None, _device if cat != "comm" else None, cat,
-                 id=rid, parent=parents.get(i))
+                 stream=th if isinstance(th, int) and th >= 0 else None,
+                 id=rid, parent=parents.get(i), span=whole if whole > dur else None)
         n += 1
     c.set_step(_step)
     return n
