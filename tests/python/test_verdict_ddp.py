@@ -134,6 +134,16 @@ class VerdictDdp(unittest.TestCase):
     def test_ddp_waits_profiler_mode(self):
         self.ddp_waits("profiler")
 
+    def test_a_symmetric_ddp_job_names_no_rank_in_either_mode(self):
+        """The DDP wait tests' job without a burn, once per mode (docs/pytorch.md: three runs
+        of each by hand)."""
+        for mode in ("light", "profiler"):
+            session = "symwait-" + mode
+            self.job(session, "--ranks", "3", "--steps", "20", "--modules", "all", "--mode",
+                     mode, "--width", "512", "--bucket-mb", "0.5", "--batch", "8")
+            v = self.analysis(session)["verdict"]
+            self.assertTrue(v.startswith("3 ranks: no rank stands out ("), "%s: %s" % (mode, v))
+
     def test_a_symmetric_job_names_no_rank(self):
         for k in range(3):
             self.job("sym%d" % k, "--ranks", "3", "--steps", "20")
