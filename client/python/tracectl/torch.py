@@ -8,7 +8,7 @@ Light mode (always-on, a few Python calls per module call):
     tc = tct.open()                       # rank, world and one session name from torch.distributed
     model = DDP(net)
     tct.instrument(net, optimizer)        # forward per module (nested), backward per leaf
-    tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket (category comm)
+    tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket, and its wait
     tct.instrument_distributed()          # torch.distributed calls (category comm)
     for batch in data:
         ...
@@ -29,8 +29,9 @@ What is recorded:
   autograd op (Linear, Conv, activations) that is its whole backward; for a
   module made of several ops it is the last of them;
 - ``optimizer.step`` on the compute device;
-- ``allreduce`` for each DDP gradient bucket (issue to completion, bytes of
-  the bucket), and ``all_reduce``, ``broadcast``, ``all_gather``,
+- ``allreduce_async`` for each DDP gradient bucket (its launch, bytes of the
+  bucket) and ``allreduce_wait`` (category wait: the rank's wait for it at
+  the end of backward; see instrument_ddp()), and ``all_reduce``, ``broadcast``, ``all_gather``,
   ``reduce_scatter``, ``barrier``, ``send``, ``recv``... for direct
   torch.distributed calls, with the bytes of their tensors, category
   ``comm``. Collectives carry **no device**: the report's Devices and Load
