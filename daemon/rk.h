@@ -130,9 +130,14 @@ struct rk_iv {
 /* The merged intervals of a process's top-level entries in one step (rkcover.c). */
 struct rk_cover {
     uint64_t step;
+    /* the last interval's end when an entry after it may be appended as is (the slot used,
+     * an interval in it, room for another, under RANKS_PENDING), else UINT64_MAX: the one
+     * test of rkcover_entry's common case (rkcover_retail keeps it) */
+    uint64_t tail;
     bool used;
     struct rk_iv *iv; /* sorted, disjoint */
     size_t n, cap;
+    size_t lim;        /* min(cap, RANKS_PENDING): room for the common case's appends */
     uint64_t drop_end; /* latest end of an interval already dropped */
 };
 
