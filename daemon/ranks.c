@@ -307,7 +307,7 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
         return err;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id] != RK_COLL_NO)
         return rkcoll_entry(r, process_id, e, x, r->coll_ok[e->op_id] == RK_COLL_NB);
-    if (cat == PROTO_CAT_WAIT && x != NULL)
+    if (x != NULL && cat == PROTO_CAT_WAIT)
         return rkcoll_completion(r, p, process_id, e, x);
     return 0;
 }

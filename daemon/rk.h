@@ -210,7 +210,7 @@ struct rk_proc {
     uint32_t dev1;          /* r->devs index + 1 of its last device */
     struct rk_refs step;    /* the rk_steps deltas of its last steps */
     struct rk_pop *pop;     /* RK_POPS, or NULL until its first collective */
-    struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS, or NULL until its first entry */
+    struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS; rkcover_none until its first entry */
     uint64_t cover_max_start, cover_disorder; /* as struct rk_dev's, over its top-level entries */
     bool cover_dirty;   /* its intervals changed since the last commit: to save (rkstate.c) */
     bool cover_unsaved; /* more than RK_SAVE_PEND of them at the last commit: not saved */

@@ -71,10 +71,14 @@ static uint64_t rkcover_add(struct rk_cover *c, uint64_t b, uint64_t e)
     return e - b;
 }
 
+struct rk_cover rkcover_none[RK_WAYS] = {
+    {.tail = UINT64_MAX}, {.tail = UINT64_MAX}, {.tail = UINT64_MAX}, {.tail = UINT64_MAX}};
+_Static_assert(RK_WAYS == 4, "rkcover_none has RK_WAYS slots");
+
 /* p's slots, allocated at its first top-level entry: none used, none appended to. */
 static bool rkcover_alloc(struct rk_proc *p)
 {
-    if (p->cover != NULL)
+    if (p->cover != NULL && p->cover != rkcover_none)
         return true;
     if ((p->cover = calloc(RK_WAYS, sizeof(*p->cover))) == NULL)
         return false;
@@ -138,7 +142,8 @@ void rkcover_settle(struct rk_proc *p)
         margin = RKCOVER_SLACK;
     w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
 
-    if (p->cover == NULL || p->replay) /* an import comes in file order: kept to the end */
+    if (p->cover == NULL || p->cover == rkcover_none ||
+        p->replay) /* an import comes in file order: kept to the end */
         return;
     for (int k = 0; k < RK_WAYS; k++) {
         struct rk_cover *c = &p->cover[k];
@@ -179,10 +184,10 @@ int rkcover_load(struct rk_proc *p, uint32_t slot, uint64_t step, bool head, uin
 
 void rkcover_free(struct rk_proc *p)
 {
-    if (p->cover == NULL)
+    if (p->cover == NULL || p->cover == rkcover_none)
         return;
     for (int k = 0; k < RK_WAYS; k++)
         free(p->cover[k].iv);
     free(p->cover);
-    p->cover = NULL;
+    p->cover = rkcover_none;
 }

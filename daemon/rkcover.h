@@ -24,6 +24,10 @@
 
 #include "rk.h"
 
+/* The slots of a process before its first top-level entry (rk_proc.cover): never used,
+ * never appended to (tail UINT64_MAX), never written; rkcover_entry_slow allocates its own. */
+extern struct rk_cover rkcover_none[RK_WAYS];
+
 /* rkcover_entry's other cases (apart: the common one is inlined). */
 int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
                        struct rk_stepsum *s);
@@ -39,12 +43,12 @@ static inline void rkcover_retail(struct rk_cover *c)
 static inline int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
                                 struct rk_stepsum *s)
 {
-    struct rk_cover *c = p->cover != NULL ? &p->cover[e->step % RK_WAYS] : NULL;
+    struct rk_cover *c = &p->cover[e->step % RK_WAYS];
 
     /* the common case: the latest start of the process, after its step's last interval,
      * with room for it (nothing it could overlap, nothing late): c->tail says the rest */
-    if (c != NULL && c->step == e->step && e->start_ns > c->tail &&
-        e->start_ns >= p->cover_max_start && e->dur_ns > 0) {
+    if (c->step == e->step && e->start_ns > c->tail && e->start_ns >= p->cover_max_start &&
+        e->dur_ns > 0) {
         uint64_t end = e->start_ns + e->dur_ns;
         p->cover_max_start = e->start_ns;
         p->cover_dirty = true;
