@@ -532,7 +532,14 @@ def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
             return f.value()
         return fut.then(done)
 
+    def forward(mod: Any, inputs: Any) -> None:
+        # a backward that ended without DDP's finalize (an exception) ran no callback: its
+        # buckets record no wait; the next backward queues its own
+        buckets.clear()
+        finalize[1] = False
+
     ddp.register_comm_hook(process_group, hook)
+    ddp.register_forward_pre_hook(forward)
 
 
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_object", "reduce_scatter",
