@@ -101,7 +101,8 @@ struct rk_inst {
     uint64_t size;   /* ranks of its communicator: the largest ext comm_size given; 0 the world */
     struct rk_arrival *a;
     size_t n, cap;
-    size_t n_saved; /* arrivals in rk_open */
+    size_t n_saved; /* arrivals in rk_open from the first (a completion lowers it: write again) */
+    bool in_table;  /* rows of it are in rk_open: closing it deletes them */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
     uint32_t owed;  /* arrivals RK_A_NB without RK_A_DONE: their completion calls to come */
     uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */

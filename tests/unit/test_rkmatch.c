@@ -400,6 +400,8 @@ Test(ranks_match, an_async_launch_waits_in_its_wait_entry)
     nb_entry(r, 0, 2, 2000, 30, 1, 0, 0);
     nb_entry(r, 1, 2, 7000, 30, 0, 0, 0);
     nb_entry(r, 1, 2, 7500, 30, 1, 0, 0);
+    cr_assert_eq(ranks_flush(r), 0); /* saved: closing them below deletes the rows */
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 4, "every rank's wait owed");
     nb_entry(r, 0, 3, 3000, 5000, 0, 0, 0);
     nb_entry(r, 0, 3, 8000, 1000, 1, 0, 0);
     nb_entry(r, 1, 3, 7600, 400, 0, 0, 0);
