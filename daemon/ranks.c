@@ -133,10 +133,16 @@ static bool ranks_is_p2p(const char *name)
 /*
  * A non-blocking collective by name (a collective's: not point-to-point): MPI's I* calls,
  * MPI_Iallreduce, MPI_Ibarrier, ... (ASCII case-insensitive "mpi_i" and a letter), not
- * MPI_Init* or MPI_Intercomm_*. Its wait is in the completion call that completes it.
+ * MPI_Init* or MPI_Intercomm_*; and the launch of an asynchronous collective named with the
+ * suffix "_async" (the torch bridge's DDP bucket allreduce, "allreduce_async"). Its wait is
+ * in the completion call that completes it.
  */
 static bool ranks_is_nb(const char *name)
 {
+    size_t n = strlen(name);
+
+    if (n > 6 && strcasecmp(name + n - 6, "_async") == 0)
+        return true;
     return strncasecmp(name, "mpi_i", 5) == 0 && isalpha((unsigned char)name[5]) &&
            strncasecmp(name, "mpi_init", 8) != 0 && strncasecmp(name, "mpi_intercomm", 13) != 0;
 }
@@ -295,7 +301,7 @@ int ranks_entry(struct ranks *r, int64_t process_id, const struct proto_entry *e
         return err;
     if (e->op_id < r->n_cat && r->coll_ok[e->op_id] != RK_COLL_NO)
         return rkcoll_entry(r, process_id, e, x, r->coll_ok[e->op_id] == RK_COLL_NB);
-    if (cat == PROTO_CAT_WAIT && x != NULL)
+    if (x != NULL && cat == PROTO_CAT_WAIT)
         return rkcoll_completion(r, p, process_id, e, x);
     return 0;
 }

@@ -101,7 +101,8 @@ struct rk_inst {
     uint64_t size;   /* ranks of its communicator: the largest ext comm_size given; 0 the world */
     struct rk_arrival *a;
     size_t n, cap;
-    size_t n_saved; /* arrivals in rk_open */
+    size_t n_saved; /* arrivals in rk_open from the first (a completion lowers it: write again) */
+    bool in_table;  /* rows of it are in rk_open: closing it deletes them */
     uint64_t procs; /* bit process_id % 64 of each arrival: most duplicate checks end here */
     uint32_t owed;  /* arrivals RK_A_NB without RK_A_DONE: their completion calls to come */
     uint32_t slot;  /* its slot in r->islot: closing it needs no look-up */
@@ -130,9 +131,14 @@ struct rk_iv {
 /* The merged intervals of a process's top-level entries in one step (rkcover.c). */
 struct rk_cover {
     uint64_t step;
+    /* the last interval's end when an entry after it may be appended as is (the slot used,
+     * an interval in it, room for another, under RANKS_PENDING), else UINT64_MAX: the one
+     * test of rkcover_entry's common case (rkcover_retail keeps it) */
+    uint64_t tail;
     bool used;
     struct rk_iv *iv; /* sorted, disjoint */
     size_t n, cap;
+    size_t lim;        /* min(cap, RANKS_PENDING): room for the common case's appends */
     uint64_t drop_end; /* latest end of an interval already dropped */
 };
 
@@ -205,7 +211,7 @@ struct rk_proc {
     uint32_t dev1;          /* r->devs index + 1 of its last device */
     struct rk_refs step;    /* the rk_steps deltas of its last steps */
     struct rk_pop *pop;     /* RK_POPS, or NULL until its first collective */
-    struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS, or NULL until its first entry */
+    struct rk_cover *cover; /* RK_WAYS, by step % RK_WAYS; rkcover_none until its first entry */
     uint64_t cover_max_start, cover_disorder; /* as struct rk_dev's, over its top-level entries */
     bool cover_dirty;   /* its intervals changed since the last commit: to save (rkstate.c) */
     bool cover_unsaved; /* more than RK_SAVE_PEND of them at the last commit: not saved */

@@ -201,7 +201,7 @@ static int rkcoll_close(struct ranks *r, size_t idx)
     if (last - first > c->skew_max)
         c->skew_max = last - first;
 done:
-    if (in->n_saved > 0 && rc == 0) {
+    if (in->in_table && rc == 0) {
         if (rkmap_grow((void **)&r->gone, &r->cap_gone, r->n_gone, sizeof(*r->gone)) < 0)
             rc = -ENOMEM;
         else

@@ -71,6 +71,22 @@ static uint64_t rkcover_add(struct rk_cover *c, uint64_t b, uint64_t e)
     return e - b;
 }
 
+struct rk_cover rkcover_none[RK_WAYS] = {
+    {.tail = UINT64_MAX}, {.tail = UINT64_MAX}, {.tail = UINT64_MAX}, {.tail = UINT64_MAX}};
+_Static_assert(RK_WAYS == 4, "rkcover_none has RK_WAYS slots");
+
+/* p's slots, allocated at its first top-level entry: none used, none appended to. */
+static bool rkcover_alloc(struct rk_proc *p)
+{
+    if (p->cover != NULL && p->cover != rkcover_none)
+        return true;
+    if ((p->cover = calloc(RK_WAYS, sizeof(*p->cover))) == NULL)
+        return false;
+    for (int k = 0; k < RK_WAYS; k++)
+        p->cover[k].tail = UINT64_MAX;
+    return true;
+}
+
 int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
                        struct rk_stepsum *s)
 {
@@ -79,7 +95,7 @@ int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_en
 
     if (e->dur_ns == 0)
         return 0;
-    if (p->cover == NULL && (p->cover = calloc(RK_WAYS, sizeof(*p->cover))) == NULL)
+    if (!rkcover_alloc(p))
         return -ENOMEM;
     if (e->start_ns > p->cover_max_start)
         p->cover_max_start = e->start_ns;
@@ -104,7 +120,9 @@ int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_en
         c->n = 0;
         r->late++;
     }
-    if ((add = rkcover_add(c, e->start_ns, end)) == UINT64_MAX)
+    add = rkcover_add(c, e->start_ns, end);
+    rkcover_retail(c);
+    if (add == UINT64_MAX)
         return -ENOMEM;
     s->covered = rk_sat(s->covered, add);
     return 0;
@@ -124,7 +142,8 @@ void rkcover_settle(struct rk_proc *p)
         margin = RKCOVER_SLACK;
     w = p->cover_max_start > margin ? p->cover_max_start - margin : 0;
 
-    if (p->cover == NULL || p->replay) /* an import comes in file order: kept to the end */
+    if (p->cover == NULL || p->cover == rkcover_none ||
+        p->replay) /* an import comes in file order: kept to the end */
         return;
     for (int k = 0; k < RK_WAYS; k++) {
         struct rk_cover *c = &p->cover[k];
@@ -135,6 +154,7 @@ void rkcover_settle(struct rk_proc *p)
             c->drop_end = c->iv[drop - 1].e;
         memmove(c->iv, c->iv + drop, (c->n - drop) * sizeof(*c->iv));
         c->n -= drop;
+        rkcover_retail(c);
         p->cover_dirty = true;
     }
 }
@@ -145,27 +165,29 @@ int rkcover_load(struct rk_proc *p, uint32_t slot, uint64_t step, bool head, uin
 
     if (slot >= RK_WAYS)
         return 0; /* not a slot this writer makes */
-    if (p->cover == NULL && (p->cover = calloc(RK_WAYS, sizeof(*p->cover))) == NULL)
+    if (!rkcover_alloc(p))
         return -ENOMEM;
     c = &p->cover[slot];
     c->used = true;
     c->step = step;
     if (head) {
         c->drop_end = b;
+        rkcover_retail(c);
         return 0;
     }
     if (rkmap_grow((void **)&c->iv, &c->cap, c->n, sizeof(*c->iv)) < 0)
         return -ENOMEM;
     c->iv[c->n++] = (struct rk_iv){b, e};
+    rkcover_retail(c);
     return 0;
 }
 
 void rkcover_free(struct rk_proc *p)
 {
-    if (p->cover == NULL)
+    if (p->cover == NULL || p->cover == rkcover_none)
         return;
     for (int k = 0; k < RK_WAYS; k++)
         free(p->cover[k].iv);
     free(p->cover);
-    p->cover = NULL;
+    p->cover = rkcover_none;
 }

@@ -24,24 +24,36 @@
 
 #include "rk.h"
 
+/* The slots of a process before its first top-level entry (rk_proc.cover): never used,
+ * never appended to (tail UINT64_MAX), never written; rkcover_entry_slow allocates its own. */
+extern struct rk_cover rkcover_none[RK_WAYS];
+
 /* rkcover_entry's other cases (apart: the common one is inlined). */
 int rkcover_entry_slow(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
                        struct rk_stepsum *s);
+
+/* Sets c->tail (rk.h) after a change to c's intervals, its step or its room. */
+static inline void rkcover_retail(struct rk_cover *c)
+{
+    c->lim = c->cap < RANKS_PENDING ? c->cap : RANKS_PENDING;
+    c->tail = c->used && c->n > 0 && c->n < c->lim ? c->iv[c->n - 1].e : UINT64_MAX;
+}
 
 /* Top-level entry e of process p: adds what it newly covers to s (its step's rk_steps delta). */
 static inline int rkcover_entry(struct ranks *r, struct rk_proc *p, const struct proto_entry *e,
                                 struct rk_stepsum *s)
 {
-    struct rk_cover *c = p->cover != NULL ? &p->cover[e->step % RK_WAYS] : NULL;
+    struct rk_cover *c = &p->cover[e->step % RK_WAYS];
 
     /* the common case: the latest start of the process, after its step's last interval,
-     * with room for it (nothing it could overlap, nothing late) */
-    if (c != NULL && c->used && c->step == e->step && e->dur_ns > 0 &&
-        e->start_ns >= p->cover_max_start && c->n > 0 && c->n < c->cap && c->n < RANKS_PENDING &&
-        e->start_ns > c->iv[c->n - 1].e) {
+     * with room for it (nothing it could overlap, nothing late): c->tail says the rest */
+    if (c->step == e->step && e->start_ns > c->tail && e->start_ns >= p->cover_max_start &&
+        e->dur_ns > 0) {
+        uint64_t end = e->start_ns + e->dur_ns;
         p->cover_max_start = e->start_ns;
         p->cover_dirty = true;
-        c->iv[c->n++] = (struct rk_iv){e->start_ns, e->start_ns + e->dur_ns};
+        c->iv[c->n++] = (struct rk_iv){e->start_ns, end};
+        c->tail = c->n < c->lim ? end : UINT64_MAX;
         s->covered = rk_sat(s->covered, e->dur_ns);
         return 0;
     }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rkcover.h"
+
 struct rk_proc *rkdelta_proc_far(struct ranks *r, int64_t process_id)
 {
     ssize_t i = rkmap_get(&r->proc_idx, (uint64_t)process_id, 0, 0);
@@ -46,7 +48,7 @@ struct rk_proc *rkdelta_proc(struct ranks *r, int64_t process_id)
     } else if (rkmap_put(&r->proc_idx, (uint64_t)process_id, 0, 0, (uint32_t)i) < 0) {
         return NULL;
     }
-    r->procs[i] = (struct rk_proc){.id = process_id};
+    r->procs[i] = (struct rk_proc){.id = process_id, .cover = rkcover_none};
     r->n_procs++;
     return &r->procs[i];
 }

@@ -91,8 +91,10 @@ static int rkstate_save_open(struct ranks *r)
         if ((rc = rksql_run(r->clear_open, NULL, 0)) != 0)
             return rc;
         r->n_gone = 0;
-        for (size_t i = 0; i < r->n_inst; i++)
+        for (size_t i = 0; i < r->n_inst; i++) {
             r->inst[i].n_saved = 0;
+            r->inst[i].in_table = false;
+        }
     }
 
     for (size_t i = 0; i < r->n_gone; i++) {
@@ -137,8 +139,10 @@ static int rkstate_save_open(struct ranks *r)
     }
     if ((rc = rksql_up_end(&r->ins_open)) != 0)
         return rc;
-    for (size_t i = 0; i < r->n_inst; i++)
+    for (size_t i = 0; i < r->n_inst; i++) {
         r->inst[i].n_saved = r->inst[i].n;
+        r->inst[i].in_table = r->inst[i].n > 0;
+    }
     for (size_t i = 0; i < r->n_occ; i++) {
         struct rk_occ *o = &r->occ[i];
         int64_t v[4] = {o->process_id, o->op_id, (int64_t)o->group, (int64_t)o->count};
@@ -278,8 +282,10 @@ int rkstate_save(struct ranks *r)
                                     " DELETE FROM rk_devstate")) != 0)
             return rc;
         r->n_gone = 0;
-        for (size_t i = 0; i < r->n_inst; i++)
+        for (size_t i = 0; i < r->n_inst; i++) {
             r->inst[i].n_saved = 0;
+            r->inst[i].in_table = false;
+        }
         for (size_t i = 0; i < r->n_occ; i++)
             r->occ[i].dirty = true;
         for (size_t i = 0; i < r->n_devs; i++)
@@ -345,6 +351,7 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
         },
         size);
     in->n_saved = in->n;
+    in->in_table = true;
     if (size > in->size) /* each row: the size then */
         in->size = size;
     return err;

@@ -5,7 +5,10 @@ One rank may burn a known time per step inside a non-leaf module's own code
 through a DataLoader with forked workers that record what they do. The job
 measures with its own clock what the tests compare the report with, and
 prints it as one JSON line per rank: {"rank", "burn_ns": {step: ns},
-"step0_ns", "steps"}.
+"step0_ns", "steps", "bwd_ns": {step: ns of backward() + optimizer.step()},
+"allreduces": {step: DDP's bucket allreduces issued}}. --mode profiler records
+through torch.profiler (tct.profiler_handler()) instead of light mode's hooks;
+--width and --bucket-mb give DDP several buckets.
 """
 
 import argparse
@@ -27,9 +30,9 @@ import tracectl.torch as tct
 class Block(nn.Module):
     """A non-leaf module: two children, and on the burning rank its own code sleeps first."""
 
-    def __init__(self, burn: dict):
+    def __init__(self, burn: dict, width: int = 64):
         super().__init__()
-        self.fc = nn.Linear(64, 64)
+        self.fc = nn.Linear(width, width)
         self.act = nn.ReLU()
         self.burn = burn  # step -> seconds
         self.step = 0
@@ -70,38 +73,64 @@ def train(rank: int, a: argparse.Namespace, store: str) -> None:
                             world_size=a.ranks)
     first, last = (int(x) for x in a.burn_steps.split(":"))
     burn = {s: a.burn_ms / 1000.0 for s in range(first, last + 1)} if rank == a.burn_rank else {}
-    block = Block(burn)
-    net = nn.Sequential(nn.Linear(32, 64), block, nn.Linear(64, 8))
-    model = DDP(net)
+    block = Block(burn, a.width)
+    net = nn.Sequential(nn.Linear(32, a.width), block, nn.Linear(a.width, 8))
+    model = DDP(net, bucket_cap_mb=a.bucket_mb) if a.bucket_mb else DDP(net)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     tct.open(session=a.session)
-    tct.instrument(net, opt, modules=a.modules)
+    prof = None
+    if a.mode == "profiler":
+        tct.instrument(net, opt, profiler=True)
+        prof = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=torch.profiler.schedule(wait=0, warmup=0, active=2),
+            on_trace_ready=tct.profiler_handler())
+        prof.start()
+    else:
+        tct.instrument(net, opt, modules=a.modules)
     tct.instrument_ddp(model)
     tct.instrument_distributed()
+    # DDP's bucket allreduces, counted by the job: its comm hook calls dist.all_reduce
+    allreduces = {}
+    wrapped = dist.all_reduce
+
+    def counting(*args, **kwargs):
+        allreduces[block.step] = allreduces.get(block.step, 0) + 1
+        return wrapped(*args, **kwargs)
+    dist.all_reduce = counting
     if a.workers > 0:
         data = iter(torch.utils.data.DataLoader(Batches(a.steps, a.load_ms / 1000.0),
                                                 batch_size=None, num_workers=a.workers,
                                                 multiprocessing_context="fork"))
     else:
         g = torch.Generator().manual_seed(rank)
-        data = iter([(torch.randn(64, 32, generator=g), torch.randn(64, 8, generator=g))] *
+        data = iter([(torch.randn(a.batch, 32, generator=g), torch.randn(a.batch, 8, generator=g))] *
                     a.steps)
     step0 = 0
+    bwd = {}
     for s in range(a.steps):
         x, y = next(data)
         block.step = s
         t0 = time.monotonic_ns()
         loss = nn.functional.mse_loss(model(x), y)
         opt.zero_grad()
+        t1 = time.monotonic_ns()
         loss.backward()
         opt.step()
+        t2 = time.monotonic_ns()
+        bwd[s] = t2 - t1
         if s == 0:
-            step0 = time.monotonic_ns() - t0
+            step0 = t2 - t0
+        if prof is not None:
+            prof.step()
         tct.step()
+    if prof is not None:
+        prof.stop()
+    dist.all_reduce = wrapped
     dist.barrier()
     tct.close()
     print(json.dumps({"rank": rank, "burn_ns": block.measured, "step0_ns": step0,
-                      "steps": a.steps}), flush=True)
+                      "steps": a.steps, "bwd_ns": bwd, "allreduces": allreduces}), flush=True)
     dist.destroy_process_group()
 
 
@@ -114,6 +143,10 @@ def main() -> int:
     p.add_argument("--burn-ms", type=float, default=0.0)
     p.add_argument("--burn-steps", default="0:-1", help="first:last step of the burn")
     p.add_argument("--modules", default="leaf", choices=("leaf", "all"))
+    p.add_argument("--mode", default="light", choices=("light", "profiler"))
+    p.add_argument("--width", type=int, default=64, help="the layers' width")
+    p.add_argument("--batch", type=int, default=64, help="rows per batch (no workers)")
+    p.add_argument("--bucket-mb", type=float, default=0.0, help="DDP's bucket_cap_mb (0: DDP's)")
     p.add_argument("--workers", type=int, default=0, help="DataLoader workers (fork)")
     p.add_argument("--load-ms", type=float, default=20.0, help="a worker's time per batch")
     a = p.parse_args()

@@ -2,7 +2,8 @@
 
 The job runs against a real daemon; the test knows what each rank records
 (per step: 4 forward + 4 backward + the Sequential's forward, a region around them, +
-optimizer.step + 1 allreduce in light mode, plus one barrier at the end) and checks the
+optimizer.step + DDP's one bucket's allreduce_async and allreduce_wait in light mode, plus
+one barrier at the end) and checks the
 session holds exactly that, that a report taken while the job is paused shows the steps
 done so far, that the report names the slowed rank's device as the slowest, and that the other
 ranks lose more time waiting at the collectives. Collectives carry the
@@ -33,8 +34,9 @@ EXAMPLE = os.path.join(os.environ.get("TRACECTL_EXAMPLES", "../../examples"), "d
 RANKS, STEPS, PAUSE, SLOW = 4, 6, 3, 2
 MODULES = ("0:Linear", "1:ReLU", "2:Throttle", "3:Linear")
 # forward and backward per leaf module, the Sequential's forward (a region around them: light
-# mode nests modules), optimizer.step, allreduce
-PER_STEP = 2 * len(MODULES) + 3
+# mode nests modules), optimizer.step, the bucket's allreduce_async (its launch) and
+# allreduce_wait (the rank's wait for it)
+PER_STEP = 2 * len(MODULES) + 4
 
 
 def fnv1a(data):
@@ -123,21 +125,22 @@ class Ddp(unittest.TestCase):
                 for k in ("forward", "backward")}
         want.update({"Sequential.forward": (RANKS * STEPS, "module"),
                      "optimizer.step": (RANKS * STEPS, "compute"),
-                     "allreduce": (RANKS * STEPS, "comm"), "barrier": (RANKS, "comm")})
+                     "allreduce_async": (RANKS * STEPS, "comm"),
+                     "allreduce_wait": (RANKS * STEPS, "wait"), "barrier": (RANKS, "comm")})
         self.assertEqual(calls, want)
         self.assertEqual(rep["imbalance"]["slowest_device"], "cpu:%d" % SLOW)
         # Every rank's collectives carry the world's comm id and the same sequence numbers:
         # the allreduce of step k is seq k, the barrier after them seq STEPS.
         world = fnv1a(b"world")
-        want = [("allreduce", world, k, None) for k in range(STEPS)] + [("barrier", world, STEPS,
-                                                                         None)]
+        want = [("allreduce_async", world, k, None) for k in range(STEPS)] + [
+            ("barrier", world, STEPS, None)]
         self.assertEqual(collectives(self.d, self.d.session("ddp-light")["id"]),
                          {r: want for r in range(RANKS)})
         # The analysis matched them by (comm, seq): one complete instance per allreduce, the
         # slowed rank arriving last (it sleeps 50 ms in its forward; the first step, where every
         # rank warms up, may go to another on a loaded machine).
         self.assertTrue(rep["completeness"]["collectives_matched_by"].startswith("ext comm+seq "))
-        ar = [c for c in rep["collectives"] if c["op"] == "allreduce"]
+        ar = [c for c in rep["collectives"] if c["op"] == "allreduce_async"]
         self.assertEqual(len(ar), 1)
         self.assertEqual((ar[0]["instances"], ar[0]["partial"], ar[0]["last_rank"]),
                          (STEPS, 0, SLOW))

@@ -7,6 +7,10 @@
 - A symmetric job, run three times: the verdict names no rank.
 - Forked DataLoader workers that record their loading: their entries count in their
   rank's totals, in no step; step 0's span is what the job measured.
+- DDP's bucket allreduces in both bridge modes (light, profiler), with several buckets:
+  each bucket is one instance per rank, its wait is where the rank waited for it (DDP's
+  finalize at the end of backward), so the late rank's caused time is the burn and the
+  others' waits are what their clocks measured around backward() + optimizer.step().
 Three ranks on two cores (two for the workers' job): the machine's noise is part of
 what the verdict must tell from a real culprit.
 """
@@ -28,6 +32,7 @@ except ImportError:
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_burn.py")
 BURN_RANK, BURN_MS, FIRST, LAST = 2, 60, 4, 9
+WAIT_MS = 300  # the DDP wait tests' burn: the others' own backward is a few % of it
 
 
 @unittest.skipUnless(HAVE_TORCH, "skipped: no torch (python3-torch is not installed)")
@@ -83,6 +88,61 @@ class VerdictDdp(unittest.TestCase):
         text = self.d.cli("report", "burn")
         self.assertIn("UNTRACKED", text)
         self.assertIn("CAUSED", text)
+
+    def ddp_waits(self, mode):
+        session = "wait-" + mode
+        out = self.job(session, "--ranks", "3", "--steps", "12", "--burn-rank", str(BURN_RANK),
+                       "--burn-ms", str(WAIT_MS), "--burn-steps", "%d:%d" % (FIRST, LAST),
+                       "--modules", "all", "--mode", mode, "--width", "512", "--bucket-mb",
+                       "0.5", "--batch", "8")
+        steps = range(FIRST, LAST + 1)
+        injected = sum(out[BURN_RANK]["burn_ns"].values())  # the job's own clock
+        self.assertEqual(sorted(int(s) for s in out[BURN_RANK]["burn_ns"]), list(steps))
+        # One instance per bucket allreduce, as many as the job counted, none partial; the
+        # model is in two buckets (DDP rebuilds them after step 0).
+        issued = [sum(out[r]["allreduces"].values()) for r in range(3)]
+        self.assertEqual(issued, [issued[0]] * 3)
+        self.assertGreaterEqual(out[0]["allreduces"][str(FIRST)], 2)
+        rep = self.analysis(session)
+        coll = {c["op"]: (c["instances"], c["partial"]) for c in rep["collectives"]}
+        self.assertEqual(coll.get("allreduce_async"), (issued[0], 0), coll)
+        self.assertNotIn("c10d::allreduce_", coll)
+        self.assertNotIn("gloo:all_reduce", coll)
+        # The verdict names the rank, and it is the late rank of each step it burnt in.
+        self.assertTrue(rep["verdict"].startswith("3 ranks: rank %d held the others up for "
+                                                  % BURN_RANK), rep["verdict"])
+        late = {s["step"]: s["late_rank"] for s in rep["steps"]}
+        self.assertEqual([late[s] for s in steps], [BURN_RANK] * len(steps), late)
+        sel = "%d..%d" % (FIRST, LAST)
+        mine = self.analysis(session, "--rank", str(BURN_RANK), "--step", sel)["ranks"][0]
+        self.assertLess(abs(mine["caused_ns"] - injected), 0.15 * injected,
+                        "%s: caused %d against %d burnt" % (mode, mine["caused_ns"], injected))
+        for r in range(3):
+            if r == BURN_RANK:
+                continue
+            waited = self.analysis(session, "--rank", str(r), "--step", sel)["ranks"][0][
+                "waited_ns"]
+            clock = sum(out[r]["bwd_ns"][str(s)] for s in steps)
+            self.assertLessEqual(waited, clock)
+            self.assertLess(abs(waited - clock), 0.15 * clock,
+                            "%s: rank %d waited %d, its backward + step took %d" %
+                            (mode, r, waited, clock))
+
+    def test_ddp_waits_light_mode(self):
+        self.ddp_waits("light")
+
+    def test_ddp_waits_profiler_mode(self):
+        self.ddp_waits("profiler")
+
+    def test_a_symmetric_ddp_job_names_no_rank_in_either_mode(self):
+        """The DDP wait tests' job without a burn, once per mode (docs/pytorch.md: three runs
+        of each by hand)."""
+        for mode in ("light", "profiler"):
+            session = "symwait-" + mode
+            self.job(session, "--ranks", "3", "--steps", "20", "--modules", "all", "--mode",
+                     mode, "--width", "512", "--bucket-mb", "0.5", "--batch", "8")
+            v = self.analysis(session)["verdict"]
+            self.assertTrue(v.startswith("3 ranks: no rank stands out ("), "%s: %s" % (mode, v))
 
     def test_a_symmetric_job_names_no_rank(self):
         for k in range(3):

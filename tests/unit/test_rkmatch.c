@@ -379,6 +379,46 @@ Test(ranks_match, nonblocking_waits_are_in_their_completion_calls)
     sqlite3_close(db);
 }
 
+/*
+ * The torch bridge's DDP buckets: a name ending in "_async" is a non-blocking arrival (its
+ * launch), completed by the wait entry with its comm + seq (its share of DDP's finalize).
+ * Process 0 launches two buckets at 1000 and 2000 and waits from 3000: [3000, 8000) for
+ * bucket 0, [8000, 9000) for bucket 1; process 1 launches them at 7000 and 7500 and waits
+ * [7600, 8000), [8000, 9000). Only p0's wait for bucket 0 before p1's launch is a wait:
+ * 7000 - 3000; the time p0 computed after its launches (1000..3000) is none, nor is bucket
+ * 1's (p1 launched it before p0 waited for it). "allreduce" without the suffix: blocking.
+ */
+Test(ranks_match, an_async_launch_waits_in_its_wait_entry)
+{
+    sqlite3 *db = two_procs_db();
+    struct ranks *r;
+
+    exec_ok(db, "INSERT INTO ops VALUES (2, 'allreduce_async', 'comm'),"
+                " (3, 'allreduce_wait', 'wait')"); /* 1: allreduce */
+    r = open_ranks(db, true);
+    nb_entry(r, 0, 2, 1000, 30, 0, 0, 0);
+    nb_entry(r, 0, 2, 2000, 30, 1, 0, 0);
+    nb_entry(r, 1, 2, 7000, 30, 0, 0, 0);
+    nb_entry(r, 1, 2, 7500, 30, 1, 0, 0);
+    cr_assert_eq(ranks_flush(r), 0); /* saved: closing them below deletes the rows */
+    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 4, "every rank's wait owed");
+    nb_entry(r, 0, 3, 3000, 5000, 0, 0, 0);
+    nb_entry(r, 0, 3, 8000, 1000, 1, 0, 0);
+    nb_entry(r, 1, 3, 7600, 400, 0, 0, 0);
+    nb_entry(r, 1, 3, 8000, 1000, 1, 0, 0);
+    /* seq 2, blocking: p0 [10000, 12000), p1 [11000, 12000): p0 waited 1000 */
+    nb_entry(r, 0, 1, 10000, 2000, 2, 0, 0);
+    nb_entry(r, 1, 1, 11000, 1000, 2, 0, 0);
+    finish(r, db);
+    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 3);
+    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"), 4000 + 1000);
+    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"), 4000 + 1000);
+    ranks_free(r);
+    sqlite3_close(db);
+}
+
 /* A completion that never comes (the request freed): the instance closes when the session
  * ends, complete (every rank arrived), that rank's wait 0. */
 Test(ranks_match, a_completion_that_never_comes)

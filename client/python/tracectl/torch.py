@@ -8,7 +8,7 @@ Light mode (always-on, a few Python calls per module call):
     tc = tct.open()                       # rank, world and one session name from torch.distributed
     model = DDP(net)
     tct.instrument(net, optimizer)        # forward per module (nested), backward per leaf
-    tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket (category comm)
+    tct.instrument_ddp(model)             # DDP's gradient allreduce per bucket, and its wait
     tct.instrument_distributed()          # torch.distributed calls (category comm)
     for batch in data:
         ...
@@ -29,8 +29,9 @@ What is recorded:
   autograd op (Linear, Conv, activations) that is its whole backward; for a
   module made of several ops it is the last of them;
 - ``optimizer.step`` on the compute device;
-- ``allreduce`` for each DDP gradient bucket (issue to completion, bytes of
-  the bucket), and ``all_reduce``, ``broadcast``, ``all_gather``,
+- ``allreduce_async`` for each DDP gradient bucket (its launch, bytes of the
+  bucket) and ``allreduce_wait`` (category wait: the rank's wait for it at
+  the end of backward; see instrument_ddp()), and ``all_reduce``, ``broadcast``, ``all_gather``,
   ``reduce_scatter``, ``barrier``, ``send``, ``recv``... for direct
   torch.distributed calls, with the bytes of their tensors, category
   ``comm``. Collectives carry **no device**: the report's Devices and Load
@@ -434,42 +435,111 @@ def comm_id(group: Any = None) -> int:
     return _comm(group)[0]
 
 
+DDP_LAUNCH = "allreduce_async"  # a bucket's allreduce issued (its arrival)
+DDP_WAIT = "allreduce_wait"  # the time the rank waited for it to complete
+_DDP_RANGE = "tracectl.ddp_allreduce"  # profiler mode: the launch, around c10d's operator
+
+
 def instrument_ddp(ddp: torch.nn.parallel.DistributedDataParallel,
                    process_group: Any = None) -> None:
-    """Records DDP's gradient allreduce: one ``allreduce`` entry (category comm) per bucket.
+    """Records DDP's gradient allreduce, each bucket's one collective instance, and its wait.
 
     Registers a DDP communication hook that does what DDP does by default (an
-    allreduce of the bucket, divided by the world size) and records it from
-    issue to completion with the bucket's bytes, and the group's ``comm``
-    (comm_id()), ``seq`` (the group's count of collectives this rank issued
-    before it, shared with instrument_distributed()'s calls) and
-    ``comm_size`` (the group's ranks) in its ext map, which the daemon matches
-    the ranks' arrivals by. DDP takes one comm hook:
-    call it before the first backward, instead of another register_comm_hook.
+    allreduce of the bucket, divided by the world size) and records, per
+    bucket, two entries with the group's ``comm`` (comm_id()), ``seq`` (the
+    group's count of collectives this rank issued before it, shared with
+    instrument_distributed()'s calls) and ``comm_size`` in their ext map:
+
+    - ``allreduce_async`` (category comm, the bucket's bytes and shape): the
+      launch, the rank's arrival at the instance;
+    - ``allreduce_wait`` (category wait): the part of DDP's wait for the
+      buckets at the end of backward (the reducer's finalize, which waits for
+      them in bucket order) that this bucket took: from the end of the
+      previous bucket's wait (the start of finalize for the first) to its
+      completion; 0 ns when it had completed before.
+
+    The daemon takes the launch as a non-blocking arrival (the ``_async``
+    suffix) and the wait as where the rank completed it, as it does an
+    ``MPI_Iallreduce`` and its ``MPI_Wait``: a rank's wait at a bucket is the
+    part of its allreduce_wait before the last rank launched it, so time a
+    rank computed while a bucket was in flight is no wait. The start of
+    finalize is taken with an autograd engine callback queued at the first
+    bucket of each backward (it runs before DDP's, which DDP queues after its
+    last bucket), the end of each bucket by its future's completion. It works
+    in both modes: under torch.profiler, the launch is a profiler range that
+    profiler_handler() sends c10d's operator in as category other, so that
+    the bucket is one instance. DDP takes one comm hook: call it before the
+    first backward, instead of another register_comm_hook.
     """
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    engine = getattr(torch.autograd.Variable, "_execution_engine", None)
+    # this backward's buckets, [comm, seq, size, completion ns], once a callback is queued
+    buckets: List[List[Any]] = []
+    finalize = [0, False]  # the start of DDP's finalize; callbacks queued for this backward
+
+    def waits() -> None:  # after DDP's finalize: every bucket completed, in bucket order
+        c = _client
+        t = finalize[0]
+        for comm, seq, size, done_ns in buckets:
+            end = max(t, done_ns)
+            if c is not None:
+                c.record(DDP_WAIT, t, end - t, 0, None, None, None, "wait", comm=comm, seq=seq,
+                         comm_size=size)
+            t = end
+        buckets.clear()
+        finalize[1] = False
+
+    def before_finalize() -> None:
+        finalize[0] = _now()
+        engine.queue_callback(waits)  # after DDP's finalize, which was queued before this ran
 
     def hook(state, bucket):  # no annotations: DDP checks them against its own types
         buf = bucket.buffer()
         comm, size, counter = _comm(state)
         seq = next(counter)
+        if not finalize[1] and engine is not None:  # the first bucket of this backward
+            buckets.clear()
+            try:
+                engine.queue_callback(before_finalize)
+                finalize[1] = True
+            except RuntimeError:
+                pass  # not in a backward pass: each bucket's wait ends at its completion
+        rec = [comm, seq, size, 0]
+        deferred = finalize[1]
+        if deferred:
+            buckets.append(rec)
+        h = _range_enter(_DDP_RANGE) if _profiling() else None
         t0 = _now()
         _tls.inside = True
         try:
             fut = default_hooks.allreduce_hook(state, bucket)
         finally:
             _tls.inside = False
+            t1 = _now()
+            if h is not None:
+                _range_exit(h)
+        c = _client
+        if c is not None:
+            c.record(DDP_LAUNCH, t0, t1 - t0, buf.numel() * buf.element_size(), tuple(buf.shape),
+                     None, None, "comm", comm=comm, seq=seq, comm_size=size)
 
         def done(f: torch.futures.Future) -> Any:
-            c = _client
-            if c is not None:
-                c.record("allreduce", t0, _now() - t0, buf.numel() * buf.element_size(),
-                         tuple(buf.shape), None, None, "comm", comm=comm, seq=seq,
-                         comm_size=size)
+            rec[3] = _now()
+            c2 = _client
+            if not deferred and c2 is not None:
+                c2.record(DDP_WAIT, t1, rec[3] - t1, 0, None, None, None, "wait", comm=comm,
+                          seq=seq, comm_size=size)
             return f.value()
         return fut.then(done)
 
+    def forward(mod: Any, inputs: Any) -> None:
+        # a backward that ended without DDP's finalize (an exception) ran no callback: its
+        # buckets record no wait; the next backward queues its own
+        buckets.clear()
+        finalize[1] = False
+
     ddp.register_comm_hook(process_group, hook)
+    ddp.register_forward_pre_hook(forward)
 
 
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_object", "reduce_scatter",
@@ -721,6 +791,14 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
     events = [e for e in prof.events() if str(getattr(e, "device_type", "DeviceType.CPU"))
               == "DeviceType.CPU" and not e.name.startswith("[memory]")
               and not e.name.startswith("ProfilerStep")]
+    # instrument_ddp()'s launches: the bucket's instance is the hook's allreduce_async, and
+    # c10d's operator inside one is the same collective (sent as other); the ranges are not sent
+    launches: Dict[Any, List[Tuple[float, float]]] = {}
+    for e in events:
+        if e.name == _DDP_RANGE:
+            launches.setdefault(e.thread, []).append((e.time_range.start, e.time_range.end))
+    if launches:
+        events = [e for e in events if e.name != _DDP_RANGE]
     # The profiler's ProfilerStep spans (its numbers are not reliable in 1.13)
     # mark where each step of the cycle began: the cycle's last span is the
     # step the bridge is on (tct.step() is called after prof.step()), the ones
@@ -754,6 +832,9 @@ def _stream_events(c: tracectl.Client, prof: Any, self_time: bool, links: bool =
         else:
             dur = max(int((e.self_cpu_time_total if self_time else e.cpu_time_total) * 1000), 0)
             cat = _prof_category(e.name)
+            if cat == "comm" and any(b <= e.time_range.start and e.time_range.end <= f
+                                     for b, f in launches.get(e.thread, ())):
+                cat = "other"
         whole = max(ends[i] - s_ns, whole)  # covering its children, as drawn
         shapes = [tuple(x) for x in (e.input_shapes or []) if x][:8]
         # A self time comes with the whole interval (ext span), and each event with its
