@@ -502,7 +502,7 @@ static void rnd_expect(int64_t *instances, int64_t *partial, int64_t waited[RND_
             if (p != li && w[p] > most)
                 most = w[p];
         }
-        caused[li] += c->nb ? most : last - first;
+        caused[li] += most; /* the longest wait of the others, blocking or not */
     }
 }
 
