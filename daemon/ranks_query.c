@@ -44,12 +44,80 @@ bool rq_rank_wanted(const struct rq *q, int64_t rank)
     return false;
 }
 
+/* The index of rank in q->ranks, added (with nothing counted) when new; SIZE_MAX: no memory. */
+static size_t rq_rank_index(struct rq *q, int64_t rank)
+{
+    size_t i;
+
+    for (i = 0; i < q->n_ranks && q->ranks[i].rank != rank; i++)
+        ;
+    if (i == q->n_ranks) {
+        struct rq_rank *r = realloc(q->ranks, (q->n_ranks + 1) * sizeof(*r));
+        if (r == NULL)
+            return SIZE_MAX;
+        q->ranks = r;
+        memset(&r[i], 0, sizeof(r[i]));
+        r[i].rank = rank;
+        q->n_ranks++;
+    }
+    return i;
+}
+
+/* Sorts q->ranks by rank and remaps the processes to the sorted indexes (SIZE_MAX: a rank
+ * the filter leaves out). 0 or -ENOMEM. */
+static int rq_sort_ranks(struct rq *q)
+{
+    size_t *order = malloc((q->n_ranks + 1) * sizeof(*order));
+    struct rq_rank *sorted = malloc((q->n_ranks + 1) * sizeof(*sorted));
+
+    if (order == NULL || sorted == NULL) {
+        free(order);
+        free(sorted);
+        return rq_fail(q, SQLITE_NOMEM, "ranks");
+    }
+    if (q->n_ranks > 0) /* a file without processes: q->ranks is NULL */
+        memcpy(sorted, q->ranks, q->n_ranks * sizeof(*sorted));
+    qsort(sorted, q->n_ranks, sizeof(*sorted), rq_cmp_i64); /* rank is the first field */
+    for (size_t i = 0; i < q->n_ranks; i++)
+        for (size_t j = 0; j < q->n_ranks; j++)
+            if (sorted[j].rank == q->ranks[i].rank)
+                order[i] = j;
+    for (size_t p = 0; p < q->n_procs; p++)
+        q->procs[p].ri = rq_rank_wanted(q, sorted[order[q->procs[p].ri]].rank)
+                             ? order[q->procs[p].ri]
+                             : SIZE_MAX;
+    free(q->ranks);
+    free(order);
+    q->ranks = sorted;
+    return 0;
+}
+
+/* Drops the ranks a filter leaves out (they are not listed at all). 0 or -ENOMEM. */
+static int rq_drop_unwanted(struct rq *q)
+{
+    size_t *to, k = 0;
+
+    if (q->f->ranks == NULL)
+        return 0;
+    if ((to = malloc((q->n_ranks + 1) * sizeof(*to))) == NULL)
+        return rq_fail(q, SQLITE_NOMEM, "ranks");
+    for (size_t i = 0; i < q->n_ranks; i++) {
+        to[i] = rq_rank_wanted(q, q->ranks[i].rank) ? k : SIZE_MAX;
+        if (to[i] != SIZE_MAX)
+            q->ranks[k++] = q->ranks[i];
+    }
+    for (size_t p = 0; p < q->n_procs; p++)
+        if (q->procs[p].ri != SIZE_MAX)
+            q->procs[p].ri = to[q->procs[p].ri];
+    q->n_ranks = k;
+    free(to);
+    return 0;
+}
+
 /* The ranks of the session (distinct ranks of its processes), sorted, and the process map. */
 static int rq_processes(struct rq *q)
 {
     sqlite3_stmt *st;
-    int64_t *rk = NULL;
-    size_t n = 0, cap = 0;
     int rc = sqlite3_prepare_v2(q->db,
                                 "SELECT id, coalesce(rank, -1), coalesce(world, 0), dropped,"
                                 " ended_ns IS NOT NULL AND bye = 0 FROM processes ORDER BY id",
@@ -75,70 +143,20 @@ static int rq_processes(struct rq *q)
             q->procs = p;
             q->cap_procs = nn;
         }
-        for (i = 0; i < q->n_ranks && q->ranks[i].rank != rank; i++)
-            ;
-        if (i == q->n_ranks) {
-            struct rq_rank *r = realloc(q->ranks, (q->n_ranks + 1) * sizeof(*r));
-            if (r == NULL)
-                goto nomem;
-            q->ranks = r;
-            memset(&r[i], 0, sizeof(r[i]));
-            r[i].rank = rank;
-            q->n_ranks++;
-        }
+        if ((i = rq_rank_index(q, rank)) == SIZE_MAX)
+            goto nomem;
         q->ranks[i].processes++;
         q->ranks[i].dropped = rq_sat(q->ranks[i].dropped, (uint64_t)sqlite3_column_int64(st, 3));
         q->ranks[i].unclosed += sqlite3_column_int(st, 4) != 0;
         /* ascending ids (ORDER BY id); i is provisional: the index before sorting */
         q->procs[q->n_procs++] = (struct rq_proc){id, i};
-        (void)cap;
-        (void)rk;
-        (void)n;
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return rq_fail(q, rc, "processes");
-    /* sort ranks, then remap */
-    {
-        size_t *order = malloc((q->n_ranks + 1) * sizeof(*order));
-        struct rq_rank *sorted = malloc((q->n_ranks + 1) * sizeof(*sorted));
-        if (order == NULL || sorted == NULL) {
-            free(order);
-            free(sorted);
-            return rq_fail(q, SQLITE_NOMEM, "ranks");
-        }
-        if (q->n_ranks > 0) /* a file without processes: q->ranks is NULL */
-            memcpy(sorted, q->ranks, q->n_ranks * sizeof(*sorted));
-        qsort(sorted, q->n_ranks, sizeof(*sorted), rq_cmp_i64); /* rank is the first field */
-        for (size_t i = 0; i < q->n_ranks; i++)
-            for (size_t j = 0; j < q->n_ranks; j++)
-                if (sorted[j].rank == q->ranks[i].rank)
-                    order[i] = j;
-        for (size_t p = 0; p < q->n_procs; p++)
-            q->procs[p].ri = rq_rank_wanted(q, sorted[order[q->procs[p].ri]].rank)
-                                 ? order[q->procs[p].ri]
-                                 : SIZE_MAX;
-        free(q->ranks);
-        free(order);
-        q->ranks = sorted;
-    }
-    /* the ranks a filter leaves out are not listed at all */
-    if (q->f->ranks != NULL) {
-        size_t *to = malloc((q->n_ranks + 1) * sizeof(*to)), k = 0;
-        if (to == NULL)
-            return rq_fail(q, SQLITE_NOMEM, "ranks");
-        for (size_t i = 0; i < q->n_ranks; i++) {
-            to[i] = rq_rank_wanted(q, q->ranks[i].rank) ? k : SIZE_MAX;
-            if (to[i] != SIZE_MAX)
-                q->ranks[k++] = q->ranks[i];
-        }
-        for (size_t p = 0; p < q->n_procs; p++)
-            if (q->procs[p].ri != SIZE_MAX)
-                q->procs[p].ri = to[q->procs[p].ri];
-        q->n_ranks = k;
-        free(to);
-    }
-    return 0;
+    if ((rc = rq_sort_ranks(q)) < 0)
+        return rc;
+    return rq_drop_unwanted(q);
 nomem:
     sqlite3_finalize(st);
     return rq_fail(q, SQLITE_NOMEM, "processes");

@@ -87,18 +87,14 @@ out:
     return rc;
 }
 
-int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out, struct rq_coll **out)
+/* Reads each op's rk_coll sums in the steps asked into *out (*n_out of them, to free even on
+ * an error), the most skew first. 0 or a negative errno. */
+static int rq_coll_read(struct rq *q, size_t *n_out, struct rq_coll **out)
 {
     sqlite3_stmt *st;
     struct rq_coll *cs = NULL;
-    size_t n = 0, ci = 0;
-    int rc;
-
-    *out = NULL;
-    *n_out = 0;
-    if (!rq_cat_wanted(q, PROTO_CAT_COMM)) /* collectives are comm: none in another category */
-        return pk_str(pk, "collectives") || msgpack_pack_array(pk, 0) ? -ENOMEM : 0;
-    rc = sqlite3_prepare_v2(
+    size_t n = 0;
+    int rc = sqlite3_prepare_v2(
         q->db,
         "SELECT c.op_id, o.name, satsum(instances), satsum(partial), satsum(skew_ns),"
         " max(skew_max_ns) FROM rk_coll c JOIN ops o ON o.id = c.op_id"
@@ -133,16 +129,23 @@ int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out, struct 
     sqlite3_finalize(st);
     *out = cs;
     *n_out = n;
-    if (rc != SQLITE_DONE)
-        return rq_fail(q, rc, "rk_coll");
+    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_coll");
+}
+
+/* Adds rk_coll_ranks' waits and last arrivals (by rank) to the ops cs. 0 or a negative errno. */
+static int rq_coll_ranks(struct rq *q, struct rq_coll *cs, size_t n)
+{
+    sqlite3_stmt *st;
+    size_t ci = 0;
     /* summed here, row by row: rk_coll_ranks is keyed by step first (schema/ranks.sql), and a
      * GROUP BY (op, process) would sort every row of the steps asked */
-    rc = sqlite3_prepare_v2(q->db,
-                            q->f->steps ? "SELECT op_id, process_id, waited_ns, last_count"
-                                          " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
-                                        : "SELECT op_id, process_id, waited_ns, last_count"
-                                          " FROM rk_coll_ranks",
-                            -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(q->db,
+                                q->f->steps ? "SELECT op_id, process_id, waited_ns, last_count"
+                                              " FROM rk_coll_ranks WHERE step BETWEEN ?1 AND ?2"
+                                            : "SELECT op_id, process_id, waited_ns, last_count"
+                                              " FROM rk_coll_ranks",
+                                -1, &st, NULL);
+
     if (rc != SQLITE_OK)
         return rq_fail(q, rc, "rk_coll_ranks");
     rq_bind_steps(q, st);
@@ -160,31 +163,48 @@ int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out, struct 
         }
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return rq_fail(q, rc, "rk_coll_ranks");
-    if (pk_str(pk, "collectives") || msgpack_pack_array(pk, n))
+    return rc == SQLITE_DONE ? 0 : rq_fail(q, rc, "rk_coll_ranks");
+}
+
+/* One op of `collectives`. 0 or -1. */
+static int rq_pack_coll(const struct rq *q, msgpack_packer *pk, const struct rq_coll *c)
+{
+    size_t top = 0;
+
+    for (size_t k = 1; k < q->n_ranks; k++)
+        if (c->last[k] > c->last[top])
+            top = k;
+    if (msgpack_pack_map(pk, 10) || pk_str(pk, "op") || pk_str(pk, c->op) ||
+        pk_u64(pk, "instances", c->instances) || pk_u64(pk, "partial", c->partial) ||
+        pk_u64(pk, "skew_mean_ns", c->instances ? c->skew / c->instances : 0) ||
+        pk_u64(pk, "skew_max_ns", c->skew_max) || pk_u64(pk, "waited_ns", c->waited) ||
+        pk_rank(pk, "last_rank", q->n_ranks && c->last[top] > 0 ? q->ranks[top].rank : -1) ||
+        pk_u64(pk, "last_rank_count", q->n_ranks ? c->last[top] : 0) ||
+        pk_f64(pk, "last_rank_share",
+               c->instances && q->n_ranks ? (double)c->last[top] / (double)c->instances : 0.0) ||
+        pk_str(pk, "arrived_last") || msgpack_pack_array(pk, q->n_ranks))
+        return -1;
+    for (size_t k = 0; k < q->n_ranks; k++)
+        if (msgpack_pack_uint64(pk, c->last[k]))
+            return -1;
+    return 0;
+}
+
+int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out, struct rq_coll **out)
+{
+    int rc;
+
+    *out = NULL;
+    *n_out = 0;
+    if (!rq_cat_wanted(q, PROTO_CAT_COMM)) /* collectives are comm: none in another category */
+        return pk_str(pk, "collectives") || msgpack_pack_array(pk, 0) ? -ENOMEM : 0;
+    if ((rc = rq_coll_read(q, n_out, out)) < 0 || (rc = rq_coll_ranks(q, *out, *n_out)) < 0)
+        return rc;
+    if (pk_str(pk, "collectives") || msgpack_pack_array(pk, *n_out))
         return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        const struct rq_coll *c = &cs[i];
-        size_t top = 0;
-        for (size_t k = 1; k < q->n_ranks; k++)
-            if (c->last[k] > c->last[top])
-                top = k;
-        if (msgpack_pack_map(pk, 10) || pk_str(pk, "op") || pk_str(pk, c->op) ||
-            pk_u64(pk, "instances", c->instances) || pk_u64(pk, "partial", c->partial) ||
-            pk_u64(pk, "skew_mean_ns", c->instances ? c->skew / c->instances : 0) ||
-            pk_u64(pk, "skew_max_ns", c->skew_max) || pk_u64(pk, "waited_ns", c->waited) ||
-            pk_rank(pk, "last_rank", q->n_ranks && c->last[top] > 0 ? q->ranks[top].rank : -1) ||
-            pk_u64(pk, "last_rank_count", q->n_ranks ? c->last[top] : 0) ||
-            pk_f64(pk, "last_rank_share",
-                   c->instances && q->n_ranks ? (double)c->last[top] / (double)c->instances
-                                              : 0.0) ||
-            pk_str(pk, "arrived_last") || msgpack_pack_array(pk, q->n_ranks))
+    for (size_t i = 0; i < *n_out; i++)
+        if (rq_pack_coll(q, pk, &(*out)[i]))
             return -ENOMEM;
-        for (size_t k = 0; k < q->n_ranks; k++)
-            if (msgpack_pack_uint64(pk, c->last[k]))
-                return -ENOMEM;
-    }
     return 0;
 }
 
@@ -194,6 +214,28 @@ int rq_pack_collectives(struct rq *q, msgpack_packer *pk, size_t *n_out, struct 
  * a step filter: rk_ops has no steps, so the entries of those steps are read,
  * between the first and the last rowid rk_devsteps holds for them per process.
  */
+/* An op's sums in `throughput`. */
+struct rq_tput {
+    char *op;
+    uint64_t calls, total, elements;
+};
+
+/* Packs `throughput` from the ops' sums rows (n of them). 0 or -ENOMEM. */
+static int rq_pack_tput(msgpack_packer *pk, const struct rq_tput *rows, size_t n)
+{
+    if (pk_str(pk, "throughput") || msgpack_pack_array(pk, n))
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        double s = (double)rows[i].total / 1e9;
+        if (msgpack_pack_map(pk, 5) || pk_str(pk, "op") || pk_str(pk, rows[i].op) ||
+            pk_u64(pk, "calls", rows[i].calls) || pk_u64(pk, "total_ns", rows[i].total) ||
+            pk_u64(pk, "elements", rows[i].elements) ||
+            pk_f64(pk, "elements_per_s", s > 0 ? (double)rows[i].elements / s : 0.0))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
 {
     static const char all[] =
@@ -220,10 +262,7 @@ int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
                   q->state != 1 || info_int(q->db, "aggregates", 0) != 1;
     const char *sql = !filter ? all : q->f->steps ? by_entries : by_op;
     sqlite3_stmt *st;
-    struct row {
-        char *op;
-        uint64_t calls, total, elements;
-    } *rows = NULL;
+    struct rq_tput *rows = NULL;
     size_t n = 0;
     int rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL), err = 0;
 
@@ -243,7 +282,7 @@ int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
                 continue;
         }
         if (n == 0 || strcmp(rows[n - 1].op, name) != 0) {
-            struct row *p = realloc(rows, (n + 1) * sizeof(*rows));
+            struct rq_tput *p = realloc(rows, (n + 1) * sizeof(*rows));
             if (p == NULL || (p[n].op = strdup(name)) == NULL) {
                 rows = p != NULL ? p : rows;
                 rc = SQLITE_NOMEM;
@@ -259,18 +298,7 @@ int rq_pack_throughput(struct rq *q, msgpack_packer *pk)
             rq_sat(rows[n - 1].elements, (uint64_t)sqlite3_column_int64(st, base + 2));
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        err = rq_fail(q, rc, "throughput");
-    else if (pk_str(pk, "throughput") || msgpack_pack_array(pk, n))
-        err = -ENOMEM;
-    for (size_t i = 0; err == 0 && i < n; i++) {
-        double s = (double)rows[i].total / 1e9;
-        if (msgpack_pack_map(pk, 5) || pk_str(pk, "op") || pk_str(pk, rows[i].op) ||
-            pk_u64(pk, "calls", rows[i].calls) || pk_u64(pk, "total_ns", rows[i].total) ||
-            pk_u64(pk, "elements", rows[i].elements) ||
-            pk_f64(pk, "elements_per_s", s > 0 ? (double)rows[i].elements / s : 0.0))
-            err = -ENOMEM;
-    }
+    err = rc != SQLITE_DONE ? rq_fail(q, rc, "throughput") : rq_pack_tput(pk, rows, n);
     for (size_t i = 0; i < n; i++)
         free(rows[i].op);
     free(rows);

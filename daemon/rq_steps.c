@@ -195,6 +195,45 @@ static size_t rq_drop_spanless(struct rq *q)
     return k;
 }
 
+/* Adds a rank's row of one step to the rank's sums. */
+static void rq_fold_rank(struct rq_rank *r, const struct rq_row *w)
+{
+    r->steps++;
+    r->step_ns = rq_sat(r->step_ns, rq_span(w));
+    for (int c = 0; c < PROTO_NCAT; c++)
+        r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
+    r->exposed = rq_sat(r->exposed, w->exposed);
+    r->coll += w->coll;
+    r->waited = rq_sat(r->waited, w->waited);
+    r->last += w->last;
+    r->caused = rq_sat(r->caused, w->caused);
+    r->untracked = rq_sat(r->untracked, rq_untracked(w));
+}
+
+/*
+ * The step's held-up time, row lw's caused time (the most of the step's rows; named: lw's
+ * rank is the step's late rank), counted in q->hall and its rank's hlate; and the late
+ * steps of the rank named. 0 or -ENOMEM.
+ */
+static int rq_step_held(struct rq *q, const struct rq_row *lw, bool named, uint64_t step)
+{
+    if (lw->caused > 0) { /* the held-up time: whose it is, named late or not */
+        struct rq_rank *lr = &q->ranks[lw->ri];
+        size_t b = rq_hbucket(lw->caused);
+        if (lr->hlate == NULL && (lr->hlate = calloc(2 * RQ_HB, sizeof(*lr->hlate))) == NULL)
+            return -ENOMEM;
+        q->hall[b]++;
+        lr->hlate[named ? b : RQ_HB + b]++;
+    }
+    if (named) {
+        struct rq_rank *lr = &q->ranks[lw->ri];
+        if (lr->late++ == 0)
+            lr->late_first = step;
+        lr->late_last = step; /* the steps come in order */
+    }
+    return 0;
+}
+
 /*
  * The rows of one step are all read (q->rows): merges those of one rank,
  * folds them into the per-rank sums, keeps the step's summary if it is to
@@ -212,19 +251,9 @@ int rq_step_done(struct rq *q)
         return 0; /* only workers' entries: in no step */
     for (size_t j = 0; j < q->n_rows; j++) {
         struct rq_row *w = &q->rows[j];
-        struct rq_rank *r = &q->ranks[w->ri];
         uint64_t t = rq_span(w);
 
-        r->steps++;
-        r->step_ns = rq_sat(r->step_ns, t);
-        for (int c = 0; c < PROTO_NCAT; c++)
-            r->cat[c] = rq_sat(r->cat[c], w->cat[c]);
-        r->exposed = rq_sat(r->exposed, w->exposed);
-        r->coll += w->coll;
-        r->waited = rq_sat(r->waited, w->waited);
-        r->last += w->last;
-        r->caused = rq_sat(r->caused, w->caused);
-        r->untracked = rq_sat(r->untracked, rq_untracked(w));
+        rq_fold_rank(&q->ranks[w->ri], w);
         sum += t;
         st.waited = rq_sat(st.waited, w->waited);
         st.caused = rq_sat(st.caused, w->caused);
@@ -248,20 +277,8 @@ int rq_step_done(struct rq *q)
     st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
     st.late = named ? q->rows[late].ri : SIZE_MAX;
     q->ranks[st.slow].slowest++;
-    if (q->rows[late].caused > 0) { /* the held-up time: whose it is, named late or not */
-        struct rq_rank *lr = &q->ranks[q->rows[late].ri];
-        size_t b = rq_hbucket(q->rows[late].caused);
-        if (lr->hlate == NULL && (lr->hlate = calloc(2 * RQ_HB, sizeof(*lr->hlate))) == NULL)
-            return -ENOMEM;
-        q->hall[b]++;
-        lr->hlate[named ? b : RQ_HB + b]++;
-    }
-    if (named) {
-        struct rq_rank *lr = &q->ranks[st.late];
-        if (lr->late++ == 0)
-            lr->late_first = st.step;
-        lr->late_last = st.step; /* the steps come in order */
-    }
+    if (rq_step_held(q, &q->rows[late], named, st.step) < 0)
+        return -ENOMEM;
     q->step_sum += sum;
     q->step_cnt += st.n;
     q->n_steps++;
