@@ -511,6 +511,95 @@ static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8
         memcpy(q, p, k);
 }
 
+/* Field 6, out_shape, at r->p: nil, or a fixarray shape copied canonical into the blob
+ * (*product: its elements). false: not for the fast path, r->p unmoved. */
+static inline __attribute__((always_inline)) bool
+fast_out_shape(struct rd *r, struct blob *b, struct proto_entry *e, uint64_t *product)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    size_t k;
+    uint8_t *q;
+
+    if (p == end)
+        return false;
+    if (*p == 0xc0) {
+        r->p = p + 1;
+        return true;
+    }
+    if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, product)) == 0 ||
+        (q = blob_room(b, k + 32)) == NULL)
+        return false;
+    fast_copy(q, p, k, end);
+    e->out_off = (uint32_t)b->size;
+    e->out_len = (uint32_t)k;
+    b->size += k;
+    r->p = p + k;
+    return true;
+}
+
+/* Field 7, in_shapes, at r->p: nil, or a fixarray of at most PROTO_MAX_INPUTS shapes:
+ * canonical, their bytes are the blob's. false: not for the fast path, r->p unmoved. */
+static inline __attribute__((always_inline)) bool fast_in_shapes(struct rd *r, struct blob *b,
+                                                                 struct proto_entry *e)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    uint32_t nin;
+    uint64_t unused;
+    size_t k, kin = 1;
+    uint8_t *q;
+
+    if (p == end)
+        return false;
+    if (*p == 0xc0) {
+        r->p = p + 1;
+        return true;
+    }
+    nin = *p & 0x0f;
+    if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
+        return false;
+    for (uint32_t j = 0; j < nin; j++) {
+        if (end - (p + kin) < 1 || (p[kin] & 0xf0) != 0x90 ||
+            (k = fast_shape(p + kin, end, &unused)) == 0)
+            return false;
+        kin += k;
+    }
+    if ((q = blob_room(b, kin + 32)) == NULL)
+        return false;
+    fast_copy(q, p, kin, end);
+    e->in_off = (uint32_t)b->size;
+    e->in_len = (uint32_t)kin;
+    b->size += kin;
+    r->p = p + kin;
+    return true;
+}
+
+/* Field 8, device, at r->p: nil or a fixstr, into the blob. false: not for the fast path,
+ * r->p unmoved. */
+static inline __attribute__((always_inline)) bool fast_device(struct rd *r, struct blob *b,
+                                                              struct proto_entry *e)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    uint32_t len;
+    uint8_t *q;
+
+    if (p == end)
+        return false;
+    if (*p == 0xc0) {
+        r->p = p + 1;
+        return true;
+    }
+    len = *p & 0x1f;
+    if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
+        !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
+        return false;
+    memcpy(q, p + 1, len);
+    e->dev_off = (uint32_t)b->size;
+    e->dev_len = len;
+    b->size += len;
+    r->p = p + 1 + len;
+    return true;
+}
+
 /*
  * Fields 4.. of n, as far as the fast readers go: returns the position of the
  * first field they did not take (n when they took all), r->p at its start.
@@ -519,14 +608,11 @@ static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8
 static uint32_t rest_fast(struct rd *r, uint32_t n, struct blob *b, struct proto_entry *e,
                           struct rest *st)
 {
-    const uint8_t *p, *end = r->end;
     uint64_t v = 0;
-    size_t k, kin;
-    uint8_t *q;
     bool nil;
 
     /* 4 and 5: elements and mem_bytes, each within 9 bytes */
-    if (n <= 4 || end - r->p < 18)
+    if (n <= 4 || r->end - r->p < 18)
         return 4;
     if (!fast_uint_or_nil(r, &v, &nil))
         return 4;
@@ -540,80 +626,16 @@ static uint32_t rest_fast(struct rd *r, uint32_t n, struct blob *b, struct proto
         return 5;
     if (!nil)
         e->mem_bytes = v;
-    if (n == 6)
+    if (n == 6 || !fast_out_shape(r, b, e, &st->product))
         return 6;
-
-    /* 6: out_shape */
-    p = r->p;
-    if (p == end)
-        return 6;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, &st->product)) == 0 ||
-            (q = blob_room(b, k + 32)) == NULL)
-            return 6;
-        fast_copy(q, p, k, end);
-        e->out_off = (uint32_t)b->size;
-        e->out_len = (uint32_t)k;
-        b->size += k;
-        r->p = p += k;
-    }
-    if (n == 7)
+    if (n == 7 || !fast_in_shapes(r, b, e))
         return 7;
-
-    /* 7: in_shapes, a fixarray of at most PROTO_MAX_INPUTS shapes: canonical, their bytes are
-     * the blob's */
-    if (p == end)
-        return 7;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        uint32_t nin = *p & 0x0f;
-        uint64_t unused;
-        if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
-            return 7;
-        kin = 1;
-        for (uint32_t j = 0; j < nin; j++) {
-            if (end - (p + kin) < 1 || (p[kin] & 0xf0) != 0x90 ||
-                (k = fast_shape(p + kin, end, &unused)) == 0)
-                return 7;
-            kin += k;
-        }
-        if ((q = blob_room(b, kin + 32)) == NULL)
-            return 7;
-        fast_copy(q, p, kin, end);
-        e->in_off = (uint32_t)b->size;
-        e->in_len = (uint32_t)kin;
-        b->size += kin;
-        r->p = p += kin;
-    }
-    if (n == 8)
+    if (n == 8 || !fast_device(r, b, e))
         return 8;
-
-    /* 8: device, nil or a fixstr */
-    if (p == end)
-        return 8;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        uint32_t len = *p & 0x1f;
-        if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
-            !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
-            return 8;
-        memcpy(q, p + 1, len);
-        e->dev_off = (uint32_t)b->size;
-        e->dev_len = len;
-        b->size += len;
-        r->p = p += 1 + len;
-    }
-    if (n == 9)
-        return 9;
-
     /* 9: ext, when nil */
-    if (p == end || *p != 0xc0)
+    if (n == 9 || r->p == r->end || *r->p != 0xc0)
         return 9;
-    r->p = p + 1;
+    r->p++;
     return 10;
 }
 
