@@ -511,6 +511,34 @@ static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8
         memcpy(q, p, k);
 }
 
+/* 1 when the value at r->p is nil (then stepped over), 0 when it is another, -1 when the bytes
+ * end first. */
+static inline __attribute__((always_inline)) int fast_nil(struct rd *r)
+{
+    if (r->p == r->end)
+        return -1;
+    if (*r->p != 0xc0)
+        return 0;
+    r->p++;
+    return 1;
+}
+
+/* Copies the k canonical bytes at p into the blob, where *off and *len say. false: no memory. */
+static inline __attribute__((always_inline)) bool fast_put(struct blob *b, const uint8_t *p,
+                                                           size_t k, const uint8_t *end,
+                                                           uint32_t *off, uint32_t *len)
+{
+    uint8_t *q = blob_room(b, k + 32);
+
+    if (q == NULL)
+        return false;
+    fast_copy(q, p, k, end);
+    *off = (uint32_t)b->size;
+    *len = (uint32_t)k;
+    b->size += k;
+    return true;
+}
+
 /* Field 6, out_shape, at r->p: nil, or a fixarray shape copied canonical into the blob
  * (*product: its elements). false: not for the fast path, r->p unmoved. */
 static inline __attribute__((always_inline)) bool
@@ -518,21 +546,13 @@ fast_out_shape(struct rd *r, struct blob *b, struct proto_entry *e, uint64_t *pr
 {
     const uint8_t *p = r->p, *end = r->end;
     size_t k;
-    uint8_t *q;
+    int nil;
 
-    if (p == end)
-        return false;
-    if (*p == 0xc0) {
-        r->p = p + 1;
-        return true;
-    }
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
     if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, product)) == 0 ||
-        (q = blob_room(b, k + 32)) == NULL)
+        !fast_put(b, p, k, end, &e->out_off, &e->out_len))
         return false;
-    fast_copy(q, p, k, end);
-    e->out_off = (uint32_t)b->size;
-    e->out_len = (uint32_t)k;
-    b->size += k;
     r->p = p + k;
     return true;
 }
@@ -546,14 +566,10 @@ static inline __attribute__((always_inline)) bool fast_in_shapes(struct rd *r, s
     uint32_t nin;
     uint64_t unused;
     size_t k, kin = 1;
-    uint8_t *q;
+    int nil;
 
-    if (p == end)
-        return false;
-    if (*p == 0xc0) {
-        r->p = p + 1;
-        return true;
-    }
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
     nin = *p & 0x0f;
     if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
         return false;
@@ -563,12 +579,8 @@ static inline __attribute__((always_inline)) bool fast_in_shapes(struct rd *r, s
             return false;
         kin += k;
     }
-    if ((q = blob_room(b, kin + 32)) == NULL)
+    if (!fast_put(b, p, kin, end, &e->in_off, &e->in_len))
         return false;
-    fast_copy(q, p, kin, end);
-    e->in_off = (uint32_t)b->size;
-    e->in_len = (uint32_t)kin;
-    b->size += kin;
     r->p = p + kin;
     return true;
 }
@@ -581,13 +593,10 @@ static inline __attribute__((always_inline)) bool fast_device(struct rd *r, stru
     const uint8_t *p = r->p, *end = r->end;
     uint32_t len;
     uint8_t *q;
+    int nil;
 
-    if (p == end)
-        return false;
-    if (*p == 0xc0) {
-        r->p = p + 1;
-        return true;
-    }
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
     len = *p & 0x1f;
     if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
         !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
