@@ -9,9 +9,11 @@
  *                  medians) and the `steps` and `ranks` sections; the verdict's rank figures
  *   rq_complete.c  the `completeness` section (missing ranks, drops, clients)
  *   rq_sections.c  `categories`, `collectives`, `throughput` and the verdict
- * Every rq_pack_* appends one key/value pair (or, for completeness, the verdict, one each)
- * to pk and returns 0, -1 when msgpack fails, or (those that read SQLite) a negative errno
- * with q->err set by rq_fail(). Sums saturate at RQ_CAP (rq_sat) like every report sum.
+ * Every rq_pack_* appends one key and its value to pk (the caller packs the map header) and
+ * returns 0. On failure rq_pack_collectives and rq_pack_throughput return a negative errno
+ * (q->err set by rq_fail(), or -ENOMEM when msgpack fails); the others return nonzero, and
+ * ranks_query() reports -ENOMEM (with q->err when rq_fail() set it: rq_pack_completeness reads
+ * process_counters). Sums saturate at RQ_CAP (rq_sat) like every report sum.
  */
 #ifndef TRACECTLD_RQ_H
 #define TRACECTLD_RQ_H
