@@ -8,278 +8,16 @@
  * proto_entry.c checks a whole object before its parts (an ext map's keys before
  * its values), the note at that function says how the one pass keeps the
  * order.
+ *
+ * This file: the typed fields, the blob, an entry and a whole batch; the reader
+ * and the incremental batch are in the files onepass_int.h lists.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "onepass.h"
-#include "proto_entry.h"
-#include "proto_field.h"
-
-#define BLOB_INIT (8u << 10) /* what msgpack_sbuffer starts with: the same growth */
-/*
- * More than the last batch's blob: the readers ask room for a few bytes past
- * what they write (fast_copy's 32, op_shape's 16 and its worst case): without
- * it the last entry of a batch like the last one grew the blob, a copy of it.
- */
-#define BLOB_SLACK 256
-
-__attribute__((cold)) static int cut_short(struct proto_error *err)
-{
-    return proto_fail(err, PROTO_E_MSGPACK, "the message is cut short");
-}
-
-/* ---- the msgpack reader --------------------------------------------------- */
-
-struct rd {
-    const uint8_t *p, *end;
-    bool strict; /* bytes the scanner has not seen: step over no container (see rd_skip_body) */
-};
-
-/*
- * One value's header. kind is msgpack-c's object type; u is an unsigned
- * value, or a negative one as int64 bits; n a str/bin/ext length (s its
- * body, already stepped over) or an array/map count (the elements follow).
- */
-struct val {
-    msgpack_object_type kind;
-    uint32_t n;
-    uint64_t u;
-    const uint8_t *s;
-};
-
-static uint64_t be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* The header of a type byte other than the fix* ranges: its size and what it is. */
-static int rd_wide(struct rd *r, uint8_t t, struct val *v)
-{
-    /* bytes after t: the value or length field */
-    static const uint8_t field[32] = {
-        /* c0 */ 0, 0, 0, 0, 1, 2, 4, 1, 2, 4, 4, 8, 1, 2, 4, 8,
-        /* d0 */ 1, 2, 4, 8, 1, 1, 1, 1, 1, 1, 2, 4, 2, 4, 2, 4,
-    };
-    size_t left = (size_t)(r->end - r->p), k;
-    uint64_t x;
-
-    if (t == 0xc1)
-        return -1;
-    k = field[t - 0xc0];
-    if (left < 1 + k)
-        return -1;
-    x = be(r->p + 1, (int)k);
-    r->p += 1 + k;
-    switch (t) {
-    case 0xc0:
-        v->kind = MSGPACK_OBJECT_NIL;
-        return 0;
-    case 0xc2:
-    case 0xc3:
-        v->kind = MSGPACK_OBJECT_BOOLEAN;
-        v->u = t == 0xc3;
-        return 0;
-    case 0xca:
-        v->kind = MSGPACK_OBJECT_FLOAT32;
-        return 0;
-    case 0xcb:
-        v->kind = MSGPACK_OBJECT_FLOAT64;
-        return 0;
-    case 0xcc:
-    case 0xcd:
-    case 0xce:
-    case 0xcf:
-        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
-        v->u = x;
-        return 0;
-    case 0xd0:
-    case 0xd1:
-    case 0xd2:
-    case 0xd3: {
-        /* sign-extend the k-byte value */
-        int64_t i = k == 8 ? (int64_t)x : (int64_t)(x << (64 - 8 * k)) >> (64 - 8 * k);
-        v->kind = i < 0 ? MSGPACK_OBJECT_NEGATIVE_INTEGER : MSGPACK_OBJECT_POSITIVE_INTEGER;
-        v->u = (uint64_t)i;
-        return 0;
-    }
-    case 0xdc:
-    case 0xdd:
-        v->kind = MSGPACK_OBJECT_ARRAY;
-        v->n = (uint32_t)x;
-        return 0;
-    case 0xde:
-    case 0xdf:
-        v->kind = MSGPACK_OBJECT_MAP;
-        v->n = (uint32_t)x;
-        return 0;
-    case 0xd9:
-    case 0xda:
-    case 0xdb:
-        v->kind = MSGPACK_OBJECT_STR;
-        break;
-    case 0xc4:
-    case 0xc5:
-    case 0xc6:
-        v->kind = MSGPACK_OBJECT_BIN;
-        break;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9:
-        v->kind = MSGPACK_OBJECT_EXT;
-        x += 1; /* the ext type byte */
-        break;
-    default: /* 0xd4..0xd8: fixext, a type byte and 1..16 bytes */
-        v->kind = MSGPACK_OBJECT_EXT;
-        r->p -= 1; /* field[] counted the type byte: it is part of the body */
-        x = 1 + (1u << (t - 0xd4));
-        break;
-    }
-    if (x > (uint64_t)(r->end - r->p))
-        return -1;
-    v->n = (uint32_t)x;
-    v->s = r->p;
-    r->p += x;
-    return 0;
-}
-
-/*
- * uint8..uint64 (t 0xcc..0xcf) at p, with 9 bytes readable after p whatever
- * the width: the 8 bytes after the type, big-endian, shifted down to it.
- */
-static inline uint64_t rd_uint_wide(const uint8_t *p, uint8_t t)
-{
-    uint64_t x;
-
-    memcpy(&x, p + 1, 8);
-    return __builtin_bswap64(x) >> (64 - (8u << (t - 0xcc)));
-}
-
-/* Reads the next value's header into *v. Returns 0, or -1 when the bytes end first. */
-static inline int rd_next(struct rd *r, struct val *v)
-{
-    uint8_t t;
-
-    if (r->p == r->end)
-        return -1;
-    t = *r->p;
-    if (t <= 0x7f) {
-        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
-        v->u = t;
-        r->p++;
-        return 0;
-    }
-    if (t == 0xc0) {
-        v->kind = MSGPACK_OBJECT_NIL;
-        r->p++;
-        return 0;
-    }
-    if (t >= 0xcc && t <= 0xcf && r->end - r->p >= 9) { /* the common wide case, inline */
-        v->kind = MSGPACK_OBJECT_POSITIVE_INTEGER;
-        v->u = rd_uint_wide(r->p, t);
-        r->p += 1 + (1u << (t - 0xcc));
-        return 0;
-    }
-    if (t >= 0xe0) {
-        v->kind = MSGPACK_OBJECT_NEGATIVE_INTEGER;
-        v->u = (uint64_t)(int64_t)(int8_t)t;
-        r->p++;
-        return 0;
-    }
-    if (t <= 0x9f) {
-        v->kind = t <= 0x8f ? MSGPACK_OBJECT_MAP : MSGPACK_OBJECT_ARRAY;
-        v->n = t & 0x0f;
-        r->p++;
-        return 0;
-    }
-    if (t <= 0xbf) {
-        v->kind = MSGPACK_OBJECT_STR;
-        v->n = t & 0x1f;
-        if (v->n >= (size_t)(r->end - r->p))
-            return -1;
-        v->s = r->p + 1;
-        r->p += 1 + v->n;
-        return 0;
-    }
-    return rd_wide(r, t, v);
-}
-
-/*
- * Steps over the elements of the container whose header *v is (nothing for a
- * scalar). Strict, it refuses a container that is not empty: how deep such
- * a value nests is the scanner's to judge (PROTO_SCAN_DEPTH).
- */
-static int rd_skip_body(struct rd *r, const struct val *v)
-{
-    uint64_t pending = v->kind == MSGPACK_OBJECT_ARRAY ? v->n
-                       : v->kind == MSGPACK_OBJECT_MAP ? 2 * (uint64_t)v->n
-                                                       : 0;
-    struct val x;
-
-    if (pending > 0 && r->strict)
-        return -1;
-
-    for (; pending > 0; pending--) {
-        if (rd_next(r, &x) < 0)
-            return -1;
-        if (x.kind == MSGPACK_OBJECT_ARRAY)
-            pending += x.n;
-        else if (x.kind == MSGPACK_OBJECT_MAP)
-            pending += 2 * (uint64_t)x.n;
-    }
-    return 0;
-}
-
-size_t onepass_skip(const uint8_t *p, size_t n)
-{
-    struct rd r = {p, p + n, false};
-    struct val v;
-
-    if (rd_next(&r, &v) < 0 || rd_skip_body(&r, &v) < 0)
-        return 0;
-    return (size_t)(r.p - p);
-}
-
-enum onepass_kind onepass_kind(const uint8_t *p, size_t n)
-{
-    size_t i, k;
-
-    /* the array header: at least one element */
-    if (n == 0)
-        return ONEPASS_MORE;
-    if (p[0] >= 0x91 && p[0] <= 0x9f)
-        i = 1;
-    else if (p[0] == 0xdc || p[0] == 0xdd)
-        i = p[0] == 0xdc ? 3 : 5;
-    else
-        return ONEPASS_OTHER;
-    if (n < i)
-        return ONEPASS_MORE;
-    if (i > 1 && be(p + 1, (int)i - 1) == 0)
-        return ONEPASS_OTHER;
-    /* the type: a string of 5 bytes, "batch" */
-    if (n == i)
-        return ONEPASS_MORE;
-    if (p[i] == 0xa5)
-        k = 1;
-    else if (p[i] == 0xd9 || p[i] == 0xda || p[i] == 0xdb)
-        k = p[i] == 0xd9 ? 2 : p[i] == 0xda ? 3 : 5;
-    else
-        return ONEPASS_OTHER;
-    if (n < i + k)
-        return ONEPASS_MORE;
-    if (k > 1 && be(p + i + 1, (int)k - 1) != 5)
-        return ONEPASS_OTHER;
-    i += k;
-    if (memcmp(p + i, "batch", n - i < 5 ? n - i : 5) != 0)
-        return ONEPASS_OTHER;
-    return n - i < 5 ? ONEPASS_MORE : ONEPASS_BATCH;
-}
+#include "onepass_int.h"
 
 /* ---- typed fields, as proto_field_uint/int ---------------------------- */
 
@@ -350,11 +88,6 @@ static int val_int64(const struct val *v, int64_t *out, const char *what, struct
 }
 
 /* ---- the blob: what msgpack_sbuffer + proto_pack_shape would have built ---- */
-
-struct blob {
-    char *data;
-    size_t size, alloc;
-};
 
 static int blob_grow(struct blob *b, size_t n)
 {
@@ -605,11 +338,11 @@ static int op_ext(struct rd *r, const struct val *h, struct blob *b, struct prot
         return proto_fail(err, PROTO_E_MESSAGE, "entry ext must be a map or nil");
     memset(&x, 0, sizeof(x));
     for (uint32_t i = 0; i < h->n; i++) {
-        if (rd_next(r, &key) < 0 || rd_skip_body(r, &key) < 0)
+        if (rd_next(r, &key) < 0 || onepass_skip_body(r, &key) < 0)
             return cut_short(err);
         if (key.kind != MSGPACK_OBJECT_STR)
             return proto_fail(err, PROTO_E_MESSAGE, "entry ext has a key that is not a string");
-        if (rd_next(r, &v) < 0 || rd_skip_body(r, &v) < 0)
+        if (rd_next(r, &v) < 0 || onepass_skip_body(r, &v) < 0)
             return cut_short(err);
         size_t k = first < 0 ? PROTO_N_EXT_KEYS : ext_key(&key);
         if (k < PROTO_N_EXT_KEYS && (rc = op_ext_value(&v, k, &x, err)) < 0)
@@ -650,7 +383,7 @@ static int op_rest(struct rd *r, uint32_t i, uint32_t n, struct blob *b, struct 
         if (rd_next(r, &v) < 0)
             return cut_short(err);
         if (i > 9) {
-            if (rd_skip_body(r, &v) < 0)
+            if (onepass_skip_body(r, &v) < 0)
                 return cut_short(err);
             continue;
         }
@@ -778,6 +511,104 @@ static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8
         memcpy(q, p, k);
 }
 
+/* 1 when the value at r->p is nil (then stepped over), 0 when it is another, -1 when the bytes
+ * end first. */
+static inline __attribute__((always_inline)) int fast_nil(struct rd *r)
+{
+    if (r->p == r->end)
+        return -1;
+    if (*r->p != 0xc0)
+        return 0;
+    r->p++;
+    return 1;
+}
+
+/* Copies the k canonical bytes at p into the blob, where *off and *len say. false: no memory. */
+static inline __attribute__((always_inline)) bool fast_put(struct blob *b, const uint8_t *p,
+                                                           size_t k, const uint8_t *end,
+                                                           uint32_t *off, uint32_t *len)
+{
+    uint8_t *q = blob_room(b, k + 32);
+
+    if (q == NULL)
+        return false;
+    fast_copy(q, p, k, end);
+    *off = (uint32_t)b->size;
+    *len = (uint32_t)k;
+    b->size += k;
+    return true;
+}
+
+/* Field 6, out_shape, at r->p: nil, or a fixarray shape copied canonical into the blob
+ * (*product: its elements). false: not for the fast path, r->p unmoved. */
+static inline __attribute__((always_inline)) bool
+fast_out_shape(struct rd *r, struct blob *b, struct proto_entry *e, uint64_t *product)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    size_t k;
+    int nil;
+
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
+    if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, product)) == 0 ||
+        !fast_put(b, p, k, end, &e->out_off, &e->out_len))
+        return false;
+    r->p = p + k;
+    return true;
+}
+
+/* Field 7, in_shapes, at r->p: nil, or a fixarray of at most PROTO_MAX_INPUTS shapes:
+ * canonical, their bytes are the blob's. false: not for the fast path, r->p unmoved. */
+static inline __attribute__((always_inline)) bool fast_in_shapes(struct rd *r, struct blob *b,
+                                                                 struct proto_entry *e)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    uint32_t nin;
+    uint64_t unused;
+    size_t k, kin = 1;
+    int nil;
+
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
+    nin = *p & 0x0f;
+    if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
+        return false;
+    for (uint32_t j = 0; j < nin; j++) {
+        if (end - (p + kin) < 1 || (p[kin] & 0xf0) != 0x90 ||
+            (k = fast_shape(p + kin, end, &unused)) == 0)
+            return false;
+        kin += k;
+    }
+    if (!fast_put(b, p, kin, end, &e->in_off, &e->in_len))
+        return false;
+    r->p = p + kin;
+    return true;
+}
+
+/* Field 8, device, at r->p: nil or a fixstr, into the blob. false: not for the fast path,
+ * r->p unmoved. */
+static inline __attribute__((always_inline)) bool fast_device(struct rd *r, struct blob *b,
+                                                              struct proto_entry *e)
+{
+    const uint8_t *p = r->p, *end = r->end;
+    uint32_t len;
+    uint8_t *q;
+    int nil;
+
+    if ((nil = fast_nil(r)) != 0)
+        return nil > 0;
+    len = *p & 0x1f;
+    if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
+        !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
+        return false;
+    memcpy(q, p + 1, len);
+    e->dev_off = (uint32_t)b->size;
+    e->dev_len = len;
+    b->size += len;
+    r->p = p + 1 + len;
+    return true;
+}
+
 /*
  * Fields 4.. of n, as far as the fast readers go: returns the position of the
  * first field they did not take (n when they took all), r->p at its start.
@@ -786,14 +617,11 @@ static inline void fast_copy(uint8_t *q, const uint8_t *p, size_t k, const uint8
 static uint32_t rest_fast(struct rd *r, uint32_t n, struct blob *b, struct proto_entry *e,
                           struct rest *st)
 {
-    const uint8_t *p, *end = r->end;
     uint64_t v = 0;
-    size_t k, kin;
-    uint8_t *q;
     bool nil;
 
     /* 4 and 5: elements and mem_bytes, each within 9 bytes */
-    if (n <= 4 || end - r->p < 18)
+    if (n <= 4 || r->end - r->p < 18)
         return 4;
     if (!fast_uint_or_nil(r, &v, &nil))
         return 4;
@@ -807,84 +635,20 @@ static uint32_t rest_fast(struct rd *r, uint32_t n, struct blob *b, struct proto
         return 5;
     if (!nil)
         e->mem_bytes = v;
-    if (n == 6)
+    if (n == 6 || !fast_out_shape(r, b, e, &st->product))
         return 6;
-
-    /* 6: out_shape */
-    p = r->p;
-    if (p == end)
-        return 6;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        if ((*p & 0xf0) != 0x90 || (k = fast_shape(p, end, &st->product)) == 0 ||
-            (q = blob_room(b, k + 32)) == NULL)
-            return 6;
-        fast_copy(q, p, k, end);
-        e->out_off = (uint32_t)b->size;
-        e->out_len = (uint32_t)k;
-        b->size += k;
-        r->p = p += k;
-    }
-    if (n == 7)
+    if (n == 7 || !fast_in_shapes(r, b, e))
         return 7;
-
-    /* 7: in_shapes, a fixarray of at most PROTO_MAX_INPUTS shapes: canonical, their bytes are
-     * the blob's */
-    if (p == end)
-        return 7;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        uint32_t nin = *p & 0x0f;
-        uint64_t unused;
-        if ((*p & 0xf0) != 0x90 || nin > PROTO_MAX_INPUTS)
-            return 7;
-        kin = 1;
-        for (uint32_t j = 0; j < nin; j++) {
-            if (end - (p + kin) < 1 || (p[kin] & 0xf0) != 0x90 ||
-                (k = fast_shape(p + kin, end, &unused)) == 0)
-                return 7;
-            kin += k;
-        }
-        if ((q = blob_room(b, kin + 32)) == NULL)
-            return 7;
-        fast_copy(q, p, kin, end);
-        e->in_off = (uint32_t)b->size;
-        e->in_len = (uint32_t)kin;
-        b->size += kin;
-        r->p = p += kin;
-    }
-    if (n == 8)
+    if (n == 8 || !fast_device(r, b, e))
         return 8;
-
-    /* 8: device, nil or a fixstr */
-    if (p == end)
-        return 8;
-    if (*p == 0xc0) {
-        r->p = ++p;
-    } else {
-        uint32_t len = *p & 0x1f;
-        if ((*p & 0xe0) != 0xa0 || len == 0 || len > PROTO_MAX_NAME || end - p <= len ||
-            !proto_utf8_valid((const char *)p + 1, len) || (q = blob_room(b, len)) == NULL)
-            return 8;
-        memcpy(q, p + 1, len);
-        e->dev_off = (uint32_t)b->size;
-        e->dev_len = len;
-        b->size += len;
-        r->p = p += 1 + len;
-    }
-    if (n == 9)
-        return 9;
-
     /* 9: ext, when nil */
-    if (p == end || *p != 0xc0)
+    if (n == 9 || r->p == r->end || *r->p != 0xc0)
         return 9;
-    r->p = p + 1;
+    r->p++;
     return 10;
 }
 
-static int op_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct proto_error *err)
+int onepass_entry(struct rd *r, struct blob *b, struct proto_entry *e, struct proto_error *err)
 {
     struct rest st = {0, true};
     uint64_t op = 0;
@@ -939,7 +703,7 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *l
     if (out->entries == NULL)
         return proto_fail(err, PROTO_E_INTERNAL, "out of memory");
     for (uint32_t i = 0; i < count; i++) {
-        if ((rc = op_entry(&r, &b, &out->entries[i], err)) < 0) {
+        if ((rc = onepass_entry(&r, &b, &out->entries[i], err)) < 0) {
             size_t k = err ? strlen(err->message) : 0;
             if (err != NULL)
                 snprintf(err->message + k, sizeof(err->message) - k, " (entry %u)", i);
@@ -948,7 +712,7 @@ int onepass_batch(const uint8_t *p, size_t n, struct proto_batch *out, size_t *l
     }
     /* elements after the entries are not v1's: stepped over */
     for (uint32_t i = 2; i < top.n; i++) {
-        if (rd_next(&r, &l) < 0 || rd_skip_body(&r, &l) < 0) {
+        if (rd_next(&r, &l) < 0 || onepass_skip_body(&r, &l) < 0) {
             rc = cut_short(err);
             goto fail;
         }
@@ -963,169 +727,4 @@ fail:
     free(b.data);
     proto_batch_free(out);
     return rc;
-}
-
-/* ---- a batch as its bytes arrive ------------------------------------------ */
-
-int onepass_inc_begin(struct onepass_inc *s, const uint8_t *p, size_t avail)
-{
-    struct rd r = {p, p + avail, false};
-    size_t k, last_n = s->last_n, last_blob = s->last_blob;
-    struct val top, type, l;
-
-    memset(s, 0, sizeof(*s));
-    s->last_n = last_n;
-    s->last_blob = last_blob;
-    /* onepass_kind() saw the array header and the type "batch" whole */
-    if (rd_next(&r, &top) < 0 || rd_next(&r, &type) < 0)
-        return 0;
-    if (top.n < 2)
-        return -1;
-    if (r.p == r.end)
-        return 0;
-    if (*r.p >= 0x90 && *r.p <= 0x9f)
-        k = 1;
-    else if (*r.p == 0xdc || *r.p == 0xdd)
-        k = *r.p == 0xdc ? 3 : 5;
-    else
-        return -1; /* not an array: the scanner and onepass_batch() say what it is */
-    if ((size_t)(r.end - r.p) < k)
-        return 0;
-    if (rd_next(&r, &l) < 0)
-        return 0;
-    if (l.n == 0)
-        return -1;
-    s->top_n = top.n;
-    s->n = l.n;
-    s->pos = (size_t)(r.p - p);
-    return (int)s->pos;
-}
-
-/* The entries b holds once its part is decoded: the message's rest, within a slice's bound. */
-static size_t inc_left(const struct onepass_inc *s)
-{
-    size_t left = s->n - s->base;
-
-    return s->slice != 0 && s->slice < left ? s->slice : left;
-}
-
-/*
- * Room for entry s->b.n and more: first for as many as the bytes buffered
- * after it can hold (an entry takes five at least: its array header and four
- * values) or as the last batch taken whole had, then twice as many each time,
- * never more than decoded + bytes buffered (or the last batch's), nor than
- * announced. A peer's batches are mostly alike: most need no realloc.
- */
-static int inc_grow(struct onepass_inc *s, size_t avail)
-{
-    size_t want = s->b.n + (avail - s->pos), ncap = s->b.cap ? 2 * s->b.cap : (avail - s->pos) / 5;
-    size_t left = inc_left(s);
-    struct proto_entry *e;
-
-    if (ncap < 64)
-        ncap = 64;
-    if (s->b.cap == 0 && ncap < s->last_n)
-        ncap = s->last_n;
-    if (want < s->last_n)
-        want = s->last_n;
-    if (want > left)
-        want = left;
-    if (ncap > want)
-        ncap = want;
-    if ((e = realloc(s->b.entries, ncap * sizeof(*e))) == NULL)
-        return -1;
-    s->b.entries = e;
-    s->b.cap = ncap;
-    return 0;
-}
-
-int onepass_inc_step(struct onepass_inc *s, const uint8_t *p, size_t avail, size_t max_msg,
-                     bool strict, struct proto_error *err)
-{
-    struct rd r = {p + s->pos, p + avail, strict};
-    struct blob b = {s->b.blob, s->b.blob_len, s->b.blob_cap};
-
-    /* room for as many bytes as the last batch's blob took (a peer's batches are alike), and
-     * BLOB_SLACK */
-    if (b.data == NULL && s->last_blob > 0 && (b.data = malloc(s->last_blob + BLOB_SLACK)) != NULL)
-        b.alloc = s->last_blob + BLOB_SLACK;
-    /* what the message needs at least after entry i: a byte for each element not started */
-    uint64_t after = (uint64_t)s->n - 1 + (s->top_n - 2);
-    int rc = ONEPASS_DONE;
-
-    size_t left = inc_left(s);
-
-    while (s->b.n < left) {
-        uint32_t i = s->base + (uint32_t)s->b.n; /* the entry's number in the message */
-        size_t mark = b.size;
-
-        if (s->pos == avail) {
-            rc = strict ? ONEPASS_STOP : cut_short(err);
-            break;
-        }
-        if (s->b.n == s->b.cap && inc_grow(s, avail) < 0) {
-            rc = strict ? ONEPASS_STOP : proto_fail(err, PROTO_E_INTERNAL, "out of memory");
-            break;
-        }
-        rc = op_entry(&r, &b, &s->b.entries[s->b.n], err);
-        if (rc == 0 && strict && (size_t)(r.p - p) + after - i > max_msg)
-            rc = -1; /* the scanner finds where it no longer fits */
-        if (rc < 0) {
-            if (strict) {
-                b.size = mark;
-                rc = ONEPASS_STOP;
-            } else if (err != NULL) {
-                size_t k = strlen(err->message);
-                snprintf(err->message + k, sizeof(err->message) - k, " (entry %u)", i);
-            }
-            break;
-        }
-        s->b.n++;
-        s->pos = (size_t)(r.p - p);
-        rc = ONEPASS_DONE;
-    }
-    s->b.blob = b.data;
-    s->b.blob_len = b.size;
-    s->b.blob_cap = b.alloc;
-    return rc;
-}
-
-bool onepass_inc_cut(struct onepass_inc *s, struct proto_batch *out)
-{
-    s->base += (uint32_t)s->b.n;
-    if (out != NULL) {
-        *out = s->b;
-        memset(&s->b, 0, sizeof(s->b));
-    } else {
-        s->b.n = 0; /* the arrays stay for the next slice */
-        s->b.blob_len = 0;
-    }
-    return s->base == s->n;
-}
-
-int onepass_inc_finish(struct onepass_inc *s, const uint8_t *p, size_t avail,
-                       struct proto_batch *out, size_t *len, struct proto_error *err)
-{
-    struct rd r = {p + s->pos, p + avail, false};
-    struct val l;
-
-    /* elements after the entries are not v1's: stepped over */
-    for (uint32_t i = 2; i < s->top_n; i++) {
-        if (rd_next(&r, &l) < 0 || rd_skip_body(&r, &l) < 0) {
-            onepass_inc_free(s);
-            return cut_short(err);
-        }
-    }
-    *out = s->b;
-    *len = (size_t)(r.p - p);
-    memset(s, 0, sizeof(*s));
-    s->last_n = out->n;
-    s->last_blob = out->blob_len;
-    return 0;
-}
-
-void onepass_inc_free(struct onepass_inc *s)
-{
-    proto_batch_free(&s->b);
-    memset(s, 0, sizeof(*s));
 }
