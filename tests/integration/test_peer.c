@@ -234,7 +234,7 @@ static void limit_cb(uv_timer_t *t)
     peerlink_close(t->data, "the test's time limit");
 }
 
-static const struct peerlink_ops peer_ops = {on_ready, on_msg, on_close};
+static const struct peerlink_ops peer_ops = {on_ready, on_msg, on_close, NULL};
 
 /* Runs peers p[0..n) against the home, all at once, until every link closed (10 s at most). */
 static void run(struct peer *p, size_t n, const char *keyfile)
