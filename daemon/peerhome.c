@@ -299,10 +299,10 @@ static void peerhome_snapshot(struct peerhome_link *k, const msgpack_object *m)
  * clock_hello it carries only probes and replies, as raw bytes
  * (peerclock_wire.h). Once a tick (PEERCLOCK_INTERVAL_MS) the home starts a
  * burst of PEERCLOCK_PROBES probes, each sent when the previous reply came
- * back (t1 just before the send, t4 when the reply is read: uv_hrtime, the
- * home's CLOCK_MONOTONIC), and gives the burst to the host's estimator. A
- * bad reply closes the clock link only; a burst still unfinished at the next
- * tick (a reply a second late) too.
+ * back (t1 just before the probe is encrypted and sent, t4 when the reply's
+ * bytes were read from the socket: uv_hrtime, the home's CLOCK_MONOTONIC), and gives the burst to
+ * the host's estimator. A bad reply closes the clock link only; a burst still unfinished at the
+ * next tick (a reply a second late) too.
  */
 static void peerhome_probe(struct peerhome_link *k)
 {
@@ -335,9 +335,14 @@ static void peerhome_clock_start(struct peerhome_link *k)
 static void peerhome_clock_burst(struct peerhome_link *k)
 {
     struct peerhome_host *x = k->host;
-    int rc = peerclock_add_burst(x->clock, k->samples, k->got, NULL);
+    struct peerclock_burst b;
+    int rc = peerclock_add_burst(x->clock, k->samples, k->got, &b);
 
     k->probing = false;
+    if (rc == 0)
+        log_debug("peer %s: clock burst: offset %lld ns within %lld ns (the minimum round "
+                  "trip's alone: %lld ns)",
+                  x->name, (long long)b.offset, (long long)b.bound, (long long)b.rtt_bound);
     if (rc < 0) {
         /* Samples that contradict the clock so far (or are impossible): the member's clock
          * is not the one measured before (a restart elsewhere) or it is lying. Start over. */
@@ -348,7 +353,7 @@ static void peerhome_clock_burst(struct peerhome_link *k)
 
 static void peerhome_clock_raw_cb(struct peerlink *l, const char *p, size_t len)
 {
-    int64_t t4 = (int64_t)uv_hrtime();
+    int64_t t4 = (int64_t)l->rx_ns; /* read before TLS decrypted it: a tighter bound */
     struct peerhome_link *k = l->data;
     struct peerclock_sample *s = &k->samples[k->got];
     struct peerclock_msg r;

@@ -367,6 +367,7 @@ static void peerlink_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct peerlink *l = s->data;
 
     if (n > 0 && !l->closing) {
+        l->rx_ns = uv_hrtime();
         l->rx_ms = uv_now(s->loop);
         if (BIO_write(l->rbio, buf->base, (int)n) != (int)n)
             peerlink_close(l, "out of memory");

@@ -80,6 +80,9 @@ struct peerlink {
     char addr[64];            /* the peer's address, for the log */
     char reason[160];         /* why it closed */
     uint64_t rx_ms, rx_bytes; /* uv_now() of the last bytes read; plaintext bytes read */
+    /* uv_hrtime() just after the read that brought the bytes being handed to on_msg or on_raw
+     * (before TLS decrypted them): when a clock probe or reply was received */
+    uint64_t rx_ns;
 };
 
 /*

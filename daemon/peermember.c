@@ -236,8 +236,9 @@ static void peermember_connect(struct peermember *m)
  * The clock link (proto/PROTOCOL.md "Clock probes"): a connection of its
  * own, so that a probe never waits behind a snapshot. It says clock_hello,
  * then carries only the home's probes and this member's replies, answered
- * from the loop at once: t2 when the probe is read, t3 just before the reply
- * is written (uv_hrtime: CLOCK_MONOTONIC). Whatever delays the loop adds
+ * from the loop at once: t2 when the probe's bytes were read from the socket
+ * (peerlink rx_ns), t3 just before the reply is encrypted and written
+ * (uv_hrtime: CLOCK_MONOTONIC). Whatever delays the loop adds
  * lands inside the round trip: it widens the bound, never breaks it.
  */
 static void peermember_clock_ready_cb(struct peerlink *l)
@@ -260,7 +261,7 @@ static void peermember_clock_msg_cb(struct peerlink *l, const msgpack_object *ms
 
 static void peermember_clock_raw_cb(struct peerlink *l, const char *p, size_t len)
 {
-    int64_t t2 = (int64_t)uv_hrtime();
+    int64_t t2 = (int64_t)l->rx_ns; /* read before TLS decrypted it: a tighter bound */
     struct peerclock_msg q;
     uint8_t out[PEERCLOCK_WIRE_MAX];
     int n = peerclock_wire_decode((const uint8_t *)p, len, &q);

@@ -49,7 +49,7 @@ out=$("$TRACECTLD" --socket "$HOSTS_DIR/x.sock" --data-dir "$HOSTS_DIR/x.data" \
 [ $? -ne 0 ] && echo "$out" | grep -q "0600" || fail "a 0644 key was taken: $out"
 
 hosts_daemon home --peer-listen 0.0.0.0:7700 --peer-key "$HOSTS_DIR/key" --host home \
-    --linger 30 || fail "home did not start"
+    --linger 30 --log-level debug || fail "home did not start"
 
 # 1. The wrong key: refused, logged on both sides, never a member.
 # (in m2's namespace, by hand: hosts_daemon names the namespace after the daemon)
@@ -247,5 +247,16 @@ for x, y in zip(sorted(a["ops"], key=lambda o: o["op"]), sorted(b["ops"], key=la
     for k in ("op", "calls", "total_ns", "min_ns", "max_ns", "p50_ns", "p95_ns", "p99_ns"):
         assert x[k] == y[k], (k, x, y)
 assert a["session"]["entries"] == b["session"]["entries"] == 160
+PY
+# The figures: every burst's bound, as the home logged it (debug).
+python3 - "$HOSTS_DIR/home.log" <<'PY'
+import re, statistics, sys
+b = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"peer (\S+): clock burst: offset (-?\d+) ns within (\d+) ns", line)
+    if m:
+        b.setdefault(m.group(1), []).append(int(m.group(3)))
+for h, v in sorted(b.items()):
+    print(f"{h}: {len(v)} bursts, bound median {statistics.median(v)} ns, min {min(v)}, max {max(v)}")
 PY
 echo "ok: wrong key refused; merged = sum; m1 stale after ${stale_ms} ms, caught up ${catch_ms} ms after the link came back"
