@@ -200,8 +200,10 @@ assert s["span_ns"] + slack >= ext, (s["span_ns"], ext)
 assert s["span_ns"] < 3_000_000_000, s["span_ns"]
 print(f"merged span {s['span_ns']} ns; the hosts' known entries span {ext} ns aligned")
 PY
-"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job | grep -q "^Hosts" ||
-    fail "the text report has no Hosts section"
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job >"$HOSTS_DIR/merged.txt"
+sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q " m1 .* ms .*ppm" ||
+    fail "the text report's Hosts section shows no clock: $(cat "$HOSTS_DIR/merged.txt")"
+sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
 
 # 3. m1 cut off while its session job2 is live.
 rm -f "$HOSTS_DIR/go"
