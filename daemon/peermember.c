@@ -57,7 +57,8 @@ struct peermember {
     uint64_t gen;     /* welcomes so far: a new link resends everything */
     int64_t first_id; /* sessions from this id on are forwarded, live or ended */
     bool stopping, retry_closed;
-    char last_refusal[160]; /* logged once until it changes */
+    char last_refusal[160];  /* logged once until it changes */
+    char clock_refusal[160]; /* the clock link's, likewise (a home refusing it every tick) */
 };
 
 /* A snapshot read on the thread pool. */
@@ -250,13 +251,31 @@ static void peermember_clock_ready_cb(struct peerlink *l)
     if (peermsg_pack_clock_hello(&sb, k->m->host) == 0)
         peerlink_send(l, sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
-    peerlink_raw(l, PEERCLOCK_WIRE_MAX);
+    peerlink_raw(l, PEERMEMBER_CLOCK_MAX);
 }
 
 static void peermember_clock_msg_cb(struct peerlink *l, const msgpack_object *msg)
 {
     (void)msg; /* never called: the link is raw from its first byte */
     peerlink_close(l, "a message before clock_hello");
+}
+
+/* Not a probe: the home's `error` (its reason logged), or a bad home. The link is closed. */
+static void peermember_clock_bad(struct peerlink *l, const char *p, size_t len)
+{
+    char text[220], why[260];
+    msgpack_unpacked u;
+
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, p, len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && peermsg_type(&u.data) == PEERMSG_ERROR) {
+        peermsg_error_text(&u.data, text, sizeof(text));
+        snprintf(why, sizeof(why), "refused by the home: %s", text);
+    } else {
+        snprintf(why, sizeof(why), "the home sent something other than a clock probe");
+    }
+    msgpack_unpacked_destroy(&u);
+    peerlink_close(l, why);
 }
 
 static void peermember_clock_raw_cb(struct peerlink *l, const char *p, size_t len)
@@ -267,8 +286,7 @@ static void peermember_clock_raw_cb(struct peerlink *l, const char *p, size_t le
     int n = peerclock_wire_decode((const uint8_t *)p, len, &q);
 
     if (n != (int)len || q.type != PEERCLOCK_PROBE) {
-        /* the home's `error` (e.g. an unknown host) lands here too: it is not a probe */
-        peerlink_close(l, "the home sent something other than a clock probe");
+        peermember_clock_bad(l, p, len);
         return;
     }
     q.type = PEERCLOCK_REPLY;
@@ -284,9 +302,10 @@ static void peermember_clock_close_cb(struct peerlink *l, const char *reason)
     struct peermember_link *k = l->data;
     struct peermember *m = k->m;
 
-    if (!m->stopping && m->link != NULL && m->welcomed)
-        log_warn("peer: clock link to home %s closed: %s; made again at the next tick", m->home,
-                 reason);
+    if (!m->stopping && m->link != NULL && m->welcomed && strcmp(m->clock_refusal, reason) != 0) {
+        log_warn("peer: clock link to home %s closed: %s; made again each second", m->home, reason);
+        snprintf(m->clock_refusal, sizeof(m->clock_refusal), "%s", reason);
+    }
     m->clock = NULL;
     free(k);
     peermember_maybe_free(m);
