@@ -4,6 +4,8 @@
 #include "peerhome.h"
 #include "daemon.h"
 #include "log.h"
+#include "peerclock_io.h"
+#include "peerclock_wire.h"
 #include "peermsg.h"
 #include "peersnap.h"
 #include "session.h"
@@ -20,9 +22,11 @@
 struct peerhome_host {
     struct peerhome_host *next;
     char name[PEERMSG_MAX_HOST + 1];
-    struct peerhome_link *link; /* the link that holds the name; NULL while none */
-    uint64_t rx_ms;             /* uv_now() when a link of this host last spoke */
-    size_t parts, bytes;        /* what its snapshots take (PEERHOME_MAX_*) */
+    struct peerhome_link *link;       /* the link that holds the name; NULL while none */
+    struct peerhome_link *clock_link; /* its clock link; NULL while none */
+    struct peerclock *clock;          /* its clock against the home's; NULL until a clock link */
+    uint64_t rx_ms;                   /* uv_now() when a link of this host last spoke */
+    size_t parts, bytes;              /* what its snapshots take (PEERHOME_MAX_*) */
 };
 
 /* The latest snapshot of one session from one member host. */
@@ -42,8 +46,14 @@ struct peerhome_link {
     struct peerlink l;
     struct peerhome *h;
     struct peerhome_link *next;
-    struct peerhome_host *host; /* NULL until peer_hello */
+    struct peerhome_host *host; /* NULL until peer_hello or clock_hello */
     bool replaced;              /* a newer link of its host took its place */
+    /* a clock link (clock_hello): the burst in flight, probe `got` of PEERCLOCK_PROBES */
+    bool clock, probing;
+    uint32_t seq;
+    size_t got;
+    uint64_t burst_ms; /* uv_now() when the burst in flight began */
+    struct peerclock_sample samples[PEERCLOCK_PROBES];
 };
 
 struct peerhome {
@@ -72,6 +82,7 @@ static void peerhome_maybe_free(struct peerhome *h)
     while (h->hosts != NULL) {
         struct peerhome_host *x = h->hosts;
         h->hosts = x->next;
+        free(x->clock);
         free(x);
     }
     peerlink_ctx_free(h->ctx);
@@ -281,6 +292,123 @@ static void peerhome_snapshot(struct peerhome_link *k, const msgpack_object *m)
     peersnap_free(&s);
 }
 
+/* ---- clock links ------------------------------------------------------------------------ */
+
+/*
+ * A member's clock link (proto/PROTOCOL.md "Clock probes"): after its
+ * clock_hello it carries only probes and replies, as raw bytes
+ * (peerclock_wire.h). Once a tick (PEERCLOCK_INTERVAL_MS) the home starts a
+ * burst of PEERCLOCK_PROBES probes, each sent when the previous reply came
+ * back (t1 just before the probe is encrypted and sent, t4 when the reply's
+ * bytes were read from the socket: uv_hrtime, the home's CLOCK_MONOTONIC), and gives the burst to
+ * the host's estimator. A bad reply closes the clock link only; a burst still unfinished at the
+ * next tick (a reply a second late) too.
+ */
+static void peerhome_probe(struct peerhome_link *k)
+{
+    struct peerclock_msg q = {.type = PEERCLOCK_PROBE, .seq = ++k->seq};
+    uint8_t buf[PEERCLOCK_WIRE_MAX];
+    int n;
+
+    q.t1 = (int64_t)uv_hrtime();
+    n = peerclock_wire_encode(&q, buf, sizeof(buf));
+    k->samples[k->got].t1 = q.t1;
+    if (n < 0 || peerlink_send(&k->l, (const char *)buf, (size_t)n) < 0)
+        peerlink_close(&k->l, "cannot send a clock probe");
+}
+
+static void peerhome_clock_start(struct peerhome_link *k)
+{
+    uint64_t now = uv_now(k->h->d->loop);
+
+    if (k->probing && now - k->burst_ms >= PEERCLOCK_INTERVAL_MS)
+        peerlink_close(&k->l, "a clock reply more than a second late");
+    if (k->probing)
+        return;
+    k->probing = true;
+    k->burst_ms = now;
+    k->got = 0;
+    peerhome_probe(k);
+}
+
+/* A whole burst: into the host's estimator. */
+static void peerhome_clock_burst(struct peerhome_link *k)
+{
+    struct peerhome_host *x = k->host;
+    struct peerclock_burst b;
+    int rc = peerclock_add_burst(x->clock, k->samples, k->got, &b);
+
+    k->probing = false;
+    if (rc == 0)
+        log_debug("peer %s: clock burst: offset %lld ns within %lld ns (the minimum round "
+                  "trip's alone: %lld ns)",
+                  x->name, (long long)b.offset, (long long)b.bound, (long long)b.rtt_bound);
+    if (rc < 0) {
+        /* Samples that contradict the clock so far (or are impossible): the member's clock
+         * is not the one measured before (a restart elsewhere) or it is lying. Start over. */
+        peerclock_init(x->clock);
+        peerlink_close(&k->l, "a burst of clock replies contradicts itself or the past");
+    }
+}
+
+static void peerhome_clock_raw_cb(struct peerlink *l, const char *p, size_t len)
+{
+    int64_t t4 = (int64_t)l->rx_ns; /* read before TLS decrypted it: a tighter bound */
+    struct peerhome_link *k = l->data;
+    struct peerclock_sample *s = &k->samples[k->got];
+    struct peerclock_msg r;
+    int n = peerclock_wire_decode((const uint8_t *)p, len, &r);
+
+    if (n != (int)len || r.type != PEERCLOCK_REPLY || !k->probing || r.seq != k->seq ||
+        r.t1 != s->t1 || r.t3 < r.t2 || r.t3 - r.t2 > t4 - s->t1) {
+        peerlink_close(l, "a bad clock reply");
+        return;
+    }
+    s->t2 = r.t2;
+    s->t3 = r.t3;
+    s->t4 = t4;
+    if (++k->got < PEERCLOCK_PROBES)
+        peerhome_probe(k);
+    else
+        peerhome_clock_burst(k);
+}
+
+static void peerhome_clock_hello(struct peerhome_link *k, const msgpack_object *m)
+{
+    struct peerhome *h = k->h;
+    char name[PEERMSG_MAX_HOST + 1], err[PEERMSG_MAX_HOST + 96];
+    struct peerhome_host *x;
+
+    if (peermsg_host(m, name, err, sizeof(err)) < 0) {
+        peerhome_fail(k, PROTO_E_MESSAGE, err);
+        return;
+    }
+    for (x = h->hosts; x != NULL && strcmp(x->name, name) != 0; x = x->next)
+        ;
+    if (x == NULL || x->link == NULL) {
+        snprintf(err, sizeof(err), "clock_hello: host \"%s\" has no member link", name);
+        peerhome_fail(k, PROTO_E_MESSAGE, err);
+        return;
+    }
+    if (x->clock == NULL && (x->clock = malloc(sizeof(*x->clock))) != NULL)
+        peerclock_init(x->clock);
+    if (x->clock == NULL) {
+        peerhome_fail(k, PROTO_E_INTERNAL, "out of memory");
+        return;
+    }
+    if (x->clock_link != NULL) {
+        x->clock_link->host = NULL;
+        x->clock_link->replaced = true;
+        peerlink_close(&x->clock_link->l, "replaced by a new clock link from the same host");
+    }
+    x->clock_link = k;
+    k->host = x;
+    k->clock = true;
+    peerlink_raw(&k->l, PEERCLOCK_WIRE_MAX);
+    log_debug("peer %s (%s): clock link up", name, k->l.addr);
+    peerhome_clock_start(k);
+}
+
 static void peerhome_msg_cb(struct peerlink *l, const msgpack_object *m)
 {
     struct peerhome_link *k = l->data;
@@ -290,6 +418,8 @@ static void peerhome_msg_cb(struct peerlink *l, const msgpack_object *m)
     if (k->host == NULL) {
         if (t == PEERMSG_HELLO)
             peerhome_hello(k, m);
+        else if (t == PEERMSG_CLOCK_HELLO)
+            peerhome_clock_hello(k, m);
         else
             peerhome_fail(k, PROTO_E_MESSAGE, "the first message must be peer_hello");
         return;
@@ -322,7 +452,10 @@ static void peerhome_close_cb(struct peerlink *l, const char *reason)
     struct peerhome_link *k = l->data, **pp;
     struct peerhome *h = k->h;
 
-    if (k->host != NULL) {
+    if (k->host != NULL && k->clock) {
+        log_warn("peer %s (%s): clock link closed: %s", k->host->name, l->addr, reason);
+        k->host->clock_link = NULL;
+    } else if (k->host != NULL) {
         log_warn("peer %s (%s): link closed: %s", k->host->name, l->addr, reason);
         k->host->link = NULL;
     } else if (k->replaced) {
@@ -344,6 +477,7 @@ static const struct peerlink_ops peerhome_link_ops = {
     .on_ready = peerhome_ready_cb,
     .on_msg = peerhome_msg_cb,
     .on_close = peerhome_close_cb,
+    .on_raw = peerhome_clock_raw_cb,
 };
 
 static void peerhome_spare_closed_cb(uv_handle_t *handle)
@@ -436,6 +570,8 @@ void peerhome_tick(struct peerhome *h)
     for (struct peerhome_link *k = h->links; k != NULL; k = k->next)
         if (k->host != NULL && now - k->l.rx_ms >= PEERHOME_DEAD_MS)
             peerlink_close(&k->l, "silent for 3 s");
+        else if (k->clock && k->host != NULL && !k->l.closing)
+            peerhome_clock_start(k);
 }
 
 void peerhome_stop(struct peerhome *h)
@@ -515,6 +651,34 @@ static void peerhome_newest(const struct peerhome *h, const char *name, int64_t 
     *to = newest != NULL && newest->ended_ns > 0 ? newest->ended_ns : 0;
 }
 
+/*
+ * The clock of one member part (peerhome.h CLOCKS): the estimate in force
+ * now, the mean drift over the last PEERHOME_DRIFT_SPAN_NS, and a copy of the
+ * estimator for the worker to convert the member's times. Before the first
+ * burst, unknown: offset and bound nil (bound_ns -1), no copy; drift nil
+ * until two bursts. 0 or -ENOMEM.
+ */
+static int peerhome_clock(const struct peerclock *c, struct peermerge_part *q)
+{
+    struct peerclock_at at;
+    double ppm;
+
+    q->offset_ns = 0;
+    q->bound_ns = -1;
+    q->drift_ppm = NAN;
+    q->violations = c != NULL ? c->violations : 0;
+    if (c == NULL || peerclock_offset_at(c, (int64_t)uv_hrtime(), &at) < 0)
+        return 0;
+    q->offset_ns = at.offset_ns;
+    q->bound_ns = at.bound_ns;
+    if (peerclock_drift(c, PEERHOME_DRIFT_SPAN_NS, &ppm, NULL) == 0)
+        q->drift_ppm = ppm;
+    if ((q->clock = malloc(sizeof(*q->clock))) == NULL)
+        return -ENOMEM;
+    memcpy(q->clock, c, sizeof(*c));
+    return 0;
+}
+
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
                      int64_t from_ns, int64_t to_ns, struct peermerge *out)
 {
@@ -540,11 +704,8 @@ int peerhome_collect(const struct peerhome *h, const char *name, const char *hom
         q = &out->parts[out->n_parts++];
         q->state = peerhome_part_state(h, p);
         q->age_ns = (now - p->rx_ms) * 1000000;
-        /* The clock hook (peerhome.h, CLOCKS): no estimate yet, so unknown. */
-        q->offset_ns = 0;
-        q->bound_ns = -1;
-        q->drift_ppm = NAN;
-        q->violations = 0;
+        if (peerhome_clock(p->host->clock, q) < 0)
+            goto nomem;
         q->host = strdup(p->host->name);
         q->snap = malloc(p->len);
         if (q->host == NULL || q->snap == NULL)

@@ -22,16 +22,16 @@
  * for less than --linger), `lost` (silent longer). A link silent for
  * PEERHOME_DEAD_MS is closed; the member reconnects and resends.
  *
- * CLOCKS (the hook for daemon/peerclock.h, built separately). A report's
- * host rows come from peerhome_collect(), which fills each member part's
- * offset_ns, bound_ns, drift_ppm and violations (struct peermerge_part).
- * Until the estimator lands they are 0, -1 (unknown: nil), NaN (nil) and 0;
- * then peerhome_collect() asks it, per member host, for the estimate in
- * force now: peerclock_estimate(clock, host, home_now_ns, &offset_ns,
- * &bound_ns, &drift_ppm, &violations), with the probe link kept beside the
- * host's peerhome_host. Times a member sends (none yet: snapshots carry
- * durations and spans only) are to be converted with the offset in force
- * at each one.
+ * CLOCKS. Each member host has a clock link beside its link (its first
+ * message clock_hello; peermember.h makes it): once a tick the home sends it
+ * a burst of probes, one after the other's reply, on the loop, and keeps
+ * the bursts in the host's estimator (peerclock.h), which outlives the links
+ * (a member back after an outage continues its history). A report's host
+ * rows (peerhome_collect) get the offset in force at that moment with its
+ * bound, the mean drift over the last minute and the violations counted,
+ * and a copy of the estimator, with which the report's worker converts the
+ * member's times to the home's clock (peermerge.h). A bad reply closes the
+ * clock link only; the member makes it again at its next tick.
  *
  * MEMORY. At most PEERHOME_MAX_PARTS parts and PEERHOME_MAX_BYTES bytes of
  * snapshots per host: past either, the part of that host that ended longest
@@ -59,6 +59,8 @@
 /* A member's part belongs to the home's session of its name when their wall-clock times
  * overlap give or take this (clocks a little apart, sessions that linger). */
 #define PEERHOME_SLACK_NS (60 * 1000000000LL)
+/* The drift a host row shows: the mean over this much of the latest bursts (peerclock_drift). */
+#define PEERHOME_DRIFT_SPAN_NS (60 * 1000000000LL)
 
 struct daemon;
 struct peerhome;

@@ -254,6 +254,12 @@ int peerlink_send(struct peerlink *l, const char *buf, size_t len)
     return peerlink_flush(l);
 }
 
+void peerlink_raw(struct peerlink *l, size_t max)
+{
+    l->raw = true;
+    l->frame.max = max;
+}
+
 bool peerlink_busy(const struct peerlink *l)
 {
     return l->closing || l->tcp.write_queue_size > PEERLINK_MAX_QUEUE;
@@ -276,6 +282,11 @@ static int peerlink_plain(struct peerlink *l, const char *p, size_t n)
     while (!l->closing && (rc = peerframe_next(&l->frame, &len, &why)) == 1) {
         msgpack_unpacked res;
         size_t off = 0;
+        if (l->raw) {
+            l->ops->on_raw(l, l->frame.buf, len);
+            peerframe_take(&l->frame, len);
+            continue;
+        }
         msgpack_unpacked_init(&res);
         if (msgpack_unpack_next(&res, l->frame.buf, len, &off) != MSGPACK_UNPACK_SUCCESS ||
             off != len)
@@ -356,6 +367,7 @@ static void peerlink_read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     struct peerlink *l = s->data;
 
     if (n > 0 && !l->closing) {
+        l->rx_ns = uv_hrtime();
         l->rx_ms = uv_now(s->loop);
         if (BIO_write(l->rbio, buf->base, (int)n) != (int)n)
             peerlink_close(l, "out of memory");

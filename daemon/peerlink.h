@@ -62,6 +62,8 @@ struct peerlink_ops {
     /* a whole message (an array whose element 0 is a string, checked); m is borrowed */
     void (*on_msg)(struct peerlink *l, const msgpack_object *m);
     void (*on_close)(struct peerlink *l, const char *reason);
+    /* after peerlink_raw(): each whole message's bytes instead of on_msg (p borrowed) */
+    void (*on_raw)(struct peerlink *l, const char *p, size_t len);
 };
 
 struct peerlink {
@@ -73,10 +75,14 @@ struct peerlink {
     void *data;             /* the owner's */
     struct peerframe frame; /* plaintext in, whole messages out */
     bool ready, closing, tcp_open;
+    bool raw;                 /* peerlink_raw(): messages go to on_raw as bytes */
     int handles;              /* open uv handles; on_close runs when the last closes */
     char addr[64];            /* the peer's address, for the log */
     char reason[160];         /* why it closed */
     uint64_t rx_ms, rx_bytes; /* uv_now() of the last bytes read; plaintext bytes read */
+    /* uv_hrtime() just after the read that brought the bytes being handed to on_msg or on_raw
+     * (before TLS decrypted them): when a clock probe or reply was received */
+    uint64_t rx_ns;
 };
 
 /*
@@ -108,6 +114,13 @@ int peerlink_connect(struct peerlink *l, uv_loop_t *loop, struct ssl_ctx_st *ctx
  * on_ready or after close, -EIO when TLS fails (the link is then closing).
  */
 int peerlink_send(struct peerlink *l, const char *buf, size_t len);
+/*
+ * From now on, each whole message of at most max bytes goes to ops->on_raw
+ * as its bytes, unpacked by nobody (the clock link: peerclock_wire.h decodes
+ * its fixed shape itself, and a larger message closes the link). Framing and
+ * its checks stay as they were. ops->on_raw must be set.
+ */
+void peerlink_raw(struct peerlink *l, size_t max);
 /* True while more than PEERLINK_MAX_QUEUE bytes wait to be sent: skip what can wait. */
 bool peerlink_busy(const struct peerlink *l);
 /* Closes the link (reason for the log); on_close follows. Idempotent. */

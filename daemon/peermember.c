@@ -4,6 +4,7 @@
 #include "peermember.h"
 #include "daemon.h"
 #include "log.h"
+#include "peerclock_wire.h"
 #include "peermsg.h"
 #include "peersnap.h"
 
@@ -45,7 +46,8 @@ struct peermember {
     SSL_CTX *ctx;
     struct sockaddr_storage addr;
     char *home, *host;
-    struct peermember_link *link; /* NULL while none */
+    struct peermember_link *link;  /* NULL while none */
+    struct peermember_link *clock; /* the clock link, made once welcomed; NULL while none */
     bool welcomed;
     uv_timer_t retry;
     uint64_t backoff_ms;
@@ -55,7 +57,8 @@ struct peermember {
     uint64_t gen;     /* welcomes so far: a new link resends everything */
     int64_t first_id; /* sessions from this id on are forwarded, live or ended */
     bool stopping, retry_closed;
-    char last_refusal[160]; /* logged once until it changes */
+    char last_refusal[160];  /* logged once until it changes */
+    char clock_refusal[160]; /* the clock link's, likewise (a home refusing it every tick) */
 };
 
 /* A snapshot read on the thread pool. */
@@ -74,6 +77,7 @@ struct peermember_work {
 };
 
 static void peermember_connect(struct peermember *m);
+static void peermember_clock_connect(struct peermember *m);
 
 static void peermember_fwd_free(struct peermember_fwd *f)
 {
@@ -83,7 +87,7 @@ static void peermember_fwd_free(struct peermember_fwd *f)
 
 static void peermember_maybe_free(struct peermember *m)
 {
-    if (!m->stopping || !m->retry_closed || m->link != NULL || m->n_work > 0)
+    if (!m->stopping || !m->retry_closed || m->link != NULL || m->clock != NULL || m->n_work > 0)
         return;
     while (m->fwd != NULL) {
         struct peermember_fwd *f = m->fwd;
@@ -153,6 +157,7 @@ static void peermember_msg_cb(struct peerlink *l, const msgpack_object *msg)
         m->backoff_ms = PEERMEMBER_RETRY_MIN_MS;
         m->last_refusal[0] = '\0';
         log_info("peer: member \"%s\" joined home \"%s\" at %s", m->host, text, m->home);
+        peermember_clock_connect(m);
         break;
     case PEERMSG_PONG:
         break;
@@ -186,6 +191,8 @@ static void peermember_close_cb(struct peerlink *l, const char *reason)
     reason = why;
     m->link = NULL;
     free(k);
+    if (m->clock != NULL)
+        peerlink_close(&m->clock->l, "the home's link closed");
     if (m->stopping) {
         peermember_maybe_free(m);
         return;
@@ -222,6 +229,107 @@ static void peermember_connect(struct peermember *m)
     /* On failure on_close runs (and schedules the retry). */
     peerlink_connect(&k->l, m->d->loop, m->ctx, (const struct sockaddr *)&m->addr,
                      &peermember_link_ops, k);
+}
+
+/* ---- the clock link ---------------------------------------------------------------------- */
+
+/*
+ * The clock link (proto/PROTOCOL.md "Clock probes"): a connection of its
+ * own, so that a probe never waits behind a snapshot. It says clock_hello,
+ * then carries only the home's probes and this member's replies, answered
+ * from the loop at once: t2 when the probe's bytes were read from the socket
+ * (peerlink rx_ns), t3 just before the reply is encrypted and written
+ * (uv_hrtime: CLOCK_MONOTONIC). Whatever delays the loop adds
+ * lands inside the round trip: it widens the bound, never breaks it.
+ */
+static void peermember_clock_ready_cb(struct peerlink *l)
+{
+    struct peermember_link *k = l->data;
+    msgpack_sbuffer sb;
+
+    msgpack_sbuffer_init(&sb);
+    if (peermsg_pack_clock_hello(&sb, k->m->host) == 0)
+        peerlink_send(l, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    peerlink_raw(l, PEERMEMBER_CLOCK_MAX);
+}
+
+static void peermember_clock_msg_cb(struct peerlink *l, const msgpack_object *msg)
+{
+    (void)msg; /* never called: the link is raw from its first byte */
+    peerlink_close(l, "a message before clock_hello");
+}
+
+/* Not a probe: the home's `error` (its reason logged), or a bad home. The link is closed. */
+static void peermember_clock_bad(struct peerlink *l, const char *p, size_t len)
+{
+    char text[220], why[260];
+    msgpack_unpacked u;
+
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, p, len, NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && peermsg_type(&u.data) == PEERMSG_ERROR) {
+        peermsg_error_text(&u.data, text, sizeof(text));
+        snprintf(why, sizeof(why), "refused by the home: %s", text);
+    } else {
+        snprintf(why, sizeof(why), "the home sent something other than a clock probe");
+    }
+    msgpack_unpacked_destroy(&u);
+    peerlink_close(l, why);
+}
+
+static void peermember_clock_raw_cb(struct peerlink *l, const char *p, size_t len)
+{
+    int64_t t2 = (int64_t)l->rx_ns; /* read before TLS decrypted it: a tighter bound */
+    struct peerclock_msg q;
+    uint8_t out[PEERCLOCK_WIRE_MAX];
+    int n = peerclock_wire_decode((const uint8_t *)p, len, &q);
+
+    if (n != (int)len || q.type != PEERCLOCK_PROBE) {
+        peermember_clock_bad(l, p, len);
+        return;
+    }
+    q.type = PEERCLOCK_REPLY;
+    q.t2 = t2;
+    q.t3 = (int64_t)uv_hrtime();
+    n = peerclock_wire_encode(&q, out, sizeof(out));
+    if (n > 0)
+        peerlink_send(l, (const char *)out, (size_t)n);
+}
+
+static void peermember_clock_close_cb(struct peerlink *l, const char *reason)
+{
+    struct peermember_link *k = l->data;
+    struct peermember *m = k->m;
+
+    if (!m->stopping && m->link != NULL && m->welcomed && strcmp(m->clock_refusal, reason) != 0) {
+        log_warn("peer: clock link to home %s closed: %s; made again each second", m->home, reason);
+        snprintf(m->clock_refusal, sizeof(m->clock_refusal), "%s", reason);
+    }
+    m->clock = NULL;
+    free(k);
+    peermember_maybe_free(m);
+}
+
+static const struct peerlink_ops peermember_clock_ops = {
+    .on_ready = peermember_clock_ready_cb,
+    .on_msg = peermember_clock_msg_cb,
+    .on_close = peermember_clock_close_cb,
+    .on_raw = peermember_clock_raw_cb,
+};
+
+static void peermember_clock_connect(struct peermember *m)
+{
+    struct peermember_link *k;
+
+    if (m->stopping || m->clock != NULL || !m->welcomed)
+        return;
+    if ((k = calloc(1, sizeof(*k))) == NULL)
+        return; /* the next tick tries again */
+    k->m = m;
+    m->clock = k;
+    peerlink_connect(&k->l, m->d->loop, m->ctx, (const struct sockaddr *)&m->addr,
+                     &peermember_clock_ops, k);
 }
 
 /* ---- snapshots --------------------------------------------------------------------------- */
@@ -390,6 +498,7 @@ void peermember_tick(struct peermember *m)
     }
     if (m->link == NULL || !m->welcomed)
         return;
+    peermember_clock_connect(m);
     msgpack_sbuffer_init(&sb);
     peermember_send_packed(m, &sb, peermsg_pack_ping(&sb, false));
     for (struct peermember_fwd **pp = &m->fwd; *pp != NULL;) {
@@ -453,6 +562,8 @@ void peermember_stop(struct peermember *m)
     uv_close((uv_handle_t *)&m->retry, peermember_retry_closed_cb);
     if (m->link != NULL)
         peerlink_close(&m->link->l, "the member is stopping");
+    if (m->clock != NULL)
+        peerlink_close(&m->clock->l, "the member is stopping");
 }
 
 /* ---- sessions a producer routed (hello "home") ------------------------------------------- */

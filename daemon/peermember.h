@@ -18,6 +18,12 @@
  * taken host name) are logged with the home's reason and retried the same
  * way.
  *
+ * CLOCK LINK. Once welcomed, a second link to the home carries only clock
+ * probes (clock_hello first; proto/PROTOCOL.md "Clock probes"), answered
+ * from the loop as they come: t2 when the probe's bytes were read, t3 just
+ * before the reply is written. When it closes it is made again at the next
+ * tick; when the link closes, it closes too.
+ *
  * peermember_stop() closes the link and frees the member once its handles
  * are closed and its snapshot reads have come back.
  */
@@ -34,6 +40,8 @@
 #define PEERMEMBER_RESEND_MS    10000 /* an unchanged live session: a snapshot this often */
 #define PEERMEMBER_RETRY_MIN_MS 250
 #define PEERMEMBER_RETRY_MAX_MS 5000
+/* The longest message the clock link takes from the home: a probe, or an `error` saying why. */
+#define PEERMEMBER_CLOCK_MAX 1024
 
 struct daemon;
 struct peermember;

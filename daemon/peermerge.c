@@ -19,6 +19,7 @@ void peermerge_free(struct peermerge *m)
     for (size_t i = 0; i < m->n_parts; i++) {
         free(m->parts[i].host);
         free(m->parts[i].snap);
+        free(m->parts[i].clock);
     }
     free(m->parts);
     free(m->home_host);
@@ -210,12 +211,23 @@ static int peermerge_comm(struct report *r, double min_ratio)
     return 0;
 }
 
-/* The header of the merged report: sums, and the largest span and peak of one host. */
-static void peermerge_header(struct report *r, const struct peersnap *snaps, size_t n)
+/*
+ * The header of the merged report: sums, the largest peak of one host, and
+ * the span from the first begin to the last end of the hosts whose times are
+ * on the home's clock (aligned[i]), at least the longest span of one host.
+ */
+static void peermerge_header(struct report *r, const struct peersnap *snaps, const bool *aligned,
+                             size_t n)
 {
+    uint64_t begin = UINT64_MAX, end = 0;
+
     r->processes = r->entries = r->dropped = r->total_ns = r->span_ns = 0;
     r->peak_bytes = r->total_bytes = 0;
     for (size_t i = 0; i < n; i++) {
+        if (aligned[i] && snaps[i].end_ns > 0) {
+            begin = snaps[i].begin_ns < begin ? snaps[i].begin_ns : begin;
+            end = snaps[i].end_ns > end ? snaps[i].end_ns : end;
+        }
         const struct peersnap *s = &snaps[i];
         r->processes = peermerge_add(r->processes, s->processes);
         r->entries = peermerge_add(r->entries, s->entries);
@@ -227,6 +239,8 @@ static void peermerge_header(struct report *r, const struct peersnap *snaps, siz
         if (s->peak_bytes > r->peak_bytes)
             r->peak_bytes = s->peak_bytes;
     }
+    if (end > begin && end - begin > r->span_ns)
+        r->span_ns = end - begin;
 }
 
 /* ---- top lists -------------------------------------------------------------------------- */
@@ -327,9 +341,10 @@ static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
 }
 
 /*
- * One row of `hosts`. offset_ns is member clock minus home clock; until
- * peerclock measures it, a member's is 0 with bound_ns and drift_ppm nil
- * (unknown), and the home's own row is 0 with bound 0 (its own clock).
+ * One row of `hosts`. offset_ns is member clock minus home clock, within
+ * bound_ns; before the first burst of probes both are nil (bound_ns -1),
+ * and drift_ppm is nil until two (NaN). The home's own row is 0 with bound
+ * 0 and drift 0 (its own clock).
  */
 static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
                                const struct peersnap *s, uint64_t age_ns, int64_t offset_ns,
@@ -346,7 +361,10 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
     peermerge_kv_u64(pk, "dropped", s != NULL ? s->dropped : 0);
     peermerge_kv_u64(pk, "snapshot_age_ns", age_ns);
     proto_pack_str(pk, "offset_ns");
-    msgpack_pack_int64(pk, offset_ns);
+    if (bound_ns >= 0)
+        msgpack_pack_int64(pk, offset_ns);
+    else
+        msgpack_pack_nil(pk);
     proto_pack_str(pk, "bound_ns");
     if (bound_ns >= 0)
         msgpack_pack_int64(pk, bound_ns);
@@ -388,6 +406,38 @@ static int peermerge_hosts(struct report *r, const struct peermerge *m,
     return 0;
 }
 
+/* ---- clocks ---------------------------------------------------------------------------- */
+
+/* A member time *t converted to the home's clock, with the offset in force then. */
+static void peermerge_to_home(const struct peerclock *c, uint64_t *t)
+{
+    struct peerclock_at at;
+
+    if (*t <= (uint64_t)PEERCLOCK_TIME_MAX && peerclock_to_home(c, (int64_t)*t, &at) == 0)
+        *t = at.home_ns > 0 ? (uint64_t)at.home_ns : 0;
+}
+
+/*
+ * Converts a member's times in s (its top lists' start_ns, its begin_ns and
+ * end_ns) to the home's clock with its estimator c. False when c has no
+ * estimate yet (NULL): the times stay the member's, and its begin and end
+ * do not count in the merged span.
+ */
+static bool peermerge_align(struct peersnap *s, const struct peerclock *c)
+{
+    if (c == NULL || c->n == 0)
+        return false;
+    for (size_t i = 0; i < s->n_slowest; i++)
+        peermerge_to_home(c, &s->slowest[i].start_ns);
+    for (size_t i = 0; i < s->n_hotspots; i++)
+        peermerge_to_home(c, &s->hotspots[i].start_ns);
+    if (s->end_ns > 0) {
+        peermerge_to_home(c, &s->begin_ns);
+        peermerge_to_home(c, &s->end_ns);
+    }
+    return true;
+}
+
 /* ---- the merge -------------------------------------------------------------------------- */
 
 /* Decodes member i's snapshot into snaps[i + 1]; one that fails is left out (have false). */
@@ -425,8 +475,9 @@ static void peermerge_page(struct report *r, uint32_t offset, uint32_t limit)
  * Replaces r's summed sections with the merge of snaps[0..n) (hosts[i] named);
  * local: snaps[0] is the home's own part, whose top lists r already has.
  */
-static int peermerge_apply(struct report *r, struct peersnap *snaps, char **hosts, size_t n,
-                           bool local, const char *home_host, const struct report_params *p)
+static int peermerge_apply(struct report *r, struct peersnap *snaps, const bool *aligned,
+                           char **hosts, size_t n, bool local, const char *home_host,
+                           const struct report_params *p)
 {
     struct report merged = {0};
     uint32_t top = p != NULL ? p->top : 10;
@@ -439,7 +490,7 @@ static int peermerge_apply(struct report *r, struct peersnap *snaps, char **host
     if (rc < 0)
         return rc;
 
-    peermerge_header(&merged, snaps, n);
+    peermerge_header(&merged, snaps, aligned, n);
     rc = peermerge_ops(r, snaps, n, &merged.ops, &merged.n_ops);
     if (rc == 0)
         rc = peermerge_devices(snaps, hosts, n, &merged.devices, &merged.n_devices);
@@ -493,11 +544,11 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
     size_t n = m->n_parts + 1, k = 0;
     struct peersnap *snaps = calloc(n, sizeof(*snaps)), *use;
     char **hosts = calloc(n, sizeof(*hosts));
-    bool *have = calloc(n, sizeof(*have));
+    bool *have = calloc(n, sizeof(*have)), *aligned = calloc(n, sizeof(*aligned));
     int rc = 0;
 
     use = calloc(n, sizeof(*use));
-    if (snaps == NULL || hosts == NULL || have == NULL || use == NULL) {
+    if (snaps == NULL || hosts == NULL || have == NULL || aligned == NULL || use == NULL) {
         rc = -ENOMEM;
         goto out;
     }
@@ -509,13 +560,15 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
     }
     for (size_t i = 0; i < m->n_parts; i++)
         have[i + 1] = peermerge_decode(&m->parts[i], &snaps[i + 1]);
-    /* The parts that count, packed to the front (use borrows snaps' contents). */
+    /* The parts that count, packed to the front (use borrows snaps' contents), each member's
+     * times on the home's clock (aligned) once its clock is measured. */
     for (size_t i = 0; i < n; i++)
         if (have[i]) {
+            aligned[k] = i == 0 || peermerge_align(&snaps[i], m->parts[i - 1].clock);
             use[k] = snaps[i];
             hosts[k++] = i == 0 ? m->home_host : m->parts[i - 1].host;
         }
-    rc = peermerge_apply(r, use, hosts, k, have[0], m->home_host, p);
+    rc = peermerge_apply(r, use, aligned, hosts, k, have[0], m->home_host, p);
     if (rc == 0)
         rc = peermerge_hosts(r, m, snaps, have, db_path != NULL);
 out:
@@ -527,5 +580,6 @@ out:
     free(use);
     free(hosts);
     free(have);
+    free(aligned);
     return rc;
 }

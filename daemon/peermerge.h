@@ -12,8 +12,12 @@
  * daemon uses agg_bucket()'s buckets, so the 1 % promise holds across
  * hosts). Devices are named `host/device`. The slowest and memory-hotspot
  * lists merge every host's own (a member's top PEERSNAP_TOP, without
- * shapes), and span_ns is the longest span of one host until the clocks of
- * the hosts are aligned (peerclock). Pure over its inputs: no libuv, no
+ * shapes). Every time a member sent (its top lists' start_ns, its begin and
+ * end) is converted to the home's clock with the offset in force then
+ * (peerclock_to_home, with the copy of its estimator in its part), and
+ * span_ns runs from the first begin to the last end of the hosts on that
+ * clock; a member not measured yet keeps its own times and counts in the
+ * span only through its own length. Pure over its inputs: no libuv, no
  * globals.
  */
 #ifndef TRACECTLD_PEERMERGE_H
@@ -23,18 +27,20 @@
 #include <stdint.h>
 
 #include "agg.h"
+#include "peerclock.h"
 #include "report.h"
 
 /* One member's part, as the loop thread copied it for the worker (owned). */
 struct peermerge_part {
     char *host;
-    const char *state;   /* static: "live", "stale", "lost" or "ended" */
-    uint64_t age_ns;     /* since its snapshot arrived */
-    int64_t offset_ns;   /* member clock minus home clock (0 until peerclock) */
-    int64_t bound_ns;    /* |true - offset| <= bound_ns; -1: unknown (nil) */
-    double drift_ppm;    /* the member clock's rate against the home's; NaN: unknown (nil) */
-    uint64_t violations; /* clock-condition violations counted (0 until peerclock) */
-    char *snap;          /* the whole `snapshot` message as it arrived */
+    const char *state;       /* static: "live", "stale", "lost" or "ended" */
+    uint64_t age_ns;         /* since its snapshot arrived */
+    int64_t offset_ns;       /* member clock minus home clock, now */
+    int64_t bound_ns;        /* |true - offset| <= bound_ns; -1: unknown (offset and bound nil) */
+    double drift_ppm;        /* the member clock's rate against the home's; NaN: unknown (nil) */
+    uint64_t violations;     /* clock-condition violations counted (peerclock_collective) */
+    struct peerclock *clock; /* a copy of its estimator; NULL before its first burst */
+    char *snap;              /* the whole `snapshot` message as it arrived */
     size_t snap_len;
 };
 

@@ -24,7 +24,7 @@ enum peermsg_type peermsg_type(const msgpack_object *m)
         {"peer_hello", PEERMSG_HELLO}, {"peer_welcome", PEERMSG_WELCOME},
         {"error", PEERMSG_ERROR},      {"ping", PEERMSG_PING},
         {"pong", PEERMSG_PONG},        {"snapshot", PEERMSG_SNAPSHOT},
-        {"snapshot_ack", PEERMSG_ACK},
+        {"snapshot_ack", PEERMSG_ACK}, {"clock_hello", PEERMSG_CLOCK_HELLO},
     };
 
     if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size == 0)
@@ -62,6 +62,11 @@ static int peermsg_pack_host_msg(msgpack_sbuffer *sb, const char *type, const ch
 int peermsg_pack_hello(msgpack_sbuffer *sb, const char *host)
 {
     return peermsg_pack_host_msg(sb, "peer_hello", host, true);
+}
+
+int peermsg_pack_clock_hello(msgpack_sbuffer *sb, const char *host)
+{
+    return peermsg_pack_host_msg(sb, "clock_hello", host, true);
 }
 
 int peermsg_pack_welcome(msgpack_sbuffer *sb, const char *host)
@@ -121,10 +126,12 @@ bool peermsg_host_valid(const char *name, size_t len)
 int peermsg_host(const msgpack_object *m, char *host, char *err, size_t errlen)
 {
     const msgpack_object *h = peermsg_get(m, "host"), *p = peermsg_get(m, "proto");
+    enum peermsg_type t = peermsg_type(m);
 
-    if (peermsg_type(m) == PEERMSG_HELLO &&
+    if ((t == PEERMSG_HELLO || t == PEERMSG_CLOCK_HELLO) &&
         (p == NULL || p->type != MSGPACK_OBJECT_POSITIVE_INTEGER || p->via.u64 != PEERMSG_PROTO)) {
-        snprintf(err, errlen, "peer_hello: proto must be %d", PEERMSG_PROTO);
+        snprintf(err, errlen, "%s: proto must be %d",
+                 t == PEERMSG_HELLO ? "peer_hello" : "clock_hello", PEERMSG_PROTO);
         return -EPROTO;
     }
     if (h == NULL || h->type != MSGPACK_OBJECT_STR ||

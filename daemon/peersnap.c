@@ -93,6 +93,8 @@ static int peersnap_read_totals(struct peersnap_reader *r)
     end = peersnap_col(st, 7);
     begin = peersnap_col(st, 8);
     s->span_ns = end > begin ? end - begin : 0;
+    s->begin_ns = begin;
+    s->end_ns = end;
     s->peak_bytes = peersnap_col(st, 9);
     s->total_bytes = peersnap_col(st, 10);
     sqlite3_finalize(st);

@@ -63,6 +63,9 @@ struct peersnap {
      * ended_ns 0 while live), so that the home tells apart two jobs of one name */
     uint64_t sid, started_ns, ended_ns;
     uint64_t processes, ranks, entries, dropped, total_ns, span_ns, peak_bytes, total_bytes;
+    /* the first entry's start and the last one's end, CLOCK_MONOTONIC ns of the host that
+     * sent it (0, 0: none, or a member that does not send them); the home converts them */
+    uint64_t begin_ns, end_ns;
     struct peersnap_op *ops; /* sorted by name, unique */
     size_t n_ops;
     struct peersnap_dev *devs; /* sorted by name, unique */

@@ -69,7 +69,7 @@ int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
 
     rc |= msgpack_pack_array(pk, 2);
     rc |= proto_pack_str(pk, "snapshot");
-    rc |= msgpack_pack_map(pk, 18);
+    rc |= msgpack_pack_map(pk, 20);
     rc |= proto_pack_str(pk, "session");
     rc |= proto_pack_str(pk, s->session);
     peersnap_kv(pk, "seq", s->seq);
@@ -84,6 +84,8 @@ int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
     peersnap_kv(pk, "dropped", s->dropped);
     peersnap_kv(pk, "total_ns", s->total_ns);
     peersnap_kv(pk, "span_ns", s->span_ns);
+    peersnap_kv(pk, "begin_ns", s->begin_ns);
+    peersnap_kv(pk, "end_ns", s->end_ns);
     peersnap_kv(pk, "peak_bytes", s->peak_bytes);
     peersnap_kv(pk, "total_bytes", s->total_bytes);
     rc |= proto_pack_str(pk, "ops");
@@ -305,12 +307,13 @@ static int peersnap_dec_entries(struct peersnap_dec *d, const msgpack_object *o,
 static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
                             const msgpack_object *v, struct peersnap *s, unsigned *seen)
 {
-    static const char *const names[] = {"seq",         "processes", "ranks",      "entries",
-                                        "dropped",     "total_ns",  "span_ns",    "peak_bytes",
-                                        "total_bytes", "sid",       "started_ns", "ended_ns"};
+    static const char *const names[] = {
+        "seq",        "processes",   "ranks", "entries",    "dropped",  "total_ns", "span_ns",
+        "peak_bytes", "total_bytes", "sid",   "started_ns", "ended_ns", "begin_ns", "end_ns"};
     uint64_t *fields[] = {&s->seq,         &s->processes, &s->ranks,      &s->entries,
                           &s->dropped,     &s->total_ns,  &s->span_ns,    &s->peak_bytes,
-                          &s->total_bytes, &s->sid,       &s->started_ns, &s->ended_ns};
+                          &s->total_bytes, &s->sid,       &s->started_ns, &s->ended_ns,
+                          &s->begin_ns,    &s->end_ns};
 
 #define KEY(name) (kl == strlen(name) && memcmp(k, name, kl) == 0)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -372,6 +375,8 @@ int peersnap_decode(const msgpack_object *m, struct peersnap *out, char *err, si
         calls = calls > UINT64_MAX - out->ops[i].calls ? UINT64_MAX : calls + out->ops[i].calls;
     if (rc == 0 && calls != out->entries)
         rc = peersnap_bad(&d, "the ops' calls do not sum to entries");
+    if (rc == 0 && out->begin_ns > out->end_ns)
+        rc = peersnap_bad(&d, "begin_ns is after end_ns");
     if (rc == -ENOMEM)
         snprintf(err, errlen, "snapshot: out of memory");
     if (rc < 0)

@@ -8,7 +8,9 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -465,6 +467,44 @@ static const struct cli_view_col cli_report_comm_cols[] = {
     {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
 };
 
+/*
+ * A clock figure of ns in µs below 1 ms and in ms above, with a sign when
+ * signed, to the µs (an offset of seconds still shows its µs): "-2000.004 ms",
+ * "3.2 µs". "-": nil (not measured).
+ */
+static void cli_report_clock_ns(const msgpack_object *v, bool sign, char *buf, size_t size)
+{
+    double ns;
+
+    if (v == NULL || cli_obj_is_nil(v) || cli_obj_f64(v, &ns) != 0 || !isfinite(ns))
+        snprintf(buf, size, "-");
+    else if (fabs(ns) < 1e6)
+        snprintf(buf, size, sign ? "%+.1f µs" : "%.1f µs", ns / 1e3);
+    else
+        snprintf(buf, size, sign ? "%+.3f ms" : "%.3f ms", ns / 1e6);
+}
+
+static void cli_report_offset_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    cli_report_clock_ns(cli_obj_get(row, "offset_ns"), true, buf, size);
+}
+
+static void cli_report_bound_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    cli_report_clock_ns(cli_obj_get(row, "bound_ns"), false, buf, size);
+}
+
+static void cli_report_drift_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    const msgpack_object *v = cli_obj_get(row, "drift_ppm");
+    double ppm;
+
+    if (v == NULL || cli_obj_is_nil(v) || cli_obj_f64(v, &ppm) != 0 || !isfinite(ppm))
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%+.1f ppm", ppm);
+}
+
 /* The hosts of a session that spans hosts (the home's report; proto/PROTOCOL.md "hosts"). */
 static const struct cli_view_col cli_report_hosts_cols[] = {
     {"HOST", "host", CLI_VIEW_TEXT, 24, NULL},
@@ -474,8 +514,10 @@ static const struct cli_view_col cli_report_hosts_cols[] = {
     {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
     {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
     {"SNAPSHOT AGE", "snapshot_age_ns", CLI_VIEW_DURATION, 0, NULL},
-    {"OFFSET", "offset_ns", CLI_VIEW_DURATION, 0, NULL},
-    {"BOUND", "bound_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"OFFSET", NULL, CLI_VIEW_COUNT, 0, cli_report_offset_cell},
+    {"BOUND", NULL, CLI_VIEW_COUNT, 0, cli_report_bound_cell},
+    {"DRIFT", NULL, CLI_VIEW_COUNT, 0, cli_report_drift_cell},
+    {"VIOLATIONS", "violations", CLI_VIEW_COUNT, 0, NULL},
 };
 
 static int cli_report_hosts(FILE *f, const msgpack_object *rows)
@@ -486,7 +528,9 @@ static int cli_report_hosts(FILE *f, const msgpack_object *rows)
     rc = cli_view_table(f, CLI_REPORT_INDENT, cli_report_hosts_cols,
                         CLI_REPORT_NCOLS(cli_report_hosts_cols), rows);
     if (rc == 0)
-        fprintf(f, "%sOFFSET: a host's clock minus the home's, within BOUND (-: not measured)\n",
+        fprintf(f,
+                "%sOFFSET: a host's clock minus the home's now, within BOUND; DRIFT: its rate "
+                "against the home's over the last minute (-: not measured yet)\n",
                 CLI_REPORT_INDENT);
     return rc;
 }

@@ -33,6 +33,7 @@ static void same(const struct peersnap *a, const struct peersnap *b)
     CHECK(a->sid == b->sid && a->started_ns == b->started_ns && a->ended_ns == b->ended_ns);
     CHECK(a->ranks == b->ranks && a->entries == b->entries && a->dropped == b->dropped);
     CHECK(a->total_ns == b->total_ns && a->span_ns == b->span_ns);
+    CHECK(a->begin_ns == b->begin_ns && a->end_ns == b->end_ns);
     CHECK(a->peak_bytes == b->peak_bytes && a->total_bytes == b->total_bytes);
     CHECK(a->n_ops == b->n_ops && a->n_devs == b->n_devs);
     for (size_t i = 0; i < a->n_ops; i++) {

@@ -7,7 +7,11 @@
 #   hosts_add NAME             a namespace for host NAME (lo up)
 #   hosts_link A B N           a veth pair A <-> B on 10.$HOSTS_NET.N.0/24: A is .1, B is .2
 #   hosts_addr A B N           prints B's side's view of A's address (10.$HOSTS_NET.N.1)
-#   hosts_exec NAME CMD...     runs CMD in NAME's namespace
+#   hosts_exec NAME CMD...     runs CMD in NAME's namespace (and its clock, hosts_time)
+#   hosts_time NAME SECONDS    NAME's CLOCK_MONOTONIC is SECONDS off the machine's (may be
+#                              negative): its daemon and commands run in a time namespace
+#                              with that offset (one per process: equal offsets, equal clocks)
+#   hosts_have_timens          true when time namespaces work here (unshare --time)
 #   hosts_daemon NAME ARGS...  starts tracectld in NAME's namespace on $HOSTS_DIR/NAME.sock,
 #                              data in $HOSTS_DIR/NAME.data, log $HOSTS_DIR/NAME.log
 #   hosts_stop NAME            SIGTERM to NAME's daemon, waits for it
@@ -28,11 +32,12 @@ hosts_need_root() {
 
 HOSTS_NS=()
 declare -A HOSTS_PID
+declare -A HOSTS_TIME
 
 hosts_cleanup() {
     local n
     for n in "${!HOSTS_PID[@]}"; do
-        kill "${HOSTS_PID[$n]}" 2>/dev/null
+        hosts_kill "${HOSTS_PID[$n]}"
     done
     for n in "${!HOSTS_PID[@]}"; do
         wait "${HOSTS_PID[$n]}" 2>/dev/null
@@ -77,23 +82,45 @@ hosts_addr() {
     echo "10.$HOSTS_NET.$3.1"
 }
 
+hosts_have_timens() {
+    unshare --time --monotonic 1 --fork true 2>/dev/null
+}
+
+hosts_time() {
+    HOSTS_TIME[$1]=$2
+}
+
+# The command prefix that puts a process on NAME's clock (nothing when it has none).
+hosts_clock() {
+    local off=${HOSTS_TIME[$1]:-}
+    [ -n "$off" ] && echo "unshare --time --monotonic $off --fork --kill-child=SIGTERM"
+}
+
 hosts_exec() {
-    local ns="${HOSTS_PFX}$1"
+    local ns="${HOSTS_PFX}$1" clock
+    clock=$(hosts_clock "$1")
     shift
-    ip netns exec "$ns" "$@"
+    ip netns exec "$ns" $clock "$@"
 }
 
 hosts_daemon() {
-    local name=$1
+    local name=$1 clock
     shift
-    ip netns exec "${HOSTS_PFX}$name" "$TRACECTLD" --socket "$HOSTS_DIR/$name.sock" \
+    clock=$(hosts_clock "$name")
+    ip netns exec "${HOSTS_PFX}$name" $clock "$TRACECTLD" --socket "$HOSTS_DIR/$name.sock" \
         --data-dir "$HOSTS_DIR/$name.data" "$@" >>"$HOSTS_DIR/$name.log" 2>&1 &
     HOSTS_PID[$name]=$!
     hosts_wait 10 test -S "$HOSTS_DIR/$name.sock"
 }
 
+# SIGTERM to a process we started and to its children: unshare --fork (hosts_time) waits for
+# its child and does not pass SIGTERM on.
+hosts_kill() {
+    kill $(pgrep -P "$1") "$1" 2>/dev/null
+}
+
 hosts_stop() {
-    kill "${HOSTS_PID[$1]}" 2>/dev/null
+    hosts_kill "${HOSTS_PID[$1]}"
     wait "${HOSTS_PID[$1]}" 2>/dev/null
     unset "HOSTS_PID[$1]"
 }

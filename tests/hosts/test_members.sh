@@ -11,6 +11,13 @@
 #  3. a member cut off (its veth down) while its session is live is shown stale
 #     within 3 s; what it ingests meanwhile reaches the home when the link is
 #     back: nothing lost.
+# Clocks: m1 and m2 (daemons and producers) run in time namespaces whose
+# CLOCK_MONOTONIC is 3 s ahead and 2 s behind the home's (unshare --time), so
+# the truth is known: each host row's offset_ns must be within its bound_ns
+# of +3 s / -2 s, and the members' entries in the merged top list must sit at
+# their own start_ns minus that truth (within the bound), the merged span
+# covering the hosts on the home's clock. Without time namespaces the truth
+# is 0 and the test says so.
 # usage: test_members.sh TRACECTLD TRACECTL HOSTS_PRODUCER
 set -u
 TRACECTLD=$1 TRACECTL=$2 PRODUCER=$3
@@ -24,6 +31,14 @@ hosts_add m1
 hosts_add m2
 hosts_link home m1 1 || fail "ip link add veth"
 hosts_link home m2 2
+if hosts_have_timens; then
+    hosts_time m1 3
+    hosts_time m2 -2
+    export M1_TRUTH_NS=3000000000 M2_TRUTH_NS=-2000000000
+else
+    echo "note: no time namespaces here (unshare --time): clock offsets checked against 0 only"
+    export M1_TRUTH_NS=0 M2_TRUTH_NS=0
+fi
 openssl rand -hex 32 >"$HOSTS_DIR/key" && chmod 600 "$HOSTS_DIR/key"
 openssl rand -hex 32 >"$HOSTS_DIR/other" && chmod 600 "$HOSTS_DIR/other"
 cp "$HOSTS_DIR/key" "$HOSTS_DIR/open" && chmod 644 "$HOSTS_DIR/open"
@@ -34,7 +49,7 @@ out=$("$TRACECTLD" --socket "$HOSTS_DIR/x.sock" --data-dir "$HOSTS_DIR/x.data" \
 [ $? -ne 0 ] && echo "$out" | grep -q "0600" || fail "a 0644 key was taken: $out"
 
 hosts_daemon home --peer-listen 0.0.0.0:7700 --peer-key "$HOSTS_DIR/key" --host home \
-    --linger 30 || fail "home did not start"
+    --linger 30 --log-level debug || fail "home did not start"
 
 # 1. The wrong key: refused, logged on both sides, never a member.
 # (in m2's namespace, by hand: hosts_daemon names the namespace after the daemon)
@@ -94,6 +109,15 @@ grep -q "member joined" "$HOSTS_DIR/home.log" && [ "$(grep -c 'member joined' "$
 report home job --rank 0,1 >"$HOSTS_DIR/own_home.json" || fail "home's own part"
 report m1 job >"$HOSTS_DIR/own_m1.json" || fail "m1's own report"
 report m2 job >"$HOSTS_DIR/own_m2.json" || fail "m2's own report"
+# Top lists long enough to hold every member entry a member sends (its top 100).
+report home job --top 700 >"$HOSTS_DIR/merged_top.json" || fail "the merged top 700"
+for h in home m1 m2; do
+    if [ $h = home ]; then
+        report home job --rank 0,1 --top 700 >"$HOSTS_DIR/top_$h.json"
+    else
+        report $h job --top 700 >"$HOSTS_DIR/top_$h.json"
+    fi || fail "$h's own top 700"
+done
 python3 - "$HOSTS_DIR" <<'PY' || fail "the merged report is not the sum of the hosts'"
 import json, sys
 d = sys.argv[1]
@@ -132,11 +156,54 @@ rows = {h["host"]: h for h in merged["hosts"]}
 assert sorted(rows) == ["home", "m1", "m2"], rows
 assert (rows["m1"]["ranks"], rows["m1"]["entries"]) == (2, 200), rows["m1"]
 assert (rows["m2"]["ranks"], rows["m2"]["entries"]) == (1, 60), rows["m2"]
-assert rows["m1"]["offset_ns"] == 0 and rows["m1"]["bound_ns"] is None
 print("merged = sum of the hosts' own reports:", {k: v["calls"] for k, v in m.items()})
+# Clocks: each member's offset within its bound of the truth (its time namespace's offset).
+import os
+truth = {"m1": int(os.environ["M1_TRUTH_NS"]), "m2": int(os.environ["M2_TRUTH_NS"])}
+for h, t in truth.items():
+    row = rows[h]
+    assert row["bound_ns"] is not None and row["offset_ns"] is not None, row
+    err = abs(row["offset_ns"] - t)
+    assert err <= row["bound_ns"], (h, "offset", row["offset_ns"], "truth", t, row["bound_ns"])
+    # a bound so wide that it says nothing would pass the check above (cf. clock_ns)
+    assert row["bound_ns"] < 20_000_000, row
+    print(f"{h}: offset {row['offset_ns']} ns, truth {t} ns, error {err} ns, "
+          f"bound {row['bound_ns']} ns, drift {row['drift_ppm']} ppm, "
+          f"violations {row['violations']}")
+assert rows["home"]["offset_ns"] == 0 and rows["home"]["bound_ns"] == 0, rows["home"]
+# The members' entries in the merged top list: their own start_ns minus the truth, within
+# the bound (matched by rank and duration, unique per rank in hosts_producer's entries).
+own_by = {}
+for h in ("home", "m1", "m2"):
+    for e in json.load(open(f"{d}/top_{h}.json"))["slowest"]:
+        own_by[(h, e["rank"], e["dur_ns"])] = e["start_ns"] - truth.get(h, 0)
+seen = {"m1": 0, "m2": 0}
+worst = 0
+for e in json.load(open(d + "/merged_top.json"))["slowest"]:
+    h = e["device"].split("/")[0]
+    want = own_by[(h, e["rank"], e["dur_ns"])]
+    if h in truth:
+        seen[h] += 1
+        worst = max(worst, abs(e["start_ns"] - want))
+        assert abs(e["start_ns"] - want) <= rows[h]["bound_ns"], (e, want, rows[h])
+    else:
+        assert e["start_ns"] == want, (e, want)
+assert seen["m1"] == 100 and seen["m2"] == 60, seen
+print(f"merged top list: member entries at most {worst} ns from the truth ({seen})")
+# The span covers every host on the home's clock: at least from the first entry known to the
+# last one's end, truth-aligned (the hosts ran at once: less than a second apart).
+starts = [s for s in own_by.values()]
+ends = [own_by[k] + k[2] for k in own_by]
+ext = max(ends) - min(starts)
+slack = max(rows[h]["bound_ns"] for h in truth)
+assert s["span_ns"] + slack >= ext, (s["span_ns"], ext)
+assert s["span_ns"] < 3_000_000_000, s["span_ns"]
+print(f"merged span {s['span_ns']} ns; the hosts' known entries span {ext} ns aligned")
 PY
-"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job | grep -q "^Hosts" ||
-    fail "the text report has no Hosts section"
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job >"$HOSTS_DIR/merged.txt"
+sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q " m1 .* ms .*ppm" ||
+    fail "the text report's Hosts section shows no clock: $(cat "$HOSTS_DIR/merged.txt")"
+sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
 
 # 3. m1 cut off while its session job2 is live.
 rm -f "$HOSTS_DIR/go"
@@ -182,5 +249,16 @@ for x, y in zip(sorted(a["ops"], key=lambda o: o["op"]), sorted(b["ops"], key=la
     for k in ("op", "calls", "total_ns", "min_ns", "max_ns", "p50_ns", "p95_ns", "p99_ns"):
         assert x[k] == y[k], (k, x, y)
 assert a["session"]["entries"] == b["session"]["entries"] == 160
+PY
+# The figures: every burst's bound, as the home logged it (debug).
+python3 - "$HOSTS_DIR/home.log" <<'PY'
+import re, statistics, sys
+b = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"peer (\S+): clock burst: offset (-?\d+) ns within (\d+) ns", line)
+    if m:
+        b.setdefault(m.group(1), []).append(int(m.group(3)))
+for h, v in sorted(b.items()):
+    print(f"{h}: {len(v)} bursts, bound median {statistics.median(v)} ns, min {min(v)}, max {max(v)}")
 PY
 echo "ok: wrong key refused; merged = sum; m1 stale after ${stale_ms} ms, caught up ${catch_ms} ms after the link came back"

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "peerclock_io.h"
+#include "peerclock_wire.h"
 #include "peerhome.h"
 #include "peerlink.h"
 #include "peermsg.h"
@@ -234,7 +236,7 @@ static void limit_cb(uv_timer_t *t)
     peerlink_close(t->data, "the test's time limit");
 }
 
-static const struct peerlink_ops peer_ops = {on_ready, on_msg, on_close};
+static const struct peerlink_ops peer_ops = {on_ready, on_msg, on_close, NULL};
 
 /* Runs peers p[0..n) against the home, all at once, until every link closed (10 s at most). */
 static void run(struct peer *p, size_t n, const char *keyfile)
@@ -531,4 +533,130 @@ Test(peer, a_name_used_again_reports_only_the_newest_job)
     cr_assert_eq(entries, 3, "the job of an hour ago was merged in (%llu entries)", entries);
     cr_assert_eq(rows, 2, "the home's row and one part");
     cr_assert_str_neq(state, "ended", "the old job's final snapshot took the new job's place");
+}
+
+/* ---- the clock link ----------------------------------------------------------------------- */
+
+/*
+ * A member's clock link, scripted: clock_hello for host, then it answers the
+ * home's probes as a member does (t2, t3 from uv_hrtime: this process shares
+ * the home's CLOCK_MONOTONIC, so the truth is 0), `good` of them, and the
+ * next one with a wrong seq. When the home closes it, main pings.
+ */
+struct clockpeer {
+    struct peerlink l;
+    const char *host;
+    struct peer *main; /* pinged once this link closed (NULL: none) */
+    int good, answered;
+    bool refused, closed;
+    char reason[160];
+};
+
+static void clock_ready(struct peerlink *l)
+{
+    struct clockpeer *c = l->data;
+    msgpack_sbuffer sb;
+
+    msgpack_sbuffer_init(&sb);
+    cr_assert_eq(peermsg_pack_clock_hello(&sb, c->host), 0);
+    peerlink_send(l, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    peerlink_raw(l, 1024); /* as a member: room for the home's `error` */
+}
+
+static void clock_msg(struct peerlink *l, const msgpack_object *m)
+{
+    (void)m;
+    peerlink_close(l, "a message on a raw link");
+}
+
+static void clock_raw(struct peerlink *l, const char *p, size_t len)
+{
+    struct clockpeer *c = l->data;
+    struct peerclock_msg q;
+    uint8_t out[PEERCLOCK_WIRE_MAX];
+    int n = peerclock_wire_decode((const uint8_t *)p, len, &q);
+
+    if (n != (int)len || q.type != PEERCLOCK_PROBE) {
+        for (size_t i = 0; i + 14 <= len && !c->refused; i++)
+            c->refused = memcmp(p + i, "no member link", 14) == 0;
+        peerlink_close(l, "not a probe");
+        return;
+    }
+    q.type = PEERCLOCK_REPLY;
+    q.t2 = (int64_t)uv_hrtime();
+    q.t3 = (int64_t)uv_hrtime();
+    if (c->answered++ == c->good)
+        q.seq++; /* the bad one: the home must close this link, and only this one */
+    n = peerclock_wire_encode(&q, out, sizeof(out));
+    cr_assert(n > 0);
+    peerlink_send(l, (const char *)out, (size_t)n);
+}
+
+static void clock_close(struct peerlink *l, const char *reason)
+{
+    struct clockpeer *c = l->data;
+
+    c->closed = true;
+    snprintf(c->reason, sizeof(c->reason), "%s", reason);
+    if (c->main != NULL && !c->main->closed)
+        peer_send(c->main, SEND_PING); /* its pong closes it (hold false) */
+}
+
+static const struct peerlink_ops clock_ops = {clock_ready, clock_msg, clock_close, clock_raw};
+
+Test(peer, a_clock_link_measures_and_a_bad_reply_closes_it_only)
+{
+    struct peer p = {.host = "c1", .then = SEND_SNAPSHOT, .want_acks = 2};
+    struct clockpeer c = {.host = "c1", .main = &p, .good = PEERCLOCK_PROBES};
+    struct clockpeer stranger = {.host = "nobody", .good = 1000};
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *row;
+    uv_loop_t loop;
+    uint8_t psk[PEERLINK_PSK_LEN];
+    struct sockaddr_in a;
+    struct ssl_ctx_st *ctx;
+    char err[256];
+    int fd;
+
+    cr_assert_eq(peerlink_key_load(key, psk, err, sizeof(err)), 0);
+    ctx = peerlink_ctx_new(false, psk);
+    uv_loop_init(&loop);
+    uv_ip4_addr("127.0.0.1", port, &a);
+    peerlink_connect(&p.l, &loop, ctx, (struct sockaddr *)&a, &peer_ops, &p);
+    uv_timer_init(&loop, &p.limit);
+    p.limit.data = &p.l;
+    uv_timer_start(&p.limit, limit_cb, 10000, 0);
+    /* a clock link of a host that is no member: refused */
+    peerlink_connect(&stranger.l, &loop, ctx, (struct sockaddr *)&a, &clock_ops, &stranger);
+    while (p.acks == 0 && !p.closed)
+        uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(p.acks, 1, "%s / %s", p.error, p.reason);
+    peerlink_connect(&c.l, &loop, ctx, (struct sockaddr *)&a, &clock_ops, &c);
+    uv_run(&loop, UV_RUN_DEFAULT); /* until all closed: c by the home, then p after its pong */
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    peerlink_ctx_free(ctx);
+    cr_assert(stranger.refused, "%s", stranger.reason);
+    /* one whole burst answered well, then the first probe of the next answered badly */
+    cr_assert_eq(c.answered, PEERCLOCK_PROBES + 1, "%s", c.reason);
+    cr_assert_eq(p.pongs, 1, "the member's link went with its clock link: %s", p.reason);
+    /* the burst is in the host row: offset within its bound of the truth, 0 */
+    proto_request_init(&req);
+    req.session.name = "remote";
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "the report failed");
+    row = &obj_get(&o->via.array.ptr[1], "hosts")->via.array.ptr[1];
+    cr_assert(obj_str_eq(obj_get(row, "host"), "c1"));
+    cr_assert_eq(obj_get(row, "offset_ns")->type == MSGPACK_OBJECT_NIL, false);
+    int64_t off = obj_get(row, "offset_ns")->via.i64, bound = obj_get(row, "bound_ns")->via.i64;
+    cr_assert(obj_get(row, "offset_ns")->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+              obj_get(row, "offset_ns")->type == MSGPACK_OBJECT_NEGATIVE_INTEGER);
+    cr_assert(bound > 0 && bound < 100000000, "bound %lld", (long long)bound);
+    cr_assert(off <= bound && -off <= bound, "offset %lld, bound %lld", (long long)off,
+              (long long)bound);
+    cr_assert(obj_get(row, "drift_ppm")->type == MSGPACK_OBJECT_NIL); /* one burst only */
+    proto_reader_deinit(&r);
+    close(fd);
+    assert_alive();
 }

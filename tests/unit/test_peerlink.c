@@ -132,7 +132,7 @@ static void close_cb(struct peerlink *l, const char *reason)
         uv_close((uv_handle_t *)&listener, NULL);
 }
 
-static const struct peerlink_ops ops = {ready_cb, msg_cb, close_cb};
+static const struct peerlink_ops ops = {ready_cb, msg_cb, close_cb, NULL};
 
 static void accept_cb(uv_stream_t *server, int status)
 {
@@ -161,7 +161,7 @@ static void cli_ready_cb(struct peerlink *l)
     msgpack_sbuffer_destroy(&sb);
 }
 
-static const struct peerlink_ops cli_ops = {cli_ready_cb, msg_cb, close_cb};
+static const struct peerlink_ops cli_ops = {cli_ready_cb, msg_cb, close_cb, NULL};
 
 /* Runs a server with key a and a client with key b until both links closed. */
 static void run(const char *a, const char *b)

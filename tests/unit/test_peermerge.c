@@ -34,6 +34,12 @@ Test(peermerge, percentiles_nearest_rank_over_buckets)
     cr_assert_eq(out[0] + out[1] + out[2], 0);
 }
 
+/*
+ * The member's CLOCK_MONOTONIC when the next part() began: its begin_ns, and
+ * its slowest entries start at t0 + i (0: begin and end 0, no times sent).
+ */
+static uint64_t part_t0;
+
 /* A part of op "x" with durations lo..hi ns, one device "gpu:0", packed. */
 static void part(struct peermerge_part *p, const char *host, uint64_t lo, uint64_t hi,
                  const char *state)
@@ -67,6 +73,8 @@ static void part(struct peermerge_part *p, const char *host, uint64_t lo, uint64
     s.total_ns = op.total_ns;
     s.dropped = 3;
     s.span_ns = hi * 10;
+    s.begin_ns = part_t0;
+    s.end_ns = part_t0 > 0 ? part_t0 + s.span_ns : 0;
     s.ops = &op;
     s.n_ops = 1;
     s.devs = &dev;
@@ -79,6 +87,7 @@ static void part(struct peermerge_part *p, const char *host, uint64_t lo, uint64
                                           .rank = 1,
                                           .device = "gpu:0",
                                           .step = (uint64_t)i,
+                                          .start_ns = part_t0 > 0 ? part_t0 + (uint64_t)i : 0,
                                           .dur_ns = hi - (uint64_t)i};
     s.slowest = slow;
     s.n_slowest = 3;
@@ -163,6 +172,65 @@ Test(peermerge, two_members_merge_exactly)
     cr_assert_eq(row->via.map.ptr[8].val.via.i64, 0);
     cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_FLOAT64);
     msgpack_unpacked_destroy(&u);
+    report_free(&r);
+    peermerge_free(&m);
+}
+
+/*
+ * A clock theta ns ahead of the home's, measured by two bursts of one probe
+ * each, 10 s and 11 s into the home's clock, whose delays are 1 µs each way:
+ * the estimate is theta exactly (symmetric delays) with no drift, so every
+ * conversion is exact: member time − theta.
+ */
+static struct peerclock *clock_ahead(int64_t theta)
+{
+    struct peerclock *c = malloc(sizeof(*c));
+
+    peerclock_init(c);
+    for (int64_t h = 10000000000; h <= 11000000000; h += 1000000000) {
+        struct peerclock_sample s = {.t1 = h, .t2 = h + 1000 + theta, .t4 = h + 2000};
+        s.t3 = s.t2;
+        cr_assert_eq(peerclock_add_burst(c, &s, 1, NULL), 0);
+    }
+    return c;
+}
+
+Test(peermerge, member_times_on_the_home_clock)
+{
+    const int64_t base = 100000000000; /* home time when member a began (100 s) */
+    struct peermerge m = {.home_state = "ended"};
+    struct report r = {0};
+    struct report_params p = {.top = 10};
+    char err[200] = "";
+
+    m.home_host = strdup("home");
+    m.parts = calloc(3, sizeof(*m.parts));
+    m.n_parts = 3;
+    /* a: 5 s ahead, began at home time base, span 500 ns (hi 50 × 10) */
+    part_t0 = (uint64_t)(base + 5000000000);
+    part(&m.parts[0], "a", 1, 50, "ended");
+    m.parts[0].clock = clock_ahead(5000000000);
+    /* b: 1 s behind, began 2 µs after a on the home clock, span 1000 ns: ends at base + 3000 */
+    part_t0 = (uint64_t)(base - 1000000000 + 2000);
+    part(&m.parts[1], "b", 51, 100, "ended");
+    m.parts[1].clock = clock_ahead(-1000000000);
+    /* c: not measured yet (no clock): its times stay its own, its span counts alone */
+    part_t0 = 7;
+    part(&m.parts[2], "c", 1, 2, "ended");
+    part_t0 = 0;
+    cr_assert_eq(peermerge_report(&r, &m, NULL, &p, err, sizeof(err)), 0, "%s", err);
+    /* unaligned, the longest host span would be 1000; on the home's clock a and b cover 3000 */
+    cr_assert_eq(r.span_ns, 3000);
+    /* slowest: b's 100, 99, 98 (start base + 2000 + i), a's 50, 49, 48 (base + i), c's 3 */
+    cr_assert_eq(r.n_slowest, 9);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_str_eq(r.slowest[i].device, "b/gpu:0");
+        cr_assert_eq(r.slowest[i].start_ns, (uint64_t)(base + 2000 + i), "b %d", i);
+        cr_assert_str_eq(r.slowest[3 + i].device, "a/gpu:0");
+        cr_assert_eq(r.slowest[3 + i].start_ns, (uint64_t)(base + i), "a %d", i);
+    }
+    cr_assert_str_eq(r.slowest[6].device, "c/gpu:0");
+    cr_assert_eq(r.slowest[6].start_ns, 7); /* its own clock, unconverted */
     report_free(&r);
     peermerge_free(&m);
 }

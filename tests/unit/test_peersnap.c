@@ -54,6 +54,7 @@ enum bad {
     ZERO_CALLS,
     TOP_SHORT,
     TOP_RANK_NEGATIVE,
+    BEGIN_AFTER_END,
     N_BAD
 };
 
@@ -99,7 +100,7 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         msgpack_pack_array(&pk, 0);
         return;
     }
-    msgpack_pack_map(&pk, 6 - (bad == NO_SESSION) - (bad == NO_SEQ) +
+    msgpack_pack_map(&pk, 8 - (bad == NO_SESSION) - (bad == NO_SEQ) +
                               (bad == TOP_SHORT || bad == TOP_RANK_NEGATIVE));
     if (bad != NO_SESSION) {
         str(&pk, "session");
@@ -109,6 +110,8 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
     }
     if (bad != NO_SEQ)
         kv(&pk, "seq", 7);
+    kv(&pk, "begin_ns", 1000);
+    kv(&pk, "end_ns", bad == BEGIN_AFTER_END ? 999 : 2000);
     str(&pk, "ended");
     if (bad == ENDED_NOT_BOOL)
         msgpack_pack_uint8(&pk, 1);
@@ -185,6 +188,8 @@ Test(peersnap, valid_decodes_exactly)
     cr_assert_eq(s.seq, 7);
     cr_assert(s.ended);
     cr_assert_eq(s.entries, 4);
+    cr_assert_eq(s.begin_ns, 1000);
+    cr_assert_eq(s.end_ns, 2000);
     cr_assert_eq(s.n_ops, 2);
     cr_assert_str_eq(s.ops[0].op, "a");
     cr_assert_eq(s.ops[0].calls, 3);
@@ -230,6 +235,8 @@ Test(peersnap, pack_then_decode_is_the_same)
                      0);
     }
     cr_assert_eq(t.seq, s.seq);
+    cr_assert_eq(t.begin_ns, 1000);
+    cr_assert_eq(t.end_ns, 2000);
     cr_assert_eq(t.n_slowest, 2);
     cr_assert_str_eq(t.slowest[0].device, "gpu:1");
     cr_assert_eq(t.slowest[0].rank, 3);
