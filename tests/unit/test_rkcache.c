@@ -144,7 +144,7 @@ static void entry(struct ranks *r, int p, int g, int op, int64_t start, int64_t 
         xcollr[op][p][st].waited += wait;
         if (p == NP - 1) {
             s->last++;
-            s->caused += skew;
+            s->caused += min64(skew, dur); /* process 0's wait, the longest */
             xcollr[op][p][st].last++;
             xcoll[op][st].instances++;
             xcoll[op][st].skew += skew;
