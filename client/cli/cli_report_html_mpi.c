@@ -8,6 +8,7 @@
 #include "cli_report_html_mpi.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@
 #include "cli_json.h"
 #include "cli_obj.h"
 
-enum cli_html_kind { HK_TEXT, HK_COUNT, HK_NS, HK_BYTES, HK_SHARE, HK_PPM, HK_LIST };
+enum cli_html_kind { HK_TEXT, HK_COUNT, HK_NS, HK_BYTES, HK_SHARE, HK_PPM, HK_HEX, HK_LIST };
 
 struct cli_html_col {
     const char *head;
@@ -43,6 +44,8 @@ static void cli_html_human(const msgpack_object *v, enum cli_html_kind kind, cha
         cli_fmt_bytes(buf, size, u);
     else if (kind == HK_SHARE && cli_obj_f64(v, &d) == 0)
         cli_fmt_share(buf, size, d);
+    else if (kind == HK_HEX && cli_obj_u64(v, &u) == 0)
+        snprintf(buf, size, "0x%" PRIx64, u);
     else if (kind == HK_PPM && cli_obj_f64(v, &d) == 0)
         snprintf(buf, size, "%+.1f ppm", d);
     else
@@ -153,7 +156,7 @@ static const struct cli_html_col cli_html_pair_cols[] = {
 static const struct cli_html_col cli_html_site_cols[] = {
     {"OP", "op", HK_TEXT},
     {"SYMBOL", "symbol", HK_TEXT},
-    {"OFFSET", "offset", HK_TEXT},
+    {"OFFSET", "offset", HK_HEX},
     {"MODULE", "module", HK_TEXT},
     {"RANKS", "ranks", HK_COUNT},
     {"CALLS", "calls", HK_COUNT},
@@ -250,6 +253,7 @@ static void cli_html_mpi_p2p(FILE *f, const msgpack_object *p2p)
     const msgpack_object *pairs = cli_obj_get(p2p, "pairs");
     int64_t r[CLI_REPORT_HTML_P2P_MAX_RANKS];
     uint64_t max = 0, u;
+    double shade;
     size_t n;
     char buf[64];
 
@@ -305,12 +309,12 @@ static void cli_html_mpi_p2p(FILE *f, const msgpack_object *p2p)
             }
             if (cli_obj_u64(cli_obj_get(pair, "bytes"), &u) != 0)
                 u = 0;
+            shade = max ? (double)u / (double)max : 0; /* the page's heat(): yellow to red */
             fprintf(f,
-                    "<td style=\"background:hsl(%.0f,90%%,%.0f%%)\" data-from=\"%lld\" "
+                    "<td style=\"background:hsl(%.0f,90%%,%.0f%%)%s\" data-from=\"%lld\" "
                     "data-to=\"%lld\" data-bytes=\"",
-                    55 - 55.0 * (max ? (double)u / (double)max : 0),
-                    88 - 50.0 * (max ? (double)u / (double)max : 0), (long long)r[i],
-                    (long long)r[j]);
+                    55 - 55 * shade, 88 - 50 * shade, shade > 0.6 ? ";color:#fff" : "",
+                    (long long)r[i], (long long)r[j]);
             cli_html_exact(f, cli_obj_get(pair, "bytes"));
             fputs("\" data-messages=\"", f);
             cli_html_exact(f, cli_obj_get(pair, "messages"));

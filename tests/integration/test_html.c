@@ -357,10 +357,31 @@ static void check_flame(const char *session, const char *html, const char *dom)
     free(json);
 }
 
+/* Screenshots of the page at path at two window sizes: html_artifacts/<name>-<size>.png. */
+static void screenshots(const char *path, const char *name)
+{
+    static const char *const sizes[] = {"1280,1000", "640,1200"};
+    char extra[1024];
+
+    mkdir("html_artifacts", 0777);
+    for (int i = 0; i < 2; i++) {
+        char png[256], *img;
+        snprintf(png, sizeof(png), "html_artifacts/%s-%s.png", name, sizes[i]);
+        snprintf(extra, sizeof(extra),
+                 "--hide-scrollbars --run-all-compositor-stages-before-draw "
+                 "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
+                 sizes[i], png);
+        free(chromium(path, extra));
+        img = read_file(png);
+        cr_assert_eq(memcmp(img, "\x89PNG", 4), 0, "%s is no PNG", png);
+        free(img);
+    }
+}
+
 /* Writes the page of session, checks it in the browser; returns the DOM's cells. */
 static int check_page(const char *session, yajl_val rep, bool shots)
 {
-    char path[512], extra[1024];
+    char path[512];
     char *html, *dom;
     int st, cells;
 
@@ -374,22 +395,8 @@ static int check_page(const char *session, yajl_val rep, bool shots)
     dom = chromium(path, "--dump-dom");
     cells = check_dom(dom, rep);
     check_flame(session, html, dom);
-    if (shots) {
-        static const char *const sizes[] = {"1280,1000", "640,1200"};
-        mkdir("html_artifacts", 0777);
-        for (int i = 0; i < 2; i++) {
-            char png[256], *img;
-            snprintf(png, sizeof(png), "html_artifacts/%s-%s.png", session, sizes[i]);
-            snprintf(extra, sizeof(extra),
-                     "--hide-scrollbars --run-all-compositor-stages-before-draw "
-                     "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
-                     sizes[i], png);
-            free(chromium(path, extra));
-            img = read_file(png);
-            cr_assert_eq(memcmp(img, "\x89PNG", 4), 0, "%s is no PNG", png);
-            free(img);
-        }
-    }
+    if (shots)
+        screenshots(path, session);
     free(html);
     free(dom);
     return cells;
@@ -533,7 +540,8 @@ static size_t check_rows(const char *dom, const char *id, yajl_val rows, const c
 /*
  * mpi_profile (4 ranks, under LD_PRELOAD of libtracectl-mpi): the page's
  * MPI section holds report --json's figures exactly: the MPI time per rank,
- * the communicators, and every cell of the point-to-point matrix (checked too
+ * the communicators, the call sites (12 lines of mpi_profile.c call MPI, at
+ * least as many sites), and every cell of the point-to-point matrix (checked too
  * against the messages and bytes the program counted itself).
  */
 Test(html, mpi_session_page_matches_json)
@@ -542,9 +550,12 @@ Test(html, mpi_session_page_matches_json)
                                             "mpi_share", "calls",   "dropped_calls", "wall_from"};
     static const char *const comm_keys[] = {"name",  "id",       "size", "members",
                                             "calls", "total_ns", "bytes"};
+    static const char *const site_keys[] = {"op",     "symbol", "offset",   "module",
+                                            "ranks",  "calls",  "total_ns", "bytes",
+                                            "min_ns", "max_ns", "max_rank", "mpi_share"};
     char cmd[8192], path[512], *out = NULL, *html, *dom, *sec;
     char *argv[] = {"sh", "-c", cmd, NULL};
-    yajl_val rep = NULL, mpi, pairs, state;
+    yajl_val rep = NULL, mpi, pairs, sites, state;
     size_t cells = 0;
     int st;
 
@@ -581,6 +592,9 @@ Test(html, mpi_session_page_matches_json)
     *strstr(sec, "</section>") = '\0';
     cr_assert_eq(check_rows(sec, "mpi-ranks", jget(mpi, "ranks"), rank_keys, 8), 4);
     cr_assert_geq(check_rows(sec, "mpi-comms", jget(mpi, "comms"), comm_keys, 7), 4);
+    sites = yajl_tree_get(mpi, (const char *[]){"callsites", "sites", NULL}, yajl_t_array);
+    cr_assert_not_null(sites);
+    cr_assert_geq(check_rows(sec, "mpi-sites", sites, site_keys, 12), 12);
     /* the matrix: one cell per pair, its figures those of --json and of the program */
     pairs = yajl_tree_get(mpi, (const char *[]){"p2p", "pairs", NULL}, yajl_t_array);
     cr_assert_not_null(pairs);
@@ -607,6 +621,7 @@ Test(html, mpi_session_page_matches_json)
     cr_assert_eq(cells, 6);
     cr_assert_eq(cells, pairs->u.array.len);
     cr_assert_null(strstr(html, "<section id=\"hosts\">"), "a one-host session has no hosts");
+    screenshots(path, "mpijob");
     yajl_tree_free(rep);
     free(out);
     free(html);

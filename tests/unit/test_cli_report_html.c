@@ -303,7 +303,7 @@ Test(cli_report_html, p2p_matrix_cells)
     cr_assert_not_null(m);
     /* 2 x 2: the diagonal empty, the two pairs with their figures, darkest the most bytes */
     cr_assert_not_null(strstr(m, "<tr><th>0</th><td class=\"nil\"></td><td "
-                                 "style=\"background:hsl(0,90%,38%)\" data-from=\"0\" "
+                                 "style=\"background:hsl(0,90%,38%);color:#fff\" data-from=\"0\" "
                                  "data-to=\"1\" data-bytes=\"3072\" data-messages=\"3\""));
     cr_assert_not_null(strstr(m, "data-from=\"1\" data-to=\"0\" data-bytes=\"8\" "
                                  "data-messages=\"1\""));
