@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_fmt.h"
@@ -113,9 +114,14 @@ static void cli_html_table(FILE *f, const char *id, const msgpack_object *rows,
         fprintf(f, "<p class=\"note\" id=\"%s\">(none)</p>\n", id);
         return;
     }
+    if (rows->via.array.size > CLI_REPORT_HTML_ROWS_MAX)
+        fprintf(f,
+                "<p class=\"note\">the first %d of %" PRIu32 " rows (report --json has them "
+                "all)</p>\n",
+                CLI_REPORT_HTML_ROWS_MAX, rows->via.array.size);
     fprintf(f, "<div id=\"%s\">", id);
     cli_html_head(f, cols, n);
-    for (uint32_t i = 0; i < rows->via.array.size; i++)
+    for (uint32_t i = 0; i < rows->via.array.size && i < CLI_REPORT_HTML_ROWS_MAX; i++)
         cli_html_row(f, &rows->via.array.ptr[i], cols, n);
     fputs("</tbody></table></div></div>\n", f);
 }
@@ -218,7 +224,7 @@ static void cli_html_mpi_sizes(FILE *f, const msgpack_object *sizes)
     fputs("</tbody></table></div></div>\n", f);
 }
 
-/* The ranks of the pairs, ascending, into r (at most max); how many there are (may be > max). */
+/* The ranks of the pairs, ascending, into r; how many, or max + 1 when there are more than max. */
 static size_t cli_html_p2p_ranks(const msgpack_object *pairs, int64_t *r, size_t max)
 {
     size_t n = 0;
@@ -233,18 +239,58 @@ static size_t cli_html_p2p_ranks(const msgpack_object *pairs, int64_t *r, size_t
                               v->type != MSGPACK_OBJECT_NEGATIVE_INTEGER))
                 continue;
             x = v->via.i64;
-            while (k < n && k < max && r[k] < x)
+            while (k < n && r[k] < x)
                 k++;
-            if (k < n && k < max && r[k] == x)
+            if (k < n && r[k] == x)
                 continue;
-            if (n < max) {
-                memmove(&r[k + 1], &r[k], (n - k) * sizeof(*r));
-                r[k] = x;
-            }
+            if (n == max)
+                return max + 1;
+            memmove(&r[k + 1], &r[k], (n - k) * sizeof(*r));
+            r[k] = x;
             n++;
         }
     }
     return n;
+}
+
+static uint64_t cli_html_bytes_of(const msgpack_object *pair)
+{
+    uint64_t u;
+
+    return cli_obj_u64(cli_obj_get(pair, "bytes"), &u) == 0 ? u : 0;
+}
+
+/* qsort: pairs by bytes sent, most first */
+static int cli_html_by_bytes(const void *a, const void *b)
+{
+    uint64_t x = cli_html_bytes_of(*(const msgpack_object *const *)a);
+    uint64_t y = cli_html_bytes_of(*(const msgpack_object *const *)b);
+
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* More ranks than a matrix shows: the pairs with the most bytes sent, as a table. */
+static void cli_html_pairs_list(FILE *f, const msgpack_object *pairs)
+{
+    uint32_t n = pairs->via.array.size,
+             k = n < CLI_REPORT_HTML_ROWS_MAX ? n : CLI_REPORT_HTML_ROWS_MAX;
+    const msgpack_object **by = malloc(n * sizeof(*by));
+
+    fprintf(f,
+            "<p class=\"note\">more than %d ranks, %" PRIu32 " pairs: the %" PRIu32
+            " with the most bytes sent</p>\n",
+            CLI_REPORT_HTML_P2P_MAX_RANKS, n, by == NULL ? 0 : k);
+    if (by == NULL)
+        return;
+    for (uint32_t i = 0; i < n; i++)
+        by[i] = &pairs->via.array.ptr[i];
+    qsort(by, n, sizeof(*by), cli_html_by_bytes);
+    fputs("<div id=\"mpi-p2p-pairs\">", f);
+    cli_html_head(f, cli_html_pair_cols, NCOLS(cli_html_pair_cols));
+    for (uint32_t i = 0; i < k; i++)
+        cli_html_row(f, by[i], cli_html_pair_cols, NCOLS(cli_html_pair_cols));
+    fputs("</tbody></table></div></div>\n", f);
+    free(by);
 }
 
 /* The point-to-point matrix: rows the senders, columns the receivers, shaded by bytes. */
@@ -277,8 +323,7 @@ static void cli_html_mpi_p2p(FILE *f, const msgpack_object *p2p)
         return;
     n = cli_html_p2p_ranks(pairs, r, CLI_REPORT_HTML_P2P_MAX_RANKS);
     if (n > CLI_REPORT_HTML_P2P_MAX_RANKS) {
-        fprintf(f, "<p class=\"note\">%zu ranks: the pairs as a list</p>\n", n);
-        cli_html_table(f, "mpi-p2p-pairs", pairs, cli_html_pair_cols, NCOLS(cli_html_pair_cols));
+        cli_html_pairs_list(f, pairs);
         return;
     }
     for (uint32_t i = 0; i < pairs->via.array.size; i++)

@@ -20,6 +20,9 @@ void cli_report_html_text(FILE *f, const char *s, size_t n);
 /* Above this many ranks the p2p matrix is shown as a list of its pairs. */
 #define CLI_REPORT_HTML_P2P_MAX_RANKS 64
 
+/* A table shows at most this many rows (a note says so); `report --json` has them all. */
+#define CLI_REPORT_HTML_ROWS_MAX 1024
+
 /* Writes <section id="mpi"> for the map mpi. Returns 0, -EINVAL (not a map) or -EIO. */
 int cli_report_html_mpi(FILE *f, const msgpack_object *mpi);
 

@@ -312,3 +312,46 @@ Test(cli_report_html, p2p_matrix_cells)
     cr_assert_null(strstr(html, "<section id=\"hosts\">"));
     free(html);
 }
+
+/* mpi with 1,100 pairs i -> i + 1 of i bytes (1,101 ranks): too many for a matrix. */
+static void fill_many_pairs(msgpack_packer *pk)
+{
+    str(pk, "mpi");
+    msgpack_pack_map(pk, 1);
+    str(pk, "p2p");
+    msgpack_pack_map(pk, 1);
+    str(pk, "pairs");
+    msgpack_pack_array(pk, 1100);
+    for (int i = 0; i < 1100; i++) {
+        msgpack_pack_map(pk, 4);
+        str(pk, "from");
+        msgpack_pack_int(pk, i);
+        str(pk, "to");
+        msgpack_pack_int(pk, i + 1);
+        str(pk, "messages");
+        msgpack_pack_uint64(pk, 1);
+        str(pk, "bytes");
+        msgpack_pack_uint64(pk, (uint64_t)i);
+    }
+}
+
+Test(cli_report_html, many_ranks_list_the_top_pairs)
+{
+    char *html = page_of(fill_many_pairs, 1);
+    const char *list = strstr(html, "<div id=\"mpi-p2p-pairs\">"), *p;
+    int rows = 0;
+
+    cr_assert_null(strstr(html, "id=\"mpi-p2p\""), "a matrix of 1,101 ranks");
+    cr_assert_not_null(
+        strstr(html, "more than 64 ranks, 1100 pairs: the 1024 with the most bytes"));
+    cr_assert_not_null(list);
+    /* most bytes first: 1099 -> 1100, ..., down to 76 -> 77 (the 1,024th) */
+    cr_assert_not_null(strstr(list, "<tbody>\n<tr><td data-v=\"1099\">1099</td><td "
+                                    "data-v=\"1100\">1100</td>"));
+    for (p = list; (p = strstr(p, "<tr><td")) != NULL; p++)
+        rows++;
+    cr_assert_eq(rows, 1024);
+    cr_assert_not_null(strstr(list, "<tr><td data-v=\"76\">76</td><td data-v=\"77\">"));
+    cr_assert_null(strstr(list, "<tr><td data-v=\"75\">"));
+    free(html);
+}
