@@ -3,6 +3,7 @@
  * cli_report_html.h).
  */
 #include "cli_report_html.h"
+#include "cli_report_html_mpi.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,8 +16,7 @@
 extern const char cli_html_style[];
 extern const char cli_html_script[];
 
-/* Writes s[0..n) as HTML text: the five characters markup gives a meaning escaped. */
-static void cli_report_html_text(FILE *f, const char *s, size_t n)
+void cli_report_html_text(FILE *f, const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
@@ -127,6 +127,7 @@ int cli_report_html_write(FILE *f, const msgpack_object *report,
 {
     const msgpack_object *session = cli_obj_get(report, "session");
     const msgpack_object *verdict = cli_obj_get(report, "verdict");
+    const msgpack_object *hosts, *mpi;
     int rc;
 
     if (report->type != MSGPACK_OBJECT_MAP)
@@ -151,8 +152,14 @@ int cli_report_html_write(FILE *f, const msgpack_object *report,
         cli_report_html_text(f, verdict->via.str.ptr, verdict->via.str.size);
     else
         fputs("(no analysis in this report)", f);
-    fputs("</p><p id=\"filter\"></p></section>\n<main id=\"main\"></main>\n"
-          "<noscript><p>The charts and tables are drawn by the page's inline script.</p>"
+    fputs("</p><p id=\"filter\"></p></section>\n", f);
+    if ((hosts = cli_obj_get(report, "hosts")) != NULL &&
+        (rc = cli_report_html_hosts(f, hosts)) != 0)
+        return rc;
+    fputs("<main id=\"main\"></main>\n", f);
+    if ((mpi = cli_obj_get(report, "mpi")) != NULL && (rc = cli_report_html_mpi(f, mpi)) != 0)
+        return rc;
+    fputs("<noscript><p>The charts and tables are drawn by the page's inline script.</p>"
           "</noscript>\n",
           f);
     if ((rc = cli_report_html_data(f, "report", report, NULL)) != 0 ||

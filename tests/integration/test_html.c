@@ -357,10 +357,31 @@ static void check_flame(const char *session, const char *html, const char *dom)
     free(json);
 }
 
+/* Screenshots of the page at path at two window sizes: html_artifacts/<name>-<size>.png. */
+static void screenshots(const char *path, const char *name)
+{
+    static const char *const sizes[] = {"1280,1000", "640,1200"};
+    char extra[1024];
+
+    mkdir("html_artifacts", 0777);
+    for (int i = 0; i < 2; i++) {
+        char png[256], *img;
+        snprintf(png, sizeof(png), "html_artifacts/%s-%s.png", name, sizes[i]);
+        snprintf(extra, sizeof(extra),
+                 "--hide-scrollbars --run-all-compositor-stages-before-draw "
+                 "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
+                 sizes[i], png);
+        free(chromium(path, extra));
+        img = read_file(png);
+        cr_assert_eq(memcmp(img, "\x89PNG", 4), 0, "%s is no PNG", png);
+        free(img);
+    }
+}
+
 /* Writes the page of session, checks it in the browser; returns the DOM's cells. */
 static int check_page(const char *session, yajl_val rep, bool shots)
 {
-    char path[512], extra[1024];
+    char path[512];
     char *html, *dom;
     int st, cells;
 
@@ -370,25 +391,12 @@ static int check_page(const char *session, yajl_val rep, bool shots)
     html = read_file(path);
     check_self_contained(html);
     cr_assert_not_null(strstr(html, "<section id=\"verdict\">"));
+    cr_assert_null(strstr(html, "<section id=\"mpi\">"), "an MPI section without MPI calls");
     dom = chromium(path, "--dump-dom");
     cells = check_dom(dom, rep);
     check_flame(session, html, dom);
-    if (shots) {
-        static const char *const sizes[] = {"1280,1000", "640,1200"};
-        mkdir("html_artifacts", 0777);
-        for (int i = 0; i < 2; i++) {
-            char png[256], *img;
-            snprintf(png, sizeof(png), "html_artifacts/%s-%s.png", session, sizes[i]);
-            snprintf(extra, sizeof(extra),
-                     "--hide-scrollbars --run-all-compositor-stages-before-draw "
-                     "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
-                     sizes[i], png);
-            free(chromium(path, extra));
-            img = read_file(png);
-            cr_assert_eq(memcmp(img, "\x89PNG", 4), 0, "%s is no PNG", png);
-            free(img);
-        }
-    }
+    if (shots)
+        screenshots(path, session);
     free(html);
     free(dom);
     return cells;
@@ -456,6 +464,171 @@ Test(html, offline_trace_file_page)
     free(html);
     free(dom);
 }
+
+/* ---- the MPI section ------------------------------------------------------------- */
+
+#if defined(MPI_PROFILE_BIN) && defined(TRACECTL_MPI_LIB)
+
+/* The text of attribute name in the tag at tag (up to its '>'), or NULL (caller frees). */
+static char *attr_str(const char *tag, const char *name)
+{
+    const char *end = strchr(tag, '>'), *p;
+    char key[64];
+
+    snprintf(key, sizeof(key), " %s=\"", name);
+    p = strstr(tag, key);
+    if (p == NULL || end == NULL || p > end)
+        return NULL;
+    p += strlen(key);
+    return strndup(p, strcspn(p, "\""));
+}
+
+/* A cell's data-v against the JSON value v: integers and doubles exactly, strings as text. */
+static void same_figure(const char *dv, yajl_val v, const char *what)
+{
+    if (v == NULL || YAJL_IS_NULL(v))
+        cr_assert_str_eq(dv, "", "%s: %s, json null", what, dv);
+    else if (YAJL_IS_INTEGER(v))
+        cr_assert_eq(strtoll(dv, NULL, 10), YAJL_GET_INTEGER(v), "%s: %s", what, dv);
+    else if (YAJL_IS_DOUBLE(v))
+        cr_assert_eq(strtod(dv, NULL), YAJL_GET_DOUBLE(v), "%s: %s vs %.17g", what, dv,
+                     YAJL_GET_DOUBLE(v));
+    else if (YAJL_IS_ARRAY(v)) { /* members: the ranks, space-separated */
+        char want[512] = "";
+        for (size_t i = 0; i < v->u.array.len; i++)
+            snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s%lld", i ? " " : "",
+                     YAJL_GET_INTEGER(v->u.array.values[i]));
+        cr_assert_str_eq(dv, want, "%s", what);
+    } else
+        cr_assert_str_eq(dv, YAJL_GET_STRING(v), "%s", what);
+}
+
+/*
+ * The rows of the table in <div id="id"> of dom against rows, key by key in
+ * the table's columns; returns the rows seen.
+ */
+static size_t check_rows(const char *dom, const char *id, yajl_val rows, const char *const *keys,
+                         size_t nkeys)
+{
+    char open[64];
+    const char *p, *end;
+    size_t n = 0;
+
+    snprintf(open, sizeof(open), "<div id=\"%s\">", id);
+    p = strstr(dom, open);
+    cr_assert_not_null(p, "no table %s in the DOM", id);
+    p = strstr(p, "<tbody>");
+    end = strstr(p, "</tbody>");
+    while ((p = strstr(p, "<tr>")) != NULL && p < end) {
+        cr_assert_lt(n, rows->u.array.len, "%s: more rows than the JSON", id);
+        for (size_t k = 0; k < nkeys; k++) {
+            char what[96], *dv;
+            p = strstr(p, "<td");
+            dv = attr_str(p, "data-v");
+            cr_assert_not_null(dv, "%s row %zu: no data-v", id, n);
+            snprintf(what, sizeof(what), "%s row %zu %s", id, n, keys[k]);
+            same_figure(dv, jget(rows->u.array.values[n], keys[k]), what);
+            free(dv);
+            p++;
+        }
+        n++;
+    }
+    cr_assert_eq(n, rows->u.array.len, "%s: %zu rows, JSON %zu", id, n, rows->u.array.len);
+    return n;
+}
+
+/*
+ * mpi_profile (4 ranks, under LD_PRELOAD of libtracectl-mpi): the page's
+ * MPI section holds report --json's figures exactly: the MPI time per rank,
+ * the communicators, the call sites (12 lines of mpi_profile.c call MPI, at
+ * least as many sites), and every cell of the point-to-point matrix (checked too
+ * against the messages and bytes the program counted itself).
+ */
+Test(html, mpi_session_page_matches_json)
+{
+    static const char *const rank_keys[] = {"rank",      "wall_ns", "mpi_ns",        "app_ns",
+                                            "mpi_share", "calls",   "dropped_calls", "wall_from"};
+    static const char *const comm_keys[] = {"name",  "id",       "size", "members",
+                                            "calls", "total_ns", "bytes"};
+    static const char *const site_keys[] = {"op",     "symbol", "offset",   "module",
+                                            "ranks",  "calls",  "total_ns", "bytes",
+                                            "min_ns", "max_ns", "max_rank", "mpi_share"};
+    char cmd[8192], path[512], *out = NULL, *html, *dom, *sec;
+    char *argv[] = {"sh", "-c", cmd, NULL};
+    yajl_val rep = NULL, mpi, pairs, sites, state;
+    size_t cells = 0;
+    int st;
+
+    if (!have_chromium())
+        cr_skip_test("chromium is not installed (scripts/deps.sh installs Debian's chromium)");
+    harness_daemon_start(&d, NULL);
+    snprintf(cmd, sizeof(cmd),
+             "cd '%s' && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+             "TRACECTL_SOCKET='%s' TRACECTL_SESSION=mpijob TRACECTL_BLOCKING=1 '%s' "
+             "--oversubscribe -np 4 -x LD_PRELOAD='%s' '%s'",
+             d.dir, d.sock, MPIEXEC_BIN, TRACECTL_MPI_LIB, MPI_PROFILE_BIN);
+    cr_assert_eq(harness_run(&out, argv), 0, "mpirun failed: %s", cmd);
+    /* every rank said bye: poll until the session is ended */
+    for (int i = 0;; i++) {
+        rep = report_json("mpijob");
+        state = yajl_tree_get(rep, (const char *[]){"session", "state", NULL}, yajl_t_string);
+        if (state != NULL && strcmp(state->u.string, "ended") == 0)
+            break;
+        yajl_tree_free(rep);
+        cr_assert_lt(i, 200, "the MPI session never ended");
+        usleep(50000);
+    }
+    mpi = jget(rep, "mpi");
+    cr_assert(YAJL_IS_OBJECT(mpi), "report --json has no mpi");
+    snprintf(path, sizeof(path), "%s/mpijob.html", d.dir);
+    free(cli(&st, "mpijob", "--html", path, NULL));
+    cr_assert_eq(st, 0, "report --html failed");
+    html = read_file(path);
+    check_self_contained(html);
+    dom = chromium(path, "--dump-dom");
+    cr_assert_not_null(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
+    sec = strstr(dom, "<section id=\"mpi\">");
+    cr_assert_not_null(sec, "no MPI section in the DOM");
+    *strstr(sec, "</section>") = '\0';
+    cr_assert_eq(check_rows(sec, "mpi-ranks", jget(mpi, "ranks"), rank_keys, 8), 4);
+    cr_assert_geq(check_rows(sec, "mpi-comms", jget(mpi, "comms"), comm_keys, 7), 4);
+    sites = yajl_tree_get(mpi, (const char *[]){"callsites", "sites", NULL}, yajl_t_array);
+    cr_assert_not_null(sites);
+    cr_assert_geq(check_rows(sec, "mpi-sites", sites, site_keys, 12), 12);
+    /* the matrix: one cell per pair, its figures those of --json and of the program */
+    pairs = yajl_tree_get(mpi, (const char *[]){"p2p", "pairs", NULL}, yajl_t_array);
+    cr_assert_not_null(pairs);
+    for (const char *p = sec; (p = strstr(p, "<td ")) != NULL; p++) {
+        long long from = attr(p, "data-from"), to = attr(p, "data-to");
+        long long bytes = attr(p, "data-bytes"), msgs = attr(p, "data-messages");
+        char line[128];
+        size_t k;
+
+        if (from < 0)
+            continue;
+        for (k = 0; k < pairs->u.array.len; k++)
+            if (YAJL_GET_INTEGER(jget(pairs->u.array.values[k], "from")) == from &&
+                YAJL_GET_INTEGER(jget(pairs->u.array.values[k], "to")) == to)
+                break;
+        cr_assert_lt(k, pairs->u.array.len, "cell %lld -> %lld is no pair of --json", from, to);
+        cr_assert_eq(bytes, YAJL_GET_INTEGER(jget(pairs->u.array.values[k], "bytes")));
+        cr_assert_eq(msgs, YAJL_GET_INTEGER(jget(pairs->u.array.values[k], "messages")));
+        snprintf(line, sizeof(line), "p2p %lld %lld %lld %lld\n", from, to, msgs, bytes);
+        cr_assert_not_null(strstr(out, line), "the program did not count %s", line);
+        cells++;
+    }
+    /* the ring (4 pairs), 0 -> 2 and 3 -> 1 */
+    cr_assert_eq(cells, 6);
+    cr_assert_eq(cells, pairs->u.array.len);
+    cr_assert_null(strstr(html, "<section id=\"hosts\">"), "a one-host session has no hosts");
+    screenshots(path, "mpijob");
+    yajl_tree_free(rep);
+    free(out);
+    free(html);
+    free(dom);
+}
+
+#endif
 
 /* ---- bars ---------------------------------------------------------------------- */
 

@@ -169,3 +169,189 @@ Test(cli_report_html, not_a_map_is_refused)
     cr_assert_eq(len, 0);
     free(buf);
 }
+
+/* The page of a report map packed by fill (which packs n keys at top level). */
+static char *page_of(void (*fill)(msgpack_packer *), uint32_t n)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_unpacked res;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, n + 1);
+    str(&pk, "verdict");
+    str(&pk, "fine");
+    fill(&pk);
+    msgpack_unpacked_init(&res);
+    cr_assert_eq(msgpack_unpack_next(&res, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
+    f = open_memstream(&buf, &len);
+    cr_assert_eq(cli_report_html_write(f, &res.data, NULL), 0);
+    fclose(f);
+    msgpack_unpacked_destroy(&res);
+    msgpack_sbuffer_destroy(&sb);
+    return buf;
+}
+
+/* hosts: the home (own clock: 0, 0, 0.0) and a member 1.5 ms behind within 20 us, -3.25 ppm,
+ * and one not measured yet (nil offset, bound, drift). */
+static void fill_hosts(msgpack_packer *pk)
+{
+    static const char *names[] = {"home-a", "<gpu-b>", "gpu-c"};
+
+    str(pk, "hosts");
+    msgpack_pack_array(pk, 3);
+    for (int i = 0; i < 3; i++) {
+        msgpack_pack_map(pk, 11);
+        str(pk, "host");
+        str(pk, names[i]);
+        str(pk, "state");
+        str(pk, i == 2 ? "stale" : "live");
+        str(pk, "ranks");
+        msgpack_pack_uint64(pk, 8);
+        str(pk, "processes");
+        msgpack_pack_uint64(pk, 8);
+        str(pk, "entries");
+        msgpack_pack_uint64(pk, 1234567890123ULL + (uint64_t)i);
+        str(pk, "dropped");
+        msgpack_pack_uint64(pk, (uint64_t)i * 7);
+        str(pk, "snapshot_age_ns");
+        msgpack_pack_uint64(pk, 250000000);
+        str(pk, "offset_ns");
+        if (i == 2)
+            msgpack_pack_nil(pk);
+        else
+            msgpack_pack_int64(pk, i ? -1500000 : 0);
+        str(pk, "bound_ns");
+        if (i == 2)
+            msgpack_pack_nil(pk);
+        else
+            msgpack_pack_uint64(pk, i ? 20000 : 0);
+        str(pk, "drift_ppm");
+        if (i == 2)
+            msgpack_pack_nil(pk);
+        else
+            msgpack_pack_double(pk, i ? -3.25 : 0.0);
+        str(pk, "violations");
+        msgpack_pack_uint64(pk, 0);
+    }
+}
+
+Test(cli_report_html, hosts_rows_as_a_table)
+{
+    char *html = page_of(fill_hosts, 1);
+    const char *t = strstr(html, "<section id=\"hosts\">");
+
+    cr_assert_not_null(t);
+    cr_assert_not_null(strstr(t, "<td class=\"t\" data-v=\"home-a\">home-a</td>"));
+    cr_assert_not_null(strstr(t, "<td class=\"t\" data-v=\"&lt;gpu-b&gt;\">&lt;gpu-b&gt;</td>"));
+    cr_assert_null(strstr(html, "<gpu-b>"));
+    /* exact figures in data-v, beyond a double's 2^53 too */
+    cr_assert_not_null(strstr(t, "<td data-v=\"1234567890124\">"));
+    cr_assert_not_null(strstr(t, "<td data-v=\"-1500000\">-1.50 ms</td>"));
+    cr_assert_not_null(strstr(t, "<td data-v=\"20000\">20.0 µs</td>"));
+    cr_assert_not_null(strstr(t, "<td data-v=\"-3.25\">-3.2 ppm</td>") ||
+                       strstr(t, "<td data-v=\"-3.25\">-3.3 ppm</td>"));
+    cr_assert_not_null(strstr(t, "<td data-v=\"0.0\">+0.0 ppm</td>"));
+    /* not measured yet: empty data-v, "-" shown */
+    cr_assert_not_null(strstr(t, "<td class=\"t\" data-v=\"stale\">stale</td><td data-v=\"8\">"));
+    cr_assert_not_null(strstr(t, "<td data-v=\"\">-</td><td data-v=\"\">-</td><td data-v=\"\">-"));
+    cr_assert_null(strstr(html, "<section id=\"mpi\">"));
+    free(html);
+}
+
+/* mpi: p2p pairs 0->1 (3 messages, 3072 bytes) and 1->0 (1, 8), no callsites (a filter). */
+static void fill_mpi(msgpack_packer *pk)
+{
+    str(pk, "mpi");
+    msgpack_pack_map(pk, 6);
+    str(pk, "dropped_calls");
+    msgpack_pack_uint64(pk, 0);
+    str(pk, "ranks");
+    msgpack_pack_array(pk, 0);
+    str(pk, "comms");
+    msgpack_pack_array(pk, 0);
+    str(pk, "sizes");
+    msgpack_pack_array(pk, 0);
+    str(pk, "callsites");
+    msgpack_pack_nil(pk);
+    str(pk, "p2p");
+    msgpack_pack_map(pk, 1);
+    str(pk, "pairs");
+    msgpack_pack_array(pk, 2);
+    for (int i = 0; i < 2; i++) {
+        msgpack_pack_map(pk, 4);
+        str(pk, "from");
+        msgpack_pack_int(pk, i);
+        str(pk, "to");
+        msgpack_pack_int(pk, 1 - i);
+        str(pk, "messages");
+        msgpack_pack_uint64(pk, i ? 1 : 3);
+        str(pk, "bytes");
+        msgpack_pack_uint64(pk, i ? 8 : 3072);
+    }
+}
+
+Test(cli_report_html, p2p_matrix_cells)
+{
+    char *html = page_of(fill_mpi, 1);
+    const char *m = strstr(html, "<table id=\"mpi-p2p\"");
+
+    cr_assert_not_null(m);
+    /* 2 x 2: the diagonal empty, the two pairs with their figures, darkest the most bytes */
+    cr_assert_not_null(strstr(m, "<tr><th>0</th><td class=\"nil\"></td><td "
+                                 "style=\"background:hsl(0,90%,38%);color:#fff\" data-from=\"0\" "
+                                 "data-to=\"1\" data-bytes=\"3072\" data-messages=\"3\""));
+    cr_assert_not_null(strstr(m, "data-from=\"1\" data-to=\"0\" data-bytes=\"8\" "
+                                 "data-messages=\"1\""));
+    cr_assert_not_null(strstr(m, "title=\"0 to 1: 3.00 KiB in 3 messages\">3.00 KiB</td></tr>"));
+    cr_assert_not_null(strstr(html, "id=\"mpi-sites\">(not counted"));
+    cr_assert_null(strstr(html, "<section id=\"hosts\">"));
+    free(html);
+}
+
+/* mpi with 1,100 pairs i -> i + 1 of i bytes (1,101 ranks): too many for a matrix. */
+static void fill_many_pairs(msgpack_packer *pk)
+{
+    str(pk, "mpi");
+    msgpack_pack_map(pk, 1);
+    str(pk, "p2p");
+    msgpack_pack_map(pk, 1);
+    str(pk, "pairs");
+    msgpack_pack_array(pk, 1100);
+    for (int i = 0; i < 1100; i++) {
+        msgpack_pack_map(pk, 4);
+        str(pk, "from");
+        msgpack_pack_int(pk, i);
+        str(pk, "to");
+        msgpack_pack_int(pk, i + 1);
+        str(pk, "messages");
+        msgpack_pack_uint64(pk, 1);
+        str(pk, "bytes");
+        msgpack_pack_uint64(pk, (uint64_t)i);
+    }
+}
+
+Test(cli_report_html, many_ranks_list_the_top_pairs)
+{
+    char *html = page_of(fill_many_pairs, 1);
+    const char *list = strstr(html, "<div id=\"mpi-p2p-pairs\">"), *p;
+    int rows = 0;
+
+    cr_assert_null(strstr(html, "id=\"mpi-p2p\""), "a matrix of 1,101 ranks");
+    cr_assert_not_null(
+        strstr(html, "more than 64 ranks, 1100 pairs: the 1024 with the most bytes"));
+    cr_assert_not_null(list);
+    /* most bytes first: 1099 -> 1100, ..., down to 76 -> 77 (the 1,024th) */
+    cr_assert_not_null(strstr(list, "<tbody>\n<tr><td data-v=\"1099\">1099</td><td "
+                                    "data-v=\"1100\">1100</td>"));
+    for (p = list; (p = strstr(p, "<tr><td")) != NULL; p++)
+        rows++;
+    cr_assert_eq(rows, 1024);
+    cr_assert_not_null(strstr(list, "<tr><td data-v=\"76\">76</td><td data-v=\"77\">"));
+    cr_assert_null(strstr(list, "<tr><td data-v=\"75\">"));
+    free(html);
+}

@@ -307,6 +307,14 @@
         });
         rows.forEach(function (r) { tbody.appendChild(r); });
     }
+    /* the tables written as markup (the MPI and Hosts sections): sortable as these */
+    document.querySelectorAll('table.sort').forEach(function (t) {
+        t.querySelectorAll('thead th').forEach(function (th, i) {
+            th.addEventListener('click', function () {
+                sortBy(t, t.tBodies[0], th, i, th.classList.contains('t'));
+            });
+        });
+    });
     table(section('ranks', 'Ranks'), rankRows, [['rank', 'RANK'], ['steps', 'STEPS'],
         ['step_mean_ns', 'STEP_AVG', 'dur'], ['compute_ns', 'COMPUTE', 'dur'],
         ['comm_ns', 'COMM', 'dur'], ['exposed_comm_ns', 'EXPOSED', 'dur'],
