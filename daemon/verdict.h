@@ -44,7 +44,7 @@
 #define VERDICT_SHARE     0.01 /* ... and >= this share of the run (mean of the ranks' step time) */
 #define VERDICT_NOISE     3.0  /* ... and its steps' held-up time >= this x other ranks' steps' */
 #define VERDICT_BASELINE  3    /* ... when other ranks held the others up most in this many steps */
-#define VERDICT_STEPS     0.25 /* ... and it was the late rank of this share of the steps */
+#define VERDICT_STEPS     0.30 /* ... and it was the late rank of this share of the steps */
 #define VERDICT_MIN_LATE  3    /* ... and of this many at least */
 #define VERDICT_BALANCED  0.20 /* (max - mean) / mean below this: "balanced" */
 #define VERDICT_UNTRACKED 0.05 /* untracked time worth a sentence: this share of a rank's steps */

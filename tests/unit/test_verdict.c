@@ -79,7 +79,7 @@ Test(verdict, not_twice_the_next_rank_is_noise)
     {
         static const char want[] =
             "4 ranks: no rank stands out (the most caused wait is rank 2's 1.80 s, 2.0 × the next "
-            "rank's; a rank is named at 2 × the next rank's, 1 % of the run, late in 25 % of the "
+            "rank's; a rank is named at 2 × the next rank's, 1 % of the run, late in 30 % of the "
             "steps, 3 at least (rank 2: 16 of 40), and in its late steps 3 × what other ranks "
             "held the others up in theirs: 112.0 ms against 2.0 ms); ";
         cr_expect(strncmp(v, want, strlen(want)) == 0, "%s", v);
@@ -209,7 +209,7 @@ Test(verdict, a_burn_in_6_of_13_steps_is_named)
     r[0].caused = 20 * MS;
     r[2].caused = 8 * MS;
     in = in_of(r, 3);
-    in.n_steps = 13; /* 12, and the final barrier's: 6 >= 25 % of 13 */
+    in.n_steps = 13; /* 12, and the final barrier's: 6 >= 30 % of 13 */
     cr_expect_eq(verdict_culprit(&in), 1);
     verdict_text(&in, v, sizeof(v));
     cr_expect(strstr(v, "3 ranks: rank 1 held the others up for 348.0 ms in steps 4–9; ranks 0, "
@@ -268,16 +268,16 @@ Test(verdict, three_descheduled_steps_of_a_symmetric_job_are_noise)
     cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
     verdict_text(&in, v, sizeof(v));
     cr_expect(strstr(v, "3 ranks: no rank stands out (the most caused wait is rank 2's 23.3 ms; a "
-                        "rank is named at 2 × the next rank's, 1 % of the run, late in 25 % of "
+                        "rank is named at 2 × the next rank's, 1 % of the run, late in 30 % of "
                         "the steps, 3 at least (rank 2: 3 of 21), and in its late steps 3 × what "
                         "other ranks held the others up in theirs: 8.0 ms, theirs too few to "
                         "compare (0 steps)); ") == v,
               "%s", v);
-    r[1].late_steps = 5; /* 5 < 25 % of 21 = 5.25 */
+    r[1].late_steps = 6; /* 6 < 30 % of 21 = 6.3 */
     cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
-    r[1].late_steps = 6;
+    r[1].late_steps = 7;
     cr_expect_eq(verdict_culprit(&in), 1);
-    in.n_steps = 8; /* a short job: 3 steps at least, even where 25 % is 2 */
+    in.n_steps = 6; /* a short job: 3 steps at least, where 30 % is 1.8 */
     r[1].late_steps = 2;
     cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
     r[1].late_steps = 3;
