@@ -2,7 +2,8 @@
  * test_verdict.c — the verdict's rule and sentences (daemon/verdict.c) on
  * figures written here: who is named (VERDICT_RATIO x the next rank's caused
  * time, VERDICT_SHARE of the run, and VERDICT_NOISE x what other ranks held
- * the others up in their steps, when they have VERDICT_BASELINE of them),
+ * the others up in their steps, when they have VERDICT_BASELINE of them,
+ * late in VERDICT_STEPS of the steps and VERDICT_MIN_LATE at least),
  * the exact lead sentence, and that a category nothing was recorded in is
  * never called balanced. The noise cases are figures measured on real jobs
  * (verdict.h).
