@@ -381,9 +381,14 @@ int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
 /* The verdict's figures of the ranks (vr: q->n_ranks of them). */
 void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
 {
+    uint64_t named[RQ_HB] = {0}; /* the held-up time of the steps a late rank was named in */
+
+    for (size_t i = 0; i < q->n_ranks; i++)
+        for (size_t b = 0; q->ranks[i].hlate != NULL && b < RQ_HB; b++)
+            named[b] += q->ranks[i].hlate[b];
     for (size_t i = 0; i < q->n_ranks; i++) {
         const struct rq_rank *r = &q->ranks[i];
-        uint64_t n;
+        uint64_t n, m;
 
         vr[i] = (struct verdict_rank){.rank = r->rank,
                                       .step_ns = r->step_ns,
@@ -397,11 +402,17 @@ void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
                                       .late_steps = r->late,
                                       .late_first = r->late_first,
                                       .late_last = r->late_last};
-        /* its late steps against those another rank held the others up most in: its own
-         * steps under RQ_LATE are neither (see verdict.h) */
+        /* its late steps against those another rank was named late in, or held the others up
+         * most in under RQ_LATE: the larger median of the two with a baseline (verdict.h) */
         if (r->hlate != NULL)
             vr[i].late_median = rq_hmedian(r->hlate, NULL, NULL, &n);
         vr[i].other_median =
             rq_hmedian(q->hall, r->hlate, r->hlate ? r->hlate + RQ_HB : NULL, &vr[i].other_steps);
+        m = rq_hmedian(named, r->hlate, NULL, &n);
+        if (n >= VERDICT_BASELINE &&
+            (vr[i].other_steps < VERDICT_BASELINE || m > vr[i].other_median)) {
+            vr[i].other_median = m;
+            vr[i].other_steps = n;
+        }
     }
 }

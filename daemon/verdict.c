@@ -98,6 +98,14 @@ static bool verdict_noise(const struct verdict_rank *r)
     return (double)r->late_median < VERDICT_NOISE * (double)r->other_median;
 }
 
+/* True when r was the late rank of enough of the steps to be the job's, not a step's (verdict.h).
+ */
+static bool verdict_often(const struct verdict_in *in, const struct verdict_rank *r)
+{
+    return r->late_steps >= VERDICT_MIN_LATE &&
+           (double)r->late_steps >= VERDICT_STEPS * (double)in->n_steps;
+}
+
 size_t verdict_culprit(const struct verdict_in *in)
 {
     size_t top = SIZE_MAX;
@@ -111,7 +119,7 @@ size_t verdict_culprit(const struct verdict_in *in)
     for (size_t i = 0; i < in->n_ranks; i++)
         if (i != top && in->ranks[i].caused > next)
             next = in->ranks[i].caused;
-    if (in->ranks[top].caused == 0 || in->ranks[top].late_steps == 0 ||
+    if (in->ranks[top].caused == 0 || !verdict_often(in, &in->ranks[top]) ||
         (double)in->ranks[top].caused < VERDICT_RATIO * (double)next ||
         (double)in->ranks[top].caused < VERDICT_SHARE * (double)verdict_run(in) ||
         verdict_noise(&in->ranks[top]))
@@ -169,9 +177,12 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
     if (next > 0)
         vb_add(v, ", %.1f × the next rank's", (double)in->ranks[top].caused / (double)next);
     vb_add(v,
-           "; a rank is named at %.0f × the next rank's, %.0f %% of the run, and in its late "
-           "steps %.0f × what other ranks held the others up in theirs",
-           VERDICT_RATIO, VERDICT_SHARE * 100, VERDICT_NOISE);
+           "; a rank is named at %.0f × the next rank's, %.0f %% of the run, late in %.0f %% of "
+           "the steps, %d at least (rank %lld: %llu of %llu), and in its late steps %.0f × "
+           "what other ranks held the others up in theirs",
+           VERDICT_RATIO, VERDICT_SHARE * 100, VERDICT_STEPS * 100, VERDICT_MIN_LATE,
+           (long long)in->ranks[top].rank, (unsigned long long)in->ranks[top].late_steps,
+           (unsigned long long)in->n_steps, VERDICT_NOISE);
     if (in->ranks[top].late_steps > 0) {
         const struct verdict_rank *r = &in->ranks[top];
         char b[32];
