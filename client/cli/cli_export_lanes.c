@@ -23,6 +23,7 @@ void cli_export_lanes_deinit(struct cli_export_lanes *l)
         for (size_t k = 0; k < l->t[i].n_lanes; k++) {
             free(l->t[i].lanes[k].open);
             free(l->t[i].lanes[k].ids);
+            free(l->t[i].lanes[k].linked);
         }
         free(l->t[i].lanes);
     }
@@ -120,12 +121,22 @@ static bool cli_export_lanes_fits(const struct cli_export_lanes_track *tr,
  * The lane for [start, stop) among those it fits on: the one whose innermost
  * open slice ends first, the tightest that holds it (its parent rather than a
  * grandparent on another lane, when a partial overlap split them), a lane
- * with nothing open only when no slice holds it, the first on a tie. n_lanes
- * when none fits.
+ * with nothing open only when no slice holds it, the first on a tie.
+ *
+ * Except for an entry without links on a track without a stream (tc_record
+ * inside tc_push regions, with other threads' regions beside): a lane whose
+ * innermost open slice is a region (it has links) is another thread's as
+ * likely as its own, since the link rules put each thread's root regions on
+ * a lane of their own and time says nothing of which thread the entry came
+ * from; such a lane never displaces a lane before it that holds the entry too.
+ * The track's first lanes hold the regions that began first (the training
+ * loop's step, not the loader beside it that began inside it). n_lanes when
+ * none fits.
  */
 static size_t cli_export_lanes_best(const struct cli_export_lanes_track *tr,
                                     const struct cli_export_row *r, uint64_t start, uint64_t stop)
 {
+    bool by_order = !tr->has_stream && !r->has_id && !r->has_parent;
     size_t best = tr->n_lanes;
 
     for (size_t k = 0; k < tr->n_lanes; k++) {
@@ -133,8 +144,10 @@ static size_t cli_export_lanes_best(const struct cli_export_lanes_track *tr,
 
         if (!cli_export_lanes_fits(tr, l, r, start, stop))
             continue;
-        if (best == tr->n_lanes ||
-            (l->depth > 0 && (b->depth == 0 || l->open[l->depth - 1] < b->open[b->depth - 1])))
+        if (best == tr->n_lanes)
+            best = k;
+        else if (l->depth > 0 && (b->depth == 0 || (l->open[l->depth - 1] < b->open[b->depth - 1] &&
+                                                    !(by_order && l->linked[l->depth - 1]))))
             best = k;
     }
     return best;
@@ -146,6 +159,7 @@ static int cli_export_lanes_push(struct cli_export_lane *lane, const struct cli_
     if (lane->depth == lane->cap) {
         size_t cap = lane->cap ? 2 * lane->cap : 8;
         uint64_t *open = realloc(lane->open, cap * sizeof(*open)), *ids;
+        bool *linked;
 
         if (open == NULL)
             return -ENOMEM;
@@ -153,9 +167,13 @@ static int cli_export_lanes_push(struct cli_export_lane *lane, const struct cli_
         if ((ids = realloc(lane->ids, cap * sizeof(*ids))) == NULL)
             return -ENOMEM;
         lane->ids = ids;
+        if ((linked = realloc(lane->linked, cap * sizeof(*linked))) == NULL)
+            return -ENOMEM;
+        lane->linked = linked;
         lane->cap = cap;
     }
     lane->ids[lane->depth] = r->has_id && r->id != UINT64_MAX ? r->id + 1 : 0;
+    lane->linked[lane->depth] = r->has_id || r->has_parent;
     lane->open[lane->depth++] = stop;
     lane->last_ns = start;
     return 0;

@@ -26,7 +26,10 @@
  * inside a slice of another thread that happens to contain it in time. On a
  * track with a stream (one thread's, as the producer says) a region without
  * a parent may also nest inside the plain slices (without an id) that
- * contain it.
+ * contain it. An entry without links on a track without a stream (a
+ * tc_record between tc_push regions, other threads' regions beside) cannot
+ * tell by time whose region holds it: it goes on the first lane that holds
+ * it rather than on a tighter one whose innermost slice is a region.
  *
  * A slice is drawn over its row's span_ns (its whole interval, children
  * included). One of length 0 is an instant: it is placed like the others
@@ -59,6 +62,7 @@ struct cli_export_lane {
     uint64_t last_ns; /* the time of the last event written on the lane */
     uint64_t *open;   /* end times of the open slices, innermost last */
     uint64_t *ids;    /* their links' ids + 1 (0: the slice has no id), beside open */
+    bool *linked;     /* whether they have links (an id or a parent: regions), beside open */
     size_t depth, cap;
 };
 

@@ -117,6 +117,9 @@ def _us(text: str):
     return float(m.group(1)) * _UNITS[m.group(2)], half * _UNITS[m.group(2)]
 
 
+_TIME = re.compile(r"[0-9.]+(ns|µs|ms|s)\b")  # a Sandwich cell's time, "1.20ms"
+
+
 def speedscope_frames(trace: str, workdir: str):
     """Loads trace into speedscope under headless Chromium (network refused) and reads its
     Sandwich view: (the profile shown, {frame name: (total µs, self µs, rounding µs)})."""
@@ -142,11 +145,13 @@ def speedscope_frames(trace: str, workdir: str):
             capture_output=True, text=True, check=True).stdout
         p = _Sandwich()
         p.feed(dom)
-        if p.rows:
+        # the profile list's rows ("#", name, weight) come before the table's: only a
+        # frame's row (a time in its first cell) says the table was drawn
+        if any(_TIME.match(total) for total, _, _ in p.rows):
             break
     frames = {}
     for total, self_, name in p.rows:
-        if not re.match(r"[0-9.]+(ns|µs|ms|s)\b", total):
+        if not _TIME.match(total):
             continue  # the profile list's rows: "#", name, weight
         t, ht = _us(total)
         s, hs = _us(self_)
