@@ -11,6 +11,22 @@
  * thread: decode trusts nothing (every count, length, range and order is
  * checked), as peersnap_decode does. A struct peerarr_msg owns what it
  * points to.
+ *
+ * THE HOME'S TABLE (peerarr.c). Instances (session, comm, seq) gather the
+ * arrivals of every host: per host only how many, the latest enter and the
+ * earliest exit, in that host's own clock (host 0 is the home). An instance
+ * is due when it has the arrivals it expects (comm_size, else the session's
+ * world) or when its first arrival is older than the age limit; then each
+ * member host in it whose clock is measured gets one peerclock_collective
+ * against all the other hosts' arrivals converted to home time (the home's
+ * own as they are, other members' with peerclock_to_home and their bounds).
+ * A subset of a synchronizing collective's ranks keeps its order, so an
+ * instance that aged out incomplete is checked as well. Pure (no I/O, no
+ * clock read): one thread at a time, the home's loop.
+ *
+ * MEMORY. At most max_instances instances (PEERARR_INSTANCES by default):
+ * when full, the oldest is dropped unchecked (counted in `evicted`), so a
+ * host that never completes an instance costs a bounded table, never more.
  */
 #ifndef TRACECTLD_PEERARR_H
 #define TRACECTLD_PEERARR_H
@@ -59,5 +75,49 @@ int peerarr_pack(msgpack_packer *pk, const char *session, const char *host, uint
 int peerarr_decode(const msgpack_object *m, struct peerarr_msg *out, char *err, size_t errlen);
 /* Frees what msg owns and zeroes it; NULL is a no-op. */
 void peerarr_msg_free(struct peerarr_msg *msg);
+
+#define PEERARR_INSTANCES 65536               /* instances the home's table holds */
+#define PEERARR_AGE_NS    (10 * 1000000000LL) /* an instance is checked this old at most */
+#define PEERARR_SESSIONS  4096                /* session names the table tells apart */
+
+struct peerclock;
+struct peerarr_table;
+
+/* The counters of a table, for logs and tests. */
+struct peerarr_stats {
+    uint64_t added;     /* arrivals taken */
+    uint64_t instances; /* instances checked (complete or aged out) */
+    uint64_t complete;  /* of those, with every arrival expected */
+    uint64_t checks;    /* peerclock_collective calls made */
+    uint64_t evicted;   /* instances dropped unchecked: the table was full */
+    uint64_t refused;   /* arrivals refused: too many sessions, or past 2^62 */
+};
+
+/* An empty table of at most max_instances (≥ 1) instances. NULL: out of memory. */
+struct peerarr_table *peerarr_table_new(size_t max_instances);
+/* Frees t and all it holds; NULL is a no-op. */
+void peerarr_table_free(struct peerarr_table *t);
+/*
+ * One arrival at instance (session, a->comm, a->seq) from host `host` (0:
+ * the home, its times the home's clock; 1..: a member, its times its own
+ * clock, the index of its clock in peerarr_table_due's array). world: the
+ * session's ranks, expected when a->comm_size is 0 (0: unknown, the
+ * instance then only ages out). now_ns: home CLOCK_MONOTONIC, to age it.
+ * Returns 0, -ENOSPC when the table already tells PEERARR_SESSIONS names
+ * apart and this is a new one, -ENOMEM (nothing taken then).
+ */
+int peerarr_table_add(struct peerarr_table *t, const char *session, uint32_t host,
+                      const struct peerarr_arrival *a, uint64_t world, int64_t now_ns);
+/*
+ * Checks and removes every instance that is complete, or whose first
+ * arrival came age_ns or longer before now_ns: one peerclock_collective per
+ * member host in it whose clocks[host] (host < n_clocks) is not NULL, has a
+ * burst, and that has other hosts' arrivals to compare with. Returns the
+ * number of instances removed.
+ */
+size_t peerarr_table_due(struct peerarr_table *t, int64_t now_ns, int64_t age_ns,
+                         struct peerclock *const *clocks, size_t n_clocks);
+/* The counters. */
+void peerarr_table_stats(const struct peerarr_table *t, struct peerarr_stats *out);
 
 #endif

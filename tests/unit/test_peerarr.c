@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "peerarr.h"
+#include "peerclock.h"
 
 TestSuite(peerarr, .timeout = 30);
 
@@ -257,4 +258,187 @@ ParameterizedTest(int *bad, peerarr, refused)
     cr_assert_null(m.arr);
     cr_assert_eq(m.n, 0);
     msgpack_sbuffer_destroy(&sb);
+}
+
+/* ---- the home's table ------------------------------------------------------------ */
+
+#define US  INT64_C(1000)
+#define MS  INT64_C(1000000)
+#define SEC INT64_C(1000000000)
+
+/*
+ * A member clock whose estimator believes member − home = believed within
+ * 10 µs: one burst of 8 probes of 10 µs each way that the member answered
+ * as if its clock were home + believed (the truth, or a lie for the
+ * mis-estimated case).
+ */
+static struct peerclock *clock_believing(int64_t believed)
+{
+    struct peerclock *pc = malloc(sizeof(*pc));
+    struct peerclock_sample s[8];
+
+    cr_assert_not_null(pc);
+    peerclock_init(pc);
+    for (int i = 0; i < 8; i++) {
+        int64_t t1 = SEC + i * MS;
+        s[i] = (struct peerclock_sample){.t1 = t1,
+                                         .t2 = t1 + 10 * US + believed,
+                                         .t3 = t1 + 11 * US + believed,
+                                         .t4 = t1 + 21 * US};
+    }
+    cr_assert_eq(peerclock_add_burst(pc, s, 8, NULL), 0);
+    return pc;
+}
+
+/*
+ * One allreduce (comm 5, seq `seq`) of 4 ranks at true home time h: ranks
+ * 0, 1 on the home (host 0), 2, 3 on host 1 whose clock is home + theta;
+ * rank 3 enters `late` after the others; everyone leaves 50 µs after the
+ * last enter, 10 µs apart.
+ */
+static void allreduce(struct peerarr_table *t, uint64_t seq, int64_t h, int64_t theta, int64_t late,
+                      uint64_t world)
+{
+    int64_t enter[4] = {h, h + 2 * US, h + 1 * US, h + late};
+    int64_t last = h + late, now = h + late + SEC / 10;
+
+    for (int r = 0; r < 4; r++) {
+        int64_t shift = r >= 2 ? theta : 0;
+        struct peerarr_arrival a = {.comm = 5,
+                                    .seq = seq,
+                                    .rank = r,
+                                    .enter_ns = enter[r] + shift,
+                                    .exit_ns = last + 50 * US + r * 10 * US + shift,
+                                    .bytes = 1024};
+        cr_assert_eq(peerarr_table_add(t, "job", r >= 2 ? 1 : 0, &a, world, now), 0);
+    }
+}
+
+Test(peerarr, honest_clock_no_violation)
+{
+    const int64_t theta = 5 * SEC + 123 * US; /* member − home, as a time namespace makes it */
+    struct peerarr_table *t = peerarr_table_new(16);
+    struct peerclock *pc = clock_believing(theta);
+    struct peerclock *clocks[2] = {NULL, pc};
+    struct peerarr_stats st;
+
+    cr_assert_not_null(t);
+    for (uint64_t seq = 0; seq < 3; seq++)
+        allreduce(t, seq, 2 * SEC + (int64_t)seq * 100 * MS, theta, 5 * MS, 4);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 3);
+    peerarr_table_stats(t, &st);
+    cr_assert_eq(st.added, 12);
+    cr_assert_eq(st.instances, 3);
+    cr_assert_eq(st.complete, 3);
+    cr_assert_eq(st.checks, 3);
+    cr_assert_eq(pc->collectives, 3);
+    cr_assert_eq(pc->violations, 0);
+    cr_assert_eq(pc->contradictions, 0);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 0, "removed");
+    peerarr_table_free(t);
+    free(pc);
+}
+
+Test(peerarr, misestimated_clock_violates)
+{
+    const int64_t theta = 5 * SEC;
+    struct peerarr_table *t = peerarr_table_new(16);
+    /* the estimator believes the member 10 ms further behind than it is: its ranks' times
+     * convert 10 ms late, entering after the home's ranks left */
+    struct peerclock *pc = clock_believing(theta - 10 * MS);
+    struct peerclock *early = clock_believing(theta + 10 * MS);
+    struct peerclock *clocks[2] = {NULL, pc};
+
+    cr_assert_not_null(t);
+    allreduce(t, 0, 2 * SEC, theta, 1 * MS, 4);
+    allreduce(t, 1, 2 * SEC + 100 * MS, theta, 1 * MS, 4);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 2);
+    cr_assert_eq(pc->collectives, 2);
+    cr_assert_eq(pc->violations, 2);
+    /* the other way: its times convert 10 ms early, leaving before the home's ranks entered */
+    clocks[1] = early;
+    allreduce(t, 2, 2 * SEC + 200 * MS, theta, 1 * MS, 4);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(early->collectives, 1);
+    cr_assert_eq(early->violations, 1);
+    peerarr_table_free(t);
+    free(pc);
+    free(early);
+}
+
+Test(peerarr, incomplete_ages_out_and_comm_size_decides)
+{
+    const int64_t theta = -500 * MS; /* a member clock behind the home's */
+    struct peerarr_table *t = peerarr_table_new(16);
+    struct peerclock *pc = clock_believing(theta);
+    struct peerclock *clocks[2] = {NULL, pc};
+    struct peerarr_stats st;
+    struct peerarr_arrival a = {.comm = 9, .seq = 0, .rank = 0, .enter_ns = 0, .exit_ns = 0};
+
+    cr_assert_not_null(t);
+    /* world 8, 4 arrivals: waits until its first arrival (taken at 2.1 s) is 10 s old */
+    allreduce(t, 0, 2 * SEC, theta, 0, 8);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC + 100 * MS, PEERARR_AGE_NS, clocks, 2), 1);
+    peerarr_table_stats(t, &st);
+    cr_assert_eq(st.instances, 1);
+    cr_assert_eq(st.complete, 0);
+    cr_assert_eq(st.checks, 1);
+    cr_assert_eq(pc->violations, 0);
+    /* comm_size 2 on one arrival decides over world 100: complete with two */
+    a.comm_size = 2;
+    a.enter_ns = a.exit_ns = 20 * SEC;
+    cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
+    a.rank = 1;
+    a.comm_size = 0;
+    cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    peerarr_table_stats(t, &st);
+    cr_assert_eq(st.complete, 1);
+    cr_assert_eq(st.checks, 1, "the home's own ranks alone check no clock");
+    cr_assert_eq(pc->collectives, 1);
+    peerarr_table_free(t);
+    free(pc);
+}
+
+Test(peerarr, bounded_sessions_and_unmeasured_clocks)
+{
+    struct peerarr_table *t = peerarr_table_new(2);
+    struct peerarr_arrival a = {.comm = 1, .enter_ns = 10, .exit_ns = 20};
+    struct peerclock *clocks[3] = {NULL, NULL, NULL};
+    struct peerarr_stats st;
+
+    cr_assert_not_null(t);
+    cr_assert_null(peerarr_table_new(0));
+    /* three instances in a table of two: the oldest goes unchecked */
+    for (uint64_t seq = 0; seq < 3; seq++) {
+        a.seq = seq;
+        cr_assert_eq(peerarr_table_add(t, seq == 1 ? "other" : "job", 2, &a, 2, (int64_t)seq), 0);
+    }
+    a.exit_ns = 5;
+    cr_assert_eq(peerarr_table_add(t, "job", 2, &a, 2, 3), -EINVAL, "exit before enter");
+    peerarr_table_stats(t, &st);
+    cr_assert_eq(st.evicted, 1);
+    cr_assert_eq(st.added, 3);
+    cr_assert_eq(st.refused, 1);
+    /* a member whose clock is not measured is not checked; the two left age out */
+    cr_assert_eq(peerarr_table_due(t, PEERARR_AGE_NS + 2, PEERARR_AGE_NS, clocks, 3), 2);
+    peerarr_table_stats(t, &st);
+    cr_assert_eq(st.instances, 2);
+    cr_assert_eq(st.checks, 0);
+    /* PEERARR_SESSIONS names at once: one more is refused until one has no instance left */
+    struct peerarr_table *big = peerarr_table_new(PEERARR_SESSIONS + 1);
+    char name[32];
+    a.exit_ns = 20;
+    for (int i = 0; i < PEERARR_SESSIONS; i++) {
+        snprintf(name, sizeof(name), "s%d", i);
+        cr_assert_eq(peerarr_table_add(big, name, 0, &a, 0, 0), 0);
+    }
+    cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, 0), -ENOSPC);
+    cr_assert_eq(peerarr_table_due(big, PEERARR_AGE_NS, PEERARR_AGE_NS, clocks, 3),
+                 PEERARR_SESSIONS);
+    cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, PEERARR_AGE_NS), 0);
+    peerarr_table_free(big);
+    peerarr_table_free(t);
 }
