@@ -313,3 +313,60 @@ size_t peerarr_table_due(struct peerarr_table *t, int64_t now_ns, int64_t age_ns
     }
     return done;
 }
+
+/* ---- the member's queue ---------------------------------------------------------- */
+
+struct peerarr_queue *peerarr_queue_new(void)
+{
+    return calloc(1, sizeof(struct peerarr_queue));
+}
+
+void peerarr_queue_free(struct peerarr_queue *q)
+{
+    if (q == NULL)
+        return;
+    free(q->ring);
+    free(q);
+}
+
+void peerarr_queue_push(struct peerarr_queue *q, const struct peerarr_arrival *a)
+{
+    if (q->ring == NULL && (q->ring = malloc(PEERARR_QUEUE * sizeof(*q->ring))) == NULL) {
+        q->dropped++;
+        return;
+    }
+    if (q->n == PEERARR_QUEUE) {
+        q->dropped++;
+        return;
+    }
+    q->ring[(q->head + q->n) % PEERARR_QUEUE] = *a;
+    q->n++;
+}
+
+size_t peerarr_queue_take(struct peerarr_queue *q, struct peerarr_arrival *out, size_t max)
+{
+    size_t n = q->n < max ? q->n : max;
+
+    for (size_t i = 0; i < n; i++)
+        out[i] = q->ring[(q->head + i) % PEERARR_QUEUE];
+    q->head = (q->head + n) % PEERARR_QUEUE;
+    q->n -= n;
+    return n;
+}
+
+bool peerarr_sync_op(const char *name)
+{
+    static const char *const words[] = {"allreduce", "allgather", "alltoall", "barrier"};
+    char low[256];
+    size_t n = 0;
+
+    /* lower case without '_', so that all_reduce and Allreduce read as allreduce */
+    for (const char *p = name; *p != '\0' && n < sizeof(low) - 1; p++)
+        if (*p != '_')
+            low[n++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    low[n] = '\0';
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strstr(low, words[i]) != NULL)
+            return true;
+    return false;
+}

@@ -31,6 +31,7 @@
 #ifndef TRACECTLD_PEERARR_H
 #define TRACECTLD_PEERARR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -75,6 +76,36 @@ int peerarr_pack(msgpack_packer *pk, const char *session, const char *host, uint
 int peerarr_decode(const msgpack_object *m, struct peerarr_msg *out, char *err, size_t errlen);
 /* Frees what msg owns and zeroes it; NULL is a no-op. */
 void peerarr_msg_free(struct peerarr_msg *msg);
+
+/*
+ * THE MEMBER'S QUEUE. A session a member forwards gets one (peermember
+ * makes it); the loop thread pushes the arrivals of each batch's
+ * synchronizing collectives with comm and seq into it as the batch is
+ * accepted (conn.c), and peermember's tick takes them out into `arrivals`
+ * messages. At most PEERARR_QUEUE; past that, or without memory, an arrival
+ * is counted in `dropped`. Its ring is allocated at the first push.
+ */
+struct peerarr_queue {
+    struct peerarr_arrival *ring; /* PEERARR_QUEUE slots; NULL until the first push */
+    size_t head, n;
+    uint64_t dropped;
+};
+
+/* An empty queue, NULL without memory. */
+struct peerarr_queue *peerarr_queue_new(void);
+/* NULL is a no-op. */
+void peerarr_queue_free(struct peerarr_queue *q);
+/* Appends a copy of *a, or counts it in q->dropped when full or out of memory. */
+void peerarr_queue_push(struct peerarr_queue *q, const struct peerarr_arrival *a);
+/* Moves the oldest min(max, q->n) arrivals into out; returns how many. */
+size_t peerarr_queue_take(struct peerarr_queue *q, struct peerarr_arrival *out, size_t max);
+/*
+ * True when an op of this name is a collective in which no rank leaves
+ * before every rank entered: its name contains allreduce, allgather,
+ * alltoall or barrier (any case; MPI_Allreduce, nccl:all_reduce and
+ * c10d::allreduce_ too, with "_" between the words or not).
+ */
+bool peerarr_sync_op(const char *name);
 
 #define PEERARR_INSTANCES 65536               /* instances the home's table holds */
 #define PEERARR_AGE_NS    (10 * 1000000000LL) /* an instance is checked this old at most */

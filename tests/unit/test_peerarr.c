@@ -442,3 +442,52 @@ Test(peerarr, bounded_sessions_and_unmeasured_clocks)
     peerarr_table_free(big);
     peerarr_table_free(t);
 }
+
+/* ---- the member's queue ------------------------------------------------------------ */
+
+Test(peerarr, queue_keeps_order_and_counts_drops)
+{
+    struct peerarr_queue *q = peerarr_queue_new();
+    struct peerarr_arrival *out = calloc(PEERARR_MAX_MSG, sizeof(*out));
+    size_t got = 0, n;
+
+    cr_assert_not_null(q);
+    cr_assert_not_null(out);
+    cr_assert_eq(peerarr_queue_take(q, out, PEERARR_MAX_MSG), 0, "empty, no ring yet");
+    for (uint64_t i = 0; i < PEERARR_QUEUE + 5; i++) {
+        struct peerarr_arrival a = {.comm = 1, .seq = i, .enter_ns = (int64_t)i};
+        peerarr_queue_push(q, &a);
+    }
+    cr_assert_eq(q->n, PEERARR_QUEUE);
+    cr_assert_eq(q->dropped, 5);
+    /* out in order, 8192 at a time, across the ring's end after one more push */
+    n = peerarr_queue_take(q, out, 3);
+    cr_assert_eq(n, 3);
+    cr_assert_eq(out[2].seq, 2);
+    struct peerarr_arrival late = {.comm = 1, .seq = 999999};
+    peerarr_queue_push(q, &late);
+    got = 3;
+    while ((n = peerarr_queue_take(q, out, PEERARR_MAX_MSG)) > 0) {
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(out[i].seq, got + i == PEERARR_QUEUE ? 999999 : got + i);
+        got += n;
+    }
+    cr_assert_eq(got, PEERARR_QUEUE + 1);
+    cr_assert_eq(q->dropped, 5);
+    peerarr_queue_free(q);
+    peerarr_queue_free(NULL);
+    free(out);
+}
+
+Test(peerarr, sync_ops_by_name)
+{
+    const char *yes[] = {"allreduce",        "MPI_Allreduce",  "nccl:all_reduce",
+                         "c10d::allreduce_", "MPI_Allgatherv", "all_gather",
+                         "MPI_Alltoallw",    "barrier",        "MPI_Ibarrier"};
+    const char *no[] = {"MPI_Bcast", "MPI_Reduce", "reduce_scatter", "broadcast", "send", "", "ar"};
+
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        cr_assert(peerarr_sync_op(yes[i]), "%s", yes[i]);
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        cr_assert(!peerarr_sync_op(no[i]), "%s", no[i]);
+}
