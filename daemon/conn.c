@@ -20,6 +20,7 @@
 #include "control.h"
 #include "log.h"
 #include "peerarr.h"
+#include "peerhome.h"
 #include "peermember.h"
 
 /* Bytes asked of each read: small, so 1,000 stalled connections hold ~16 MiB at most. */
@@ -527,14 +528,20 @@ static void conn_mark_sync(struct session *s, uint32_t gid, const char *name)
 /*
  * The tap of collective arrivals (peerarr.h, THE MEMBER'S QUEUE): the
  * entries of b (op ids resolved) of synchronizing collectives with ext comm
- * and seq, from a process with a rank, into the session's queue. Only a
- * session a member forwards has one.
+ * and seq, from a process with a rank, into the session's queue (only a
+ * session a member forwards has one), or on a home, into its table.
  */
 static void conn_tap_arrivals(struct conn *c, const struct proto_batch *b)
 {
     struct session *s = c->session;
+    struct peerhome *home = c->d->peer_home;
 
-    if (s->arrq == NULL || s->op_sync == NULL || c->rank < 0 || c->rank > INT32_MAX)
+    /* --home forwards every session (to it, or to the home a hello named): queue from the
+     * first batch on, not from the tick that adopts the session */
+    if (s->arrq == NULL && c->d->peer_member != NULL && s->op_sync != NULL)
+        s->arrq = peerarr_queue_new();
+    if ((s->arrq == NULL && home == NULL) || s->op_sync == NULL || c->rank < 0 ||
+        c->rank > INT32_MAX)
         return;
     for (size_t i = 0; i < b->n; i++) {
         const struct proto_entry *e = &b->entries[i];
@@ -555,7 +562,10 @@ static void conn_tap_arrivals(struct conn *c, const struct proto_batch *b)
                                     .comm_size = x.has & PROTO_EXT_COMM_SIZE ? x.comm_size : 0};
         if (a.comm_size != 0 && (uint64_t)a.rank >= a.comm_size)
             continue;
-        peerarr_queue_push(s->arrq, &a);
+        if (s->arrq != NULL)
+            peerarr_queue_push(s->arrq, &a);
+        else
+            peerhome_arrival(home, s->name, &a, s->world);
     }
 }
 

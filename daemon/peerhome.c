@@ -338,6 +338,17 @@ static void peerhome_arrivals(struct peerhome_link *k, const msgpack_object *m)
     peerarr_msg_free(&a);
 }
 
+void peerhome_arrival(struct peerhome *h, const char *session, const struct peerarr_arrival *a,
+                      int64_t world)
+{
+    if (h == NULL || h->stopping)
+        return;
+    if (h->arr == NULL && (h->arr = peerarr_table_new(PEERARR_INSTANCES)) == NULL)
+        return;
+    (void)peerarr_table_add(h->arr, session, 0, a, world > 0 ? (uint64_t)world : 0,
+                            (int64_t)uv_hrtime());
+}
+
 /* ---- clock links ------------------------------------------------------------------------ */
 
 /*
@@ -620,7 +631,15 @@ static void peerhome_arrivals_due(struct peerhome *h)
         return; /* the next tick checks them */
     for (struct peerhome_host *x = h->hosts; x != NULL; x = x->next)
         clocks[x->index] = x->clock;
-    peerarr_table_due(h->arr, (int64_t)uv_hrtime(), PEERARR_AGE_NS, clocks, (size_t)h->n_hosts + 1);
+    if (peerarr_table_due(h->arr, (int64_t)uv_hrtime(), PEERARR_AGE_NS, clocks,
+                          (size_t)h->n_hosts + 1) > 0) {
+        struct peerarr_stats st;
+        peerarr_table_stats(h->arr, &st);
+        log_debug("peer: collective instances checked: %llu (%llu complete), clock checks %llu, "
+                  "evicted %llu",
+                  (unsigned long long)st.instances, (unsigned long long)st.complete,
+                  (unsigned long long)st.checks, (unsigned long long)st.evicted);
+    }
     free(clocks);
 }
 
