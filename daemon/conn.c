@@ -19,6 +19,8 @@
 #include "conn.h"
 #include "control.h"
 #include "log.h"
+#include "peerarr.h"
+#include "peerhome.h"
 #include "peermember.h"
 
 /* Bytes asked of each read: small, so 1,000 stalled connections hold ~16 MiB at most. */
@@ -513,6 +515,60 @@ static void conn_table_fail(struct conn *c, int rc, enum conn_table t)
     conn_fail(c, PROTO_E_LIMIT, msg);
 }
 
+/* Notes op gid as a synchronizing collective (peerarr.h) when its name says so. */
+static void conn_mark_sync(struct session *s, uint32_t gid, const char *name)
+{
+    if (gid >= SESSION_MAX_OPS || !peerarr_sync_op(name))
+        return;
+    if (s->op_sync == NULL && (s->op_sync = calloc(SESSION_MAX_OPS / 8, 1)) == NULL)
+        return; /* its arrivals are not queued */
+    s->op_sync[gid / 8] |= (uint8_t)(1u << (gid % 8));
+}
+
+/*
+ * The tap of collective arrivals (peerarr.h, THE MEMBER'S QUEUE): the
+ * entries of b (op ids resolved) of synchronizing collectives with ext comm
+ * and seq, from a process with a rank, into the session's queue (only a
+ * session a member forwards has one), or on a home, into its table.
+ */
+static void conn_tap_arrivals(struct conn *c, const struct proto_batch *b)
+{
+    struct session *s = c->session;
+    struct peerhome *home = c->d->peer_home;
+
+    /* --home forwards every session (to it, or to the home a hello named): queue from the
+     * first batch on, not from the tick that adopts the session */
+    if (s->arrq == NULL && c->d->peer_member != NULL && s->op_sync != NULL)
+        s->arrq = peerarr_queue_new();
+    if ((s->arrq == NULL && home == NULL) || s->op_sync == NULL || c->rank < 0 ||
+        c->rank > INT32_MAX)
+        return;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct proto_entry *e = &b->entries[i];
+        struct proto_ext x;
+        if (e->ext_len == 0 || e->op_id >= SESSION_MAX_OPS ||
+            !(s->op_sync[e->op_id / 8] & (1u << (e->op_id % 8))) ||
+            !proto_entry_ext(e, b->blob, &x) ||
+            (x.has & (PROTO_EXT_COMM | PROTO_EXT_SEQ)) != (PROTO_EXT_COMM | PROTO_EXT_SEQ) ||
+            e->start_ns > (uint64_t)PEERARR_TIME_MAX ||
+            e->dur_ns > (uint64_t)PEERARR_TIME_MAX - e->start_ns)
+            continue;
+        struct peerarr_arrival a = {.comm = x.comm,
+                                    .seq = x.seq,
+                                    .rank = c->rank,
+                                    .enter_ns = (int64_t)e->start_ns,
+                                    .exit_ns = (int64_t)(e->start_ns + e->dur_ns),
+                                    .bytes = e->mem_bytes,
+                                    .comm_size = x.has & PROTO_EXT_COMM_SIZE ? x.comm_size : 0};
+        if (a.comm_size != 0 && (uint64_t)a.rank >= a.comm_size)
+            continue;
+        if (s->arrq != NULL)
+            peerarr_queue_push(s->arrq, &a);
+        else
+            peerhome_arrival(home, s->name, &a, s->world);
+    }
+}
+
 static void conn_handle_ops(struct conn *c, struct proto_msg *m)
 {
     char msg[160];
@@ -544,6 +600,7 @@ static void conn_handle_ops(struct conn *c, struct proto_msg *m)
             conn_fail(c, PROTO_E_INTERNAL, "out of memory");
             return;
         }
+        conn_mark_sync(c->session, gid, def->name);
     }
     if (conn_over_share(c, 1))
         conn_pause(c);
@@ -778,6 +835,7 @@ static void conn_store_batch(struct conn *c, struct proto_batch *b)
         return;
     }
     conn_count_batch(c, b);
+    conn_tap_arrivals(c, b);
     job->u.batch.process_id = c->process_id;
     job->u.batch.b = *b; /* a move: the message no longer owns the batch */
     memset(b, 0, sizeof(*b));

@@ -4,6 +4,7 @@
 #include "peerhome.h"
 #include "daemon.h"
 #include "log.h"
+#include "peerarr.h"
 #include "peerclock_io.h"
 #include "peerclock_wire.h"
 #include "peermsg.h"
@@ -26,6 +27,10 @@ struct peerhome_host {
     struct peerhome_link *clock_link; /* its clock link; NULL while none */
     struct peerclock *clock;          /* its clock against the home's; NULL until a clock link */
     uint64_t rx_ms;                   /* uv_now() when a link of this host last spoke */
+    uint32_t index;                   /* 1, 2, ...: its clock's place in peerarr_table_due's */
+    uint64_t arrivals;                /* collective arrivals taken from it */
+    uint64_t arrivals_queued_out;     /* its queue's drops, as its last `arrivals` said */
+    uint64_t arrivals_refused;        /* arrivals the home's table could not take */
     size_t parts, bytes;              /* what its snapshots take (PEERHOME_MAX_*) */
 };
 
@@ -65,6 +70,8 @@ struct peerhome {
     size_t n_links;
     struct peerhome_host *hosts;
     struct peerhome_part *parts;
+    uint32_t n_hosts;
+    struct peerarr_table *arr; /* collective instances across hosts; NULL until arrivals come */
     bool stopping, listener_closed;
 };
 
@@ -85,6 +92,7 @@ static void peerhome_maybe_free(struct peerhome *h)
         free(x->clock);
         free(x);
     }
+    peerarr_table_free(h->arr);
     peerlink_ctx_free(h->ctx);
     free(h->host);
     free(h);
@@ -134,6 +142,7 @@ static struct peerhome_host *peerhome_host_get(struct peerhome *h, const char *n
     if (x == NULL)
         return NULL;
     snprintf(x->name, sizeof(x->name), "%s", name);
+    x->index = ++h->n_hosts;
     x->next = h->hosts;
     h->hosts = x;
     return x;
@@ -292,6 +301,54 @@ static void peerhome_snapshot(struct peerhome_link *k, const msgpack_object *m)
     peersnap_free(&s);
 }
 
+/*
+ * `arrivals` (peerarr.h): each arrival goes into the table in the member's
+ * own clock, converted when its instance is checked (peerhome_tick), with
+ * the estimate in force then. The session's world is not known here, so an
+ * instance without comm_size is checked when it ages out.
+ */
+static void peerhome_arrivals(struct peerhome_link *k, const msgpack_object *m)
+{
+    struct peerhome_host *x = k->host;
+    struct peerarr_msg a;
+    char err[200];
+    int rc = peerarr_decode(m, &a, err, sizeof(err));
+
+    if (rc < 0) {
+        peerhome_fail(k, rc == -ENOMEM ? PROTO_E_INTERNAL : PROTO_E_MESSAGE, err);
+        return;
+    }
+    if (strcmp(a.host, x->name) != 0) {
+        peerarr_msg_free(&a);
+        peerhome_fail(k, PROTO_E_MESSAGE, "arrivals: host is not the link's");
+        return;
+    }
+    if (k->h->arr == NULL && (k->h->arr = peerarr_table_new(PEERARR_INSTANCES)) == NULL) {
+        log_warn("peer: no memory for the arrivals of %s", x->name);
+        x->arrivals_refused += a.n;
+    }
+    for (size_t i = 0; k->h->arr != NULL && i < a.n; i++) {
+        if (peerarr_table_add(k->h->arr, a.session, x->index, &a.arr[i], 0, (int64_t)uv_hrtime()) ==
+            0)
+            x->arrivals++;
+        else
+            x->arrivals_refused++;
+    }
+    x->arrivals_queued_out = a.dropped;
+    peerarr_msg_free(&a);
+}
+
+void peerhome_arrival(struct peerhome *h, const char *session, const struct peerarr_arrival *a,
+                      int64_t world)
+{
+    if (h == NULL || h->stopping)
+        return;
+    if (h->arr == NULL && (h->arr = peerarr_table_new(PEERARR_INSTANCES)) == NULL)
+        return;
+    (void)peerarr_table_add(h->arr, session, 0, a, world > 0 ? (uint64_t)world : 0,
+                            (int64_t)uv_hrtime());
+}
+
 /* ---- clock links ------------------------------------------------------------------------ */
 
 /*
@@ -432,6 +489,9 @@ static void peerhome_msg_cb(struct peerlink *l, const msgpack_object *m)
     case PEERMSG_SNAPSHOT:
         peerhome_snapshot(k, m);
         break;
+    case PEERMSG_ARRIVALS:
+        peerhome_arrivals(k, m);
+        break;
     case PEERMSG_ERROR:
         peermsg_error_text(m, text, sizeof(text));
         peerlink_close(l, text);
@@ -560,6 +620,29 @@ struct peerhome *peerhome_start(struct daemon *d, const char *addr, const char *
     return h;
 }
 
+/* Checks the instances due against the clocks of the hosts they came from (peerarr.h). */
+static void peerhome_arrivals_due(struct peerhome *h)
+{
+    struct peerclock **clocks;
+
+    if (h->arr == NULL)
+        return;
+    if ((clocks = calloc((size_t)h->n_hosts + 1, sizeof(*clocks))) == NULL)
+        return; /* the next tick checks them */
+    for (struct peerhome_host *x = h->hosts; x != NULL; x = x->next)
+        clocks[x->index] = x->clock;
+    if (peerarr_table_due(h->arr, (int64_t)uv_hrtime(), PEERARR_AGE_NS, clocks,
+                          (size_t)h->n_hosts + 1) > 0) {
+        struct peerarr_stats st;
+        peerarr_table_stats(h->arr, &st);
+        log_debug("peer: collective instances checked: %llu (%llu complete), clock checks %llu, "
+                  "evicted %llu",
+                  (unsigned long long)st.instances, (unsigned long long)st.complete,
+                  (unsigned long long)st.checks, (unsigned long long)st.evicted);
+    }
+    free(clocks);
+}
+
 void peerhome_tick(struct peerhome *h)
 {
     uint64_t now;
@@ -572,6 +655,7 @@ void peerhome_tick(struct peerhome *h)
             peerlink_close(&k->l, "silent for 3 s");
         else if (k->clock && k->host != NULL && !k->l.closing)
             peerhome_clock_start(k);
+    peerhome_arrivals_due(h);
 }
 
 void peerhome_stop(struct peerhome *h)
@@ -706,6 +790,8 @@ int peerhome_collect(const struct peerhome *h, const char *name, const char *hom
         q->age_ns = (now - p->rx_ms) * 1000000;
         if (peerhome_clock(p->host->clock, q) < 0)
             goto nomem;
+        q->arrivals = p->host->arrivals;
+        q->arrivals_dropped = p->host->arrivals_queued_out + p->host->arrivals_refused;
         q->host = strdup(p->host->name);
         q->snap = malloc(p->len);
         if (q->host == NULL || q->snap == NULL)

@@ -75,6 +75,16 @@ struct peerhome *peerhome_start(struct daemon *d, const char *addr, const char *
 void peerhome_tick(struct peerhome *h);
 /* Closes everything; frees h once its handles are closed. NULL is a no-op. */
 void peerhome_stop(struct peerhome *h);
+/*
+ * One of the home's own ranks' arrivals at a synchronizing collective of
+ * session `session` (world: its hello's, -1 none), in the home's clock, for
+ * the table that checks members' clocks against them (peerarr.h). Dropped
+ * (counted in the table's refusals) when the table cannot take it. NULL h
+ * is a no-op.
+ */
+struct peerarr_arrival;
+void peerhome_arrival(struct peerhome *h, const char *session, const struct peerarr_arrival *a,
+                      int64_t world);
 /* True when a member sent a snapshot of a session of this name. */
 bool peerhome_has(const struct peerhome *h, const char *session);
 /*

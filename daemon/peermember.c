@@ -2,6 +2,7 @@
  * peermember.c — the member's link to its home and its snapshots (peermember.h).
  */
 #include "peermember.h"
+#include "peerarr.h"
 #include "daemon.h"
 #include "log.h"
 #include "peerclock_wire.h"
@@ -30,6 +31,7 @@ struct peermember_fwd {
     /* what its last snapshot sent said, on which link (gen), when: an unchanged live session
      * is not read again for PEERMEMBER_RESEND_MS */
     uint64_t sent_entries, sent_dropped, sent_processes, sent_gen, sent_ms;
+    uint64_t sent_arr_dropped; /* the queue's drops its last `arrivals` said */
 };
 
 struct peermember_link {
@@ -481,6 +483,37 @@ static bool peermember_unchanged(const struct peermember *m, const struct peerme
            uv_now(m->d->loop) - f->sent_ms < PEERMEMBER_RESEND_MS;
 }
 
+/*
+ * The session's collective arrivals (peerarr.h): its queue made on its first
+ * tick forwarded (a routed session's at its hello), then emptied into
+ * `arrivals` messages of at most PEERARR_MAX_MSG while the link takes them.
+ */
+static void peermember_arrivals(struct peermember *m, struct peermember_fwd *f, struct session *s)
+{
+    struct peerarr_queue *q = s->arrq;
+    struct peerarr_arrival *buf;
+
+    if (q == NULL) {
+        if (s->live)
+            s->arrq = peerarr_queue_new();
+        return;
+    }
+    if (q->n == 0 && q->dropped == f->sent_arr_dropped)
+        return;
+    if ((buf = malloc(PEERARR_MAX_MSG * sizeof(*buf))) == NULL)
+        return; /* the next tick sends them */
+    do {
+        size_t n = peerarr_queue_take(q, buf, PEERARR_MAX_MSG);
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        peermember_send_packed(m, &sb, peerarr_pack(&pk, f->name, m->host, q->dropped, buf, n));
+    } while (q->n > 0 && m->link != NULL && !peerlink_busy(&m->link->l));
+    f->sent_arr_dropped = q->dropped;
+    free(buf);
+}
+
 void peermember_tick(struct peermember *m)
 {
     msgpack_sbuffer sb;
@@ -509,6 +542,8 @@ void peermember_tick(struct peermember *m)
             peermember_fwd_free(f);
             continue;
         }
+        if (s != NULL && m->link != NULL)
+            peermember_arrivals(m, f, s);
         if (!f->busy && !f->unsupported && m->link != NULL && !peerlink_busy(&m->link->l) &&
             !peermember_unchanged(m, f, s))
             peermember_queue(m, f, s);
@@ -569,7 +604,7 @@ void peermember_stop(struct peermember *m)
 /* ---- sessions a producer routed (hello "home") ------------------------------------------- */
 
 /* Forwards session s through m (once). */
-static void peermember_take(struct peermember *m, const struct session *s)
+static void peermember_take(struct peermember *m, struct session *s)
 {
     struct peermember_fwd *f;
 
@@ -585,6 +620,8 @@ static void peermember_take(struct peermember *m, const struct session *s)
     f->id = s->id;
     f->next = m->fwd;
     m->fwd = f;
+    if (s->arrq == NULL)
+        s->arrq = peerarr_queue_new(); /* NULL: made at the next tick */
 }
 
 /*
@@ -623,7 +660,7 @@ static bool peermember_forwarded(struct daemon *d, int64_t id)
     return false;
 }
 
-void peermember_route(struct daemon *d, const struct session *s, const char *home)
+void peermember_route(struct daemon *d, struct session *s, const char *home)
 {
     struct peermember *m, *all = d->peer_member;
     struct sockaddr_storage ss;

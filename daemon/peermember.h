@@ -65,7 +65,7 @@ struct peermember *peermember_start(struct daemon *d, const char *home, const ch
  * decides; NULL home, or a session already forwarded, changes nothing.
  * Problems are logged (the producer is never refused for them).
  */
-void peermember_route(struct daemon *d, const struct session *s, const char *home);
+void peermember_route(struct daemon *d, struct session *s, const char *home);
 /* peermember_tick() of --home's member and of every routed one. */
 void peermember_tick_all(struct daemon *d);
 /* peermember_stop() of them all; d's pointers are cleared. */

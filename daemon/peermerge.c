@@ -348,9 +348,10 @@ static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
  */
 static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
                                const struct peersnap *s, uint64_t age_ns, int64_t offset_ns,
-                               int64_t bound_ns, double drift_ppm, uint64_t violations)
+                               int64_t bound_ns, double drift_ppm, uint64_t violations,
+                               uint64_t arrivals, uint64_t arrivals_dropped)
 {
-    msgpack_pack_map(pk, 11);
+    msgpack_pack_map(pk, 13);
     proto_pack_str(pk, "host");
     proto_pack_str(pk, host);
     proto_pack_str(pk, "state");
@@ -376,6 +377,8 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
     else
         msgpack_pack_double(pk, drift_ppm);
     peermerge_kv_u64(pk, "violations", violations);
+    peermerge_kv_u64(pk, "arrivals", arrivals);
+    peermerge_kv_u64(pk, "arrivals_dropped", arrivals_dropped);
 }
 
 /* r->hosts: the key and its array, the home's row first, then the members' in order. */
@@ -390,11 +393,12 @@ static int peermerge_hosts(struct report *r, const struct peermerge *m,
     proto_pack_str(&pk, "hosts");
     msgpack_pack_array(&pk, m->n_parts + 1);
     peermerge_host_row(&pk, m->home_host, home_part ? m->home_state : "none",
-                       home_part ? &snaps[0] : NULL, 0, 0, 0, 0.0, 0);
+                       home_part ? &snaps[0] : NULL, 0, 0, 0, 0.0, 0, 0, 0);
     for (size_t i = 0; i < m->n_parts; i++) {
         const struct peermerge_part *p = &m->parts[i];
         peermerge_host_row(&pk, p->host, p->state, have[i + 1] ? &snaps[i + 1] : NULL, p->age_ns,
-                           p->offset_ns, p->bound_ns, p->drift_ppm, p->violations);
+                           p->offset_ns, p->bound_ns, p->drift_ppm, p->violations, p->arrivals,
+                           p->arrivals_dropped);
     }
     if (sb.data == NULL) {
         msgpack_sbuffer_destroy(&sb);

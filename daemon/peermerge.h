@@ -33,14 +33,16 @@
 /* One member's part, as the loop thread copied it for the worker (owned). */
 struct peermerge_part {
     char *host;
-    const char *state;       /* static: "live", "stale", "lost" or "ended" */
-    uint64_t age_ns;         /* since its snapshot arrived */
-    int64_t offset_ns;       /* member clock minus home clock, now */
-    int64_t bound_ns;        /* |true - offset| <= bound_ns; -1: unknown (offset and bound nil) */
-    double drift_ppm;        /* the member clock's rate against the home's; NaN: unknown (nil) */
-    uint64_t violations;     /* clock-condition violations counted (peerclock_collective) */
-    struct peerclock *clock; /* a copy of its estimator; NULL before its first burst */
-    char *snap;              /* the whole `snapshot` message as it arrived */
+    const char *state;         /* static: "live", "stale", "lost" or "ended" */
+    uint64_t age_ns;           /* since its snapshot arrived */
+    int64_t offset_ns;         /* member clock minus home clock, now */
+    int64_t bound_ns;          /* |true - offset| <= bound_ns; -1: unknown (offset and bound nil) */
+    double drift_ppm;          /* the member clock's rate against the home's; NaN: unknown (nil) */
+    uint64_t violations;       /* clock-condition violations counted (peerclock_collective) */
+    uint64_t arrivals;         /* collective arrivals the home took from this host */
+    uint64_t arrivals_dropped; /* arrivals the host's queue dropped or the home refused */
+    struct peerclock *clock;   /* a copy of its estimator; NULL before its first burst */
+    char *snap;                /* the whole `snapshot` message as it arrived */
     size_t snap_len;
 };
 

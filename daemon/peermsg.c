@@ -21,10 +21,11 @@ enum peermsg_type peermsg_type(const msgpack_object *m)
         const char *name;
         enum peermsg_type type;
     } types[] = {
-        {"peer_hello", PEERMSG_HELLO}, {"peer_welcome", PEERMSG_WELCOME},
-        {"error", PEERMSG_ERROR},      {"ping", PEERMSG_PING},
-        {"pong", PEERMSG_PONG},        {"snapshot", PEERMSG_SNAPSHOT},
-        {"snapshot_ack", PEERMSG_ACK}, {"clock_hello", PEERMSG_CLOCK_HELLO},
+        {"peer_hello", PEERMSG_HELLO},  {"peer_welcome", PEERMSG_WELCOME},
+        {"error", PEERMSG_ERROR},       {"ping", PEERMSG_PING},
+        {"pong", PEERMSG_PONG},         {"snapshot", PEERMSG_SNAPSHOT},
+        {"snapshot_ack", PEERMSG_ACK},  {"clock_hello", PEERMSG_CLOCK_HELLO},
+        {"arrivals", PEERMSG_ARRIVALS},
     };
 
     if (m->type != MSGPACK_OBJECT_ARRAY || m->via.array.size == 0)

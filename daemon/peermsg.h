@@ -1,7 +1,8 @@
 /*
  * peermsg — the small messages of the peer protocol (proto/PROTOCOL.md
  * "Peer protocol"): peer_hello, clock_hello (the first message of a clock
- * link), peer_welcome, error, ping, pong and snapshot_ack; `snapshot` is peersnap.h's. Pure
+ * link), peer_welcome, error, ping, pong and snapshot_ack; `snapshot` is peersnap.h's,
+ * `arrivals` peerarr.h's. Pure
  * functions over msgpack, any thread: each pack function appends one whole message to sb and
  * returns 0 or -ENOMEM; each decoder checks every field it reads and
  * returns 0 or -EPROTO with a message in err (strings copied into the
@@ -30,6 +31,7 @@ enum peermsg_type {
     PEERMSG_SNAPSHOT,
     PEERMSG_ACK,
     PEERMSG_CLOCK_HELLO,
+    PEERMSG_ARRIVALS,
 };
 
 /* The type of m (an array whose element 0 is a string: peerlink checked). */

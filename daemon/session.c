@@ -8,6 +8,7 @@
 #include "analysis.h"
 #include "log.h"
 #include "session.h"
+#include "peerarr.h"
 #include "util.h"
 
 #ifdef TRACECTLD_TEST_CLOCK
@@ -111,6 +112,8 @@ bool session_opening_full(const struct registry *reg)
 
 static void session_free(struct session *s)
 {
+    peerarr_queue_free(s->arrq);
+    free(s->op_sync);
     free(s->shape_cache);
     free(s->op_counts);
     strmap_deinit(&s->ops);
@@ -183,6 +186,8 @@ static void session_end(struct registry *reg, struct session *s, enum store_cut 
     free(s->op_counts);
     s->op_counts = NULL;
     s->n_op_counts = 0;
+    free(s->op_sync);
+    s->op_sync = NULL;
     strmap_deinit(&s->ops);
     strmap_deinit(&s->devices);
     strmap_deinit(&s->shapes);

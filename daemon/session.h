@@ -82,6 +82,12 @@ struct session {
         uint64_t calls, total_ns;
     } * op_counts;
     uint32_t n_op_counts; /* ids below it have a slot */
+    /* Op ids that are synchronizing collectives (peerarr_sync_op), a bit each; NULL until the
+     * first, freed with the name tables. */
+    uint8_t *op_sync;
+    /* A member forwarding this session: its collective arrivals for the home (peerarr.h); NULL
+     * when not forwarded, and then nothing is queued. */
+    struct peerarr_queue *arrq;
 };
 
 struct registry {

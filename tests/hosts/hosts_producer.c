@@ -8,8 +8,16 @@
  * the report is thus computable by the test: calls 2N or 4N per op per rank,
  * sums by formula, min 1000 and 5000.
  *
+ * With HOSTS_COLL_DIR set, it records instead HOSTS_COLL_N collectives
+ * "MPI_Allreduce" (ext comm 1, seq 0, 1, ..., comm_size WORLD, 4096 bytes)
+ * that really synchronize the WORLD ranks on every host: each rank notes its
+ * enter, creates DIR/SEQ.RANK and leaves once all WORLD files of that seq
+ * exist (the hosts share the file system), so no rank leaves before all
+ * entered. Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
+ *
  * usage: hosts_producer SOCKET NAME RANK WORLD N [WAIT_FILE]
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -23,6 +31,40 @@ static void record(tc_client *cl, uint32_t fwd, uint32_t ar, long n)
         tc_record(cl, fwd, now, 1000 + (uint64_t)i, 64, NULL, NULL, 0, NULL);
         tc_record(cl, ar, now + 2000, 5000 + 7 * (uint64_t)i, 0, NULL, NULL, 0, NULL);
     }
+}
+
+/* HOSTS_COLL_DIR's collectives (see the header). 0, or 1 when a file cannot be made. */
+static int collectives(tc_client *cl, const char *dir, long rank, long world)
+{
+    uint32_t op = tc_op_cat(cl, "MPI_Allreduce", "comm");
+    long n = atol(getenv("HOSTS_COLL_N") ? getenv("HOSTS_COLL_N") : "10");
+    long late = getenv("HOSTS_LATE_RANK") ? atol(getenv("HOSTS_LATE_RANK")) : -1;
+    long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
+    char path[4096];
+
+    for (long seq = 0; seq < n; seq++) {
+        if (rank == late)
+            usleep((useconds_t)late_us);
+        uint64_t enter = tc_now_ns();
+        snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, rank);
+        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        if (fd < 0)
+            return 1;
+        close(fd);
+        for (long r = 0; r < world; r++) {
+            snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
+            while (access(path, F_OK) != 0)
+                usleep(200);
+        }
+        uint64_t exit_ns = tc_now_ns();
+        tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE,
+                    .comm = 1,
+                    .seq = (uint64_t)seq,
+                    .comm_size = (uint64_t)world};
+        tc_record_ext(cl, op, enter, exit_ns - enter, 4096, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
+                      &x);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -49,6 +91,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "hosts_producer: cannot reach %s: %d\n", argv[1], err);
         tc_close(cl);
         return 1;
+    }
+    if (getenv("HOSTS_COLL_DIR") != NULL) {
+        if (collectives(cl, getenv("HOSTS_COLL_DIR"), opt.rank, opt.world) != 0 ||
+            tc_flush(cl, 10000) != 0) {
+            fprintf(stderr, "hosts_producer: collectives failed\n");
+            return 1;
+        }
+        return tc_close(cl) == 0 ? 0 : 1;
     }
     uint32_t fwd = tc_op(cl, "fwd"), ar = tc_op_cat(cl, "allreduce", "comm");
     record(cl, fwd, ar, atol(argv[5]));

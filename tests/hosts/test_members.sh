@@ -250,6 +250,38 @@ for x, y in zip(sorted(a["ops"], key=lambda o: o["op"]), sorted(b["ops"], key=la
         assert x[k] == y[k], (k, x, y)
 assert a["session"]["entries"] == b["session"]["entries"] == 160
 PY
+# 4. Collective arrivals across hosts: session coll, ranks 0, 1 on the home and 2, 3 on m1
+# (whose clock is 3 s ahead), 20 allreduces (comm 1, seq 0..19) that really synchronize
+# through files, rank 3 late by 20 ms each time. m1 sends its 40 arrivals; the home checks
+# each instance once complete (its 2 ranks' + m1's 2) against m1's measured clock: 20 checks,
+# no violation on an honest clock (a mis-estimated one is tests/unit/test_peerarr.c's).
+mkdir -p "$HOSTS_DIR/coll"
+coll() { # host rank
+    hosts_exec "$1" env HOSTS_COLL_DIR="$HOSTS_DIR/coll" HOSTS_COLL_N=20 HOSTS_LATE_RANK=3 \
+        HOSTS_LATE_US=20000 "$PRODUCER" "$HOSTS_DIR/$1.sock" coll "$2" 4 0
+}
+coll home 0 & q1=$!
+coll home 1 & q2=$!
+coll m1 2 & q3=$!
+coll m1 3 & q4=$!
+for p in $q1 $q2 $q3 $q4; do wait $p || fail "a collective producer failed"; done
+arrivals_of() { # host session -> "arrivals dropped violations" of the home's row
+    report home "$2" 2>/dev/null | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+h = next((h for h in r.get("hosts", []) if h["host"] == sys.argv[1]), None)
+print("none" if h is None else " ".join(str(h[k]) for k in ("arrivals", "arrivals_dropped", "violations")))' "$1"
+}
+checked() {
+    grep "collective instances checked" "$HOSTS_DIR/home.log" | tail -1 |
+        grep -q "checked: 20 (20 complete), clock checks 20,"
+}
+hosts_wait 15 checked ||
+    fail "the home did not check 20 instances: $(grep 'instances checked' "$HOSTS_DIR/home.log" | tail -1)"
+got=$(arrivals_of m1 coll)
+[ "$got" = "40 0 0" ] || fail "m1's row: arrivals, dropped, violations = $got, want 40 0 0"
+echo "collectives: m1 sent 40 arrivals, none dropped; 20 instances checked, 0 violations"
+
 # The figures: every burst's bound, as the home logged it (debug).
 python3 - "$HOSTS_DIR/home.log" <<'PY'
 import re, statistics, sys

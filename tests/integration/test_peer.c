@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "peerarr.h"
 #include "peerclock_io.h"
 #include "peerclock_wire.h"
 #include "peerhome.h"
@@ -92,7 +93,9 @@ enum send_what {
     SEND_HUGE,
     SEND_PING,
     SEND_MANY,
-    SEND_TWO_JOBS
+    SEND_TWO_JOBS,
+    SEND_ARRIVALS,
+    SEND_ARRIVALS_NOT_MINE
 };
 
 struct peer {
@@ -163,6 +166,15 @@ static void peer_send(struct peer *p, enum send_what what)
         uint64_t now = (uint64_t)time(NULL) * 1000000000ull, hour = 3600 * 1000000000ull;
         pack_snapshot(&sb, false, "again", false, 1, 8, now, 0);
         pack_snapshot(&sb, false, "again", true, 2, 7, now - hour, now - hour + 1000000000ull);
+    } else if (what == SEND_ARRIVALS || what == SEND_ARRIVALS_NOT_MINE) {
+        /* three arrivals (two instances) before the snapshot: its ack says they were read */
+        const struct peerarr_arrival a[3] = {
+            {.comm = 1, .seq = 0, .rank = 2, .enter_ns = 100, .exit_ns = 200, .bytes = 8},
+            {.comm = 1, .seq = 0, .rank = 3, .enter_ns = 110, .exit_ns = 210, .bytes = 8},
+            {.comm = 1, .seq = 1, .rank = 2, .enter_ns = 300, .exit_ns = 400, .comm_size = 4}};
+        cr_assert_eq(
+            peerarr_pack(&pk, "remote", what == SEND_ARRIVALS ? p->host : "other", 7, a, 3), 0);
+        pack_snapshot(&sb, false, "remote", false, 1, 1, 0, 0);
     } else if (what == SEND_HUGE) {
         msgpack_pack_array(&pk, 2);
         proto_pack_str(&pk, "snapshot");
@@ -418,6 +430,37 @@ Test(peer, a_host_name_already_a_member_is_refused)
 }
 
 /* The state of host's part of session "remote" in the home's report, into buf. */
+Test(peer, arrivals_are_counted_in_the_host_row)
+{
+    struct peer p = {.host = "r1", .then = SEND_ARRIVALS};
+    struct peer q = {.host = "r2", .then = SEND_ARRIVALS_NOT_MINE};
+    struct proto_request req;
+    struct proto_reader r;
+    const msgpack_object *o, *hosts, *row;
+    int fd;
+
+    run(&p, 1, key);
+    cr_assert_eq(p.acks, 1, "%s / %s", p.error, p.reason);
+    run(&q, 1, key);
+    cr_assert_eq(q.acks, 0);
+    cr_assert(strstr(q.error, "host is not the link's") != NULL, "%s", q.error);
+    proto_request_init(&req);
+    req.session.name = "remote";
+    o = raw_control(d.sock, PROTO_REPORT, &req, &r, &fd);
+    cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "the report failed");
+    hosts = obj_get(&o->via.array.ptr[1], "hosts");
+    cr_assert_eq(hosts->via.array.size, 2, "r2's link was closed before its snapshot");
+    cr_assert_eq(obj_u64(obj_get(&hosts->via.array.ptr[0], "arrivals")), 0);
+    row = &hosts->via.array.ptr[1];
+    cr_assert(obj_str_eq(obj_get(row, "host"), "r1"));
+    cr_assert_eq(obj_u64(obj_get(row, "arrivals")), 3);
+    cr_assert_eq(obj_u64(obj_get(row, "arrivals_dropped")), 7);
+    cr_assert_eq(obj_u64(obj_get(row, "violations")), 0, "no clock link: nothing checked");
+    proto_reader_deinit(&r);
+    close(fd);
+    assert_alive();
+}
+
 static void host_state(const char *host, char *buf, size_t len)
 {
     struct proto_request req;

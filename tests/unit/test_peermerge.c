@@ -162,7 +162,10 @@ Test(peermerge, two_members_merge_exactly)
     cr_assert_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
     cr_assert_eq(u.data.via.array.size, 3);
     const msgpack_object *row = &u.data.via.array.ptr[2];
-    cr_assert_eq(row->via.map.size, 11);
+    cr_assert_eq(row->via.map.size, 13);
+    cr_assert_eq(row->via.map.ptr[11].key.via.str.size, 8); /* "arrivals", then its drops */
+    cr_assert_eq(memcmp(row->via.map.ptr[11].key.via.str.ptr, "arrivals", 8), 0);
+    cr_assert_eq(row->via.map.ptr[12].key.via.str.size, 16);
     cr_assert_eq(row->via.map.ptr[1].val.via.str.size, 5); /* "stale" */
     cr_assert_eq(memcmp(row->via.map.ptr[1].val.via.str.ptr, "stale", 5), 0);
     cr_assert_eq(row->via.map.ptr[4].val.via.u64, 50);              /* entries */
