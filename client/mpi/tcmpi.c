@@ -680,14 +680,30 @@ void tcmpi_irecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int source, i
 
 /* ---- recording -------------------------------------------------------------------- */
 
-uint64_t tcmpi_bytes(int count, MPI_Datatype type)
+/*
+ * The size of a datatype, 0 when MPI cannot tell. The predefined types point-to-point
+ * benchmarks and most codes send are compared first (issue 29 item 7: PMPI_Type_size is
+ * ~30 instructions, a fifth of a Send's recording); a derived type's handle may be freed and
+ * given again with another size, so nothing else is cached.
+ */
+static uint64_t type_size(MPI_Datatype type)
 {
     int size = 0;
 
-    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-        size < 0)
+    if (type == MPI_BYTE || type == MPI_CHAR)
+        return 1;
+    if (type == MPI_DOUBLE)
+        return sizeof(double);
+    if (type == MPI_INT)
+        return sizeof(int);
+    if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0)
         return 0;
-    return (uint64_t)count * (uint64_t)size;
+    return (uint64_t)size;
+}
+
+uint64_t tcmpi_bytes(int count, MPI_Datatype type)
+{
+    return count <= 0 ? 0 : (uint64_t)count * type_size(type);
 }
 
 uint64_t tcmpi_sum(const int *counts, int n)
@@ -756,17 +772,29 @@ void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct 
 void tcmpi_received(const MPI_Status *st, uint64_t size, int *source, int *tag, uint64_t *elements,
                     uint64_t *bytes)
 {
-    int n = 0;
+    uint64_t n;
 
     if (st == NULL)
         return;
     *source = st->MPI_SOURCE, *tag = st->MPI_TAG;
-    /* MPI_BYTE counts the bytes whatever the receive's datatype (Open MPI and MPICH keep the
-     * received size in bytes in the status) */
-    if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED || n < 0)
-        return;
-    *bytes = (uint64_t)n;
-    *elements = size > 0 ? (uint64_t)n / size : 0;
+#if defined(OPEN_MPI) && OPEN_MPI
+    /* Open MPI keeps the received size in bytes in the status's _ucount, which
+     * PMPI_Get_count(MPI_BYTE) returns (below INT_MAX): read at no call's cost (issue 29
+     * item 7: a third of a Recv's recording was PMPI_Get_count). */
+    n = (uint64_t)st->_ucount;
+#else
+    {
+        int got = 0;
+
+        /* MPI_BYTE counts the bytes whatever the receive's datatype (MPICH keeps the
+         * received size in bytes in the status too) */
+        if (PMPI_Get_count(st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED || got < 0)
+            return;
+        n = (uint64_t)got;
+    }
+#endif
+    *bytes = n;
+    *elements = size > 0 ? n / size : 0;
 }
 
 static _Atomic uint64_t next_id = 1; /* ext ids of entries that others name as their parent */
