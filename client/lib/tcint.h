@@ -354,6 +354,9 @@ uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, s
 
 /* tcrecord.c: one entry of op (defined) dropped, of dur (TSC ticks when ticks) and bytes. */
 void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes);
+/* tcrecord.c: adds calls not sent as entries (the MPI interposer's counted point-to-point calls)
+ * to op's totals, as tcrecord_op_dropped does one dropped entry (dur in ns). */
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes);
 /* tcrecord.c: the per-op drop totals (ops with calls) as proto rows; caller frees *rows. */
 size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows);
 

@@ -19,14 +19,22 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
-void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes)
 {
     struct op_drop *chunk;
     uint32_t i = op - 1;
 
-    if (op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
+    if (c == NULL || op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
         (chunk = atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire)) == NULL)
         return;
+    chunk += i % DROP_CHUNK;
+    atomic_fetch_add_explicit(&chunk->calls, calls, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+}
+
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+{
     if (ticks) /* a tc_begin/tc_end duration in TSC ticks, at the calibrated rate */
         dur = (uint64_t)((double)dur * c->tick_ns);
     /* A figure out of the protocol's range (the entry was refused for it) is no time. */
@@ -34,10 +42,7 @@ void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, ui
         dur = 0;
     if (bytes > INT64_MAX)
         bytes = 0;
-    chunk += i % DROP_CHUNK;
-    atomic_fetch_add_explicit(&chunk->calls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&chunk->ns, dur, memory_order_relaxed);
-    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+    tcrecord_op_add(c, op, 1, dur, bytes);
 }
 
 /* A total as the protocol takes it: 0 .. INT64_MAX, saturating (PROTOCOL.md Part 2). */

@@ -154,6 +154,28 @@ static enum tcmpi_op step_op(int rank)
     return TCMPI_N_OPS;
 }
 
+/*
+ * $TRACECTL_MPI_P2P: "counters" counts point-to-point calls per function,
+ * communicator and peer instead of an entry each (tcmpi_count.c); unset or
+ * "entries" records entries. Anything else records entries and rank 0 says
+ * so on stderr.
+ */
+static bool p2p_mode(int rank)
+{
+    const char *v = getenv("TRACECTL_MPI_P2P");
+
+    if (v == NULL || *v == '\0' || strcmp(v, "entries") == 0)
+        return false;
+    if (strcmp(v, "counters") == 0)
+        return true;
+    if (rank == 0)
+        fprintf(stderr,
+                "tracectl: TRACECTL_MPI_P2P=%s is neither \"entries\" nor \"counters\": "
+                "point-to-point calls are recorded as entries\n",
+                v);
+    return false;
+}
+
 void tcmpi_pcontrol(int level)
 {
     tc_client *c = tcmpi_on();
@@ -220,6 +242,7 @@ void tcmpi_start(int thread_level)
      * program (the connection to the daemon made), to mpi.finalize_ns (tcmpi_stop). */
     tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_now());
     step_on = step_op(rank);
+    tcmpi_p2p_counted = p2p_mode(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
@@ -243,8 +266,10 @@ void tcmpi_stop(void)
     c = atomic_exchange(&tcmpi_client, NULL);
     if (atomic_load(&finalize_ns) != 0)
         tc_meta_int(c, "mpi.finalize_ns", (int64_t)atomic_load(&finalize_ns));
-    if (c != NULL)
+    if (c != NULL) {
         tcmpi_site_send(c);
+        tcmpi_count_send(c);
+    }
     /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
      * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
      * daemon may be slow to take its last entries sets a longer one. */
@@ -754,6 +779,12 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
             x.has |= TC_EXT_PEER;
             x.peer = (uint64_t)(k->world != NULL ? k->world[peer] : peer);
         }
+    }
+    if (tcmpi_p2p_counted &&
+        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM,
+                        (x.has & TC_EXT_PEER) ? (int64_t)x.peer : -1, t1 - t0, bytes)) {
+        tcmpi_site_count(site, op, t1 - t0, bytes);
+        return;
     }
     if (id != 0)
         x.has |= TC_EXT_ID, x.id = id;

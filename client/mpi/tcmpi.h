@@ -286,6 +286,23 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
 extern _Thread_local void *tcmpi_site_now;
 void tcmpi_site_count(const void *site, enum tcmpi_op op, uint64_t ns, uint64_t bytes);
 void tcmpi_site_send(tc_client *c);
+/*
+ * TRACECTL_MPI_P2P=counters (tcmpi_count.c): tcmpi_p2p_counted is set at
+ * tcmpi_start; tcmpi_count_p2p counts a point-to-point call under (op, comm
+ * id — TCMPI_COUNT_NO_COMM: none known —, peer's MPI_COMM_WORLD rank, -1:
+ * none) in this thread's table (no lock, no allocation after the first),
+ * false when the call is to be recorded as an entry (the first call of its
+ * key, or the table is full or could not be made); tcmpi_count_send, before the bye, adds the
+ * counts into the client's per-op totals and sends the TCMPI_COUNT_SEND rows with the most bytes as
+ * the metadata mpi.p2p.<i> = "<op>\t<comm, 16 hex digits or
+ * ->\t<peer>\t<calls>\t<ns>\t<bytes>" (every call of the key, the entry
+ * of its first included), and mpi.p2p (the rows counted).
+ */
+#define TCMPI_COUNT_SEND    256
+#define TCMPI_COUNT_NO_COMM UINT64_MAX
+extern bool tcmpi_p2p_counted;
+bool tcmpi_count_p2p(enum tcmpi_op op, uint64_t comm, int64_t peer, uint64_t ns, uint64_t bytes);
+void tcmpi_count_send(tc_client *c);
 /* The MPI name of op ("MPI_Send"). */
 const char *tcmpi_op_name(enum tcmpi_op op);
 
