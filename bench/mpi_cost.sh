@@ -4,12 +4,12 @@
 # - instructions per MPI call with valgrind --tool=callgrind (2 ranks, bench/mpi_pingpong.c,
 #   CG_N round trips of 8 bytes): the interposer's own (inclusive cost of each MPI_Send /
 #   MPI_Recv wrapper minus its PMPI_* call, per call) and the writer thread's (per call);
-# - the ping-pong's wall time per round trip, ROUNDS times in turn without and with the
-#   interposer (a daemon of this build on a temporary socket), medians;
+# - the ping-pong's wall time per round trip, ROUNDS times in turn without the interposer
+#   ("none"), with it ("entries": an entry per call, a daemon of this build on a temporary
+#   socket) and with TRACECTL_MPI_P2P=counters ("counters"), medians;
 # - NetPIPE's small-message latency (NPopenmpi -l 1 -u 8 -p 0 -n REPS: 1-8 byte messages, each
-#   a half round trip), paired the same way, medians of the 1 and 8 byte figures, and the MiB
-#   each traced NetPIPE run adds to the daemon's data directory.
-# Extra environment for the traced runs goes in TCMPI_ENV (e.g. "TRACECTL_MPI_P2P=counters").
+#   a half round trip), paired the same way, medians of the 1 and 8 byte figures, and the KiB
+#   each NetPIPE run adds to the daemon's data directory.
 # Prints JSON lines on stdout, a summary on stderr.
 #   bash bench/mpi_cost.sh [BUILD_DIR]        (default build-bench, built by scripts/bench.sh)
 #   ROUNDS=5 N=200000 REPS=20000 CG_N=20000 bash bench/mpi_cost.sh build-rel
@@ -29,24 +29,24 @@ dpid=$!
 trap 'kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null; rm -rf "$tmp"' EXIT
 for _ in $(seq 50); do [ -S "$tmp/s.sock" ] && break; sleep 0.1; done
 export TRACECTL_SOCKET=$tmp/s.sock
-envs=()
-for kv in ${TCMPI_ENV:-}; do envs+=(-x "$kv"); done
 
-run() { # mode (none or tracectl), then the command
+run() { # mode, then the command
     local mode=$1
     shift
     case $mode in
     none) mpirun --oversubscribe -np 2 "$@" ;;
-    tracectl) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" ${envs[@]+"${envs[@]}"} "$@" ;;
+    entries) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" "$@" ;;
+    counters) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" -x TRACECTL_MPI_P2P=counters "$@" ;;
     esac
 }
 
 # Instructions: rank 0's profile (both ranks run the same calls).
-run tracectl valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" "$tmp/pp" "$CG_N" \
-    >/dev/null 2>&1
-cg=$(ls "$tmp"/cg.* | head -1)
-callgrind_annotate --inclusive=yes "$cg" 2>/dev/null >"$tmp/cg.txt"
-python3 - "$tmp/cg.txt" "$CG_N" <<'PY'
+for mode in entries counters; do
+    run $mode valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$mode.%p" "$tmp/pp" \
+        "$CG_N" >/dev/null 2>&1
+    cg=$(ls "$tmp"/cg.$mode.* | head -1)
+    callgrind_annotate --inclusive=yes "$cg" 2>/dev/null >"$tmp/cg.txt"
+    python3 - "$tmp/cg.txt" "$CG_N" "$mode" <<'PY'
 import re, sys
 inc = {}
 for line in open(sys.argv[1]):
@@ -56,12 +56,14 @@ for line in open(sys.argv[1]):
 calls = 2 * (int(sys.argv[2]) + 1000)  # each rank: a Send and a Recv per round trip
 ins = lambda f: inc.get(f, 0)
 wrap = ins("MPI_Send") - ins("PMPI_Send") + ins("MPI_Recv") - ins("PMPI_Recv")
-print('{"bench": "mpi_cost", "calls": %d, "interposer_ir_per_call": %.1f, '
-      '"writer_ir_per_call": %.1f}' % (calls, wrap / calls, ins("writer_thread") / calls))
+print('{"bench": "mpi_cost", "mode": "%s", "calls": %d, "interposer_ir_per_call": %.1f, '
+      '"writer_ir_per_call": %.1f}' % (sys.argv[3], calls, wrap / calls,
+                                       ins("writer_thread") / calls))
 PY
+done
 
 for round in $(seq "$ROUNDS"); do
-    for mode in none tracectl; do
+    for mode in none entries counters; do
         pp=$(run $mode "$tmp/pp" "$N" | grep pingpong_ns)
         before=$(du -sb "$tmp/data" | cut -f1)
         run $mode NPopenmpi -l 1 -u 8 -p 0 -n "$REPS" -o "$tmp/np.out" >/dev/null 2>&1
@@ -69,7 +71,7 @@ for round in $(seq "$ROUNDS"); do
         lat=$(awk '{printf "%s\"%d\": %.1f", (NR > 1 ? ", " : ""), $1, $3 * 1e9}' "$tmp/np.out")
         echo "{\"bench\": \"mpi_cost\", \"round\": $round, \"mode\": \"$mode\"," \
             "\"pingpong_ns\": $(echo "$pp" | sed 's/.*"pingpong_ns": \([0-9.]*\).*/\1/')," \
-            "\"netpipe_mib\": $(((after - before) / 1048576)), \"netpipe_ns\": {$lat}}"
+            "\"netpipe_kib\": $(((after - before) / 1024)), \"netpipe_ns\": {$lat}}"
     done
 done | tee "$tmp/out"
 
@@ -77,15 +79,16 @@ python3 - "$tmp/out" >&2 <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 med = {}
-for mode in ("none", "tracectl"):
+for mode in ("none", "entries", "counters"):
     r = [x for x in rows if x.get("mode") == mode]
     med[mode] = {k: statistics.median(v) for k, v in {
-        "pp": [x["pingpong_ns"] for x in r], "mib": [x["netpipe_mib"] for x in r],
+        "pp": [x["pingpong_ns"] for x in r], "kib": [x["netpipe_kib"] for x in r],
         "np1": [x["netpipe_ns"]["1"] for x in r], "np8": [x["netpipe_ns"]["8"] for x in r]}.items()}
     m = med[mode]
     print(f"{mode:9s} ping-pong {m['pp']:9.1f} ns/round trip   netpipe 1 B {m['np1']:7.1f} ns"
-          f"  8 B {m['np8']:7.1f} ns   {m['mib']} MiB per netpipe run")
-for k, name in (("pp", "per round trip"), ("np1", "netpipe 1 B"), ("np8", "netpipe 8 B")):
-    d = med["tracectl"][k] - med["none"][k]
-    print(f"added {name:15s} {d:+8.1f} ns")
+          f"  8 B {m['np8']:7.1f} ns   {m['kib']:.0f} KiB per netpipe run")
+for mode in ("entries", "counters"):
+    for k, name in (("pp", "per round trip"), ("np1", "netpipe 1 B"), ("np8", "netpipe 8 B")):
+        d = med[mode][k] - med["none"][k]
+        print(f"{mode:9s} added {name:15s} {d:+8.1f} ns")
 PY

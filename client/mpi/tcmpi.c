@@ -770,21 +770,25 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
                   const struct tcmpi_comm *k, int peer, int tag, uint64_t elements, uint64_t bytes,
                   uint64_t id, uint64_t parent, const void *site)
 {
-    tc_ext x = {.has = TC_EXT_TAG, .tag = tag};
+    int64_t wpeer = -1; /* the peer's rank in MPI_COMM_WORLD, -1: none */
+    tc_ext x;
 
+    if (k != NULL && peer >= 0 && peer < k->peers && (k->world == NULL || k->world[peer] >= 0))
+        wpeer = k->world != NULL ? k->world[peer] : peer;
+    /* counted before the entry's ext map is even made: the counters' hot path */
+    if (tcmpi_p2p_counted &&
+        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM, wpeer, t1 - t0, bytes)) {
+        tcmpi_site_count(site, op, t1 - t0, bytes);
+        return;
+    }
+    x = (tc_ext){.has = TC_EXT_TAG, .tag = tag};
     if (k != NULL) {
         x.has |= TC_EXT_COMM;
         x.comm = k->id;
-        if (peer >= 0 && peer < k->peers && (k->world == NULL || k->world[peer] >= 0)) {
+        if (wpeer >= 0) {
             x.has |= TC_EXT_PEER;
-            x.peer = (uint64_t)(k->world != NULL ? k->world[peer] : peer);
+            x.peer = (uint64_t)wpeer;
         }
-    }
-    if (tcmpi_p2p_counted &&
-        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM,
-                        (x.has & TC_EXT_PEER) ? (int64_t)x.peer : -1, t1 - t0, bytes)) {
-        tcmpi_site_count(site, op, t1 - t0, bytes);
-        return;
     }
     if (id != 0)
         x.has |= TC_EXT_ID, x.id = id;
