@@ -13,6 +13,8 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static void pingpong(int rank, long n, char *buf)
 {
@@ -27,6 +29,26 @@ static void pingpong(int rank, long n, char *buf)
     }
 }
 
+static double cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Send + Recv pairs to and from MPI_PROC_NULL: the thread's CPU ns per pair. */
+static double null_pairs(long n, char *buf)
+{
+    double t = cpu_ns();
+
+    for (long i = 0; i < n; i++) {
+        MPI_Send(buf, 8, MPI_BYTE, MPI_PROC_NULL, 1, MPI_COMM_WORLD);
+        MPI_Recv(buf, 8, MPI_BYTE, MPI_PROC_NULL, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    return (cpu_ns() - t) / (double)n;
+}
+
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 100000;
@@ -36,6 +58,14 @@ int main(int argc, char **argv)
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (argc > 2 && strcmp(argv[2], "null") == 0) {
+        null_pairs(1000, buf);
+        t = null_pairs(n, buf);
+        if (rank == 0)
+            printf("{\"null_cpu_ns\": %.1f}\n", t);
+        MPI_Finalize();
+        return 0;
+    }
     if (rank < 2)
         pingpong(rank, 1000, buf);
     MPI_Barrier(MPI_COMM_WORLD);
