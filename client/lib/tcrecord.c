@@ -252,7 +252,7 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         return;
     }
     if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots)) {
-        tcrecord_op_dropped(c, e->op, e->dur, false, e->mem);
+        tcrecord_op_dropped(c, e->op, e->dur, (e->shapes & REC_TICKS) != 0, e->mem);
         return;
     }
     head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -294,17 +294,18 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
     atomic_store_explicit(&r->head, head + slots, memory_order_release);
 }
 
-void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
-                    uint64_t mem_bytes, uint64_t elements, const tc_shape *out, const tc_shape *in,
-                    size_t n_in, const char *device, const tc_ext *ext)
+/*
+ * tc_record_ext_ past its shortcut to tc_record_ for an entry with nothing
+ * extended; ticks: start and dur are TSC ticks (REC_TICKS: the writer
+ * converts them as tc_begin's).
+ */
+static void record_ext_clock(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                             bool ticks, uint64_t mem_bytes, uint64_t elements, const tc_shape *out,
+                             const tc_shape *in, size_t n_in, const char *device, const tc_ext *ext)
 {
     struct rec e = {.start = start_ns, .dur = dur_ns, .mem = mem_bytes, .op = op};
     struct ring *r;
 
-    if ((ext == NULL || (ext->has & TC_EXT_KNOWN) == 0) && elements == TC_ELEMENTS_NONE) {
-        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
-        return;
-    }
     if (c != NULL && c->offline)
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
@@ -314,7 +315,7 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
          (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
         /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
         refused(c);
-        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, false, mem_bytes);
+        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, ticks, mem_bytes);
         return;
     }
     if (device != NULL && *device) {
@@ -323,8 +324,27 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
             return;
         e.dev = (uint16_t)dev;
     }
-    e.shapes = (uint16_t)shape_intern(c, out, in, n_in);
+    e.shapes = (uint16_t)(shape_intern(c, out, in, n_in) | (ticks ? REC_TICKS : 0));
     record_ext(c, r, &e, elements, ext);
+}
+
+void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                    uint64_t mem_bytes, uint64_t elements, const tc_shape *out, const tc_shape *in,
+                    size_t n_in, const char *device, const tc_ext *ext)
+{
+    if ((ext == NULL || (ext->has & TC_EXT_KNOWN) == 0) && elements == TC_ELEMENTS_NONE) {
+        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
+        return;
+    }
+    record_ext_clock(c, op, start_ns, dur_ns, false, mem_bytes, elements, out, in, n_in, device,
+                     ext);
+}
+
+void tcrecord_ext_clock(tc_client *c, uint32_t op, uint64_t start, uint64_t dur, bool ticks,
+                        uint64_t mem_bytes, uint64_t elements, const tc_ext *ext)
+{
+    record_ext_clock(c, op, start, dur, ticks && c != NULL && c->clock != 0, mem_bytes, elements,
+                     NULL, NULL, 0, NULL, ext);
 }
 
 void tc_defer(tc_client *c, uint32_t op)

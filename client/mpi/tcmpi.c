@@ -55,6 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tcint.h"
 #include "tcmpi.h"
 
 #define COMM_SLOTS 4096 /* a power of two; communicators alive at once, at most 3/4 of it */
@@ -93,7 +94,7 @@ static struct {
 /* ---- the client ------------------------------------------------------------- */
 
 static pid_t start_pid;
-/* tcmpi_now() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
+/* tcmpi_ns() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
 static _Atomic uint64_t finalize_ns;
 
 /* exit() without MPI_Finalize. Not in a fork()ed child: the client is its parent's. */
@@ -176,6 +177,19 @@ static bool p2p_mode(int rank)
     return false;
 }
 
+bool tcmpi_tsc;
+
+uint64_t tcmpi_dur_ns(const tc_client *c, uint64_t d)
+{
+    return tcmpi_tsc ? (uint64_t)((double)d * c->tick_ns) : d;
+}
+
+void tcmpi_record(tc_client *c, enum tcmpi_op op, uint64_t start, uint64_t dur, uint64_t bytes,
+                  uint64_t elements, const tc_ext *x)
+{
+    tcrecord_ext_clock(c, tcmpi_ops[op], start, dur, tcmpi_tsc, bytes, elements, x);
+}
+
 void tcmpi_pcontrol(int level)
 {
     tc_client *c = tcmpi_on();
@@ -240,8 +254,9 @@ void tcmpi_start(int thread_level)
     tc_meta_int(c, "mpi.thread_level", thread_level);
     /* The rank's wall time for the report's MPI %: from here, where MPI_Init returns to the
      * program (the connection to the daemon made), to mpi.finalize_ns (tcmpi_stop). */
-    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_now());
+    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_ns());
     step_on = step_op(rank);
+    tcmpi_tsc = c->clock != 0; /* before the client is published: no call is timed yet */
     tcmpi_p2p_counted = p2p_mode(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
@@ -252,7 +267,7 @@ void tcmpi_finalizing(void)
 {
     uint64_t expect = 0;
 
-    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_now());
+    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_ns());
 }
 
 void tcmpi_stop(void)
@@ -756,7 +771,7 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
         if (req != NULL)
             tcmpi_req_coll(*req, &x);
     }
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_record(c, op, t0, t1 - t0, bytes, elements, &x);
     tcmpi_site_count(tcmpi_site_now, op, t1 - t0, bytes);
     if (op == step_on && k == &world)
         tc_step(c);
@@ -794,7 +809,7 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
         x.has |= TC_EXT_ID, x.id = id;
     if (parent != 0)
         x.has |= TC_EXT_PARENT, x.parent = parent;
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_record(c, op, t0, t1 - t0, bytes, elements, &x);
     tcmpi_site_count(site, op, t1 - t0, bytes);
 }
 
@@ -947,8 +962,7 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
         x.has |= TC_EXT_ID;
         x.id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     }
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, NULL, NULL, 0, NULL,
-                   n_done > 0 ? &x : NULL);
+    tcmpi_record(c, op, t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, n_done > 0 ? &x : NULL);
     tcmpi_site_count(tcmpi_site_now, op, t1 - t0, 0);
     for (size_t i = 1; i < n_done; i++) {
         tc_ext y = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE | TC_EXT_PARENT,
@@ -956,6 +970,6 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
                     .seq = done[i].seq,
                     .comm_size = done[i].comm_size,
                     .parent = x.id};
-        tc_record_ext_(c, tcmpi_ops[TCMPI_COMPLETED], t1, 0, 0, 0, NULL, NULL, 0, NULL, &y);
+        tcmpi_record(c, TCMPI_COMPLETED, t1, 0, 0, 0, &y);
     }
 }

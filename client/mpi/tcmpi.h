@@ -102,13 +102,37 @@ struct tcmpi_comm {
 extern tc_client *_Atomic tcmpi_client;
 extern uint32_t tcmpi_ops[TCMPI_N_OPS];
 
-static inline uint64_t tcmpi_now(void)
+/* CLOCK_MONOTONIC in ns (the metadata mpi.init_ns, mpi.finalize_ns). */
+static inline uint64_t tcmpi_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/*
+ * The recording clock: the TSC when the client's clock is (tcmpi_tsc, set
+ * by tcmpi_start before any call is recorded: ~15 ns a read where a
+ * clock_gettime is ~30 on a VM, four per point-to-point message), else
+ * tcmpi_ns(). Times and durations the interposer keeps (entries, call
+ * sites, counters) are in this clock; tcmpi_record and the senders of sites
+ * and counters convert (tcmpi_dur_ns).
+ */
+extern bool tcmpi_tsc;
+static inline uint64_t tcmpi_now(void)
+{
+#if defined(__x86_64__)
+    if (tcmpi_tsc)
+        return __builtin_ia32_rdtsc();
+#endif
+    return tcmpi_ns();
+}
+/* A duration of tcmpi_now()'s clock in ns (c: the client). */
+uint64_t tcmpi_dur_ns(const tc_client *c, uint64_t d);
+/* tc_record_ext_ with start and duration in tcmpi_now()'s clock. */
+void tcmpi_record(tc_client *c, enum tcmpi_op op, uint64_t start, uint64_t dur, uint64_t bytes,
+                  uint64_t elements, const tc_ext *x);
 
 /* The client when calls are recorded, else NULL (one load and a branch). */
 static inline tc_client *tcmpi_on(void)

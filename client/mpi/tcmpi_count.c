@@ -174,7 +174,8 @@ void tcmpi_count_send(tc_client *c)
     if (!tcmpi_p2p_counted || (n = count_sum(&sum)) < 0)
         return;
     for (long i = 0; i < n; i++)
-        tcrecord_op_add(c, tcmpi_ops[sum[i].op], sum[i].calls, sum[i].ns, sum[i].bytes);
+        tcrecord_op_add(c, tcmpi_ops[sum[i].op], sum[i].calls, tcmpi_dur_ns(c, sum[i].ns),
+                        sum[i].bytes);
     if (n > 1)
         qsort(sum, (size_t)n, sizeof(*sum), sum_by_bytes);
     tc_meta_int(c, "mpi.p2p", (int64_t)n);
@@ -185,7 +186,7 @@ void tcmpi_count_send(tc_client *c)
             snprintf(comm, sizeof(comm), "%016llx", (unsigned long long)sum[i].comm);
         snprintf(value, sizeof(value), "%s\t%s\t%lld\t%llu\t%llu\t%llu", tcmpi_op_name(sum[i].op),
                  comm, (long long)sum[i].peer, (unsigned long long)(sum[i].calls + sum[i].entries),
-                 (unsigned long long)(sum[i].ns + sum[i].entry_ns),
+                 (unsigned long long)tcmpi_dur_ns(c, sum[i].ns + sum[i].entry_ns),
                  (unsigned long long)(sum[i].bytes + sum[i].entry_bytes));
         snprintf(key, sizeof(key), "mpi.p2p.%ld", i);
         tc_meta_str(c, key, value);
