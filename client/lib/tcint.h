@@ -354,6 +354,13 @@ uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, s
 
 /* tcrecord.c: one entry of op (defined) dropped, of dur (TSC ticks when ticks) and bytes. */
 void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes);
+/* tcrecord.c: adds calls not sent as entries (the MPI interposer's counted point-to-point calls)
+ * to op's totals, as tcrecord_op_dropped does one dropped entry (dur in ns). */
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes);
+/* tcrecord.c: tc_record_ext_ always with the ext slots (x may be NULL), and start and dur in TSC
+ * ticks when ticks and c's clock is the TSC (REC_TICKS), else ns (the MPI interposer's calls). */
+void tcrecord_ext_clock(tc_client *c, uint32_t op, uint64_t start, uint64_t dur, bool ticks,
+                        uint64_t mem_bytes, uint64_t elements, const tc_ext *ext);
 /* tcrecord.c: the per-op drop totals (ops with calls) as proto rows; caller frees *rows. */
 size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows);
 

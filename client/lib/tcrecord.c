@@ -19,14 +19,22 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
-void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes)
 {
     struct op_drop *chunk;
     uint32_t i = op - 1;
 
-    if (op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
+    if (c == NULL || op == 0 || i >= DROP_CHUNK * DROP_CHUNKS ||
         (chunk = atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire)) == NULL)
         return;
+    chunk += i % DROP_CHUNK;
+    atomic_fetch_add_explicit(&chunk->calls, calls, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+}
+
+void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
+{
     if (ticks) /* a tc_begin/tc_end duration in TSC ticks, at the calibrated rate */
         dur = (uint64_t)((double)dur * c->tick_ns);
     /* A figure out of the protocol's range (the entry was refused for it) is no time. */
@@ -34,10 +42,7 @@ void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, ui
         dur = 0;
     if (bytes > INT64_MAX)
         bytes = 0;
-    chunk += i % DROP_CHUNK;
-    atomic_fetch_add_explicit(&chunk->calls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&chunk->ns, dur, memory_order_relaxed);
-    atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+    tcrecord_op_add(c, op, 1, dur, bytes);
 }
 
 /* A total as the protocol takes it: 0 .. INT64_MAX, saturating (PROTOCOL.md Part 2). */
@@ -247,7 +252,7 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
         return;
     }
     if (!tcring_reserve(c, r, step != r->step ? slots + 1 : slots)) {
-        tcrecord_op_dropped(c, e->op, e->dur, false, e->mem);
+        tcrecord_op_dropped(c, e->op, e->dur, (e->shapes & REC_TICKS) != 0, e->mem);
         return;
     }
     head = atomic_load_explicit(&r->head, memory_order_relaxed);
@@ -289,17 +294,18 @@ static void record_ext(tc_client *c, struct ring *r, const struct rec *e, uint64
     atomic_store_explicit(&r->head, head + slots, memory_order_release);
 }
 
-void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
-                    uint64_t mem_bytes, uint64_t elements, const tc_shape *out, const tc_shape *in,
-                    size_t n_in, const char *device, const tc_ext *ext)
+/*
+ * tc_record_ext_ past its shortcut to tc_record_ for an entry with nothing
+ * extended; ticks: start and dur are TSC ticks (REC_TICKS: the writer
+ * converts them as tc_begin's).
+ */
+static void record_ext_clock(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                             bool ticks, uint64_t mem_bytes, uint64_t elements, const tc_shape *out,
+                             const tc_shape *in, size_t n_in, const char *device, const tc_ext *ext)
 {
     struct rec e = {.start = start_ns, .dur = dur_ns, .mem = mem_bytes, .op = op};
     struct ring *r;
 
-    if ((ext == NULL || (ext->has & TC_EXT_KNOWN) == 0) && elements == TC_ELEMENTS_NONE) {
-        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
-        return;
-    }
     if (c != NULL && c->offline)
         offline_drop(c);
     if (c == NULL || c->disabled || (r = my_ring(c)) == NULL)
@@ -309,7 +315,7 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
          (ext->comm_size == 0 || ext->comm_size > INT32_MAX))) {
         /* The daemon refuses it (PROTOCOL.md Parts 2, 3) and would close the connection. */
         refused(c);
-        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, false, mem_bytes);
+        tcrecord_op_dropped(c, op_known(c, op) ? op : 0, dur_ns, ticks, mem_bytes);
         return;
     }
     if (device != NULL && *device) {
@@ -318,8 +324,27 @@ void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_n
             return;
         e.dev = (uint16_t)dev;
     }
-    e.shapes = (uint16_t)shape_intern(c, out, in, n_in);
+    e.shapes = (uint16_t)(shape_intern(c, out, in, n_in) | (ticks ? REC_TICKS : 0));
     record_ext(c, r, &e, elements, ext);
+}
+
+void tc_record_ext_(tc_client *c, uint32_t op, uint64_t start_ns, uint64_t dur_ns,
+                    uint64_t mem_bytes, uint64_t elements, const tc_shape *out, const tc_shape *in,
+                    size_t n_in, const char *device, const tc_ext *ext)
+{
+    if ((ext == NULL || (ext->has & TC_EXT_KNOWN) == 0) && elements == TC_ELEMENTS_NONE) {
+        tc_record_(c, op, start_ns, dur_ns, mem_bytes, out, in, n_in, device);
+        return;
+    }
+    record_ext_clock(c, op, start_ns, dur_ns, false, mem_bytes, elements, out, in, n_in, device,
+                     ext);
+}
+
+void tcrecord_ext_clock(tc_client *c, uint32_t op, uint64_t start, uint64_t dur, bool ticks,
+                        uint64_t mem_bytes, uint64_t elements, const tc_ext *ext)
+{
+    record_ext_clock(c, op, start, dur, ticks && c != NULL && c->clock != 0, mem_bytes, elements,
+                     NULL, NULL, 0, NULL, ext);
 }
 
 void tc_defer(tc_client *c, uint32_t op)

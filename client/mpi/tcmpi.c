@@ -55,6 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tcint.h"
 #include "tcmpi.h"
 
 #define COMM_SLOTS 4096 /* a power of two; communicators alive at once, at most 3/4 of it */
@@ -93,7 +94,7 @@ static struct {
 /* ---- the client ------------------------------------------------------------- */
 
 static pid_t start_pid;
-/* tcmpi_now() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
+/* tcmpi_ns() when MPI_Finalize was called (0: not called), for the meta mpi.finalize_ns. */
 static _Atomic uint64_t finalize_ns;
 
 /* exit() without MPI_Finalize. Not in a fork()ed child: the client is its parent's. */
@@ -152,6 +153,41 @@ static enum tcmpi_op step_op(int rank)
                 " steps are not counted\n",
                 v);
     return TCMPI_N_OPS;
+}
+
+/*
+ * $TRACECTL_MPI_P2P: "counters" counts point-to-point calls per function,
+ * communicator and peer instead of an entry each (tcmpi_count.c); unset or
+ * "entries" records entries. Anything else records entries and rank 0 says
+ * so on stderr.
+ */
+static bool p2p_mode(int rank)
+{
+    const char *v = getenv("TRACECTL_MPI_P2P");
+
+    if (v == NULL || *v == '\0' || strcmp(v, "entries") == 0)
+        return false;
+    if (strcmp(v, "counters") == 0)
+        return true;
+    if (rank == 0)
+        fprintf(stderr,
+                "tracectl: TRACECTL_MPI_P2P=%s is neither \"entries\" nor \"counters\": "
+                "point-to-point calls are recorded as entries\n",
+                v);
+    return false;
+}
+
+bool tcmpi_tsc;
+
+uint64_t tcmpi_dur_ns(const tc_client *c, uint64_t d)
+{
+    return tcmpi_tsc ? (uint64_t)((double)d * c->tick_ns) : d;
+}
+
+void tcmpi_record(tc_client *c, enum tcmpi_op op, uint64_t start, uint64_t dur, uint64_t bytes,
+                  uint64_t elements, const tc_ext *x)
+{
+    tcrecord_ext_clock(c, tcmpi_ops[op], start, dur, tcmpi_tsc, bytes, elements, x);
 }
 
 void tcmpi_pcontrol(int level)
@@ -218,8 +254,10 @@ void tcmpi_start(int thread_level)
     tc_meta_int(c, "mpi.thread_level", thread_level);
     /* The rank's wall time for the report's MPI %: from here, where MPI_Init returns to the
      * program (the connection to the daemon made), to mpi.finalize_ns (tcmpi_stop). */
-    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_now());
+    tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_ns());
     step_on = step_op(rank);
+    tcmpi_tsc = c->clock != 0; /* before the client is published: no call is timed yet */
+    tcmpi_p2p_counted = p2p_mode(rank);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
@@ -229,7 +267,7 @@ void tcmpi_finalizing(void)
 {
     uint64_t expect = 0;
 
-    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_now());
+    atomic_compare_exchange_strong(&finalize_ns, &expect, tcmpi_ns());
 }
 
 void tcmpi_stop(void)
@@ -243,8 +281,10 @@ void tcmpi_stop(void)
     c = atomic_exchange(&tcmpi_client, NULL);
     if (atomic_load(&finalize_ns) != 0)
         tc_meta_int(c, "mpi.finalize_ns", (int64_t)atomic_load(&finalize_ns));
-    if (c != NULL)
+    if (c != NULL) {
         tcmpi_site_send(c);
+        tcmpi_count_send(c);
+    }
     /* Within the close timeout ($TRACECTL_CLOSE_TIMEOUT, else 5 s) in all: a stalled
      * daemon must not hold up MPI_Finalize (it held each rank 60 s before). A job whose
      * daemon may be slow to take its last entries sets a longer one. */
@@ -680,14 +720,30 @@ void tcmpi_irecv(tc_client *c, uint64_t t0, int rc, MPI_Comm comm, int source, i
 
 /* ---- recording -------------------------------------------------------------------- */
 
-uint64_t tcmpi_bytes(int count, MPI_Datatype type)
+/*
+ * The size of a datatype, 0 when MPI cannot tell. The predefined types point-to-point
+ * benchmarks and most codes send are compared first (issue 29 item 7: PMPI_Type_size is
+ * ~30 instructions, a fifth of a Send's recording); a derived type's handle may be freed and
+ * given again with another size, so nothing else is cached.
+ */
+static uint64_t type_size(MPI_Datatype type)
 {
     int size = 0;
 
-    if (count <= 0 || type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-        size < 0)
+    if (type == MPI_BYTE || type == MPI_CHAR)
+        return 1;
+    if (type == MPI_DOUBLE)
+        return sizeof(double);
+    if (type == MPI_INT)
+        return sizeof(int);
+    if (type == MPI_DATATYPE_NULL || PMPI_Type_size(type, &size) != MPI_SUCCESS || size < 0)
         return 0;
-    return (uint64_t)count * (uint64_t)size;
+    return (uint64_t)size;
+}
+
+uint64_t tcmpi_bytes(int count, MPI_Datatype type)
+{
+    return count <= 0 ? 0 : (uint64_t)count * type_size(type);
 }
 
 uint64_t tcmpi_sum(const int *counts, int n)
@@ -715,7 +771,7 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
         if (req != NULL)
             tcmpi_req_coll(*req, &x);
     }
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_record(c, op, t0, t1 - t0, bytes, elements, &x);
     tcmpi_site_count(tcmpi_site_now, op, t1 - t0, bytes);
     if (op == step_on && k == &world)
         tc_step(c);
@@ -729,21 +785,31 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
                   const struct tcmpi_comm *k, int peer, int tag, uint64_t elements, uint64_t bytes,
                   uint64_t id, uint64_t parent, const void *site)
 {
-    tc_ext x = {.has = TC_EXT_TAG, .tag = tag};
+    int64_t wpeer = -1; /* the peer's rank in MPI_COMM_WORLD, -1: none */
+    tc_ext x;
 
+    if (k != NULL && peer >= 0 && peer < k->peers && (k->world == NULL || k->world[peer] >= 0))
+        wpeer = k->world != NULL ? k->world[peer] : peer;
+    /* counted before the entry's ext map is even made: the counters' hot path */
+    if (tcmpi_p2p_counted &&
+        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM, wpeer, t1 - t0, bytes)) {
+        tcmpi_site_count(site, op, t1 - t0, bytes);
+        return;
+    }
+    x = (tc_ext){.has = TC_EXT_TAG, .tag = tag};
     if (k != NULL) {
         x.has |= TC_EXT_COMM;
         x.comm = k->id;
-        if (peer >= 0 && peer < k->peers && (k->world == NULL || k->world[peer] >= 0)) {
+        if (wpeer >= 0) {
             x.has |= TC_EXT_PEER;
-            x.peer = (uint64_t)(k->world != NULL ? k->world[peer] : peer);
+            x.peer = (uint64_t)wpeer;
         }
     }
     if (id != 0)
         x.has |= TC_EXT_ID, x.id = id;
     if (parent != 0)
         x.has |= TC_EXT_PARENT, x.parent = parent;
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, bytes, elements, NULL, NULL, 0, NULL, &x);
+    tcmpi_record(c, op, t0, t1 - t0, bytes, elements, &x);
     tcmpi_site_count(site, op, t1 - t0, bytes);
 }
 
@@ -756,17 +822,29 @@ void tcmpi_p2p(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct 
 void tcmpi_received(const MPI_Status *st, uint64_t size, int *source, int *tag, uint64_t *elements,
                     uint64_t *bytes)
 {
-    int n = 0;
+    uint64_t n;
 
     if (st == NULL)
         return;
     *source = st->MPI_SOURCE, *tag = st->MPI_TAG;
-    /* MPI_BYTE counts the bytes whatever the receive's datatype (Open MPI and MPICH keep the
-     * received size in bytes in the status) */
-    if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS || n == MPI_UNDEFINED || n < 0)
-        return;
-    *bytes = (uint64_t)n;
-    *elements = size > 0 ? (uint64_t)n / size : 0;
+#if defined(OPEN_MPI) && OPEN_MPI
+    /* Open MPI keeps the received size in bytes in the status's _ucount, which
+     * PMPI_Get_count(MPI_BYTE) returns (below INT_MAX): read at no call's cost (issue 29
+     * item 7: a third of a Recv's recording was PMPI_Get_count). */
+    n = (uint64_t)st->_ucount;
+#else
+    {
+        int got = 0;
+
+        /* MPI_BYTE counts the bytes whatever the receive's datatype (MPICH keeps the
+         * received size in bytes in the status too) */
+        if (PMPI_Get_count(st, MPI_BYTE, &got) != MPI_SUCCESS || got == MPI_UNDEFINED || got < 0)
+            return;
+        n = (uint64_t)got;
+    }
+#endif
+    *bytes = n;
+    *elements = size > 0 ? n / size : 0;
 }
 
 static _Atomic uint64_t next_id = 1; /* ext ids of entries that others name as their parent */
@@ -884,8 +962,7 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
         x.has |= TC_EXT_ID;
         x.id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     }
-    tc_record_ext_(c, tcmpi_ops[op], t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, NULL, NULL, 0, NULL,
-                   n_done > 0 ? &x : NULL);
+    tcmpi_record(c, op, t0, t1 - t0, 0, n > 0 ? (uint64_t)n : 0, n_done > 0 ? &x : NULL);
     tcmpi_site_count(tcmpi_site_now, op, t1 - t0, 0);
     for (size_t i = 1; i < n_done; i++) {
         tc_ext y = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE | TC_EXT_PARENT,
@@ -893,6 +970,6 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
                     .seq = done[i].seq,
                     .comm_size = done[i].comm_size,
                     .parent = x.id};
-        tc_record_ext_(c, tcmpi_ops[TCMPI_COMPLETED], t1, 0, 0, 0, NULL, NULL, 0, NULL, &y);
+        tcmpi_record(c, TCMPI_COMPLETED, t1, 0, 0, 0, &y);
     }
 }

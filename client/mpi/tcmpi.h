@@ -102,13 +102,37 @@ struct tcmpi_comm {
 extern tc_client *_Atomic tcmpi_client;
 extern uint32_t tcmpi_ops[TCMPI_N_OPS];
 
-static inline uint64_t tcmpi_now(void)
+/* CLOCK_MONOTONIC in ns (the metadata mpi.init_ns, mpi.finalize_ns). */
+static inline uint64_t tcmpi_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+/*
+ * The recording clock: the TSC when the client's clock is (tcmpi_tsc, set
+ * by tcmpi_start before any call is recorded: ~15 ns a read where a
+ * clock_gettime is ~30 on a VM, four per point-to-point message), else
+ * tcmpi_ns(). Times and durations the interposer keeps (entries, call
+ * sites, counters) are in this clock; tcmpi_record and the senders of sites
+ * and counters convert (tcmpi_dur_ns).
+ */
+extern bool tcmpi_tsc;
+static inline uint64_t tcmpi_now(void)
+{
+#if defined(__x86_64__)
+    if (tcmpi_tsc)
+        return __builtin_ia32_rdtsc();
+#endif
+    return tcmpi_ns();
+}
+/* A duration of tcmpi_now()'s clock in ns (c: the client). */
+uint64_t tcmpi_dur_ns(const tc_client *c, uint64_t d);
+/* tc_record_ext_ with start and duration in tcmpi_now()'s clock. */
+void tcmpi_record(tc_client *c, enum tcmpi_op op, uint64_t start, uint64_t dur, uint64_t bytes,
+                  uint64_t elements, const tc_ext *x);
 
 /* The client when calls are recorded, else NULL (one load and a branch). */
 static inline tc_client *tcmpi_on(void)
@@ -286,6 +310,23 @@ void tcmpi_wait(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, int n,
 extern _Thread_local void *tcmpi_site_now;
 void tcmpi_site_count(const void *site, enum tcmpi_op op, uint64_t ns, uint64_t bytes);
 void tcmpi_site_send(tc_client *c);
+/*
+ * TRACECTL_MPI_P2P=counters (tcmpi_count.c): tcmpi_p2p_counted is set at
+ * tcmpi_start; tcmpi_count_p2p counts a point-to-point call under (op, comm
+ * id — TCMPI_COUNT_NO_COMM: none known —, peer's MPI_COMM_WORLD rank, -1:
+ * none) in this thread's table (no lock, no allocation after the first),
+ * false when the call is to be recorded as an entry (the first call of its
+ * key, or the table is full or could not be made); tcmpi_count_send, before the bye, adds the
+ * counts into the client's per-op totals and sends the TCMPI_COUNT_SEND rows with the most bytes as
+ * the metadata mpi.p2p.<i> = "<op>\t<comm, 16 hex digits or
+ * ->\t<peer>\t<calls>\t<ns>\t<bytes>" (every call of the key, the entry
+ * of its first included), and mpi.p2p (the rows counted).
+ */
+#define TCMPI_COUNT_SEND    256
+#define TCMPI_COUNT_NO_COMM UINT64_MAX
+extern bool tcmpi_p2p_counted;
+bool tcmpi_count_p2p(enum tcmpi_op op, uint64_t comm, int64_t peer, uint64_t ns, uint64_t bytes);
+void tcmpi_count_send(tc_client *c);
 /* The MPI name of op ("MPI_Send"). */
 const char *tcmpi_op_name(enum tcmpi_op op);
 

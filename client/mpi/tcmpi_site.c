@@ -191,12 +191,12 @@ void tcmpi_site_send(tc_client *c)
 
     if (n < 0)
         return; /* no memory: no sites rather than wrong ones */
-    if (n > 1)
+    if (n > 1)  /* by time: ticks sort as ns do */
         qsort(sum, (size_t)n, sizeof(*sum), site_by_ns);
     tc_meta_int(c, "mpi.sites", (int64_t)n);
     tc_meta_int(c, "mpi.sites_lost", (int64_t)lost);
     for (long i = 0; i < n && i < TCMPI_SITE_SEND; i++) {
-        uint64_t counts[3] = {sum[i].calls, sum[i].ns, sum[i].bytes};
+        uint64_t counts[3] = {sum[i].calls, tcmpi_dur_ns(c, sum[i].ns), sum[i].bytes};
 
         site_resolve(sum[i].addr, value, sizeof(value), counts, sum[i].op);
         snprintf(key, sizeof(key), "mpi.site.%ld", i);

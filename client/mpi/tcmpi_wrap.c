@@ -191,8 +191,11 @@ void tcmpi_rec_recv(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Com
     struct amount a = {0, 0};
 
     if (k != NULL) {
-        a = amt(count, type);
-        tcmpi_received(st, tcmpi_bytes(1, type), &source, &tag, &a.n, &a.bytes);
+        uint64_t size = tcmpi_bytes(1, type); /* one lookup for both */
+
+        a = (struct amount){count > 0 ? (uint64_t)count : 0,
+                            count > 0 ? (uint64_t)count * size : 0};
+        tcmpi_received(st, size, &source, &tag, &a.n, &a.bytes);
     }
     tcmpi_p2p(c, op, t0, t1, k, source, tag, a.n, a.bytes);
 }
