@@ -193,7 +193,10 @@ class Ddp(unittest.TestCase):
         self.assertGreater(want["c10d::allreduce_"], 0)
         for r in range(RANKS):
             self.assertEqual({op: calls[r][op] for op in want}, want, "rank %d" % r)
-            self.assertEqual(calls[r]["gloo:all_reduce"], want["c10d::allreduce_"], "rank %d" % r)
+            # gloo records its side on its own thread, after c10d's operator returned: the
+            # cycle's last one may fall outside the profiler's window (5 of 6 once, loaded)
+            self.assertIn(calls[r]["gloo:all_reduce"],
+                          (want["c10d::allreduce_"] - 1, want["c10d::allreduce_"]), "rank %d" % r)
         self.assertEqual({c["op"]: (c["instances"], c["partial"]) for c in rep["collectives"]},
                          {op: (n, 0) for op, n in want.items()})
         self.assertEqual([(x["rank"], x["collectives"]) for x in rep["ranks"]],
