@@ -18,57 +18,30 @@ CC=clang cmake -S . -B "$OUT" -DFUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=R
     -DWERROR=ON >/dev/null
 cmake --build "$OUT" -j"$(nproc)" --target fuzz_decode fuzz_block fuzz_peerclock fuzz_peersnap \
     fuzz_peerarr
-mkdir -p "$OUT/corpus"
-cp -n tests/fuzz/corpus/* "$OUT/corpus/" || true # -n: keep what earlier runs found
-echo "== fuzz_decode for ${SECONDS_TO_RUN}s"
-if ! "$OUT/tests/fuzz/fuzz_decode" -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus" \
-    >"$OUT/fuzz.log" 2>&1; then
-    tail -n 80 "$OUT/fuzz.log"
-    echo "fuzz: fuzz_decode failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
-    exit 1
-fi
-tail -n 12 "$OUT/fuzz.log"
-BLOCK_SECONDS=$((SECONDS_TO_RUN < 10 ? SECONDS_TO_RUN : 10))
-mkdir -p "$OUT/corpus_block"
-echo "== fuzz_block for ${BLOCK_SECONDS}s"
-if ! "$OUT/tests/fuzz/fuzz_block" -max_total_time="$BLOCK_SECONDS" -max_len=65536 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus_block" \
-    >"$OUT/fuzz_block.log" 2>&1; then
-    tail -n 80 "$OUT/fuzz_block.log"
-    echo "fuzz: fuzz_block failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
-    exit 1
-fi
-tail -n 12 "$OUT/fuzz_block.log"
-mkdir -p "$OUT/corpus_peerclock"
-echo "== fuzz_peerclock for ${BLOCK_SECONDS}s"
-if ! "$OUT/tests/fuzz/fuzz_peerclock" -max_total_time="$BLOCK_SECONDS" -max_len=1024 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus_peerclock" \
-    >"$OUT/fuzz_peerclock.log" 2>&1; then
-    tail -n 80 "$OUT/fuzz_peerclock.log"
-    echo "fuzz: fuzz_peerclock failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
-    exit 1
-fi
-tail -n 12 "$OUT/fuzz_peerclock.log"
-mkdir -p "$OUT/corpus_peersnap"
+# fuzz NAME SECONDS MAX_LEN CORPUS: runs tests/fuzz/NAME on CORPUS (made if absent), its log in
+# $OUT/NAME.log; a failure prints the log's tail and stops the script.
+fuzz() {
+    local name=$1 secs=$2 max_len=$3 corpus=$4
+    mkdir -p "$corpus"
+    echo "== $name for ${secs}s"
+    if ! "$OUT/tests/fuzz/$name" -max_total_time="$secs" -max_len="$max_len" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$corpus" \
+        >"$OUT/$name.log" 2>&1; then
+        tail -n 80 "$OUT/$name.log"
+        echo "fuzz: $name failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
+        exit 1
+    fi
+    tail -n 12 "$OUT/$name.log"
+}
+
+mkdir -p "$OUT/corpus" "$OUT/corpus_peersnap" "$OUT/corpus_peerarr"
+# -n: keep what earlier runs found
+cp -n tests/fuzz/corpus/* "$OUT/corpus/" || true
 cp -n tests/fuzz/corpus_peersnap/* "$OUT/corpus_peersnap/" 2>/dev/null || true
-echo "== fuzz_peersnap for ${BLOCK_SECONDS}s"
-if ! "$OUT/tests/fuzz/fuzz_peersnap" -max_total_time="$BLOCK_SECONDS" -max_len=8192 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus_peersnap" \
-    >"$OUT/fuzz_peersnap.log" 2>&1; then
-    tail -n 80 "$OUT/fuzz_peersnap.log"
-    echo "fuzz: fuzz_peersnap failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
-    exit 1
-fi
-tail -n 12 "$OUT/fuzz_peersnap.log"
-mkdir -p "$OUT/corpus_peerarr"
 cp -n tests/fuzz/corpus_peerarr/* "$OUT/corpus_peerarr/" 2>/dev/null || true
-echo "== fuzz_peerarr for ${BLOCK_SECONDS}s"
-if ! "$OUT/tests/fuzz/fuzz_peerarr" -max_total_time="$BLOCK_SECONDS" -max_len=8192 -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus_peerarr" \
-    >"$OUT/fuzz_peerarr.log" 2>&1; then
-    tail -n 80 "$OUT/fuzz_peerarr.log"
-    echo "fuzz: fuzz_peerarr failed: the input is in $OUT/ (crash-*, leak-*, timeout-*)" >&2
-    exit 1
-fi
-tail -n 12 "$OUT/fuzz_peerarr.log"
+BLOCK_SECONDS=$((SECONDS_TO_RUN < 10 ? SECONDS_TO_RUN : 10))
+fuzz fuzz_decode "$SECONDS_TO_RUN" 4096 "$OUT/corpus"
+fuzz fuzz_block "$BLOCK_SECONDS" 65536 "$OUT/corpus_block"
+fuzz fuzz_peerclock "$BLOCK_SECONDS" 1024 "$OUT/corpus_peerclock"
+fuzz fuzz_peersnap "$BLOCK_SECONDS" 8192 "$OUT/corpus_peersnap"
+fuzz fuzz_peerarr "$BLOCK_SECONDS" 8192 "$OUT/corpus_peerarr"
