@@ -110,7 +110,8 @@ static void usage(FILE *f)
         "                        interface at URL (http://HOST:8123/), exactly once\n"
         "                        (docs/clickhouse.md). Off by default\n"
         "  --clickhouse-auth FILE  its user:password, the first line of FILE (mode 0600)\n"
-        "  --clickhouse-host NAME  the host name of this daemon's rows (default: hostname)\n"
+        "  --clickhouse-host NAME  the host name of this daemon's rows (default: --host,\n"
+        "                        else the host name)\n"
         "  --peer-listen ADDR:PORT  be the home of sessions that span hosts: accept\n"
         "                        members on this TCP address (off by default; ADDR\n"
         "                        may be 0.0.0.0). Needs --peer-key\n"
@@ -671,8 +672,11 @@ static int daemon_start(struct daemon *d)
         return -1;
     }
     if (d->opt.clickhouse_url != NULL &&
-        (d->sink = sink_new(d->opt.data_dir, d->opt.clickhouse_url, d->opt.clickhouse_auth,
-                            d->opt.clickhouse_host, err, sizeof(err))) == NULL) {
+        (d->sink =
+             sink_new(d->opt.data_dir, d->opt.clickhouse_url, d->opt.clickhouse_auth,
+                      /* one name per host: --host unless the sink is given its own */
+                      d->opt.clickhouse_host != NULL ? d->opt.clickhouse_host : d->opt.host_name,
+                      err, sizeof(err))) == NULL) {
         fprintf(stderr, "tracectld: %s\n", err);
         store_free(d->store);
         return -1;
