@@ -731,6 +731,13 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     check_comm(comm_row(mpi, "WORLD", 0, NR - 1), &cw, 0, NR);
     proto_reader_deinit(&r);
     free(out);
+    /* the text says so, and calls none dropped */
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    snprintf(path, sizeof(path),
+             "(%lld calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;", counted);
+    cr_assert_not_null(strstr(out, path), "%s", out);
+    cr_assert_null(strstr(out, "MPI calls were dropped"), "%s", out);
+    free(out);
 }
 
 /* ---- callsites ------------------------------------------------------------------------- */
