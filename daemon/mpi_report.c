@@ -43,7 +43,23 @@ struct mpi_proc {
     int64_t id, rank; /* rank -1: none */
     bool any;         /* has MPI entries */
     uint64_t calls, ns, first, last, dropped_calls, dropped_ns;
+    uint64_t counted_calls;  /* of dropped_calls: counted (TRACECTL_MPI_P2P=counters) */
+    bool has_counts;         /* sent mpi.p2p.* rows */
     int64_t init_ns, fin_ns; /* -1: not given */
+};
+
+/*
+ * A process's per-peer counts (metadata mpi.p2p.<i>, TRACECTL_MPI_P2P=counters):
+ * every call of (op, comm, peer), the first ones' entries included; the scan
+ * adds up those entries (seen_*) so that only the rest is added after it.
+ */
+struct mpi_count {
+    int64_t proc;
+    size_t op;     /* index in ops */
+    int64_t comm;  /* valid when has_comm */
+    bool has_comm; /* "-": none */
+    int64_t peer;  /* -1: none */
+    uint64_t calls, ns, bytes, seen_calls, seen_ns, seen_bytes;
 };
 
 struct mpi_comm_op {
@@ -101,6 +117,8 @@ struct mpi {
     size_t n_pairs, cap_pairs;
     struct mpi_name *names;
     size_t n_names, cap_names;
+    struct mpi_count *counts; /* by (proc, op, comm, peer): mpi_count_cmp */
+    size_t n_counts, cap_counts;
     struct mpi_map comm_map, pair_map; /* comms by id, pairs by (from, to) */
     struct mpi_sites sites;            /* whole: the callsites (mpi_sites.h) */
     struct mpi_proc *last_proc;        /* the scan's last row's */
@@ -321,6 +339,72 @@ static int mpi_procs(struct mpi *m)
     return rc != 0 ? mpi_fail(m, rc, "processes") : 0;
 }
 
+static int mpi_count_cmp(const void *a, const void *b)
+{
+    const struct mpi_count *x = a, *y = b;
+
+    if (x->proc != y->proc)
+        return x->proc < y->proc ? -1 : 1;
+    if (x->op != y->op)
+        return x->op < y->op ? -1 : 1;
+    if (x->has_comm != y->has_comm)
+        return x->has_comm ? 1 : -1;
+    if (x->has_comm && x->comm != y->comm)
+        return (uint64_t)x->comm < (uint64_t)y->comm ? -1 : 1;
+    return x->peer < y->peer ? -1 : x->peer > y->peer;
+}
+
+/* One mpi.p2p.<i> row; a value not of its form, or of an op without entries, is ignored. */
+static int mpi_counts_row(sqlite3_stmt *st, void *arg)
+{
+    struct mpi *m = arg;
+    struct mpi_proc *p = mpi_proc_find(m, sqlite3_column_int64(st, 0));
+    const char *value = (const char *)sqlite3_column_text(st, 1);
+    char name[64], comm[24];
+    unsigned long long calls, ns, bytes, id = 0;
+    long long peer;
+    struct mpi_count c = {0}, *grown;
+    int end = -1;
+
+    if (p == NULL || value == NULL ||
+        sscanf(value, "%63[^\t]\t%23[^\t]\t%lld\t%llu\t%llu\t%llu%n", name, comm, &peer, &calls,
+               &ns, &bytes, &end) != 6 ||
+        end < 0 || value[end] != '\0')
+        return 0;
+    c.has_comm = strcmp(comm, "-") != 0;
+    if (c.has_comm && (strlen(comm) != 16 || strspn(comm, "0123456789abcdef") != 16 ||
+                       sscanf(comm, "%16llx", &id) != 1))
+        return 0;
+    for (c.op = 0; c.op < m->n_ops && strcmp(m->ops[c.op].name, name) != 0; c.op++)
+        ;
+    if (c.op == m->n_ops)
+        return 0;
+    c.proc = p->id;
+    c.comm = (int64_t)id;
+    c.peer = peer >= 0 ? peer : -1;
+    c.calls = calls;
+    c.ns = ns;
+    c.bytes = bytes;
+    if ((grown = mpi_grow(m->counts, &m->cap_counts, m->n_counts, sizeof(*m->counts))) == NULL)
+        return mpi_oom(m, "point-to-point counts");
+    m->counts = grown;
+    m->counts[m->n_counts++] = c;
+    p->has_counts = true;
+    return 0;
+}
+
+/* The per-peer counts of TRACECTL_MPI_P2P=counters: whole runs', so without a filter but ranks. */
+static int mpi_counts(struct mpi *m)
+{
+    int rc = rksql_each(m->db, "SELECT process_id, value FROM meta WHERE key GLOB 'mpi.p2p.[0-9]*'",
+                        mpi_counts_row, m);
+
+    if (rc != 0)
+        return mpi_fail(m, rc, "point-to-point counts");
+    mpi_sort(m->counts, m->n_counts, sizeof(*m->counts), mpi_count_cmp);
+    return 0;
+}
+
 /* ---- the scan ------------------------------------------------------------------ */
 
 static size_t mpi_map_slot(const struct mpi_map *mp, uint64_t key)
@@ -474,7 +558,8 @@ static int mpi_count_comm(struct mpi *m, const struct mpi_proc *p, size_t op, sq
 }
 
 /* Counts one message from rank from to rank to: a send's, else a receive's. */
-static int mpi_count_pair(struct mpi *m, int64_t from, int64_t to, bool send, uint64_t bytes)
+static int mpi_count_pair(struct mpi *m, int64_t from, int64_t to, bool send, uint64_t msgs,
+                          uint64_t bytes)
 {
     uint64_t key = (uint64_t)from << 32 | (uint64_t)to;
     size_t i = mpi_map_get(&m->pair_map, key);
@@ -493,13 +578,34 @@ static int mpi_count_pair(struct mpi *m, int64_t from, int64_t to, bool send, ui
     }
     p = &m->pairs[i];
     if (send) {
-        p->msgs = mpi_add(p->msgs, 1);
+        p->msgs = mpi_add(p->msgs, msgs);
         p->bytes = mpi_add(p->bytes, bytes);
     } else {
-        p->rmsgs = mpi_add(p->rmsgs, 1);
+        p->rmsgs = mpi_add(p->rmsgs, msgs);
         p->rbytes = mpi_add(p->rbytes, bytes);
     }
     return 0;
+}
+
+/* An entry of process p that its per-peer counts include (the first call of their key). */
+static void mpi_count_seen(struct mpi *m, const struct mpi_proc *p, size_t op, sqlite3_stmt *st)
+{
+    struct mpi_count key = {.proc = p->id,
+                            .op = op,
+                            .has_comm = sqlite3_column_type(st, 5) != SQLITE_NULL,
+                            .comm = sqlite3_column_int64(st, 5),
+                            .peer = sqlite3_column_int64(st, 7)};
+    struct mpi_count *c;
+
+    if (sqlite3_column_type(st, 7) == SQLITE_NULL || key.peer < 0)
+        key.peer = -1;
+    c = m->n_counts > 0 ? bsearch(&key, m->counts, m->n_counts, sizeof(*m->counts), mpi_count_cmp)
+                        : NULL;
+    if (c == NULL)
+        return;
+    c->seen_calls = mpi_add(c->seen_calls, 1);
+    c->seen_ns = mpi_add(c->seen_ns, mpi_u64(st, 3));
+    c->seen_bytes = mpi_add(c->seen_bytes, mpi_u64(st, 2));
 }
 
 /*
@@ -521,6 +627,8 @@ static int mpi_row(sqlite3_stmt *st, void *arg)
         m->last_proc = p = mpi_proc_find(m, pid);
     if (p == NULL || (o = mpi_op_find(m, sqlite3_column_int64(st, 1), &op)) == NULL)
         return 0; /* a process the filter left out */
+    if (p->has_counts)
+        mpi_count_seen(m, p, op, st);
     if (!o->aux) {
         p->any = true;
         p->calls = mpi_add(p->calls, 1);
@@ -542,8 +650,53 @@ static int mpi_row(sqlite3_stmt *st, void *arg)
     if ((o->kind == KIND_SEND || o->kind == KIND_RECV) &&
         sqlite3_column_type(st, 7) != SQLITE_NULL && peer >= 0 && peer <= INT32_MAX &&
         p->rank >= 0 && p->rank <= INT32_MAX)
-        return o->kind == KIND_SEND ? mpi_count_pair(m, p->rank, peer, true, bytes)
-                                    : mpi_count_pair(m, peer, p->rank, false, bytes);
+        return o->kind == KIND_SEND ? mpi_count_pair(m, p->rank, peer, true, 1, bytes)
+                                    : mpi_count_pair(m, peer, p->rank, false, 1, bytes);
+    return 0;
+}
+
+static uint64_t mpi_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
+/*
+ * After the scan: the counted calls (a count's calls but its entries) into
+ * their communicator and pair, and into their process's counted_calls (they
+ * are in its dropped_calls: the bye's ops_dropped rows).
+ */
+static int mpi_counts_add(struct mpi *m)
+{
+    for (size_t i = 0; i < m->n_counts; i++) {
+        const struct mpi_count *c = &m->counts[i];
+        const struct mpi_op *o = &m->ops[c->op];
+        struct mpi_proc *p = mpi_proc_find(m, c->proc);
+        uint64_t calls = mpi_sub(c->calls, c->seen_calls), ns = mpi_sub(c->ns, c->seen_ns);
+        uint64_t bytes = mpi_sub(c->bytes, c->seen_bytes);
+        struct mpi_comm *k;
+        int rc;
+
+        if (p == NULL || calls == 0)
+            continue;
+        if (!o->aux) {
+            p->counted_calls = mpi_add(p->counted_calls, calls);
+            if (c->has_comm) {
+                if ((k = mpi_comm_get(m, c->comm)) == NULL ||
+                    (p->rank >= 0 && !mpi_comm_member(k, p->rank)) ||
+                    !mpi_comm_add_op(k, c->op, calls, ns, bytes))
+                    return mpi_oom(m, "communicators");
+                k->calls = mpi_add(k->calls, calls);
+                k->ns = mpi_add(k->ns, ns);
+                k->bytes = mpi_add(k->bytes, bytes);
+            }
+        }
+        if ((o->kind == KIND_SEND || o->kind == KIND_RECV) && c->peer >= 0 &&
+            c->peer <= INT32_MAX && p->rank >= 0 && p->rank <= INT32_MAX &&
+            (rc = o->kind == KIND_SEND
+                      ? mpi_count_pair(m, p->rank, c->peer, true, calls, bytes)
+                      : mpi_count_pair(m, c->peer, p->rank, false, calls, bytes)) < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -760,7 +913,7 @@ static uint64_t mpi_wall(const struct mpi *m, const struct mpi_proc *p, bool *fr
 
 static int mpi_pack_ranks(struct mpi *m, msgpack_packer *pk)
 {
-    uint64_t wall_sum = 0, ns_sum = 0, calls_sum = 0, dropped_sum = 0;
+    uint64_t wall_sum = 0, ns_sum = 0, calls_sum = 0, dropped_sum = 0, counted_sum = 0;
     size_t n = 0;
     bool from_init;
 
@@ -771,27 +924,31 @@ static int mpi_pack_ranks(struct mpi *m, msgpack_packer *pk)
     for (size_t i = 0; i < m->n_procs; i++) {
         const struct mpi_proc *p = &m->procs[i];
         uint64_t wall = mpi_wall(m, p, &from_init), ns = mpi_add(p->ns, p->dropped_ns);
+        uint64_t dropped = mpi_sub(p->dropped_calls, p->counted_calls);
 
         if (!p->any && p->dropped_calls == 0)
             continue;
         wall_sum = mpi_add(wall_sum, wall);
         ns_sum = mpi_add(ns_sum, ns);
         calls_sum = mpi_add(calls_sum, mpi_add(p->calls, p->dropped_calls));
-        dropped_sum = mpi_add(dropped_sum, p->dropped_calls);
-        if (msgpack_pack_map(pk, 8) || mpi_kv_rank(pk, "rank", p->rank) ||
+        dropped_sum = mpi_add(dropped_sum, dropped);
+        counted_sum = mpi_add(counted_sum, p->counted_calls);
+        if (msgpack_pack_map(pk, 9) || mpi_kv_rank(pk, "rank", p->rank) ||
             mpi_kv_u64(pk, "wall_ns", wall) || mpi_kv_u64(pk, "mpi_ns", ns) ||
             mpi_kv_u64(pk, "app_ns", wall > ns ? wall - ns : 0) ||
             mpi_kv_f64(pk, "mpi_share", mpi_share(ns, wall)) ||
             mpi_kv_u64(pk, "calls", mpi_add(p->calls, p->dropped_calls)) ||
-            mpi_kv_u64(pk, "dropped_calls", p->dropped_calls) ||
+            mpi_kv_u64(pk, "dropped_calls", dropped) ||
+            mpi_kv_u64(pk, "counted_calls", p->counted_calls) ||
             mpi_kv_str(pk, "wall_from", from_init ? "init_finalize" : "entries"))
             return -1;
     }
-    return mpi_str(pk, "total") || msgpack_pack_map(pk, 6) || mpi_kv_u64(pk, "wall_ns", wall_sum) ||
+    return mpi_str(pk, "total") || msgpack_pack_map(pk, 7) || mpi_kv_u64(pk, "wall_ns", wall_sum) ||
            mpi_kv_u64(pk, "mpi_ns", ns_sum) ||
            mpi_kv_u64(pk, "app_ns", wall_sum > ns_sum ? wall_sum - ns_sum : 0) ||
            mpi_kv_f64(pk, "mpi_share", mpi_share(ns_sum, wall_sum)) ||
-           mpi_kv_u64(pk, "calls", calls_sum) || mpi_kv_u64(pk, "dropped_calls", dropped_sum);
+           mpi_kv_u64(pk, "calls", calls_sum) || mpi_kv_u64(pk, "dropped_calls", dropped_sum) ||
+           mpi_kv_u64(pk, "counted_calls", counted_sum);
 }
 
 static int mpi_pack_comms(struct mpi *m, msgpack_packer *pk)
@@ -908,16 +1065,18 @@ static int mpi_proc_by_rank(const void *a, const void *b)
 /* Packs the section; m->procs are then by rank (mpi_proc_find no longer works). */
 static int mpi_pack(struct mpi *m, msgpack_packer *pk)
 {
-    uint64_t dropped = 0, mpi_ns = 0;
+    uint64_t dropped = 0, counted = 0, mpi_ns = 0;
 
     mpi_sort(m->procs, m->n_procs, sizeof(*m->procs), mpi_proc_by_rank);
     for (size_t i = 0; i < m->n_procs; i++) {
-        dropped = mpi_add(dropped, m->procs[i].dropped_calls);
+        dropped = mpi_add(dropped, mpi_sub(m->procs[i].dropped_calls, m->procs[i].counted_calls));
+        counted = mpi_add(counted, m->procs[i].counted_calls);
         mpi_ns = mpi_add(mpi_ns, mpi_add(m->procs[i].ns, m->procs[i].dropped_ns));
     }
-    if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 7) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
-        mpi_pack_ranks(m, pk) || mpi_pack_comms(m, pk) || mpi_pack_sizes(m, pk) ||
-        mpi_pack_p2p(m, pk) || mpi_str(pk, "callsites") ||
+    if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 8) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
+        mpi_kv_u64(pk, "counted_calls", counted) || mpi_pack_ranks(m, pk) ||
+        mpi_pack_comms(m, pk) || mpi_pack_sizes(m, pk) || mpi_pack_p2p(m, pk) ||
+        mpi_str(pk, "callsites") ||
         (m->whole ? mpi_sites_pack(pk, &m->sites, mpi_ns) < 0 : msgpack_pack_nil(pk) != 0))
         return mpi_oom(m, "packing");
     return 0;
@@ -937,6 +1096,7 @@ static void mpi_free(struct mpi *m)
     free(m->comms);
     free(m->pairs);
     free(m->names);
+    free(m->counts);
     mpi_sites_free(&m->sites);
     mpi_map_free(&m->comm_map);
     mpi_map_free(&m->pair_map);
@@ -951,8 +1111,12 @@ int mpi_report(sqlite3 *db, bool whole, msgpack_packer *pk, char *err, size_t er
 
     if (rc == 0 && m.n_ops > 0)
         rc = mpi_procs(&m);
+    if (rc == 0 && m.n_ops > 0 && whole)
+        rc = mpi_counts(&m);
     if (rc == 0 && m.n_ops > 0)
         rc = mpi_scan(&m);
+    if (rc == 0 && m.n_counts > 0)
+        rc = mpi_counts_add(&m);
     for (size_t i = 0; rc == 0 && i < m.n_procs; i++)
         any |= m.procs[i].any || m.procs[i].dropped_calls > 0;
     if (rc == 0 && any)

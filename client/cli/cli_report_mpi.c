@@ -579,7 +579,7 @@ int cli_report_mpi_sites(bool json, const msgpack_object *report, uint32_t top)
 int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
 {
     const msgpack_object *mpi = cli_obj_get(report, "mpi");
-    uint64_t dropped;
+    uint64_t dropped, counted;
     int rc;
 
     if (mpi == NULL || mpi->type != MSGPACK_OBJECT_MAP)
@@ -592,6 +592,12 @@ int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
                 "%s(%" PRIu64 " MPI calls were dropped: their time is in MPI and CALLS above;"
                 " the tables below count the calls kept)\n",
                 RM_INDENT, dropped);
+    if ((counted = rm_u64(mpi, "counted_calls")) > 0)
+        fprintf(f,
+                "%s(%" PRIu64 " calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;"
+                " in MPI and CALLS above, in the communicators and point to point below; message"
+                " sizes count the first call of each function, communicator and peer)\n",
+                RM_INDENT, counted);
     fputc('\n', f);
     if ((rc = rm_comms(f, mpi)) != 0)
         return rc;

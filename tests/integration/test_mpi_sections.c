@@ -578,37 +578,33 @@ static void p2p_line(char **f, int n, void *arg)
     w->bytes[from][to] += atoll(f[3]);
 }
 
-Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
+/* The report's matrix is w, the program's own count, pair by pair, sends and receives. */
+static void check_matrix(const msgpack_object *mpi, const struct p2p_want *w, const char *out)
 {
-    struct p2p_want w = {0};
-    struct proto_reader r;
-    const msgpack_object *mpi, *p2p, *pairs;
-    char *out = run_profile();
-    long long id = the_session(), msgs = 0, bytes = 0;
+    const msgpack_object *p2p = obj_get(mpi, "p2p"), *pairs = list_of(p2p, "pairs");
+    long long msgs = 0, bytes = 0;
     int n = 0;
 
-    each_line(out, "p2p", p2p_line, &w);
-    mpi = mpi_of(id, NULL, &r);
-    p2p = obj_get(mpi, "p2p");
-    pairs = list_of(p2p, "pairs");
     for (uint32_t i = 0; i < pairs->via.array.size; i++) {
         const msgpack_object *p = &pairs->via.array.ptr[i];
         unsigned long long from = obj_u64(obj_get(p, "from")), to = obj_u64(obj_get(p, "to"));
 
         cr_assert(from < NR && to < NR);
-        cr_assert_eq((long long)obj_u64(obj_get(p, "messages")), w.msgs[from][to], "%llu -> %llu",
+        cr_assert_eq((long long)obj_u64(obj_get(p, "messages")), w->msgs[from][to], "%llu -> %llu",
                      from, to);
-        cr_assert_eq((long long)obj_u64(obj_get(p, "bytes")), w.bytes[from][to], "%llu -> %llu",
+        cr_assert_eq((long long)obj_u64(obj_get(p, "bytes")), w->bytes[from][to], "%llu -> %llu",
                      from, to);
         /* the receives (Recv with a status, ANY_SOURCE, Irecv at its Waitall) say the same */
-        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_messages")), w.msgs[from][to]);
-        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_bytes")), w.bytes[from][to]);
+        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_messages")), w->msgs[from][to],
+                     "%llu -> %llu received", from, to);
+        cr_assert_eq((long long)obj_u64(obj_get(p, "recv_bytes")), w->bytes[from][to],
+                     "%llu -> %llu received", from, to);
     }
     for (int i = 0; i < NR; i++)
         for (int j = 0; j < NR; j++) {
-            n += w.msgs[i][j] > 0;
-            msgs += w.msgs[i][j];
-            bytes += w.bytes[i][j];
+            n += w->msgs[i][j] > 0;
+            msgs += w->msgs[i][j];
+            bytes += w->bytes[i][j];
         }
     cr_assert_eq(n, 6, "the ring and two more pairs: %s", out);
     cr_assert_eq(pairs->via.array.size, (uint32_t)n);
@@ -616,7 +612,19 @@ Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
     cr_assert_eq(obj_u64(obj_get(p2p, "pairs_differ")), 0);
     cr_assert_eq((long long)obj_u64(obj_get(p2p, "messages")), msgs);
     cr_assert_eq((long long)obj_u64(obj_get(p2p, "bytes")), bytes);
+    cr_assert_eq((long long)obj_u64(obj_get(p2p, "recv_messages")), msgs);
     cr_assert_eq((long long)obj_u64(obj_get(p2p, "recv_bytes")), bytes);
+}
+
+Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
+{
+    struct p2p_want w = {0};
+    struct proto_reader r;
+    char *out = run_profile();
+    long long id = the_session();
+
+    each_line(out, "p2p", p2p_line, &w);
+    check_matrix(mpi_of(id, NULL, &r), &w, out);
     proto_reader_deinit(&r);
     free(out);
 }
@@ -626,10 +634,12 @@ Test(mpi_sections, point_to_point_matrix_is_what_the_program_sent)
  * stored per rank, op and peer, yet each rank's calls and MPI time are the
  * program's (the counted calls are in the per-op totals), and the per-peer rows each rank sends
  * (mpi.p2p.<i>) hold the program's messages and bytes, send side and
- * receive side.
+ * receive side. The report reads those rows: its matrix and communicators
+ * count every call, and the calls counted are not called dropped.
  */
 Test(mpi_sections, p2p_counters_keep_every_total)
 {
+    static struct comm_want cw;
     struct rank_want w = {0};
     struct p2p_want want = {0}, sent = {0}, recvd = {0};
     struct proto_reader r;
@@ -638,12 +648,13 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     char *out = sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=counters '%s' --oversubscribe -np %d"
                    " -x TRACECTL_MPI_P2P -x LD_PRELOAD='%s' '%s'",
                    MPIEXEC_BIN, NR, TRACECTL_MPI_LIB, MPI_PROFILE_BIN);
-    long long id = the_session(), rows = 0, entries;
+    long long id = the_session(), rows = 0, entries, counted = 0, counted_sum = 0;
     sqlite3_stmt *st;
     sqlite3 *db;
 
     each_line(out, "mpi", rank_line, &w);
     each_line(out, "p2p", p2p_line, &want);
+    each_line(out, "comm", comm_line, &cw);
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
@@ -681,12 +692,14 @@ Test(mpi_sections, p2p_counters_keep_every_total)
             sent.msgs[rank][peer] += calls;
             sent.bytes[rank][peer] += bytes;
         }
+        counted += calls;
         rows++;
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
     cr_assert_geq(rows, 12, "a row per rank, op and peer");
     cr_assert_eq(entries, rows, "one entry per rank, op and peer: the first call");
+    counted -= entries; /* the calls not recorded as entries */
     for (int i = 0; i < NR; i++)
         for (int j = 0; j < NR; j++) {
             cr_assert_eq(sent.msgs[i][j], want.msgs[i][j], "%d -> %d", i, j);
@@ -700,11 +713,30 @@ Test(mpi_sections, p2p_counters_keep_every_total)
         long long ns = (long long)obj_u64(obj_get(row, "mpi_ns"));
 
         cr_assert_eq((long long)obj_u64(obj_get(row, "calls")), w.calls[rank], "rank %d", rank);
-        cr_assert_gt(obj_u64(obj_get(row, "dropped_calls")), 0, "rank %d: counted", rank);
+        cr_assert_eq(obj_u64(obj_get(row, "dropped_calls")), 0, "rank %d: counted, not dropped",
+                     rank);
+        cr_assert_gt(obj_u64(obj_get(row, "counted_calls")), 0, "rank %d", rank);
+        counted_sum += (long long)obj_u64(obj_get(row, "counted_calls"));
         cr_assert(inside(ns, w.ns[rank]), "rank %d MPI time %lld, the program's %lld", rank, ns,
                   w.ns[rank]);
     }
+    cr_assert_gt(counted, 0);
+    cr_assert_eq(counted_sum, counted, "every call the rows count but their entries");
+    cr_assert_eq((long long)obj_u64(obj_get(mpi, "counted_calls")), counted);
+    cr_assert_eq((long long)obj_u64(obj_get(obj_get(mpi, "total"), "counted_calls")), counted);
+    cr_assert_eq(obj_u64(obj_get(mpi, "dropped_calls")), 0);
+    cr_assert_eq(obj_u64(obj_get(obj_get(mpi, "total"), "dropped_calls")), 0);
+    /* the matrix and WORLD's calls and bytes are the program's, as with an entry per call */
+    check_matrix(mpi, &want, out);
+    check_comm(comm_row(mpi, "WORLD", 0, NR - 1), &cw, 0, NR);
     proto_reader_deinit(&r);
+    free(out);
+    /* the text says so, and calls none dropped */
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    snprintf(path, sizeof(path),
+             "(%lld calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;", counted);
+    cr_assert_not_null(strstr(out, path), "%s", out);
+    cr_assert_null(strstr(out, "MPI calls were dropped"), "%s", out);
     free(out);
 }
 

@@ -366,6 +366,71 @@ Test(mpi_report, point_to_point)
     cr_assert_eq(u(p2p, "recv_messages"), 4); /* not the Irecv of peer -1 */
 }
 
+/*
+ * TRACECTL_MPI_P2P=counters: the per-peer rows (mpi.p2p.<i>) count every
+ * call, the entries stored included; the rest go into the matrix and the
+ * communicators and are counted, not dropped. p1: its 3 Sends to rank 1
+ * were 8 calls, 7000 ns, 1537 bytes (so 5 more, 6400 ns, 512 bytes: the 5
+ * of process_op_drops), its Sendrecv's receive side 3 (2 more, 16 bytes; no
+ * calls); p2: its 2 Recvs from rank 0 were 4, 1500 ns, 3 bytes (2 more,
+ * 200 ns, 2 bytes; dropped 2 added here). Rows not of the form are ignored.
+ */
+Test(mpi_report, p2p_counters_count_every_call)
+{
+    const msgpack_object *m, *p, *world;
+
+    cr_assert_eq(
+        sqlite3_exec(
+            db,
+            "INSERT INTO meta VALUES (1, 'mpi.p2p', 6),"
+            " (1, 'mpi.p2p.0', 'MPI_Send	0000000000000000	1	8	7000	"
+            "1537'),"
+            " (1, 'mpi.p2p.1', 'tcmpi.recv	0000000000000000	1	3	0	"
+            "48'),"
+            " (1, 'mpi.p2p.2', 'MPI_Send	0	1	100	100	100'),"
+            " (1, 'mpi.p2p.3', 'MPI_Bogus	-	1	100	100	100'),"
+            " (1, 'mpi.p2p.4', 'MPI_Send	0000000000000000	1	100	100'),"
+            " (1, 'mpi.p2p.5', 'MPI_Send	0000000000000000	1	100	100	"
+            "100 x'),"
+            " (2, 'mpi.p2p.0', 'MPI_Recv	0000000000000000	0	4	1500	"
+            "3');"
+            "INSERT INTO process_op_drops VALUES (2, 2, 2, 200, 2);",
+            NULL, NULL, NULL),
+        SQLITE_OK, "%s", sqlite3_errmsg(db));
+    m = run(true);
+    cr_assert_eq(u(m, "dropped_calls"), 0);
+    cr_assert_eq(u(m, "counted_calls"), 5 + 2);
+    p = at(m, "ranks", 0, 2);
+    cr_assert_eq(u(p, "calls"), 6 + 5);
+    cr_assert_eq(u(p, "mpi_ns"), 7050); /* as before: the counted calls were in the drops */
+    cr_assert_eq(u(p, "dropped_calls"), 0);
+    cr_assert_eq(u(p, "counted_calls"), 5);
+    p = at(m, "ranks", 1, 2);
+    cr_assert_eq(u(p, "calls"), 6 + 2);
+    cr_assert_eq(u(p, "mpi_ns"), 3040 + 200);
+    cr_assert_eq(u(p, "dropped_calls"), 0);
+    cr_assert_eq(u(p, "counted_calls"), 2);
+    cr_assert_eq(u(get(m, "total"), "dropped_calls"), 0);
+    cr_assert_eq(u(get(m, "total"), "counted_calls"), 7);
+    p = at(get(m, "p2p"), "pairs", 0, 2);
+    cr_assert_eq(u(p, "messages"), 4 + 5);
+    cr_assert_eq(u(p, "bytes"), 1041 + 512);
+    cr_assert_eq(u(p, "recv_messages"), 3 + 2);
+    cr_assert_eq(u(p, "recv_bytes"), 17 + 2);
+    p = at(get(m, "p2p"), "pairs", 1, 2);
+    cr_assert_eq(u(p, "messages"), 1);
+    cr_assert_eq(u(p, "recv_messages"), 1 + 2); /* the Sendrecv's receive side */
+    cr_assert_eq(u(p, "recv_bytes"), 32 + 16);
+    world = at(m, "comms", 0, 2);
+    cr_assert_eq(u(world, "calls"), 10 + 5 + 2); /* no tcmpi.recv */
+    cr_assert_eq(u(world, "total_ns"), 5010 + 6400 + 200);
+    cr_assert_eq(u(world, "bytes"), 1098 + 512 + 2);
+    /* a filtered report counts the entries only */
+    m = run(false);
+    cr_assert_eq(u(m, "counted_calls"), 0);
+    cr_assert_eq(u(at(get(m, "p2p"), "pairs", 0, 2), "messages"), 4);
+}
+
 Test(mpi_report, nothing_without_mpi_entries)
 {
     cr_assert_eq(sqlite3_exec(db, "DELETE FROM entries WHERE op_id != 6", NULL, NULL, NULL),
