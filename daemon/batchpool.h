@@ -3,7 +3,7 @@
  *
  * Every batch a producer sends becomes four arrays on the loop thread: its
  * entries and blob (filled by the reader, proto_reader_set_take()), and the
- * per-entry device and shape ids (conn.c). The writer thread is done with
+ * per-entry device and shape ids (conn_producer.c). The writer thread is done with
  * them once it has applied the batch. Freed and allocated again, arrays of a
  * few hundred KiB go back to the kernel (glibc trims its heap, or munmaps
  * what it mmapped) and come back as fresh pages: the page faults and the

@@ -81,7 +81,7 @@ void peerarr_msg_free(struct peerarr_msg *msg);
  * THE MEMBER'S QUEUE. A session a member forwards gets one (peermember
  * makes it); the loop thread pushes the arrivals of each batch's
  * synchronizing collectives with comm and seq into it as the batch is
- * accepted (conn.c), and peermember's tick takes them out into `arrivals`
+ * accepted (conn_producer.c), and peermember's tick takes them out into `arrivals`
  * messages. At most PEERARR_QUEUE; past that, or without memory, an arrival
  * is counted in `dropped`. Its ring is allocated at the first push.
  */
