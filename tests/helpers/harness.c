@@ -234,6 +234,32 @@ int harness_read_within(int fd, void *buf, size_t len, int seconds)
     return 0;
 }
 
+char *harness_sh(const char *dir, const char *fmt, ...)
+{
+    char cmd[2048], *out = NULL;
+    va_list ap;
+    int n;
+
+    n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", dir);
+    va_start(ap, fmt);
+    vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    va_end(ap);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    cr_assert_eq(harness_run(&out, argv), 0, "failed: %s", cmd);
+    return out;
+}
+
+void harness_mpi_env(void)
+{
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv("TRACECTL_SESSION");
+    unsetenv("TRACECTL_DEVICE");
+    unsetenv("TRACECTL_DISABLE");
+    unsetenv("TRACECTL_BLOCKING");
+    unsetenv("TRACECTL_CLOSE_TIMEOUT");
+}
+
 int harness_run(char **out, char *const argv[])
 {
     int pfd[2], st;

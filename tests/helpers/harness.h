@@ -77,6 +77,13 @@ int harness_read_within(int fd, void *buf, size_t len, int seconds);
  * NUL-terminated *out (may be NULL to discard) and returns the exit status.
  */
 int harness_run(char **out, char *const argv[]);
+/*
+ * Runs "cd DIR && CMD", CMD formatted from fmt, through /bin/sh; asserts it
+ * exits 0 and returns its stdout (caller frees).
+ */
+char *harness_sh(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An MPI test's environment: Open MPI allowed as root (CI), no TRACECTL_* of the caller's. */
+void harness_mpi_env(void);
 
 /* Raw protocol: a blocking client connection. */
 int raw_connect(const char *sock);

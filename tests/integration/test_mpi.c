@@ -48,14 +48,7 @@ static struct tdaemon d;
 
 static void setup(void)
 {
-    /* Open MPI refuses root without these (the tests run as root in CI). */
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    unsetenv("TRACECTL_SESSION");
-    unsetenv("TRACECTL_DEVICE");
-    unsetenv("TRACECTL_DISABLE");
-    unsetenv("TRACECTL_BLOCKING");
-    unsetenv("TRACECTL_CLOSE_TIMEOUT");
+    harness_mpi_env();
     harness_daemon_start(&d, "--linger", "600", NULL);
     setenv("TRACECTL_SOCKET", d.sock, 1);
 }
@@ -69,20 +62,7 @@ static void teardown(void)
 TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 180);
 
 /* Runs a shell command line (in the daemon's temp dir); returns its stdout (caller frees). */
-static char *sh(const char *fmt, ...)
-{
-    char cmd[2048], *out = NULL;
-    va_list ap;
-    int n;
-
-    n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", d.dir);
-    va_start(ap, fmt);
-    vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
-    va_end(ap);
-    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    cr_assert_eq(harness_run(&out, argv), 0, "failed: %s", cmd);
-    return out;
-}
+#define sh(...) harness_sh(d.dir, __VA_ARGS__)
 
 /* The one session of the run: its id, after checking its name, process count and end. */
 static long long the_session(int procs)
