@@ -303,7 +303,7 @@ static int ms_left(uint64_t deadline)
 }
 
 /* CLOCK_REALTIME ms from now (ms >= 0), as pthread_cond_timedwait takes a deadline. */
-static struct timespec realtime_in(int ms)
+struct timespec tcclient_realtime_in(int ms)
 {
     struct timespec ts;
 
@@ -321,7 +321,7 @@ static struct timespec realtime_in(int ms)
 static bool writer_wait(tc_client *c, uint64_t deadline)
 {
     int left = ms_left(deadline);
-    struct timespec ts = realtime_in(left < 0 ? 0 : left);
+    struct timespec ts = tcclient_realtime_in(left < 0 ? 0 : left);
     bool done;
 
     pthread_mutex_lock(&c->mu);
@@ -421,7 +421,7 @@ int tc_flush(tc_client *c, int timeout_ms)
 
     if (c == NULL || c->disabled)
         return -ENOTCONN;
-    deadline = realtime_in(timeout_ms < 0 ? 0 : timeout_ms);
+    deadline = tcclient_realtime_in(timeout_ms < 0 ? 0 : timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (c->forked && tcfork_restart(c) < 0) {
         pthread_mutex_unlock(&c->mu);

@@ -46,11 +46,37 @@ void tcfork_remove(tc_client *c)
     pthread_mutex_unlock(&live_mu);
 }
 
+/*
+ * Parks c's writer thread (c->mu held) at the top of its loop for the fork:
+ * there it holds no lock of its own and is in no allocation. glibc's malloc
+ * is fork-safe without this, but an allocator without fork handlers (GCC
+ * 12's AddressSanitizer, for one) is left locked in the child if the writer
+ * was inside it, and the child's first thread creation then never returns.
+ * A writer that does not park within PARK_MS (a forked child's, still
+ * saying hello) is forked where it is, as before.
+ */
+#define PARK_MS 200
+
+static void writer_park(tc_client *c)
+{
+    struct timespec until;
+
+    if (!c->writer_running || c->writer_done)
+        return;
+    c->park = true;
+    tcwriter_wake(c);
+    until = tcclient_realtime_in(PARK_MS);
+    while (!c->parked && !c->writer_done)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
+            break;
+}
+
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&live_mu);
     for (tc_client *c = live; c != NULL; c = c->live_next) {
         pthread_mutex_lock(&c->mu);
+        writer_park(c);
         pthread_mutex_lock(&c->shape_mu);
     }
 }
@@ -58,6 +84,8 @@ static void fork_prepare(void)
 static void fork_parent(void)
 {
     for (tc_client *c = live; c != NULL; c = c->live_next) {
+        c->park = false;
+        pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->shape_mu);
         pthread_mutex_unlock(&c->mu);
     }
@@ -69,6 +97,7 @@ static void client_forked(tc_client *c)
 {
     struct ring **tail = &c->stale;
 
+    c->writer_running = c->park = c->parked = false; /* the writer was the parent's */
     atomic_store(&c->dropped, 0);
     atomic_store(&c->rejected, 0);
     for (size_t i = 0; i < DROP_CHUNKS; i++) { /* the parent's drops are its own */

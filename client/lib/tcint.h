@@ -282,6 +282,10 @@ struct tc_client {
     int flush_rc;           /* the last flush reply: 0 or -EIO; guarded by mu */
     bool closing;           /* guarded by mu */
     bool writer_done;       /* the writer thread has left its loop; guarded by mu */
+    bool writer_running;    /* tcwriter_start started one (a forked child's copy: false) */
+    /* A fork in progress (tcfork.c): park asks the writer thread to wait at the
+     * top of its loop, parked says it does; both guarded by mu. */
+    bool park, parked;
     /* tc_close's deadline (CLOCK_MONOTONIC ns, 0: none), which a writer thread
      * still saying hello (a forked child's) gives up at. */
     _Atomic uint64_t close_deadline;
@@ -337,6 +341,7 @@ int tcconn_read(int fd, struct proto_reader *r, int timeout_ms);
 /* tcwriter.c */
 int tcwriter_start(tc_client *c);
 void tcwriter_wake(tc_client *c);
+struct timespec tcclient_realtime_in(int ms);
 
 /* tcenc.c */
 size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room, bool dropping);

@@ -227,6 +227,12 @@ static void *writer_thread(void *arg)
         writer_break(c, rc);
     for (;;) {
         pthread_mutex_lock(&c->mu);
+        while (c->park) { /* a fork: wait here, where this thread holds nothing */
+            c->parked = true;
+            pthread_cond_broadcast(&c->cv);
+            pthread_cond_wait(&c->cv, &c->mu);
+        }
+        c->parked = false;
         closing = c->closing;
         broken = c->broken;
         req = c->flush_req;
@@ -300,5 +306,8 @@ int tcwriter_start(tc_client *c)
     }
     if ((rc = wake_open(c)) < 0)
         return rc;
-    return -pthread_create(&c->thread, NULL, writer_thread, c);
+    if ((rc = pthread_create(&c->thread, NULL, writer_thread, c)) != 0)
+        return -rc;
+    c->writer_running = true;
+    return 0;
 }
