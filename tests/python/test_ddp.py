@@ -191,12 +191,15 @@ class Ddp(unittest.TestCase):
                     e["name"] for e in json.load(fp) if e.get("ph") == "X")
         want = {op: calls[0][op] for op in ("c10d::allreduce_", "c10d::broadcast_")}
         self.assertGreater(want["c10d::allreduce_"], 0)
+        gloo = dict(self.d.rows(sid, "SELECT rank, count(*) FROM trace WHERE op = "
+                                "'gloo:all_reduce' GROUP BY rank"))
         for r in range(RANKS):
             self.assertEqual({op: calls[r][op] for op in want}, want, "rank %d" % r)
             # gloo records its side on its own thread, after c10d's operator returned: the
-            # cycle's last one may fall outside the profiler's window (5 of 6 once, loaded)
-            self.assertIn(calls[r]["gloo:all_reduce"],
-                          (want["c10d::allreduce_"] - 1, want["c10d::allreduce_"]), "rank %d" % r)
+            # cycle's last ones may fall outside the profiler's window (5 or 4 of 6, loaded),
+            # so what is checked is that every gloo record torch wrote was streamed.
+            self.assertLessEqual(calls[r]["gloo:all_reduce"], want["c10d::allreduce_"])
+            self.assertEqual(gloo.get(r, 0), calls[r]["gloo:all_reduce"], "rank %d" % r)
         self.assertEqual({c["op"]: (c["instances"], c["partial"]) for c in rep["collectives"]},
                          {op: (n, 0) for op, n in want.items()})
         self.assertEqual([(x["rank"], x["collectives"]) for x in rep["ranks"]],
