@@ -325,7 +325,7 @@ Test(peerarr, honest_clock_no_violation)
     cr_assert_not_null(t);
     for (uint64_t seq = 0; seq < 3; seq++)
         allreduce(t, seq, 2 * SEC + (int64_t)seq * 100 * MS, theta, 5 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 3);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 3);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.added, 12);
     cr_assert_eq(st.instances, 3);
@@ -334,7 +334,8 @@ Test(peerarr, honest_clock_no_violation)
     cr_assert_eq(pc->collectives, 3);
     cr_assert_eq(pc->violations, 0);
     cr_assert_eq(pc->contradictions, 0);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 0, "removed");
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0,
+                 "removed");
     peerarr_table_free(t);
     free(pc);
 }
@@ -352,13 +353,13 @@ Test(peerarr, misestimated_clock_violates)
     cr_assert_not_null(t);
     allreduce(t, 0, 2 * SEC, theta, 1 * MS, 4);
     allreduce(t, 1, 2 * SEC + 100 * MS, theta, 1 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 2);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 2);
     cr_assert_eq(pc->collectives, 2);
     cr_assert_eq(pc->violations, 2);
     /* the other way: its times convert 10 ms early, leaving before the home's ranks entered */
     clocks[1] = early;
     allreduce(t, 2, 2 * SEC + 200 * MS, theta, 1 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 1);
     cr_assert_eq(early->collectives, 1);
     cr_assert_eq(early->violations, 1);
     peerarr_table_free(t);
@@ -378,8 +379,9 @@ Test(peerarr, incomplete_ages_out_and_comm_size_decides)
     cr_assert_not_null(t);
     /* world 8, 4 arrivals: waits until its first arrival (taken at 2.1 s) is 10 s old */
     allreduce(t, 0, 2 * SEC, theta, 0, 8);
-    cr_assert_eq(peerarr_table_due(t, 12 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
-    cr_assert_eq(peerarr_table_due(t, 12 * SEC + 100 * MS, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC + 100 * MS, PEERARR_AGE_NS, clocks, 2, NULL, NULL),
+                 1);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.instances, 1);
     cr_assert_eq(st.complete, 0);
@@ -389,11 +391,11 @@ Test(peerarr, incomplete_ages_out_and_comm_size_decides)
     a.comm_size = 2;
     a.enter_ns = a.exit_ns = 20 * SEC;
     cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
-    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0);
     a.rank = 1;
     a.comm_size = 0;
     cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
-    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 1);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.complete, 1);
     cr_assert_eq(st.checks, 1, "the home's own ranks alone check no clock");
@@ -423,7 +425,8 @@ Test(peerarr, bounded_sessions_and_unmeasured_clocks)
     cr_assert_eq(st.added, 3);
     cr_assert_eq(st.refused, 1);
     /* a member whose clock is not measured is not checked; the two left age out */
-    cr_assert_eq(peerarr_table_due(t, PEERARR_AGE_NS + 2, PEERARR_AGE_NS, clocks, 3), 2);
+    cr_assert_eq(peerarr_table_due(t, PEERARR_AGE_NS + 2, PEERARR_AGE_NS, clocks, 3, NULL, NULL),
+                 2);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.instances, 2);
     cr_assert_eq(st.checks, 0);
@@ -436,7 +439,7 @@ Test(peerarr, bounded_sessions_and_unmeasured_clocks)
         cr_assert_eq(peerarr_table_add(big, name, 0, &a, 0, 0), 0);
     }
     cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, 0), -ENOSPC);
-    cr_assert_eq(peerarr_table_due(big, PEERARR_AGE_NS, PEERARR_AGE_NS, clocks, 3),
+    cr_assert_eq(peerarr_table_due(big, PEERARR_AGE_NS, PEERARR_AGE_NS, clocks, 3, NULL, NULL),
                  PEERARR_SESSIONS);
     cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, PEERARR_AGE_NS), 0);
     peerarr_table_free(big);
