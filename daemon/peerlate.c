@@ -20,6 +20,7 @@ struct peerlate_rank {
 struct peerlate_by {
     uint32_t ri;
     uint64_t caused, bound;
+    uint64_t uncertain; /* its instances in the step in which it may not have been last */
 };
 
 struct peerlate_step {
@@ -48,7 +49,7 @@ struct peerlate {
 struct peerlate_view {
     uint64_t step, len, held, bound;
     size_t ri; /* the rank that caused most */
-    bool candidate, named;
+    bool candidate, named, uncertain;
 };
 
 static uint64_t peerlate_sat(uint64_t a, uint64_t b)
@@ -167,7 +168,8 @@ static struct peerlate_step *peerlate_step(struct peerlate_sess *s, uint64_t ste
 }
 
 /* Adds caused (with its bound) to rank ri in step st. -ENOMEM. */
-static int peerlate_step_add(struct peerlate_step *st, size_t ri, uint64_t caused, uint64_t bound)
+static int peerlate_step_add(struct peerlate_step *st, size_t ri, uint64_t caused, uint64_t bound,
+                             bool uncertain)
 {
     size_t cap = st->cap_by;
 
@@ -175,12 +177,14 @@ static int peerlate_step_add(struct peerlate_step *st, size_t ri, uint64_t cause
         if (st->by[k].ri == ri) {
             st->by[k].caused = peerlate_sat(st->by[k].caused, caused);
             st->by[k].bound = peerlate_sat(st->by[k].bound, bound);
+            st->by[k].uncertain += uncertain;
             return 0;
         }
     if (peerlate_grow((void **)&st->by, &cap, st->n_by, sizeof(*st->by)) < 0)
         return -ENOMEM;
     st->cap_by = (uint32_t)cap;
-    st->by[st->n_by++] = (struct peerlate_by){.ri = (uint32_t)ri, .caused = caused, .bound = bound};
+    st->by[st->n_by++] = (struct peerlate_by){
+        .ri = (uint32_t)ri, .caused = caused, .bound = bound, .uncertain = uncertain};
     return 0;
 }
 
@@ -243,7 +247,7 @@ void peerlate_due_cb(void *arg, const char *session, uint64_t comm, uint64_t seq
     s->ranks[lri].last++;
     s->ranks[lri].caused = peerlate_sat(s->ranks[lri].caused, caused);
     s->ranks[lri].caused_bound = peerlate_sat(s->ranks[lri].caused_bound, cb);
-    if (peerlate_step_add(st, lri, caused, cb) < 0)
+    if (peerlate_step_add(st, lri, caused, cb, uncertain) < 0)
         s->unkept++;
     s->instances++;
     s->uncertain += uncertain;
@@ -270,11 +274,12 @@ static void peerlate_views(const struct peerlate_sess *s, struct peerlate_view *
                 w->ri = b->ri;
                 w->held = b->caused;
                 w->bound = b->bound;
+                w->uncertain = b->uncertain > 0;
             }
         }
         w->candidate =
             w->ri != SIZE_MAX && w->held > 0 && (double)w->held >= RQ_LATE * (double)w->len;
-        w->named = w->candidate && w->held > w->bound;
+        w->named = w->candidate && w->held > w->bound && !w->uncertain;
     }
 }
 

@@ -17,8 +17,10 @@
  *
  * A step (L's step) has as its late rank the one that caused most in it,
  * named when that cost RQ_LATE (10 %) of the step or more (as a one-host
- * report does) and exceeds its bound; one that costs the share but not more
- * than its bound is "within the clock bound" and not named. A step's time is
+ * report does), exceeds its bound, and the rank was surely last in each of
+ * its instances of the step (it entered later than every other host's rank
+ * by more than their two bounds); one that costs the share but fails either
+ * clock condition is "within the clock bound" and not named. A step's time is
  * from the previous step's last exit to its own (the first step: its first
  * enter to its last exit), so the sum of the steps is the run. The verdict
  * names a rank by verdict_culprit()'s rule over those figures (verdict.h),

@@ -36,7 +36,13 @@ static int decode(const msgpack_sbuffer *sb, struct peerarr_msg *out, char *err,
 Test(peerarr, round_trip)
 {
     const struct peerarr_arrival a[3] = {
-        {.comm = 7, .seq = 0, .rank = 2, .enter_ns = 1000, .exit_ns = 1500, .bytes = 4096},
+        {.comm = 7,
+         .seq = 0,
+         .rank = 2,
+         .enter_ns = 1000,
+         .exit_ns = 1500,
+         .bytes = 4096,
+         .step = INT64_MAX},
         {.comm = UINT64_MAX,
          .seq = UINT64_MAX,
          .rank = INT32_MAX - 1,
@@ -50,7 +56,8 @@ Test(peerarr, round_trip)
          .enter_ns = 0,
          .exit_ns = PEERARR_TIME_MAX,
          .bytes = 8,
-         .comm_size = 4},
+         .comm_size = 4,
+         .step = 12},
     };
     struct peerarr_msg m;
     msgpack_sbuffer sb;
@@ -73,6 +80,7 @@ Test(peerarr, round_trip)
         cr_assert_eq(m.arr[i].exit_ns, a[i].exit_ns);
         cr_assert_eq(m.arr[i].bytes, a[i].bytes);
         cr_assert_eq(m.arr[i].comm_size, a[i].comm_size);
+        cr_assert_eq(m.arr[i].step, a[i].step);
     }
     peerarr_msg_free(&m);
     peerarr_msg_free(NULL);
@@ -133,6 +141,7 @@ enum bad {
     COMM_SIZE_HUGE,
     RANK_NOT_BELOW_SIZE,
     ARRIVALS_TWICE,
+    STEP_NEGATIVE,
     N_BAD
 };
 
@@ -185,10 +194,11 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         msgpack_pack_array(&pk, n);
         for (size_t i = 0; i < n; i++) {
             bool last = i == n - 1;
-            size_t len = last && bad == ARRIVAL_SHORT  ? 5
-                         : last && bad == ARRIVAL_LONG ? 8
-                         : last                        ? 7
-                                                       : 6;
+            size_t len = last && bad == ARRIVAL_SHORT   ? 5
+                         : last && bad == ARRIVAL_LONG  ? 9
+                         : last && bad == STEP_NEGATIVE ? 8
+                         : last                         ? 7
+                                                        : 6;
             msgpack_pack_array(&pk, len);
             if (last && bad == COMM_NEGATIVE)
                 msgpack_pack_int64(&pk, -7);
@@ -211,7 +221,11 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
                 msgpack_pack_uint64(&pk, bad == COMM_SIZE_ZERO   ? 0
                                          : bad == COMM_SIZE_HUGE ? UINT64_C(1) << 31
                                                                  : 4);
-            if (len == 8)
+            if (len >= 8 && bad == STEP_NEGATIVE)
+                msgpack_pack_int64(&pk, -1);
+            else if (len >= 8)
+                msgpack_pack_uint64(&pk, 0);
+            if (len == 9)
                 msgpack_pack_uint64(&pk, 0);
         }
     }
