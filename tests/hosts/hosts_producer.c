@@ -13,7 +13,8 @@
  * that really synchronize the WORLD ranks on every host: each rank notes its
  * enter, creates DIR/SEQ.RANK and leaves once all WORLD files of that seq
  * exist (the hosts share the file system), so no rank leaves before all
- * entered. Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
+ * entered (after one such barrier through DIR/go.RANK, unrecorded, so that all
+ * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
  * Collective SEQ is recorded in step SEQ, and DIR/SEQ.RANK holds the job's own
  * clock of its enter: "REAL_BEFORE REAL_AFTER" (CLOCK_REALTIME just before
  * and after the CLOCK_MONOTONIC read the entry starts at; time namespaces do
@@ -47,6 +48,16 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
     long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
     char path[4096];
 
+    /* a barrier first (DIR/go.RANK), unrecorded: every rank has started when seq 0 begins */
+    snprintf(path, sizeof(path), "%s/go.%ld", dir, rank);
+    int go = open(path, O_CREAT | O_WRONLY, 0644);
+    if (go < 0 || close(go) != 0)
+        return 1;
+    for (long r = 0; r < world; r++) {
+        snprintf(path, sizeof(path), "%s/go.%ld", dir, r);
+        while (access(path, F_OK) != 0)
+            usleep(200);
+    }
     for (long seq = 0; seq < n; seq++) {
         if (rank == late)
             usleep((useconds_t)late_us);
