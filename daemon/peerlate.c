@@ -36,6 +36,8 @@ struct peerlate_sess {
     uint64_t instances, uncertain, unkept;
     struct peerlate_rank *ranks;
     size_t n_ranks, cap_ranks;
+    uint32_t *slot; /* (host, rank) -> index + 1 in ranks, open addressing; 0: empty */
+    size_t n_slot;  /* a power of two, at least twice n_ranks; 0 until the first rank */
     struct peerlate_step *steps; /* by step ascending */
     size_t n_steps, cap_steps;
 };
@@ -68,6 +70,7 @@ static void peerlate_sess_clear(struct peerlate_sess *s)
         free(s->steps[i].by);
     free(s->steps);
     free(s->ranks);
+    free(s->slot);
     free(s->name);
     memset(s, 0, sizeof(*s));
 }
@@ -127,16 +130,56 @@ static int peerlate_grow(void **p, size_t *cap, size_t n, size_t size)
     return 0;
 }
 
+static size_t peerlate_home(const struct peerlate_sess *s, uint32_t host, int64_t rank)
+{
+    uint64_t h = ((uint64_t)host << 32 ^ (uint64_t)rank) * UINT64_C(0x9e3779b97f4a7c15);
+
+    return (size_t)(h >> 32) & (s->n_slot - 1);
+}
+
+/* The slot of (host, rank): its entry, or the empty one where it would go. */
+static size_t peerlate_find_rank(const struct peerlate_sess *s, uint32_t host, int64_t rank)
+{
+    size_t i = peerlate_home(s, host, rank);
+
+    while (s->slot[i] != 0 &&
+           (s->ranks[s->slot[i] - 1].host != host || s->ranks[s->slot[i] - 1].rank != rank))
+        i = (i + 1) & (s->n_slot - 1);
+    return i;
+}
+
+/* Doubles the slots when one more rank would fill them past half. 0 or -ENOMEM. */
+static int peerlate_reserve(struct peerlate_sess *s)
+{
+    size_t n = s->n_slot ? 2 * s->n_slot : 64;
+    uint32_t *old = s->slot;
+
+    if ((s->n_ranks + 1) * 2 <= s->n_slot)
+        return 0;
+    if ((s->slot = calloc(n, sizeof(*s->slot))) == NULL) {
+        s->slot = old;
+        return -ENOMEM;
+    }
+    free(old);
+    s->n_slot = n;
+    for (size_t i = 0; i < s->n_ranks; i++)
+        s->slot[peerlate_find_rank(s, s->ranks[i].host, s->ranks[i].rank)] = (uint32_t)i + 1;
+    return 0;
+}
+
 /* The index of (host, rank) in s->ranks, added if new; SIZE_MAX past PEERLATE_RANKS. */
 static size_t peerlate_rank(struct peerlate_sess *s, uint32_t host, int64_t rank)
 {
-    for (size_t i = 0; i < s->n_ranks; i++)
-        if (s->ranks[i].host == host && s->ranks[i].rank == rank)
-            return i;
-    if (s->n_ranks >= PEERLATE_RANKS ||
+    size_t pos;
+
+    if (s->n_slot > 0 && s->slot[pos = peerlate_find_rank(s, host, rank)] != 0)
+        return s->slot[pos] - 1;
+    if (s->n_ranks >= PEERLATE_RANKS || peerlate_reserve(s) < 0 ||
         peerlate_grow((void **)&s->ranks, &s->cap_ranks, s->n_ranks, sizeof(*s->ranks)) < 0)
         return SIZE_MAX;
+    pos = peerlate_find_rank(s, host, rank);
     s->ranks[s->n_ranks] = (struct peerlate_rank){.host = host, .rank = rank};
+    s->slot[pos] = (uint32_t)s->n_ranks + 1;
     return s->n_ranks++;
 }
 
@@ -438,35 +481,51 @@ static int pk_kv_bool(msgpack_packer *pk, const char *k, bool v)
     return pk_str(pk, k) || (v ? msgpack_pack_true(pk) : msgpack_pack_false(pk));
 }
 
+struct peerlate_order {
+    int64_t rank;
+    uint32_t host;
+    size_t i;
+};
+
+static int peerlate_order_cmp(const void *a, const void *b)
+{
+    const struct peerlate_order *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return (x->host > y->host) - (x->host < y->host);
+}
+
 /* `ranks`: one map per (host, rank), by rank then host. */
 static int peerlate_pack_ranks(const struct peerlate_sess *s, const struct peerlate_view *v,
                                const char *const *hosts, size_t n_hosts, msgpack_packer *pk)
 {
     int rc = pk_str(pk, "ranks") || msgpack_pack_array(pk, (uint32_t)s->n_ranks);
-    bool *done = calloc(s->n_ranks ? s->n_ranks : 1, sizeof(*done));
+    struct peerlate_order *o = calloc(s->n_ranks ? s->n_ranks : 1, sizeof(*o));
+    uint64_t *late = calloc(s->n_ranks ? s->n_ranks : 1, sizeof(*late));
 
-    if (done == NULL)
+    if (o == NULL || late == NULL) {
+        free(o);
+        free(late);
         return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->n_ranks; i++)
+        o[i] = (struct peerlate_order){s->ranks[i].rank, s->ranks[i].host, i};
+    qsort(o, s->n_ranks, sizeof(*o), peerlate_order_cmp);
+    for (size_t k = 0; k < s->n_steps; k++)
+        if (v[k].named)
+            late[v[k].ri]++;
     for (size_t n = 0; rc == 0 && n < s->n_ranks; n++) {
-        size_t m = SIZE_MAX; /* selection: PEERLATE_RANKS at most, once per report */
-        uint64_t late = 0;
-        for (size_t i = 0; i < s->n_ranks; i++)
-            if (!done[i] &&
-                (m == SIZE_MAX || s->ranks[i].rank < s->ranks[m].rank ||
-                 (s->ranks[i].rank == s->ranks[m].rank && s->ranks[i].host < s->ranks[m].host)))
-                m = i;
-        done[m] = true;
-        for (size_t k = 0; k < s->n_steps; k++)
-            late += v[k].named && v[k].ri == m;
-        const struct peerlate_rank *r = &s->ranks[m];
+        const struct peerlate_rank *r = &s->ranks[o[n].i];
         rc = msgpack_pack_map(pk, 9) || pk_rank(pk, "rank", r->rank) || pk_str(pk, "host") ||
              pk_str(pk, peerlate_host(hosts, n_hosts, r->host)) ||
              pk_u64(pk, "collectives", r->colls) || pk_u64(pk, "last", r->last) ||
              pk_u64(pk, "caused_ns", r->caused) || pk_u64(pk, "caused_bound_ns", r->caused_bound) ||
              pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "waited_bound_ns", r->waited_bound) ||
-             pk_u64(pk, "late_steps", late);
+             pk_u64(pk, "late_steps", late[o[n].i]);
     }
-    free(done);
+    free(o);
+    free(late);
     return rc ? -ENOMEM : 0;
 }
 

@@ -166,3 +166,35 @@ Test(peerlate, unknown_session_and_single_arrivals)
     peerlate_free(pl);
     peerlate_free(NULL);
 }
+
+/* 300 ranks on two hosts in one instance, the last rank 299: every rank kept once, in order. */
+Test(peerlate, many_ranks)
+{
+    struct peerlate *pl = peerlate_new();
+    struct peerarr_home a[300];
+    msgpack_sbuffer sb;
+    msgpack_unpacked un;
+
+    cr_assert_not_null(pl);
+    for (int i = 0; i < 300; i++)
+        a[i] = (struct peerarr_home){.host = (uint32_t)(i % 2),
+                                     .rank = 299 - i,
+                                     .enter_ns = (299 - i) * US,
+                                     .exit_ns = 400 * US};
+    peerlate_due_cb(pl, "job", 1, 0, a, 300);
+    peerlate_due_cb(pl, "job", 1, 1, a, 300);
+    pack(pl, &sb, &un);
+    const msgpack_object *ranks = get(get(&un.data, "hosts_late"), "ranks");
+    cr_assert_eq(ranks->via.array.size, 300);
+    for (uint32_t i = 0; i < 300; i++) {
+        cr_assert_eq(u(&ranks->via.array.ptr[i], "rank"), i);
+        cr_assert_eq(u(&ranks->via.array.ptr[i], "collectives"), 2);
+        /* rank i waited 299 - i µs for rank 299 (host 0), with the bounds 0 */
+        cr_assert_eq(u(&ranks->via.array.ptr[i], "waited_ns"), 2 * (299 - i) * US);
+    }
+    cr_assert_eq(u(&ranks->via.array.ptr[299], "last"), 2);
+    cr_assert_eq(u(&ranks->via.array.ptr[299], "caused_ns"), 2 * 299 * US);
+    msgpack_unpacked_destroy(&un);
+    msgpack_sbuffer_destroy(&sb);
+    peerlate_free(pl);
+}
