@@ -111,7 +111,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
 {
     const char *why = session_cut_reason(s->interrupted);
 
-    msgpack_pack_map(pk, owner != NULL ? 16 : 15);
+    msgpack_pack_map(pk, 15 + (owner != NULL) + (d->peer_home != NULL));
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -142,6 +142,11 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
     pack_kv_u64(pk, "refused_processes", s->refused_processes);
     if (owner != NULL)
         pack_kv_str(pk, "owner", owner);
+    /* a home: the hosts its report of this session merges (itself and the members) */
+    if (d->peer_home != NULL)
+        pack_kv_u64(
+            pk, "hosts",
+            1 + peerhome_hosts(d->peer_home, s->name, s->started_ns, s->live ? 0 : s->ended_ns));
 }
 
 static void control_sessions(struct conn *c)

@@ -728,6 +728,23 @@ static bool peerhome_in_window(const struct peerhome_part *p, int64_t from, int6
     return p->started_ns <= end + PEERHOME_SLACK_NS && pend >= from - PEERHOME_SLACK_NS;
 }
 
+size_t peerhome_hosts(const struct peerhome *h, const char *name, int64_t from_ns, int64_t to_ns)
+{
+    size_t n = 0;
+
+    for (const struct peerhome_part *p = h != NULL ? h->parts : NULL; p != NULL; p = p->next) {
+        bool seen = false;
+        if (strcmp(p->session, name) != 0 || !peerhome_in_window(p, from_ns, to_ns))
+            continue;
+        /* a host's two jobs of one name may both overlap: count the host once */
+        for (const struct peerhome_part *q = h->parts; q != p && !seen; q = q->next)
+            seen = q->host == p->host && strcmp(q->session, name) == 0 &&
+                   peerhome_in_window(q, from_ns, to_ns);
+        n += !seen;
+    }
+    return n;
+}
+
 /* The window of the newest job of that name only members hold: its newest part's times. */
 static void peerhome_newest(const struct peerhome *h, const char *name, int64_t *from, int64_t *to)
 {

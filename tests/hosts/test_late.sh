@@ -134,6 +134,20 @@ grep -q "rank 3 on m1 held the others up" "$HOSTS_DIR/late.txt" ||
     fail "the text report does not name rank 3 on m1: $(cat "$HOSTS_DIR/late.txt")"
 echo "ok: the home names rank 3 on m1; caused and waited match the job's own clocks within the bound"
 
+# `sessions` at the home: the session's row says it merges 2 hosts (a member's rows say none)
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" sessions --json >"$HOSTS_DIR/sessions.json" &&
+    "$TRACECTL" --socket "$HOSTS_DIR/m1.sock" sessions --json >"$HOSTS_DIR/m1sessions.json" ||
+    fail "sessions"
+python3 - "$HOSTS_DIR" <<'PY' || fail "sessions: the hosts column"
+import json, sys
+d = sys.argv[1]
+rows = [s for s in json.load(open(d + "/sessions.json")) if s["name"] == "late"]
+assert len(rows) == 1 and rows[0]["hosts"] == 2, rows
+assert all("hosts" not in s for s in json.load(open(d + "/m1sessions.json")))
+PY
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" sessions | grep -Eq "late +(live|ended) +2 " ||
+    fail "sessions text: $("$TRACECTL" --socket "$HOSTS_DIR/home.sock" sessions)"
+
 # 2. A clock that jumps: session "skew", no rank late, 5 allreduces; m1's producers run with
 # their CLOCK_MONOTONIC 1 s further ahead than m1's daemon (a time namespace of their own:
 # to the home, m1's times jumped 1 s past what its probes measure). Each instance then has
