@@ -813,6 +813,26 @@ static int peerhome_late(const struct peerhome *h, const char *name, struct peer
     return 0;
 }
 
+int peerhome_late_map(const struct peerhome *h, const char *name, struct peermerge *out)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (h->late == NULL)
+        return 0;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if ((rc = peerlate_pack_late(h->late, name, &pk)) < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return rc == -ENOENT ? 0 : rc;
+    }
+    free(out->late);
+    out->late_len = sb.size;
+    out->late = msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
                      int64_t from_ns, int64_t to_ns, struct peermerge *out)
 {

@@ -103,6 +103,13 @@ size_t peerhome_hosts(const struct peerhome *h, const char *name, int64_t from_n
  */
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
                      int64_t from_ns, int64_t to_ns, struct peermerge *out);
+/*
+ * For `report` with "late" (tracectl top) at a home: the late map across
+ * hosts of session `name` (peerlate_pack_late) into out->late, when the
+ * home analysed any of its collectives (else out->late stays NULL). 0 or
+ * -ENOMEM.
+ */
+int peerhome_late_map(const struct peerhome *h, const char *name, struct peermerge *out);
 /* The state of a session only members hold: "live" if any part is live or stale, else "ended". */
 const char *peerhome_state(const struct peerhome *h, const char *name);
 

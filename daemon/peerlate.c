@@ -596,3 +596,41 @@ int peerlate_pack(const struct peerlate *pl, const char *session, const char *co
     free(v);
     return rc ? -ENOMEM : 0;
 }
+
+int peerlate_pack_late(const struct peerlate *pl, const char *session, msgpack_packer *pk)
+{
+    const struct peerlate_sess *s = pl != NULL ? peerlate_find(pl, session) : NULL;
+    struct peerlate_view *v;
+    struct peerlate_order *o;
+    char verdict[1024];
+    size_t ci;
+    int rc;
+
+    if (s == NULL || s->instances == 0)
+        return -ENOENT;
+    v = calloc(s->n_steps ? s->n_steps : 1, sizeof(*v));
+    o = calloc(s->n_ranks ? s->n_ranks : 1, sizeof(*o));
+    if (v == NULL || o == NULL) {
+        free(v);
+        free(o);
+        return -ENOMEM;
+    }
+    peerlate_views(s, v);
+    ci = peerlate_verdict(s, v, NULL, 0, verdict, sizeof(verdict));
+    for (size_t i = 0; i < s->n_ranks; i++)
+        o[i] = (struct peerlate_order){s->ranks[i].rank, s->ranks[i].host, i};
+    qsort(o, s->n_ranks, sizeof(*o), peerlate_order_cmp);
+    rc = msgpack_pack_map(pk, 4) || pk_u64(pk, "instances", s->instances) ||
+         pk_rank(pk, "culprit", ci == SIZE_MAX ? -1 : s->ranks[ci].rank) ||
+         pk_kv_bool(pk, "hosts", true) || pk_str(pk, "ranks") ||
+         msgpack_pack_array(pk, (uint32_t)s->n_ranks);
+    for (size_t n = 0; rc == 0 && n < s->n_ranks; n++) {
+        const struct peerlate_rank *r = &s->ranks[o[n].i];
+        rc = msgpack_pack_map(pk, 4) || pk_rank(pk, "rank", r->rank) ||
+             pk_u64(pk, "arrived_last", r->last) || pk_u64(pk, "caused_ns", r->caused) ||
+             pk_u64(pk, "waited_ns", r->waited);
+    }
+    free(v);
+    free(o);
+    return rc ? -ENOMEM : 0;
+}

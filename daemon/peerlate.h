@@ -69,5 +69,13 @@ void peerlate_due_cb(void *pl, const char *session, uint64_t comm, uint64_t seq,
  */
 int peerlate_pack(const struct peerlate *pl, const char *session, const char *const *hosts,
                   size_t n_hosts, msgpack_packer *pk);
+/*
+ * Packs the map of report option "late" (proto/PROTOCOL.md: `instances`,
+ * `culprit`, `ranks` [{rank, arrived_last, caused_ns, waited_ns}], by rank)
+ * from the figures across hosts of session, with "hosts": true, for `tracectl
+ * top` at a home. 0; -ENOENT when no instance of session was analysed
+ * (nothing packed); -ENOMEM (pk then holds a part: discard it).
+ */
+int peerlate_pack_late(const struct peerlate *pl, const char *session, msgpack_packer *pk);
 
 #endif

@@ -134,6 +134,12 @@ grep -q "rank 3 on m1 held the others up" "$HOSTS_DIR/late.txt" ||
     fail "the text report does not name rank 3 on m1: $(cat "$HOSTS_DIR/late.txt")"
 echo "ok: the home names rank 3 on m1; caused and waited match the job's own clocks within the bound"
 
+# `top` at the home: its late-rank line from the figures across hosts (report option late)
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" top late --once -i 0 >"$HOSTS_DIR/top.txt" 2>&1 ||
+    fail "top: $(cat "$HOSTS_DIR/top.txt")"
+grep -q "late rank 3 held the others up" "$HOSTS_DIR/top.txt" ||
+    fail "top does not name rank 3: $(cat "$HOSTS_DIR/top.txt")"
+
 # `sessions` at the home: the session's row says it merges 2 hosts (a member's rows say none)
 "$TRACECTL" --socket "$HOSTS_DIR/home.sock" sessions --json >"$HOSTS_DIR/sessions.json" &&
     "$TRACECTL" --socket "$HOSTS_DIR/m1.sock" sessions --json >"$HOSTS_DIR/m1sessions.json" ||
