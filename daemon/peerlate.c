@@ -45,6 +45,7 @@ struct peerlate_sess {
 struct peerlate {
     struct peerlate_sess sess[PEERLATE_SESSIONS]; /* name NULL: free */
     uint64_t tick;
+    size_t n_by; /* (step, rank) figures kept in all sessions (PEERLATE_BY) */
 };
 
 /* A step's figures as a report shows them (peerlate_pack). */
@@ -64,10 +65,12 @@ struct peerlate *peerlate_new(void)
     return calloc(1, sizeof(struct peerlate));
 }
 
-static void peerlate_sess_clear(struct peerlate_sess *s)
+static void peerlate_sess_clear(struct peerlate *pl, struct peerlate_sess *s)
 {
-    for (size_t i = 0; i < s->n_steps; i++)
+    for (size_t i = 0; i < s->n_steps; i++) {
+        pl->n_by -= s->steps[i].n_by;
         free(s->steps[i].by);
+    }
     free(s->steps);
     free(s->ranks);
     free(s->slot);
@@ -80,7 +83,7 @@ void peerlate_free(struct peerlate *pl)
     if (pl == NULL)
         return;
     for (size_t i = 0; i < PEERLATE_SESSIONS; i++)
-        peerlate_sess_clear(&pl->sess[i]);
+        peerlate_sess_clear(pl, &pl->sess[i]);
     free(pl);
 }
 
@@ -110,19 +113,20 @@ static struct peerlate_sess *peerlate_sess(struct peerlate *pl, const char *name
     }
     if ((copy = strdup(name)) == NULL)
         return NULL;
-    peerlate_sess_clear(old);
+    peerlate_sess_clear(pl, old);
     old->name = copy;
     return old;
 }
 
-static int peerlate_grow(void **p, size_t *cap, size_t n, size_t size)
+/* Room for one more of size bytes after n in *p (first `first` of them). 0 or -ENOMEM. */
+static int peerlate_grow(void **p, size_t *cap, size_t n, size_t size, size_t first)
 {
     void *q;
     size_t c;
 
     if (n < *cap)
         return 0;
-    c = *cap ? 2 * *cap : 16;
+    c = *cap ? 2 * *cap : first;
     if ((q = realloc(*p, c * size)) == NULL)
         return -ENOMEM;
     *p = q;
@@ -175,7 +179,7 @@ static size_t peerlate_rank(struct peerlate_sess *s, uint32_t host, int64_t rank
     if (s->n_slot > 0 && s->slot[pos = peerlate_find_rank(s, host, rank)] != 0)
         return s->slot[pos] - 1;
     if (s->n_ranks >= PEERLATE_RANKS || peerlate_reserve(s) < 0 ||
-        peerlate_grow((void **)&s->ranks, &s->cap_ranks, s->n_ranks, sizeof(*s->ranks)) < 0)
+        peerlate_grow((void **)&s->ranks, &s->cap_ranks, s->n_ranks, sizeof(*s->ranks), 16) < 0)
         return SIZE_MAX;
     pos = peerlate_find_rank(s, host, rank);
     s->ranks[s->n_ranks] = (struct peerlate_rank){.host = host, .rank = rank};
@@ -201,7 +205,7 @@ static struct peerlate_step *peerlate_step(struct peerlate_sess *s, uint64_t ste
     if (lo < s->n_steps && s->steps[lo].step == step)
         return &s->steps[lo];
     if (s->n_steps >= PEERLATE_STEPS ||
-        peerlate_grow((void **)&s->steps, &s->cap_steps, s->n_steps, sizeof(*s->steps)) < 0)
+        peerlate_grow((void **)&s->steps, &s->cap_steps, s->n_steps, sizeof(*s->steps), 16) < 0)
         return NULL;
     memmove(&s->steps[lo + 1], &s->steps[lo], (s->n_steps - lo) * sizeof(*s->steps));
     s->steps[lo] =
@@ -210,9 +214,9 @@ static struct peerlate_step *peerlate_step(struct peerlate_sess *s, uint64_t ste
     return &s->steps[lo];
 }
 
-/* Adds caused (with its bound) to rank ri in step st. -ENOMEM. */
-static int peerlate_step_add(struct peerlate_step *st, size_t ri, uint64_t caused, uint64_t bound,
-                             bool uncertain)
+/* Adds caused (with its bound) to rank ri in step st. -ENOMEM, or -ENOSPC past PEERLATE_BY. */
+static int peerlate_step_add(struct peerlate *pl, struct peerlate_step *st, size_t ri,
+                             uint64_t caused, uint64_t bound, bool uncertain)
 {
     size_t cap = st->cap_by;
 
@@ -223,8 +227,12 @@ static int peerlate_step_add(struct peerlate_step *st, size_t ri, uint64_t cause
             st->by[k].uncertain += uncertain;
             return 0;
         }
-    if (peerlate_grow((void **)&st->by, &cap, st->n_by, sizeof(*st->by)) < 0)
+    if (pl->n_by >= PEERLATE_BY)
+        return -ENOSPC;
+    /* most steps have one late rank: room for one first */
+    if (peerlate_grow((void **)&st->by, &cap, st->n_by, sizeof(*st->by), 1) < 0)
         return -ENOMEM;
+    pl->n_by++;
     st->cap_by = (uint32_t)cap;
     st->by[st->n_by++] = (struct peerlate_by){
         .ri = (uint32_t)ri, .caused = caused, .bound = bound, .uncertain = uncertain};
@@ -265,7 +273,8 @@ void peerlate_due_cb(void *arg, const char *session, uint64_t comm, uint64_t seq
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t gap = (uint64_t)(a[li].enter_ns - a[i].enter_ns);
-        uint64_t dur = (uint64_t)(a[i].exit_ns - a[i].enter_ns);
+        /* a member's enter and exit are converted apart: never below 0 */
+        uint64_t dur = a[i].exit_ns > a[i].enter_ns ? (uint64_t)(a[i].exit_ns - a[i].enter_ns) : 0;
         uint64_t wait = gap < dur ? gap : dur, pb = peerlate_pair(&a[li], &a[i]);
         size_t ri = peerlate_rank(s, a[i].host, a[i].rank);
 
@@ -290,7 +299,7 @@ void peerlate_due_cb(void *arg, const char *session, uint64_t comm, uint64_t seq
     s->ranks[lri].last++;
     s->ranks[lri].caused = peerlate_sat(s->ranks[lri].caused, caused);
     s->ranks[lri].caused_bound = peerlate_sat(s->ranks[lri].caused_bound, cb);
-    if (peerlate_step_add(st, lri, caused, cb, uncertain) < 0)
+    if (peerlate_step_add(pl, st, lri, caused, cb, uncertain) < 0)
         s->unkept++;
     s->instances++;
     s->uncertain += uncertain;

@@ -30,7 +30,9 @@
  *
  * MEMORY. PEERLATE_SESSIONS session names (the least recently fed is
  * forgotten), PEERLATE_RANKS (host, rank) pairs and PEERLATE_STEPS steps
- * per session; an instance past those is counted in `unkept`, not analysed.
+ * per session, PEERLATE_BY (step, late rank) figures in all: under 100 MB
+ * at most, whatever members send; an instance past those is counted in
+ * `unkept` (not analysed, or its step's figure not kept).
  */
 #ifndef TRACECTLD_PEERLATE_H
 #define TRACECTLD_PEERLATE_H
@@ -42,10 +44,11 @@
 
 #include "peerarr.h"
 
-#define PEERLATE_SESSIONS 64
+#define PEERLATE_SESSIONS 16
 #define PEERLATE_RANKS    4096
 #define PEERLATE_STEPS    65536
-#define PEERLATE_LISTED   1000 /* steps listed in a report at most (the first ones) */
+#define PEERLATE_BY       (1u << 20) /* (step, late rank) figures kept in all sessions */
+#define PEERLATE_LISTED   1000       /* steps listed in a report at most (the first ones) */
 
 struct peerlate;
 
