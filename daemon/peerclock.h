@@ -76,8 +76,8 @@
 #define PEERCLOCK_OFFSET_MAX (INT64_C(1) << 61) /* |offset| of a burst at most (73 years) */
 #define PEERCLOCK_UNBOUNDED  INT64_MAX          /* a bound nothing can be said within (past 2^60) */
 #define PEERCLOCK_RATE_LIMIT 0.1                /* bursts implying a larger |drift| are refused */
-#define PEERCLOCK_WIDEN_NS   (60 * INT64_C(1000000000)) /* a contradiction widens bounds this long \
-                                                         */
+/* a contradiction widens bounds this long either side of it (COLLECTIVES) */
+#define PEERCLOCK_WIDEN_NS (60 * INT64_C(1000000000))
 
 /* One probe, all in ns of CLOCK_MONOTONIC: t1, t4 the home's; t2, t3 the member's. */
 struct peerclock_sample {
