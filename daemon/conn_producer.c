@@ -252,7 +252,7 @@ static void conn_tap_arrivals(struct conn *c, const struct proto_batch *b)
             !proto_entry_ext(e, b->blob, &x) ||
             (x.has & (PROTO_EXT_COMM | PROTO_EXT_SEQ)) != (PROTO_EXT_COMM | PROTO_EXT_SEQ) ||
             e->start_ns > (uint64_t)PEERARR_TIME_MAX ||
-            e->dur_ns > (uint64_t)PEERARR_TIME_MAX - e->start_ns)
+            e->dur_ns > (uint64_t)PEERARR_TIME_MAX - e->start_ns || e->step > INT64_MAX)
             continue;
         struct peerarr_arrival a = {.comm = x.comm,
                                     .seq = x.seq,
@@ -260,7 +260,8 @@ static void conn_tap_arrivals(struct conn *c, const struct proto_batch *b)
                                     .enter_ns = (int64_t)e->start_ns,
                                     .exit_ns = (int64_t)(e->start_ns + e->dur_ns),
                                     .bytes = e->mem_bytes,
-                                    .comm_size = x.has & PROTO_EXT_COMM_SIZE ? x.comm_size : 0};
+                                    .comm_size = x.has & PROTO_EXT_COMM_SIZE ? x.comm_size : 0,
+                                    .step = e->step};
         if (a.comm_size != 0 && (uint64_t)a.rank >= a.comm_size)
             continue;
         if (s->arrq != NULL)

@@ -50,7 +50,7 @@ struct report_work {
     char err[256];
     msgpack_sbuffer out;
     /* a home's session that spans hosts: the members' parts (peerhome_collect); path "" when
-     * only members hold it */
+     * only members hold it. With "late", only merge.late: the late map across hosts */
     struct peermerge merge;
 };
 
@@ -111,7 +111,7 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
 {
     const char *why = session_cut_reason(s->interrupted);
 
-    msgpack_pack_map(pk, owner != NULL ? 16 : 15);
+    msgpack_pack_map(pk, 15 + (owner != NULL) + (d->peer_home != NULL));
     pack_kv_i64(pk, "id", s->id);
     pack_kv_str(pk, "name", s->name);
     pack_kv_str(pk, "state", s->live ? "live" : "ended");
@@ -142,6 +142,11 @@ static void pack_session(struct daemon *d, msgpack_packer *pk, const struct sess
     pack_kv_u64(pk, "refused_processes", s->refused_processes);
     if (owner != NULL)
         pack_kv_str(pk, "owner", owner);
+    /* a home: the hosts its report of this session merges (itself and the members) */
+    if (d->peer_home != NULL)
+        pack_kv_u64(
+            pk, "hosts",
+            1 + peerhome_hosts(d->peer_home, s->name, s->started_ns, s->live ? 0 : s->ended_ns));
 }
 
 static void control_sessions(struct conn *c)
@@ -320,6 +325,11 @@ static void report_late_cb(struct report_work *w)
     pack_kv_str(&pk, "name", w->name);
     pack_kv_str(&pk, "state", w->state);
     pack_key(&pk, "late");
+    /* a home with the session's figures across hosts gives those (peerhome_late_map) */
+    if (w->merge.late != NULL) {
+        w->rc = pk.callback(pk.data, w->merge.late, w->merge.late_len) ? -ENOMEM : 0;
+        return;
+    }
     w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
 }
 
@@ -467,7 +477,9 @@ static void control_report(struct conn *c, const struct proto_request *req)
         (c->d->peer_home != NULL && !req->late &&
          peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended",
                           s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
-                          &w->merge) < 0)) {
+                          &w->merge) < 0) ||
+        (c->d->peer_home != NULL && req->late &&
+         peerhome_late_map(c->d->peer_home, s->name, &w->merge) < 0)) {
         if (w != NULL) {
             free(w->name);
             free(w->state);

@@ -19,6 +19,13 @@ struct peerarr_part {
     int64_t max_enter, min_exit; /* the host's own clock */
 };
 
+struct peerarr_kept {
+    uint32_t host;
+    int32_t rank;
+    uint64_t step;
+    int64_t enter, exit; /* the host's own clock */
+};
+
 struct peerarr_inst {
     uint32_t session;
     uint64_t comm, seq;
@@ -28,6 +35,8 @@ struct peerarr_inst {
     uint32_t prev, next; /* order of creation */
     struct peerarr_part *parts;
     uint32_t n_parts, cap_parts;
+    struct peerarr_kept *kept; /* its arrivals one by one */
+    uint32_t n_kept, cap_kept;
 };
 
 struct peerarr_session {
@@ -43,6 +52,9 @@ struct peerarr_table {
     uint32_t free, oldest, newest;
     struct peerarr_session sessions[PEERARR_SESSIONS];
     uint32_t last; /* the session of the previous arrival (a message is of one session) */
+    size_t n_kept; /* arrivals kept one by one in all instances (PEERARR_KEPT) */
+    struct peerarr_home *conv; /* the callback's arrivals, grown as needed */
+    size_t cap_conv;
     struct peerarr_stats st;
 };
 
@@ -78,8 +90,11 @@ void peerarr_table_free(struct peerarr_table *t)
 {
     if (t == NULL)
         return;
-    for (size_t i = 0; t->inst != NULL && i < t->max; i++)
+    for (size_t i = 0; t->inst != NULL && i < t->max; i++) {
         free(t->inst[i].parts);
+        free(t->inst[i].kept);
+    }
+    free(t->conv);
     for (size_t i = 0; i < PEERARR_SESSIONS; i++)
         free(t->sessions[i].name);
     free(t->inst);
@@ -150,6 +165,14 @@ static void peerarr_remove(struct peerarr_table *t, uint32_t i)
         t->newest = x->prev;
     t->sessions[x->session].refs--;
     x->n_parts = 0;
+    t->n_kept -= x->n_kept;
+    x->n_kept = 0;
+    /* a large instance's memory goes back; a small one's is used again */
+    if (x->cap_kept > 64) {
+        free(x->kept);
+        x->kept = NULL;
+        x->cap_kept = 0;
+    }
     x->hnext = t->free;
     t->free = i;
 }
@@ -208,6 +231,32 @@ static struct peerarr_part *peerarr_part(struct peerarr_inst *x, uint32_t host)
     return &x->parts[x->n_parts++];
 }
 
+/* Keeps a copy of arrival a of host in x, or counts it in `unkept`. */
+static void peerarr_keep(struct peerarr_table *t, struct peerarr_inst *x, uint32_t host,
+                         const struct peerarr_arrival *a)
+{
+    if (t->n_kept >= PEERARR_KEPT) {
+        t->st.unkept++;
+        return;
+    }
+    if (x->n_kept == x->cap_kept) {
+        uint32_t cap = x->cap_kept ? 2 * x->cap_kept : 4;
+        struct peerarr_kept *k = realloc(x->kept, cap * sizeof(*k));
+        if (k == NULL) {
+            t->st.unkept++;
+            return;
+        }
+        x->kept = k;
+        x->cap_kept = cap;
+    }
+    x->kept[x->n_kept++] = (struct peerarr_kept){.host = host,
+                                                 .rank = (int32_t)a->rank,
+                                                 .step = a->step,
+                                                 .enter = a->enter_ns,
+                                                 .exit = a->exit_ns};
+    t->n_kept++;
+}
+
 int peerarr_table_add(struct peerarr_table *t, const char *session, uint32_t host,
                       const struct peerarr_arrival *a, uint64_t world, int64_t now_ns)
 {
@@ -231,6 +280,7 @@ int peerarr_table_add(struct peerarr_table *t, const char *session, uint32_t hos
     if (a->exit_ns < p->min_exit)
         p->min_exit = a->exit_ns;
     x->n++;
+    peerarr_keep(t, x, host, a);
     if (a->comm_size > x->comm_size)
         x->comm_size = a->comm_size;
     if (world > x->world)
@@ -290,8 +340,51 @@ static void peerarr_check(struct peerarr_table *t, const struct peerarr_inst *x,
     }
 }
 
+/* fn with x's kept arrivals whose clocks are known, on the home's clock. */
+static void peerarr_give(struct peerarr_table *t, const struct peerarr_inst *x,
+                         struct peerclock *const *clocks, size_t n_clocks, peerarr_due_fn fn,
+                         void *arg)
+{
+    size_t n = 0;
+
+    if (x->n_kept == 0)
+        return;
+    if (x->n_kept > t->cap_conv) {
+        struct peerarr_home *c = realloc(t->conv, x->n_kept * sizeof(*c));
+        if (c == NULL)
+            return;
+        t->conv = c;
+        t->cap_conv = x->n_kept;
+    }
+    for (uint32_t i = 0; i < x->n_kept; i++) {
+        const struct peerarr_kept *k = &x->kept[i];
+        struct peerarr_home *h = &t->conv[n];
+        struct peerclock_at en, ex;
+
+        *h = (struct peerarr_home){.host = k->host,
+                                   .rank = k->rank,
+                                   .step = k->step,
+                                   .enter_ns = k->enter,
+                                   .exit_ns = k->exit};
+        if (k->host != 0) {
+            if (k->host >= n_clocks || clocks[k->host] == NULL ||
+                peerclock_to_home(clocks[k->host], k->enter, &en) < 0 ||
+                peerclock_to_home(clocks[k->host], k->exit, &ex) < 0 ||
+                en.bound_ns == PEERCLOCK_UNBOUNDED || ex.bound_ns == PEERCLOCK_UNBOUNDED)
+                continue;
+            h->enter_ns = en.home_ns;
+            h->exit_ns = ex.home_ns;
+            h->bound_ns = en.bound_ns > ex.bound_ns ? en.bound_ns : ex.bound_ns;
+        }
+        n++;
+    }
+    if (n > 0)
+        fn(arg, t->sessions[x->session].name, x->comm, x->seq, t->conv, n);
+}
+
 size_t peerarr_table_due(struct peerarr_table *t, int64_t now_ns, int64_t age_ns,
-                         struct peerclock *const *clocks, size_t n_clocks)
+                         struct peerclock *const *clocks, size_t n_clocks, peerarr_due_fn fn,
+                         void *arg)
 {
     size_t done = 0;
     uint32_t i = t->oldest;
@@ -304,6 +397,8 @@ size_t peerarr_table_due(struct peerarr_table *t, int64_t now_ns, int64_t age_ns
 
         if (complete || now_ns - x->first_ns >= age_ns) {
             peerarr_check(t, x, clocks, n_clocks);
+            if (fn != NULL)
+                peerarr_give(t, x, clocks, n_clocks, fn, arg);
             t->st.instances++;
             t->st.complete += complete;
             peerarr_remove(t, i);

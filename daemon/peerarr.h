@@ -24,9 +24,17 @@
  * instance that aged out incomplete is checked as well. Pure (no I/O, no
  * clock read): one thread at a time, the home's loop.
  *
+ * Each instance also keeps its arrivals one by one (host, rank, step, enter,
+ * exit), and a due instance gives them, converted to home time with their
+ * bounds, to the caller's callback (peerlate.h runs the late-rank analysis
+ * across hosts on them).
+ *
  * MEMORY. At most max_instances instances (PEERARR_INSTANCES by default):
  * when full, the oldest is dropped unchecked (counted in `evicted`), so a
  * host that never completes an instance costs a bounded table, never more.
+ * At most PEERARR_KEPT arrivals are kept one by one in all; past that an
+ * arrival still counts for the clock check but not for the callback
+ * (`unkept`).
  */
 #ifndef TRACECTLD_PEERARR_H
 #define TRACECTLD_PEERARR_H
@@ -51,6 +59,7 @@ struct peerarr_arrival {
     int64_t enter_ns, exit_ns; /* the sender's CLOCK_MONOTONIC: start_ns, start_ns + dur_ns */
     uint64_t bytes;
     uint64_t comm_size; /* ext comm_size, 0: absent (the session's world counts then) */
+    uint64_t step;      /* the entry's step (0 .. INT64_MAX) */
 };
 
 struct peerarr_msg {
@@ -63,7 +72,8 @@ struct peerarr_msg {
 
 /*
  * Packs ["arrivals", {"session", "host", "dropped", "arrivals": [[comm, seq,
- * rank, enter, exit, bytes(, comm_size)], ...]}] (comm_size only where not 0).
+ * rank, enter, exit, bytes(, comm_size(, step))], ...]}] (comm_size only where
+ * not 0 or a step follows, step only where not 0).
  * n ≤ PEERARR_MAX_MSG (the caller splits). 0, -EINVAL past that, -ENOMEM.
  */
 int peerarr_pack(msgpack_packer *pk, const char *session, const char *host, uint64_t dropped,
@@ -110,6 +120,7 @@ bool peerarr_sync_op(const char *name);
 #define PEERARR_INSTANCES 65536               /* instances the home's table holds */
 #define PEERARR_AGE_NS    (10 * 1000000000LL) /* an instance is checked this old at most */
 #define PEERARR_SESSIONS  4096                /* session names the table tells apart */
+#define PEERARR_KEPT      (1u << 20)          /* arrivals kept one by one, all instances */
 
 struct peerclock;
 struct peerarr_table;
@@ -122,7 +133,25 @@ struct peerarr_stats {
     uint64_t checks;    /* peerclock_collective calls made */
     uint64_t evicted;   /* instances dropped unchecked: the table was full */
     uint64_t refused;   /* arrivals refused: too many sessions, or past 2^62 */
+    uint64_t unkept;    /* arrivals not kept one by one: PEERARR_KEPT were, or no memory */
 };
+
+/* One arrival of a due instance on the home's clock (peerarr_table_due's callback). */
+struct peerarr_home {
+    uint32_t host; /* 0: the home; 1..: a member (its clock's index) */
+    int64_t rank;
+    uint64_t step;
+    int64_t enter_ns, exit_ns; /* home CLOCK_MONOTONIC */
+    int64_t bound_ns;          /* each within this of the truth; 0 for the home's own */
+};
+
+/*
+ * Called once per due instance with the arrivals kept of it whose host's
+ * clock is measured (n of them, at least one; the home's as they are), in
+ * no particular order; a borrows the table's memory for the call only.
+ */
+typedef void (*peerarr_due_fn)(void *arg, const char *session, uint64_t comm, uint64_t seq,
+                               const struct peerarr_home *a, size_t n);
 
 /* An empty table of at most max_instances (≥ 1) instances. NULL: out of memory. */
 struct peerarr_table *peerarr_table_new(size_t max_instances);
@@ -143,11 +172,13 @@ int peerarr_table_add(struct peerarr_table *t, const char *session, uint32_t hos
  * Checks and removes every instance that is complete, or whose first
  * arrival came age_ns or longer before now_ns: one peerclock_collective per
  * member host in it whose clocks[host] (host < n_clocks) is not NULL, has a
- * burst, and that has other hosts' arrivals to compare with. Returns the
+ * burst, and that has other hosts' arrivals to compare with; then, with fn
+ * not NULL, fn(arg, ...) with its arrivals on the home's clock. Returns the
  * number of instances removed.
  */
 size_t peerarr_table_due(struct peerarr_table *t, int64_t now_ns, int64_t age_ns,
-                         struct peerclock *const *clocks, size_t n_clocks);
+                         struct peerclock *const *clocks, size_t n_clocks, peerarr_due_fn fn,
+                         void *arg);
 /* The counters. */
 void peerarr_table_stats(const struct peerarr_table *t, struct peerarr_stats *out);
 

@@ -38,15 +38,17 @@ int peerarr_pack(msgpack_packer *pk, const char *session, const char *host, uint
     rc |= proto_pack_str(pk, "arrivals");
     rc |= msgpack_pack_array(pk, n);
     for (size_t i = 0; i < n; i++) {
-        rc |= msgpack_pack_array(pk, a[i].comm_size != 0 ? 7 : 6);
+        rc |= msgpack_pack_array(pk, a[i].step != 0 ? 8 : a[i].comm_size != 0 ? 7 : 6);
         rc |= msgpack_pack_uint64(pk, a[i].comm);
         rc |= msgpack_pack_uint64(pk, a[i].seq);
         rc |= msgpack_pack_int64(pk, a[i].rank);
         rc |= msgpack_pack_int64(pk, a[i].enter_ns);
         rc |= msgpack_pack_int64(pk, a[i].exit_ns);
         rc |= msgpack_pack_uint64(pk, a[i].bytes);
-        if (a[i].comm_size != 0)
+        if (a[i].comm_size != 0 || a[i].step != 0)
             rc |= msgpack_pack_uint64(pk, a[i].comm_size);
+        if (a[i].step != 0)
+            rc |= msgpack_pack_uint64(pk, a[i].step);
     }
     return rc != 0 ? -ENOMEM : 0;
 }
@@ -67,14 +69,17 @@ static bool peerarr_u64(const msgpack_object *o, uint64_t max, uint64_t *v)
     return true;
 }
 
-/* One [comm, seq, rank, enter, exit, bytes(, comm_size)] into *a; NULL or the why. */
+/*
+ * One [comm, seq, rank, enter, exit, bytes(, comm_size(, step))] into *a; NULL or the why. Of
+ * 8 elements, comm_size 0 means none (the step needs the place).
+ */
 static const char *peerarr_dec_one(const msgpack_object *o, struct peerarr_arrival *a)
 {
     const msgpack_object *f;
     uint64_t rank, enter, exit;
 
-    if (o->type != MSGPACK_OBJECT_ARRAY || (o->via.array.size != 6 && o->via.array.size != 7))
-        return "an arrival is not an array of 6 or 7";
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 6 || o->via.array.size > 8)
+        return "an arrival is not an array of 6 to 8";
     f = o->via.array.ptr;
     if (!peerarr_u64(&f[0], UINT64_MAX, &a->comm) || !peerarr_u64(&f[1], UINT64_MAX, &a->seq) ||
         !peerarr_u64(&f[5], UINT64_MAX, &a->bytes))
@@ -87,6 +92,9 @@ static const char *peerarr_dec_one(const msgpack_object *o, struct peerarr_arriv
     if (o->via.array.size == 7 &&
         (!peerarr_u64(&f[6], PEERARR_COMM_SIZE, &a->comm_size) || a->comm_size == 0))
         return "an arrival's comm_size is not in 1 .. 2^31 - 1";
+    if (o->via.array.size == 8 && (!peerarr_u64(&f[6], PEERARR_COMM_SIZE, &a->comm_size) ||
+                                   !peerarr_u64(&f[7], INT64_MAX, &a->step)))
+        return "an arrival's comm_size or step is out of range";
     if (a->comm_size != 0 && rank >= a->comm_size)
         return "an arrival's rank is not below its comm_size";
     a->rank = (int64_t)rank;

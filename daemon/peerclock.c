@@ -188,6 +188,14 @@ static void at_fill(const struct peerclock *pc, size_t i, double x, const struct
     out->drift_ppm = e->slope * 1e6;
 }
 
+/* The bound of out at least widen_ns near the latest contradiction (peerclock.h). */
+static void widen(const struct peerclock *pc, struct peerclock_at *out)
+{
+    if (pc->widen_ns > out->bound_ns && out->home_ns >= pc->widen_at - PEERCLOCK_WIDEN_NS &&
+        out->home_ns <= pc->widen_at + PEERCLOCK_WIDEN_NS)
+        out->bound_ns = pc->widen_ns;
+}
+
 int peerclock_offset_at(const struct peerclock *pc, int64_t home_ns, struct peerclock_at *out)
 {
     if (pc->n == 0)
@@ -199,10 +207,12 @@ int peerclock_offset_at(const struct peerclock *pc, int64_t home_ns, struct peer
     struct eval e = eval_at(pc, i, x);
     at_fill(pc, i, x, &e, e.bound, out);
     out->home_ns = home_ns;
+    widen(pc, out);
     return 0;
 }
 
-int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peerclock_at *out)
+/* peerclock_to_home from the probes alone (no widening). */
+static int to_home_probes(const struct peerclock *pc, int64_t member_ns, struct peerclock_at *out)
 {
     if (pc->n == 0)
         return -EAGAIN;
@@ -224,6 +234,15 @@ int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peer
     at_fill(pc, i, x, &e, bound, out);
     out->home_ns = member_ns - out->offset_ns;
     return 0;
+}
+
+int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peerclock_at *out)
+{
+    int rc = to_home_probes(pc, member_ns, out);
+
+    if (rc == 0)
+        widen(pc, out);
+    return rc;
 }
 
 int peerclock_drift(const struct peerclock *pc, int64_t span_ns, double *ppm, double *ppm_bound)
@@ -313,6 +332,32 @@ static int refine(struct peerclock_at *at, int64_t lo, int64_t hi)
     return 0;
 }
 
+/*
+ * A collective excluded the whole bound of en or ex: widen_ns becomes at least the distance
+ * from each estimate to what the order allows (θ(enter) ≥ lo, θ(exit) ≤ hi), or that alone
+ * when the previous widening is older than PEERCLOCK_WIDEN_NS.
+ */
+static void contradicted(struct peerclock *pc, const struct peerclock_at *en,
+                         const struct peerclock_at *ex, int64_t lo, int64_t hi)
+{
+    int64_t need = 0;
+
+    if (lo > en->offset_ns)
+        need =
+            max64(need, lo > INT64_MAX / 2 || en->offset_ns < -INT64_MAX / 2 ? PEERCLOCK_UNBOUNDED
+                                                                             : lo - en->offset_ns);
+    if (hi < ex->offset_ns)
+        need =
+            max64(need, hi < -INT64_MAX / 2 || ex->offset_ns > INT64_MAX / 2 ? PEERCLOCK_UNBOUNDED
+                                                                             : ex->offset_ns - hi);
+    if (pc->widen_ns == 0 || en->home_ns > pc->widen_at + PEERCLOCK_WIDEN_NS ||
+        en->home_ns < pc->widen_at - PEERCLOCK_WIDEN_NS)
+        pc->widen_ns = need;
+    else
+        pc->widen_ns = max64(pc->widen_ns, need);
+    pc->widen_at = pc->widen_at > en->home_ns ? pc->widen_at : en->home_ns;
+}
+
 int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
                          struct peerclock_at *enter, struct peerclock_at *exit)
 {
@@ -320,9 +365,9 @@ int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
         !time_ok(c->others_exit) || !time_ok(c->others_bound))
         return -EINVAL;
     struct peerclock_at en, ex;
-    int rc = peerclock_to_home(pc, c->member_enter, &en);
+    int rc = to_home_probes(pc, c->member_enter, &en);
     if (rc == 0)
-        rc = peerclock_to_home(pc, c->member_exit, &ex);
+        rc = to_home_probes(pc, c->member_exit, &ex);
     if (rc < 0)
         return rc;
     pc->collectives++;
@@ -339,8 +384,11 @@ int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
     int64_t lo = c->member_enter - c->others_exit - c->others_bound;
     if (refine(&rex, INT64_MIN, hi) < 0 || refine(&ren, lo, INT64_MAX) < 0) {
         pc->contradictions++;
+        contradicted(pc, &en, &ex, lo, hi);
         ren = en;
         rex = ex;
+        widen(pc, &ren);
+        widen(pc, &rex);
     }
     ren.home_ns = c->member_enter - ren.offset_ns;
     rex.home_ns = c->member_exit - rex.offset_ns;

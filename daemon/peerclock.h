@@ -49,7 +49,14 @@
  * order), and where a constraint cuts into the bound interval it returns the
  * intersection for those two instants (proved as above: both hold). A
  * constraint that excludes the whole interval is a `contradiction`: the bound
- * or the collective's semantics failed; nothing is refined then.
+ * or the collective's semantics failed; nothing is refined then, and the
+ * estimator's bounds are widened instead: for PEERCLOCK_WIDEN_NS of home time
+ * either side of the latest contradiction, every bound it gives
+ * (peerclock_offset_at, peerclock_to_home) is at least `widen_ns`, the
+ * largest distance from an estimate to what a contradicting collective
+ * allowed. That is the least the evidence requires, not a proof: the probes'
+ * bound failed for those times (a clock that jumped, or producers whose
+ * clock is not the daemon's), and nothing says by how much more.
  *
  * MEMORY. PEERCLOCK_BURSTS bursts in the struct (32 KiB). When full, every
  * second burst of the older half is dropped: recent history stays at full
@@ -69,6 +76,8 @@
 #define PEERCLOCK_OFFSET_MAX (INT64_C(1) << 61) /* |offset| of a burst at most (73 years) */
 #define PEERCLOCK_UNBOUNDED  INT64_MAX          /* a bound nothing can be said within (past 2^60) */
 #define PEERCLOCK_RATE_LIMIT 0.1                /* bursts implying a larger |drift| are refused */
+/* a contradiction widens bounds this long either side of it (COLLECTIVES) */
+#define PEERCLOCK_WIDEN_NS (60 * INT64_C(1000000000))
 
 /* One probe, all in ns of CLOCK_MONOTONIC: t1, t4 the home's; t2, t3 the member's. */
 struct peerclock_sample {
@@ -113,6 +122,9 @@ struct peerclock {
     uint64_t violations;     /* of those, where the estimated times break the order */
     uint64_t contradictions; /* of those, where the order excludes the whole bound */
     uint64_t model_breaks;   /* bursts disagreeing with the previous ones or themselves */
+    /* the bound contradicting collectives require (0: none), and the home time of the latest
+     * contradiction; bounds within PEERCLOCK_WIDEN_NS of it are at least widen_ns */
+    int64_t widen_ns, widen_at;
 };
 
 /* Empty estimator with the default wander and max_ppm. */

@@ -8,6 +8,7 @@
 #include "peerclock_io.h"
 #include "peerclock_wire.h"
 #include "peermsg.h"
+#include "peerlate.h"
 #include "peersnap.h"
 #include "session.h"
 
@@ -72,6 +73,7 @@ struct peerhome {
     struct peerhome_part *parts;
     uint32_t n_hosts;
     struct peerarr_table *arr; /* collective instances across hosts; NULL until arrivals come */
+    struct peerlate *late;     /* the late-rank analysis across hosts; NULL with arr */
     bool stopping, listener_closed;
 };
 
@@ -93,6 +95,7 @@ static void peerhome_maybe_free(struct peerhome *h)
         free(x);
     }
     peerarr_table_free(h->arr);
+    peerlate_free(h->late);
     peerlink_ctx_free(h->ctx);
     free(h->host);
     free(h);
@@ -627,12 +630,14 @@ static void peerhome_arrivals_due(struct peerhome *h)
 
     if (h->arr == NULL)
         return;
+    if (h->late == NULL && (h->late = peerlate_new()) == NULL)
+        return; /* the next tick checks them */
     if ((clocks = calloc((size_t)h->n_hosts + 1, sizeof(*clocks))) == NULL)
         return; /* the next tick checks them */
     for (struct peerhome_host *x = h->hosts; x != NULL; x = x->next)
         clocks[x->index] = x->clock;
     if (peerarr_table_due(h->arr, (int64_t)uv_hrtime(), PEERARR_AGE_NS, clocks,
-                          (size_t)h->n_hosts + 1) > 0) {
+                          (size_t)h->n_hosts + 1, peerlate_due_cb, h->late) > 0) {
         struct peerarr_stats st;
         peerarr_table_stats(h->arr, &st);
         log_debug("peer: collective instances checked: %llu (%llu complete), clock checks %llu, "
@@ -723,6 +728,23 @@ static bool peerhome_in_window(const struct peerhome_part *p, int64_t from, int6
     return p->started_ns <= end + PEERHOME_SLACK_NS && pend >= from - PEERHOME_SLACK_NS;
 }
 
+size_t peerhome_hosts(const struct peerhome *h, const char *name, int64_t from_ns, int64_t to_ns)
+{
+    size_t n = 0;
+
+    for (const struct peerhome_part *p = h != NULL ? h->parts : NULL; p != NULL; p = p->next) {
+        bool seen = false;
+        if (strcmp(p->session, name) != 0 || !peerhome_in_window(p, from_ns, to_ns))
+            continue;
+        /* a host's two jobs of one name may both overlap: count the host once */
+        for (const struct peerhome_part *q = h->parts; q != p && !seen; q = q->next)
+            seen = q->host == p->host && strcmp(q->session, name) == 0 &&
+                   peerhome_in_window(q, from_ns, to_ns);
+        n += !seen;
+    }
+    return n;
+}
+
 /* The window of the newest job of that name only members hold: its newest part's times. */
 static void peerhome_newest(const struct peerhome *h, const char *name, int64_t *from, int64_t *to)
 {
@@ -763,6 +785,54 @@ static int peerhome_clock(const struct peerclock *c, struct peermerge_part *q)
     return 0;
 }
 
+/* out->late: the late-rank analysis across hosts of session name, if any. 0 or -ENOMEM. */
+static int peerhome_late(const struct peerhome *h, const char *name, struct peermerge *out)
+{
+    const char **hosts;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (h->late == NULL)
+        return 0;
+    if ((hosts = calloc((size_t)h->n_hosts + 1, sizeof(*hosts))) == NULL)
+        return -ENOMEM;
+    hosts[0] = h->host;
+    for (const struct peerhome_host *x = h->hosts; x != NULL; x = x->next)
+        hosts[x->index] = x->name;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    rc = peerlate_pack(h->late, name, hosts, (size_t)h->n_hosts + 1, &pk);
+    free(hosts);
+    if (rc < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return rc == -ENOENT ? 0 : rc;
+    }
+    out->late_len = sb.size;
+    out->late = msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
+int peerhome_late_map(const struct peerhome *h, const char *name, struct peermerge *out)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int rc;
+
+    if (h->late == NULL)
+        return 0;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    if ((rc = peerlate_pack_late(h->late, name, &pk)) < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return rc == -ENOENT ? 0 : rc;
+    }
+    free(out->late);
+    out->late_len = sb.size;
+    out->late = msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
                      int64_t from_ns, int64_t to_ns, struct peermerge *out)
 {
@@ -799,6 +869,8 @@ int peerhome_collect(const struct peerhome *h, const char *name, const char *hom
         memcpy(q->snap, p->snap, p->len);
         q->snap_len = p->len;
     }
+    if (peerhome_late(h, name, out) < 0)
+        goto nomem;
     qsort(out->parts, out->n_parts, sizeof(*out->parts), peerhome_part_cmp);
     return 1;
 nomem:

@@ -88,6 +88,12 @@ void peerhome_arrival(struct peerhome *h, const char *session, const struct peer
 /* True when a member sent a snapshot of a session of this name. */
 bool peerhome_has(const struct peerhome *h, const char *session);
 /*
+ * How many member hosts hold a part of session `name` that belongs to the
+ * job that ran from from_ns to to_ns (as peerhome_collect merges them); 0
+ * when h is NULL.
+ */
+size_t peerhome_hosts(const struct peerhome *h, const char *name, int64_t from_ns, int64_t to_ns);
+/*
  * The members' parts of session `name` that belong to the job that ran from
  * from_ns to to_ns (CLOCK_REALTIME ns, the home's own session's; to_ns 0:
  * still running; from_ns -1: the newest job of that name members sent),
@@ -97,6 +103,13 @@ bool peerhome_has(const struct peerhome *h, const char *session);
  */
 int peerhome_collect(const struct peerhome *h, const char *name, const char *home_state,
                      int64_t from_ns, int64_t to_ns, struct peermerge *out);
+/*
+ * For `report` with "late" (tracectl top) at a home: the late map across
+ * hosts of session `name` (peerlate_pack_late) into out->late, when the
+ * home analysed any of its collectives (else out->late stays NULL). 0 or
+ * -ENOMEM.
+ */
+int peerhome_late_map(const struct peerhome *h, const char *name, struct peermerge *out);
 /* The state of a session only members hold: "live" if any part is live or stale, else "ended". */
 const char *peerhome_state(const struct peerhome *h, const char *name);
 

@@ -23,6 +23,7 @@ void peermerge_free(struct peermerge *m)
     }
     free(m->parts);
     free(m->home_host);
+    free(m->late);
     memset(m, 0, sizeof(*m));
 }
 
@@ -575,6 +576,16 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
     rc = peermerge_apply(r, use, aligned, hosts, k, have[0], m->home_host, p);
     if (rc == 0)
         rc = peermerge_hosts(r, m, snaps, have, db_path != NULL);
+    if (rc == 0 && m->late != NULL) {
+        free(r->hosts_late);
+        r->hosts_late_len = 0;
+        if ((r->hosts_late = malloc(m->late_len)) == NULL)
+            rc = -ENOMEM;
+        else {
+            memcpy(r->hosts_late, m->late, m->late_len);
+            r->hosts_late_len = m->late_len;
+        }
+    }
 out:
     if (rc == -ENOMEM)
         snprintf(err, errlen, "report: merging the hosts: out of memory");

@@ -51,6 +51,10 @@ struct peermerge {
     const char *home_state; /* the home's own part: "live" or "ended" */
     struct peermerge_part *parts;
     size_t n_parts;
+    /* the packed "hosts_late" key and map (peerlate_pack, on the loop thread); NULL: none.
+     * peermerge_report copies it into the report */
+    char *late;
+    size_t late_len;
 };
 
 /*

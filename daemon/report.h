@@ -113,6 +113,10 @@ struct report {
     /* extension: the packed "hosts" key and array (a session spanning hosts, peermerge.h) */
     char *hosts;
     size_t hosts_len;
+    /* extension: the packed "hosts_late" key and map (the late-rank analysis across hosts,
+     * peerlate.h); NULL: none */
+    char *hosts_late;
+    size_t hosts_late_len;
 };
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */

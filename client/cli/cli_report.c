@@ -535,6 +535,38 @@ static int cli_report_hosts(FILE *f, const msgpack_object *rows)
     return rc;
 }
 
+/* The late-rank analysis across hosts (proto/PROTOCOL.md "hosts_late"). */
+static const struct cli_view_col cli_report_late_cols[] = {
+    {"RANK", "rank", CLI_VIEW_COUNT, 0, NULL},
+    {"HOST", "host", CLI_VIEW_TEXT, 24, NULL},
+    {"COLLECTIVES", "collectives", CLI_VIEW_COUNT, 0, NULL},
+    {"LAST", "last", CLI_VIEW_COUNT, 0, NULL},
+    {"CAUSED", "caused_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"±", "caused_bound_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"±", "waited_bound_ns", CLI_VIEW_DURATION, 0, NULL},
+    {"LATE STEPS", "late_steps", CLI_VIEW_COUNT, 0, NULL},
+};
+
+static int cli_report_hosts_late(FILE *f, const msgpack_object *late)
+{
+    const msgpack_object *clock = cli_obj_get(late, "clock");
+    const msgpack_object *verdict = cli_obj_get(late, "verdict");
+    const msgpack_object *ranks = cli_obj_get(late, "ranks");
+
+    fputs("\nLate ranks across hosts", f);
+    if (clock != NULL && clock->type == MSGPACK_OBJECT_STR)
+        fprintf(f, " (times on %.*s's clock; ± each figure's clock bound)",
+                (int)clock->via.str.size, clock->via.str.ptr);
+    fputc('\n', f);
+    if (verdict != NULL && verdict->type == MSGPACK_OBJECT_STR)
+        fprintf(f, "%s%.*s\n", CLI_REPORT_INDENT, (int)verdict->via.str.size, verdict->via.str.ptr);
+    if (ranks == NULL)
+        return 0;
+    return cli_view_table(f, CLI_REPORT_INDENT, cli_report_late_cols,
+                          CLI_REPORT_NCOLS(cli_report_late_cols), ranks);
+}
+
 static int cli_report_session(FILE *f, const msgpack_object *s)
 {
     int rc = cli_view_fields(f, "", cli_report_session_cols,
@@ -684,6 +716,8 @@ int cli_report_print(FILE *f, const msgpack_object *report)
         rc = cli_report_sections[i].print(f, section);
         if (rc == 0 && i == 0 && cli_obj_get(report, "hosts") != NULL)
             rc = cli_report_hosts(f, cli_obj_get(report, "hosts"));
+        if (rc == 0 && i == 0 && cli_obj_get(report, "hosts_late") != NULL)
+            rc = cli_report_hosts_late(f, cli_obj_get(report, "hosts_late"));
         /* A page of ops (--ops): say which, and how to see the rest. */
         if (rc == 0 && strcmp(cli_report_sections[i].key, "ops") == 0 && total != NULL &&
             total->type == MSGPACK_OBJECT_POSITIVE_INTEGER && section != NULL &&

@@ -4,6 +4,7 @@
 #include "cli_sessions.h"
 
 #include <getopt.h>
+#include <string.h>
 #include <time.h>
 
 #include "cli_fmt.h"
@@ -15,7 +16,8 @@ const char cli_sessions_usage[] =
     "\n"
     "Lists the daemon's sessions, newest first: id, name, state (live or\n"
     "ended), processes, stored and dropped entries, start (local time),\n"
-    "duration (so far, for a live session) and size on disk.\n"
+    "duration (so far, for a live session) and size on disk; on a home\n"
+    "(--peer-listen), the hosts its report of each session merges.\n"
     "\n"
     "Options:\n"
     "  -j, --json          print the list as JSON (the daemon's result as is)\n"
@@ -72,8 +74,29 @@ static const struct cli_view_col cli_sessions_owner_cols[] = {
     {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
 };
 
+/*
+ * A home's rows have `hosts` (the hosts its report merges): the columns cols with HOSTS
+ * after STATE into out (n + 1 of them). Returns how many.
+ */
+static size_t cli_sessions_hosts_cols(const struct cli_view_col *cols, size_t n,
+                                      struct cli_view_col *out)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        out[k++] = cols[i];
+        if (strcmp(cols[i].name, "STATE") == 0)
+            out[k++] = (struct cli_view_col){"HOSTS", "hosts", CLI_VIEW_COUNT, 0, NULL};
+    }
+    return k;
+}
+
 static int cli_sessions_print(const msgpack_object *list)
 {
+    struct cli_view_col cols[16];
+    const struct cli_view_col *base = cli_sessions_cols;
+    size_t n = sizeof(cli_sessions_cols) / sizeof(cli_sessions_cols[0]);
+
     if (list->type != MSGPACK_OBJECT_ARRAY) {
         cli_error("bad reply from the daemon: the session list is not an array");
         return CLI_EXIT_ERROR;
@@ -82,13 +105,15 @@ static int cli_sessions_print(const msgpack_object *list)
         puts("no sessions");
         return CLI_EXIT_OK;
     }
-    if (cli_obj_get(&list->via.array.ptr[0], "owner") != NULL)
-        return cli_print_status(cli_view_table(
-            stdout, "", cli_sessions_owner_cols,
-            sizeof(cli_sessions_owner_cols) / sizeof(cli_sessions_owner_cols[0]), list));
-    return cli_print_status(cli_view_table(stdout, "", cli_sessions_cols,
-                                           sizeof(cli_sessions_cols) / sizeof(cli_sessions_cols[0]),
-                                           list));
+    if (cli_obj_get(&list->via.array.ptr[0], "owner") != NULL) {
+        base = cli_sessions_owner_cols;
+        n = sizeof(cli_sessions_owner_cols) / sizeof(cli_sessions_owner_cols[0]);
+    }
+    if (cli_obj_get(&list->via.array.ptr[0], "hosts") != NULL) {
+        n = cli_sessions_hosts_cols(base, n, cols);
+        base = cols;
+    }
+    return cli_print_status(cli_view_table(stdout, "", base, n, list));
 }
 
 int cli_sessions_run(struct cli_ctx *ctx, int argc, char **argv)

@@ -13,13 +13,19 @@
  * that really synchronize the WORLD ranks on every host: each rank notes its
  * enter, creates DIR/SEQ.RANK and leaves once all WORLD files of that seq
  * exist (the hosts share the file system), so no rank leaves before all
- * entered. Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
+ * entered (after one such barrier through DIR/go.RANK, unrecorded, so that all
+ * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
+ * Collective SEQ is recorded in step SEQ, and DIR/SEQ.RANK holds the job's own
+ * clock of its enter: "REAL_BEFORE REAL_AFTER" (CLOCK_REALTIME just before
+ * and after the CLOCK_MONOTONIC read the entry starts at; time namespaces do
+ * not move CLOCK_REALTIME, so every host's are one clock: the test's truth).
  *
  * usage: hosts_producer SOCKET NAME RANK WORLD N [WAIT_FILE]
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tracectl.h"
@@ -42,15 +48,35 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
     long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
     char path[4096];
 
+    /* a barrier first (DIR/go.RANK), unrecorded: every rank has started when seq 0 begins */
+    snprintf(path, sizeof(path), "%s/go.%ld", dir, rank);
+    int go = open(path, O_CREAT | O_WRONLY, 0644);
+    if (go < 0 || close(go) != 0)
+        return 1;
+    for (long r = 0; r < world; r++) {
+        snprintf(path, sizeof(path), "%s/go.%ld", dir, r);
+        while (access(path, F_OK) != 0)
+            usleep(200);
+    }
     for (long seq = 0; seq < n; seq++) {
         if (rank == late)
             usleep((useconds_t)late_us);
+        struct timespec r0, r1;
+        clock_gettime(CLOCK_REALTIME, &r0);
         uint64_t enter = tc_now_ns();
+        clock_gettime(CLOCK_REALTIME, &r1);
+        /* the truth is written whole before the name appears: rename is atomic */
+        char tmp[4096], line[64];
+        snprintf(tmp, sizeof(tmp), "%s/tmp.%ld.%ld", dir, seq, rank);
         snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, rank);
-        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        int len = snprintf(line, sizeof(line), "%lld %lld\n",
+                           (long long)r0.tv_sec * 1000000000LL + r0.tv_nsec,
+                           (long long)r1.tv_sec * 1000000000LL + r1.tv_nsec);
+        int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
         if (fd < 0)
             return 1;
-        close(fd);
+        if (write(fd, line, (size_t)len) != len || close(fd) != 0 || rename(tmp, path) != 0)
+            return 1;
         for (long r = 0; r < world; r++) {
             snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
             while (access(path, F_OK) != 0)
@@ -61,6 +87,7 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
                     .comm = 1,
                     .seq = (uint64_t)seq,
                     .comm_size = (uint64_t)world};
+        tc_set_step(cl, (uint64_t)seq);
         tc_record_ext(cl, op, enter, exit_ns - enter, 4096, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL,
                       &x);
     }

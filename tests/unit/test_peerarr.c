@@ -36,7 +36,13 @@ static int decode(const msgpack_sbuffer *sb, struct peerarr_msg *out, char *err,
 Test(peerarr, round_trip)
 {
     const struct peerarr_arrival a[3] = {
-        {.comm = 7, .seq = 0, .rank = 2, .enter_ns = 1000, .exit_ns = 1500, .bytes = 4096},
+        {.comm = 7,
+         .seq = 0,
+         .rank = 2,
+         .enter_ns = 1000,
+         .exit_ns = 1500,
+         .bytes = 4096,
+         .step = INT64_MAX},
         {.comm = UINT64_MAX,
          .seq = UINT64_MAX,
          .rank = INT32_MAX - 1,
@@ -50,7 +56,8 @@ Test(peerarr, round_trip)
          .enter_ns = 0,
          .exit_ns = PEERARR_TIME_MAX,
          .bytes = 8,
-         .comm_size = 4},
+         .comm_size = 4,
+         .step = 12},
     };
     struct peerarr_msg m;
     msgpack_sbuffer sb;
@@ -73,6 +80,7 @@ Test(peerarr, round_trip)
         cr_assert_eq(m.arr[i].exit_ns, a[i].exit_ns);
         cr_assert_eq(m.arr[i].bytes, a[i].bytes);
         cr_assert_eq(m.arr[i].comm_size, a[i].comm_size);
+        cr_assert_eq(m.arr[i].step, a[i].step);
     }
     peerarr_msg_free(&m);
     peerarr_msg_free(NULL);
@@ -133,6 +141,7 @@ enum bad {
     COMM_SIZE_HUGE,
     RANK_NOT_BELOW_SIZE,
     ARRIVALS_TWICE,
+    STEP_NEGATIVE,
     N_BAD
 };
 
@@ -185,10 +194,11 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         msgpack_pack_array(&pk, n);
         for (size_t i = 0; i < n; i++) {
             bool last = i == n - 1;
-            size_t len = last && bad == ARRIVAL_SHORT  ? 5
-                         : last && bad == ARRIVAL_LONG ? 8
-                         : last                        ? 7
-                                                       : 6;
+            size_t len = last && bad == ARRIVAL_SHORT   ? 5
+                         : last && bad == ARRIVAL_LONG  ? 9
+                         : last && bad == STEP_NEGATIVE ? 8
+                         : last                         ? 7
+                                                        : 6;
             msgpack_pack_array(&pk, len);
             if (last && bad == COMM_NEGATIVE)
                 msgpack_pack_int64(&pk, -7);
@@ -211,7 +221,11 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
                 msgpack_pack_uint64(&pk, bad == COMM_SIZE_ZERO   ? 0
                                          : bad == COMM_SIZE_HUGE ? UINT64_C(1) << 31
                                                                  : 4);
-            if (len == 8)
+            if (len >= 8 && bad == STEP_NEGATIVE)
+                msgpack_pack_int64(&pk, -1);
+            else if (len >= 8)
+                msgpack_pack_uint64(&pk, 0);
+            if (len == 9)
                 msgpack_pack_uint64(&pk, 0);
         }
     }
@@ -325,7 +339,7 @@ Test(peerarr, honest_clock_no_violation)
     cr_assert_not_null(t);
     for (uint64_t seq = 0; seq < 3; seq++)
         allreduce(t, seq, 2 * SEC + (int64_t)seq * 100 * MS, theta, 5 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 3);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 3);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.added, 12);
     cr_assert_eq(st.instances, 3);
@@ -334,7 +348,8 @@ Test(peerarr, honest_clock_no_violation)
     cr_assert_eq(pc->collectives, 3);
     cr_assert_eq(pc->violations, 0);
     cr_assert_eq(pc->contradictions, 0);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 0, "removed");
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0,
+                 "removed");
     peerarr_table_free(t);
     free(pc);
 }
@@ -352,13 +367,13 @@ Test(peerarr, misestimated_clock_violates)
     cr_assert_not_null(t);
     allreduce(t, 0, 2 * SEC, theta, 1 * MS, 4);
     allreduce(t, 1, 2 * SEC + 100 * MS, theta, 1 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 2);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 2);
     cr_assert_eq(pc->collectives, 2);
     cr_assert_eq(pc->violations, 2);
     /* the other way: its times convert 10 ms early, leaving before the home's ranks entered */
     clocks[1] = early;
     allreduce(t, 2, 2 * SEC + 200 * MS, theta, 1 * MS, 4);
-    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 3 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 1);
     cr_assert_eq(early->collectives, 1);
     cr_assert_eq(early->violations, 1);
     peerarr_table_free(t);
@@ -378,8 +393,9 @@ Test(peerarr, incomplete_ages_out_and_comm_size_decides)
     cr_assert_not_null(t);
     /* world 8, 4 arrivals: waits until its first arrival (taken at 2.1 s) is 10 s old */
     allreduce(t, 0, 2 * SEC, theta, 0, 8);
-    cr_assert_eq(peerarr_table_due(t, 12 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
-    cr_assert_eq(peerarr_table_due(t, 12 * SEC + 100 * MS, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0);
+    cr_assert_eq(peerarr_table_due(t, 12 * SEC + 100 * MS, PEERARR_AGE_NS, clocks, 2, NULL, NULL),
+                 1);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.instances, 1);
     cr_assert_eq(st.complete, 0);
@@ -389,11 +405,11 @@ Test(peerarr, incomplete_ages_out_and_comm_size_decides)
     a.comm_size = 2;
     a.enter_ns = a.exit_ns = 20 * SEC;
     cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
-    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 0);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 0);
     a.rank = 1;
     a.comm_size = 0;
     cr_assert_eq(peerarr_table_add(t, "job", 0, &a, 100, 20 * SEC), 0);
-    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2), 1);
+    cr_assert_eq(peerarr_table_due(t, 20 * SEC, PEERARR_AGE_NS, clocks, 2, NULL, NULL), 1);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.complete, 1);
     cr_assert_eq(st.checks, 1, "the home's own ranks alone check no clock");
@@ -423,7 +439,8 @@ Test(peerarr, bounded_sessions_and_unmeasured_clocks)
     cr_assert_eq(st.added, 3);
     cr_assert_eq(st.refused, 1);
     /* a member whose clock is not measured is not checked; the two left age out */
-    cr_assert_eq(peerarr_table_due(t, PEERARR_AGE_NS + 2, PEERARR_AGE_NS, clocks, 3), 2);
+    cr_assert_eq(peerarr_table_due(t, PEERARR_AGE_NS + 2, PEERARR_AGE_NS, clocks, 3, NULL, NULL),
+                 2);
     peerarr_table_stats(t, &st);
     cr_assert_eq(st.instances, 2);
     cr_assert_eq(st.checks, 0);
@@ -436,7 +453,7 @@ Test(peerarr, bounded_sessions_and_unmeasured_clocks)
         cr_assert_eq(peerarr_table_add(big, name, 0, &a, 0, 0), 0);
     }
     cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, 0), -ENOSPC);
-    cr_assert_eq(peerarr_table_due(big, PEERARR_AGE_NS, PEERARR_AGE_NS, clocks, 3),
+    cr_assert_eq(peerarr_table_due(big, PEERARR_AGE_NS, PEERARR_AGE_NS, clocks, 3, NULL, NULL),
                  PEERARR_SESSIONS);
     cr_assert_eq(peerarr_table_add(big, "one-more", 0, &a, 0, PEERARR_AGE_NS), 0);
     peerarr_table_free(big);

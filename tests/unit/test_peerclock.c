@@ -513,3 +513,53 @@ Test(peerclock, the_enter_side_refines_from_below)
     cr_assert_leq(llabs(ex.offset_ns - (THETA - 45 * US)), 1, "the exit side is untouched");
     free(pc);
 }
+
+/*
+ * A contradiction widens the bounds the estimator gives near it to what the collective
+ * requires, for PEERCLOCK_WIDEN_NS either side, and a larger one widens them further.
+ */
+Test(peerclock, a_contradiction_widens_the_bounds_near_it)
+{
+    struct sim m = {.theta0 = THETA, .h0 = 0, .hc = INT64_MAX, .rng = 19};
+    /* 100 µs there, 10 back: estimated θ + 45 µs, bound 55 µs */
+    struct peerclock *pc = pc_skewed(&m, 100 * US, 10 * US);
+    struct peerclock_at en, ex, at;
+    int64_t h = 11 * SEC;
+
+    /* their enter 100 µs after the member left: θ(exit) ≤ θ − 100 µs, 145 µs from θ + 45 */
+    struct peerclock_coll bad = {.member_enter = h + THETA,
+                                 .member_exit = h + 500 * US + THETA,
+                                 .others_enter = h + 600 * US,
+                                 .others_exit = h + 700 * US};
+    cr_assert_eq(peerclock_collective(pc, &bad, &en, &ex), 0);
+    cr_assert_eq(pc->contradictions, 1);
+    cr_assert_leq(llabs(pc->widen_ns - 145 * US), 1, "%lld", (long long)pc->widen_ns);
+    cr_assert_eq(ex.bound_ns, pc->widen_ns, "the collective's own times are widened");
+    /* two more bursts, at 80 s and 82 s: between 12 s and 82 s the probes' bound is 55 µs */
+    struct peerclock_sample s[8];
+    burst(&m, 80 * SEC, 8, 100 * US, 10 * US, 0, s);
+    cr_assert_eq(peerclock_add_burst(pc, s, 8, NULL), 0);
+    burst(&m, 82 * SEC, 8, 100 * US, 10 * US, 0, s);
+    cr_assert_eq(peerclock_add_burst(pc, s, 8, NULL), 0);
+    cr_assert_eq(peerclock_offset_at(pc, h + 30 * SEC, &at), 0);
+    cr_assert_eq(at.bound_ns, pc->widen_ns);
+    cr_assert_eq(peerclock_to_home(pc, h + THETA, &at), 0);
+    cr_assert_eq(at.bound_ns, pc->widen_ns);
+    cr_assert_geq(at.offset_ns + at.bound_ns, THETA - 100 * US, "what the order allows is inside");
+    /* past PEERCLOCK_WIDEN_NS the probes' bound again */
+    cr_assert_eq(peerclock_offset_at(pc, h + PEERCLOCK_WIDEN_NS + SEC, &at), 0);
+    cr_assert_leq(llabs(at.bound_ns - 55 * US), 1, "%lld", (long long)at.bound_ns);
+
+    /* 1 ms further off: widened to 1.145 ms */
+    bad.others_enter += MS;
+    bad.others_exit += MS;
+    cr_assert_eq(peerclock_collective(pc, &bad, &en, &ex), 0);
+    cr_assert_eq(pc->contradictions, 2);
+    cr_assert_leq(llabs(pc->widen_ns - (MS + 145 * US)), 1, "%lld", (long long)pc->widen_ns);
+    /* a smaller one does not narrow it */
+    bad.others_enter -= MS;
+    bad.others_exit -= MS;
+    cr_assert_eq(peerclock_collective(pc, &bad, &en, &ex), 0);
+    cr_assert_leq(llabs(pc->widen_ns - (MS + 145 * US)), 1);
+    free(pc);
+}
