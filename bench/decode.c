@@ -23,7 +23,7 @@
 #include "bench_util.h"
 #include "proto.h"
 
-#define READ_SIZE (16u << 10) /* daemon/conn.c's */
+#define READ_SIZE (16u << 10) /* daemon/loop/conn.c's */
 
 static void pack_batch(msgpack_packer *pk, const struct bprogram *prog, struct bgen *g, uint64_t *n,
                        size_t entries)

@@ -264,7 +264,7 @@ static int parse_duration(const char *s, unsigned long *ms)
     return 0;
 }
 
-/* --peer-listen, --home, --peer-key, --host (daemon/peerlink.h). 0 or -1 (usage). */
+/* --peer-listen, --home, --peer-key, --host (daemon/peer/peerlink.h). 0 or -1 (usage). */
 static int parse_peer_arg(struct daemon_options *o, int ch, const char *arg)
 {
     char **slot = ch == 'P'   ? &o->peer_listen

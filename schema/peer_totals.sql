@@ -1,6 +1,6 @@
--- Peer snapshot (daemon/peersnap.c): a session's header from its aggregates,
+-- Peer snapshot (daemon/peer/peersnap.c): a session's header from its aggregates,
 -- for the member to send its home. Columns: aggregates exact (1), the file's
--- schema_version (daemon/info.h), processes, dropped, distinct ranks, entries, total_ns,
+-- schema_version (daemon/shared/info.h), processes, dropped, distinct ranks, entries, total_ns,
 -- end_ns, begin_ns, peak_bytes, total_bytes.
 SELECT (SELECT value FROM info WHERE key = 'aggregates'),
        (SELECT value FROM info WHERE key = 'schema_version'),

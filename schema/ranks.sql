@@ -1,4 +1,4 @@
--- The rank aggregates (daemon/ranks.c): who is late and who waits, kept up
+-- The rank aggregates (daemon/writer/ranks.c): who is late and who waits, kept up
 -- to date by the writer in the same transaction as the entries, so that the
 -- report's Ranks, Steps, Collectives and Categories sections read these and
 -- never the entries. Created when the writer opens a session file (with

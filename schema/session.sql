@@ -2,7 +2,7 @@
 -- Entries refer to ops, devices, processes and shapes by integer id; shapes
 -- are canonical msgpack blobs (an array of uint; an array of arrays of uint).
 -- The view `trace` shows every entry with its names, for people using sqlite3.
--- info: the file's format (schema_version, checked by every reader: daemon/info.h;
+-- info: the file's format (schema_version, checked by every reader: daemon/shared/info.h;
 -- format, rows or blocks) and its aggregates' state (aggregates, ranks, ...).
 CREATE TABLE IF NOT EXISTS info (
     key   TEXT PRIMARY KEY,

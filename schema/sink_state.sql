@@ -1,4 +1,4 @@
--- DATA_DIR/clickhouse.db: the ClickHouse sink's own state (daemon/sink.h),
+-- DATA_DIR/clickhouse.db: the ClickHouse sink's own state (daemon/sink/sink.h),
 -- kept apart from the catalog so that the writer stays the only writer of
 -- the catalog and the session files. One row per session the sink has not
 -- forgotten: every entry with a rowid up to `sent` is in ClickHouse, none

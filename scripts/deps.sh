@@ -14,7 +14,7 @@ set -euo pipefail
 # chromium: test_html loads `report --html` pages in headless Chromium (and docs/ screenshots);
 # libcurl4-openssl-dev: the daemon's ClickHouse sink (HTTP); clickhouse-server and
 # clickhouse-client: test_clickhouse starts a private server (docs/clickhouse.md);
-# libssl-dev: the peer port's TLS 1.3 with a pre-shared key (daemon/peerlink.c); iproute2:
+# libssl-dev: the peer port's TLS 1.3 with a pre-shared key (daemon/peer/peerlink.c); iproute2:
 # tests/hosts (network namespaces joined by veth pairs);
 # firefox-esr (~300 MB): tests/viewers/test_firefox.py loads `report --html` pages in
 # headless Firefox too.

@@ -2,7 +2,7 @@
  * cli_report_mpi — the report's MPI sections for people (PROTOCOL.md Part 3,
  * "report mpi"): MPI time and MPI % per rank, the communicators, the message
  * sizes per MPI function and the point-to-point matrix, printed from the
- * reply's "mpi" map as the daemon computed it (daemon/mpi_report.c). A
+ * reply's "mpi" map as the daemon computed it (daemon/query/mpi_report.c). A
  * report without that map (a session without MPI entries) prints nothing.
  */
 #ifndef TRACECTL_CLI_REPORT_MPI_H

@@ -14,7 +14,7 @@
  * newest live session (by `sessions`) is shown.
  *
  * The late rank is not in the live counters: the collective matching is the
- * storage writer's (daemon/ranks.c), so it comes from a `report` with
+ * storage writer's (daemon/writer/ranks.c), so it comes from a `report` with
  * "late" on (PROTOCOL.md Part 3, "report option late"), read by the daemon
  * from two rank aggregate tables on a worker thread: the rank that arrived
  * last at the most collective instances, as the verdict names it, with its

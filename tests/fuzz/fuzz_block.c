@@ -1,5 +1,5 @@
 /*
- * fuzz_block.c — libFuzzer target for the block decoder (daemon/block.c),
+ * fuzz_block.c — libFuzzer target for the block decoder (daemon/shared/block.c),
  * which reads bytes from session files: whatever they are, decoding never
  * reads out of bounds, and a block that decodes re-encodes into one that
  * decodes to the same entries (block_enc_load takes the same path), also

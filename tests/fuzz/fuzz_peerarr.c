@@ -1,6 +1,6 @@
 /*
  * fuzz_peerarr.c — libFuzzer target for the `arrivals` peer message decoder
- * (daemon/peerarr_wire.c), which reads what another host sends: whatever the
+ * (daemon/peer/peerarr_wire.c), which reads what another host sends: whatever the
  * bytes, decoding never reads out of bounds or leaks, and a message that
  * decodes re-encodes (peerarr_pack) into one that decodes to the same
  * arrivals, field by field.

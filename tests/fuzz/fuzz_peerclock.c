@@ -1,7 +1,7 @@
 /*
  * fuzz_peerclock.c — libFuzzer target for what a member daemon sends the
- * home's clock estimator: the probe messages (daemon/peerclock_wire.c) and
- * the samples and collective times they become (daemon/peerclock.c).
+ * home's clock estimator: the probe messages (daemon/peer/peerclock_wire.c) and
+ * the samples and collective times they become (daemon/peer/peerclock.c).
  * Whatever the bytes: decoding never reads past them; a message that decodes
  * re-encodes into bytes that decode to the same message; and the estimator,
  * fed the decoded times as samples in bursts and asked for offsets,

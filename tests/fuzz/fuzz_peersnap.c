@@ -1,6 +1,6 @@
 /*
  * fuzz_peersnap.c — libFuzzer target for the `snapshot` peer message
- * decoder (daemon/peersnap_wire.c), which reads what another host sends:
+ * decoder (daemon/peer/peersnap_wire.c), which reads what another host sends:
  * whatever the bytes, decoding never reads out of bounds or leaks, and a
  * snapshot that decodes re-encodes (peersnap_pack) into one that decodes to
  * the same snapshot, field by field and bucket by bucket.

@@ -576,7 +576,7 @@ static void assert_refused(const char *session, const char *schema)
 }
 
 /*
- * One schema version (daemon/info.h): tests/data/rows-format/data.tar.gz is a
+ * One schema version (daemon/shared/info.h): tests/data/rows-format/data.tar.gz is a
  * data dir written before files recorded info.schema_version (tracectld at
  * commit 3414df7: session 1 `demo`, session 2 `streams`). Its sessions are
  * listed, but reading them is refused with what they are; a new session is

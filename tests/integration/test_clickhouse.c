@@ -1,5 +1,5 @@
 /*
- * test_clickhouse.c — the ClickHouse sink (tracectld --clickhouse, daemon/sink.h)
+ * test_clickhouse.c — the ClickHouse sink (tracectld --clickhouse, daemon/sink/sink.h)
  * end to end: a real clickhouse-server (Debian's 18.16) on private ports and
  * a private directory, the real daemon, and real producers (libtracectl, one
  * forked process per rank, blocking mode: nothing dropped).

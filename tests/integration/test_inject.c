@@ -2,7 +2,7 @@
  * test_inject.c — fault injection in loops over every N, as SQLite's own
  * tests do it: a test build of tracectld fails the N-th write, sync, read,
  * truncate or allocation of its writer thread ($TRACECTLD_FAULT,
- * daemon/fault.h), for N = 1, 2, ... (every N up to EVERY_N or less, then
+ * daemon/writer/fault.h), for N = 1, 2, ... (every N up to EVERY_N or less, then
  * steps of a few per cent) until a run no longer meets the fault.
  * One daemon serves a whole loop (@FILE: the spec is read again for each
  * session, and the count starts over); each run is a new session: FLUSHES

@@ -1040,7 +1040,7 @@ Test(mpi, iprobes_are_no_collectives)
  * mpi-comms branch (2-core VM, 2026-11-28), 20,000 calls gave 39,052 and 39,183
  * instances, 38,104 and 38,366 partial, while the session file had seq 0..19,999 once on
  * each rank (the interposer's half was right). Instances are now found by their key
- * however many are open (daemon/rkcoll.c).
+ * however many are open (daemon/writer/rkcoll.c).
  */
 static void back_to_back_allreduces(int n)
 {

@@ -1,6 +1,6 @@
 /*
  * test_reuse.c — the daemon reuses the arrays of spent batches for the next
- * ones (daemon/batchpool.h): four producers send batches of every size from
+ * ones (daemon/shared/batchpool.h): four producers send batches of every size from
  * 1 to 4096 entries, with shapes of 1 to 8 dimensions or none and device
  * names of every length or none, so that a batch often lands in arrays a
  * larger or a different one held before; flushes come only every few

@@ -1,5 +1,5 @@
 #!/bin/bash
-# clock_ns.sh CLOCKPROBE JITTER_RELAY — the clock estimate of daemon/peerclock.h
+# clock_ns.sh CLOCKPROBE JITTER_RELAY — the clock estimate of daemon/peer/peerclock.h
 # against a truth known exactly: the probe responder runs in a time namespace
 # whose CLOCK_MONOTONIC is 5 s ahead (unshare --time --monotonic 5), the
 # requester outside. Every burst's estimate, the interpolation between bursts

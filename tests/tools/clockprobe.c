@@ -1,5 +1,5 @@
 /*
- * clockprobe — the clock probes of daemon/peerclock_io.h over plain TCP, for
+ * clockprobe — the clock probes of daemon/peer/peerclock_io.h over plain TCP, for
  * tests/tools/clock_ns.sh and the figures of docs/BENCHMARKS.md.
  *
  *   clockprobe serve [--bind ADDR] [--port P] [--connections N]

@@ -1,5 +1,5 @@
 /*
- * test_analysis — the pure post-processing of reports (daemon/analysis.c):
+ * test_analysis — the pure post-processing of reports (daemon/query/analysis.c):
  * nearest-rank percentiles, op classification, shares, load imbalance and
  * the op order. Every expected value is worked
  * out by hand in the comment next to it, from PROTOCOL.md's definitions.

@@ -1,5 +1,5 @@
 /*
- * test_batchpool.c — the arrays of spent batches (daemon/batchpool.h): which
+ * test_batchpool.c — the arrays of spent batches (daemon/shared/batchpool.h): which
  * array a take gets, the limits on what is kept, the trim, two threads at
  * once, and a stream of batches of every size decoded into reused arrays,
  * each checked against the same message decoded on its own.

@@ -1,5 +1,5 @@
 /*
- * test_peerclock.c — the member clock estimator (daemon/peerclock.h) on
+ * test_peerclock.c — the member clock estimator (daemon/peer/peerclock.h) on
  * synthetic probes whose truth the test knows: a member clock θ0 + k·(h − h0)
  * ahead of the home's (k = 100 ppm where it drifts), delays that differ each
  * way, jitter. Every estimate, at a burst, between bursts, past the last one

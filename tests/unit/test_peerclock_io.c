@@ -1,5 +1,5 @@
 /*
- * test_peerclock_io.c — blocking clock probes (daemon/peerclock_io.h) over a
+ * test_peerclock_io.c — blocking clock probes (daemon/peer/peerclock_io.h) over a
  * socketpair, the responder on a thread: both ends read the same clock here,
  * so every sample must satisfy t1 ≤ t2 ≤ t3 ≤ t4 and the burst's estimate be
  * within its bound of 0; a peer that answers wrong, or not at all, or sends

@@ -1,5 +1,5 @@
 /*
- * test_peerclock_wire.c — the clock-probe messages (daemon/peerclock_wire.h):
+ * test_peerclock_wire.c — the clock-probe messages (daemon/peer/peerclock_wire.h):
  * what is encoded is what msgpack-c reads as ["clock_probe", seq, t1] and
  * ["clock_reply", seq, t1, t2, t3]; what msgpack-c packs in any integer form
  * decodes; every prefix of a message asks for more; and a table of malformed

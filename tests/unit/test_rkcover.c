@@ -1,6 +1,6 @@
 /*
  * test_rkcover.c — the union of top-level entries per (process, step)
- * (daemon/rkcover.c) through the writer's API (ranks.h) on an in-memory
+ * (daemon/writer/rkcover.c) through the writer's API (ranks.h) on an in-memory
  * session file: rk_steps.covered_ns against the union computed here by
  * brute force (a bitmap of microseconds), with a commit after every entry,
  * a reopen of the file mid-step (the intervals are saved at each commit),

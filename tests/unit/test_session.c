@@ -1,5 +1,5 @@
 /*
- * test_session.c — daemon/session.c's shape interning (session_shape): the
+ * test_session.c — daemon/loop/session.c's shape interning (session_shape): the
  * cache in front of the session's strmap gives each distinct pair of shapes
  * the id the strmap alone gives it, whatever the layout of the pair's bytes.
  */

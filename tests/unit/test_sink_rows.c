@@ -1,6 +1,6 @@
 /*
  * test_sink_rows.c — what the ClickHouse sink reads from a session file and
- * how it encodes it (daemon/sink_rows.h): a rows-format file made here from
+ * how it encodes it (daemon/sink/sink_rows.h): a rows-format file made here from
  * the daemon's own schema, with entries on both sides of a UTC midnight,
  * read in batches and decoded by this test's own RowBinary reader (column
  * order of schema/clickhouse.sql's entries).

@@ -1,5 +1,5 @@
 /*
- * test_users.c — the per-user records of daemon/users.h: one per uid while
+ * test_users.c — the per-user records of daemon/loop/users.h: one per uid while
  * it has connections or a remembered cost, the queue of each user's waiting
  * requests (oldest first, a connection taken out from anywhere in it), and
  * the cost's decay by 1/64 a second. The scheduling itself needs the loop

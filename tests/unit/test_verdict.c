@@ -1,5 +1,5 @@
 /*
- * test_verdict.c — the verdict's rule and sentences (daemon/verdict.c) on
+ * test_verdict.c — the verdict's rule and sentences (daemon/query/verdict.c) on
  * figures written here: who is named (VERDICT_RATIO x the next rank's caused
  * time, VERDICT_SHARE of the run, and VERDICT_NOISE x what other ranks held
  * the others up in their steps, when they have VERDICT_BASELINE of them,

@@ -1,5 +1,5 @@
 /*
- * store_int.h — the state the store's files share (private to daemon/store*.c
+ * store_int.h — the state the store's files share (private to daemon/writer/store*.c
  * and wsess.c; nothing else includes it).
  *
  * struct store is built by store_new() on the loop thread and then split by
