@@ -60,7 +60,6 @@ profiler=True)`` each module call is a region around its operators
 from __future__ import annotations
 
 import bisect
-import builtins
 import inspect
 import itertools
 import os
@@ -83,10 +82,6 @@ _device: Optional[str] = None
 _step = 0  # tct.step() calls: profiler mode sets the client's step back to it
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the clock entries use
 _tls = threading.local()  # .inside: a wrapped collective is running (no double records)
-# The run-queue delay step() last read: (native thread id, ns), None before open() or where
-# /proc/thread-self/schedstat is not there (not Linux).
-_cpu_wait: Optional[Tuple[int, int]] = None
-CPU_WAIT_META = "tracectl.cpu_wait"  # proto.h PROTO_META_CPU_WAIT
 
 SESSION_ENV = ("TRACECTL_SESSION", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 
@@ -103,7 +98,7 @@ def open(session: Optional[str] = None, device: Optional[str] = None,
     ``cpu:<rank>``); the client's own device is left empty so that
     collectives carry none. Other arguments go to tracectl.open().
     """
-    global _client, _device, _cpu_wait
+    global _client, _device
     rank = world = None
     if dist.is_available() and dist.is_initialized():
         rank, world = dist.get_rank(), dist.get_world_size()
@@ -118,21 +113,10 @@ def open(session: Optional[str] = None, device: Optional[str] = None,
     kwargs.setdefault("rank", rank)
     kwargs.setdefault("world", world)
     _client = tracectl.open(session=session, device="", **kwargs)
-    _cpu_wait = _run_delay()
     _client.meta("torch", torch.__version__)
     if rank is not None:
         _client.meta("backend", str(dist.get_backend()))
     return _client
-
-
-def _run_delay() -> Optional[Tuple[int, int]]:
-    """(this thread's native id, the ns it has waited on a CPU's run queue), the second
-    field of /proc/thread-self/schedstat; None where it cannot be read."""
-    try:
-        with builtins.open("/proc/thread-self/schedstat", "rb") as f:
-            return threading.get_native_id(), int(f.read().split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def client() -> Optional[tracectl.Client]:
@@ -144,22 +128,16 @@ def step() -> None:
     """Advances the step every later entry records (use it rather than the client's step()).
 
     On Linux it also sends how long the calling thread waited for a CPU (on a run queue) in
-    the step that ends, since open() or the last step() on that thread: the metadata
-    ``tracectl.cpu_wait`` = ``"<step> <ns>"``, one read of /proc/thread-self/schedstat per
-    step. The report's ``cpu_wait_ns`` and the verdict use it: a rank late because the
-    machine had more busy threads than CPUs is not named as the culprit.
+    the step that ends, since open() or the last step() on that thread (the client's
+    cpu_wait(), libtracectl's tc_cpu_wait(): the metadata ``tracectl.cpu_wait`` =
+    ``"<step> <ns>"``, one read of /proc/thread-self/schedstat per step). The report's
+    ``cpu_wait_ns`` and the verdict use it: a rank late because the machine had more busy
+    threads than CPUs is not named as the culprit.
     """
-    global _step, _cpu_wait
-    if _client is not None and _cpu_wait is not None:
-        now = _run_delay()
-        if now is not None and now[0] == _cpu_wait[0]:
-            try:
-                _client.meta(CPU_WAIT_META, "%d %d" % (_step, max(now[1] - _cpu_wait[1], 0)))
-            except tracectl.Error:
-                pass  # this step's figure is lost, nothing else: the job goes on
-        _cpu_wait = now
+    global _step
     _step += 1
     if _client is not None:
+        _client.cpu_wait()  # the step that ends: the client's step is still _step - 1
         _client.step()
 
 
