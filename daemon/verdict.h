@@ -57,13 +57,15 @@
  * the skew in 6 profiler runs (its CPU time differed by under 8 ms); by steps as computed here,
  * the two runs of 33 that the rule without this named (rank 1: 88.9 ms in 7 of 21 steps; rank
  * 0: 471.8 ms in 7) had 94 % and 96 %; 27 of the 33 runs' most-causing ranks were at >= 74 %.
- * A rank slowed by its own code waits no more than the others for a CPU: the burn tests' rank
- * sleeps, and one burning a CPU runs while the others block in the collective. Half is the
- * line between the two. Then the compute
- * side (recorded compute plus untracked time: a rank busy outside every
- * recorded entry is late all the same), communication, untracked time,
- * and what the figures miss (missing ranks, dropped entries, inexact
- * aggregates). A category nothing was recorded in is never called balanced.
+ * 12 more profiler runs: 83-100 %. A rank slowed by its own code waits little more than the
+ * others for a CPU, as it runs while they block in the collective: the burn tests' rank, which
+ * sleeps, 1 % and 7 % (light), 27 % (profiler, late in 3 more steps than it slept in); a rank
+ * spinning 60-300 ms a step instead, at load 10 on the 2 cores, 27 %, 32 % and 40 % (all
+ * named). Half is the line between the two; a rank it leaves unnamed is still said late. Then the
+ * compute side (recorded compute plus untracked time: a rank busy outside every recorded entry is
+ * late all the same), communication, untracked time, and what the figures miss (missing ranks,
+ * dropped entries, inexact aggregates). A category nothing was recorded in is never called
+ * balanced.
  */
 #ifndef TRACECTLD_VERDICT_H
 #define TRACECTLD_VERDICT_H

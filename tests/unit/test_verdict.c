@@ -352,6 +352,8 @@ Test(verdict, a_burn_with_little_cpu_wait_is_named)
     in = in_of(r, 3);
     in.n_steps = 13;
     cr_expect_eq(verdict_culprit(&in), 1);
+    r[1].late_cpu = 144 * MS; /* 40 %: a rank spinning in its own code on a loaded machine */
+    cr_expect_eq(verdict_culprit(&in), 1);
     r[1].late_cpu = 0;
     cr_expect_eq(verdict_culprit(&in), 1);
     r[1].late_caused = 0; /* no late step's figures: the rule without CPU wait */
