@@ -105,6 +105,14 @@ enum proto_value_type { PROTO_V_NIL, PROTO_V_BOOL, PROTO_V_INT, PROTO_V_FLOAT, P
  */
 #define PROTO_META_WORKER_OF "tracectl.worker_of"
 
+/*
+ * The metadata a producer sends at each step marker with how long the thread that runs its
+ * steps waited on a CPU's run queue in the step that ends: a string "<step> <ns>" (two
+ * decimal integers, each 0 .. INT64_MAX, one space). The daemon adds ns to the process's
+ * step; another form is kept as metadata only (PROTOCOL.md "Metadata tracectl.cpu_wait").
+ */
+#define PROTO_META_CPU_WAIT "tracectl.cpu_wait"
+
 /* One metadata pair. Integers are kept as int64 (uint above INT64_MAX is rejected). */
 struct proto_kv {
     char *key;

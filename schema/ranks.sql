@@ -62,6 +62,8 @@ CREATE TABLE IF NOT EXISTS rk_steps (     -- per process and step
     caused_ns   INTEGER NOT NULL,         -- skew of the instances it arrived last at
     covered_ns  INTEGER,                  -- length of the union of its top-level entries (no
                                           -- ext parent)
+    cpu_wait_ns INTEGER NOT NULL,         -- run-queue delay of its step thread (meta
+                                          -- tracectl.cpu_wait), 0 when none was reported
     PRIMARY KEY (step, process_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rk_coll (      -- per collective op and step (of the last arrival)

@@ -268,6 +268,7 @@ tc_client *tc_open(const tc_options *opts, int *err)
     if ((rc = client_connect(c, opts)) < 0)
         goto fail;
     my_ring(c); /* the opening thread's ring, ready before its first record */
+    tccpu_baseline(c);
     tcfork_add(c);
     goto out;
 fail:

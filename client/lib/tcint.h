@@ -53,6 +53,7 @@
  *   tcrecord.c  the recording calls (tc_begin ... tc_pop), any thread
  *   tcshape.c   interning (out, in) shape pairs, lock-free on a hit
  *   tcnames.c   op names, device names, metadata
+ *   tccpu.c     tc_cpu_wait: the step thread's wait for a CPU, per step
  *   tcfork.c    fork(): the child's copy of each client, and its restart
  *   tcclock.c   the TSC-to-ns conversion (tcclock.h)
  */
@@ -268,6 +269,10 @@ struct tc_client {
      * forked child starts counting from 0 again and reuses them). */
     char **meta_keys;
     size_t n_meta_keys, n_meta_alloc, cap_meta_keys;
+    /* tc_cpu_wait(): the thread of the last run-queue reading (0: none) and that reading in
+     * ns, guarded by mu */
+    long cw_tid;
+    uint64_t cw_last;
     /* Interned shape pairs, appended under shape_mu, and their hash index
      * (open addressing), which recording threads read without the lock: a
      * slot holds the pair's hash's top 32 bits and its index+1 (0: empty),
@@ -375,6 +380,10 @@ uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name);
  * Whether s (NULL: missing) is min..max bytes of UTF-8, as the daemon takes a
  * name: 0, else -EINVAL with the reason, naming what and the limit, in why.
  */
+/* tccpu.c: takes the calling thread's run-queue reading as c's first (tc_open: c is not
+ * shared yet). */
+void tccpu_baseline(tc_client *c);
+
 int tcnames_check(const char *what, const char *s, size_t min, size_t max, char *why, size_t len);
 
 /* tcfork.c */

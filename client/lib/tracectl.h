@@ -203,6 +203,16 @@ TC_API uint32_t tc_op_cat(tc_client *c, const char *name, const char *category);
 /* Advances the step counter (0, 1, 2, ...) that every entry records. */
 TC_API void tc_step(tc_client *c);
 TC_API void tc_set_step(tc_client *c, uint64_t step);
+/*
+ * Sends how long the calling thread waited for a CPU (runnable on a run queue, Linux's
+ * /proc/thread-self/schedstat) since tc_open() or its last tc_cpu_wait(), as the current
+ * step's CPU wait (metadata "tracectl.cpu_wait" = "<step> <ns>"): call it right before
+ * tc_step() from the thread that runs the steps. The report gives it as cpu_wait_ns, and the
+ * verdict does not name a rank late for want of a CPU. A thread other than the last one's
+ * first call only starts counting. Returns 0, -ENOTCONN (a disabled client), -ENOSYS (not
+ * Linux, or the file cannot be read) or what tc_meta_str() returns.
+ */
+TC_API int tc_cpu_wait(tc_client *c);
 
 /* Begins op on this thread, ending (and recording) the thread's previous op first. */
 TC_API void tc_begin_(tc_client *c, uint32_t op);

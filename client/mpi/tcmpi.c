@@ -194,8 +194,10 @@ void tcmpi_pcontrol(int level)
 {
     tc_client *c = tcmpi_on();
 
-    if (c != NULL && level == TCMPI_PCONTROL_STEP)
+    if (c != NULL && level == TCMPI_PCONTROL_STEP) {
+        tc_cpu_wait(c); /* the step that ends: its wait for a CPU (Linux) */
         tc_step(c);
+    }
 }
 
 /*
@@ -773,8 +775,10 @@ void tcmpi_coll(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1, struct
     }
     tcmpi_record(c, op, t0, t1 - t0, bytes, elements, &x);
     tcmpi_site_count(tcmpi_site_now, op, t1 - t0, bytes);
-    if (op == step_on && k == &world)
+    if (op == step_on && k == &world) {
+        tc_cpu_wait(c);
         tc_step(c);
+    }
 }
 
 /*

@@ -762,6 +762,13 @@ static PyObject *client_step(Client *cl, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* cpu_wait(): the step's wait for a CPU (tc_cpu_wait); a figure lost never fails the job. */
+static PyObject *client_cpu_wait(Client *cl, PyObject *unused)
+{
+    (void)tc_cpu_wait(cl->c);
+    Py_RETURN_NONE;
+}
+
 static PyObject *client_set_step(Client *cl, PyObject *arg)
 {
     uint64_t s = PyLong_AsUnsignedLongLong(arg);
@@ -1069,6 +1076,9 @@ static PyMethodDef client_methods[] = {
      "the parent= of the entries nested in it (0 when nothing is recorded)."},
     {"step", (PyCFunction)client_step, METH_NOARGS, "step()\n\nAdvances the step counter."},
     {"set_step", (PyCFunction)client_set_step, METH_O, "set_step(n)\n\nSets the step counter."},
+    {"cpu_wait", (PyCFunction)client_cpu_wait, METH_NOARGS,
+     "cpu_wait()\n\nSends how long this thread waited for a CPU in the current step (call it "
+     "right before step(), from the thread that runs the steps; Linux, else nothing)."},
     {"meta", (PyCFunction)client_meta, METH_VARARGS,
      "meta(key, value)\n\nMetadata of this process: str, int, float or bool."},
     {"flush", (PyCFunction)(void (*)(void))client_flush, METH_VARARGS | METH_KEYWORDS,

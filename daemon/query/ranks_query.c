@@ -214,11 +214,13 @@ static int rq_read_steps(struct rq *q)
 {
     static const char all[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns, cpu_wait_ns "
+        "FROM rk_steps"
         " WHERE step BETWEEN ?1 AND ?2 ORDER BY step";
     static const char all_steps[] =
         "SELECT process_id, step, begin_ns, end_ns, compute_ns, comm_ns, memory_ns, wait_ns,"
-        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns FROM rk_steps"
+        " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns, cpu_wait_ns "
+        "FROM rk_steps"
         " ORDER BY step";
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
@@ -257,6 +259,7 @@ static int rq_read_steps(struct rq *q)
         w->exposed = rq_cat_wanted(q, PROTO_CAT_COMM) ? (uint64_t)sqlite3_column_int64(st, 9) : 0;
         if (q->f->device == NULL) {
             w->covered = rq_pos(sqlite3_column_int64(st, 14));
+            w->cpu_wait = rq_pos(sqlite3_column_int64(st, 15));
         }
         if (q->f->device != NULL || !rq_cat_wanted(q, PROTO_CAT_COMM))
             continue; /* collectives are per rank, not per device, and comm */
@@ -279,6 +282,7 @@ static void rq_free(struct rq *q)
     free(q->ranks);
     free(q->procs);
     free(q->rows);
+    free(q->cw_prev);
     for (size_t i = 0; i < q->n_shown; i++)
         free(q->shown[i].times);
     free(q->shown);

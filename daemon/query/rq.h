@@ -42,6 +42,8 @@ struct rq_rank {
     uint64_t unclosed; /* processes that ended without bye while the daemon ran */
     uint64_t steps, step_ns, cat[PROTO_NCAT], exposed, coll, waited, last, caused, slowest, late;
     uint64_t untracked, late_first, late_last; /* late_*: the first and last step it was late */
+    uint64_t cpu_wait;                         /* run-queue delay its producers reported */
+    uint64_t late_caused, late_cpu;            /* verdict_rank's */
     /* 2 x RQ_HB: the held-up time of the steps it was late in, then of those it held the others
      * up most in without being named late (under RQ_LATE); NULL: no such step */
     uint64_t *hlate;
@@ -49,8 +51,9 @@ struct rq_rank {
 
 struct rq_row {
     uint64_t step, begin, end, cat[PROTO_NCAT], exposed, coll, waited, last, caused;
-    uint64_t covered; /* the union of its processes' top-level entries (rk_steps.covered_ns) */
-    size_t ri;        /* index into ranks */
+    uint64_t covered;  /* the union of its processes' top-level entries (rk_steps.covered_ns) */
+    uint64_t cpu_wait; /* rk_steps.cpu_wait_ns */
+    size_t ri;         /* index into ranks */
 };
 
 /* A step kept for `steps`: its figures, its ranks' times (ri: index into ranks). */
@@ -60,7 +63,7 @@ struct rq_time {
 };
 
 struct rq_shown {
-    uint64_t step, min, max, mean, waited, caused, untracked;
+    uint64_t step, min, max, mean, waited, caused, untracked, cpu_wait;
     size_t n, slow, last, late; /* last, late: SIZE_MAX none */
     struct rq_time *times;
 };
@@ -93,6 +96,10 @@ struct rq {
     unsigned __int128 step_sum; /* all ranks' step times, of step_cnt (rank, step) pairs */
     uint64_t step_cnt;
     uint64_t hall[RQ_HB]; /* the held-up time (largest caused time) of every step with one */
+    /* each rank's run-queue delay in the step folded last (prev_step), 0 without a row there;
+     * NULL until the first step (n_ranks of them) */
+    uint64_t *cw_prev;
+    uint64_t prev_step;
 };
 
 struct rq_coll {

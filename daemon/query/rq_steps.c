@@ -47,6 +47,7 @@ static void rq_merge_rows(struct rq *q)
             m->last += a->last;
             m->caused = rq_sat(m->caused, a->caused);
             m->covered = rq_sat(m->covered, a->covered); /* processes of a rank: covers add */
+            m->cpu_wait = rq_sat(m->cpu_wait, a->cpu_wait);
         } else {
             q->rows[k++] = *a;
         }
@@ -208,6 +209,48 @@ static void rq_fold_rank(struct rq_rank *r, const struct rq_row *w)
     r->last += w->last;
     r->caused = rq_sat(r->caused, w->caused);
     r->untracked = rq_sat(r->untracked, rq_untracked(w));
+    r->cpu_wait = rq_sat(r->cpu_wait, w->cpu_wait);
+}
+
+/* Row j's run-queue delay in its step and the step before (when that was the step folded
+ * last): what its lateness at the step's collectives builds up in (verdict.h). */
+static uint64_t rq_cpu_window(const struct rq *q, size_t j, uint64_t step)
+{
+    const struct rq_row *w = &q->rows[j];
+    bool prev = q->cw_prev != NULL && step > 0 && q->prev_step == step - 1;
+
+    return rq_sat(w->cpu_wait, prev ? q->cw_prev[w->ri] : 0);
+}
+
+/*
+ * The late row lw's (index late) held-up time, and how much of it was its own wait for a CPU:
+ * its delay in the window less the least of the other rows', at most the held-up time; added
+ * to its rank's late_caused and late_cpu. Then keeps each rank's delay of this step for the
+ * next. 0 or -ENOMEM.
+ */
+static int rq_step_cpu(struct rq *q, size_t late, bool named, uint64_t step)
+{
+    const struct rq_row *lw = &q->rows[late];
+
+    if (named) {
+        struct rq_rank *lr = &q->ranks[lw->ri];
+        uint64_t mine = rq_cpu_window(q, late, step), least = UINT64_MAX, own = 0;
+        for (size_t j = 0; j < q->n_rows; j++) {
+            uint64_t t = j != late ? rq_cpu_window(q, j, step) : UINT64_MAX;
+            least = t < least ? t : least;
+        }
+        if (least != UINT64_MAX && mine > least)
+            own = mine - least < lw->caused ? mine - least : lw->caused;
+        lr->late_caused = rq_sat(lr->late_caused, lw->caused);
+        lr->late_cpu = rq_sat(lr->late_cpu, own);
+    }
+    if (q->cw_prev == NULL && (q->cw_prev = calloc(q->n_ranks, sizeof(*q->cw_prev))) == NULL)
+        return -ENOMEM;
+    memset(q->cw_prev, 0, q->n_ranks * sizeof(*q->cw_prev));
+    for (size_t j = 0; j < q->n_rows; j++)
+        q->cw_prev[q->rows[j].ri] = q->rows[j].cpu_wait;
+    q->prev_step = step;
+    return 0;
 }
 
 /*
@@ -258,6 +301,7 @@ int rq_step_done(struct rq *q)
         st.waited = rq_sat(st.waited, w->waited);
         st.caused = rq_sat(st.caused, w->caused);
         st.untracked = rq_sat(st.untracked, rq_untracked(w));
+        st.cpu_wait = rq_sat(st.cpu_wait, w->cpu_wait);
         if (t < st.min)
             st.min = t;
         if (t > st.max || j == 0) {
@@ -277,7 +321,8 @@ int rq_step_done(struct rq *q)
     st.last = q->rows[lastr].last > 0 ? q->rows[lastr].ri : SIZE_MAX;
     st.late = named ? q->rows[late].ri : SIZE_MAX;
     q->ranks[st.slow].slowest++;
-    if (rq_step_held(q, &q->rows[late], named, st.step) < 0)
+    if (rq_step_held(q, &q->rows[late], named, st.step) < 0 ||
+        rq_step_cpu(q, late, named, st.step) < 0)
         return -ENOMEM;
     q->step_sum += sum;
     q->step_cnt += st.n;
@@ -300,14 +345,15 @@ static int64_t rq_rank_of(const struct rq *q, size_t ri)
 
 static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st)
 {
-    if (msgpack_pack_map(pk, 13) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
+    if (msgpack_pack_map(pk, 14) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
         pk_u64(pk, "min_ns", st->min) || pk_u64(pk, "max_ns", st->max) ||
         pk_u64(pk, "mean_ns", st->mean) || pk_u64(pk, "spread_ns", st->max - st->min) ||
         pk_rank(pk, "slowest_rank", rq_rank_of(q, st->slow)) ||
         pk_rank(pk, "last_rank", rq_rank_of(q, st->last)) ||
         pk_rank(pk, "late_rank", rq_rank_of(q, st->late)) || pk_u64(pk, "waited_ns", st->waited) ||
         pk_u64(pk, "caused_ns", st->caused) ||
-        pk_known(pk, "untracked_ns", st->untracked, q->cover) || pk_str(pk, "times_ns") ||
+        pk_known(pk, "untracked_ns", st->untracked, q->cover) ||
+        pk_u64(pk, "cpu_wait_ns", st->cpu_wait) || pk_str(pk, "times_ns") ||
         msgpack_pack_array(pk, st->n))
         return -1;
     for (size_t k = 0; k < st->n; k++) {
@@ -355,7 +401,7 @@ int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
         const struct rq_rank *r = &q->ranks[i];
         uint64_t in_comm = rq_sat(r->cat[PROTO_CAT_COMM], r->cat[PROTO_CAT_WAIT]);
         double comm_share = r->step_ns ? (double)in_comm / (double)r->step_ns : 0;
-        if (msgpack_pack_map(pk, 23) || pk_rank(pk, "rank", r->rank) ||
+        if (msgpack_pack_map(pk, 24) || pk_rank(pk, "rank", r->rank) ||
             pk_u64(pk, "processes", r->processes) || pk_u64(pk, "dropped", r->dropped) ||
             pk_u64(pk, "steps", r->steps) || pk_u64(pk, "step_ns", r->step_ns) ||
             pk_u64(pk, "step_mean_ns", r->steps ? r->step_ns / r->steps : 0) ||
@@ -372,6 +418,7 @@ int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
             pk_known(pk, "late_first_step", r->late_first, r->late > 0) ||
             pk_known(pk, "late_last_step", r->late_last, r->late > 0) ||
             pk_known(pk, "untracked_ns", r->untracked, q->cover) ||
+            pk_u64(pk, "cpu_wait_ns", r->cpu_wait) ||
             pk_f64(pk, "comm_share", comm_share < 1 ? comm_share : 1))
             return -1;
     }
@@ -401,7 +448,9 @@ void rq_verdict_ranks(const struct rq *q, struct verdict_rank *vr)
                                       .unclosed = r->unclosed,
                                       .late_steps = r->late,
                                       .late_first = r->late_first,
-                                      .late_last = r->late_last};
+                                      .late_last = r->late_last,
+                                      .late_caused = r->late_caused,
+                                      .late_cpu = r->late_cpu};
         /* its late steps against those another rank was named late in, or held the others up
          * most in under RQ_LATE: the larger median of the two with a baseline (verdict.h) */
         if (r->hlate != NULL)

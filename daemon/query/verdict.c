@@ -106,7 +106,14 @@ static bool verdict_often(const struct verdict_in *in, const struct verdict_rank
            (double)r->late_steps >= VERDICT_STEPS * (double)in->n_steps;
 }
 
-size_t verdict_culprit(const struct verdict_in *in)
+/* True when r's held-up time in its late steps is mostly its own wait for a CPU (verdict.h). */
+static bool verdict_cpu(const struct verdict_rank *r)
+{
+    return r->late_caused > 0 && (double)r->late_cpu >= VERDICT_CPU * (double)r->late_caused;
+}
+
+/* The rank that stands out by every condition but the CPU's, or SIZE_MAX. */
+static size_t verdict_standout(const struct verdict_in *in)
 {
     size_t top = SIZE_MAX;
     uint64_t next = 0;
@@ -125,6 +132,27 @@ size_t verdict_culprit(const struct verdict_in *in)
         verdict_noise(&in->ranks[top]))
         return SIZE_MAX;
     return top;
+}
+
+size_t verdict_culprit(const struct verdict_in *in)
+{
+    size_t top = verdict_standout(in);
+
+    return top != SIZE_MAX && !verdict_cpu(&in->ranks[top]) ? top : SIZE_MAX;
+}
+
+/* "no rank stands out (rank 1 was late in 9 steps, holding the others up for 161.2 ms, but
+ * 140.0 ms of it was its wait for a CPU: more busy threads than CPUs)" */
+static void verdict_cpu_bound(struct vbuf *v, const struct verdict_rank *r)
+{
+    char a[32], b[32];
+
+    vb_ns(a, sizeof(a), r->late_caused);
+    vb_ns(b, sizeof(b), r->late_cpu);
+    vb_add(v,
+           "no rank stands out (rank %lld was late in %llu steps, holding the others up for %s, "
+           "but %s of it was its wait for a CPU: more busy threads than CPUs)",
+           (long long)r->rank, (unsigned long long)r->late_steps, a, b);
 }
 
 /* "rank 2 held the others up for 1.80 s in steps 20–35; ranks 0, 1, 3 waited 1.8–1.9 s" */
@@ -165,6 +193,11 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
         vb_add(v, "no rank stands out: no collective instance was matched");
         return;
     }
+    if ((top = verdict_standout(in)) != SIZE_MAX) { /* named but for its wait for a CPU */
+        verdict_cpu_bound(v, &in->ranks[top]);
+        return;
+    }
+    top = 0;
     for (size_t i = 1; i < in->n_ranks; i++)
         if (in->ranks[i].caused > in->ranks[top].caused)
             top = i;

@@ -42,11 +42,30 @@
  * share of the run tells those from a culprit); the rule names one (the
  * profiler run's 9 of 21). Culprits: the burn test's rank late in 6-8 of 13
  * steps (4 runs), the demo's in 18 of 20. Otherwise the verdict says
- * that no rank stands out, so that noise is named as noise. Then the compute
- * side (recorded compute plus untracked time: a rank busy outside every
- * recorded entry is late all the same), communication, untracked time,
- * and what the figures miss (missing ranks, dropped entries, inexact
- * aggregates). A category nothing was recorded in is never called balanced.
+ * that no rank stands out, so that noise is named as noise.
+ *
+ * CPU wait. A rank that stands out by all of that is still not named when at least VERDICT_CPU
+ * of its held-up time in its late steps was its own wait for a CPU (late_cpu against
+ * late_caused): the run-queue delay its producer reported for its step thread (metadata
+ * tracectl.cpu_wait), beyond the least of the other ranks' in the same steps. A rank's lateness
+ * at a step's collective builds up from the previous collective, which is in the step before
+ * (torch.profiler's handler runs at prof.step(), before the step marker), so each late step
+ * counts its own and the previous step's delay, and at most the step's held-up time. The
+ * verdict then says the rank was late and how much of it was its wait for a CPU. Measured on
+ * 2 busy cores (a 3-rank symmetric ddp_burn.py, 2026-11-28): over the previous collective to
+ * the late arrival, the late rank's run-queue delay beyond the first arriver's was 84-109 % of
+ * the skew in 6 profiler runs (its CPU time differed by under 8 ms); by steps as computed here,
+ * the two runs of 33 that the rule without this named (rank 1: 88.9 ms in 7 of 21 steps; rank
+ * 0: 471.8 ms in 7) had 94 % and 96 %; 27 of the 33 runs' most-causing ranks were at >= 74 %.
+ * 12 more profiler runs: 83-100 %. A rank slowed by its own code waits little more than the
+ * others for a CPU, as it runs while they block in the collective: the burn tests' rank, which
+ * sleeps, 1 % and 7 % (light), 27 % (profiler, late in 3 more steps than it slept in); a rank
+ * spinning 60-300 ms a step instead, at load 10 on the 2 cores, 27 %, 32 % and 40 % (all
+ * named). Half is the line between the two; a rank it leaves unnamed is still said late. Then the
+ * compute side (recorded compute plus untracked time: a rank busy outside every recorded entry is
+ * late all the same), communication, untracked time, and what the figures miss (missing ranks,
+ * dropped entries, inexact aggregates). A category nothing was recorded in is never called
+ * balanced.
  */
 #ifndef TRACECTLD_VERDICT_H
 #define TRACECTLD_VERDICT_H
@@ -61,6 +80,7 @@
 #define VERDICT_BASELINE  3    /* ... when other ranks held the others up most in this many steps */
 #define VERDICT_STEPS     0.30 /* ... and it was the late rank of this share of the steps */
 #define VERDICT_MIN_LATE  3    /* ... and of this many at least */
+#define VERDICT_CPU       0.5 /* ... and less than this of its late steps' held-up time its CPU wait */
 #define VERDICT_BALANCED  0.20 /* (max - mean) / mean below this: "balanced" */
 #define VERDICT_UNTRACKED 0.05 /* untracked time worth a sentence: this share of a rank's steps */
 
@@ -73,6 +93,10 @@ struct verdict_rank {
      * of (0 when none), and of the other_steps in which another rank was the late rank
      * (0 when none); both within a half octave */
     uint64_t late_median, other_median, other_steps;
+    /* the held-up time of its late steps (the caused time of each), and the part of each that
+     * was its wait for a CPU: its run-queue delay in the step and the step before, less the
+     * least of the other ranks' there, at most the step's held-up time; summed */
+    uint64_t late_caused, late_cpu;
 };
 
 struct verdict_in {

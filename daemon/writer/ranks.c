@@ -205,11 +205,49 @@ static uint64_t ranks_hash(const void *p, size_t n)
     return h ? h : 1;
 }
 
+/* A decimal integer 0 .. INT64_MAX at *s, ended by `end`: true and *v; false for any other
+ * form (a sign, a leading zero, no digits, past INT64_MAX). *s moves past it. */
+static bool ranks_dec(const char **s, char end, uint64_t *v)
+{
+    const char *p = *s;
+    uint64_t x = 0;
+
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1] != end))
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (x > (RANKS_CAP - (uint64_t)(*p - '0')) / 10)
+            return false;
+        x = x * 10 + (uint64_t)(*p - '0');
+    }
+    if (*p != end)
+        return false;
+    *s = p + (end != '\0');
+    *v = x;
+    return true;
+}
+
+/* A step's run-queue delay, "<step> <ns>" (PROTO_META_CPU_WAIT): added to the process's step;
+ * another form is left to the metadata table. 0 or -ENOMEM. */
+static int ranks_cpu_wait(struct ranks *r, int64_t process_id, const char *s)
+{
+    struct rk_stepsum *st;
+    uint64_t step, ns;
+
+    if (s == NULL || !ranks_dec(&s, ' ', &step) || !ranks_dec(&s, '\0', &ns))
+        return 0;
+    if ((st = rkdelta_step_c(r, process_id, step)) == NULL)
+        return -ENOMEM;
+    st->cpu_wait = rk_sat(st->cpu_wait, ns);
+    return 0;
+}
+
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str)
 {
     struct rk_proc *p;
 
+    if (strcmp(key, PROTO_META_CPU_WAIT) == 0)
+        return ranks_cpu_wait(r, process_id, is_str ? sval : NULL);
     if (strcmp(key, "process_group") != 0 && strcmp(key, "import.file") != 0 &&
         strcmp(key, PROTO_META_WORKER_OF) != 0)
         return 0;
@@ -514,12 +552,21 @@ int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
         err = -ENOMEM;
         goto rollback;
     }
-    if ((err = rksql_exec(
+    /* the run-queue delays came as metadata, whose table keeps only the last: kept aside */
+    if ((err = rksql_exec(db, "CREATE TEMP TABLE rk_cpu_wait AS SELECT process_id, step,"
+                              " cpu_wait_ns FROM rk_steps WHERE cpu_wait_ns > 0")) != 0 ||
+        (err = rksql_exec(
              db, "DELETE FROM rk_ops; DELETE FROM rk_devsteps; DELETE FROM rk_steps;"
                  " DELETE FROM rk_coll; DELETE FROM rk_coll_ranks; DELETE FROM rk_open;"
                  " DELETE FROM rk_occ; DELETE FROM rk_pend; DELETE FROM rk_devstate;")) != 0 ||
         (err = ranks_load_names(r)) != 0 || (err = ranks_rebuild_entries(r)) != 0 ||
         (err = ranks_finish(r)) != 0 || (err = ranks_flush(r)) != 0 ||
+        (err = rksql_exec(db, "INSERT INTO rk_steps SELECT process_id, step,"
+                              " 9223372036854775807, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL,"
+                              " cpu_wait_ns FROM temp.rk_cpu_wait WHERE true"
+                              " ON CONFLICT(step, process_id) DO UPDATE SET"
+                              " cpu_wait_ns = excluded.cpu_wait_ns;"
+                              " DROP TABLE temp.rk_cpu_wait")) != 0 ||
         (err = rksql_info_set(db, "ranks", 1)) != 0 ||
         (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0 ||
         (err = rksql_info_set(db, "ranks_capped", (int64_t)r->capped)) != 0)

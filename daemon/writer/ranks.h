@@ -101,7 +101,8 @@ int ranks_process(struct ranks *r, int64_t process_id, int64_t world);
  * slots, 4 KiB), which only its own entries use. Nothing else changes.
  */
 void ranks_process_end(struct ranks *r, int64_t process_id);
-/* Metadata of a process: `process_group` (a string or an integer) names its group. */
+/* Metadata of a process: `process_group` (a string or an integer) names its group;
+ * PROTO_META_CPU_WAIT ("<step> <ns>") adds to its step's run-queue delay. */
 int ranks_meta(struct ranks *r, int64_t process_id, const char *key, const char *sval, int64_t ival,
                bool is_str);
 /* One stored entry (its rowid); x NULL: no ext map. 0 or a negative errno. */
@@ -124,9 +125,9 @@ void ranks_discard(struct ranks *r);
 int ranks_recover(sqlite3 *db);
 /*
  * Rebuilds the rank aggregates of a whole file from its entries (ops'
- * current categories): `tracectl classify`, and files written before them.
- * Runs in its own transaction on db (a read-write connection, the session
- * ended). 0, or a negative errno with why in err (SQLite's message of the
+ * current categories), keeping the steps' run-queue delays (no entry holds them): `tracectl
+ * classify`, and files written before them. Runs in its own transaction on db (a read-write
+ * connection, the session ended). 0, or a negative errno with why in err (SQLite's message of the
  * step that failed, e.g. a damaged block's, taken before the rollback).
  */
 int ranks_rebuild(sqlite3 *db, char *err, size_t errlen);

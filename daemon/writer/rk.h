@@ -68,7 +68,8 @@ struct rk_stepsum {
     uint64_t step, begin, end;
     uint64_t cat[PROTO_NCAT];
     uint64_t exposed, coll, waited, last_count, caused;
-    uint64_t covered; /* the union of its top-level entries (rkcover.c) */
+    uint64_t covered;  /* the union of its top-level entries (rkcover.c) */
+    uint64_t cpu_wait; /* run-queue delay its producer reported (meta PROTO_META_CPU_WAIT) */
 };
 
 /* rk_coll and rk_coll_ranks deltas (process_id -1 for rk_coll) */

@@ -20,7 +20,7 @@
 #include <sqlite3.h>
 
 #define RKSQL_BATCH   32
-#define RKSQL_MAXCOLS 15
+#define RKSQL_MAXCOLS 16
 
 struct rksql_up {
     sqlite3_stmt *one, *many; /* many prepared when first needed (from many_sql) */

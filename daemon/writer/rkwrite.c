@@ -37,7 +37,7 @@ static const char rk_up_steps_sql[] =
     " ON CONFLICT(step, process_id) DO UPDATE SET "
     STEP_SUMS ", "
     ADD("coll") ", " ADD("waited_ns") ", " ADD("last_count") ", " ADD("caused_ns") ", "
-    ADD("covered_ns");
+    ADD("covered_ns") ", " ADD("cpu_wait_ns");
 
 static const char rk_up_coll_sql[] =
     " ON CONFLICT(op_id, step) DO UPDATE SET "
@@ -60,7 +60,7 @@ int rkwrite_prepare(struct ranks *r)
             0 ||
         (rc = rksql_up_prepare(r->db, &r->up_dsteps, "INSERT INTO rk_devsteps VALUES", 13,
                                rk_up_dsteps_sql)) != 0 ||
-        (rc = rksql_up_prepare(r->db, &r->up_steps, "INSERT INTO rk_steps VALUES", 15,
+        (rc = rksql_up_prepare(r->db, &r->up_steps, "INSERT INTO rk_steps VALUES", 16,
                                rk_up_steps_sql)) != 0 ||
         (rc = rksql_up_prepare(r->db, &r->up_coll, "INSERT INTO rk_coll VALUES", 6,
                                rk_up_coll_sql)) != 0)
@@ -288,7 +288,7 @@ int rkwrite_steps(struct ranks *r)
     rkwrite_sort(r, r->coll, r->n_coll, sizeof(*r->coll), rk_coll_key, rk_coll_cmp);
     for (size_t i = 0; i < r->n_steps; i++) {
         const struct rk_stepsum *s = &r->steps[i];
-        int64_t v[15] = {s->process_id,
+        int64_t v[16] = {s->process_id,
                          (int64_t)s->step,
                          s->begin == UINT64_MAX ? INT64_MAX : (int64_t)s->begin,
                          (int64_t)s->end,
@@ -302,7 +302,8 @@ int rkwrite_steps(struct ranks *r)
                          (int64_t)s->waited,
                          (int64_t)s->last_count,
                          (int64_t)s->caused,
-                         (int64_t)s->covered};
+                         (int64_t)s->covered,
+                         (int64_t)s->cpu_wait};
         if ((rc = rksql_up_add(&r->up_steps, v)) != 0)
             return rc;
     }

@@ -6,7 +6,10 @@ through a DataLoader with forked workers that record what they do. The job
 measures with its own clock what the tests compare the report with, and
 prints it as one JSON line per rank: {"rank", "burn_ns": {step: ns},
 "step0_ns", "steps", "bwd_ns": {step: ns of backward() + optimizer.step()},
-"allreduces": {step: DDP's bucket allreduces issued}}. --mode profiler records
+"allreduces": {step: DDP's bucket allreduces issued}, "rq_ns": {step: ns its main
+thread had waited on a run queue by the step's end, cumulative}}. --hog-rank makes one rank
+wait for a CPU in --hog-steps: its main thread is pinned to one CPU beside a
+process that spins there. --mode profiler records
 through torch.profiler (tct.profiler_handler()) instead of light mode's hooks;
 --width and --bucket-mb give DDP several buckets.
 """
@@ -14,6 +17,7 @@ through torch.profiler (tct.profiler_handler()) instead of light mode's hooks;
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +70,37 @@ class Batches(torch.utils.data.Dataset):
         return torch.randn(64, 32, generator=g), torch.randn(64, 8, generator=g)
 
 
+def run_delay() -> int:
+    """ns this thread has waited on a CPU's run queue (/proc/thread-self/schedstat)."""
+    with open("/proc/thread-self/schedstat") as f:
+        return int(f.read().split()[1])
+
+
+SPIN = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True:\n    pass\n"
+
+
+class Hog:
+    """Processes spinning on the CPU this thread is pinned to, from start() to stop()."""
+
+    def __init__(self, n: int):
+        self.n, self.procs, self.cpus = n, [], None
+
+    def start(self):
+        self.cpus = os.sched_getaffinity(0)
+        cpu = min(self.cpus)
+        os.sched_setaffinity(0, {cpu})
+        self.procs = [subprocess.Popen([sys.executable, "-c", SPIN, str(cpu)])
+                      for _ in range(self.n)]
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+            p.wait()
+        if self.procs:
+            os.sched_setaffinity(0, self.cpus)
+        self.procs = []
+
+
 def train(rank: int, a: argparse.Namespace, store: str) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -108,7 +143,12 @@ def train(rank: int, a: argparse.Namespace, store: str) -> None:
                     a.steps)
     step0 = 0
     bwd = {}
+    rq = {}
+    hog_first, hog_last = (int(x) for x in a.hog_steps.split(":"))
+    hog = Hog(a.hogs) if rank == a.hog_rank else None
     for s in range(a.steps):
+        if hog is not None and s == hog_first:
+            hog.start()
         x, y = next(data)
         block.step = s
         t0 = time.monotonic_ns()
@@ -123,14 +163,18 @@ def train(rank: int, a: argparse.Namespace, store: str) -> None:
             step0 = t2 - t0
         if prof is not None:
             prof.step()
+        rq[s] = run_delay()  # tct.step() reads it too: the two readings are µs apart
         tct.step()
+        if hog is not None and s == hog_last:
+            hog.stop()
     if prof is not None:
         prof.stop()
     dist.all_reduce = wrapped
     dist.barrier()
     tct.close()
     print(json.dumps({"rank": rank, "burn_ns": block.measured, "step0_ns": step0,
-                      "steps": a.steps, "bwd_ns": bwd, "allreduces": allreduces}), flush=True)
+                      "steps": a.steps, "bwd_ns": bwd, "allreduces": allreduces,
+                      "rq_ns": rq}), flush=True)
     dist.destroy_process_group()
 
 
@@ -149,6 +193,9 @@ def main() -> int:
     p.add_argument("--bucket-mb", type=float, default=0.0, help="DDP's bucket_cap_mb (0: DDP's)")
     p.add_argument("--workers", type=int, default=0, help="DataLoader workers (fork)")
     p.add_argument("--load-ms", type=float, default=20.0, help="a worker's time per batch")
+    p.add_argument("--hog-rank", type=int, default=-1, help="the rank that waits for a CPU")
+    p.add_argument("--hog-steps", default="0:-1", help="first:last step it waits in")
+    p.add_argument("--hogs", type=int, default=3, help="processes spinning beside it")
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="ddp_burn.") as d:
         mp.start_processes(train, args=(a, os.path.join(d, "store")), nprocs=a.ranks,

@@ -5,6 +5,8 @@
   report's untracked time of that rank in those steps is the burn the job measured
   with its own clock, its caused time too, and the verdict names it.
 - A symmetric job, run three times: the verdict names no rank.
+- A rank starved of CPU (pinned beside spinning processes): the report's cpu_wait_ns is
+  what its own /proc/thread-self/schedstat said, and the verdict does not name it.
 - Forked DataLoader workers that record their loading: their entries count in their
   rank's totals, in no step; step 0's span is what the job measured.
 - DDP's bucket allreduces in both bridge modes (light, profiler), with several buckets:
@@ -143,6 +145,29 @@ class VerdictDdp(unittest.TestCase):
                      mode, "--width", "512", "--bucket-mb", "0.5", "--batch", "8")
             v = self.analysis(session)["verdict"]
             self.assertTrue(v.startswith("3 ranks: no rank stands out ("), "%s: %s" % (mode, v))
+
+    def test_a_rank_starved_of_cpu_is_measured_and_not_named(self):
+        """A rank whose main thread shares one CPU with 3 spinning processes in steps 4-9
+        (ddp_burn.py --hog-rank): the report's cpu_wait_ns of each rank is what its own
+        /proc/thread-self/schedstat said, and a rank late for want of a CPU is not named."""
+        out = self.job("starved", "--ranks", "3", "--steps", "12", "--hog-rank", str(BURN_RANK),
+                       "--hog-steps", "%d:%d" % (FIRST, LAST), "--mode", "profiler",
+                       "--modules", "all", "--width", "512", "--bucket-mb", "0.5", "--batch",
+                       "8")
+        sel = "%d..%d" % (FIRST, LAST)
+        for r in range(3):
+            rq = {int(s): ns for s, ns in out[r]["rq_ns"].items()}  # cumulative, by step's end
+            for steps, own in ((sel, rq[LAST] - rq[FIRST - 1]), ("1..11", rq[11] - rq[0])):
+                got = self.analysis("starved", "--rank", str(r), "--step", steps)["ranks"][0]
+                # the bridge reads it in tct.step(), µs after the job: within 1 ms a step
+                self.assertLess(abs(got["cpu_wait_ns"] - own), 1000000 * 11,
+                                "rank %d steps %s: cpu_wait_ns %d, its /proc said %d" %
+                                (r, steps, got["cpu_wait_ns"], own))
+        rep = self.analysis("starved")
+        self.assertEqual(sum(r["cpu_wait_ns"] for r in rep["ranks"]),
+                         sum(s["cpu_wait_ns"] for s in rep["steps"]))
+        self.assertTrue(rep["verdict"].startswith("3 ranks: no rank stands out ("),
+                        rep["verdict"])
 
     def test_a_symmetric_job_names_no_rank(self):
         for k in range(3):

@@ -5,8 +5,9 @@
  * the others up in their steps, when they have VERDICT_BASELINE of them,
  * late in VERDICT_STEPS of the steps and VERDICT_MIN_LATE at least),
  * the exact lead sentence, and that a category nothing was recorded in is
- * never called balanced. The noise cases are figures measured on real jobs
- * (verdict.h).
+ * never called balanced; and not named when at least VERDICT_CPU of its late
+ * steps' held-up time was its own wait for a CPU. The noise cases are figures
+ * measured on real jobs (verdict.h).
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -302,6 +303,61 @@ Test(verdict, a_descheduling_burst_is_noise_however_long)
     in = in_of(r, 3);
     in.n_steps = 21;
     cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
+}
+
+/* CI, 2026-11-28 (ASan, 2 CPUs, profiler mode): "rank 1 held the others up for 161.2 ms in 9
+ * steps between 0 and 20; ranks 0, 2 waited 40.6–176.8 ms" in a symmetric job; every other
+ * condition holds. With 140.0 ms of those 161.2 its own wait for a CPU (>= half: 80.6 ms) it is
+ * not named, and the verdict says why; with 80.5 ms (under half) it is. */
+Test(verdict, late_by_its_wait_for_a_cpu_is_not_named)
+{
+    struct verdict_rank r[3];
+    struct verdict_in in;
+    char v[1024];
+
+    three_ranks(r, 161200 * 1000, 9, 0, 20, 15 * MS, 2, 1 * MS);
+    r[0].caused = 20 * MS;
+    r[2].caused = 20 * MS;
+    r[1].late_caused = 161200 * 1000;
+    r[1].late_cpu = 140 * MS;
+    in = in_of(r, 3);
+    in.n_steps = 21;
+    cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
+    verdict_text(&in, v, sizeof(v));
+    cr_expect_str_eq(v, "3 ranks: no rank stands out (rank 1 was late in 9 steps, holding the "
+                        "others up for 161.2 ms, but 140.0 ms of it was its wait for a CPU: more "
+                        "busy threads than CPUs); compute (with untracked time) balanced (+0 %); "
+                        "communication balanced (+0 %).");
+    r[1].late_cpu = 80600 * 1000; /* half: not named */
+    cr_expect_eq(verdict_culprit(&in), SIZE_MAX);
+    r[1].late_cpu = 80500 * 1000; /* under half: its own code */
+    cr_expect_eq(verdict_culprit(&in), 1);
+    verdict_text(&in, v, sizeof(v));
+    cr_expect(strstr(v, "3 ranks: rank 1 held the others up for 161.2 ms in 9 steps between 0 "
+                        "and 20; ") == v,
+              "%s", v);
+}
+
+/* The burn test's rank: held the others up 360 ms in its 6 late steps and waited 4 ms more
+ * than the others for a CPU there (it sleeps; its CPU wait is small): named. A rank that
+ * reported no CPU wait (late_cpu 0: non-Linux, an older producer) is judged as before. */
+Test(verdict, a_burn_with_little_cpu_wait_is_named)
+{
+    struct verdict_rank r[3];
+    struct verdict_in in;
+
+    three_ranks(r, 360 * MS, 6, 4, 9, 58 * MS, 6, 4 * MS);
+    r[1].late_caused = 360 * MS;
+    r[1].late_cpu = 4 * MS;
+    in = in_of(r, 3);
+    in.n_steps = 13;
+    cr_expect_eq(verdict_culprit(&in), 1);
+    r[1].late_cpu = 144 * MS; /* 40 %: a rank spinning in its own code on a loaded machine */
+    cr_expect_eq(verdict_culprit(&in), 1);
+    r[1].late_cpu = 0;
+    cr_expect_eq(verdict_culprit(&in), 1);
+    r[1].late_caused = 0; /* no late step's figures: the rule without CPU wait */
+    cr_expect_eq(verdict_culprit(&in), 1);
 }
 
 Test(verdict, nothing_recorded_is_not_balanced)

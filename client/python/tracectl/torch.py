@@ -125,10 +125,19 @@ def client() -> Optional[tracectl.Client]:
 
 
 def step() -> None:
-    """Advances the step every later entry records (use it rather than the client's step())."""
+    """Advances the step every later entry records (use it rather than the client's step()).
+
+    On Linux it also sends how long the calling thread waited for a CPU (on a run queue) in
+    the step that ends, since open() or the last step() on that thread (the client's
+    cpu_wait(), libtracectl's tc_cpu_wait(): the metadata ``tracectl.cpu_wait`` =
+    ``"<step> <ns>"``, one read of /proc/thread-self/schedstat per step). The report's
+    ``cpu_wait_ns`` and the verdict use it: a rank late because the machine had more busy
+    threads than CPUs is not named as the culprit.
+    """
     global _step
     _step += 1
     if _client is not None:
+        _client.cpu_wait()  # the step that ends: the client's step is still _step - 1
         _client.step()
 
 
