@@ -380,11 +380,11 @@ uint32_t tcnames_device(tc_client *c, struct ring *r, const char *name);
  * Whether s (NULL: missing) is min..max bytes of UTF-8, as the daemon takes a
  * name: 0, else -EINVAL with the reason, naming what and the limit, in why.
  */
+int tcnames_check(const char *what, const char *s, size_t min, size_t max, char *why, size_t len);
+
 /* tccpu.c: takes the calling thread's run-queue reading as c's first (tc_open: c is not
  * shared yet). */
 void tccpu_baseline(tc_client *c);
-
-int tcnames_check(const char *what, const char *s, size_t min, size_t max, char *why, size_t len);
 
 /* tcfork.c */
 void tcfork_init(void);

@@ -28,7 +28,7 @@ int64_t info_int(sqlite3 *db, const char *key, int64_t def);
  * per feature. Any change to what a file stores (its tables, the encodings
  * of its blocks and aggregates) bumps it.
  */
-#define INFO_SCHEMA_VERSION 1
+#define INFO_SCHEMA_VERSION 2
 
 /* Records INFO_SCHEMA_VERSION in a new file (inside its open transaction). 0 or -errno. */
 int info_schema_set(sqlite3 *db);
