@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "info.h"
 
 static struct tdaemon dr, db; /* rows, blocks */
 
@@ -558,14 +559,14 @@ static int cli_all(char **out, const char *cmd, const char *session)
     return harness_run(out, argv);
 }
 
-/* Both the report and the export of session are refused with "(schema N, this build reads 1)". */
+/* Both the report and the export of session are refused with "(schema N, this build reads M)". */
 static void assert_refused(const char *session, const char *schema)
 {
     static const char *const cmds[] = {"report", "export --format csv -o /dev/null"};
     char want[128];
 
-    snprintf(want, sizeof(want), "made by an incompatible tracectl (%s, this build reads 1)",
-             schema);
+    snprintf(want, sizeof(want), "made by an incompatible tracectl (%s, this build reads %d)",
+             schema, INFO_SCHEMA_VERSION);
     for (size_t i = 0; i < 2; i++) {
         char *out = NULL;
         int st = cli_all(&out, cmds[i], session);
@@ -585,7 +586,7 @@ static void assert_refused(const char *session, const char *schema)
  */
 Test(blocks, files_of_another_schema_version_are_refused)
 {
-    char arch[PATH_MAX], path[PATH_MAX + 32], *out = NULL;
+    char arch[PATH_MAX], path[PATH_MAX + 32], want[32], sql[96], *out = NULL;
     long long id;
     sqlite3 *h;
     size_t n;
@@ -629,22 +630,26 @@ Test(blocks, files_of_another_schema_version_are_refused)
     snprintf(path, sizeof(path), "%s/sessions/3.db", db.data);
     cr_assert_eq(sqlite3_open(path, &h), SQLITE_OK);
     t = query_text(h, "SELECT value FROM info WHERE key = 'schema_version'", &n);
-    cr_assert_str_eq(t, "1\n");
+    snprintf(want, sizeof(want), "%d\n", INFO_SCHEMA_VERSION);
+    cr_assert_str_eq(t, want);
     free(t);
-    cr_assert_eq(
-        sqlite3_exec(h, "UPDATE info SET value = 2 WHERE key = 'schema_version'", NULL, NULL, NULL),
-        SQLITE_OK);
+    snprintf(sql, sizeof(sql), "UPDATE info SET value = %d WHERE key = 'schema_version'",
+             INFO_SCHEMA_VERSION + 1);
+    cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
     harness_daemon_restart(&db, NULL);
-    assert_refused("new", "schema 2");
+    snprintf(want, sizeof(want), "schema %d", INFO_SCHEMA_VERSION + 1);
+    assert_refused("new", want);
     cr_expect_neq(cli_all(&out, "classify", "new"), 0, "%s", out);
-    cr_expect_not_null(
-        strstr(out, "made by an incompatible tracectl (schema 2, this build reads 1)"), "%s", out);
+    snprintf(sql, sizeof(sql), "made by an incompatible tracectl (schema %d, this build reads %d)",
+             INFO_SCHEMA_VERSION + 1, INFO_SCHEMA_VERSION);
+    cr_expect_not_null(strstr(out, sql), "%s", out);
     free(out);
     cr_assert_eq(harness_daemon_stop(&db, SIGTERM), 0);
     cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     t = query_text(h, "SELECT value FROM info WHERE key = 'schema_version'", &n);
-    cr_assert_str_eq(t, "2\n", "left as it is");
+    snprintf(want, sizeof(want), "%d\n", INFO_SCHEMA_VERSION + 1);
+    cr_assert_str_eq(t, want, "left as it is");
     free(t);
     sqlite3_close(h);
 }
@@ -664,12 +669,13 @@ Test(blocks, a_new_sessions_file_is_read_before_its_first_commit)
     harness_daemon_start(&db, "--commit-interval", "60000", NULL);
     fd = raw_producer(db.sock, "early", 0, 1, "gpu:0", &id);
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", db.data, id);
-    for (double end = harness_now() + HARNESS_DEADLINE_S; version != 1 && harness_now() < end;) {
+    for (double end = harness_now() + HARNESS_DEADLINE_S;
+         version != INFO_SCHEMA_VERSION && harness_now() < end;) {
         version = harness_db_int(path, "SELECT value FROM info WHERE key = 'schema_version'");
-        if (version != 1)
+        if (version != INFO_SCHEMA_VERSION)
             usleep(10000);
     }
-    cr_assert_eq(version, 1, "the file's schema version");
+    cr_assert_eq(version, INFO_SCHEMA_VERSION, "the file's schema version");
     cr_assert_eq(harness_db_int(path, "SELECT count(*) FROM info WHERE key = 'aggregates'"), 0,
                  "the first transaction is not committed yet");
     cr_expect_eq(cli_all(&out, "report --json", "early"), 0, "%s", out);

@@ -183,16 +183,22 @@ static void entry_eq(const struct report_entry *e, const struct want_entry *w, s
  * refused with what it is and what to do; a file without the info table
  * (not a session file) likewise.
  */
+#define STR_(x)     #x
+#define STR(x)      STR_(x)
+#define BUILD_READS STR(INFO_SCHEMA_VERSION)
+
 Test(query, a_file_of_another_schema_version_is_refused)
 {
     static const struct {
         const char *sql, *msg;
     } cases[] = {
         {"UPDATE info SET value = 7 WHERE key = 'schema_version'",
-         "made by an incompatible tracectl (schema 7, this build reads 1): report or export it"
+         "made by an incompatible tracectl (schema 7, this build reads " BUILD_READS
+         "): report or export it"
          " with the tracectl that made it"},
         {"DELETE FROM info WHERE key = 'schema_version'",
-         "made by an incompatible tracectl (schema 0, this build reads 1): report or export it"
+         "made by an incompatible tracectl (schema 0, this build reads " BUILD_READS
+         "): report or export it"
          " with the tracectl that made it"},
         {"DROP TABLE info", "no info table: not a session file, or one still being made"},
     };
