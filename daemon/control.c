@@ -513,6 +513,20 @@ static void control_report(struct conn *c, const struct proto_request *req)
         s = control_session(c, req);
     if (s == NULL)
         return;
+    /* Filters cover this host's own entries (members send aggregates): of a session only
+     * members hold there are none, and the merged report would ignore the filters. */
+    if (s == &peer_only && !req->late &&
+        (req->analysis.n_ranks > 0 || req->analysis.steps || req->analysis.device != NULL ||
+         req->analysis.category != NULL)) {
+        char msg[PROTO_MAX_SESSION + 200];
+
+        snprintf(msg, sizeof(msg),
+                 "session \"%s\" has no entries on this host, only its members have: a "
+                 "filtered report covers one host's entries; ask the members' tracectl",
+                 s->name);
+        reply_error(c, PROTO_E_NO_SESSION, msg);
+        return;
+    }
     w = calloc(1, sizeof(*w));
     if (w == NULL || (w->name = strdup(s->name)) == NULL ||
         (w->state = strdup(s->live ? "live" : "ended")) == NULL ||

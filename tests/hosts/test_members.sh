@@ -294,6 +294,11 @@ t0=$(date +%s%N)
 hosts_wait 30 is_state m1 job2 "ended 160" || fail "m1 never caught up: $(state_of m1 job2)"
 catch_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 report home job2 >"$HOSTS_DIR/merged2.json"
+# job2 is m1's only: a filtered report at the home has no entries to filter, and says so
+# (it used to return the merged report, the filter ignored)
+out=$(report home job2 --rank 0 2>&1) && fail "a filtered report of a members-only session: $out"
+echo "$out" | grep -q 'session "job2" has no entries on this host, only its members have' ||
+    fail "a filtered report of a members-only session: $out"
 report m1 job2 >"$HOSTS_DIR/own2.json"
 python3 - "$HOSTS_DIR" <<'PY' || fail "job2 at the home differs from m1's own"
 import json, sys
