@@ -4,8 +4,10 @@
 # session (tests/hosts/hosts_producer, N entries of two ops each, then held
 # open so the session stays live). Once the home has every entry, measures
 # over 10 s: the bytes the home receives per member per second (ss), the
-# home's CPU per member (/proc/PID/stat), and the latency of the home's
-# merged `tracectl report --json` (20 runs). Prints one JSON line.
+# home's CPU per member (the run time of all its threads in ns,
+# /proc/PID/task/*/schedstat: /proc/PID/stat's 10 ms ticks round a home's
+# few ms a second to 0 or 10), and the latency of the home's merged
+# `tracectl report --json` (20 runs). Prints one JSON line.
 #   bench/hosts.sh BUILD_DIR [MEMBERS] [RANKS] [N]      defaults 8 16 1000
 set -euo pipefail
 B=${1:?usage: bench/hosts.sh BUILD_DIR [MEMBERS] [RANKS] [N]}
@@ -51,11 +53,10 @@ until [ "$(entries)" -eq "$want" ]; do
 done
 rx() { ss -tinH state established "( sport = :$PORT )" | grep -o 'bytes_received:[0-9]*' |
        cut -d: -f2 | awk '{s += $1} END {print s + 0}'; }
-cpu() { awk '{print $14 + $15}' "/proc/$home/stat"; }
+cpu() { cat /proc/"$home"/task/*/schedstat | awk '{s += $1} END {printf "%d\n", s}'; }
 b0=$(rx) c0=$(cpu)
 sleep 10
 b1=$(rx) c1=$(cpu)
-hz=$(getconf CLK_TCK)
 lat=()
 for i in $(seq 1 20); do
     s=$(date +%s%N)
@@ -64,7 +65,7 @@ for i in $(seq 1 20); do
 done
 med=$(printf '%s\n' "${lat[@]}" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
 max=$(printf '%s\n' "${lat[@]}" | sort -n | tail -1)
-printf '{"members": %d, "ranks": %d, "entries": %d, "bytes_per_s_per_member": %d, "home_cpu_ms_per_s_per_member": %.2f, "report_ms_median": %.1f, "report_ms_max": %.1f}\n' \
+printf '{"members": %d, "ranks": %d, "entries": %d, "bytes_per_s_per_member": %d, "home_cpu_ms_per_s_per_member": %.3f, "report_ms_median": %.1f, "report_ms_max": %.1f}\n' \
     "$MEMBERS" "$RANKS" "$want" $(( (b1 - b0) / 10 / MEMBERS )) \
-    "$(echo "($c1 - $c0) * 1000 / $hz / 10 / $MEMBERS" | bc -l)" \
+    "$(echo "($c1 - $c0) / 1000000 / 10 / $MEMBERS" | bc -l)" \
     "$(echo "$med / 1000" | bc -l)" "$(echo "$max / 1000" | bc -l)"

@@ -15,7 +15,8 @@ set -euo pipefail
 # libcurl4-openssl-dev: the daemon's ClickHouse sink (HTTP); clickhouse-server and
 # clickhouse-client: test_clickhouse starts a private server (docs/clickhouse.md);
 # libssl-dev: the peer port's TLS 1.3 with a pre-shared key (daemon/peer/peerlink.c); iproute2:
-# tests/hosts (network namespaces joined by veth pairs);
+# tests/hosts (network namespaces joined by veth pairs); nftables: tests/hosts/test_jitter.sh
+# drops a share of the peer port's segments (nft's numgen random);
 # firefox-esr (~300 MB): tests/viewers/test_firefox.py loads `report --html` pages in
 # headless Firefox too.
 PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
@@ -23,7 +24,7 @@ PKGS=(build-essential cmake pkg-config libuv1-dev libmsgpack-dev libsqlite3-dev
       libclang-rt-14-dev systemd python3-dev python3-torch bsdutils tmux
       openmpi-bin libopenmpi-dev gfortran hpcc netpipe-openmpi python3-mpi4py
       libotf2-trace-dev otf2-tools help2man groff-base chromium libcurl4-openssl-dev
-      clickhouse-server clickhouse-client libssl-dev iproute2 firefox-esr)
+      clickhouse-server clickhouse-client libssl-dev iproute2 nftables firefox-esr)
 # npm: tests/viewers installs speedscope (the npm package) into the build directory at test
 # time and loads exports into it in headless Chromium. Any npm will do (a Node.js from
 # elsewhere brings its own): Debian's only when there is none.

@@ -39,6 +39,10 @@ const char cli_diff_usage[] =
     "fell by as much. The command exits 1 when anything regressed, 0 when\n"
     "nothing did, so that a CI job can gate on it.\n"
     "\n"
+    "At a home daemon (--peer-listen), a session that spans hosts compares its\n"
+    "merged report: operations, categories, devices and totals of every host;\n"
+    "ranks, steps and the verdict of the home's own ranks (the output says so).\n"
+    "\n"
     "With --divergence it compares the two sessions' op sequences instead:\n"
     "rank by rank, each rank's entries in start order (position 0, 1, ...),\n"
     "the op names and, where both entries carry one, the checksums of their\n"
@@ -529,14 +533,31 @@ static void cli_diff_pack_session(msgpack_packer *pk, const msgpack_object *rep)
                                        "interrupted_reason",
                                        "interrupted_ns"};
     const msgpack_object *s = cli_obj_get(rep, "session");
+    const msgpack_object *hosts = cli_obj_get(rep, "hosts");
 
-    msgpack_pack_map(pk, CLI_DIFF_NCOLS(keys));
+    msgpack_pack_map(pk, CLI_DIFF_NCOLS(keys) + 1);
     for (size_t i = 0; i < CLI_DIFF_NCOLS(keys); i++) {
         const msgpack_object *v = cli_obj_get(s, keys[i]);
 
         cli_diff_pack_key(pk, keys[i]);
         if (v != NULL)
             msgpack_pack_object(pk, *v);
+        else
+            msgpack_pack_nil(pk);
+    }
+    /* a home's report of a session that spans hosts: the hosts it merges (its `hosts` rows'
+     * names); nil from a report without them (one host) */
+    cli_diff_pack_key(pk, "hosts");
+    if (hosts == NULL || hosts->type != MSGPACK_OBJECT_ARRAY) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    msgpack_pack_array(pk, hosts->via.array.size);
+    for (uint32_t i = 0; i < hosts->via.array.size; i++) {
+        const msgpack_object *h = cli_obj_get(&hosts->via.array.ptr[i], "host");
+
+        if (h != NULL && h->type == MSGPACK_OBJECT_STR)
+            msgpack_pack_object(pk, *h);
         else
             msgpack_pack_nil(pk);
     }
@@ -706,6 +727,34 @@ static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_
 }
 
 /* Sessions A and B with their totals, the change, and the verdict line. */
+/*
+ * At a home, a side that spans hosts: which sections cover them. Operations, categories,
+ * devices and the totals come from the merged report (every host's); ranks, steps and the
+ * verdict are the home's own ranks' (members send no per-rank or per-step tables).
+ */
+static int cli_diff_hosts_note(FILE *f, const msgpack_object *diff)
+{
+    for (int s = 0; s < 2; s++) {
+        const msgpack_object *h = cli_obj_get(cli_obj_get(diff, s ? "b" : "a"), "hosts");
+        char name[300];
+
+        if (h == NULL || h->type != MSGPACK_OBJECT_ARRAY || h->via.array.size < 2)
+            continue;
+        if (fprintf(f, "%s spans %" PRIu32 " hosts (", s ? "B" : "A", h->via.array.size) < 0)
+            return -EIO;
+        for (uint32_t i = 0; i < h->via.array.size; i++) {
+            cli_obj_text(&h->via.array.ptr[i], name, sizeof(name));
+            if (fprintf(f, "%s%s", i ? ", " : "", name) < 0)
+                return -EIO;
+        }
+        if (fputs("): operations, categories, devices and the totals cover every host; ranks, "
+                  "steps and the verdict the home's own ranks only\n",
+                  f) < 0)
+            return -EIO;
+    }
+    return 0;
+}
+
 static int cli_diff_head(FILE *f, const msgpack_object *diff)
 {
     static const struct cli_table_col cols[] = {
@@ -849,6 +898,8 @@ int cli_diff_print(FILE *f, const msgpack_object *diff, const struct cli_diff_op
 {
     int rc = cli_diff_head(f, diff);
 
+    if (rc == 0)
+        rc = cli_diff_hosts_note(f, diff);
     if (rc == 0) {
         fputc('\n', f);
         rc = cli_diff_verdict(f, diff);

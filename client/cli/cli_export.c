@@ -52,6 +52,10 @@ const char cli_export_usage[] =
     "             their communicators; for Vampir and otf2-print (only when\n"
     "             built with libotf2)\n"
     "\n"
+    "Entries stay on the host that recorded them: at a home daemon (--peer-listen)\n"
+    "a session that spans hosts exports the home's entries only, and says so on\n"
+    "stderr; export on each host for its part (docs/hosts.md).\n"
+    "\n"
     "A track of chrome and perfetto is (rank, device, stream): the stream the\n"
     "producer gave (a CUDA stream, a thread), as in \"gpu:0 stream 7\". Entries\n"
     "that overlap partially go on further lanes of their track (\"gpu:0 #2\"),\n"
@@ -361,6 +365,23 @@ int cli_export_each(struct cli_ctx *ctx, char *session, const struct cli_export_
     return rc;
 }
 
+/*
+ * At a home (the header's `hosts`, as `sessions` counts them) a session that spans hosts is
+ * exported with this host's entries only: entries stay on their hosts, and members send the
+ * home aggregates, not entries. Says so on stderr, so that the export is not taken for the
+ * job's whole.
+ */
+static void cli_export_hosts_note(const msgpack_object *header, const char *arg)
+{
+    uint64_t hosts = 0;
+
+    if (cli_obj_u64(cli_obj_get(header, "hosts"), &hosts) == 0 && hosts > 1)
+        cli_error("note: session %s spans %" PRIu64 " hosts; this export has this host's "
+                  "entries only (entries stay on their hosts): export on each host for the "
+                  "others' (docs/hosts.md)",
+                  arg, hosts);
+}
+
 int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
 {
     struct cli_export_opts o = {.fmt = NULL, .weight = CLI_EXPORT_WEIGHT_TIME};
@@ -384,6 +405,7 @@ int cli_export_run(struct cli_ctx *ctx, int argc, char **argv)
         return rc;
     rc = cli_call(ctx, PROTO_EXPORT, &req, &conn, &header);
     if (rc == CLI_EXIT_OK) {
+        cli_export_hosts_note(header, arg);
         rc = cli_export_stream(ctx, &conn, header, &o, &out, NULL);
         cli_conn_close(&conn);
     }

@@ -693,7 +693,28 @@ int cli_report_filter(FILE *f, const msgpack_object *report)
         fprintf(f, "%s%s %s", sep, key, buf);
         sep = "; ";
     }
-    fputs(" (every section counts only these entries)\n\n", f);
+    fputs(" (every section counts only these entries)\n", f);
+    /* a home's filtered report of a session that spans hosts: this host's entries only */
+    m = cli_obj_get(report, "filter_hosts");
+    v = cli_obj_get(m, "left_out");
+    if (v != NULL && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size > 0) {
+        const msgpack_object *c = cli_obj_get(m, "counted");
+
+        fputs("Hosts: the filters cover ", f);
+        for (uint32_t i = 0; c != NULL && c->type == MSGPACK_OBJECT_ARRAY && i < c->via.array.size;
+             i++) {
+            cli_obj_text(&c->via.array.ptr[i], buf, sizeof(buf));
+            fprintf(f, "%s%s", i > 0 ? ", " : "", buf);
+        }
+        fputs("'s entries only; not ", f);
+        for (uint32_t i = 0; i < v->via.array.size; i++) {
+            cli_obj_text(&v->via.array.ptr[i], buf, sizeof(buf));
+            fprintf(f, "%s%s", i > 0 ? ", " : "", buf);
+        }
+        fputs(" (entries stay on their hosts: ask each host's tracectl with the same filters)\n",
+              f);
+    }
+    fputc('\n', f);
     return ferror(f) ? -EIO : 0;
 }
 

@@ -127,7 +127,7 @@ int cli_report_html_write(FILE *f, const msgpack_object *report,
 {
     const msgpack_object *session = cli_obj_get(report, "session");
     const msgpack_object *verdict = cli_obj_get(report, "verdict");
-    const msgpack_object *hosts, *mpi;
+    const msgpack_object *hosts, *late, *fh, *mpi;
     int rc;
 
     if (report->type != MSGPACK_OBJECT_MAP)
@@ -152,9 +152,16 @@ int cli_report_html_write(FILE *f, const msgpack_object *report,
         cli_report_html_text(f, verdict->via.str.ptr, verdict->via.str.size);
     else
         fputs("(no analysis in this report)", f);
-    fputs("</p><p id=\"filter\"></p></section>\n", f);
+    fputs("</p><p id=\"filter\"></p>", f);
+    if ((fh = cli_obj_get(report, "filter_hosts")) != NULL &&
+        (rc = cli_report_html_filter_hosts(f, fh)) != 0)
+        return rc;
+    fputs("</section>\n", f);
     if ((hosts = cli_obj_get(report, "hosts")) != NULL &&
         (rc = cli_report_html_hosts(f, hosts)) != 0)
+        return rc;
+    if ((late = cli_obj_get(report, "hosts_late")) != NULL &&
+        (rc = cli_report_html_hosts_late(f, late)) != 0)
         return rc;
     fputs("<main id=\"main\"></main>\n", f);
     if ((mpi = cli_obj_get(report, "mpi")) != NULL && (rc = cli_report_html_mpi(f, mpi)) != 0)

@@ -441,3 +441,92 @@ int cli_report_html_hosts(FILE *f, const msgpack_object *hosts)
     fputs("</section>\n", f);
     return ferror(f) ? -EIO : 0;
 }
+
+static const struct cli_html_col cli_html_late_rank_cols[] = {
+    {"RANK", "rank", HK_COUNT},
+    {"HOST", "host", HK_TEXT},
+    {"COLLECTIVES", "collectives", HK_COUNT},
+    {"LAST", "last", HK_COUNT},
+    {"CAUSED", "caused_ns", HK_NS},
+    {"± CAUSED", "caused_bound_ns", HK_NS},
+    {"WAITED", "waited_ns", HK_NS},
+    {"± WAITED", "waited_bound_ns", HK_NS},
+    {"LATE STEPS", "late_steps", HK_COUNT},
+};
+
+static const struct cli_html_col cli_html_late_step_cols[] = {
+    {"STEP", "step", HK_COUNT},
+    {"STEP TIME", "step_ns", HK_NS},
+    {"RANK", "rank", HK_COUNT},
+    {"HOST", "host", HK_TEXT},
+    {"LATE RANK", "late_rank", HK_COUNT},
+    {"HELD UP", "held_up_ns", HK_NS},
+    {"±", "bound_ns", HK_NS},
+    {"WITHIN BOUND", "within_bound", HK_TEXT},
+};
+
+int cli_report_html_hosts_late(FILE *f, const msgpack_object *late)
+{
+    const msgpack_object *clock = cli_obj_get(late, "clock");
+    const msgpack_object *verdict = cli_obj_get(late, "verdict");
+    char buf[64];
+
+    if (late == NULL || late->type != MSGPACK_OBJECT_MAP)
+        return -EINVAL;
+    fputs("<section id=\"hosts-late\"><h2>Late ranks across hosts</h2>\n<p class=\"note\">"
+          "Times on ",
+          f);
+    if (clock != NULL && clock->type == MSGPACK_OBJECT_STR)
+        cli_report_html_text(f, clock->via.str.ptr, clock->via.str.size);
+    else
+        fputs("the home", f);
+    fputs("'s clock; ± each figure's clock bound. Instances analysed: ", f);
+    cli_html_human(cli_obj_get(late, "instances"), HK_COUNT, buf, sizeof(buf));
+    cli_report_html_text(f, buf, strlen(buf));
+    fputs(" (who came last uncertain in ", f);
+    cli_html_human(cli_obj_get(late, "uncertain"), HK_COUNT, buf, sizeof(buf));
+    cli_report_html_text(f, buf, strlen(buf));
+    fputs("); steps with a late rank named: ", f);
+    cli_html_human(cli_obj_get(late, "steps_named"), HK_COUNT, buf, sizeof(buf));
+    cli_report_html_text(f, buf, strlen(buf));
+    fputs(", within the clock bound: ", f);
+    cli_html_human(cli_obj_get(late, "steps_within_bound"), HK_COUNT, buf, sizeof(buf));
+    cli_report_html_text(f, buf, strlen(buf));
+    fputs("</p>\n<p id=\"hosts-late-verdict\">", f);
+    if (verdict != NULL && verdict->type == MSGPACK_OBJECT_STR)
+        cli_report_html_text(f, verdict->via.str.ptr, verdict->via.str.size);
+    fputs("</p>\n<h3>Ranks</h3>\n", f);
+    cli_html_table(f, "hosts-late-ranks", cli_obj_get(late, "ranks"), cli_html_late_rank_cols,
+                   NCOLS(cli_html_late_rank_cols));
+    fputs("<h3>Steps whose top rank cost 10 % of the step</h3>\n", f);
+    cli_html_table(f, "hosts-late-steps", cli_obj_get(late, "steps"), cli_html_late_step_cols,
+                   NCOLS(cli_html_late_step_cols));
+    fputs("</section>\n", f);
+    return ferror(f) ? -EIO : 0;
+}
+
+int cli_report_html_filter_hosts(FILE *f, const msgpack_object *fh)
+{
+    const msgpack_object *keys[2] = {cli_obj_get(fh, "counted"), cli_obj_get(fh, "left_out")};
+
+    if (fh == NULL || fh->type != MSGPACK_OBJECT_MAP)
+        return -EINVAL;
+    fputs("<p class=\"note\" id=\"filter-hosts\">The filters cover ", f);
+    for (int k = 0; k < 2; k++) {
+        const msgpack_object *a = keys[k];
+
+        for (uint32_t i = 0; a != NULL && a->type == MSGPACK_OBJECT_ARRAY && i < a->via.array.size;
+             i++) {
+            const msgpack_object *s = &a->via.array.ptr[i];
+
+            if (i > 0)
+                fputs(", ", f);
+            if (s->type == MSGPACK_OBJECT_STR)
+                cli_report_html_text(f, s->via.str.ptr, s->via.str.size);
+        }
+        fputs(k == 0 ? "'s entries only; not " : "", f);
+    }
+    fputs(" (entries stay on their hosts: ask each host's tracectl with the same filters)</p>\n",
+          f);
+    return ferror(f) ? -EIO : 0;
+}

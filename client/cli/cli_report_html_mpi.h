@@ -1,5 +1,6 @@
 /*
- * cli_report_html_mpi — the report map's `mpi` and `hosts` keys as static
+ * cli_report_html_mpi — the report map's `mpi`, `hosts`, `hosts_late` and
+ * `filter_hosts` keys as static
  * sections of the `report --html` page (proto/PROTOCOL.md "report key mpi",
  * "Report map: hosts"). Every cell holds its exact figure in data-v (the
  * JSON text `report --json` prints for it) and shows it in human units; the
@@ -28,5 +29,17 @@ int cli_report_html_mpi(FILE *f, const msgpack_object *mpi);
 
 /* Writes <section id="hosts"> for the array hosts. Returns 0, -EINVAL or -EIO. */
 int cli_report_html_hosts(FILE *f, const msgpack_object *hosts);
+
+/*
+ * Writes <section id="hosts-late"> for the map hosts_late (proto/PROTOCOL.md "Report map:
+ * hosts_late"): its verdict, the ranks and steps tables. Returns 0, -EINVAL or -EIO.
+ */
+int cli_report_html_hosts_late(FILE *f, const msgpack_object *late);
+
+/*
+ * Writes the note of a home's filtered report (the map filter_hosts): the hosts counted and
+ * those left out. Returns 0, -EINVAL or -EIO.
+ */
+int cli_report_html_filter_hosts(FILE *f, const msgpack_object *fh);
 
 #endif

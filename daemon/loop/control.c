@@ -333,6 +333,43 @@ static void report_late_cb(struct report_work *w)
     w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
 }
 
+/* A string; nonzero when the packer's buffer could not grow. */
+static int control_pack_str(msgpack_packer *pk, const char *v)
+{
+    size_t n = strlen(v);
+
+    return msgpack_pack_str(pk, n) | msgpack_pack_str_body(pk, v, n);
+}
+
+/*
+ * A filtered report at a home, of a session that spans hosts: the filters apply to this
+ * host's entries only (members send aggregates, not per-rank or per-step ones), so the report
+ * says so: "filter_hosts": {"counted": [this host], "left_out": [each member host]}
+ * (proto/PROTOCOL.md). 0 or -ENOMEM.
+ */
+static int report_filter_hosts(struct report *r, const struct peermerge *m)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    int bad;
+
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    bad = control_pack_str(&pk, "filter_hosts") | msgpack_pack_map(&pk, 2) |
+          control_pack_str(&pk, "counted") | msgpack_pack_array(&pk, 1) |
+          control_pack_str(&pk, m->home_host) | control_pack_str(&pk, "left_out") |
+          msgpack_pack_array(&pk, (uint32_t)m->n_parts);
+    for (size_t i = 0; i < m->n_parts; i++)
+        bad |= control_pack_str(&pk, m->parts[i].host);
+    if (bad != 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return -ENOMEM;
+    }
+    r->filter_hosts = sb.data;
+    r->filter_hosts_len = sb.size;
+    return 0;
+}
+
 static void report_work_cb(uv_work_t *req)
 {
     struct report_work *w = (struct report_work *)req;
@@ -352,6 +389,11 @@ static void report_work_cb(uv_work_t *req)
     if (w->rc == 0 && w->merge.home_host != NULL && r.filter == NULL)
         w->rc = peermerge_report(&r, &w->merge, w->path[0] ? w->path : NULL, &w->params, w->err,
                                  sizeof(w->err));
+    if (w->rc == 0 && r.filter != NULL && w->merge.home_host != NULL && w->merge.n_parts > 0 &&
+        report_filter_hosts(&r, &w->merge) < 0) {
+        snprintf(w->err, sizeof(w->err), "out of memory");
+        w->rc = -ENOMEM;
+    }
     if (w->rc == 0) {
         r.id = w->id;
         r.name = w->name;
@@ -471,6 +513,20 @@ static void control_report(struct conn *c, const struct proto_request *req)
         s = control_session(c, req);
     if (s == NULL)
         return;
+    /* Filters cover this host's own entries (members send aggregates): of a session only
+     * members hold there are none, and the merged report would ignore the filters. */
+    if (s == &peer_only && !req->late &&
+        (req->analysis.n_ranks > 0 || req->analysis.steps || req->analysis.device != NULL ||
+         req->analysis.category != NULL)) {
+        char msg[PROTO_MAX_SESSION + 200];
+
+        snprintf(msg, sizeof(msg),
+                 "session \"%s\" has no entries on this host, only its members have: a "
+                 "filtered report covers one host's entries; ask the members' tracectl",
+                 s->name);
+        reply_error(c, PROTO_E_NO_SESSION, msg);
+        return;
+    }
     w = calloc(1, sizeof(*w));
     if (w == NULL || (w->name = strdup(s->name)) == NULL ||
         (w->state = strdup(s->live ? "live" : "ended")) == NULL ||

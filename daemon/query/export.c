@@ -10,6 +10,7 @@
 #include "export.h"
 #include "info.h"
 #include "log.h"
+#include "peerhome.h"
 #include "vtab.h"
 
 #define EXPORT_CHUNK       4096
@@ -29,6 +30,9 @@ struct export_work {
     struct store *store; /* for store_wait_ended */
     char *name;
     const char *state;
+    /* a home: the hosts its report of this session merges (1 + members, as `sessions`
+     * says); 0: not a home. Entries stay on their hosts: the export has this host's only */
+    uint64_t hosts;
     sqlite3 *db;
     sqlite3_stmt *rows;
     bool by_start; /* the request's "order": "start" */
@@ -239,7 +243,11 @@ static int export_open(struct export_work *w, msgpack_packer *pk)
     if (export_prepare_rows(w) < 0)
         return -EIO;
     proto_pack_ok_header(pk);
-    msgpack_pack_map(pk, 4);
+    msgpack_pack_map(pk, w->hosts > 0 ? 5 : 4);
+    if (w->hosts > 0) {
+        proto_pack_str(pk, "hosts");
+        msgpack_pack_uint64(pk, w->hosts);
+    }
     proto_pack_str(pk, "session");
     msgpack_pack_map(pk, 3);
     proto_pack_str(pk, "id");
@@ -404,6 +412,9 @@ void export_start(struct conn *c, struct session *s, const struct proto_request 
     w->state = s->live ? "live" : "ended";
     w->by_start = req->by_start;
     w->by_rank = req->by_rank;
+    if (c->d->peer_home != NULL)
+        w->hosts =
+            1 + peerhome_hosts(c->d->peer_home, s->name, s->started_ns, s->live ? 0 : s->ended_ns);
     msgpack_sbuffer_init(&w->out);
     store_session_path(c->d->store, s->id, w->path, sizeof(w->path));
     c->refs++;

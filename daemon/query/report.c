@@ -195,7 +195,7 @@ int report_pack(msgpack_packer *pk, const struct report *r)
     /* msgpack-c's packers fail only when their buffer cannot grow. */
     if (msgpack_pack_map(pk, (r->paged ? 8 : 7) + (r->analysis ? RANKS_QUERY_KEYS : 0) +
                                  (r->mpi != NULL) + (r->filter != NULL) + (r->hosts != NULL) +
-                                 (r->hosts_late != NULL)) ||
+                                 (r->hosts_late != NULL) + (r->filter_hosts != NULL)) ||
         report_pack_session(pk, r) || report_pack_ops(pk, r) || report_key(pk, "slowest") ||
         report_pack_entries(pk, r->slowest, r->n_slowest) || report_pack_memory(pk, r) ||
         report_pack_devices(pk, r) || report_pack_imbalance(pk, &r->imbalance) ||
@@ -218,6 +218,9 @@ int report_pack(msgpack_packer *pk, const struct report *r)
         return -ENOMEM;
     /* Extension: the late-rank analysis across hosts, packed by peerlate.c. */
     if (r->hosts_late != NULL && pk->callback(pk->data, r->hosts_late, r->hosts_late_len))
+        return -ENOMEM;
+    /* Extension: the hosts a filtered report at a home leaves out, packed by control.c. */
+    if (r->filter_hosts != NULL && pk->callback(pk->data, r->filter_hosts, r->filter_hosts_len))
         return -ENOMEM;
     return 0;
 }
@@ -258,5 +261,6 @@ void report_free(struct report *r)
     free(r->filter);
     free(r->hosts);
     free(r->hosts_late);
+    free(r->filter_hosts);
     memset(r, 0, sizeof(*r));
 }

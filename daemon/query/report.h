@@ -117,6 +117,11 @@ struct report {
      * peerlate.h); NULL: none */
     char *hosts_late;
     size_t hosts_late_len;
+    /* extension: the packed "filter_hosts" key and map: at a home, a filtered report of a
+     * session that spans hosts counts its own host's entries only, and names the hosts it
+     * leaves out (control.c); NULL: none */
+    char *filter_hosts;
+    size_t filter_hosts_len;
 };
 
 /* Encodes the report map (one msgpack map). Returns 0 or -ENOMEM. */

@@ -132,6 +132,27 @@ print("steps: held-up bound median %.1f µs (max %.1f); largest error against th
 PY
 grep -q "rank 3 on m1 held the others up" "$HOSTS_DIR/late.txt" ||
     fail "the text report does not name rank 3 on m1: $(cat "$HOSTS_DIR/late.txt")"
+# `report --html` at the home: its Hosts rows and the late-rank section, rank 3's row with the
+# caused time the JSON report gave (exact in data-v)
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report late --html "$HOSTS_DIR/late.html" --no-flame ||
+    fail "report --html"
+python3 - "$HOSTS_DIR" <<'PY' || fail "report --html: the hosts or hosts_late sections"
+import json, re, sys
+d = sys.argv[1]
+html = open(d + "/late.html", encoding="utf-8").read()
+late = json.load(open(d + "/late.json"))
+r = late["hosts_late"]
+assert '<section id="hosts">' in html and '<section id="hosts-late">' in html, "no sections"
+sec = html[html.index('<section id="hosts-late">'):]
+sec = sec[:sec.index("</section>")]
+row3 = next(x for x in r["ranks"] if x["rank"] == 3)
+want = ('<tr><td data-v="3">3</td><td class="t" data-v="m1">m1</td><td data-v="20">20</td>'
+        f'<td data-v="20">20</td><td data-v="{row3["caused_ns"]}">')
+assert want in sec, (want, sec[:2000])
+assert len(re.findall(r'<tr><td data-v="\d+">', sec)) == len(r["ranks"]) + len(r["steps"]), sec
+hosts = html[html.index('<section id="hosts">'):]
+assert '<td class="t" data-v="m1">m1</td>' in hosts[:hosts.index("</section>")]
+PY
 echo "ok: the home names rank 3 on m1; caused and waited match the job's own clocks within the bound"
 
 # `top` at the home: its late-rank line from the figures across hosts (report option late)

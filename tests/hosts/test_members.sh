@@ -204,6 +204,60 @@ PY
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q " m1 .* ms .*ppm" ||
     fail "the text report's Hosts section shows no clock: $(cat "$HOSTS_DIR/merged.txt")"
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
+# diff, exports and filtered reports at the home (docs/hosts.md "Across hosts, and not").
+# diff compares merged reports: every host's calls in its ops and devices; it says which
+# sections are the home's own.
+tc_home() { "$TRACECTL" --socket "$HOSTS_DIR/home.sock" "$@"; }
+tc_home diff job job --json >"$HOSTS_DIR/diff.json" || fail "diff job job at the home"
+tc_home diff job job >"$HOSTS_DIR/diff.txt" || fail "diff job job at the home (text)"
+grep -q "^A spans 3 hosts (home, m1, m2): operations, categories, devices and the totals cover every host; ranks, steps and the verdict the home's own ranks only" \
+    "$HOSTS_DIR/diff.txt" || fail "diff does not say what spans hosts: $(head -12 "$HOSTS_DIR/diff.txt")"
+# exports: this host's entries only, and a note on stderr saying so
+for h in home m1 m2; do
+    "$TRACECTL" --socket "$HOSTS_DIR/$h.sock" export job --format csv >"$HOSTS_DIR/export_$h.csv" \
+        2>"$HOSTS_DIR/export_$h.err" || fail "export job on $h: $(cat "$HOSTS_DIR/export_$h.err")"
+done
+grep -q "note: session job spans 3 hosts; this export has this host's entries only" \
+    "$HOSTS_DIR/export_home.err" || fail "the home's export says nothing: $(cat "$HOSTS_DIR/export_home.err")"
+[ -s "$HOSTS_DIR/export_m1.err" ] && fail "a member's export has a note: $(cat "$HOSTS_DIR/export_m1.err")"
+# filtered reports: the home's own entries, naming the hosts left out
+report home job --rank 2,3 >"$HOSTS_DIR/filtered_m1ranks.json" || fail "report --rank 2,3 at the home"
+report home job --rank 0 >"$HOSTS_DIR/filtered_0.json" || fail "report --rank 0 at the home"
+tc_home report job --rank 0 >"$HOSTS_DIR/filtered_0.txt" || fail "report --rank 0 at the home (text)"
+grep -q "^Hosts: the filters cover home's entries only; not m1, m2 " "$HOSTS_DIR/filtered_0.txt" ||
+    fail "a filtered report does not say it is the home's part: $(head -5 "$HOSTS_DIR/filtered_0.txt")"
+python3 - "$HOSTS_DIR" <<'PY' || fail "diff, exports or filtered reports at the home"
+import csv, json, sys
+d = sys.argv[1]
+merged = json.load(open(d + "/merged.json"))
+own = {h: json.load(open(f"{d}/own_{h}.json")) for h in ("home", "m1", "m2")}
+diff = json.load(open(d + "/diff.json"))
+assert diff["a"]["hosts"] == diff["b"]["hosts"] == ["home", "m1", "m2"], diff["a"]
+# the diff's ops: every host's, as the merged report and the sum of the hosts' own
+for row in diff["ops"]:
+    want = sum(o["calls"] for r in own.values() for o in r["ops"] if o["op"] == row["op"])
+    wtot = sum(o["total_ns"] for r in own.values() for o in r["ops"] if o["op"] == row["op"])
+    assert (row["calls_a"], row["total_a_ns"]) == (want, wtot), (row, want, wtot)
+assert sorted(r["op"] for r in diff["ops"]) == ["allreduce", "fwd"], diff["ops"]
+devs = {r["device"]: r["calls_a"] for r in diff["devices"]}
+assert devs == {x["device"]: x["calls"] for x in merged["devices"]}, devs
+assert sum(devs.values()) == 660, devs  # every entry on one device, every host
+# exports: each host's entries; together the merged entries, none twice
+rows = {h: list(csv.DictReader(open(f"{d}/export_{h}.csv", newline=""))) for h in own}
+n = {h: len(v) for h, v in rows.items()}
+assert n == {"home": 400, "m1": 200, "m2": 60}, n
+assert sum(n.values()) == merged["session"]["entries"], (n, merged["session"])
+assert {r["rank"] for r in rows["home"]} == {"0", "1"}, {r["rank"] for r in rows["home"]}
+# filtered at the home: its own entries (rank 0: 100 fwd and 100 allreduce), the hosts left out
+f0 = json.load(open(d + "/filtered_0.json"))
+assert f0["filter_hosts"] == {"counted": ["home"], "left_out": ["m1", "m2"]}, f0.get("filter_hosts")
+calls = {o["op"]: (o["calls"], o["total_ns"]) for o in f0["ops"]}
+assert calls == {"fwd": (100, 1000 * 100 + 4950), "allreduce": (100, 5000 * 100 + 7 * 4950)}, calls
+f23 = json.load(open(d + "/filtered_m1ranks.json"))
+assert f23["filter_hosts"]["left_out"] == ["m1", "m2"] and f23["session"]["entries"] == 0, f23["session"]
+print("diff at the home: every host's ops and devices; exports 400 + 200 + 60 = 660, "
+      "one host each; filtered reports: the home's part, m1 and m2 named left out")
+PY
 
 # 3. m1 cut off while its session job2 is live.
 rm -f "$HOSTS_DIR/go"
@@ -240,6 +294,11 @@ t0=$(date +%s%N)
 hosts_wait 30 is_state m1 job2 "ended 160" || fail "m1 never caught up: $(state_of m1 job2)"
 catch_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 report home job2 >"$HOSTS_DIR/merged2.json"
+# job2 is m1's only: a filtered report at the home has no entries to filter, and says so
+# (it used to return the merged report, the filter ignored)
+out=$(report home job2 --rank 0 2>&1) && fail "a filtered report of a members-only session: $out"
+echo "$out" | grep -q 'session "job2" has no entries on this host, only its members have' ||
+    fail "a filtered report of a members-only session: $out"
 report m1 job2 >"$HOSTS_DIR/own2.json"
 python3 - "$HOSTS_DIR" <<'PY' || fail "job2 at the home differs from m1's own"
 import json, sys

@@ -3,23 +3,31 @@
  * time, for tests/tools/clock_ns.sh: the clock bound must hold under jitter.
  *
  *   jitter_relay --to ADDR:PORT [--bind ADDR] [--port P] [--jitter-us J] [--seed S]
+ *                [--many]
  *
  * Prints "port P" once listening, accepts one connection, connects to ADDR:PORT
  * and relays both ways, each chunk delivered a uniform 0..J µs (default 1000)
  * after it was read, never before the chunk read before it in the same
  * direction (a stream keeps its order). Exits when either side closes, once
  * what it read from that side was delivered. Exit status 0, or 2 on an error.
+ *
+ * --many: accepts connection after connection (a daemon's several links and
+ * its reconnections, tests/hosts/test_jitter.sh), each relayed by a child
+ * process of its own, which dies with the relay; runs until killed.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,11 +148,29 @@ static int relay(int a, int b, int64_t jitter_ns)
     }
 }
 
+/* Relays the accepted connection a to up. Returns the exit status. */
+static int serve(int a, const struct sockaddr_in *up, const char *to, int64_t jitter_us)
+{
+    int one = 1;
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    if (a < 0 || b < 0 || connect(b, (const struct sockaddr *)up, sizeof(*up)) < 0) {
+        fprintf(stderr, "jitter_relay: connect %s: %s\n", to, strerror(errno));
+        return 2;
+    }
+    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int rc = relay(a, b, jitter_us * 1000);
+    close(a);
+    close(b);
+    return rc < 0 ? 2 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *bind_addr = "127.0.0.1", *to = NULL;
     int port = 0;
     int64_t jitter_us = 1000;
+    int many = 0;
     rng = 0x9e3779b97f4a7c15u ^ (uint64_t)getpid();
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--to") && i + 1 < argc)
@@ -155,6 +181,8 @@ int main(int argc, char **argv)
             port = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--jitter-us") && i + 1 < argc)
             jitter_us = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--many"))
+            many = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             rng = strtoull(argv[++i], NULL, 10) | 1;
         else
@@ -165,7 +193,7 @@ int main(int argc, char **argv)
     struct sockaddr_in up, sa;
     if (!colon || (size_t)(colon - to) >= sizeof(host) || jitter_us < 0) {
         fprintf(stderr, "usage: jitter_relay --to ADDR:PORT [--bind ADDR] [--port P] "
-                        "[--jitter-us J] [--seed S]\n");
+                        "[--jitter-us J] [--seed S] [--many]\n");
         return 2;
     }
     memcpy(host, to, (size_t)(colon - to));
@@ -175,24 +203,36 @@ int main(int argc, char **argv)
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     socklen_t len = sizeof(sa);
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 1) < 0 ||
+    if (ls < 0 || bind(ls, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(ls, 16) < 0 ||
         getsockname(ls, (struct sockaddr *)&sa, &len) < 0) {
         fprintf(stderr, "jitter_relay: listen: %s\n", strerror(errno));
         return 2;
     }
     printf("port %d\n", ntohs(sa.sin_port));
     fflush(stdout);
-    int a = accept(ls, NULL, NULL);
-    int b = socket(AF_INET, SOCK_STREAM, 0);
-    if (a < 0 || b < 0 || connect(b, (struct sockaddr *)&up, sizeof(up)) < 0) {
-        fprintf(stderr, "jitter_relay: connect %s: %s\n", to, strerror(errno));
-        return 2;
+    if (!many) {
+        int rc = serve(accept(ls, NULL, NULL), &up, to, jitter_us);
+        close(ls);
+        return rc;
     }
-    setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    setsockopt(b, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    int rc = relay(a, b, jitter_us * 1000);
-    close(a);
-    close(b);
-    close(ls);
-    return rc < 0 ? 2 : 0;
+    signal(SIGCHLD, SIG_IGN); /* children reaped by the kernel */
+    for (;;) {
+        int a = accept(ls, NULL, NULL);
+        if (a < 0 && errno == EINTR)
+            continue;
+        if (a < 0) {
+            fprintf(stderr, "jitter_relay: accept: %s\n", strerror(errno));
+            return 2;
+        }
+        rnd(); /* each child its own jitter */
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            close(ls);
+            return serve(a, &up, to, jitter_us);
+        }
+        if (pid < 0)
+            fprintf(stderr, "jitter_relay: fork: %s\n", strerror(errno));
+        close(a);
+    }
 }

@@ -263,6 +263,99 @@ Test(cli_report_html, hosts_rows_as_a_table)
     free(html);
 }
 
+/* hosts_late: rank 3 on m<1> caused 405.2 ms (± 330.5 us) in 20 of 20 steps; step 7 not named
+ * (within the bound); and filter_hosts: home counted, m<1> and m2 left out. */
+static void fill_late(msgpack_packer *pk)
+{
+    str(pk, "hosts_late");
+    msgpack_pack_map(pk, 8);
+    str(pk, "clock");
+    str(pk, "home");
+    str(pk, "instances");
+    msgpack_pack_uint64(pk, 20);
+    str(pk, "uncertain");
+    msgpack_pack_uint64(pk, 1);
+    str(pk, "steps_named");
+    msgpack_pack_uint64(pk, 19);
+    str(pk, "steps_within_bound");
+    msgpack_pack_uint64(pk, 1);
+    str(pk, "verdict");
+    str(pk, "across hosts, rank 3 on m<1> held the others up");
+    str(pk, "ranks");
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_map(pk, 9);
+    str(pk, "rank");
+    msgpack_pack_uint64(pk, 3);
+    str(pk, "host");
+    str(pk, "m<1>");
+    str(pk, "collectives");
+    msgpack_pack_uint64(pk, 20);
+    str(pk, "last");
+    msgpack_pack_uint64(pk, 20);
+    str(pk, "caused_ns");
+    msgpack_pack_uint64(pk, 405200000);
+    str(pk, "caused_bound_ns");
+    msgpack_pack_uint64(pk, 330500);
+    str(pk, "waited_ns");
+    msgpack_pack_uint64(pk, 0);
+    str(pk, "waited_bound_ns");
+    msgpack_pack_uint64(pk, 0);
+    str(pk, "late_steps");
+    msgpack_pack_uint64(pk, 19);
+    str(pk, "steps");
+    msgpack_pack_array(pk, 1);
+    msgpack_pack_map(pk, 8);
+    str(pk, "step");
+    msgpack_pack_uint64(pk, 7);
+    str(pk, "step_ns");
+    msgpack_pack_uint64(pk, 21000000);
+    str(pk, "rank");
+    msgpack_pack_uint64(pk, 3);
+    str(pk, "host");
+    str(pk, "m<1>");
+    str(pk, "late_rank");
+    msgpack_pack_nil(pk);
+    str(pk, "held_up_ns");
+    msgpack_pack_uint64(pk, 9000);
+    str(pk, "bound_ns");
+    msgpack_pack_uint64(pk, 16000);
+    str(pk, "within_bound");
+    msgpack_pack_true(pk);
+    str(pk, "filter_hosts");
+    msgpack_pack_map(pk, 2);
+    str(pk, "counted");
+    msgpack_pack_array(pk, 1);
+    str(pk, "home");
+    str(pk, "left_out");
+    msgpack_pack_array(pk, 2);
+    str(pk, "m<1>");
+    str(pk, "m2");
+}
+
+Test(cli_report_html, hosts_late_and_filter_hosts)
+{
+    char *html = page_of(fill_late, 2);
+    const char *t = strstr(html, "<section id=\"hosts-late\">");
+
+    cr_assert_not_null(t, "%s", html);
+    cr_assert_null(strstr(html, "m<1>"));
+    cr_assert_not_null(strstr(t, "Times on home's clock"));
+    cr_assert_not_null(strstr(t, "Instances analysed: 20 (who came last uncertain in 1); steps "
+                                 "with a late rank named: 19, within the clock bound: 1"));
+    cr_assert_not_null(strstr(t, "across hosts, rank 3 on m&lt;1&gt; held the others up"));
+    /* the rank row: exact figures in data-v, human units shown */
+    cr_assert_not_null(strstr(t, "<td data-v=\"405200000\">405 ms</td>"), "%s", t);
+    cr_assert_not_null(strstr(t, "<td data-v=\"330500\">330 µs</td>"), "%s", t);
+    /* the step row: no late rank named, within the bound */
+    cr_assert_not_null(strstr(t, "<td data-v=\"\">-</td><td data-v=\"9000\">"), "%s", t);
+    cr_assert_not_null(strstr(t, "data-v=\"true\">true</td>"), "%s", t);
+    cr_assert_not_null(strstr(html, "<p class=\"note\" id=\"filter-hosts\">The filters cover "
+                                    "home's entries only; not m&lt;1&gt;, m2 (entries stay"));
+    /* before the Hosts and main sections: in the verdict's section, after the filter */
+    cr_assert(strstr(html, "id=\"filter-hosts\"") < strstr(html, "<main"));
+    free(html);
+}
+
 /* mpi: p2p pairs 0->1 (3 messages, 3072 bytes) and 1->0 (1, 8), no callsites (a filter). */
 static void fill_mpi(msgpack_packer *pk)
 {
