@@ -42,10 +42,11 @@ struct mpi_op {
 struct mpi_proc {
     int64_t id, rank; /* rank -1: none */
     bool any;         /* has MPI entries */
-    uint64_t calls, ns, first, last, dropped_calls, dropped_ns;
-    uint64_t counted_calls;  /* of dropped_calls: counted (TRACECTL_MPI_P2P=counters) */
-    bool has_counts;         /* sent mpi.p2p.* rows */
-    int64_t init_ns, fin_ns; /* -1: not given */
+    uint64_t calls, ns, first, last;
+    uint64_t dropped_calls, counted_calls; /* not sent: dropped, counted (TRACECTL_MPI_P2P) */
+    uint64_t unsent_ns;                    /* the time of both */
+    bool has_counts;                       /* sent mpi.p2p.* rows */
+    int64_t init_ns, fin_ns;               /* -1: not given */
 };
 
 /*
@@ -310,6 +311,11 @@ static int mpi_meta_row(sqlite3_stmt *st, void *arg)
     return 0;
 }
 
+static uint64_t mpi_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
+}
+
 static int mpi_drops_row(sqlite3_stmt *st, void *arg)
 {
     struct mpi *m = arg;
@@ -318,8 +324,9 @@ static int mpi_drops_row(sqlite3_stmt *st, void *arg)
 
     if (p == NULL || o == NULL || o->aux)
         return 0;
-    p->dropped_calls = mpi_add(p->dropped_calls, mpi_u64(st, 2));
-    p->dropped_ns = mpi_add(p->dropped_ns, mpi_u64(st, 3));
+    p->dropped_calls = mpi_add(p->dropped_calls, mpi_sub(mpi_u64(st, 2), mpi_u64(st, 4)));
+    p->counted_calls = mpi_add(p->counted_calls, mpi_u64(st, 4));
+    p->unsent_ns = mpi_add(p->unsent_ns, mpi_u64(st, 3));
     return 0;
 }
 
@@ -334,7 +341,8 @@ static int mpi_procs(struct mpi *m)
                         " 'mpi.finalize_ns')",
                         mpi_meta_row, m);
     if (rc == 0 && m->whole && rksql_has_table(m->db, "process_op_drops"))
-        rc = rksql_each(m->db, "SELECT process_id, op_id, calls, total_ns FROM process_op_drops",
+        rc = rksql_each(m->db,
+                        "SELECT process_id, op_id, calls, total_ns, counted FROM process_op_drops",
                         mpi_drops_row, m);
     return rc != 0 ? mpi_fail(m, rc, "processes") : 0;
 }
@@ -655,15 +663,10 @@ static int mpi_row(sqlite3_stmt *st, void *arg)
     return 0;
 }
 
-static uint64_t mpi_sub(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : 0;
-}
-
 /*
  * After the scan: the counted calls (a count's calls but its entries) into
- * their communicator and pair, and into their process's counted_calls (they
- * are in its dropped_calls: the bye's ops_dropped rows).
+ * their communicator and pair (their process's counted_calls are its
+ * ops_dropped rows' counted).
  */
 static int mpi_counts_add(struct mpi *m)
 {
@@ -679,7 +682,6 @@ static int mpi_counts_add(struct mpi *m)
         if (p == NULL || calls == 0)
             continue;
         if (!o->aux) {
-            p->counted_calls = mpi_add(p->counted_calls, calls);
             if (c->has_comm) {
                 if ((k = mpi_comm_get(m, c->comm)) == NULL ||
                     (p->rank >= 0 && !mpi_comm_member(k, p->rank)) ||
@@ -918,26 +920,26 @@ static int mpi_pack_ranks(struct mpi *m, msgpack_packer *pk)
     bool from_init;
 
     for (size_t i = 0; i < m->n_procs; i++)
-        n += m->procs[i].any || m->procs[i].dropped_calls > 0;
+        n += m->procs[i].any || m->procs[i].dropped_calls > 0 || m->procs[i].counted_calls > 0;
     if (mpi_str(pk, "ranks") || msgpack_pack_array(pk, n))
         return -1;
     for (size_t i = 0; i < m->n_procs; i++) {
         const struct mpi_proc *p = &m->procs[i];
-        uint64_t wall = mpi_wall(m, p, &from_init), ns = mpi_add(p->ns, p->dropped_ns);
-        uint64_t dropped = mpi_sub(p->dropped_calls, p->counted_calls);
+        uint64_t wall = mpi_wall(m, p, &from_init), ns = mpi_add(p->ns, p->unsent_ns);
+        uint64_t dropped = p->dropped_calls, unsent = mpi_add(dropped, p->counted_calls);
 
-        if (!p->any && p->dropped_calls == 0)
+        if (!p->any && unsent == 0)
             continue;
         wall_sum = mpi_add(wall_sum, wall);
         ns_sum = mpi_add(ns_sum, ns);
-        calls_sum = mpi_add(calls_sum, mpi_add(p->calls, p->dropped_calls));
+        calls_sum = mpi_add(calls_sum, mpi_add(p->calls, unsent));
         dropped_sum = mpi_add(dropped_sum, dropped);
         counted_sum = mpi_add(counted_sum, p->counted_calls);
         if (msgpack_pack_map(pk, 9) || mpi_kv_rank(pk, "rank", p->rank) ||
             mpi_kv_u64(pk, "wall_ns", wall) || mpi_kv_u64(pk, "mpi_ns", ns) ||
             mpi_kv_u64(pk, "app_ns", wall > ns ? wall - ns : 0) ||
             mpi_kv_f64(pk, "mpi_share", mpi_share(ns, wall)) ||
-            mpi_kv_u64(pk, "calls", mpi_add(p->calls, p->dropped_calls)) ||
+            mpi_kv_u64(pk, "calls", mpi_add(p->calls, unsent)) ||
             mpi_kv_u64(pk, "dropped_calls", dropped) ||
             mpi_kv_u64(pk, "counted_calls", p->counted_calls) ||
             mpi_kv_str(pk, "wall_from", from_init ? "init_finalize" : "entries"))
@@ -1069,9 +1071,9 @@ static int mpi_pack(struct mpi *m, msgpack_packer *pk)
 
     mpi_sort(m->procs, m->n_procs, sizeof(*m->procs), mpi_proc_by_rank);
     for (size_t i = 0; i < m->n_procs; i++) {
-        dropped = mpi_add(dropped, mpi_sub(m->procs[i].dropped_calls, m->procs[i].counted_calls));
+        dropped = mpi_add(dropped, m->procs[i].dropped_calls);
         counted = mpi_add(counted, m->procs[i].counted_calls);
-        mpi_ns = mpi_add(mpi_ns, mpi_add(m->procs[i].ns, m->procs[i].dropped_ns));
+        mpi_ns = mpi_add(mpi_ns, mpi_add(m->procs[i].ns, m->procs[i].unsent_ns));
     }
     if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 8) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
         mpi_kv_u64(pk, "counted_calls", counted) || mpi_pack_ranks(m, pk) ||
@@ -1118,7 +1120,7 @@ int mpi_report(sqlite3 *db, bool whole, msgpack_packer *pk, char *err, size_t er
     if (rc == 0 && m.n_counts > 0)
         rc = mpi_counts_add(&m);
     for (size_t i = 0; rc == 0 && i < m.n_procs; i++)
-        any |= m.procs[i].any || m.procs[i].dropped_calls > 0;
+        any |= m.procs[i].any || m.procs[i].dropped_calls > 0 || m.procs[i].counted_calls > 0;
     if (rc == 0 && any)
         rc = mpi_comms_finish(&m);
     if (rc == 0 && any && whole)

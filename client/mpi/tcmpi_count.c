@@ -175,7 +175,7 @@ void tcmpi_count_send(tc_client *c)
         return;
     for (long i = 0; i < n; i++)
         tcrecord_op_add(c, tcmpi_ops[sum[i].op], sum[i].calls, tcmpi_dur_ns(c, sum[i].ns),
-                        sum[i].bytes);
+                        sum[i].bytes, true);
     if (n > 1)
         qsort(sum, (size_t)n, sizeof(*sum), sum_by_bytes);
     tc_meta_int(c, "mpi.p2p", (int64_t)n);

@@ -84,11 +84,11 @@ static long long the_session(void)
 }
 
 /*
- * The report's "mpi" map of session id (NULL: none), with the filters of an
- * (NULL: none); the reply stays in *r (deinit it).
+ * The report map of session id, with the filters of an (NULL: none); the
+ * reply stays in *r (deinit it).
  */
-static const msgpack_object *mpi_of(long long id, const struct proto_analysis *an,
-                                    struct proto_reader *r)
+static const msgpack_object *report_of(long long id, const struct proto_analysis *an,
+                                       struct proto_reader *r)
 {
     struct proto_request req;
     const msgpack_object *o;
@@ -102,7 +102,27 @@ static const msgpack_object *mpi_of(long long id, const struct proto_analysis *a
     o = raw_control(d.sock, PROTO_REPORT, &req, r, &fd);
     close(fd);
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
-    return obj_get(&o->via.array.ptr[1], "mpi");
+    return &o->via.array.ptr[1];
+}
+
+/* The report's "mpi" map (NULL: none), as report_of. */
+static const msgpack_object *mpi_of(long long id, const struct proto_analysis *an,
+                                    struct proto_reader *r)
+{
+    return obj_get(report_of(id, an, r), "mpi");
+}
+
+/* The report's ops row of op (a failed assertion when there is none). */
+static const msgpack_object *ops_row(const msgpack_object *report, const char *op)
+{
+    const msgpack_object *ops = obj_get(report, "ops");
+
+    cr_assert(ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY, "no ops");
+    for (uint32_t i = 0; i < ops->via.array.size; i++)
+        if (obj_str_eq(obj_get(&ops->via.array.ptr[i], "op"), op))
+            return &ops->via.array.ptr[i];
+    cr_assert_fail("no ops row %s", op);
+    return NULL;
 }
 
 static const msgpack_object *list_of(const msgpack_object *map, const char *key)
@@ -300,7 +320,7 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
 {
     struct rank_want w = {0};
     struct proto_reader r;
-    const msgpack_object *mpi;
+    const msgpack_object *mpi, *rep, *probe;
     char cmd[2048], path[PATH_MAX + 64], *out = NULL;
     long long id, dropped = 0;
     sqlite3 *db;
@@ -334,7 +354,8 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
-    mpi = mpi_of(id, NULL, &r);
+    rep = report_of(id, NULL, &r);
+    mpi = obj_get(rep, "mpi");
     for (int rank = 0; rank < 2; rank++) {
         const msgpack_object *row = rank_row(mpi, rank);
         long long kept_ns, drop_ns, kept, drops;
@@ -370,8 +391,27 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
     }
     cr_assert_gt(dropped, 100000, "the rings overflowed: %lld dropped", dropped);
     cr_assert_eq((long long)obj_u64(obj_get(mpi, "dropped_calls")), dropped);
+    cr_assert_eq(obj_u64(obj_get(mpi, "counted_calls")), 0, "dropped, not counted by design");
+    /*
+     * The ops table: MPI_Iprobe's calls are the 2 x 300,000 the ranks made, of
+     * which what the session file says was dropped; none is "counted only".
+     */
+    probe = ops_row(rep, "MPI_Iprobe");
+    cr_assert_eq(obj_u64(obj_get(probe, "calls")) + obj_u64(obj_get(probe, "dropped_calls")),
+                 600000);
+    cr_assert_eq(obj_u64(obj_get(probe, "counted_calls")), 0);
+    cr_assert_eq(obj_u64(obj_get(ops_row(rep, "MPI_Barrier"), "counted_calls")), 0);
+    cr_assert_eq((long long)obj_u64(obj_get(probe, "dropped_calls")) +
+                     (long long)obj_u64(obj_get(ops_row(rep, "MPI_Barrier"), "dropped_calls")),
+                 dropped, "the ops rows' drops are the ranks'");
+    snprintf(cmd, sizeof(cmd), "600000 (%llu dropped)",
+             (unsigned long long)obj_u64(obj_get(probe, "dropped_calls")));
     proto_reader_deinit(&r);
     sqlite3_close(db);
+    free(out);
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    cr_assert_not_null(strstr(out, cmd), "the CALLS column says %s: %s", cmd, out);
+    cr_assert_null(strstr(out, "counted only"), "%s", out);
     free(out);
 }
 
@@ -623,8 +663,10 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     struct rank_want w = {0};
     struct p2p_want want = {0}, sent = {0}, recvd = {0};
     struct proto_reader r;
-    const msgpack_object *mpi;
-    char path[PATH_MAX + 64];
+    const msgpack_object *mpi, *rep;
+    char path[PATH_MAX + 64], cell[8][96];
+    int n_cells = 0;
+    long long counted_ops = 0;
     char *out = sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=counters '%s' --oversubscribe -np %d"
                    " -x TRACECTL_MPI_P2P -x LD_PRELOAD='%s' '%s'",
                    MPIEXEC_BIN, NR, TRACECTL_MPI_LIB, MPI_PROFILE_BIN);
@@ -687,7 +729,31 @@ Test(mpi_sections, p2p_counters_keep_every_total)
             cr_assert_eq(recvd.msgs[i][j], want.msgs[i][j], "%d -> %d received", i, j);
             cr_assert_eq(recvd.bytes[i][j], want.bytes[i][j], "%d -> %d received", i, j);
         }
-    mpi = mpi_of(id, NULL, &r);
+    rep = report_of(id, NULL, &r);
+    mpi = obj_get(rep, "mpi");
+    /*
+     * The ops table: each point-to-point op's calls (entries + counted) are
+     * the program's, none dropped; what is not an entry is "counted only".
+     */
+    for (int k = 0; k < cw.n_ops[0]; k++) {
+        const msgpack_object *o = ops_row(rep, cw.ops[0][k]);
+        unsigned long long stored = obj_u64(obj_get(o, "calls"));
+        unsigned long long c = obj_u64(obj_get(o, "counted_calls"));
+        long long want_calls = 0; /* on every communicator */
+
+        for (int j = 0; j < NCOMMS; j++)
+            for (int l = 0; l < cw.n_ops[j]; l++)
+                if (strcmp(cw.ops[j][l], cw.ops[0][k]) == 0)
+                    want_calls += cw.calls[j][l];
+        cr_assert_eq((long long)(stored + c), want_calls, "%s: %llu stored + %llu counted",
+                     cw.ops[0][k], stored, c);
+        cr_assert_eq(obj_u64(obj_get(o, "dropped_calls")), 0, "%s", cw.ops[0][k]);
+        counted_ops += (long long)c;
+        if (c > 0 && n_cells < 8)
+            snprintf(cell[n_cells++], sizeof(cell[0]), "%s %lld (%llu counted only)", cw.ops[0][k],
+                     want_calls, c);
+    }
+    cr_assert_geq(n_cells, 2, "Send and Recv at least were counted");
     for (int rank = 0; rank < NR; rank++) {
         const msgpack_object *row = rank_row(mpi, rank);
         long long ns = (long long)obj_u64(obj_get(row, "mpi_ns"));
@@ -703,6 +769,7 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     cr_assert_gt(counted, 0);
     cr_assert_eq(counted_sum, counted, "every call the rows count but their entries");
     cr_assert_eq((long long)obj_u64(obj_get(mpi, "counted_calls")), counted);
+    cr_assert_eq(counted_ops, counted, "the ops table's counted calls are the rows'");
     cr_assert_eq((long long)obj_u64(obj_get(obj_get(mpi, "total"), "counted_calls")), counted);
     cr_assert_eq(obj_u64(obj_get(mpi, "dropped_calls")), 0);
     cr_assert_eq(obj_u64(obj_get(obj_get(mpi, "total"), "dropped_calls")), 0);
@@ -717,6 +784,16 @@ Test(mpi_sections, p2p_counters_keep_every_total)
              "(%lld calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;", counted);
     cr_assert_not_null(strstr(out, path), "%s", out);
     cr_assert_null(strstr(out, "MPI calls were dropped"), "%s", out);
+    cr_assert_null(strstr(out, " dropped)"), "no CALLS cell says dropped: %s", out);
+    for (int i = 0; i < n_cells; i++) {
+        char *op = cell[i], *num = strchr(op, ' '), *at;
+
+        *num++ = '\0';
+        at = strstr(out, op);
+        cr_assert_not_null(at, "%s", out);
+        at = strstr(at, num);
+        cr_assert(at != NULL && at < strchr(strstr(out, op), '\n'), "%s: %s in %s", op, num, out);
+    }
     free(out);
 }
 

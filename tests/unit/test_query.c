@@ -249,13 +249,13 @@ Test(query, ops)
      * in byte order), 50, 40, 10; "unused" has no entries, so no row.
      */
     static const struct report_op want[] = {
-        {"allreduce", "comm", 3, 1001, 333, 1, 500, 500, 500, 500, 0, 0, 0, 0, 0},
-        {"matmul", "compute", 5, 1001, 200, 1, 200, 400, 400, 400, 0, 11192, 19, 0, 0},
-        {"B_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0},
-        {"a_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0},
-        {"memcpy_h2d", "memory", 1, 50, 50, 50, 50, 50, 50, 50, 0, 8192, 1024, 0, 0},
-        {"broadcast_to", "compute", 1, 40, 40, 40, 40, 40, 40, 40, 0, 2000, 0, 0, 0},
-        {"barrier", "comm", 1, 10, 10, 10, 10, 10, 10, 10, 0, 0, 0, 0, 0},
+        {"allreduce", "comm", 3, 1001, 333, 1, 500, 500, 500, 500, 0, 0, 0, 0, 0, 0, 0},
+        {"matmul", "compute", 5, 1001, 200, 1, 200, 400, 400, 400, 0, 11192, 19, 0, 0, 0, 0},
+        {"B_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0, 0, 0},
+        {"a_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0, 0, 0},
+        {"memcpy_h2d", "memory", 1, 50, 50, 50, 50, 50, 50, 50, 0, 8192, 1024, 0, 0, 0, 0},
+        {"broadcast_to", "compute", 1, 40, 40, 40, 40, 40, 40, 40, 0, 2000, 0, 0, 0, 0, 0},
+        {"barrier", "comm", 1, 10, 10, 10, 10, 10, 10, 10, 0, 0, 0, 0, 0, 0, 0},
     };
     struct report_params p = {.top = 10};
     struct report r;
@@ -722,10 +722,10 @@ static const char *const entry_keys[] = {"op",     "rank",      "device",    "st
 
 Test(query, pack)
 {
-    static const char *const op_keys[] = {"op",       "category",      "calls",     "total_ns",
-                                          "avg_ns",   "min_ns",        "p50_ns",    "p95_ns",
-                                          "p99_ns",   "max_ns",        "share",     "mem_bytes",
-                                          "elements", "dropped_calls", "dropped_ns"};
+    static const char *const op_keys[] = {
+        "op",       "category",      "calls",      "total_ns",      "avg_ns",    "min_ns",
+        "p50_ns",   "p95_ns",        "p99_ns",     "max_ns",        "share",     "mem_bytes",
+        "elements", "dropped_calls", "dropped_ns", "counted_calls", "counted_ns"};
     static const char *const imb_keys[] = {"devices", "total_ns", "ideal_ns",
                                            "max_ns",  "ratio",    "slowest_device"};
     static const char *const mem_keys[] = {"peak_bytes", "total_bytes", "hotspots"};
@@ -758,7 +758,7 @@ Test(query, pack)
     cr_assert_eq(o->type, MSGPACK_OBJECT_ARRAY);
     cr_assert_eq(o->via.array.size, 7);
     e = &o->via.array.ptr[1];
-    keys_eq(e, op_keys, 15);
+    keys_eq(e, op_keys, 17);
     str_eq(map_get(e, "op"), "matmul");
     cr_assert_eq(get_u64(e, "p95_ns"), 400);
     cr_assert_eq(map_get(e, "share")->type, MSGPACK_OBJECT_FLOAT64);
