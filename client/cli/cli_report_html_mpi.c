@@ -16,8 +16,20 @@
 #include "cli_fmt.h"
 #include "cli_json.h"
 #include "cli_obj.h"
+#include "cli_report_mpi.h"
 
-enum cli_html_kind { HK_TEXT, HK_COUNT, HK_NS, HK_BYTES, HK_SHARE, HK_PPM, HK_HEX, HK_LIST };
+/* HK_SITE: a callsite row's name (cli_report_mpi_site_name), from the whole row */
+enum cli_html_kind {
+    HK_TEXT,
+    HK_COUNT,
+    HK_NS,
+    HK_BYTES,
+    HK_SHARE,
+    HK_PPM,
+    HK_HEX,
+    HK_LIST,
+    HK_SITE
+};
 
 struct cli_html_col {
     const char *head;
@@ -87,12 +99,27 @@ static void cli_html_cell(FILE *f, const msgpack_object *v, enum cli_html_kind k
     fputs("</td>", f);
 }
 
+/* A callsite's name, as the text report gives it: data-v and text alike. */
+static void cli_html_site(FILE *f, const msgpack_object *row)
+{
+    char name[1100];
+
+    cli_report_mpi_site_name(row, name, sizeof(name));
+    fputs("<td class=\"t\" data-v=\"", f);
+    cli_report_html_text(f, name, strlen(name));
+    fputs("\">", f);
+    cli_report_html_text(f, name, strlen(name));
+    fputs("</td>", f);
+}
+
 static void cli_html_head(FILE *f, const struct cli_html_col *cols, size_t n)
 {
     fputs("<div class=\"scroll\"><table class=\"sort\"><thead><tr>", f);
     for (size_t i = 0; i < n; i++)
         fprintf(f, "<th%s>%s</th>",
-                cols[i].kind == HK_TEXT || cols[i].kind == HK_LIST ? " class=\"t\"" : "",
+                cols[i].kind == HK_TEXT || cols[i].kind == HK_LIST || cols[i].kind == HK_SITE
+                    ? " class=\"t\""
+                    : "",
                 cols[i].head);
     fputs("</tr></thead><tbody>\n", f);
 }
@@ -102,7 +129,10 @@ static void cli_html_row(FILE *f, const msgpack_object *row, const struct cli_ht
 {
     fputs("<tr>", f);
     for (size_t i = 0; i < n; i++)
-        cli_html_cell(f, cli_obj_get(row, cols[i].key), cols[i].kind);
+        if (cols[i].kind == HK_SITE)
+            cli_html_site(f, row);
+        else
+            cli_html_cell(f, cli_obj_get(row, cols[i].key), cols[i].kind);
     fputs("</tr>\n", f);
 }
 
@@ -160,6 +190,7 @@ static const struct cli_html_col cli_html_pair_cols[] = {
 };
 
 static const struct cli_html_col cli_html_site_cols[] = {
+    {"SITE", NULL, HK_SITE}, /* "main app.c:105": addr2line -f, as the text report */
     {"OP", "op", HK_TEXT},
     {"SYMBOL", "symbol", HK_TEXT},
     {"OFFSET", "offset", HK_HEX},

@@ -488,20 +488,29 @@ static bool rm_addr2line(const char *module, uint64_t offset, char *buf, size_t 
     return true;
 }
 
-static int rm_site(struct cli_table *t, const msgpack_object *x)
+/* See cli_report_mpi.h. */
+void cli_report_mpi_site_name(const msgpack_object *x, char *buf, size_t size)
 {
-    char symbol[256], module[1024], cell[1100], buf[CLI_FMT_LEN];
-    double share = 0;
-    int rc;
+    char symbol[256], module[1024];
 
     cli_obj_text(cli_obj_get(x, "symbol"), symbol, sizeof(symbol));
     cli_obj_text(cli_obj_get(x, "module"), module, sizeof(module));
-    if (rm_addr2line(module, rm_u64(x, "offset"), cell, sizeof(cell)))
+    if (rm_addr2line(module, rm_u64(x, "offset"), buf, size))
         ; /* "main mpi_profile.c:105" */
     else if (symbol[0] != '\0' && strcmp(symbol, "-") != 0)
-        snprintf(cell, sizeof(cell), "%s+0x%" PRIx64, symbol, rm_u64(x, "symbol_offset"));
+        snprintf(buf, size, "%s+0x%" PRIx64, symbol, rm_u64(x, "symbol_offset"));
     else
-        snprintf(cell, sizeof(cell), "%s", "?");
+        snprintf(buf, size, "%s", "?");
+}
+
+static int rm_site(struct cli_table *t, const msgpack_object *x)
+{
+    char module[1024], cell[1100], buf[CLI_FMT_LEN];
+    double share = 0;
+    int rc;
+
+    cli_report_mpi_site_name(x, cell, sizeof(cell));
+    cli_obj_text(cli_obj_get(x, "module"), module, sizeof(module));
     rc = cli_table_add(t, cell);
     cli_obj_text(cli_obj_get(x, "op"), buf, sizeof(buf));
     rc = rc ? rc : cli_table_add(t, buf);
