@@ -286,6 +286,44 @@ Test(query, ops)
     report_free(&r);
 }
 
+/*
+ * The ops rows' unsent calls (process_op_drops, PROTOCOL.md Part 3): per op
+ * name, summed over processes, dropped_calls/_ns the rows' calls/ns but
+ * their counted part, counted_calls/_ns that part. allreduce: process 1
+ * 10 calls (900 ns) of which 7 (600 ns) counted, process 2 5 (50 ns) all
+ * dropped -> dropped 3 + 5 = 8 (300 + 50 ns), counted 7 (600 ns); matmul:
+ * process 2 4 calls (40 ns) all counted -> dropped 0, counted 4. A filtered
+ * report has none.
+ */
+Test(query, ops_dropped_and_counted)
+{
+    struct report_params p = {.top = 10};
+    struct report r;
+    const struct report_op *ar = NULL, *mm = NULL;
+
+    db_exec(data_sql);
+    db_exec("INSERT INTO process_op_drops VALUES (1, 2, 10, 900, 80, 7, 600, 56),"
+            " (2, 2, 5, 50, 40, 0, 0, 0), (2, 1, 4, 40, 0, 4, 40, 0);");
+    run(&p, &r);
+    for (size_t i = 0; i < r.n_ops; i++) {
+        if (strcmp(r.ops[i].op, "allreduce") == 0)
+            ar = &r.ops[i];
+        if (strcmp(r.ops[i].op, "matmul") == 0)
+            mm = &r.ops[i];
+    }
+    cr_assert(ar != NULL && mm != NULL);
+    cr_assert_eq(ar->dropped_calls, 8);
+    cr_assert_eq(ar->dropped_ns, 350);
+    cr_assert_eq(ar->counted_calls, 7);
+    cr_assert_eq(ar->counted_ns, 600);
+    cr_assert_eq(mm->dropped_calls, 0);
+    cr_assert_eq(mm->dropped_ns, 0);
+    cr_assert_eq(mm->counted_calls, 4);
+    cr_assert_eq(mm->counted_ns, 40);
+    cr_assert_eq(ar->calls, 3, "the stored entries, as before");
+    report_free(&r);
+}
+
 Test(query, percentiles_many)
 {
     /*
