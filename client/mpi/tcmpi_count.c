@@ -45,7 +45,7 @@ struct count {
     _Atomic uint64_t entries, entry_ns, entry_bytes; /* recorded as entries */
 };
 
-/* One function's counted calls by message size (bucket as tcmpi_bucket). */
+/* One function's counted calls by message size (bucket: count_bucket). */
 struct count_hist {
     _Atomic uint64_t calls[TCMPI_SIZE_BUCKETS], ns[TCMPI_SIZE_BUCKETS];
 };
