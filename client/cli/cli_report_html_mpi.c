@@ -167,6 +167,8 @@ static const struct cli_html_col cli_html_rank_cols[] = {
     {"CALLS", "calls", HK_COUNT},
     {"DROPPED", "dropped_calls", HK_COUNT},
     {"WALL FROM", "wall_from", HK_TEXT},
+    {"COUNTED", "counted_calls", HK_COUNT},  /* without an entry each: TRACECTL_MPI_P2P */
+    {"COUNTERS FROM", "p2p_auto_ns", HK_NS}, /* =auto: after MPI_Init; "-": never */
 };
 
 static const struct cli_html_col cli_html_comm_cols[] = {
@@ -218,10 +220,15 @@ static void cli_html_mpi_ranks(FILE *f, const msgpack_object *mpi)
     fputs("</tbody>", f);
     if (total != NULL && total->type == MSGPACK_OBJECT_MAP) {
         fputs("<tfoot><tr class=\"total\"><td class=\"t\">*</td>", f);
-        for (size_t c = 1; c < NCOLS(cli_html_rank_cols) - 1; c++)
-            cli_html_cell(f, cli_obj_get(total, cli_html_rank_cols[c].key),
-                          cli_html_rank_cols[c].kind);
-        fputs("<td></td></tr></tfoot>", f);
+        for (size_t c = 1; c < NCOLS(cli_html_rank_cols); c++) {
+            const msgpack_object *v = cli_obj_get(total, cli_html_rank_cols[c].key);
+
+            if (v == NULL) /* a rank's own (wall_from, p2p_auto_ns): no total */
+                fputs("<td></td>", f);
+            else
+                cli_html_cell(f, v, cli_html_rank_cols[c].kind);
+        }
+        fputs("</tr></tfoot>", f);
     }
     fputs("</table></div></div>\n", f);
 }
@@ -417,6 +424,7 @@ static void cli_html_mpi_p2p(FILE *f, const msgpack_object *p2p)
 int cli_report_html_mpi(FILE *f, const msgpack_object *mpi)
 {
     const msgpack_object *sites;
+    uint64_t counted = 0;
     char buf[64];
 
     if (mpi == NULL || mpi->type != MSGPACK_OBJECT_MAP)
@@ -426,6 +434,16 @@ int cli_report_html_mpi(FILE *f, const msgpack_object *mpi)
           f);
     cli_html_human(cli_obj_get(mpi, "dropped_calls"), HK_COUNT, buf, sizeof(buf));
     cli_report_html_text(f, buf, strlen(buf));
+    if (cli_obj_u64(cli_obj_get(mpi, "counted_calls"), &counted) == 0 && counted > 0) {
+        /* TRACECTL_MPI_P2P: in every figure below, as in the text report */
+        fputs("; calls counted without an entry each (TRACECTL_MPI_P2P): ", f);
+        cli_html_human(cli_obj_get(mpi, "counted_calls"), HK_COUNT, buf, sizeof(buf));
+        cli_report_html_text(f, buf, strlen(buf));
+    }
+    if (cli_obj_u64(cli_obj_get(mpi, "p2p_auto_rate"), &counted) == 0) {
+        snprintf(buf, sizeof(buf), "; TRACECTL_MPI_P2P=auto past %" PRIu64 " calls/s", counted);
+        cli_report_html_text(f, buf, strlen(buf));
+    }
     fputs("</p>\n", f);
     cli_html_mpi_ranks(f, mpi);
     fputs("<h3>Communicators</h3>\n", f);
