@@ -6,7 +6,8 @@
 #   MPI_Recv wrapper minus its PMPI_* call, per call) and the writer thread's (per call);
 # - the ping-pong's wall time per round trip, ROUNDS times in turn without the interposer
 #   ("none"), with it ("entries": an entry per call, a daemon of this build on a temporary
-#   socket) and with TRACECTL_MPI_P2P=counters ("counters"), medians;
+#   socket), with TRACECTL_MPI_P2P=counters ("counters") and with TRACECTL_MPI_P2P=auto
+#   ("auto", the default rate: it switches to counters within the first 100 ms), medians;
 # - NetPIPE's small-message latency (NPopenmpi -l 1 -u 8 -p 0 -n REPS: 1-8 byte messages, each
 #   a half round trip), paired the same way, medians of the 1 and 8 byte figures, and the KiB
 #   each NetPIPE run adds to the daemon's data directory.
@@ -39,11 +40,12 @@ run() { # mode, then the command
     none) mpirun --oversubscribe -np 2 "$@" ;;
     entries) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" "$@" ;;
     counters) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" -x TRACECTL_MPI_P2P=counters "$@" ;;
+    auto) mpirun --oversubscribe -np 2 -x LD_PRELOAD="$LIB" -x TRACECTL_MPI_P2P=auto "$@" ;;
     esac
 }
 
 # Instructions: rank 0's profile (both ranks run the same calls).
-for mode in entries counters; do
+for mode in entries counters auto; do
     run $mode valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$mode.%p" "$tmp/pp" \
         "$CG_N" >/dev/null 2>&1
     cg=$(ls "$tmp"/cg.$mode.* | head -1)
@@ -65,7 +67,7 @@ PY
 done
 
 for round in $(seq "$ROUNDS"); do
-    for mode in none entries counters; do
+    for mode in none entries counters auto; do
         pp=$(run $mode "$tmp/pp" "$N" | grep pingpong_ns)
         before=$(du -sb "$tmp/data" | cut -f1)
         run $mode NPopenmpi -l 1 -u 8 -p 0 -n "$REPS" -o "$tmp/np.out" >/dev/null 2>&1
@@ -81,7 +83,7 @@ python3 - "$tmp/out" >&2 <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 med = {}
-for mode in ("none", "entries", "counters"):
+for mode in ("none", "entries", "counters", "auto"):
     r = [x for x in rows if x.get("mode") == mode]
     med[mode] = {k: statistics.median(v) for k, v in {
         "pp": [x["pingpong_ns"] for x in r], "kib": [x["netpipe_kib"] for x in r],
@@ -94,8 +96,8 @@ for mode in ("none", "entries", "counters"):
 best = {m: {k: min(x[f] if f != "np" else x["netpipe_ns"][s] for x in rows
                    if x.get("mode") == m)
             for k, f, s in (("pp", "pingpong_ns", None), ("np1", "np", "1"), ("np8", "np", "8"))}
-        for m in ("none", "entries", "counters")}
-for mode in ("entries", "counters"):
+        for m in ("none", "entries", "counters", "auto")}
+for mode in ("entries", "counters", "auto"):
     for k, name in (("pp", "per round trip"), ("np1", "netpipe 1 B"), ("np8", "netpipe 8 B")):
         d = med[mode][k] - med["none"][k]
         b = best[mode][k] - best["none"][k]

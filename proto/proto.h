@@ -256,12 +256,16 @@ struct proto_request {
 struct proto_opdrop {
     uint32_t op; /* the connection's op id (the session's, once the daemon mapped it) */
     uint64_t calls, ns, bytes;
+    /* of those, counted by design, never meant as entries (elements 4-6 of the row, an
+     * extension; 0 when absent): counted <= calls, counted_ns <= ns, counted_bytes <= bytes */
+    uint64_t counted, counted_ns, counted_bytes;
 };
 
 struct proto_counters {
     bool given;
     uint64_t recorded, dropped, sent, acked;
-    /* "ops_dropped": [[op, calls, ns, bytes], ...], what was dropped per op
+    /* "ops_dropped": [[op, calls, ns, bytes(, counted, counted_ns, counted_bytes)], ...],
+     * what was not sent as entries per op
      * (cumulative); owned by the message (proto_msg_free), NULL: none. */
     struct proto_opdrop *ops;
     size_t n_ops;

@@ -220,9 +220,14 @@ static int pack_counters(msgpack_packer *pk, const struct proto_counters *k)
         return -ENOMEM;
     for (size_t i = 0; i < k->n_ops; i++) {
         const struct proto_opdrop *d = &k->ops[i];
-        if (msgpack_pack_array(pk, 4) < 0 || msgpack_pack_uint32(pk, d->op) < 0 ||
+        bool counted = d->counted > 0 || d->counted_ns > 0 || d->counted_bytes > 0;
+        if (msgpack_pack_array(pk, counted ? 7 : 4) < 0 || msgpack_pack_uint32(pk, d->op) < 0 ||
             msgpack_pack_uint64(pk, d->calls) < 0 || msgpack_pack_uint64(pk, d->ns) < 0 ||
             msgpack_pack_uint64(pk, d->bytes) < 0)
+            return -ENOMEM;
+        if (counted && (msgpack_pack_uint64(pk, d->counted) < 0 ||
+                        msgpack_pack_uint64(pk, d->counted_ns) < 0 ||
+                        msgpack_pack_uint64(pk, d->counted_bytes) < 0))
             return -ENOMEM;
     }
     return 0;

@@ -106,24 +106,36 @@ int proto_producer_ops(const msgpack_object *a, struct proto_msg *m, struct prot
     return 0;
 }
 
-/* One [op, calls, ns, bytes] row of ops_dropped. */
+/*
+ * One [op, calls, ns, bytes] row of ops_dropped, or [op, calls, ns, bytes,
+ * counted, counted_ns, counted_bytes]: the part of each counted by design.
+ */
 static int opdrop_row(const msgpack_object *r, struct proto_opdrop *d, const char *what,
                       struct proto_error *err)
 {
+    static const char *const names[] = {"calls",   "ns",         "bytes",
+                                        "counted", "counted_ns", "counted_bytes"};
+    uint64_t *vals[] = {&d->calls,   &d->ns,         &d->bytes,
+                        &d->counted, &d->counted_ns, &d->counted_bytes};
     uint64_t op = 0;
+    uint32_t n;
+    char name[40];
     int rc;
 
     if (r->type != MSGPACK_OBJECT_ARRAY || r->via.array.size < 4)
         return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped rows are [op, calls, ns, bytes]",
                           what);
-    if ((rc = proto_field_uint(&r->via.array.ptr[0], UINT32_MAX, &op, "ops_dropped op", err)) < 0 ||
-        (rc = proto_field_uint(&r->via.array.ptr[1], INT64_MAX, &d->calls, "ops_dropped calls",
-                               err)) < 0 ||
-        (rc = proto_field_uint(&r->via.array.ptr[2], INT64_MAX, &d->ns, "ops_dropped ns", err)) <
-            0 ||
-        (rc = proto_field_uint(&r->via.array.ptr[3], INT64_MAX, &d->bytes, "ops_dropped bytes",
-                               err)) < 0)
+    if ((rc = proto_field_uint(&r->via.array.ptr[0], UINT32_MAX, &op, "ops_dropped op", err)) < 0)
         return rc;
+    n = r->via.array.size < 7 ? 3 : 6; /* v1 ignored elements past bytes: so do 5 and 6 */
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "ops_dropped %s", names[i]);
+        if ((rc = proto_field_uint(&r->via.array.ptr[i + 1], INT64_MAX, vals[i], name, err)) < 0)
+            return rc;
+    }
+    if (d->counted > d->calls || d->counted_ns > d->ns || d->counted_bytes > d->bytes)
+        return proto_fail(err, PROTO_E_MESSAGE, "%s.ops_dropped counts more counted than in all",
+                          what);
     d->op = (uint32_t)op;
     return 0;
 }

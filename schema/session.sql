@@ -35,15 +35,20 @@ CREATE TABLE IF NOT EXISTS process_counters (
     acked       INTEGER NOT NULL,
     final       INTEGER NOT NULL DEFAULT 0
 );
--- What each producer dropped per op (never sent: full ring, refused), as its
--- last flush or bye said (cumulative): the report's ops rows add them as
--- dropped_calls and dropped_ns, so that per-op totals stay exact.
+-- What each producer did not send as entries per op, as its last flush or
+-- bye said (cumulative): dropped (full ring, refused) or, the counted_*
+-- part, counted by design (the MPI interposer's TRACECTL_MPI_P2P counters).
+-- The report's ops rows add them as dropped_calls/_ns and counted_calls/_ns,
+-- so that per-op totals stay exact.
 CREATE TABLE IF NOT EXISTS process_op_drops (
-    process_id  INTEGER NOT NULL,
-    op_id       INTEGER NOT NULL,      -- the session's op id (ops.id)
-    calls       INTEGER NOT NULL,
-    total_ns    INTEGER NOT NULL,
-    bytes       INTEGER NOT NULL,      -- the dropped entries' mem_bytes
+    process_id    INTEGER NOT NULL,
+    op_id         INTEGER NOT NULL,      -- the session's op id (ops.id)
+    calls         INTEGER NOT NULL,      -- every call not sent, counted ones included
+    total_ns      INTEGER NOT NULL,
+    bytes         INTEGER NOT NULL,      -- their mem_bytes
+    counted       INTEGER NOT NULL DEFAULT 0, -- of calls: counted, no entry meant
+    counted_ns    INTEGER NOT NULL DEFAULT 0,
+    counted_bytes INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (process_id, op_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (

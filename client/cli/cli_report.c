@@ -390,20 +390,30 @@ static const struct cli_view_col cli_report_session_cols[] = {
 };
 
 /*
- * An ops row's calls: those stored, then "(+N)" for the N its producers
- * dropped (never sent; dropped_calls), so that the column adds up to every
- * call made even when detail was lost (the time, TOTAL, is the stored one).
+ * An ops row's calls: every call made, then what the producers did not send
+ * as entries, "(N counted only)" for the calls they counted by design
+ * (counted_calls: TRACECTL_MPI_P2P) and "(N dropped)" for the entries they
+ * dropped (dropped_calls: full ring, daemon away), so that the column is
+ * exact even when detail was lost (the time, TOTAL, is the stored one).
  */
 static void cli_report_calls_cell(const msgpack_object *row, char *buf, size_t size)
 {
-    uint64_t calls = 0, dropped = 0;
+    uint64_t calls = 0, dropped = 0, counted = 0;
+    unsigned long long all;
 
     cli_obj_u64(cli_obj_get(row, "calls"), &calls);
     cli_obj_u64(cli_obj_get(row, "dropped_calls"), &dropped);
-    if (dropped > 0)
-        snprintf(buf, size, "%llu (+%llu)", (unsigned long long)calls, (unsigned long long)dropped);
+    cli_obj_u64(cli_obj_get(row, "counted_calls"), &counted);
+    all = (unsigned long long)calls + dropped + counted;
+    if (counted > 0 && dropped > 0)
+        snprintf(buf, size, "%llu (%llu counted only, %llu dropped)", all,
+                 (unsigned long long)counted, (unsigned long long)dropped);
+    else if (counted > 0)
+        snprintf(buf, size, "%llu (%llu counted only)", all, (unsigned long long)counted);
+    else if (dropped > 0)
+        snprintf(buf, size, "%llu (%llu dropped)", all, (unsigned long long)dropped);
     else
-        snprintf(buf, size, "%llu", (unsigned long long)calls);
+        snprintf(buf, size, "%llu", all);
 }
 
 static const struct cli_view_col cli_report_ops_cols[] = {
@@ -578,12 +588,13 @@ static int cli_report_session(FILE *f, const msgpack_object *s)
 }
 
 /*
- * The ops table, and when producers dropped entries of some op a line saying
- * what "(+N)" means: calls exact, the other figures from the entries kept.
+ * The ops table, and when producers dropped entries of some op, or counted
+ * calls without entries, a line saying what the CALLS notes mean: calls
+ * exact, the other figures from the entries kept.
  */
 static int cli_report_ops(FILE *f, const msgpack_object *ops)
 {
-    uint64_t dropped = 0, ns = 0, v;
+    uint64_t dropped = 0, ns = 0, counted = 0, counted_ns = 0, v;
     int rc;
 
     fputs("Operations (by total time)\n", f);
@@ -591,15 +602,27 @@ static int cli_report_ops(FILE *f, const msgpack_object *ops)
                         CLI_REPORT_NCOLS(cli_report_ops_cols), ops);
     for (uint32_t i = 0;
          ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY && i < ops->via.array.size; i++) {
-        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_calls"), &v) == 0)
+        const msgpack_object *row = &ops->via.array.ptr[i];
+
+        if (cli_obj_u64(cli_obj_get(row, "dropped_calls"), &v) == 0)
             dropped += v;
-        if (cli_obj_u64(cli_obj_get(&ops->via.array.ptr[i], "dropped_ns"), &v) == 0)
+        if (cli_obj_u64(cli_obj_get(row, "dropped_ns"), &v) == 0)
             ns += v;
+        if (cli_obj_u64(cli_obj_get(row, "counted_calls"), &v) == 0)
+            counted += v;
+        if (cli_obj_u64(cli_obj_get(row, "counted_ns"), &v) == 0)
+            counted_ns += v;
     }
+    if (rc == 0 && counted > 0)
+        fprintf(f,
+                "%s(N counted only): calls counted in the process without an entry each"
+                " (%llu, %.3f s in all; TRACECTL_MPI_P2P): CALLS are exact, the times and sizes"
+                " are those of the entries kept\n",
+                CLI_REPORT_INDENT, (unsigned long long)counted, (double)counted_ns / 1e9);
     if (rc == 0 && dropped > 0)
         fprintf(f,
-                "%s(+N): calls the clients dropped (%llu, %.3f s in all): CALLS are exact, the "
-                "times and sizes are those of the entries kept\n",
+                "%s(N dropped): calls whose entries the clients dropped (%llu, %.3f s in all):"
+                " CALLS are exact, the times and sizes are those of the entries kept\n",
                 CLI_REPORT_INDENT, (unsigned long long)dropped, (double)ns / 1e9);
     return rc;
 }

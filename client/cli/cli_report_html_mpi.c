@@ -16,8 +16,20 @@
 #include "cli_fmt.h"
 #include "cli_json.h"
 #include "cli_obj.h"
+#include "cli_report_mpi.h"
 
-enum cli_html_kind { HK_TEXT, HK_COUNT, HK_NS, HK_BYTES, HK_SHARE, HK_PPM, HK_HEX, HK_LIST };
+/* HK_SITE: a callsite row's name (cli_report_mpi_site_name), from the whole row */
+enum cli_html_kind {
+    HK_TEXT,
+    HK_COUNT,
+    HK_NS,
+    HK_BYTES,
+    HK_SHARE,
+    HK_PPM,
+    HK_HEX,
+    HK_LIST,
+    HK_SITE
+};
 
 struct cli_html_col {
     const char *head;
@@ -87,12 +99,27 @@ static void cli_html_cell(FILE *f, const msgpack_object *v, enum cli_html_kind k
     fputs("</td>", f);
 }
 
+/* A callsite's name, as the text report gives it: data-v and text alike. */
+static void cli_html_site(FILE *f, const msgpack_object *row)
+{
+    char name[1100];
+
+    cli_report_mpi_site_name(row, name, sizeof(name));
+    fputs("<td class=\"t\" data-v=\"", f);
+    cli_report_html_text(f, name, strlen(name));
+    fputs("\">", f);
+    cli_report_html_text(f, name, strlen(name));
+    fputs("</td>", f);
+}
+
 static void cli_html_head(FILE *f, const struct cli_html_col *cols, size_t n)
 {
     fputs("<div class=\"scroll\"><table class=\"sort\"><thead><tr>", f);
     for (size_t i = 0; i < n; i++)
         fprintf(f, "<th%s>%s</th>",
-                cols[i].kind == HK_TEXT || cols[i].kind == HK_LIST ? " class=\"t\"" : "",
+                cols[i].kind == HK_TEXT || cols[i].kind == HK_LIST || cols[i].kind == HK_SITE
+                    ? " class=\"t\""
+                    : "",
                 cols[i].head);
     fputs("</tr></thead><tbody>\n", f);
 }
@@ -102,7 +129,10 @@ static void cli_html_row(FILE *f, const msgpack_object *row, const struct cli_ht
 {
     fputs("<tr>", f);
     for (size_t i = 0; i < n; i++)
-        cli_html_cell(f, cli_obj_get(row, cols[i].key), cols[i].kind);
+        if (cols[i].kind == HK_SITE)
+            cli_html_site(f, row);
+        else
+            cli_html_cell(f, cli_obj_get(row, cols[i].key), cols[i].kind);
     fputs("</tr>\n", f);
 }
 
@@ -137,6 +167,8 @@ static const struct cli_html_col cli_html_rank_cols[] = {
     {"CALLS", "calls", HK_COUNT},
     {"DROPPED", "dropped_calls", HK_COUNT},
     {"WALL FROM", "wall_from", HK_TEXT},
+    {"COUNTED", "counted_calls", HK_COUNT},  /* without an entry each: TRACECTL_MPI_P2P */
+    {"COUNTERS FROM", "p2p_auto_ns", HK_NS}, /* =auto: after MPI_Init; "-": never */
 };
 
 static const struct cli_html_col cli_html_comm_cols[] = {
@@ -160,6 +192,7 @@ static const struct cli_html_col cli_html_pair_cols[] = {
 };
 
 static const struct cli_html_col cli_html_site_cols[] = {
+    {"SITE", NULL, HK_SITE}, /* "main app.c:105": addr2line -f, as the text report */
     {"OP", "op", HK_TEXT},
     {"SYMBOL", "symbol", HK_TEXT},
     {"OFFSET", "offset", HK_HEX},
@@ -187,10 +220,15 @@ static void cli_html_mpi_ranks(FILE *f, const msgpack_object *mpi)
     fputs("</tbody>", f);
     if (total != NULL && total->type == MSGPACK_OBJECT_MAP) {
         fputs("<tfoot><tr class=\"total\"><td class=\"t\">*</td>", f);
-        for (size_t c = 1; c < NCOLS(cli_html_rank_cols) - 1; c++)
-            cli_html_cell(f, cli_obj_get(total, cli_html_rank_cols[c].key),
-                          cli_html_rank_cols[c].kind);
-        fputs("<td></td></tr></tfoot>", f);
+        for (size_t c = 1; c < NCOLS(cli_html_rank_cols); c++) {
+            const msgpack_object *v = cli_obj_get(total, cli_html_rank_cols[c].key);
+
+            if (v == NULL) /* a rank's own (wall_from, p2p_auto_ns): no total */
+                fputs("<td></td>", f);
+            else
+                cli_html_cell(f, v, cli_html_rank_cols[c].kind);
+        }
+        fputs("</tr></tfoot>", f);
     }
     fputs("</table></div></div>\n", f);
 }
@@ -386,6 +424,7 @@ static void cli_html_mpi_p2p(FILE *f, const msgpack_object *p2p)
 int cli_report_html_mpi(FILE *f, const msgpack_object *mpi)
 {
     const msgpack_object *sites;
+    uint64_t counted = 0;
     char buf[64];
 
     if (mpi == NULL || mpi->type != MSGPACK_OBJECT_MAP)
@@ -395,6 +434,16 @@ int cli_report_html_mpi(FILE *f, const msgpack_object *mpi)
           f);
     cli_html_human(cli_obj_get(mpi, "dropped_calls"), HK_COUNT, buf, sizeof(buf));
     cli_report_html_text(f, buf, strlen(buf));
+    if (cli_obj_u64(cli_obj_get(mpi, "counted_calls"), &counted) == 0 && counted > 0) {
+        /* TRACECTL_MPI_P2P: in every figure below, as in the text report */
+        fputs("; calls counted without an entry each (TRACECTL_MPI_P2P): ", f);
+        cli_html_human(cli_obj_get(mpi, "counted_calls"), HK_COUNT, buf, sizeof(buf));
+        cli_report_html_text(f, buf, strlen(buf));
+    }
+    if (cli_obj_u64(cli_obj_get(mpi, "p2p_auto_rate"), &counted) == 0) {
+        snprintf(buf, sizeof(buf), "; TRACECTL_MPI_P2P=auto past %" PRIu64 " calls/s", counted);
+        cli_report_html_text(f, buf, strlen(buf));
+    }
     fputs("</p>\n", f);
     cli_html_mpi_ranks(f, mpi);
     fputs("<h3>Communicators</h3>\n", f);

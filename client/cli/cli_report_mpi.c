@@ -488,20 +488,29 @@ static bool rm_addr2line(const char *module, uint64_t offset, char *buf, size_t 
     return true;
 }
 
-static int rm_site(struct cli_table *t, const msgpack_object *x)
+/* See cli_report_mpi.h. */
+void cli_report_mpi_site_name(const msgpack_object *x, char *buf, size_t size)
 {
-    char symbol[256], module[1024], cell[1100], buf[CLI_FMT_LEN];
-    double share = 0;
-    int rc;
+    char symbol[256], module[1024];
 
     cli_obj_text(cli_obj_get(x, "symbol"), symbol, sizeof(symbol));
     cli_obj_text(cli_obj_get(x, "module"), module, sizeof(module));
-    if (rm_addr2line(module, rm_u64(x, "offset"), cell, sizeof(cell)))
+    if (rm_addr2line(module, rm_u64(x, "offset"), buf, size))
         ; /* "main mpi_profile.c:105" */
     else if (symbol[0] != '\0' && strcmp(symbol, "-") != 0)
-        snprintf(cell, sizeof(cell), "%s+0x%" PRIx64, symbol, rm_u64(x, "symbol_offset"));
+        snprintf(buf, size, "%s+0x%" PRIx64, symbol, rm_u64(x, "symbol_offset"));
     else
-        snprintf(cell, sizeof(cell), "%s", "?");
+        snprintf(buf, size, "%s", "?");
+}
+
+static int rm_site(struct cli_table *t, const msgpack_object *x)
+{
+    char module[1024], cell[1100], buf[CLI_FMT_LEN];
+    double share = 0;
+    int rc;
+
+    cli_report_mpi_site_name(x, cell, sizeof(cell));
+    cli_obj_text(cli_obj_get(x, "module"), module, sizeof(module));
     rc = cli_table_add(t, cell);
     cli_obj_text(cli_obj_get(x, "op"), buf, sizeof(buf));
     rc = rc ? rc : cli_table_add(t, buf);
@@ -574,6 +583,37 @@ int cli_report_mpi_sites(bool json, const msgpack_object *report, uint32_t top)
     return cli_print_status(rm_sites(stdout, mpi, top > 0 ? top : 10));
 }
 
+/*
+ * TRACECTL_MPI_P2P=auto: the rate, and when each rank that passed it began
+ * counting (ns after its MPI_Init), e.g. "rank 0 from 1.20 s".
+ */
+static void rm_auto(FILE *f, const msgpack_object *mpi)
+{
+    const msgpack_object *ranks = rm_array(mpi, "ranks");
+    char when[CLI_FMT_LEN];
+    uint64_t rate = 0, v;
+    size_t n = 0;
+
+    if (cli_obj_u64(cli_obj_get(mpi, "p2p_auto_rate"), &rate) != 0 || ranks == NULL)
+        return;
+    fprintf(f, "%s(TRACECTL_MPI_P2P=auto, past %" PRIu64 " point-to-point calls/s: ", RM_INDENT,
+            rate);
+    for (uint32_t i = 0; i < ranks->via.array.size; i++) {
+        const msgpack_object *row = &ranks->via.array.ptr[i];
+        char rank[CLI_FMT_LEN];
+
+        if (cli_obj_u64(cli_obj_get(row, "p2p_auto_ns"), &v) != 0)
+            continue;
+        cli_view_format(cli_obj_get(row, "rank"), CLI_VIEW_COUNT, rank, sizeof(rank));
+        cli_fmt_duration(when, sizeof(when), v);
+        fprintf(f, "%srank %s counted from %s after MPI_Init", n++ > 0 ? ", " : "", rank, when);
+    }
+    fprintf(f, "%s)\n",
+            n == 0                      ? "no rank passed it: every call is an entry"
+            : n < ranks->via.array.size ? "; the other ranks kept an entry per call"
+                                        : "; an entry per call before that");
+}
+
 /* ---- the sections ----------------------------------------------------------------------- */
 
 int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
@@ -594,10 +634,11 @@ int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top)
                 RM_INDENT, dropped);
     if ((counted = rm_u64(mpi, "counted_calls")) > 0)
         fprintf(f,
-                "%s(%" PRIu64 " calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;"
-                " in MPI and CALLS above, in the communicators and point to point below; message"
-                " sizes count the first call of each function, communicator and peer)\n",
+                "%s(%" PRIu64 " calls counted, not recorded one by one: TRACECTL_MPI_P2P;"
+                " in MPI and CALLS above, in the communicators, message sizes and point to point"
+                " below)\n",
                 RM_INDENT, counted);
+    rm_auto(f, mpi);
     fputc('\n', f);
     if ((rc = rm_comms(f, mpi)) != 0)
         return rc;

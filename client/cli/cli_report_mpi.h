@@ -29,6 +29,14 @@ int cli_report_mpi_print(FILE *f, const msgpack_object *report, uint32_t top);
  */
 int cli_report_mpi_sites(bool json, const msgpack_object *report, uint32_t top);
 
+/*
+ * The name of one row x of the report's callsites ("sites"): "function
+ * file:line" by binutils' addr2line -f on its module and offset when the
+ * module is readable here and addr2line can tell, else "symbol+0xOFFSET"
+ * when the interposer found a symbol, else "?". Into buf (size bytes).
+ */
+void cli_report_mpi_site_name(const msgpack_object *x, char *buf, size_t size);
+
 /* Ranks up to which the point-to-point matrix is printed whole. */
 #define CLI_REPORT_MPI_MATRIX 16
 

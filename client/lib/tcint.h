@@ -151,6 +151,9 @@ struct sent_mark {
  */
 struct op_drop {
     _Atomic uint64_t calls, ns, bytes;
+    /* of those: calls counted by design, never meant as entries (the MPI
+     * interposer's TRACECTL_MPI_P2P counters), their ns and bytes */
+    _Atomic uint64_t counted, counted_ns, counted_bytes;
 };
 #define DROP_CHUNK  1024
 #define DROP_CHUNKS 64 /* 65,536 ops: the daemon's limit of op ids per connection */
@@ -364,9 +367,10 @@ uint32_t tcshape_lookup(tc_client *c, const tc_shape *out, const tc_shape *in, s
 
 /* tcrecord.c: one entry of op (defined) dropped, of dur (TSC ticks when ticks) and bytes. */
 void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes);
-/* tcrecord.c: adds calls not sent as entries (the MPI interposer's counted point-to-point calls)
- * to op's totals, as tcrecord_op_dropped does one dropped entry (dur in ns). */
-void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes);
+/* tcrecord.c: adds calls not sent as entries to op's totals (dur in ns); counted: by design (the
+ * MPI interposer's counted point-to-point calls, the rows' counted), else dropped entries. */
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes,
+                     bool counted);
 /* tcrecord.c: tc_record_ext_ always with the ext slots (x may be NULL), and start and dur in TSC
  * ticks when ticks and c's clock is the TSC (REC_TICKS), else ns (the MPI interposer's calls). */
 void tcrecord_ext_clock(tc_client *c, uint32_t op, uint64_t start, uint64_t dur, bool ticks,

@@ -19,7 +19,8 @@ static inline bool op_known(tc_client *c, uint32_t op)
     return op - 1u < atomic_load_explicit(&c->n_ops_pub, memory_order_relaxed);
 }
 
-void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes)
+void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uint64_t bytes,
+                     bool counted)
 {
     struct op_drop *chunk;
     uint32_t i = op - 1;
@@ -31,6 +32,11 @@ void tcrecord_op_add(tc_client *c, uint32_t op, uint64_t calls, uint64_t ns, uin
     atomic_fetch_add_explicit(&chunk->calls, calls, memory_order_relaxed);
     atomic_fetch_add_explicit(&chunk->ns, ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&chunk->bytes, bytes, memory_order_relaxed);
+    if (!counted)
+        return;
+    atomic_fetch_add_explicit(&chunk->counted, calls, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->counted_ns, ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&chunk->counted_bytes, bytes, memory_order_relaxed);
 }
 
 void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, uint64_t bytes)
@@ -42,7 +48,7 @@ void tcrecord_op_dropped(tc_client *c, uint32_t op, uint64_t dur, bool ticks, ui
         dur = 0;
     if (bytes > INT64_MAX)
         bytes = 0;
-    tcrecord_op_add(c, op, 1, dur, bytes);
+    tcrecord_op_add(c, op, 1, dur, bytes, false);
 }
 
 /* A total as the protocol takes it: 0 .. INT64_MAX, saturating (PROTOCOL.md Part 2). */
@@ -60,10 +66,10 @@ size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
     for (uint32_t i = 0; i < n_ops && i < DROP_CHUNK * DROP_CHUNKS; i++) {
         struct op_drop *chunk =
             atomic_load_explicit(&c->drops[i / DROP_CHUNK], memory_order_acquire);
+        struct op_drop *d = chunk != NULL ? &chunk[i % DROP_CHUNK] : NULL;
         uint64_t calls;
 
-        if (chunk == NULL ||
-            (calls = atomic_load_explicit(&chunk[i % DROP_CHUNK].calls, memory_order_relaxed)) == 0)
+        if (d == NULL || (calls = atomic_load_explicit(&d->calls, memory_order_relaxed)) == 0)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -72,9 +78,16 @@ size_t tcrecord_op_drops(tc_client *c, struct proto_opdrop **rows)
             r = grown;
         }
         r[n++] = (struct proto_opdrop){
-            i + 1, sat(calls),
-            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].ns, memory_order_relaxed)),
-            sat(atomic_load_explicit(&chunk[i % DROP_CHUNK].bytes, memory_order_relaxed))};
+            i + 1,
+            sat(calls),
+            sat(atomic_load_explicit(&d->ns, memory_order_relaxed)),
+            sat(atomic_load_explicit(&d->bytes, memory_order_relaxed)),
+            sat(atomic_load_explicit(&d->counted, memory_order_relaxed)),
+            sat(atomic_load_explicit(&d->counted_ns, memory_order_relaxed)),
+            sat(atomic_load_explicit(&d->counted_bytes, memory_order_relaxed))};
+        /* a row counted while another thread adds may be ahead of its calls: never above */
+        if (r[n - 1].counted > r[n - 1].calls)
+            r[n - 1].counted = r[n - 1].calls;
     }
     *rows = r;
     return n;

@@ -48,6 +48,7 @@
  * remembered) until the Wait/Test call that completes it, whose entry then
  * carries the same comm and seq (proto/PROTOCOL.md "MPI completion calls").
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -157,24 +158,44 @@ static enum tcmpi_op step_op(int rank)
 
 /*
  * $TRACECTL_MPI_P2P: "counters" counts point-to-point calls per function,
- * communicator and peer instead of an entry each (tcmpi_count.c); unset or
- * "entries" records entries. Anything else records entries and rank 0 says
- * so on stderr.
+ * communicator and peer instead of an entry each (tcmpi_count.c); "auto"
+ * records entries until the process's point-to-point calls pass
+ * $TRACECTL_MPI_P2P_RATE per second (TCMPI_AUTO_RATE when unset), then
+ * counts; unset or "entries" records entries. Anything else records entries,
+ * and rank 0 says so on stderr (as for a rate that is not a positive number:
+ * the default is taken).
  */
-static bool p2p_mode(int rank)
+static enum tcmpi_p2p_mode p2p_mode(int rank, uint64_t *rate)
 {
-    const char *v = getenv("TRACECTL_MPI_P2P");
+    const char *v = getenv("TRACECTL_MPI_P2P"), *r = getenv("TRACECTL_MPI_P2P_RATE");
+    char *end = NULL;
+    unsigned long long n;
 
+    *rate = TCMPI_AUTO_RATE;
     if (v == NULL || *v == '\0' || strcmp(v, "entries") == 0)
-        return false;
+        return TCMPI_P2P_ENTRIES;
     if (strcmp(v, "counters") == 0)
-        return true;
-    if (rank == 0)
-        fprintf(stderr,
-                "tracectl: TRACECTL_MPI_P2P=%s is neither \"entries\" nor \"counters\": "
-                "point-to-point calls are recorded as entries\n",
-                v);
-    return false;
+        return TCMPI_P2P_COUNTERS;
+    if (strcmp(v, "auto") != 0) {
+        if (rank == 0)
+            fprintf(stderr,
+                    "tracectl: TRACECTL_MPI_P2P=%s is neither \"entries\", \"counters\" nor"
+                    " \"auto\": point-to-point calls are recorded as entries\n",
+                    v);
+        return TCMPI_P2P_ENTRIES;
+    }
+    if (r != NULL && *r != '\0') {
+        errno = 0;
+        n = strtoull(r, &end, 10);
+        if (errno == 0 && *end == '\0' && n > 0 && r[0] != '-')
+            *rate = n;
+        else if (rank == 0)
+            fprintf(stderr,
+                    "tracectl: TRACECTL_MPI_P2P_RATE=%s is not a positive number of calls per"
+                    " second: %d is taken\n",
+                    r, TCMPI_AUTO_RATE);
+    }
+    return TCMPI_P2P_AUTO;
 }
 
 bool tcmpi_tsc;
@@ -227,6 +248,8 @@ void tcmpi_start(int thread_level)
 {
     char session[300], device[64], lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int expect = 0, rank = 0, size = 1, len = 0, err = 0;
+    enum tcmpi_p2p_mode mode;
+    uint64_t rate;
     tc_options o;
     tc_client *c;
 
@@ -259,7 +282,8 @@ void tcmpi_start(int thread_level)
     tc_meta_int(c, "mpi.init_ns", (int64_t)tcmpi_ns());
     step_on = step_op(rank);
     tcmpi_tsc = c->clock != 0; /* before the client is published: no call is timed yet */
-    tcmpi_p2p_counted = p2p_mode(rank);
+    mode = p2p_mode(rank, &rate);
+    tcmpi_count_start(mode, rate, tcmpi_tsc ? c->tick_ns : 1.0);
     atomic_store(&tcmpi_client, c);
     start_pid = getpid();
     atexit(stop_at_exit);
@@ -796,7 +820,7 @@ static void p2p_x(tc_client *c, enum tcmpi_op op, uint64_t t0, uint64_t t1,
         wpeer = k->world != NULL ? k->world[peer] : peer;
     /* counted before the entry's ext map is even made: the counters' hot path */
     if (tcmpi_p2p_counted &&
-        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM, wpeer, t1 - t0, bytes)) {
+        tcmpi_count_p2p(op, k != NULL ? k->id : TCMPI_COUNT_NO_COMM, wpeer, t1, t1 - t0, bytes)) {
         tcmpi_site_count(site, op, t1 - t0, bytes);
         return;
     }

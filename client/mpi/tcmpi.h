@@ -311,21 +311,34 @@ extern _Thread_local void *tcmpi_site_now;
 void tcmpi_site_count(const void *site, enum tcmpi_op op, uint64_t ns, uint64_t bytes);
 void tcmpi_site_send(tc_client *c);
 /*
- * TRACECTL_MPI_P2P=counters (tcmpi_count.c): tcmpi_p2p_counted is set at
- * tcmpi_start; tcmpi_count_p2p counts a point-to-point call under (op, comm
- * id — TCMPI_COUNT_NO_COMM: none known —, peer's MPI_COMM_WORLD rank, -1:
- * none) in this thread's table (no lock, no allocation after the first),
- * false when the call is to be recorded as an entry (the first call of its
- * key, or the table is full or could not be made); tcmpi_count_send, before the bye, adds the
- * counts into the client's per-op totals and sends the TCMPI_COUNT_SEND rows with the most bytes as
- * the metadata mpi.p2p.<i> = "<op>\t<comm, 16 hex digits or
- * ->\t<peer>\t<calls>\t<ns>\t<bytes>" (every call of the key, the entry
- * of its first included), and mpi.p2p (the rows counted).
+ * TRACECTL_MPI_P2P=counters or =auto (tcmpi_count.c): tcmpi_count_start, at
+ * tcmpi_start, sets the mode (tick_ns: the recording clock's ns per unit, 1
+ * without the TSC; rate: auto's threshold, point-to-point calls per second)
+ * and tcmpi_p2p_counted (not entries); tcmpi_count_p2p counts a
+ * point-to-point call ending at t1 (recording clock) under (op, comm id —
+ * TCMPI_COUNT_NO_COMM: none known —, peer's MPI_COMM_WORLD rank, -1: none)
+ * in this thread's table (no lock, no allocation after the first), false
+ * when the call is to be recorded as an entry (the first call of its key;
+ * in auto mode every call until the rate passed; or the table is full or
+ * could not be made); tcmpi_count_send, before the bye, adds the counts into
+ * the client's per-op totals (as counted) and sends the TCMPI_COUNT_SEND rows
+ * with the most bytes as the metadata mpi.p2p.<i> = "<op>\t<comm, 16 hex
+ * digits or ->\t<peer>\t<calls>\t<ns>\t<bytes>" (every call of the key,
+ * its entries included), and mpi.p2p (the rows counted); the counted calls'
+ * sizes as mpi.p2p_sizes.<op> = "<bucket>:<calls>:<ns> ..." (bucket 0: 0
+ * bytes, k: [2^(k-1), 2^k)); in auto mode mpi.p2p_auto_rate (the threshold)
+ * and, once it passed, mpi.p2p_auto_ns (tcmpi_ns() then).
  */
-#define TCMPI_COUNT_SEND    256
-#define TCMPI_COUNT_NO_COMM UINT64_MAX
+enum tcmpi_p2p_mode { TCMPI_P2P_ENTRIES, TCMPI_P2P_COUNTERS, TCMPI_P2P_AUTO };
+#define TCMPI_COUNT_SEND     256
+#define TCMPI_COUNT_NO_COMM  UINT64_MAX
+#define TCMPI_AUTO_RATE      20000     /* calls per second: TRACECTL_MPI_P2P_RATE's default */
+#define TCMPI_AUTO_WINDOW_NS 100000000 /* the window the rate is measured over: 100 ms */
 extern bool tcmpi_p2p_counted;
-bool tcmpi_count_p2p(enum tcmpi_op op, uint64_t comm, int64_t peer, uint64_t ns, uint64_t bytes);
+extern enum tcmpi_p2p_mode tcmpi_p2p_mode;
+void tcmpi_count_start(enum tcmpi_p2p_mode mode, uint64_t rate, double tick_ns);
+bool tcmpi_count_p2p(enum tcmpi_op op, uint64_t comm, int64_t peer, uint64_t t1, uint64_t ns,
+                     uint64_t bytes);
 void tcmpi_count_send(tc_client *c);
 /* The MPI name of op ("MPI_Send"). */
 const char *tcmpi_op_name(enum tcmpi_op op);

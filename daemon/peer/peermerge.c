@@ -145,6 +145,8 @@ static int peermerge_ops(const struct report *local, struct peersnap *snaps, siz
             if (strcmp(local->ops[l].op, all[i]->op) == 0) {
                 (*ops)[rows - 1].dropped_calls = local->ops[l].dropped_calls;
                 (*ops)[rows - 1].dropped_ns = local->ops[l].dropped_ns;
+                (*ops)[rows - 1].counted_calls = local->ops[l].counted_calls;
+                (*ops)[rows - 1].counted_ns = local->ops[l].counted_ns;
             }
         i = j;
     }

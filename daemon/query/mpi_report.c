@@ -42,10 +42,12 @@ struct mpi_op {
 struct mpi_proc {
     int64_t id, rank; /* rank -1: none */
     bool any;         /* has MPI entries */
-    uint64_t calls, ns, first, last, dropped_calls, dropped_ns;
-    uint64_t counted_calls;  /* of dropped_calls: counted (TRACECTL_MPI_P2P=counters) */
-    bool has_counts;         /* sent mpi.p2p.* rows */
-    int64_t init_ns, fin_ns; /* -1: not given */
+    uint64_t calls, ns, first, last;
+    uint64_t dropped_calls, counted_calls; /* not sent: dropped, counted (TRACECTL_MPI_P2P) */
+    uint64_t unsent_ns;                    /* the time of both */
+    bool has_counts;                       /* sent mpi.p2p.* rows */
+    int64_t init_ns, fin_ns;               /* -1: not given */
+    int64_t auto_ns, auto_rate;            /* TRACECTL_MPI_P2P=auto: switched, rate; -1: none */
 };
 
 /*
@@ -266,7 +268,7 @@ static int mpi_procs_row(sqlite3_stmt *st, void *arg)
     memset(p, 0, sizeof(*p));
     p->id = sqlite3_column_int64(st, 0);
     p->rank = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
-    p->init_ns = p->fin_ns = -1;
+    p->init_ns = p->fin_ns = p->auto_ns = p->auto_rate = -1;
     p->first = UINT64_MAX;
     return 0;
 }
@@ -305,9 +307,18 @@ static int mpi_meta_row(sqlite3_stmt *st, void *arg)
         return 0;
     if (strcmp(key, "mpi.init_ns") == 0)
         p->init_ns = sqlite3_column_int64(st, 2);
-    else
+    else if (strcmp(key, "mpi.finalize_ns") == 0)
         p->fin_ns = sqlite3_column_int64(st, 2);
+    else if (strcmp(key, "mpi.p2p_auto_ns") == 0)
+        p->auto_ns = sqlite3_column_int64(st, 2);
+    else
+        p->auto_rate = sqlite3_column_int64(st, 2);
     return 0;
+}
+
+static uint64_t mpi_sub(uint64_t a, uint64_t b)
+{
+    return a > b ? a - b : 0;
 }
 
 static int mpi_drops_row(sqlite3_stmt *st, void *arg)
@@ -318,8 +329,9 @@ static int mpi_drops_row(sqlite3_stmt *st, void *arg)
 
     if (p == NULL || o == NULL || o->aux)
         return 0;
-    p->dropped_calls = mpi_add(p->dropped_calls, mpi_u64(st, 2));
-    p->dropped_ns = mpi_add(p->dropped_ns, mpi_u64(st, 3));
+    p->dropped_calls = mpi_add(p->dropped_calls, mpi_sub(mpi_u64(st, 2), mpi_u64(st, 4)));
+    p->counted_calls = mpi_add(p->counted_calls, mpi_u64(st, 4));
+    p->unsent_ns = mpi_add(p->unsent_ns, mpi_u64(st, 3));
     return 0;
 }
 
@@ -331,10 +343,11 @@ static int mpi_procs(struct mpi *m)
     if (rc == 0 && m->whole)
         rc = rksql_each(m->db,
                         "SELECT process_id, key, value FROM meta WHERE key IN ('mpi.init_ns',"
-                        " 'mpi.finalize_ns')",
+                        " 'mpi.finalize_ns', 'mpi.p2p_auto_ns', 'mpi.p2p_auto_rate')",
                         mpi_meta_row, m);
     if (rc == 0 && m->whole && rksql_has_table(m->db, "process_op_drops"))
-        rc = rksql_each(m->db, "SELECT process_id, op_id, calls, total_ns FROM process_op_drops",
+        rc = rksql_each(m->db,
+                        "SELECT process_id, op_id, calls, total_ns, counted FROM process_op_drops",
                         mpi_drops_row, m);
     return rc != 0 ? mpi_fail(m, rc, "processes") : 0;
 }
@@ -403,6 +416,50 @@ static int mpi_counts(struct mpi *m)
         return mpi_fail(m, rc, "point-to-point counts");
     mpi_sort(m->counts, m->n_counts, sizeof(*m->counts), mpi_count_cmp);
     return 0;
+}
+
+/*
+ * One mpi.p2p_sizes.<op> row: the calls of op the process counted without
+ * entries, "<bucket>:<calls>:<ns>" space-separated, into op's histogram (the
+ * entries add theirs in the scan). A token not of that form ends the row;
+ * an op without entries, a "tcmpi.*" op or a completion call's is ignored.
+ */
+static int mpi_sizes_row(sqlite3_stmt *st, void *arg)
+{
+    struct mpi *m = arg;
+    const struct mpi_proc *p = mpi_proc_find(m, sqlite3_column_int64(st, 0));
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const char *value = (const char *)sqlite3_column_text(st, 2);
+    struct mpi_op *o = NULL;
+    unsigned b;
+    unsigned long long calls, ns;
+    int used;
+
+    if (p == NULL || key == NULL || value == NULL)
+        return 0;
+    for (size_t i = 0; i < m->n_ops && o == NULL; i++)
+        if (strcmp(m->ops[i].name, key + strlen("mpi.p2p_sizes.")) == 0)
+            o = &m->ops[i];
+    if (o == NULL || o->aux || o->kind == KIND_WAIT)
+        return 0;
+    while (sscanf(value, " %u:%llu:%llu%n", &b, &calls, &ns, &used) == 3 && b < HIST_BUCKETS) {
+        o->calls[b] = mpi_add(o->calls[b], calls);
+        o->ns[b] = mpi_add(o->ns[b], ns);
+        o->sized |= b > 0 && calls > 0;
+        value += used;
+    }
+    return 0;
+}
+
+/* The counted calls' message sizes (TRACECTL_MPI_P2P): whole runs', so without a filter but ranks.
+ */
+static int mpi_sizes(struct mpi *m)
+{
+    int rc = rksql_each(m->db,
+                        "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.p2p_sizes.*'",
+                        mpi_sizes_row, m);
+
+    return rc != 0 ? mpi_fail(m, rc, "point-to-point sizes") : 0;
 }
 
 /* ---- the scan ------------------------------------------------------------------ */
@@ -655,15 +712,10 @@ static int mpi_row(sqlite3_stmt *st, void *arg)
     return 0;
 }
 
-static uint64_t mpi_sub(uint64_t a, uint64_t b)
-{
-    return a > b ? a - b : 0;
-}
-
 /*
  * After the scan: the counted calls (a count's calls but its entries) into
- * their communicator and pair, and into their process's counted_calls (they
- * are in its dropped_calls: the bye's ops_dropped rows).
+ * their communicator and pair (their process's counted_calls are its
+ * ops_dropped rows' counted).
  */
 static int mpi_counts_add(struct mpi *m)
 {
@@ -679,7 +731,6 @@ static int mpi_counts_add(struct mpi *m)
         if (p == NULL || calls == 0)
             continue;
         if (!o->aux) {
-            p->counted_calls = mpi_add(p->counted_calls, calls);
             if (c->has_comm) {
                 if ((k = mpi_comm_get(m, c->comm)) == NULL ||
                     (p->rank >= 0 && !mpi_comm_member(k, p->rank)) ||
@@ -918,29 +969,33 @@ static int mpi_pack_ranks(struct mpi *m, msgpack_packer *pk)
     bool from_init;
 
     for (size_t i = 0; i < m->n_procs; i++)
-        n += m->procs[i].any || m->procs[i].dropped_calls > 0;
+        n += m->procs[i].any || m->procs[i].dropped_calls > 0 || m->procs[i].counted_calls > 0;
     if (mpi_str(pk, "ranks") || msgpack_pack_array(pk, n))
         return -1;
     for (size_t i = 0; i < m->n_procs; i++) {
         const struct mpi_proc *p = &m->procs[i];
-        uint64_t wall = mpi_wall(m, p, &from_init), ns = mpi_add(p->ns, p->dropped_ns);
-        uint64_t dropped = mpi_sub(p->dropped_calls, p->counted_calls);
+        uint64_t wall = mpi_wall(m, p, &from_init), ns = mpi_add(p->ns, p->unsent_ns);
+        uint64_t dropped = p->dropped_calls, unsent = mpi_add(dropped, p->counted_calls);
 
-        if (!p->any && p->dropped_calls == 0)
+        if (!p->any && unsent == 0)
             continue;
         wall_sum = mpi_add(wall_sum, wall);
         ns_sum = mpi_add(ns_sum, ns);
-        calls_sum = mpi_add(calls_sum, mpi_add(p->calls, p->dropped_calls));
+        calls_sum = mpi_add(calls_sum, mpi_add(p->calls, unsent));
         dropped_sum = mpi_add(dropped_sum, dropped);
         counted_sum = mpi_add(counted_sum, p->counted_calls);
-        if (msgpack_pack_map(pk, 9) || mpi_kv_rank(pk, "rank", p->rank) ||
+        if (msgpack_pack_map(pk, 10) || mpi_kv_rank(pk, "rank", p->rank) ||
             mpi_kv_u64(pk, "wall_ns", wall) || mpi_kv_u64(pk, "mpi_ns", ns) ||
             mpi_kv_u64(pk, "app_ns", wall > ns ? wall - ns : 0) ||
             mpi_kv_f64(pk, "mpi_share", mpi_share(ns, wall)) ||
-            mpi_kv_u64(pk, "calls", mpi_add(p->calls, p->dropped_calls)) ||
+            mpi_kv_u64(pk, "calls", mpi_add(p->calls, unsent)) ||
             mpi_kv_u64(pk, "dropped_calls", dropped) ||
             mpi_kv_u64(pk, "counted_calls", p->counted_calls) ||
-            mpi_kv_str(pk, "wall_from", from_init ? "init_finalize" : "entries"))
+            mpi_kv_str(pk, "wall_from", from_init ? "init_finalize" : "entries") ||
+            mpi_str(pk, "p2p_auto_ns") ||
+            (p->auto_ns >= 0 && p->init_ns >= 0 && p->auto_ns >= p->init_ns
+                 ? msgpack_pack_uint64(pk, (uint64_t)(p->auto_ns - p->init_ns))
+                 : msgpack_pack_nil(pk)))
             return -1;
     }
     return mpi_str(pk, "total") || msgpack_pack_map(pk, 7) || mpi_kv_u64(pk, "wall_ns", wall_sum) ||
@@ -1066,17 +1121,22 @@ static int mpi_proc_by_rank(const void *a, const void *b)
 static int mpi_pack(struct mpi *m, msgpack_packer *pk)
 {
     uint64_t dropped = 0, counted = 0, mpi_ns = 0;
+    int64_t rate = -1;
 
     mpi_sort(m->procs, m->n_procs, sizeof(*m->procs), mpi_proc_by_rank);
     for (size_t i = 0; i < m->n_procs; i++) {
-        dropped = mpi_add(dropped, mpi_sub(m->procs[i].dropped_calls, m->procs[i].counted_calls));
+        dropped = mpi_add(dropped, m->procs[i].dropped_calls);
         counted = mpi_add(counted, m->procs[i].counted_calls);
-        mpi_ns = mpi_add(mpi_ns, mpi_add(m->procs[i].ns, m->procs[i].dropped_ns));
+        mpi_ns = mpi_add(mpi_ns, mpi_add(m->procs[i].ns, m->procs[i].unsent_ns));
     }
-    if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 8) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
-        mpi_kv_u64(pk, "counted_calls", counted) || mpi_pack_ranks(m, pk) ||
-        mpi_pack_comms(m, pk) || mpi_pack_sizes(m, pk) || mpi_pack_p2p(m, pk) ||
-        mpi_str(pk, "callsites") ||
+    for (size_t i = 0; i < m->n_procs; i++)
+        if (m->procs[i].auto_rate > 0)
+            rate = m->procs[i].auto_rate;
+    if (mpi_str(pk, "mpi") || msgpack_pack_map(pk, 9) || mpi_kv_u64(pk, "dropped_calls", dropped) ||
+        mpi_kv_u64(pk, "counted_calls", counted) || mpi_str(pk, "p2p_auto_rate") ||
+        (rate > 0 ? msgpack_pack_uint64(pk, (uint64_t)rate) : msgpack_pack_nil(pk)) ||
+        mpi_pack_ranks(m, pk) || mpi_pack_comms(m, pk) || mpi_pack_sizes(m, pk) ||
+        mpi_pack_p2p(m, pk) || mpi_str(pk, "callsites") ||
         (m->whole ? mpi_sites_pack(pk, &m->sites, mpi_ns) < 0 : msgpack_pack_nil(pk) != 0))
         return mpi_oom(m, "packing");
     return 0;
@@ -1113,12 +1173,14 @@ int mpi_report(sqlite3 *db, bool whole, msgpack_packer *pk, char *err, size_t er
         rc = mpi_procs(&m);
     if (rc == 0 && m.n_ops > 0 && whole)
         rc = mpi_counts(&m);
+    if (rc == 0 && m.n_ops > 0 && whole)
+        rc = mpi_sizes(&m);
     if (rc == 0 && m.n_ops > 0)
         rc = mpi_scan(&m);
     if (rc == 0 && m.n_counts > 0)
         rc = mpi_counts_add(&m);
     for (size_t i = 0; rc == 0 && i < m.n_procs; i++)
-        any |= m.procs[i].any || m.procs[i].dropped_calls > 0;
+        any |= m.procs[i].any || m.procs[i].dropped_calls > 0 || m.procs[i].counted_calls > 0;
     if (rc == 0 && any)
         rc = mpi_comms_finish(&m);
     if (rc == 0 && any && whole)

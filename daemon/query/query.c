@@ -386,10 +386,11 @@ static int query_ops_page(struct query *q);
 static bool query_filtered(const struct report_params *p);
 
 /*
- * dropped_calls and dropped_ns of the ops rows: what producers said they
- * dropped of each op (process_op_drops, PROTOCOL.md Part 3), summed over
- * processes by op name. Unfiltered reports only (the drops are per process
- * and op, not per step or device); a file without the table has none.
+ * dropped_calls/_ns and counted_calls/_ns of the ops rows: what producers
+ * said they dropped of each op, and counted without entries
+ * (process_op_drops, PROTOCOL.md Part 3), summed over processes by op name.
+ * Unfiltered reports only (the drops are per process and op, not per step
+ * or device); a file without the table has none.
  */
 static int query_ops_dropped(struct query *q)
 {
@@ -398,10 +399,12 @@ static int query_ops_dropped(struct query *q)
     int rc;
 
     if (r->n_ops == 0 || query_filtered(q->p) ||
-        sqlite3_prepare_v2(q->db,
-                           "SELECT o.name, sum(d.calls), sum(d.total_ns) FROM process_op_drops d"
-                           " JOIN ops o ON o.id = d.op_id GROUP BY o.name",
-                           -1, &st, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(
+            q->db,
+            "SELECT o.name, sum(d.calls - d.counted), sum(d.total_ns - d.counted_ns),"
+            " sum(d.counted), sum(d.counted_ns) FROM process_op_drops d"
+            " JOIN ops o ON o.id = d.op_id GROUP BY o.name",
+            -1, &st, NULL) != SQLITE_OK) {
         sqlite3_finalize(st);
         return 0;
     }
@@ -411,6 +414,8 @@ static int query_ops_dropped(struct query *q)
             if (strcmp(r->ops[i].op, name) == 0) {
                 r->ops[i].dropped_calls = query_u64(st, 1);
                 r->ops[i].dropped_ns = query_u64(st, 2);
+                r->ops[i].counted_calls = query_u64(st, 3);
+                r->ops[i].counted_ns = query_u64(st, 4);
                 break;
             }
         }

@@ -89,7 +89,7 @@ static int report_pack_session(msgpack_packer *pk, const struct report *r)
 static int report_pack_op(msgpack_packer *pk, const struct report_op *o)
 {
     return report_nomem(
-        msgpack_pack_map(pk, 15) || report_kv_str(pk, "op", o->op) ||
+        msgpack_pack_map(pk, 17) || report_kv_str(pk, "op", o->op) ||
         report_kv_str(pk, "category", o->category) || report_kv_u64(pk, "calls", o->calls) ||
         report_kv_u64(pk, "total_ns", o->total_ns) || report_kv_u64(pk, "avg_ns", o->avg_ns) ||
         report_kv_u64(pk, "min_ns", o->min_ns) || report_kv_u64(pk, "p50_ns", o->p50_ns) ||
@@ -98,7 +98,9 @@ static int report_pack_op(msgpack_packer *pk, const struct report_op *o)
         report_kv_u64(pk, "mem_bytes", o->mem_bytes) ||
         report_kv_u64(pk, "elements", o->elements) ||
         report_kv_u64(pk, "dropped_calls", o->dropped_calls) ||
-        report_kv_u64(pk, "dropped_ns", o->dropped_ns));
+        report_kv_u64(pk, "dropped_ns", o->dropped_ns) ||
+        report_kv_u64(pk, "counted_calls", o->counted_calls) ||
+        report_kv_u64(pk, "counted_ns", o->counted_ns));
 }
 
 static int report_pack_entry(msgpack_packer *pk, const struct report_entry *e)

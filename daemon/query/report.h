@@ -50,6 +50,7 @@ struct report_op {
     double share;
     uint64_t mem_bytes, elements;
     uint64_t dropped_calls, dropped_ns; /* what producers dropped (never sent) of this op */
+    uint64_t counted_calls, counted_ns; /* what they counted without entries (not dropped) */
 };
 
 struct report_entry {

@@ -41,7 +41,8 @@ static size_t apply_stmts(struct wsess *w, struct apply_stmt *tab)
         {&w->sql.ins_counters, "INSERT OR REPLACE INTO process_counters(process_id, recorded,"
                                " dropped, sent, acked, final) VALUES (?,?,?,?,?,?)"},
         {&w->sql.ins_opdrop, "INSERT OR REPLACE INTO process_op_drops(process_id, op_id, calls,"
-                             " total_ns, bytes) VALUES (?,?,?,?,?)"},
+                             " total_ns, bytes, counted, counted_ns, counted_bytes)"
+                             " VALUES (?,?,?,?,?,?,?,?)"},
         {&w->sql.ins_ext, NULL},
         {&w->sql.ins_link, NULL},
         {&w->sql.ins_span, NULL},
@@ -404,6 +405,9 @@ static int apply_counters(struct store *s, struct wsess *w, struct store_job *jo
         sqlite3_bind_int64(st, 3, (int64_t)d->calls);
         sqlite3_bind_int64(st, 4, (int64_t)d->ns);
         sqlite3_bind_int64(st, 5, (int64_t)d->bytes);
+        sqlite3_bind_int64(st, 6, (int64_t)d->counted);
+        sqlite3_bind_int64(st, 7, (int64_t)d->counted_ns);
+        sqlite3_bind_int64(st, 8, (int64_t)d->counted_bytes);
         if (store_step(s, w->db, st, "process op drops") < 0)
             return -EIO;
     }

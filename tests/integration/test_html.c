@@ -507,6 +507,32 @@ static void same_figure(const char *dv, yajl_val v, const char *what)
  * The rows of the table in <div id="id"> of dom against rows, key by key in
  * the table's columns; returns the rows seen.
  */
+/*
+ * The name of a callsites row as the report should give it, found here with
+ * binutils' addr2line -f on its module and offset: "function file:line" (the
+ * file's base name).
+ */
+static void site_name(yajl_val row, char *buf, size_t size)
+{
+    char off[32], *out = NULL, *nl, *file;
+    const char *module = YAJL_GET_STRING(jget(row, "module"));
+    char *argv[] = {"addr2line", "-f", "-e", (char *)module, off, NULL};
+
+    cr_assert_not_null(module);
+    snprintf(off, sizeof(off), "%llx", (unsigned long long)YAJL_GET_INTEGER(jget(row, "offset")));
+    cr_assert_eq(harness_run(&out, argv), 0);
+    cr_assert_not_null(nl = strchr(out, '\n'), "%s", out);
+    *nl++ = '\0';
+    nl[strcspn(nl, " \n")] = '\0';
+    file = strrchr(nl, '/') != NULL ? strrchr(nl, '/') + 1 : nl;
+    snprintf(buf, size, "%s %s", out, file);
+    free(out);
+}
+
+/*
+ * The table id of dom against rows, cell by cell: keys[k] names the JSON key
+ * of column k, NULL a callsite's name (site_name).
+ */
 static size_t check_rows(const char *dom, const char *id, yajl_val rows, const char *const *keys,
                          size_t nkeys)
 {
@@ -526,8 +552,18 @@ static size_t check_rows(const char *dom, const char *id, yajl_val rows, const c
             p = strstr(p, "<td");
             dv = attr_str(p, "data-v");
             cr_assert_not_null(dv, "%s row %zu: no data-v", id, n);
-            snprintf(what, sizeof(what), "%s row %zu %s", id, n, keys[k]);
-            same_figure(dv, jget(rows->u.array.values[n], keys[k]), what);
+            snprintf(what, sizeof(what), "%s row %zu %s", id, n, keys[k] ? keys[k] : "site");
+            if (keys[k] == NULL) {
+                char want[1100];
+
+                site_name(rows->u.array.values[n], want, sizeof(want));
+                cr_assert_str_eq(dv, want, "%s", what);
+                cr_assert(strstr(want, "mpi_profile.c:") != NULL, "%s: %s", what, want);
+                /* and the cell's text says the same */
+                cr_assert(strncmp(strchr(p, '>') + 1, want, strlen(want)) == 0, "%s", what);
+            } else {
+                same_figure(dv, jget(rows->u.array.values[n], keys[k]), what);
+            }
             free(dv);
             p++;
         }
@@ -541,7 +577,8 @@ static size_t check_rows(const char *dom, const char *id, yajl_val rows, const c
  * mpi_profile (4 ranks, under LD_PRELOAD of libtracectl-mpi): the page's
  * MPI section holds report --json's figures exactly: the MPI time per rank,
  * the communicators, the call sites (12 lines of mpi_profile.c call MPI, at
- * least as many sites), and every cell of the point-to-point matrix (checked too
+ * least as many sites; each named "function mpi_profile.c:LINE" as addr2line
+ * says here), and every cell of the point-to-point matrix (checked too
  * against the messages and bytes the program counted itself).
  */
 Test(html, mpi_session_page_matches_json)
@@ -550,9 +587,9 @@ Test(html, mpi_session_page_matches_json)
                                             "mpi_share", "calls",   "dropped_calls", "wall_from"};
     static const char *const comm_keys[] = {"name",  "id",       "size", "members",
                                             "calls", "total_ns", "bytes"};
-    static const char *const site_keys[] = {"op",     "symbol", "offset",   "module",
-                                            "ranks",  "calls",  "total_ns", "bytes",
-                                            "min_ns", "max_ns", "max_rank", "mpi_share"};
+    static const char *const site_keys[] = {NULL,     "op",       "symbol",   "offset", "module",
+                                            "ranks",  "calls",    "total_ns", "bytes",  "min_ns",
+                                            "max_ns", "max_rank", "mpi_share"};
     char cmd[8192], path[512], *out = NULL, *html, *dom, *sec;
     char *argv[] = {"sh", "-c", cmd, NULL};
     yajl_val rep = NULL, mpi, pairs, sites, state;
@@ -594,7 +631,7 @@ Test(html, mpi_session_page_matches_json)
     cr_assert_geq(check_rows(sec, "mpi-comms", jget(mpi, "comms"), comm_keys, 7), 4);
     sites = yajl_tree_get(mpi, (const char *[]){"callsites", "sites", NULL}, yajl_t_array);
     cr_assert_not_null(sites);
-    cr_assert_geq(check_rows(sec, "mpi-sites", sites, site_keys, 12), 12);
+    cr_assert_geq(check_rows(sec, "mpi-sites", sites, site_keys, 13), 12);
     /* the matrix: one cell per pair, its figures those of --json and of the program */
     pairs = yajl_tree_get(mpi, (const char *[]){"p2p", "pairs", NULL}, yajl_t_array);
     cr_assert_not_null(pairs);

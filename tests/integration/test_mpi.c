@@ -499,6 +499,63 @@ Test(mpi, netpipe_stored_plus_dropped_is_calls_made)
 }
 
 /*
+ * TRACECTL_MPI_P2P=auto with its default rate (20,000 point-to-point calls/s, 2,000 in a
+ * 100 ms window) on NetPIPE's latency run (1-8 byte messages, -n 20000: 720,000 calls
+ * per rank, far past the rate from the start): each rank stores at most two windows'
+ * worth of point-to-point entries (and the first call of each function and peer), yet
+ * its calls, stored + counted (process_op_drops.counted), are what mpi_callcount counted
+ * in the same run without tracectl; nothing dropped (blocking), and the report says when
+ * each rank switched.
+ */
+Test(mpi, netpipe_auto_counts_past_the_rate)
+{
+    long long calls[2], id, p2p_entries = 0;
+    struct proto_reader r;
+    const msgpack_object *mpi;
+    sqlite3 *db;
+    char *out;
+
+    out = sh("'%s' --oversubscribe -np 2 -x LD_PRELOAD='%s' NPopenmpi -l 1 -u 8 -p 0 -n 20000"
+             " -o np0.out 2>np0.err",
+             MPIEXEC_BIN, MPI_CALLCOUNT_LIB);
+    parse_calls(out, calls);
+    free(out);
+    free(sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=auto '%s' --oversubscribe -np 2"
+            " -x TRACECTL_BLOCKING -x TRACECTL_MPI_P2P -x LD_PRELOAD='%s' NPopenmpi -l 1 -u 8"
+            " -p 0 -n 20000 -o np1.out 2>np1.err",
+            MPIEXEC_BIN, TRACECTL_MPI_LIB));
+    id = the_session(2);
+    db = open_session(id);
+    for (int rank = 0; rank < 2; rank++) {
+        long long stored = q(db, "SELECT count(*) FROM trace WHERE rank = %d", rank);
+        long long p2p = q(db,
+                          "SELECT count(*) FROM trace WHERE rank = %d AND op IN ('MPI_Send',"
+                          " 'MPI_Recv', 'MPI_Irecv', 'MPI_Ssend')",
+                          rank);
+        long long counted = q(db,
+                              "SELECT coalesce(sum(d.counted), 0) FROM process_op_drops d JOIN"
+                              " processes p ON p.id = d.process_id WHERE p.rank = %d",
+                              rank);
+
+        cr_assert_gt(calls[rank], 700000);
+        cr_assert_eq(q(db, "SELECT dropped FROM processes WHERE rank = %d", rank), 0);
+        cr_assert_eq(stored + counted, calls[rank],
+                     "rank %d: %lld stored + %lld counted, %lld calls", rank, stored, counted,
+                     calls[rank]);
+        cr_assert_leq(p2p, 2 * 2000 + 8, "rank %d: %lld point-to-point entries", rank, p2p);
+        p2p_entries += p2p;
+    }
+    sqlite3_close(db);
+    mpi = obj_get(mpi_analysis(id, &r), "mpi");
+    cr_assert_eq(obj_u64(obj_get(mpi, "p2p_auto_rate")), 20000);
+    for (uint32_t i = 0; i < 2; i++)
+        cr_assert_eq(obj_get(&obj_get(mpi, "ranks")->via.array.ptr[i], "p2p_auto_ns")->type,
+                     MSGPACK_OBJECT_POSITIVE_INTEGER, "rank row %u switched", i);
+    proto_reader_deinit(&r);
+    cr_assert_gt(p2p_entries, 0);
+}
+
+/*
  * The daemon stops (SIGSTOP) near NetPIPE's end and stays stopped 7 s, longer than
  * the default close timeout of 5 s: with TRACECTL_CLOSE_TIMEOUT=30, MPI_Finalize waits
  * for it, so that every call is still either stored or counted as dropped (past the

@@ -84,11 +84,11 @@ static long long the_session(void)
 }
 
 /*
- * The report's "mpi" map of session id (NULL: none), with the filters of an
- * (NULL: none); the reply stays in *r (deinit it).
+ * The report map of session id, with the filters of an (NULL: none); the
+ * reply stays in *r (deinit it).
  */
-static const msgpack_object *mpi_of(long long id, const struct proto_analysis *an,
-                                    struct proto_reader *r)
+static const msgpack_object *report_of(long long id, const struct proto_analysis *an,
+                                       struct proto_reader *r)
 {
     struct proto_request req;
     const msgpack_object *o;
@@ -102,7 +102,27 @@ static const msgpack_object *mpi_of(long long id, const struct proto_analysis *a
     o = raw_control(d.sock, PROTO_REPORT, &req, r, &fd);
     close(fd);
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
-    return obj_get(&o->via.array.ptr[1], "mpi");
+    return &o->via.array.ptr[1];
+}
+
+/* The report's "mpi" map (NULL: none), as report_of. */
+static const msgpack_object *mpi_of(long long id, const struct proto_analysis *an,
+                                    struct proto_reader *r)
+{
+    return obj_get(report_of(id, an, r), "mpi");
+}
+
+/* The report's ops row of op (a failed assertion when there is none). */
+static const msgpack_object *ops_row(const msgpack_object *report, const char *op)
+{
+    const msgpack_object *ops = obj_get(report, "ops");
+
+    cr_assert(ops != NULL && ops->type == MSGPACK_OBJECT_ARRAY, "no ops");
+    for (uint32_t i = 0; i < ops->via.array.size; i++)
+        if (obj_str_eq(obj_get(&ops->via.array.ptr[i], "op"), op))
+            return &ops->via.array.ptr[i];
+    cr_assert_fail("no ops row %s", op);
+    return NULL;
 }
 
 static const msgpack_object *list_of(const msgpack_object *map, const char *key)
@@ -127,7 +147,7 @@ static void each_line(const char *out, const char *kind, void (*fn)(char **, int
             char line[512], *f[12], *save = NULL;
             int n = 0;
 
-            snprintf(line, sizeof(line), "%.*s", (int)len, p + klen + 1);
+            snprintf(line, sizeof(line), "%.*s", (int)(len - klen - 1), p + klen + 1);
             for (char *t = strtok_r(line, " ", &save); t != NULL && n < 12;
                  t = strtok_r(NULL, " ", &save))
                 f[n++] = t;
@@ -300,7 +320,7 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
 {
     struct rank_want w = {0};
     struct proto_reader r;
-    const msgpack_object *mpi;
+    const msgpack_object *mpi, *rep, *probe;
     char cmd[2048], path[PATH_MAX + 64], *out = NULL;
     long long id, dropped = 0;
     sqlite3 *db;
@@ -334,7 +354,8 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
-    mpi = mpi_of(id, NULL, &r);
+    rep = report_of(id, NULL, &r);
+    mpi = obj_get(rep, "mpi");
     for (int rank = 0; rank < 2; rank++) {
         const msgpack_object *row = rank_row(mpi, rank);
         long long kept_ns, drop_ns, kept, drops;
@@ -370,8 +391,27 @@ Test(mpi_sections, mpi_time_counts_the_calls_dropped)
     }
     cr_assert_gt(dropped, 100000, "the rings overflowed: %lld dropped", dropped);
     cr_assert_eq((long long)obj_u64(obj_get(mpi, "dropped_calls")), dropped);
+    cr_assert_eq(obj_u64(obj_get(mpi, "counted_calls")), 0, "dropped, not counted by design");
+    /*
+     * The ops table: MPI_Iprobe's calls are the 2 x 300,000 the ranks made, of
+     * which what the session file says was dropped; none is "counted only".
+     */
+    probe = ops_row(rep, "MPI_Iprobe");
+    cr_assert_eq(obj_u64(obj_get(probe, "calls")) + obj_u64(obj_get(probe, "dropped_calls")),
+                 600000);
+    cr_assert_eq(obj_u64(obj_get(probe, "counted_calls")), 0);
+    cr_assert_eq(obj_u64(obj_get(ops_row(rep, "MPI_Barrier"), "counted_calls")), 0);
+    cr_assert_eq((long long)obj_u64(obj_get(probe, "dropped_calls")) +
+                     (long long)obj_u64(obj_get(ops_row(rep, "MPI_Barrier"), "dropped_calls")),
+                 dropped, "the ops rows' drops are the ranks'");
+    snprintf(cmd, sizeof(cmd), "600000 (%llu dropped)",
+             (unsigned long long)obj_u64(obj_get(probe, "dropped_calls")));
     proto_reader_deinit(&r);
     sqlite3_close(db);
+    free(out);
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    cr_assert_not_null(strstr(out, cmd), "the CALLS column says %s: %s", cmd, out);
+    cr_assert_null(strstr(out, "counted only"), "%s", out);
     free(out);
 }
 
@@ -491,9 +531,9 @@ struct size_want {
 static void size_line(char **f, int n, void *arg)
 {
     struct size_want *w = arg;
-    int k, b = atoi(f[2]);
+    int k, b = n > 2 ? atoi(f[2]) : -1;
 
-    cr_assert(n == 4 && b >= 0 && b < 66);
+    cr_assert(n == 4 && b >= 0 && b < 66, "a size line of %d fields", n);
     for (k = 0; k < w->n_ops && strcmp(w->ops[k], f[1]) != 0; k++)
         ;
     if (k == w->n_ops)
@@ -501,18 +541,19 @@ static void size_line(char **f, int n, void *arg)
     w->calls[k][b] += atoll(f[3]);
 }
 
-Test(mpi_sections, message_sizes_count_as_the_program)
+/*
+ * The report's message sizes are the program's own count ("size" lines of
+ * out), op by op: n_ops ops, at least min_buckets buckets.
+ */
+static void check_sizes(const msgpack_object *mpi, const char *out, int n_ops, int min_buckets)
 {
     static struct size_want w;
-    struct proto_reader r;
-    const msgpack_object *mpi, *sizes;
-    char *out = run_profile();
-    long long id = the_session();
+    const msgpack_object *sizes;
     int buckets = 0;
 
+    memset(&w, 0, sizeof(w));
     each_line(out, "size", size_line, &w);
-    cr_assert_eq(w.n_ops, 7, "%s", out);
-    mpi = mpi_of(id, NULL, &r);
+    cr_assert_eq(w.n_ops, n_ops, "%s", out);
     sizes = list_of(mpi, "sizes");
     cr_assert_eq(sizes->via.array.size, (uint32_t)w.n_ops, "no op without bytes (Barrier...)");
     for (uint32_t i = 0; i < sizes->via.array.size; i++) {
@@ -537,7 +578,16 @@ Test(mpi_sections, message_sizes_count_as_the_program)
     for (int k = 0; k < w.n_ops; k++)
         for (int e = 0; e < 66; e++)
             cr_assert(w.calls[k][e] <= 0, "%s bucket %d missing", w.ops[k], e);
-    cr_assert_geq(buckets, 15);
+    cr_assert_geq(buckets, min_buckets);
+}
+
+Test(mpi_sections, message_sizes_count_as_the_program)
+{
+    struct proto_reader r;
+    char *out = run_profile();
+    long long id = the_session();
+
+    check_sizes(mpi_of(id, NULL, &r), out, 7, 15);
     proto_reader_deinit(&r);
     free(out);
 }
@@ -623,8 +673,10 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     struct rank_want w = {0};
     struct p2p_want want = {0}, sent = {0}, recvd = {0};
     struct proto_reader r;
-    const msgpack_object *mpi;
-    char path[PATH_MAX + 64];
+    const msgpack_object *mpi, *rep;
+    char path[PATH_MAX + 64], cell[8][96];
+    int n_cells = 0;
+    long long counted_ops = 0;
     char *out = sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=counters '%s' --oversubscribe -np %d"
                    " -x TRACECTL_MPI_P2P -x LD_PRELOAD='%s' '%s'",
                    MPIEXEC_BIN, NR, TRACECTL_MPI_LIB, MPI_PROFILE_BIN);
@@ -687,7 +739,31 @@ Test(mpi_sections, p2p_counters_keep_every_total)
             cr_assert_eq(recvd.msgs[i][j], want.msgs[i][j], "%d -> %d received", i, j);
             cr_assert_eq(recvd.bytes[i][j], want.bytes[i][j], "%d -> %d received", i, j);
         }
-    mpi = mpi_of(id, NULL, &r);
+    rep = report_of(id, NULL, &r);
+    mpi = obj_get(rep, "mpi");
+    /*
+     * The ops table: each point-to-point op's calls (entries + counted) are
+     * the program's, none dropped; what is not an entry is "counted only".
+     */
+    for (int k = 0; k < cw.n_ops[0]; k++) {
+        const msgpack_object *o = ops_row(rep, cw.ops[0][k]);
+        unsigned long long stored = obj_u64(obj_get(o, "calls"));
+        unsigned long long c = obj_u64(obj_get(o, "counted_calls"));
+        long long want_calls = 0; /* on every communicator */
+
+        for (int j = 0; j < NCOMMS; j++)
+            for (int l = 0; l < cw.n_ops[j]; l++)
+                if (strcmp(cw.ops[j][l], cw.ops[0][k]) == 0)
+                    want_calls += cw.calls[j][l];
+        cr_assert_eq((long long)(stored + c), want_calls, "%s: %llu stored + %llu counted",
+                     cw.ops[0][k], stored, c);
+        cr_assert_eq(obj_u64(obj_get(o, "dropped_calls")), 0, "%s", cw.ops[0][k]);
+        counted_ops += (long long)c;
+        if (c > 0 && n_cells < 8)
+            snprintf(cell[n_cells++], sizeof(cell[0]), "%s %lld (%llu counted only)", cw.ops[0][k],
+                     want_calls, c);
+    }
+    cr_assert_geq(n_cells, 2, "Send and Recv at least were counted");
     for (int rank = 0; rank < NR; rank++) {
         const msgpack_object *row = rank_row(mpi, rank);
         long long ns = (long long)obj_u64(obj_get(row, "mpi_ns"));
@@ -703,20 +779,234 @@ Test(mpi_sections, p2p_counters_keep_every_total)
     cr_assert_gt(counted, 0);
     cr_assert_eq(counted_sum, counted, "every call the rows count but their entries");
     cr_assert_eq((long long)obj_u64(obj_get(mpi, "counted_calls")), counted);
+    cr_assert_eq(counted_ops, counted, "the ops table's counted calls are the rows'");
     cr_assert_eq((long long)obj_u64(obj_get(obj_get(mpi, "total"), "counted_calls")), counted);
     cr_assert_eq(obj_u64(obj_get(mpi, "dropped_calls")), 0);
     cr_assert_eq(obj_u64(obj_get(obj_get(mpi, "total"), "dropped_calls")), 0);
     /* the matrix and WORLD's calls and bytes are the program's, as with an entry per call */
     check_matrix(mpi, &want, out);
     check_comm(comm_row(mpi, "WORLD", 0, NR - 1), &cw, 0, NR);
+    /* and the message sizes: the counted calls' histograms (mpi.p2p_sizes.<op>) and the entries */
+    check_sizes(mpi, out, 7, 15);
     proto_reader_deinit(&r);
     free(out);
     /* the text says so, and calls none dropped */
     out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
-    snprintf(path, sizeof(path),
-             "(%lld calls counted, not recorded one by one: TRACECTL_MPI_P2P=counters;", counted);
+    snprintf(path, sizeof(path), "(%lld calls counted, not recorded one by one: TRACECTL_MPI_P2P;",
+             counted);
     cr_assert_not_null(strstr(out, path), "%s", out);
     cr_assert_null(strstr(out, "MPI calls were dropped"), "%s", out);
+    cr_assert_null(strstr(out, " dropped)"), "no CALLS cell says dropped: %s", out);
+    for (int i = 0; i < n_cells; i++) {
+        char *op = cell[i], *num = strchr(op, ' '), *at;
+
+        *num++ = '\0';
+        at = strstr(out, op);
+        cr_assert_not_null(at, "%s", out);
+        at = strstr(at, num);
+        cr_assert(at != NULL && at < strchr(strstr(out, op), '\n'), "%s: %s in %s", op, num, out);
+    }
+    free(out);
+}
+
+/* ---- TRACECTL_MPI_P2P=auto ------------------------------------------------------------ */
+
+/*
+ * TRACECTL_MPI_P2P=auto (issue 29 item 7): mpi_rate, 2 ranks, RATE_SLOW
+ * round trips 5 ms apart (at most 400 calls/s per rank) then RATE_FAST as
+ * fast as they go, with TRACECTL_MPI_P2P_RATE=RATE_LIMIT: every call of the
+ * slow phase is an entry, the interposer switches to counters within the
+ * fast phase (the report says when: after the fast phase began and before
+ * it ended, by the program's clock), so that the session holds at most the
+ * slow phase's calls and two windows' worth per rank, while every total
+ * (calls per op and rank, MPI time, sizes, the matrix) is the program's own.
+ */
+#define RATE_SLOW   100
+#define RATE_FAST   100000
+#define RATE_LIMIT  5000
+#define RATE_WINDOW (RATE_LIMIT / 10) /* calls in the interposer's 100 ms window */
+
+struct rate_want {
+    long long calls[2], ns[2], op_calls[2][3], fast_from[2], fast_to[2], msgs[2], bytes[2];
+};
+
+static void rate_mpi_line(char **f, int n, void *arg)
+{
+    struct rate_want *w = arg;
+    int rank = atoi(f[0]);
+
+    cr_assert(n == 3 && (rank == 0 || rank == 1));
+    w->ns[rank] = atoll(f[1]);
+    w->calls[rank] = atoll(f[2]);
+}
+
+static void rate_op_line(char **f, int n, void *arg)
+{
+    struct rate_want *w = arg;
+    int rank = atoi(f[0]), op = strcmp(f[1], "MPI_Send") == 0   ? 0
+                                : strcmp(f[1], "MPI_Recv") == 0 ? 1
+                                                                : 2;
+
+    cr_assert(n == 4 && (rank == 0 || rank == 1));
+    w->op_calls[rank][op] = atoll(f[2]);
+}
+
+static void rate_fast_line(char **f, int n, void *arg)
+{
+    struct rate_want *w = arg;
+    int rank = atoi(f[0]);
+
+    cr_assert(n == 3 && (rank == 0 || rank == 1));
+    w->fast_from[rank] = atoll(f[1]);
+    w->fast_to[rank] = atoll(f[2]);
+}
+
+static void rate_p2p_line(char **f, int n, void *arg)
+{
+    struct rate_want *w = arg;
+    int rank = atoi(f[0]);
+
+    cr_assert(n == 4 && (rank == 0 || rank == 1));
+    w->msgs[rank] = atoll(f[2]);
+    w->bytes[rank] = atoll(f[3]);
+}
+
+/* Entries of op in session id's file whose process has rank rank. */
+static long long rate_entries(long long id, int rank, const char *op)
+{
+    char path[PATH_MAX + 64];
+    sqlite3_stmt *st;
+    sqlite3 *db;
+    long long n;
+
+    snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
+    cr_assert_eq(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    cr_assert_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM trace WHERE rank = ? AND op = ?", -1,
+                                    &st, NULL),
+                 SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_bind_int(st, 1, rank);
+    sqlite3_bind_text(st, 2, op, -1, SQLITE_STATIC);
+    cr_assert_eq(sqlite3_step(st), SQLITE_ROW);
+    n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+}
+
+Test(mpi_sections, p2p_auto_counts_past_the_rate)
+{
+    static const char *const ops[2] = {"MPI_Send", "MPI_Recv"};
+    struct rate_want w = {0};
+    struct proto_reader r;
+    const msgpack_object *rep, *mpi;
+    char *out = sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=auto TRACECTL_MPI_P2P_RATE=%d '%s'"
+                   " --oversubscribe -np 2 -x TRACECTL_MPI_P2P -x TRACECTL_MPI_P2P_RATE"
+                   " -x LD_PRELOAD='%s' '%s' %d %d",
+                   RATE_LIMIT, MPIEXEC_BIN, TRACECTL_MPI_LIB, MPI_RATE_BIN, RATE_SLOW, RATE_FAST);
+    long long id = the_session(), counted = 0;
+    char want[128];
+
+    each_line(out, "mpi", rate_mpi_line, &w);
+    each_line(out, "op", rate_op_line, &w);
+    each_line(out, "fast", rate_fast_line, &w);
+    each_line(out, "p2p", rate_p2p_line, &w);
+    rep = report_of(id, NULL, &r);
+    mpi = obj_get(rep, "mpi");
+    cr_assert_eq(obj_u64(obj_get(mpi, "p2p_auto_rate")), RATE_LIMIT);
+    for (int rank = 0; rank < 2; rank++) {
+        const msgpack_object *row = rank_row(mpi, rank);
+        long long entries = 0, at = (long long)obj_u64(obj_get(row, "p2p_auto_ns"));
+
+        cr_assert_eq(w.op_calls[rank][0] + w.op_calls[rank][1], 2 * (RATE_SLOW + RATE_FAST));
+        for (int k = 0; k < 2; k++)
+            entries += rate_entries(id, rank, ops[k]);
+        /* the slow phase's calls are entries, then at most two windows' worth */
+        cr_assert_geq(entries, 2 * RATE_SLOW, "rank %d: %lld entries", rank, entries);
+        cr_assert_leq(entries, 2 * RATE_SLOW + 2 * RATE_WINDOW + 2, "rank %d: %lld entries", rank,
+                      entries);
+        /* switched in the fast phase (the interposer's MPI_Init clock reads before the
+         * program's: at most a few ms later than the program's clock says) */
+        cr_assert(obj_get(row, "p2p_auto_ns")->type == MSGPACK_OBJECT_POSITIVE_INTEGER,
+                  "rank %d switched", rank);
+        cr_assert_geq(at, w.fast_from[rank], "rank %d: switched at %lld ns, fast from %lld", rank,
+                      at, w.fast_from[rank]);
+        cr_assert_leq(at, w.fast_to[rank] + 50000000, "rank %d: switched at %lld ns, fast to %lld",
+                      rank, at, w.fast_to[rank]);
+        /* every call counted: the program's, none dropped */
+        cr_assert_eq((long long)obj_u64(obj_get(row, "calls")), w.calls[rank], "rank %d", rank);
+        cr_assert_eq(obj_u64(obj_get(row, "dropped_calls")), 0);
+        cr_assert_eq((long long)obj_u64(obj_get(row, "counted_calls")),
+                     2 * (RATE_SLOW + RATE_FAST) - entries, "rank %d", rank);
+        cr_assert(inside((long long)obj_u64(obj_get(row, "mpi_ns")), w.ns[rank]),
+                  "rank %d MPI time %llu, the program's %lld", rank,
+                  obj_u64(obj_get(row, "mpi_ns")), w.ns[rank]);
+        counted += 2 * (RATE_SLOW + RATE_FAST) - entries;
+    }
+    for (int k = 0; k < 2; k++) {
+        const msgpack_object *o = ops_row(rep, ops[k]);
+
+        cr_assert_eq(
+            (long long)(obj_u64(obj_get(o, "calls")) + obj_u64(obj_get(o, "counted_calls"))),
+            w.op_calls[0][k] + w.op_calls[1][k], "%s", ops[k]);
+        cr_assert_eq(obj_u64(obj_get(o, "dropped_calls")), 0);
+    }
+    cr_assert_eq((long long)obj_u64(obj_get(mpi, "counted_calls")), counted);
+    /* the matrix from both sides, and the sizes, are the program's */
+    {
+        const msgpack_object *pairs = list_of(obj_get(mpi, "p2p"), "pairs");
+
+        cr_assert_eq(pairs->via.array.size, 2);
+        for (uint32_t i = 0; i < 2; i++) {
+            const msgpack_object *p = &pairs->via.array.ptr[i];
+            int from = (int)obj_u64(obj_get(p, "from"));
+
+            cr_assert(from == 0 || from == 1);
+            cr_assert_eq((long long)obj_u64(obj_get(p, "messages")), w.msgs[from]);
+            cr_assert_eq((long long)obj_u64(obj_get(p, "bytes")), w.bytes[from]);
+            cr_assert_eq((long long)obj_u64(obj_get(p, "recv_messages")), w.msgs[from]);
+            cr_assert_eq((long long)obj_u64(obj_get(p, "recv_bytes")), w.bytes[from]);
+        }
+    }
+    check_sizes(mpi, out, 2, 6);
+    proto_reader_deinit(&r);
+    free(out);
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    snprintf(want, sizeof(want),
+             "(TRACECTL_MPI_P2P=auto, past %d point-to-point calls/s: rank 0 counted from ",
+             RATE_LIMIT);
+    cr_assert_not_null(strstr(out, want), "%s", out);
+    free(out);
+}
+
+/* A rate the program never reaches: every call is an entry, and the report says so. */
+Test(mpi_sections, p2p_auto_below_the_rate_keeps_entries)
+{
+    struct rate_want w = {0};
+    struct proto_reader r;
+    const msgpack_object *mpi;
+    char *out = sh("TRACECTL_BLOCKING=1 TRACECTL_MPI_P2P=auto TRACECTL_MPI_P2P_RATE=1000000000"
+                   " '%s' --oversubscribe -np 2 -x TRACECTL_MPI_P2P -x TRACECTL_MPI_P2P_RATE"
+                   " -x LD_PRELOAD='%s' '%s' 10 3000",
+                   MPIEXEC_BIN, TRACECTL_MPI_LIB, MPI_RATE_BIN);
+    long long id = the_session();
+
+    each_line(out, "op", rate_op_line, &w);
+    mpi = mpi_of(id, NULL, &r);
+    for (int rank = 0; rank < 2; rank++) {
+        const msgpack_object *row = rank_row(mpi, rank);
+
+        cr_assert_eq(rate_entries(id, rank, "MPI_Send"), w.op_calls[rank][0]);
+        cr_assert_eq(rate_entries(id, rank, "MPI_Recv"), w.op_calls[rank][1]);
+        cr_assert_eq(obj_u64(obj_get(row, "counted_calls")), 0);
+        cr_assert_eq(obj_get(row, "p2p_auto_ns")->type, MSGPACK_OBJECT_NIL);
+    }
+    cr_assert_eq(obj_u64(obj_get(mpi, "p2p_auto_rate")), 1000000000);
+    check_sizes(mpi, out, 2, 6);
+    proto_reader_deinit(&r);
+    free(out);
+    out = sh("'%s' --socket '%s' report %lld", TRACECTL_BIN, d.sock, id);
+    cr_assert_not_null(strstr(out, "no rank passed it: every call is an entry)"), "%s", out);
     free(out);
 }
 

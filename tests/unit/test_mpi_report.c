@@ -58,7 +58,8 @@ static const char data_sql[] =
     " (1, 0, NULL, 1), (2, 0, NULL, 1), (3, 0, NULL, 1), (4, 0, 2, NULL), (6, 0, NULL, 1),"
     " (7, 0, NULL, 1), (8, 0, NULL, 0), (9, 0, NULL, 0), (10, 0, 2, NULL), (11, -5, NULL, NULL),"
     " (12, 0, NULL, 0), (13, 0, NULL, 0), (14, 0, NULL, -1);"
-    "INSERT INTO process_op_drops VALUES (1, 1, 5, 5000, 50), (1, 4, 2, 0, 64), (3, 6, 9, 90, 0);";
+    "INSERT INTO process_op_drops(process_id, op_id, calls, total_ns, bytes)"
+    " VALUES (1, 1, 5, 5000, 50), (1, 4, 2, 0, 64), (3, 6, 9, 90, 0);";
 
 static sqlite3 *db;
 static msgpack_unpacked un;
@@ -373,7 +374,9 @@ Test(mpi_report, point_to_point)
  * were 8 calls, 7000 ns, 1537 bytes (so 5 more, 6400 ns, 512 bytes: the 5
  * of process_op_drops), its Sendrecv's receive side 3 (2 more, 16 bytes; no
  * calls); p2: its 2 Recvs from rank 0 were 4, 1500 ns, 3 bytes (2 more,
- * 200 ns, 2 bytes; dropped 2 added here). Rows not of the form are ignored.
+ * 200 ns, 2 bytes; dropped 2 added here). The interposer says which calls
+ * it counted in its ops_dropped rows' counted (process_op_drops.counted):
+ * here all of them. Rows not of the form are ignored.
  */
 Test(mpi_report, p2p_counters_count_every_call)
 {
@@ -394,7 +397,9 @@ Test(mpi_report, p2p_counters_count_every_call)
             "100 x'),"
             " (2, 'mpi.p2p.0', 'MPI_Recv	0000000000000000	0	4	1500	"
             "3');"
-            "INSERT INTO process_op_drops VALUES (2, 2, 2, 200, 2);",
+            "INSERT INTO process_op_drops VALUES (2, 2, 2, 200, 2, 2, 200, 2);"
+            "UPDATE process_op_drops SET counted = calls, counted_ns = total_ns,"
+            " counted_bytes = bytes WHERE process_id = 1 AND op_id = 1;",
             NULL, NULL, NULL),
         SQLITE_OK, "%s", sqlite3_errmsg(db));
     m = run(true);

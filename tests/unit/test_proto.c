@@ -397,6 +397,20 @@ static void c_flush_opdrops_over(struct buf *b)
 {
     flush_counters(b, 1, ops_row_over);
 }
+/* [op, calls 2, ns 9, bytes 0, counted 3, 0, 0]: more counted than calls */
+static void ops_row_counted_over(struct buf *b)
+{
+    static const uint64_t row[7] = {1, 2, 9, 0, 3, 0, 0};
+
+    msgpack_pack_array(&b->pk, 1);
+    msgpack_pack_array(&b->pk, 7);
+    for (int i = 0; i < 7; i++)
+        msgpack_pack_uint64(&b->pk, row[i]);
+}
+static void c_flush_opdrops_counted_over(struct buf *b)
+{
+    flush_counters(b, 1, ops_row_counted_over);
+}
 static void ops_huge(struct buf *b)
 {
     msgpack_pack_array(&b->pk, PROTO_MAX_OPDROPS + 1);
@@ -694,6 +708,7 @@ static struct bad_case bad_cases[] = {
     {"flush counters: recorded negative", c_flush_counters_neg, PROTO_E_MESSAGE},
     {"flush ops_dropped row of 3", c_flush_opdrops_short, PROTO_E_MESSAGE},
     {"flush ops_dropped ns over INT64_MAX", c_flush_opdrops_over, PROTO_E_MESSAGE},
+    {"flush ops_dropped counted over calls", c_flush_opdrops_counted_over, PROTO_E_MESSAGE},
     {"flush ops_dropped of 65,537 rows", c_flush_opdrops_huge, PROTO_E_TOO_LARGE},
     {"report without session", c_report_no_session, PROTO_E_MESSAGE},
     {"report ratio 1.5", c_report_ratio, PROTO_E_MESSAGE},
@@ -2697,7 +2712,7 @@ Test(proto, reader_buffer_grows_once_per_batch)
 /* Client counters (PROTOCOL.md Part 3) round-trip through flush and bye; welcome says so. */
 Test(proto, counters_round_trip)
 {
-    struct proto_opdrop rows[2] = {{3, 10, 5000, 64}, {7, 1, 2, 0}};
+    struct proto_opdrop rows[2] = {{3, 10, 5000, 64, 0, 0, 0}, {7, 9, 200, 30, 7, 150, 20}};
     struct proto_counters k = {true, 100, 20, 70, 60, rows, 2};
     struct proto_error err = {0};
     struct proto_msg m;
@@ -2717,7 +2732,9 @@ Test(proto, counters_round_trip)
     for (size_t i = 0; i < 2; i++) {
         const struct proto_opdrop *g = &m.counters.ops[i];
         cr_assert(g->op == rows[i].op && g->calls == rows[i].calls && g->ns == rows[i].ns &&
-                      g->bytes == rows[i].bytes,
+                      g->bytes == rows[i].bytes && g->counted == rows[i].counted &&
+                      g->counted_ns == rows[i].counted_ns &&
+                      g->counted_bytes == rows[i].counted_bytes,
                   "row %zu", i);
     }
     proto_msg_free(&m);

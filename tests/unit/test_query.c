@@ -255,13 +255,13 @@ Test(query, ops)
      * in byte order), 50, 40, 10; "unused" has no entries, so no row.
      */
     static const struct report_op want[] = {
-        {"allreduce", "comm", 3, 1001, 333, 1, 500, 500, 500, 500, 0, 0, 0, 0, 0},
-        {"matmul", "compute", 5, 1001, 200, 1, 200, 400, 400, 400, 0, 11192, 19, 0, 0},
-        {"B_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0},
-        {"a_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0},
-        {"memcpy_h2d", "memory", 1, 50, 50, 50, 50, 50, 50, 50, 0, 8192, 1024, 0, 0},
-        {"broadcast_to", "compute", 1, 40, 40, 40, 40, 40, 40, 40, 0, 2000, 0, 0, 0},
-        {"barrier", "comm", 1, 10, 10, 10, 10, 10, 10, 10, 0, 0, 0, 0, 0},
+        {"allreduce", "comm", 3, 1001, 333, 1, 500, 500, 500, 500, 0, 0, 0, 0, 0, 0, 0},
+        {"matmul", "compute", 5, 1001, 200, 1, 200, 400, 400, 400, 0, 11192, 19, 0, 0, 0, 0},
+        {"B_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0, 0, 0},
+        {"a_op", "compute", 1, 150, 150, 150, 150, 150, 150, 150, 0, 4096, 0, 0, 0, 0, 0},
+        {"memcpy_h2d", "memory", 1, 50, 50, 50, 50, 50, 50, 50, 0, 8192, 1024, 0, 0, 0, 0},
+        {"broadcast_to", "compute", 1, 40, 40, 40, 40, 40, 40, 40, 0, 2000, 0, 0, 0, 0, 0},
+        {"barrier", "comm", 1, 10, 10, 10, 10, 10, 10, 10, 0, 0, 0, 0, 0, 0, 0},
     };
     struct report_params p = {.top = 10};
     struct report r;
@@ -289,6 +289,44 @@ Test(query, ops)
         shares += o->share;
     }
     cr_assert_float_eq(shares, 1.0, 1e-9);
+    report_free(&r);
+}
+
+/*
+ * The ops rows' unsent calls (process_op_drops, PROTOCOL.md Part 3): per op
+ * name, summed over processes, dropped_calls/_ns the rows' calls/ns but
+ * their counted part, counted_calls/_ns that part. allreduce: process 1
+ * 10 calls (900 ns) of which 7 (600 ns) counted, process 2 5 (50 ns) all
+ * dropped -> dropped 3 + 5 = 8 (300 + 50 ns), counted 7 (600 ns); matmul:
+ * process 2 4 calls (40 ns) all counted -> dropped 0, counted 4. A filtered
+ * report has none.
+ */
+Test(query, ops_dropped_and_counted)
+{
+    struct report_params p = {.top = 10};
+    struct report r;
+    const struct report_op *ar = NULL, *mm = NULL;
+
+    db_exec(data_sql);
+    db_exec("INSERT INTO process_op_drops VALUES (1, 2, 10, 900, 80, 7, 600, 56),"
+            " (2, 2, 5, 50, 40, 0, 0, 0), (2, 1, 4, 40, 0, 4, 40, 0);");
+    run(&p, &r);
+    for (size_t i = 0; i < r.n_ops; i++) {
+        if (strcmp(r.ops[i].op, "allreduce") == 0)
+            ar = &r.ops[i];
+        if (strcmp(r.ops[i].op, "matmul") == 0)
+            mm = &r.ops[i];
+    }
+    cr_assert(ar != NULL && mm != NULL);
+    cr_assert_eq(ar->dropped_calls, 8);
+    cr_assert_eq(ar->dropped_ns, 350);
+    cr_assert_eq(ar->counted_calls, 7);
+    cr_assert_eq(ar->counted_ns, 600);
+    cr_assert_eq(mm->dropped_calls, 0);
+    cr_assert_eq(mm->dropped_ns, 0);
+    cr_assert_eq(mm->counted_calls, 4);
+    cr_assert_eq(mm->counted_ns, 40);
+    cr_assert_eq(ar->calls, 3, "the stored entries, as before");
     report_free(&r);
 }
 
@@ -728,10 +766,10 @@ static const char *const entry_keys[] = {"op",     "rank",      "device",    "st
 
 Test(query, pack)
 {
-    static const char *const op_keys[] = {"op",       "category",      "calls",     "total_ns",
-                                          "avg_ns",   "min_ns",        "p50_ns",    "p95_ns",
-                                          "p99_ns",   "max_ns",        "share",     "mem_bytes",
-                                          "elements", "dropped_calls", "dropped_ns"};
+    static const char *const op_keys[] = {
+        "op",       "category",      "calls",      "total_ns",      "avg_ns",    "min_ns",
+        "p50_ns",   "p95_ns",        "p99_ns",     "max_ns",        "share",     "mem_bytes",
+        "elements", "dropped_calls", "dropped_ns", "counted_calls", "counted_ns"};
     static const char *const imb_keys[] = {"devices", "total_ns", "ideal_ns",
                                            "max_ns",  "ratio",    "slowest_device"};
     static const char *const mem_keys[] = {"peak_bytes", "total_bytes", "hotspots"};
@@ -764,7 +802,7 @@ Test(query, pack)
     cr_assert_eq(o->type, MSGPACK_OBJECT_ARRAY);
     cr_assert_eq(o->via.array.size, 7);
     e = &o->via.array.ptr[1];
-    keys_eq(e, op_keys, 15);
+    keys_eq(e, op_keys, 17);
     str_eq(map_get(e, "op"), "matmul");
     cr_assert_eq(get_u64(e, "p95_ns"), 400);
     cr_assert_eq(map_get(e, "share")->type, MSGPACK_OBJECT_FLOAT64);

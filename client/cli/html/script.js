@@ -324,12 +324,19 @@
         ['dropped', 'DROPPED']].filter(function (c) {
             return rankRows.some(function (r) { return c[0] in r; });
         }));
+    /* CALLS are the entries stored; DROPPED (entries lost) and COUNTED (calls counted without
+     * an entry, TRACECTL_MPI_P2P) only when some op has them: their sum is every call */
     table(section('ops', 'Operations', R.ops_total > (R.ops || []).length ?
         (R.ops || []).length + ' of ' + R.ops_total + ' operations (by total time)' : null),
         R.ops, [['op', 'OP', 't'], ['category', 'CATEGORY', 't'], ['calls', 'CALLS'],
+        ['dropped_calls', 'DROPPED'], ['counted_calls', 'COUNTED'],
         ['total_ns', 'TOTAL', 'dur'], ['avg_ns', 'AVG', 'dur'], ['min_ns', 'MIN', 'dur'],
         ['p50_ns', 'P50', 'dur'], ['p95_ns', 'P95', 'dur'], ['p99_ns', 'P99', 'dur'],
-        ['max_ns', 'MAX', 'dur'], ['share', 'SHARE', 'share'], ['mem_bytes', 'MEM', 'bytes']]);
+        ['max_ns', 'MAX', 'dur'], ['share', 'SHARE', 'share'], ['mem_bytes', 'MEM', 'bytes']]
+        .filter(function (c) {
+            return (c[0] !== 'dropped_calls' && c[0] !== 'counted_calls') ||
+                (R.ops || []).some(function (r) { return r[c[0]] > 0; });
+        }));
     table(section('devices', 'Devices'), R.devices, [['device', 'DEVICE', 't'],
         ['calls', 'CALLS'], ['total_ns', 'TOTAL', 'dur'], ['mem_bytes', 'MEM', 'bytes']]);
     table(section('categories', 'Categories'), R.categories, [['category', 'CATEGORY', 't'],
