@@ -328,9 +328,9 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
         goto out;
     for (size_t i = 0; i < q.n_ranks; i++) {
         const struct rq_rank *r = &q.ranks[i];
-        if (msgpack_pack_map(pk, 4) || pk_rank(pk, "rank", r->rank) ||
+        if (msgpack_pack_map(pk, 5) || pk_rank(pk, "rank", r->rank) ||
             pk_u64(pk, "arrived_last", r->last) || pk_u64(pk, "caused_ns", r->caused) ||
-            pk_u64(pk, "waited_ns", r->waited))
+            pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "cpu_wait_ns", r->cpu_wait))
             goto out;
     }
     rc = 0;
