@@ -13,6 +13,7 @@
 #include "cli_diverge.h"
 #include "cli_fmt.h"
 #include "cli_obj.h"
+#include "cli_report_ranks.h"
 #include "cli_table.h"
 #include "cli_view.h"
 #include "util.h"
@@ -37,7 +38,9 @@ const char cli_diff_usage[] =
     "least --min-time and by more than --threshold percent of its time in A;\n"
     "a row A does not have only needs --min-time. It improved when its time\n"
     "fell by as much. The command exits 1 when anything regressed, 0 when\n"
-    "nothing did, so that a CI job can gate on it.\n"
+    "nothing did, so that a CI job can gate on it. When both sessions' producers\n"
+    "reported their wait for a CPU, the rank rows show it too (CPU WAIT A/B),\n"
+    "which is no regression: it is the machine's load, not the code's.\n"
     "\n"
     "At a home daemon (--peer-listen), a session that spans hosts compares its\n"
     "merged report: operations, categories, devices and totals of every host;\n"
@@ -77,6 +80,7 @@ const char cli_diff_usage[] =
 struct cli_diff_side {
     uint64_t calls, total_ns, mem_bytes;
     uint64_t extra_ns; /* the section's second time (untracked time of a rank), else 0 */
+    uint64_t cpu_ns;   /* a rank's CPU wait (cpu_wait_ns), else 0 */
 };
 
 /* A row's key as a report gives it: a name (op, category, device), a number (rank, step), nil. */
@@ -106,12 +110,14 @@ struct cli_diff_row {
     int64_t delta_ns; /* B's total − A's */
     bool regressed, improved;
     const char *extra_ab[2]; /* the JSON keys of the section's second time; NULL: none */
+    bool cpu;                /* cpu_wait_a_ns and cpu_wait_b_ns: both reports have a CPU wait */
 };
 
 struct cli_diff_rows {
     struct cli_diff_row *v;
     size_t n;
     bool present; /* either report has the section */
+    bool cpu;     /* its rows compare the ranks' CPU wait */
 };
 
 /*
@@ -122,7 +128,10 @@ struct cli_diff_rows {
  * the per-rank and per-step sections of newer daemons show when both have
  * them. A rank's row compares what it cost the others (caused time: a rank
  * that waits for a slow one has longer collectives, which is not a
- * regression of its own) and its untracked time.
+ * regression of its own) and its untracked time, and when both reports have a CPU wait
+ * (a rank's producers reported one), the ranks' CPU wait: shown beside the caused time, which
+ * it may explain (the verdict's rule), but no regression: it is the machine's load, not the
+ * code's.
  */
 struct cli_diff_section {
     const char *section; /* in the report map */
@@ -135,19 +144,20 @@ struct cli_diff_section {
     const char *time_header; /* "TIME" when NULL */
     /* a second time compared: the rows' key, the diff's keys for A and B, the header */
     const char *extra, *extra_a, *extra_b, *extra_header;
+    bool cpu; /* compare the rows' cpu_wait_ns when both reports have one */
 };
 
 static const struct cli_diff_section cli_diff_sections[] = {
     {"ops", "ops", "op", "Operations", "OP", "CALLS", false, true, "total_ns", "calls", "mem_bytes",
-     NULL, NULL, NULL, NULL, NULL},
+     NULL, NULL, NULL, NULL, NULL, false},
     {"ops", "categories", "category", "Categories", "CATEGORY", "CALLS", true, false, "total_ns",
-     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL},
+     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL, false},
     {"devices", "devices", "device", "Devices", "DEVICE", "CALLS", false, false, "total_ns",
-     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL},
+     "calls", "mem_bytes", NULL, NULL, NULL, NULL, NULL, false},
     {"ranks", "ranks", "rank", "Ranks", "RANK", "STEPS", false, false, "caused_ns", "steps", NULL,
-     "CAUSED", "untracked_ns", "untracked_a_ns", "untracked_b_ns", "UNTRACKED"},
+     "CAUSED", "untracked_ns", "untracked_a_ns", "untracked_b_ns", "UNTRACKED", true},
     {"steps", "steps", "step", "Steps (time of the slowest rank)", "STEP", "RANKS", false, false,
-     "max_ns", "ranks", NULL, NULL, NULL, NULL, NULL, NULL},
+     "max_ns", "ranks", NULL, NULL, NULL, NULL, NULL, NULL, false},
 };
 
 #define CLI_DIFF_NSECTIONS (sizeof(cli_diff_sections) / sizeof(cli_diff_sections[0]))
@@ -339,6 +349,7 @@ static void cli_diff_collect(struct cli_diff_item *items, size_t *n, const msgpa
         it->v.total_ns = cli_diff_u64(r, sec->time);
         it->v.mem_bytes = sec->mem != NULL ? cli_diff_u64(r, sec->mem) : 0;
         it->v.extra_ns = sec->extra != NULL ? cli_diff_u64(r, sec->extra) : 0;
+        it->v.cpu_ns = sec->cpu ? cli_diff_u64(r, "cpu_wait_ns") : 0;
     }
 }
 
@@ -401,6 +412,8 @@ static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_se
         free(items);
         return -ENOMEM;
     }
+    out->cpu = sec->cpu && cli_report_ranks_any_cpu_wait(rows[0]) &&
+               cli_report_ranks_any_cpu_wait(rows[1]);
     for (int s = 0; s < 2; s++)
         cli_diff_collect(items, &n, rows[s], sec, s);
     qsort(items, n, sizeof(*items), cli_diff_item_cmp);
@@ -414,6 +427,7 @@ static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_se
             r->key = it->key;
             r->extra_ab[0] = sec->extra_a;
             r->extra_ab[1] = sec->extra_b;
+            r->cpu = out->cpu;
         }
         if (sec->has_cat && !r->in[1]) { /* B's category, else A's */
             r->cat = it->cat;
@@ -424,6 +438,7 @@ static int cli_diff_match(const msgpack_object *rep[2], const struct cli_diff_se
         r->v[it->side].total_ns = cli_diff_sat_add(r->v[it->side].total_ns, it->v.total_ns);
         r->v[it->side].mem_bytes = cli_diff_sat_add(r->v[it->side].mem_bytes, it->v.mem_bytes);
         r->v[it->side].extra_ns = cli_diff_sat_add(r->v[it->side].extra_ns, it->v.extra_ns);
+        r->v[it->side].cpu_ns = cli_diff_sat_add(r->v[it->side].cpu_ns, it->v.cpu_ns);
     }
     free(items);
     for (size_t i = 0; i < out->n; i++)
@@ -466,7 +481,8 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
 {
     uint64_t a = r->v[0].total_ns;
 
-    msgpack_pack_map(pk, 13 + (key != NULL) + (r->cat != NULL) + 2 * (r->extra_ab[0] != NULL));
+    msgpack_pack_map(pk, 13 + (key != NULL) + (r->cat != NULL) + 2 * (r->extra_ab[0] != NULL) +
+                             2 * r->cpu);
     if (key != NULL) {
         cli_diff_pack_key(pk, key);
         if (r->key.kind == CLI_DIFF_STR)
@@ -504,6 +520,10 @@ static void cli_diff_pack_row(msgpack_packer *pk, const struct cli_diff_row *r, 
     for (int s = 0; r->extra_ab[0] != NULL && s < 2; s++) {
         cli_diff_pack_key(pk, r->extra_ab[s]);
         cli_diff_pack_opt(pk, r->in[s], r->v[s].extra_ns);
+    }
+    for (int s = 0; r->cpu && s < 2; s++) {
+        cli_diff_pack_key(pk, s ? "cpu_wait_b_ns" : "cpu_wait_a_ns");
+        cli_diff_pack_opt(pk, r->in[s], r->v[s].cpu_ns);
     }
     cli_diff_pack_key(pk, "new");
     cli_diff_pack_bool(pk, r->in[1] && !r->in[0]);
@@ -691,9 +711,10 @@ static void cli_diff_status_cell(const msgpack_object *row, char *buf, size_t si
 
 /*
  * The columns of a section's table: its key (and the category of ops), then
- * calls, time, change and memory of A and B, and the status.
+ * calls, time, change and memory of A and B (with cpu, the ranks' CPU wait of A and B), and
+ * the status.
  */
-static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_col *cols,
+static size_t cli_diff_cols(const struct cli_diff_section *sec, bool cpu, struct cli_view_col *cols,
                             char names[6][32])
 {
     const char *th = sec->time_header ? sec->time_header : "TIME";
@@ -717,6 +738,12 @@ static size_t cli_diff_cols(const struct cli_diff_section *sec, struct cli_view_
         snprintf(names[5], sizeof(names[5]), "%s B", sec->extra_header);
         cols[n++] = (struct cli_view_col){names[4], sec->extra_a, CLI_VIEW_DURATION, 0, NULL};
         cols[n++] = (struct cli_view_col){names[5], sec->extra_b, CLI_VIEW_DURATION, 0, NULL};
+    }
+    if (cpu) {
+        cols[n++] =
+            (struct cli_view_col){"CPU WAIT A", "cpu_wait_a_ns", CLI_VIEW_DURATION, 0, NULL};
+        cols[n++] =
+            (struct cli_view_col){"CPU WAIT B", "cpu_wait_b_ns", CLI_VIEW_DURATION, 0, NULL};
     }
     if (sec->mem != NULL) {
         cols[n++] = (struct cli_view_col){"MEM A", "mem_a", CLI_VIEW_BYTES, 0, NULL};
@@ -876,12 +903,17 @@ static int cli_diff_table(FILE *f, const struct cli_diff_section *sec, const msg
     const msgpack_object *rows = cli_obj_get(diff, sec->name);
     struct cli_view_col cols[CLI_VIEW_MAX_COLS];
     char names[6][32];
-    size_t ncols = cli_diff_cols(sec, cols, names);
+    size_t ncols;
     msgpack_object cut;
     int rc;
 
     if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY)
         return 0;
+    /* the rows compare the CPU wait when the diff gave them its keys (both sides had one) */
+    ncols = cli_diff_cols(sec,
+                          rows->via.array.size > 0 &&
+                              cli_obj_get(&rows->via.array.ptr[0], "cpu_wait_a_ns") != NULL,
+                          cols, names);
     fprintf(f, "\n%s (by absolute change in %s)\n", sec->title,
             sec->time_header ? "caused time" : "time");
     cut = *rows;

@@ -113,6 +113,11 @@ static void rr_rank_dropped(const msgpack_object *row, char *buf, size_t size)
     snprintf(buf, size, "%llu%s", (unsigned long long)d, d ? " (!)" : "");
 }
 
+/* The column of the run-queue delay the producers reported (rk_steps.cpu_wait_ns): shown only
+ * when a rank of the report has one, so that sessions from producers without it read as
+ * before. */
+#define RR_CPU_WAIT "CPU WAIT"
+
 /* At most CLI_VIEW_MAX_COLS: arrived_last and slowest_steps are in --json only (what a rank
  * cost the others is CAUSED; how often it came last says less). */
 static const struct cli_view_col rr_ranks_cols[] = {
@@ -125,6 +130,7 @@ static const struct cli_view_col rr_ranks_cols[] = {
     {"MPI %", "comm_share", CLI_VIEW_SHARE, 0, NULL},
     {"COMPUTE", "compute_ns", CLI_VIEW_DURATION, 0, NULL},
     {"UNTRACKED", "untracked_ns", CLI_VIEW_DURATION, 0, NULL},
+    {RR_CPU_WAIT, "cpu_wait_ns", CLI_VIEW_DURATION, 0, NULL},
     {"COMM", "comm_ns", CLI_VIEW_DURATION, 0, NULL},
     {"EXPOSED", "exposed_comm_ns", CLI_VIEW_DURATION, 0, NULL},
     {"MEMORY", "memory_ns", CLI_VIEW_DURATION, 0, NULL},
@@ -146,6 +152,7 @@ static const struct cli_view_col rr_steps_cols[] = {
     {"LATE", "late_rank", CLI_VIEW_COUNT, 0, NULL},
     {"WAITED", "waited_ns", CLI_VIEW_DURATION, 0, NULL},
     {"UNTRACKED", "untracked_ns", CLI_VIEW_DURATION, 0, NULL},
+    {RR_CPU_WAIT, "cpu_wait_ns", CLI_VIEW_DURATION, 0, NULL},
     {"SLOWEST", "slowest_rank", CLI_VIEW_COUNT, 0, NULL},
     {"LAST", "last_rank", CLI_VIEW_COUNT, 0, NULL},
     {"BY_RANK", NULL, CLI_VIEW_TEXT, 0, cli_bars_step_cell}, /* last: off without bars */
@@ -193,6 +200,32 @@ static const struct cli_view_col rr_tput_cols[] = {
     {"ELEMENTS", "elements", CLI_VIEW_COUNT, 0, NULL},
     {"ELEMENTS/S", NULL, CLI_VIEW_TEXT, 0, rr_rate},
 };
+
+bool cli_report_ranks_any_cpu_wait(const msgpack_object *ranks)
+{
+    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY)
+        return false;
+    for (uint32_t i = 0; i < ranks->via.array.size; i++) {
+        uint64_t ns = 0;
+        if (cli_obj_u64(cli_obj_get(&ranks->via.array.ptr[i], "cpu_wait_ns"), &ns) == 0 && ns > 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Copies the first n of cols into out (CLI_VIEW_MAX_COLS of them), without the CPU WAIT
+ * column unless cpu; returns how many it copied.
+ */
+static size_t rr_cols(const struct cli_view_col *cols, size_t n, bool cpu, struct cli_view_col *out)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && k < CLI_VIEW_MAX_COLS; i++)
+        if (cpu || strcmp(cols[i].name, RR_CPU_WAIT) != 0)
+            out[k++] = cols[i];
+    return k;
+}
 
 /* The steps that matter first: the most caused time (what the late rank cost the others),
  * then the longest slowest rank. The spread is small in exactly the slow steps of a job whose
@@ -357,7 +390,10 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
     const msgpack_object *ranks = cli_obj_get(report, "ranks");
     const msgpack_object *steps = cli_obj_get(report, "steps");
     const msgpack_object *comp = cli_obj_get(report, "completeness");
+    struct cli_view_col cols[CLI_VIEW_MAX_COLS];
+    bool cpu = cli_report_ranks_any_cpu_wait(ranks);
     msgpack_object widest;
+    size_t ncols;
     int rc;
 
     if (ranks == NULL)
@@ -366,8 +402,8 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         top = 10;
     cli_bars_report(steps);
     fputs("\nRanks\n", f);
-    if ((rc = cli_view_table(f, RR_INDENT, rr_ranks_cols, RR_NCOLS_BARS(rr_ranks_cols), ranks)) !=
-        0)
+    ncols = rr_cols(rr_ranks_cols, RR_NCOLS_BARS(rr_ranks_cols), cpu, cols);
+    if ((rc = cli_view_table(f, RR_INDENT, cols, ncols, ranks)) != 0)
         return rc;
     if (comp != NULL) {
         rr_missing(f, comp);
@@ -392,7 +428,8 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         widest.via.array.ptr = copy;
         fprintf(f, "\nSteps (%u; the %u with the most caused time, then the longest)\n", n,
                 widest.via.array.size);
-        rc = cli_view_table(f, RR_INDENT, rr_steps_cols, RR_NCOLS_BARS(rr_steps_cols), &widest);
+        ncols = rr_cols(rr_steps_cols, RR_NCOLS_BARS(rr_steps_cols), cpu, cols);
+        rc = cli_view_table(f, RR_INDENT, cols, ncols, &widest);
         free(copy);
         if (rc != 0)
             return rc;

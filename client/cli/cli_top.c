@@ -37,6 +37,8 @@ const char cli_top_usage[] =
     "last interval and since the start. Without an argument it shows the newest\n"
     "live session. The figures are the daemon's counters of what it has\n"
     "received, current to the last batch (a report shows what is stored).\n"
+    "When producers report their step thread's wait for a CPU (tracectl\n"
+    "report: CPU wait), a CPU WAIT column gives each rank's since the start.\n"
     "\n"
     "Once collectives have completed, a line names the rank that held the\n"
     "others up: the most caused time (the skews of the collectives it arrived\n"
@@ -92,6 +94,7 @@ struct top_op {
 struct top_an_rank {
     int64_t rank;
     uint64_t last, caused_ns, waited_ns; /* arrived_last, caused_ns, waited_ns */
+    uint64_t cpu_wait_ns;                /* its steps' wait for a CPU; 0 from a daemon before it */
 };
 
 /* The collective part of a report's analysis (PROTOCOL.md Part 3). */
@@ -100,6 +103,7 @@ struct top_an {
     bool has_culprit;   /* a daemon whose "late" says whom the verdict names */
     int64_t culprit;    /* that rank, -1: no rank stands out */
     uint64_t instances; /* collective instances of every op, since the start */
+    bool cpu_wait;      /* a rank has a CPU wait: the rank rows show it */
     struct top_an_rank *ranks;
     size_t n_ranks;
 };
@@ -317,6 +321,8 @@ static int top_copy_an(struct top_an *an, const msgpack_object *res)
         t->last = top_u64(r, "arrived_last");
         t->caused_ns = top_u64(r, "caused_ns");
         t->waited_ns = top_u64(r, "waited_ns");
+        t->cpu_wait_ns = top_u64(r, "cpu_wait_ns");
+        an->cpu_wait = an->cpu_wait || t->cpu_wait_ns > 0;
         an->n_ranks++;
     }
     if (coll == NULL) {
@@ -642,6 +648,27 @@ static void top_step_bar(char *buf, size_t size, uint64_t ns, uint64_t lo, uint6
     snprintf(buf, size, "%s %s", glyph, fig);
 }
 
+/* The CPU WAIT cell of a process of rank (-1: none): its rank's since the start, or "-". */
+static void top_cpu_wait(char *buf, size_t size, const struct top_an *an, int64_t rank)
+{
+    const struct top_an_rank *r = rank >= 0 ? top_an_find(an, rank) : NULL;
+
+    if (r == NULL)
+        snprintf(buf, size, "-");
+    else
+        cli_fmt_duration(buf, size, r->cpu_wait_ns);
+}
+
+/* The width to pad s to for n columns: "µs" takes 3 bytes for 2 columns. */
+static int top_pad(const char *s, int n)
+{
+    int extra = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++)
+        extra += (*p & 0xC0) == 0x80;
+    return n + extra;
+}
+
 static void top_print_procs(FILE *f, const struct top_snap *prev, const struct top_snap *cur,
                             double dt)
 {
@@ -654,8 +681,11 @@ static void top_print_procs(FILE *f, const struct top_snap *prev, const struct t
             lo = ns;
         hi = ns > hi ? ns : hi;
     }
-    fprintf(f, "  %6s %8s %10s %8s %12s %10s%s\n", "RANK", "PID", "STEP", "STEPS/S", "ENTRIES",
-            "ENTRIES/S", cli_bars_on() ? "  STEP_TIME" : "");
+    fprintf(f, "  %6s %8s %10s %8s %12s %10s", "RANK", "PID", "STEP", "STEPS/S", "ENTRIES",
+            "ENTRIES/S");
+    if (cur->an.cpu_wait)
+        fprintf(f, " %10s", "CPU WAIT");
+    fprintf(f, "%s\n", cli_bars_on() ? "  STEP_TIME" : "");
     if (cur->n_procs == 0)
         fprintf(f, "  (no process connected)\n");
     for (size_t i = 0; i < cur->n_procs; i++) {
@@ -670,6 +700,11 @@ static void top_print_procs(FILE *f, const struct top_snap *prev, const struct t
         top_rate_text(erate, sizeof(erate), q != NULL ? top_rate(q->entries, p->entries, dt) : NAN);
         fprintf(f, "  %6s %8" PRId64 " %10s %8s %12" PRIu64 " %10s", rank, p->pid, step, srate,
                 p->entries, erate);
+        if (cur->an.cpu_wait) {
+            char cw[CLI_FMT_LEN];
+            top_cpu_wait(cw, sizeof(cw), &cur->an, p->rank);
+            fprintf(f, " %*s", top_pad(cw, 10), cw);
+        }
         if (cli_bars_on()) {
             char bar[CLI_FMT_LEN + 8];
             top_step_bar(bar, sizeof(bar), top_step_ns(p, q, dt), lo, hi);
@@ -776,7 +811,7 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
     for (size_t i = 0; i < cur->n_procs; i++) {
         const struct top_proc *p = &cur->procs[i], *q = top_prev_proc(prev, p->process_id);
 
-        msgpack_pack_map(pk, 7);
+        msgpack_pack_map(pk, cur->an.cpu_wait ? 8 : 7);
         proto_pack_str(pk, "rank");
         if (p->rank >= 0)
             msgpack_pack_int64(pk, p->rank);
@@ -796,6 +831,14 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
         proto_pack_str(pk, "entries");
         msgpack_pack_uint64(pk, p->entries);
         top_pack_rate(pk, "entries_per_s", q ? top_rate(q->entries, p->entries, dt) : NAN);
+        if (cur->an.cpu_wait) {
+            const struct top_an_rank *r = p->rank >= 0 ? top_an_find(&cur->an, p->rank) : NULL;
+            proto_pack_str(pk, "cpu_wait_ns");
+            if (r != NULL)
+                msgpack_pack_uint64(pk, r->cpu_wait_ns);
+            else
+                msgpack_pack_nil(pk);
+        }
     }
 }
 

@@ -222,11 +222,15 @@ static int rq_read_steps(struct rq *q)
         " other_ns, exposed_ns, coll, waited_ns, last_count, caused_ns, covered_ns, cpu_wait_ns "
         "FROM rk_steps"
         " ORDER BY step";
+    /* A step's CPU wait is its process's (the step thread's run-queue delay), whatever the
+     * devices its entries ran on: a process with entries on the device in a step keeps its
+     * whole CPU wait of that step (column 10, as the step's row in rk_steps has it). */
     static const char by_dev[] =
         "SELECT r.process_id, r.step, r.begin_ns, r.end_ns, r.compute_ns, r.comm_ns, r.memory_ns,"
-        " r.wait_ns, r.other_ns, r.exposed_ns FROM rk_devsteps r"
-        " JOIN devices d ON d.id = r.device_id WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3"
-        " ORDER BY r.step";
+        " r.wait_ns, r.other_ns, r.exposed_ns, coalesce(s.cpu_wait_ns, 0) FROM rk_devsteps r"
+        " JOIN devices d ON d.id = r.device_id"
+        " LEFT JOIN rk_steps s ON s.step = r.step AND s.process_id = r.process_id"
+        " WHERE r.step BETWEEN ?1 AND ?2 AND d.name = ?3 ORDER BY r.step";
     const char *sql = q->f->device == NULL ? (q->f->steps ? all : all_steps) : by_dev;
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(q->db, sql, -1, &st, NULL);
@@ -260,6 +264,8 @@ static int rq_read_steps(struct rq *q)
         if (q->f->device == NULL) {
             w->covered = rq_pos(sqlite3_column_int64(st, 14));
             w->cpu_wait = rq_pos(sqlite3_column_int64(st, 15));
+        } else {
+            w->cpu_wait = rq_pos(sqlite3_column_int64(st, 10));
         }
         if (q->f->device != NULL || !rq_cat_wanted(q, PROTO_CAT_COMM))
             continue; /* collectives are per rank, not per device, and comm */
@@ -322,9 +328,9 @@ int ranks_late(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, ch
         goto out;
     for (size_t i = 0; i < q.n_ranks; i++) {
         const struct rq_rank *r = &q.ranks[i];
-        if (msgpack_pack_map(pk, 4) || pk_rank(pk, "rank", r->rank) ||
+        if (msgpack_pack_map(pk, 5) || pk_rank(pk, "rank", r->rank) ||
             pk_u64(pk, "arrived_last", r->last) || pk_u64(pk, "caused_ns", r->caused) ||
-            pk_u64(pk, "waited_ns", r->waited))
+            pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "cpu_wait_ns", r->cpu_wait))
             goto out;
     }
     rc = 0;

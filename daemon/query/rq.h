@@ -60,6 +60,7 @@ struct rq_row {
 struct rq_time {
     size_t ri;
     uint64_t t;
+    uint64_t cpu; /* its CPU wait in the step */
 };
 
 struct rq_shown {

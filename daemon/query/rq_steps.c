@@ -114,7 +114,7 @@ static int rq_step_keep(struct rq *q, struct rq_shown *st)
     if ((st->times = malloc(st->n * sizeof(*st->times))) == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < st->n; i++)
-        st->times[i] = (struct rq_time){q->rows[i].ri, rq_span(&q->rows[i])};
+        st->times[i] = (struct rq_time){q->rows[i].ri, rq_span(&q->rows[i]), q->rows[i].cpu_wait};
     if (q->shown == NULL && (q->shown = malloc(RQ_STEPS * sizeof(*q->shown))) == NULL) {
         free(st->times);
         return -ENOMEM;
@@ -343,26 +343,38 @@ static int64_t rq_rank_of(const struct rq *q, size_t ri)
     return ri == SIZE_MAX ? -1 : q->ranks[ri].rank;
 }
 
-static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st)
+/* [[rank, figure], ...] of a listed step: its ranks' step times, or (cpu) their CPU waits. */
+static int rq_pack_by_rank(struct rq *q, msgpack_packer *pk, const struct rq_shown *st, bool cpu)
 {
-    if (msgpack_pack_map(pk, 14) || pk_u64(pk, "step", st->step) || pk_u64(pk, "ranks", st->n) ||
-        pk_u64(pk, "min_ns", st->min) || pk_u64(pk, "max_ns", st->max) ||
-        pk_u64(pk, "mean_ns", st->mean) || pk_u64(pk, "spread_ns", st->max - st->min) ||
+    if (msgpack_pack_array(pk, st->n))
+        return -1;
+    for (size_t k = 0; k < st->n; k++) {
+        int64_t rank = q->ranks[st->times[k].ri].rank;
+        if (msgpack_pack_array(pk, 2) ||
+            (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank)) ||
+            msgpack_pack_uint64(pk, cpu ? st->times[k].cpu : st->times[k].t))
+            return -1;
+    }
+    return 0;
+}
+
+/* A listed step; with cpu (a rank of the report has a CPU wait), its ranks' CPU waits too. */
+static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown *st, bool cpu)
+{
+    if (msgpack_pack_map(pk, 14 + cpu) || pk_u64(pk, "step", st->step) ||
+        pk_u64(pk, "ranks", st->n) || pk_u64(pk, "min_ns", st->min) ||
+        pk_u64(pk, "max_ns", st->max) || pk_u64(pk, "mean_ns", st->mean) ||
+        pk_u64(pk, "spread_ns", st->max - st->min) ||
         pk_rank(pk, "slowest_rank", rq_rank_of(q, st->slow)) ||
         pk_rank(pk, "last_rank", rq_rank_of(q, st->last)) ||
         pk_rank(pk, "late_rank", rq_rank_of(q, st->late)) || pk_u64(pk, "waited_ns", st->waited) ||
         pk_u64(pk, "caused_ns", st->caused) ||
         pk_known(pk, "untracked_ns", st->untracked, q->cover) ||
         pk_u64(pk, "cpu_wait_ns", st->cpu_wait) || pk_str(pk, "times_ns") ||
-        msgpack_pack_array(pk, st->n))
+        rq_pack_by_rank(q, pk, st, false))
         return -1;
-    for (size_t k = 0; k < st->n; k++) {
-        int64_t rank = q->ranks[st->times[k].ri].rank;
-        if (msgpack_pack_array(pk, 2) ||
-            (rank < 0 ? msgpack_pack_nil(pk) : msgpack_pack_int64(pk, rank)) ||
-            msgpack_pack_uint64(pk, st->times[k].t))
-            return -1;
-    }
+    if (cpu && (pk_str(pk, "cpu_wait_times_ns") || rq_pack_by_rank(q, pk, st, true)))
+        return -1;
     return 0;
 }
 
@@ -373,12 +385,16 @@ static int rq_pack_step(struct rq *q, msgpack_packer *pk, const struct rq_shown 
  */
 int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *mean_step_out)
 {
+    bool cpu = false;
+
+    for (size_t i = 0; i < q->n_ranks; i++)
+        cpu = cpu || q->ranks[i].cpu_wait > 0;
     if (q->n_shown > 1)
         qsort(q->shown, q->n_shown, sizeof(*q->shown), rq_shown_step_cmp);
     if (pk_str(pk, "steps") || msgpack_pack_array(pk, q->n_shown))
         return -1;
     for (size_t k = 0; k < q->n_shown; k++)
-        if (rq_pack_step(q, pk, &q->shown[k]))
+        if (rq_pack_step(q, pk, &q->shown[k], cpu))
             return -1;
     *mean_step_out = q->step_cnt ? (uint64_t)(q->step_sum / q->step_cnt) : 0;
     return 0;

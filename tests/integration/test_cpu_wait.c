@@ -3,7 +3,8 @@
  * producers say their step thread waited for a CPU, per step, against a real
  * tracectld. The metadata's sums per rank and step are worked out by hand
  * below, malformed values are kept as metadata and counted nowhere, `tracectl
- * classify` keeps the sums, and libtracectl's tc_cpu_wait() sends what the
+ * classify` keeps the sums, a --device filter keeps the CPU wait of the processes on that
+ * device, and libtracectl's tc_cpu_wait() sends what the
  * producer's own read of /proc/thread-self/schedstat says.
  */
 #define _GNU_SOURCE
@@ -97,8 +98,8 @@ static void wait_ok(pid_t pid, const char *what)
 }
 
 /* The analysis restricted to rank (-1: all) and steps first..last (first -1: all). */
-static const msgpack_object *analysis(long long id, int rank, int first, int last,
-                                      struct proto_reader *r)
+static const msgpack_object *analysis_on(long long id, int rank, int first, int last,
+                                         const char *device, struct proto_reader *r)
 {
     struct proto_request req;
     const msgpack_object *o;
@@ -107,6 +108,7 @@ static const msgpack_object *analysis(long long id, int rank, int first, int las
     proto_request_init(&req);
     req.session.id = id;
     req.analysis.on = true;
+    req.analysis.device = (char *)device; /* borrowed: req is never deinited */
     if (rank >= 0) {
         req.analysis.ranks[0] = rank;
         req.analysis.n_ranks = 1;
@@ -120,6 +122,21 @@ static const msgpack_object *analysis(long long id, int rank, int first, int las
     close(fd);
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "report failed");
     return &o->via.array.ptr[1];
+}
+
+static const msgpack_object *analysis(long long id, int rank, int first, int last,
+                                      struct proto_reader *r)
+{
+    return analysis_on(id, rank, first, last, NULL, r);
+}
+
+/* The row of rank in rows (a report's ranks), or NULL. */
+static const msgpack_object *rank_row(const msgpack_object *rows, uint64_t rank)
+{
+    for (uint32_t i = 0; i < rows->via.array.size; i++)
+        if (obj_u64(obj_get(&rows->via.array.ptr[i], "rank")) == rank)
+            return &rows->via.array.ptr[i];
+    return NULL;
 }
 
 /*
@@ -158,6 +175,34 @@ static void check_sums(long long id, const char *what)
     proto_reader_deinit(&r);
 }
 
+/*
+ * With --device: a step's CPU wait is its process's, so the processes on the device keep
+ * theirs (rank 0 on cpu:0, rank 1 on cpu:1) and the others count none: per device, its
+ * process's figures above, per rank and per step.
+ */
+static void check_device(long long id, const char *what)
+{
+    static const char *const dev[2] = {"cpu:0", "cpu:1"};
+    static const uint64_t want_dev_step[2][3] = {{1000, 2003000, 5}, {7, 0, 100}};
+
+    for (uint64_t k = 0; k < 2; k++) {
+        struct proto_reader r;
+        const msgpack_object *a = analysis_on(id, -1, -1, -1, dev[k], &r);
+        const msgpack_object *ranks = obj_get(a, "ranks"), *steps = obj_get(a, "steps");
+        const msgpack_object *mine = rank_row(ranks, k), *other = rank_row(ranks, 1 - k);
+        cr_assert_not_null(mine, "%s: %s: no rank %llu", what, dev[k], (unsigned long long)k);
+        cr_expect_eq(obj_u64(obj_get(mine, "cpu_wait_ns")), want_rank[k], "%s: %s", what, dev[k]);
+        if (other != NULL)
+            cr_expect_eq(obj_u64(obj_get(other, "cpu_wait_ns")), 0, "%s: %s: the other rank", what,
+                         dev[k]);
+        cr_assert_eq(steps->via.array.size, 3, "%s: %s", what, dev[k]);
+        for (uint32_t i = 0; i < 3; i++)
+            cr_expect_eq(obj_u64(obj_get(&steps->via.array.ptr[i], "cpu_wait_ns")),
+                         want_dev_step[k][i], "%s: %s: step %u", what, dev[k], i);
+        proto_reader_deinit(&r);
+    }
+}
+
 Test(cpu_wait, metadata_sums_per_rank_and_step_and_classify_keeps_them)
 {
     pid_t p0, p1;
@@ -175,6 +220,7 @@ Test(cpu_wait, metadata_sums_per_rank_and_step_and_classify_keeps_them)
     id = session_id("cw");
     raw_wait_state(d.sock, id, "ended", 30);
     check_sums(id, "as sent");
+    check_device(id, "as sent");
     /* every value stays metadata (the last one of each process) */
     snprintf(db, sizeof(db), "%s/sessions/%lld.db", d.data, id);
     cr_expect_eq(harness_db_int(db, "SELECT count(*) FROM meta WHERE key = 'tracectl.cpu_wait'"),
@@ -184,6 +230,7 @@ Test(cpu_wait, metadata_sums_per_rank_and_step_and_classify_keeps_them)
     cr_assert_eq(harness_run(&out, argv), 0, "%s", out);
     free(out);
     check_sums(id, "after classify");
+    check_device(id, "after classify");
 }
 
 /* This thread's run-queue delay in ns, as tc_cpu_wait() reads it. */

@@ -43,6 +43,7 @@
 
 static struct tdaemon d;
 static int hold[2] = {-1, -1}; /* open: producers wait for a byte before closing (live) */
+static bool send_cpu_wait;     /* producers report cpu_wait_ns(r, s) per step */
 
 static void fini(void)
 {
@@ -57,6 +58,12 @@ TestSuite(html, .fini = fini, .timeout = 240);
 static uint64_t step_ns(int r, int s)
 {
     return (uint64_t)(r + 1) * 10 * MS + (uint64_t)s * MS + 5 * MS;
+}
+
+/* Rank r's CPU wait in step s, when the producers report one. */
+static uint64_t cpu_wait_ns(int r, int s)
+{
+    return (uint64_t)(r + 1) * 100000 + (uint64_t)s * 1000;
 }
 
 static void producer(const char *session, int rank)
@@ -87,6 +94,12 @@ static void producer(const char *session, int rank)
             tc_step(c);
         tc_record(c, mm, start, dur, 0, NULL, NULL, 0, NULL);
         tc_record_ext(c, ar, start + dur, 5 * MS, 0, TC_ELEMENTS_NONE, NULL, NULL, 0, NULL, &x);
+        if (send_cpu_wait) {
+            char v[64];
+            snprintf(v, sizeof(v), "%d %llu", s, (unsigned long long)cpu_wait_ns(rank, s));
+            if (tc_meta_str(c, "tracectl.cpu_wait", v) != 0)
+                _exit(5);
+        }
     }
     if (hold[0] >= 0) {
         char b;
@@ -831,4 +844,89 @@ Test(html, top_bars_in_a_terminal_only)
         cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "spinner %d failed", r);
     }
+}
+
+/* The cells of the heatmap in dom (up to its first script) against cpu_wait_ns(); the count. */
+static int check_cpu_cells(char *dom)
+{
+    char *script = strstr(dom, "<script");
+    int cells = 0;
+
+    cr_assert_not_null(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
+    cr_assert_not_null(strstr(dom, "data-metric=\"cpu_wait_times_ns\""), "not the CPU wait");
+    *script = '\0';
+    for (const char *p = dom; (p = strstr(p, "<i class=\"h")) != NULL; p++) {
+        long long r = attr(p, "data-rank"), s = attr(p, "data-step"), ns = attr(p, "data-ns");
+        cr_assert_eq((uint64_t)ns, cpu_wait_ns((int)r, (int)s), "cell rank %lld step %lld: %lld", r,
+                     s, ns);
+        cells++;
+    }
+    return cells;
+}
+
+/*
+ * Producers that report a CPU wait: report --json has each step's cpu_wait_times_ns and each
+ * rank's cpu_wait_ns, the page a CPU WAIT column in the ranks table and a heatmap of it (the
+ * page's #metric=cpu_wait_times_ns draws it first) whose cells carry the exact figures; a page
+ * without (the other tests' sessions) has neither.
+ */
+Test(html, cpu_wait_column_and_heatmap)
+{
+    pid_t pids[RANKS];
+    yajl_val rep, steps;
+    char path[512], url[600];
+    char *html, *dom;
+    int st;
+
+    if (!have_chromium())
+        cr_skip_test("chromium is not installed (scripts/deps.sh installs Debian's chromium)");
+    harness_daemon_start(&d, NULL);
+    send_cpu_wait = true;
+    start_producers("cpu", false, pids);
+    send_cpu_wait = false;
+    rep = report_json("cpu");
+    steps = jget(rep, "steps");
+    cr_assert_eq(steps->u.array.len, STEPS);
+    for (int s = 0; s < STEPS; s++) {
+        yajl_val t = jget(steps->u.array.values[s], "cpu_wait_times_ns");
+        cr_assert(YAJL_IS_ARRAY(t) && t->u.array.len == RANKS, "step %d", s);
+        for (int r = 0; r < RANKS; r++) {
+            yajl_val p = t->u.array.values[r];
+            cr_assert_eq(YAJL_GET_INTEGER(p->u.array.values[0]), r);
+            cr_assert_eq((uint64_t)YAJL_GET_INTEGER(p->u.array.values[1]), cpu_wait_ns(r, s));
+        }
+    }
+    /* rank r's: 5 (r + 1) 100,000 + (0 + 1 + 2 + 3 + 4) 1,000 */
+    for (int r = 0; r < RANKS; r++)
+        cr_assert_eq(json_rank(rep, r, "cpu_wait_ns"), 5LL * (r + 1) * 100000 + 10000);
+    snprintf(path, sizeof(path), "%s/cpu.html", d.dir);
+    free(cli(&st, "cpu", "--html", path, NULL));
+    cr_assert_eq(st, 0, "report --html failed");
+    html = read_file(path);
+    /* drawn first: the step time, as on every page; the CPU wait is a toggle */
+    dom = chromium(path, "--dump-dom");
+    cr_assert_eq(check_dom(dom, rep), RANKS * STEPS);
+    cr_assert_not_null(strstr(dom, "value=\"cpu_wait_times_ns\""), "no CPU wait toggle");
+    cr_assert_not_null(strstr(dom, ">CPU WAIT</th>"), "no CPU WAIT column");
+    /* rank 3's cell: 2,010,000 ns */
+    cr_assert_not_null(strstr(dom, "data-v=\"2010000\">2.01 ms</td>"), "rank 3's CPU wait");
+    free(dom);
+    snprintf(url, sizeof(url), "%s#metric=cpu_wait_times_ns", path);
+    dom = chromium(url, "--dump-dom");
+    cr_assert_eq(check_cpu_cells(dom), RANKS * STEPS);
+    free(dom);
+    free(html);
+    yajl_tree_free(rep);
+    /* a session without: no column, no toggle */
+    harness_daemon_stop(&d, SIGTERM);
+    harness_cleanup(&d);
+    harness_daemon_start(&d, NULL);
+    start_producers("plain", false, pids);
+    snprintf(path, sizeof(path), "%s/plain.html", d.dir);
+    free(cli(&st, "plain", "--html", path, NULL));
+    cr_assert_eq(st, 0, "report --html failed");
+    dom = chromium(path, "--dump-dom");
+    cr_assert_null(strstr(dom, "cpu_wait_times_ns\""), "a CPU wait toggle without CPU wait");
+    cr_assert_null(strstr(dom, ">CPU WAIT</th>"), "a CPU WAIT column without CPU wait");
+    free(dom);
 }

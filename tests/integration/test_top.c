@@ -798,6 +798,102 @@ Test(top, no_collective_no_late_rank)
     cr_assert_eq(harness_run(&out, text), 0);
     cr_assert(strstr(out, "\nentries 2 ") != NULL, "%s", out);
     cr_assert(strstr(out, "late rank") == NULL, "%s", out);
+    cr_assert(strstr(out, "CPU WAIT") == NULL, "no CPU wait reported: %s", out);
+    free(out);
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(tc_close(c[r]), 0);
+}
+
+/* The rank row of rank in top --json's ranks, or NULL. */
+static yajl_val rank_row(yajl_val v, long long rank)
+{
+    yajl_val rows = jget(v, "ranks", NULL);
+
+    cr_assert(rows != NULL && YAJL_IS_ARRAY(rows));
+    for (size_t i = 0; i < rows->u.array.len; i++) {
+        yajl_val r = jget(rows->u.array.values[i], "rank", NULL);
+        if (r != NULL && YAJL_IS_INTEGER(r) && YAJL_GET_INTEGER(r) == rank)
+            return rows->u.array.values[i];
+    }
+    return NULL;
+}
+
+/* The first line of out whose first field is rank, as a new string, or NULL. */
+static char *rank_line(const char *out, const char *rank)
+{
+    for (const char *p = out; p != NULL && *p != '\0';) {
+        const char *end = strchr(p, '\n'), *q = p + strspn(p, " ");
+        if (strncmp(q, rank, strlen(rank)) == 0 && q[strlen(rank)] == ' ')
+            return strndup(p, end ? (size_t)(end - p) : strlen(p));
+        p = end ? end + 1 : NULL;
+    }
+    return NULL;
+}
+
+/*
+ * Rank 1 reports 1,500,000 + 250,000 ns of CPU wait (steps 0 and 1), rank 0 none: the rank
+ * rows gain CPU WAIT, 1.75 ms and 0 ns, and --json's ranks their cpu_wait_ns.
+ */
+Test(top, cpu_wait_column_when_a_rank_reports_one)
+{
+    char *out = NULL, err[256];
+    char *json[] = {TRACECTL_BIN, "--socket", d.sock,       "top", "starved",
+                    "--once",     "--json",   "--interval", "0",   NULL};
+    char *text[] = {TRACECTL_BIN, "--socket",   d.sock, "top",       "starved",
+                    "--once",     "--interval", "0",    "--no-bars", NULL};
+    struct timespec t0, now;
+    tc_client *c[2];
+    yajl_val v = NULL;
+    int e;
+
+    harness_daemon_start(&d, NULL);
+    for (int r = 0; r < 2; r++) {
+        tc_options o = {0};
+        o.socket_path = d.sock;
+        o.session = "starved";
+        o.rank = r;
+        o.world = 2;
+        o.blocking = 1;
+        cr_assert((c[r] = tc_open(&o, &e)) != NULL);
+        for (uint64_t s = 0; s < 2; s++) {
+            tc_set_step(c[r], s);
+            tc_record(c[r], tc_op(c[r], "gemm"), 1000 + s * 1000, 500, 0, NULL, NULL, 0, NULL);
+        }
+        if (r == 1)
+            cr_assert(tc_meta_str(c[r], "tracectl.cpu_wait", "0 1500000") == 0 &&
+                      tc_meta_str(c[r], "tracectl.cpu_wait", "1 250000") == 0);
+        cr_assert_eq(tc_flush(c[r], -1), 0);
+    }
+    /* what is committed: poll until the writer has it (10 s at most) */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        yajl_val cw;
+        cr_assert_eq(harness_run(&out, json), 0);
+        v = yajl_tree_parse(out, err, sizeof(err));
+        cr_assert(v != NULL, "top --json is not JSON: %s\n%s", err, out);
+        cw = rank_row(v, 1) ? jget(rank_row(v, 1), "cpu_wait_ns", NULL) : NULL;
+        if (cw != NULL && YAJL_IS_INTEGER(cw) && YAJL_GET_INTEGER(cw) == 1750000)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        cr_assert_lt(now.tv_sec - t0.tv_sec, 10, "no CPU wait of rank 1 in:\n%s", out);
+        yajl_tree_free(v);
+        free(out);
+        nanosleep(&(struct timespec){0, 50000000}, NULL);
+    }
+    cr_assert_eq(jint(jget(rank_row(v, 0), "cpu_wait_ns", NULL)), 0, "%s", out);
+    yajl_tree_free(v);
+    free(out);
+    cr_assert_eq(harness_run(&out, text), 0);
+    {
+        char *hdr = strstr(out, "  RANK "), *r0, *r1;
+        cr_assert(hdr != NULL && strstr(hdr, "CPU WAIT") != NULL, "%s", out);
+        cr_assert((r0 = rank_line(hdr, "0")) != NULL, "no rank 0 row:\n%s", out);
+        cr_assert((r1 = rank_line(hdr, "1")) != NULL, "no rank 1 row:\n%s", out);
+        cr_assert(strstr(r0, " 0 ns") != NULL, "rank 0: %s", r0);
+        cr_assert(strstr(r1, " 1.75 ms") != NULL, "rank 1: %s", r1);
+        free(r0);
+        free(r1);
+    }
     free(out);
     for (int r = 0; r < 2; r++)
         cr_assert_eq(tc_close(c[r]), 0);

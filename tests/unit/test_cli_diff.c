@@ -44,6 +44,9 @@ static void op(msgpack_packer *pk, const char *name, const char *cat, uint64_t c
     kv_u(pk, "mem_bytes", mem);
 }
 
+/* Rank 1's CPU wait in the next report() (the other ranks': 0, as a daemon sends). */
+static uint64_t cpu_wait_r1;
+
 /*
  * A report: session totals, ops, one device, and with `ranks` the newer
  * sections (ranks 0 and 1 with totals r0 and r1, step 0 and 1, a verdict).
@@ -86,7 +89,7 @@ static void report(msgpack_sbuffer *sb, uint64_t mm, uint64_t ar, bool gelu, boo
     str(&pk, "ranks");
     msgpack_pack_array(&pk, 3);
     for (int r = -1; r < 2; r++) { /* -1: a process without a rank (nil) */
-        msgpack_pack_map(&pk, 5);
+        msgpack_pack_map(&pk, 6);
         str(&pk, "rank");
         if (r < 0)
             msgpack_pack_nil(&pk);
@@ -97,6 +100,7 @@ static void report(msgpack_sbuffer *sb, uint64_t mm, uint64_t ar, bool gelu, boo
         kv_u(&pk, "total_ns", r == 1 ? 1000 : r1);
         kv_u(&pk, "caused_ns", r == 1 ? r1 : 1000);
         kv_u(&pk, "untracked_ns", r == 0 ? r1 / 5 : 100);
+        kv_u(&pk, "cpu_wait_ns", r == 1 ? cpu_wait_r1 : 0);
     }
     str(&pk, "steps");
     msgpack_pack_array(&pk, 2);
@@ -263,6 +267,69 @@ Test(cli_diff, ranks_steps_and_verdicts_when_the_reports_have_them)
                               "   +50.0%       100 ns       100 ns  regressed\n"),
                        "%s", text);
     cr_assert_not_null(strstr(text, "Steps (time of the slowest rank)"), "%s", text);
+    free(text);
+    release(&x);
+}
+
+/* The line of text that starts with prefix, as a new string, or NULL. */
+static char *line_of(const char *text, const char *prefix)
+{
+    const char *p = strstr(text, prefix), *end;
+
+    if (p == NULL)
+        return NULL;
+    end = strchr(p, '\n');
+    return strndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
+/* The ranks' CPU wait is compared when both reports have one, and is no regression. */
+Test(cli_diff, ranks_cpu_wait_when_both_reports_have_one)
+{
+    struct cli_diff_opts o = {.threshold = 5.0, .min_time_ns = 0, .top = 20};
+    struct diffed x;
+    char *text = NULL, *hdr, *row;
+    size_t len = 0;
+    FILE *f;
+
+    /* only A has one: no comparison, the rows as before */
+    msgpack_sbuffer_init(&x.a);
+    msgpack_sbuffer_init(&x.b);
+    cpu_wait_r1 = 2000000;
+    report(&x.a, 1000, 500, false, true, 1000);
+    cpu_wait_r1 = 0;
+    report(&x.b, 1000, 500, false, true, 1500);
+    compare(&x, &o);
+    cr_assert_null(cli_obj_get(nth(&x, "ranks", 0), "cpu_wait_a_ns"));
+    release(&x);
+
+    /* both: rank 1 2 ms -> 150 ms, the others 0 -> 0; the regressions as without it (3) */
+    msgpack_sbuffer_init(&x.a);
+    msgpack_sbuffer_init(&x.b);
+    cpu_wait_r1 = 2000000;
+    report(&x.a, 1000, 500, false, true, 1000);
+    cpu_wait_r1 = 150000000;
+    report(&x.b, 1000, 500, false, true, 1500);
+    cpu_wait_r1 = 0;
+    compare(&x, &o);
+    cr_assert_eq(cli_obj_get(nth(&x, "ranks", 0), "rank")->via.u64, 1);
+    cr_assert_eq(cli_obj_get(nth(&x, "ranks", 0), "cpu_wait_a_ns")->via.u64, 2000000);
+    cr_assert_eq(cli_obj_get(nth(&x, "ranks", 0), "cpu_wait_b_ns")->via.u64, 150000000);
+    cr_assert_eq(cli_obj_get(nth(&x, "ranks", 2), "cpu_wait_a_ns")->via.u64, 0);
+    cr_assert_eq(cli_obj_get(nth(&x, "ranks", 2), "cpu_wait_b_ns")->via.u64, 0);
+    cr_assert_eq(x.regressed, 3);
+    cr_assert_null(cli_obj_get(nth(&x, "steps", 0), "cpu_wait_a_ns"));
+
+    f = open_memstream(&text, &len);
+    cr_assert_eq(cli_diff_print(f, &x.diff.data, &o), 0);
+    fclose(f);
+    hdr = line_of(text, "  RANK  STEPS A");
+    row = line_of(strstr(text, "Ranks (by"), "  1 ");
+    cr_assert_not_null(hdr, "%s", text);
+    cr_assert_not_null(row, "%s", text);
+    cr_assert_not_null(strstr(hdr, "UNTRACKED B  CPU WAIT A  CPU WAIT B  STATUS"), "%s", hdr);
+    cr_assert_not_null(strstr(row, "   2.00 ms      150 ms  regressed"), "%s", row);
+    free(hdr);
+    free(row);
     free(text);
     release(&x);
 }

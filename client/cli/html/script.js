@@ -100,6 +100,7 @@
         return Math.max(1, Math.min(40, Math.floor(avail / Math.max(1, steps.length))));
     }
     function metricName(k) {
+        if (k === 'cpu_wait_times_ns') return 'CPU wait';  /* the step thread's, per rank */
         return k === 'times_ns' ? 'step time' : k.replace(/_times_ns$|_ns$/, '').replace(/_/g, ' ');
     }
     function drawHeatmap(box, legend, key) {
@@ -146,12 +147,16 @@
                         steps.length ? null : '(no steps in this report)');
         if (!steps.length) return;
         var controls = el('div', 'controls'), box = el('div', 'hm'), legend = el('div', 'legend');
-        metrics.forEach(function (k, i) {
+        /* the figure drawn first: the page's #metric=<key> (e.g. #metric=cpu_wait_times_ns, the
+         * ranks' CPU wait when the report has it), else the step time */
+        var want = (/[#&]metric=([a-z_]+)/.exec(location.hash) || [])[1];
+        var first = metrics.indexOf(want) >= 0 ? want : metrics[0] || 'times_ns';
+        metrics.forEach(function (k) {
             var l = el('label'), r = el('input');
             r.type = 'radio';
             r.name = 'metric';
             r.value = k;
-            r.checked = i === 0;
+            r.checked = k === first;
             r.addEventListener('change', function () { drawHeatmap(box, legend, k); });
             l.appendChild(r);
             l.appendChild(document.createTextNode(' ' + metricName(k)));
@@ -170,7 +175,7 @@
             c.title = 'rank ' + c.dataset.rank + ', step ' + c.dataset.step + ': ' +
                 dur(Number(c.dataset.ns)) + ' (' + c.dataset.ns + ' ns)';
         });
-        drawHeatmap(box, legend, metrics[0] || 'times_ns');
+        drawHeatmap(box, legend, first);
     })();
 
     /* ---- time per rank, stacked; or one figure per rank (caused, waited, untracked) ---- */
@@ -321,8 +326,11 @@
         ['memory_ns', 'MEMORY', 'dur'], ['wait_ns', 'WAIT', 'dur'], ['other_ns', 'OTHER', 'dur'],
         ['waited_ns', 'WAITED', 'dur'], ['caused_ns', 'CAUSED', 'dur'],
         ['arrived_last', 'LAST'], ['slowest_steps', 'SLOWEST'], ['late_steps', 'LATE'],
-        ['dropped', 'DROPPED']].filter(function (c) {
-            return rankRows.some(function (r) { return c[0] in r; });
+        ['cpu_wait_ns', 'CPU WAIT', 'dur'], ['dropped', 'DROPPED']].filter(function (c) {
+            /* CPU WAIT only when a rank's producers reported one, as in the text report */
+            return rankRows.some(function (r) {
+                return c[0] === 'cpu_wait_ns' ? r[c[0]] > 0 : c[0] in r;
+            });
         }));
     /* CALLS are the entries stored; DROPPED (entries lost) and COUNTED (calls counted without
      * an entry, TRACECTL_MPI_P2P) only when some op has them: their sum is every call */
