@@ -1301,7 +1301,7 @@ Test(ranks, rebuild_equals_the_live_aggregates)
     straggler_script();
     id = run_producers("rebuild", 8, 8);
     analysis_bytes(id, &live);
-    /* a file written before the rank aggregates: no tables' rows, no info.ranks */
+    /* the rank aggregates deleted by hand (their rows and info.ranks): classify rebuilds them */
     snprintf(path, sizeof(path), "%s/sessions/%lld.db", d.data, id);
     cr_assert_eq(sqlite3_open(path, &db), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(db,
