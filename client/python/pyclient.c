@@ -24,7 +24,12 @@ static void client_last_op(Client *cl, PyObject *name, uint32_t op)
     Py_XDECREF(old);
 }
 
-int64_t pyclient_op_id(Client *cl, PyObject *name, const char *category)
+/*
+ * The id of op name (a str) on cl, interning it with category (NULL: the
+ * daemon classifies) the first time. 0 for a closed, disabled or offline
+ * client (which records nothing anyway); -1 with an exception set on error.
+ */
+static int64_t client_op_id(Client *cl, PyObject *name, const char *category)
 {
     PyObject *id;
     const char *s;
@@ -64,6 +69,19 @@ int64_t pyclient_op_id(Client *cl, PyObject *name, const char *category)
     return op;
 }
 
+int64_t pyclient_named_op(Client *cl, const char *fn, PyObject *name, PyObject *category)
+{
+    const char *cat;
+
+    if (name == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s() needs a name", fn);
+        return -1;
+    }
+    if (pycheck_opt_str(category, "category", 1, PROTO_MAX_CATEGORY, &cat) < 0)
+        return -1;
+    return client_op_id(cl, name, cat);
+}
+
 static void client_dealloc(Client *cl)
 {
     if (cl->c != NULL) {
@@ -87,17 +105,10 @@ static PyObject *client_op_id_m(Client *cl, PyObject *const *args, Py_ssize_t na
     static const char *const names[] = {"name", "category", NULL};
     static PyObject *interned[2];
     PyObject *v[2];
-    const char *category;
     int64_t op;
 
-    if (pycheck_args("op_id", args, nargs, kwnames, names, interned, 2, v, 2) < 0)
-        return NULL;
-    if (v[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "op_id() needs a name");
-        return NULL;
-    }
-    if (pycheck_opt_str(v[1], "category", 1, PROTO_MAX_CATEGORY, &category) < 0 ||
-        (op = pyclient_op_id(cl, v[0], category)) < 0)
+    if (pycheck_args("op_id", args, nargs, kwnames, names, interned, 2, v, 2) < 0 ||
+        (op = pyclient_named_op(cl, "op_id", v[0], v[1])) < 0)
         return NULL;
     return PyLong_FromLongLong(op);
 }
@@ -195,7 +206,7 @@ static PyObject *client_record(Client *cl, PyObject *const *args, Py_ssize_t nar
     if (PyLong_Check(v[0])) {
         if ((op = client_known_id(cl, v[0])) < 0)
             return NULL;
-    } else if ((op = pyclient_op_id(cl, v[0], category)) < 0) {
+    } else if ((op = client_op_id(cl, v[0], category)) < 0) {
         return NULL;
     }
     if (pyshape_parse(v[4], v[5], &sh) < 0)

@@ -150,11 +150,13 @@ extern PyTypeObject pyclient_type; /* tracectl.Client */
 extern PyTypeObject pyregion_type; /* tracectl.Region */
 
 /*
- * The id of op name (a str) on cl, interning it with category (NULL: the
- * daemon classifies) the first time. 0 for a closed, disabled or offline
- * client (which records nothing anyway); -1 with an exception set on error.
+ * The id of op name on cl for fn() (name NULL: not given, a TypeError),
+ * interning it with category (NULL or None: the daemon classifies; else a
+ * str checked against PROTO_MAX_CATEGORY) the first time. 0 for a closed,
+ * disabled or offline client (which records nothing anyway); -1 with an
+ * exception set on error.
  */
-int64_t pyclient_op_id(Client *cl, PyObject *name, const char *category);
+int64_t pyclient_named_op(Client *cl, const char *fn, PyObject *name, PyObject *category);
 /* Client.op() (see its doc in pyclient.c): a new Region, or NULL with an exception set. */
 PyObject *pyregion_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 

@@ -4,11 +4,10 @@
  * into its thread's chain (giving it a parent when a region of the same
  * client is open around it); leaving records one complete entry on its
  * client. Freed regions are kept for the next op(). The hot path, so op()
- * calls nothing in another file but pyclient_op_id() (and pyshape.c's when
+ * calls nothing in another file but pyclient_named_op() (and pyshape.c's when
  * given shapes): see the inline helpers in pyint.h. Runs under the GIL,
  * which guards the chain and the free list; see pyint.h.
  */
-#include "proto.h"
 #include "pyint.h"
 
 /* This thread's innermost open region (the GIL guards it with the chain). */
@@ -52,19 +51,12 @@ PyObject *pyregion_op(Client *cl, PyObject *const *args, Py_ssize_t nargs, PyObj
     static const char *const names[] = {"name", "out_shape", "in_shapes", "mem", "category", NULL};
     static PyObject *interned[5];
     PyObject *v[5];
-    const char *category;
     int64_t op;
     uint64_t mem;
     Region *r;
 
-    if (pycheck_args("op", args, nargs, kwnames, names, interned, 1, v, 5) < 0)
-        return NULL;
-    if (v[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "op() needs a name");
-        return NULL;
-    }
-    if (pycheck_opt_str(v[4], "category", 1, PROTO_MAX_CATEGORY, &category) < 0 ||
-        (op = pyclient_op_id(cl, v[0], category)) < 0 || pycheck_opt_u64(v[3], &mem) < 0)
+    if (pycheck_args("op", args, nargs, kwnames, names, interned, 1, v, 5) < 0 ||
+        (op = pyclient_named_op(cl, "op", v[0], v[4])) < 0 || pycheck_opt_u64(v[3], &mem) < 0)
         return NULL;
     if ((r = region_new(cl, (uint32_t)op, mem)) == NULL)
         return NULL;
