@@ -695,6 +695,25 @@ long long harness_db_int(const char *path, const char *sql)
     return n;
 }
 
+void harness_db_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+int64_t harness_db_one(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 bool harness_integrity_ok(const char *path)
 {
     sqlite3 *db;

@@ -1,7 +1,8 @@
 /*
  * harness — what integration tests share: a real tracectld on a temporary
  * socket and data dir, a raw-protocol client (msgpack over the socket, no
- * libtracectl), and a runner that captures a command's output.
+ * libtracectl), a runner that captures a command's output, and reading
+ * SQLite files (session files, for unit tests too).
  *
  * Every function asserts with Criterion on failure, so tests stay short.
  * harness_daemon_stop() plus harness_cleanup() leave no process and no file.
@@ -12,9 +13,11 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <msgpack.h>
+#include <sqlite3.h>
 
 #include "proto.h"
 
@@ -137,6 +140,10 @@ unsigned long long harness_status_u64(const char *sock, const char *key);
  * no file, the query fails or gives no row.
  */
 long long harness_db_int(const char *path, const char *sql);
+/* Runs sql (one or more statements) on db; asserts that it succeeded, with SQLite's message. */
+void harness_db_exec(sqlite3 *db, const char *sql);
+/* The first column of the first row of sql on db, -1 when it gives no row; asserts it prepares. */
+int64_t harness_db_one(sqlite3 *db, const char *sql);
 /* True when PRAGMA integrity_check says ok on the database at path. */
 bool harness_integrity_ok(const char *path);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "harness.h"
 #include "info.h"
 
 static sqlite3 *db;
@@ -32,11 +33,6 @@ static void db_close(void)
     cr_assert_eq(sqlite3_close(db), SQLITE_OK);
 }
 
-static void exec(const char *sql)
-{
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-}
-
 TestSuite(info, .init = db_with_table, .fini = db_close);
 TestSuite(info_none, .init = db_open, .fini = db_close);
 
@@ -44,7 +40,7 @@ Test(info, absent_key_and_null_value_give_the_default)
 {
     int64_t v = 1;
 
-    exec("INSERT INTO info VALUES ('nothing', NULL)");
+    harness_db_exec(db, "INSERT INTO info VALUES ('nothing', NULL)");
     cr_assert_eq(info_get(db, "absent", 7, &v), 0);
     cr_assert_eq(v, 7);
     cr_assert_eq(info_get(db, "nothing", -3, &v), 0);
@@ -57,7 +53,8 @@ Test(info, reads_what_sql_wrote)
 {
     int64_t v = 0;
 
-    exec("INSERT INTO info VALUES ('ranks', 2), ('big', 9007199254740993), ('neg', -5)");
+    harness_db_exec(db,
+                    "INSERT INTO info VALUES ('ranks', 2), ('big', 9007199254740993), ('neg', -5)");
     cr_assert_eq(info_get(db, "ranks", 0, &v), 0);
     cr_assert_eq(v, 2);
     cr_assert_eq(info_int(db, "big", 0), 9007199254740993LL);
@@ -91,7 +88,7 @@ Test(info, schema_version_is_checked)
     cr_assert_eq(info_schema_set(db), 0);
     cr_assert_eq(info_int(db, "schema_version", 0), 1);
     cr_assert_eq(info_schema_check(db, NULL, 0), 0);
-    exec("UPDATE info SET value = 2 WHERE key = 'schema_version'");
+    harness_db_exec(db, "UPDATE info SET value = 2 WHERE key = 'schema_version'");
     cr_assert_eq(info_schema_check(db, msg, sizeof(msg)), -EPROTO);
     cr_assert(strstr(msg, "(schema 2, this build reads 1)") != NULL, "%s", msg);
 }
