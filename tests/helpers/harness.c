@@ -541,6 +541,25 @@ const msgpack_object *raw_control(const char *sock, enum proto_type type,
     return o;
 }
 
+long long raw_session_id(const char *sock, const char *name)
+{
+    struct proto_reader r;
+    const msgpack_object *o;
+    long long id = -1;
+    int fd;
+
+    o = raw_control(sock, PROTO_SESSIONS, NULL, &r, &fd);
+    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
+        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "name"), name))
+            id = (long long)obj_u64(obj_get(row, "id"));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_geq(id, 0, "no session %s", name);
+    return id;
+}
+
 void raw_wait_state(const char *sock, long long id, const char *want, int seconds)
 {
     for (int i = 0; i < seconds * 20; i++) {

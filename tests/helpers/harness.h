@@ -119,6 +119,8 @@ void raw_bye(int fd, uint64_t dropped);
 const msgpack_object *raw_control(const char *sock, enum proto_type type,
                                   const struct proto_request *req, struct proto_reader *r,
                                   int *fd_out);
+/* The id of the session named name in the daemon at sock's `sessions`; asserts there is one. */
+long long raw_session_id(const char *sock, const char *name);
 /* The state of session id in `sessions` ("live"/"ended"), waiting up to `seconds` for want. */
 void raw_wait_state(const char *sock, long long id, const char *want, int seconds);
 

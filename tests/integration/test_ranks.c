@@ -134,8 +134,6 @@ static void child(const char *session, int rank, int world)
     _exit(tc_close(c) == 0 ? 0 : 3);
 }
 
-static long long session_id(const char *session);
-
 /*
  * Runs one producer process per rank 0..ranks-1 and waits for the session to
  * end; with live (not NULL), calls it on the live session once every producer
@@ -159,7 +157,7 @@ static long long run_producers_live(const char *session, int ranks, int world,
         char b[MAXR] = {0};
         for (int k = 0; k < ranks; k++)
             cr_assert_eq(read(pause_ready[0], b, 1), 1, "a producer failed before pausing");
-        live(session_id(session));
+        live(raw_session_id(d.sock, session));
         cr_assert_eq(write(pause_go[1], b, (size_t)ranks), ranks);
     }
     for (int k = 0; k < ranks; k++) {
@@ -173,7 +171,7 @@ static long long run_producers_live(const char *session, int ranks, int world,
             pause_ready[i] = pause_go[i] = -1;
         }
     }
-    id = session_id(session);
+    id = raw_session_id(d.sock, session);
     raw_wait_state(d.sock, id, "ended", 30);
     return id;
 }
@@ -181,26 +179,6 @@ static long long run_producers_live(const char *session, int ranks, int world,
 static long long run_producers(const char *session, int ranks, int world)
 {
     return run_producers_live(session, ranks, world, NULL);
-}
-
-/* The id of the session named session. */
-static long long session_id(const char *session)
-{
-    struct proto_reader r;
-    const msgpack_object *o;
-    long long id = -1;
-    int fd;
-
-    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
-    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
-        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
-        if (obj_str_eq(obj_get(row, "name"), session))
-            id = (long long)obj_u64(obj_get(row, "id"));
-    }
-    proto_reader_deinit(&r);
-    close(fd);
-    cr_assert_geq(id, 0, "no session %s", session);
-    return id;
 }
 
 /* The report with its analysis sections; the reply stays in *r (deinit it). */
