@@ -541,6 +541,19 @@ const msgpack_object *raw_control(const char *sock, enum proto_type type,
     return o;
 }
 
+long long raw_one_session(const char *sock, const char *name)
+{
+    long long id;
+    int fd = raw_producer(sock, name, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1, 1000, 10);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    raw_bye(fd, 0);
+    raw_wait_state(sock, id, "ended", 10);
+    return id;
+}
+
 long long raw_session_id(const char *sock, const char *name)
 {
     struct proto_reader r;
@@ -628,6 +641,28 @@ long long harness_cpu_ticks(pid_t pid)
     }
     fclose(f);
     return ut + st;
+}
+
+void harness_wait_idle(pid_t pid, int max_s)
+{
+    long long last = harness_cpu_ticks(pid), now;
+
+    for (int i = 0; i < max_s; i++) {
+        sleep(1);
+        now = harness_cpu_ticks(pid);
+        if (now == last)
+            return;
+        last = now;
+    }
+    cr_assert_fail("the daemon is still busy after %d s", max_s);
+}
+
+double harness_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Whether pid's state in /proc/<pid>/stat is T (stopped by a signal). */
@@ -731,6 +766,26 @@ int64_t harness_db_one(sqlite3 *db, const char *sql)
         v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return v;
+}
+
+char *harness_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len != NULL)
+        *len = (size_t)n;
+    return buf;
 }
 
 bool harness_integrity_ok(const char *path)

@@ -119,6 +119,8 @@ void raw_bye(int fd, uint64_t dropped);
 const msgpack_object *raw_control(const char *sock, enum proto_type type,
                                   const struct proto_request *req, struct proto_reader *r,
                                   int *fd_out);
+/* A session of one producer on sock (world 1, one flushed entry, bye), ended; its id. */
+long long raw_one_session(const char *sock, const char *name);
 /* The id of the session named name in the daemon at sock's `sessions`; asserts there is one. */
 long long raw_session_id(const char *sock, const char *name);
 /* The state of session id in `sessions` ("live"/"ended"), waiting up to `seconds` for want. */
@@ -146,6 +148,11 @@ long long harness_db_int(const char *path, const char *sql);
 void harness_db_exec(sqlite3 *db, const char *sql);
 /* The first column of the first row of sql on db, -1 when it gives no row; asserts it prepares. */
 int64_t harness_db_one(sqlite3 *db, const char *sql);
+/*
+ * The whole file at path, NUL-terminated (caller must free), its length in
+ * *len (len may be NULL); asserts that it can be read.
+ */
+char *harness_slurp(const char *path, size_t *len);
 /* True when PRAGMA integrity_check says ok on the database at path. */
 bool harness_integrity_ok(const char *path);
 
@@ -166,6 +173,13 @@ void harness_asan_small_quarantine(void);
 long harness_proc_kib(pid_t pid, const char *field);
 /* utime + stime of a process in clock ticks, or -1. */
 long long harness_cpu_ticks(pid_t pid);
+/*
+ * Waits until process pid has used no CPU for a whole second (it has done
+ * all it can); asserts that it gets there within max_s seconds.
+ */
+void harness_wait_idle(pid_t pid, int max_s);
+/* CLOCK_MONOTONIC in seconds, for deadlines and elapsed times. */
+double harness_now_s(void);
 /*
  * Sends pid SIGSTOP (stop) or SIGCONT (!stop) and waits, up to 10 s, until
  * /proc shows it stopped or running again (a signal is delivered a little
