@@ -1,6 +1,7 @@
 /*
  * util.h — rules every part of tracectl needs, written once: the length of
- * an array, an addition that saturates, growing an array. Header only, libc only:
+ * an array, an addition that saturates, growing an array, a deadline for
+ * pthread_cond_timedwait. Header only, libc only:
  * the daemon, the CLI and proto/ reach it through the `util` CMake target.
  */
 #ifndef TRACECTL_UTIL_H
@@ -9,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* The number of elements of an array (not a pointer). */
 #define UTIL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -39,6 +41,21 @@ static inline void *util_grow(void *arr, size_t *cap, size_t n, size_t size)
     if (p != NULL)
         *cap = ncap;
     return p;
+}
+
+/* The CLOCK_REALTIME time ms milliseconds from now: the deadline pthread_cond_timedwait takes. */
+static inline struct timespec util_realtime_in(unsigned ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
 }
 
 #endif
