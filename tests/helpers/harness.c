@@ -206,6 +206,14 @@ void harness_reap(void)
     }
 }
 
+void harness_teardown(struct tdaemon *d, int sig)
+{
+    harness_reap();
+    if (d->pid > 0)
+        harness_daemon_stop(d, sig);
+    harness_cleanup(d);
+}
+
 void harness_pipe(int fds[2])
 {
     cr_assert_eq(pipe(fds), 0, "pipe: %s", strerror(errno));

@@ -50,6 +50,12 @@ void harness_daemon_restart(struct tdaemon *d, ...);
 int harness_daemon_stop(struct tdaemon *d, int sig);
 /* Removes the temp dir. */
 void harness_cleanup(struct tdaemon *d);
+/*
+ * A suite's fini: harness_reap() (children first: they may hold
+ * connections), then harness_daemon_stop(d, sig) if the daemon runs, then
+ * harness_cleanup(d). Safe after a failed assertion.
+ */
+void harness_teardown(struct tdaemon *d, int sig);
 
 /*
  * Children of a test that cannot outlive it. A daemon started here and every

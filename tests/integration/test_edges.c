@@ -33,10 +33,7 @@ static struct tdaemon d;
 /* Children first (they may hold connections), then the daemon: even after a failed assertion. */
 static void stop_and_clean(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(edges, .fini = stop_and_clean, .timeout = 120);

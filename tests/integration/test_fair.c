@@ -29,10 +29,7 @@ static struct tdaemon d;
 /* Children first (they hold connections), then the daemon: even after a failed assertion. */
 static void fini(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(fair, .fini = fini, .timeout = 400);

@@ -46,9 +46,7 @@ static int hold[2] = {-1, -1}; /* open: producers wait for a byte before closing
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(html, .fini = fini, .timeout = 240);

@@ -47,9 +47,7 @@ static int pause_ready[2] = {-1, -1}, pause_go[2] = {-1, -1};
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(ranks, .fini = fini, .timeout = 240);

@@ -27,10 +27,7 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(replies, .fini = fini, .timeout = 400);

@@ -61,9 +61,7 @@ static bool flush_each; /* a commit after every entry */
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(untracked, .fini = fini, .timeout = 120);
