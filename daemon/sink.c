@@ -129,7 +129,7 @@ static void sink_fail(struct sink *k)
 /* Sleeps ms, or less when stopping. */
 static void sink_wait(struct sink *k, unsigned ms)
 {
-    struct timespec ts = util_realtime_in(ms);
+    struct timespec ts = util_deadline_in(CLOCK_REALTIME, ms);
 
     pthread_mutex_lock(&k->mu);
     if (!atomic_load(&k->stop))

@@ -1,7 +1,7 @@
 /*
  * util.h — rules every part of tracectl needs, written once: the length of
- * an array, an addition that saturates, growing an array, a deadline for
- * pthread_cond_timedwait. Header only, libc only:
+ * an array, an addition that saturates, growing an array, a deadline on a
+ * clock. Header only, libc only:
  * the daemon, the CLI and proto/ reach it through the `util` CMake target.
  */
 #ifndef TRACECTL_UTIL_H
@@ -43,13 +43,17 @@ static inline void *util_grow(void *arr, size_t *cap, size_t n, size_t size)
     return p;
 }
 
-/* The CLOCK_REALTIME time ms milliseconds from now: the deadline pthread_cond_timedwait takes. */
-static inline struct timespec util_realtime_in(unsigned ms)
+/*
+ * The time ms milliseconds from now on clock (CLOCK_REALTIME, or the clock a
+ * condition variable was set to wait on): the deadline pthread_cond_timedwait
+ * and poll loops take.
+ */
+static inline struct timespec util_deadline_in(clockid_t clock, uint64_t ms)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
+    clock_gettime(clock, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
     ts.tv_nsec += (long)(ms % 1000) * 1000000;
     if (ts.tv_nsec >= 1000000000) {
         ts.tv_sec++;

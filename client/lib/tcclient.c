@@ -307,7 +307,7 @@ static int ms_left(uint64_t deadline)
 static bool writer_wait(tc_client *c, uint64_t deadline)
 {
     int left = ms_left(deadline);
-    struct timespec ts = util_realtime_in(left < 0 ? 0 : (unsigned)left);
+    struct timespec ts = util_deadline_in(CLOCK_REALTIME, left < 0 ? 0 : (uint64_t)left);
     bool done;
 
     pthread_mutex_lock(&c->mu);
@@ -407,7 +407,7 @@ int tc_flush(tc_client *c, int timeout_ms)
 
     if (c == NULL || c->disabled)
         return -ENOTCONN;
-    deadline = util_realtime_in(timeout_ms < 0 ? 0 : (unsigned)timeout_ms);
+    deadline = util_deadline_in(CLOCK_REALTIME, timeout_ms < 0 ? 0 : (uint64_t)timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (c->forked && tcfork_restart(c) < 0) {
         pthread_mutex_unlock(&c->mu);
