@@ -412,7 +412,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
         if (!cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "exact"))
             fprintf(f, "%s(rank aggregates %s)\n", RR_INDENT,
                     cli_obj_str_eq(cli_obj_get(comp, "aggregates"), "absent")
-                        ? "absent: tracectl classify builds them"
+                        ? "absent: none stored yet, until the session's first commit"
                         : "inexact: tracectl classify rebuilds them");
     }
     if (steps != NULL && steps->type == MSGPACK_OBJECT_ARRAY) {

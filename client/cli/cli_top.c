@@ -1117,11 +1117,7 @@ static bool top_wait(int ms)
 {
     struct timespec end, now;
 
-    clock_gettime(CLOCK_MONOTONIC, &end);
-    end.tv_sec += ms / 1000;
-    end.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (end.tv_nsec >= 1000000000L)
-        end.tv_sec++, end.tv_nsec -= 1000000000L;
+    end = util_deadline_in(CLOCK_MONOTONIC, ms < 0 ? 0 : (uint64_t)ms);
     for (;;) {
         struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
         int left, n;

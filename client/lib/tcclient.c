@@ -15,6 +15,7 @@
 
 #include "sock.h"
 #include "tcint.h"
+#include "util.h"
 
 static void client_free(tc_client *c);
 
@@ -303,26 +304,11 @@ static int ms_left(uint64_t deadline)
     return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-/* CLOCK_REALTIME ms from now (ms >= 0), as pthread_cond_timedwait takes a deadline. */
-struct timespec tcclient_realtime_in(int ms)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    return ts;
-}
-
 /* Waits for the writer thread to leave its loop, until deadline (0: none). Whether it did. */
 static bool writer_wait(tc_client *c, uint64_t deadline)
 {
     int left = ms_left(deadline);
-    struct timespec ts = tcclient_realtime_in(left < 0 ? 0 : left);
+    struct timespec ts = util_deadline_in(CLOCK_REALTIME, left < 0 ? 0 : (uint64_t)left);
     bool done;
 
     pthread_mutex_lock(&c->mu);
@@ -422,7 +408,7 @@ int tc_flush(tc_client *c, int timeout_ms)
 
     if (c == NULL || c->disabled)
         return -ENOTCONN;
-    deadline = tcclient_realtime_in(timeout_ms < 0 ? 0 : timeout_ms);
+    deadline = util_deadline_in(CLOCK_REALTIME, timeout_ms < 0 ? 0 : (uint64_t)timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (c->forked && tcfork_restart(c) < 0) {
         pthread_mutex_unlock(&c->mu);

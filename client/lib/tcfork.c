@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tcint.h"
+#include "util.h"
 
 /*
  * A fork copies a client into the child without its writer thread, sharing
@@ -65,7 +66,7 @@ static void writer_park(tc_client *c)
         return;
     c->park = true;
     tcwriter_wake(c);
-    until = tcclient_realtime_in(PARK_MS);
+    until = util_deadline_in(CLOCK_REALTIME, PARK_MS);
     while (!c->parked && !c->writer_done)
         if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
             break;

@@ -349,7 +349,6 @@ int tcconn_read(int fd, struct proto_reader *r, int timeout_ms);
 /* tcwriter.c */
 int tcwriter_start(tc_client *c);
 void tcwriter_wake(tc_client *c);
-struct timespec tcclient_realtime_in(int ms);
 
 /* tcenc.c */
 size_t tcenc_drain(tc_client *c, msgpack_sbuffer *out, size_t room, bool dropping);

@@ -80,6 +80,48 @@ static MPI_Request req_c(const MPI_Fint *f, MPI_Fint ierr, MPI_Request *r)
     return *r;
 }
 
+/*
+ * The wrappers' common shapes, each over FORTRAN(lc, UC, params): args is
+ * the real binding's argument list, record what the call records (an
+ * expression on c, t0 and the arguments, evaluated after the call only when
+ * tracing). Macros, not functions, because TCMPI_BEGIN takes the call's site
+ * from __builtin_return_address(0): it must expand in the function the
+ * program called.
+ */
+
+/* A blocking call. */
+#define FORTRAN_REC(lc, UC, params, args, record)                                                  \
+    FORTRAN(lc, UC, params)                                                                        \
+    {                                                                                              \
+        REAL(lc);                                                                                  \
+        TCMPI_BEGIN;                                                                               \
+                                                                                                   \
+        real args;                                                                                 \
+        if (c != NULL)                                                                             \
+            record;                                                                                \
+    }
+
+/* A non-blocking collective (its request param named req): recorded with r, the C request. */
+#define FORTRAN_IREC(lc, UC, params, args, record)                                                 \
+    FORTRAN(lc, UC, params)                                                                        \
+    {                                                                                              \
+        MPI_Request r;                                                                             \
+        REAL(lc);                                                                                  \
+        TCMPI_BEGIN;                                                                               \
+                                                                                                   \
+        real args;                                                                                 \
+        if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)                                \
+            record;                                                                                \
+    }
+
+/* The collectives recorded as count x type at every rank (tcmpi_rec_count). */
+#define FORTRAN_COUNT(lc, UC, params, args)                                                        \
+    FORTRAN_REC(lc, UC, params, args,                                                              \
+                tcmpi_rec_count(c, TCMPI_##UC, t0, *ierr, COMM(comm), *count, TYPE(type), NULL))
+#define FORTRAN_ICOUNT(lc, UC, params, args)                                                       \
+    FORTRAN_IREC(lc, UC, params, args,                                                             \
+                 tcmpi_rec_count(c, TCMPI_##UC, t0, *ierr, COMM(comm), *count, TYPE(type), &r))
+
 /* ---- start and end ----------------------------------------------------------------- */
 
 FORTRAN(init, INIT, (MPI_Fint * ierr))
@@ -163,233 +205,97 @@ FORTRAN(comm_free, COMM_FREE, (MPI_Fint * comm, MPI_Fint *ierr))
 
 /* ---- collectives ------------------------------------------------------------------------ */
 
-FORTRAN(barrier, BARRIER, (MPI_Fint * comm, MPI_Fint *ierr))
-{
-    REAL(barrier);
-    TCMPI_BEGIN;
+FORTRAN_REC(barrier, BARRIER, (MPI_Fint * comm, MPI_Fint *ierr), (comm, ierr),
+            tcmpi_rec_count(c, TCMPI_BARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, NULL))
+FORTRAN_IREC(ibarrier, IBARRIER, (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr),
+             (comm, req, ierr),
+             tcmpi_rec_count(c, TCMPI_IBARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, &r))
 
-    real(comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_BARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, NULL);
-}
+FORTRAN_COUNT(bcast, BCAST,
+              (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+               MPI_Fint *ierr),
+              (buf, count, type, root, comm, ierr))
+FORTRAN_ICOUNT(ibcast, IBCAST,
+               (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+                MPI_Fint *req, MPI_Fint *ierr),
+               (buf, count, type, root, comm, req, ierr))
+FORTRAN_COUNT(reduce, REDUCE,
+              (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+               MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+              (sbuf, rbuf, count, type, op, root, comm, ierr))
 
-FORTRAN(ibarrier, IBARRIER, (MPI_Fint * comm, MPI_Fint *req, MPI_Fint *ierr))
-{
-    MPI_Request r;
-    REAL(ibarrier);
-    TCMPI_BEGIN;
+/* Allreduce, Scan, Exscan: one signature. */
+#define REDUCE_PARAMS                                                                              \
+    (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,        \
+     MPI_Fint *ierr)
+#define REDUCE_ARGS (sbuf, rbuf, count, type, op, comm, ierr)
+FORTRAN_COUNT(allreduce, ALLREDUCE, REDUCE_PARAMS, REDUCE_ARGS)
+FORTRAN_ICOUNT(iallreduce, IALLREDUCE,
+               (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr),
+               (sbuf, rbuf, count, type, op, comm, req, ierr))
+FORTRAN_COUNT(scan, SCAN, REDUCE_PARAMS, REDUCE_ARGS)
+FORTRAN_COUNT(exscan, EXSCAN, REDUCE_PARAMS, REDUCE_ARGS)
 
-    real(comm, req, ierr);
-    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
-        tcmpi_rec_count(c, TCMPI_IBARRIER, t0, *ierr, COMM(comm), 0, MPI_DATATYPE_NULL, &r);
-}
-
-FORTRAN(bcast, BCAST,
-        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
-         MPI_Fint *ierr))
-{
-    REAL(bcast);
-    TCMPI_BEGIN;
-
-    real(buf, count, type, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_BCAST, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
-}
-
-FORTRAN(ibcast, IBCAST,
-        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req,
-         MPI_Fint *ierr))
-{
-    MPI_Request r;
-    REAL(ibcast);
-    TCMPI_BEGIN;
-
-    real(buf, count, type, root, comm, req, ierr);
-    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
-        tcmpi_rec_count(c, TCMPI_IBCAST, t0, *ierr, COMM(comm), *count, TYPE(type), &r);
-}
-
-FORTRAN(reduce, REDUCE,
-        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
-         MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(reduce);
-    TCMPI_BEGIN;
-
-    real(sbuf, rbuf, count, type, op, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_REDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
-}
-
-FORTRAN(allreduce, ALLREDUCE,
-        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-         MPI_Fint *ierr))
-{
-    REAL(allreduce);
-    TCMPI_BEGIN;
-
-    real(sbuf, rbuf, count, type, op, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_ALLREDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
-}
-
-FORTRAN(iallreduce, IALLREDUCE,
-        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-         MPI_Fint *req, MPI_Fint *ierr))
-{
-    MPI_Request r;
-    REAL(iallreduce);
-    TCMPI_BEGIN;
-
-    real(sbuf, rbuf, count, type, op, comm, req, ierr);
-    if (c != NULL && req_c(req, *ierr, &r) != MPI_REQUEST_NULL)
-        tcmpi_rec_count(c, TCMPI_IALLREDUCE, t0, *ierr, COMM(comm), *count, TYPE(type), &r);
-}
-
-FORTRAN(scan, SCAN,
-        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-         MPI_Fint *ierr))
-{
-    REAL(scan);
-    TCMPI_BEGIN;
-
-    real(sbuf, rbuf, count, type, op, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_SCAN, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
-}
-
-FORTRAN(exscan, EXSCAN,
-        (void *sbuf, void *rbuf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-         MPI_Fint *ierr))
-{
-    REAL(exscan);
-    TCMPI_BEGIN;
-
-    real(sbuf, rbuf, count, type, op, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_EXSCAN, t0, *ierr, COMM(comm), *count, TYPE(type), NULL);
-}
-
-FORTRAN(gather, GATHER,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
-         MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(gather);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_GATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, TYPE(stype),
-                         *rcount, NULL, TYPE(rtype), *root, NULL);
-}
-
-FORTRAN(gatherv, GATHERV,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
-         MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(gatherv);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_GATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, TYPE(stype),
-                         0, rcounts, TYPE(rtype), *root, NULL);
-}
-
-FORTRAN(scatter, SCATTER,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
-         MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(scatter);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, *ierr, COMM(comm), *scount, NULL, TYPE(stype),
-                          buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL);
-}
-
-FORTRAN(scatterv, SCATTERV,
-        (void *sbuf, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *rbuf,
-         MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(scatterv);
-    TCMPI_BEGIN;
-
-    real(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, *ierr, COMM(comm), 0, scounts, TYPE(stype),
-                          buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL);
-}
-
-FORTRAN(allgather, ALLGATHER,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
-         MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(allgather);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
-                            TYPE(stype), *rcount, NULL, TYPE(rtype), NULL);
-}
-
-FORTRAN(allgatherv, ALLGATHERV,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
-         MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(allgatherv);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
-                            TYPE(stype), 0, rcounts, TYPE(rtype), NULL);
-}
-
-FORTRAN(alltoall, ALLTOALL,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
-         MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(alltoall);
-    TCMPI_BEGIN;
-
-    real(sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, NULL,
-                           TYPE(stype), *rcount, NULL, TYPE(rtype), NULL);
-}
-
-FORTRAN(alltoallv, ALLTOALLV,
-        (void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf,
-         MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr))
-{
-    REAL(alltoallv);
-    TCMPI_BEGIN;
-
-    real(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr);
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, *ierr, COMM(comm), buf_c(sbuf), 0, scounts,
-                           TYPE(stype), 0, rcounts, TYPE(rtype), NULL);
-}
+FORTRAN_REC(gather, GATHER,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+             MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr),
+            tcmpi_rec_gather(c, TCMPI_GATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                             TYPE(stype), *rcount, NULL, TYPE(rtype), *root, NULL))
+FORTRAN_REC(gatherv, GATHERV,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
+             MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr),
+            tcmpi_rec_gather(c, TCMPI_GATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                             TYPE(stype), 0, rcounts, TYPE(rtype), *root, NULL))
+FORTRAN_REC(scatter, SCATTER,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+             MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr),
+            tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, *ierr, COMM(comm), *scount, NULL, TYPE(stype),
+                              buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL))
+FORTRAN_REC(scatterv, SCATTERV,
+            (void *sbuf, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *rbuf,
+             MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr),
+            tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, *ierr, COMM(comm), 0, scounts, TYPE(stype),
+                              buf_c(rbuf), *rcount, TYPE(rtype), *root, NULL))
+FORTRAN_REC(allgather, ALLGATHER,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+             MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr),
+            tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                                TYPE(stype), *rcount, NULL, TYPE(rtype), NULL))
+FORTRAN_REC(allgatherv, ALLGATHERV,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts,
+             MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr),
+            tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, *ierr, COMM(comm), buf_c(sbuf), *scount,
+                                TYPE(stype), 0, rcounts, TYPE(rtype), NULL))
+FORTRAN_REC(alltoall, ALLTOALL,
+            (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount,
+             MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scount, stype, rbuf, rcount, rtype, comm, ierr),
+            tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, *ierr, COMM(comm), buf_c(sbuf), *scount, NULL,
+                               TYPE(stype), *rcount, NULL, TYPE(rtype), NULL))
+FORTRAN_REC(alltoallv, ALLTOALLV,
+            (void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf,
+             MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+            (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr),
+            tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, *ierr, COMM(comm), buf_c(sbuf), 0, scounts,
+                               TYPE(stype), 0, rcounts, TYPE(rtype), NULL))
 
 /* ---- point to point ------------------------------------------------------------------- */
 
 /* The blocking sends: one signature. */
 #define FORTRAN_SEND(lc, UC)                                                                       \
-    FORTRAN(lc, UC,                                                                                \
-            (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *tag,            \
-             MPI_Fint *comm, MPI_Fint *ierr))                                                      \
-    {                                                                                              \
-        REAL(lc);                                                                                  \
-        TCMPI_BEGIN;                                                                               \
-                                                                                                   \
-        real(buf, count, type, dest, tag, comm, ierr);                                             \
-        if (c != NULL)                                                                             \
-            tcmpi_rec_p2p(c, TCMPI_##UC, t0, *ierr, COMM(comm), *dest, *tag, *count, TYPE(type),   \
-                          1);                                                                      \
-    }
+    FORTRAN_REC(                                                                                   \
+        lc, UC,                                                                                    \
+        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *tag,                \
+         MPI_Fint *comm, MPI_Fint *ierr),                                                          \
+        (buf, count, type, dest, tag, comm, ierr),                                                 \
+        tcmpi_rec_p2p(c, TCMPI_##UC, t0, *ierr, COMM(comm), *dest, *tag, *count, TYPE(type), 1))
 
 /* The non-blocking sends: one signature. */
 #define FORTRAN_ISEND(lc, UC)                                                                      \
@@ -461,52 +367,44 @@ static const MPI_Status *status_c(struct fstatus *s, const MPI_Fint *st, MPI_Fin
     return &s->c;
 }
 
-FORTRAN(recv, RECV,
-        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
-         MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
-{
-    struct fstatus s;
-    REAL(recv);
-    TCMPI_BEGIN;
-    MPI_Fint *st = status_arg(&s, status, c);
+/*
+ * A call that fills a status (its param named status): MPI is given st, the
+ * caller's or ours (status_arg); record may read status_c(&s, st, *ierr).
+ */
+#define FORTRAN_STATUS(lc, UC, params, args, record)                                               \
+    FORTRAN(lc, UC, params)                                                                        \
+    {                                                                                              \
+        struct fstatus s;                                                                          \
+        REAL(lc);                                                                                  \
+        TCMPI_BEGIN;                                                                               \
+        MPI_Fint *st = status_arg(&s, status, c);                                                  \
+                                                                                                   \
+        real args;                                                                                 \
+        if (c != NULL)                                                                             \
+            record;                                                                                \
+    }
 
-    real(buf, count, type, source, tag, comm, st, ierr);
-    if (c != NULL)
-        tcmpi_rec_recv(c, TCMPI_RECV, t0, *ierr, COMM(comm), *source, *tag, *count, TYPE(type),
-                       status_c(&s, st, *ierr));
-}
-
-FORTRAN(sendrecv, SENDRECV,
-        (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, MPI_Fint *dest, MPI_Fint *stag, void *rbuf,
-         MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm,
-         MPI_Fint *status, MPI_Fint *ierr))
-{
-    struct fstatus s;
-    REAL(sendrecv);
-    TCMPI_BEGIN;
-    MPI_Fint *st = status_arg(&s, status, c);
-
-    real(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st, ierr);
-    if (c != NULL)
-        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, *ierr, COMM(comm), *scount, TYPE(stype), *dest,
-                           *stag, *rcount, TYPE(rtype), *source, *rtag, status_c(&s, st, *ierr));
-}
-
-FORTRAN(sendrecv_replace, SENDRECV_REPLACE,
-        (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *stag,
-         MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
-{
-    struct fstatus s;
-    REAL(sendrecv_replace);
-    TCMPI_BEGIN;
-    MPI_Fint *st = status_arg(&s, status, c);
-
-    real(buf, count, type, dest, stag, source, rtag, comm, st, ierr);
-    if (c != NULL)
-        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, *ierr, COMM(comm), *count, TYPE(type),
-                           *dest, *stag, *count, TYPE(type), *source, *rtag,
-                           status_c(&s, st, *ierr));
-}
+FORTRAN_STATUS(recv, RECV,
+               (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
+                MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr),
+               (buf, count, type, source, tag, comm, st, ierr),
+               tcmpi_rec_recv(c, TCMPI_RECV, t0, *ierr, COMM(comm), *source, *tag, *count,
+                              TYPE(type), status_c(&s, st, *ierr)))
+FORTRAN_STATUS(sendrecv, SENDRECV,
+               (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, MPI_Fint *dest, MPI_Fint *stag,
+                void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *source, MPI_Fint *rtag,
+                MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr),
+               (sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st, ierr),
+               tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, *ierr, COMM(comm), *scount, TYPE(stype),
+                                  *dest, *stag, *rcount, TYPE(rtype), *source, *rtag,
+                                  status_c(&s, st, *ierr)))
+FORTRAN_STATUS(sendrecv_replace, SENDRECV_REPLACE,
+               (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *stag,
+                MPI_Fint *source, MPI_Fint *rtag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr),
+               (buf, count, type, dest, stag, source, rtag, comm, st, ierr),
+               tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, *ierr, COMM(comm), *count,
+                                  TYPE(type), *dest, *stag, *count, TYPE(type), *source, *rtag,
+                                  status_c(&s, st, *ierr)))
 
 /* A probe: the source and tag it found (none when Iprobe found nothing), no bytes. */
 static void fort_probe(tc_client *c, enum tcmpi_op op, uint64_t t0, MPI_Fint ierr, MPI_Fint *comm,
@@ -517,33 +415,16 @@ static void fort_probe(tc_client *c, enum tcmpi_op op, uint64_t t0, MPI_Fint ier
     tcmpi_rec_p2p(c, op, t0, ierr, COMM(comm), source, tag, 0, MPI_DATATYPE_NULL, 1);
 }
 
-FORTRAN(probe, PROBE,
-        (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr))
-{
-    struct fstatus s;
-    REAL(probe);
-    TCMPI_BEGIN;
-    MPI_Fint *st = status_arg(&s, status, c);
-
-    real(source, tag, comm, st, ierr);
-    if (c != NULL)
-        fort_probe(c, TCMPI_PROBE, t0, *ierr, comm, *source, *tag, status_c(&s, st, *ierr));
-}
-
-FORTRAN(iprobe, IPROBE,
-        (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_Fint *status,
-         MPI_Fint *ierr))
-{
-    struct fstatus s;
-    REAL(iprobe);
-    TCMPI_BEGIN;
-    MPI_Fint *st = status_arg(&s, status, c);
-
-    real(source, tag, comm, flag, st, ierr);
-    if (c != NULL)
-        fort_probe(c, TCMPI_IPROBE, t0, *ierr, comm, *source, *tag,
-                   *flag ? status_c(&s, st, *ierr) : NULL);
-}
+FORTRAN_STATUS(probe, PROBE,
+               (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *status, MPI_Fint *ierr),
+               (source, tag, comm, st, ierr),
+               fort_probe(c, TCMPI_PROBE, t0, *ierr, comm, *source, *tag, status_c(&s, st, *ierr)))
+FORTRAN_STATUS(iprobe, IPROBE,
+               (MPI_Fint * source, MPI_Fint *tag, MPI_Fint *comm, MPI_Fint *flag, MPI_Fint *status,
+                MPI_Fint *ierr),
+               (source, tag, comm, flag, st, ierr),
+               fort_probe(c, TCMPI_IPROBE, t0, *ierr, comm, *source, *tag,
+                          *flag ? status_c(&s, st, *ierr) : NULL))
 
 /* ---- completion ------------------------------------------------------------------------- */
 
@@ -620,102 +501,55 @@ static void fort_wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, M
 
 #define EACH ((struct fwhere){TCMPI_ST_EACH, 0, 0, NULL})
 
-FORTRAN(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(wait);
-    MPI_Request *before = reqs_c(req, 1);
-    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
-    TCMPI_BEGIN;
-
-    real(req, st, ierr);
-    fort_wait_done(c, TCMPI_WAIT, t0, 1, before, req, st, *ierr, own, EACH);
-}
-
-FORTRAN(waitall, WAITALL, (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(waitall);
-    MPI_Request *before = reqs_c(reqs, *count);
-    MPI_Fint *st = fstatuses_arg(statuses, *count, before, &own);
-    TCMPI_BEGIN;
-
-    real(count, reqs, st, ierr);
-    fort_wait_done(c, TCMPI_WAITALL, t0, *count, before, reqs, st, *ierr, own, EACH);
-}
-
-/* Test, Testall: flag is a Fortran LOGICAL (an int with gfortran and Open MPI). */
-FORTRAN(test, TEST, (MPI_Fint * req, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(test);
-    MPI_Request *before = reqs_c(req, 1);
-    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
-    TCMPI_BEGIN;
-
-    real(req, flag, st, ierr);
-    fort_wait_done(c, TCMPI_TEST, t0, 1, before, req, st, *ierr, own, EACH);
-}
-
-FORTRAN(testall, TESTALL,
-        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(testall);
-    MPI_Request *before = reqs_c(reqs, *count);
-    MPI_Fint *st = fstatuses_arg(statuses, *count, before, &own);
-    TCMPI_BEGIN;
-
-    real(count, reqs, flag, st, ierr);
-    fort_wait_done(c, TCMPI_TESTALL, t0, *count, before, reqs, st, *ierr, own, EACH);
-}
-
-/* Waitany, Testany: the index is 1-based (MPI_UNDEFINED: none). */
-FORTRAN(waitany, WAITANY,
-        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *status, MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(waitany);
-    MPI_Request *before = reqs_c(reqs, *count);
-    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
-    TCMPI_BEGIN;
-
-    real(count, reqs, index, st, ierr);
-    fort_wait_done(c, TCMPI_WAITANY, t0, *count, before, reqs, st, *ierr, own,
-                   (struct fwhere){TCMPI_ST_ONE, *index - 1, 0, NULL});
-}
-
-FORTRAN(testany, TESTANY,
-        (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *flag, MPI_Fint *status,
-         MPI_Fint *ierr))
-{
-    MPI_Fint *own;
-    REAL(testany);
-    MPI_Request *before = reqs_c(reqs, *count);
-    MPI_Fint *st = fstatuses_arg(status, 1, before, &own);
-    TCMPI_BEGIN;
-
-    real(count, reqs, index, flag, st, ierr);
-    fort_wait_done(c, TCMPI_TESTANY, t0, *count, before, reqs, st, *ierr, own,
-                   (struct fwhere){TCMPI_ST_ONE, *flag ? *index - 1 : -1, 0, NULL});
-}
-
-/* Waitsome, Testsome: outcount 1-based indices, a status for each. */
-#define FORTRAN_SOME(lc, UC)                                                                       \
-    FORTRAN(lc, UC,                                                                                \
-            (MPI_Fint * incount, MPI_Fint * reqs, MPI_Fint * outcount, MPI_Fint * indices,         \
-             MPI_Fint * statuses, MPI_Fint * ierr))                                                \
+/*
+ * A completion call over n requests reqs, giving MPI nst statuses in place
+ * of status (fstatuses_arg); where: the struct fwhere of what it completed,
+ * evaluated after the call.
+ */
+#define FORTRAN_WAIT(lc, UC, params, args, reqs, n, status, nst, where)                            \
+    FORTRAN(lc, UC, params)                                                                        \
     {                                                                                              \
         MPI_Fint *own;                                                                             \
         REAL(lc);                                                                                  \
-        MPI_Request *before = reqs_c(reqs, *incount);                                              \
-        MPI_Fint *st = fstatuses_arg(statuses, *incount, before, &own);                            \
+        MPI_Request *before = reqs_c(reqs, n);                                                     \
+        MPI_Fint *st = fstatuses_arg(status, nst, before, &own);                                   \
         TCMPI_BEGIN;                                                                               \
                                                                                                    \
-        real(incount, reqs, outcount, indices, st, ierr);                                          \
-        fort_wait_done(c, TCMPI_##UC, t0, *incount, before, reqs, st, *ierr, own,                  \
-                       (struct fwhere){TCMPI_ST_SOME, 0, *outcount, indices});                     \
+        real args;                                                                                 \
+        fort_wait_done(c, TCMPI_##UC, t0, n, before, reqs, st, *ierr, own, where);                 \
     }
+
+FORTRAN_WAIT(wait, WAIT, (MPI_Fint * req, MPI_Fint *status, MPI_Fint *ierr), (req, st, ierr), req,
+             1, status, 1, EACH)
+FORTRAN_WAIT(waitall, WAITALL,
+             (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *statuses, MPI_Fint *ierr),
+             (count, reqs, st, ierr), reqs, *count, statuses, *count, EACH)
+
+/* Test, Testall: flag is a Fortran LOGICAL (an int with gfortran and Open MPI). */
+FORTRAN_WAIT(test, TEST, (MPI_Fint * req, MPI_Fint *flag, MPI_Fint *status, MPI_Fint *ierr),
+             (req, flag, st, ierr), req, 1, status, 1, EACH)
+FORTRAN_WAIT(testall, TESTALL,
+             (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *flag, MPI_Fint *statuses, MPI_Fint *ierr),
+             (count, reqs, flag, st, ierr), reqs, *count, statuses, *count, EACH)
+
+/* Waitany, Testany: the index is 1-based (MPI_UNDEFINED: none). */
+FORTRAN_WAIT(waitany, WAITANY,
+             (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *status, MPI_Fint *ierr),
+             (count, reqs, index, st, ierr), reqs, *count, status, 1,
+             ((struct fwhere){TCMPI_ST_ONE, *index - 1, 0, NULL}))
+FORTRAN_WAIT(testany, TESTANY,
+             (MPI_Fint * count, MPI_Fint *reqs, MPI_Fint *index, MPI_Fint *flag, MPI_Fint *status,
+              MPI_Fint *ierr),
+             (count, reqs, index, flag, st, ierr), reqs, *count, status, 1,
+             ((struct fwhere){TCMPI_ST_ONE, *flag ? *index - 1 : -1, 0, NULL}))
+
+/* Waitsome, Testsome: outcount 1-based indices, a status for each. */
+#define FORTRAN_SOME(lc, UC)                                                                       \
+    FORTRAN_WAIT(lc, UC,                                                                           \
+                 (MPI_Fint * incount, MPI_Fint * reqs, MPI_Fint * outcount, MPI_Fint * indices,    \
+                  MPI_Fint * statuses, MPI_Fint * ierr),                                           \
+                 (incount, reqs, outcount, indices, st, ierr), reqs, *incount, statuses, *incount, \
+                 ((struct fwhere){TCMPI_ST_SOME, 0, *outcount, indices}))
 
 FORTRAN_SOME(waitsome, WAITSOME)
 FORTRAN_SOME(testsome, TESTSOME)

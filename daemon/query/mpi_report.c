@@ -18,6 +18,7 @@
 #include "proto.h"
 #include "rksql.h"
 #include "store.h"
+#include "util.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -143,26 +144,6 @@ static int mpi_oom(struct mpi *m, const char *what)
     return -ENOMEM;
 }
 
-/*
- * Makes room for element n of an array of cap elements of size bytes (as
- * query.c's). Returns the array (moved, maybe) or NULL with arr untouched.
- */
-static void *mpi_grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-    size_t ncap;
-    void *p;
-
-    if (n < *cap)
-        return arr;
-    ncap = *cap > 0 ? *cap * 2 : 16;
-    if (ncap > SIZE_MAX / size)
-        return NULL;
-    p = realloc(arr, ncap * size);
-    if (p != NULL)
-        *cap = ncap;
-    return p;
-}
-
 static uint64_t mpi_u64(sqlite3_stmt *st, int col)
 {
     int64_t v = sqlite3_column_int64(st, col);
@@ -219,7 +200,7 @@ static int mpi_ops_row(sqlite3_stmt *st, void *arg)
 
     if (name == NULL)
         return 0;
-    if ((grown = mpi_grow(m->ops, &m->cap_ops, m->n_ops, sizeof(*m->ops))) == NULL)
+    if ((grown = util_grow(m->ops, &m->cap_ops, m->n_ops, sizeof(*m->ops))) == NULL)
         return mpi_oom(m, "ops");
     m->ops = grown;
     o = &m->ops[m->n_ops];
@@ -261,7 +242,7 @@ static int mpi_procs_row(sqlite3_stmt *st, void *arg)
     struct mpi *m = arg;
     struct mpi_proc *p;
 
-    if ((p = mpi_grow(m->procs, &m->cap_procs, m->n_procs, sizeof(*m->procs))) == NULL)
+    if ((p = util_grow(m->procs, &m->cap_procs, m->n_procs, sizeof(*m->procs))) == NULL)
         return mpi_oom(m, "processes");
     m->procs = p;
     p = &m->procs[m->n_procs++];
@@ -398,7 +379,7 @@ static int mpi_counts_row(sqlite3_stmt *st, void *arg)
     c.calls = calls;
     c.ns = ns;
     c.bytes = bytes;
-    if ((grown = mpi_grow(m->counts, &m->cap_counts, m->n_counts, sizeof(*m->counts))) == NULL)
+    if ((grown = util_grow(m->counts, &m->cap_counts, m->n_counts, sizeof(*m->counts))) == NULL)
         return mpi_oom(m, "point-to-point counts");
     m->counts = grown;
     m->counts[m->n_counts++] = c;
@@ -540,7 +521,7 @@ static struct mpi_comm *mpi_comm_get(struct mpi *m, int64_t id)
 
     if (i != SIZE_MAX)
         return &m->comms[i];
-    if ((c = mpi_grow(m->comms, &m->cap_comms, m->n_comms, sizeof(*m->comms))) == NULL)
+    if ((c = util_grow(m->comms, &m->cap_comms, m->n_comms, sizeof(*m->comms))) == NULL)
         return NULL;
     m->comms = c;
     if (!mpi_map_put(&m->comm_map, (uint64_t)id, m->n_comms, m->n_comms))
@@ -623,7 +604,7 @@ static int mpi_count_pair(struct mpi *m, int64_t from, int64_t to, bool send, ui
     struct mpi_pair *p;
 
     if (i == SIZE_MAX) {
-        if ((p = mpi_grow(m->pairs, &m->cap_pairs, m->n_pairs, sizeof(*m->pairs))) == NULL)
+        if ((p = util_grow(m->pairs, &m->cap_pairs, m->n_pairs, sizeof(*m->pairs))) == NULL)
             return mpi_oom(m, "point to point");
         m->pairs = p;
         if (!mpi_map_put(&m->pair_map, key, m->n_pairs, m->n_pairs))
@@ -824,7 +805,7 @@ static int mpi_names_row(sqlite3_stmt *st, void *arg)
     id = strtoull(key + 9, &end, 16);
     if (*end != '\0' || sscanf(value, "%47s %" SCNx64, label, &parent) != 2)
         return 0; /* not the interposer's: no name */
-    if ((n = mpi_grow(m->names, &m->cap_names, m->n_names, sizeof(*m->names))) == NULL)
+    if ((n = util_grow(m->names, &m->cap_names, m->n_names, sizeof(*m->names))) == NULL)
         return mpi_oom(m, "communicator names");
     m->names = n;
     n = &m->names[m->n_names++];

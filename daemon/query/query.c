@@ -34,6 +34,7 @@
 #include "ranks_query.h"
 #include "schema.h"
 #include "store.h"
+#include "util.h"
 #include "vtab.h"
 
 #include <errno.h>
@@ -182,26 +183,6 @@ static int query_blob(sqlite3_stmt *st, int col, struct report_blob *out)
     return 0;
 }
 
-/*
- * Makes room for element n of an array of cap elements of size bytes.
- * Returns the array (moved, maybe) or NULL with arr untouched on failure.
- */
-static void *query_grow(void *arr, size_t *cap, size_t n, size_t size)
-{
-    size_t ncap;
-    void *p;
-
-    if (n < *cap)
-        return arr;
-    ncap = *cap > 0 ? *cap * 2 : 16;
-    if (ncap > SIZE_MAX / size)
-        return NULL;
-    p = realloc(arr, ncap * size);
-    if (p != NULL)
-        *cap = ncap;
-    return p;
-}
-
 /* Steps st to its end, calling row(q, st) for each row. */
 static int query_rows(struct query *q, sqlite3_stmt *st, const char *what,
                       int (*row)(struct query *, sqlite3_stmt *))
@@ -265,7 +246,7 @@ static int query_totals(struct query *q)
 static int query_ops_row(struct query *q, sqlite3_stmt *st)
 {
     struct report *r = q->r;
-    struct report_op *op = query_grow(r->ops, &q->cap, r->n_ops, sizeof(*op));
+    struct report_op *op = util_grow(r->ops, &q->cap, r->n_ops, sizeof(*op));
 
     if (op == NULL)
         return query_oom(q, "ops");
@@ -452,7 +433,7 @@ static int query_ops(struct query *q)
 
 static int query_entry_row(struct query *q, sqlite3_stmt *st)
 {
-    struct report_entry *e = query_grow(*q->list, &q->cap, *q->n_list, sizeof(*e));
+    struct report_entry *e = util_grow(*q->list, &q->cap, *q->n_list, sizeof(*e));
 
     if (e == NULL)
         return query_oom(q, "entries");
@@ -500,7 +481,7 @@ static int query_hotspots(struct query *q)
 static int query_devices_row(struct query *q, sqlite3_stmt *st)
 {
     struct report *r = q->r;
-    struct report_device *d = query_grow(r->devices, &q->cap, r->n_devices, sizeof(*d));
+    struct report_device *d = util_grow(r->devices, &q->cap, r->n_devices, sizeof(*d));
 
     if (d == NULL)
         return query_oom(q, "devices");
@@ -632,7 +613,7 @@ static int query_page_count_row(struct query *q, sqlite3_stmt *st)
 /* An ops row of the page, its id kept for the durations pass. */
 static int query_page_row(struct query *q, sqlite3_stmt *st)
 {
-    struct query_page_op *p = query_grow(q->page, &q->page_cap, q->r->n_ops, sizeof(*p));
+    struct query_page_op *p = util_grow(q->page, &q->page_cap, q->r->n_ops, sizeof(*p));
 
     if (p == NULL)
         return query_oom(q, "ops");
@@ -706,7 +687,7 @@ static int query_comm_row(struct query *q, sqlite3_stmt *st)
 
     if (share < q->p->comm_min_ratio)
         return 0;
-    c = query_grow(r->comm, &q->cap, r->n_comm, sizeof(*c));
+    c = util_grow(r->comm, &q->cap, r->n_comm, sizeof(*c));
     if (c == NULL)
         return query_oom(q, "comm");
     r->comm = c;

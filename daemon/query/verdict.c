@@ -334,8 +334,11 @@ void verdict_text(const struct verdict_in *in, char *buf, size_t n)
 
     buf[0] = '\0';
     if (in->n_ranks == 0 || in->n_steps == 0) {
+        /* info.ranks is written with the session's first commit, and every file of
+         * INFO_SCHEMA_VERSION has it after that: absent means a live session before it. */
         vb_add(&v, "no rank aggregates%s.",
-               in->absent ? " (a session file written before them: tracectl classify builds them)"
+               in->absent ? " (none stored yet: the daemon writes them with the session's first "
+                            "commit)"
                           : "");
         return;
     }

@@ -107,7 +107,7 @@ struct verdict_in {
     uint64_t open_cap;    /* that cap */
     bool untracked_known; /* the file has untracked time (written since it was kept) */
     bool inexact;         /* the aggregates are inexact */
-    bool absent;          /* the file has no aggregates */
+    bool absent;          /* no aggregates yet: a live session before its first commit */
     uint64_t *scratch;    /* n_ranks values of the caller's, for the imbalances */
 };
 

@@ -1,5 +1,5 @@
 /*
- * info.c — the `info` table's reader; see info.h.
+ * info.c — the `info` table's reader, and info_set(); see info.h.
  */
 #include "info.h"
 
@@ -29,6 +29,20 @@ int64_t info_int(sqlite3 *db, const char *key, int64_t def)
     int64_t v;
 
     return info_get(db, key, def, &v) < 0 ? def : v;
+}
+
+int info_set(sqlite3 *db, const char *key, int64_t v)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO info VALUES (?, ?)", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return store_errno(rc);
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, v);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return store_errno(rc);
 }
 
 int info_schema_set(sqlite3 *db)

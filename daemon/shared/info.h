@@ -19,6 +19,8 @@
 int info_get(sqlite3 *db, const char *key, int64_t def, int64_t *out);
 /* info_get()'s value, def on any error. */
 int64_t info_int(sqlite3 *db, const char *key, int64_t def);
+/* Sets key to v (inside the caller's transaction, if any). 0 or a negative errno (store_errno). */
+int info_set(sqlite3 *db, const char *key, int64_t v);
 
 /*
  * SCHEMA VERSION. A session file says which format it is in with one number,

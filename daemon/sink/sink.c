@@ -21,6 +21,7 @@
 #include "sink.h"
 #include "sink_http.h"
 #include "sink_rows.h"
+#include "util.h"
 
 /* A start_ns past this (2001-09-09) is a wall-clock time already (an imported trace's). */
 #define SINK_WALL_MIN_NS 1000000000000000000ll
@@ -128,15 +129,8 @@ static void sink_fail(struct sink *k)
 /* Sleeps ms, or less when stopping. */
 static void sink_wait(struct sink *k, unsigned ms)
 {
-    struct timespec ts;
+    struct timespec ts = util_deadline_in(CLOCK_REALTIME, ms);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
     pthread_mutex_lock(&k->mu);
     if (!atomic_load(&k->stop))
         pthread_cond_timedwait(&k->cv, &k->mu, &ts);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "info.h"
 #include "rk.h"
 #include "rkcoll.h"
 #include "rkcover.h"
@@ -90,10 +91,10 @@ int ranks_init_file(struct ranks *r)
     int err;
 
     r->inexact_written = false;
-    if ((err = rksql_info_set(r->db, "ranks", 1)) != 0)
+    if ((err = info_set(r->db, "ranks", 1)) != 0)
         return err;
     r->state_written = 1;
-    return rksql_info_set(r->db, "ranks_state", 1);
+    return info_set(r->db, "ranks_state", 1);
 }
 
 /* ---- ops and processes --------------------------------------------------- */
@@ -383,17 +384,17 @@ int ranks_flush(struct ranks *r)
     if ((err = rkwrite_ops(r)) != 0 || (err = rkwrite_steps(r)) != 0)
         return err;
     if (r->late != r->late_written) {
-        if ((err = rksql_info_set(r->db, "ranks_late", (int64_t)r->late)) != 0)
+        if ((err = info_set(r->db, "ranks_late", (int64_t)r->late)) != 0)
             return err;
         r->late_written = r->late;
     }
     if (r->capped != r->capped_written) {
-        if ((err = rksql_info_set(r->db, "ranks_capped", (int64_t)r->capped)) != 0)
+        if ((err = info_set(r->db, "ranks_capped", (int64_t)r->capped)) != 0)
             return err;
         r->capped_written = r->capped;
     }
     if (r->inexact && !r->inexact_written) {
-        if ((err = rksql_info_set(r->db, "ranks", 2)) != 0)
+        if ((err = info_set(r->db, "ranks", 2)) != 0)
             return err;
         r->inexact_written = true;
     }
@@ -458,12 +459,12 @@ int ranks_load(struct ranks *r)
 
     if ((err = ranks_load_names(r)) != 0)
         return err;
-    r->late = r->late_written = (uint64_t)rksql_info_get(r->db, "ranks_late", 0);
-    r->capped = r->capped_written = (uint64_t)rksql_info_get(r->db, "ranks_capped", 0);
-    r->inexact = r->inexact_written = rksql_info_get(r->db, "ranks", 0) == 2;
+    r->late = r->late_written = (uint64_t)info_int(r->db, "ranks_late", 0);
+    r->capped = r->capped_written = (uint64_t)info_int(r->db, "ranks_capped", 0);
+    r->inexact = r->inexact_written = info_int(r->db, "ranks", 0) == 2;
     for (size_t i = 0; i < r->n_procs; i++)
         replay |= r->procs[i].replay;
-    r->state_written = rksql_info_get(r->db, "ranks_state", 0);
+    r->state_written = info_int(r->db, "ranks_state", 0);
     if (r->state_written != 1 || replay) {
         /* some intervals were not saved (ranks_state 2), or an import's file (none are):
          * open instances, occurrence counts and pending intervals were lost with the close */
@@ -567,9 +568,9 @@ int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)
                               " ON CONFLICT(step, process_id) DO UPDATE SET"
                               " cpu_wait_ns = excluded.cpu_wait_ns;"
                               " DROP TABLE temp.rk_cpu_wait")) != 0 ||
-        (err = rksql_info_set(db, "ranks", 1)) != 0 ||
-        (err = rksql_info_set(db, "ranks_late", (int64_t)r->late)) != 0 ||
-        (err = rksql_info_set(db, "ranks_capped", (int64_t)r->capped)) != 0)
+        (err = info_set(db, "ranks", 1)) != 0 ||
+        (err = info_set(db, "ranks_late", (int64_t)r->late)) != 0 ||
+        (err = info_set(db, "ranks_capped", (int64_t)r->capped)) != 0)
         goto rollback;
     ranks_free(r);
     r = NULL;
@@ -594,7 +595,7 @@ int ranks_recover(sqlite3 *db)
         return err;
     if ((r = ranks_new(db)) == NULL) {
         err = -ENOMEM;
-    } else if ((err = ranks_load(r)) == 0 && rksql_info_get(db, "ranks", 0) != 0 &&
+    } else if ((err = ranks_load(r)) == 0 && info_int(db, "ranks", 0) != 0 &&
                (ranks_pending(r) || r->inexact) && (err = ranks_finish(r)) == 0) {
         err = ranks_flush(r); /* a file that saved no state says it lost some */
     }

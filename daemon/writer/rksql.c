@@ -106,34 +106,6 @@ int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *
     return err != 0 ? err : store_errno(rc);
 }
 
-int rksql_info_set(sqlite3 *db, const char *key, int64_t v)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO info VALUES (?, ?)", -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, v);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return store_errno(rc);
-}
-
-int64_t rksql_info_get(sqlite3 *db, const char *key, int64_t dflt)
-{
-    sqlite3_stmt *st;
-    int64_t v = dflt;
-
-    if (sqlite3_prepare_v2(db, "SELECT value FROM info WHERE key = ?", -1, &st, NULL) != SQLITE_OK)
-        return dflt;
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 bool rksql_has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st;

@@ -1,6 +1,6 @@
 /*
  * rksql — how the rank aggregates talk to SQLite: batched upserts, one-off
- * statements, the `info` keys they keep, and what a file's schema has.
+ * statements, and what a file's schema has (the `info` table is info.h's).
  *
  * Writer thread (and `classify`'s worker, on its own connection), through
  * struct ranks. Every function returns 0 or a negative errno: SQLite's codes
@@ -55,11 +55,6 @@ int rksql_exec(sqlite3 *db, const char *sql);
  * every row was read, or SQLite's error.
  */
 int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg);
-
-/* Sets info.key to v. */
-int rksql_info_set(sqlite3 *db, const char *key, int64_t v);
-/* info.key, or dflt when absent or unreadable. */
-int64_t rksql_info_get(sqlite3 *db, const char *key, int64_t dflt);
 
 /* True when the file has that table. False on error too. */
 bool rksql_has_table(sqlite3 *db, const char *name);

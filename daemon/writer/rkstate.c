@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "info.h"
 #include "rkcoll.h"
 #include "rkcover.h"
 #include "rkdelta.h"
@@ -305,13 +306,13 @@ int rkstate_save(struct ranks *r)
         for (size_t i = 0; i < r->n_procs && want == 1; i++)
             want = r->procs[i].cover_unsaved ? 2 : 1;
         if (want != r->state_written) {
-            if ((rc = rksql_info_set(r->db, "ranks_state", want)) != 0)
+            if ((rc = info_set(r->db, "ranks_state", want)) != 0)
                 return rc;
             r->state_written = want;
         }
     }
     if (r->opened != r->opened_written) {
-        if ((rc = rksql_info_set(r->db, "ranks_opened", (int64_t)r->opened)) != 0)
+        if ((rc = info_set(r->db, "ranks_opened", (int64_t)r->opened)) != 0)
             return rc;
         r->opened_written = r->opened;
     }
@@ -364,7 +365,7 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
  */
 static int rkstate_load_open(struct ranks *r)
 {
-    r->opened = (uint64_t)rksql_info_get(r->db, "ranks_opened", 0);
+    r->opened = (uint64_t)info_int(r->db, "ranks_opened", 0);
     return rksql_each(r->db,
                       "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
                       " dur_ns, coalesce(comm_size, 0), coalesce(flags, 0),"

@@ -16,6 +16,7 @@
 #include "store_int.h"
 #include "store_recover.h"
 #include "store_writer.h"
+#include "util.h"
 #include "wsess.h"
 
 #define QUANTUM_ENTRIES 4096  /* entries of one session applied per round */
@@ -234,13 +235,7 @@ static void writer_wait(struct store *s, int64_t ms)
         pthread_cond_wait(&s->q.cv, &s->q.mu);
         return;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    ts = util_deadline_in(CLOCK_MONOTONIC, (uint64_t)ms);
     pthread_cond_timedwait(&s->q.cv, &s->q.mu, &ts);
 }
 
@@ -314,16 +309,9 @@ static bool store_writer_is_ending(const struct store *s, int64_t id)
 
 int store_wait_ended(struct store *s, int64_t id, unsigned timeout_ms)
 {
-    struct timespec until;
+    struct timespec until = util_deadline_in(CLOCK_MONOTONIC, timeout_ms);
     int rc = 0;
 
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
     pthread_mutex_lock(&s->q.mu);
     while (rc == 0 && store_writer_is_ending(s, id))
         rc = pthread_cond_timedwait(&s->q.ended_cv, &s->q.mu, &until);

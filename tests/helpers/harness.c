@@ -206,6 +206,14 @@ void harness_reap(void)
     }
 }
 
+void harness_teardown(struct tdaemon *d, int sig)
+{
+    harness_reap();
+    if (d->pid > 0)
+        harness_daemon_stop(d, sig);
+    harness_cleanup(d);
+}
+
 void harness_pipe(int fds[2])
 {
     cr_assert_eq(pipe(fds), 0, "pipe: %s", strerror(errno));
@@ -541,6 +549,38 @@ const msgpack_object *raw_control(const char *sock, enum proto_type type,
     return o;
 }
 
+long long raw_one_session(const char *sock, const char *name)
+{
+    long long id;
+    int fd = raw_producer(sock, name, 0, 1, "gpu:0", &id);
+
+    raw_send_ops(fd, 1, "matmul");
+    raw_send_batch(fd, 1, 1, 1000, 10);
+    cr_assert_eq(raw_flush(fd, 1), 1);
+    raw_bye(fd, 0);
+    raw_wait_state(sock, id, "ended", 10);
+    return id;
+}
+
+long long raw_session_id(const char *sock, const char *name)
+{
+    struct proto_reader r;
+    const msgpack_object *o;
+    long long id = -1;
+    int fd;
+
+    o = raw_control(sock, PROTO_SESSIONS, NULL, &r, &fd);
+    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
+        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
+        if (obj_str_eq(obj_get(row, "name"), name))
+            id = (long long)obj_u64(obj_get(row, "id"));
+    }
+    proto_reader_deinit(&r);
+    close(fd);
+    cr_assert_geq(id, 0, "no session %s", name);
+    return id;
+}
+
 void raw_wait_state(const char *sock, long long id, const char *want, int seconds)
 {
     for (int i = 0; i < seconds * 20; i++) {
@@ -609,6 +649,28 @@ long long harness_cpu_ticks(pid_t pid)
     }
     fclose(f);
     return ut + st;
+}
+
+void harness_wait_idle(pid_t pid, int max_s)
+{
+    long long last = harness_cpu_ticks(pid), now;
+
+    for (int i = 0; i < max_s; i++) {
+        sleep(1);
+        now = harness_cpu_ticks(pid);
+        if (now == last)
+            return;
+        last = now;
+    }
+    cr_assert_fail("the daemon is still busy after %d s", max_s);
+}
+
+double harness_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Whether pid's state in /proc/<pid>/stat is T (stopped by a signal). */
@@ -693,6 +755,45 @@ long long harness_db_int(const char *path, const char *sql)
         sqlite3_close(db);
     }
     return n;
+}
+
+void harness_db_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
+}
+
+int64_t harness_db_one(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+
+    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+char *harness_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    cr_assert_not_null(buf);
+    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len != NULL)
+        *len = (size_t)n;
+    return buf;
 }
 
 bool harness_integrity_ok(const char *path)

@@ -1,7 +1,8 @@
 /*
  * harness — what integration tests share: a real tracectld on a temporary
  * socket and data dir, a raw-protocol client (msgpack over the socket, no
- * libtracectl), and a runner that captures a command's output.
+ * libtracectl), a runner that captures a command's output, and reading
+ * SQLite files (session files, for unit tests too).
  *
  * Every function asserts with Criterion on failure, so tests stay short.
  * harness_daemon_stop() plus harness_cleanup() leave no process and no file.
@@ -12,9 +13,11 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include <msgpack.h>
+#include <sqlite3.h>
 
 #include "proto.h"
 
@@ -47,6 +50,12 @@ void harness_daemon_restart(struct tdaemon *d, ...);
 int harness_daemon_stop(struct tdaemon *d, int sig);
 /* Removes the temp dir. */
 void harness_cleanup(struct tdaemon *d);
+/*
+ * A suite's fini: harness_reap() (children first: they may hold
+ * connections), then harness_daemon_stop(d, sig) if the daemon runs, then
+ * harness_cleanup(d). Safe after a failed assertion.
+ */
+void harness_teardown(struct tdaemon *d, int sig);
 
 /*
  * Children of a test that cannot outlive it. A daemon started here and every
@@ -116,6 +125,10 @@ void raw_bye(int fd, uint64_t dropped);
 const msgpack_object *raw_control(const char *sock, enum proto_type type,
                                   const struct proto_request *req, struct proto_reader *r,
                                   int *fd_out);
+/* A session of one producer on sock (world 1, one flushed entry, bye), ended; its id. */
+long long raw_one_session(const char *sock, const char *name);
+/* The id of the session named name in the daemon at sock's `sessions`; asserts there is one. */
+long long raw_session_id(const char *sock, const char *name);
 /* The state of session id in `sessions` ("live"/"ended"), waiting up to `seconds` for want. */
 void raw_wait_state(const char *sock, long long id, const char *want, int seconds);
 
@@ -137,6 +150,15 @@ unsigned long long harness_status_u64(const char *sock, const char *key);
  * no file, the query fails or gives no row.
  */
 long long harness_db_int(const char *path, const char *sql);
+/* Runs sql (one or more statements) on db; asserts that it succeeded, with SQLite's message. */
+void harness_db_exec(sqlite3 *db, const char *sql);
+/* The first column of the first row of sql on db, -1 when it gives no row; asserts it prepares. */
+int64_t harness_db_one(sqlite3 *db, const char *sql);
+/*
+ * The whole file at path, NUL-terminated (caller must free), its length in
+ * *len (len may be NULL); asserts that it can be read.
+ */
+char *harness_slurp(const char *path, size_t *len);
 /* True when PRAGMA integrity_check says ok on the database at path. */
 bool harness_integrity_ok(const char *path);
 
@@ -157,6 +179,13 @@ void harness_asan_small_quarantine(void);
 long harness_proc_kib(pid_t pid, const char *field);
 /* utime + stime of a process in clock ticks, or -1. */
 long long harness_cpu_ticks(pid_t pid);
+/*
+ * Waits until process pid has used no CPU for a whole second (it has done
+ * all it can); asserts that it gets there within max_s seconds.
+ */
+void harness_wait_idle(pid_t pid, int max_s);
+/* CLOCK_MONOTONIC in seconds, for deadlines and elapsed times. */
+double harness_now_s(void);
 /*
  * Sends pid SIGSTOP (stop) or SIGCONT (!stop) and waits, up to 10 s, until
  * /proc shows it stopped or running again (a signal is delivered a little

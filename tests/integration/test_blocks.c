@@ -196,23 +196,6 @@ static void start_both(void)
 
 /* ---- comparing ------------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 static void export_to(struct tdaemon *d, const char *session, const char *fmt, const char *path)
 {
     char *argv[] = {TRACECTL_BIN, "--socket",  d->sock, "export",     (char *)session,
@@ -234,8 +217,8 @@ static void assert_same_exports(const char *session)
         snprintf(pb, sizeof(pb), "%s/export.%s", db.dir, fmts[i]);
         export_to(&dr, session, fmts[i], pr);
         export_to(&db, session, fmts[i], pb);
-        r = slurp(pr, &lr);
-        b = slurp(pb, &lb);
+        r = harness_slurp(pr, &lr);
+        b = harness_slurp(pb, &lb);
         cr_assert_gt(lr, 100, "%s %s: %zu bytes", session, fmts[i], lr);
         cr_assert_eq(lr, lb, "%s %s: %zu bytes in rows, %zu in blocks", session, fmts[i], lr, lb);
         cr_assert_eq(memcmp(r, b, lr), 0, "%s %s differs", session, fmts[i]);
@@ -509,8 +492,8 @@ Test(blocks, row_files_stay_readable)
     harness_daemon_stop(&dr, SIGTERM);
     harness_daemon_restart(&dr, NULL); /* the default: blocks */
     export_to(&dr, "same", "csv", pb);
-    r = slurp(pr, &lr);
-    b = slurp(pb, &lb);
+    r = harness_slurp(pr, &lr);
+    b = harness_slurp(pb, &lb);
     cr_assert_eq(lr, lb);
     cr_assert_eq(memcmp(r, b, lr), 0);
     free(r);
@@ -853,7 +836,7 @@ static void check_resumed_shapes(struct tdaemon *d, bool blocks)
      * ext columns, empty here). */
     snprintf(path, sizeof(path), "%s/resumed.csv", d->dir);
     export_to(d, "resumed", "csv", path);
-    csv = slurp(path, &len_csv);
+    csv = harness_slurp(path, &len_csv);
     len_csv = csv_without_ext(csv, len_csv);
     csv = realloc(csv, len_csv + 1);
     csv[len_csv] = '\0';

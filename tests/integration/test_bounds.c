@@ -39,9 +39,7 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(bounds, .fini = fini, .timeout = 400);
@@ -55,14 +53,6 @@ static void start(void)
         harness_daemon_start(&d, NULL);
     if (getenv("BOUNDS_DEBUG"))
         fprintf(stderr, "daemon pid %d dir %s\n", (int)d.pid, d.dir);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static void pk_init(msgpack_sbuffer *sb, msgpack_packer *pk)
@@ -356,7 +346,7 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
     raw_send_ops(by, 1, "k");
     rss0 = harness_proc_kib(d.pid, "VmRSS");
     cr_assert_eq(pipe(pfd), 0);
-    t_start = now_s();
+    t_start = harness_now_s();
     child = fork();
     cr_assert_neq(child, -1);
     if (child == 0) {
@@ -381,11 +371,11 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
 
         flushes++;
         raw_send_batch(by, 1, 10, (uint64_t)flushes * 1000000, 5);
-        t0 = now_s();
+        t0 = harness_now_s();
         cr_assert_eq(raw_flush(by, (uint64_t)flushes), 10 * flushes, "the bystander's flush %d",
                      flushes);
-        if (now_s() - t0 > worst)
-            worst = now_s() - t0;
+        if (harness_now_s() - t0 > worst)
+            worst = harness_now_s() - t0;
         if (poll(&p, 1, 0) == 1)
             break;
     }
@@ -395,7 +385,7 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
     hwm = harness_proc_kib(d.pid, "VmHWM");
     cr_log_info("%d metadata messages (%d rows) in %.1f s: %d bystander flushes meanwhile, the"
                 " slowest %.3f s; daemon RSS %ld → peak %ld KiB",
-                FLOOD_MSGS, FLOOD_MSGS * 256, now_s() - t_start, flushes, worst, rss0, hwm);
+                FLOOD_MSGS, FLOOD_MSGS * 256, harness_now_s() - t_start, flushes, worst, rss0, hwm);
     /*
      * Bound: the flooder's share (8 MiB of queued cost, which for these pairs
      * is ~55,000 of them, ~4 MiB of memory), a message being read and one
@@ -405,21 +395,6 @@ Test(bounds, metadata_flood_is_paused_and_a_bystander_is_answered)
     cr_assert_lt(hwm - rss0, 32L * 1024 * HARNESS_RSS_SCALE, "the flood grew the daemon by %ld KiB",
                  hwm - rss0);
     raw_bye(by, 0);
-}
-
-/* Waits until the daemon has used no CPU for a whole second (it has done all it can). */
-static void wait_idle(int max_s)
-{
-    long long last = harness_cpu_ticks(d.pid), now;
-
-    for (int i = 0; i < max_s; i++) {
-        sleep(1);
-        now = harness_cpu_ticks(d.pid);
-        if (now == last)
-            return;
-        last = now;
-    }
-    cr_assert_fail("the daemon is still busy after %d s", max_s);
 }
 
 /*
@@ -472,7 +447,7 @@ Test(bounds, unread_reports_are_bounded_across_connections)
     raw_bye(fd, 0);
     raw_wait_state(d.sock, id, "ended", 30);
 
-    wait_idle(60);
+    harness_wait_idle(d.pid, 60);
     rss0 = harness_proc_kib(d.pid, "VmRSS");
     proto_request_init(&req);
     req.session.id = id;
@@ -482,10 +457,10 @@ Test(bounds, unread_reports_are_bounded_across_connections)
             proto_pack_request(&pk, PROTO_REPORT, &req);
         cr_assert(send_all(fds[c], &sb));
     }
-    wait_idle(240);
+    harness_wait_idle(d.pid, 240);
     /*
      * A bystander's request is answered once the stalled connections are cut off. The
-     * daemon idles while it waits out their --reply-timeout (2 s, longer than wait_idle's
+     * daemon idles while it waits out their --reply-timeout (2 s, longer than harness_wait_idle's
      * second), and each cut-off lets a held report be built and fill the room again, so
      * the bystander may wait for several rounds of them: it asks until answered (60 s).
      */
@@ -574,14 +549,14 @@ Test(bounds, session_churn_does_not_starve_a_flush)
             }
         }
     }
-    t_start = now_s();
+    t_start = harness_now_s();
     before = 0;
     for (int i = 1; i <= 20; i++) {
         raw_send_batch(by, 1, 10, (uint64_t)i * 1000000, 5);
-        t0 = now_s();
+        t0 = harness_now_s();
         cr_assert_eq(raw_flush(by, (uint64_t)i), 10 * i, "the bystander's flush %d", i);
-        if (now_s() - t0 > worst)
-            worst = now_s() - t0;
+        if (harness_now_s() - t0 > worst)
+            worst = harness_now_s() - t0;
     }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
@@ -596,7 +571,7 @@ Test(bounds, session_churn_does_not_starve_a_flush)
         close(fd);
     }
     cr_log_info("hello/bye churn: %lld sessions in %.1f s; the bystander's slowest flush %.3f s",
-                after - before, now_s() - t_start, worst);
+                after - before, harness_now_s() - t_start, worst);
 }
 
 /* The ops rows of a report reply: count, first name, ops_total (-1 when absent). */
@@ -739,7 +714,7 @@ static void send_side_by_side(const int *fds, int n, const char *p, size_t len, 
     size_t *off = calloc((size_t)n, sizeof(*off)), total = len * (size_t)copies;
     struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
     int left = n;
-    double t0 = now_s();
+    double t0 = harness_now_s();
 
     cr_assert(off != NULL && pf != NULL);
     for (int i = 0; i < n; i++) {
@@ -747,7 +722,7 @@ static void send_side_by_side(const int *fds, int n, const char *p, size_t len, 
         pf[i] = (struct pollfd){.fd = fds[i], .events = POLLOUT};
     }
     while (left > 0) {
-        cr_assert_lt(now_s() - t0, 300.0, "the daemon stopped reading for 300 s");
+        cr_assert_lt(harness_now_s() - t0, 300.0, "the daemon stopped reading for 300 s");
         cr_assert_geq(poll(pf, (nfds_t)n, 1000), 0);
         for (int i = 0; i < n; i++) {
             if (pf[i].fd < 0 || pf[i].revents == 0)

@@ -963,20 +963,6 @@ static void set_clock(long long offset)
     write_file(clock_file, text, 0600);
 }
 
-/* hello (world 1), one flushed entry, bye: the session ends. */
-static long long one_session(const char *name)
-{
-    long long id;
-    int fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
-
-    raw_send_ops(fd, 1, "matmul");
-    raw_send_batch(fd, 1, 1, 1000, 10);
-    cr_assert_eq(raw_flush(fd, 1), 1);
-    raw_bye(fd, 0);
-    raw_wait_state(d.sock, id, "ended", 10);
-    return id;
-}
-
 static bool listed(long long id)
 {
     struct proto_reader r;
@@ -1026,9 +1012,9 @@ Test(clickhouse, retention_keeps_a_session_until_it_is_sent)
     ch_start();
     ch_kill(); /* its ports are known; it is down */
     daemon_start_with(false, "--retain-days", "1");
-    old = one_session("old");
+    old = raw_one_session(d.sock, "old");
     set_clock(3 * 86400); /* three days later: a newer session; `old` is past its age */
-    recent = one_session("recent");
+    recent = raw_one_session(d.sock, "recent");
     cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
     daemon_start_with(true, "--retain-days", "1");
     while (uptime_ms() < 3000)

@@ -33,10 +33,7 @@ static struct tdaemon d;
 /* Children first (they may hold connections), then the daemon: even after a failed assertion. */
 static void stop_and_clean(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(edges, .fini = stop_and_clean, .timeout = 120);
@@ -248,20 +245,6 @@ static const msgpack_object *session_row(long long id, struct proto_reader *r, i
     return NULL;
 }
 
-/* hello (world 1), one flushed entry, bye: the session ends. */
-static long long one_session(const char *name)
-{
-    long long id;
-    int fd = raw_producer(d.sock, name, 0, 1, "gpu:0", &id);
-
-    raw_send_ops(fd, 1, "matmul");
-    raw_send_batch(fd, 1, 1, 1000, 10);
-    cr_assert_eq(raw_flush(fd, 1), 1);
-    raw_bye(fd, 0);
-    raw_wait_state(d.sock, id, "ended", 10);
-    return id;
-}
-
 Test(edges, a_wall_clock_stepped_back_never_gives_a_negative_duration)
 {
     struct proto_reader r;
@@ -292,9 +275,9 @@ Test(edges, retention_does_not_act_on_a_clock_400_days_ahead)
 
     clock_init();
     harness_daemon_start(&d, "--retain-days", "1", NULL);
-    long long old = one_session("old");
+    long long old = raw_one_session(d.sock, "old");
     set_clock(3 * 86400); /* three days later: a newer session */
-    long long recent = one_session("recent");
+    long long recent = raw_one_session(d.sock, "recent");
     cr_assert_eq(harness_daemon_stop(&d, SIGTERM), 0);
     /* restarted with a clock 400 days ahead */
     set_clock(400LL * 86400);
@@ -1323,14 +1306,6 @@ static uint64_t big_dur(unsigned i, unsigned j)
     return 1 + i % 250;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Peak RSS growth (KiB) of the daemon over one paged report. */
 static long page_peak_kib(long long id, uint32_t limit, uint32_t offset, const char *how)
 {
@@ -1359,12 +1334,12 @@ static long page_peak_kib(long long id, uint32_t limit, uint32_t offset, const c
     proto_pack_request(&pk, PROTO_REPORT, &req);
     raw_send(fd, &sb);
     msgpack_sbuffer_destroy(&sb);
-    double t0 = now_s();
+    double t0 = harness_now_s();
     struct pollfd p = {.fd = fd, .events = POLLIN}; /* a far page sorts every op: give it time */
     cr_assert_eq(poll(&p, 1, 200000), 1, "%s: no reply", how);
     proto_reader_init(&r, 64 << 20);
     cr_assert_eq(raw_recv_object(fd, &r, &o), 0, "%s: no reply", how);
-    double t = now_s() - t0;
+    double t = harness_now_s() - t0;
     cr_assert(obj_str_eq(&o->via.array.ptr[0], "ok"), "%s: the report failed", how);
     const msgpack_object *rep = &o->via.array.ptr[1];
     cr_assert_eq(obj_u64(obj_get(rep, "ops_total")), BIG_OPS);
@@ -1466,9 +1441,9 @@ static double stalled_close(int first, int more, long long row[4])
     cr_assert_eq(kill(d.pid, SIGSTOP), 0);
     for (int i = 0; i < more; i++)
         tc_record(c, op, (uint64_t)(first + i) * 1000, 10, 0, NULL, NULL, 0, NULL);
-    double t0 = now_s();
+    double t0 = harness_now_s();
     int rc = tc_close(c);
-    double took = now_s() - t0;
+    double took = harness_now_s() - t0;
     cr_assert_eq(kill(d.pid, SIGCONT), 0);
     cr_assert_eq(rc, -ETIMEDOUT, "tc_close: %d", rc);
     wait_process_ended(id, row);

@@ -30,9 +30,7 @@ static struct tdaemon d;
 
 static void stop_and_clean(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(export, .fini = stop_and_clean, .timeout = 120);

@@ -19,9 +19,7 @@ static struct tdaemon d;
 
 static void stop_and_clean(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(ext, .fini = stop_and_clean, .timeout = 60);

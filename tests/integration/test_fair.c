@@ -29,21 +29,10 @@ static struct tdaemon d;
 /* Children first (they hold connections), then the daemon: even after a failed assertion. */
 static void fini(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(fair, .fini = fini, .timeout = 400);
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* In a child: a session `name` of n entries (steps 0..9,999 over and over); its id, or -1. */
 static long long child_session(const char *name, size_t n)
@@ -94,7 +83,7 @@ static double timed_report(long long id, bool heavy, int seconds)
     msgpack_packer pk;
     msgpack_unpacker unp;
     msgpack_unpacked u;
-    double t0 = now_s(), took = -1;
+    double t0 = harness_now_s(), took = -1;
     int fd = raw_connect(d.sock);
 
     proto_request_init(&req);
@@ -111,7 +100,7 @@ static double timed_report(long long id, bool heavy, int seconds)
     msgpack_sbuffer_destroy(&sb);
     msgpack_unpacker_init(&unp, 1 << 16);
     msgpack_unpacked_init(&u);
-    while (now_s() - t0 < seconds) {
+    while (harness_now_s() - t0 < seconds) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         ssize_t n;
 
@@ -126,7 +115,7 @@ static double timed_report(long long id, bool heavy, int seconds)
         if (msgpack_unpacker_next(&unp, &u) == MSGPACK_UNPACK_SUCCESS) {
             if (u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 2 &&
                 obj_str_eq(&u.data.via.array.ptr[0], "ok"))
-                took = now_s() - t0;
+                took = harness_now_s() - t0;
             break;
         }
     }
@@ -167,7 +156,7 @@ static void heavy_loop(uid_t uid, long long id, int n, int fds[2])
         if (harness_fork_as(uid, 300) != 0)
             continue;
         for (bool first = true;; first = false) {
-            double t0 = now_s();
+            double t0 = harness_now_s();
             struct proto_request req;
             msgpack_sbuffer sb;
             msgpack_packer pk;
@@ -193,7 +182,7 @@ static void heavy_loop(uid_t uid, long long id, int n, int fds[2])
             if (first && write(fds[1], "x", 1) != 1)
                 _exit(1);
             /* Read until the daemon has answered (a report reply is small here). */
-            while (now_s() - t0 < 280 && read(fd, buf, sizeof(buf)) > 0) {
+            while (harness_now_s() - t0 < 280 && read(fd, buf, sizeof(buf)) > 0) {
                 struct pollfd p = {.fd = fd, .events = POLLIN};
                 if (poll(&p, 1, 0) == 0)
                     break;
@@ -282,9 +271,9 @@ Test(fair, sigterm_stops_a_running_report)
         cr_assert_eq(harness_read_within(fds[0], &x, 1, 30), 0);
     close(fds[0]);
     usleep(300000); /* the reports are under way (each takes `alone` or more) */
-    t0 = now_s();
+    t0 = harness_now_s();
     status = harness_daemon_stop(&d, SIGTERM);
-    stop = now_s() - t0;
+    stop = harness_now_s() - t0;
     d.pid = 0;
     cr_log_info("SIGTERM during %d heavy reports of %zu entries (%.2f s each alone): stopped in"
                 " %.2f s",

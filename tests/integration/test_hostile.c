@@ -46,9 +46,7 @@ static struct tdaemon d;
 
 static void stop_and_clean(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(hostile, .fini = stop_and_clean, .timeout = 60);

@@ -47,9 +47,7 @@ static bool send_cpu_wait;     /* producers report cpu_wait_ns(r, s) per step */
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(html, .fini = fini, .timeout = 240);
@@ -213,23 +211,6 @@ static long long attr(const char *tag, const char *name)
     return strtoll(p + strlen(key), NULL, 10);
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    cr_assert_not_null(f, "no %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* ---- the checks ------------------------------------------------------------------ */
 
 /* report --json's times_ns against T; returns the parsed report (free it). */
@@ -385,7 +366,7 @@ static void screenshots(const char *path, const char *name)
                  "--virtual-time-budget=2000 --window-size=%s --screenshot=%s",
                  sizes[i], png);
         free(chromium(path, extra));
-        img = read_file(png);
+        img = harness_slurp(png, NULL);
         cr_assert_eq(memcmp(img, "\x89PNG", 4), 0, "%s is no PNG", png);
         free(img);
     }
@@ -401,7 +382,7 @@ static int check_page(const char *session, yajl_val rep, bool shots)
     snprintf(path, sizeof(path), "%s/%s.html", d.dir, session);
     free(cli(&st, session, "--html", path, NULL));
     cr_assert_eq(st, 0, "report --html failed");
-    html = read_file(path);
+    html = harness_slurp(path, NULL);
     check_self_contained(html);
     cr_assert_not_null(strstr(html, "<section id=\"verdict\">"));
     cr_assert_null(strstr(html, "<section id=\"mpi\">"), "an MPI section without MPI calls");
@@ -469,7 +450,7 @@ Test(html, offline_trace_file_page)
     snprintf(path, sizeof(path), "%s/offline.html", d.dir);
     st = harness_run(NULL, argv);
     cr_assert_eq(st, 0, "report FILE --html failed");
-    html = read_file(path);
+    html = harness_slurp(path, NULL);
     check_self_contained(html);
     dom = chromium(path, "--dump-dom");
     cr_assert_not_null(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
@@ -633,7 +614,7 @@ Test(html, mpi_session_page_matches_json)
     snprintf(path, sizeof(path), "%s/mpijob.html", d.dir);
     free(cli(&st, "mpijob", "--html", path, NULL));
     cr_assert_eq(st, 0, "report --html failed");
-    html = read_file(path);
+    html = harness_slurp(path, NULL);
     check_self_contained(html);
     dom = chromium(path, "--dump-dom");
     cr_assert_not_null(strstr(dom, "data-ready=\"1\""), "the page's script did not finish");
@@ -902,7 +883,7 @@ Test(html, cpu_wait_column_and_heatmap)
     snprintf(path, sizeof(path), "%s/cpu.html", d.dir);
     free(cli(&st, "cpu", "--html", path, NULL));
     cr_assert_eq(st, 0, "report --html failed");
-    html = read_file(path);
+    html = harness_slurp(path, NULL);
     /* drawn first: the step time, as on every page; the CPU wait is a toggle */
     dom = chromium(path, "--dump-dom");
     cr_assert_eq(check_dom(dom, rep), RANKS * STEPS);

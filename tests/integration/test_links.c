@@ -22,9 +22,7 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(links, .fini = fini, .timeout = 120);

@@ -32,10 +32,7 @@ static struct tdaemon d;
 
 static void stop_and_clean(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(outfile, .fini = stop_and_clean, .timeout = 120);
@@ -118,24 +115,6 @@ static pid_t export_start(long long id, const char *path, const char *errpath)
 static int export_to(long long id, const char *path)
 {
     return harness_wait_child(export_start(id, path, NULL));
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    cr_assert_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
 }
 
 static long long ms_now(void)
@@ -227,7 +206,7 @@ Test(outfile, char_device_is_written_into)
     cr_assert(S_ISCHR(st.st_mode), "the device node was replaced (mode %o)", st.st_mode);
     cr_assert_eq(st.st_rdev, makedev(1, 3));
     cr_assert_eq(harness_wait_child(export_start(id, full, errpath)), 1);
-    msg = slurp(errpath, &len);
+    msg = harness_slurp(errpath, &len);
     cr_assert_not_null(strstr(msg, strerror(ENOSPC)), "stderr: %s", msg);
     free(msg);
     cr_assert_eq(lstat(full, &st), 0);
@@ -245,7 +224,7 @@ Test(outfile, char_device_is_written_into)
     cli = export_start(id, ptsname(master), errpath);
     got = read_until(master, want_len, &got_len);
     rc = harness_wait_child(cli);
-    msg = slurp(errpath, &len);
+    msg = harness_slurp(errpath, &len);
     cr_assert_eq(rc, 0, "stderr: %s", msg);
     cr_assert_eq(got_len, want_len, "the pty got %zu bytes of %zu", got_len, want_len);
     cr_assert(memcmp(got, want, want_len) == 0, "the pty got other bytes than stdout");
@@ -316,14 +295,14 @@ Test(outfile, symlink_is_followed)
     cr_assert_eq(n = readlink(link, buf, sizeof(buf) - 1), 8);
     buf[n] = '\0';
     cr_assert_str_eq(buf, "real.csv");
-    got = slurp(real, &len);
+    got = harness_slurp(real, &len);
     cr_assert_str_eq(got, want, "the link's target holds the export");
     free(got);
 
     cr_assert_eq(export_to(id, dangling), 0);
     cr_assert_eq(lstat(dangling, &st), 0);
     cr_assert(S_ISLNK(st.st_mode), "the dangling link was replaced");
-    got = slurp(fresh, &len);
+    got = harness_slurp(fresh, &len);
     cr_assert_str_eq(got, want, "the dangling link's target was created with the export");
     free(got);
     cr_assert_eq(count_prefixed(d.dir, "real.csv."), 0, "no temporary file");
@@ -348,7 +327,7 @@ Test(outfile, existing_file_keeps_its_mode)
     cr_assert_eq(export_to(id, path), 0);
     cr_assert_eq(stat(path, &st), 0);
     cr_assert_eq(st.st_mode & 07777, 0640, "mode %o, want 640", st.st_mode & 07777);
-    got = slurp(path, &len);
+    got = harness_slurp(path, &len);
     cr_assert_str_eq(got, want);
     cr_assert_eq(count_prefixed(d.dir, "kept.csv."), 0, "no temporary file");
     free(got);
@@ -381,11 +360,11 @@ Test(outfile, unwritable_file_is_refused)
     fclose(f);
     cr_assert_eq(chmod(path, 0644), 0);
     cr_assert_eq(harness_wait_child(export_start_as(65534, id, path, err)), 1);
-    got = slurp(err, &len);
+    got = harness_slurp(err, &len);
     cr_assert_not_null(strstr(got, "cannot write"), "stderr: %s", got);
     cr_assert_not_null(strstr(got, strerror(EACCES)), "stderr: %s", got);
     free(got);
-    got = slurp(path, &len);
+    got = harness_slurp(path, &len);
     cr_assert_str_eq(got, "root's\n", "the file is untouched");
     free(got);
     cr_assert_eq(count_prefixed(dir, "ro.csv."), 0, "no temporary file");
@@ -412,12 +391,12 @@ Test(outfile, directory_is_refused)
     fputs("kept\n", f);
     fclose(f);
     cr_assert_eq(harness_wait_child(export_start(id, dir, errpath)), 1);
-    msg = slurp(errpath, &len);
+    msg = harness_slurp(errpath, &len);
     cr_assert_not_null(strstr(msg, "is a directory"), "stderr: %s", msg);
     free(msg);
     cr_assert_eq(stat(dir, &st), 0);
     cr_assert(S_ISDIR(st.st_mode));
-    msg = slurp(inner, &len);
+    msg = harness_slurp(inner, &len);
     cr_assert_str_eq(msg, "kept\n");
     free(msg);
     cr_assert_eq(count_prefixed(d.dir, "outdir."), 0, "no temporary file");
@@ -463,7 +442,7 @@ static void killed_mid_export(int sig)
     cr_assert_eq(kill(cli, sig), 0);
     cr_assert_eq(harness_wait_child(cli), 128 + sig, "the CLI dies of the signal");
     cr_assert_eq(count_prefixed(d.dir, "big.csv."), 0, "the temporary file is gone");
-    got = slurp(path, &len);
+    got = harness_slurp(path, &len);
     cr_assert_str_eq(got, "before\n", "the old file is untouched");
     free(got);
 }

@@ -25,20 +25,10 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(rank_limits, .fini = fini, .timeout = 120);
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* The analysis of session id (filtered to ranks[0..n) when n > 0): the reply's map. */
 static const msgpack_object *analysis(long long id, const int64_t *ranks, uint32_t n,
@@ -166,9 +156,9 @@ Test(rank_limits, report_cost_does_not_follow_the_world)
     want[63][1] = MAX_WORLD - 1;
     harness_daemon_start(&d, "--linger", "1", NULL);
     id = producers("gaps", ranks, worlds, 64);
-    t = now_s();
+    t = harness_now_s();
     comp = obj_get(analysis(id, NULL, 0, &r), "completeness");
-    cr_expect_lt(now_s() - t, 10.0, "the report took %.1f s", now_s() - t);
+    cr_expect_lt(harness_now_s() - t, 10.0, "the report took %.1f s", harness_now_s() - t);
     cr_expect_eq(obj_u64(obj_get(comp, "world")), MAX_WORLD);
     cr_expect_eq(obj_u64(obj_get(comp, "missing_rank_count")), MAX_WORLD - 64);
     expect_ranges(obj_get(comp, "missing_rank_ranges"), (const uint64_t(*)[2])want, 64);

@@ -27,36 +27,10 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    harness_reap();
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGKILL);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGKILL);
 }
 
 TestSuite(replies, .fini = fini, .timeout = 400);
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Waits until the daemon has used no CPU for a whole second (it has done all it can). */
-static void wait_idle(int max_s)
-{
-    long long last = harness_cpu_ticks(d.pid), now;
-
-    for (int i = 0; i < max_s; i++) {
-        sleep(1);
-        now = harness_cpu_ticks(d.pid);
-        if (now == last)
-            return;
-        last = now;
-    }
-    cr_assert_fail("the daemon is still busy after %d s", max_s);
-}
 
 /* A session of n entries of one op, sent in batches of 10,000; returns its id, ended. */
 static long long make_session(const char *name, size_t n)
@@ -111,15 +85,15 @@ Test(replies, unread_exports_are_bounded_and_given_back)
     harness_asan_small_quarantine();
     harness_daemon_start(&d, "--reply-timeout", "2s", NULL);
     id = make_session("big", ENTRIES);
-    wait_idle(60);
+    harness_wait_idle(d.pid, 60);
     rss0 = harness_proc_kib(d.pid, "VmRSS");
     for (int c = 0; c < CONNS; c++)
         fds[c] = ask_export(id);
     /* Every one of them is closed by the daemon once it has not read for 3 s. */
-    t0 = now_s();
+    t0 = harness_now_s();
     for (int c = 0; c < CONNS; c++) {
         struct pollfd p = {.fd = fds[c], .events = POLLRDHUP};
-        int left = (int)((t0 + 120 - now_s()) * 1000);
+        int left = (int)((t0 + 120 - harness_now_s()) * 1000);
 
         if (left > 0 && poll(&p, 1, left) == 1 && (p.revents & (POLLRDHUP | POLLHUP)))
             closed++;
@@ -127,7 +101,7 @@ Test(replies, unread_exports_are_bounded_and_given_back)
     hwm = harness_proc_kib(d.pid, "VmHWM");
     for (int c = 0; c < CONNS; c++)
         close(fds[c]);
-    wait_idle(60);
+    harness_wait_idle(d.pid, 60);
     rss1 = harness_proc_kib(d.pid, "VmRSS");
     cr_log_info("%d unread exports of %d entries: daemon RSS %ld KiB, peak %ld, after %ld", CONNS,
                 ENTRIES, rss0, hwm, rss1);
@@ -225,12 +199,12 @@ Test(replies, a_slow_reader_is_not_a_hog_a_stalled_one_is)
         cr_assert(msgpack_unpacker_init(&unp[c], PIECE));
     }
     msgpack_sbuffer_destroy(&sb);
-    t0 = now_s();
-    while (n_whole < CONNS && now_s() - t0 < 120) {
+    t0 = harness_now_s();
+    while (n_whole < CONNS && harness_now_s() - t0 < 120) {
         struct pollfd p = {.fd = stalled, .events = POLLRDHUP};
 
         if (stalled_closed == 0 && poll(&p, 1, 0) == 1)
-            stalled_closed = now_s() - t0;
+            stalled_closed = harness_now_s() - t0;
         for (int c = 0; c < CONNS; c++) {
             msgpack_unpacked u;
             ssize_t n;
@@ -239,7 +213,7 @@ Test(replies, a_slow_reader_is_not_a_hog_a_stalled_one_is)
                 continue;
             cr_assert(msgpack_unpacker_reserve_buffer(&unp[c], PIECE));
             n = recv(fds[c], msgpack_unpacker_buffer(&unp[c]), PIECE, MSG_DONTWAIT);
-            cr_assert(n != 0, "connection %d was closed after %.1f s", c, now_s() - t0);
+            cr_assert(n != 0, "connection %d was closed after %.1f s", c, harness_now_s() - t0);
             if (n < 0) {
                 cr_assert(errno == EAGAIN, "connection %d: %s", c, strerror(errno));
                 continue;
@@ -261,9 +235,10 @@ Test(replies, a_slow_reader_is_not_a_hog_a_stalled_one_is)
     }
     cr_log_info("%d slow readers read %d answers of %d ops in %.1f s; the stalled one was"
                 " closed after %.1f s",
-                CONNS, n_whole, OPS, now_s() - t0, stalled_closed);
+                CONNS, n_whole, OPS, harness_now_s() - t0, stalled_closed);
     cr_assert_eq(n_whole, CONNS);
-    cr_assert_gt(now_s() - t0, 1.0, "the readers must be slower than the timeout to show it");
+    cr_assert_gt(harness_now_s() - t0, 1.0,
+                 "the readers must be slower than the timeout to show it");
     cr_assert(stalled_closed > 0 || raw_closed(stalled), "the stalled reader was not closed");
     for (int c = 0; c < CONNS; c++) {
         close(fds[c]);
@@ -333,7 +308,7 @@ Test(replies, one_users_unread_replies_leave_room_for_another)
     close(qfd[0]);
     cr_assert_eq(harness_read_within(pfd[0], &x, 1, 60), 0);
     /* The daemon has had every request: wait until it has done what it can with them. */
-    wait_idle(60);
+    harness_wait_idle(d.pid, 60);
     pid = harness_fork_as(65533, 30);
     if (pid == 0) {
         o = raw_control(d.sock, PROTO_STATUS, NULL, &r, &fd); /* asserts on no reply (5 s) */
@@ -380,10 +355,10 @@ Test(replies, sigterm_with_exports_stalled_and_waiting)
     msgpack_sbuffer_destroy(&sb);
     for (int c = 0; c < CONNS; c++)
         fds[c] = ask_export(id);
-    wait_idle(60); /* every export that could start has sent what the sockets take */
-    t0 = now_s();
+    harness_wait_idle(d.pid, 60); /* every export that could start has sent what the sockets take */
+    t0 = harness_now_s();
     status = harness_daemon_stop(&d, SIGTERM);
-    stop = now_s() - t0;
+    stop = harness_now_s() - t0;
     cr_log_info("SIGTERM with %d exports unread: exit %d in %.2f s", CONNS, status, stop);
     cr_assert_eq(status, 0);
     cr_assert_lt(stop, 3.0);

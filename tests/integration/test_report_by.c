@@ -60,9 +60,7 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(report_by, .fini = fini, .timeout = 240);

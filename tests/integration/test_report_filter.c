@@ -51,9 +51,7 @@ static struct tdaemon d;
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(report_filter, .fini = fini, .timeout = 240);
@@ -142,10 +140,7 @@ static void child(const char *session, int p)
 static long long run_producers(const char *session)
 {
     pid_t pids[NPROC];
-    struct proto_reader r;
-    const msgpack_object *o;
-    long long id = -1;
-    int fd;
+    long long id;
 
     for (int p = 0; p < NPROC; p++) {
         pids[p] = fork();
@@ -158,15 +153,7 @@ static long long run_producers(const char *session)
         cr_assert_eq(waitpid(pids[p], &st, 0), pids[p]);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer %d failed", p);
     }
-    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
-    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
-        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
-        if (obj_str_eq(obj_get(row, "name"), session))
-            id = (long long)obj_u64(obj_get(row, "id"));
-    }
-    proto_reader_deinit(&r);
-    close(fd);
-    cr_assert_geq(id, 0, "no session %s", session);
+    id = raw_session_id(d.sock, session);
     raw_wait_state(d.sock, id, "ended", 30);
     return id;
 }

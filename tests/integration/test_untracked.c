@@ -61,9 +61,7 @@ static bool flush_each; /* a commit after every entry */
 
 static void fini(void)
 {
-    if (d.pid > 0)
-        harness_daemon_stop(&d, SIGTERM);
-    harness_cleanup(&d);
+    harness_teardown(&d, SIGTERM);
 }
 
 TestSuite(untracked, .fini = fini, .timeout = 120);
@@ -106,25 +104,6 @@ static void child(const char *session, int rank)
     _exit(tc_close(c) == 0 ? 0 : 3);
 }
 
-static long long session_id(const char *session)
-{
-    struct proto_reader r;
-    const msgpack_object *o;
-    long long id = -1;
-    int fd;
-
-    o = raw_control(d.sock, PROTO_SESSIONS, NULL, &r, &fd);
-    for (uint32_t i = 0; i < o->via.array.ptr[1].via.array.size; i++) {
-        const msgpack_object *row = &o->via.array.ptr[1].via.array.ptr[i];
-        if (obj_str_eq(obj_get(row, "name"), session))
-            id = (long long)obj_u64(obj_get(row, "id"));
-    }
-    proto_reader_deinit(&r);
-    close(fd);
-    cr_assert_geq(id, 0, "no session %s", session);
-    return id;
-}
-
 static long long run(const char *session)
 {
     pid_t pids[2];
@@ -141,7 +120,7 @@ static long long run(const char *session)
         cr_assert_eq(waitpid(pids[k], &st, 0), pids[k]);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "producer %d failed", k);
     }
-    id = session_id(session);
+    id = raw_session_id(d.sock, session);
     raw_wait_state(d.sock, id, "ended", 30);
     return id;
 }

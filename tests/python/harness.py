@@ -3,6 +3,7 @@
 A Daemon runs build/tracectld on a socket and data dir of its own under a
 fresh temporary directory; cli() runs build/tracectl against it; rows() reads a
 session's SQLite file directly (the daemon's WAL allows a reader beside it).
+DaemonTest is a TestCase with a Daemon of its own per test (self.d).
 Paths come from the environment ctest sets: TRACECTLD_BIN, TRACECTL_BIN.
 """
 
@@ -15,6 +16,7 @@ import sqlite3
 import subprocess
 import tempfile
 import time
+import unittest
 
 TRACECTLD = os.environ.get("TRACECTLD_BIN", "build/tracectld")
 TRACECTL = os.environ.get("TRACECTL_BIN", "build/tracectl")
@@ -103,3 +105,17 @@ class Daemon:
             return db.execute(sql, args).fetchall()
         finally:
             db.close()
+
+
+class DaemonTest(unittest.TestCase):
+    """A test case whose every test has a daemon of its own, self.d, removed after it."""
+
+    def setUp(self):
+        self.d = Daemon()
+        self.addCleanup(self.d.cleanup)
+
+    def open(self, session, **kw):
+        """tracectl.open(session=session, **kw) on this test's daemon (unless kw names a socket)."""
+        import tracectl
+        kw.setdefault("socket", self.d.sock)
+        return tracectl.open(session=session, **kw)

@@ -18,10 +18,9 @@ import harness
 import tracectl
 
 
-class Accounting(unittest.TestCase):
+class Accounting(harness.DaemonTest):
     def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
+        super().setUp()
         old = os.environ.get("TRACECTL_CLOSE_TIMEOUT")
         os.environ["TRACECTL_CLOSE_TIMEOUT"] = "1"
         self.addCleanup(lambda: os.environ.pop("TRACECTL_CLOSE_TIMEOUT")

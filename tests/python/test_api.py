@@ -22,15 +22,7 @@ import harness
 import tracectl
 
 
-class Api(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
-    def open(self, session, **kw):
-        kw.setdefault("socket", self.d.sock)
-        return tracectl.open(session=session, **kw)
-
+class Api(harness.DaemonTest):
     def entries(self, session, where="1"):
         s = self.d.session(session)
         return self.d.rows(s["id"], "SELECT op, step, device, start_ns, dur_ns, mem_bytes, rank "

@@ -22,11 +22,7 @@ def fnv1a64(data, h=0xcbf29ce484222325):
     return h
 
 
-class Checksum(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
+class Checksum(harness.DaemonTest):
     def test_checksum_is_fnv1a_64_over_any_buffer(self):
         # the published vectors (draft-eastlake-fnv), then random bytes in several buffers
         self.assertEqual(tracectl.checksum(b""), 0xcbf29ce484222325)

@@ -65,11 +65,7 @@ def collectives(d, sid):
 
 
 @unittest.skipUnless(HAVE_TORCH, "skipped: no torch (python3-torch is not installed)")
-class Ddp(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
+class Ddp(harness.DaemonTest):
     def run_job(self, session, mode, *extra):
         resume = os.path.join(self.d.dir, "resume")
         p = subprocess.Popen([sys.executable, EXAMPLE, "--ranks", str(RANKS), "--steps", str(STEPS),

@@ -12,14 +12,7 @@ import harness
 import tracectl
 
 
-class Fork(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
-    def open(self, session, **kw):
-        return tracectl.open(session=session, socket=self.d.sock, **kw)
-
+class Fork(harness.DaemonTest):
     def test_fork_after_open(self):
         """The C library's fork rule (tracectl.h): the child is a new process of the same
         session, the parent's connection stays intact. Needs the fork fix in libtracectl."""

@@ -18,11 +18,7 @@ import harness
 import tracectl
 
 
-class Links(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
+class Links(harness.DaemonTest):
     def record(self, name):
         tc = tracectl.open(session=name, rank=0, world=1, device="cpu:0", socket=self.d.sock)
         for _ in range(5):

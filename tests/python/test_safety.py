@@ -47,15 +47,7 @@ print(json.dumps({k: (v if k != "error" else v is not None) for k, v in st.items
 """
 
 
-class Safety(unittest.TestCase):
-    def setUp(self):
-        self.d = harness.Daemon()
-        self.addCleanup(self.d.cleanup)
-
-    def open(self, session, **kw):
-        kw.setdefault("socket", self.d.sock)
-        return tracectl.open(session=session, **kw)
-
+class Safety(harness.DaemonTest):
     def count(self, session):
         sid = self.d.session(session)["id"]
         return self.d.rows(sid, "SELECT count(*) FROM trace")[0][0]

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness.h"
 #include "proto.h"
 #include "ranks.h"
 #include "schema.h"
@@ -64,25 +65,6 @@ static struct xdstep xdsteps[NP][NSt][3];
 static struct xcoll xcoll[NOPS][NSt];
 static struct xcollr xcollr[NOPS][NP][NSt];
 static int64_t rowid;
-
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-    char *err = NULL;
-
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
-}
-
-static int64_t one(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 static enum proto_cat cat_of(int op)
 {
@@ -170,14 +152,14 @@ static sqlite3 *many_procs_db(void)
     char sql[256];
 
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm'),"
-                " (3, 'isend', 'comm'), (4, 'memcpy', 'memory'), (5, 'broadcast', 'comm')");
+    harness_db_exec(db, schema_session_sql);
+    harness_db_exec(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm'),"
+                        " (3, 'isend', 'comm'), (4, 'memcpy', 'memory'), (5, 'broadcast', 'comm')");
     for (int p = 0; p < NP; p++) {
         snprintf(sql, sizeof(sql),
                  "INSERT INTO processes(id, rank, world, started_ns) VALUES (%d, %d, %d, 0)", p, p,
                  NP);
-        exec_ok(db, sql);
+        harness_db_exec(db, sql);
     }
     return db;
 }
@@ -317,7 +299,7 @@ Test(ranks_cache, many_ranks_devices_steps_a_rollback_and_a_reopen)
     memset(xcollr, 0, sizeof(xcollr));
     rowid = 0;
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
     for (int k = 0; k < rounds; k++) {
@@ -326,8 +308,8 @@ Test(ranks_cache, many_ranks_devices_steps_a_rollback_and_a_reopen)
                 group(r, p, k - LAG * p);
         if (k % 7 == 6 || k == 99 || k == 149) {
             cr_assert_eq(ranks_flush(r), 0);
-            exec_ok(db, "COMMIT");
-            exec_ok(db, "BEGIN");
+            harness_db_exec(db, "COMMIT");
+            harness_db_exec(db, "BEGIN");
         }
         if (k == 99) { /* rolled back: [T + 800, T + 950) of each group sent this round */
             for (int p = 0; p < NP; p++) {
@@ -338,25 +320,27 @@ Test(ranks_cache, many_ranks_devices_steps_a_rollback_and_a_reopen)
                 entry(r, p, g, OP_MATMUL, t + 800, 100, false);
                 entry(r, p, g, OP_MEMCPY, t + 900, 50, false);
             }
-            exec_ok(db, "ROLLBACK");
+            harness_db_exec(db, "ROLLBACK");
             ranks_discard(r);
-            exec_ok(db, "BEGIN");
+            harness_db_exec(db, "BEGIN");
         }
         if (k == 149) { /* reopened: what the commits saved goes on */
-            exec_ok(db, "COMMIT");
+            harness_db_exec(db, "COMMIT");
             ranks_free(r);
             cr_assert_not_null(r = ranks_new(db));
             cr_assert_eq(ranks_load(r), 0);
-            exec_ok(db, "BEGIN");
+            harness_db_exec(db, "BEGIN");
         }
     }
     cr_assert_eq(ranks_finish(r), 0);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
+    harness_db_exec(db, "COMMIT");
     check_tables(db);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
-    cr_expect_eq(one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_late'"), 0);
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 2); /* the rollback */
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(
+        harness_db_one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_late'"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks'"),
+                 2); /* the rollback */
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -376,12 +360,13 @@ Test(ranks_cache, wide_keys_are_sorted_too)
     int64_t row = 0;
 
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (70001, 'matmul', 'compute'), (70002, 'allreduce', 'comm');"
-                "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
-                " (2, 1, 3, 0), (3, 2, 3, 0)");
+    harness_db_exec(db, schema_session_sql);
+    harness_db_exec(
+        db, "INSERT INTO ops VALUES (70001, 'matmul', 'compute'), (70002, 'allreduce', 'comm');"
+            "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
+            " (2, 1, 3, 0), (3, 2, 3, 0)");
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
     for (uint64_t s = 0; s < 10; s++)
@@ -395,19 +380,19 @@ Test(ranks_cache, wide_keys_are_sorted_too)
         }
     cr_assert_eq(ranks_finish(r), 0);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_ops"), 6);
-    cr_expect_eq(one(db, "SELECT sum(calls) FROM rk_ops"), 60);
-    cr_expect_eq(one(db, "SELECT sum(exposed_ns) FROM rk_ops"), 3000);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_steps"), 30);
-    cr_expect_eq(one(db, "SELECT sum(compute_ns + comm_ns) FROM rk_steps"), 6000);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_devsteps"), 30);
-    cr_expect_eq(one(db, "SELECT min(step) FROM rk_devsteps"), (int64_t)s0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll"), 10);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 10);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll_ranks"), 30);
-    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_coll_ranks"), 10);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_ops"), 6);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(calls) FROM rk_ops"), 60);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(exposed_ns) FROM rk_ops"), 3000);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_steps"), 30);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(compute_ns + comm_ns) FROM rk_steps"), 6000);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_devsteps"), 30);
+    cr_expect_eq(harness_db_one(db, "SELECT min(step) FROM rk_devsteps"), (int64_t)s0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_coll"), 10);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 10);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_coll_ranks"), 30);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(last_count) FROM rk_coll_ranks"), 10);
     ranks_free(r);
     sqlite3_close(db);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "proto.h"
 #include "ranks.h"
 #include "schema.h"
@@ -24,25 +25,6 @@ TestSuite(rkcover, .timeout = 60);
 #define SPAN 3000 /* microseconds of each step */
 #define US   1000 /* ns */
 #define T0   1000000000ull
-
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-    char *err = NULL;
-
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
-}
-
-static int64_t one(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 struct ent {
     uint64_t step, start, dur; /* in US, start from the step's own origin */
@@ -93,11 +75,11 @@ static void run(bool reopen_mid_step)
 
     script(e);
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute')");
-    exec_ok(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 1, 0)");
+    harness_db_exec(db, schema_session_sql);
+    harness_db_exec(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute')");
+    harness_db_exec(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 1, 0)");
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
     for (int i = 0; i < NE; i++) {
@@ -109,20 +91,23 @@ static void run(bool reopen_mid_step)
 
         cr_assert_eq(ranks_entry(r, 1, &pe, 0, e[i].nested ? &x : NULL, i + 1), 0);
         cr_assert_eq(ranks_flush(r), 0); /* a commit after each entry */
-        exec_ok(db, "COMMIT");
+        harness_db_exec(db, "COMMIT");
         if (reopen_mid_step && i == NE / 2) { /* another writer goes on from the file */
             ranks_free(r);
             cr_assert_not_null(r = ranks_new(db));
             cr_assert_eq(ranks_load(r), 0);
         }
-        exec_ok(db, "BEGIN");
+        harness_db_exec(db, "BEGIN");
     }
     cr_assert_eq(ranks_finish(r), 0);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT covered_ns FROM rk_steps WHERE step = 0"), (int64_t)brute(e, 0));
-    cr_expect_eq(one(db, "SELECT covered_ns FROM rk_steps WHERE step = 1"), (int64_t)brute(e, 1));
-    cr_expect_eq(one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_late'"), 0);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT covered_ns FROM rk_steps WHERE step = 0"),
+                 (int64_t)brute(e, 0));
+    cr_expect_eq(harness_db_one(db, "SELECT covered_ns FROM rk_steps WHERE step = 1"),
+                 (int64_t)brute(e, 1));
+    cr_expect_eq(
+        harness_db_one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_late'"), 0);
     ranks_free(r);
     sqlite3_close(db);
 }

@@ -20,6 +20,7 @@
 
 #include <msgpack.h>
 
+#include "harness.h"
 #include "proto.h"
 #include "ranks.h"
 #include "ranks_query.h"
@@ -34,34 +35,15 @@ TestSuite(ranks_match, .timeout = 120);
 
 static int64_t rowid;
 
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-    char *err = NULL;
-
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
-}
-
-static int64_t one(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static sqlite3 *two_procs_db(void)
 {
     sqlite3 *db;
 
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (1, 'allreduce', 'comm')");
-    exec_ok(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (0, 0, 2, 0),"
-                " (1, 1, 2, 0)");
+    harness_db_exec(db, schema_session_sql);
+    harness_db_exec(db, "INSERT INTO ops VALUES (1, 'allreduce', 'comm')");
+    harness_db_exec(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (0, 0, 2, 0),"
+                        " (1, 1, 2, 0)");
     rowid = 0;
     return db;
 }
@@ -71,7 +53,7 @@ static struct ranks *open_ranks(sqlite3 *db, bool fresh)
     struct ranks *r = ranks_new(db);
 
     cr_assert_not_null(r);
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     if (fresh)
         cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
@@ -98,8 +80,8 @@ static void arrive_all(struct ranks *r, sqlite3 *db, int p, int64_t from, int64_
         arrive(r, p, i);
         if ((i + 1) % every == 0) {
             cr_assert_eq(ranks_flush(r), 0);
-            exec_ok(db, "COMMIT");
-            exec_ok(db, "BEGIN");
+            harness_db_exec(db, "COMMIT");
+            harness_db_exec(db, "BEGIN");
         }
     }
 }
@@ -108,25 +90,27 @@ static void finish(struct ranks *r, sqlite3 *db)
 {
     cr_assert_eq(ranks_finish(r), 0);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 0);
 }
 
 /* rk_coll's instances and partial, both processes' waits, process 1's caused time. */
 static void expect_figures(sqlite3 *db, int64_t instances, int64_t partial, int64_t complete,
                            int64_t capped)
 {
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), instances);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), partial);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), instances);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), partial);
     /* a complete instance: process 0 waited GAP, process 1 arrived last and caused GAP */
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
                  GAP * complete);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
                  GAP * complete);
-    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"), complete);
-    cr_expect_eq(one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_capped'"),
-                 capped);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"),
+                 complete);
+    cr_expect_eq(
+        harness_db_one(db, "SELECT coalesce(max(value), 0) FROM info WHERE key = 'ranks_capped'"),
+        capped);
 }
 
 /* The value of key in map m, or NULL. */
@@ -202,7 +186,7 @@ Test(ranks_match, one_rank_sixty_thousand_ahead)
     struct ranks *r = open_ranks(db, true);
 
     arrive_all(r, db, 0, 0, 60000, 5000);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 60000);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 60000);
     arrive_all(r, db, 1, 0, 60000, 5000);
     finish(r, db);
     expect_figures(db, 60000, 0, 60000, 0);
@@ -219,18 +203,19 @@ Test(ranks_match, reopened_with_fifty_thousand_open)
     struct ranks *r = open_ranks(db, true);
 
     arrive_all(r, db, 0, 0, 50000, 1000);
-    exec_ok(db, "COMMIT");
+    harness_db_exec(db, "COMMIT");
     ranks_free(r);
     r = open_ranks(db, false);
     arrive_all(r, db, 1, 0, 25000, 1000);
-    exec_ok(db, "COMMIT");
+    harness_db_exec(db, "COMMIT");
     ranks_free(r);
     r = open_ranks(db, false);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 25000);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 25000);
     arrive_all(r, db, 1, 25000, 50000, 1000);
     finish(r, db);
     expect_figures(db, 50000, 0, 50000, 0);
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1, "still exact");
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1,
+                 "still exact");
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -270,17 +255,17 @@ Test(ranks_match, the_cap_closes_the_oldest_and_counts_it)
     arrive_all(r, db, 0, 0, RANKS_OPEN + 1, 8192);
     arrive_all(r, db, 1, 1, RANKS_OPEN + 1, 8192);
     cr_assert_eq(ranks_flush(r), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 0);
     arrive(r, 1, 0);
     finish(r, db);
     /* process 1's lone arrival at collective 0: last (alone), caused nothing */
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), RANKS_OPEN + 2);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 2);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), RANKS_OPEN + 2);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 2);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
                  GAP * (int64_t)RANKS_OPEN);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
                  GAP * (int64_t)RANKS_OPEN);
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_capped'"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks_capped'"), 1);
     expect_report_says_capped(db, 1);
     ranks_free(r);
     sqlite3_close(db);
@@ -310,7 +295,7 @@ static void nb_entry(struct ranks *r, int p, int op, int64_t start, int64_t dur,
 static struct ranks *nb_reopen(struct ranks *r, sqlite3 *db)
 {
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
+    harness_db_exec(db, "COMMIT");
     ranks_free(r);
     return open_ranks(db, false);
 }
@@ -327,8 +312,9 @@ Test(ranks_match, nonblocking_waits_are_in_their_completion_calls)
     sqlite3 *db = two_procs_db();
     struct ranks *r;
 
-    exec_ok(db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait'),"
-                " (4, 'tcmpi.completed', 'wait'), (5, 'MPI_Waitall', 'wait')");
+    harness_db_exec(db,
+                    "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait'),"
+                    " (4, 'tcmpi.completed', 'wait'), (5, 'MPI_Waitall', 'wait')");
     r = open_ranks(db, true);
     /* seq 0: p0 arrives at 1000, waits in [1100, 6000); p1 arrives at 5000, waits from 5020 */
     nb_entry(r, 0, NB_IALLREDUCE, 1000, 10, 0, 0, 0);
@@ -337,9 +323,10 @@ Test(ranks_match, nonblocking_waits_are_in_their_completion_calls)
     nb_entry(r, 0, NB_WAIT, 1100, 4900, 0, 0, 0); /* the same again: no second completion */
     nb_entry(r, 1, NB_WAIT, 5020, 980, -1, 0, 0); /* names no collective: no completion */
     r = nb_reopen(r, db);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 2, "seq 0 owes p1's completion");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 2,
+                 "seq 0 owes p1's completion");
     nb_entry(r, 1, NB_WAIT, 5020, 980, 0, 0, 0); /* waited 0: after the last arrival */
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_coll"), 0, "not yet flushed");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_coll"), 0, "not yet flushed");
     /* seq 1, 2: p0 at 10000 and 10010, one Waitall [10100, 20000) completes both */
     nb_entry(r, 0, NB_IALLREDUCE, 10000, 10, 1, 0, 0);
     nb_entry(r, 0, NB_IALLREDUCE, 10010, 10, 2, 0, 0);
@@ -358,23 +345,27 @@ Test(ranks_match, nonblocking_waits_are_in_their_completion_calls)
     cr_assert_eq(ranks_flush(r), 0);
     nb_entry(r, 0, NB_WAIT, 30100, 9900, 3, 0, 0); /* waited 35000 - 30100 = 4900 */
     r = nb_reopen(r, db);
-    cr_expect_eq(one(db, "SELECT flags FROM rk_open WHERE k2 = 3"), 3, "completed, saved");
+    cr_expect_eq(harness_db_one(db, "SELECT flags FROM rk_open WHERE k2 = 3"), 3,
+                 "completed, saved");
     nb_entry(r, 1, NB_IALLREDUCE, 35000, 10, 3, 0, 0);
     nb_entry(r, 1, NB_WAIT, 35100, 900, 3, 0, 0);
     finish(r, db);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 4);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
-    cr_expect_eq(one(db, "SELECT sum(skew_ns) FROM rk_coll"), 4000 + 5000 + 5990 + 5000);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 4);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(skew_ns) FROM rk_coll"), 4000 + 5000 + 5990 + 5000);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
                  3900 + 4900 + 5900 + 4900);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
                  3900 + 4900 + 5900 + 4900);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 0"), 0);
-    cr_expect_eq(one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"), 4);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks WHERE process_id = 0"),
-                 3900 + 4900 + 5900 + 4900);
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1, "still exact");
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 0"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(last_count) FROM rk_steps WHERE process_id = 1"),
+                 4);
+    cr_expect_eq(
+        harness_db_one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks WHERE process_id = 0"),
+        3900 + 4900 + 5900 + 4900);
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1,
+                 "still exact");
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -393,15 +384,15 @@ Test(ranks_match, an_async_launch_waits_in_its_wait_entry)
     sqlite3 *db = two_procs_db();
     struct ranks *r;
 
-    exec_ok(db, "INSERT INTO ops VALUES (2, 'allreduce_async', 'comm'),"
-                " (3, 'allreduce_wait', 'wait')"); /* 1: allreduce */
+    harness_db_exec(db, "INSERT INTO ops VALUES (2, 'allreduce_async', 'comm'),"
+                        " (3, 'allreduce_wait', 'wait')"); /* 1: allreduce */
     r = open_ranks(db, true);
     nb_entry(r, 0, 2, 1000, 30, 0, 0, 0);
     nb_entry(r, 0, 2, 2000, 30, 1, 0, 0);
     nb_entry(r, 1, 2, 7000, 30, 0, 0, 0);
     nb_entry(r, 1, 2, 7500, 30, 1, 0, 0);
     cr_assert_eq(ranks_flush(r), 0); /* saved: closing them below deletes the rows */
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 4, "every rank's wait owed");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 4, "every rank's wait owed");
     nb_entry(r, 0, 3, 3000, 5000, 0, 0, 0);
     nb_entry(r, 0, 3, 8000, 1000, 1, 0, 0);
     nb_entry(r, 1, 3, 7600, 400, 0, 0, 0);
@@ -410,11 +401,13 @@ Test(ranks_match, an_async_launch_waits_in_its_wait_entry)
     nb_entry(r, 0, 1, 10000, 2000, 2, 0, 0);
     nb_entry(r, 1, 1, 11000, 1000, 2, 0, 0);
     finish(r, db);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 3);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"), 4000 + 1000);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"), 4000 + 1000);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 3);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 0"),
+                 4000 + 1000);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = 1"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = 1"),
+                 4000 + 1000);
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -426,18 +419,20 @@ Test(ranks_match, a_completion_that_never_comes)
     sqlite3 *db = two_procs_db();
     struct ranks *r;
 
-    exec_ok(db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait')");
+    harness_db_exec(
+        db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait')");
     r = open_ranks(db, true);
     nb_entry(r, 0, NB_IALLREDUCE, 1000, 10, 0, 0, 0);
     nb_entry(r, 1, NB_IALLREDUCE, 5000, 10, 0, 0, 0);
     nb_entry(r, 1, NB_WAIT, 5020, 980, 0, 0, 0);
     cr_assert_eq(ranks_flush(r), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 2, "open: p0's completion owed");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 2,
+                 "open: p0's completion owed");
     finish(r, db);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_steps"), 0);
-    cr_expect_eq(one(db, "SELECT sum(caused_ns) FROM rk_steps"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_steps"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(caused_ns) FROM rk_steps"), 0);
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -521,9 +516,10 @@ Test(ranks_match, random_interleavings_losses_and_reopens)
     int64_t instances = 0, partial = 0, waited[RND_P] = {0}, caused[RND_P] = {0};
     char sql[128];
 
-    exec_ok(db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait')");
-    exec_ok(db, "UPDATE processes SET world = 3");
-    exec_ok(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (2, 2, 3, 0)");
+    harness_db_exec(
+        db, "INSERT INTO ops VALUES (2, 'MPI_Iallreduce', 'comm'), (3, 'MPI_Wait', 'wait')");
+    harness_db_exec(db, "UPDATE processes SET world = 3");
+    harness_db_exec(db, "INSERT INTO processes(id, rank, world, started_ns) VALUES (2, 2, 3, 0)");
     for (int64_t i = 0; i < RND_N; i++) {
         struct rnd_coll *c = &rc[i];
         c->nb = rnd(3) == 0;
@@ -576,25 +572,26 @@ Test(ranks_match, random_interleavings_losses_and_reopens)
         cr_assert_eq(ranks_entry(r, ev->p, &e, 0, &x, ++rowid), 0);
         if (rnd(1500) == 0) {
             cr_assert_eq(ranks_flush(r), 0);
-            exec_ok(db, "COMMIT");
+            harness_db_exec(db, "COMMIT");
             if (rnd(2) == 0) {
                 ranks_free(r);
                 r = open_ranks(db, false);
             } else {
-                exec_ok(db, "BEGIN");
+                harness_db_exec(db, "BEGIN");
             }
         }
     }
     finish(r, db);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), instances);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), partial);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), instances);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), partial);
     for (int p = 0; p < RND_P; p++) {
         snprintf(sql, sizeof(sql), "SELECT sum(waited_ns) FROM rk_steps WHERE process_id = %d", p);
-        cr_expect_eq(one(db, sql), waited[p], "process %d waited", p);
+        cr_expect_eq(harness_db_one(db, sql), waited[p], "process %d waited", p);
         snprintf(sql, sizeof(sql), "SELECT sum(caused_ns) FROM rk_steps WHERE process_id = %d", p);
-        cr_expect_eq(one(db, sql), caused[p], "process %d caused", p);
+        cr_expect_eq(harness_db_one(db, sql), caused[p], "process %d caused", p);
     }
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1, "still exact");
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks'"), 1,
+                 "still exact");
     cr_expect_gt(partial, 10, "some arrivals were lost");
     ranks_free(r);
     sqlite3_close(db);

@@ -10,30 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "harness.h"
 #include "proto.h"
 #include "ranks.h"
 #include "schema.h"
 
 TestSuite(ranks_state, .timeout = 60);
-
-static void exec_ok(sqlite3 *db, const char *sql)
-{
-    char *err = NULL;
-
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, &err), SQLITE_OK, "%s: %s", sql, err);
-}
-
-static int64_t one(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    int64_t v = -1;
-
-    cr_assert_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 /*
  * The pending intervals are saved at each commit up to RK_SAVE_PEND per
@@ -48,9 +30,9 @@ Test(ranks_state, too_many_pending_intervals_are_not_saved_and_say_so)
     int64_t row = 1;
 
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
+    harness_db_exec(db, schema_session_sql);
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_op(r, 1, "matmul", "compute"), 0);
     cr_assert_eq(ranks_op(r, 2, "send", "comm"), 0); /* point-to-point: no collective */
@@ -61,19 +43,20 @@ Test(ranks_state, too_many_pending_intervals_are_not_saved_and_say_so)
         cr_assert_eq(ranks_entry(r, 1, &c, 1, NULL, row++), 0);
     }
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 2);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 2);
     /* the devices' rows (device -1 holds the process's union of top-level entries, rkcover) */
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_pend WHERE device_id >= 0"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_pend WHERE device_id >= 0"), 0);
     /* an entry after the comm entry's end: it is counted, the intervals dropped */
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     e = (struct proto_entry){.op_id = 1, .start_ns = 20000000, .dur_ns = 500};
     cr_assert_eq(ranks_entry(r, 1, &e, 1, NULL, row++), 0);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 1);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_pend WHERE device_id >= 0"), 1);
-    cr_expect_eq(one(db, "SELECT exposed_ns FROM rk_ops WHERE op_id = 2"), 10000000 - 5000 * 500);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT value FROM info WHERE key = 'ranks_state'"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_pend WHERE device_id >= 0"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT exposed_ns FROM rk_ops WHERE op_id = 2"),
+                 10000000 - 5000 * 500);
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -97,10 +80,10 @@ static sqlite3 *three_procs_db(void)
     sqlite3 *db;
 
     cr_assert_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
-    exec_ok(db, schema_session_sql);
-    exec_ok(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm');"
-                "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
-                " (2, 1, 3, 0), (3, 2, 3, 0)");
+    harness_db_exec(db, schema_session_sql);
+    harness_db_exec(db, "INSERT INTO ops VALUES (1, 'matmul', 'compute'), (2, 'allreduce', 'comm');"
+                        "INSERT INTO processes(id, rank, world, started_ns) VALUES (1, 0, 3, 0),"
+                        " (2, 1, 3, 0), (3, 2, 3, 0)");
     return db;
 }
 
@@ -115,26 +98,26 @@ Test(ranks_state, an_open_instance_keeps_its_comm_size_across_a_reopen)
     struct ranks *r;
 
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
     arrive(r, 1, 1000, 2, 1);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT comm_size FROM rk_open"), 2);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT comm_size FROM rk_open"), 2);
     ranks_free(r);
 
     cr_assert_not_null(r = ranks_new(db));
     cr_assert_eq(ranks_load(r), 0);
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     arrive(r, 2, 1500, 2, 2);
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 1);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    harness_db_exec(db, "COMMIT");
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
     /* process 1 started 500 ns before process 2 and lasted longer: it waited 500 ns */
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"), 500);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"), 500);
     ranks_free(r);
     sqlite3_close(db);
 }
@@ -151,7 +134,7 @@ static void arrive_seq(struct ranks *r, int64_t pid, uint64_t seq, uint64_t star
 static void commit_ranks(sqlite3 *db, struct ranks *r)
 {
     cr_assert_eq(ranks_flush(r), 0);
-    exec_ok(db, "COMMIT");
+    harness_db_exec(db, "COMMIT");
 }
 
 /*
@@ -167,53 +150,55 @@ Test(ranks_state, rk_open_rewritten_or_updated_holds_the_open_arrivals)
     struct ranks *r;
 
     cr_assert_not_null(r = ranks_new(db));
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     cr_assert_eq(ranks_init_file(r), 0);
     cr_assert_eq(ranks_load(r), 0);
     for (uint64_t s = 0; s < 5; s++) /* process 1 opens seq 0..4 at 1000, 1100, ... */
         arrive_seq(r, 1, s, 1000 + 100 * s);
     commit_ranks(db, r);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 5);
-    cr_expect_eq(one(db, "SELECT sum(start_ns) FROM rk_open"), 6000);
-    cr_expect_eq(one(db, "SELECT sum(arrival) FROM rk_open"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 5);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(start_ns) FROM rk_open"), 6000);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(arrival) FROM rk_open"), 0);
 
     /* light: one arrival more */
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     arrive_seq(r, 2, 0, 1050);
     commit_ranks(db, r);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 6);
-    cr_expect_eq(one(db, "SELECT arrival FROM rk_open WHERE k2 = 0 AND process_id = 2"), 1);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 6);
+    cr_expect_eq(harness_db_one(db, "SELECT arrival FROM rk_open WHERE k2 = 0 AND process_id = 2"),
+                 1);
 
     /* busy: seq 0 and 1 close, process 2 opens seq 5..9 at 2000, 2100, ... */
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     arrive_seq(r, 3, 0, 1080);
     arrive_seq(r, 2, 1, 1150);
     arrive_seq(r, 3, 1, 1160);
     for (uint64_t s = 5; s < 10; s++)
         arrive_seq(r, 2, s, 2000 + 100 * (s - 5));
     commit_ranks(db, r);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 8);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 < 2"), 0);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE process_id = 1"), 3);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE process_id = 2"), 5);
-    cr_expect_eq(one(db, "SELECT sum(start_ns) FROM rk_open"), 1200 + 1300 + 1400 + 11000);
-    cr_expect_eq(one(db, "SELECT sum(arrival) FROM rk_open"), 0);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 2);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 8);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open WHERE k2 < 2"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open WHERE process_id = 1"), 3);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open WHERE process_id = 2"), 5);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(start_ns) FROM rk_open"),
+                 1200 + 1300 + 1400 + 11000);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(arrival) FROM rk_open"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 2);
 
     /* light: seq 2 closes (its row deleted), nothing new */
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     arrive_seq(r, 2, 2, 1250);
     arrive_seq(r, 3, 2, 1260);
     commit_ranks(db, r);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 7);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open WHERE k2 = 2"), 0);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 3);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 7);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open WHERE k2 = 2"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 3);
     ranks_free(r);
 
     /* reopened: the rest complete from what rk_open kept */
     cr_assert_not_null(r = ranks_new(db));
     cr_assert_eq(ranks_load(r), 0);
-    exec_ok(db, "BEGIN");
+    harness_db_exec(db, "BEGIN");
     for (uint64_t s = 3; s < 5; s++) {
         arrive_seq(r, 2, s, 1050 + 100 * s);
         arrive_seq(r, 3, s, 1060 + 100 * s);
@@ -223,14 +208,16 @@ Test(ranks_state, rk_open_rewritten_or_updated_holds_the_open_arrivals)
         arrive_seq(r, 3, s, 2060 + 100 * (s - 5));
     }
     commit_ranks(db, r);
-    cr_expect_eq(one(db, "SELECT count(*) FROM rk_open"), 0);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll"), 10);
-    cr_expect_eq(one(db, "SELECT sum(partial) FROM rk_coll"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT count(*) FROM rk_open"), 0);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(instances) FROM rk_coll"), 10);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(partial) FROM rk_coll"), 0);
     /* waits: seq 0 80 + 30, seq 1..4 60 + 10 each, seq 5..9 60 + 30 each */
-    cr_expect_eq(one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"), 110 + 4 * 70 + 5 * 90);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(waited_ns) FROM rk_coll_ranks"),
+                 110 + 4 * 70 + 5 * 90);
     /* skew: seq 0 80, the others 60 */
-    cr_expect_eq(one(db, "SELECT sum(skew_ns) FROM rk_coll"), 80 + 9 * 60);
-    cr_expect_eq(one(db, "SELECT sum(instances) FROM rk_coll_ranks WHERE process_id = 3"), 10);
+    cr_expect_eq(harness_db_one(db, "SELECT sum(skew_ns) FROM rk_coll"), 80 + 9 * 60);
+    cr_expect_eq(
+        harness_db_one(db, "SELECT sum(instances) FROM rk_coll_ranks WHERE process_id = 3"), 10);
     ranks_free(r);
     sqlite3_close(db);
 }

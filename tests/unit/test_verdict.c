@@ -374,6 +374,20 @@ Test(verdict, nothing_recorded_is_not_balanced)
                         "compute recorded; communication balanced (+2 %).");
 }
 
+/* info.ranks absent: a live session before the daemon's first commit of it. */
+Test(verdict, no_aggregates_yet)
+{
+    struct verdict_in in = in_of(NULL, 0);
+    char v[1024];
+
+    verdict_text(&in, v, sizeof(v));
+    cr_expect_str_eq(v, "no rank aggregates.");
+    in.absent = true;
+    verdict_text(&in, v, sizeof(v));
+    cr_expect_str_eq(v, "no rank aggregates (none stored yet: the daemon writes them with the "
+                        "session's first commit).");
+}
+
 Test(verdict, a_short_buffer_is_cut_and_terminated)
 {
     struct verdict_rank r[4];
