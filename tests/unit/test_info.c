@@ -80,17 +80,22 @@ Test(info, set_inserts_then_replaces)
 
 Test(info, schema_version_is_checked)
 {
-    char msg[200];
+    char msg[200], want[200];
 
     cr_assert_eq(info_schema_check(db, msg, sizeof(msg)), -EPROTO);
-    cr_assert_str_eq(msg, "made by an incompatible tracectl (schema 0, this build reads 1): "
-                          "report or export it with the tracectl that made it");
+    snprintf(want, sizeof(want),
+             "made by an incompatible tracectl (schema 0, this build reads %d): "
+             "report or export it with the tracectl that made it",
+             INFO_SCHEMA_VERSION);
+    cr_assert_str_eq(msg, want);
     cr_assert_eq(info_schema_set(db), 0);
-    cr_assert_eq(info_int(db, "schema_version", 0), 1);
+    cr_assert_eq(info_int(db, "schema_version", 0), INFO_SCHEMA_VERSION);
     cr_assert_eq(info_schema_check(db, NULL, 0), 0);
-    harness_db_exec(db, "UPDATE info SET value = 2 WHERE key = 'schema_version'");
+    harness_db_exec(db, "UPDATE info SET value = value + 1 WHERE key = 'schema_version'");
     cr_assert_eq(info_schema_check(db, msg, sizeof(msg)), -EPROTO);
-    cr_assert(strstr(msg, "(schema 2, this build reads 1)") != NULL, "%s", msg);
+    snprintf(want, sizeof(want), "(schema %d, this build reads %d)", INFO_SCHEMA_VERSION + 1,
+             INFO_SCHEMA_VERSION);
+    cr_assert(strstr(msg, want) != NULL, "%s", msg);
 }
 
 Test(info_none, a_file_without_the_table)
