@@ -169,6 +169,17 @@ static bool inside(long long got, long long want)
     return got <= want + 1000000 + want / 200 && got >= want - 5000000 - want / 10;
 }
 
+/*
+ * inside() for a program of many short calls: the interposer's own work per
+ * call (~110 ns Release, ~310 ns measured under ASan on the loaded CI
+ * machine) is in the program's pair and not in the report's time, so the
+ * report may be less by up to 500 ns a call more.
+ */
+static bool inside_calls(long long got, long long want, long long calls)
+{
+    return got <= want + 1000000 + want / 200 && got >= want - 5000000 - want / 10 - calls * 500;
+}
+
 /* A wall time: from MPI_Init's return to MPI_Finalize's call, around the program's own pair. */
 static bool around(long long got, long long want)
 {
@@ -938,9 +949,10 @@ Test(mpi_sections, p2p_auto_counts_past_the_rate)
         cr_assert_eq(obj_u64(obj_get(row, "dropped_calls")), 0);
         cr_assert_eq((long long)obj_u64(obj_get(row, "counted_calls")),
                      2 * (RATE_SLOW + RATE_FAST) - entries, "rank %d", rank);
-        cr_assert(inside((long long)obj_u64(obj_get(row, "mpi_ns")), w.ns[rank]),
-                  "rank %d MPI time %llu, the program's %lld", rank,
-                  obj_u64(obj_get(row, "mpi_ns")), w.ns[rank]);
+        cr_assert(
+            inside_calls((long long)obj_u64(obj_get(row, "mpi_ns")), w.ns[rank], w.calls[rank]),
+            "rank %d MPI time %llu, the program's %lld in %lld calls", rank,
+            obj_u64(obj_get(row, "mpi_ns")), w.ns[rank], w.calls[rank]);
         counted += 2 * (RATE_SLOW + RATE_FAST) - entries;
     }
     for (int k = 0; k < 2; k++) {
