@@ -14,7 +14,10 @@
  * enter, creates DIR/SEQ.RANK and leaves once all WORLD files of that seq
  * exist (the hosts share the file system), so no rank leaves before all
  * entered (after one such barrier through DIR/go.RANK, unrecorded, so that all
- * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
+ * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each
+ * (with HOSTS_LATE_RANK2 too, that rank instead on odd seqs). With HOSTS_COLL_SPIN
+ * set, a rank waiting for the others polls without sleeping (sched_yield), so
+ * that it leaves within a few µs of the last enter, not up to 200 µs after.
  * Collective SEQ is recorded in step SEQ, and DIR/SEQ.RANK holds the job's own
  * clock of its enter: "REAL_BEFORE REAL_AFTER" (CLOCK_REALTIME just before
  * and after the CLOCK_MONOTONIC read the entry starts at; time namespaces do
@@ -23,6 +26,7 @@
  * usage: hosts_producer SOCKET NAME RANK WORLD N [WAIT_FILE]
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -45,7 +49,9 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
     uint32_t op = tc_op_cat(cl, "MPI_Allreduce", "comm");
     long n = atol(getenv("HOSTS_COLL_N") ? getenv("HOSTS_COLL_N") : "10");
     long late = getenv("HOSTS_LATE_RANK") ? atol(getenv("HOSTS_LATE_RANK")) : -1;
+    long late2 = getenv("HOSTS_LATE_RANK2") ? atol(getenv("HOSTS_LATE_RANK2")) : -1;
     long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
+    int spin = getenv("HOSTS_COLL_SPIN") != NULL;
     char path[4096];
 
     /* a barrier first (DIR/go.RANK), unrecorded: every rank has started when seq 0 begins */
@@ -59,7 +65,7 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
             usleep(200);
     }
     for (long seq = 0; seq < n; seq++) {
-        if (rank == late)
+        if (rank == (late2 >= 0 && seq % 2 == 1 ? late2 : late))
             usleep((useconds_t)late_us);
         struct timespec r0, r1;
         clock_gettime(CLOCK_REALTIME, &r0);
@@ -80,7 +86,10 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
         for (long r = 0; r < world; r++) {
             snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
             while (access(path, F_OK) != 0)
-                usleep(200);
+                if (spin)
+                    sched_yield();
+                else
+                    usleep(200);
         }
         uint64_t exit_ns = tc_now_ns();
         tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE,
