@@ -112,12 +112,19 @@ checked() {
 }
 hosts_wait 15 checked ||
     fail "the home did not check 60 instances: $(grep 'instances checked' "$HOSTS_DIR/home.log" | tail -1)"
-"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report --json coll >"$HOSTS_DIR/coll.json" ||
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" report --json coll >"$HOSTS_DIR/coll.json" &&
+    "$TRACECTL" --socket "$HOSTS_DIR/home.sock" report coll >"$HOSTS_DIR/coll.txt" ||
     fail "the home's report of coll"
 python3 - "$HOSTS_DIR/coll.json" "$TRUTH_NS" "${HOSTS_REQUIRE_CUT:-0}" <<'PY' || fail "the refined clock, see above"
 import json, sys
 r, truth, require = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3] == "1"
 h = next(h for h in r["hosts"] if h["host"] == "m1")
+# the text report's Hosts table: m1's row ends with its CUTS, the same count
+text = open(sys.argv[1][:-len("json")] + "txt").read().splitlines()
+head = next(i for i, l in enumerate(text) if l.split()[:2] == ["HOST", "STATE"])
+assert text[head].split()[-3:] == ["DRIFT", "VIOLATIONS", "CUTS"], text[head]
+row = next(l.split() for l in text[head:] if l.split()[:1] == ["m1"])
+assert row[-1] == str(h["refined"]) and row[-2] == "0", (row, h)
 assert h["violations"] == 0, h
 assert h["bound_source"] in ("probes", "collectives"), h
 assert abs(h["offset_ns"] - truth) <= h["bound_ns"], h
