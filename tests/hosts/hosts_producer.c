@@ -18,7 +18,9 @@
  * (with HOSTS_LATE_RANK2 too, that rank instead on odd seqs). With HOSTS_COLL_SPIN
  * set, a rank waiting for the others polls without sleeping (sched_yield), so
  * that it leaves within a few µs of the last enter, not up to 200 µs after.
- * Collective SEQ is recorded in step SEQ, and DIR/SEQ.RANK holds the job's own
+ * DIR/SEQ.RANK is empty, made right after the enter is read (the sooner the
+ * others see it, the sooner they leave). Collective SEQ is recorded in step SEQ,
+ * and DIR/t.SEQ.RANK, written once the rank left it, holds the job's own
  * clock of its enter: "REAL_BEFORE REAL_AFTER" (CLOCK_REALTIME just before
  * and after the CLOCK_MONOTONIC read the entry starts at; time namespaces do
  * not move CLOCK_REALTIME, so every host's are one clock: the test's truth).
@@ -71,17 +73,9 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
         clock_gettime(CLOCK_REALTIME, &r0);
         uint64_t enter = tc_now_ns();
         clock_gettime(CLOCK_REALTIME, &r1);
-        /* the truth is written whole before the name appears: rename is atomic */
-        char tmp[4096], line[64];
-        snprintf(tmp, sizeof(tmp), "%s/tmp.%ld.%ld", dir, seq, rank);
         snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, rank);
-        int len = snprintf(line, sizeof(line), "%lld %lld\n",
-                           (long long)r0.tv_sec * 1000000000LL + r0.tv_nsec,
-                           (long long)r1.tv_sec * 1000000000LL + r1.tv_nsec);
-        int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-        if (fd < 0)
-            return 1;
-        if (write(fd, line, (size_t)len) != len || close(fd) != 0 || rename(tmp, path) != 0)
+        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        if (fd < 0 || close(fd) != 0)
             return 1;
         for (long r = 0; r < world; r++) {
             snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
@@ -92,6 +86,18 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
                     usleep(200);
         }
         uint64_t exit_ns = tc_now_ns();
+        /* the truth, written whole before its name appears: rename is atomic */
+        char tmp[4096], line[64];
+        snprintf(tmp, sizeof(tmp), "%s/tmp.%ld.%ld", dir, seq, rank);
+        snprintf(path, sizeof(path), "%s/t.%ld.%ld", dir, seq, rank);
+        int len = snprintf(line, sizeof(line), "%lld %lld\n",
+                           (long long)r0.tv_sec * 1000000000LL + r0.tv_nsec,
+                           (long long)r1.tv_sec * 1000000000LL + r1.tv_nsec);
+        fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0)
+            return 1;
+        if (write(fd, line, (size_t)len) != len || close(fd) != 0 || rename(tmp, path) != 0)
+            return 1;
         tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE,
                     .comm = 1,
                     .seq = (uint64_t)seq,
