@@ -16,8 +16,10 @@
  * entered (after one such barrier through DIR/go.RANK, unrecorded, so that all
  * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each
  * (with HOSTS_LATE_RANK2 too, that rank instead on odd seqs). With HOSTS_COLL_SPIN
- * set, a rank waiting for the others polls without sleeping (sched_yield), so
- * that it leaves within a few µs of the last enter, not up to 200 µs after.
+ * set, a rank waiting for the others polls without sleeping (sched_yield between
+ * polls; "busy": not even that), so that it may leave sooner after the last enter
+ * than the 200 µs of a sleeping poll (on a loaded 2-core VM still 80-100 µs at best:
+ * docs/clocks.md).
  * DIR/SEQ.RANK is empty, made right after the enter is read (the sooner the
  * others see it, the sooner they leave). Collective SEQ is recorded in step SEQ,
  * and DIR/t.SEQ.RANK, written once the rank left it, holds the job's own
@@ -31,6 +33,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,7 +56,8 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
     long late = getenv("HOSTS_LATE_RANK") ? atol(getenv("HOSTS_LATE_RANK")) : -1;
     long late2 = getenv("HOSTS_LATE_RANK2") ? atol(getenv("HOSTS_LATE_RANK2")) : -1;
     long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
-    int spin = getenv("HOSTS_COLL_SPIN") != NULL;
+    const char *sp = getenv("HOSTS_COLL_SPIN");
+    int spin = sp == NULL ? 0 : strcmp(sp, "busy") == 0 ? 2 : 1;
     char path[4096];
 
     /* a barrier first (DIR/go.RANK), unrecorded: every rank has started when seq 0 begins */
@@ -80,9 +84,9 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
         for (long r = 0; r < world; r++) {
             snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
             while (access(path, F_OK) != 0)
-                if (spin)
+                if (spin == 1)
                     sched_yield();
-                else
+                else if (spin == 0)
                     usleep(200);
         }
         uint64_t exit_ns = tc_now_ns();

@@ -91,7 +91,7 @@ quiet=$(bursts)
 
 # 1b. Collectives refine the clock (docs/clocks.md "Collectives"): session coll, rank 0 on
 # the home and 1 on m1, 60 allreduces that truly synchronize (hosts_producer, polling without
-# sleeping), the late one m1's on even seqs (a lower cut) and the home's on odd ones (an
+# sleeping or yielding), the late one m1's on even seqs (a lower cut) and the home's on odd ones (an
 # upper cut), 3 ms late. The home keeps the cuts; its row for m1 gives the estimate at the
 # latest one, which must hold the truth within its bound and be narrower than the probes'.
 # A cut needs the ranks to leave within the probes' bound of the last enter: on this loaded
@@ -101,7 +101,7 @@ quiet=$(bursts)
 mkdir -p "$HOSTS_DIR/coll"
 coll() { # host rank
     hosts_exec "$1" env HOSTS_COLL_DIR="$HOSTS_DIR/coll" HOSTS_COLL_N=60 HOSTS_LATE_RANK=1 \
-        HOSTS_LATE_RANK2=0 HOSTS_LATE_US=3000 HOSTS_COLL_SPIN=1 \
+        HOSTS_LATE_RANK2=0 HOSTS_LATE_US=3000 HOSTS_COLL_SPIN=busy \
         "$PRODUCER" "$HOSTS_DIR/$1.sock" coll "$2" 2 0
 }
 coll home 0 & c1=$!
