@@ -90,9 +90,9 @@ hosts_wait 20 sample job 6 || fail "m1 had not 6 clock bursts in 20 s: $(bursts)
 quiet=$(bursts)
 
 # 1b. Collectives refine the clock (docs/clocks.md "Collectives"): session coll, rank 0 on
-# the home and 1 on m1, 60 allreduces that truly synchronize (hosts_producer, polling without
-# sleeping or yielding), the late one m1's on even seqs (a lower cut) and the home's on odd ones (an
-# upper cut), 3 ms late. The home keeps the cuts; its row for m1 gives the estimate at the
+# the home and 1 on m1, 60 allreduces that truly synchronize (hosts_producer, polling
+# without sleeping or yielding), the late one m1's on even seqs (a lower cut) and the home's
+# on odd ones (an upper cut), 3 ms late. The home keeps the cuts; its row for m1 gives the estimate at the
 # latest one, which must hold the truth within its bound and be narrower than the probes'.
 # A cut needs the ranks to leave within the probes' bound of the last enter: on this loaded
 # 2-core VM they leave 0.09-10 ms after it, so a Debug+ASan run (probes within 100-260 µs)
