@@ -515,6 +515,17 @@ static void cli_report_drift_cell(const msgpack_object *row, char *buf, size_t s
         snprintf(buf, size, "%+.1f ppm", ppm);
 }
 
+/* What BOUND is (bound_source): the probes', cut by collectives, widened; - on the home's row. */
+static void cli_report_source_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    const msgpack_object *v = cli_obj_get(row, "bound_source");
+
+    if (v == NULL || v->type != MSGPACK_OBJECT_STR)
+        snprintf(buf, size, "-");
+    else
+        snprintf(buf, size, "%.*s", (int)v->via.str.size, v->via.str.ptr);
+}
+
 /* The hosts of a session that spans hosts (the home's report; proto/PROTOCOL.md "hosts"). */
 static const struct cli_view_col cli_report_hosts_cols[] = {
     {"HOST", "host", CLI_VIEW_TEXT, 24, NULL},
@@ -526,8 +537,10 @@ static const struct cli_view_col cli_report_hosts_cols[] = {
     {"SNAPSHOT AGE", "snapshot_age_ns", CLI_VIEW_DURATION, 0, NULL},
     {"OFFSET", NULL, CLI_VIEW_COUNT, 0, cli_report_offset_cell},
     {"BOUND", NULL, CLI_VIEW_COUNT, 0, cli_report_bound_cell},
+    {"FROM", NULL, CLI_VIEW_TEXT, 0, cli_report_source_cell},
     {"DRIFT", NULL, CLI_VIEW_COUNT, 0, cli_report_drift_cell},
     {"VIOLATIONS", "violations", CLI_VIEW_COUNT, 0, NULL},
+    {"CUTS", "refined", CLI_VIEW_COUNT, 0, NULL},
 };
 
 static int cli_report_hosts(FILE *f, const msgpack_object *rows)
@@ -539,8 +552,10 @@ static int cli_report_hosts(FILE *f, const msgpack_object *rows)
                         CLI_REPORT_NCOLS(cli_report_hosts_cols), rows);
     if (rc == 0)
         fprintf(f,
-                "%sOFFSET: a host's clock minus the home's now, within BOUND; DRIFT: its rate "
-                "against the home's over the last minute (-: not measured yet)\n",
+                "%sOFFSET: a host's clock minus the home's now, within BOUND, FROM the probes, "
+                "collectives that narrowed it or a contradiction that widened it; DRIFT: its "
+                "rate against the home's over the last minute (-: not measured yet); CUTS: "
+                "collectives that refined its clock\n",
                 CLI_REPORT_INDENT);
     return rc;
 }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,14 +187,77 @@ static void at_fill(const struct peerclock *pc, size_t i, double x, const struct
     out->home_ns = pc->bursts[i].at + (int64_t)llround(x);
     out->bound_ns = bound_round(bound);
     out->drift_ppm = e->slope * 1e6;
+    out->probe_bound_ns = out->bound_ns;
+}
+
+/* Whether home time h lies within a contradiction's widening (peerclock.h COLLECTIVES). */
+static bool widened_at(const struct peerclock *pc, int64_t h)
+{
+    return pc->widen_ns > 0 && h >= pc->widen_at - PEERCLOCK_WIDEN_NS &&
+           h <= pc->widen_at + PEERCLOCK_WIDEN_NS;
 }
 
 /* The bound of out at least widen_ns near the latest contradiction (peerclock.h). */
 static void widen(const struct peerclock *pc, struct peerclock_at *out)
 {
-    if (pc->widen_ns > out->bound_ns && out->home_ns >= pc->widen_at - PEERCLOCK_WIDEN_NS &&
-        out->home_ns <= pc->widen_at + PEERCLOCK_WIDEN_NS)
+    if (pc->widen_ns > out->bound_ns && widened_at(pc, out->home_ns))
         out->bound_ns = pc->widen_ns;
+}
+
+/*
+ * How cut c moves to home time h (peerclock.h REFINEMENT): θ(h) − θ(c.at) is
+ * k·(h − c.at) within u·|h − c.at|. With h and c.at on one segment, k is its
+ * slope and u its slope's uncertainty plus wander; else k = 0, u = max_ppm.
+ */
+static void cut_carry(const struct peerclock *pc, const struct peerclock_cut *c, int64_t h,
+                      double *k, double *u)
+{
+    *k = 0;
+    *u = pc->max_ppm * 1e-6;
+    if (pc->n < 2)
+        return;
+    size_t i = segment_home(pc, h);
+    if (segment_home(pc, c->at) != i)
+        return;
+    const struct peerclock_burst *a = &pc->bursts[i], *b = &pc->bursts[i + 1];
+    double d = (double)(b->at - a->at);
+    *k = (double)(b->offset - a->offset) / d;
+    *u = (double)(a->bound + b->bound) / d + pc->wander_ppm * 1e-6;
+}
+
+/*
+ * out (the probes' estimate at out->home_ns) intersected with every cut kept
+ * within PEERCLOCK_CUT_NS, where that is narrower. `extra`: how far the true
+ * home time of the estimate may be from out->home_ns (a converted member time).
+ */
+static void cuts_apply(const struct peerclock *pc, int64_t extra, struct peerclock_at *out)
+{
+    int64_t h = out->home_ns;
+
+    if (pc->n_cuts == 0 || out->bound_ns == PEERCLOCK_UNBOUNDED || widened_at(pc, h))
+        return;
+    int64_t lo = out->offset_ns - out->bound_ns, hi = out->offset_ns + out->bound_ns;
+    for (size_t j = 0; j < pc->n_cuts; j++) {
+        const struct peerclock_cut *c = &pc->cuts[j];
+        if (c->at < h - PEERCLOCK_CUT_NS || c->at > h + PEERCLOCK_CUT_NS)
+            continue;
+        double k, u;
+        cut_carry(pc, c, h, &k, &u);
+        double dx = (double)(h - c->at), err = (double)c->err + (double)extra;
+        double shift = k * dx, slack = u * fabs(dx) + (fabs(k) + u) * err;
+        if (c->lo != -PEERCLOCK_UNBOUNDED)
+            lo = max64(lo, (int64_t)floor((double)c->lo + shift - slack));
+        if (c->hi != PEERCLOCK_UNBOUNDED)
+            hi = min64(hi, (int64_t)ceil((double)c->hi + shift + slack));
+    }
+    if (lo > hi)
+        return; /* cuts that exclude each other or the probes: an assumption failed */
+    int64_t off, bound;
+    interval_set(lo, hi, &off, &bound);
+    if (bound < out->bound_ns) {
+        out->offset_ns = off;
+        out->bound_ns = bound;
+    }
 }
 
 int peerclock_offset_at(const struct peerclock *pc, int64_t home_ns, struct peerclock_at *out)
@@ -207,6 +271,7 @@ int peerclock_offset_at(const struct peerclock *pc, int64_t home_ns, struct peer
     struct eval e = eval_at(pc, i, x);
     at_fill(pc, i, x, &e, e.bound, out);
     out->home_ns = home_ns;
+    cuts_apply(pc, 0, out);
     widen(pc, out);
     return 0;
 }
@@ -240,8 +305,11 @@ int peerclock_to_home(const struct peerclock *pc, int64_t member_ns, struct peer
 {
     int rc = to_home_probes(pc, member_ns, out);
 
-    if (rc == 0)
+    if (rc == 0) {
+        cuts_apply(pc, out->bound_ns, out);
+        out->home_ns = member_ns - out->offset_ns;
         widen(pc, out);
+    }
     return rc;
 }
 
@@ -358,6 +426,18 @@ static void contradicted(struct peerclock *pc, const struct peerclock_at *en,
     pc->widen_at = pc->widen_at > en->home_ns ? pc->widen_at : en->home_ns;
 }
 
+/* Keeps one side a collective proved at estimate at (REFINEMENT), overwriting the oldest. */
+static void cut_keep(struct peerclock *pc, const struct peerclock_at *at, int64_t lo, int64_t hi)
+{
+    pc->cuts[pc->cut_next] =
+        (struct peerclock_cut){.at = at->home_ns, .err = at->probe_bound_ns, .lo = lo, .hi = hi};
+    pc->cut_next = (pc->cut_next + 1) % PEERCLOCK_CUTS;
+    if (pc->n_cuts < PEERCLOCK_CUTS)
+        pc->n_cuts++;
+    pc->refined++;
+    pc->refined_at = max64(pc->refined_at, at->home_ns);
+}
+
 int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
                          struct peerclock_at *enter, struct peerclock_at *exit)
 {
@@ -389,6 +469,11 @@ int peerclock_collective(struct peerclock *pc, const struct peerclock_coll *c,
         rex = ex;
         widen(pc, &ren);
         widen(pc, &rex);
+    } else {
+        if (ren.bound_ns < en.bound_ns)
+            cut_keep(pc, &en, lo, PEERCLOCK_UNBOUNDED);
+        if (rex.bound_ns < ex.bound_ns)
+            cut_keep(pc, &ex, -PEERCLOCK_UNBOUNDED, hi);
     }
     ren.home_ns = c->member_enter - ren.offset_ns;
     rex.home_ns = c->member_exit - rex.offset_ns;

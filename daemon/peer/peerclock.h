@@ -58,6 +58,21 @@
  * bound failed for those times (a clock that jumped, or producers whose
  * clock is not the daemon's), and nothing says by how much more.
  *
+ * REFINEMENT. Each side of a collective that cuts into the probes' interval
+ * is kept as a cut: lo ≤ θ(at) (from the member's enter) or θ(at) ≤ hi (its
+ * exit), at = that instant in home time. Every estimate at home time h then
+ * intersects the probes' interval with every cut kept within PEERCLOCK_CUT_NS
+ * of h, each carried from `at` to h: along the segment's slope k, widened by
+ * ((bi + bj) / (hj − hi) + wander)·|h − at| when h and `at` use the same
+ * segment (the chord's slope is the true mean rate within the first term, the
+ * rate stays within `wander` of that mean: the BETWEEN BURSTS assumption),
+ * else unmoved and widened by max_ppm·|h − at|; a converted member time
+ * carries them |h − at| + the probes' bound (its home time is known no
+ * better). Every piece holds, so their intersection does: where it is
+ * narrower, its midpoint and half-width are the estimate (bound_ns <
+ * probe_bound_ns). Cuts that exclude each other (an assumption failed) and
+ * times within a contradiction's widening are left to the probes.
+ *
  * MEMORY. PEERCLOCK_BURSTS bursts in the struct (32 KiB). When full, every
  * second burst of the older half is dropped: recent history stays at full
  * resolution, old history coarser, its bounds wider (longer segments) but as
@@ -78,6 +93,8 @@
 #define PEERCLOCK_RATE_LIMIT 0.1                /* bursts implying a larger |drift| are refused */
 /* a contradiction widens bounds this long either side of it (COLLECTIVES) */
 #define PEERCLOCK_WIDEN_NS (60 * INT64_C(1000000000))
+#define PEERCLOCK_CUTS     64                        /* collectives' cuts kept (REFINEMENT) */
+#define PEERCLOCK_CUT_NS   (1 * INT64_C(1000000000)) /* a cut applies this far either side */
 
 /* One probe, all in ns of CLOCK_MONOTONIC: t1, t4 the home's; t2, t3 the member's. */
 struct peerclock_sample {
@@ -98,6 +115,15 @@ struct peerclock_at {
     int64_t offset_ns; /* member − home; member time = home time + offset */
     int64_t bound_ns;  /* |true − offset_ns| ≤ bound_ns (PEERCLOCK_UNBOUNDED: unknown) */
     double drift_ppm;  /* the slope used (0 with one burst): d(offset)/d(home) × 1e6 */
+    /* the probes' bound alone there: bound_ns is smaller where collectives' cuts refined it,
+     * larger where a contradiction widened it */
+    int64_t probe_bound_ns;
+};
+
+/* One side a collective proved: lo ≤ θ ≤ hi at a home time within err of `at` (REFINEMENT). */
+struct peerclock_cut {
+    int64_t at, err;
+    int64_t lo, hi; /* one of them ∓PEERCLOCK_UNBOUNDED */
 };
 
 /*
@@ -125,6 +151,11 @@ struct peerclock {
     /* the bound contradicting collectives require (0: none), and the home time of the latest
      * contradiction; bounds within PEERCLOCK_WIDEN_NS of it are at least widen_ns */
     int64_t widen_ns, widen_at;
+    /* the latest PEERCLOCK_CUTS cuts that narrowed the probes' interval (a ring at cut_next) */
+    struct peerclock_cut cuts[PEERCLOCK_CUTS];
+    size_t n_cuts, cut_next;
+    uint64_t refined;   /* cuts kept, ever */
+    int64_t refined_at; /* home time of the latest cut kept (0: none) */
 };
 
 /* Empty estimator with the default wander and max_ppm. */
@@ -172,7 +203,9 @@ int peerclock_drift(const struct peerclock *pc, int64_t span_ns, double *ppm, do
 /*
  * Counts one synchronizing collective (see COLLECTIVES) and returns the
  * offset in force at member_enter and at member_exit, refined by the order
- * where it can be (enter, exit may be NULL). Returns 0; -EAGAIN before any
+ * where it can be (enter, exit may be NULL); each side that refines the
+ * probes' interval is kept as a cut (REFINEMENT). The order is checked
+ * against the probes alone, never against earlier cuts. Returns 0; -EAGAIN before any
  * burst and -EINVAL for a time outside [0, PEERCLOCK_TIME_MAX] (neither
  * counted).
  */

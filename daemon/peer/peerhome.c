@@ -777,6 +777,7 @@ static int peerhome_clock(const struct peerclock *c, struct peermerge_part *q)
         return 0;
     q->offset_ns = at.offset_ns;
     q->bound_ns = at.bound_ns;
+    q->probe_bound_ns = at.probe_bound_ns;
     if (peerclock_drift(c, PEERHOME_DRIFT_SPAN_NS, &ppm, NULL) == 0)
         q->drift_ppm = ppm;
     if ((q->clock = malloc(sizeof(*q->clock))) == NULL)

@@ -343,18 +343,63 @@ static void peermerge_kv_u64(msgpack_packer *pk, const char *k, uint64_t v)
     msgpack_pack_uint64(pk, v);
 }
 
-/*
- * One row of `hosts`. offset_ns is member clock minus home clock, within
- * bound_ns; before the first burst of probes both are nil (bound_ns -1),
- * and drift_ppm is nil until two (NaN). The home's own row is 0 with bound
- * 0 and drift 0 (its own clock).
- */
-static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
-                               const struct peersnap *s, uint64_t age_ns, int64_t offset_ns,
-                               int64_t bound_ns, double drift_ppm, uint64_t violations,
-                               uint64_t arrivals, uint64_t arrivals_dropped)
+/* key: v, or nil when `known` is false. */
+static void peermerge_kv_i64_or_nil(msgpack_packer *pk, const char *k, bool known, int64_t v)
 {
-    msgpack_pack_map(pk, 13);
+    proto_pack_str(pk, k);
+    if (known)
+        msgpack_pack_int64(pk, v);
+    else
+        msgpack_pack_nil(pk);
+}
+
+/*
+ * The clock keys of one row of `hosts` (c is NULL for the home's own row: its
+ * own clock, offset 0 within 0, drift 0, nothing refined). offset_ns is member
+ * clock minus home clock now, within bound_ns, and bound_source says what that
+ * bound is: the probes' ("probes"), narrower by collectives near now
+ * ("collectives") or widened by a contradiction ("contradiction"); before the
+ * first burst of probes all are nil, and drift_ppm until two. refined counts
+ * the collectives' cuts kept (docs/clocks.md "Collectives"), and the three
+ * refined_* keys are the estimate at the latest one's time (nil before any):
+ * its offset, its bound and the probes' bound alone then.
+ */
+static void peermerge_host_clock(msgpack_packer *pk, const struct peermerge_part *c)
+{
+    bool known = c == NULL || c->bound_ns >= 0;
+    struct peerclock_at at = {0};
+    bool refined = c != NULL && c->clock != NULL && c->clock->refined > 0 &&
+                   peerclock_offset_at(c->clock, c->clock->refined_at, &at) == 0;
+
+    peermerge_kv_i64_or_nil(pk, "offset_ns", known, c != NULL ? c->offset_ns : 0);
+    peermerge_kv_i64_or_nil(pk, "bound_ns", known, c != NULL ? c->bound_ns : 0);
+    proto_pack_str(pk, "bound_source");
+    if (c == NULL || !known)
+        msgpack_pack_nil(pk);
+    else
+        proto_pack_str(pk, c->bound_ns < c->probe_bound_ns   ? "collectives"
+                           : c->bound_ns > c->probe_bound_ns ? "contradiction"
+                                                             : "probes");
+    proto_pack_str(pk, "drift_ppm");
+    if (c != NULL && isnan(c->drift_ppm))
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_double(pk, c != NULL ? c->drift_ppm : 0.0);
+    peermerge_kv_u64(pk, "violations", c != NULL ? c->violations : 0);
+    peermerge_kv_u64(pk, "refined", c != NULL && c->clock != NULL ? c->clock->refined : 0);
+    peermerge_kv_i64_or_nil(pk, "refined_offset_ns", refined, at.offset_ns);
+    peermerge_kv_i64_or_nil(pk, "refined_bound_ns", refined, at.bound_ns);
+    peermerge_kv_i64_or_nil(pk, "refined_probe_bound_ns", refined, at.probe_bound_ns);
+    peermerge_kv_u64(pk, "arrivals", c != NULL ? c->arrivals : 0);
+    peermerge_kv_u64(pk, "arrivals_dropped", c != NULL ? c->arrivals_dropped : 0);
+}
+
+/* One row of `hosts`: p is NULL for the home's own. */
+static void peermerge_host_row(msgpack_packer *pk, const char *host, const char *state,
+                               const struct peersnap *s, uint64_t age_ns,
+                               const struct peermerge_part *p)
+{
+    msgpack_pack_map(pk, 18);
     proto_pack_str(pk, "host");
     proto_pack_str(pk, host);
     proto_pack_str(pk, "state");
@@ -364,24 +409,7 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
     peermerge_kv_u64(pk, "entries", s != NULL ? s->entries : 0);
     peermerge_kv_u64(pk, "dropped", s != NULL ? s->dropped : 0);
     peermerge_kv_u64(pk, "snapshot_age_ns", age_ns);
-    proto_pack_str(pk, "offset_ns");
-    if (bound_ns >= 0)
-        msgpack_pack_int64(pk, offset_ns);
-    else
-        msgpack_pack_nil(pk);
-    proto_pack_str(pk, "bound_ns");
-    if (bound_ns >= 0)
-        msgpack_pack_int64(pk, bound_ns);
-    else
-        msgpack_pack_nil(pk);
-    proto_pack_str(pk, "drift_ppm");
-    if (isnan(drift_ppm))
-        msgpack_pack_nil(pk);
-    else
-        msgpack_pack_double(pk, drift_ppm);
-    peermerge_kv_u64(pk, "violations", violations);
-    peermerge_kv_u64(pk, "arrivals", arrivals);
-    peermerge_kv_u64(pk, "arrivals_dropped", arrivals_dropped);
+    peermerge_host_clock(pk, p);
 }
 
 /* r->hosts: the key and its array, the home's row first, then the members' in order. */
@@ -396,12 +424,11 @@ static int peermerge_hosts(struct report *r, const struct peermerge *m,
     proto_pack_str(&pk, "hosts");
     msgpack_pack_array(&pk, m->n_parts + 1);
     peermerge_host_row(&pk, m->home_host, home_part ? m->home_state : "none",
-                       home_part ? &snaps[0] : NULL, 0, 0, 0, 0.0, 0, 0, 0);
+                       home_part ? &snaps[0] : NULL, 0, NULL);
     for (size_t i = 0; i < m->n_parts; i++) {
         const struct peermerge_part *p = &m->parts[i];
         peermerge_host_row(&pk, p->host, p->state, have[i + 1] ? &snaps[i + 1] : NULL, p->age_ns,
-                           p->offset_ns, p->bound_ns, p->drift_ppm, p->violations, p->arrivals,
-                           p->arrivals_dropped);
+                           p);
     }
     if (sb.data == NULL) {
         msgpack_sbuffer_destroy(&sb);

@@ -37,6 +37,7 @@ struct peermerge_part {
     uint64_t age_ns;           /* since its snapshot arrived */
     int64_t offset_ns;         /* member clock minus home clock, now */
     int64_t bound_ns;          /* |true - offset| <= bound_ns; -1: unknown (offset and bound nil) */
+    int64_t probe_bound_ns;    /* the probes' bound alone now (bound_source) */
     double drift_ppm;          /* the member clock's rate against the home's; NaN: unknown (nil) */
     uint64_t violations;       /* clock-condition violations counted (peerclock_collective) */
     uint64_t arrivals;         /* collective arrivals the home took from this host */

@@ -14,8 +14,15 @@
  * enter, creates DIR/SEQ.RANK and leaves once all WORLD files of that seq
  * exist (the hosts share the file system), so no rank leaves before all
  * entered (after one such barrier through DIR/go.RANK, unrecorded, so that all
- * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each.
- * Collective SEQ is recorded in step SEQ, and DIR/SEQ.RANK holds the job's own
+ * have started). Rank HOSTS_LATE_RANK sleeps HOSTS_LATE_US before entering each
+ * (with HOSTS_LATE_RANK2 too, that rank instead on odd seqs). With HOSTS_COLL_SPIN
+ * set, a rank waiting for the others polls without sleeping (sched_yield between
+ * polls; "busy": not even that), so that it may leave sooner after the last enter
+ * than the 200 µs of a sleeping poll (on a loaded 2-core VM still 80-100 µs at best:
+ * docs/clocks.md).
+ * DIR/SEQ.RANK is empty, made right after the enter is read (the sooner the
+ * others see it, the sooner they leave). Collective SEQ is recorded in step SEQ,
+ * and DIR/t.SEQ.RANK, written once the rank left it, holds the job's own
  * clock of its enter: "REAL_BEFORE REAL_AFTER" (CLOCK_REALTIME just before
  * and after the CLOCK_MONOTONIC read the entry starts at; time namespaces do
  * not move CLOCK_REALTIME, so every host's are one clock: the test's truth).
@@ -23,8 +30,10 @@
  * usage: hosts_producer SOCKET NAME RANK WORLD N [WAIT_FILE]
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +54,10 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
     uint32_t op = tc_op_cat(cl, "MPI_Allreduce", "comm");
     long n = atol(getenv("HOSTS_COLL_N") ? getenv("HOSTS_COLL_N") : "10");
     long late = getenv("HOSTS_LATE_RANK") ? atol(getenv("HOSTS_LATE_RANK")) : -1;
+    long late2 = getenv("HOSTS_LATE_RANK2") ? atol(getenv("HOSTS_LATE_RANK2")) : -1;
     long late_us = getenv("HOSTS_LATE_US") ? atol(getenv("HOSTS_LATE_US")) : 0;
+    const char *sp = getenv("HOSTS_COLL_SPIN");
+    int spin = sp == NULL ? 0 : strcmp(sp, "busy") == 0 ? 2 : 1;
     char path[4096];
 
     /* a barrier first (DIR/go.RANK), unrecorded: every rank has started when seq 0 begins */
@@ -59,30 +71,37 @@ static int collectives(tc_client *cl, const char *dir, long rank, long world)
             usleep(200);
     }
     for (long seq = 0; seq < n; seq++) {
-        if (rank == late)
+        if (rank == (late2 >= 0 && seq % 2 == 1 ? late2 : late))
             usleep((useconds_t)late_us);
         struct timespec r0, r1;
         clock_gettime(CLOCK_REALTIME, &r0);
         uint64_t enter = tc_now_ns();
         clock_gettime(CLOCK_REALTIME, &r1);
-        /* the truth is written whole before the name appears: rename is atomic */
-        char tmp[4096], line[64];
-        snprintf(tmp, sizeof(tmp), "%s/tmp.%ld.%ld", dir, seq, rank);
         snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, rank);
-        int len = snprintf(line, sizeof(line), "%lld %lld\n",
-                           (long long)r0.tv_sec * 1000000000LL + r0.tv_nsec,
-                           (long long)r1.tv_sec * 1000000000LL + r1.tv_nsec);
-        int fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-        if (fd < 0)
-            return 1;
-        if (write(fd, line, (size_t)len) != len || close(fd) != 0 || rename(tmp, path) != 0)
+        int fd = open(path, O_CREAT | O_WRONLY, 0644);
+        if (fd < 0 || close(fd) != 0)
             return 1;
         for (long r = 0; r < world; r++) {
             snprintf(path, sizeof(path), "%s/%ld.%ld", dir, seq, r);
             while (access(path, F_OK) != 0)
-                usleep(200);
+                if (spin == 1)
+                    sched_yield();
+                else if (spin == 0)
+                    usleep(200);
         }
         uint64_t exit_ns = tc_now_ns();
+        /* the truth, written whole before its name appears: rename is atomic */
+        char tmp[4096], line[64];
+        snprintf(tmp, sizeof(tmp), "%s/tmp.%ld.%ld", dir, seq, rank);
+        snprintf(path, sizeof(path), "%s/t.%ld.%ld", dir, seq, rank);
+        int len = snprintf(line, sizeof(line), "%lld %lld\n",
+                           (long long)r0.tv_sec * 1000000000LL + r0.tv_nsec,
+                           (long long)r1.tv_sec * 1000000000LL + r1.tv_nsec);
+        fd = open(tmp, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+        if (fd < 0)
+            return 1;
+        if (write(fd, line, (size_t)len) != len || close(fd) != 0 || rename(tmp, path) != 0)
+            return 1;
         tc_ext x = {.has = TC_EXT_COMM | TC_EXT_SEQ | TC_EXT_COMM_SIZE,
                     .comm = 1,
                     .seq = (uint64_t)seq,

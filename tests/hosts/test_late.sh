@@ -75,9 +75,9 @@ r = json.load(open(d + "/late.json"))["hosts_late"]
 # the job's own clock: per (seq, rank), the realtime enter and the uncertainty of its read
 enter, slack = {}, {}
 for f in os.listdir(d + "/coll"):
-    if f.startswith("tmp.") or f.startswith("go."):
-        continue
-    seq, rank = map(int, f.split("."))
+    if not f.startswith("t."):
+        continue  # tmp.*, go.*, and SEQ.RANK: the empty files the ranks wait for
+    seq, rank = map(int, f[2:].split("."))
     a, b = map(int, open(f"{d}/coll/{f}").read().split())
     enter[seq, rank] = (a + b) // 2
     slack[seq, rank] = (b - a) // 2 + 1

@@ -563,3 +563,126 @@ Test(peerclock, a_contradiction_widens_the_bounds_near_it)
     cr_assert_leq(llabs(pc->widen_ns - (MS + 145 * US)), 1);
     free(pc);
 }
+
+/*
+ * REFINEMENT by hand: the quiet bursts of pc_skewed (100 µs there, 10 back:
+ * θ + 45 µs within 55 µs, the segment's slope 0, its slope known within
+ * 110 µs / 2 s = 55 ppm, no wander). At 11 s the others' latest enter is 20 µs
+ * before the member's exit: θ ≤ θtrue + 20 µs (a cut). 100 ms later the
+ * others' earliest exit is 5 µs after the member's latest enter: θ ≥ θtrue −
+ * 5 µs (a second). Where each holds, the estimate is the probes' interval
+ * [θ − 10, θ + 100] µs cut by them, the first carried 55 ppm·100 ms = 5.5 µs
+ * to the second; past PEERCLOCK_CUT_NS the probes alone again.
+ */
+Test(peerclock, collectives_cut_the_bound_near_them)
+{
+    struct sim m = {.theta0 = THETA, .h0 = 0, .hc = INT64_MAX, .rng = 23};
+    struct peerclock *pc = pc_skewed(&m, 100 * US, 10 * US);
+    struct peerclock_at at;
+    int64_t h = 11 * SEC, h2 = h + 100 * MS;
+
+    struct peerclock_coll up = {.member_enter = h + THETA,
+                                .member_exit = h + 500 * US + THETA,
+                                .others_enter = h + 480 * US,
+                                .others_exit = h + 490 * US};
+    cr_assert_eq(peerclock_collective(pc, &up, NULL, NULL), 0);
+    cr_assert_eq(pc->refined, 1, "the exit side cut, the enter side did not");
+    cr_assert_eq(pc->n_cuts, 1);
+    /* at the exit's estimated home time (45 µs early, where the cut is kept): [θ − 10, θ + 20]
+     * µs, + 1 ns of the probes' rounding and 3 ns for 55 ppm of the exit's own 55 µs */
+    cr_assert_eq(peerclock_offset_at(pc, h + 455 * US, &at), 0);
+    cr_assert_eq(at.probe_bound_ns, 55 * US + 1);
+    cr_assert_leq(llabs(at.offset_ns - (THETA + 5 * US)), 8, "%lld", (long long)at.offset_ns);
+    cr_assert_leq(llabs(at.bound_ns - 15 * US), 8, "%lld", (long long)at.bound_ns);
+    cr_assert_lt(at.bound_ns, at.probe_bound_ns);
+    /* a member time converted there: the same cut (its home time known within 55 µs) */
+    cr_assert_eq(peerclock_to_home(pc, h + 500 * US + THETA, &at), 0);
+    cr_assert_leq(llabs(at.bound_ns - 15 * US), 12, "%lld", (long long)at.bound_ns);
+    cr_assert_leq(llabs(at.offset_ns - THETA), at.bound_ns, "the truth stays inside");
+
+    struct peerclock_coll low = {.member_enter = h2 + THETA,
+                                 .member_exit = h2 + 900 * US + THETA,
+                                 .others_enter = h2 - 100 * US,
+                                 .others_exit = h2 + 5 * US};
+    cr_assert_eq(peerclock_collective(pc, &low, NULL, NULL), 0);
+    cr_assert_eq(pc->refined, 2);
+    cr_assert_eq(pc->violations, 1, "the first only: the probes put this enter before their exit");
+    /*
+     * At h2's estimated home time h2 − 45 µs: the first cut (kept at h + 455 µs) carried
+     * 99.5 ms at 55 ppm, + 5472.5 ns, and each cut 55 ppm of its 55 µs, 3 ns:
+     * [θ − 5003, θ + 25476] ns: offset θ + 10236, bound 15240.
+     */
+    cr_assert_eq(peerclock_offset_at(pc, h2 - 45 * US, &at), 0);
+    cr_assert_leq(llabs(at.offset_ns - (THETA + 10236)), 2, "%lld", (long long)at.offset_ns);
+    cr_assert_leq(llabs(at.bound_ns - 15240), 2, "%lld", (long long)at.bound_ns);
+    cr_assert_leq(llabs(at.offset_ns - THETA), at.bound_ns);
+    /* 1 s past the second cut: neither applies, the probes' estimate */
+    cr_assert_eq(peerclock_offset_at(pc, h2 + PEERCLOCK_CUT_NS + MS, &at), 0);
+    cr_assert_eq(at.bound_ns, at.probe_bound_ns);
+    cr_assert_leq(llabs(at.offset_ns - (THETA + 45 * US)), 1);
+    /* everywhere around them the truth stays inside, and the bound is never wider */
+    for (int64_t t = h - 2 * SEC; t <= h2 + 2 * SEC; t += 7 * MS) {
+        check_at(pc, &m, t);
+        check_to_home(pc, &m, t);
+        cr_assert_eq(peerclock_offset_at(pc, t, &at), 0);
+        cr_assert_leq(at.bound_ns, at.probe_bound_ns);
+    }
+    free(pc);
+}
+
+/*
+ * A member drifting 100 ppm, bursts a second apart with 0–300 µs of jitter
+ * each way, and a synchronizing collective every 50 ms whose arrivals are
+ * computed from the truth: the member's rank enters last when i is even (the
+ * others leave 3 µs after: θ(enter) ≥ θtrue − 3 µs) and leaves first when i is
+ * odd (the others' latest enter 4 µs before: θ(exit) ≤ θtrue + 4 µs). Every
+ * estimate and conversion stays within its bound of the truth, and near the
+ * collectives the bound is below the probes', below a quarter of them (5–6 µs
+ * against 28–40) but at the first two (one side known only) and the first
+ * past the burst at 12 s (the cuts before it are on another segment: carried
+ * at max_ppm, they cut less).
+ */
+Test(peerclock, cuts_from_collectives_under_drift_and_jitter_hold)
+{
+    struct sim m = {.theta0 = THETA, .k1 = 100e-6, .h0 = 0, .hc = INT64_MAX, .rng = 29};
+    struct peerclock *pc = pc_new();
+    struct peerclock_sample s[32];
+    for (int b = 0; b < 4; b++) {
+        burst(&m, (10 + b) * SEC, 32, 20 * US, 20 * US, 300 * US, s);
+        cr_assert_eq(peerclock_add_burst(pc, s, 32, NULL), 0);
+    }
+    struct peerclock_at at;
+    int narrower = 0;
+    for (int i = 0; i < 40; i++) {
+        int64_t t = 11 * SEC + i * 50 * MS; /* the member's enter, true home time */
+        int64_t x = t + 200 * US;           /* its exit */
+        int64_t mt = t + llround(truth(&m, (double)t)), mx = x + llround(truth(&m, (double)x));
+        struct peerclock_coll c = {.member_enter = mt, .member_exit = mx};
+        if (i % 2 == 0) {
+            c.others_enter = t - 30 * US;
+            c.others_exit = t + 3 * US;
+        } else {
+            c.others_enter = x - 4 * US;
+            c.others_exit = x + 20 * US;
+        }
+        cr_assert_eq(peerclock_collective(pc, &c, NULL, NULL), 0);
+        cr_assert_eq(pc->contradictions, 0);
+        cr_assert_eq(peerclock_offset_at(pc, i % 2 == 0 ? t : x, &at), 0);
+        double err = fabs(truth(&m, (double)(i % 2 == 0 ? t : x)) - (double)at.offset_ns);
+        cr_assert_leq(err, (double)at.bound_ns + 0.5, "%d: error %.1f, bound %lld", i, err,
+                      (long long)at.bound_ns);
+        cr_assert_lt(at.bound_ns, at.probe_bound_ns, "%d", i);
+        if (at.bound_ns < at.probe_bound_ns / 4)
+            narrower++;
+        else
+            cr_assert(i == 0 || i == 1 || i == 21, "%d: %lld, the probes' %lld", i,
+                      (long long)at.bound_ns, (long long)at.probe_bound_ns);
+    }
+    cr_assert_geq(pc->refined, 20);
+    cr_assert_eq(narrower, 37);
+    for (int64_t t = 10 * SEC; t <= 14 * SEC; t += 3 * MS) {
+        check_at(pc, &m, t);
+        check_to_home(pc, &m, t);
+    }
+    free(pc);
+}

@@ -162,18 +162,25 @@ Test(peermerge, two_members_merge_exactly)
     cr_assert_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
     cr_assert_eq(u.data.via.array.size, 3);
     const msgpack_object *row = &u.data.via.array.ptr[2];
-    cr_assert_eq(row->via.map.size, 13);
-    cr_assert_eq(row->via.map.ptr[11].key.via.str.size, 8); /* "arrivals", then its drops */
-    cr_assert_eq(memcmp(row->via.map.ptr[11].key.via.str.ptr, "arrivals", 8), 0);
-    cr_assert_eq(row->via.map.ptr[12].key.via.str.size, 16);
+    cr_assert_eq(row->via.map.size, 18);
+    cr_assert_eq(row->via.map.ptr[16].key.via.str.size, 8); /* "arrivals", then its drops */
+    cr_assert_eq(memcmp(row->via.map.ptr[16].key.via.str.ptr, "arrivals", 8), 0);
+    cr_assert_eq(row->via.map.ptr[17].key.via.str.size, 16);
     cr_assert_eq(row->via.map.ptr[1].val.via.str.size, 5); /* "stale" */
     cr_assert_eq(memcmp(row->via.map.ptr[1].val.via.str.ptr, "stale", 5), 0);
-    cr_assert_eq(row->via.map.ptr[4].val.via.u64, 50);              /* entries */
-    cr_assert_eq(row->via.map.ptr[8].val.type, MSGPACK_OBJECT_NIL); /* bound_ns unknown */
-    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_NIL); /* drift_ppm unknown */
+    cr_assert_eq(row->via.map.ptr[4].val.via.u64, 50);               /* entries */
+    cr_assert_eq(row->via.map.ptr[8].val.type, MSGPACK_OBJECT_NIL);  /* bound_ns unknown */
+    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_NIL);  /* bound_source unknown */
+    cr_assert_eq(row->via.map.ptr[10].val.type, MSGPACK_OBJECT_NIL); /* drift_ppm unknown */
+    cr_assert_eq(row->via.map.ptr[12].key.via.str.size, 7);          /* "refined": none */
+    cr_assert_eq(memcmp(row->via.map.ptr[12].key.via.str.ptr, "refined", 7), 0);
+    cr_assert_eq(row->via.map.ptr[12].val.via.u64, 0);
+    for (int k = 13; k <= 15; k++) /* refined_offset_ns, refined_bound_ns, ..._probe_bound_ns */
+        cr_assert_eq(row->via.map.ptr[k].val.type, MSGPACK_OBJECT_NIL);
     row = &u.data.via.array.ptr[0]; /* the home's own: its clock, bound 0, drift 0 */
     cr_assert_eq(row->via.map.ptr[8].val.via.i64, 0);
-    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_FLOAT64);
+    cr_assert_eq(row->via.map.ptr[9].val.type, MSGPACK_OBJECT_NIL); /* no source: its own */
+    cr_assert_eq(row->via.map.ptr[10].val.type, MSGPACK_OBJECT_FLOAT64);
     msgpack_unpacked_destroy(&u);
     report_free(&r);
     peermerge_free(&m);
@@ -234,6 +241,57 @@ Test(peermerge, member_times_on_the_home_clock)
     }
     cr_assert_str_eq(r.slowest[6].device, "c/gpu:0");
     cr_assert_eq(r.slowest[6].start_ns, 7); /* its own clock, unconverted */
+    report_free(&r);
+    peermerge_free(&m);
+}
+
+/*
+ * A host row says what collectives refined: a member 5 s ahead measured within
+ * 1001 ns at 10 s and 11 s (clock_ahead: 1 µs each way, + 1 ns for 1000 ppm over
+ * the probe's 1 µs), and one allreduce at 11 s whose other ranks left 100 ns
+ * after the member's rank entered: θ ≥ 5 s − 100 ns, a cut. The enter's
+ * estimated home time is 11 s − 451 ns, where the probes' bound is 1001 + 10 ppm
+ * of wander over 451 ns, rounded up, + 1: 1003; the cut carried over that 1003
+ * at 12 ppm, 0.012 ns, rounds out to θ − 101: [θ − 101, θ + 1003], offset θ + 451
+ * within 552. Its now-figure, given here, came from that cut too: bound_source
+ * "collectives".
+ */
+Test(peermerge, a_host_row_says_what_collectives_refined)
+{
+    const int64_t theta = 5000000000, h = 11000000000;
+    struct peermerge m = {.home_state = "live"};
+    struct report r = {0};
+    struct report_params p = {.top = 10};
+    msgpack_unpacked u;
+    char err[200] = "";
+
+    m.home_host = strdup("home");
+    m.parts = calloc(1, sizeof(*m.parts));
+    m.n_parts = 1;
+    part(&m.parts[0], "a", 1, 5, "live");
+    m.parts[0].clock = clock_ahead(theta);
+    struct peerclock_coll c = {.member_enter = h + theta,
+                               .member_exit = h + theta + 5000,
+                               .others_enter = h - 1000,
+                               .others_exit = h + 100};
+    cr_assert_eq(peerclock_collective(m.parts[0].clock, &c, NULL, NULL), 0);
+    cr_assert_eq(m.parts[0].clock->refined, 1);
+    m.parts[0].offset_ns = theta + 451;
+    m.parts[0].bound_ns = 552;
+    m.parts[0].probe_bound_ns = 1003;
+    cr_assert_eq(peermerge_report(&r, &m, NULL, &p, err, sizeof(err)), 0, "%s", err);
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    cr_assert_eq(msgpack_unpack_next(&u, r.hosts, r.hosts_len, &off), MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(msgpack_unpack_next(&u, r.hosts, r.hosts_len, &off), MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object_kv *row = u.data.via.array.ptr[1].via.map.ptr;
+    cr_assert_eq(row[9].val.via.str.size, 11); /* bound_source */
+    cr_assert_eq(memcmp(row[9].val.via.str.ptr, "collectives", 11), 0);
+    cr_assert_eq(row[12].val.via.u64, 1);           /* refined */
+    cr_assert_eq(row[13].val.via.i64, theta + 451); /* refined_offset_ns */
+    cr_assert_eq(row[14].val.via.i64, 552);         /* refined_bound_ns */
+    cr_assert_eq(row[15].val.via.i64, 1003);        /* refined_probe_bound_ns */
+    msgpack_unpacked_destroy(&u);
     report_free(&r);
     peermerge_free(&m);
 }
