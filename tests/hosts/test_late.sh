@@ -83,45 +83,51 @@ for f in os.listdir(d + "/coll"):
     slack[seq, rank] = (b - a) // 2 + 1
 assert len(enter) == 80, len(enter)
 host = {0: "home", 1: "home", 2: "m1", 3: "m1"}
+# The job's own last rank of each collective: rank 3, which sleeps 20 ms first, unless the
+# loaded machine kept another rank off a CPU longer than that.
 waited = {k: 0 for k in range(4)}
 wslack = {k: 0 for k in range(4)}
-caused, cslack, held = 0, 0, {}
+caused = {k: 0 for k in range(4)}
+cslack = {k: 0 for k in range(4)}
+held, last_of = {}, {}
 for seq in range(20):
-    last = max(range(4), key=lambda k: enter[seq, k])
-    assert last == 3, (seq, last)
+    last = last_of[seq] = max(range(4), key=lambda k: enter[seq, k])
     gaps = {k: enter[seq, last] - enter[seq, k] for k in range(4) if k != last}
     for k, g in gaps.items():
         waited[k] += g
         wslack[k] += slack[seq, k] + slack[seq, last] + g // 2000  # 500 ppm of the gap
     first = max(gaps, key=gaps.get)
     held[seq] = (gaps[first], slack[seq, first] + slack[seq, last] + gaps[first] // 2000)
-    caused += gaps[first]
-    cslack += held[seq][1]
-print("job's own: rank 3 caused %.3f ms; waited %s" %
-      (caused / 1e6, {k: round(v / 1e6, 3) for k, v in waited.items() if k != 3}))
+    caused[last] += gaps[first]
+    cslack[last] += held[seq][1]
+lasts = [last_of[seq] for seq in range(20)]
+assert lasts.count(3) >= 15, "the job's own clocks: rank 3 last in %d of 20" % lasts.count(3)
+print("job's own: rank 3 last in %d of 20, caused %.3f ms; waited %s" %
+      (lasts.count(3), caused[3] / 1e6, {k: round(v / 1e6, 3) for k, v in waited.items()}))
 assert r["culprit"] is not None and r["culprit"]["rank"] == 3 and r["culprit"]["host"] == "m1", r
-assert r["steps_total"] == 20 and r["steps_named"] == 20 and r["steps_within_bound"] == 0, r
+assert r["steps_total"] == 20 and r["steps_named"] + r["steps_within_bound"] == 20, r
+assert r["steps_named"] >= lasts.count(3), r
 worst = 0.0
+steps = {s["step"]: s for s in r["steps"]}
+assert sorted(steps) == list(range(20)), sorted(steps)
 for row in r["ranks"]:
     k = row["rank"]
     assert row["host"] == host[k] and row["collectives"] == 20, row
-    err = abs(row["waited_ns"] - waited[k]) if k != 3 else 0
+    assert row["last"] == lasts.count(k), (row, lasts)
+    err = abs(row["waited_ns"] - waited[k])
     assert err <= row["waited_bound_ns"] + wslack[k], (row, waited[k], wslack[k])
-    if k != 3:
-        worst = max(worst, err / 20)
+    worst = max(worst, err / 20)
+    err = abs(row["caused_ns"] - caused[k])
+    assert err <= row["caused_bound_ns"] + cslack[k], (row, caused[k], cslack[k])
+    named = sum(1 for s in steps.values() if s["late_rank"] == k and not s["within_bound"])
+    assert row["late_steps"] == named, (row, named)
     if k == 3:
-        assert row["last"] == 20 and row["late_steps"] == 20, row
-        err = abs(row["caused_ns"] - caused)
-        assert err <= row["caused_bound_ns"] + cslack, (row, caused, cslack)
         print("home: rank 3 caused %.3f ms ± %.1f µs (job's own %.3f ms, off by %.1f µs)" %
-              (row["caused_ns"] / 1e6, row["caused_bound_ns"] / 1e3, caused / 1e6, err / 1e3))
-    else:
-        assert row["last"] == 0, row
-steps = {s["step"]: s for s in r["steps"]}
-assert sorted(steps) == list(range(20)), sorted(steps)
+              (row["caused_ns"] / 1e6, row["caused_bound_ns"] / 1e3, caused[3] / 1e6, err / 1e3))
 bounds = []
 for seq, s in steps.items():
-    assert s["late_rank"] == 3 and s["host"] == "m1" and not s["within_bound"], s
+    if not s["within_bound"]:
+        assert s["late_rank"] == last_of[seq] and s["host"] == host[last_of[seq]], (s, last_of)
     err = abs(s["held_up_ns"] - held[seq][0])
     assert err <= s["bound_ns"] + held[seq][1], (s, held[seq])
     bounds.append(s["bound_ns"])
