@@ -4,7 +4,7 @@
  *
  * Errors, in every module of daemon/: a function returns 0 or a negative
  * errno (libuv's codes pass through; SQLite's are mapped once, by
- * store_errno() in store.h) and says in its header what each path returns.
+ * sql_errno() in shared/sqlutil.h) and says in its header what each path returns.
  * An error is logged where it is handled, once. Bad input from a peer closes
  * that connection with a reason (conn_fail); it never stops the daemon.
  * (main.c's option and start-up steps are the exception: they print their

@@ -16,9 +16,8 @@
 #include "mpi_sites.h"
 
 #include "proto.h"
-#include "rksql.h"
-#include "store.h"
 #include "util.h"
+#include "sqlutil.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -134,7 +133,7 @@ static int mpi_fail(struct mpi *m, int rc, const char *what)
         return rc;
     if (m->errlen > 0)
         snprintf(m->err, m->errlen, "report: mpi %s: %s", what, sqlite3_errmsg(m->db));
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 static int mpi_oom(struct mpi *m, const char *what)
@@ -220,10 +219,10 @@ static int mpi_ops(struct mpi *m)
     sqlite3_str *s;
     int rc;
 
-    rc = rksql_each(m->db,
-                    "SELECT id, name, category FROM ops WHERE name GLOB 'MPI_*' OR"
-                    " name GLOB 'tcmpi.*' ORDER BY name",
-                    mpi_ops_row, m);
+    rc = sql_each(m->db,
+                  "SELECT id, name, category FROM ops WHERE name GLOB 'MPI_*' OR"
+                  " name GLOB 'tcmpi.*' ORDER BY name",
+                  mpi_ops_row, m);
     if (rc != 0)
         return mpi_fail(m, rc, "ops");
     if (m->n_ops == 0)
@@ -319,17 +318,17 @@ static int mpi_drops_row(sqlite3_stmt *st, void *arg)
 /* The processes (the report's: a rank filter's view), their init/finalize times and drops. */
 static int mpi_procs(struct mpi *m)
 {
-    int rc = rksql_each(m->db, "SELECT id, rank FROM processes ORDER BY id", mpi_procs_row, m);
+    int rc = sql_each(m->db, "SELECT id, rank FROM processes ORDER BY id", mpi_procs_row, m);
 
     if (rc == 0 && m->whole)
-        rc = rksql_each(m->db,
-                        "SELECT process_id, key, value FROM meta WHERE key IN ('mpi.init_ns',"
-                        " 'mpi.finalize_ns', 'mpi.p2p_auto_ns', 'mpi.p2p_auto_rate')",
-                        mpi_meta_row, m);
-    if (rc == 0 && m->whole && rksql_has_table(m->db, "process_op_drops"))
-        rc = rksql_each(m->db,
-                        "SELECT process_id, op_id, calls, total_ns, counted FROM process_op_drops",
-                        mpi_drops_row, m);
+        rc = sql_each(m->db,
+                      "SELECT process_id, key, value FROM meta WHERE key IN ('mpi.init_ns',"
+                      " 'mpi.finalize_ns', 'mpi.p2p_auto_ns', 'mpi.p2p_auto_rate')",
+                      mpi_meta_row, m);
+    if (rc == 0 && m->whole && sql_has_table(m->db, "process_op_drops"))
+        rc = sql_each(m->db,
+                      "SELECT process_id, op_id, calls, total_ns, counted FROM process_op_drops",
+                      mpi_drops_row, m);
     return rc != 0 ? mpi_fail(m, rc, "processes") : 0;
 }
 
@@ -390,8 +389,8 @@ static int mpi_counts_row(sqlite3_stmt *st, void *arg)
 /* The per-peer counts of TRACECTL_MPI_P2P=counters: whole runs', so without a filter but ranks. */
 static int mpi_counts(struct mpi *m)
 {
-    int rc = rksql_each(m->db, "SELECT process_id, value FROM meta WHERE key GLOB 'mpi.p2p.[0-9]*'",
-                        mpi_counts_row, m);
+    int rc = sql_each(m->db, "SELECT process_id, value FROM meta WHERE key GLOB 'mpi.p2p.[0-9]*'",
+                      mpi_counts_row, m);
 
     if (rc != 0)
         return mpi_fail(m, rc, "point-to-point counts");
@@ -436,9 +435,9 @@ static int mpi_sizes_row(sqlite3_stmt *st, void *arg)
  */
 static int mpi_sizes(struct mpi *m)
 {
-    int rc = rksql_each(m->db,
-                        "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.p2p_sizes.*'",
-                        mpi_sizes_row, m);
+    int rc =
+        sql_each(m->db, "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.p2p_sizes.*'",
+                 mpi_sizes_row, m);
 
     return rc != 0 ? mpi_fail(m, rc, "point-to-point sizes") : 0;
 }
@@ -735,7 +734,7 @@ static int mpi_counts_add(struct mpi *m)
 /* The one scan of the MPI ops' entries, with their ext maps when the file has them. */
 static int mpi_scan(struct mpi *m)
 {
-    bool ext = rksql_has_table(m->db, "entry_ext");
+    bool ext = sql_has_table(m->db, "entry_ext");
     char *sql;
     int rc;
 
@@ -751,7 +750,7 @@ static int mpi_scan(struct mpi *m)
                               m->in_list);
     if (sql == NULL)
         return mpi_oom(m, "entries");
-    rc = rksql_each(m->db, sql, mpi_row, m);
+    rc = sql_each(m->db, sql, mpi_row, m);
     sqlite3_free(sql);
     return rc != 0 ? mpi_fail(m, rc, "entries") : 0;
 }
@@ -854,10 +853,10 @@ static void mpi_comm_name(const struct mpi *m, int64_t id, unsigned ordinal, cha
 /* After the scan: the names the members gave, comm#N for the others, the reply's order. */
 static int mpi_comms_finish(struct mpi *m)
 {
-    int rc = rksql_each(m->db,
-                        "SELECT DISTINCT key, value FROM meta WHERE key GLOB 'mpi.comm.*'"
-                        " ORDER BY key, value",
-                        mpi_names_row, m);
+    int rc = sql_each(m->db,
+                      "SELECT DISTINCT key, value FROM meta WHERE key GLOB 'mpi.comm.*'"
+                      " ORDER BY key, value",
+                      mpi_names_row, m);
 
     if (rc != 0)
         return mpi_fail(m, rc, "communicators");

@@ -8,8 +8,7 @@
 #include "mpi_sites.h"
 
 #include "proto.h"
-#include "rksql.h"
-#include "store.h"
+#include "sqlutil.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -173,16 +172,16 @@ int mpi_sites_read(sqlite3 *db, int64_t (*rank_of)(void *arg, int64_t id), void 
     int rc;
 
     memset(out, 0, sizeof(*out));
-    rc = rksql_each(db,
-                    "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.site*'"
-                    " ORDER BY process_id, key = 'mpi.sites' DESC, key",
-                    sites_row, &r);
+    rc = sql_each(db,
+                  "SELECT process_id, key, value FROM meta WHERE key GLOB 'mpi.site*'"
+                  " ORDER BY process_id, key = 'mpi.sites' DESC, key",
+                  sites_row, &r);
     if (rc < 0 && errlen > 0)
         snprintf(err, errlen, "report: mpi callsites: %s", strerror(-rc));
     else if (rc > 0 && errlen > 0)
         snprintf(err, errlen, "report: mpi callsites: %s", sqlite3_errmsg(db));
     if (rc != 0)
-        return rc < 0 ? rc : store_errno(rc);
+        return rc < 0 ? rc : sql_errno(rc);
     if (out->n > 1)
         qsort(out->v, out->n, sizeof(*out->v), sites_by_time);
     return 0;

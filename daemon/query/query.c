@@ -33,9 +33,9 @@
 #include "ranks.h"
 #include "ranks_query.h"
 #include "schema.h"
-#include "store.h"
 #include "util.h"
 #include "vtab.h"
+#include "sqlutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -88,11 +88,11 @@ static void query_msg(struct query *q, const char *what, const char *detail)
         snprintf(q->errbuf, q->errlen, "report: %s: %s", what, detail);
 }
 
-/* Records the message of a failed SQLite call and maps its code (store_errno). */
+/* Records the message of a failed SQLite call and maps its code (sql_errno). */
 static int query_fail(struct query *q, int rc, const char *what)
 {
     query_msg(q, what, q->db != NULL ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 static int query_oom(struct query *q, const char *what)

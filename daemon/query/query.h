@@ -7,7 +7,7 @@
  * on the loop thread, while the storage writer may be appending to the same
  * file: it opens its own read-only connection and reads every section
  * inside one read transaction (one WAL snapshot). Errors are 0 / negative
- * errno, SQLite codes mapped by store_errno() (store.h); the message goes
+ * errno, SQLite codes mapped by sql_errno() (store.h); the message goes
  * into the caller's buffer, not the log: the caller reports it once.
  */
 #ifndef TRACECTLD_QUERY_H

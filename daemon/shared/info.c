@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "store.h"
+#include "sqlutil.h"
 
 int info_get(sqlite3 *db, const char *key, int64_t def, int64_t *out)
 {
@@ -16,12 +16,12 @@ int info_get(sqlite3 *db, const char *key, int64_t def, int64_t *out)
 
     *out = def;
     if (rc != SQLITE_OK)
-        return store_errno(rc);
+        return sql_errno(rc);
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if ((rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
         *out = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 int64_t info_int(sqlite3 *db, const char *key, int64_t def)
@@ -37,12 +37,12 @@ int info_set(sqlite3 *db, const char *key, int64_t v)
     int rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO info VALUES (?, ?)", -1, &st, NULL);
 
     if (rc != SQLITE_OK)
-        return store_errno(rc);
+        return sql_errno(rc);
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, v);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 int info_schema_set(sqlite3 *db)
@@ -51,7 +51,7 @@ int info_schema_set(sqlite3 *db)
 
     snprintf(sql, sizeof(sql), "INSERT OR REPLACE INTO info VALUES ('schema_version', %d)",
              INFO_SCHEMA_VERSION);
-    return store_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
+    return sql_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
 int info_schema_check(sqlite3 *db, char *msg, size_t msglen)

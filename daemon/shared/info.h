@@ -13,13 +13,13 @@
 
 /*
  * The value of key into *out; def when the key is absent or its value NULL.
- * Returns 0, or a negative errno (store_errno: a file without the table
+ * Returns 0, or a negative errno (sql_errno: a file without the table
  * gives -EIO) with *out = def.
  */
 int info_get(sqlite3 *db, const char *key, int64_t def, int64_t *out);
 /* info_get()'s value, def on any error. */
 int64_t info_int(sqlite3 *db, const char *key, int64_t def);
-/* Sets key to v (inside the caller's transaction, if any). 0 or a negative errno (store_errno). */
+/* Sets key to v (inside the caller's transaction, if any). 0 or a negative errno (sql_errno). */
 int info_set(sqlite3 *db, const char *key, int64_t v);
 
 /*
@@ -39,7 +39,7 @@ int info_schema_set(sqlite3 *db);
  * without the key counts as version 0), with msg "made by an incompatible
  * tracectl (schema N, this build reads M)" and what to do, or without the
  * info table (an empty file: a new session's before its tables are made),
- * with msg "no info table: ..."; on a read error, that errno (store_errno)
+ * with msg "no info table: ..."; on a read error, that errno (sql_errno)
  * with SQLite's message in msg. msg may be NULL when msglen is 0.
  */
 int info_schema_check(sqlite3 *db, char *msg, size_t msglen);

@@ -10,6 +10,7 @@
 #include "rksql.h"
 #include "store.h"
 #include "util.h"
+#include "sqlutil.h"
 
 /*
  * Every sum saturates at INT64_MAX, the largest value a file holds: entry
@@ -356,7 +357,7 @@ static int agg_hist_flush(struct agg *a)
         sqlite3_bind_blob(a->up_hist, 2, buf, (int)len, SQLITE_STATIC);
         rc = sqlite3_step(a->up_hist);
         sqlite3_reset(a->up_hist);
-        if ((rc = store_errno(rc)) != 0)
+        if ((rc = sql_errno(rc)) != 0)
             return rc;
     }
     agg_hist_clean(a);
@@ -391,12 +392,12 @@ static int agg_hist_load(struct agg *a)
     agg_hist_free(a);
     rc = sqlite3_prepare_v2(a->db, "SELECT id, data FROM agg_hist_chunks", -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return store_errno(rc);
+        return sql_errno(rc);
     while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
         err = agg_hist_load_row(a, st);
     sqlite3_finalize(st);
     if (err == 0 && rc != SQLITE_DONE)
-        err = store_errno(rc);
+        err = sql_errno(rc);
     if (err != 0) {
         agg_hist_free(a);
         return err;
@@ -520,7 +521,7 @@ int agg_init_file(struct agg *a)
     int rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 1)", NULL, NULL,
                           NULL);
 
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 /* ---- deltas -------------------------------------------------------------- */
@@ -820,7 +821,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
-        return store_errno(rc);
+        return sql_errno(rc);
     h->n = h->n_gone = 0;
     h->changed = false;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && h->n < AGG_TOP) {
@@ -833,7 +834,7 @@ static int agg_heap_load(struct agg_heap *h, sqlite3 *db, const char *sql)
     }
     h->floor = h->n < AGG_TOP ? 0 : h->v[0].key;
     sqlite3_finalize(st);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 /* What the file's last commit left of the histograms and heaps, into memory. 0 or -errno. */
@@ -870,7 +871,7 @@ static int agg_step_id(sqlite3_stmt *st, int64_t rowid)
     sqlite3_bind_int64(st, 1, rowid);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 static int agg_rowid_cmp(const void *pa, const void *pb)
@@ -909,7 +910,7 @@ static int agg_heap_read(struct agg *a, struct agg_heap *h, const int64_t *rowid
                  h->table);
         rc = sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &h->ins_read, NULL);
         if (rc != SQLITE_OK)
-            return store_errno(rc);
+            return sql_errno(rc);
     }
     json[len++] = '[';
     for (size_t i = 0; i < n; i++)
@@ -919,7 +920,7 @@ static int agg_heap_read(struct agg *a, struct agg_heap *h, const int64_t *rowid
     sqlite3_bind_text(h->ins_read, 1, json, (int)len, SQLITE_STATIC);
     rc = sqlite3_step(h->ins_read);
     sqlite3_reset(h->ins_read);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 /* The INSERT of `rows` kept entries into h's table, nine parameters a row. */
@@ -934,7 +935,7 @@ static int agg_heap_prepare(struct agg *a, struct agg_heap *h, size_t k, size_t 
     for (size_t r = 0; r < rows; r++)
         len +=
             snprintf(sql + len, sizeof(sql) - (size_t)len, "%s(?,?,?,?,?,?,?,?,?)", r ? "," : "");
-    return store_errno(
+    return sql_errno(
         sqlite3_prepare_v3(a->db, sql, len, SQLITE_PREPARE_PERSISTENT, &h->ins[k], NULL));
 }
 
@@ -978,7 +979,7 @@ static int agg_heap_insert(struct agg *a, struct agg_heap *h, const struct agg_t
                 agg_heap_bind(h->ins[k], (int)(9 * r), &add[i + r], &h->f[add[i + r].slot]);
             rc = sqlite3_step(h->ins[k]);
             sqlite3_reset(h->ins[k]);
-            if ((rc = store_errno(rc)) != 0)
+            if ((rc = sql_errno(rc)) != 0)
                 return rc;
         }
     }
@@ -1056,7 +1057,7 @@ int agg_flush(struct agg *a)
         rc = sqlite3_exec(a->db, "INSERT OR REPLACE INTO info VALUES ('aggregates', 0)", NULL, NULL,
                           NULL);
         if (rc != SQLITE_OK)
-            return store_errno(rc);
+            return sql_errno(rc);
         a->broken_written = true;
     }
     if (!a->inexact && (rc = agg_hist_flush(a)) != 0)

@@ -36,7 +36,7 @@
  * it mark them inexact: the next successful flush sets info.aggregates = 0,
  * after which reports scan the entries again.
  *
- * Errors: 0 or a negative errno (SQLite codes mapped by store_errno(),
+ * Errors: 0 or a negative errno (SQLite codes mapped by sql_errno(),
  * -ENOMEM when a delta cannot grow); the caller logs them.
  */
 #ifndef TRACECTLD_AGG_H

@@ -22,6 +22,7 @@
 #include "rkschema.h"
 #include "rkstate.h"
 #include "rkwrite.h"
+#include "sqlutil.h"
 
 struct ranks *ranks_new(sqlite3 *db)
 {
@@ -443,13 +444,13 @@ static int ranks_load_names(struct ranks *r)
 {
     int err;
 
-    if ((err = rksql_each(r->db, "SELECT id, name, category FROM ops", ranks_load_op, r)) != 0 ||
-        (err = rksql_each(r->db, "SELECT id, world FROM processes", ranks_load_proc, r)) != 0)
+    if ((err = sql_each(r->db, "SELECT id, name, category FROM ops", ranks_load_op, r)) != 0 ||
+        (err = sql_each(r->db, "SELECT id, world FROM processes", ranks_load_proc, r)) != 0)
         return err;
-    return rksql_each(r->db,
-                      "SELECT process_id, key, value FROM meta"
-                      " WHERE key IN ('process_group', 'import.file', '" PROTO_META_WORKER_OF "')",
-                      ranks_load_meta, r);
+    return sql_each(r->db,
+                    "SELECT process_id, key, value FROM meta"
+                    " WHERE key IN ('process_group', 'import.file', '" PROTO_META_WORKER_OF "')",
+                    ranks_load_meta, r);
 }
 
 int ranks_load(struct ranks *r)
@@ -528,7 +529,7 @@ static int ranks_rebuild_entry(sqlite3_stmt *st, void *arg)
  * parent). */
 static int ranks_rebuild_entries(struct ranks *r)
 {
-    bool ext = rksql_has_table(r->db, "entry_ext"), link = rksql_has_table(r->db, "entry_link");
+    bool ext = sql_has_table(r->db, "entry_ext"), link = sql_has_table(r->db, "entry_link");
     char sql[1024];
 
     snprintf(sql, sizeof(sql),
@@ -539,7 +540,7 @@ static int ranks_rebuild_entries(struct ranks *r)
              link ? "l.id, l.parent" : "NULL, NULL",
              ext ? " LEFT JOIN entry_ext x ON x.entry_rowid = e.rowid" : "",
              link ? " LEFT JOIN entry_link l ON l.entry_rowid = e.rowid" : "");
-    return rksql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
+    return sql_each(r->db, sql, ranks_rebuild_entry, &(struct ranks_rebuild){r, 0});
 }
 
 int ranks_rebuild(sqlite3 *db, char *why, size_t whylen)

@@ -11,7 +11,7 @@
  * (open instances, occurrence counts, pending intervals: the rows that
  * changed), so that closing the file mid-session, or a crash, loses nothing.
  *
- * Errors: 0 or a negative errno (SQLite codes mapped by store_errno()).
+ * Errors: 0 or a negative errno (SQLite codes mapped by sql_errno()).
  *
  * The code is in ranks.c (this API) and the rk*.c files it uses, one
  * subsystem each; rk.h lists them and holds the state they share.

@@ -9,7 +9,7 @@
  * Everything here is the writer thread's (or `classify`'s worker's, on a
  * struct ranks of its own): none of it is thread-safe. The functions of
  * these files return 0 or a negative errno, SQLite's codes mapped by
- * store_errno() where they come back.
+ * sql_errno() where they come back.
  */
 #ifndef TRACECTLD_RK_H
 #define TRACECTLD_RK_H

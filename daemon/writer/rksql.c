@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "sqlutil.h"
 
 int rksql_up_prepare_rows(sqlite3 *db, struct rksql_up *u, int ncols, const char *head,
                           const char *row, const char *sep, const char *tail)
@@ -33,7 +34,7 @@ int rksql_up_prepare_rows(sqlite3 *db, struct rksql_up *u, int ncols, const char
     strcat(strcat(strcpy(sql, head), row), tail);
     rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &u->one, NULL);
     free(sql);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 int rksql_up_prepare(sqlite3 *db, struct rksql_up *u, const char *head, int ncols, const char *tail)
@@ -60,7 +61,7 @@ int rksql_run(sqlite3_stmt *st, const int64_t *v, int n)
         sqlite3_bind_int64(st, i + 1, v[i]);
     rc = sqlite3_step(st);
     sqlite3_reset(st);
-    return store_errno(rc);
+    return sql_errno(rc);
 }
 
 int rksql_up_add(struct rksql_up *u, const int64_t *v)
@@ -73,7 +74,7 @@ int rksql_up_add(struct rksql_up *u, const int64_t *v)
         int rc =
             sqlite3_prepare_v3(u->db, u->many_sql, -1, SQLITE_PREPARE_PERSISTENT, &u->many, NULL);
         if (rc != SQLITE_OK)
-            return store_errno(rc);
+            return sql_errno(rc);
     }
     return rksql_run(u->many, u->v, RKSQL_BATCH * u->ncols);
 }
@@ -90,32 +91,5 @@ int rksql_up_end(struct rksql_up *u)
 
 int rksql_exec(sqlite3 *db, const char *sql)
 {
-    return store_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
-}
-
-int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL), err = 0;
-
-    if (rc != SQLITE_OK)
-        return store_errno(rc);
-    while (err == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        err = row(st, arg);
-    sqlite3_finalize(st);
-    return err != 0 ? err : store_errno(rc);
-}
-
-bool rksql_has_table(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st;
-    bool found = false;
-
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return false;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
+    return sql_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }

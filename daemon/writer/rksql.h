@@ -4,7 +4,7 @@
  *
  * Writer thread (and `classify`'s worker, on its own connection), through
  * struct ranks. Every function returns 0 or a negative errno: SQLite's codes
- * are mapped by store_errno() as they come back, and the caller logs them
+ * are mapped by sql_errno() as they come back, and the caller logs them
  * once with sqlite3_errmsg() (store.c).
  *
  * Batched upserts (struct rksql_up): rows are buffered and written
@@ -48,15 +48,5 @@ int rksql_up_end(struct rksql_up *u);
 int rksql_run(sqlite3_stmt *st, const int64_t *v, int n);
 /* sqlite3_exec of sql. */
 int rksql_exec(sqlite3 *db, const char *sql);
-
-/*
- * Runs the query sql and calls row(st, arg) for each row it gives, until
- * row returns non-zero. Returns that value (a negative errno), or 0 when
- * every row was read, or SQLite's error.
- */
-int rksql_each(sqlite3 *db, const char *sql, int (*row)(sqlite3_stmt *st, void *arg), void *arg);
-
-/* True when the file has that table. False on error too. */
-bool rksql_has_table(sqlite3 *db, const char *name);
 
 #endif

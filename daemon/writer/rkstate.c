@@ -11,6 +11,7 @@
 #include "rkdelta.h"
 #include "rkexpose.h"
 #include "store.h"
+#include "sqlutil.h"
 
 int rkstate_prepare(struct ranks *r)
 {
@@ -31,8 +32,8 @@ int rkstate_prepare(struct ranks *r)
                                  SQLITE_PREPARE_PERSISTENT, &r->del_pend, NULL)) != SQLITE_OK ||
         (rc = sqlite3_prepare_v3(r->db, "DELETE FROM rk_open", -1, SQLITE_PREPARE_PERSISTENT,
                                  &r->clear_open, NULL)) != SQLITE_OK)
-        return store_errno(rc);
-    return store_errno(sqlite3_prepare_v3(
+        return sql_errno(rc);
+    return sql_errno(sqlite3_prepare_v3(
         r->db, "INSERT OR REPLACE INTO rk_devstate VALUES (?1, ?2, ?3, ?4, ?5, ?6)", -1,
         SQLITE_PREPARE_PERSISTENT, &r->up_devstate, NULL));
 }
@@ -366,12 +367,12 @@ static int rkstate_load_arrival(sqlite3_stmt *st, void *arg)
 static int rkstate_load_open(struct ranks *r)
 {
     r->opened = (uint64_t)info_int(r->db, "ranks_opened", 0);
-    return rksql_each(r->db,
-                      "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
-                      " dur_ns, coalesce(comm_size, 0), coalesce(flags, 0),"
-                      " coalesce(wait_b_ns, 0), coalesce(wait_e_ns, 0)"
-                      " FROM rk_open ORDER BY opened, arrival",
-                      rkstate_load_arrival, r);
+    return sql_each(r->db,
+                    "SELECT kind, k1, k2, k3, process_id, op_id, opened, step, start_ns,"
+                    " dur_ns, coalesce(comm_size, 0), coalesce(flags, 0),"
+                    " coalesce(wait_b_ns, 0), coalesce(wait_e_ns, 0)"
+                    " FROM rk_open ORDER BY opened, arrival",
+                    rkstate_load_arrival, r);
 }
 
 static int rkstate_load_occ(sqlite3_stmt *st, void *arg)
@@ -441,16 +442,16 @@ int rkstate_load(struct ranks *r)
     int rc;
 
     if ((rc = rkstate_load_open(r)) != 0 ||
-        (rc = rksql_each(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ",
-                         rkstate_load_occ, r)) != 0 ||
-        (rc = rksql_each(r->db,
-                         "SELECT process_id, device_id, max_start, disorder, fin_end,"
-                         " drop_end FROM rk_devstate",
-                         rkstate_load_dev, r)) != 0 ||
-        (rc = rksql_each(r->db,
-                         "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
-                         " FROM rk_pend ORDER BY process_id, device_id, comm, i",
-                         rkstate_load_pend, r)) != 0)
+        (rc = sql_each(r->db, "SELECT process_id, op_id, grp, count FROM rk_occ", rkstate_load_occ,
+                       r)) != 0 ||
+        (rc = sql_each(r->db,
+                       "SELECT process_id, device_id, max_start, disorder, fin_end,"
+                       " drop_end FROM rk_devstate",
+                       rkstate_load_dev, r)) != 0 ||
+        (rc = sql_each(r->db,
+                       "SELECT process_id, device_id, comm, begin_ns, end_ns, step, op_id"
+                       " FROM rk_pend ORDER BY process_id, device_id, comm, i",
+                       rkstate_load_pend, r)) != 0)
         return rc;
     r->opened_written = r->opened;
     return 0;

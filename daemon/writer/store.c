@@ -41,31 +41,7 @@
 #include "store_writer.h"
 #include "vtab.h"
 #include "walvfs.h"
-
-int store_errno(int rc)
-{
-    switch (rc & 0xff) {
-    case SQLITE_OK:
-    case SQLITE_ROW:
-    case SQLITE_DONE:
-        return 0;
-    case SQLITE_FULL:
-        return -ENOSPC;
-    case SQLITE_NOMEM:
-        return -ENOMEM;
-    case SQLITE_CANTOPEN:
-        return -ENOENT;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-        return -EACCES;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return -EBUSY;
-    default:
-        return -EIO;
-    }
-}
+#include "sqlutil.h"
 
 int store_error(struct store *s, int err, const char *what, const char *detail)
 {
@@ -79,7 +55,7 @@ int store_error(struct store *s, int err, const char *what, const char *detail)
 
 int store_check(struct store *s, sqlite3 *db, int rc, const char *what)
 {
-    int err = store_errno(rc);
+    int err = sql_errno(rc);
 
     if (err == 0)
         return 0;

@@ -59,7 +59,7 @@
  * see `entries` as before, through the virtual table (vtab.h).
  *
  * Errors: functions return 0 or a negative errno; SQLite codes go through
- * store_errno() and are logged once, with sqlite3_errmsg(), here.
+ * sql_errno() and are logged once, with sqlite3_errmsg(), here.
  *
  * Lifecycle: store_new() opens the catalog synchronously (start-up may wait
  * on disk), store_catalog_load() lists the sessions, store_start() starts the
@@ -311,15 +311,5 @@ uint64_t store_checkpoints(const struct store *s);
 uint64_t store_deferred(const struct store *s);
 /* Copies the last storage error ("" if none) into buf. */
 void store_last_error(struct store *s, char *buf, size_t len);
-
-/*
- * The daemon's one map from an SQLite result code (primary or extended) to
- * the errno convention: 0 for SQLITE_OK, ROW and DONE; FULL -ENOSPC; NOMEM
- * -ENOMEM; CANTOPEN -ENOENT (the file or its directory is missing: a
- * permission problem is PERM or READONLY); READONLY, PERM, AUTH -EACCES;
- * BUSY, LOCKED -EBUSY; anything else -EIO. The store, agg and query map
- * through it. Pure; any thread.
- */
-int store_errno(int rc);
 
 #endif

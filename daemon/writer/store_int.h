@@ -9,7 +9,7 @@
  * shared with the loop under their mutexes, the figures are atomics.
  *
  * store.c also exports here what every store file uses: the one error path
- * (store_check: SQLite codes mapped by store_errno and logged once), the
+ * (store_check: SQLite codes mapped by sql_errno and logged once), the
  * writer's connection settings (store_db_open), job accounting and the
  * sizes it publishes for the loop.
  */
@@ -77,7 +77,7 @@ struct store {
 
 /* Logs a failed step once and keeps it for status; returns err. */
 int store_error(struct store *s, int err, const char *what, const char *detail);
-/* An SQLite result code: 0 for OK, DONE and ROW, else logged and mapped by store_errno(). */
+/* An SQLite result code: 0 for OK, DONE and ROW, else logged and mapped by sql_errno(). */
 int store_check(struct store *s, sqlite3 *db, int rc, const char *what);
 /* A negative errno from a module over db (agg): logged with SQLite's message when it has one. */
 int store_check_errno(struct store *s, sqlite3 *db, int err, const char *what);

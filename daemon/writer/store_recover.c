@@ -16,6 +16,7 @@
 #include "store_int.h"
 #include "store_recover.h"
 #include "vtab.h"
+#include "sqlutil.h"
 
 /* One integer from a session file; def when the query fails. */
 static int64_t file_int(sqlite3 *db, const char *sql, int64_t def)
@@ -107,7 +108,7 @@ static int recover_row(struct store *s, const struct store_recovery *r)
         sqlite3_finalize(st);
     }
     store_publish_catalog(s);
-    if (store_errno(rc) == -ENOSPC)
+    if (sql_errno(rc) == -ENOSPC)
         return -ENOSPC;
     return store_check(s, s->cat.db, rc, "mark an interrupted session");
 }

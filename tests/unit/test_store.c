@@ -16,6 +16,7 @@
 
 #include "agg.h"
 #include "store.h"
+#include "sqlutil.h"
 
 static char dir[64];
 
@@ -397,7 +398,7 @@ Test(store, sqlite_errno_map)
     };
 
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        cr_assert_eq(store_errno(map[i].sqlite), map[i].want, "SQLite code %d", map[i].sqlite);
+        cr_assert_eq(sql_errno(map[i].sqlite), map[i].want, "SQLite code %d", map[i].sqlite);
 }
 
 /* file + WAL of session 1, by stat() here, independently of the store */
