@@ -368,18 +368,6 @@ static int peerlate_vr_cmp(const void *a, const void *b)
     return (x->r.rank > y->r.rank) - (x->r.rank < y->r.rank);
 }
 
-static void peerlate_ns(char *b, size_t n, uint64_t ns)
-{
-    if (ns >= 1000000000ull)
-        snprintf(b, n, "%.2f s", (double)ns / 1e9);
-    else if (ns >= 1000000)
-        snprintf(b, n, "%.1f ms", (double)ns / 1e6);
-    else if (ns >= 1000)
-        snprintf(b, n, "%.1f µs", (double)ns / 1e3);
-    else
-        snprintf(b, n, "%llu ns", (unsigned long long)ns);
-}
-
 static const char *peerlate_host(const char *const *hosts, size_t n_hosts, uint32_t h)
 {
     return h < n_hosts && hosts[h] != NULL ? hosts[h] : "?";
@@ -458,11 +446,11 @@ static size_t peerlate_verdict(const struct peerlate_sess *s, const struct peerl
                     hib = s->ranks[vr[i].ri].waited_bound;
                 }
             }
-        peerlate_ns(a, sizeof(a), r->caused);
-        peerlate_ns(b, sizeof(b), s->ranks[ci].caused_bound);
-        peerlate_ns(w, sizeof(w), lo);
-        peerlate_ns(x, sizeof(x), hi);
-        peerlate_ns(y, sizeof(y), lob > hib ? lob : hib);
+        verdict_ns(a, sizeof(a), r->caused);
+        verdict_ns(b, sizeof(b), s->ranks[ci].caused_bound);
+        verdict_ns(w, sizeof(w), lo);
+        verdict_ns(x, sizeof(x), hi);
+        verdict_ns(y, sizeof(y), lob > hib ? lob : hib);
         snprintf(buf, len,
                  "across hosts, rank %lld on %s held the others up for %s (± %s) in %llu of "
                  "%zu steps (%llu–%llu); the others waited %s–%s (± %s); %llu steps' late rank "

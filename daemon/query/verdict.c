@@ -27,7 +27,7 @@ static void vb_add(struct vbuf *v, const char *fmt, ...)
         v->len = v->len + (size_t)k < v->n ? v->len + (size_t)k : v->n - 1;
 }
 
-static void vb_ns(char *b, size_t n, uint64_t ns)
+void verdict_ns(char *b, size_t n, uint64_t ns)
 {
     if (ns >= 1000000000ull)
         snprintf(b, n, "%.2f s", (double)ns / 1e9);
@@ -45,8 +45,8 @@ static void vb_range(struct vbuf *v, uint64_t lo, uint64_t hi)
     char a[32], b[32];
     const char *ua, *ub;
 
-    vb_ns(a, sizeof(a), lo);
-    vb_ns(b, sizeof(b), hi);
+    verdict_ns(a, sizeof(a), lo);
+    verdict_ns(b, sizeof(b), hi);
     ua = strchr(a, ' ');
     ub = strchr(b, ' ');
     if (strcmp(a, b) == 0)
@@ -147,8 +147,8 @@ static void verdict_cpu_bound(struct vbuf *v, const struct verdict_rank *r)
 {
     char a[32], b[32];
 
-    vb_ns(a, sizeof(a), r->late_caused);
-    vb_ns(b, sizeof(b), r->late_cpu);
+    verdict_ns(a, sizeof(a), r->late_caused);
+    verdict_ns(b, sizeof(b), r->late_cpu);
     vb_add(v,
            "no rank stands out (rank %lld was late in %llu steps, holding the others up for %s, "
            "but %s of it was its wait for a CPU: more busy threads than CPUs)",
@@ -162,7 +162,7 @@ static void verdict_lead(struct vbuf *v, const struct verdict_in *in, size_t c)
     uint64_t lo = UINT64_MAX, hi = 0;
     char a[32];
 
-    vb_ns(a, sizeof(a), r->caused);
+    verdict_ns(a, sizeof(a), r->caused);
     vb_add(v, "rank %lld held the others up for %s", (long long)r->rank, a);
     if (r->late_steps > 0 && r->late_last - r->late_first + 1 == r->late_steps)
         vb_add(v, r->late_steps > 1 ? " in steps %llu–%llu" : " in step %llu",
@@ -204,7 +204,7 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
     for (size_t i = 0; i < in->n_ranks; i++)
         if (i != top && in->ranks[i].caused > next)
             next = in->ranks[i].caused;
-    vb_ns(a, sizeof(a), in->ranks[top].caused);
+    verdict_ns(a, sizeof(a), in->ranks[top].caused);
     vb_add(v, "no rank stands out (the most caused wait is rank %lld's %s",
            (long long)in->ranks[top].rank, a);
     if (next > 0)
@@ -219,8 +219,8 @@ static void verdict_nobody(struct vbuf *v, const struct verdict_in *in)
     if (in->ranks[top].late_steps > 0) {
         const struct verdict_rank *r = &in->ranks[top];
         char b[32];
-        vb_ns(a, sizeof(a), r->late_median);
-        vb_ns(b, sizeof(b), r->other_median);
+        verdict_ns(a, sizeof(a), r->late_median);
+        verdict_ns(b, sizeof(b), r->other_median);
         if (r->other_steps >= VERDICT_BASELINE)
             vb_add(v, ": %s against %s", a, b);
         else
@@ -284,7 +284,7 @@ static void verdict_sides(struct vbuf *v, const struct verdict_in *in, uint64_t 
             most = i;
     if (in->ranks[most].step_ns > 0 &&
         (double)in->ranks[most].untracked >= VERDICT_UNTRACKED * (double)in->ranks[most].step_ns) {
-        vb_ns(a, sizeof(a), in->ranks[most].untracked);
+        verdict_ns(a, sizeof(a), in->ranks[most].untracked);
         vb_add(v, "; rank %lld spent %s (%.0f %% of its step time) in no recorded entry",
                (long long)in->ranks[most].rank, a,
                100.0 * (double)in->ranks[most].untracked / (double)in->ranks[most].step_ns);

@@ -113,6 +113,9 @@ struct verdict_in {
 
 /* The culprit's index in in->ranks by the rule above, or SIZE_MAX when no rank stands out. */
 size_t verdict_culprit(const struct verdict_in *in);
+
+/* ns as the verdict writes a time: "812 ns", "3.4 µs", "61.2 ms", "1.41 s". */
+void verdict_ns(char *b, size_t n, uint64_t ns);
 /* Writes the paragraph to buf (size n, n > 0; cut short, never unterminated). */
 void verdict_text(const struct verdict_in *in, char *buf, size_t n);
 
