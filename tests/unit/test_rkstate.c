@@ -1,5 +1,5 @@
 /*
- * test_rkmigrate.c — the rank aggregates' state saved at each commit
+ * test_rkstate.c — the rank aggregates' state saved at each commit
  * (rkstate.c): it stops at RK_SAVE_PEND intervals per device and says so,
  * and a writer that opens the file again goes on where the last commit left
  * off (open collective instances with their comm_size and arrivals).

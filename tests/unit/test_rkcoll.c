@@ -1,5 +1,5 @@
 /*
- * test_rkmatch.c — collective matching (daemon/writer/rkcoll.c) when one rank's
+ * test_rkcoll.c — collective matching (daemon/writer/rkcoll.c) when one rank's
  * entries run far ahead of another's, when arrivals are lost, when the file
  * is reopened with tens of thousands of instances open, and at the cap of
  * RANKS_OPEN open instances (issue 27 item 1).

@@ -1,5 +1,5 @@
 /*
- * test_rkcache.c — ranks.c's look-up caches under load: many processes, two
+ * test_ranks_cache.c — ranks.c's look-up caches under load: many processes, two
  * devices each, steps spanning commits and both devices, hundreds of
  * collective instances open at once (the instance hash's slots shifting as
  * they close), a transaction rolled back mid-session and the file reopened
