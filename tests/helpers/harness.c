@@ -12,6 +12,7 @@
 #include <sqlite3.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -810,4 +811,88 @@ bool harness_integrity_ok(const char *path)
     }
     sqlite3_close(db);
     return ok;
+}
+
+void raw_pack_init(msgpack_sbuffer *sb, msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+}
+
+void raw_expect_error(int fd, const char *code)
+{
+    struct proto_reader r;
+    struct proto_msg m;
+
+    proto_reader_init(&r, 0);
+    cr_assert_eq(raw_recv(fd, &r, &m), 0, "no reply, expected %s", code);
+    cr_assert_eq(m.type, PROTO_ERROR, "expected error %s", code);
+    cr_assert_str_eq(m.u.error.code, code);
+    cr_assert_gt(strlen(m.u.error.message), 0);
+    proto_msg_free(&m);
+    proto_reader_deinit(&r);
+}
+
+const msgpack_object *raw_session_row(const char *sock, long long id, struct proto_reader *r,
+                                      int *fd)
+{
+    const msgpack_object *o = raw_control(sock, PROTO_SESSIONS, NULL, r, fd);
+    const msgpack_object *list = &o->via.array.ptr[1];
+
+    for (uint32_t k = 0; k < list->via.array.size; k++)
+        if ((long long)obj_u64(obj_get(&list->via.array.ptr[k], "id")) == id)
+            return &list->via.array.ptr[k];
+    return NULL;
+}
+
+void harness_system_daemon(struct tdaemon *d, const char *opt, const char *val)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to switch uids");
+    harness_daemon_start(d, "--system", "--admin-group", "tracectl-test-nonexistent", opt, val,
+                         NULL);
+    chmod(d->dir, 0755); /* other uids must reach the socket; the daemon filters by uid */
+}
+
+void raw_user_session(const char *sock, uid_t uid, const char *name, int n, int claimed, int got[2])
+{
+    int pfd[2];
+    pid_t pid;
+
+    harness_pipe(pfd);
+    pid = harness_fork_as(uid, 60);
+    if (pid == 0) {
+        struct proto_hello h = {
+            .proto = 1, .session = (char *)name, .rank = 0, .world = 1, .pid = claimed};
+        struct proto_reader r;
+        struct proto_msg m;
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        int out[2] = {(int)getpid(), 0};
+        int fd = raw_connect(sock);
+        raw_pack_init(&sb, &pk);
+        proto_pack_hello(&pk, &h);
+        raw_send(fd, &sb);
+        msgpack_sbuffer_destroy(&sb);
+        proto_reader_init(&r, 0);
+        if (raw_recv(fd, &r, &m) != 0 || m.type != PROTO_WELCOME)
+            _exit(3);
+        out[1] = (int)m.u.welcome.session_id;
+        proto_msg_free(&m);
+        proto_reader_deinit(&r);
+        raw_send_ops(fd, 1, "matmul");
+        raw_send_batch(fd, 1, (size_t)n, 0, 1);
+        if (raw_flush(fd, 1) != n)
+            _exit(4);
+        raw_bye(fd, 0);
+        if (write(pfd[1], out, sizeof(out)) != sizeof(out))
+            _exit(5);
+        _exit(0);
+    }
+    close(pfd[1]);
+    cr_assert_eq(harness_read_within(pfd[0], got, 2 * sizeof(int), 30), 0,
+                 "the producer as uid %u failed", uid);
+    close(pfd[0]);
+    cr_assert_eq(harness_wait_child(pid), 0);
+    raw_wait_state(sock, got[1], "ended", 10);
 }

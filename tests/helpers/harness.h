@@ -132,6 +132,26 @@ long long raw_session_id(const char *sock, const char *name);
 /* The state of session id in `sessions` ("live"/"ended"), waiting up to `seconds` for want. */
 void raw_wait_state(const char *sock, long long id, const char *want, int seconds);
 
+/* An empty buffer and a packer writing into it. */
+void raw_pack_init(msgpack_sbuffer *sb, msgpack_packer *pk);
+/* The reply on fd is an error of `code` with a message that is not empty. */
+void raw_expect_error(int fd, const char *code);
+/* Session id's row in the `sessions` of the daemon at sock, or NULL (borrowed from r; close fd). */
+const msgpack_object *raw_session_row(const char *sock, long long id, struct proto_reader *r,
+                                      int *fd);
+/*
+ * A --system daemon (skips the test unless root), with one more option and
+ * its value (opt NULL: none); its directory is opened to other uids.
+ */
+void harness_system_daemon(struct tdaemon *d, const char *opt, const char *val);
+/*
+ * As uid (root when 0), a session `name` of n entries on sock whose hello
+ * claims pid `claimed`, ended; got[0] = the producer's real pid, got[1] =
+ * the session id.
+ */
+void raw_user_session(const char *sock, uid_t uid, const char *name, int n, int claimed,
+                      int got[2]);
+
 /* Generic object helpers for replies: map lookup (NULL when absent) and numbers. */
 const msgpack_object *obj_get(const msgpack_object *map, const char *key);
 unsigned long long obj_u64(const msgpack_object *o);
