@@ -657,7 +657,7 @@ void harness_wait_idle(pid_t pid, int max_s)
     long long last = harness_cpu_ticks(pid), now;
 
     for (int i = 0; i < max_s; i++) {
-        sleep(1);
+        sleep(1); /* not a fixed wait: the window over which "idle" is measured, up to max_s */
         now = harness_cpu_ticks(pid);
         if (now == last)
             return;

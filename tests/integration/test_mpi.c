@@ -32,6 +32,7 @@
  * when mpirun returns was ended by its world's byes, not by the linger.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -555,11 +556,81 @@ Test(mpi, netpipe_auto_counts_past_the_rate)
     cr_assert_gt(p2p_entries, 0);
 }
 
+/* The default close timeout ($TRACECTL_CLOSE_TIMEOUT unset), in seconds (client/README.md). */
+#define CLOSE_DEFAULT_S 5.0
+
 /*
- * The daemon stops (SIGSTOP) near NetPIPE's end and stays stopped 7 s, longer than
- * the default close timeout of 5 s: with TRACECTL_CLOSE_TIMEOUT=30, MPI_Finalize waits
- * for it, so that every call is still either stored or counted as dropped (past the
- * timeout, the unsent tail is neither).
+ * The pids of the processes named comm below pid (its children, theirs, ...):
+ * how many, at most max.
+ */
+static int descendants_named(pid_t pid, const char *comm, pid_t out[], int max)
+{
+    char path[64], buf[512], name[64];
+    struct dirent *e;
+    DIR *dir = opendir("/proc");
+    int n = 0;
+
+    cr_assert_not_null(dir);
+    while ((e = readdir(dir)) != NULL && n < max) {
+        pid_t p = (pid_t)atoi(e->d_name), up = p;
+        int ppid = 0;
+        if (p <= 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)p);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        bool named = fgets(name, sizeof(name), f) != NULL &&
+                     strncmp(name, comm, strlen(comm)) == 0 && name[strlen(comm)] == '\n';
+        fclose(f);
+        /* up the parent chain to pid (or to init) */
+        for (int depth = 0; named && up > 1 && up != pid && depth < 16; depth++) {
+            snprintf(path, sizeof(path), "/proc/%d/stat", (int)up);
+            if ((f = fopen(path, "r")) == NULL)
+                break;
+            char *close_paren = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+            fclose(f);
+            if (close_paren == NULL || sscanf(close_paren + 2, "%*c %d", &ppid) != 1)
+                break;
+            up = (pid_t)ppid;
+        }
+        if (named && up == pid)
+            out[n++] = p;
+    }
+    closedir(dir);
+    return n;
+}
+
+/*
+ * Waits (up to max_s) until the two NetPIPE ranks below mpirun pid are blocked: their CPU
+ * time unchanged over a second. Their MPI calls spin (Open MPI polls shared memory) and
+ * recording never blocks (client/README.md), so with the daemon stopped a rank that uses
+ * no CPU is in its last flush: tc_close, called by MPI_Finalize, waiting for the daemon.
+ */
+static void wait_ranks_in_close(pid_t pid, int max_s)
+{
+    pid_t ranks[2];
+
+    for (double t0 = harness_now_s(); harness_now_s() - t0 < max_s; usleep(100000)) {
+        if (descendants_named(pid, "NPopenmpi", ranks, 2) != 2)
+            continue;
+        long long before[2] = {harness_cpu_ticks(ranks[0]), harness_cpu_ticks(ranks[1])};
+        usleep(1000000);
+        if (before[0] >= 0 && before[1] >= 0 && harness_cpu_ticks(ranks[0]) == before[0] &&
+            harness_cpu_ticks(ranks[1]) == before[1])
+            return;
+    }
+    cr_assert_fail("the NetPIPE ranks were not blocked in MPI_Finalize within %d s", max_s);
+}
+
+/*
+ * The daemon stops (SIGSTOP) near NetPIPE's end. Once both ranks wait for it in
+ * MPI_Finalize, it stays stopped longer than the default close timeout of 5 s (plus
+ * 1 s), and mpirun must still be running all that time: with TRACECTL_CLOSE_TIMEOUT=30,
+ * MPI_Finalize waits for the daemon, so that every call is still either stored or
+ * counted as dropped (past the timeout, the unsent tail is neither). That hold is the
+ * test's point, not a wait for an event: it is measured from the ranks blocking, not
+ * guessed from the stop.
  */
 Test(mpi, netpipe_daemon_stalled_at_finalize)
 {
@@ -599,9 +670,14 @@ Test(mpi, netpipe_daemon_stalled_at_finalize)
         usleep(50000);
     }
     cr_assert_geq(lines, 44, "NetPIPE did not get to its end");
-    kill(d.pid, SIGSTOP);
-    sleep(7);
-    kill(d.pid, SIGCONT);
+    cr_assert_eq(kill(d.pid, SIGSTOP), 0);
+    wait_ranks_in_close(pid, 60);
+    for (double t0 = harness_now_s(); harness_now_s() - t0 < CLOSE_DEFAULT_S + 1; usleep(50000))
+        cr_assert_eq(waitpid(pid, &st, WNOHANG), 0,
+                     "MPI_Finalize returned %.1f s into the daemon's stall, before "
+                     "TRACECTL_CLOSE_TIMEOUT=30",
+                     harness_now_s() - t0);
+    cr_assert_eq(kill(d.pid, SIGCONT), 0);
     cr_assert_eq(waitpid(pid, &st, 0), pid);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     id = the_session(2);
