@@ -312,6 +312,28 @@ void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind)
         return rc;                                                                                 \
     }
 
+/* A collective, MPI_<name>, and its non-blocking form, MPI_<iname> (one more param, req; op
+ * TCMPI_I<UC>), recorded by rec(c, op, t0, rc, comm, <amount>, req), req NULL for the first. */
+#define UNPAREN(...) __VA_ARGS__
+#define WRAP_COLL(name, iname, UC, params, args, rec, amount)                                      \
+    WRAP(name, params, args, rec(c, TCMPI_##UC, t0, rc, comm, UNPAREN amount, NULL))               \
+    WRAP(iname, (UNPAREN params, MPI_Request * req), (UNPAREN args, req),                          \
+         rec(c, TCMPI_I##UC, t0, rc, comm, UNPAREN amount, req))
+
+/* The parameters several collectives share: the reductions (Allreduce, Scan, Exscan), Gather
+ * and Scatter, Allgather and Alltoall. */
+#define REDUCTION_PARAMS                                                                           \
+    (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
+#define REDUCTION_ARGS (sbuf, rbuf, count, type, o, comm)
+#define ROOTED_PARAMS                                                                              \
+    (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, \
+     int root, MPI_Comm comm)
+#define ROOTED_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, root, comm)
+#define ALL_PARAMS                                                                                 \
+    (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, \
+     MPI_Comm comm)
+#define ALL_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, comm)
+
 /* A call that fills a status (its param named status): st is the caller's, or ours in place of
  * MPI_STATUS_IGNORE while tracing. */
 #define WRAP_STATUS(name, params, args, record)                                                    \
@@ -510,184 +532,62 @@ WRAP_COMM_FREE(Comm_disconnect)
 
 /* ---- collectives ----------------------------------------------------------------- */
 
-WRAP(Barrier, (MPI_Comm comm), (comm),
-     tcmpi_rec_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, NULL))
-WRAP(Ibarrier, (MPI_Comm comm, MPI_Request *req), (comm, req),
-     tcmpi_rec_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, req))
-WRAP(Bcast, (void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm),
-     (buf, count, type, root, comm),
-     tcmpi_rec_count(c, TCMPI_BCAST, t0, rc, comm, count, type, NULL))
-WRAP(Ibcast, (void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req),
-     (buf, count, type, root, comm, req),
-     tcmpi_rec_count(c, TCMPI_IBCAST, t0, rc, comm, count, type, req))
-WRAP(Reduce,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
-      MPI_Comm comm),
-     (sbuf, rbuf, count, type, o, root, comm),
-     tcmpi_rec_count(c, TCMPI_REDUCE, t0, rc, comm, count, type, NULL))
-WRAP(Ireduce,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, count, type, o, root, comm, req),
-     tcmpi_rec_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type, req))
-WRAP(Allreduce,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
-     (sbuf, rbuf, count, type, o, comm),
-     tcmpi_rec_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type, NULL))
-WRAP(Iallreduce,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, count, type, o, comm, req),
-     tcmpi_rec_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type, req))
-WRAP(Scan, (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
-     (sbuf, rbuf, count, type, o, comm),
-     tcmpi_rec_count(c, TCMPI_SCAN, t0, rc, comm, count, type, NULL))
-WRAP(Iscan,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, count, type, o, comm, req),
-     tcmpi_rec_count(c, TCMPI_ISCAN, t0, rc, comm, count, type, req))
-WRAP(Exscan, (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
-     (sbuf, rbuf, count, type, o, comm),
-     tcmpi_rec_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type, NULL))
-WRAP(Iexscan,
-     (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, count, type, o, comm, req),
-     tcmpi_rec_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type, req))
+WRAP_COLL(Barrier, Ibarrier, BARRIER, (MPI_Comm comm), (comm), tcmpi_rec_count,
+          (0, MPI_DATATYPE_NULL))
+WRAP_COLL(Bcast, Ibcast, BCAST, (void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm),
+          (buf, count, type, root, comm), tcmpi_rec_count, (count, type))
+WRAP_COLL(Reduce, Ireduce, REDUCE,
+          (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
+           MPI_Comm comm),
+          (sbuf, rbuf, count, type, o, root, comm), tcmpi_rec_count, (count, type))
+WRAP_COLL(Allreduce, Iallreduce, ALLREDUCE, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count,
+          (count, type))
+WRAP_COLL(Scan, Iscan, SCAN, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count, (count, type))
+WRAP_COLL(Exscan, Iexscan, EXSCAN, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count, (count, type))
 
-WRAP(Gather,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      int root, MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcount, rtype, root, comm),
-     tcmpi_rec_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype, root,
-                      NULL))
-WRAP(Igather,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      int root, MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req),
-     tcmpi_rec_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                      root, req))
-WRAP(Gatherv,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-      const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm),
-     tcmpi_rec_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
-                      NULL))
-WRAP(Igatherv,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-      const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req),
-     tcmpi_rec_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype, root,
-                      req))
+WRAP_COLL(Gather, Igather, GATHER, ROOTED_PARAMS, ROOTED_ARGS, tcmpi_rec_gather,
+          (sbuf, scount, stype, rcount, NULL, rtype, root))
+WRAP_COLL(Gatherv, Igatherv, GATHERV,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm),
+          (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm), tcmpi_rec_gather,
+          (sbuf, scount, stype, 0, rcounts, rtype, root))
+WRAP_COLL(Scatter, Iscatter, SCATTER, ROOTED_PARAMS, ROOTED_ARGS, tcmpi_rec_scatter,
+          (scount, NULL, stype, rbuf, rcount, rtype, root))
+WRAP_COLL(Scatterv, Iscatterv, SCATTERV,
+          (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+           void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm),
+          (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm), tcmpi_rec_scatter,
+          (0, scounts, stype, rbuf, rcount, rtype, root))
 
-WRAP(Scatter,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      int root, MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcount, rtype, root, comm),
-     tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                       root, NULL))
-WRAP(Iscatter,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      int root, MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req),
-     tcmpi_rec_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                       root, req))
-WRAP(Scatterv,
-     (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
-      int rcount, MPI_Datatype rtype, int root, MPI_Comm comm),
-     (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm),
-     tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
-                       root, NULL))
-WRAP(Iscatterv,
-     (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
-      int rcount, MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req),
-     (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req),
-     tcmpi_rec_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
-                       root, req))
+WRAP_COLL(Allgather, Iallgather, ALLGATHER, ALL_PARAMS, ALL_ARGS, tcmpi_rec_allgather,
+          (sbuf, scount, stype, rcount, NULL, rtype))
+WRAP_COLL(Allgatherv, Iallgatherv, ALLGATHERV,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, MPI_Comm comm),
+          (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm), tcmpi_rec_allgather,
+          (sbuf, scount, stype, 0, rcounts, rtype))
+WRAP_COLL(Alltoall, Ialltoall, ALLTOALL, ALL_PARAMS, ALL_ARGS, tcmpi_rec_alltoall,
+          (sbuf, scount, NULL, stype, rcount, NULL, rtype))
+WRAP_COLL(Alltoallv, Ialltoallv, ALLTOALLV,
+          (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+           void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm),
+          (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm), tcmpi_rec_alltoall,
+          (sbuf, 0, scounts, stype, 0, rcounts, rtype))
+WRAP_COLL(Alltoallw, Ialltoallw, ALLTOALLW,
+          (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
+           void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[],
+           MPI_Comm comm),
+          (sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm), coll_alltoallw,
+          (sbuf, scounts, stypes, rcounts, rtypes))
 
-WRAP(Allgather,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcount, rtype, comm),
-     tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                         NULL))
-WRAP(Iallgather,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcount, rtype, comm, req),
-     tcmpi_rec_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL,
-                         rtype, req))
-WRAP(Allgatherv,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-      const int displs[], MPI_Datatype rtype, MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm),
-     tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                         NULL))
-WRAP(Iallgatherv,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-      const int displs[], MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req),
-     tcmpi_rec_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                         req))
-
-WRAP(Alltoall,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      MPI_Comm comm),
-     (sbuf, scount, stype, rbuf, rcount, rtype, comm),
-     tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                        rtype, NULL))
-WRAP(Ialltoall,
-     (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype,
-      MPI_Comm comm, MPI_Request *req),
-     (sbuf, scount, stype, rbuf, rcount, rtype, comm, req),
-     tcmpi_rec_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                        rtype, req))
-WRAP(Alltoallv,
-     (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
-      const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm),
-     (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm),
-     tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
-                        rtype, NULL))
-WRAP(Ialltoallv,
-     (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
-      const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req),
-     tcmpi_rec_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
-                        rtype, req))
-WRAP(Alltoallw,
-     (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
-      void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[],
-      MPI_Comm comm),
-     (sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm),
-     coll_alltoallw(c, TCMPI_ALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes, NULL))
-WRAP(Ialltoallw,
-     (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
-      void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[],
-      MPI_Comm comm, MPI_Request *req),
-     (sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req),
-     coll_alltoallw(c, TCMPI_IALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes, req))
-
-WRAP(Reduce_scatter,
-     (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op o,
-      MPI_Comm comm),
-     (sbuf, rbuf, rcounts, type, o, comm),
-     coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, NULL))
-WRAP(Ireduce_scatter,
-     (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, rcounts, type, o, comm, req),
-     coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, req))
-WRAP(Reduce_scatter_block,
-     (const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
-     (sbuf, rbuf, rcount, type, o, comm),
-     coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, NULL))
-WRAP(Ireduce_scatter_block,
-     (const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-      MPI_Request *req),
-     (sbuf, rbuf, rcount, type, o, comm, req),
-     coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, req))
+WRAP_COLL(Reduce_scatter, Ireduce_scatter, REDUCE_SCATTER,
+          (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op o,
+           MPI_Comm comm),
+          (sbuf, rbuf, rcounts, type, o, comm), coll_reduce_scatter, (0, rcounts, type))
+WRAP_COLL(Reduce_scatter_block, Ireduce_scatter_block, REDUCE_SCATTER_BLOCK,
+          (const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
+          (sbuf, rbuf, rcount, type, o, comm), coll_reduce_scatter, (rcount, NULL, type))
 
 /* ---- point to point ------------------------------------------------------------- */
 
