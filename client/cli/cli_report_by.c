@@ -293,12 +293,21 @@ static const struct cli_view_col by_pair_cols[] = {
     {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
 };
 
-/* The two tables; the pairs cut to the first `top`. */
-static int by_print(const msgpack_object *res, uint32_t top)
+/* A list cut to its first top rows. */
+static msgpack_object by_cut(const msgpack_object *list, uint32_t top)
+{
+    msgpack_object cut = *list;
+
+    if (cut.via.array.size > top)
+        cut.via.array.size = top;
+    return cut;
+}
+
+/* Both reports' head: the filter line, then the session and its total. Returns the filter
+ * line's error, printing nothing more. */
+static int by_print_head(const msgpack_object *res)
 {
     const msgpack_object *session = cli_obj_get(res, "session");
-    const msgpack_object *pairs = cli_obj_get(res, "pairs");
-    msgpack_object cut;
     char id[32], name[300], total[CLI_FMT_LEN];
     int rc;
 
@@ -307,15 +316,25 @@ static int by_print(const msgpack_object *res, uint32_t top)
     cli_view_format(cli_obj_get(res, "total_ns"), CLI_VIEW_DURATION, total, sizeof(total));
     if ((rc = cli_report_filter(stdout, res)) != 0)
         return rc;
-    printf("session  %s (%s)\ntotal    %s\n\nTime by launching CPU op (- : none)\n", id, name,
-           total);
+    printf("session  %s (%s)\ntotal    %s\n", id, name, total);
+    return 0;
+}
+
+/* The two tables; the pairs cut to the first `top`. */
+static int by_print(const msgpack_object *res, uint32_t top)
+{
+    const msgpack_object *pairs = cli_obj_get(res, "pairs");
+    msgpack_object cut;
+    int rc;
+
+    if ((rc = by_print_head(res)) != 0)
+        return rc;
+    printf("\nTime by launching CPU op (- : none)\n");
     rc = cli_view_table(stdout, BY_INDENT, by_launcher_cols, BY_NCOLS(by_launcher_cols),
                         cli_obj_get(res, "launchers"));
     if (rc != 0 || pairs == NULL || pairs->type != MSGPACK_OBJECT_ARRAY)
         return rc;
-    cut = *pairs;
-    if (cut.via.array.size > top)
-        cut.via.array.size = top;
+    cut = by_cut(pairs, top);
     printf("\nBy launcher and op (first %u of %u)\n", cut.via.array.size, pairs->via.array.size);
     return cli_view_table(stdout, BY_INDENT, by_pair_cols, BY_NCOLS(by_pair_cols), &cut);
 }
@@ -657,40 +676,24 @@ static const struct cli_view_col by_module_pair_cols[] = {
     {"SHARE", "share", CLI_VIEW_SHARE, 0, NULL},
 };
 
-/* A list cut to its first top rows. */
-static msgpack_object mod_cut(const msgpack_object *list, uint32_t top)
-{
-    msgpack_object cut = *list;
-
-    if (cut.via.array.size > top)
-        cut.via.array.size = top;
-    return cut;
-}
-
 static int mod_print(const msgpack_object *res, uint32_t top)
 {
-    const msgpack_object *session = cli_obj_get(res, "session");
     const msgpack_object *mods = cli_obj_get(res, "modules"), *pairs = cli_obj_get(res, "pairs");
     msgpack_object cut;
-    char id[32], name[300], total[CLI_FMT_LEN];
     int rc;
 
     if (mods == NULL || mods->type != MSGPACK_OBJECT_ARRAY || pairs == NULL ||
         pairs->type != MSGPACK_OBJECT_ARRAY)
         return -EPROTO;
-    cli_obj_text(cli_obj_get(session, "id"), id, sizeof(id));
-    cli_obj_text(cli_obj_get(session, "name"), name, sizeof(name));
-    cli_view_format(cli_obj_get(res, "total_ns"), CLI_VIEW_DURATION, total, sizeof(total));
-    if ((rc = cli_report_filter(stdout, res)) != 0)
+    if ((rc = by_print_head(res)) != 0)
         return rc;
-    cut = mod_cut(mods, top);
-    printf("session  %s (%s)\ntotal    %s\n\nTime by enclosing module (- : none; first %u of "
-           "%u)\n",
-           id, name, total, cut.via.array.size, mods->via.array.size);
+    cut = by_cut(mods, top);
+    printf("\nTime by enclosing module (- : none; first %u of %u)\n", cut.via.array.size,
+           mods->via.array.size);
     rc = cli_view_table(stdout, BY_INDENT, by_module_cols, BY_NCOLS(by_module_cols), &cut);
     if (rc != 0)
         return rc;
-    cut = mod_cut(pairs, top);
+    cut = by_cut(pairs, top);
     printf("\nBy module and op (first %u of %u)\n", cut.via.array.size, pairs->via.array.size);
     return cli_view_table(stdout, BY_INDENT, by_module_pair_cols, BY_NCOLS(by_module_pair_cols),
                           &cut);

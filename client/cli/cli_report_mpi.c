@@ -63,6 +63,17 @@ static int rm_add_bytes(struct cli_table *t, uint64_t bytes)
     return cli_table_add(t, buf);
 }
 
+/* The share (0 to 1) under key in map, as a percentage; 0 when it has none. */
+static int rm_add_share(struct cli_table *t, const msgpack_object *map, const char *key)
+{
+    char buf[CLI_FMT_LEN];
+    double share = 0;
+
+    cli_obj_f64(cli_obj_get(map, key), &share);
+    cli_fmt_share(buf, sizeof(buf), share);
+    return cli_table_add(t, buf);
+}
+
 static int rm_print_table(FILE *f, struct cli_table *t, int rc)
 {
     if (rc == 0)
@@ -97,7 +108,6 @@ static const char *rm_wall_note(const msgpack_object *ranks)
 static int rm_rank_row(struct cli_table *t, const char *rank, const msgpack_object *row)
 {
     char buf[CLI_FMT_LEN];
-    double share = 0;
     int rc;
 
     if (rank == NULL) {
@@ -108,9 +118,7 @@ static int rm_rank_row(struct cli_table *t, const char *rank, const msgpack_obje
     rc = rc ? rc : rm_add_duration(t, rm_u64(row, "wall_ns"));
     rc = rc ? rc : rm_add_duration(t, rm_u64(row, "mpi_ns"));
     rc = rc ? rc : rm_add_duration(t, rm_u64(row, "app_ns"));
-    cli_obj_f64(cli_obj_get(row, "mpi_share"), &share);
-    cli_fmt_share(buf, sizeof(buf), share);
-    rc = rc ? rc : cli_table_add(t, buf);
+    rc = rc ? rc : rm_add_share(t, row, "mpi_share");
     rc = rc ? rc : rm_add_u64(t, rm_u64(row, "calls"));
     return rc ? rc : rm_add_u64(t, rm_u64(row, "dropped_calls"));
 }
@@ -506,7 +514,6 @@ void cli_report_mpi_site_name(const msgpack_object *x, char *buf, size_t size)
 static int rm_site(struct cli_table *t, const msgpack_object *x)
 {
     char module[1024], cell[1100], buf[CLI_FMT_LEN];
-    double share = 0;
     int rc;
 
     cli_report_mpi_site_name(x, cell, sizeof(cell));
@@ -517,9 +524,7 @@ static int rm_site(struct cli_table *t, const msgpack_object *x)
     rc = rc ? rc : rm_add_u64(t, rm_u64(x, "ranks"));
     rc = rc ? rc : rm_add_u64(t, rm_u64(x, "calls"));
     rc = rc ? rc : rm_add_duration(t, rm_u64(x, "total_ns"));
-    cli_obj_f64(cli_obj_get(x, "mpi_share"), &share);
-    cli_fmt_share(buf, sizeof(buf), share);
-    rc = rc ? rc : cli_table_add(t, buf);
+    rc = rc ? rc : rm_add_share(t, x, "mpi_share");
     /* the most time one rank spent there, and which rank */
     cli_fmt_duration(buf, sizeof(buf), rm_u64(x, "max_ns"));
     if (cli_obj_get(x, "max_rank") != NULL && !cli_obj_is_nil(cli_obj_get(x, "max_rank")))

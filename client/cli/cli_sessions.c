@@ -10,6 +10,7 @@
 #include "cli_fmt.h"
 #include "cli_obj.h"
 #include "cli_view.h"
+#include "util.h"
 
 const char cli_sessions_usage[] =
     "Usage: tracectl sessions [--json]\n"
@@ -60,42 +61,30 @@ static const struct cli_view_col cli_sessions_cols[] = {
     {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
 };
 
-/* The same with the owner, when the daemon names it (an admin under --system). */
-static const struct cli_view_col cli_sessions_owner_cols[] = {
-    {"ID", "id", CLI_VIEW_COUNT, 0, NULL},
-    {"NAME", "name", CLI_VIEW_TEXT, 32, NULL},
-    {"OWNER", "owner", CLI_VIEW_TEXT, 16, NULL},
-    {"STATE", NULL, CLI_VIEW_TEXT, 20, cli_view_state},
-    {"PROCS", "processes", CLI_VIEW_COUNT, 0, NULL},
-    {"ENTRIES", "entries", CLI_VIEW_COUNT, 0, NULL},
-    {"DROPPED", "dropped", CLI_VIEW_COUNT, 0, NULL},
-    {"STARTED", "started_ns", CLI_VIEW_TIME, 0, NULL},
-    {"DURATION", NULL, CLI_VIEW_DURATION, 0, cli_sessions_duration},
-    {"SIZE", "bytes", CLI_VIEW_BYTES, 0, NULL},
-};
-
 /*
- * A home's rows have `hosts` (the hosts its report merges): the columns cols with HOSTS
- * after STATE into out (n + 1 of them). Returns how many.
+ * The columns cols (n of them) into out with col after the one named after: OWNER after NAME
+ * when the daemon names each session's owner (an admin under --system), HOSTS after STATE in
+ * a home's rows (the hosts its report merges). Returns how many (n + 1).
  */
-static size_t cli_sessions_hosts_cols(const struct cli_view_col *cols, size_t n,
-                                      struct cli_view_col *out)
+static size_t cli_sessions_add_col(const struct cli_view_col *cols, size_t n, const char *after,
+                                   struct cli_view_col col, struct cli_view_col *out)
 {
     size_t k = 0;
 
     for (size_t i = 0; i < n; i++) {
         out[k++] = cols[i];
-        if (strcmp(cols[i].name, "STATE") == 0)
-            out[k++] = (struct cli_view_col){"HOSTS", "hosts", CLI_VIEW_COUNT, 0, NULL};
+        if (strcmp(cols[i].name, after) == 0)
+            out[k++] = col;
     }
     return k;
 }
 
 static int cli_sessions_print(const msgpack_object *list)
 {
-    struct cli_view_col cols[16];
-    const struct cli_view_col *base = cli_sessions_cols;
-    size_t n = sizeof(cli_sessions_cols) / sizeof(cli_sessions_cols[0]);
+    struct cli_view_col owner[UTIL_ARRAY_LEN(cli_sessions_cols) + 1];
+    struct cli_view_col hosts[UTIL_ARRAY_LEN(owner) + 1];
+    const struct cli_view_col *cols = cli_sessions_cols;
+    size_t n = UTIL_ARRAY_LEN(cli_sessions_cols);
 
     if (list->type != MSGPACK_OBJECT_ARRAY) {
         cli_error("bad reply from the daemon: the session list is not an array");
@@ -106,14 +95,18 @@ static int cli_sessions_print(const msgpack_object *list)
         return CLI_EXIT_OK;
     }
     if (cli_obj_get(&list->via.array.ptr[0], "owner") != NULL) {
-        base = cli_sessions_owner_cols;
-        n = sizeof(cli_sessions_owner_cols) / sizeof(cli_sessions_owner_cols[0]);
+        n = cli_sessions_add_col(cols, n, "NAME",
+                                 (struct cli_view_col){"OWNER", "owner", CLI_VIEW_TEXT, 16, NULL},
+                                 owner);
+        cols = owner;
     }
     if (cli_obj_get(&list->via.array.ptr[0], "hosts") != NULL) {
-        n = cli_sessions_hosts_cols(base, n, cols);
-        base = cols;
+        n = cli_sessions_add_col(cols, n, "STATE",
+                                 (struct cli_view_col){"HOSTS", "hosts", CLI_VIEW_COUNT, 0, NULL},
+                                 hosts);
+        cols = hosts;
     }
-    return cli_print_status(cli_view_table(stdout, "", base, n, list));
+    return cli_print_status(cli_view_table(stdout, "", cols, n, list));
 }
 
 int cli_sessions_run(struct cli_ctx *ctx, int argc, char **argv)

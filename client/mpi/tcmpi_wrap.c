@@ -270,6 +270,15 @@ static void wait_done(tc_client *c, enum tcmpi_op op, uint64_t t0, int n, struct
         free(b->st);
 }
 
+/* Probe and Iprobe: the actual source and tag when found (a message was, and st holds it). */
+static void rec_probe(tc_client *c, enum tcmpi_op op, uint64_t t0, int rc, MPI_Comm comm,
+                      int source, int tag, const MPI_Status *st, int found)
+{
+    if (found)
+        source = st->MPI_SOURCE, tag = st->MPI_TAG;
+    tcmpi_rec_p2p(c, op, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
+}
+
 void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind)
 {
     struct tcmpi_origin o;
@@ -280,6 +289,120 @@ void tcmpi_made(int rc, MPI_Comm parent, MPI_Comm newcomm, const char *kind)
         tcmpi_comm_name(newcomm, &o, kind);
     }
 }
+
+/*
+ * The wrappers' common shapes: name is the MPI function's name without MPI_,
+ * params its parameter list, args the PMPI twin's argument list; record
+ * (done, for a completion call) what the call records, an expression on c,
+ * t0, rc and the arguments, evaluated after the call only when tracing.
+ * Macros, not functions, because TCMPI_BEGIN takes the call's site from
+ * __builtin_return_address(0): it must expand in the function the program
+ * called (tcmpi_fort.c does the same for the Fortran bindings).
+ */
+
+/* A call recorded after it returns. */
+#define WRAP(name, params, args, record)                                                           \
+    int MPI_##name params                                                                          \
+    {                                                                                              \
+        TCMPI_BEGIN;                                                                               \
+        int rc = PMPI_##name args;                                                                 \
+                                                                                                   \
+        if (c != NULL)                                                                             \
+            record;                                                                                \
+        return rc;                                                                                 \
+    }
+
+/* A collective, MPI_<name>, and its non-blocking form, MPI_<iname> (one more param, req; op
+ * TCMPI_I<UC>), recorded by rec(c, op, t0, rc, comm, <amount>, req), req NULL for the first. */
+#define UNPAREN(...) __VA_ARGS__
+#define WRAP_COLL(name, iname, UC, params, args, rec, amount)                                      \
+    WRAP(name, params, args, rec(c, TCMPI_##UC, t0, rc, comm, UNPAREN amount, NULL))               \
+    WRAP(iname, (UNPAREN params, MPI_Request * req), (UNPAREN args, req),                          \
+         rec(c, TCMPI_I##UC, t0, rc, comm, UNPAREN amount, req))
+
+/* The parameters several collectives share: the reductions (Allreduce, Scan, Exscan), Gather
+ * and Scatter, Allgather and Alltoall. */
+#define REDUCTION_PARAMS                                                                           \
+    (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
+#define REDUCTION_ARGS (sbuf, rbuf, count, type, o, comm)
+#define ROOTED_PARAMS                                                                              \
+    (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, \
+     int root, MPI_Comm comm)
+#define ROOTED_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, root, comm)
+#define ALL_PARAMS                                                                                 \
+    (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, \
+     MPI_Comm comm)
+#define ALL_ARGS (sbuf, scount, stype, rbuf, rcount, rtype, comm)
+
+/* A call that fills a status (its param named status): st is the caller's, or ours in place of
+ * MPI_STATUS_IGNORE while tracing. */
+#define WRAP_STATUS(name, params, args, record)                                                    \
+    int MPI_##name params                                                                          \
+    {                                                                                              \
+        MPI_Status own;                                                                            \
+        TCMPI_BEGIN;                                                                               \
+        MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;                 \
+        int rc = PMPI_##name args;                                                                 \
+                                                                                                   \
+        if (c != NULL)                                                                             \
+            record;                                                                                \
+        return rc;                                                                                 \
+    }
+
+/* A blocking send and its non-blocking form (op TCMPI_<UC>), recorded at the call. */
+#define WRAP_SEND(name, UC)                                                                        \
+    WRAP(name, (const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm),  \
+         (buf, count, type, dest, tag, comm),                                                      \
+         tcmpi_rec_p2p(c, TCMPI_##UC, t0, rc, comm, dest, tag, count, type, 1))
+#define WRAP_ISEND(name, UC)                                                                       \
+    int MPI_##name(const void *buf, int count, MPI_Datatype type, int dest, int tag,               \
+                   MPI_Comm comm, MPI_Request *req)                                                \
+    {                                                                                              \
+        TCMPI_BEGIN;                                                                               \
+        int rc = PMPI_##name(buf, count, type, dest, tag, comm, req);                              \
+                                                                                                   \
+        if (c != NULL)                                                                             \
+            tcmpi_rec_p2p(c, TCMPI_##UC, t0, rc, comm, dest, tag, count, type, 1);                 \
+        tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */                \
+        return rc;                                                                                 \
+    }
+
+/* A completion call over n requests reqs, giving MPI nst statuses in place of the caller's
+ * statuses; the rest, wait_done's from kind on. */
+#define WRAP_WAIT(name, UC, params, reqs, n, statuses, nst, args, ...)                             \
+    int MPI_##name params                                                                          \
+    {                                                                                              \
+        struct before b;                                                                           \
+        before_take(&b, reqs, n);                                                                  \
+        MPI_Status *st = before_status(&b, statuses, nst);                                         \
+        TCMPI_BEGIN;                                                                               \
+        int rc = PMPI_##name args;                                                                 \
+                                                                                                   \
+        wait_done(c, TCMPI_##UC, t0, n, &b, reqs, rc, st, __VA_ARGS__);                            \
+        return rc;                                                                                 \
+    }
+
+/* A call that makes *newcomm collectively over comm: named kind. */
+#define WRAP_MADE(name, params, args, kind)                                                        \
+    int MPI_##name params                                                                          \
+    {                                                                                              \
+        int rc = PMPI_##name args;                                                                 \
+                                                                                                   \
+        tcmpi_made(rc, comm, *newcomm, kind);                                                      \
+        return rc;                                                                                 \
+    }
+
+/* A call that frees *comm: a freed handle may come back for a new communicator, forget it. */
+#define WRAP_COMM_FREE(name)                                                                       \
+    int MPI_##name(MPI_Comm *comm)                                                                 \
+    {                                                                                              \
+        MPI_Comm old = *comm;                                                                      \
+        int rc = PMPI_##name(comm);                                                                \
+                                                                                                   \
+        if (rc == MPI_SUCCESS)                                                                     \
+            tcmpi_comm_forget(old);                                                                \
+        return rc;                                                                                 \
+    }
 
 /* ---- start and end ----------------------------------------------------------------- */
 
@@ -322,21 +445,9 @@ int MPI_Pcontrol(const int level, ...)
 
 /* ---- communicators: named where they are made ------------------------------------ */
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Comm_dup(comm, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "dup");
-    return rc;
-}
-
-int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "dup");
-    return rc;
-}
+WRAP_MADE(Comm_dup, (MPI_Comm comm, MPI_Comm *newcomm), (comm, newcomm), "dup")
+WRAP_MADE(Comm_dup_with_info, (MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm),
+          (comm, info, newcomm), "dup")
 
 /* The new communicator is there once the request completes: tcmpi_wait names it then. */
 int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req)
@@ -349,29 +460,12 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *req)
     return rc;
 }
 
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Comm_split(comm, color, key, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "split");
-    return rc;
-}
-
-int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "split_type");
-    return rc;
-}
-
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Comm_create(comm, group, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "create");
-    return rc;
-}
+WRAP_MADE(Comm_split, (MPI_Comm comm, int color, int key, MPI_Comm *newcomm),
+          (comm, color, key, newcomm), "split")
+WRAP_MADE(Comm_split_type, (MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm),
+          (comm, type, key, info, newcomm), "split_type")
+WRAP_MADE(Comm_create, (MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm), (comm, group, newcomm),
+          "create")
 
 /* Collective over group's members only: named from what they share (parent, tag, group). */
 int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
@@ -409,570 +503,102 @@ int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer, int re
     return rc;
 }
 
-int MPI_Intercomm_merge(MPI_Comm comm, int high, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Intercomm_merge(comm, high, newcomm);
+WRAP_MADE(Intercomm_merge, (MPI_Comm comm, int high, MPI_Comm *newcomm), (comm, high, newcomm),
+          "merge")
+WRAP_MADE(Cart_create,
+          (MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+           MPI_Comm *newcomm),
+          (comm, ndims, dims, periods, reorder, newcomm), "cart")
+WRAP_MADE(Cart_sub, (MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm),
+          (comm, remain_dims, newcomm), "cart_sub")
+WRAP_MADE(Graph_create,
+          (MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
+           MPI_Comm *newcomm),
+          (comm, nnodes, index, edges, reorder, newcomm), "graph")
+WRAP_MADE(Dist_graph_create,
+          (MPI_Comm comm, int n, const int sources[], const int degrees[], const int destinations[],
+           const int weights[], MPI_Info info, int reorder, MPI_Comm *newcomm),
+          (comm, n, sources, degrees, destinations, weights, info, reorder, newcomm), "dist_graph")
+WRAP_MADE(Dist_graph_create_adjacent,
+          (MPI_Comm comm, int indegree, const int sources[], const int sourceweights[],
+           int outdegree, const int destinations[], const int destweights[], MPI_Info info,
+           int reorder, MPI_Comm *newcomm),
+          (comm, indegree, sources, sourceweights, outdegree, destinations, destweights, info,
+           reorder, newcomm),
+          "dist_graph")
 
-    tcmpi_made(rc, comm, *newcomm, "merge");
-    return rc;
-}
-
-int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
-                    MPI_Comm *newcomm)
-{
-    int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "cart");
-    return rc;
-}
-
-int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
-{
-    int rc = PMPI_Cart_sub(comm, remain_dims, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "cart_sub");
-    return rc;
-}
-
-int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
-                     MPI_Comm *newcomm)
-{
-    int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "graph");
-    return rc;
-}
-
-int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
-                          const int destinations[], const int weights[], MPI_Info info, int reorder,
-                          MPI_Comm *newcomm)
-{
-    int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder,
-                                    newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "dist_graph");
-    return rc;
-}
-
-int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
-                                   const int sourceweights[], int outdegree,
-                                   const int destinations[], const int destweights[], MPI_Info info,
-                                   int reorder, MPI_Comm *newcomm)
-{
-    int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
-                                             destinations, destweights, info, reorder, newcomm);
-
-    tcmpi_made(rc, comm, *newcomm, "dist_graph");
-    return rc;
-}
-
-/* A freed handle may come back for a new communicator: forget it first. */
-int MPI_Comm_free(MPI_Comm *comm)
-{
-    MPI_Comm old = *comm;
-    int rc = PMPI_Comm_free(comm);
-
-    if (rc == MPI_SUCCESS)
-        tcmpi_comm_forget(old);
-    return rc;
-}
-
-int MPI_Comm_disconnect(MPI_Comm *comm)
-{
-    MPI_Comm old = *comm;
-    int rc = PMPI_Comm_disconnect(comm);
-
-    if (rc == MPI_SUCCESS)
-        tcmpi_comm_forget(old);
-    return rc;
-}
+WRAP_COMM_FREE(Comm_free)
+WRAP_COMM_FREE(Comm_disconnect)
 
 /* ---- collectives ----------------------------------------------------------------- */
 
-int MPI_Barrier(MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Barrier(comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_BARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, NULL);
-    return rc;
-}
-
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ibarrier(comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_IBARRIER, t0, rc, comm, 0, MPI_DATATYPE_NULL, req);
-    return rc;
-}
-
-int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Bcast(buf, count, type, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_BCAST, t0, rc, comm, count, type, NULL);
-    return rc;
-}
-
-int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ibcast(buf, count, type, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_IBCAST, t0, rc, comm, count, type, req);
-    return rc;
-}
-
-int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
-               MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Reduce(sbuf, rbuf, count, type, o, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_REDUCE, t0, rc, comm, count, type, NULL);
-    return rc;
-}
-
-int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
-                MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ireduce(sbuf, rbuf, count, type, o, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_IREDUCE, t0, rc, comm, count, type, req);
-    return rc;
-}
-
-int MPI_Allreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
-                  MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Allreduce(sbuf, rbuf, count, type, o, comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_ALLREDUCE, t0, rc, comm, count, type, NULL);
-    return rc;
-}
-
-int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o,
-                   MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iallreduce(sbuf, rbuf, count, type, o, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_IALLREDUCE, t0, rc, comm, count, type, req);
-    return rc;
-}
-
-int MPI_Scan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Scan(sbuf, rbuf, count, type, o, comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_SCAN, t0, rc, comm, count, type, NULL);
-    return rc;
-}
-
-int MPI_Iscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-              MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iscan(sbuf, rbuf, count, type, o, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_ISCAN, t0, rc, comm, count, type, req);
-    return rc;
-}
-
-int MPI_Exscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Exscan(sbuf, rbuf, count, type, o, comm);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_EXSCAN, t0, rc, comm, count, type, NULL);
-    return rc;
-}
-
-int MPI_Iexscan(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, MPI_Comm comm,
-                MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iexscan(sbuf, rbuf, count, type, o, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_count(c, TCMPI_IEXSCAN, t0, rc, comm, count, type, req);
-    return rc;
-}
-
-int MPI_Gather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-               MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_GATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                         root, NULL);
-    return rc;
-}
-
-int MPI_Igather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Igather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_IGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL, rtype,
-                         root, req);
-    return rc;
-}
-
-int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-                const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_GATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                         root, NULL);
-    return rc;
-}
-
-int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
-                 const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_gather(c, TCMPI_IGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts, rtype,
-                         root, req);
-    return rc;
-}
-
-int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_SCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                          root, NULL);
-    return rc;
-}
-
-int MPI_Iscatter(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iscatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_ISCATTER, t0, rc, comm, scount, NULL, stype, rbuf, rcount, rtype,
-                          root, req);
-    return rc;
-}
-
-int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
-                 void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
-
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_SCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
-                          root, NULL);
-    return rc;
-}
-
-int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
-                  void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
-                  MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_scatter(c, TCMPI_ISCATTERV, t0, rc, comm, 0, scounts, stype, rbuf, rcount, rtype,
-                          root, req);
-    return rc;
-}
-
-int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                  MPI_Datatype rtype, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_ALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL,
-                            rtype, NULL);
-    return rc;
-}
-
-int MPI_Iallgather(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iallgather(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_IALLGATHER, t0, rc, comm, sbuf, scount, stype, rcount, NULL,
-                            rtype, req);
-    return rc;
-}
-
-int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                   const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
-
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_ALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts,
-                            rtype, NULL);
-    return rc;
-}
-
-int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                    const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
-                    MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_allgather(c, TCMPI_IALLGATHERV, t0, rc, comm, sbuf, scount, stype, 0, rcounts,
-                            rtype, req);
-    return rc;
-}
-
-int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                 MPI_Datatype rtype, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm);
-
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_ALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount, NULL,
-                           rtype, NULL);
-    return rc;
-}
-
-int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ialltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_IALLTOALL, t0, rc, comm, sbuf, scount, NULL, stype, rcount,
-                           NULL, rtype, req);
-    return rc;
-}
-
-int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
-                  void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                  MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_ALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
-                           rtype, NULL);
-    return rc;
-}
-
-int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
-                   void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                   MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc =
-        PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_alltoall(c, TCMPI_IALLTOALLV, t0, rc, comm, sbuf, 0, scounts, stype, 0, rcounts,
-                           rtype, req);
-    return rc;
-}
-
-int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
-                  const MPI_Datatype stypes[], void *rbuf, const int rcounts[], const int rdispls[],
-                  const MPI_Datatype rtypes[], MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
-
-    if (c != NULL)
-        coll_alltoallw(c, TCMPI_ALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes,
-                       NULL);
-    return rc;
-}
-
-int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
-                   const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
-                   const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
-                   MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc =
-        PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
-
-    if (c != NULL)
-        coll_alltoallw(c, TCMPI_IALLTOALLW, t0, rc, comm, sbuf, scounts, stypes, rcounts, rtypes,
-                       req);
-    return rc;
-}
-
-int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
-                       MPI_Op o, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, o, comm);
-
-    if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, NULL);
-    return rc;
-}
-
-int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
-                        MPI_Op o, MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, o, comm, req);
-
-    if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER, t0, rc, comm, 0, rcounts, type, req);
-    return rc;
-}
-
-int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
-                             MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, o, comm);
-
-    if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_REDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, NULL);
-    return rc;
-}
-
-int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o,
-                              MPI_Comm comm, MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, o, comm, req);
-
-    if (c != NULL)
-        coll_reduce_scatter(c, TCMPI_IREDUCE_SCATTER_BLOCK, t0, rc, comm, rcount, NULL, type, req);
-    return rc;
-}
+WRAP_COLL(Barrier, Ibarrier, BARRIER, (MPI_Comm comm), (comm), tcmpi_rec_count,
+          (0, MPI_DATATYPE_NULL))
+WRAP_COLL(Bcast, Ibcast, BCAST, (void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm),
+          (buf, count, type, root, comm), tcmpi_rec_count, (count, type))
+WRAP_COLL(Reduce, Ireduce, REDUCE,
+          (const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op o, int root,
+           MPI_Comm comm),
+          (sbuf, rbuf, count, type, o, root, comm), tcmpi_rec_count, (count, type))
+WRAP_COLL(Allreduce, Iallreduce, ALLREDUCE, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count,
+          (count, type))
+WRAP_COLL(Scan, Iscan, SCAN, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count, (count, type))
+WRAP_COLL(Exscan, Iexscan, EXSCAN, REDUCTION_PARAMS, REDUCTION_ARGS, tcmpi_rec_count, (count, type))
+
+WRAP_COLL(Gather, Igather, GATHER, ROOTED_PARAMS, ROOTED_ARGS, tcmpi_rec_gather,
+          (sbuf, scount, stype, rcount, NULL, rtype, root))
+WRAP_COLL(Gatherv, Igatherv, GATHERV,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm),
+          (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm), tcmpi_rec_gather,
+          (sbuf, scount, stype, 0, rcounts, rtype, root))
+WRAP_COLL(Scatter, Iscatter, SCATTER, ROOTED_PARAMS, ROOTED_ARGS, tcmpi_rec_scatter,
+          (scount, NULL, stype, rbuf, rcount, rtype, root))
+WRAP_COLL(Scatterv, Iscatterv, SCATTERV,
+          (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+           void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm),
+          (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm), tcmpi_rec_scatter,
+          (0, scounts, stype, rbuf, rcount, rtype, root))
+
+WRAP_COLL(Allgather, Iallgather, ALLGATHER, ALL_PARAMS, ALL_ARGS, tcmpi_rec_allgather,
+          (sbuf, scount, stype, rcount, NULL, rtype))
+WRAP_COLL(Allgatherv, Iallgatherv, ALLGATHERV,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, MPI_Comm comm),
+          (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm), tcmpi_rec_allgather,
+          (sbuf, scount, stype, 0, rcounts, rtype))
+WRAP_COLL(Alltoall, Ialltoall, ALLTOALL, ALL_PARAMS, ALL_ARGS, tcmpi_rec_alltoall,
+          (sbuf, scount, NULL, stype, rcount, NULL, rtype))
+WRAP_COLL(Alltoallv, Ialltoallv, ALLTOALLV,
+          (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
+           void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm),
+          (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm), tcmpi_rec_alltoall,
+          (sbuf, 0, scounts, stype, 0, rcounts, rtype))
+WRAP_COLL(Alltoallw, Ialltoallw, ALLTOALLW,
+          (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
+           void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[],
+           MPI_Comm comm),
+          (sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm), coll_alltoallw,
+          (sbuf, scounts, stypes, rcounts, rtypes))
+
+WRAP_COLL(Reduce_scatter, Ireduce_scatter, REDUCE_SCATTER,
+          (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op o,
+           MPI_Comm comm),
+          (sbuf, rbuf, rcounts, type, o, comm), coll_reduce_scatter, (0, rcounts, type))
+WRAP_COLL(Reduce_scatter_block, Ireduce_scatter_block, REDUCE_SCATTER_BLOCK,
+          (const void *sbuf, void *rbuf, int rcount, MPI_Datatype type, MPI_Op o, MPI_Comm comm),
+          (sbuf, rbuf, rcount, type, o, comm), coll_reduce_scatter, (rcount, NULL, type))
 
 /* ---- point to point ------------------------------------------------------------- */
 
-int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_SEND, t0, rc, comm, dest, tag, count, type, 1);
-    return rc;
-}
-
-int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ssend(buf, count, type, dest, tag, comm);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_SSEND, t0, rc, comm, dest, tag, count, type, 1);
-    return rc;
-}
-
-int MPI_Bsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Bsend(buf, count, type, dest, tag, comm);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_BSEND, t0, rc, comm, dest, tag, count, type, 1);
-    return rc;
-}
-
-int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Rsend(buf, count, type, dest, tag, comm);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_RSEND, t0, rc, comm, dest, tag, count, type, 1);
-    return rc;
-}
-
-int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-              MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_ISEND, t0, rc, comm, dest, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
-    return rc;
-}
-
-int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-               MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Issend(buf, count, type, dest, tag, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_ISSEND, t0, rc, comm, dest, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
-    return rc;
-}
-
-int MPI_Ibsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-               MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Ibsend(buf, count, type, dest, tag, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_IBSEND, t0, rc, comm, dest, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
-    return rc;
-}
-
-int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-               MPI_Request *req)
-{
-    TCMPI_BEGIN;
-    int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, req);
-
-    if (c != NULL)
-        tcmpi_rec_p2p(c, TCMPI_IRSEND, t0, rc, comm, dest, tag, count, type, 1);
-    tcmpi_req_forget(*req); /* a handle MPI gives again: no collective's now */
-    return rc;
-}
+WRAP_SEND(Send, SEND)
+WRAP_SEND(Ssend, SSEND)
+WRAP_SEND(Bsend, BSEND)
+WRAP_SEND(Rsend, RSEND)
+WRAP_ISEND(Isend, ISEND)
+WRAP_ISEND(Issend, ISSEND)
+WRAP_ISEND(Ibsend, IBSEND)
+WRAP_ISEND(Irsend, IRSEND)
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
               MPI_Request *req)
@@ -992,183 +618,57 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_
  * MPI_STATUS_IGNORE the call gets one of ours (which MPI may fill at no
  * cost to the caller; the caller's never changes).
  */
-int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-             MPI_Status *status)
-{
-    MPI_Status own;
-    TCMPI_BEGIN;
-    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Recv(buf, count, type, source, tag, comm, st);
-
-    if (c != NULL)
-        tcmpi_rec_recv(c, TCMPI_RECV, t0, rc, comm, source, tag, count, type, st);
-    return rc;
-}
-
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
-{
-    MPI_Status own;
-    TCMPI_BEGIN;
-    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Probe(source, tag, comm, st);
-
-    if (c != NULL) {
-        if (rc == MPI_SUCCESS)
-            source = st->MPI_SOURCE, tag = st->MPI_TAG;
-        tcmpi_rec_p2p(c, TCMPI_PROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
-    }
-    return rc;
-}
-
-int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
-{
-    MPI_Status own;
-    TCMPI_BEGIN;
-    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Iprobe(source, tag, comm, flag, st);
-
-    if (c != NULL) {
-        if (rc == MPI_SUCCESS && *flag)
-            source = st->MPI_SOURCE, tag = st->MPI_TAG;
-        tcmpi_rec_p2p(c, TCMPI_IPROBE, t0, rc, comm, source, tag, 0, MPI_DATATYPE_NULL, 1);
-    }
-    return rc;
-}
+WRAP_STATUS(Recv,
+            (void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+             MPI_Status *status),
+            (buf, count, type, source, tag, comm, st),
+            tcmpi_rec_recv(c, TCMPI_RECV, t0, rc, comm, source, tag, count, type, st))
+WRAP_STATUS(Probe, (int source, int tag, MPI_Comm comm, MPI_Status *status),
+            (source, tag, comm, st),
+            rec_probe(c, TCMPI_PROBE, t0, rc, comm, source, tag, st, rc == MPI_SUCCESS))
+WRAP_STATUS(Iprobe, (int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status),
+            (source, tag, comm, flag, st),
+            rec_probe(c, TCMPI_IPROBE, t0, rc, comm, source, tag, st, rc == MPI_SUCCESS && *flag))
 
 /* Sendrecv(_replace): two entries, the send side and the receive side (tcmpi_sendrecv); the
  * status gives what arrived (with MPI_STATUS_IGNORE, ours). */
-int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
-                 int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
-                 MPI_Status *status)
-{
-    MPI_Status own;
-    TCMPI_BEGIN;
-    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
-    int rc =
-        PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st);
-
-    if (c != NULL)
-        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, rc, comm, scount, stype, dest, stag, rcount,
-                           rtype, source, rtag, st);
-    return rc;
-}
-
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
-                         int rtag, MPI_Comm comm, MPI_Status *status)
-{
-    MPI_Status own;
-    TCMPI_BEGIN;
-    MPI_Status *st = c != NULL && status == MPI_STATUS_IGNORE ? &own : status;
-    int rc = PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, st);
-
-    if (c != NULL)
-        tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, count, type, dest, stag, count,
-                           type, source, rtag, st);
-    return rc;
-}
+WRAP_STATUS(Sendrecv,
+            (const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf,
+             int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
+             MPI_Status *status),
+            (sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, st),
+            tcmpi_rec_sendrecv(c, TCMPI_SENDRECV, t0, rc, comm, scount, stype, dest, stag, rcount,
+                               rtype, source, rtag, st))
+WRAP_STATUS(Sendrecv_replace,
+            (void *buf, int count, MPI_Datatype type, int dest, int stag, int source, int rtag,
+             MPI_Comm comm, MPI_Status *status),
+            (buf, count, type, dest, stag, source, rtag, comm, st),
+            tcmpi_rec_sendrecv(c, TCMPI_SENDRECV_REPLACE, t0, rc, comm, count, type, dest, stag,
+                               count, type, source, rtag, st))
 
 /* ---- completion ----------------------------------------------------------------------- */
 
-int MPI_Wait(MPI_Request *req, MPI_Status *status)
-{
-    struct before b;
-    before_take(&b, req, 1);
-    MPI_Status *st = before_status(&b, status, 1);
-    TCMPI_BEGIN;
-    int rc = PMPI_Wait(req, st);
-
-    wait_done(c, TCMPI_WAIT, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
-    return rc;
-}
-
-int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
-{
-    struct before b;
-    before_take(&b, reqs, count);
-    MPI_Status *st = before_status(&b, statuses, count);
-    TCMPI_BEGIN;
-    int rc = PMPI_Waitall(count, reqs, st);
-
-    wait_done(c, TCMPI_WAITALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
-    return rc;
-}
-
-int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
-{
-    struct before b;
-    before_take(&b, reqs, count);
-    MPI_Status *st = before_status(&b, status, 1);
-    TCMPI_BEGIN;
-    int rc = PMPI_Waitany(count, reqs, index, st);
-
-    wait_done(c, TCMPI_WAITANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *index, NULL, 0);
-    return rc;
-}
-
-int MPI_Waitsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
-{
-    struct before b;
-    before_take(&b, reqs, incount);
-    MPI_Status *st = before_status(&b, statuses, incount);
-    TCMPI_BEGIN;
-    int rc = PMPI_Waitsome(incount, reqs, outcount, indices, st);
-
-    wait_done(c, TCMPI_WAITSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
-              *outcount);
-    return rc;
-}
-
-int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
-{
-    struct before b;
-    before_take(&b, req, 1);
-    MPI_Status *st = before_status(&b, status, 1);
-    TCMPI_BEGIN;
-    int rc = PMPI_Test(req, flag, st);
-
-    wait_done(c, TCMPI_TEST, t0, 1, &b, req, rc, st, TCMPI_ST_ONE, 0, NULL, 0);
-    return rc;
-}
-
-int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
-{
-    struct before b;
-    before_take(&b, reqs, count);
-    MPI_Status *st = before_status(&b, statuses, count);
-    TCMPI_BEGIN;
-    int rc = PMPI_Testall(count, reqs, flag, st);
-
-    wait_done(c, TCMPI_TESTALL, t0, count, &b, reqs, rc, st, TCMPI_ST_EACH, 0, NULL, 0);
-    return rc;
-}
-
-int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
-{
-    struct before b;
-    before_take(&b, reqs, count);
-    MPI_Status *st = before_status(&b, status, 1);
-    TCMPI_BEGIN;
-    int rc = PMPI_Testany(count, reqs, index, flag, st);
-
-    wait_done(c, TCMPI_TESTANY, t0, count, &b, reqs, rc, st, TCMPI_ST_ONE, *flag ? *index : -1,
-              NULL, 0);
-    return rc;
-}
-
-int MPI_Testsome(int incount, MPI_Request reqs[], int *outcount, int indices[],
-                 MPI_Status statuses[])
-{
-    struct before b;
-    before_take(&b, reqs, incount);
-    MPI_Status *st = before_status(&b, statuses, incount);
-    TCMPI_BEGIN;
-    int rc = PMPI_Testsome(incount, reqs, outcount, indices, st);
-
-    wait_done(c, TCMPI_TESTSOME, t0, incount, &b, reqs, rc, st, TCMPI_ST_SOME, 0, indices,
-              *outcount);
-    return rc;
-}
+WRAP_WAIT(Wait, WAIT, (MPI_Request * req, MPI_Status *status), req, 1, status, 1, (req, st),
+          TCMPI_ST_ONE, 0, NULL, 0)
+WRAP_WAIT(Waitall, WAITALL, (int count, MPI_Request reqs[], MPI_Status statuses[]), reqs, count,
+          statuses, count, (count, reqs, st), TCMPI_ST_EACH, 0, NULL, 0)
+WRAP_WAIT(Waitany, WAITANY, (int count, MPI_Request reqs[], int *index, MPI_Status *status), reqs,
+          count, status, 1, (count, reqs, index, st), TCMPI_ST_ONE, *index, NULL, 0)
+WRAP_WAIT(Waitsome, WAITSOME,
+          (int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]),
+          reqs, incount, statuses, incount, (incount, reqs, outcount, indices, st), TCMPI_ST_SOME,
+          0, indices, *outcount)
+WRAP_WAIT(Test, TEST, (MPI_Request * req, int *flag, MPI_Status *status), req, 1, status, 1,
+          (req, flag, st), TCMPI_ST_ONE, 0, NULL, 0)
+WRAP_WAIT(Testall, TESTALL, (int count, MPI_Request reqs[], int *flag, MPI_Status statuses[]), reqs,
+          count, statuses, count, (count, reqs, flag, st), TCMPI_ST_EACH, 0, NULL, 0)
+WRAP_WAIT(Testany, TESTANY,
+          (int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status), reqs, count,
+          status, 1, (count, reqs, index, flag, st), TCMPI_ST_ONE, *flag ? *index : -1, NULL, 0)
+WRAP_WAIT(Testsome, TESTSOME,
+          (int incount, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]),
+          reqs, incount, statuses, incount, (incount, reqs, outcount, indices, st), TCMPI_ST_SOME,
+          0, indices, *outcount)
 
 /* A request freed without completion: it is no collective's any more. */
 int MPI_Request_free(MPI_Request *req)

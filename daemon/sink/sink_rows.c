@@ -447,6 +447,17 @@ int sink_rows_last(struct sink_reader *r, int64_t *last)
     return rc;
 }
 
+/* The columns the processes and ranks rows begin with (schema/clickhouse.sql): host, session
+ * id, then st's process id (column 0) and rank (column 1, -1: none). */
+static void sink_rows_process_key(struct sink_buf *out, const struct sink_origin *o,
+                                  sqlite3_stmt *st)
+{
+    sink_buf_str(out, o->host, strlen(o->host));
+    sink_buf_u64(out, (uint64_t)o->session_id);
+    sink_buf_u32(out, (uint32_t)sqlite3_column_int64(st, 0));
+    sink_buf_u32(out, (uint32_t)(int32_t)sqlite3_column_int64(st, 1));
+}
+
 /* Adds s to the set hosts (n of them, cap 64: beyond, a host is left out). */
 static void sink_rows_add_host(char **hosts, size_t *n, const char *s)
 {
@@ -503,10 +514,7 @@ int sink_rows_processes(struct sink_reader *r, const struct sink_origin *o, uint
                            -1, &meta, NULL) != SQLITE_OK)
         goto out;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        sink_buf_str(out, o->host, strlen(o->host));
-        sink_buf_u64(out, (uint64_t)o->session_id);
-        sink_buf_u32(out, (uint32_t)sqlite3_column_int64(st, 0));
-        sink_buf_u32(out, (uint32_t)(int32_t)sqlite3_column_int64(st, 1));
+        sink_rows_process_key(out, o, st);
         sink_buf_u32(out, (uint32_t)(int32_t)sqlite3_column_int64(st, 2));
         sink_buf_u64(out, (uint64_t)sqlite3_column_int64(st, 3));
         sink_buf_col_str(out, st, 4);
@@ -555,10 +563,7 @@ int sink_rows_ranks(struct sink_reader *r, const struct sink_origin *o, uint64_t
                            -1, &st, NULL) != SQLITE_OK)
         goto out;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        sink_buf_str(out, o->host, strlen(o->host));
-        sink_buf_u64(out, (uint64_t)o->session_id);
-        sink_buf_u32(out, (uint32_t)sqlite3_column_int64(st, 0));
-        sink_buf_u32(out, (uint32_t)(int32_t)sqlite3_column_int64(st, 1));
+        sink_rows_process_key(out, o, st);
         sink_buf_col_str(out, st, 2);
         for (int i = 3; i <= 12; i++)
             sink_buf_u64(out, (uint64_t)sqlite3_column_int64(st, i));
