@@ -1,5 +1,5 @@
 /*
- * test_info.c — the `info` table's one reader and its writer (daemon/info.h)
+ * test_info.c — the `info` table's one reader and its writer (daemon/shared/info.h)
  * on an in-memory SQLite file made here with the table's own definition
  * (schema/session.sql): absent keys and NULL values give the default, a
  * file without the table an error (and info_int the default), info_set
