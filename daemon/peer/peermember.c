@@ -351,7 +351,7 @@ static void peermember_work_cb(uv_work_t *req)
     }
     /* Final only once the writer has applied the end (a zero wait: it does not block). */
     w->final = w->ended_at_queue && store_wait_ended(w->store, w->f->id, 0) == 0;
-    w->rc = peersnap_read(w->path, &w->snap, w->err, sizeof(w->err));
+    w->rc = peersnap_read(w->path, true, &w->snap, w->err, sizeof(w->err));
 }
 
 static void peermember_after_cb(uv_work_t *req, int status)

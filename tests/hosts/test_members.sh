@@ -8,6 +8,9 @@
 #     --home; m2 has only --peer-key, and its producers name the home themselves
 #     (TRACECTL_HOME, the hello key `home`): a session of m2's whose producers do
 #     not stays on m2;
+#     The home's `ranks` rows (the analysis) list every host's ranks, each with its
+#     `host`: a member's rows equal that member's own report's rows exactly (they
+#     come in its snapshots); the text report's Ranks table has a HOST column;
 #  3. a member cut off (its veth down) while its session is live is shown stale
 #     within 3 s; what it ingests meanwhile reaches the home when the link is
 #     back: nothing lost.
@@ -200,7 +203,38 @@ assert s["span_ns"] + slack >= ext, (s["span_ns"], ext)
 assert s["span_ns"] < 3_000_000_000, s["span_ns"]
 print(f"merged span {s['span_ns']} ns; the hosts' known entries span {ext} ns aligned")
 PY
+# ranks_equal SESSION HOME_RANKS MEMBER...: the home's `ranks` rows of SESSION are the home's
+# own (HOME_RANKS, e.g. "0,1") and every MEMBER's own report's rows, exactly, each with its host.
+ranks_equal() {
+    local session=$1 home_ranks=$2 h
+    shift 2
+    report home "$session" >"$HOSTS_DIR/ranks_$session.json" || return 1
+    for h in "$@"; do report "$h" "$session" >"$HOSTS_DIR/ranks_${session}_$h.json" || return 1; done
+    python3 - "$HOSTS_DIR" "$session" "$home_ranks" "$@" <<'PY'
+import json, sys
+d, session, home_ranks, members = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+merged = json.load(open(f"{d}/ranks_{session}.json"))["ranks"]
+assert all("host" in r for r in merged), merged
+assert [r["rank"] for r in merged] == sorted(r["rank"] for r in merged), merged
+home = [r["rank"] for r in merged if r["host"] == "home"]
+assert home == [int(x) for x in home_ranks.split(",")], home
+n = 0
+for h in members:
+    own = json.load(open(f"{d}/ranks_{session}_{h}.json"))["ranks"]
+    got = [{k: v for k, v in r.items() if k != "host"} for r in merged if r["host"] == h]
+    assert own and got == own, (h, got, own)
+    n += len(own)
+assert len(merged) == len(home) + n, merged
+print(f"{session}: the home's ranks rows: {len(home)} its own, {n} the members' "
+      f"({', '.join(members)}), each equal to the member's own report's row")
+PY
+}
+ranks_equal job 0,1 m1 m2 || fail "the home's ranks rows of job are not every host's"
 "$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job >"$HOSTS_DIR/merged.txt"
+sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q "^ *RANK *HOST " ||
+    fail "the text report's Ranks table has no HOST column: $(sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt")"
+sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q "^ *4 *m2 " ||
+    fail "the text report's Ranks table has no m2 rank 4"
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q " m1 .* ms .*ppm" ||
     fail "the text report's Hosts section shows no clock: $(cat "$HOSTS_DIR/merged.txt")"
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
@@ -340,6 +374,11 @@ hosts_wait 15 checked ||
 got=$(arrivals_of m1 coll)
 [ "$got" = "40 0 0" ] || fail "m1's row: arrivals, dropped, violations = $got, want 40 0 0"
 echo "collectives: m1 sent 40 arrivals, none dropped; 20 instances checked, 0 violations"
+# m1's rows of coll (ranks 2 and 3, 20 collectives each, rank 3 late), once m1's last snapshot
+# (its session ended) is in: the rows of its own report, exactly.
+hosts_wait 10 sh -c "'$TRACECTL' --socket '$HOSTS_DIR/home.sock' report --json coll |
+    grep -q '\"host\":\"m1\",\"state\":\"ended\"'" || fail "coll did not end on m1 at the home"
+ranks_equal coll 0,1 m1 || fail "the home's ranks rows of coll are not every host's"
 
 # The figures: every burst's bound, as the home logged it (debug).
 python3 - "$HOSTS_DIR/home.log" <<'PY'
