@@ -244,7 +244,7 @@ sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
 tc_home() { "$TRACECTL" --socket "$HOSTS_DIR/home.sock" "$@"; }
 tc_home diff job job --json >"$HOSTS_DIR/diff.json" || fail "diff job job at the home"
 tc_home diff job job >"$HOSTS_DIR/diff.txt" || fail "diff job job at the home (text)"
-grep -q "^A spans 3 hosts (home, m1, m2): operations, categories, devices and the totals cover every host; ranks, steps and the verdict the home's own ranks only" \
+grep -q "^A spans 3 hosts (home, m1, m2): operations, categories, devices, ranks and the totals cover every host; steps and the verdict the home's own ranks only" \
     "$HOSTS_DIR/diff.txt" || fail "diff does not say what spans hosts: $(head -12 "$HOSTS_DIR/diff.txt")"
 # exports: this host's entries only, and a note on stderr saying so
 for h in home m1 m2; do
@@ -276,6 +276,7 @@ assert sorted(r["op"] for r in diff["ops"]) == ["allreduce", "fwd"], diff["ops"]
 devs = {r["device"]: r["calls_a"] for r in diff["devices"]}
 assert devs == {x["device"]: x["calls"] for x in merged["devices"]}, devs
 assert sum(devs.values()) == 660, devs  # every entry on one device, every host
+assert sorted(r["rank"] for r in diff["ranks"]) == [0, 1, 2, 3, 4], diff["ranks"]  # every host's
 # exports: each host's entries; together the merged entries, none twice
 rows = {h: list(csv.DictReader(open(f"{d}/export_{h}.csv", newline=""))) for h in own}
 n = {h: len(v) for h, v in rows.items()}
