@@ -318,7 +318,8 @@ static void report_late_cb(struct report_work *w)
 
     msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 2);
+    /* a home whose members sent parts of the session adds their ranks (member_ranks) */
+    msgpack_pack_map(&pk, w->merge.n_parts > 0 ? 3 : 2);
     pack_key(&pk, "session");
     msgpack_pack_map(&pk, 3);
     pack_kv_i64(&pk, "id", w->id);
@@ -326,11 +327,16 @@ static void report_late_cb(struct report_work *w)
     pack_kv_str(&pk, "state", w->state);
     pack_key(&pk, "late");
     /* a home with the session's figures across hosts gives those (peerhome_late_map) */
-    if (w->merge.late != NULL) {
+    if (w->merge.late != NULL)
         w->rc = pk.callback(pk.data, w->merge.late, w->merge.late_len) ? -ENOMEM : 0;
-        return;
+    else
+        w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
+    if (w->rc == 0 && w->merge.n_parts > 0) {
+        pack_key(&pk, "member_ranks");
+        w->rc = peermerge_member_ranks(&pk, &w->merge);
+        if (w->rc < 0)
+            snprintf(w->err, sizeof(w->err), "out of memory");
     }
-    w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
 }
 
 /* A string; nonzero when the packer's buffer could not grow. */
@@ -535,7 +541,10 @@ static void control_report(struct conn *c, const struct proto_request *req)
                           s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
                           &w->merge) < 0) ||
         (c->d->peer_home != NULL && req->late &&
-         peerhome_late_map(c->d->peer_home, s->name, &w->merge) < 0)) {
+         (peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended",
+                           s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
+                           &w->merge) < 0 ||
+          peerhome_late_map(c->d->peer_home, s->name, &w->merge) < 0))) {
         if (w != NULL) {
             free(w->name);
             free(w->state);

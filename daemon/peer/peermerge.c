@@ -704,6 +704,26 @@ static int peermerge_apply(struct report *r, struct peersnap *snaps, const bool 
     return 0;
 }
 
+int peermerge_member_ranks(msgpack_packer *pk, const struct peermerge *m)
+{
+    size_t n = m->n_parts, k = 0;
+    struct peersnap *snaps = calloc(n + 1, sizeof(*snaps));
+    char **hosts = calloc(n + 1, sizeof(*hosts));
+    int rc = -ENOMEM;
+
+    if (snaps != NULL && hosts != NULL) {
+        for (size_t i = 0; i < n; i++)
+            if (peermerge_decode(&m->parts[i], &snaps[k]))
+                hosts[k++] = m->parts[i].host;
+        rc = peermerge_pack_ranks(pk, NULL, snaps, hosts, 0, k, NULL, 0);
+    }
+    for (size_t i = 0; snaps != NULL && i < k; i++)
+        peersnap_free(&snaps[i]);
+    free(snaps);
+    free(hosts);
+    return rc;
+}
+
 int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
                      const struct report_params *p, char *err, size_t errlen)
 {

@@ -66,6 +66,13 @@ struct peermerge {
  */
 int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
                      const struct report_params *p, char *err, size_t errlen);
+/*
+ * For `report` with "late" at a home (tracectl top): the `ranks` rows of every
+ * member part of m as its last snapshot gave them, each with its "host", sorted by
+ * rank then host, packed as one array (proto/PROTOCOL.md "member_ranks"). A part
+ * whose snapshot does not decode is left out. 0 or -ENOMEM.
+ */
+int peermerge_member_ranks(msgpack_packer *pk, const struct peermerge *m);
 /* Frees what m owns (not m); NULL is a no-op. */
 void peermerge_free(struct peermerge *m);
 /*

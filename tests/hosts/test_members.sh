@@ -230,6 +230,20 @@ print(f"{session}: the home's ranks rows: {len(home)} its own, {n} the members' 
 PY
 }
 ranks_equal job 0,1 m1 m2 || fail "the home's ranks rows of job are not every host's"
+# top at the home: its "Ranks on member hosts" are the members' rows (member_ranks in --json)
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" top job --once --interval 0 --json \
+    >"$HOSTS_DIR/top_job.json" || fail "top job at the home"
+python3 - "$HOSTS_DIR" <<'PY' || fail "top at the home does not show the members' ranks"
+import json, sys
+d = sys.argv[1]
+top = json.load(open(d + "/top_job.json"))["member_ranks"]
+keys = ("rank", "host", "steps", "step_mean_ns", "cpu_wait_ns", "waited_ns", "caused_ns")
+want = [{k: r[k] for k in keys} for r in json.load(open(d + "/ranks_job.json"))["ranks"]
+        if r["host"] != "home"]
+assert [r["rank"] for r in want] == [2, 3, 4], want
+assert top == want, (top, want)
+print("top at the home: member ranks", [(r["host"], r["rank"]) for r in top])
+PY
 "$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job >"$HOSTS_DIR/merged.txt"
 sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q "^ *RANK *HOST " ||
     fail "the text report's Ranks table has no HOST column: $(sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt")"
