@@ -350,23 +350,31 @@ static int control_pack_str(msgpack_packer *pk, const char *v)
 /*
  * A filtered report at a home, of a session that spans hosts: the filters apply to this
  * host's entries only (members send aggregates, not per-rank or per-step ones), so the report
- * says so: "filter_hosts": {"counted": [this host], "left_out": [each member host]}
- * (proto/PROTOCOL.md). 0 or -ENOMEM.
+ * says so: "filter_hosts": {"counted": [this host], "left_out": [each member host],
+ * "ranks_rows": [the member hosts whose rows of the filter's ranks the analysis's `ranks`
+ * lists: from[i] for member i]} (proto/PROTOCOL.md). 0 or -ENOMEM.
  */
-static int report_filter_hosts(struct report *r, const struct peermerge *m)
+static int report_filter_hosts(struct report *r, const struct peermerge *m, const bool *from)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
+    uint32_t n_from = 0;
     int bad;
 
+    for (size_t i = 0; i < m->n_parts; i++)
+        n_from += from[i];
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    bad = control_pack_str(&pk, "filter_hosts") | msgpack_pack_map(&pk, 2) |
+    bad = control_pack_str(&pk, "filter_hosts") | msgpack_pack_map(&pk, 3) |
           control_pack_str(&pk, "counted") | msgpack_pack_array(&pk, 1) |
           control_pack_str(&pk, m->home_host) | control_pack_str(&pk, "left_out") |
           msgpack_pack_array(&pk, (uint32_t)m->n_parts);
     for (size_t i = 0; i < m->n_parts; i++)
         bad |= control_pack_str(&pk, m->parts[i].host);
+    bad |= control_pack_str(&pk, "ranks_rows") | msgpack_pack_array(&pk, n_from);
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (from[i])
+            bad |= control_pack_str(&pk, m->parts[i].host);
     if (bad != 0) {
         msgpack_sbuffer_destroy(&sb);
         return -ENOMEM;
@@ -374,6 +382,33 @@ static int report_filter_hosts(struct report *r, const struct peermerge *m)
     r->filter_hosts = sb.data;
     r->filter_hosts_len = sb.size;
     return 0;
+}
+
+/*
+ * A filtered report at a home, of a session members hold parts of: filtered by ranks alone,
+ * its `ranks` section gains the members' rows of those ranks (from their snapshots: whole
+ * sessions, which a step, device or category filter would not match, so those get none);
+ * the rest stays this host's entries, and filter_hosts says so.
+ */
+static void report_filtered_at_home(struct report_work *w, struct report *r)
+{
+    const struct proto_analysis *an = &w->analysis;
+    bool *from = calloc(w->merge.n_parts, sizeof(*from));
+
+    if (from == NULL) {
+        w->rc = -ENOMEM;
+    } else if (an->n_ranks > 0 && !an->steps && an->device == NULL && an->category == NULL) {
+        w->rc = peermerge_filtered_ranks(r, &w->merge, an->ranks, an->n_ranks, from);
+        if (w->rc == -EPROTO)
+            snprintf(w->err, sizeof(w->err),
+                     "report: the members' ranks: the analysis is "
+                     "malformed");
+    }
+    if (w->rc == 0 && report_filter_hosts(r, &w->merge, from) < 0)
+        w->rc = -ENOMEM;
+    if (w->rc == -ENOMEM)
+        snprintf(w->err, sizeof(w->err), "out of memory");
+    free(from);
 }
 
 static void report_work_cb(uv_work_t *req)
@@ -395,11 +430,8 @@ static void report_work_cb(uv_work_t *req)
     if (w->rc == 0 && w->merge.home_host != NULL && r.filter == NULL)
         w->rc = peermerge_report(&r, &w->merge, w->path[0] ? w->path : NULL, &w->params, w->err,
                                  sizeof(w->err));
-    if (w->rc == 0 && r.filter != NULL && w->merge.home_host != NULL && w->merge.n_parts > 0 &&
-        report_filter_hosts(&r, &w->merge) < 0) {
-        snprintf(w->err, sizeof(w->err), "out of memory");
-        w->rc = -ENOMEM;
-    }
+    if (w->rc == 0 && r.filter != NULL && w->merge.home_host != NULL && w->merge.n_parts > 0)
+        report_filtered_at_home(w, &r);
     if (w->rc == 0) {
         r.id = w->id;
         r.name = w->name;

@@ -704,6 +704,32 @@ static int peermerge_apply(struct report *r, struct peersnap *snaps, const bool 
     return 0;
 }
 
+int peermerge_filtered_ranks(struct report *r, const struct peermerge *m, const int64_t *ranks,
+                             size_t n_ranks, bool *from)
+{
+    size_t n = m->n_parts + 1;
+    struct peersnap *snaps = calloc(n, sizeof(*snaps));
+    char **hosts = calloc(n, sizeof(*hosts));
+    int rc = -ENOMEM;
+
+    if (snaps != NULL && hosts != NULL) {
+        hosts[0] = m->home_host;
+        for (size_t i = 1; i < n; i++) {
+            hosts[i] = m->parts[i - 1].host;
+            (void)peermerge_decode(&m->parts[i - 1], &snaps[i]); /* one that fails: no rows */
+            for (size_t j = 0; j < snaps[i].n_rank_rows; j++)
+                for (size_t f = 0; f < n_ranks; f++)
+                    from[i - 1] = from[i - 1] || snaps[i].rank_rows[j].rank == ranks[f];
+        }
+        rc = r->analysis != NULL ? peermerge_ranks(r, snaps, hosts, 1, n, ranks, n_ranks) : 0;
+    }
+    for (size_t i = 0; snaps != NULL && i < n; i++)
+        peersnap_free(&snaps[i]);
+    free(snaps);
+    free(hosts);
+    return rc;
+}
+
 int peermerge_member_ranks(msgpack_packer *pk, const struct peermerge *m)
 {
     size_t n = m->n_parts, k = 0;

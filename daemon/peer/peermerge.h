@@ -23,6 +23,7 @@
 #ifndef TRACECTLD_PEERMERGE_H
 #define TRACECTLD_PEERMERGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +67,15 @@ struct peermerge {
  */
 int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
                      const struct report_params *p, char *err, size_t errlen);
+/*
+ * A home's report filtered by ranks alone (r from query_report with that filter): its
+ * analysis's `ranks` gains the members' rows of those ranks (as their last snapshots gave
+ * them, whole sessions), every row with its "host" (the home's own too). from[i] (n_parts
+ * of them, the caller's) is set when member i has a row of those ranks. 0, -ENOMEM, or
+ * -EPROTO (the analysis is malformed: a bug).
+ */
+int peermerge_filtered_ranks(struct report *r, const struct peermerge *m, const int64_t *ranks,
+                             size_t n_ranks, bool *from);
 /*
  * For `report` with "late" at a home (tracectl top): the `ranks` rows of every
  * member part of m as its last snapshot gave them, each with its "host", sorted by

@@ -272,6 +272,10 @@ grep -q "note: session job spans 3 hosts; this export has this host's entries on
 report home job --rank 2,3 >"$HOSTS_DIR/filtered_m1ranks.json" || fail "report --rank 2,3 at the home"
 report home job --rank 0 >"$HOSTS_DIR/filtered_0.json" || fail "report --rank 0 at the home"
 tc_home report job --rank 0 >"$HOSTS_DIR/filtered_0.txt" || fail "report --rank 0 at the home (text)"
+tc_home report job --rank 2,3 >"$HOSTS_DIR/filtered_m1ranks.txt" || fail "report --rank 2,3 (text)"
+grep -q "^Ranks: the Ranks table lists these ranks' rows of m1 too, from their snapshots" \
+    "$HOSTS_DIR/filtered_m1ranks.txt" ||
+    fail "a filtered report of m1's ranks does not say so: $(head -6 "$HOSTS_DIR/filtered_m1ranks.txt")"
 grep -q "^Hosts: the filters cover home's entries only; not m1, m2 " "$HOSTS_DIR/filtered_0.txt" ||
     fail "a filtered report does not say it is the home's part: $(head -5 "$HOSTS_DIR/filtered_0.txt")"
 python3 - "$HOSTS_DIR" <<'PY' || fail "diff, exports or filtered reports at the home"
@@ -299,11 +303,18 @@ assert sum(n.values()) == merged["session"]["entries"], (n, merged["session"])
 assert {r["rank"] for r in rows["home"]} == {"0", "1"}, {r["rank"] for r in rows["home"]}
 # filtered at the home: its own entries (rank 0: 100 fwd and 100 allreduce), the hosts left out
 f0 = json.load(open(d + "/filtered_0.json"))
-assert f0["filter_hosts"] == {"counted": ["home"], "left_out": ["m1", "m2"]}, f0.get("filter_hosts")
+assert f0["filter_hosts"] == {"counted": ["home"], "left_out": ["m1", "m2"], "ranks_rows": []}, \
+    f0.get("filter_hosts")
+assert [(r["host"], r["rank"]) for r in f0["ranks"]] == [("home", 0)], f0["ranks"]
 calls = {o["op"]: (o["calls"], o["total_ns"]) for o in f0["ops"]}
 assert calls == {"fwd": (100, 1000 * 100 + 4950), "allreduce": (100, 5000 * 100 + 7 * 4950)}, calls
 f23 = json.load(open(d + "/filtered_m1ranks.json"))
 assert f23["filter_hosts"]["left_out"] == ["m1", "m2"] and f23["session"]["entries"] == 0, f23["session"]
+# ... but its Ranks section has m1's rows of ranks 2 and 3, exactly as m1's own report's
+assert f23["filter_hosts"]["ranks_rows"] == ["m1"], f23["filter_hosts"]
+m1_rows = [r for r in own["m1"]["ranks"] if r["rank"] in (2, 3)]
+assert [{k: v for k, v in r.items() if k != "host"} for r in f23["ranks"]] == m1_rows, f23["ranks"]
+assert all(r["host"] == "m1" for r in f23["ranks"]), f23["ranks"]
 print("diff at the home: every host's ops and devices; exports 400 + 200 + 60 = 660, "
       "one host each; filtered reports: the home's part, m1 and m2 named left out")
 PY
