@@ -323,7 +323,10 @@ int peersnap_read(const char *db_path, bool with_ranks, struct peersnap *out, ch
         peersnap_free(out);
         return rc;
     }
-    qsort(out->ops, out->n_ops, sizeof(*out->ops), peersnap_op_cmp);
-    qsort(out->devs, out->n_devs, sizeof(*out->devs), peersnap_dev_cmp);
+    /* qsort of none: its array may be NULL, which qsort must not be given */
+    if (out->n_ops > 0)
+        qsort(out->ops, out->n_ops, sizeof(*out->ops), peersnap_op_cmp);
+    if (out->n_devs > 0)
+        qsort(out->devs, out->n_devs, sizeof(*out->devs), peersnap_dev_cmp);
     return 0;
 }
