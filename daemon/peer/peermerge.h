@@ -17,7 +17,10 @@
  * (peerclock_to_home, with the copy of its estimator in its part), and
  * span_ns runs from the first begin to the last end of the hosts on that
  * clock; a member not measured yet keeps its own times and counts in the
- * span only through its own length. Pure over its inputs: no libuv, no
+ * span only through its own length. With the analysis, its `ranks` section
+ * lists every host's rows (the members' from their snapshots' rank_rows, each
+ * row with its `host`: durations and counts, nothing to convert); the other
+ * analysis sections stay the home's own. Pure over its inputs: no libuv, no
  * globals.
  */
 #ifndef TRACECTLD_PEERMERGE_H
