@@ -43,8 +43,8 @@ const char cli_diff_usage[] =
     "which is no regression: it is the machine's load, not the code's.\n"
     "\n"
     "At a home daemon (--peer-listen), a session that spans hosts compares its\n"
-    "merged report: operations, categories, devices and totals of every host;\n"
-    "ranks, steps and the verdict of the home's own ranks (the output says so).\n"
+    "merged report: operations, categories, devices, ranks and totals of every\n"
+    "host; steps and the verdict of the home's own ranks (the output says so).\n"
     "\n"
     "With --divergence it compares the two sessions' op sequences instead:\n"
     "rank by rank, each rank's entries in start order (position 0, 1, ...),\n"
@@ -756,8 +756,9 @@ static size_t cli_diff_cols(const struct cli_diff_section *sec, bool cpu, struct
 /* Sessions A and B with their totals, the change, and the verdict line. */
 /*
  * At a home, a side that spans hosts: which sections cover them. Operations, categories,
- * devices and the totals come from the merged report (every host's); ranks, steps and the
- * verdict are the home's own ranks' (members send no per-rank or per-step tables).
+ * devices, ranks and the totals come from the merged report (every host's: members send
+ * their ranks' rows); steps and the verdict are the home's own ranks' (members send no
+ * per-step tables).
  */
 static int cli_diff_hosts_note(FILE *f, const msgpack_object *diff)
 {
@@ -774,7 +775,7 @@ static int cli_diff_hosts_note(FILE *f, const msgpack_object *diff)
             if (fprintf(f, "%s%s", i ? ", " : "", name) < 0)
                 return -EIO;
         }
-        if (fputs("): operations, categories, devices and the totals cover every host; ranks, "
+        if (fputs("): operations, categories, devices, ranks and the totals cover every host; "
                   "steps and the verdict the home's own ranks only\n",
                   f) < 0)
             return -EIO;

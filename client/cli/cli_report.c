@@ -758,6 +758,16 @@ int cli_report_filter(FILE *f, const msgpack_object *report)
         fputs(" (entries stay on their hosts: ask each host's tracectl with the same filters)\n",
               f);
     }
+    /* ... but for the rows of the filter's ranks the members sent in their snapshots */
+    v = cli_obj_get(m, "ranks_rows");
+    if (v != NULL && v->type == MSGPACK_OBJECT_ARRAY && v->via.array.size > 0) {
+        fputs("Ranks: the Ranks table lists these ranks' rows of ", f);
+        for (uint32_t i = 0; i < v->via.array.size; i++) {
+            cli_obj_text(&v->via.array.ptr[i], buf, sizeof(buf));
+            fprintf(f, "%s%s", i > 0 ? ", " : "", buf);
+        }
+        fputs(" too, from their snapshots; every other section is this host's only\n", f);
+    }
     fputc('\n', f);
     return ferror(f) ? -EIO : 0;
 }

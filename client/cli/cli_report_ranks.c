@@ -385,6 +385,23 @@ static void rr_clients(FILE *f, const msgpack_object *comp)
             rr_client(f, &l->via.array.ptr[i]);
 }
 
+/*
+ * A HOST column after RANK when the rows name their host (a home's report of a session
+ * that spans hosts lists every host's ranks: docs/hosts.md).
+ */
+static void rr_host_col(const msgpack_object *ranks, struct cli_view_col *cols, size_t *ncols)
+{
+    static const struct cli_view_col host = {"HOST", "host", CLI_VIEW_TEXT, 24, NULL};
+
+    if (ranks == NULL || ranks->type != MSGPACK_OBJECT_ARRAY || ranks->via.array.size == 0 ||
+        cli_obj_get(&ranks->via.array.ptr[0], "host") == NULL || *ncols < 1 ||
+        *ncols >= CLI_VIEW_MAX_COLS)
+        return;
+    memmove(cols + 2, cols + 1, (*ncols - 1) * sizeof(*cols));
+    cols[1] = host;
+    (*ncols)++;
+}
+
 int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
 {
     const msgpack_object *ranks = cli_obj_get(report, "ranks");
@@ -403,6 +420,7 @@ int cli_report_ranks_print(FILE *f, const msgpack_object *report, uint32_t top)
     cli_bars_report(steps);
     fputs("\nRanks\n", f);
     ncols = rr_cols(rr_ranks_cols, RR_NCOLS_BARS(rr_ranks_cols), cpu, cols);
+    rr_host_col(ranks, cols, &ncols);
     if ((rc = cli_view_table(f, RR_INDENT, cols, ncols, ranks)) != 0)
         return rc;
     if (comp != NULL) {

@@ -55,6 +55,11 @@ const char cli_top_usage[] =
     "(--peer-listen) the line covers every host's ranks (the late-rank analysis\n"
     "across hosts); the rank rows and ops stay the home's own (docs/hosts.md).\n"
     "\n"
+    "At a home daemon (--peer-listen), a table \"Ranks on member hosts\" follows\n"
+    "the home's own: each member host's ranks from its last snapshot (steps,\n"
+    "mean step time, CPU wait, waited and caused time since the start;\n"
+    "member_ranks in --json). The live rates stay the home's own processes'.\n"
+    "\n"
     "Keys: q quits (so do Ctrl-C, SIGTERM and the end of input: top </dev/null\n"
     "draws one frame); the view follows the terminal's size.\n"
     "\n"
@@ -99,6 +104,13 @@ struct top_an_rank {
     uint64_t cpu_wait_ns;                /* its steps' wait for a CPU; 0 from a daemon before it */
 };
 
+/* A rank on another host, as a home has it from that member's last snapshot. */
+struct top_member_rank {
+    int64_t rank;
+    char host[128];
+    uint64_t steps, step_mean_ns, cpu_wait_ns, waited_ns, caused_ns;
+};
+
 /* The collective part of a report's analysis (PROTOCOL.md Part 3). */
 struct top_an {
     bool on;            /* the daemon answered with the analysis keys */
@@ -108,6 +120,9 @@ struct top_an {
     bool cpu_wait;      /* a rank has a CPU wait: the rank rows show it */
     struct top_an_rank *ranks;
     size_t n_ranks;
+    /* at a home, the members' ranks (the late reply's member_ranks); NULL: none */
+    struct top_member_rank *members;
+    size_t n_members;
 };
 
 /* The rank that held the others up over some span: the one with the most caused time. */
@@ -159,6 +174,7 @@ static double top_clock(void)
 static void top_an_free(struct top_an *an)
 {
     free(an->ranks);
+    free(an->members);
     memset(an, 0, sizeof(*an));
 }
 
@@ -172,6 +188,15 @@ static int top_an_copy(struct top_an *dst, const struct top_an *src)
     }
     if (src->n_ranks > 0)
         memcpy(dst->ranks, src->ranks, src->n_ranks * sizeof(*dst->ranks));
+    dst->members = NULL;
+    if (src->n_members > 0) {
+        if ((dst->members = calloc(src->n_members, sizeof(*dst->members))) == NULL) {
+            free(dst->ranks);
+            memset(dst, 0, sizeof(*dst));
+            return -ENOMEM;
+        }
+        memcpy(dst->members, src->members, src->n_members * sizeof(*dst->members));
+    }
     return 0;
 }
 
@@ -300,12 +325,40 @@ static int top_copy(struct top_snap *s, const msgpack_object *res)
  * with neither (a daemon before the analysis) leaves an->on false.
  * 0 or -ENOMEM.
  */
+/*
+ * A home's member_ranks (proto/PROTOCOL.md "report option late"): the ranks of its
+ * members' hosts, from their last snapshots. 0 or -ENOMEM.
+ */
+static int top_copy_members(struct top_an *an, const msgpack_object *rows)
+{
+    if (rows == NULL || rows->type != MSGPACK_OBJECT_ARRAY || rows->via.array.size == 0)
+        return 0;
+    if ((an->members = calloc(rows->via.array.size, sizeof(*an->members))) == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < rows->via.array.size; i++) {
+        const msgpack_object *r = &rows->via.array.ptr[i];
+        struct top_member_rank *t = &an->members[an->n_members++];
+
+        t->rank = top_i64(r, "rank", -1);
+        cli_obj_text(cli_obj_get(r, "host"), t->host, sizeof(t->host));
+        t->steps = top_u64(r, "steps");
+        t->step_mean_ns = top_u64(r, "step_mean_ns");
+        t->cpu_wait_ns = top_u64(r, "cpu_wait_ns");
+        t->waited_ns = top_u64(r, "waited_ns");
+        t->caused_ns = top_u64(r, "caused_ns");
+    }
+    return 0;
+}
+
 static int top_copy_an(struct top_an *an, const msgpack_object *res)
 {
     const msgpack_object *late = cli_obj_get(res, "late");
+    const msgpack_object *members = cli_obj_get(res, "member_ranks");
     const msgpack_object *ranks, *coll = NULL;
 
     memset(an, 0, sizeof(*an));
+    if (top_copy_members(an, members) < 0)
+        return -ENOMEM;
     if (late != NULL && late->type == MSGPACK_OBJECT_MAP) /* a daemon with "late" */
         res = late;
     else if ((coll = cli_obj_get(res, "collectives")) == NULL || coll->type != MSGPACK_OBJECT_ARRAY)
@@ -716,6 +769,33 @@ static void top_print_procs(FILE *f, const struct top_snap *prev, const struct t
     }
 }
 
+/*
+ * At a home, the ranks on its members' hosts: their report rows as of each member's last
+ * snapshot (a second old at most while its link is up), figures since the start; the
+ * live rates above are the home's own processes' (members send no live counters).
+ */
+static void top_print_members(FILE *f, const struct top_an *an)
+{
+    if (an->n_members == 0)
+        return;
+    fprintf(f, "\nRanks on member hosts (their last snapshots, since the start)\n");
+    fprintf(f, "  %6s %-12s %8s %10s %10s %10s %10s\n", "RANK", "HOST", "STEPS", "STEP_AVG",
+            "CPU WAIT", "WAITED", "CAUSED");
+    for (size_t i = 0; i < an->n_members; i++) {
+        const struct top_member_rank *m = &an->members[i];
+        char rank[24], avg[CLI_FMT_LEN], cw[CLI_FMT_LEN], wt[CLI_FMT_LEN], cs[CLI_FMT_LEN];
+
+        snprintf(rank, sizeof(rank), m->rank >= 0 ? "%" PRId64 : "-", m->rank);
+        cli_fmt_duration(avg, sizeof(avg), m->step_mean_ns);
+        cli_fmt_duration(cw, sizeof(cw), m->cpu_wait_ns);
+        cli_fmt_duration(wt, sizeof(wt), m->waited_ns);
+        cli_fmt_duration(cs, sizeof(cs), m->caused_ns);
+        fprintf(f, "  %6s %-12s %8" PRIu64 " %*s %*s %*s %*s\n", rank, m->host, m->steps,
+                top_pad(avg, 10), avg, top_pad(cw, 10), cw, top_pad(wt, 10), wt, top_pad(cs, 10),
+                cs);
+    }
+}
+
 static void top_print_ops(FILE *f, const char *title, const struct top_row *r, long n, size_t max)
 {
     uint64_t sum = 0;
@@ -768,6 +848,7 @@ static int top_print(FILE *f, const struct top_snap *prev, const struct top_snap
     top_print_late(f, cur);
     fputc('\n', f);
     top_print_procs(f, prev, cur, dt);
+    top_print_members(f, &cur->an);
     fputc('\n', f);
     if (prev != NULL) {
         top_print_ops(f, "Hottest ops, last interval", last, n_last, ops);
@@ -840,6 +921,33 @@ static void top_pack_procs(msgpack_packer *pk, const struct top_snap *prev,
                 msgpack_pack_uint64(pk, r->cpu_wait_ns);
             else
                 msgpack_pack_nil(pk);
+        }
+    }
+}
+
+/* "member_ranks": [{rank, host, steps, step_mean_ns, cpu_wait_ns, waited_ns, caused_ns}] */
+static void top_pack_members(msgpack_packer *pk, const struct top_an *an)
+{
+    proto_pack_str(pk, "member_ranks");
+    msgpack_pack_array(pk, an->n_members);
+    for (size_t i = 0; i < an->n_members; i++) {
+        const struct top_member_rank *m = &an->members[i];
+        const uint64_t v[] = {m->steps, m->step_mean_ns, m->cpu_wait_ns, m->waited_ns,
+                              m->caused_ns};
+        static const char *const k[] = {"steps", "step_mean_ns", "cpu_wait_ns", "waited_ns",
+                                        "caused_ns"};
+
+        msgpack_pack_map(pk, 7);
+        proto_pack_str(pk, "rank");
+        if (m->rank >= 0)
+            msgpack_pack_int64(pk, m->rank);
+        else
+            msgpack_pack_nil(pk);
+        proto_pack_str(pk, "host");
+        proto_pack_str(pk, m->host);
+        for (size_t j = 0; j < 5; j++) {
+            proto_pack_str(pk, k[j]);
+            msgpack_pack_uint64(pk, v[j]);
         }
     }
 }
@@ -919,7 +1027,7 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     }
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    msgpack_pack_map(&pk, 10);
+    msgpack_pack_map(&pk, cur->an.n_members > 0 ? 11 : 10);
     proto_pack_str(&pk, "session");
     msgpack_pack_map(&pk, 7);
     proto_pack_str(&pk, "id");
@@ -950,6 +1058,8 @@ static int top_json(const struct top_snap *prev, const struct top_snap *cur)
     msgpack_pack_uint64(&pk, cur->dropped);
     top_pack_late(&pk, cur);
     top_pack_procs(&pk, prev, cur, dt);
+    if (cur->an.n_members > 0)
+        top_pack_members(&pk, &cur->an);
     top_pack_rows(&pk, "ops_interval", last, n_last);
     top_pack_rows(&pk, "ops_total", all, n_all);
     free(last);

@@ -318,7 +318,8 @@ static void report_late_cb(struct report_work *w)
 
     msgpack_packer_init(&pk, &w->out, msgpack_sbuffer_write);
     proto_pack_ok_header(&pk);
-    msgpack_pack_map(&pk, 2);
+    /* a home whose members sent parts of the session adds their ranks (member_ranks) */
+    msgpack_pack_map(&pk, w->merge.n_parts > 0 ? 3 : 2);
     pack_key(&pk, "session");
     msgpack_pack_map(&pk, 3);
     pack_kv_i64(&pk, "id", w->id);
@@ -326,11 +327,16 @@ static void report_late_cb(struct report_work *w)
     pack_kv_str(&pk, "state", w->state);
     pack_key(&pk, "late");
     /* a home with the session's figures across hosts gives those (peerhome_late_map) */
-    if (w->merge.late != NULL) {
+    if (w->merge.late != NULL)
         w->rc = pk.callback(pk.data, w->merge.late, w->merge.late_len) ? -ENOMEM : 0;
-        return;
+    else
+        w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
+    if (w->rc == 0 && w->merge.n_parts > 0) {
+        pack_key(&pk, "member_ranks");
+        w->rc = peermerge_member_ranks(&pk, &w->merge);
+        if (w->rc < 0)
+            snprintf(w->err, sizeof(w->err), "out of memory");
     }
-    w->rc = query_late(w->path, &w->analysis, &pk, w->err, sizeof(w->err));
 }
 
 /* A string; nonzero when the packer's buffer could not grow. */
@@ -344,23 +350,31 @@ static int control_pack_str(msgpack_packer *pk, const char *v)
 /*
  * A filtered report at a home, of a session that spans hosts: the filters apply to this
  * host's entries only (members send aggregates, not per-rank or per-step ones), so the report
- * says so: "filter_hosts": {"counted": [this host], "left_out": [each member host]}
- * (proto/PROTOCOL.md). 0 or -ENOMEM.
+ * says so: "filter_hosts": {"counted": [this host], "left_out": [each member host],
+ * "ranks_rows": [the member hosts whose rows of the filter's ranks the analysis's `ranks`
+ * lists: from[i] for member i]} (proto/PROTOCOL.md). 0 or -ENOMEM.
  */
-static int report_filter_hosts(struct report *r, const struct peermerge *m)
+static int report_filter_hosts(struct report *r, const struct peermerge *m, const bool *from)
 {
     msgpack_sbuffer sb;
     msgpack_packer pk;
+    uint32_t n_from = 0;
     int bad;
 
+    for (size_t i = 0; i < m->n_parts; i++)
+        n_from += from[i];
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    bad = control_pack_str(&pk, "filter_hosts") | msgpack_pack_map(&pk, 2) |
+    bad = control_pack_str(&pk, "filter_hosts") | msgpack_pack_map(&pk, 3) |
           control_pack_str(&pk, "counted") | msgpack_pack_array(&pk, 1) |
           control_pack_str(&pk, m->home_host) | control_pack_str(&pk, "left_out") |
           msgpack_pack_array(&pk, (uint32_t)m->n_parts);
     for (size_t i = 0; i < m->n_parts; i++)
         bad |= control_pack_str(&pk, m->parts[i].host);
+    bad |= control_pack_str(&pk, "ranks_rows") | msgpack_pack_array(&pk, n_from);
+    for (size_t i = 0; i < m->n_parts; i++)
+        if (from[i])
+            bad |= control_pack_str(&pk, m->parts[i].host);
     if (bad != 0) {
         msgpack_sbuffer_destroy(&sb);
         return -ENOMEM;
@@ -368,6 +382,33 @@ static int report_filter_hosts(struct report *r, const struct peermerge *m)
     r->filter_hosts = sb.data;
     r->filter_hosts_len = sb.size;
     return 0;
+}
+
+/*
+ * A filtered report at a home, of a session members hold parts of: filtered by ranks alone,
+ * its `ranks` section gains the members' rows of those ranks (from their snapshots: whole
+ * sessions, which a step, device or category filter would not match, so those get none);
+ * the rest stays this host's entries, and filter_hosts says so.
+ */
+static void report_filtered_at_home(struct report_work *w, struct report *r)
+{
+    const struct proto_analysis *an = &w->analysis;
+    bool *from = calloc(w->merge.n_parts, sizeof(*from));
+
+    if (from == NULL) {
+        w->rc = -ENOMEM;
+    } else if (an->n_ranks > 0 && !an->steps && an->device == NULL && an->category == NULL) {
+        w->rc = peermerge_filtered_ranks(r, &w->merge, an->ranks, an->n_ranks, from);
+        if (w->rc == -EPROTO)
+            snprintf(w->err, sizeof(w->err),
+                     "report: the members' ranks: the analysis is "
+                     "malformed");
+    }
+    if (w->rc == 0 && report_filter_hosts(r, &w->merge, from) < 0)
+        w->rc = -ENOMEM;
+    if (w->rc == -ENOMEM)
+        snprintf(w->err, sizeof(w->err), "out of memory");
+    free(from);
 }
 
 static void report_work_cb(uv_work_t *req)
@@ -389,11 +430,8 @@ static void report_work_cb(uv_work_t *req)
     if (w->rc == 0 && w->merge.home_host != NULL && r.filter == NULL)
         w->rc = peermerge_report(&r, &w->merge, w->path[0] ? w->path : NULL, &w->params, w->err,
                                  sizeof(w->err));
-    if (w->rc == 0 && r.filter != NULL && w->merge.home_host != NULL && w->merge.n_parts > 0 &&
-        report_filter_hosts(&r, &w->merge) < 0) {
-        snprintf(w->err, sizeof(w->err), "out of memory");
-        w->rc = -ENOMEM;
-    }
+    if (w->rc == 0 && r.filter != NULL && w->merge.home_host != NULL && w->merge.n_parts > 0)
+        report_filtered_at_home(w, &r);
     if (w->rc == 0) {
         r.id = w->id;
         r.name = w->name;
@@ -535,7 +573,10 @@ static void control_report(struct conn *c, const struct proto_request *req)
                           s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
                           &w->merge) < 0) ||
         (c->d->peer_home != NULL && req->late &&
-         peerhome_late_map(c->d->peer_home, s->name, &w->merge) < 0)) {
+         (peerhome_collect(c->d->peer_home, s->name, s->live ? "live" : "ended",
+                           s == &peer_only ? -1 : s->started_ns, s->live ? 0 : s->ended_ns,
+                           &w->merge) < 0 ||
+          peerhome_late_map(c->d->peer_home, s->name, &w->merge) < 0))) {
         if (w != NULL) {
             free(w->name);
             free(w->state);

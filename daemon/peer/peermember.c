@@ -32,6 +32,11 @@ struct peermember_fwd {
      * is not read again for PEERMEMBER_RESEND_MS */
     uint64_t sent_entries, sent_dropped, sent_processes, sent_gen, sent_ms;
     uint64_t sent_arr_dropped; /* the queue's drops its last `arrivals` said */
+    /* its `ranks` rows as read last (peermember.h RANK ROWS), when, and what the read took */
+    struct ranks_row *rows;
+    size_t n_rows;
+    uint64_t rows_cut, rows_ms, rows_cost_ms;
+    bool rows_read;
 };
 
 struct peermember_link {
@@ -72,6 +77,8 @@ struct peermember_work {
     atomic_bool *cancel;
     char path[PATH_MAX];
     bool ended_at_queue, final;
+    bool with_ranks;              /* read the rank rows (else the snapshot carries f's) */
+    uint64_t read_ms;             /* what the read took */
     int64_t started_ns, ended_ns; /* the session's wall-clock times (ended: 0 while live) */
     int rc;
     char err[200];
@@ -83,6 +90,7 @@ static void peermember_clock_connect(struct peermember *m);
 
 static void peermember_fwd_free(struct peermember_fwd *f)
 {
+    free(f->rows);
     free(f->name);
     free(f);
 }
@@ -351,7 +359,29 @@ static void peermember_work_cb(uv_work_t *req)
     }
     /* Final only once the writer has applied the end (a zero wait: it does not block). */
     w->final = w->ended_at_queue && store_wait_ended(w->store, w->f->id, 0) == 0;
-    w->rc = peersnap_read(w->path, &w->snap, w->err, sizeof(w->err));
+    w->read_ms = uv_hrtime() / 1000000;
+    w->rc = peersnap_read(w->path, w->with_ranks, &w->snap, w->err, sizeof(w->err));
+    w->read_ms = uv_hrtime() / 1000000 - w->read_ms;
+}
+
+/*
+ * The rank rows of w's snapshot: those it read, kept in f for the snapshots that do not
+ * read them (moved), or f's last ones lent to it (peermember_after_cb takes them back).
+ */
+static void peermember_rows(struct peermember_fwd *f, struct peermember_work *w, uint64_t now)
+{
+    if (w->with_ranks) {
+        free(f->rows);
+        f->rows = w->snap.rank_rows;
+        f->n_rows = w->snap.n_rank_rows;
+        f->rows_cut = w->snap.ranks_cut;
+        f->rows_ms = now;
+        f->rows_cost_ms = w->read_ms;
+        f->rows_read = true;
+    }
+    w->snap.rank_rows = f->rows;
+    w->snap.n_rank_rows = f->n_rows;
+    w->snap.ranks_cut = f->rows_cut;
 }
 
 static void peermember_after_cb(uv_work_t *req, int status)
@@ -369,7 +399,10 @@ static void peermember_after_cb(uv_work_t *req, int status)
         log_warn("peer: session %lld (%s) is not forwarded: %s", (long long)f->id, f->name, w->err);
     } else if (status == 0 && w->rc < 0 && w->rc != -ECANCELED && w->rc != -EAGAIN) {
         log_warn("peer: session %lld (%s): %s", (long long)f->id, f->name, w->err);
-    } else if (status == 0 && w->rc == 0 && m->link != NULL && m->welcomed && !m->stopping) {
+    }
+    if (status == 0 && w->rc == 0)
+        peermember_rows(f, w, uv_now(m->d->loop));
+    if (status == 0 && w->rc == 0 && m->link != NULL && m->welcomed && !m->stopping) {
         w->snap.session = f->name; /* borrowed for packing */
         w->snap.seq = ++m->seq;
         w->snap.ended = w->final;
@@ -388,6 +421,8 @@ static void peermember_after_cb(uv_work_t *req, int status)
         f->sent_gen = m->gen;
         f->sent_ms = uv_now(m->d->loop);
     }
+    w->snap.rank_rows = NULL; /* f's */
+    w->snap.n_rank_rows = 0;
     peersnap_free(&w->snap);
     free(w);
     peermember_maybe_free(m);
@@ -408,6 +443,8 @@ static void peermember_queue(struct peermember *m, struct peermember_fwd *f,
     w->store = m->d->store;
     w->cancel = &m->d->cancel;
     w->ended_at_queue = ended;
+    w->with_ranks = ended || !f->rows_read ||
+                    uv_now(m->d->loop) - f->rows_ms >= PEERMEMBER_RANKS_SHARE * f->rows_cost_ms;
     store_session_path(m->d->store, f->id, w->path, sizeof(w->path));
     if (uv_queue_work(m->d->loop, &w->req, peermember_work_cb, peermember_after_cb) < 0) {
         free(w);

@@ -11,6 +11,12 @@
  * ended one's until the home acks it (snapshot_ack), then it is forgotten. The member ingests as
  * ever whatever the link does: entries stay on this host.
  *
+ * RANK ROWS. A snapshot's `ranks` rows fold the session's steps x ranks table, which grows
+ * with the steps while the rest of a snapshot does not; so a live session's are read again
+ * only once PEERMEMBER_RANKS_SHARE times their last read's time has passed (at most a tenth
+ * of a worker's time), the snapshots in between carrying the rows read last. An ended
+ * session's snapshot always reads them: the last one the home keeps has its final rows.
+ *
  * LINK. peer_hello with --host first; a `ping` each second; no byte from
  * the home for PEERMEMBER_DEAD_MS closes the link, and it is made again
  * after a backoff that doubles from PEERMEMBER_RETRY_MIN_MS to
@@ -38,6 +44,7 @@
 #define PEERMEMBER_MAX_HOMES    16 /* homes producers may name (hello "home") at once */
 #define PEERMEMBER_DEAD_MS      3000
 #define PEERMEMBER_RESEND_MS    10000 /* an unchanged live session: a snapshot this often */
+#define PEERMEMBER_RANKS_SHARE  10    /* rank rows re-read after 10 x the last read's time */
 #define PEERMEMBER_RETRY_MIN_MS 250
 #define PEERMEMBER_RETRY_MAX_MS 5000
 /* The longest message the clock link takes from the home: a probe, or an `error` saying why. */

@@ -5,6 +5,7 @@
 #include "analysis.h"
 #include "peersnap.h"
 #include "proto.h"
+#include "ranks_query.h"
 
 #include <errno.h>
 #include <math.h>
@@ -399,7 +400,7 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
                                const struct peersnap *s, uint64_t age_ns,
                                const struct peermerge_part *p)
 {
-    msgpack_pack_map(pk, 18);
+    msgpack_pack_map(pk, 19);
     proto_pack_str(pk, "host");
     proto_pack_str(pk, host);
     proto_pack_str(pk, "state");
@@ -410,6 +411,7 @@ static void peermerge_host_row(msgpack_packer *pk, const char *host, const char 
     peermerge_kv_u64(pk, "dropped", s != NULL ? s->dropped : 0);
     peermerge_kv_u64(pk, "snapshot_age_ns", age_ns);
     peermerge_host_clock(pk, p);
+    peermerge_kv_u64(pk, "ranks_cut", s != NULL ? s->ranks_cut : 0);
 }
 
 /* r->hosts: the key and its array, the home's row first, then the members' in order. */
@@ -470,6 +472,136 @@ static bool peermerge_align(struct peersnap *s, const struct peerclock *c)
         peermerge_to_home(c, &s->end_ns);
     }
     return true;
+}
+
+/* ---- ranks ----------------------------------------------------------------------------- */
+
+/* A row of the merged `ranks`: the home's own (a map of its analysis) or a member's. */
+struct peermerge_rank {
+    int64_t rank;
+    size_t host; /* the hosts' order: the home's 0 */
+    const msgpack_object *home;
+    const struct ranks_row *row;
+};
+
+static int peermerge_rank_cmp(const void *a, const void *b)
+{
+    const struct peermerge_rank *x = a, *y = b;
+
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return x->host < y->host ? -1 : x->host > y->host;
+}
+
+/* The home's own row o (a map) with "host": host first. */
+static int peermerge_pack_home_row(msgpack_packer *pk, const msgpack_object *o, const char *host)
+{
+    int rc = msgpack_pack_map(pk, o->via.map.size + 1) | proto_pack_str(pk, "host") |
+             proto_pack_str(pk, host);
+
+    for (uint32_t i = 0; i < o->via.map.size; i++)
+        rc |= msgpack_pack_object(pk, o->via.map.ptr[i].key) |
+              msgpack_pack_object(pk, o->via.map.ptr[i].val);
+    return rc;
+}
+
+/* The rank a row of the home's analysis names (-1: nil). */
+static int64_t peermerge_row_rank(const msgpack_object *o)
+{
+    for (uint32_t i = 0; o->type == MSGPACK_OBJECT_MAP && i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
+        if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == 4 &&
+            memcmp(k->via.str.ptr, "rank", 4) == 0)
+            return v->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (int64_t)v->via.u64 : -1;
+    }
+    return -1;
+}
+
+/*
+ * The merged `ranks` array: the home's own rows (home, a msgpack array; NULL: none) and
+ * every member's snapshot rows, each with its "host", sorted by rank then host order.
+ * Only the ranks in the filter's list when ranks is not NULL.
+ */
+static int peermerge_pack_ranks(msgpack_packer *pk, const msgpack_object *home,
+                                const struct peersnap *snaps, char *const *hosts, size_t from,
+                                size_t n, const int64_t *ranks, size_t n_ranks)
+{
+    size_t total = home != NULL ? home->via.array.size : 0, k = 0;
+    struct peermerge_rank *all;
+    int rc = 0;
+
+    for (size_t i = from; i < n; i++)
+        total += snaps[i].n_rank_rows;
+    if ((all = calloc(total ? total : 1, sizeof(*all))) == NULL)
+        return -ENOMEM;
+    for (uint32_t j = 0; home != NULL && j < home->via.array.size; j++)
+        if (home->via.array.ptr[j].type == MSGPACK_OBJECT_MAP)
+            all[k++] = (struct peermerge_rank){.rank = peermerge_row_rank(&home->via.array.ptr[j]),
+                                               .home = &home->via.array.ptr[j]};
+    for (size_t i = from; i < n; i++)
+        for (size_t j = 0; j < snaps[i].n_rank_rows; j++) {
+            const struct ranks_row *row = &snaps[i].rank_rows[j];
+            bool wanted = ranks == NULL;
+            for (size_t f = 0; !wanted && f < n_ranks; f++)
+                wanted = ranks[f] == row->rank;
+            if (wanted)
+                all[k++] = (struct peermerge_rank){.rank = row->rank, .host = i, .row = row};
+        }
+    qsort(all, k, sizeof(*all), peermerge_rank_cmp);
+    rc = msgpack_pack_array(pk, (uint32_t)k);
+    for (size_t i = 0; rc == 0 && i < k; i++)
+        rc = all[i].home != NULL ? peermerge_pack_home_row(pk, all[i].home, hosts[0])
+                                 : ranks_row_pack(pk, all[i].row, hosts[all[i].host]);
+    free(all);
+    return rc != 0 ? -ENOMEM : 0;
+}
+
+/*
+ * r->analysis with its `ranks` key's rows of every host (peermerge_pack_ranks); the
+ * other analysis keys stay the home's own. snaps[0..n) named hosts[0..n), the members'
+ * from `from` on (hosts[0] is the home's, whether or not it has a part). 0 or -ENOMEM;
+ * -EPROTO when r->analysis is not RANKS_QUERY_KEYS pairs (a bug).
+ */
+static int peermerge_ranks(struct report *r, const struct peersnap *snaps, char *const *hosts,
+                           size_t from, size_t n, const int64_t *ranks, size_t n_ranks)
+{
+    msgpack_unpacked u;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    size_t off = 0;
+    int rc = 0;
+
+    msgpack_unpacked_init(&u);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    for (int i = 0; rc == 0 && i < 2 * RANKS_QUERY_KEYS; i += 2) {
+        msgpack_object key;
+        if (msgpack_unpack_next(&u, r->analysis, r->analysis_len, &off) != MSGPACK_UNPACK_SUCCESS ||
+            u.data.type != MSGPACK_OBJECT_STR) {
+            rc = -EPROTO;
+            break;
+        }
+        key = u.data;
+        rc = msgpack_pack_object(&pk, key) ? -ENOMEM : 0;
+        /* the key's bytes live in u's zone: compare them before the next unpack */
+        bool is_ranks = key.via.str.size == 5 && memcmp(key.via.str.ptr, "ranks", 5) == 0;
+        if (rc == 0 &&
+            msgpack_unpack_next(&u, r->analysis, r->analysis_len, &off) != MSGPACK_UNPACK_SUCCESS)
+            rc = -EPROTO;
+        else if (rc == 0 && is_ranks)
+            rc = peermerge_pack_ranks(&pk, u.data.type == MSGPACK_OBJECT_ARRAY ? &u.data : NULL,
+                                      snaps, hosts, from, n, ranks, n_ranks);
+        else if (rc == 0)
+            rc = msgpack_pack_object(&pk, u.data) ? -ENOMEM : 0;
+    }
+    msgpack_unpacked_destroy(&u);
+    if (rc == 0 && sb.data != NULL) {
+        free(r->analysis);
+        r->analysis_len = sb.size;
+        r->analysis = msgpack_sbuffer_release(&sb);
+    }
+    msgpack_sbuffer_destroy(&sb);
+    return rc;
 }
 
 /* ---- the merge -------------------------------------------------------------------------- */
@@ -572,6 +704,52 @@ static int peermerge_apply(struct report *r, struct peersnap *snaps, const bool 
     return 0;
 }
 
+int peermerge_filtered_ranks(struct report *r, const struct peermerge *m, const int64_t *ranks,
+                             size_t n_ranks, bool *from)
+{
+    size_t n = m->n_parts + 1;
+    struct peersnap *snaps = calloc(n, sizeof(*snaps));
+    char **hosts = calloc(n, sizeof(*hosts));
+    int rc = -ENOMEM;
+
+    if (snaps != NULL && hosts != NULL) {
+        hosts[0] = m->home_host;
+        for (size_t i = 1; i < n; i++) {
+            hosts[i] = m->parts[i - 1].host;
+            (void)peermerge_decode(&m->parts[i - 1], &snaps[i]); /* one that fails: no rows */
+            for (size_t j = 0; j < snaps[i].n_rank_rows; j++)
+                for (size_t f = 0; f < n_ranks; f++)
+                    from[i - 1] = from[i - 1] || snaps[i].rank_rows[j].rank == ranks[f];
+        }
+        rc = r->analysis != NULL ? peermerge_ranks(r, snaps, hosts, 1, n, ranks, n_ranks) : 0;
+    }
+    for (size_t i = 0; snaps != NULL && i < n; i++)
+        peersnap_free(&snaps[i]);
+    free(snaps);
+    free(hosts);
+    return rc;
+}
+
+int peermerge_member_ranks(msgpack_packer *pk, const struct peermerge *m)
+{
+    size_t n = m->n_parts, k = 0;
+    struct peersnap *snaps = calloc(n + 1, sizeof(*snaps));
+    char **hosts = calloc(n + 1, sizeof(*hosts));
+    int rc = -ENOMEM;
+
+    if (snaps != NULL && hosts != NULL) {
+        for (size_t i = 0; i < n; i++)
+            if (peermerge_decode(&m->parts[i], &snaps[k]))
+                hosts[k++] = m->parts[i].host;
+        rc = peermerge_pack_ranks(pk, NULL, snaps, hosts, 0, k, NULL, 0);
+    }
+    for (size_t i = 0; snaps != NULL && i < k; i++)
+        peersnap_free(&snaps[i]);
+    free(snaps);
+    free(hosts);
+    return rc;
+}
+
 int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
                      const struct report_params *p, char *err, size_t errlen)
 {
@@ -587,7 +765,7 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
         goto out;
     }
     if (db_path != NULL) {
-        rc = peersnap_read(db_path, &snaps[0], err, errlen);
+        rc = peersnap_read(db_path, false, &snaps[0], err, errlen);
         if (rc < 0)
             goto out;
         have[0] = true;
@@ -603,6 +781,9 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
             hosts[k++] = i == 0 ? m->home_host : m->parts[i - 1].host;
         }
     rc = peermerge_apply(r, use, aligned, hosts, k, have[0], m->home_host, p);
+    /* the analysis (the home's own report's, when asked) lists every host's ranks */
+    if (rc == 0 && r->analysis != NULL && have[0])
+        rc = peermerge_ranks(r, use, hosts, 1, k, NULL, 0);
     if (rc == 0)
         rc = peermerge_hosts(r, m, snaps, have, db_path != NULL);
     if (rc == 0 && m->late != NULL) {
@@ -618,6 +799,8 @@ int peermerge_report(struct report *r, const struct peermerge *m, const char *db
 out:
     if (rc == -ENOMEM)
         snprintf(err, errlen, "report: merging the hosts: out of memory");
+    else if (rc == -EPROTO)
+        snprintf(err, errlen, "report: merging the hosts' ranks: the analysis is malformed");
     for (size_t i = 0; snaps != NULL && i < n; i++)
         peersnap_free(&snaps[i]);
     free(snaps);

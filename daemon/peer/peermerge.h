@@ -17,12 +17,16 @@
  * (peerclock_to_home, with the copy of its estimator in its part), and
  * span_ns runs from the first begin to the last end of the hosts on that
  * clock; a member not measured yet keeps its own times and counts in the
- * span only through its own length. Pure over its inputs: no libuv, no
+ * span only through its own length. With the analysis, its `ranks` section
+ * lists every host's rows (the members' from their snapshots' rank_rows, each
+ * row with its `host`: durations and counts, nothing to convert); the other
+ * analysis sections stay the home's own. Pure over its inputs: no libuv, no
  * globals.
  */
 #ifndef TRACECTLD_PEERMERGE_H
 #define TRACECTLD_PEERMERGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,6 +70,22 @@ struct peermerge {
  */
 int peermerge_report(struct report *r, const struct peermerge *m, const char *db_path,
                      const struct report_params *p, char *err, size_t errlen);
+/*
+ * A home's report filtered by ranks alone (r from query_report with that filter): its
+ * analysis's `ranks` gains the members' rows of those ranks (as their last snapshots gave
+ * them, whole sessions), every row with its "host" (the home's own too). from[i] (n_parts
+ * of them, the caller's) is set when member i has a row of those ranks. 0, -ENOMEM, or
+ * -EPROTO (the analysis is malformed: a bug).
+ */
+int peermerge_filtered_ranks(struct report *r, const struct peermerge *m, const int64_t *ranks,
+                             size_t n_ranks, bool *from);
+/*
+ * For `report` with "late" at a home (tracectl top): the `ranks` rows of every
+ * member part of m as its last snapshot gave them, each with its "host", sorted by
+ * rank then host, packed as one array (proto/PROTOCOL.md "member_ranks"). A part
+ * whose snapshot does not decode is left out. 0 or -ENOMEM.
+ */
+int peermerge_member_ranks(msgpack_packer *pk, const struct peermerge *m);
 /* Frees what m owns (not m); NULL is a no-op. */
 void peermerge_free(struct peermerge *m);
 /*

@@ -275,7 +275,22 @@ static int peersnap_read_tops(const char *db_path, struct peersnap *s, char *err
     return rc;
 }
 
-int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t errlen)
+/* The `ranks` rows (ranks_rows), the lowest PEERSNAP_MAX_RANKS kept, in the aggregates'
+ * read transaction. */
+static int peersnap_read_ranks(struct peersnap_reader *r)
+{
+    struct peersnap *s = r->s;
+    int rc = ranks_rows(r->db, &s->rank_rows, &s->n_rank_rows, r->err, r->errlen);
+
+    if (rc == 0 && s->n_rank_rows > PEERSNAP_MAX_RANKS) {
+        s->ranks_cut = s->n_rank_rows - PEERSNAP_MAX_RANKS;
+        s->n_rank_rows = PEERSNAP_MAX_RANKS;
+    }
+    return rc;
+}
+
+int peersnap_read(const char *db_path, bool with_ranks, struct peersnap *out, char *err,
+                  size_t errlen)
 {
     struct peersnap_reader r = {.s = out, .err = err, .errlen = errlen};
     int64_t *ids = NULL;
@@ -298,6 +313,8 @@ int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t e
         rc = peersnap_read_hist(&r, ids);
     if (rc == 0)
         rc = peersnap_read_devs(&r);
+    if (rc == 0 && with_ranks)
+        rc = peersnap_read_ranks(&r);
     sqlite3_close_v2(r.db); /* ends the read transaction */
     free(ids);
     if (rc == 0)
@@ -306,7 +323,10 @@ int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t e
         peersnap_free(out);
         return rc;
     }
-    qsort(out->ops, out->n_ops, sizeof(*out->ops), peersnap_op_cmp);
-    qsort(out->devs, out->n_devs, sizeof(*out->devs), peersnap_dev_cmp);
+    /* qsort of none: its array may be NULL, which qsort must not be given */
+    if (out->n_ops > 0)
+        qsort(out->ops, out->n_ops, sizeof(*out->ops), peersnap_op_cmp);
+    if (out->n_devs > 0)
+        qsort(out->devs, out->n_devs, sizeof(*out->devs), peersnap_dev_cmp);
     return 0;
 }

@@ -6,9 +6,9 @@
  * A snapshot is cumulative and idempotent: it holds the session's
  * aggregates as of one commit (counters, per-op count, sum, min, max and the
  * duration histogram, per-device sums) and the member's own top lists
- * (slowest calls, memory hotspots), keyed by names (op, device), never
- * by the member's local ids, so the home keeps only the latest one per host
- * and a resent or reordered older one is told apart by `seq`.
+ * (slowest calls, memory hotspots) and its report's per-rank rows (keyed by
+ * rank), keyed by names (op, device), never by the member's local ids, so the home keeps only the
+ * latest one per host and a resent or reordered older one is told apart by `seq`.
  *
  * peersnap_read() reads one from a session file on a worker thread (its own
  * read-only connection, one read transaction, like query_report); the file
@@ -28,12 +28,17 @@
 #include <msgpack.h>
 
 #include "agg.h"
+#include "ranks_query.h"
 
 #define PEERSNAP_MAX_OPS     65536 /* SESSION_MAX_OPS */
 #define PEERSNAP_MAX_DEVICES 4096  /* SESSION_MAX_DEVICES */
 #define PEERSNAP_MAX_BUCKETS 7424  /* agg_bucket(UINT64_MAX) + 1 */
 #define PEERSNAP_MAX_NAME    4096  /* bytes of an op, category, device or host name */
 #define PEERSNAP_TOP         100   /* entries of each top list (slowest, memory hotspots) */
+/* `ranks` rows of a snapshot at most: those of the lowest ranks; the rest are counted in
+ * ranks_cut (a row is about 100-220 bytes packed: 1024 of them about 220 KB at most) */
+#define PEERSNAP_MAX_RANKS   1024
+#define PEERSNAP_RANK_FIELDS 24 /* elements of a `rank_rows` row (proto/PROTOCOL.md) */
 
 struct peersnap_op {
     char *op, *category;
@@ -73,16 +78,23 @@ struct peersnap {
     /* the member's own report's top lists (at most PEERSNAP_TOP each, its order) */
     struct peersnap_entry *slowest, *hotspots;
     size_t n_slowest, n_hotspots;
+    /* the member's own report's `ranks` rows (ranks_rows: unfiltered, sorted by rank, each
+     * rank once), the lowest PEERSNAP_MAX_RANKS; ranks_cut: the rows left out past them */
+    struct ranks_row *rank_rows;
+    size_t n_rank_rows;
+    uint64_t ranks_cut;
 };
 
 /*
  * Reads the snapshot of the session file at db_path into *out (session, seq
- * and ended are the caller's to set). 0; -EAGAIN when the file has not
+ * and ended are the caller's to set), with its `ranks` rows when with_ranks
+ * (a member's; the home takes its own from its report). 0; -EAGAIN when the file has not
  * committed its first transaction yet; -ENOTSUP when the file's
  * aggregates are not exact or its histogram not chunked; another negative
  * errno with a message in err. On error *out is empty.
  */
-int peersnap_read(const char *db_path, struct peersnap *out, char *err, size_t errlen);
+int peersnap_read(const char *db_path, bool with_ranks, struct peersnap *out, char *err,
+                  size_t errlen);
 /* Packs ["snapshot", {...}]. 0 or -ENOMEM. */
 int peersnap_pack(msgpack_packer *pk, const struct peersnap *s);
 /*

@@ -35,6 +35,7 @@ void peersnap_free(struct peersnap *s)
         free(s->hotspots[i].device);
     }
     free(s->hotspots);
+    free(s->rank_rows);
     memset(s, 0, sizeof(*s));
 }
 
@@ -63,13 +64,44 @@ static int peersnap_pack_entries(msgpack_packer *pk, const struct peersnap_entry
     return rc;
 }
 
+/* nil when !known, else v */
+static int peersnap_pack_known(msgpack_packer *pk, uint64_t v, bool known)
+{
+    return known ? msgpack_pack_uint64(pk, v) : msgpack_pack_nil(pk);
+}
+
+/* `rank_rows`: each row an array of PEERSNAP_RANK_FIELDS in struct ranks_row's order. */
+static int peersnap_pack_ranks(msgpack_packer *pk, const struct ranks_row *r, size_t n)
+{
+    int rc = msgpack_pack_array(pk, n);
+
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t u[] = {r[i].processes,   r[i].dropped,       r[i].steps,
+                              r[i].step_ns,     r[i].step_mean_ns,  r[i].total_ns,
+                              r[i].compute_ns,  r[i].comm_ns,       r[i].memory_ns,
+                              r[i].wait_ns,     r[i].other_ns,      r[i].exposed_comm_ns,
+                              r[i].collectives, r[i].waited_ns,     r[i].arrived_last,
+                              r[i].caused_ns,   r[i].slowest_steps, r[i].late_steps};
+        rc |= msgpack_pack_array(pk, PEERSNAP_RANK_FIELDS);
+        rc |= r[i].rank >= 0 ? msgpack_pack_int64(pk, r[i].rank) : msgpack_pack_nil(pk);
+        for (size_t k = 0; k < sizeof(u) / sizeof(u[0]); k++)
+            rc |= msgpack_pack_uint64(pk, u[k]);
+        rc |= peersnap_pack_known(pk, r[i].late_first_step, r[i].late_steps > 0);
+        rc |= peersnap_pack_known(pk, r[i].late_last_step, r[i].late_steps > 0);
+        rc |= peersnap_pack_known(pk, r[i].untracked_ns, r[i].untracked_known);
+        rc |= msgpack_pack_uint64(pk, r[i].cpu_wait_ns);
+        rc |= msgpack_pack_double(pk, r[i].comm_share);
+    }
+    return rc;
+}
+
 int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
 {
     int rc = 0;
 
     rc |= msgpack_pack_array(pk, 2);
     rc |= proto_pack_str(pk, "snapshot");
-    rc |= msgpack_pack_map(pk, 20);
+    rc |= msgpack_pack_map(pk, 22);
     rc |= proto_pack_str(pk, "session");
     rc |= proto_pack_str(pk, s->session);
     peersnap_kv(pk, "seq", s->seq);
@@ -121,6 +153,9 @@ int peersnap_pack(msgpack_packer *pk, const struct peersnap *s)
     rc |= peersnap_pack_entries(pk, s->slowest, s->n_slowest);
     rc |= proto_pack_str(pk, "hotspots");
     rc |= peersnap_pack_entries(pk, s->hotspots, s->n_hotspots);
+    rc |= proto_pack_str(pk, "rank_rows");
+    rc |= peersnap_pack_ranks(pk, s->rank_rows, s->n_rank_rows);
+    peersnap_kv(pk, "ranks_cut", s->ranks_cut);
     return rc != 0 ? -ENOMEM : 0;
 }
 
@@ -303,17 +338,88 @@ static int peersnap_dec_entries(struct peersnap_dec *d, const msgpack_object *o,
     return rc;
 }
 
+/* An unsigned integer or nil (*known false). */
+static bool peersnap_u64_or_nil(const msgpack_object *o, uint64_t *v, bool *known)
+{
+    *v = 0;
+    *known = o->type != MSGPACK_OBJECT_NIL;
+    return !*known || peersnap_u64(o, v);
+}
+
+/* One `rank_rows` row (an array of PEERSNAP_RANK_FIELDS) into *r, checked on its own. */
+static int peersnap_dec_rank(struct peersnap_dec *d, const msgpack_object *o, struct ranks_row *r)
+{
+    uint64_t *u[] = {&r->processes,     &r->dropped,   &r->steps,        &r->step_ns,
+                     &r->step_mean_ns,  &r->total_ns,  &r->compute_ns,   &r->comm_ns,
+                     &r->memory_ns,     &r->wait_ns,   &r->other_ns,     &r->exposed_comm_ns,
+                     &r->collectives,   &r->waited_ns, &r->arrived_last, &r->caused_ns,
+                     &r->slowest_steps, &r->late_steps};
+    const size_t nu = sizeof(u) / sizeof(u[0]);
+    const msgpack_object *a;
+    bool first, last;
+
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != PEERSNAP_RANK_FIELDS)
+        return peersnap_bad(d, "a rank row is not an array of 24");
+    a = o->via.array.ptr;
+    r->rank = -1;
+    if (a[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a[0].via.u64 <= INT32_MAX)
+        r->rank = (int64_t)a[0].via.u64;
+    else if (a[0].type != MSGPACK_OBJECT_NIL)
+        return peersnap_bad(d, "a rank row's rank is not a rank or nil");
+    for (size_t k = 0; k < nu; k++)
+        if (!peersnap_u64(&a[1 + k], u[k]))
+            return peersnap_bad(d, "a rank row's figure is not an unsigned integer");
+    if (!peersnap_u64_or_nil(&a[1 + nu], &r->late_first_step, &first) ||
+        !peersnap_u64_or_nil(&a[2 + nu], &r->late_last_step, &last) ||
+        !peersnap_u64_or_nil(&a[3 + nu], &r->untracked_ns, &r->untracked_known) ||
+        !peersnap_u64(&a[4 + nu], &r->cpu_wait_ns))
+        return peersnap_bad(d, "a rank row's figure is not an unsigned integer or nil");
+    if (a[5 + nu].type != MSGPACK_OBJECT_FLOAT64 && a[5 + nu].type != MSGPACK_OBJECT_FLOAT32)
+        return peersnap_bad(d, "a rank row's comm_share is not a float");
+    r->comm_share = a[5 + nu].via.f64;
+    /* what one host's report of its ranks cannot hold */
+    if (first != (r->late_steps > 0) || last != first || r->late_first_step > r->late_last_step ||
+        r->late_steps > r->steps || r->slowest_steps > r->steps ||
+        r->step_mean_ns != (r->steps ? r->step_ns / r->steps : 0) ||
+        !(r->comm_share >= 0 && r->comm_share <= 1))
+        return peersnap_bad(d, "a rank row's figures disagree");
+    return 0;
+}
+
+/* `rank_rows`: at most PEERSNAP_MAX_RANKS rows, sorted by rank, each rank once (nil first). */
+static int peersnap_dec_ranks(struct peersnap_dec *d, const msgpack_object *o, struct peersnap *s)
+{
+    size_t n;
+    int rc = 0;
+
+    if (s->rank_rows != NULL)
+        return peersnap_bad(d, "rank_rows given twice");
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size > PEERSNAP_MAX_RANKS)
+        return peersnap_bad(d, "rank_rows is not an array within the limit");
+    if ((n = o->via.array.size) == 0)
+        return 0;
+    if ((s->rank_rows = calloc(n, sizeof(*s->rank_rows))) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < n; i++, s->n_rank_rows++) {
+        rc = peersnap_dec_rank(d, &o->via.array.ptr[i], &s->rank_rows[i]);
+        if (rc == 0 && i > 0 && s->rank_rows[i - 1].rank >= s->rank_rows[i].rank)
+            rc = peersnap_bad(d, "rank rows are not sorted by rank, each once");
+    }
+    return rc;
+}
+
 /* One key of the map; unknown keys are ignored (forward compatibility). */
 static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
                             const msgpack_object *v, struct peersnap *s, unsigned *seen)
 {
-    static const char *const names[] = {
-        "seq",        "processes",   "ranks", "entries",    "dropped",  "total_ns", "span_ns",
-        "peak_bytes", "total_bytes", "sid",   "started_ns", "ended_ns", "begin_ns", "end_ns"};
+    static const char *const names[] = {"seq",         "processes", "ranks",      "entries",
+                                        "dropped",     "total_ns",  "span_ns",    "peak_bytes",
+                                        "total_bytes", "sid",       "started_ns", "ended_ns",
+                                        "begin_ns",    "end_ns",    "ranks_cut"};
     uint64_t *fields[] = {&s->seq,         &s->processes, &s->ranks,      &s->entries,
                           &s->dropped,     &s->total_ns,  &s->span_ns,    &s->peak_bytes,
                           &s->total_bytes, &s->sid,       &s->started_ns, &s->ended_ns,
-                          &s->begin_ns,    &s->end_ns};
+                          &s->begin_ns,    &s->end_ns,    &s->ranks_cut};
 
 #define KEY(name) (kl == strlen(name) && memcmp(k, name, kl) == 0)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -344,6 +450,8 @@ static int peersnap_dec_key(struct peersnap_dec *d, const char *k, size_t kl,
         return peersnap_dec_entries(d, v, &s->slowest, &s->n_slowest);
     if (KEY("hotspots"))
         return peersnap_dec_entries(d, v, &s->hotspots, &s->n_hotspots);
+    if (KEY("rank_rows"))
+        return peersnap_dec_ranks(d, v, s);
 #undef KEY
     return 0;
 }

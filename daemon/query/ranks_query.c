@@ -342,6 +342,33 @@ out:
     return rc;
 }
 
+int ranks_rows(sqlite3 *db, struct ranks_row **rows, size_t *n_rows, char *err, size_t errlen)
+{
+    static const struct ranks_filter none = {0};
+    struct rq q = {.db = db, .f = &none, .err = err, .errlen = errlen};
+    int rc;
+
+    *rows = NULL;
+    *n_rows = 0;
+    /* as ranks_query() sets up q, so that each row is the one it packs */
+    q.state = (int)info_int(q.db, "ranks", 0);
+    q.late_entries = (uint64_t)info_int(q.db, "ranks_late", 0);
+    q.capped = (uint64_t)info_int(q.db, "ranks_capped", 0);
+    q.cover = true;
+    if ((rc = rq_processes(&q)) < 0 || (q.state != 0 && (rc = rq_read_steps(&q)) < 0))
+        goto out;
+    if (q.n_ranks > 0 && (*rows = calloc(q.n_ranks, sizeof(**rows))) == NULL) {
+        rc = rq_fail(&q, SQLITE_NOMEM, "ranks");
+        goto out;
+    }
+    for (size_t i = 0; i < q.n_ranks; i++)
+        rq_rank_row(&q, &q.ranks[i], &(*rows)[i]);
+    *n_rows = q.n_ranks;
+out:
+    rq_free(&q);
+    return rc;
+}
+
 int ranks_query(sqlite3 *db, const struct ranks_filter *f, msgpack_packer *pk, char *err,
                 size_t errlen)
 {

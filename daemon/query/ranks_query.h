@@ -30,6 +30,41 @@ struct ranks_filter {
 };
 
 /*
+ * One row of the report's `ranks` section (PROTOCOL.md Part 3, "report
+ * analysis"): what ranks_query() packs per rank, and what a member daemon sends
+ * its home in a snapshot (daemon/peer/peersnap.h) so that the home lists every
+ * host's ranks. Durations and counts only: nothing in it is a time of a clock.
+ */
+struct ranks_row {
+    int64_t rank; /* -1: nil (processes without a rank) */
+    uint64_t processes, dropped, steps, step_ns, step_mean_ns, total_ns;
+    uint64_t compute_ns, comm_ns, memory_ns, wait_ns, other_ns, exposed_comm_ns;
+    uint64_t collectives, waited_ns, arrived_last, caused_ns, slowest_steps, late_steps;
+    uint64_t late_first_step, late_last_step; /* nil when late_steps is 0 */
+    uint64_t untracked_ns;
+    bool untracked_known; /* false: untracked_ns is nil (a device or category filter) */
+    uint64_t cpu_wait_ns;
+    double comm_share;
+};
+
+#define RANKS_ROW_KEYS 24 /* keys of ranks_row_pack's map, host aside */
+
+/*
+ * Packs r as one map of the `ranks` section, with a first key "host" when host
+ * is not NULL (a home's report of a session that spans hosts). Nonzero when the
+ * packer's buffer could not grow.
+ */
+int ranks_row_pack(msgpack_packer *pk, const struct ranks_row *r, const char *host);
+
+/*
+ * The `ranks` rows of the session file db (a read transaction open), unfiltered,
+ * exactly as ranks_query() without a filter packs them, sorted by rank, into
+ * *rows (caller frees; NULL when none). 0, or a negative errno with a message in
+ * err.
+ */
+int ranks_rows(sqlite3 *db, struct ranks_row **rows, size_t *n_rows, char *err, size_t errlen);
+
+/*
  * Packs RANKS_QUERY_KEYS key/value pairs (no map header) into pk from the
  * session file db (a read transaction open). 0, or a negative errno with a
  * message in err.

@@ -171,6 +171,8 @@ bool rq_cat_wanted(const struct rq *q, enum proto_cat c);
 int rq_step_done(struct rq *q);
 /* `steps`; *mean_step_out: the mean step time over every (rank, step) pair. */
 int rq_pack_steps(struct rq *q, msgpack_packer *pk, uint64_t *mean_step_out);
+/* The `ranks` row of rank r (ranks_query.h). */
+void rq_rank_row(const struct rq *q, const struct rq_rank *r, struct ranks_row *o);
 /* `ranks`: one map per rank kept. */
 int rq_pack_ranks(struct rq *q, msgpack_packer *pk);
 /* Fills vr (q->n_ranks of them) with the verdict's figures of each rank. */

@@ -409,33 +409,68 @@ static uint64_t rq_total(const struct rq_rank *r)
     return t;
 }
 
+void rq_rank_row(const struct rq *q, const struct rq_rank *r, struct ranks_row *o)
+{
+    uint64_t in_comm = rq_sat(r->cat[PROTO_CAT_COMM], r->cat[PROTO_CAT_WAIT]);
+    double comm_share = r->step_ns ? (double)in_comm / (double)r->step_ns : 0;
+
+    *o = (struct ranks_row){.rank = r->rank,
+                            .processes = r->processes,
+                            .dropped = r->dropped,
+                            .steps = r->steps,
+                            .step_ns = r->step_ns,
+                            .step_mean_ns = r->steps ? r->step_ns / r->steps : 0,
+                            .total_ns = rq_total(r),
+                            .compute_ns = r->cat[PROTO_CAT_COMPUTE],
+                            .comm_ns = r->cat[PROTO_CAT_COMM],
+                            .memory_ns = r->cat[PROTO_CAT_MEMORY],
+                            .wait_ns = r->cat[PROTO_CAT_WAIT],
+                            .other_ns = r->cat[PROTO_CAT_OTHER],
+                            .exposed_comm_ns = r->exposed,
+                            .collectives = r->coll,
+                            .waited_ns = r->waited,
+                            .arrived_last = r->last,
+                            .caused_ns = r->caused,
+                            .slowest_steps = r->slowest,
+                            .late_steps = r->late,
+                            .late_first_step = r->late > 0 ? r->late_first : 0,
+                            .late_last_step = r->late > 0 ? r->late_last : 0,
+                            .untracked_ns = q->cover ? r->untracked : 0,
+                            .untracked_known = q->cover,
+                            .cpu_wait_ns = r->cpu_wait,
+                            .comm_share = comm_share < 1 ? comm_share : 1};
+}
+
+int ranks_row_pack(msgpack_packer *pk, const struct ranks_row *r, const char *host)
+{
+    if (msgpack_pack_map(pk, RANKS_ROW_KEYS + (host != NULL)) ||
+        (host != NULL && (pk_str(pk, "host") || pk_str(pk, host))))
+        return -1;
+    return pk_rank(pk, "rank", r->rank) || pk_u64(pk, "processes", r->processes) ||
+           pk_u64(pk, "dropped", r->dropped) || pk_u64(pk, "steps", r->steps) ||
+           pk_u64(pk, "step_ns", r->step_ns) || pk_u64(pk, "step_mean_ns", r->step_mean_ns) ||
+           pk_u64(pk, "total_ns", r->total_ns) || pk_u64(pk, "compute_ns", r->compute_ns) ||
+           pk_u64(pk, "comm_ns", r->comm_ns) || pk_u64(pk, "memory_ns", r->memory_ns) ||
+           pk_u64(pk, "wait_ns", r->wait_ns) || pk_u64(pk, "other_ns", r->other_ns) ||
+           pk_u64(pk, "exposed_comm_ns", r->exposed_comm_ns) ||
+           pk_u64(pk, "collectives", r->collectives) || pk_u64(pk, "waited_ns", r->waited_ns) ||
+           pk_u64(pk, "arrived_last", r->arrived_last) || pk_u64(pk, "caused_ns", r->caused_ns) ||
+           pk_u64(pk, "slowest_steps", r->slowest_steps) ||
+           pk_u64(pk, "late_steps", r->late_steps) ||
+           pk_known(pk, "late_first_step", r->late_first_step, r->late_steps > 0) ||
+           pk_known(pk, "late_last_step", r->late_last_step, r->late_steps > 0) ||
+           pk_known(pk, "untracked_ns", r->untracked_ns, r->untracked_known) ||
+           pk_u64(pk, "cpu_wait_ns", r->cpu_wait_ns) || pk_f64(pk, "comm_share", r->comm_share);
+}
+
 int rq_pack_ranks(struct rq *q, msgpack_packer *pk)
 {
     if (pk_str(pk, "ranks") || msgpack_pack_array(pk, q->n_ranks))
         return -1;
     for (size_t i = 0; i < q->n_ranks; i++) {
-        const struct rq_rank *r = &q->ranks[i];
-        uint64_t in_comm = rq_sat(r->cat[PROTO_CAT_COMM], r->cat[PROTO_CAT_WAIT]);
-        double comm_share = r->step_ns ? (double)in_comm / (double)r->step_ns : 0;
-        if (msgpack_pack_map(pk, 24) || pk_rank(pk, "rank", r->rank) ||
-            pk_u64(pk, "processes", r->processes) || pk_u64(pk, "dropped", r->dropped) ||
-            pk_u64(pk, "steps", r->steps) || pk_u64(pk, "step_ns", r->step_ns) ||
-            pk_u64(pk, "step_mean_ns", r->steps ? r->step_ns / r->steps : 0) ||
-            pk_u64(pk, "total_ns", rq_total(r)) ||
-            pk_u64(pk, "compute_ns", r->cat[PROTO_CAT_COMPUTE]) ||
-            pk_u64(pk, "comm_ns", r->cat[PROTO_CAT_COMM]) ||
-            pk_u64(pk, "memory_ns", r->cat[PROTO_CAT_MEMORY]) ||
-            pk_u64(pk, "wait_ns", r->cat[PROTO_CAT_WAIT]) ||
-            pk_u64(pk, "other_ns", r->cat[PROTO_CAT_OTHER]) ||
-            pk_u64(pk, "exposed_comm_ns", r->exposed) || pk_u64(pk, "collectives", r->coll) ||
-            pk_u64(pk, "waited_ns", r->waited) || pk_u64(pk, "arrived_last", r->last) ||
-            pk_u64(pk, "caused_ns", r->caused) || pk_u64(pk, "slowest_steps", r->slowest) ||
-            pk_u64(pk, "late_steps", r->late) ||
-            pk_known(pk, "late_first_step", r->late_first, r->late > 0) ||
-            pk_known(pk, "late_last_step", r->late_last, r->late > 0) ||
-            pk_known(pk, "untracked_ns", r->untracked, q->cover) ||
-            pk_u64(pk, "cpu_wait_ns", r->cpu_wait) ||
-            pk_f64(pk, "comm_share", comm_share < 1 ? comm_share : 1))
+        struct ranks_row row;
+        rq_rank_row(q, &q->ranks[i], &row);
+        if (ranks_row_pack(pk, &row, NULL))
             return -1;
     }
     return 0;

@@ -3,7 +3,7 @@
  * decoder (daemon/peer/peersnap_wire.c), which reads what another host sends:
  * whatever the bytes, decoding never reads out of bounds or leaks, and a
  * snapshot that decodes re-encodes (peersnap_pack) into one that decodes to
- * the same snapshot, field by field and bucket by bucket.
+ * the same snapshot, field by field, bucket by bucket and rank row by rank row.
  *
  * Input: a stream of peer messages, framed as the daemon frames a link's
  * bytes (peerframe.h, the peer limit): each whole message is tried.
@@ -55,6 +55,25 @@ static void same(const struct peersnap *a, const struct peersnap *b)
             CHECK(x[i].step == y[i].step && x[i].start_ns == y[i].start_ns);
             CHECK(x[i].dur_ns == y[i].dur_ns && x[i].mem_bytes == y[i].mem_bytes);
         }
+    }
+    CHECK(a->n_rank_rows == b->n_rank_rows && a->ranks_cut == b->ranks_cut);
+    for (size_t i = 0; i < a->n_rank_rows; i++) {
+        const struct ranks_row *x = &a->rank_rows[i], *y = &b->rank_rows[i];
+        CHECK(x->rank == y->rank && x->processes == y->processes && x->dropped == y->dropped);
+        CHECK(x->steps == y->steps && x->step_ns == y->step_ns && x->total_ns == y->total_ns);
+        CHECK(x->compute_ns == y->compute_ns && x->comm_ns == y->comm_ns);
+        CHECK(x->memory_ns == y->memory_ns && x->wait_ns == y->wait_ns);
+        CHECK(x->other_ns == y->other_ns && x->exposed_comm_ns == y->exposed_comm_ns);
+        CHECK(x->collectives == y->collectives && x->waited_ns == y->waited_ns);
+        CHECK(x->arrived_last == y->arrived_last && x->caused_ns == y->caused_ns);
+        CHECK(x->slowest_steps == y->slowest_steps && x->late_steps == y->late_steps);
+        CHECK(x->late_first_step == y->late_first_step && x->late_last_step == y->late_last_step);
+        CHECK(x->untracked_known == y->untracked_known && x->untracked_ns == y->untracked_ns);
+        CHECK(x->cpu_wait_ns == y->cpu_wait_ns && x->step_mean_ns == y->step_mean_ns);
+        CHECK(memcmp(&x->comm_share, &y->comm_share, sizeof(double)) == 0);
+        /* what the decoder promises of every row it takes */
+        CHECK(x->comm_share >= 0 && x->comm_share <= 1 && x->late_steps <= x->steps);
+        CHECK(i == 0 || a->rank_rows[i - 1].rank < x->rank);
     }
     for (size_t i = 0; i < a->n_devs; i++) {
         CHECK(strcmp(a->devs[i].device, b->devs[i].device) == 0);

@@ -8,6 +8,9 @@
 #     --home; m2 has only --peer-key, and its producers name the home themselves
 #     (TRACECTL_HOME, the hello key `home`): a session of m2's whose producers do
 #     not stays on m2;
+#     The home's `ranks` rows (the analysis) list every host's ranks, each with its
+#     `host`: a member's rows equal that member's own report's rows exactly (they
+#     come in its snapshots); the text report's Ranks table has a HOST column;
 #  3. a member cut off (its veth down) while its session is live is shown stale
 #     within 3 s; what it ingests meanwhile reaches the home when the link is
 #     back: nothing lost.
@@ -200,7 +203,52 @@ assert s["span_ns"] + slack >= ext, (s["span_ns"], ext)
 assert s["span_ns"] < 3_000_000_000, s["span_ns"]
 print(f"merged span {s['span_ns']} ns; the hosts' known entries span {ext} ns aligned")
 PY
+# ranks_equal SESSION HOME_RANKS MEMBER...: the home's `ranks` rows of SESSION are the home's
+# own (HOME_RANKS, e.g. "0,1") and every MEMBER's own report's rows, exactly, each with its host.
+ranks_equal() {
+    local session=$1 home_ranks=$2 h
+    shift 2
+    report home "$session" >"$HOSTS_DIR/ranks_$session.json" || return 1
+    for h in "$@"; do report "$h" "$session" >"$HOSTS_DIR/ranks_${session}_$h.json" || return 1; done
+    python3 - "$HOSTS_DIR" "$session" "$home_ranks" "$@" <<'PY'
+import json, sys
+d, session, home_ranks, members = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+merged = json.load(open(f"{d}/ranks_{session}.json"))["ranks"]
+assert all("host" in r for r in merged), merged
+assert [r["rank"] for r in merged] == sorted(r["rank"] for r in merged), merged
+home = [r["rank"] for r in merged if r["host"] == "home"]
+assert home == [int(x) for x in home_ranks.split(",")], home
+n = 0
+for h in members:
+    own = json.load(open(f"{d}/ranks_{session}_{h}.json"))["ranks"]
+    got = [{k: v for k, v in r.items() if k != "host"} for r in merged if r["host"] == h]
+    assert own and got == own, (h, got, own)
+    n += len(own)
+assert len(merged) == len(home) + n, merged
+print(f"{session}: the home's ranks rows: {len(home)} its own, {n} the members' "
+      f"({', '.join(members)}), each equal to the member's own report's row")
+PY
+}
+ranks_equal job 0,1 m1 m2 || fail "the home's ranks rows of job are not every host's"
+# top at the home: its "Ranks on member hosts" are the members' rows (member_ranks in --json)
+"$TRACECTL" --socket "$HOSTS_DIR/home.sock" top job --once --interval 0 --json \
+    >"$HOSTS_DIR/top_job.json" || fail "top job at the home"
+python3 - "$HOSTS_DIR" <<'PY' || fail "top at the home does not show the members' ranks"
+import json, sys
+d = sys.argv[1]
+top = json.load(open(d + "/top_job.json"))["member_ranks"]
+keys = ("rank", "host", "steps", "step_mean_ns", "cpu_wait_ns", "waited_ns", "caused_ns")
+want = [{k: r[k] for k in keys} for r in json.load(open(d + "/ranks_job.json"))["ranks"]
+        if r["host"] != "home"]
+assert [r["rank"] for r in want] == [2, 3, 4], want
+assert top == want, (top, want)
+print("top at the home: member ranks", [(r["host"], r["rank"]) for r in top])
+PY
 "$TRACECTL" --socket "$HOSTS_DIR/home.sock" report job >"$HOSTS_DIR/merged.txt"
+sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q "^ *RANK *HOST " ||
+    fail "the text report's Ranks table has no HOST column: $(sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt")"
+sed -n '/^Ranks/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q "^ *4 *m2 " ||
+    fail "the text report's Ranks table has no m2 rank 4"
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt" | grep -q " m1 .* ms .*ppm" ||
     fail "the text report's Hosts section shows no clock: $(cat "$HOSTS_DIR/merged.txt")"
 sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
@@ -210,7 +258,7 @@ sed -n '/^Hosts/,/^$/p' "$HOSTS_DIR/merged.txt"
 tc_home() { "$TRACECTL" --socket "$HOSTS_DIR/home.sock" "$@"; }
 tc_home diff job job --json >"$HOSTS_DIR/diff.json" || fail "diff job job at the home"
 tc_home diff job job >"$HOSTS_DIR/diff.txt" || fail "diff job job at the home (text)"
-grep -q "^A spans 3 hosts (home, m1, m2): operations, categories, devices and the totals cover every host; ranks, steps and the verdict the home's own ranks only" \
+grep -q "^A spans 3 hosts (home, m1, m2): operations, categories, devices, ranks and the totals cover every host; steps and the verdict the home's own ranks only" \
     "$HOSTS_DIR/diff.txt" || fail "diff does not say what spans hosts: $(head -12 "$HOSTS_DIR/diff.txt")"
 # exports: this host's entries only, and a note on stderr saying so
 for h in home m1 m2; do
@@ -224,6 +272,10 @@ grep -q "note: session job spans 3 hosts; this export has this host's entries on
 report home job --rank 2,3 >"$HOSTS_DIR/filtered_m1ranks.json" || fail "report --rank 2,3 at the home"
 report home job --rank 0 >"$HOSTS_DIR/filtered_0.json" || fail "report --rank 0 at the home"
 tc_home report job --rank 0 >"$HOSTS_DIR/filtered_0.txt" || fail "report --rank 0 at the home (text)"
+tc_home report job --rank 2,3 >"$HOSTS_DIR/filtered_m1ranks.txt" || fail "report --rank 2,3 (text)"
+grep -q "^Ranks: the Ranks table lists these ranks' rows of m1 too, from their snapshots" \
+    "$HOSTS_DIR/filtered_m1ranks.txt" ||
+    fail "a filtered report of m1's ranks does not say so: $(head -6 "$HOSTS_DIR/filtered_m1ranks.txt")"
 grep -q "^Hosts: the filters cover home's entries only; not m1, m2 " "$HOSTS_DIR/filtered_0.txt" ||
     fail "a filtered report does not say it is the home's part: $(head -5 "$HOSTS_DIR/filtered_0.txt")"
 python3 - "$HOSTS_DIR" <<'PY' || fail "diff, exports or filtered reports at the home"
@@ -242,6 +294,7 @@ assert sorted(r["op"] for r in diff["ops"]) == ["allreduce", "fwd"], diff["ops"]
 devs = {r["device"]: r["calls_a"] for r in diff["devices"]}
 assert devs == {x["device"]: x["calls"] for x in merged["devices"]}, devs
 assert sum(devs.values()) == 660, devs  # every entry on one device, every host
+assert sorted(r["rank"] for r in diff["ranks"]) == [0, 1, 2, 3, 4], diff["ranks"]  # every host's
 # exports: each host's entries; together the merged entries, none twice
 rows = {h: list(csv.DictReader(open(f"{d}/export_{h}.csv", newline=""))) for h in own}
 n = {h: len(v) for h, v in rows.items()}
@@ -250,11 +303,18 @@ assert sum(n.values()) == merged["session"]["entries"], (n, merged["session"])
 assert {r["rank"] for r in rows["home"]} == {"0", "1"}, {r["rank"] for r in rows["home"]}
 # filtered at the home: its own entries (rank 0: 100 fwd and 100 allreduce), the hosts left out
 f0 = json.load(open(d + "/filtered_0.json"))
-assert f0["filter_hosts"] == {"counted": ["home"], "left_out": ["m1", "m2"]}, f0.get("filter_hosts")
+assert f0["filter_hosts"] == {"counted": ["home"], "left_out": ["m1", "m2"], "ranks_rows": []}, \
+    f0.get("filter_hosts")
+assert [(r["host"], r["rank"]) for r in f0["ranks"]] == [("home", 0)], f0["ranks"]
 calls = {o["op"]: (o["calls"], o["total_ns"]) for o in f0["ops"]}
 assert calls == {"fwd": (100, 1000 * 100 + 4950), "allreduce": (100, 5000 * 100 + 7 * 4950)}, calls
 f23 = json.load(open(d + "/filtered_m1ranks.json"))
 assert f23["filter_hosts"]["left_out"] == ["m1", "m2"] and f23["session"]["entries"] == 0, f23["session"]
+# ... but its Ranks section has m1's rows of ranks 2 and 3, exactly as m1's own report's
+assert f23["filter_hosts"]["ranks_rows"] == ["m1"], f23["filter_hosts"]
+m1_rows = [r for r in own["m1"]["ranks"] if r["rank"] in (2, 3)]
+assert [{k: v for k, v in r.items() if k != "host"} for r in f23["ranks"]] == m1_rows, f23["ranks"]
+assert all(r["host"] == "m1" for r in f23["ranks"]), f23["ranks"]
 print("diff at the home: every host's ops and devices; exports 400 + 200 + 60 = 660, "
       "one host each; filtered reports: the home's part, m1 and m2 named left out")
 PY
@@ -340,6 +400,11 @@ hosts_wait 15 checked ||
 got=$(arrivals_of m1 coll)
 [ "$got" = "40 0 0" ] || fail "m1's row: arrivals, dropped, violations = $got, want 40 0 0"
 echo "collectives: m1 sent 40 arrivals, none dropped; 20 instances checked, 0 violations"
+# m1's rows of coll (ranks 2 and 3, 20 collectives each, rank 3 late), once m1's last snapshot
+# (its session ended) is in: the rows of its own report, exactly.
+hosts_wait 10 sh -c "'$TRACECTL' --socket '$HOSTS_DIR/home.sock' report --json coll |
+    grep -q '\"host\":\"m1\",\"state\":\"ended\"'" || fail "coll did not end on m1 at the home"
+ranks_equal coll 0,1 m1 || fail "the home's ranks rows of coll are not every host's"
 
 # The figures: every burst's bound, as the home logged it (debug).
 python3 - "$HOSTS_DIR/home.log" <<'PY'

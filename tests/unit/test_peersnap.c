@@ -55,6 +55,13 @@ enum bad {
     TOP_SHORT,
     TOP_RANK_NEGATIVE,
     BEGIN_AFTER_END,
+    RANK_ROW_SHORT,
+    RANKS_DUP,
+    RANK_LATE_NIL,
+    RANK_SHARE_OVER,
+    RANK_MEAN_WRONG,
+    RANKS_OVER_CAP,
+    RANK_NEGATIVE,
     N_BAD
 };
 
@@ -75,6 +82,66 @@ static void op(msgpack_packer *pk, const char *name, uint64_t calls, uint64_t to
     msgpack_pack_array(pk, n_hist);
     for (size_t i = 0; i < n_hist; i++)
         msgpack_pack_uint64(pk, hist[i]);
+}
+
+/*
+ * A `rank_rows` row: rank (-1: nil), 3 processes, `steps` steps of 100 ns each, late in
+ * `late` of them (steps 1..late; UINT64_MAX: 0 late steps, yet a first and last given),
+ * untracked nil when rank is nil, comm_share `share`.
+ */
+static void rank_row(msgpack_packer *pk, int64_t rank, uint64_t steps, uint64_t late, uint64_t mean,
+                     double share, int nfields)
+{
+    msgpack_pack_array(pk, nfields);
+    if (rank >= 0)
+        msgpack_pack_uint64(pk, (uint64_t)rank);
+    else if (rank == -1)
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_int64(pk, rank);
+    /* processes, dropped, steps, step_ns, step_mean_ns, then total_ns .. caused_ns, then
+     * slowest_steps (none) */
+    msgpack_pack_uint64(pk, 3);
+    msgpack_pack_uint64(pk, 0);
+    msgpack_pack_uint64(pk, steps);
+    msgpack_pack_uint64(pk, 100 * steps);
+    msgpack_pack_uint64(pk, mean);
+    for (int i = 0; i < 11; i++)
+        msgpack_pack_uint64(pk, 7);
+    msgpack_pack_uint64(pk, 0);
+    msgpack_pack_uint64(pk, late == UINT64_MAX ? 0 : late); /* late_steps */
+    if (late > 0) {
+        msgpack_pack_uint64(pk, 1);
+        msgpack_pack_uint64(pk, late == UINT64_MAX ? 1 : late);
+    } else {
+        msgpack_pack_nil(pk);
+        msgpack_pack_nil(pk);
+    }
+    if (rank == -1)
+        msgpack_pack_nil(pk);
+    else
+        msgpack_pack_uint64(pk, 11);
+    msgpack_pack_uint64(pk, 5); /* cpu_wait_ns */
+    if (nfields == 24)
+        msgpack_pack_double(pk, share);
+}
+
+static void rank_rows(msgpack_packer *pk, enum bad bad)
+{
+    size_t n = bad == RANKS_OVER_CAP ? PEERSNAP_MAX_RANKS + 1 : 2;
+
+    str(pk, "rank_rows");
+    msgpack_pack_array(pk, n);
+    rank_row(pk, -1, 0, 0, 0, 0.0, 24);
+    if (bad == RANKS_DUP)
+        rank_row(pk, -1, 0, 0, 0, 0.0, 24);
+    else if (bad == RANK_NEGATIVE)
+        rank_row(pk, -3, 0, 0, 0, 0.0, 24);
+    else
+        rank_row(pk, 2, 4, bad == RANK_LATE_NIL ? UINT64_MAX : 2, bad == RANK_MEAN_WRONG ? 99 : 100,
+                 bad == RANK_SHARE_OVER ? 1.5 : 0.25, bad == RANK_ROW_SHORT ? 23 : 24);
+    for (size_t i = 2; i < n; i++)
+        rank_row(pk, (int64_t)i + 1, 0, 0, 0, 0.0, 24);
 }
 
 static void build(msgpack_sbuffer *sb, enum bad bad)
@@ -100,8 +167,9 @@ static void build(msgpack_sbuffer *sb, enum bad bad)
         msgpack_pack_array(&pk, 0);
         return;
     }
-    msgpack_pack_map(&pk, 8 - (bad == NO_SESSION) - (bad == NO_SEQ) +
+    msgpack_pack_map(&pk, 9 - (bad == NO_SESSION) - (bad == NO_SEQ) +
                               (bad == TOP_SHORT || bad == TOP_RANK_NEGATIVE));
+    rank_rows(&pk, bad);
     if (bad != NO_SESSION) {
         str(&pk, "session");
         memset(longname, 'j', sizeof(longname) - 1);
@@ -199,6 +267,18 @@ Test(peersnap, valid_decodes_exactly)
     cr_assert_eq(s.ops[0].hist[1].min_ns, 300);
     cr_assert_eq(s.n_devs, 1);
     cr_assert_eq(s.devs[0].total_ns, 340);
+    cr_assert_eq(s.n_rank_rows, 2);
+    cr_assert_eq(s.rank_rows[0].rank, -1);
+    cr_assert(!s.rank_rows[0].untracked_known);
+    cr_assert_eq(s.rank_rows[1].rank, 2);
+    cr_assert_eq(s.rank_rows[1].steps, 4);
+    cr_assert_eq(s.rank_rows[1].step_ns, 400);
+    cr_assert_eq(s.rank_rows[1].late_steps, 2);
+    cr_assert_eq(s.rank_rows[1].late_last_step, 2);
+    cr_assert(s.rank_rows[1].untracked_known);
+    cr_assert_eq(s.rank_rows[1].untracked_ns, 11);
+    cr_assert_eq(s.rank_rows[1].cpu_wait_ns, 5);
+    cr_assert_float_eq(s.rank_rows[1].comm_share, 0.25, 1e-12);
     peersnap_free(&s);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -245,6 +325,9 @@ Test(peersnap, pack_then_decode_is_the_same)
     cr_assert_null(t.slowest[1].device);
     cr_assert_eq(t.n_hotspots, 0);
     cr_assert_eq(t.ended, s.ended);
+    cr_assert_eq(t.n_rank_rows, 2);
+    cr_assert_eq(memcmp(t.rank_rows, s.rank_rows, 2 * sizeof(*t.rank_rows)), 0);
+    cr_assert_eq(t.ranks_cut, 0);
     peersnap_free(&s);
     peersnap_free(&t);
     peersnap_free(NULL);
@@ -272,5 +355,6 @@ ParameterizedTest(int *bad, peersnap, malformed_refused)
     cr_assert(strncmp(err, "snapshot: ", 10) == 0, "case %d: message \"%s\"", *bad, err);
     cr_assert_null(s.ops);
     cr_assert_null(s.session);
+    cr_assert_null(s.rank_rows);
     msgpack_sbuffer_destroy(&sb);
 }
