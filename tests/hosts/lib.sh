@@ -16,6 +16,8 @@
 #                              data in $HOSTS_DIR/NAME.data, log $HOSTS_DIR/NAME.log
 #   hosts_stop NAME            SIGTERM to NAME's daemon, waits for it
 #   hosts_link_set A N up|down the A side of link N up or down
+#   hosts_coll4 SESSION        4 ranks (2 per host) of synchronizing allreduces, rank 3 late
+#   fail MESSAGE               says it, prints every log's tail, exits 1
 #   hosts_wait SECONDS CMD...  polls CMD every 0.1 s until it succeeds; fails past SECONDS
 # Needs TRACECTLD (the daemon binary).
 
@@ -139,4 +141,32 @@ hosts_wait() {
         fi
         sleep 0.1
     done
+}
+
+# The failure of a test: what it says, then the tail of every log of the run.
+fail() {
+    echo "FAIL: $*"
+    for f in "$HOSTS_DIR"/*.log; do
+        echo "== $f"
+        tail -20 "$f"
+    done
+    exit 1
+}
+
+# Session $1, 20 allreduces that really synchronize through $HOSTS_DIR/coll: ranks 0, 1 on
+# the home and 2, 3 on m1, rank 3 sleeping 20 ms before each (hosts_producer.c, $PRODUCER).
+# Returns non-zero when a producer failed.
+hosts_coll4() {
+    local pids=() rc=0 host rank
+    mkdir -p "$HOSTS_DIR/coll"
+    for rank in 0 1 2 3; do
+        host=home
+        [ "$rank" -ge 2 ] && host=m1
+        hosts_exec "$host" env HOSTS_COLL_DIR="$HOSTS_DIR/coll" HOSTS_COLL_N=20 \
+            HOSTS_LATE_RANK=3 HOSTS_LATE_US=20000 "$PRODUCER" "$HOSTS_DIR/$host.sock" "$1" \
+            "$rank" 4 0 &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    return $rc
 }

@@ -26,7 +26,6 @@ TRACECTLD=$1 TRACECTL=$2 PRODUCER=$3 RELAY=$4
 . "$(dirname "$0")/lib.sh"
 hosts_need_root
 hosts_init
-fail() { echo "FAIL: $*"; for f in "$HOSTS_DIR"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 # The median bound of a burst between the daemons under 0–1 ms of jitter each way, past the
 # first two: docs/hosts.md's figure for this test, 300 µs. (clockprobe alone through the same
 # relay gives 83 µs, docs/BENCHMARKS.md; between daemons, with TLS, their event loops and the

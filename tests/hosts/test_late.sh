@@ -23,7 +23,6 @@ TRACECTLD=$1 TRACECTL=$2 PRODUCER=$3
 . "$(dirname "$0")/lib.sh"
 hosts_need_root
 hosts_init
-fail() { echo "FAIL: $*"; for f in "$HOSTS_DIR"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 
 hosts_add home || fail "ip netns add"
 hosts_add m1
@@ -47,16 +46,7 @@ measured() { # the home has measured m1's clock (its row's bound is not nil)
 }
 hosts_wait 15 measured || fail "the home never measured m1's clock"
 
-mkdir -p "$HOSTS_DIR/coll"
-coll() { # host rank
-    hosts_exec "$1" env HOSTS_COLL_DIR="$HOSTS_DIR/coll" HOSTS_COLL_N=20 HOSTS_LATE_RANK=3 \
-        HOSTS_LATE_US=20000 "$PRODUCER" "$HOSTS_DIR/$1.sock" late "$2" 4 0
-}
-coll home 0 & q1=$!
-coll home 1 & q2=$!
-coll m1 2 & q3=$!
-coll m1 3 & q4=$!
-for p in $q1 $q2 $q3 $q4; do wait $p || fail "a collective producer failed"; done
+hosts_coll4 late || fail "a collective producer failed"
 
 analysed() { # all 20 instances in the home's hosts_late
     report home late 2>/dev/null | python3 -c '

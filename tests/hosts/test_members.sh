@@ -27,7 +27,6 @@ TRACECTLD=$1 TRACECTL=$2 PRODUCER=$3
 . "$(dirname "$0")/lib.sh"
 hosts_need_root
 hosts_init
-fail() { echo "FAIL: $*"; for f in "$HOSTS_DIR"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 
 hosts_add home || fail "ip netns add"
 hosts_add m1
@@ -374,16 +373,7 @@ PY
 # through files, rank 3 late by 20 ms each time. m1 sends its 40 arrivals; the home checks
 # each instance once complete (its 2 ranks' + m1's 2) against m1's measured clock: 20 checks,
 # no violation on an honest clock (a mis-estimated one is tests/unit/test_peerarr.c's).
-mkdir -p "$HOSTS_DIR/coll"
-coll() { # host rank
-    hosts_exec "$1" env HOSTS_COLL_DIR="$HOSTS_DIR/coll" HOSTS_COLL_N=20 HOSTS_LATE_RANK=3 \
-        HOSTS_LATE_US=20000 "$PRODUCER" "$HOSTS_DIR/$1.sock" coll "$2" 4 0
-}
-coll home 0 & q1=$!
-coll home 1 & q2=$!
-coll m1 2 & q3=$!
-coll m1 3 & q4=$!
-for p in $q1 $q2 $q3 $q4; do wait $p || fail "a collective producer failed"; done
+hosts_coll4 coll || fail "a collective producer failed"
 arrivals_of() { # host session -> "arrivals dropped violations" of the home's row
     report home "$2" 2>/dev/null | python3 -c '
 import json, sys
